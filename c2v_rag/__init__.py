@@ -1,0 +1,26 @@
+"""c2v_rag: decoder-only LLMs as text embedders (Causal2Vec), for retrieval and RAG."""
+
+from .config import Causal2VecConfig, PromptFormat
+from .errors import C2VError, MissingPackageError, ModelSourceError, VariantLoadError
+from .instructions import Task, TaskKind, get_task, list_tasks, register_task
+from .modeling import Causal2Vec
+from .presets import DEFAULT_PRESET, list_presets
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Causal2Vec",
+    "Causal2VecConfig",
+    "PromptFormat",
+    "Task",
+    "TaskKind",
+    "get_task",
+    "list_tasks",
+    "register_task",
+    "list_presets",
+    "DEFAULT_PRESET",
+    "C2VError",
+    "MissingPackageError",
+    "ModelSourceError",
+    "VariantLoadError",
+]

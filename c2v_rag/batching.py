@@ -1,0 +1,100 @@
+"""Length-sorted, token-budget batching and padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def plan_batches(lengths: Sequence[int], *, max_tokens: int, max_batch_size: int) -> list[list[int]]:
+    """Group indices into batches whose padded size ``rows * longest`` stays within ``max_tokens``.
+
+    Indices are sorted by length, longest first, so each batch pads little and an out-of-memory
+    error, if any, shows up on the first batch rather than after hours. A single input longer
+    than the budget still gets a batch of its own.
+    """
+    if max_tokens < 1 or max_batch_size < 1:
+        raise ValueError(f"max_tokens={max_tokens} and max_batch_size={max_batch_size} must be >= 1")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and ((len(current) + 1) * lengths[current[0]] > max_tokens or len(current) >= max_batch_size):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_right(sequences: Sequence[Sequence[int]], pad_value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token lists into ``(ids, attention_mask)`` long tensors.
+
+    Right padding keeps every real token at the same position as in an unpadded sequence, and
+    under causal attention no real token sees a pad, so batched and single results agree.
+    """
+    longest = max((len(s) for s in sequences), default=0)
+    ids = torch.full((len(sequences), longest), pad_value, dtype=torch.long)
+    mask = torch.zeros((len(sequences), longest), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    return ids, mask
+
+
+class Causal2VecBatch:
+    """One model-ready batch: the decoder ids with empty Contextual slots, and the encoder ids.
+
+    ``input_ids`` hold ``pad_id`` in the Contextual slots; the model overwrites those rows of the
+    input embeddings with the projector output.
+    """
+
+    def __init__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        encoder_input_ids: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+    ) -> None:
+        self.input_ids = input_ids
+        self.attention_mask = attention_mask
+        # Explicit positions: models with absolute position embeddings (GPT-2) need them, and they
+        # make the layout independent of how the backbone infers positions from the mask.
+        self.position_ids = torch.arange(input_ids.size(1)).expand_as(input_ids)
+        self.context_positions = context_positions
+        self.last_positions = last_positions
+        self.encoder_input_ids = encoder_input_ids
+        self.encoder_attention_mask = encoder_attention_mask
+
+    @property
+    def num_real_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device) -> "Causal2VecBatch":
+        for name, value in vars(self).items():
+            if isinstance(value, torch.Tensor):
+                setattr(self, name, value.to(device, non_blocking=True))
+        return self
+
+
+def collate(
+    pieces: Sequence,
+    encoder_ids: Sequence[Sequence[int]] | None,
+    *,
+    num_contextual_tokens: int,
+    pad_id: int,
+    encoder_pad_id: int = 0,
+) -> Causal2VecBatch:
+    """Lay out :class:`~c2v_rag.prompting.DecoderPieces` (and encoder ids) as one batch."""
+    slot = [pad_id] * num_contextual_tokens
+    ids, mask = pad_right([p.head + slot + p.tail for p in pieces], pad_id)
+    context = torch.tensor([len(p.head) for p in pieces], dtype=torch.long)
+    last = mask.sum(1) - 1
+    enc_ids = enc_mask = None
+    if encoder_ids is not None:
+        enc_ids, enc_mask = pad_right(encoder_ids, encoder_pad_id)
+    return Causal2VecBatch(ids, mask, context, last, enc_ids, enc_mask)

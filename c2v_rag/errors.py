@@ -1,0 +1,17 @@
+"""Exceptions with messages that name the input at fault and the fix."""
+
+
+class C2VError(Exception):
+    """Base class for c2v_rag errors."""
+
+
+class MissingPackageError(C2VError, ImportError):
+    """An optional dependency or a packaged model source is not installed."""
+
+
+class ModelSourceError(C2VError, OSError):
+    """A base model reference could not be resolved to weights."""
+
+
+class VariantLoadError(C2VError, OSError):
+    """A variant directory is missing a file, or a file in it is corrupt."""

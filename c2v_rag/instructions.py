@@ -1,0 +1,214 @@
+"""Task instructions from the Causal2Vec paper, and which inputs receive them.
+
+Asymmetric tasks (retrieval, reranking) put the instruction on queries only; documents are
+encoded without one (paper, Appendix A.3). Symmetric tasks (STS, classification, clustering,
+pair classification, summarization) put it on every input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class TaskKind(str, Enum):
+    RETRIEVAL = "retrieval"
+    RERANKING = "reranking"
+    CLASSIFICATION = "classification"
+    CLUSTERING = "clustering"
+    PAIR_CLASSIFICATION = "pair_classification"
+    STS = "sts"
+    SUMMARIZATION = "summarization"
+    TRAINING = "training"
+
+    @property
+    def symmetric(self) -> bool:
+        return self not in (TaskKind.RETRIEVAL, TaskKind.RERANKING, TaskKind.TRAINING)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A named task: its instruction and whether documents receive it too."""
+
+    name: str
+    instruction: str
+    kind: TaskKind
+
+    @property
+    def symmetric(self) -> bool:
+        return self.kind.symmetric
+
+
+_K = TaskKind
+# Table 16: instructions used for MTEB evaluation.
+_EVALUATION: list[tuple[str, TaskKind, str]] = [
+    ("AmazonCounterfactualClassification", _K.CLASSIFICATION,
+     "Classify a given Amazon customer review text as either counterfactual or not-counterfactual."),
+    ("AmazonPolarityClassification", _K.CLASSIFICATION,
+     "Classify Amazon reviews into positive or negative sentiment"),
+    ("AmazonReviewsClassification", _K.CLASSIFICATION,
+     "Classify the given Amazon review into its appropriate rating category"),
+    ("Banking77Classification", _K.CLASSIFICATION,
+     "Given a online banking query, find the corresponding intents"),
+    ("EmotionClassification", _K.CLASSIFICATION,
+     "Classify the emotion expressed in the given Twitter message into one of the six emotions: "
+     "anger, fear, joy, love, sadness, and surprise."),
+    ("ImdbClassification", _K.CLASSIFICATION,
+     "Classify the sentiment expressed in the given movie review text from the IMDB dataset."),
+    ("MassiveIntentClassification", _K.CLASSIFICATION,
+     "Given a user utterance as query, find the user intents"),
+    ("MassiveScenarioClassification", _K.CLASSIFICATION,
+     "Given a user utterance as query, find the user scenarios"),
+    ("MTOPDomainClassification", _K.CLASSIFICATION,
+     "Classify the intent domain of the given utterance in task-oriented conversation"),
+    ("MTOPIntentClassification", _K.CLASSIFICATION,
+     "Classify the intent of the given utterance in task-oriented conversation"),
+    ("ToxicConversationsClassification", _K.CLASSIFICATION,
+     "Classify the given comments as either toxic or not toxic"),
+    ("TweetSentimentExtractionClassification", _K.CLASSIFICATION,
+     "Classify the sentiment of a given tweet as either positive, negative, or neutral"),
+    ("ArxivClusteringP2P", _K.CLUSTERING,
+     "Identify the main and secondary category of Arxiv papers based on the titles and abstracts."),
+    ("ArxivClusteringS2S", _K.CLUSTERING,
+     "Identify the main and secondary category of Arxiv papers based on the titles"),
+    ("BiorxivClusteringP2P", _K.CLUSTERING,
+     "Identify the main category of Biorxiv papers based on the titles and abstracts"),
+    ("BiorxivClusteringS2S", _K.CLUSTERING,
+     "Identify the main category of Biorxiv papers based on the titles"),
+    ("MedrxivClusteringP2P", _K.CLUSTERING,
+     "Identify the main category of Medrxiv papers based on the titles and abstracts"),
+    ("MedrxivClusteringS2S", _K.CLUSTERING,
+     "Identify the main category of Medrxiv papers based on the titles"),
+    ("RedditClustering", _K.CLUSTERING,
+     "Identify the topic or theme of Reddit posts based on the titles"),
+    ("RedditClusteringP2P", _K.CLUSTERING,
+     "Identify the topic or theme of Reddit posts based on the titles and posts"),
+    ("StackExchangeClustering", _K.CLUSTERING,
+     "Identify the topic or theme of StackExchange posts based on the titles"),
+    ("StackExchangeClusteringP2P", _K.CLUSTERING,
+     "Identify the topic or theme of StackExchange posts based on the given paragraphs"),
+    ("TwentyNewsgroupsClustering", _K.CLUSTERING,
+     "Identify the topic or theme of the given news articles"),
+    ("SprintDuplicateQuestions", _K.PAIR_CLASSIFICATION,
+     "Retrieve duplicate questions from Sprint forum"),
+    ("TwitterSemEval2015", _K.PAIR_CLASSIFICATION,
+     "Retrieve tweets that are semantically similar to the given tweet"),
+    ("TwitterURLCorpus", _K.PAIR_CLASSIFICATION,
+     "Retrieve tweets that are semantically similar to the given tweet"),
+    ("AskUbuntuDupQuestions", _K.RERANKING, "Retrieve duplicate questions from AskUbuntu forum"),
+    ("MindSmallReranking", _K.RERANKING,
+     "Retrieve relevant news articles based on user browsing history"),
+    ("SciDocsRR", _K.RERANKING,
+     "Given a title of a scientific paper, retrieve the titles of other relevant papers"),
+    ("StackOverflowDupQuestions", _K.RERANKING,
+     "Retrieve duplicate questions from StackOverflow forum"),
+    ("ArguAna", _K.RETRIEVAL, "Given a claim, find documents that refute the claim"),
+    ("ClimateFEVER", _K.RETRIEVAL,
+     "Given a claim about climate change, retrieve documents that support or refute the claim."),
+    ("CQADupstackRetrieval", _K.RETRIEVAL,
+     "Given a question, retrieve detailed question descriptions from Stackexchange that are "
+     "duplicates to the given question."),
+    ("DBPedia", _K.RETRIEVAL, "Given a query, retrieve relevant entity descriptions from DBPedia"),
+    ("FEVER", _K.RETRIEVAL, "Given a claim, retrieve documents that support or refute the claim"),
+    ("FiQA2018", _K.RETRIEVAL,
+     "Given a financial question, retrieve user replies that best answer the question"),
+    ("HotpotQA", _K.RETRIEVAL,
+     "Given a multi-hop question, retrieve documents that can help answer the question"),
+    ("MSMARCO", _K.RETRIEVAL,
+     "Given a web search query, retrieve relevant passages that answer the query"),
+    ("NFCorpus", _K.RETRIEVAL,
+     "Given a question, retrieve relevant documents that best answer the question"),
+    ("NQ", _K.RETRIEVAL, "Given a question, retrieve Wikipedia passages that answer the question"),
+    ("QuoraRetrieval", _K.RETRIEVAL,
+     "Given a question, retrieve questions that are semantically equivalent to the given question."),
+    ("SCIDOCS", _K.RETRIEVAL,
+     "Given a scientific paper title, retrieve paper abstracts that are cited by the given paper"),
+    ("SciFact", _K.RETRIEVAL,
+     "Given a scientific claim, retrieve documents that support or refute the claim"),
+    ("Touche2020", _K.RETRIEVAL,
+     "Given a question, retrieve detailed and persuasive arguments that answer the question"),
+    ("TRECCOVID", _K.RETRIEVAL, "Given a query on COVID-19, retrieve documents that answer the query"),
+    ("SummEval", _K.SUMMARIZATION,
+     "Given a news summary, retrieve other semantically similar summaries"),
+]
+
+# "STS*" in Table 16: one instruction for every STS dataset.
+STS_INSTRUCTION = "Retrieve semantically similar text."
+_STS_DATASETS = ["STS", "STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16", "STS17",
+                 "STS22", "SICK-R", "BIOSSES"]
+
+# Table 8: instructions used for the public retrieval training sets.
+_TRAINING: list[tuple[str, str]] = [
+    ("ELI5", "Provided a user question, retrieve the highest voted answers on Reddit ELI5 forum"),
+    ("HotpotQA-train", "Given a multi-hop question, retrieve documents that can help answer the question"),
+    ("FEVER-train", "Given a claim, retrieve documents that support or refute the claim"),
+    ("MIRACL", "Given a question, retrieve Wikipedia passages that answer the question"),
+    ("MSMARCO-Passage", "Given a web search query, retrieve relevant passages that answer the query"),
+    ("MSMARCO-Document", "Given a web search query, retrieve relevant documents that answer the query"),
+    ("NQ-train", "Given a question, retrieve Wikipedia passages that answer the question"),
+    ("NLI", "Given a premise, retrieve a hypothesis that is entailed by the premise"),
+    ("NLI-symmetric", "Retrieve semantically similar text"),
+    ("SQuAD", "Retrieve Wikipedia passages that answer the question"),
+    ("TriviaQA", "Retrieve Wikipedia passages that answer the question"),
+    ("QuoraDuplicates", "Given a question, retrieve questions that are semantically equivalent to the given question"),
+    ("QuoraDuplicates-symmetric", "Find questions that have the same meaning as the input question"),
+    ("MrTyDi", "Given a question, retrieve Wikipedia passages that answer the question"),
+    ("DuReader", "Given a Chinese search query, retrieve web passages that answer the question"),
+    ("T2Ranking", "Given a Chinese search query, retrieve web passages that answer the question"),
+]
+
+
+def _build_registry() -> dict[str, Task]:
+    tasks = [Task(n, i, k) for n, k, i in _EVALUATION]
+    tasks += [Task(n, STS_INSTRUCTION, TaskKind.STS) for n in _STS_DATASETS]
+    tasks += [Task(n, i, TaskKind.TRAINING) for n, i in _TRAINING]
+    return {t.name.lower(): t for t in tasks}
+
+
+_REGISTRY: dict[str, Task] = _build_registry()
+_ALIASES = {"toxicconversationsclassif.": "toxicconversationsclassification",
+            "tweetsentimentclassification": "tweetsentimentextractionclassification",
+            "stsb": "stsbenchmark", "sts-b": "stsbenchmark"}
+
+
+def get_task(name: str) -> Task:
+    """Look a task up by name, case-insensitively (``"SciFact"``, ``"STS12"``, ``"NLI"``...)."""
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    try:
+        return _REGISTRY[key]
+    except KeyError:
+        raise KeyError(
+            f"unknown task {name!r}. Pass instruction='...' for a custom instruction, or one of: "
+            f"{', '.join(sorted(t.name for t in _REGISTRY.values()))}"
+        ) from None
+
+
+def register_task(name: str, instruction: str, kind: TaskKind | str = TaskKind.RETRIEVAL) -> Task:
+    """Add (or replace) a task so that ``task=name`` works everywhere, e.g. for a domain variant."""
+    task = Task(name, instruction, TaskKind(kind))
+    _REGISTRY[name.strip().lower()] = task
+    return task
+
+
+def list_tasks() -> list[Task]:
+    """Every registered task, sorted by name."""
+    return sorted(_REGISTRY.values(), key=lambda t: t.name.lower())
+
+
+def resolve_instruction(
+    *, task: str | None, instruction: str | None, is_query: bool
+) -> str | None:
+    """The instruction an input gets, or None.
+
+    An explicit ``instruction`` always wins (an empty string means "no instruction"). A ``task``
+    gives its instruction to queries, and to documents too when the task is symmetric.
+    """
+    if instruction is not None:
+        if task is not None:
+            raise ValueError("pass either task= or instruction=, not both")
+        return instruction or None
+    if task is None:
+        return None
+    t = get_task(task)
+    return t.instruction if (is_query or t.symmetric) else None

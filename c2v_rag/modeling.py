@@ -1,0 +1,317 @@
+"""The Causal2Vec model: encoder -> projector -> Contextual token -> causal decoder -> embedding.
+
+Follow one batch through :meth:`Causal2Vec.forward`:
+
+1. the bidirectional encoder reads the text; the projector turns its states into C [B, n, d];
+2. the decoder's word embeddings of ``head + slot + tail`` are looked up, and C is written into
+   the slot by position: ``[instruction; C; text; EOS]``;
+3. the decoder runs with its causal attention unchanged and no KV cache;
+4. the embedding is read off its last hidden states (``concat`` = [h_C; h_EOS]).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .batching import Causal2VecBatch, collate
+from .config import Causal2VecConfig
+from .devices import resolve_device, resolve_dtype
+from .instructions import resolve_instruction
+from .pooling import read_representation
+from .projector import ContextualProjector
+from .prompting import DecoderPieces, PromptBuilder, detect_prompt_format
+from .sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+
+logger = logging.getLogger(__name__)
+
+
+class Causal2Vec(nn.Module):
+    """A decoder-only LLM turned into a text embedder with a Contextual token (Causal2Vec).
+
+    Build one from a saved variant or preset with :meth:`from_pretrained`, or from base models
+    with :meth:`from_components`; then call :meth:`encode_queries`, :meth:`encode_documents` or
+    :meth:`encode`, which follow sentence-transformers' ``encode`` conventions.
+    """
+
+    def __init__(
+        self,
+        config: Causal2VecConfig,
+        decoder: nn.Module,
+        tokenizer,
+        encoder: nn.Module | None = None,
+        encoder_tokenizer=None,
+        projector: ContextualProjector | None = None,
+    ) -> None:
+        super().__init__()
+        n = config.num_contextual_tokens
+        if n and (encoder is None or encoder_tokenizer is None or projector is None):
+            raise ValueError("num_contextual_tokens > 0 needs an encoder, its tokenizer and a projector")
+        self.config = config
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.encoder = encoder
+        self.encoder_tokenizer = encoder_tokenizer
+        self.projector = projector
+        if isinstance(config.prompt_format, str):
+            config.prompt_format = detect_prompt_format(tokenizer)
+        self.prompts = PromptBuilder(
+            tokenizer,
+            config.prompt_format,
+            instruction_template=config.instruction_template,
+            placement=config.placement,
+            num_contextual_tokens=n,
+            max_length=config.max_length,
+        )
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
+        self.encoder_max_length = config.encoder_max_length
+        self._warned_truncation = False
+        # Adapter folders this model was loaded with; save_pretrained copies them when merged.
+        self._adapter_sources: dict[str, Path] = {}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_components(
+        cls,
+        decoder: str = "smollm2-135m-instruct",
+        encoder: str | None = "all-minilm-l6-v2",
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        seed: int = 0,
+        **config_fields: Any,
+    ) -> "Causal2Vec":
+        """Assemble an untrained variant from base models, with a freshly initialised projector.
+
+        ``decoder``/``encoder`` are packaged aliases, local directories or hub ids. Extra keyword
+        arguments are :class:`Causal2VecConfig` fields (``representation``, ``placement``,
+        ``max_length``...). ``seed`` makes the projector's initialisation reproducible.
+        """
+        config = Causal2VecConfig(decoder=decoder, encoder=encoder, **config_fields)
+        return cls.from_config(config, device=device, dtype=dtype, seed=seed)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Causal2VecConfig,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        seed: int = 0,
+    ) -> "Causal2Vec":
+        """Load the base models named by ``config`` and build a model with a fresh projector."""
+        config = config.model_copy(deep=True)
+        target = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        attn = config.attn_implementation or _default_attention(target)
+
+        dec_source = resolve_reference(config.decoder, config.decoder_revision)
+        tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
+        decoder = load_backbone(dec_source, dtype=torch_dtype, attn_implementation=attn,
+                                trust_remote_code=config.trust_remote_code)
+        d = _hidden_size(decoder.config)
+        _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
+        config.decoder_hidden_size = d
+
+        encoder = enc_tokenizer = projector = None
+        if config.num_contextual_tokens:
+            enc_source = resolve_reference(config.encoder, config.encoder_revision)
+            enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
+            encoder = load_backbone(enc_source, dtype=torch_dtype,
+                                    trust_remote_code=config.trust_remote_code)
+            k = _hidden_size(encoder.config)
+            _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
+            config.encoder_hidden_size = k
+            if config.encoder_max_length is None:
+                limit = encoder_length_limit(enc_source, encoder.config)
+                model_max = getattr(enc_tokenizer, "model_max_length", None) or limit
+                config.encoder_max_length = int(min(limit, model_max))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                projector = ContextualProjector(k, d, config.num_contextual_tokens)
+            projector = projector.to(dtype=torch_dtype).eval()
+
+        model = cls(config, decoder, tokenizer, encoder, enc_tokenizer, projector)
+        return model.to(target).eval()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path | None = None,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        merge_adapters: bool = True,
+    ) -> "Causal2Vec":
+        """Load a saved variant directory or a named preset (the default preset when None).
+
+        Only safetensors are read. A missing or corrupt file raises
+        :class:`~c2v_rag.errors.VariantLoadError` naming it. ``merge_adapters=False`` keeps LoRA
+        adapters separate (for further training).
+        """
+        from .variant_io import load_variant
+
+        return load_variant(cls, name_or_path, device=device, dtype=dtype, merge_adapters=merge_adapters)
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write this variant (config, projector, adapters) to ``path``; base weights stay referenced."""
+        from .variant_io import save_variant
+
+        return save_variant(self, Path(path))
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.decoder.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.decoder.parameters()).dtype
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config.embedding_dim
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The embedding size (sentence-transformers' name for :attr:`embedding_dim`)."""
+        return self.embedding_dim
+
+    # ------------------------------------------------------------------ tensors
+
+    def prepare(self, texts: Sequence[str], instruction: str | None) -> tuple[list[DecoderPieces], list[list[int]] | None]:
+        """Tokenize texts for the decoder (around the slot) and, when used, for the encoder."""
+        pieces = self.prompts.build(list(texts), instruction)
+        enc_ids = None
+        if self.config.num_contextual_tokens:
+            enc_ids = self.encoder_tokenizer(
+                list(texts), truncation=True, max_length=self.encoder_max_length
+            )["input_ids"]
+        return pieces, enc_ids
+
+    def collate(self, pieces: Sequence[DecoderPieces], encoder_ids) -> Causal2VecBatch:
+        enc_pad = self.encoder_tokenizer.pad_token_id if self.encoder_tokenizer is not None else 0
+        return collate(pieces, encoder_ids, num_contextual_tokens=self.config.num_contextual_tokens,
+                       pad_id=self.pad_id, encoder_pad_id=enc_pad or 0)
+
+    def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
+        """C [B, n, d] from the encoder and the projector."""
+        states = self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
+        return self.projector(states, encoder_attention_mask)
+
+    def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
+        """Word embeddings of the batch with C written into its slots, by position."""
+        embedding = self.decoder.get_input_embeddings()
+        embeds = embedding(batch.input_ids)
+        if contextual is None:
+            return embeds
+        # Models that scale inside the embedding module (Gemma 3) would leave C unscaled; C is
+        # defined in the raw table space, so it gets the same scale as the words beside it.
+        scale = getattr(embedding, "embed_scale", None)
+        if scale is not None:
+            contextual = contextual * torch.as_tensor(scale, dtype=contextual.dtype, device=contextual.device)
+        n = contextual.size(1)
+        rows = torch.arange(embeds.size(0), device=embeds.device)[:, None]
+        cols = batch.context_positions[:, None] + torch.arange(n, device=embeds.device)
+        return embeds.index_put((rows, cols), contextual.to(embeds.dtype))
+
+    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
+        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+        contextual = None
+        if self.config.num_contextual_tokens:
+            contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        outputs = self.decoder(
+            inputs_embeds=self.decoder_inputs(batch, contextual),
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+        )
+        return read_representation(
+            self.config.representation, outputs.last_hidden_state, batch.context_positions,
+            batch.last_positions, self.config.num_contextual_tokens, contextual,
+        )
+
+    # ------------------------------------------------------------------ encode API
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        instruction: str | None = None,
+        task: str | None = None,
+        is_query: bool = True,
+        **kwargs: Any,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed texts, all with the same instruction (symmetric tasks: STS, classification...).
+
+        ``task`` names a registered task (its instruction applies to every input when the task is
+        symmetric); ``instruction`` is a literal string. Keyword arguments follow
+        sentence-transformers: ``batch_size``, ``max_tokens_per_batch``, ``show_progress_bar``,
+        ``normalize_embeddings``, ``precision``, ``convert_to_numpy``, ``convert_to_tensor``.
+        A single string returns a 1-D vector; a list returns ``(len, embedding_dim)``.
+        """
+        from .encoding import encode_texts
+
+        resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query)
+        return encode_texts(self, sentences, resolved, **kwargs)
+
+    def encode_queries(
+        self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None, **kwargs: Any
+    ) -> np.ndarray | torch.Tensor:
+        """Embed search queries with the task's instruction (or the variant's default one)."""
+        if task is None and instruction is None:
+            task, instruction = self.config.default_task, self.config.query_instruction
+            if task is not None and instruction is not None:
+                instruction = None
+        return self.encode(queries, task=task, instruction=instruction, is_query=True, **kwargs)
+
+    def encode_documents(
+        self, documents: str | Sequence[str], *, task: str | None = None, instruction: str | None = None, **kwargs: Any
+    ) -> np.ndarray | torch.Tensor:
+        """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones."""
+        return self.encode(documents, task=task, instruction=instruction, is_query=False, **kwargs)
+
+    # sentence-transformers >= 5 spells these in the singular.
+    encode_query = encode_queries
+    encode_document = encode_documents
+
+    def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity matrix between two sets of embeddings."""
+        a_t, b_t = torch.as_tensor(np.asarray(a, dtype=np.float32)), torch.as_tensor(np.asarray(b, dtype=np.float32))
+        a_t, b_t = torch.atleast_2d(a_t), torch.atleast_2d(b_t)
+        return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def _default_attention(device: torch.device) -> str:
+    if device.type == "cuda":
+        from transformers.utils import is_flash_attn_2_available
+
+        if is_flash_attn_2_available():
+            return "flash_attention_2"
+    return "sdpa"
+
+
+def _hidden_size(model_config) -> int:
+    for name in ("hidden_size", "n_embd", "d_model", "dim"):
+        value = getattr(model_config, name, None)
+        if isinstance(value, int):
+            return value
+    text_config = getattr(model_config, "text_config", None)
+    if text_config is not None:
+        return _hidden_size(text_config)
+    raise ValueError(f"cannot tell the hidden size of {type(model_config).__name__}")
+
+
+def _check_size(role: str, reference: str, expected: int | None, actual: int) -> None:
+    if expected is not None and expected != actual:
+        raise ValueError(
+            f"the {role} {reference!r} has hidden size {actual}, but the variant was built for "
+            f"{expected}: it references a different base model than it was trained on"
+        )

@@ -1,0 +1,41 @@
+"""Pooling: the encoder's mean pooling, and reading the embedding off the decoder's last layer."""
+
+from __future__ import annotations
+
+import torch
+
+from .config import Representation
+
+
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Average ``hidden`` [B, T, k] over the positions where ``mask`` [B, T] is 1."""
+    weights = mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+def read_representation(
+    representation: Representation,
+    hidden: torch.Tensor,
+    context_positions: torch.Tensor,
+    last_positions: torch.Tensor,
+    num_contextual_tokens: int,
+    contextual_tokens: torch.Tensor | None,
+) -> torch.Tensor:
+    """The text embedding from the decoder's last hidden states ``hidden`` [B, L, d].
+
+    ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS.
+    With several Contextual tokens their states are averaged into one h_C.
+    """
+    rows = torch.arange(hidden.size(0), device=hidden.device)
+    h_eos = hidden[rows, last_positions]
+    if representation == "last_token":
+        return h_eos
+    if representation == "eos_projector":
+        return torch.cat([h_eos, contextual_tokens.mean(1).to(h_eos.dtype)], dim=-1)
+    offsets = torch.arange(num_contextual_tokens, device=hidden.device)
+    h_c = hidden[rows[:, None], context_positions[:, None] + offsets].mean(1)
+    if representation == "concat":
+        return torch.cat([h_c, h_eos], dim=-1)
+    if representation == "average":
+        return (h_c + h_eos) / 2
+    raise ValueError(f"unknown representation {representation!r}")

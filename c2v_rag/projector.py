@@ -1,0 +1,46 @@
+"""The projector that turns the bidirectional encoder's output into Contextual tokens."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .pooling import mean_pool
+
+
+def cross_attention_heads(encoder_dim: int) -> int:
+    return max(h for h in (1, 2, 4, 8) if encoder_dim % h == 0)
+
+
+class ContextualProjector(nn.Module):
+    """Encoder states [B, T, k] -> Contextual tokens [B, n, d].
+
+    With one token (the paper's default) the states are mean-pooled into h and projected by
+    C = W2 · GELU(W1 · h + b1) + b2, going k -> d -> d (Eq. 1). With n > 1 tokens, n learnable
+    queries cross-attend over the encoder states first (paper, Table 5), then share the MLP.
+    """
+
+    def __init__(self, encoder_dim: int, decoder_dim: int, num_tokens: int = 1) -> None:
+        super().__init__()
+        if num_tokens < 1:
+            raise ValueError(f"num_tokens must be >= 1, got {num_tokens}")
+        self.num_tokens = num_tokens
+        if num_tokens > 1:
+            self.queries = nn.Parameter(torch.randn(num_tokens, encoder_dim) * encoder_dim**-0.5)
+            self.cross_attention = nn.MultiheadAttention(
+                encoder_dim, cross_attention_heads(encoder_dim), batch_first=True
+            )
+        self.fc1 = nn.Linear(encoder_dim, decoder_dim)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(decoder_dim, decoder_dim)
+
+    def forward(self, encoder_states: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
+        if self.num_tokens == 1:
+            pooled = mean_pool(encoder_states, encoder_mask).unsqueeze(1)
+        else:
+            queries = self.queries.unsqueeze(0).expand(encoder_states.size(0), -1, -1)
+            pooled, _ = self.cross_attention(
+                queries, encoder_states, encoder_states,
+                key_padding_mask=encoder_mask == 0, need_weights=False,
+            )
+        return self.fc2(self.act(self.fc1(pooled)))

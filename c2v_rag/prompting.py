@@ -1,0 +1,125 @@
+"""Turning an instruction and a text into decoder token ids around the Contextual-token slot.
+
+Every input becomes ``head + [C] * n + tail`` where, with the default placement,
+
+    head = BOS? + prefix + instruction        tail = text + suffix + EOS
+
+and with ``placement="before_instruction"`` the instruction moves to the start of ``tail``.
+The slot is filled by position with the projector output; no text placeholder is tokenized,
+so no tokenizer can split or merge it. Only the text is truncated to fit ``max_length``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Placement, PromptFormat
+
+# Instruction templates of common backbone families (paper, Appendix A.1: [INST] for Llama-2 and
+# Mistral, <|im_start|>user ... <|im_end|> for Qwen2.5). Matched on the tokenizer's chat template.
+_KNOWN_FORMATS: list[tuple[str, PromptFormat]] = [
+    ("<|im_start|>", PromptFormat(name="chatml", prefix="<|im_start|>user\n", suffix="<|im_end|>")),
+    ("<start_of_turn>", PromptFormat(name="gemma", prefix="<start_of_turn>user\n", suffix="<end_of_turn>")),
+    ("<|start_header_id|>", PromptFormat(
+        name="llama3", prefix="<|start_header_id|>user<|end_header_id|>\n\n", suffix="<|eot_id|>")),
+    ("[INST]", PromptFormat(name="inst", prefix="[INST] ", suffix=" [/INST]")),
+]
+
+
+def detect_prompt_format(tokenizer) -> PromptFormat:
+    """The instruction template of ``tokenizer``'s chat template, or none for base models."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if isinstance(template, dict):
+        template = " ".join(str(t) for t in template.values())
+    for marker, fmt in _KNOWN_FORMATS:
+        if marker in template:
+            return fmt
+    return PromptFormat()
+
+
+def tokenizer_adds_bos(tokenizer) -> bool:
+    """Whether the tokenizer prepends BOS on its own (Llama, Gemma do; GPT-2, Qwen do not)."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
+    without = tokenizer("a", add_special_tokens=False)["input_ids"]
+    return len(with_special) > len(without) and with_special[0] == bos
+
+
+@dataclass
+class DecoderPieces:
+    """One input's decoder tokens, split around the Contextual-token slot."""
+
+    head: list[int]
+    tail: list[int]
+    truncated: bool
+
+    def length(self, num_contextual_tokens: int) -> int:
+        return len(self.head) + num_contextual_tokens + len(self.tail)
+
+
+class PromptBuilder:
+    """Builds :class:`DecoderPieces` for a decoder tokenizer and a prompt configuration."""
+
+    def __init__(
+        self,
+        tokenizer,
+        prompt_format: PromptFormat,
+        *,
+        instruction_template: str,
+        placement: Placement,
+        num_contextual_tokens: int,
+        max_length: int,
+    ) -> None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the decoder tokenizer has no eos_token; set tokenizer.eos_token first")
+        self.tokenizer = tokenizer
+        self.format = prompt_format
+        self.instruction_template = instruction_template
+        self.placement = placement
+        self.num_contextual_tokens = num_contextual_tokens
+        self.max_length = max_length
+        self.eos_id = int(tokenizer.eos_token_id)
+        bos = [int(tokenizer.bos_token_id)] if tokenizer_adds_bos(tokenizer) else []
+        self._prefix = bos + self._ids(prompt_format.prefix)
+        self._suffix = self._ids(prompt_format.suffix)
+        # A chat suffix may already end in EOS (SmolLM2's <|im_end|>): never append it twice.
+        self._closing = self._suffix if self._suffix[-1:] == [self.eos_id] else self._suffix + [self.eos_id]
+        self._instruction_cache: dict[str | None, list[int]] = {}
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+    def instruction_ids(self, instruction: str | None) -> list[int]:
+        if instruction not in self._instruction_cache:
+            text = self.instruction_template.format(instruction=instruction) if instruction else ""
+            self._instruction_cache[instruction] = self._ids(text)
+        return self._instruction_cache[instruction]
+
+    def text_budget(self, instruction: str | None) -> int:
+        """How many text tokens fit once the instruction, the slot and the closing tokens are in."""
+        fixed = len(self._prefix) + len(self.instruction_ids(instruction)) + self.num_contextual_tokens
+        budget = self.max_length - fixed - len(self._closing)
+        if budget < 0:
+            raise ValueError(
+                f"max_length={self.max_length} leaves no room for the text: the instruction "
+                f"{instruction!r} and the template alone take {fixed + len(self._closing)} tokens. "
+                "Raise max_length or shorten the instruction."
+            )
+        return budget
+
+    def build(self, texts: list[str], instruction: str | None) -> list[DecoderPieces]:
+        """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot."""
+        instr = self.instruction_ids(instruction)
+        budget = self.text_budget(instruction)
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        pieces = []
+        for ids in encoded:
+            truncated = len(ids) > budget
+            ids = ids[:budget]
+            if self.placement == "after_instruction":
+                pieces.append(DecoderPieces(self._prefix + instr, ids + self._closing, truncated))
+            else:
+                pieces.append(DecoderPieces(list(self._prefix), instr + ids + self._closing, truncated))
+        return pieces

@@ -1,0 +1,123 @@
+"""Saving and loading variant directories.
+
+A variant directory holds::
+
+    causal2vec_config.json     references to the base decoder and encoder, dims, options
+    projector.safetensors      the projector's weights
+    decoder_adapter/           LoRA adapter in peft format (optional)
+    encoder_adapter/           LoRA adapter in peft format (optional)
+
+Base weights are referenced, not copied. Only safetensors are read: no pickles, ever.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from pydantic import ValidationError
+
+from .config import Causal2VecConfig
+from .errors import VariantLoadError
+from .presets import resolve_variant_path
+
+if TYPE_CHECKING:
+    from .modeling import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "causal2vec_config.json"
+PROJECTOR_FILE = "projector.safetensors"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+def read_config(directory: Path) -> Causal2VecConfig:
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise VariantLoadError(f"{path} is missing: {directory} is not a Causal2Vec variant directory")
+    try:
+        return Causal2VecConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:
+        raise VariantLoadError(f"{path} is corrupt or from an incompatible version: {err}") from err
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise VariantLoadError(f"{path} is missing from the variant directory")
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises several types for truncated or garbled files
+        raise VariantLoadError(f"{path} is corrupt and cannot be read as safetensors: {err}") from err
+
+
+def _check_adapter(directory: Path) -> None:
+    for name in ADAPTER_FILES:
+        if not (directory / name).is_file():
+            raise VariantLoadError(f"{directory / name} is missing from the variant directory")
+    try:
+        json.loads((directory / ADAPTER_FILES[0]).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise VariantLoadError(f"{directory / ADAPTER_FILES[0]} is corrupt: {err}") from err
+    _read_safetensors(directory / ADAPTER_FILES[1])
+
+
+def _attach_adapter(module: torch.nn.Module, directory: Path, merge: bool) -> torch.nn.Module:
+    from peft import PeftModel
+
+    _check_adapter(directory)
+    try:
+        wrapped = PeftModel.from_pretrained(module, str(directory), is_trainable=not merge)
+    except Exception as err:
+        raise VariantLoadError(f"the LoRA adapter in {directory} does not fit its base model: {err}") from err
+    return wrapped.merge_and_unload() if merge else wrapped
+
+
+def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "Causal2Vec":
+    directory = resolve_variant_path(name_or_path)
+    config = read_config(directory)
+    projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
+    model = cls.from_config(config, device=device, dtype=dtype)
+    if projector_state is not None:
+        try:
+            model.projector.load_state_dict(projector_state)
+        except RuntimeError as err:
+            raise VariantLoadError(f"{directory / PROJECTOR_FILE} does not match the config: {err}") from err
+    for role in ("decoder", "encoder"):
+        relative = getattr(config, f"{role}_adapter")
+        if relative:
+            adapter_dir = directory / relative
+            setattr(model, role, _attach_adapter(getattr(model, role), adapter_dir, merge_adapters))
+            if merge_adapters:
+                model._adapter_sources[role] = adapter_dir
+    return model.to(model.device).eval()
+
+
+def save_variant(model: "Causal2Vec", path: Path) -> Path:
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    config = model.config.model_copy(deep=True)
+    for role in ("decoder", "encoder"):
+        module = getattr(model, role)
+        target = path / f"{role}_adapter"
+        if hasattr(module, "peft_config"):
+            module.save_pretrained(str(target), safe_serialization=True)
+            setattr(config, f"{role}_adapter", target.name)
+        elif role in model._adapter_sources:
+            source = model._adapter_sources[role]
+            if source.resolve() != target.resolve():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            setattr(config, f"{role}_adapter", target.name)
+        else:
+            setattr(config, f"{role}_adapter", None)
+    if model.projector is not None:
+        state = {k: v.detach().to("cpu").contiguous() for k, v in model.projector.state_dict().items()}
+        save_file(state, str(path / PROJECTOR_FILE))
+    (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,137 @@
+"""Tiny random-initialised backbones with tokenizers built offline, saved as local directories."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+CORPUS = [
+    "Vitamin D deficiency is linked to bone loss in older adults.",
+    "The stock market fell sharply after the announcement.",
+    "Retrieve semantically similar text. Given a scientific claim, retrieve documents.",
+    "Cats and dogs are popular pets; many people keep both at home.",
+    "Proteins fold into three-dimensional structures that determine their function!",
+    "user assistant system question answer claim evidence support refute query passage",
+    "0 1 2 3 4 5 6 7 8 9 the of and to in is was for on with as by at from",
+] * 4
+
+DECODER_SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+)
+
+
+def build_decoder_tokenizer(*, add_bos: bool, chatml: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=DECODER_SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    if add_bos:
+        bos = tok.token_to_id("<s>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
+        )
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        padding_side="right",
+    )
+    if chatml:
+        wrapped.eos_token = "<|im_end|>"
+        wrapped.chat_template = CHATML_TEMPLATE
+    return wrapped
+
+
+def build_encoder_tokenizer():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", padding_side="right", model_max_length=64,
+    )
+
+
+def _decoder_config(family: str, vocab: int, tokenizer):
+    from transformers import GPT2Config, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
+
+    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+               pad_token_id=tokenizer.pad_token_id)
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, **ids)
+    if family == "llama":
+        return LlamaConfig(**common)
+    if family == "mistral":
+        return MistralConfig(**common, sliding_window=None)
+    if family == "qwen2":
+        return Qwen2Config(**common)
+    if family == "gemma3":
+        return Gemma3TextConfig(**common, head_dim=8, sliding_window=64)
+    if family == "gpt2":
+        return GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=256, **ids)
+    raise ValueError(family)
+
+
+FAMILIES = {"llama": dict(add_bos=True, chatml=False), "mistral": dict(add_bos=True, chatml=False),
+            "qwen2": dict(add_bos=False, chatml=True), "gemma3": dict(add_bos=True, chatml=False),
+            "gpt2": dict(add_bos=False, chatml=False)}
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory):
+    """{"bert": dir, "llama": dir, ...}: tiny checkpoints saved as safetensors with tokenizers."""
+    from transformers import AutoModel, BertConfig
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    root = tmp_path_factory.mktemp("tiny")
+    dirs = {}
+    torch.manual_seed(0)
+    enc_tok = build_encoder_tokenizer()
+    bert_config = BertConfig(vocab_size=len(enc_tok), hidden_size=24, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=48, max_position_embeddings=64,
+                             pad_token_id=enc_tok.pad_token_id)
+    bert = AutoModel.from_config(bert_config).eval()
+    dirs["bert"] = root / "bert"
+    bert.save_pretrained(dirs["bert"])
+    enc_tok.save_pretrained(dirs["bert"])
+    for family, options in FAMILIES.items():
+        tok = build_decoder_tokenizer(**options)
+        model = AutoModel.from_config(_decoder_config(family, len(tok), tok)).eval()
+        dirs[family] = root / family
+        model.save_pretrained(dirs[family])
+        tok.save_pretrained(dirs[family])
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def tiny_model_factory(tiny_dirs):
+    """Build a float32 CPU Causal2Vec on a tiny decoder family, with config overrides."""
+    from c2v_rag import Causal2Vec
+
+    def make(family: str = "llama", **fields):
+        fields.setdefault("dtype", "float32")
+        encoder = fields.pop("encoder", str(tiny_dirs["bert"]))
+        return Causal2Vec.from_components(str(tiny_dirs[family]), encoder, device="cpu", **fields)
+
+    return make
+
+
+MIXED_TEXTS = [
+    ("word " * (i % 17)) + f"sample {i} " + "Vitamin D and bone loss. " * (i % 7) + ("!" if i % 3 else "")
+    for i in range(50)
+]
