@@ -117,7 +117,8 @@ def save_variant(model: "Causal2Vec", path: Path) -> Path:
         else:
             setattr(config, f"{role}_adapter", None)
     if model.projector is not None:
-        state = {k: v.detach().to("cpu").contiguous() for k, v in model.projector.state_dict().items()}
+        # Stored in float32 whatever the compute dtype: upcasting is lossless and loads into any dtype.
+        state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.projector.state_dict().items()}
         save_file(state, str(path / PROJECTOR_FILE))
     (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return path
