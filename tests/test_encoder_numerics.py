@@ -1,0 +1,120 @@
+"""The forward pass against an independent computation, batch invariance and causal attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import MIXED_TEXTS
+
+INSTRUCTION = "Retrieve semantically similar text."
+
+
+def _manual_embedding(model, text: str, instruction: str | None) -> np.ndarray:
+    """Causal2Vec by hand for one unpadded text: encoder mean-pool, Eq. 1 MLP, [I; C; T; EOS]."""
+    tok, enc_tok = model.tokenizer, model.encoder_tokenizer
+    enc = enc_tok(text, truncation=True, max_length=model.encoder_max_length, return_tensors="pt")
+    with torch.no_grad():
+        states = model.encoder(**{k: v for k, v in enc.items() if k != "token_type_ids"}).last_hidden_state[0]
+        h = states.mean(0)
+        p = model.projector
+        c = F.gelu(h @ p.fc1.weight.T + p.fc1.bias) @ p.fc2.weight.T + p.fc2.bias
+        fmt = model.config.prompt_format
+        head = tok(fmt.prefix + (instruction + "\n" if instruction else ""), add_special_tokens=False)["input_ids"]
+        if model.prompts._prefix[:1] == [tok.bos_token_id] and tok.bos_token_id is not None:
+            head = [tok.bos_token_id] + head
+        tail = tok(text, add_special_tokens=False)["input_ids"] + tok(fmt.suffix, add_special_tokens=False)["input_ids"]
+        if tail[-1:] != [tok.eos_token_id]:
+            tail = tail + [tok.eos_token_id]
+        table = model.decoder.get_input_embeddings()
+        scale = getattr(table, "embed_scale", 1.0)
+        x = torch.cat([table(torch.tensor(head)), (c * scale)[None], table(torch.tensor(tail))])[None]
+        out = model.decoder(inputs_embeds=x, use_cache=False).last_hidden_state[0]
+    return torch.cat([out[len(head)], out[-1]]).numpy()
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2", "gemma3", "mistral"])
+def test_forward_matches_independent_computation(tiny_model_factory, family):
+    model = tiny_model_factory(family)
+    texts = ["a short one", "Proteins fold into structures that determine their function " * 3, ""]
+    got = model.encode(texts, instruction=INSTRUCTION)
+    for text, vector in zip(texts, got):
+        np.testing.assert_allclose(vector, _manual_embedding(model, text, INSTRUCTION), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma3"])
+def test_same_vector_alone_or_in_any_batch(tiny_model_factory, family):
+    model = tiny_model_factory(family)
+    batched = model.encode(MIXED_TEXTS, instruction=INSTRUCTION, max_tokens_per_batch=2048)
+    small_batches = model.encode(MIXED_TEXTS, instruction=INSTRUCTION, batch_size=7)
+    single = np.stack([model.encode(t, instruction=INSTRUCTION) for t in MIXED_TEXTS])
+    assert np.abs(batched - single).max() <= 1e-5
+    assert np.abs(small_batches - single).max() <= 1e-5
+    # Results come back in input order: every row is distinct and matches its own text.
+    assert len({v.tobytes() for v in single}) == len(MIXED_TEXTS)
+
+
+def test_decoder_keeps_causal_attention(tiny_model_factory):
+    """With C fixed, h_C cannot depend on the text after it; under bidirectional attention it would."""
+    model = tiny_model_factory("llama")
+    fixed = torch.randn(1, 1, model.config.decoder_hidden_size)
+    model.contextual_tokens = lambda ids, mask: fixed.expand(ids.size(0), -1, -1)
+    a = model.encode(["first text about cats", "a totally different second text"], instruction=INSTRUCTION)
+    d = model.config.decoder_hidden_size
+    np.testing.assert_array_equal(a[0, :d], a[1, :d])  # h_C: identical
+    assert np.abs(a[0, d:] - a[1, d:]).max() > 1e-3  # h_EOS: sees the text
+
+
+def test_plain_decoder_matches_hugging_face_last_token(tiny_model_factory):
+    model = tiny_model_factory("llama", num_contextual_tokens=0, representation="last_token", encoder=None)
+    text = "Cats and dogs are popular pets"
+    got = model.encode(text, instruction=INSTRUCTION)
+    ids = model.tokenizer(INSTRUCTION + "\n" + text + model.tokenizer.eos_token, add_special_tokens=True)["input_ids"]
+    with torch.no_grad():
+        ref = model.decoder(input_ids=torch.tensor([ids])).last_hidden_state[0, -1].numpy()
+    np.testing.assert_allclose(got, ref, atol=1e-5, rtol=1e-4)
+
+
+def test_representations_are_consistent(tiny_model_factory):
+    texts = ["one text", "another, longer text about proteins and structures"]
+    concat = tiny_model_factory("llama").encode(texts)
+    d = concat.shape[1] // 2
+    np.testing.assert_allclose(tiny_model_factory("llama", representation="average").encode(texts),
+                               (concat[:, :d] + concat[:, d:]) / 2, atol=1e-6)
+    np.testing.assert_allclose(tiny_model_factory("llama", representation="last_token").encode(texts),
+                               concat[:, d:], atol=1e-6)
+    eos_proj = tiny_model_factory("llama", representation="eos_projector")
+    got = eos_proj.encode(texts)
+    np.testing.assert_allclose(got[:, :d], concat[:, d:], atol=1e-6)
+    pieces, enc = eos_proj.prepare(texts, None)
+    batch = eos_proj.collate(pieces, enc)
+    with torch.no_grad():
+        c = eos_proj.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)[:, 0]
+    np.testing.assert_allclose(got[:, d:], c.numpy(), atol=1e-6)
+
+
+def test_gemma_scaled_embeddings_scale_the_contextual_token(tiny_model_factory):
+    model = tiny_model_factory("gemma3")
+    table = model.decoder.get_input_embeddings()
+    assert float(table.embed_scale) == pytest.approx(model.config.decoder_hidden_size**0.5)
+    pieces, enc = model.prepare(["hello"], None)
+    batch = model.collate(pieces, enc)
+    with torch.no_grad():
+        c = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        x = model.decoder_inputs(batch, c)
+    torch.testing.assert_close(x[0, int(batch.context_positions[0])], c[0, 0] * table.embed_scale)
+
+
+def test_several_contextual_tokens(tiny_model_factory):
+    model = tiny_model_factory("llama", num_contextual_tokens=3)
+    pieces, enc = model.prepare(["a text", "b"], INSTRUCTION)
+    batch = model.collate(pieces, enc)
+    with torch.no_grad():
+        c = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        x = model.decoder_inputs(batch, c)
+    assert c.shape == (2, 3, model.config.decoder_hidden_size)
+    start = int(batch.context_positions[0])
+    torch.testing.assert_close(x[0, start : start + 3], c[0])
+    single = np.stack([model.encode(t, instruction=INSTRUCTION) for t in ["a text", "b"]])
+    np.testing.assert_allclose(model.encode(["a text", "b"], instruction=INSTRUCTION), single, atol=1e-5)

@@ -1,0 +1,106 @@
+"""SmolLM2-135M-Instruct (packaged GGUF) + all-MiniLM-L6-v2 (packaged safetensors), offline."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from c2v_rag import Causal2Vec
+from c2v_rag.sources import PACKAGED_SOURCES, resolve_reference
+
+pytestmark = pytest.mark.real_weights
+
+QUERY = "Vitamin D deficiency increases the risk of bone fractures."
+DOCS = [
+    "Low serum vitamin D was associated with higher fracture rates in elderly patients.",
+    "The central bank raised interest rates by a quarter point.",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def real_model():
+    return Causal2Vec.from_components("smollm2-135m-instruct", "all-minilm-l6-v2", device="cpu", dtype="float32")
+
+
+def test_gguf_is_dequantized_once_into_a_safetensors_cache():
+    location = resolve_reference("smollm2-135m-instruct").location
+    assert list(__import__("pathlib").Path(location).glob("*.safetensors"))
+    config = json.loads((__import__("pathlib").Path(location) / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert resolve_reference("smollm2-135m-instruct").location == location  # cached, not converted again
+    assert resolve_reference("all-minilm-l6-v2").location.endswith("model")
+    assert PACKAGED_SOURCES["all-minilm-l6-v2"].hub_id == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_chatml_layout_on_smollm2(real_model):
+    assert real_model.config.prompt_format.name == "chatml"
+    assert real_model.embedding_dim == 2 * 576
+    pieces, enc = real_model.prepare([DOCS[0]], "Given a scientific claim, retrieve documents")
+    tok = real_model.tokenizer
+    assert tok.decode(pieces[0].head) == "<|im_start|>user\nGiven a scientific claim, retrieve documents\n"
+    assert tok.decode(pieces[0].tail) == DOCS[0] + "<|im_end|>"
+    assert enc[0][0] == real_model.encoder_tokenizer.cls_token_id
+    assert real_model.encoder_max_length == 256
+
+
+def test_encoder_pooling_matches_minilm_mean_pooling(real_model):
+    """h is all-MiniLM-L6-v2's own sentence embedding (mean pooling), computed independently."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = resolve_reference("all-minilm-l6-v2").location
+    tok, bert = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
+    enc = tok(DOCS[:2], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = bert(**enc).last_hidden_state
+        ref = (states * enc["attention_mask"][..., None]).sum(1) / enc["attention_mask"].sum(1, keepdim=True)
+        _, ids = real_model.prepare(DOCS[:2], None)
+        batch = real_model.collate(*real_model.prepare(DOCS[:2], None))
+        ours = real_model.encoder(input_ids=batch.encoder_input_ids, attention_mask=batch.encoder_attention_mask).last_hidden_state
+        ours = (ours * batch.encoder_attention_mask[..., None]).sum(1) / batch.encoder_attention_mask.sum(1, keepdim=True)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-4)
+    # and MiniLM alone ranks the relevant document first
+    q = torch.nn.functional.normalize(ref, dim=-1)
+    assert float(q[0] @ q[1]) < 0.5
+
+
+def test_batched_equals_single_on_real_weights(real_model):
+    texts = [QUERY] + DOCS + ["word " * n for n in (1, 50, 300)]
+    batched = real_model.encode(texts, instruction="Retrieve semantically similar text.")
+    single = np.stack([real_model.encode(t, instruction="Retrieve semantically similar text.") for t in texts])
+    # SmolLM2's outlier dimensions reach ~45, and MKL's GEMMs round differently for different row
+    # counts (even a bare x @ W does), so raw entries move by ~1e-6 relative. On the unit vectors
+    # that retrieval compares, the difference stays far below 1e-5.
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)
+    assert np.abs(unit(batched) - unit(single)).max() <= 1e-5
+    assert np.abs(batched - single).max() <= 1e-5 * np.abs(single).max(axis=1).max()
+
+
+def test_plain_decoder_equals_hugging_face_on_real_weights():
+    model = Causal2Vec.from_components("smollm2-135m-instruct", None, num_contextual_tokens=0,
+                                       representation="last_token", device="cpu", dtype="float32")
+    got = model.encode(QUERY, instruction="Retrieve semantically similar text.")
+    prompt = "<|im_start|>user\nRetrieve semantically similar text.\n" + QUERY + "<|im_end|>"
+    ids = model.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        ref = model.decoder(input_ids=ids).last_hidden_state[0, -1].numpy()
+    np.testing.assert_allclose(got, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_default_preset_loads_offline_and_encodes():
+    model = Causal2Vec.from_pretrained(device="cpu", dtype="float32")
+    q = model.encode_queries(QUERY, task="SciFact")
+    d = model.encode_documents(DOCS)
+    assert q.shape == (1152,) and d.shape == (3, 1152)
+    assert np.isfinite(q).all() and np.isfinite(d).all()
+
+
+def test_bf16_agrees_with_fp32(real_model):
+    bf16 = Causal2Vec.from_components("smollm2-135m-instruct", "all-minilm-l6-v2", device="cpu", dtype="bfloat16")
+    a = real_model.encode(DOCS[:2], normalize_embeddings=True)
+    b = bf16.encode(DOCS[:2], normalize_embeddings=True)
+    cos = (a * b).sum(1)
+    assert cos.min() > 0.98, cos
