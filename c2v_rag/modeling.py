@@ -283,9 +283,8 @@ class Causal2Vec(nn.Module):
     encode_document = encode_documents
 
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Cosine similarity matrix between two sets of embeddings."""
-        a_t, b_t = torch.as_tensor(np.asarray(a, dtype=np.float32)), torch.as_tensor(np.asarray(b, dtype=np.float32))
-        a_t, b_t = torch.atleast_2d(a_t), torch.atleast_2d(b_t)
+        """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
+        a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
 
 

@@ -68,7 +68,8 @@ def build_encoder_tokenizer():
 
 
 def _decoder_config(family: str, vocab: int, tokenizer):
-    from transformers import GPT2Config, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
+    from transformers import (GemmaConfig, GPT2Config, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config,
+                              Qwen3Config)
 
     ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                pad_token_id=tokenizer.pad_token_id)
@@ -80,6 +81,10 @@ def _decoder_config(family: str, vocab: int, tokenizer):
         return MistralConfig(**common, sliding_window=None)
     if family == "qwen2":
         return Qwen2Config(**common)
+    if family == "qwen3":
+        return Qwen3Config(**common, head_dim=8)
+    if family == "gemma":
+        return GemmaConfig(**common, head_dim=8)
     if family == "gemma3":
         return Gemma3TextConfig(**common, head_dim=8, sliding_window=64)
     if family == "gpt2":
@@ -88,7 +93,8 @@ def _decoder_config(family: str, vocab: int, tokenizer):
 
 
 FAMILIES = {"llama": dict(add_bos=True, chatml=False), "mistral": dict(add_bos=True, chatml=False),
-            "qwen2": dict(add_bos=False, chatml=True), "gemma3": dict(add_bos=True, chatml=False),
+            "qwen2": dict(add_bos=False, chatml=True), "qwen3": dict(add_bos=False, chatml=True),
+            "gemma": dict(add_bos=True, chatml=False), "gemma3": dict(add_bos=True, chatml=False),
             "gpt2": dict(add_bos=False, chatml=False)}
 
 

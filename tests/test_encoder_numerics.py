@@ -34,7 +34,7 @@ def _manual_embedding(model, text: str, instruction: str | None) -> np.ndarray:
     return torch.cat([out[len(head)], out[-1]]).numpy()
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2", "gemma3", "mistral"])
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3", "gpt2"])
 def test_forward_matches_independent_computation(tiny_model_factory, family):
     model = tiny_model_factory(family)
     texts = ["a short one", "Proteins fold into structures that determine their function " * 3, ""]
