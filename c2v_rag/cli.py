@@ -47,6 +47,28 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    import json
+
+    from .evaluation import BiEncoder, load_suite, run_suite
+    from .evaluation.suites import format_table
+    from .modeling import Causal2Vec
+
+    suite = load_suite(args.sets, args.data)
+    rows = {}
+    for variant in args.variants:
+        model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype)
+        rows[variant] = run_suite(model, suite, show_progress_bar=args.verbose)
+    for baseline in args.baseline or []:
+        rows[f"{baseline} (bi-encoder alone)"] = run_suite(BiEncoder(baseline, device=args.device), suite)
+    print(format_table(rows))
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="c2v-rag", description="Causal2Vec embeddings for retrieval and RAG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details")
@@ -59,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
     _add_model_options(compare)
     compare.set_defaults(func=cmd_compare)
+
+    evaluate = sub.add_parser("eval", help="score variants on dev sets carved from the shared data")
+    evaluate.add_argument("variants", nargs="+", help="variant directories or presets ('default' for the default preset)")
+    evaluate.add_argument("--data", required=True, help="folder with scifact/, stsb/, emotion/, banking77/")
+    evaluate.add_argument("--sets", nargs="+", default=["stsb-dev", "scifact-dev", "emotion-val"],
+                          help="dev sets: stsb-dev, scifact-dev, emotion-val, banking77-dev")
+    evaluate.add_argument("--baseline", nargs="*", help="also score bi-encoders alone, e.g. all-minilm-l6-v2")
+    evaluate.add_argument("--json", help="write all scores to this file")
+    evaluate.add_argument("--device", default=None)
+    evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
+    evaluate.set_defaults(func=cmd_eval)
 
     sub.add_parser("presets", help="list the shipped presets").set_defaults(func=cmd_presets)
     sub.add_parser("tasks", help="list the registered task instructions").set_defaults(func=cmd_tasks)

@@ -1,0 +1,92 @@
+"""Evaluators: dense retrieval, STS and few-shot classification (the MTEB protocols)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from .datasets import LabelledData, PairScoreData, RetrievalData
+from .metrics import evaluate_run
+
+
+class Embedder(Protocol):
+    """What the evaluators need: Causal2Vec and :class:`~c2v_rag.evaluation.baselines.BiEncoder` both fit."""
+
+    def encode_queries(self, texts: list[str], *, task: str | None = None, **kwargs: Any) -> np.ndarray: ...
+
+    def encode_documents(self, texts: list[str], *, task: str | None = None, **kwargs: Any) -> np.ndarray: ...
+
+
+def _unit(vectors: np.ndarray) -> torch.Tensor:
+    return torch.nn.functional.normalize(torch.as_tensor(np.asarray(vectors, dtype=np.float32)), dim=-1)
+
+
+def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], top_k: int,
+           chunk: int = 1024) -> list[list[str]]:
+    """Exact cosine top-k, in query chunks so the score matrix stays small."""
+    docs = _unit(doc_vectors)
+    queries = _unit(query_vectors)
+    k = min(top_k, len(doc_ids))
+    ranked: list[list[str]] = []
+    for start in range(0, len(queries), chunk):
+        top = (queries[start : start + chunk] @ docs.T).topk(k, dim=1).indices
+        ranked.extend([doc_ids[i] for i in row] for row in top.tolist())
+    return ranked
+
+
+def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100, **encode_kwargs: Any) -> dict[str, float]:
+    """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus."""
+    doc_ids = list(data.corpus)
+    query_ids = [q for q in data.qrels if q in data.queries]
+    docs = model.encode_documents([data.corpus[d] for d in doc_ids], task=data.task, **encode_kwargs)
+    queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **encode_kwargs)
+    run = dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
+    return evaluate_run(run, {q: data.qrels[q] for q in query_ids}, recall_k=top_k)
+
+
+def evaluate_sts(model: Embedder, data: PairScoreData, **encode_kwargs: Any) -> dict[str, float]:
+    """Spearman correlation of cosine similarities with the gold scores (symmetric: both sides instructed)."""
+    from scipy.stats import spearmanr
+
+    a = _unit(model.encode_documents(data.first, task=data.task, **encode_kwargs))
+    b = _unit(model.encode_documents(data.second, task=data.task, **encode_kwargs))
+    cosine = (a * b).sum(-1).numpy()
+    return {"spearman": float(spearmanr(cosine, data.scores).statistic)}
+
+
+def evaluate_classification(model: Embedder, data: LabelledData, *, seeds: int = 10, max_iter: int = 100,
+                            **encode_kwargs: Any) -> dict[str, float]:
+    """MTEB's few-shot protocol: logistic regression on n examples per label, averaged over seeds."""
+    from sklearn.linear_model import LogisticRegression
+
+    labels = sorted(set(data.train_labels))
+    train_y = np.array(data.train_labels)
+    rng_pool = {label: np.flatnonzero(train_y == label) for label in labels}
+    picks = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        picks.append(np.concatenate([rng.permutation(rng_pool[label])[: data.samples_per_label] for label in labels]))
+    needed = np.unique(np.concatenate(picks))
+    # Symmetric task: every input gets the instruction; each needed text is embedded once.
+    pool_vectors = model.encode_documents([data.train_texts[i] for i in needed], task=data.task, **encode_kwargs)
+    row_of = {int(i): r for r, i in enumerate(needed)}
+    test_vectors = model.encode_documents(data.test_texts, task=data.task, **encode_kwargs)
+    scores = []
+    for pick in picks:
+        clf = LogisticRegression(max_iter=max_iter)
+        clf.fit(pool_vectors[[row_of[int(i)] for i in pick]], train_y[pick])
+        scores.append(float((clf.predict(test_vectors) == np.array(data.test_labels)).mean()))
+    return {"accuracy": float(np.mean(scores)), "accuracy_std": float(np.std(scores))}
+
+
+def evaluate(model: Embedder, data, **kwargs: Any) -> dict[str, float]:
+    """Dispatch on the data's type."""
+    if isinstance(data, RetrievalData):
+        return evaluate_retrieval(model, data, **kwargs)
+    if isinstance(data, PairScoreData):
+        return evaluate_sts(model, data, **kwargs)
+    if isinstance(data, LabelledData):
+        return evaluate_classification(model, data, **kwargs)
+    raise TypeError(f"no evaluator for {type(data).__name__}")

@@ -1,0 +1,56 @@
+"""Run a Causal2Vec model under the ``mteb`` package (2.x encoder protocol).
+
+    import mteb
+    from c2v_rag import Causal2Vec
+    from c2v_rag.evaluation.mteb_adapter import MTEBEncoder
+
+    encoder = MTEBEncoder(Causal2Vec.from_pretrained())
+    mteb.evaluate(encoder, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))
+
+Instructions follow the paper's Table 16 by task name; an unknown task falls back to its type
+(the STS instruction for STS-like tasks, none otherwise). Queries always get the instruction;
+documents only in symmetric task types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..instructions import STS_INSTRUCTION, get_task
+
+_ASYMMETRIC_TYPES = {"Retrieval", "Reranking", "InstructionRetrieval", "InstructionReranking"}
+_STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}
+
+
+class MTEBEncoder:
+    """Wraps a Causal2Vec model with the ``encode(inputs, *, task_metadata, prompt_type, ...)`` signature."""
+
+    def __init__(self, model, **encode_kwargs: Any) -> None:
+        self.model = model
+        self.encode_kwargs = encode_kwargs
+
+    @staticmethod
+    def instruction_for(task_name: str, task_type: str, prompt_type: Any) -> str | None:
+        is_query = prompt_type is None or str(getattr(prompt_type, "value", prompt_type)) == "query"
+        if not is_query and task_type in _ASYMMETRIC_TYPES:
+            return None
+        try:
+            return get_task(task_name).instruction
+        except KeyError:
+            return STS_INSTRUCTION if task_type in _STS_LIKE_TYPES else None
+
+    def encode(self, inputs, *, task_metadata, hf_split: str | None = None, hf_subset: str | None = None,
+               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+        texts = [text for batch in inputs for text in batch["text"]]
+        instruction = self.instruction_for(task_metadata.name, task_metadata.type, prompt_type)
+        return self.model.encode(texts, instruction=instruction or "", **self.encode_kwargs)
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.model.similarity(a, b).numpy()
+
+    def similarity_pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a_n = a / np.linalg.norm(a, axis=1, keepdims=True)
+        b_n = b / np.linalg.norm(b, axis=1, keepdims=True)
+        return (a_n * b_n).sum(1)

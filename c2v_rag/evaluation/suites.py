@@ -1,0 +1,52 @@
+"""Named dev sets built from ../shared/data, and running several of them into one table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import datasets
+from .evaluators import evaluate
+
+LOADERS: dict[str, Callable[[Path], Any]] = {
+    "scifact-dev": datasets.scifact_dev,
+    "scifact-dev-1k": lambda root: datasets.scifact_dev(root, corpus_size=1000),
+    "stsb-dev": datasets.stsb_dev,
+    "emotion-val": datasets.emotion_dev,
+    "banking77-dev": datasets.banking77_dev,
+}
+MAIN_METRIC = {"scifact-dev": "ndcg@10", "scifact-dev-1k": "ndcg@10", "stsb-dev": "spearman", "emotion-val": "accuracy", "banking77-dev": "accuracy"}
+DEV_SUITE = ("stsb-dev", "scifact-dev", "emotion-val")
+"""The dev sets of the ablations: STS-B dev, held-out SciFact train claims, Emotion val."""
+
+
+def load_suite(names: list[str] | tuple[str, ...], data_root: str | Path) -> dict[str, Any]:
+    unknown = [n for n in names if n not in LOADERS]
+    if unknown:
+        raise KeyError(f"unknown dev set(s) {unknown}; choose from {sorted(LOADERS)}")
+    return {name: LOADERS[name](Path(data_root)) for name in names}
+
+
+def run_suite(model, suite: dict[str, Any], **encode_kwargs: Any) -> dict[str, dict[str, float]]:
+    """Scores per dev set, each with its main metric under ``"main"`` and the seconds it took."""
+    results = {}
+    for name, data in suite.items():
+        start = time.perf_counter()
+        scores = evaluate(model, data, **encode_kwargs)
+        scores["main"] = scores[MAIN_METRIC[name]]
+        scores["seconds"] = time.perf_counter() - start
+        results[name] = scores
+    return results
+
+
+def format_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Markdown table: one row per model, the main metric per dev set, and their average."""
+    sets = list(next(iter(rows.values())))
+    header = "| model | " + " | ".join(f"{s} ({MAIN_METRIC[s]})" for s in sets) + " | average |"
+    lines = [header, "|" + "---|" * (len(sets) + 2)]
+    for model_name, results in rows.items():
+        mains = [results[s]["main"] for s in sets]
+        lines.append(f"| {model_name} | " + " | ".join(f"{m:.4f}" for m in mains) + f" | {sum(mains) / len(mains):.4f} |")
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""Evaluation metrics against trec_eval (pytrec_eval), and the evaluators on controlled embedders."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from c2v_rag.evaluation import (LabelledData, PairScoreData, RetrievalData, evaluate_classification,
+                                evaluate_retrieval, evaluate_run, evaluate_sts, split_queries)
+
+
+def _random_fixture(seed: int):
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(200)]
+    qrels = {f"q{j}": {d: rng.choice([1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 6))} for j in range(40)}
+    run = {q: rng.sample(docs, 120) for q in qrels}
+    run["q0"] = list(qrels["q0"]) + [d for d in run["q0"] if d not in qrels["q0"]]  # relevant docs on top
+    run.pop("q1")  # one query with no results at all
+    return qrels, run
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_metrics_match_trec_eval(seed):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run = _random_fixture(seed)
+    ours = evaluate_run(run, qrels, ndcg_k=10, recall_k=100, mrr_k=10)
+    # trec_eval ranks by score: give descending scores in our order; MRR@10 = recip_rank on a top-10 cut.
+    trec_run = {q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in run.items()}
+    trec_run["q1"] = {}
+    full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100"}).evaluate(trec_run)
+    top10 = {q: dict(list(r.items())[:10]) for q, r in trec_run.items()}
+    rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    mean = lambda name, res: np.mean([res.get(q, {}).get(name, 0.0) for q in qrels])
+    assert ours["ndcg@10"] == pytest.approx(mean("ndcg_cut_10", full), abs=1e-9)
+    assert ours["recall@100"] == pytest.approx(mean("recall_100", full), abs=1e-9)
+    assert ours["mrr@10"] == pytest.approx(mean("recip_rank", rr), abs=1e-9)
+
+
+class LookupEmbedder:
+    """Maps each text to a fixed vector, so the expected scores are known exactly."""
+
+    def __init__(self, table: dict[str, np.ndarray]):
+        self.table = table
+        self.tasks = []
+
+    def encode_queries(self, texts, *, task=None, **_):
+        self.tasks.append(("query", task))
+        return np.stack([self.table[t] for t in texts])
+
+    def encode_documents(self, texts, *, task=None, **_):
+        self.tasks.append(("document", task))
+        return np.stack([self.table[t] for t in texts])
+
+
+def test_retrieval_evaluator_finds_the_planted_documents():
+    rng = np.random.default_rng(0)
+    corpus = {f"d{i}": f"doc {i}" for i in range(50)}
+    table = {text: rng.normal(size=16) for text in corpus.values()}
+    queries = {"q0": "query 0", "q1": "query 1"}
+    table["query 0"] = table["doc 7"] + 0.01 * rng.normal(size=16)  # q0 ~ d7
+    table["query 1"] = -table["doc 3"]  # q1 is furthest from its relevant doc
+    qrels = {"q0": {"d7": 1}, "q1": {"d3": 1}}
+    model = LookupEmbedder(table)
+    scores = evaluate_retrieval(model, RetrievalData(corpus, queries, qrels, task="SciFact"), top_k=49)
+    assert scores["ndcg@10"] == pytest.approx(0.5)
+    assert scores["mrr@10"] == pytest.approx(0.5)
+    assert scores["recall@49"] == pytest.approx(0.5)
+    assert ("query", "SciFact") in model.tasks and ("document", "SciFact") in model.tasks
+
+
+def test_sts_evaluator_is_spearman_of_cosines():
+    rng = np.random.default_rng(1)
+    first = [f"a{i}" for i in range(30)]
+    second = [f"b{i}" for i in range(30)]
+    table = {t: rng.normal(size=8) for t in first + second}
+    cos = [float(table[a] @ table[b] / np.linalg.norm(table[a]) / np.linalg.norm(table[b])) for a, b in zip(first, second)]
+    rank = lambda xs: np.argsort(np.argsort(xs))
+    gold = list(rng.normal(size=30))
+    expected = 1 - 6 * np.sum((rank(cos) - rank(gold)) ** 2) / (30 * (30**2 - 1))  # no ties
+    got = evaluate_sts(LookupEmbedder(table), PairScoreData(first, second, gold))["spearman"]
+    assert got == pytest.approx(expected, abs=1e-9)
+
+
+def test_classification_protocol_separable_vs_random_labels():
+    rng = np.random.default_rng(2)
+    centers = {"x": np.eye(4)[0] * 5, "y": np.eye(4)[1] * 5, "z": np.eye(4)[2] * 5}
+    texts, labels, table = [], [], {}
+    for i in range(300):
+        label = "xyz"[i % 3]
+        text = f"t{i}"
+        texts.append(text)
+        labels.append(label)
+        table[text] = centers[label] + rng.normal(size=4) * 0.3
+    data = LabelledData(texts[:200], labels[:200], texts[200:], labels[200:], samples_per_label=4)
+    assert evaluate_classification(LookupEmbedder(table), data, seeds=3)["accuracy"] == pytest.approx(1.0)
+    shuffled = LabelledData(texts[:200], labels[:200], texts[200:], list(rng.permutation(labels[200:])), samples_per_label=4)
+    assert evaluate_classification(LookupEmbedder(table), shuffled, seeds=3)["accuracy"] < 0.6
+
+
+def test_split_queries_is_disjoint_and_seeded():
+    qrels = {f"q{i}": {"d": 1} for i in range(100)}
+    data = RetrievalData({"d": "doc"}, {q: q for q in qrels}, qrels)
+    train, dev = split_queries(data, dev_fraction=0.2, seed=0)
+    assert len(dev.qrels) == 20 and not set(dev.qrels) & set(train.qrels)
+    assert split_queries(data, dev_fraction=0.2, seed=0)[1].qrels.keys() == dev.qrels.keys()
+
+
+def test_evaluators_run_on_a_real_causal2vec(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    corpus = {f"d{i}": t for i, t in enumerate(["cats and dogs", "stock market", "proteins fold", "vitamin D"])}
+    data = RetrievalData(corpus, {"q": "vitamin D and bone"}, {"q": {"d3": 1}}, task="SciFact")
+    scores = evaluate_retrieval(model, data, top_k=4)
+    assert 0 < scores["ndcg@10"] <= 1 and scores["recall@4"] == 1.0
+
+
+def test_mteb_adapter_puts_instructions_where_the_paper_does(tiny_model_factory):
+    from types import SimpleNamespace
+
+    from c2v_rag.evaluation.mteb_adapter import MTEBEncoder
+
+    model = tiny_model_factory("llama")
+    adapter = MTEBEncoder(model)
+    loader = [{"text": ["a claim", "another"]}, {"text": ["third"]}]
+    sci = SimpleNamespace(name="SciFact", type="Retrieval")
+    queries = adapter.encode(loader, task_metadata=sci, hf_split="test", hf_subset="default", prompt_type="query")
+    docs = adapter.encode(loader, task_metadata=sci, hf_split="test", hf_subset="default", prompt_type="passage")
+    texts = ["a claim", "another", "third"]
+    np.testing.assert_array_equal(queries, model.encode_queries(texts, task="SciFact"))
+    np.testing.assert_array_equal(docs, model.encode(texts))
+    sts = adapter.encode(loader, task_metadata=SimpleNamespace(name="SomeNewSTS", type="STS"), prompt_type=None)
+    np.testing.assert_array_equal(sts, model.encode(texts, instruction="Retrieve semantically similar text."))
