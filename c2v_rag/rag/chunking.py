@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from ..modeling import Causal2Vec
 
 # Room the prompt template (BOS, chat prefix, Contextual token, suffix, EOS) takes around a
-# document; generous, so a chunk never loses its tail to truncation.
+# document, plus slack: the splitter sums its pieces' token counts, and joined pieces can
+# tokenize a token or two longer. A chunk so never loses its tail to truncation.
 _TEMPLATE_ALLOWANCE = 16
 
 
