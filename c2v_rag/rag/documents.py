@@ -54,20 +54,29 @@ def iter_documents(docs: Any) -> Iterator[SourceDocument]:
     """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
 
     A single top-level string that names an existing file or folder is read as a path; inside
-    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths).
+    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths). The input's
+    type, and the existence of the paths in a top-level list, are checked on the call, before
+    any document is read.
     """
     if isinstance(docs, str) and _names_existing_path(docs):
-        yield from _from_path(Path(docs).expanduser())
-    elif isinstance(docs, (str, os.PathLike, Mapping)) or _framework_kind(docs):
-        yield from _from_item(docs, "docs")
-    elif isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
-        for i, item in enumerate(docs):
-            yield from _from_item(item, f"docs[{i}]")
-    else:
-        raise TypeError(
-            f"docs must be a string, a dict, a document object, a path or an iterable of them; "
-            f"got {type(docs).__name__}"
-        )
+        return _from_path(Path(docs).expanduser())
+    if isinstance(docs, (str, os.PathLike, Mapping)) or _framework_kind(docs):
+        _check_exists([docs])
+        return _from_item(docs, "docs")
+    if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
+        if isinstance(docs, (list, tuple)):
+            _check_exists(docs)
+        return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]"))
+    raise TypeError(
+        f"docs must be a string, a dict, a document object, a path or an iterable of them; "
+        f"got {type(docs).__name__}"
+    )
+
+
+def _check_exists(items: Iterable[Any]) -> None:
+    for item in items:
+        if isinstance(item, os.PathLike) and not Path(item).expanduser().exists():
+            raise FileNotFoundError(f"{item} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
 
 
 def _names_existing_path(text: str) -> bool:

@@ -16,10 +16,11 @@ Idempotence rests on deterministic point ids (document id, chunk index, content 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -161,21 +162,29 @@ def ingest(
         {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    documents = iter_documents(docs)  # checks the input's type and paths before the model loads
     reference, c2v = _resolve_model(model, device, dtype)
     embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
                         batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
-    documents = iter_documents(docs)  # validates the input's type before connecting
     own_client = client is None
     qdrant_client = target.connect() if own_client else client
     try:
         created = ensure_collection(qdrant_client, collection, target, model_fingerprint(c2v, reference))
-        total = len(docs) if isinstance(docs, Sized) and isinstance(docs, (list, tuple)) else None
+        total = _count_documents(docs)
         run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total)
         return run.execute(documents)
     finally:
         if own_client:
             qdrant_client.close()
+
+
+def _count_documents(docs: Any) -> int | None:
+    """The number of documents when known up front, for the progress bar: a list without paths
+    (a path may hold any number of documents)."""
+    if isinstance(docs, (list, tuple)) and not any(isinstance(d, os.PathLike) for d in docs):
+        return len(docs)
+    return None
 
 
 def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
