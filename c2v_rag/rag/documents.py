@@ -6,7 +6,9 @@ Documents are yielded one at a time, so a folder of millions of files is never h
 
 Every document gets a stable id, the key that lets a re-run replace a changed document's chunks:
 an explicit id when the input has one, the resolved path for files, ``path:line`` for JSONL
-records without an id, and a content hash otherwise.
+records without an id, and a content hash otherwise. LlamaIndex Documents keep their ``id_``:
+load files with ``SimpleDirectoryReader(filename_as_id=True)``, whose default ids are random and
+would make every re-run look like new documents.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ import threading
 
 import numpy as np
 import pytest
+
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'tenacity', 'llama_index.vector_stores.qdrant', 'langchain_qdrant'):
+    pytest.importorskip(_module)
+
 from langchain_causal2vec import Causal2VecEmbeddings
 from llama_index.embeddings.causal2vec import Causal2VecEmbedding
 from qdrant_client import QdrantClient

@@ -14,6 +14,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 @pytest.mark.real_weights
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(notebook, monkeypatch):
+    for module in ("qdrant_client", "llama_index.vector_stores.qdrant", "langchain_qdrant", "ipykernel"):
+        pytest.importorskip(module)
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     # The kernel imports the checkout and the integration packages whether or not they are installed.

@@ -6,6 +6,10 @@ import uuid
 
 import pytest
 
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('llama_index.core',):
+    pytest.importorskip(_module)
+
 from c2v_rag.rag.chunking import TokenChunker
 from c2v_rag.rag.ids import content_hash, point_id
 from rag_helpers import make_text

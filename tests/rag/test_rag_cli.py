@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+    pytest.importorskip(_module)
+
 import c2v_rag
 from c2v_rag.cli import main
 from rag_helpers import make_text

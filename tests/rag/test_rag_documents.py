@@ -47,6 +47,8 @@ def test_folder_reads_txt_md_jsonl_and_skips_hidden_and_other_files(tmp_path: Pa
 
 
 def test_framework_documents():
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("llama_index.core")
     from langchain_core.documents import Document as LCDocument
     from llama_index.core import Document as LIDocument
     from llama_index.core.schema import TextNode

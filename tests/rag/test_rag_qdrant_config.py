@@ -9,6 +9,11 @@ import logging
 import sys
 
 import pytest
+
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+    pytest.importorskip(_module)
+
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
 

@@ -7,6 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+    pytest.importorskip(_module)
+
 import c2v_rag
 from c2v_rag.cli import main
 from c2v_rag.rag import DEFAULT_QUERY_TASK, load_model
