@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--chunk-overlap", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=256, help="chunks per encode call, both pipelines")
+    parser.add_argument("--order", choices=["c2v-first", "llama-index-first"], default="c2v-first",
+                        help="which pipeline runs first")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
 
@@ -93,10 +95,15 @@ def main(argv: list[str] | None = None) -> int:
           f"({model.dtype}); chunk_size={args.chunk_size} overlap={args.chunk_overlap} batch={args.batch_size}",
           flush=True)
 
+    # On a shared machine the load drifts: run the pipelines in both orders to see how much.
+    runners = [("c2v_rag.ingest", run_c2v), ("LlamaIndex IngestionPipeline", run_llama_index)]
+    if args.order == "llama-index-first":
+        runners.reverse()
     results = {}
     with tempfile.TemporaryDirectory(prefix="c2v-bench-") as tmp:
-        results["c2v_rag.ingest"] = run_c2v(records, args, Path(tmp) / "c2v")
-        results["LlamaIndex IngestionPipeline"] = run_llama_index(records, args, Path(tmp) / "llama")
+        for i, (name, run) in enumerate(runners):
+            results[name] = run(records, args, Path(tmp) / str(i))
+    results = {name: results[name] for name in ("c2v_rag.ingest", "LlamaIndex IngestionPipeline")}
 
     chunk_counts = {r["chunks"] for r in results.values()}
     print(f"\n{'pipeline':32s} {'docs':>6s} {'chunks':>7s} {'seconds':>9s} {'chunks/s':>9s}")
@@ -111,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "documents": len(records), "model": args.model, "device": str(model.device), "dtype": str(model.dtype),
             "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap, "batch_size": args.batch_size,
-            "machine": platform.platform(), "results": results, "ratio": ratio,
+            "order": args.order, "machine": platform.platform(), "results": results, "ratio": ratio,
         }, indent=2) + "\n")
     return 0
 

@@ -281,7 +281,8 @@ class _IngestRun:
         return self.result
 
     def _add(self, doc: SourceDocument) -> None:
-        fingerprint = content_hash(doc.text, doc.metadata)
+        # 16 hex digits tell repeats from clashes; the map holds one entry per document of the run.
+        fingerprint = content_hash(doc.text, doc.metadata)[:16]
         previous = self.seen.get(doc.doc_id)
         if previous is not None:
             if previous != fingerprint:
