@@ -15,6 +15,7 @@ Idempotence rests on deterministic point ids (document id, chunk index, content 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -240,8 +241,9 @@ class _IngestRun:
         self.result = IngestResult(collection=collection, location=target.location)
         self.seen: dict[str, str] = {}
         self.batch = _Batch()
-        # Embedded Qdrant is not safe for concurrent calls; servers do not mind the lock.
-        self.client_lock = threading.Lock()
+        # Embedded Qdrant is not safe for concurrent calls; a server takes the next batch's
+        # stored-chunk check while the previous batch uploads.
+        self.client_lock = threading.Lock() if _is_embedded(client) else contextlib.nullcontext()
         self.failed_docs: set[str] = set()
         self.stop = threading.Event()
         self.queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=settings.prefetch_batches)
@@ -395,6 +397,12 @@ class _IngestRun:
                                               error=f"{type(err).__name__}: {err}"))
         if self.settings.on_error == "raise":
             self.stop.set()
+
+
+def _is_embedded(client: Any) -> bool:
+    """Whether ``client`` runs Qdrant in this process; unknown clients count as embedded (safe)."""
+    inner = type(getattr(client, "_client", None)).__name__
+    return inner not in ("QdrantRemote", "AsyncQdrantRemote")
 
 
 def _point(pid: str, vector: Any, payload: dict[str, Any]):

@@ -6,6 +6,7 @@ a clean ingest of the same input, or the chunk ids recomputed from the chunker.
 
 from __future__ import annotations
 
+import threading
 from contextlib import closing
 
 import numpy as np
@@ -155,6 +156,31 @@ def test_transient_errors_are_retried(tmp_path, tiny_variant, corpus, ingest_con
     batches = -(-result.chunks // ingest_config.batch_size)
     assert result.ok and len(calls) == batches + 2
     assert len(stored_points(client, "kb")) == result.chunks
+    client.close()
+
+
+def test_embedding_the_next_batch_overlaps_uploading_the_previous_one(tmp_path, tiny_variant, tiny_model, corpus,
+                                                                     ingest_config, monkeypatch):
+    client = QdrantClient(path=str(tmp_path))
+    real_upsert, real_encode = client.upsert, tiny_model.encode_documents
+    second_batch_started, waits = threading.Event(), []
+    encodes = []
+
+    def encode(*args, **kwargs):
+        encodes.append(1)
+        if len(encodes) == 2:
+            second_batch_started.set()
+        return real_encode(*args, **kwargs)
+
+    def upsert(*args, **kwargs):
+        if not waits:  # the first upload waits until the second batch is being embedded
+            waits.append(second_batch_started.wait(timeout=20))
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_documents", encode)
+    monkeypatch.setattr(client, "upsert", upsert)
+    result = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client)
+    assert waits == [True] and result.ok and len(stored_points(client, "kb")) == result.chunks
     client.close()
 
 

@@ -117,6 +117,14 @@ def test_ingest_over_the_server_path_connects_with_its_settings(tiny_variant, co
     assert "s3cret-key" not in caplog.text and "s3cret-key" not in result.summary()
 
 
+def test_only_embedded_clients_serialize_their_calls():
+    from c2v_rag.rag.pipeline import _is_embedded
+
+    assert _is_embedded(QdrantClient(":memory:"))
+    assert not _is_embedded(QdrantClient(url="http://localhost:6333", check_compatibility=False))
+    assert _is_embedded(object())  # unknown: the safe side
+
+
 def test_missing_qdrant_client_gives_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "qdrant_client", None)
     with pytest.raises(MissingPackageError, match=r"pip install 'c2v-rag\[qdrant\]'"):
