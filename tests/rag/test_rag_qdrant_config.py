@@ -144,3 +144,17 @@ def test_importing_c2v_rag_needs_no_optional_package():
             "import c2v_rag, c2v_rag.rag; print(callable(c2v_rag.ingest), c2v_rag.QdrantConfig().distance)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["True", "cosine"]
+
+
+def test_only_transient_errors_are_retried():
+    import httpx
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    from c2v_rag.rag.retry import is_transient
+
+    def answer(status: int) -> UnexpectedResponse:
+        return UnexpectedResponse(status_code=status, reason_phrase="", content=b"", headers=httpx.Headers())
+
+    assert all(is_transient(e) for e in [ConnectionError(), TimeoutError(), answer(503), answer(429),
+                                         ResponseHandlingException(OSError("reset")), httpx.ConnectError("x")])
+    assert not any(is_transient(e) for e in [answer(400), answer(404), ValueError("bad"), RuntimeError("x")])
