@@ -23,4 +23,20 @@ __all__ = [
     "MissingPackageError",
     "ModelSourceError",
     "VariantLoadError",
+    "ingest",
+    "search",
+    "IngestConfig",
+    "QdrantConfig",
 ]
+
+# The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
+# optional qdrant/llama-index packages, which ingest and search ask for when called.
+_RAG_EXPORTS = frozenset({"ingest", "search", "IngestConfig", "QdrantConfig"})
+
+
+def __getattr__(name: str):
+    if name in _RAG_EXPORTS:
+        from . import rag
+
+        return getattr(rag, name)
+    raise AttributeError(f"module 'c2v_rag' has no attribute {name!r}")

@@ -6,9 +6,12 @@ import argparse
 import logging
 import sys
 
+from .errors import C2VError
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="variant directory or preset (default: the default preset)")
+
+def _add_model_options(parser: argparse.ArgumentParser,
+                       model_help: str = "variant directory or preset (default: the default preset)") -> None:
+    parser.add_argument("--model", default=None, help=model_help)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when present)")
     parser.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
 
@@ -69,6 +72,59 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _add_qdrant_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--qdrant-url", default=None, metavar="URL",
+                        help="Qdrant server, e.g. https://host:6333 (API key from $QDRANT_API_KEY); "
+                             "default: embedded Qdrant in a local directory")
+    parser.add_argument("--path", default=None, metavar="LOCALDIR",
+                        help="embedded Qdrant directory (default: $C2V_RAG_QDRANT_PATH or the user data dir)")
+    parser.add_argument("--collection", default=None, metavar="NAME", help="collection name (default: c2v_rag)")
+    parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
+
+
+def _qdrant_args(args) -> dict:
+    from .rag.collection import DEFAULT_COLLECTION
+
+    return {"qdrant_url": args.qdrant_url, "path": args.path, "collection": args.collection or DEFAULT_COLLECTION,
+            "prefer_grpc": args.grpc or None}
+
+
+def cmd_ingest(args) -> int:
+    from pathlib import Path
+
+    from .rag import ingest
+
+    result = ingest(
+        [Path(p) for p in args.paths], model=args.model, device=args.device, dtype=args.dtype,
+        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
+        on_error=args.on_error, show_progress=not args.quiet, **_qdrant_args(args),
+    )
+    print(f"ingested {result.summary()}")
+    return 0 if result.ok else 1
+
+
+def cmd_search(args) -> int:
+    import json
+    import textwrap
+
+    from .rag import search
+
+    hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
+                  task=args.task, instruction=args.instruction, **_qdrant_args(args))
+    if args.json:
+        print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("no results")
+    for rank, hit in enumerate(hits, 1):
+        where = hit.source or hit.doc_id or hit.id
+        chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
+        print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}")
+        snippet = " ".join(hit.text.split())
+        print(textwrap.indent(textwrap.shorten(snippet, width=args.snippet_chars, placeholder=" ..."), "    "))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="c2v-rag", description="Causal2Vec embeddings for retrieval and RAG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details")
@@ -93,6 +149,33 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)
 
+    ingest = sub.add_parser(
+        "ingest", help="chunk, embed and store files in Qdrant (re-runs add nothing)",
+        description="Chunk, embed and store .txt, .md and .jsonl files (or folders of them) in a Qdrant "
+                    "collection. Re-running skips stored chunks and replaces changed documents.")
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl")
+    _add_qdrant_options(ingest)
+    ingest.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
+    ingest.add_argument("--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)")
+    ingest.add_argument("--batch-size", type=int, default=None, help="chunks embedded and uploaded together (default 256)")
+    ingest.add_argument("--on-error", choices=["raise", "continue"], default=None,
+                        help="stop at the first failed batch (default) or record it and go on")
+    ingest.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_model_options(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+
+    search = sub.add_parser("search", help="search an ingested collection",
+                            description="Print the chunks nearest to QUERY: score, source and a snippet.")
+    search.add_argument("query")
+    search.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default 5)")
+    _add_qdrant_options(search)
+    search.add_argument("--task", default=None, help="registered task whose instruction the query gets")
+    search.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
+    search.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
+    search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    _add_model_options(search, "variant directory or preset (default: the one the collection was built with)")
+    search.set_defaults(func=cmd_search)
+
     sub.add_parser("presets", help="list the shipped presets").set_defaults(func=cmd_presets)
     sub.add_parser("tasks", help="list the registered task instructions").set_defaults(func=cmd_tasks)
     return parser
@@ -101,7 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (C2VError, ValueError, TypeError, FileNotFoundError, KeyError) as err:
+        # Expected input and setup problems: the message names the input and the fix.
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -136,8 +136,3 @@ def tiny_model_factory(tiny_dirs):
 
     return make
 
-
-MIXED_TEXTS = [
-    ("word " * (i % 17)) + f"sample {i} " + "Vitamin D and bone loss. " * (i % 7) + ("!" if i % 3 else "")
-    for i in range(50)
-]

@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import MIXED_TEXTS
 
 INSTRUCTION = "Retrieve semantically similar text."
+
+MIXED_TEXTS = [
+    ("word " * (i % 17)) + f"sample {i} " + "Vitamin D and bone loss. " * (i % 7) + ("!" if i % 3 else "")
+    for i in range(50)
+]
 
 
 def _manual_embedding(model, text: str, instruction: str | None) -> np.ndarray:

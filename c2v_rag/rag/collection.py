@@ -1,0 +1,308 @@
+"""Where the vectors live: the Qdrant connection, and creating or checking a collection.
+
+With no URL, Qdrant runs embedded in this process and keeps its files in a local directory (the
+embedded default, under the user data directory). With a URL it talks to a Qdrant server, where
+sharding, replication, float16 storage, quantization and on-disk vectors take effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from .errors import CollectionMismatchError, CollectionNotFoundError
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models
+
+    from ..modeling import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "c2v_rag"
+API_KEY_ENV = "QDRANT_API_KEY"
+LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
+METADATA_KEY = "c2v_rag"
+# What makes two models' vectors comparable; a collection records it when created.
+_FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim")
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
+_SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
+                "on_disk", "on_disk_payload")
+
+
+def default_local_path() -> Path:
+    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory."""
+    env = os.environ.get(LOCAL_PATH_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("c2v_rag")) / "qdrant"
+
+
+def check_collection_name(name: str) -> str:
+    if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
+        raise ValueError(
+            f"collection={name!r} is not a valid collection name: use letters, digits, '_', '-' "
+            "and '.', starting with a letter or digit"
+        )
+    return name
+
+
+class QdrantConfig(BaseModel):
+    """How to reach Qdrant and how a new collection stores its vectors.
+
+    ``url`` selects a server; otherwise ``path`` (or the default directory) holds an embedded
+    instance. The API key defaults to ``$QDRANT_API_KEY`` for servers and is never logged.
+    Storage options (``datatype``, ``quantization``, ``on_disk``, sharding, replication) apply
+    when a collection is created; the embedded mode ignores the server-only ones.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, description="Qdrant server URL, e.g. https://host:6333")
+    path: Path | None = Field(default=None, description="embedded Qdrant directory (no URL)")
+    api_key: SecretStr | None = None
+    https: bool | None = None
+    prefer_grpc: bool = Field(default=False, description="talk gRPC to the server (faster uploads)")
+    grpc_port: int = Field(default=6334, ge=1, le=65535)
+    timeout: int = Field(default=60, ge=1, description="seconds per request")
+
+    vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default")
+    distance: Literal["cosine", "dot", "euclid"] = "cosine"
+    datatype: Literal["float32", "float16"] = "float32"
+    quantization: Literal["int8", "binary"] | None = None
+    quantization_always_ram: bool = True
+    on_disk: bool = Field(default=False, description="keep original vectors on disk (memmap)")
+    on_disk_payload: bool | None = None
+    shard_number: int | None = Field(default=None, ge=1)
+    replication_factor: int | None = Field(default=None, ge=1)
+    write_consistency_factor: int | None = Field(default=None, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"qdrant_url={url!r} must look like http://host:6333 or https://host:6333")
+        return url
+
+    @model_validator(mode="after")
+    def _check_target(self) -> "QdrantConfig":
+        if self.url is not None and self.path is not None:
+            raise ValueError("pass either qdrant_url (a server) or path (embedded Qdrant), not both")
+        return self
+
+    @classmethod
+    def resolve(
+        cls,
+        qdrant: "QdrantConfig | None" = None,
+        url: str | None = None,
+        path: str | Path | None = None,
+        api_key: str | None = None,
+        prefer_grpc: bool | None = None,
+    ) -> "QdrantConfig":
+        """``qdrant`` with the given arguments laid over it, and the default local path filled in."""
+        base = (qdrant or cls()).model_dump()
+        updates = {"url": url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc}
+        base.update({k: v for k, v in updates.items() if v is not None})
+        if url is not None and path is None:
+            base["path"] = None
+        config = cls.model_validate(base)
+        if config.url is None and config.path is None:
+            config = config.model_copy(update={"path": default_local_path()})
+        return config
+
+    @property
+    def is_server(self) -> bool:
+        return self.url is not None
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for messages (never includes the API key)."""
+        return self.url if self.url is not None else f"embedded Qdrant at {self.path}"
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Arguments for ``QdrantClient``."""
+        if not self.is_server:
+            return {"path": str(self.path)}
+        key = self.api_key.get_secret_value() if self.api_key is not None else os.environ.get(API_KEY_ENV)
+        kwargs: dict[str, Any] = {"url": self.url, "prefer_grpc": self.prefer_grpc, "grpc_port": self.grpc_port,
+                                  "timeout": self.timeout}
+        if key:
+            kwargs["api_key"] = key
+        if self.https is not None:
+            kwargs["https"] = self.https
+        return kwargs
+
+    def connect(self) -> "QdrantClient":
+        """A client for the server or the embedded directory."""
+        from qdrant_client import QdrantClient
+
+        if not self.is_server:
+            self.path.mkdir(parents=True, exist_ok=True)
+            ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
+            if ignored:
+                logger.warning("Embedded Qdrant ignores the server options %s", ", ".join(ignored))
+        try:
+            return QdrantClient(**self.client_kwargs())
+        except RuntimeError as err:
+            if "already accessed" in str(err):
+                raise RuntimeError(
+                    f"{self.location} is open in another client (this process or another one); embedded "
+                    "Qdrant allows one at a time. Close the other client, or run a Qdrant server and "
+                    "pass qdrant_url."
+                ) from err
+            raise
+
+    def vector_params(self, dim: int) -> "models.VectorParams":
+        from qdrant_client.http import models
+
+        return models.VectorParams(
+            size=dim,
+            distance=qdrant_distance(self.distance),
+            on_disk=self.on_disk or None,
+            datatype=models.Datatype.FLOAT16 if self.datatype == "float16" else None,
+        )
+
+    def quantization_config(self) -> "models.ScalarQuantization | models.BinaryQuantization | None":
+        from qdrant_client.http import models
+
+        if self.quantization == "int8":
+            return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=0.99, always_ram=self.quantization_always_ram))
+        if self.quantization == "binary":
+            return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(
+                always_ram=self.quantization_always_ram))
+        return None
+
+    def create_collection_kwargs(self, dim: int) -> dict[str, Any]:
+        """Arguments for ``create_collection`` (minus the name and metadata)."""
+        params = self.vector_params(dim)
+        kwargs: dict[str, Any] = {
+            "vectors_config": {self.vector_name: params} if self.vector_name else params,
+            "quantization_config": self.quantization_config(),
+            "shard_number": self.shard_number,
+            "replication_factor": self.replication_factor,
+            "write_consistency_factor": self.write_consistency_factor,
+            "on_disk_payload": self.on_disk_payload,
+        }
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def qdrant_distance(name: str) -> "models.Distance":
+    from qdrant_client.http import models
+
+    return {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT, "euclid": models.Distance.EUCLID}[name]
+
+
+def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, Any]:
+    """What a collection records about the model that filled it."""
+    config = model.config
+    return {
+        "format": 1,
+        "model": reference,
+        "decoder": config.decoder,
+        "encoder": config.encoder,
+        "representation": config.representation,
+        "num_contextual_tokens": config.num_contextual_tokens,
+        "embedding_dim": model.embedding_dim,
+    }
+
+
+def collection_fingerprint(client: "QdrantClient", name: str) -> dict[str, Any] | None:
+    """The model fingerprint a c2v_rag collection was created with, if any."""
+    info = client.get_collection(name)
+    metadata = getattr(info.config, "metadata", None) or {}
+    value = metadata.get(METADATA_KEY)
+    return dict(value) if isinstance(value, dict) else None
+
+
+def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.VectorParams":
+    """The collection's params for ``config.vector_name``, or a clear error."""
+    vectors = info.config.params.vectors
+    if isinstance(vectors, dict):
+        if config.vector_name not in vectors:
+            raise CollectionMismatchError(
+                f"collection {name!r} at {config.location} has named vectors {sorted(vectors)} but none "
+                f"named {config.vector_name!r}; pass vector_name= one of them, or use another collection"
+            )
+        return vectors[config.vector_name]
+    if config.vector_name:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} has one unnamed vector; pass vector_name='' "
+            f"instead of {config.vector_name!r}"
+        )
+    return vectors
+
+
+def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any]) -> None:
+    """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors."""
+    info = client.get_collection(name)
+    params = stored_vector_params(info, name, config)
+    dim = fingerprint["embedding_dim"]
+    if params.size != dim:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} stores {params.size}-dimensional vectors, but the "
+            f"model makes {dim}-dimensional ones. Use another collection (collection=...) or the model "
+            "that built it."
+        )
+    expected = qdrant_distance(config.distance)
+    if params.distance != expected:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} uses {params.distance.value} distance, not "
+            f"{expected.value}; pass distance='{params.distance.value.lower()}' or use another collection"
+        )
+    stored = collection_fingerprint(client, name)
+    if stored is not None:
+        differ = [f for f in _FINGERPRINT_FIELDS if stored.get(f) != fingerprint.get(f)]
+        if differ:
+            raise CollectionMismatchError(
+                f"collection {name!r} at {config.location} was built with another model "
+                f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
+                f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
+                "models cannot be compared: use another collection, or the model that built it."
+            )
+
+
+def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any]) -> bool:
+    """Create ``name`` for these vectors, or check the existing one; True when created."""
+    check_collection_name(name)
+    if client.collection_exists(name):
+        check_collection(client, name, config, fingerprint)
+        return False
+    from qdrant_client.http import models
+
+    kwargs = config.create_collection_kwargs(fingerprint["embedding_dim"])
+    try:
+        client.create_collection(name, metadata={METADATA_KEY: fingerprint}, **kwargs)
+    except Exception:
+        if client.collection_exists(name):  # created meanwhile by a concurrent ingest
+            check_collection(client, name, config, fingerprint)
+            return False
+        raise
+    # Stale-chunk deletion filters on doc_id; on a server that filter needs an index to scale.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        client.create_payload_index(name, "doc_id", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+    logger.info("Created collection %r at %s (%d dims, %s)", name, config.location,
+                fingerprint["embedding_dim"], config.distance)
+    return True
+
+
+def require_collection(client: "QdrantClient", name: str, config: QdrantConfig) -> Any:
+    """The collection's info, or :class:`CollectionNotFoundError` with the fix."""
+    check_collection_name(name)
+    if not client.collection_exists(name):
+        raise CollectionNotFoundError(
+            f"collection {name!r} does not exist at {config.location}. Ingest documents first "
+            f"(c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}), "
+            "or name the collection you ingested into."
+        )
+    return client.get_collection(name)

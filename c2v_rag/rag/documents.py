@@ -1,0 +1,241 @@
+"""Turning what callers pass to ``ingest`` into a stream of :class:`SourceDocument`.
+
+Accepted inputs: strings, dicts (``text`` + ``metadata`` + optional ``id``), LlamaIndex Documents
+or Nodes, LangChain Documents, and paths to files or folders of ``.txt``, ``.md`` and ``.jsonl``.
+Documents are yielded one at a time, so a folder of millions of files is never held in memory.
+
+Every document gets a stable id, the key that lets a re-run replace a changed document's chunks:
+an explicit id when the input has one, the resolved path for files, ``path:line`` for JSONL
+records without an id, and a content hash otherwise. LlamaIndex Documents keep their ``id_``:
+load files with ``SimpleDirectoryReader(filename_as_id=True)``, whose default ids are random and
+would make every re-run look like new documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
+JSONL_SUFFIXES = frozenset({".jsonl"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES
+
+# Keys the payload writer owns: user metadata under these names would be silently overwritten
+# by LlamaIndex's node serialization, or shadow LangChain's layout.
+RESERVED_METADATA_KEYS = frozenset(
+    {"page_content", "metadata", "_node_content", "_node_type", "doc_id", "ref_doc_id", "document_id", "chunk_index"}
+)
+_TEXT_KEYS = ("text", "page_content", "content", "body")
+_ID_KEYS = ("id", "doc_id", "_id")
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One document to ingest: its stable id, its text, its metadata and where it came from."""
+
+    doc_id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+
+def content_doc_id(text: str) -> str:
+    """The id of a document that has none of its own: a hash of its text."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def iter_documents(docs: Any) -> Iterator[SourceDocument]:
+    """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
+
+    A single top-level string that names an existing file or folder is read as a path; inside
+    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths). The input's
+    type, and the existence of the paths in a top-level list, are checked on the call, before
+    any document is read.
+    """
+    if isinstance(docs, str) and _names_existing_path(docs):
+        return _from_path(Path(docs).expanduser())
+    if isinstance(docs, (str, os.PathLike, Mapping)) or _framework_kind(docs):
+        _check_exists([docs])
+        return _from_item(docs, "docs")
+    if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
+        if isinstance(docs, (list, tuple)):
+            _check_exists(docs)
+        return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]"))
+    raise TypeError(
+        f"docs must be a string, a dict, a document object, a path or an iterable of them; "
+        f"got {type(docs).__name__}"
+    )
+
+
+def _check_exists(items: Iterable[Any]) -> None:
+    for item in items:
+        if isinstance(item, os.PathLike) and not Path(item).expanduser().exists():
+            raise FileNotFoundError(f"{item} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
+
+
+def _names_existing_path(text: str) -> bool:
+    if "\n" in text or len(text) > 4096:
+        return False
+    try:
+        return Path(text).expanduser().exists()
+    except OSError:  # a long or odd string is no path
+        return False
+
+
+def _from_item(item: Any, where: str) -> Iterator[SourceDocument]:
+    if isinstance(item, str):
+        yield SourceDocument(content_doc_id(item), item)
+    elif isinstance(item, os.PathLike):
+        yield from _from_path(Path(item).expanduser())
+    elif isinstance(item, Mapping):
+        yield from_record(item, where)
+    elif (kind := _framework_kind(item)) == "langchain":
+        metadata = dict(item.metadata or {})
+        _check_metadata(metadata, where)
+        doc_id = getattr(item, "id", None) or content_doc_id(item.page_content)
+        yield SourceDocument(str(doc_id), item.page_content, metadata, _source_of(metadata))
+    elif kind == "llama_index":
+        metadata = dict(item.metadata or {})
+        _check_metadata(metadata, where)
+        # A Document's id is its doc id; a chunk-level Node is treated as a document of its own
+        # (grouping nodes by ref_doc_id would delete siblings that are not in this input).
+        yield SourceDocument(str(item.node_id), item.get_content(), metadata, _source_of(metadata))
+    else:
+        raise TypeError(
+            f"{where} is a {type(item).__name__}; expected a str, a dict with 'text', a LlamaIndex "
+            "Document/Node, a LangChain Document or a pathlib.Path"
+        )
+
+
+def _framework_kind(item: Any) -> str | None:
+    # Duck-typed so neither framework has to be installed to ingest plain inputs.
+    if hasattr(item, "page_content") and hasattr(item, "metadata"):
+        return "langchain"
+    if hasattr(item, "get_content") and hasattr(item, "node_id") and hasattr(item, "metadata"):
+        return "llama_index"
+    return None
+
+
+def _source_of(metadata: Mapping[str, Any]) -> str | None:
+    for key in ("source", "file_path", "url"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _check_metadata(metadata: Mapping[str, Any], where: str) -> None:
+    clash = sorted(RESERVED_METADATA_KEYS.intersection(metadata))
+    if clash:
+        raise ValueError(
+            f"{where} has metadata keys {clash} that the vector store layout reserves. Rename them; "
+            "a document id belongs in the record's 'id' field, not in its metadata."
+        )
+    for key in metadata:
+        if not isinstance(key, str):
+            raise TypeError(f"{where} has a metadata key {key!r} that is not a string")
+
+
+def from_record(record: Mapping[str, Any], where: str, default_id: str | None = None,
+                source: str | None = None) -> SourceDocument:
+    """A document from a dict or a JSONL record.
+
+    The text is the first of ``text``, ``page_content``, ``content``, ``body``; a ``title`` is put
+    before it (BEIR corpora); the id is the first of ``id``, ``doc_id``, ``_id``. Other scalar
+    fields join ``metadata``.
+    """
+    text_key = next((k for k in _TEXT_KEYS if k in record), None)
+    if text_key is None:
+        raise ValueError(
+            f"{where} has no text: expected one of the keys {', '.join(_TEXT_KEYS)}; got {sorted(map(str, record))}"
+        )
+    text = record[text_key]
+    if not isinstance(text, str):
+        raise TypeError(f"{where}[{text_key!r}] is a {type(text).__name__}, not a str")
+    raw_metadata = record.get("metadata") or {}
+    if not isinstance(raw_metadata, Mapping):
+        raise TypeError(f"{where}['metadata'] must be a dict, got {type(raw_metadata).__name__}")
+    metadata = dict(raw_metadata)
+    id_key = next((k for k in _ID_KEYS if record.get(k) not in (None, "")), None)
+    for key, value in record.items():
+        if key in (*_TEXT_KEYS, *_ID_KEYS, "metadata") or key in metadata:
+            continue
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            metadata[key] = value
+    title = record.get("title")
+    if isinstance(title, str) and title.strip():
+        text = f"{title.strip()}\n\n{text}" if text.strip() else title.strip()
+    _check_metadata(metadata, where)
+    if source is not None:
+        metadata.setdefault("source", source)
+    doc_id = str(record[id_key]) if id_key else (default_id or content_doc_id(text))
+    return SourceDocument(doc_id, text, metadata, _source_of(metadata))
+
+
+def _from_path(path: Path) -> Iterator[SourceDocument]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
+    if path.is_dir():
+        files = _list_files(path)
+        if not files:
+            raise ValueError(f"no .txt, .md or .jsonl files under {path}")
+    else:
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            raise ValueError(
+                f"{path}: unsupported file type {path.suffix!r}; c2v_rag reads .txt, .md, .markdown "
+                "and .jsonl (convert other formats to text first)"
+            )
+        files = [path]
+    for file in files:
+        if file.suffix.lower() in JSONL_SUFFIXES:
+            yield from _read_jsonl(file)
+        else:
+            yield _read_text(file)
+
+
+def _list_files(root: Path) -> list[Path]:
+    files, skipped = [], 0
+    for file in sorted(root.rglob("*")):
+        relative = file.relative_to(root).parts
+        if any(part.startswith(".") for part in relative) or not file.is_file():
+            continue
+        if file.suffix.lower() in SUPPORTED_SUFFIXES:
+            files.append(file)
+        else:
+            skipped += 1
+    if skipped:
+        logger.info("Skipped %d files under %s that are not .txt, .md or .jsonl", skipped, root)
+    return files
+
+
+def _read_text(file: Path) -> SourceDocument:
+    resolved = file.resolve()
+    text = resolved.read_text(encoding="utf-8", errors="replace")
+    if "\ufffd" in text:
+        logger.warning("%s is not valid UTF-8; undecodable bytes were replaced", resolved)
+    metadata = {"source": str(resolved), "file_name": resolved.name}
+    return SourceDocument(resolved.as_posix(), text, metadata, str(resolved))
+
+
+def _read_jsonl(file: Path) -> Iterator[SourceDocument]:
+    resolved = file.resolve()
+    with resolved.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{resolved}:{line_no}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where} is not valid JSON: {err}") from err
+            if not isinstance(record, Mapping):
+                raise ValueError(f"{where} must be a JSON object, got {type(record).__name__}")
+            yield from_record(record, where, default_id=where, source=str(resolved))

@@ -1,0 +1,225 @@
+"""One loaded model per (model, device, dtype), and the query/document instruction policy.
+
+Ingestion, search and the LlamaIndex and LangChain integrations all embed through here, so they
+share loaded weights and put instructions on the same side: queries get the task instruction,
+documents get none (unless the task is symmetric or a document instruction is set).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+if TYPE_CHECKING:
+    from ..modeling import Causal2Vec
+
+# Queries need an instruction (paper, A.3). When neither the caller nor the variant names one,
+# retrieval uses MS MARCO's: the most general of the retrieval training instructions (Table 8).
+DEFAULT_QUERY_TASK = "MSMARCO-Passage"
+
+ModelRef = str | Path | None
+
+_cache: dict[tuple[str, str, str], "Causal2Vec"] = {}
+_cache_lock = threading.Lock()
+_LOCK_ATTR = "_c2v_rag_encode_lock"
+_VIEWS_ATTR = "_c2v_rag_length_views"
+
+
+def _model_key(model: ModelRef, device: str | None, dtype: str | None) -> tuple[str, str, str]:
+    from ..devices import resolve_device
+    from ..presets import DEFAULT_PRESET, PRESETS_DIR
+
+    name = DEFAULT_PRESET if model is None else str(model)
+    path = Path(name).expanduser()
+    if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
+        name = str(path.resolve())
+    return name, str(resolve_device(device)), str(dtype or "auto")
+
+
+def load_model(
+    model: ModelRef = None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    max_length: int | None = None,
+) -> "Causal2Vec":
+    """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
+
+    Every caller naming the same model, device and dtype gets the same object. ``max_length``
+    gives a view that shares the weights but truncates at another length.
+    """
+    from ..modeling import Causal2Vec
+
+    key = _model_key(model, device, dtype)
+    with _cache_lock:
+        loaded = _cache.get(key)
+        if loaded is None:
+            loaded = Causal2Vec.from_pretrained(key[0] if model is not None else None, device=device, dtype=dtype)
+            _cache[key] = loaded
+    return with_max_length(loaded, max_length)
+
+
+def clear_model_cache() -> None:
+    """Forget every shared model, so its memory is freed once no one else holds it."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec":
+    """``model`` truncating at ``max_length`` decoder tokens, sharing its weights and lock."""
+    from ..prompting import PromptBuilder
+
+    if max_length is None or max_length == model.config.max_length:
+        return model
+    encode_lock(model)  # created before the copy, so the view shares it
+    views = model.__dict__.setdefault(_VIEWS_ATTR, {})
+    with _cache_lock:
+        view = views.get(max_length)
+        if view is None:
+            # A shallow copy shares the submodules (weights) and the tokenizers; only the config
+            # and the prompt builder, which hold max_length, are its own.
+            view = copy.copy(model)
+            view.config = model.config.model_copy(update={"max_length": max_length})
+            view.prompts = PromptBuilder(
+                model.tokenizer, model.config.prompt_format,
+                instruction_template=model.config.instruction_template, placement=model.config.placement,
+                num_contextual_tokens=model.config.num_contextual_tokens, max_length=max_length,
+            )
+            view.__dict__[_VIEWS_ATTR] = {}
+            views[max_length] = view
+    return view
+
+
+def encode_lock(model: "Causal2Vec") -> threading.Lock:
+    """The lock that serializes encode calls on ``model``.
+
+    HF fast tokenizers raise "Already borrowed" when one instance is used from two threads, and
+    concurrent forward passes only fight over the same cores; async callers queue here instead.
+    """
+    return model.__dict__.setdefault(_LOCK_ATTR, threading.Lock())
+
+
+class Embedder:
+    """Embeds documents and queries with one model and one instruction policy.
+
+    Args:
+        model: a loaded :class:`~c2v_rag.Causal2Vec`.
+        task: a registered task name; its instruction goes on queries (and on documents for
+            symmetric tasks).
+        query_instruction: a literal query instruction instead of ``task`` (``""`` for none).
+        text_instruction: an instruction for documents too (symmetric use); none by default.
+        normalize: unit-length vectors, so cosine and dot product agree.
+    """
+
+    def __init__(
+        self,
+        model: "Causal2Vec",
+        *,
+        task: str | None = None,
+        query_instruction: str | None = None,
+        text_instruction: str | None = None,
+        normalize: bool = True,
+        show_progress: bool = False,
+        batch_size: int = 256,
+        max_tokens_per_batch: int | None = None,
+    ) -> None:
+        if task is not None and query_instruction is not None:
+            raise ValueError("pass either task= or query_instruction=, not both")
+        self.model = model
+        self.task = task
+        self.query_instruction = query_instruction
+        self.text_instruction = text_instruction
+        self.normalize = normalize
+        self.show_progress = show_progress
+        self.batch_size = batch_size
+        self.max_tokens_per_batch = max_tokens_per_batch
+
+    @property
+    def dim(self) -> int:
+        return self.model.embedding_dim
+
+    def query_prompt(self) -> dict[str, str | None]:
+        """The ``task``/``instruction`` pair queries are encoded with."""
+        if self.query_instruction is not None:
+            return {"task": None, "instruction": self.query_instruction}
+        if self.task is not None:
+            return {"task": self.task, "instruction": None}
+        config = self.model.config
+        if config.query_instruction is not None:
+            return {"task": None, "instruction": config.query_instruction}
+        return {"task": config.default_task or DEFAULT_QUERY_TASK, "instruction": None}
+
+    def _kwargs(self) -> dict[str, Any]:
+        return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
+                    batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 document vectors."""
+        texts = list(texts)
+        if self.text_instruction is not None:
+            prompt = {"instruction": self.text_instruction}
+        else:
+            prompt = {"task": self.task}
+        with encode_lock(self.model):
+            return self.model.encode_documents(texts, **prompt, **self._kwargs())
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """``(len(queries), dim)`` float32 query vectors, with the query instruction."""
+        with encode_lock(self.model):
+            return self.model.encode_queries(list(queries), **self.query_prompt(), **self._kwargs())
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """One query vector, 1-D."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        return self.embed_queries([query])[0]
+
+
+class EmbedderOptions(BaseModel):
+    """The options the LlamaIndex and LangChain embedding classes share (pydantic fields)."""
+
+    model: str | None = Field(
+        default=None, description="variant directory or preset name; None is the default preset"
+    )
+    task: str | None = Field(default=None, description="registered task whose instruction queries get")
+    query_instruction: str | None = Field(default=None, description="literal query instruction instead of task")
+    text_instruction: str | None = Field(default=None, description="instruction for documents too; none by default")
+    max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
+    normalize: bool = Field(default=True, description="unit-length vectors")
+    device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    show_progress: bool = Field(default=False, description="progress bar while encoding")
+    max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
+
+    @model_validator(mode="after")
+    def _check_prompt(self) -> "EmbedderOptions":
+        from ..instructions import get_task
+
+        if self.task is not None and self.query_instruction is not None:
+            raise ValueError("pass either task= or query_instruction=, not both")
+        if self.task is not None:
+            try:
+                get_task(self.task)
+            except KeyError as err:
+                raise ValueError(str(err.args[0])) from None
+        return self
+
+    def loaded_model(self) -> "Causal2Vec":
+        """The shared model these options name (loaded on first use)."""
+        return load_model(self.model, device=self.device, dtype=self.dtype, max_length=self.max_length)
+
+    def embedder(self, batch_size: int = 256) -> Embedder:
+        """An :class:`Embedder` over the shared model; cheap, so it is built per call and never
+        stored: a stored one would drag the weights into pickles and ``to_dict``."""
+        return Embedder(
+            self.loaded_model(), task=self.task, query_instruction=self.query_instruction,
+            text_instruction=self.text_instruction, normalize=self.normalize,
+            show_progress=self.show_progress, batch_size=batch_size,
+            max_tokens_per_batch=self.max_tokens_per_batch,
+        )

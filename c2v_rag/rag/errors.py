@@ -1,0 +1,31 @@
+"""Errors of the ingestion and search layer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import C2VError
+
+if TYPE_CHECKING:
+    from .pipeline import IngestResult
+
+
+class CollectionMismatchError(C2VError, ValueError):
+    """An existing collection was built for other vectors (size, distance, name or model)."""
+
+
+class CollectionNotFoundError(C2VError, LookupError):
+    """The collection to search does not exist."""
+
+
+class IngestError(C2VError, RuntimeError):
+    """A batch could not be embedded or written; ``doc_ids`` names its documents.
+
+    Re-running the same ingest resumes: chunks already stored are skipped, the failed ones are
+    written, and nothing is duplicated. ``result`` holds the counts of the partial run.
+    """
+
+    def __init__(self, message: str, doc_ids: list[str], result: "IngestResult | None" = None) -> None:
+        super().__init__(message)
+        self.doc_ids = doc_ids
+        self.result = result

@@ -1,0 +1,67 @@
+"""``c2v-rag ingest`` and ``c2v-rag search`` on a folder of files, with a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+    pytest.importorskip(_module)
+
+import c2v_rag
+from c2v_rag.cli import main
+from rag_helpers import make_text
+
+
+@pytest.fixture
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "nested").mkdir(parents=True)
+    (docs / "a.txt").write_text(make_text(1), encoding="utf-8")
+    (docs / "nested" / "b.md").write_text(make_text(2), encoding="utf-8")
+    (docs / "c.jsonl").write_text('{"id": "c1", "text": "%s"}\n' % make_text(3), encoding="utf-8")
+    return docs
+
+
+def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant, capsys):
+    store = str(tmp_path / "qdrant")
+    args = ["--path", store, "--collection", "cli"]
+    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24",
+                 "--chunk-overlap", "4", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ingested 3 documents, 25 chunks (25 written, 0 unchanged) into 'cli'")
+    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24",
+                 "--chunk-overlap", "4", "-q"]) == 0
+    assert "(0 written, 25 unchanged)" in capsys.readouterr().out
+
+    query = make_text(2)[:40]
+    assert main(["search", query, *args, "--top-k", "3"]) == 0  # the model is read from the collection
+    lines = capsys.readouterr().out.splitlines()
+    hits = c2v_rag.search(query, top_k=3, path=store, collection="cli")
+    assert len(lines) == 6
+    for rank, hit in enumerate(hits, 1):
+        header, snippet = lines[2 * rank - 2], lines[2 * rank - 1]
+        assert header.startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  (chunk {hit.chunk_index})")
+        assert snippet.startswith("    ") and " ".join(hit.text.split())[:20] in snippet
+    assert {h.source.rsplit("/", 1)[1] for h in c2v_rag.search(query, top_k=100, path=store, collection="cli")} == {
+        "a.txt", "b.md", "c.jsonl"}
+
+
+def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
+    assert main(["search", "anything", "--path", str(tmp_path), "--collection", "nothing_here",
+                 "--model", str(tiny_variant)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: collection 'nothing_here' does not exist") and "c2v-rag ingest PATH" in err
+    assert main(["ingest", str(tmp_path / "missing"), "--path", str(tmp_path), "--model", str(tiny_variant)]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size"]),
+    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task"]),
+])
+def test_help(command, expected, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and all(option in out for option in expected)
