@@ -1,10 +1,11 @@
 """Time one training step on this machine, fp32 vs bf16, side by side.
 
     python bench/train_step.py --data ../shared/data/nli/snli_dev_triplets.tsv [--batch-size 32] [--steps 3]
+        [--hard-negatives 0] [--no-checkpointing]
 
 Each precision builds the real training setup (LoRA r=64/alpha=128 on the decoder and encoder,
 projector, gradient checkpointing) through ``Trainer`` and times full optimizer steps of
-``batch-size`` (anchor, positive, hard negative) triplets: forward, InfoNCE, backward, AdamW.
+``batch-size`` (anchor, positive[, hard negative]) examples: forward, InfoNCE, backward, AdamW.
 Reported: median seconds per step, examples (queries) per second, texts per second.
 """
 
@@ -29,6 +30,7 @@ def measure(args, precision: str) -> dict:
             "model": {"decoder": args.decoder, "encoder": args.encoder, "max_length": args.max_length},
             "datasets": [{"name": "nli", "format": "triplets_tsv", "path": args.data, "task": "NLI"}],
             "training": {"steps": 1000, "batch_size": args.batch_size, "mini_batch_size": args.mini_batch_size,
+                         "hard_negatives": args.hard_negatives,
                          "precision": precision, "gradient_checkpointing": not args.no_checkpointing,
                          "warmup_steps": 10, "progress_bar": False, "device": "cpu", "save_every": 0},
             "output": {"dir": tmp},
@@ -56,14 +58,16 @@ def main() -> None:
     parser.add_argument("--encoder", default="all-minilm-l6-v2")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--mini-batch-size", type=int, default=None)
-    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--hard-negatives", type=int, default=1, choices=[0, 1], help="0: plain pairs")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--no-checkpointing", action="store_true")
     parser.add_argument("--precisions", nargs="+", default=PRECISIONS, choices=PRECISIONS)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size} triplets "
-          f"(+1 hard negative each), gradient checkpointing {'off' if args.no_checkpointing else 'on'}")
+    shape = "triplets (anchor, positive, hard negative)" if args.hard_negatives else "pairs (anchor, positive)"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size} {shape}, "
+          f"max_length {args.max_length}, gradient checkpointing {'off' if args.no_checkpointing else 'on'}")
     rows = [measure(args, p) for p in args.precisions]
     print(f"{'precision':<15}{'s/step':>9}{'examples/s':>12}{'texts/s':>10}   steps (s)")
     for r in rows:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -30,8 +29,7 @@ def test_training_writes_a_loadable_variant(tiny_recipe, tmp_path):
     assert loaded.config.metadata["trained"] is True
     emb = loaded.encode(["a claim about vitamin D"], instruction="Find the evidence")
     assert emb.shape == (1, loaded.embedding_dim)
-    # The loaded (merged) variant embeds like the trained (unmerged) model.
-    trainer = Trainer(TrainConfig.model_validate(tiny_recipe(steps=6)))
+    # The final variant and the last checkpoint's variant hold the same weights.
     ckpt = list_checkpoints(out / "checkpoints")[-1]
     from_ckpt = Causal2Vec.from_pretrained(ckpt / "variant", device="cpu", dtype="float32")
     torch.testing.assert_close(torch.from_numpy(from_ckpt.encode(["x y z"])), torch.from_numpy(loaded.encode(["x y z"])))

@@ -132,14 +132,23 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     if model.encoder is not None and not train_encoder:
         model.encoder.eval()  # a frozen encoder should not add dropout noise to C
     if config.training.gradient_checkpointing:
-        kwargs = {"gradient_checkpointing_kwargs": {"use_reentrant": False}}
-        model.decoder.gradient_checkpointing_enable(**kwargs)
+        _enable_checkpointing(model.decoder)
         if train_encoder:
-            model.encoder.gradient_checkpointing_enable(**kwargs)
+            _enable_checkpointing(model.encoder)
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
         raise ValueError("nothing to train: enable lora, encoder_lora or train_projector")
     return model
+
+
+def _enable_checkpointing(module: torch.nn.Module) -> None:
+    # Non-reentrant checkpointing: inputs need not require grad (frozen embeddings), and it
+    # replays the RNG state, so dropout matches between the forward and the recompute.
+    kwargs = {"use_reentrant": False}
+    if hasattr(module, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _unfreeze_lora(module: torch.nn.Module) -> None:
