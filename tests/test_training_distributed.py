@@ -92,3 +92,37 @@ def test_two_process_ddp_matches_one_process_full_batch(tiny_recipe, tmp_path, m
     assert grads.keys() == ddp_grads.keys()
     for name, grad in grads.items():
         torch.testing.assert_close(ddp_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.timeout(600)
+def test_torchrun_cli_trains_with_two_processes(tiny_recipe, tmp_path):
+    """The user's path: ``torchrun --nproc_per_node 2 -m c2v_rag.cli train recipe.yaml`` on CPU (gloo)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from c2v_rag import Causal2Vec
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun is not on PATH")
+    raw = tiny_recipe(steps=3, batch_size=2, save_every=2)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [torchrun, "--nproc_per_node", "2", "--master_port", str(_free_port()), "-m", "c2v_rag.cli", "train", str(recipe)],
+        env=env, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("variant written to") == 2  # both ranks finish; rank 0 wrote it
+    out = Path(raw["output"]["dir"])
+    history = [json.loads(line) for line in (out / "history.jsonl").open()]
+    assert [h["step"] for h in history] == [1, 2, 3]
+    state = json.loads((out / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2
+    assert Causal2Vec.from_pretrained(out, device="cpu", dtype="float32").encode(["a b c"]).shape[0] == 1

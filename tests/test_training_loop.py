@@ -97,3 +97,21 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_recipe):
     assert len(trainer.history) == 3
     # The poisoned step did not touch the optimizer: three updates so far.
     assert int(trainer.optimizer.state_dict()["state"][0]["step"]) == 3
+
+
+def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
+    first = train(TrainConfig.model_validate(tiny_recipe(steps=2)))
+    trained = Causal2Vec.from_pretrained(first.output_dir, device="cpu", dtype="float32")
+    raw = tiny_recipe(steps=1)
+    raw["model"] = {"variant": str(first.output_dir)}
+    raw["output"]["dir"] = str(tmp_path / "second")
+    trainer = Trainer(TrainConfig.model_validate(raw))
+    trainer.setup()
+    # Before any step, the model under training embeds like the saved variant (adapters unmerged, trainable).
+    assert any("lora_" in n for n, p in trainer.model.named_parameters() if p.requires_grad)
+    assert trainer.model.projector.fc1.weight.dtype == torch.float32 and trainer.model.projector.fc1.weight.requires_grad
+    texts = ["vitamin D and bone loss", "cats and dogs"]
+    torch.testing.assert_close(torch.from_numpy(trainer.model.encode(texts)), torch.from_numpy(trained.encode(texts)),
+                               rtol=1e-4, atol=1e-5)
+    trainer.fit()
+    assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]
