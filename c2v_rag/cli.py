@@ -125,6 +125,23 @@ def cmd_search(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from .training import load_config
+    from .training.trainer import TrainingDivergedError, train
+
+    config = load_config(args.config, args.overrides)
+    resume: bool | str = args.resume if args.resume not in (None, "auto") else args.resume == "auto"
+    try:
+        result = train(config, resume=resume)
+    except TrainingDivergedError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"variant written to {result.output_dir} after {result.steps} steps (final loss {result.final_loss:.4f})")
+    for record in result.evaluations:
+        print("  step {step}: ".format(**record) + ", ".join(f"{k}={v:.4f}" for k, v in record.items() if k != "step"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="c2v-rag", description="Causal2Vec embeddings for retrieval and RAG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details")
@@ -175,6 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print the hits as JSON")
     _add_model_options(search, "variant directory or preset (default: the one the collection was built with)")
     search.set_defaults(func=cmd_search)
+
+    train = sub.add_parser("train", help="fine-tune a variant from a YAML recipe (see recipes/)")
+    train.add_argument("config", help="the YAML training recipe")
+    train.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
+                       help="continue from the latest checkpoint in output.dir, or from CHECKPOINT")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a recipe value, e.g. --set training.steps=100 --set datasets.0.path=DIR")
+    train.set_defaults(func=cmd_train)
 
     sub.add_parser("presets", help="list the shipped presets").set_defaults(func=cmd_presets)
     sub.add_parser("tasks", help="list the registered task instructions").set_defaults(func=cmd_tasks)

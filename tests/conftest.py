@@ -136,3 +136,48 @@ def tiny_model_factory(tiny_dirs):
 
     return make
 
+
+# ------------------------------------------------------------------------------ training fixtures
+
+TRAIN_PAIRS = [
+    (f"claim {i}: " + CORPUS[i % 7][: 20 + i % 13], f"evidence {i} " + CORPUS[(i + 3) % 7][i % 9 :],
+     f"unrelated {i} " + CORPUS[(i + 5) % 7][: 30])
+    for i in range(48)
+]
+
+
+@pytest.fixture
+def tiny_train_data(tmp_path):
+    """Two small datasets on disk: a triplet TSV and a JSONL file with instructions."""
+    import json
+
+    tsv = tmp_path / "triplets.tsv"
+    tsv.write_text("anchor\tpositive\tnegative\n" + "".join(f"{a}\t{p}\t{n}\n" for a, p, n in TRAIN_PAIRS[:24]))
+    jsonl = tmp_path / "pairs.jsonl"
+    with jsonl.open("w") as handle:
+        for a, p, n in TRAIN_PAIRS[24:]:
+            handle.write(json.dumps({"query": a, "positive": p, "negatives": [n], "instruction": "Find the evidence"}) + "\n")
+    return {"triplets": tsv, "jsonl": jsonl}
+
+
+@pytest.fixture
+def tiny_recipe(tiny_dirs, tiny_train_data, tmp_path):
+    """A training config dict for the tiny llama model; tests tweak it before validating."""
+
+    def make(**training):
+        settings = dict(steps=4, batch_size=4, lr=1e-3, warmup_steps=1, precision="fp32",
+                        gradient_checkpointing=False, save_every=0, progress_bar=False, device="cpu", seed=3)
+        settings.update(training)
+        return {
+            "model": {"decoder": str(tiny_dirs["llama"]), "encoder": str(tiny_dirs["bert"])},
+            "lora": {"r": 4, "alpha": 8, "dropout": 0.0},
+            "encoder_lora": {"r": 2, "alpha": 4, "dropout": 0.0},
+            "datasets": [
+                {"name": "nli", "format": "triplets_tsv", "path": str(tiny_train_data["triplets"]), "task": "NLI"},
+                {"name": "pairs", "format": "jsonl", "path": str(tiny_train_data["jsonl"])},
+            ],
+            "training": settings,
+            "output": {"dir": str(tmp_path / "run")},
+        }
+
+    return make

@@ -1,0 +1,42 @@
+"""Fine-tuning Causal2Vec variants (``pip install 'c2v-rag[train]'``).
+
+The paper's recipe by default: LoRA on the decoder (and optionally the encoder), the projector in
+full, InfoNCE with tau = 0.05 over in-batch and hard negatives, homogeneous per-dataset batches,
+GradCache for large batches, AdamW with warmup and linear decay, bf16, gradient checkpointing,
+and multi-process training with negatives gathered across processes.
+
+    from c2v_rag.training import load_config, train
+    result = train(load_config("recipes/scifact_nli_cpu.yaml"))
+    model = Causal2Vec.from_pretrained(result.output_dir)
+"""
+
+from .config import DatasetSection, TrainConfig, load_config
+from .data import Example, LoadedDataset, load_section, write_jsonl
+from .evaluation import RetrievalEvaluator, STSEvaluator, ndcg_at_k
+from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from .loss import info_nce
+from .mining import mine_hard_negatives
+from .trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
+
+__all__ = [
+    "TrainConfig",
+    "DatasetSection",
+    "load_config",
+    "Example",
+    "LoadedDataset",
+    "load_section",
+    "write_jsonl",
+    "RetrievalEvaluator",
+    "STSEvaluator",
+    "ndcg_at_k",
+    "ContrastiveStep",
+    "Embedder",
+    "NonFiniteLossError",
+    "info_nce",
+    "mine_hard_negatives",
+    "Trainer",
+    "TrainResult",
+    "TrainingDivergedError",
+    "build_model",
+    "train",
+]

@@ -1,0 +1,426 @@
+"""Training examples: loaders for JSONL, BEIR, pair/triplet TSV and labelled text, and dev splits.
+
+Every loader returns :class:`Example` objects. Besides its texts, an example carries *keys*: the
+identity of each passage (a BEIR document id, a class label, or the text itself) and the set of
+keys that are positives of its query. Mining and the loss use them so that no known positive is
+ever treated as a negative, whether mined or in-batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..instructions import get_task, resolve_instruction
+from .config import DatasetSection
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One (query, positive, hard negatives) training example of one dataset."""
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...] = ()
+    dataset: str = "default"
+    query_instruction: str | None = None
+    passage_instruction: str | None = None
+    positive_key: str = ""
+    negative_keys: tuple[str, ...] = ()
+    known_positive_keys: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        # Keys default to the texts: two passages are "the same" when their texts are.
+        if not self.positive_key:
+            object.__setattr__(self, "positive_key", self.positive)
+        if len(self.negative_keys) != len(self.negatives):
+            object.__setattr__(self, "negative_keys", tuple(self.negatives))
+        if not self.known_positive_keys:
+            object.__setattr__(self, "known_positive_keys", frozenset([self.positive_key]))
+
+
+@dataclass
+class RetrievalDev:
+    """Held-out queries of a BEIR dataset, with the corpus they are scored against."""
+
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    corpus: dict[str, str]
+    query_instruction: str | None
+    passage_instruction: str | None
+
+
+@dataclass
+class LoadedDataset:
+    """A dataset section once loaded: its training examples, and what mining and evaluation need."""
+
+    name: str
+    examples: list[Example]
+    corpus: dict[str, str] | None = None  # key -> text: the passage pool for mining (BEIR: the corpus)
+    dev: RetrievalDev | None = None
+    held_out: list[Example] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- instructions
+
+
+def section_instructions(section: DatasetSection, default_symmetric: bool) -> tuple[str | None, str | None]:
+    """(query instruction, passage instruction) for a dataset section.
+
+    Queries carry the instruction; passages carry it only on symmetric data (STS, NLI, label
+    pairs), where both sides are the same kind of text (paper, Appendix A.3).
+    """
+    return resolve_pair(section.task, section.instruction, section.symmetric, default_symmetric)
+
+
+def resolve_pair(
+    task: str | None, instruction: str | None, symmetric: bool | None, default_symmetric: bool
+) -> tuple[str | None, str | None]:
+    query = resolve_instruction(task=task, instruction=instruction, is_query=True)
+    if symmetric is None:
+        if task is not None:
+            t = get_task(task)
+            symmetric = t.symmetric or t.name.lower().endswith("-symmetric")
+        else:
+            symmetric = default_symmetric
+    return query, (query if symmetric else None)
+
+
+# ---------------------------------------------------------------------------------------------- loaders
+
+
+def load_section(section: DatasetSection) -> LoadedDataset:
+    """Load one dataset section of the config, split off its dev queries and apply its limit."""
+    path = Path(section.path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"dataset {section.display_name!r}: {path} does not exist; fix 'path' in the config")
+    loader = {
+        "jsonl": load_jsonl,
+        "beir": load_beir,
+        "pairs_tsv": load_tsv,
+        "triplets_tsv": load_tsv,
+        "labelled": load_labelled,
+    }[section.format]
+    loaded = loader(section)
+    if not loaded.examples:
+        raise ValueError(f"dataset {section.display_name!r}: {path} gave no training examples")
+    if section.limit is not None and len(loaded.examples) > section.limit:
+        rng = random.Random(section.dev_seed + 1)
+        loaded.examples = rng.sample(loaded.examples, section.limit)
+    logger.info("dataset %s: %d training examples", loaded.name, len(loaded.examples))
+    return loaded
+
+
+def split_by_query(
+    examples: list[Example], fraction: float, seed: int
+) -> tuple[list[Example], list[Example]]:
+    """Hold out ``fraction`` of the distinct queries (with all their examples), deterministically.
+
+    Splitting by query, not by example, keeps a held-out query's other positives out of training.
+    """
+    if fraction <= 0:
+        return examples, []
+    queries = sorted({e.query for e in examples})
+    rng = random.Random(seed)
+    rng.shuffle(queries)
+    held = set(queries[: max(1, round(fraction * len(queries)))])
+    return [e for e in examples if e.query not in held], [e for e in examples if e.query in held]
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number} is not valid JSON: {err}") from err
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number} must be a JSON object, got {type(record).__name__}")
+            yield number, record
+
+
+def load_jsonl(section: DatasetSection) -> LoadedDataset:
+    """Records ``{query, positive, negatives?, instruction? | task?, dataset?}``, one per line.
+
+    ``negatives`` is a string or a list of strings. ``dataset`` puts a record in its own dataset
+    (batches stay homogeneous per dataset); ``instruction``/``task`` override the section's.
+    """
+    path = Path(section.path).expanduser()
+    base = section_instructions(section, default_symmetric=False)
+    raw: list[tuple[str, str, tuple[str, ...], str, tuple[str | None, str | None]]] = []
+    for number, record in iter_jsonl(path):
+        where = f"{path}:{number}"
+        for name in ("query", "positive"):
+            if not isinstance(record.get(name), str) or not record[name].strip():
+                raise ValueError(f"{where}: '{name}' must be a non-empty string (got {record.get(name)!r})")
+        unknown = set(record) - {"query", "positive", "negatives", "instruction", "task", "dataset", "symmetric"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; expected query, positive, "
+                             "negatives, instruction or task, dataset")
+        negatives = record.get("negatives") or []
+        if isinstance(negatives, str):
+            negatives = [negatives]
+        if not isinstance(negatives, list) or not all(isinstance(n, str) for n in negatives):
+            raise ValueError(f"{where}: 'negatives' must be a string or a list of strings")
+        if record.get("task") is not None and record.get("instruction") is not None:
+            raise ValueError(f"{where}: give 'task' or 'instruction', not both")
+        if record.get("task") is not None or record.get("instruction") is not None:
+            try:
+                instructions = resolve_pair(record.get("task"), record.get("instruction"),
+                                            record.get("symmetric", section.symmetric), False)
+            except KeyError as err:
+                raise ValueError(f"{where}: {err.args[0]}") from None
+        else:
+            instructions = base
+        dataset = str(record.get("dataset") or section.display_name)
+        raw.append((record["query"], record["positive"], tuple(negatives), dataset, instructions))
+    positives: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for query, positive, _, dataset, _ in raw:
+        positives[(dataset, query)].add(positive)
+    examples = [
+        Example(query, positive, negs, dataset, qi, pi, known_positive_keys=frozenset(positives[(dataset, query)]))
+        for query, positive, negs, dataset, (qi, pi) in raw
+    ]
+    train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
+    return LoadedDataset(section.display_name, train, held_out=held)
+
+
+def read_beir(path: Path, split: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
+    """(corpus id -> "title text", query id -> text, qrels) of a BEIR folder."""
+    corpus_file, queries_file, qrels_file = path / "corpus.jsonl", path / "queries.jsonl", path / "qrels" / f"{split}.tsv"
+    for needed in (corpus_file, queries_file, qrels_file):
+        if not needed.is_file():
+            raise FileNotFoundError(f"{needed} is missing: {path} is not a BEIR folder with a '{split}' split")
+    corpus = {}
+    for _, record in iter_jsonl(corpus_file):
+        # BEIR's convention for dense retrievers: the title, a space, then the text.
+        corpus[str(record["_id"])] = f"{record.get('title') or ''} {record.get('text') or ''}".strip()
+    queries = {str(r["_id"]): r["text"] for _, r in iter_jsonl(queries_file)}
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    with qrels_file.open(encoding="utf-8") as handle:
+        rows = csv.reader(handle, delimiter="\t")
+        for number, row in enumerate(rows, 1):
+            if number == 1 and row and row[0] == "query-id":
+                continue
+            if len(row) < 3:
+                raise ValueError(f"{qrels_file}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
+            qrels[row[0]][row[1]] = int(float(row[2]))
+    return corpus, queries, dict(qrels)
+
+
+def load_beir(section: DatasetSection) -> LoadedDataset:
+    """One example per (query, relevant document) of the split; the corpus is the mining pool.
+
+    ``dev_fraction`` holds out that share of the split's queries: they become the dev set,
+    scored against the whole corpus.
+    """
+    path = Path(section.path).expanduser()
+    corpus, queries, qrels = read_beir(path, section.split)
+    qi, pi = section_instructions(section, default_symmetric=False)
+    query_ids = sorted(q for q, docs in qrels.items() if q in queries and any(s > 0 for s in docs.values()))
+    missing = [q for q in qrels if q not in queries]
+    if missing:
+        logger.warning("%s: %d qrels query ids are not in queries.jsonl (e.g. %s)", path, len(missing), missing[0])
+    # Split by claim text, not id: a text judged under two ids must not sit on both sides.
+    texts = sorted({queries[q] for q in query_ids})
+    random.Random(section.dev_seed).shuffle(texts)
+    n_dev = round(section.dev_fraction * len(texts)) if section.dev_fraction > 0 else 0
+    held = set(texts[:n_dev])
+    dev_ids = {q for q in query_ids if queries[q] in held}
+    train_ids = [q for q in query_ids if queries[q] not in held]
+    examples = []
+    for q in train_ids:
+        relevant = frozenset(d for d, s in qrels[q].items() if s > 0 and d in corpus)
+        for doc in sorted(relevant):
+            examples.append(Example(queries[q], corpus[doc], (), section.display_name, qi, pi,
+                                    positive_key=doc, known_positive_keys=relevant))
+    dev = None
+    if dev_ids:
+        dev = RetrievalDev(
+            {q: queries[q] for q in sorted(dev_ids)},
+            {q: {d: s for d, s in qrels[q].items() if s > 0} for q in sorted(dev_ids)},
+            corpus,
+            qi,
+            pi,
+        )
+    return LoadedDataset(section.display_name, examples, corpus=corpus, dev=dev)
+
+
+_HEADER_NAMES = {"anchor", "positive", "negative", "query", "passage", "pos", "neg", "question", "answer",
+                 "sentence1", "sentence2", "text", "label", "category", "label_name", "premise", "hypothesis"}
+
+
+def _sniff_delimiter(path: Path, first_line: str) -> str:
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    counts = {d: first_line.count(d) for d in ("\t", ",", ";", "|")}
+    best = max(counts, key=counts.get)
+    if counts[best] == 0:
+        raise ValueError(f"{path}: cannot tell the column delimiter; set 'delimiter' in the dataset section")
+    return best
+
+
+def read_rows(path: Path, delimiter: str | None, has_header: bool | None) -> tuple[list[str] | None, list[list[str]]]:
+    """(header or None, rows) of a delimited text file; the header is detected from its names."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        first = handle.readline()
+        handle.seek(0)
+        delimiter = delimiter or _sniff_delimiter(path, first)
+        # TSV text is rarely quoted, and sentences hold stray quote marks; CSV follows RFC 4180.
+        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+        rows = [row for row in csv.reader(handle, delimiter=delimiter, quoting=quoting) if row]
+    if not rows:
+        return None, []
+    if has_header is None:
+        has_header = all(cell.strip().lower() in _HEADER_NAMES for cell in rows[0])
+    return (rows[0], rows[1:]) if has_header else (None, rows)
+
+
+def load_tsv(section: DatasetSection) -> LoadedDataset:
+    """``query<TAB>positive`` (pairs) or ``query<TAB>positive<TAB>negative...`` (triplets) rows."""
+    path = Path(section.path).expanduser()
+    _, rows = read_rows(path, section.delimiter or "\t", section.has_header)
+    need = 3 if section.format == "triplets_tsv" else 2
+    qi, pi = section_instructions(section, default_symmetric=False)
+    raw = []
+    for number, row in enumerate(rows, 1):
+        cells = [c.strip() for c in row]
+        if len(cells) < need or not all(cells[:need]):
+            raise ValueError(
+                f"{path}: data row {number} has {len(cells)} non-empty column(s), a {section.format} file "
+                f"needs {need} (query, positive{', negative' if need == 3 else ''}), tab-separated"
+            )
+        negatives = tuple(c for c in cells[2:] if c) if section.format == "triplets_tsv" else ()
+        raw.append((cells[0], cells[1], negatives))
+    positives: dict[str, set[str]] = defaultdict(set)
+    for query, positive, _ in raw:
+        positives[query].add(positive)
+    examples = [Example(q, p, n, section.display_name, qi, pi, known_positive_keys=frozenset(positives[q]))
+                for q, p, n in raw]
+    train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
+    return LoadedDataset(section.display_name, train, held_out=held)
+
+
+def _column(header: list[str] | None, column: str | int | None, defaults: Iterable[str], fallback: int, path: Path) -> int:
+    if isinstance(column, int):
+        return column
+    if header is None:
+        if column is not None:
+            raise ValueError(f"{path} has no header row, so column {column!r} must be given as a number")
+        return fallback
+    lowered = [h.strip().lower() for h in header]
+    for name in ([column] if column is not None else list(defaults)):
+        if name.lower() in lowered:
+            return lowered.index(name.lower())
+    raise ValueError(f"{path}: no column named {column or list(defaults)} in header {header}; set text_column/label_column")
+
+
+def load_labelled(section: DatasetSection) -> LoadedDataset:
+    """Texts with class labels (CSV/TSV/``;``-separated): pairs of texts that share a label.
+
+    Each anchor gets a different text of its label as the positive and a text of another label
+    as the hard negative. The label is the key: an in-batch passage of the anchor's label is never
+    used as a negative.
+    """
+    path = Path(section.path).expanduser()
+    header, rows = read_rows(path, section.delimiter, section.has_header)
+    text_col = _column(header, section.text_column, ["text", "sentence"], 0, path)
+    label_col = _column(header, section.label_column, ["label", "label_name", "category", "intent"], -1, path)
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for number, row in enumerate(rows, 1):
+        try:
+            text, label = row[text_col].strip(), row[label_col].strip()
+        except IndexError:
+            raise ValueError(f"{path}: data row {number} has no column {max(text_col, label_col)}") from None
+        if text and label:
+            by_label[label].append(text)
+    usable = {label: texts for label, texts in by_label.items() if len(set(texts)) >= 2}
+    if len(usable) < 2:
+        raise ValueError(f"{path}: pairs need at least 2 labels with 2 distinct texts each, found {len(usable)}")
+    qi, pi = section_instructions(section, default_symmetric=True)
+    rng = random.Random(section.dev_seed)
+    labels = sorted(usable)
+    anchors = [(label, text) for label in labels for text in usable[label]]
+    rng.shuffle(anchors)
+    n_pairs = section.num_pairs or len(anchors)
+    examples = []
+    for i in range(n_pairs):
+        label, anchor = anchors[i % len(anchors)]
+        positive = anchor
+        while positive == anchor:
+            positive = rng.choice(usable[label])
+        other = label
+        while other == label:
+            other = rng.choice(labels)
+        examples.append(Example(anchor, positive, (rng.choice(usable[other]),), section.display_name, qi, pi,
+                                positive_key=label, negative_keys=(other,), known_positive_keys=frozenset([label])))
+    train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
+    return LoadedDataset(section.display_name, train, held_out=held)
+
+
+def group_by_dataset(loaded: Iterable[LoadedDataset]) -> dict[str, list[Example]]:
+    """Training examples keyed by dataset name (a JSONL file may hold several datasets)."""
+    groups: dict[str, list[Example]] = defaultdict(list)
+    for item in loaded:
+        for example in item.examples:
+            groups[example.dataset].append(example)
+    return dict(groups)
+
+
+def with_negatives(example: Example, negatives: list[tuple[str, str]]) -> Example:
+    """A copy of ``example`` with ``negatives`` given as (key, text) pairs."""
+    return replace(example, negatives=tuple(t for _, t in negatives), negative_keys=tuple(k for k, _ in negatives))
+
+
+def write_jsonl(examples: Iterable[Example], path: str | Path) -> Path:
+    """Write examples in the JSONL training format (e.g. after mining, to reuse the negatives)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for e in examples:
+            record = {"query": e.query, "positive": e.positive, "dataset": e.dataset}
+            if e.negatives:
+                record["negatives"] = list(e.negatives)
+            if e.query_instruction:
+                record["instruction"] = e.query_instruction
+                record["symmetric"] = e.passage_instruction is not None
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
+    """Write examples with every field (keys included), e.g. to reuse mined negatives on resume."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for e in examples:
+            record = {
+                "query": e.query, "positive": e.positive, "negatives": list(e.negatives), "dataset": e.dataset,
+                "query_instruction": e.query_instruction, "passage_instruction": e.passage_instruction,
+                "positive_key": e.positive_key, "negative_keys": list(e.negative_keys),
+                "known_positive_keys": sorted(e.known_positive_keys),
+            }
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_examples(path: str | Path) -> list[Example]:
+    """Read what :func:`dump_examples` wrote."""
+    out = []
+    for _, r in iter_jsonl(Path(path)):
+        out.append(Example(r["query"], r["positive"], tuple(r["negatives"]), r["dataset"], r["query_instruction"],
+                           r["passage_instruction"], r["positive_key"], tuple(r["negative_keys"]),
+                           frozenset(r["known_positive_keys"])))
+    return out

@@ -1,0 +1,121 @@
+"""Held-out evaluation during training: dev retrieval nDCG@10 and STS Spearman.
+
+An evaluator is any callable ``model -> {metric: value}``; the trainer calls each before the
+first step, every ``evaluation.every`` steps and after the last. These two cover the recipes'
+dev sets; a full evaluation module can plug in through the same interface.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .data import RetrievalDev
+
+if TYPE_CHECKING:
+    from ..modeling import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+Evaluator = Callable[["Causal2Vec"], dict[str, float]]
+
+
+def ndcg_at_k(ranked: Sequence[str], relevant: dict[str, int], k: int = 10) -> float:
+    """nDCG@k of one ranking with graded relevance (gain = relevance, log2 discount), as in BEIR."""
+    dcg = sum(relevant.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k]))
+    ideal = sorted((g for g in relevant.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+@dataclass
+class RetrievalEvaluator:
+    """nDCG@10 of dev queries against a corpus (optionally the dev positives plus a seeded sample).
+
+    ``corpus_limit`` trades faithfulness for time on CPU: the corpus becomes every dev positive
+    plus ``corpus_limit`` other documents drawn with a fixed seed, so runs compare like with like.
+    """
+
+    dev: RetrievalDev
+    name: str = "retrieval"
+    corpus_limit: int | None = None
+    max_length: int | None = None
+    batch_size: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        ids = sorted(self.dev.corpus)
+        if self.corpus_limit is not None and self.corpus_limit < len(ids):
+            positives = sorted({d for docs in self.dev.qrels.values() for d in docs if d in self.dev.corpus})
+            others = [d for d in ids if d not in set(positives)]
+            ids = positives + random.Random(self.seed).sample(others, self.corpus_limit)
+        self.doc_ids = ids
+
+    def __call__(self, model: "Causal2Vec") -> dict[str, float]:
+        query_ids = list(self.dev.queries)
+        previous = model.prompts.max_length
+        if self.max_length is not None:
+            model.prompts.max_length = self.max_length
+        try:
+            q = model.encode([self.dev.queries[i] for i in query_ids], instruction=self.dev.query_instruction or "",
+                             batch_size=self.batch_size, normalize_embeddings=True)
+            d = model.encode([self.dev.corpus[i] for i in self.doc_ids], instruction=self.dev.passage_instruction or "",
+                             batch_size=self.batch_size, normalize_embeddings=True)
+        finally:
+            model.prompts.max_length = previous
+        scores = torch.from_numpy(q) @ torch.from_numpy(d).T
+        top = torch.topk(scores, min(10, len(self.doc_ids)), dim=1).indices.numpy()
+        values = [ndcg_at_k([self.doc_ids[j] for j in row], self.dev.qrels[qid]) for qid, row in zip(query_ids, top)]
+        return {f"{self.name}/ndcg@10": float(np.mean(values))}
+
+
+@dataclass
+class STSEvaluator:
+    """Spearman correlation between cosine similarities and gold scores of sentence pairs."""
+
+    pairs: list[tuple[str, str, float]]
+    instruction: str | None
+    name: str = "sts"
+    batch_size: int = 64
+
+    @classmethod
+    def from_tsv(cls, path: str | Path, *, instruction: str | None, limit: int | None = None,
+                 name: str = "sts", seed: int = 0) -> "STSEvaluator":
+        """Read an STS-B style TSV with ``score``, ``sentence1`` and ``sentence2`` columns."""
+        path = Path(path).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"STS dev file {path} does not exist")
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+            missing = {"score", "sentence1", "sentence2"} - set(reader.fieldnames or [])
+            if missing:
+                raise ValueError(f"{path} lacks column(s) {sorted(missing)}; expected score, sentence1, sentence2")
+            pairs = [(r["sentence1"], r["sentence2"], float(r["score"])) for r in reader]
+        if limit is not None and limit < len(pairs):
+            pairs = random.Random(seed).sample(pairs, limit)
+        return cls(pairs, instruction, name)
+
+    def __call__(self, model: "Causal2Vec") -> dict[str, float]:
+        from scipy.stats import spearmanr
+
+        kwargs = dict(instruction=self.instruction or "", batch_size=self.batch_size, normalize_embeddings=True)
+        a = model.encode([p[0] for p in self.pairs], **kwargs)
+        b = model.encode([p[1] for p in self.pairs], **kwargs)
+        cosine = (a * b).sum(1)
+        return {f"{self.name}/spearman": float(spearmanr(cosine, [p[2] for p in self.pairs]).statistic)}
+
+
+def run_evaluators(model: "Causal2Vec", evaluators: Sequence[Evaluator]) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    for evaluator in evaluators:
+        metrics.update(evaluator(model))
+    return metrics

@@ -1,0 +1,195 @@
+"""One contrastive step, embedded whole or with gradient caching (GradCache, Gao et al. 2021).
+
+Gradient caching gives the gradient of the full-batch loss with the memory of a mini-batch:
+
+1. embed every mini-batch without building a graph, saving each one's RNG state;
+2. compute the loss over all embeddings at once (every in-batch negative present) and backprop
+   it only as far as the embeddings, caching d loss / d embedding;
+3. re-embed each mini-batch with a graph, replaying its RNG state so dropout masks match, and
+   backprop ``<embedding, cached gradient>``; parameter gradients add up to the full-batch ones.
+
+Plain gradient accumulation would instead give each micro-batch only its own in-batch negatives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from ..batching import Causal2VecBatch
+from .distributed import all_finite
+
+if TYPE_CHECKING:
+    from ..modeling import Causal2Vec
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; raised before anything is backpropagated."""
+
+
+class Embedder(nn.Module):
+    """Runs a Causal2Vec model on several batches in one call.
+
+    One call per backward pass is what DistributedDataParallel expects, so a step's query and
+    passage batches go through a single forward.
+    """
+
+    def __init__(self, model: "Causal2Vec") -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batches: list[Causal2VecBatch]) -> list[torch.Tensor]:
+        return [self.model(batch).float() for batch in batches]
+
+
+def make_batch(model: "Causal2Vec", texts: Sequence[str], instructions: Sequence[str | None]) -> Causal2VecBatch:
+    """Tokenize texts, each with its own instruction, into one model-ready batch."""
+    if len(texts) != len(instructions):
+        raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions")
+    pieces: list = [None] * len(texts)
+    enc_ids: list | None = [None] * len(texts) if model.config.num_contextual_tokens else None
+    groups: dict[str | None, list[int]] = {}
+    for i, instruction in enumerate(instructions):
+        groups.setdefault(instruction, []).append(i)
+    for instruction, rows in groups.items():
+        group_pieces, group_enc = model.prepare([texts[i] for i in rows], instruction)
+        for j, row in enumerate(rows):
+            pieces[row] = group_pieces[j]
+            if enc_ids is not None:
+                enc_ids[row] = group_enc[j]
+    return model.collate(pieces, enc_ids).to(model.device)
+
+
+@dataclass
+class _Chunk:
+    rows: list[int]
+    batch: Causal2VecBatch
+    rng_state: torch.Tensor | None = None
+    cuda_rng_state: list[torch.Tensor] | None = None
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class ContrastiveStep:
+    """Computes a step's loss and accumulates its parameter gradients.
+
+    ``module`` is the :class:`Embedder` or its DistributedDataParallel wrapper; ``mini_batch_size``
+    None embeds queries and passages in one pass each, otherwise GradCache runs with mini-batches
+    of that many texts. ``autocast`` returns the mixed-precision context for forward passes.
+    """
+
+    def __init__(
+        self,
+        model: "Causal2Vec",
+        module: nn.Module,
+        *,
+        mini_batch_size: int | None = None,
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    ) -> None:
+        self.model = model
+        self.module = module
+        self.mini_batch_size = mini_batch_size
+        self.autocast = autocast
+        self.last_replay_error: float | None = None
+
+    # ----------------------------------------------------------------------------------- helpers
+
+    def _chunks(self, texts: Sequence[str], instructions: Sequence[str | None], offset: int) -> list[_Chunk]:
+        # Length-sorted chunks pad little; rows remember where each embedding belongs.
+        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+        size = self.mini_batch_size or len(order)
+        chunks = []
+        for start in range(0, len(order), size):
+            rows = order[start : start + size]
+            batch = make_batch(self.model, [texts[i] for i in rows], [instructions[i] for i in rows])
+            chunks.append(_Chunk([offset + r for r in rows], batch))
+        return chunks
+
+    def _no_sync(self, last: bool):
+        if not last and hasattr(self.module, "no_sync"):
+            return self.module.no_sync()
+        return contextlib.nullcontext()
+
+    # ----------------------------------------------------------------------------------- the step
+
+    def run(
+        self,
+        queries: Sequence[str],
+        query_instructions: Sequence[str | None],
+        passages: Sequence[str],
+        passage_instructions: Sequence[str | None],
+        loss_fn: LossFn,
+    ) -> float:
+        """Run forward and backward for one step; return the loss (of this process's queries)."""
+        n_q = len(queries)
+        chunks = self._chunks(queries, query_instructions, 0) + self._chunks(passages, passage_instructions, n_q)
+        if self.mini_batch_size is None:
+            return self._run_whole(chunks, n_q, loss_fn)
+        return self._run_cached(chunks, n_q, loss_fn)
+
+    @staticmethod
+    def _assemble(chunks: list[_Chunk], reps: list[torch.Tensor], total: int) -> torch.Tensor:
+        out = reps[0].new_empty((total, reps[0].size(1)))
+        for chunk, rep in zip(chunks, reps):
+            out[chunk.rows] = rep
+        return out
+
+    def _loss(self, loss_fn: LossFn, full: torch.Tensor, n_q: int) -> torch.Tensor:
+        loss = loss_fn(full[:n_q], full[n_q:])
+        if not all_finite(loss.detach()):
+            raise NonFiniteLossError(f"the loss is {loss.item()} (on this process or another)")
+        return loss
+
+    def _run_whole(self, chunks: list[_Chunk], n_q: int, loss_fn: LossFn) -> float:
+        total = sum(len(c.rows) for c in chunks)
+        with self.autocast():
+            reps = self.module([c.batch for c in chunks])
+        # Scatter through index_put keeps the graph: rows go back to the caller's order.
+        full = torch.zeros((total, reps[0].size(1)), dtype=reps[0].dtype, device=reps[0].device)
+        full = full.index_put((torch.tensor([r for c in chunks for r in c.rows], device=full.device),),
+                              torch.cat(reps))
+        loss = self._loss(loss_fn, full, n_q)
+        loss.backward()
+        return float(loss.detach())
+
+    def _run_cached(self, chunks: list[_Chunk], n_q: int, loss_fn: LossFn) -> float:
+        total = sum(len(c.rows) for c in chunks)
+        inner = getattr(self.module, "module", self.module)  # the Embedder under DDP
+        device = self.model.device
+        cached: list[torch.Tensor] = []
+        with torch.no_grad():
+            for chunk in chunks:
+                chunk.rng_state = torch.get_rng_state()
+                if device.type == "cuda":
+                    chunk.cuda_rng_state = torch.cuda.get_rng_state_all()
+                with self.autocast():
+                    cached.append(inner([chunk.batch])[0])
+        full = self._assemble(chunks, cached, total).requires_grad_(True)
+        loss = self._loss(loss_fn, full, n_q)
+        loss.backward()
+        grads = full.grad
+        replay_error = 0.0
+        end_state = torch.get_rng_state()
+        end_cuda = torch.cuda.get_rng_state_all() if device.type == "cuda" else None
+        for i, chunk in enumerate(chunks):
+            torch.set_rng_state(chunk.rng_state)
+            if chunk.cuda_rng_state is not None:
+                torch.cuda.set_rng_state_all(chunk.cuda_rng_state)
+            with self._no_sync(last=i == len(chunks) - 1):
+                with self.autocast():
+                    rep = self.module([chunk.batch])[0]
+                replay_error = max(replay_error, float((rep.detach() - cached[i]).abs().max()))
+                # d(sum <rep, g>)/d(theta) = sum_k g_k d rep_k / d theta: the chain rule's second half.
+                torch.sum(rep * grads[chunk.rows]).backward()
+        # Leave the RNG where the first pass left it, as a full-batch step would.
+        torch.set_rng_state(end_state)
+        if end_cuda is not None:
+            torch.cuda.set_rng_state_all(end_cuda)
+        self.last_replay_error = replay_error
+        return float(loss.detach())

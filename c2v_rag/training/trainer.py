@@ -1,0 +1,525 @@
+"""The training loop: model setup (LoRA, projector, precision), data, steps, checkpoints, output.
+
+Use :func:`train` with a :class:`~c2v_rag.training.config.TrainConfig`, or the CLI
+``c2v-rag train recipe.yaml``. The result is a variant directory that
+``Causal2Vec.from_pretrained(output.dir)`` loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..devices import cpu_has_native_bf16, resolve_device
+from ..modeling import Causal2Vec
+from .checkpoint import (
+    CheckpointError,
+    checkpoint_name,
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from .config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, LoraSection, TrainConfig
+from .data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
+from .distributed import DistributedContext, all_reduce_mean, barrier, init_distributed
+from .evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
+from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from .loss import distributed_info_nce
+from .mining import mine_hard_negatives
+from .plotting import plot_loss_curve
+from .sampling import HomogeneousBatchPlan, layout_step
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+HISTORY_FILE = "history.jsonl"
+LOSS_PLOT = "loss.png"
+METRICS_FILE = "metrics.json"
+CONFIG_COPY = "train_config.yaml"
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss or the gradients became NaN or infinite; the run stopped without saving them."""
+
+
+# ------------------------------------------------------------------------------------------------ precision
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto`` -> ``bf16`` where bf16 is native (CUDA with bf16, CPUs with avx512_bf16/AMX), else ``fp32``."""
+    if precision != "auto":
+        if precision.startswith("bf16") and device.type == "cpu" and not cpu_has_native_bf16():
+            logger.warning("precision=%s on a CPU without native bf16 is emulated and slower than fp32", precision)
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if device.type == "cpu" and cpu_has_native_bf16() else "fp32"
+
+
+def autocast_factory(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
+    if precision == "fp32":
+        return contextlib.nullcontext
+    return lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+# ------------------------------------------------------------------------------------------------ model setup
+
+
+def _lora_config(section: LoraSection, defaults: list[str], module: torch.nn.Module):
+    from peft import LoraConfig
+
+    targets = section.target_modules
+    if targets is None:
+        names = {name.rsplit(".", 1)[-1] for name, _ in module.named_modules()}
+        leaves = {d.rsplit(".", 1)[-1] for d in defaults}
+        # Known layer names where the family uses them; peft's "all-linear" elsewhere (GPT-2...).
+        targets = defaults if leaves & names else "all-linear"
+    return LoraConfig(r=section.r, lora_alpha=section.alpha, lora_dropout=section.dropout, target_modules=targets)
+
+
+def build_model(config: TrainConfig, device: torch.device, precision: str) -> Causal2Vec:
+    """The model ready for training: LoRA where configured, the projector in float32, the rest frozen.
+
+    Frozen backbone weights are bf16 under ``precision="bf16"``; trainable weights stay float32
+    (peft keeps adapters in float32), so the optimizer updates full-precision values.
+    """
+    from peft import get_peft_model
+
+    weight_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    section = config.model
+    if section.variant is not None:
+        model = Causal2Vec.from_pretrained(section.variant, device=device, dtype=weight_dtype, merge_adapters=False)
+        _reload_projector_fp32(model, section.variant)
+    else:
+        model = Causal2Vec.from_components(section.decoder, section.encoder, device=device, dtype=weight_dtype,
+                                           seed=section.projector_seed, **section.config)
+    if section.max_length is not None:
+        # Only the training-time bound: the saved variant keeps its own max_length for inference.
+        model.prompts.max_length = section.max_length
+    for param in model.parameters():
+        param.requires_grad_(False)
+    if config.lora.enabled:
+        if hasattr(model.decoder, "peft_config"):
+            _unfreeze_lora(model.decoder)
+        else:
+            model.decoder = get_peft_model(model.decoder, _lora_config(config.lora, DECODER_LORA_TARGETS, model.decoder))
+    train_encoder = bool(model.config.num_contextual_tokens and config.encoder_lora.enabled)
+    if model.encoder is not None and train_encoder:
+        if hasattr(model.encoder, "peft_config"):
+            _unfreeze_lora(model.encoder)
+        else:
+            model.encoder = get_peft_model(
+                model.encoder, _lora_config(config.encoder_lora, ENCODER_LORA_TARGETS, model.encoder))
+    if model.projector is not None:
+        model.projector.float()
+        for param in model.projector.parameters():
+            param.requires_grad_(config.train_projector)
+    model.train()
+    if model.encoder is not None and not train_encoder:
+        model.encoder.eval()  # a frozen encoder should not add dropout noise to C
+    if config.training.gradient_checkpointing:
+        _enable_checkpointing(model.decoder)
+        if train_encoder:
+            _enable_checkpointing(model.encoder)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError("nothing to train: enable lora, encoder_lora or train_projector")
+    return model
+
+
+def _enable_checkpointing(module: torch.nn.Module) -> None:
+    # Non-reentrant checkpointing: inputs need not require grad (frozen embeddings), and it
+    # replays the RNG state, so dropout matches between the forward and the recompute.
+    kwargs = {"use_reentrant": False}
+    if hasattr(module, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def _unfreeze_lora(module: torch.nn.Module) -> None:
+    for name, param in module.named_parameters():
+        if "lora_" in name:
+            param.requires_grad_(True)
+
+
+def _reload_projector_fp32(model: Causal2Vec, variant: str) -> None:
+    """Reload the saved float32 projector: from_pretrained cast it to the compute dtype."""
+    from safetensors.torch import load_file
+
+    from ..presets import resolve_variant_path
+    from ..variant_io import PROJECTOR_FILE
+
+    if model.projector is None:
+        return
+    model.projector.float()
+    path = resolve_variant_path(variant) / PROJECTOR_FILE
+    model.projector.load_state_dict(load_file(str(path)))
+
+
+def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+def prepare_data(
+    config: TrainConfig, model: Causal2Vec, output_dir: Path, ctx: DistributedContext
+) -> tuple[dict[str, list], list[LoadedDataset]]:
+    """Load every dataset, mine hard negatives where configured, and group examples by dataset.
+
+    Mined examples are cached under ``output_dir/mined``: a resumed run (and every process of a
+    multi-process run) trains on exactly the negatives mined at the start.
+    """
+    loaded = [load_section(s) for s in config.datasets]
+    groups = group_by_dataset(loaded)
+    mining = config.mining
+    if mining.method == "none":
+        return groups, loaded
+    cache = output_dir / "mined"
+    targets = mining.datasets or [n for n, ex in groups.items() if not all(e.negatives for e in ex)]
+    unknown = set(targets) - set(groups)
+    if unknown:
+        raise ValueError(f"mining.datasets names unknown dataset(s) {sorted(unknown)}; known: {sorted(groups)}")
+    corpora = {d.name: d.corpus for d in loaded if d.corpus is not None}
+    for name in targets:
+        path = cache / f"{name}.jsonl"
+        if ctx.is_main and not path.is_file():
+            logger.info("mining %d hard negatives per query for %s with %s", mining.num_negatives, name, mining.method)
+            was_training = model.training
+            mined = mine_hard_negatives(
+                groups[name], method=mining.method, num_negatives=mining.num_negatives, depth=mining.depth,
+                skip_top=mining.skip_top, corpus=corpora.get(name), model=model, seed=mining.seed)
+            model.train(was_training)
+            dump_examples(mined, path)
+        barrier()
+        groups[name] = read_examples(path)
+    return groups, loaded
+
+
+def negatives_per_dataset(config: TrainConfig, groups: dict[str, list]) -> dict[str, int]:
+    """Hard negatives per query for each dataset: as configured, bounded by what every example has."""
+    wanted = {s.display_name: s.hard_negatives for s in config.datasets}
+    out = {}
+    for name, examples in groups.items():
+        k = wanted.get(name)
+        k = config.training.hard_negatives if k is None else k
+        available = min(len(e.negatives) for e in examples)
+        if available < k:
+            logger.warning("dataset %s: %d hard negative(s) per query requested, but some examples have only %d; "
+                           "using %d (set mining.method to mine more)", name, k, available, available)
+        out[name] = min(k, available)
+    return out
+
+
+def build_evaluators(config: TrainConfig, loaded: Sequence[LoadedDataset]) -> list[Evaluator]:
+    from ..instructions import resolve_instruction
+
+    ev = config.evaluation
+    evaluators: list[Evaluator] = []
+    if ev.retrieval_dataset is not None:
+        dataset = next(d for d in loaded if d.name == ev.retrieval_dataset)
+        evaluators.append(RetrievalEvaluator(dataset.dev, name=dataset.name, corpus_limit=ev.retrieval_corpus_limit,
+                                             max_length=ev.retrieval_max_length, batch_size=ev.batch_size))
+    if ev.sts_path is not None:
+        instruction = resolve_instruction(task=ev.sts_task, instruction=None, is_query=True)
+        evaluators.append(STSEvaluator.from_tsv(ev.sts_path, instruction=instruction, limit=ev.sts_limit))
+    return evaluators
+
+
+# ------------------------------------------------------------------------------------------------ the trainer
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    steps: int
+    history: list[dict[str, Any]]
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def final_loss(self) -> float:
+        return self.history[-1]["loss"] if self.history else float("nan")
+
+
+Callback = Callable[["Trainer", int], None]
+
+
+def _config_fingerprint(config: TrainConfig) -> str:
+    # What shapes the optimisation; the output and logging options may change on resume.
+    relevant = config.model_dump(exclude={"output": True, "evaluation": True,
+                                          "training": {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"}})
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class Trainer:
+    """Fine-tunes a Causal2Vec variant as described by a :class:`TrainConfig`.
+
+    ``evaluators`` add to those built from ``config.evaluation``; ``callbacks`` run before each
+    step as ``callback(trainer, step)``.
+    """
+
+    def __init__(self, config: TrainConfig, *, evaluators: Sequence[Evaluator] = (),
+                 callbacks: Sequence[Callback] = ()) -> None:
+        self.config = config
+        self.extra_evaluators = list(evaluators)
+        self.callbacks = list(callbacks)
+        self.output_dir = Path(config.output.dir).expanduser()
+        self.checkpoint_root = self.output_dir / CHECKPOINTS_DIR
+        self.history: list[dict[str, Any]] = []
+        self.evaluations: list[dict[str, Any]] = []
+        self.step = 0
+
+    # -------------------------------------------------------------------------------- setup
+
+    def _check_output(self, resume: bool) -> None:
+        existing = list_checkpoints(self.checkpoint_root)
+        if resume or not (self.output_dir.exists() and any(self.output_dir.iterdir())):
+            return
+        if self.config.output.overwrite:
+            if self.ctx.is_main:
+                shutil.rmtree(self.output_dir)
+            barrier()
+            return
+        what = f"{len(existing)} checkpoint(s)" if existing else "files"
+        raise FileExistsError(
+            f"output.dir {self.output_dir} already holds {what}. Resume with 'c2v-rag train CONFIG --resume', "
+            "pick another output.dir, or set output.overwrite: true"
+        )
+
+    def setup(self, resume: bool | str | Path = False) -> None:
+        cfg = self.config
+        train = cfg.training
+        device = resolve_device(train.device)
+        self.ctx = init_distributed(device)
+        if device.type == "cuda" and self.ctx.enabled:
+            device = torch.device("cuda", self.ctx.local_rank)
+        self.device = device
+        self._check_output(bool(resume))
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.precision = resolve_precision(train.precision, device)
+        random.seed(train.seed)
+        np.random.seed(train.seed)
+        torch.manual_seed(train.seed)
+        self.model = build_model(cfg, device, self.precision)
+        trainable, total = count_parameters(self.model)
+        logger.info("training %s of %s parameters (%.2f%%), precision %s", f"{trainable:,}", f"{total:,}",
+                    100 * trainable / total, self.precision)
+        with autocast_factory(self.precision, device)():
+            self.groups, self.loaded = prepare_data(cfg, self.model, self.output_dir, self.ctx)
+        self.negatives = negatives_per_dataset(cfg, self.groups)
+        weights = {s.display_name: s.weight for s in cfg.datasets}
+        self.plan = HomogeneousBatchPlan(self.groups, train.batch_size * self.ctx.world_size, seed=train.seed,
+                                         weights=weights)
+        self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
+        self.embedder = Embedder(self.model)
+        module: torch.nn.Module = self.embedder
+        if self.ctx.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [device.index] if device.type == "cuda" else None
+            module = DistributedDataParallel(self.embedder, device_ids=ids, broadcast_buffers=False)
+        self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
+                                       autocast=autocast_factory(self.precision, device))
+        self.parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.parameters, lr=train.lr, betas=train.betas, eps=train.eps,
+                                           weight_decay=train.weight_decay)
+        from transformers import get_linear_schedule_with_warmup
+
+        if train.warmup_steps >= train.steps:
+            logger.warning("warmup_steps=%d >= steps=%d: the learning rate never reaches its peak",
+                           train.warmup_steps, train.steps)
+        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, train.warmup_steps,
+                                                         train.total_schedule_steps)
+        self.fingerprint = _config_fingerprint(cfg)
+        if resume:
+            self._resume(resume)
+
+    def _resume(self, resume: bool | str | Path) -> None:
+        if resume is True or resume == "auto":
+            found = list_checkpoints(self.checkpoint_root)
+            if not found:
+                logger.warning("--resume: no checkpoint under %s; starting from step 0", self.checkpoint_root)
+                return
+            directory = found[-1]
+        else:
+            directory = Path(resume)
+        state = load_checkpoint(directory, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler)
+        if state.get("fingerprint") != self.fingerprint:
+            raise CheckpointError(
+                f"{directory} was written by a run with different model, data or optimisation settings; "
+                "resume with the recipe it was trained with, or start a new output.dir")
+        if state.get("world_size") != self.ctx.world_size:
+            raise CheckpointError(f"{directory} was trained with {state.get('world_size')} process(es), not "
+                                  f"{self.ctx.world_size}: the batches would differ")
+        self.step = state["step"]
+        self.history = state.get("history", [])
+        self.evaluations = state.get("evaluations", [])
+        logger.info("resumed from %s at step %d", directory, self.step)
+
+    # -------------------------------------------------------------------------------- loop
+
+    def evaluate(self) -> dict[str, float]:
+        if not self.evaluators:
+            return {}
+        metrics = {}
+        if self.ctx.is_main:
+            # Under the training autocast: bf16 backbones next to float32 trainable weights.
+            with self.stepper.autocast():
+                metrics = run_evaluators(self.model, self.evaluators)
+        barrier()
+        if self.ctx.is_main:
+            self.evaluations.append({"step": self.step, **metrics})
+            logger.info("step %d: %s", self.step, ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        return metrics
+
+    def _train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.config.training
+        batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
+        texts = layout_step(batch, num_negatives=self.negatives[batch.dataset], seed=cfg.seed, step=step,
+                            world_size=self.ctx.world_size)
+        targets = torch.tensor(texts.targets, device=self.device)
+        exclude = torch.tensor(texts.exclude, device=self.device)
+        exclude = exclude if exclude.any() else None
+
+        def loss_fn(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+            return distributed_info_nce(q, p, targets, temperature=cfg.temperature, exclude=exclude)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        loss = self.stepper.run(texts.queries, texts.query_instructions, texts.passages, texts.passage_instructions,
+                                loss_fn)
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm or math.inf)
+        if not torch.isfinite(norm):
+            raise NonFiniteLossError(f"the gradient norm is {float(norm)}")
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        elapsed = time.perf_counter() - start
+        examples = len(texts.queries) * self.ctx.world_size
+        return {"step": step + 1, "loss": all_reduce_mean(loss, self.device), "lr": lr, "grad_norm": float(norm),
+                "dataset": batch.dataset, "seconds": elapsed, "examples_per_s": examples / elapsed,
+                "texts_per_s": (len(texts.queries) + len(texts.passages)) * self.ctx.world_size / elapsed}
+
+    def _save(self) -> Path | None:
+        path = None
+        if self.ctx.is_main:
+            path = save_checkpoint(
+                self.checkpoint_root / checkpoint_name(self.step), model=self.model, optimizer=self.optimizer,
+                scheduler=self.scheduler, step=self.step,
+                extra={"history": self.history, "evaluations": self.evaluations, "fingerprint": self.fingerprint,
+                       "world_size": self.ctx.world_size})
+            prune_checkpoints(self.checkpoint_root, self.config.training.keep_checkpoints)
+            self._write_logs()
+        barrier()
+        return path
+
+    def _write_logs(self) -> None:
+        with (self.output_dir / HISTORY_FILE).open("w", encoding="utf-8") as handle:
+            for record in self.history:
+                handle.write(json.dumps(record) + "\n")
+        if self.history:
+            plot_loss_curve(self.history, self.output_dir / LOSS_PLOT, evaluations=self.evaluations)
+
+    def fit(self) -> TrainResult:
+        """Train to ``training.steps``; return the history. Call :meth:`setup` first."""
+        from tqdm.auto import tqdm
+
+        cfg = self.config.training
+        if self.step == 0 and not self.evaluations:
+            self.evaluate()
+        progress = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
+                        disable=not (cfg.progress_bar and self.ctx.is_main), dynamic_ncols=True)
+        try:
+            while self.step < cfg.steps:
+                for callback in self.callbacks:
+                    callback(self, self.step)
+                try:
+                    record = self._train_step(self.step)
+                except NonFiniteLossError as err:
+                    self._diverged(err)
+                self.step += 1
+                self.history.append(record)
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    progress.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
+                                         samples_s=f"{record['examples_per_s']:.1f}")
+                progress.update(1)
+                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                    self._save()
+                every = self.config.evaluation.every
+                if every and self.step % every == 0 and self.step < cfg.steps:
+                    self.evaluate()
+        finally:
+            progress.close()
+        self.evaluate()
+        self._save()
+        self._finish()
+        return TrainResult(self.output_dir, self.step, self.history, self.evaluations)
+
+    def _diverged(self, err: Exception) -> None:
+        good = list_checkpoints(self.checkpoint_root)
+        if self.ctx.is_main:
+            self._write_logs()
+        where = f"the last good checkpoint is {good[-1]}" if good else "no checkpoint was saved before it"
+        raise TrainingDivergedError(
+            f"training diverged at step {self.step + 1}: {err}. Nothing from this step was applied or saved; "
+            f"{where}. Lower training.lr, set training.max_grad_norm, or use precision: fp32, then resume "
+            "with --resume."
+        ) from err
+
+    def _finish(self) -> None:
+        """Write the final variant into output.dir, with the training summary in its metadata."""
+        if not self.ctx.is_main:
+            barrier()
+            return
+        cfg = self.config
+        model = self.model
+        original = model.config.model_copy(deep=True)
+        if cfg.output.default_task is not None:
+            model.config.default_task = cfg.output.default_task
+        model.config.metadata = {
+            **model.config.metadata,
+            "trained": True,
+            "training": {
+                "steps": self.step,
+                "datasets": sorted(self.groups),
+                "batch_size": cfg.training.batch_size * self.ctx.world_size,
+                "precision": self.precision,
+                "final_loss": self.history[-1]["loss"] if self.history else None,
+                "evaluations": self.evaluations,
+            },
+        }
+        model.save_pretrained(self.output_dir)
+        model.config = original
+        import yaml
+
+        (self.output_dir / CONFIG_COPY).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False),
+                                                   encoding="utf-8")
+        (self.output_dir / METRICS_FILE).write_text(json.dumps({"evaluations": self.evaluations}, indent=2) + "\n",
+                                                    encoding="utf-8")
+        self._write_logs()
+        barrier()
+
+
+def train(config: TrainConfig, *, resume: bool | str | Path = False, evaluators: Sequence[Evaluator] = (),
+          callbacks: Sequence[Callback] = ()) -> TrainResult:
+    """Run a whole training as configured; return its history. See :class:`Trainer`."""
+    trainer = Trainer(config, evaluators=evaluators, callbacks=callbacks)
+    trainer.setup(resume=resume)
+    return trainer.fit()

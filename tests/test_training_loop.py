@@ -1,0 +1,117 @@
+"""End-to-end training on tiny models: output variant, resume exactness, NaN stop, CLI."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from c2v_rag import Causal2Vec
+from c2v_rag.training import TrainConfig, Trainer, TrainingDivergedError, train
+from c2v_rag.training.checkpoint import list_checkpoints
+
+
+def _trainable(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_training_writes_a_loadable_variant(tiny_recipe, tmp_path):
+    config = TrainConfig.model_validate(tiny_recipe(steps=6, save_every=3))
+    result = train(config)
+    out = result.output_dir
+    assert (out / "decoder_adapter" / "adapter_model.safetensors").is_file()
+    assert (out / "encoder_adapter" / "adapter_model.safetensors").is_file()
+    assert (out / "loss.png").stat().st_size > 1000
+    assert len(result.history) == 6 and all(h["loss"] > 0 for h in result.history)
+    assert {h["dataset"] for h in result.history} == {"nli", "pairs"}
+    loaded = Causal2Vec.from_pretrained(out, device="cpu", dtype="float32")
+    assert loaded.config.metadata["trained"] is True
+    emb = loaded.encode(["a claim about vitamin D"], instruction="Find the evidence")
+    assert emb.shape == (1, loaded.embedding_dim)
+    # The final variant and the last checkpoint's variant hold the same weights.
+    ckpt = list_checkpoints(out / "checkpoints")[-1]
+    from_ckpt = Causal2Vec.from_pretrained(ckpt / "variant", device="cpu", dtype="float32")
+    torch.testing.assert_close(torch.from_numpy(from_ckpt.encode(["x y z"])), torch.from_numpy(loaded.encode(["x y z"])))
+
+
+def test_resume_continues_exactly(tiny_recipe, tmp_path):
+    """test_resume_continues_exactly: 6 steps straight == 3 steps, checkpoint, fresh process state, 3 more."""
+    # Dropout and GradCache on: the RNG state must be restored for the steps to match bit for bit.
+    raw = tiny_recipe(steps=6, save_every=3, keep_checkpoints=5, mini_batch_size=3)
+    raw["lora"]["dropout"] = 0.2
+    raw["encoder_lora"]["dropout"] = 0.2
+    straight = Trainer(TrainConfig.model_validate(raw))
+    straight.setup()
+    straight.fit()
+    expected = _trainable(straight.model)
+
+    resumed_dir = tmp_path / "resumed"
+    shutil.copytree(straight.output_dir, resumed_dir)
+    for later in list_checkpoints(resumed_dir / "checkpoints")[1:]:
+        shutil.rmtree(later)
+    torch.manual_seed(12345)  # whatever state the new process starts in
+    raw["output"]["dir"] = str(resumed_dir)
+    resumed = Trainer(TrainConfig.model_validate(raw))
+    resumed.setup(resume=True)
+    assert resumed.step == 3
+    resumed.fit()
+    got = _trainable(resumed.model)
+    assert got.keys() == expected.keys()
+    for name in expected:
+        assert torch.equal(got[name], expected[name]), name
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]
+    assert resumed.optimizer.state_dict()["state"][0]["step"] == straight.optimizer.state_dict()["state"][0]["step"]
+
+
+def test_resume_refuses_a_different_recipe(tiny_recipe):
+    raw = tiny_recipe(steps=2, save_every=1)
+    train(TrainConfig.model_validate(raw))
+    raw["training"]["lr"] = 0.5
+    trainer = Trainer(TrainConfig.model_validate(raw))
+    with pytest.raises(Exception, match="different model, data or optimisation"):
+        trainer.setup(resume=True)
+    raw["training"]["lr"] = 1e-3
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(TrainConfig.model_validate(raw)).setup()
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_recipe):
+    config = TrainConfig.model_validate(tiny_recipe(steps=8, save_every=2))
+
+    def poison(trainer, step):
+        if step == 3:
+            with torch.no_grad():
+                trainer.model.projector.fc1.weight[0, 0] = float("nan")
+
+    trainer = Trainer(config, callbacks=[poison])
+    trainer.setup()
+    with pytest.raises(TrainingDivergedError, match=r"step 4: the loss is nan.*step-000002") as info:
+        trainer.fit()
+    assert "Lower training.lr" in str(info.value)
+    checkpoints = list_checkpoints(trainer.checkpoint_root)
+    assert [c.name for c in checkpoints] == ["step-000002"]
+    assert (trainer.output_dir / "loss.png").is_file()
+    good = Causal2Vec.from_pretrained(checkpoints[0] / "variant", device="cpu", dtype="float32")
+    assert torch.isfinite(good.projector.fc1.weight).all()
+    assert len(trainer.history) == 3
+    # The poisoned step did not touch the optimizer: three updates so far.
+    assert int(trainer.optimizer.state_dict()["state"][0]["step"]) == 3
+
+
+def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
+    first = train(TrainConfig.model_validate(tiny_recipe(steps=2)))
+    trained = Causal2Vec.from_pretrained(first.output_dir, device="cpu", dtype="float32")
+    raw = tiny_recipe(steps=1)
+    raw["model"] = {"variant": str(first.output_dir)}
+    raw["output"]["dir"] = str(tmp_path / "second")
+    trainer = Trainer(TrainConfig.model_validate(raw))
+    trainer.setup()
+    # Before any step, the model under training embeds like the saved variant (adapters unmerged, trainable).
+    assert any("lora_" in n for n, p in trainer.model.named_parameters() if p.requires_grad)
+    assert trainer.model.projector.fc1.weight.dtype == torch.float32 and trainer.model.projector.fc1.weight.requires_grad
+    texts = ["vitamin D and bone loss", "cats and dogs"]
+    torch.testing.assert_close(torch.from_numpy(trainer.model.encode(texts)), torch.from_numpy(trained.encode(texts)),
+                               rtol=1e-4, atol=1e-5)
+    trainer.fit()
+    assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]
