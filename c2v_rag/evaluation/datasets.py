@@ -73,16 +73,22 @@ def read_beir(folder: str | Path, split: str = "train") -> RetrievalData:
 
 
 def split_queries(data: RetrievalData, *, dev_fraction: float = 0.2, seed: int = 0) -> tuple[RetrievalData, RetrievalData]:
-    """Hold out a seeded fraction of the judged queries: ``(train, dev)`` share the corpus."""
-    ids = sorted(data.qrels)
-    random.Random(seed).shuffle(ids)
-    n_dev = max(1, round(len(ids) * dev_fraction))
+    """Hold out a seeded fraction of the judged queries: ``(train, dev)`` share the corpus.
+
+    The split is by query text, not id: one text judged under two ids must not sit on both
+    sides. Training (``c2v_rag.training``) holds out exactly these queries, so a dev set built
+    here never overlaps what a recipe with the same fraction and seed trained on.
+    """
+    judged = sorted(q for q, rels in data.qrels.items() if q in data.queries and any(g > 0 for g in rels.values()))
+    texts = sorted({data.queries[q] for q in judged})
+    random.Random(seed).shuffle(texts)
+    held = set(texts[: round(len(texts) * dev_fraction)])
     parts = []
-    for chosen in (ids[n_dev:], ids[:n_dev]):
-        keep = set(chosen)
+    for keep in ({q for q in judged if data.queries[q] not in held}, {q for q in judged if data.queries[q] in held}):
         parts.append(RetrievalData(
             data.corpus, {q: t for q, t in data.queries.items() if q in keep},
-            {q: r for q, r in data.qrels.items() if q in keep}, name=data.name, task=data.task,
+            {q: {d: g for d, g in data.qrels[q].items() if g > 0} for q in sorted(keep)},
+            name=data.name, task=data.task,
         ))
     return parts[0], parts[1]
 
@@ -108,8 +114,12 @@ def scifact_dev(data_root: str | Path, *, dev_fraction: float = 0.2, seed: int =
 
 def read_stsb(path: str | Path, name: str = "stsb") -> PairScoreData:
     first, second, scores = [], [], []
-    with open(_require(Path(path)), encoding="utf-8") as f:
-        for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+    with open(_require(Path(path)), encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        missing = {"score", "sentence1", "sentence2"} - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"{path} lacks column(s) {sorted(missing)}; expected score, sentence1, sentence2")
+        for row in reader:
             first.append(row["sentence1"])
             second.append(row["sentence2"])
             scores.append(float(row["score"]))

@@ -12,7 +12,7 @@ and multi-process training with negatives gathered across processes.
 
 from .config import DatasetSection, TrainConfig, load_config
 from .data import Example, LoadedDataset, load_section, write_jsonl
-from .evaluation import RetrievalEvaluator, STSEvaluator, ndcg_at_k
+from .evaluation import RetrievalEvaluator, STSEvaluator
 from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
 from .loss import info_nce
 from .mining import mine_hard_negatives
@@ -28,7 +28,6 @@ __all__ = [
     "write_jsonl",
     "RetrievalEvaluator",
     "STSEvaluator",
-    "ndcg_at_k",
     "ContrastiveStep",
     "Embedder",
     "NonFiniteLossError",

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..evaluation.datasets import read_beir, split_queries
 from ..instructions import get_task, resolve_instruction
 from .config import DatasetSection
 
@@ -195,29 +196,6 @@ def load_jsonl(section: DatasetSection) -> LoadedDataset:
     return LoadedDataset(section.display_name, train, held_out=held)
 
 
-def read_beir(path: Path, split: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
-    """(corpus id -> "title text", query id -> text, qrels) of a BEIR folder."""
-    corpus_file, queries_file, qrels_file = path / "corpus.jsonl", path / "queries.jsonl", path / "qrels" / f"{split}.tsv"
-    for needed in (corpus_file, queries_file, qrels_file):
-        if not needed.is_file():
-            raise FileNotFoundError(f"{needed} is missing: {path} is not a BEIR folder with a '{split}' split")
-    corpus = {}
-    for _, record in iter_jsonl(corpus_file):
-        # BEIR's convention for dense retrievers: the title, a space, then the text.
-        corpus[str(record["_id"])] = f"{record.get('title') or ''} {record.get('text') or ''}".strip()
-    queries = {str(r["_id"]): r["text"] for _, r in iter_jsonl(queries_file)}
-    qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    with qrels_file.open(encoding="utf-8") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        for number, row in enumerate(rows, 1):
-            if number == 1 and row and row[0] == "query-id":
-                continue
-            if len(row) < 3:
-                raise ValueError(f"{qrels_file}:{number}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            qrels[row[0]][row[1]] = int(float(row[2]))
-    return corpus, queries, dict(qrels)
-
-
 def load_beir(section: DatasetSection) -> LoadedDataset:
     """One example per (query, relevant document) of the split; the corpus is the mining pool.
 
@@ -225,19 +203,16 @@ def load_beir(section: DatasetSection) -> LoadedDataset:
     scored against the whole corpus.
     """
     path = Path(section.path).expanduser()
-    corpus, queries, qrels = read_beir(path, section.split)
+    data = read_beir(path, section.split)
+    corpus, queries, qrels = data.corpus, data.queries, data.qrels
     qi, pi = section_instructions(section, default_symmetric=False)
-    query_ids = sorted(q for q, docs in qrels.items() if q in queries and any(s > 0 for s in docs.values()))
     missing = [q for q in qrels if q not in queries]
     if missing:
         logger.warning("%s: %d qrels query ids are not in queries.jsonl (e.g. %s)", path, len(missing), missing[0])
-    # Split by claim text, not id: a text judged under two ids must not sit on both sides.
-    texts = sorted({queries[q] for q in query_ids})
-    random.Random(section.dev_seed).shuffle(texts)
-    n_dev = round(section.dev_fraction * len(texts)) if section.dev_fraction > 0 else 0
-    held = set(texts[:n_dev])
-    dev_ids = {q for q in query_ids if queries[q] in held}
-    train_ids = [q for q in query_ids if queries[q] not in held]
+    # The same split as c2v_rag.evaluation's dev sets, so evaluation never scores trained-on claims.
+    train_part, dev_part = split_queries(data, dev_fraction=section.dev_fraction, seed=section.dev_seed)
+    train_ids = sorted(train_part.qrels)
+    dev_ids = set(dev_part.qrels)
     examples = []
     for q in train_ids:
         relevant = frozenset(d for d, s in qrels[q].items() if s > 0 and d in corpus)

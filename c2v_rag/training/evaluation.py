@@ -7,9 +7,7 @@ dev sets; a full evaluation module can plug in through the same interface.
 
 from __future__ import annotations
 
-import csv
 import logging
-import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
+from ..evaluation.datasets import read_stsb
+from ..evaluation.evaluators import search
+from ..evaluation.metrics import ndcg_at_k
 from .data import RetrievalDev
 
 if TYPE_CHECKING:
@@ -27,14 +27,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Evaluator = Callable[["Causal2Vec"], dict[str, float]]
-
-
-def ndcg_at_k(ranked: Sequence[str], relevant: dict[str, int], k: int = 10) -> float:
-    """nDCG@k of one ranking with graded relevance (gain = relevance, log2 discount), as in BEIR."""
-    dcg = sum(relevant.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k]))
-    ideal = sorted((g for g in relevant.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
 
 
 @dataclass
@@ -72,9 +64,8 @@ class RetrievalEvaluator:
                              batch_size=self.batch_size, normalize_embeddings=True)
         finally:
             model.prompts.max_length = previous
-        scores = torch.from_numpy(q) @ torch.from_numpy(d).T
-        top = torch.topk(scores, min(10, len(self.doc_ids)), dim=1).indices.numpy()
-        values = [ndcg_at_k([self.doc_ids[j] for j in row], self.dev.qrels[qid]) for qid, row in zip(query_ids, top)]
+        rankings = search(q, d, self.doc_ids, top_k=10)
+        values = [ndcg_at_k(ranked, self.dev.qrels[qid], 10) for qid, ranked in zip(query_ids, rankings)]
         return {f"{self.name}/ndcg@10": float(np.mean(values))}
 
 
@@ -91,15 +82,8 @@ class STSEvaluator:
     def from_tsv(cls, path: str | Path, *, instruction: str | None, limit: int | None = None,
                  name: str = "sts", seed: int = 0) -> "STSEvaluator":
         """Read an STS-B style TSV with ``score``, ``sentence1`` and ``sentence2`` columns."""
-        path = Path(path).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"STS dev file {path} does not exist")
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-            missing = {"score", "sentence1", "sentence2"} - set(reader.fieldnames or [])
-            if missing:
-                raise ValueError(f"{path} lacks column(s) {sorted(missing)}; expected score, sentence1, sentence2")
-            pairs = [(r["sentence1"], r["sentence2"], float(r["score"])) for r in reader]
+        data = read_stsb(Path(path).expanduser(), name=name)
+        pairs = list(zip(data.first, data.second, data.scores))
         if limit is not None and limit < len(pairs):
             pairs = random.Random(seed).sample(pairs, limit)
         return cls(pairs, instruction, name)
