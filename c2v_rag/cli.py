@@ -127,13 +127,18 @@ def cmd_search(args) -> int:
 
 def cmd_train(args) -> int:
     from .training import load_config
+    from .training.checkpoint import CheckpointError
     from .training.trainer import TrainingDivergedError, train
 
-    config = load_config(args.config, args.overrides)
+    try:
+        config = load_config(args.config, args.overrides)
+    except (FileNotFoundError, ValueError) as err:  # pydantic's ValidationError is a ValueError
+        print(f"error: {args.config}: {err}", file=sys.stderr)
+        return 2
     resume: bool | str = args.resume if args.resume not in (None, "auto") else args.resume == "auto"
     try:
         result = train(config, resume=resume)
-    except TrainingDivergedError as err:
+    except (TrainingDivergedError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"variant written to {result.output_dir} after {result.steps} steps (final loss {result.final_loss:.4f})")

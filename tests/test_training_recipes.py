@@ -37,6 +37,9 @@ def test_overrides_and_bad_config_errors(tmp_path):
     with pytest.raises(ValueError, match="training.precision"):
         TrainConfig.model_validate({"model": {"decoder": "d", "config": {"dtype": "bfloat16"}},
                                     "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}})
+    assert main(["train", str(tmp_path / "missing.yaml")]) == 2
+    recipe.write_text("model: {decoder: d}\ndatasets: []\noutput: {dir: o}\n")
+    assert main(["train", str(recipe)]) == 2
     with pytest.raises(ValueError, match="retrieval_dataset"):
         TrainConfig.model_validate({"model": {"decoder": "d"}, "datasets": [{"format": "jsonl", "path": "x"}],
                                     "evaluation": {"retrieval_dataset": "x"}, "output": {"dir": "o"}})
