@@ -125,7 +125,7 @@ def _report_truncation(model, truncated: tuple[int, int], total: int) -> None:
         "%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
         "and EOS are kept); %d exceeded the encoder's limit of %s tokens."
     )
-    args = (decoder_truncated, total, model.config.max_length, encoder_truncated, model.encoder_max_length)
+    args = (decoder_truncated, total, model.prompts.max_length, encoder_truncated, model.encoder_max_length)
     # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
     level = logging.DEBUG if model._warned_truncation else logging.WARNING
     model._warned_truncation = True

@@ -120,5 +120,6 @@ def save_variant(model: "Causal2Vec", path: Path) -> Path:
         # Stored in float32 whatever the compute dtype: upcasting is lossless and loads into any dtype.
         state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.projector.state_dict().items()}
         save_file(state, str(path / PROJECTOR_FILE))
+        (path / PROJECTOR_FILE).chmod(0o644)  # safetensors writes 0600; a variant is shared like any model
     (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return path
