@@ -80,20 +80,25 @@ def main() -> None:
     texts = load_scifact(args.data, args.n)
     print(f"{len(texts)} SciFact documents, torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"budget {args.max_tokens} padded tokens/batch")
-    results = [bench_dtype(texts, d, args.max_tokens, args.decoder, args.encoder) for d in args.dtypes]
-    print(f"\n{'dtype':9} {'real tok':>9} {'plain s':>8} {'plain tok/s':>11} {'c2v s':>8} {'c2v tok/s':>10} "
-          f"{'c2v/plain':>9} {'enc+proj s':>10}")
-    for r in results:
-        print(f"{r['dtype']:9} {r['real_tokens']:9d} {r['plain']:8.1f} {r['real_tokens'] / r['plain']:11.0f} "
+    header = (f"\n{'dtype':9} {'real tok':>9} {'plain s':>8} {'plain tok/s':>11} {'c2v s':>8} {'c2v tok/s':>10} "
+              f"{'c2v/plain':>9} {'enc+proj s':>10}")
+    results = []
+    for dtype in args.dtypes:
+        # Printed (and saved) as each dtype finishes: a long run that is stopped keeps what it measured.
+        r = bench_dtype(texts, dtype, args.max_tokens, args.decoder, args.encoder)
+        results.append(r)
+        print(header if len(results) == 1 else "", end="")
+        print(f"\n{r['dtype']:9} {r['real_tokens']:9d} {r['plain']:8.1f} {r['real_tokens'] / r['plain']:11.0f} "
               f"{r['causal2vec']:8.1f} {r['real_tokens'] / r['causal2vec']:10.0f} "
-              f"{r['causal2vec'] / r['plain']:9.3f} {r['encoder+projector']:10.1f}")
+              f"{r['causal2vec'] / r['plain']:9.3f} {r['encoder+projector']:10.1f}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+    print()
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
             print(f"{r['dtype']} vs {base['dtype']}: Causal2Vec {base['causal2vec'] / r['causal2vec']:.2f}x faster, "
                   f"plain decoder {base['plain'] / r['plain']:.2f}x faster")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
