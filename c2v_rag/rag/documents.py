@@ -14,13 +14,14 @@ would make every re-run look like new documents.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..jsonl import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -227,15 +228,6 @@ def _read_text(file: Path) -> SourceDocument:
 
 def _read_jsonl(file: Path) -> Iterator[SourceDocument]:
     resolved = file.resolve()
-    with resolved.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{resolved}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{where} is not valid JSON: {err}") from err
-            if not isinstance(record, Mapping):
-                raise ValueError(f"{where} must be a JSON object, got {type(record).__name__}")
-            yield from_record(record, where, default_id=where, source=str(resolved))
+    for line_no, record in iter_jsonl(resolved):
+        where = f"{resolved}:{line_no}"
+        yield from_record(record, where, default_id=where, source=str(resolved))

@@ -13,11 +13,12 @@ import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..evaluation.datasets import read_beir, split_queries
+from ..jsonl import iter_jsonl
 from ..instructions import get_task, resolve_instruction
 from .config import DatasetSection
 
@@ -134,20 +135,6 @@ def split_by_query(
     rng.shuffle(queries)
     held = set(queries[: max(1, round(fraction * len(queries)))])
     return [e for e in examples if e.query not in held], [e for e in examples if e.query in held]
-
-
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number} is not valid JSON: {err}") from err
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number} must be a JSON object, got {type(record).__name__}")
-            yield number, record
 
 
 def load_jsonl(section: DatasetSection) -> LoadedDataset:
