@@ -57,7 +57,6 @@ def test_encoder_pooling_matches_minilm_mean_pooling(real_model):
     with torch.no_grad():
         states = bert(**enc).last_hidden_state
         ref = (states * enc["attention_mask"][..., None]).sum(1) / enc["attention_mask"].sum(1, keepdim=True)
-        _, ids = real_model.prepare(DOCS[:2], None)
         batch = real_model.collate(*real_model.prepare(DOCS[:2], None))
         ours = real_model.encoder(input_ids=batch.encoder_input_ids, attention_mask=batch.encoder_attention_mask).last_hidden_state
         ours = (ours * batch.encoder_attention_mask[..., None]).sum(1) / batch.encoder_attention_mask.sum(1, keepdim=True)
