@@ -57,10 +57,14 @@ def cmd_eval(args) -> int:
     from .evaluation.suites import format_table
     from .modeling import Causal2Vec
 
+    if not args.variants and not args.baseline:
+        raise SystemExit("c2v-rag eval: name at least one variant (or 'default'), or a --baseline bi-encoder")
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
         model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype)
+        if args.max_length is not None:
+            model.max_seq_length = args.max_length
         rows[variant] = run_suite(model, suite, show_progress_bar=args.verbose)
     for baseline in args.baseline or []:
         rows[f"{baseline} (bi-encoder alone)"] = run_suite(BiEncoder(baseline, device=args.device), suite)
@@ -161,12 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=cmd_compare)
 
     evaluate = sub.add_parser("eval", help="score variants on dev sets carved from the shared data")
-    evaluate.add_argument("variants", nargs="+", help="variant directories or presets ('default' for the default preset)")
+    evaluate.add_argument("variants", nargs="*", help="variant directories or presets ('default' for the default preset)")
     evaluate.add_argument("--data", required=True, help="folder with scifact/, stsb/, emotion/, banking77/")
     evaluate.add_argument("--sets", nargs="+", default=["stsb-dev", "scifact-dev", "emotion-val"],
-                          help="dev sets: stsb-dev, scifact-dev, emotion-val, banking77-dev")
+                          help="dev sets: stsb-dev, scifact-dev, scifact-dev-1k, emotion-val, banking77-dev")
     evaluate.add_argument("--baseline", nargs="*", help="also score bi-encoders alone, e.g. all-minilm-l6-v2")
     evaluate.add_argument("--json", help="write all scores to this file")
+    evaluate.add_argument("--max-length", type=int, default=None,
+                          help="bound the decoder sequence while scoring (default: the variant's own)")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)

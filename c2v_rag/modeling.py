@@ -169,6 +169,21 @@ class Causal2Vec(nn.Module):
     # ------------------------------------------------------------------ properties
 
     @property
+    def max_seq_length(self) -> int:
+        """The bound on the decoder sequence (instruction, contextual token, text, EOS); texts beyond it are cut.
+
+        Settable, as in sentence-transformers: ``model.max_seq_length = 256`` trades recall on long
+        documents for speed.
+        """
+        return self.prompts.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        if not isinstance(value, int) or value < 4:
+            raise ValueError(f"max_seq_length must be an int of at least 4 tokens, got {value!r}")
+        self.prompts.max_length = value
+
+    @property
     def device(self) -> torch.device:
         return next(self.decoder.parameters()).device
 

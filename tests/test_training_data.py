@@ -111,6 +111,31 @@ def test_labelled_pairs_share_a_label(tmp_path):
         assert e.query_instruction == e.passage_instruction
 
 
+def test_scored_pairs_keep_high_scores_in_both_directions(tmp_path):
+    path = tmp_path / "sts.tsv"
+    path.write_text(
+        "genre\tsubset\tscore\tsentence1\tsentence2\n"
+        "news\tx\t4.6\tA man plays a guitar.\tA man is playing guitar.\n"
+        "news\tx\t1.0\tA cat sleeps.\tThe stock fell.\n"
+        "news\tx\t4.0\tA man plays a guitar.\tSomeone plays the guitar.\n"
+    )
+    examples = load_section(_section(format="scored_pairs", path=str(path), min_score=4.0, task="STSBenchmark")).examples
+    pairs = {(e.query, e.positive) for e in examples}
+    assert pairs == {
+        ("A man plays a guitar.", "A man is playing guitar."), ("A man is playing guitar.", "A man plays a guitar."),
+        ("A man plays a guitar.", "Someone plays the guitar."), ("Someone plays the guitar.", "A man plays a guitar."),
+    }
+    hub = next(e for e in examples if e.query == "A man plays a guitar.")
+    # Every partner of a sentence, and the sentence itself, is off limits as an in-batch negative.
+    assert hub.known_positive_keys == {"A man plays a guitar.", "A man is playing guitar.", "Someone plays the guitar."}
+    assert all(e.query_instruction == e.passage_instruction is not None for e in examples)
+
+
+def test_scored_pairs_need_a_threshold(tmp_path):
+    with pytest.raises(ValueError, match="min_score"):
+        _section(format="scored_pairs", path=str(tmp_path / "x.tsv"))
+
+
 def _examples(dataset: str, n: int) -> list[Example]:
     return [Example(f"{dataset} q{i}", f"{dataset} p{i}", (f"{dataset} n{i}",), dataset) for i in range(n)]
 

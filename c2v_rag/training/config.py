@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled"]
+DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs"]
 Precision = Literal["auto", "fp32", "bf16", "bf16-autocast"]
 """How training computes:
 
@@ -84,7 +84,9 @@ class DatasetSection(_Section):
     - ``jsonl``: records ``{query, positive, negatives?, instruction? | task?, dataset?}``;
     - ``beir``: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``);
     - ``pairs_tsv`` / ``triplets_tsv``: ``query<TAB>positive[<TAB>negative...]`` lines;
-    - ``labelled``: ``text<sep>label`` lines; pairs are drawn from texts that share a label.
+    - ``labelled``: ``text<sep>label`` lines; pairs are drawn from texts that share a label;
+    - ``scored_pairs``: sentence pairs with a similarity score (STS-B layout: columns ``sentence1``,
+      ``sentence2``, ``score``); pairs scoring at least ``min_score`` become positives.
 
     ``task`` names a registered task (its instruction and whether it is symmetric); ``instruction``
     gives a literal one, with ``symmetric`` saying whether passages get it too.
@@ -101,6 +103,9 @@ class DatasetSection(_Section):
     delimiter: str | None = None
     text_column: str | int | None = None
     label_column: str | int | None = None
+    pair_columns: tuple[str | int, str | int] | None = None
+    score_column: str | int | None = None
+    min_score: float | None = Field(None, description="scored_pairs: lowest score that counts as a positive pair")
     # BEIR.
     split: str = "train"
     # Labelled text: how many (anchor, positive) pairs to draw.
@@ -115,6 +120,11 @@ class DatasetSection(_Section):
     def _check(self) -> "DatasetSection":
         if self.task is not None and self.instruction is not None:
             raise ValueError(f"dataset {self.path!r}: set 'task' or 'instruction', not both")
+        if self.format == "scored_pairs" and self.min_score is None:
+            raise ValueError(
+                f"dataset {self.path!r}: a scored_pairs dataset needs 'min_score', the lowest score that makes "
+                "a positive pair (STS-B scores run 0-5; 4.0 keeps near-paraphrases)"
+            )
         return self
 
     @property

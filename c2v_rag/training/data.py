@@ -110,6 +110,7 @@ def load_section(section: DatasetSection) -> LoadedDataset:
         "pairs_tsv": load_tsv,
         "triplets_tsv": load_tsv,
         "labelled": load_labelled,
+        "scored_pairs": load_scored_pairs,
     }[section.format]
     loaded = loader(section)
     if not loaded.examples:
@@ -219,7 +220,8 @@ def load_beir(section: DatasetSection) -> LoadedDataset:
 
 
 _HEADER_NAMES = {"anchor", "positive", "negative", "query", "passage", "pos", "neg", "question", "answer",
-                 "sentence1", "sentence2", "text", "label", "category", "label_name", "premise", "hypothesis"}
+                 "sentence1", "sentence2", "text", "label", "category", "label_name", "premise", "hypothesis",
+                 "score", "genre", "subset"}
 
 
 def _sniff_delimiter(path: Path, first_line: str) -> str:
@@ -326,6 +328,47 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
             other = rng.choice(labels)
         examples.append(Example(anchor, positive, (rng.choice(usable[other]),), section.display_name, qi, pi,
                                 positive_key=label, negative_keys=(other,), known_positive_keys=frozenset([label])))
+    train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
+    return LoadedDataset(section.display_name, train, held_out=held)
+
+
+def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
+    """Sentence pairs with a similarity score (STS-B): pairs at or above ``min_score`` are positives.
+
+    Similarity is symmetric, so both sides get the instruction by default, and each pair is used
+    in both directions (either sentence may be the query).
+    """
+    path = Path(section.path).expanduser()
+    header, rows = read_rows(path, section.delimiter or "\t", section.has_header)
+    first, second = section.pair_columns or (None, None)
+    a_col = _column(header, first, ["sentence1"], 0, path)
+    b_col = _column(header, second, ["sentence2"], 1, path)
+    s_col = _column(header, section.score_column, ["score"], 2, path)
+    qi, pi = section_instructions(section, default_symmetric=True)
+    pairs = []
+    for number, row in enumerate(rows, 1):
+        try:
+            a, b, raw_score = row[a_col].strip(), row[b_col].strip(), row[s_col].strip()
+        except IndexError:
+            raise ValueError(f"{path}: data row {number} has no column {max(a_col, b_col, s_col)}") from None
+        try:
+            score = float(raw_score)
+        except ValueError:
+            raise ValueError(
+                f"{path}: data row {number} has score {raw_score!r}, not a number; set score_column"
+            ) from None
+        if a and b and a != b and score >= section.min_score:
+            pairs.append((a, b))
+    if not pairs:
+        raise ValueError(f"{path}: no pair scores {section.min_score} or more; lower min_score")
+    # A sentence's partners in every pair, and itself (its reversed pair may share the batch), are
+    # never its in-batch negatives.
+    partners: dict[str, set[str]] = defaultdict(set)
+    for a, b in pairs:
+        partners[a].update((a, b))
+        partners[b].update((a, b))
+    examples = [Example(q, p, (), section.display_name, qi, pi, known_positive_keys=frozenset(partners[q]))
+                for a, b in pairs for q, p in ((a, b), (b, a))]
     train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
     return LoadedDataset(section.display_name, train, held_out=held)
 

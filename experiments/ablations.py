@@ -1,0 +1,162 @@
+"""The paper's ablations at small scale (Tables 2 and 12): train each row, score it, write the table.
+
+Every trained row uses recipes/ablation_mixture.yaml with one change (the variable); the data, the
+step count and the seed stay the same. Each row is resumable: a finished training run or score file
+is reused, so an interrupted run picks up where it stopped.
+
+    python experiments/ablations.py --data ../shared/data                 # every row
+    python experiments/ablations.py --data ../shared/data --rows a c      # some rows
+    python experiments/ablations.py --data ../shared/data --report-only   # rewrite the table and plot
+
+It writes runs/ablation/<row>/ (variants, history, scores) and docs/ablations.md + docs/ablations.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "ablation_mixture.yaml"
+EVAL_SETS = ["stsb-dev", "scifact-dev-1k", "emotion-val"]
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    name: str
+    overrides: list[str] = field(default_factory=list)
+    baseline: str | None = None  # a bi-encoder scored alone, untrained
+
+    @property
+    def slug(self) -> str:
+        return f"{self.key}-{self.name.lower().replace(' ', '-').replace('+', 'plus').replace('(', '').replace(')', '')}"
+
+
+ROWS = [
+    Row("a", "decoder alone, last token",
+        ["model.config.num_contextual_tokens=0", "model.config.representation=last_token"]),
+    Row("b", "contextual token, last token", ["model.config.representation=last_token"]),
+    Row("c", "contextual token, concat (Causal2Vec)", []),
+    Row("d", "all-MiniLM-L6-v2 alone (untrained reference)", baseline="all-minilm-l6-v2"),
+    Row("e", "contextual token, average", ["model.config.representation=average"]),
+    Row("f", "contextual token, concat, encoder frozen", ["encoder_lora.enabled=false"]),
+]
+
+
+def data_overrides(data: Path) -> list[str]:
+    paths = ["nli/snli_dev_triplets.tsv", "stsb/stsb.train.tsv", "scifact", "banking77/train.csv", "emotion/train.txt"]
+    return [f"datasets.{i}.path={data / p}" for i, p in enumerate(paths)]
+
+
+def run(cmd: list[str]) -> None:
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=REPO)
+
+
+def train_and_score(row: Row, args: argparse.Namespace) -> dict:
+    out = args.out / row.slug
+    scores_path = out / "scores.json"
+    if scores_path.is_file():
+        return json.loads(scores_path.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    cli = [sys.executable, "-m", "c2v_rag.cli"]
+    if row.baseline:
+        run(cli + ["eval", "--baseline", row.baseline, "--data", str(args.data), "--sets", *args.sets,
+                   "--json", str(out / "eval.json")])
+    else:
+        variant = out / "variant"
+        if not (variant / "metrics.json").is_file():
+            overrides = data_overrides(args.data) + row.overrides + [f"output.dir={variant}", "output.overwrite=true"]
+            if args.steps:
+                overrides.append(f"training.steps={args.steps}")
+            run(cli + ["train", str(RECIPE)] + [a for o in overrides for a in ("--set", o)])
+        run(cli + ["eval", str(variant), "--data", str(args.data), "--sets", *args.sets,
+                   "--json", str(out / "eval.json")])
+    scores = next(iter(json.loads((out / "eval.json").read_text()).values()))
+    scores_path.write_text(json.dumps(scores, indent=2) + "\n")
+    return scores
+
+
+def history(row: Row, out: Path) -> list[dict]:
+    path = out / row.slug / "variant" / "history.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from c2v_rag.evaluation.suites import MAIN_METRIC
+    from c2v_rag.training.plotting import smooth
+
+    sets = args.sets
+    lines = ["| row | variant | " + " | ".join(f"{s} ({MAIN_METRIC[s]})" for s in sets) + " | average | first/last-10 loss |",
+             "|---|---|" + "---|" * (len(sets) + 2)]
+    for row, scores in results.items():
+        mains = [scores[s]["main"] for s in sets]
+        steps = history(row, args.out)
+        loss = (f"{sum(h['loss'] for h in steps[:10]) / 10:.2f} → {sum(h['loss'] for h in steps[-10:]) / 10:.2f}"
+                if len(steps) >= 20 else "untrained")
+        lines.append(f"| {row.key} | {row.name} | " + " | ".join(f"{m:.4f}" for m in mains)
+                     + f" | {sum(mains) / len(mains):.4f} | {loss} |")
+    table = "\n".join(lines)
+    (args.out / "table.md").write_text(table + "\n")
+    print(table, flush=True)
+
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(13, 4.5))
+    width = 0.8 / len(results)
+    for i, (row, scores) in enumerate(results.items()):
+        values = [scores[s]["main"] for s in sets] + [sum(scores[s]["main"] for s in sets) / len(sets)]
+        bars.bar([x + i * width for x in range(len(sets) + 1)], values, width, label=f"({row.key}) {row.name}")
+        steps = history(row, args.out)
+        if steps:
+            curves.plot([h["step"] for h in steps], smooth([h["loss"] for h in steps]), label=f"({row.key})")
+    bars.set_xticks([x + 0.4 - width / 2 for x in range(len(sets) + 1)], sets + ["average"])
+    bars.set_ylabel("main metric")
+    bars.legend(fontsize=7)
+    curves.set_xlabel("step")
+    curves.set_ylabel("InfoNCE loss (smoothed)")
+    curves.legend()
+    fig.tight_layout()
+    fig.savefig(args.plot, dpi=120)
+    print(f"wrote {args.out / 'table.md'} and {args.plot}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, stsb/, nli/...)")
+    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-f; default a b c d)")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
+    parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
+    parser.add_argument("--steps", type=int, default=None, help="override the recipe's step count (every row alike)")
+    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "ablations.png")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the table from finished rows")
+    args = parser.parse_args(argv)
+    args.data = args.data.resolve()
+    args.out = args.out.resolve()
+
+    chosen = [r for r in ROWS if r.key in args.rows]
+    results = {}
+    for row in chosen:
+        scores_path = args.out / row.slug / "scores.json"
+        if args.report_only:
+            if scores_path.is_file():
+                results[row] = json.loads(scores_path.read_text())
+            continue
+        results[row] = train_and_score(row, args)
+    if results:
+        write_report(results, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
