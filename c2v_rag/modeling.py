@@ -5,7 +5,7 @@ Follow one batch through :meth:`Causal2Vec.forward`:
 1. the bidirectional encoder reads the text; the projector turns its states into C [B, n, d];
 2. the decoder's word embeddings of ``head + slot + tail`` are looked up, and C is written into
    the slot by position: ``[instruction; C; text; EOS]``;
-3. the decoder runs with its causal attention unchanged and no KV cache;
+3. the decoder runs with no KV cache, causally unless ``config.attention="bidirectional"``;
 4. the embedding is read off its last hidden states (``concat`` = [h_C; h_EOS]).
 """
 
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .attention import set_attention_mode
 from .batching import Causal2VecBatch, collate
 from .config import Causal2VecConfig
 from .devices import resolve_device, resolve_dtype
@@ -68,12 +69,15 @@ class Causal2Vec(nn.Module):
             placement=config.placement,
             num_contextual_tokens=n,
             max_length=config.max_length,
+            echo_template=config.echo_template if config.echo else None,
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
         self.encoder_max_length = config.encoder_max_length
         self._warned_truncation = False
         # Adapter folders this model was loaded with; save_pretrained copies them when merged.
         self._adapter_sources: dict[str, Path] = {}
+        if config.attention != "causal":
+            set_attention_mode(decoder, config.attention)
 
     # ------------------------------------------------------------------ construction
 
@@ -235,7 +239,7 @@ class Causal2Vec(nn.Module):
         )
         return read_representation(
             self.config.representation, outputs.last_hidden_state, batch.context_positions,
-            batch.last_positions, self.config.num_contextual_tokens, contextual,
+            batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
         )
 
     # ------------------------------------------------------------------ encode API
