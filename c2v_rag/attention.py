@@ -25,7 +25,8 @@ AttentionMode = Literal["causal", "bidirectional"]
 _MASK_BUILDERS = ("create_causal_mask", "create_sliding_window_causal_mask")
 
 
-def _base_model(decoder: nn.Module) -> nn.Module:
+def base_model(decoder: nn.Module) -> nn.Module:
+    """The transformers model inside ``decoder``, unwrapping a peft adapter if there is one."""
     # peft wraps the backbone: PeftModel.base_model (LoraModel).model is the transformers model.
     inner = getattr(getattr(decoder, "base_model", None), "model", None)
     return inner if isinstance(inner, nn.Module) and hasattr(inner, "config") else decoder
@@ -37,7 +38,7 @@ def _attention_modules(decoder: nn.Module) -> list[nn.Module]:
 
 def check_bidirectional_support(decoder: nn.Module) -> None:
     """Raise :class:`UnsupportedArchitectureError` when the mask switch would not reach ``decoder``."""
-    model = _base_model(decoder)
+    model = base_model(decoder)
     module = sys.modules.get(type(model).__module__)
     uses_masking_utils = module is not None and any(
         getattr(getattr(module, name, None), "__module__", "") == "transformers.masking_utils" for name in _MASK_BUILDERS
@@ -55,7 +56,7 @@ def set_attention_mode(decoder: nn.Module, mode: AttentionMode) -> None:
     """Make ``decoder`` (a transformers backbone, possibly peft-wrapped) attend causally or both ways."""
     if mode not in ("causal", "bidirectional"):
         raise ValueError(f"attention must be 'causal' or 'bidirectional', got {mode!r}")
-    model = _base_model(decoder)
+    model = base_model(decoder)
     if mode == "bidirectional":
         check_bidirectional_support(model)
     causal = mode == "causal"
@@ -66,7 +67,7 @@ def set_attention_mode(decoder: nn.Module, mode: AttentionMode) -> None:
 
 def attention_mode(decoder: nn.Module) -> AttentionMode:
     """The mode ``decoder`` currently runs in."""
-    return "causal" if getattr(_base_model(decoder).config, "is_causal", True) else "bidirectional"
+    return "causal" if getattr(base_model(decoder).config, "is_causal", True) else "bidirectional"
 
 
 @contextmanager
@@ -88,13 +89,13 @@ def set_attention_dropout(decoder: nn.Module, probability: float) -> int:
     the one the forward pass reads.
     """
     count = 0
-    for module in _base_model(decoder).modules():
+    for module in base_model(decoder).modules():
         if isinstance(getattr(module, "attention_dropout", None), float):
             module.attention_dropout = float(probability)
             count += 1
     if count == 0:
         raise UnsupportedArchitectureError(
-            f"{type(_base_model(decoder)).__name__} has no 'attention_dropout' to set; SimCSE needs dropout in the "
+            f"{type(base_model(decoder)).__name__} has no 'attention_dropout' to set; SimCSE needs dropout in the "
             "decoder. Use a Llama/Mistral/Qwen2-family decoder."
         )
     return count

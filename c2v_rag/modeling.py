@@ -11,6 +11,7 @@ Follow one batch through :meth:`Causal2Vec.forward`:
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -226,19 +227,32 @@ class Causal2Vec(nn.Module):
         cols = batch.context_positions[:, None] + torch.arange(n, device=embeds.device)
         return embeds.index_put((rows, cols), contextual.to(embeds.dtype))
 
-    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
-        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+    def decoder_states(
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The decoder's last hidden states [B, L, d] for a batch, and the Contextual tokens C.
+
+        ``input_ids`` replaces the batch's ids (same shape): MNTP feeds a corrupted copy.
+        """
         contextual = None
         if self.config.num_contextual_tokens:
             contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        if input_ids is not None:
+            batch = copy.copy(batch)
+            batch.input_ids = input_ids
         outputs = self.decoder(
             inputs_embeds=self.decoder_inputs(batch, contextual),
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
             use_cache=False,
         )
+        return outputs.last_hidden_state, contextual
+
+    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
+        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+        hidden, contextual = self.decoder_states(batch)
         return read_representation(
-            self.config.representation, outputs.last_hidden_state, batch.context_positions,
+            self.config.representation, hidden, batch.context_positions,
             batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
         )
 
