@@ -21,7 +21,6 @@ from c2v_rag.training.objectives import (
     single_token_id,
 )
 
-from conftest import FAMILIES, _decoder_config, build_decoder_tokenizer
 from train_helpers import disable_dropout
 
 TEXTS = ["Vitamin D deficiency is linked to bone loss.", "Cats and dogs are pets.",
@@ -29,13 +28,13 @@ TEXTS = ["Vitamin D deficiency is linked to bone loss.", "Cats and dogs are pets
 
 
 @pytest.fixture(scope="module")
-def causal_lm_dir(tmp_path_factory):
-    """A tiny Llama saved WITH an untied LM head, so the head must be read from the checkpoint."""
-    from transformers import AutoModelForCausalLM
+def causal_lm_dir(tiny_dirs, tmp_path_factory):
+    """The tiny Llama saved WITH an untied LM head, so the head must be read from the checkpoint."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(1)
-    tok = build_decoder_tokenizer(**FAMILIES["llama"])
-    config = _decoder_config("llama", len(tok), tok)
+    tok = AutoTokenizer.from_pretrained(tiny_dirs["llama"])
+    config = AutoConfig.from_pretrained(tiny_dirs["llama"])
     config.tie_word_embeddings = False
     model = AutoModelForCausalLM.from_config(config).eval()
     path = tmp_path_factory.mktemp("tiny_lm") / "llama_lm"
