@@ -1,7 +1,7 @@
 """c2v_rag: decoder-only LLMs as text embedders (Causal2Vec), for retrieval and RAG."""
 
 from .config import Causal2VecConfig, PromptFormat
-from .errors import C2VError, MissingPackageError, ModelSourceError, VariantLoadError
+from .errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
 from .instructions import Task, TaskKind, get_task, list_tasks, register_task
 from .modeling import Causal2Vec
 from .presets import DEFAULT_PRESET, list_presets
@@ -23,6 +23,7 @@ __all__ = [
     "MissingPackageError",
     "ModelSourceError",
     "VariantLoadError",
+    "UnsupportedArchitectureError",
     "ingest",
     "search",
     "IngestConfig",

@@ -59,6 +59,7 @@ class Causal2VecBatch:
         last_positions: torch.Tensor,
         encoder_input_ids: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
+        pool_mask: torch.Tensor | None = None,
     ) -> None:
         self.input_ids = input_ids
         self.attention_mask = attention_mask
@@ -69,6 +70,9 @@ class Causal2VecBatch:
         self.last_positions = last_positions
         self.encoder_input_ids = encoder_input_ids
         self.encoder_attention_mask = encoder_attention_mask
+        # 1 on the text tokens that mean/weighted-mean pooling averages (LLM2Vec leaves the
+        # instruction out); None pools over every real token.
+        self.pool_mask = pool_mask
 
     @property
     def num_real_tokens(self) -> int:
@@ -97,4 +101,12 @@ def collate(
     enc_ids = enc_mask = None
     if encoder_ids is not None:
         enc_ids, enc_mask = pad_right(encoder_ids, encoder_pad_id)
-    return Causal2VecBatch(ids, mask, context, last, enc_ids, enc_mask)
+    pool = torch.zeros_like(mask)
+    for row, p in enumerate(pieces):
+        start, end = p.text_span
+        offset = len(p.head) + num_contextual_tokens
+        if end > start:
+            pool[row, offset + start : offset + end] = 1
+        else:
+            pool[row, int(last[row])] = 1  # an empty text: its EOS state, rather than a zero vector
+    return Causal2VecBatch(ids, mask, context, last, enc_ids, enc_mask, pool)

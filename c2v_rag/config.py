@@ -6,14 +6,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Representation = Literal["concat", "average", "last_token", "eos_projector"]
-"""How the embedding is read off the decoder (paper, Table 12):
+Representation = Literal["concat", "average", "last_token", "eos_projector", "mean", "weighted_mean"]
+"""How the embedding is read off the decoder (paper, Table 12; LLM2Vec, Section 3.2):
 
 - ``concat``: [h_C; h_EOS], the Causal2Vec default (2d dims);
 - ``average``: (h_C + h_EOS) / 2 (d dims);
 - ``last_token``: h_EOS alone (d dims);
-- ``eos_projector``: [h_EOS; C], the EOS state next to the projector output ("Concat-bi", 2d dims).
+- ``eos_projector``: [h_EOS; C], the EOS state next to the projector output ("Concat-bi", 2d dims);
+- ``mean``: the mean of the text tokens' states, instruction and template excluded (LLM2Vec; d dims);
+- ``weighted_mean``: the same with weights growing with position, 1..k over the k text tokens
+  (SGPT's position-weighted mean, LLM2Vec's choice for causal models; d dims).
 """
+
+AttentionMode = Literal["causal", "bidirectional"]
+"""``bidirectional`` lets every token attend to later ones too (LLM2Vec; Causal2Vec Table 15)."""
+
+POOLED_REPRESENTATIONS = ("mean", "weighted_mean")
+
+DEFAULT_ECHO_TEMPLATE = "Rewrite the sentence: {text}\nRewritten sentence: {text}"
+"""Echo embeddings' repetition prompt (Springer et al., 2024): the text twice; only the second copy is pooled."""
 
 Placement = Literal["after_instruction", "before_instruction"]
 """Where the Contextual token sits (paper, Table 14)."""
@@ -54,6 +65,9 @@ class Causal2VecConfig(BaseModel):
     num_contextual_tokens: int = Field(1, ge=0, description="0 gives the plain decoder baseline")
     representation: Representation = "concat"
     placement: Placement = "after_instruction"
+    attention: AttentionMode = "causal"
+    echo: bool = Field(False, description="Echo embeddings: repeat the text and pool over the second copy")
+    echo_template: str = DEFAULT_ECHO_TEMPLATE
     prompt_format: PromptFormat | Literal["auto"] = "auto"
     instruction_template: str = "{instruction}\n"
 
@@ -80,11 +94,18 @@ class Causal2VecConfig(BaseModel):
             raise ValueError(
                 f"instruction_template={self.instruction_template!r} must contain '{{instruction}}'"
             )
+        if self.echo_template.count("{text}") != 2:
+            raise ValueError(f"echo_template={self.echo_template!r} must contain '{{text}}' exactly twice")
+        if self.echo and self.representation not in ("last_token", *POOLED_REPRESENTATIONS):
+            raise ValueError(
+                f"echo=True reads the second copy of the text: use representation='mean', 'weighted_mean' or "
+                f"'last_token', not {self.representation!r}"
+            )
         if self.num_contextual_tokens == 0:
-            if self.representation != "last_token":
+            if self.representation not in ("last_token", *POOLED_REPRESENTATIONS):
                 raise ValueError(
-                    "num_contextual_tokens=0 (plain decoder) only supports representation='last_token', "
-                    f"got {self.representation!r}"
+                    "num_contextual_tokens=0 (plain decoder) supports representation='last_token', 'mean' or "
+                    f"'weighted_mean', got {self.representation!r}"
                 )
         elif self.encoder is None:
             raise ValueError("a Contextual token needs a bidirectional encoder: set encoder=...")

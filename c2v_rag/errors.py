@@ -15,3 +15,7 @@ class ModelSourceError(C2VError, OSError):
 
 class VariantLoadError(C2VError, OSError):
     """A variant directory is missing a file, or a file in it is corrupt."""
+
+
+class UnsupportedArchitectureError(C2VError, ValueError):
+    """A configured option (bidirectional attention, SimCSE dropout...) cannot reach this backbone."""

@@ -5,12 +5,13 @@ Follow one batch through :meth:`Causal2Vec.forward`:
 1. the bidirectional encoder reads the text; the projector turns its states into C [B, n, d];
 2. the decoder's word embeddings of ``head + slot + tail`` are looked up, and C is written into
    the slot by position: ``[instruction; C; text; EOS]``;
-3. the decoder runs with its causal attention unchanged and no KV cache;
+3. the decoder runs with no KV cache, causally unless ``config.attention="bidirectional"``;
 4. the embedding is read off its last hidden states (``concat`` = [h_C; h_EOS]).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .attention import set_attention_mode
 from .batching import Causal2VecBatch, collate
 from .config import Causal2VecConfig
 from .devices import resolve_device, resolve_dtype
@@ -68,12 +70,15 @@ class Causal2Vec(nn.Module):
             placement=config.placement,
             num_contextual_tokens=n,
             max_length=config.max_length,
+            echo_template=config.echo_template if config.echo else None,
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
         self.encoder_max_length = config.encoder_max_length
         self._warned_truncation = False
         # Adapter folders this model was loaded with; save_pretrained copies them when merged.
         self._adapter_sources: dict[str, Path] = {}
+        if config.attention != "causal":
+            set_attention_mode(decoder, config.attention)
 
     # ------------------------------------------------------------------ construction
 
@@ -237,20 +242,33 @@ class Causal2Vec(nn.Module):
         cols = batch.context_positions[:, None] + torch.arange(n, device=embeds.device)
         return embeds.index_put((rows, cols), contextual.to(embeds.dtype))
 
-    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
-        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+    def decoder_states(
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The decoder's last hidden states [B, L, d] for a batch, and the Contextual tokens C.
+
+        ``input_ids`` replaces the batch's ids (same shape): MNTP feeds a corrupted copy.
+        """
         contextual = None
         if self.config.num_contextual_tokens:
             contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        if input_ids is not None:
+            batch = copy.copy(batch)
+            batch.input_ids = input_ids
         outputs = self.decoder(
             inputs_embeds=self.decoder_inputs(batch, contextual),
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
             use_cache=False,
         )
+        return outputs.last_hidden_state, contextual
+
+    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
+        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+        hidden, contextual = self.decoder_states(batch)
         return read_representation(
-            self.config.representation, outputs.last_hidden_state, batch.context_positions,
-            batch.last_positions, self.config.num_contextual_tokens, contextual,
+            self.config.representation, hidden, batch.context_positions,
+            batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
         )
 
     # ------------------------------------------------------------------ encode API

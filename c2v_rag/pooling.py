@@ -13,6 +13,16 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
 
 
+def weighted_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Position-weighted mean (SGPT, LLM2Vec): the k-th masked token of a row weighs k / (1 + ... + n).
+
+    Later tokens of a causal decoder have seen more of the text, so they count more.
+    """
+    mask = mask.to(hidden.dtype)
+    weights = (torch.cumsum(mask, dim=1) * mask).unsqueeze(-1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
 def read_representation(
     representation: Representation,
     hidden: torch.Tensor,
@@ -20,12 +30,18 @@ def read_representation(
     last_positions: torch.Tensor,
     num_contextual_tokens: int,
     contextual_tokens: torch.Tensor | None,
+    pool_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The text embedding from the decoder's last hidden states ``hidden`` [B, L, d].
 
     ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS.
-    With several Contextual tokens their states are averaged into one h_C.
+    With several Contextual tokens their states are averaged into one h_C. ``pool_mask`` [B, L]
+    marks the tokens ``mean`` and ``weighted_mean`` average over.
     """
+    if representation in ("mean", "weighted_mean"):
+        if pool_mask is None:
+            raise ValueError(f"representation={representation!r} needs the batch's pool_mask")
+        return weighted_mean_pool(hidden, pool_mask) if representation == "weighted_mean" else mean_pool(hidden, pool_mask)
     rows = torch.arange(hidden.size(0), device=hidden.device)
     h_eos = hidden[rows, last_positions]
     if representation == "last_token":

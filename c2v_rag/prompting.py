@@ -4,7 +4,10 @@ Every input becomes ``head + [C] * n + tail`` where, with the default placement,
 
     head = BOS? + prefix + instruction        tail = text + suffix + EOS
 
-and with ``placement="before_instruction"`` the instruction moves to the start of ``tail``.
+and with ``placement="before_instruction"`` the instruction moves to the start of ``tail``. With
+``echo=True`` the text appears twice in ``tail``, inside the Echo template. Each input records
+the span of ``tail`` that pooled representations average over: the text (its second copy under
+Echo), never the instruction or the template.
 The slot is filled by position with the projector output; no text placeholder is tokenized,
 so no tokenizer can split or merge it. Only the text is truncated to fit ``max_length``.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import Placement, PromptFormat
+from .config import DEFAULT_ECHO_TEMPLATE, Placement, PromptFormat
 
 # Instruction templates of common backbone families (paper, Appendix A.1: [INST] for Llama-2 and
 # Mistral, <|im_start|>user ... <|im_end|> for Qwen2.5). Matched on the tokenizer's chat template.
@@ -54,6 +57,8 @@ class DecoderPieces:
     head: list[int]
     tail: list[int]
     truncated: bool
+    text_span: tuple[int, int] = (0, 0)
+    """[start, end) of the text tokens inside ``tail``: what ``mean``/``weighted_mean`` pool over."""
 
     def length(self, num_contextual_tokens: int) -> int:
         return len(self.head) + num_contextual_tokens + len(self.tail)
@@ -71,6 +76,7 @@ class PromptBuilder:
         placement: Placement,
         num_contextual_tokens: int,
         max_length: int,
+        echo_template: str | None = None,
     ) -> None:
         if tokenizer.eos_token_id is None:
             raise ValueError("the decoder tokenizer has no eos_token; set tokenizer.eos_token first")
@@ -87,6 +93,8 @@ class PromptBuilder:
         # A chat suffix may already end in EOS (SmolLM2's <|im_end|>): never append it twice.
         self._closing = self._suffix if self._suffix[-1:] == [self.eos_id] else self._suffix + [self.eos_id]
         self._instruction_cache: dict[str | None, list[int]] = {}
+        # Echo: the template's pieces around the two copies, tokenized once, like the instruction.
+        self._echo = [self._ids(part) for part in echo_template.split("{text}")] if echo_template else None
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
@@ -101,6 +109,9 @@ class PromptBuilder:
         """How many text tokens fit once the instruction, the slot and the closing tokens are in."""
         fixed = len(self._prefix) + len(self.instruction_ids(instruction)) + self.num_contextual_tokens
         budget = self.max_length - fixed - len(self._closing)
+        if self._echo is not None:
+            # Both copies must fit, with the template around them.
+            budget = (budget - sum(len(p) for p in self._echo)) // 2
         if budget < 0:
             raise ValueError(
                 f"max_length={self.max_length} leaves no room for the text: the instruction "
@@ -118,8 +129,15 @@ class PromptBuilder:
         for ids in encoded:
             truncated = len(ids) > budget
             ids = ids[:budget]
+            body, start = ids, 0
+            if self._echo is not None:
+                before, middle, after = self._echo
+                body = before + ids + middle + ids + after
+                start = len(before) + len(ids) + len(middle)
             if self.placement == "after_instruction":
-                pieces.append(DecoderPieces(self._prefix + instr, ids + self._closing, truncated))
+                head, lead = self._prefix + instr, []
             else:
-                pieces.append(DecoderPieces(list(self._prefix), instr + ids + self._closing, truncated))
+                head, lead = list(self._prefix), instr
+            start += len(lead)
+            pieces.append(DecoderPieces(head, lead + body + self._closing, truncated, (start, start + len(ids))))
         return pieces

@@ -3,7 +3,8 @@
 The paper's recipe by default: LoRA on the decoder (and optionally the encoder), the projector in
 full, InfoNCE with tau = 0.05 over in-batch and hard negatives, homogeneous per-dataset batches,
 GradCache for large batches, AdamW with warmup and linear decay, bf16, gradient checkpointing,
-and multi-process training with negatives gathered across processes.
+and multi-process training with negatives gathered across processes. ``objective.kind`` switches
+the loss to LLM2Vec's MNTP or SimCSE stages or Anchor's reconstruction stage (``recipes/``).
 
     from c2v_rag.training import load_config, train
     result = train(load_config("recipes/scifact_nli_cpu.yaml"))
@@ -16,6 +17,7 @@ from .evaluation import RetrievalEvaluator, STSEvaluator
 from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
 from .loss import info_nce
 from .mining import mine_hard_negatives
+from .objectives import build_objective, mntp_loss, mntp_mask, reconstruction_loss, simcse_pairs
 from .trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
 
 __all__ = [
@@ -33,6 +35,11 @@ __all__ = [
     "NonFiniteLossError",
     "info_nce",
     "mine_hard_negatives",
+    "build_objective",
+    "mntp_loss",
+    "mntp_mask",
+    "reconstruction_loss",
+    "simcse_pairs",
     "Trainer",
     "TrainResult",
     "TrainingDivergedError",

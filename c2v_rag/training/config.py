@@ -163,6 +163,23 @@ class EvaluationSection(_Section):
     batch_size: int = Field(64, ge=1)
 
 
+class ObjectiveSection(_Section):
+    """What the run optimises (see :mod:`c2v_rag.training.objectives`).
+
+    ``contrastive`` (default) is supervised InfoNCE. LLM2Vec's stages are ``mntp`` (masking 20% of
+    the text tokens the BERT way, its choice for Llama-family models, Appendix D.1.1; Mistral used
+    80% the RoBERTa way) then ``simcse`` (dropout 0.3, Appendix D.1.2). Anchor's Stage I is
+    ``reconstruction`` with alpha = 0.2 (Eq. 5).
+    """
+
+    kind: Literal["contrastive", "simcse", "mntp", "reconstruction"] = "contrastive"
+    mask_probability: float = Field(0.2, gt=0, lt=1, description="mntp: share of text tokens to predict")
+    mask_strategy: Literal["bert", "roberta"] = Field("bert", description="mntp: 80/10/10 mask/random/keep, or all mask")
+    mask_token: str = Field("_", description="mntp: the stand-in mask token (LLM2Vec's underscore)")
+    dropout: float = Field(0.3, ge=0, lt=1, description="simcse: attention dropout in the decoder")
+    alpha: float = Field(0.2, ge=0, le=1, description="reconstruction: weight of EBQ2D; EBD2Q gets 1 - alpha")
+
+
 class TrainingSection(_Section):
     steps: int = Field(2000, ge=1)
     batch_size: int = Field(128, ge=1, description="queries per step on each process")
@@ -206,6 +223,7 @@ class TrainConfig(_Section):
     lora: LoraSection = Field(default_factory=LoraSection)
     encoder_lora: LoraSection = Field(default_factory=lambda: LoraSection(r=64, alpha=128))
     train_projector: bool = True
+    objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
     datasets: list[DatasetSection] = Field(min_length=1)
     mining: MiningSection = Field(default_factory=MiningSection)
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)

@@ -38,7 +38,7 @@ from .data import LoadedDataset, dump_examples, group_by_dataset, load_section, 
 from .distributed import DistributedContext, all_reduce_mean, barrier, init_distributed
 from .evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
 from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
-from .loss import distributed_info_nce
+from .objectives import build_objective
 from .mining import mine_hard_negatives
 from .plotting import plot_loss_curve
 from .sampling import HomogeneousBatchPlan, layout_step
@@ -337,6 +337,7 @@ class Trainer:
             module = DistributedDataParallel(self.embedder, device_ids=ids, broadcast_buffers=False)
         self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
                                        autocast=autocast_factory(self.precision, device))
+        self.objective = build_objective(cfg, self.model, self.stepper, device, self.ctx.enabled)
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=train.lr, betas=train.betas, eps=train.eps,
                                            weight_decay=train.weight_decay)
@@ -394,17 +395,9 @@ class Trainer:
         batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
         texts = layout_step(batch, num_negatives=self.negatives[batch.dataset], seed=cfg.seed, step=step,
                             world_size=self.ctx.world_size)
-        targets = torch.tensor(texts.targets, device=self.device)
-        exclude = torch.tensor(texts.exclude, device=self.device)
-        exclude = exclude if exclude.any() else None
-
-        def loss_fn(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-            return distributed_info_nce(q, p, targets, temperature=cfg.temperature, exclude=exclude)
-
         self.optimizer.zero_grad(set_to_none=True)
         start = time.perf_counter()
-        loss = self.stepper.run(texts.queries, texts.query_instructions, texts.passages, texts.passage_instructions,
-                                loss_fn)
+        loss = self.objective.backward(texts, step)
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm or math.inf)
         if not torch.isfinite(norm):
             raise NonFiniteLossError(f"the gradient norm is {float(norm)}")
