@@ -25,7 +25,7 @@ RECIPE = REPO / "recipes" / "ablation_mixture.yaml"
 EVAL_SETS = ["stsb-dev", "scifact-dev-1k", "emotion-val"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: rows key the results
 class Row:
     key: str
     name: str
