@@ -121,11 +121,13 @@ def _report_truncation(model, truncated: tuple[int, int], total: int) -> None:
     decoder_truncated, encoder_truncated = truncated
     if not (decoder_truncated or encoder_truncated):
         return
-    message = (
-        "%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
-        "and EOS are kept); %d exceeded the encoder's limit of %s tokens."
-    )
-    args = (decoder_truncated, total, model.prompts.max_length, encoder_truncated, model.encoder_max_length)
+    message = ("%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
+               "and EOS are kept)")
+    args: tuple = (decoder_truncated, total, model.prompts.max_length)
+    if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
+        message += "; %d exceeded the encoder's limit of %d tokens"
+        args += (encoder_truncated, model.encoder_max_length)
+    message += "."
     # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
     level = logging.DEBUG if model._warned_truncation else logging.WARNING
     model._warned_truncation = True
