@@ -21,17 +21,7 @@ import torch
 
 from c2v_rag import Causal2Vec
 from c2v_rag.batching import plan_batches
-
-
-def load_scifact(data: Path, n: int) -> list[str]:
-    docs = []
-    with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            docs.append((row.get("title", "") + " " + row["text"]).strip())
-            if len(docs) == n:
-                break
-    return docs
+from common import load_scifact_docs
 
 
 def timed(fn) -> float:
@@ -77,7 +67,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    texts = load_scifact(args.data, args.n)
+    texts = load_scifact_docs(args.data, args.n)
     print(f"{len(texts)} SciFact documents, torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"budget {args.max_tokens} padded tokens/batch")
     header = (f"\n{'dtype':9} {'real tok':>9} {'plain s':>8} {'plain tok/s':>11} {'c2v s':>8} {'c2v tok/s':>10} "

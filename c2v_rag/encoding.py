@@ -25,8 +25,14 @@ _WINDOW = 4096
 
 
 def default_max_tokens(device: torch.device) -> int:
-    """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM."""
-    return 65536 if device.type == "cuda" else 8192
+    """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM.
+
+    On CPU, small batches win: 2,048 padded tokens encoded SciFact 2.0x faster than 8,192
+    (4,096: 1.6x) in bench/encode_options.py. A 2,048-row GEMM already runs at the measured
+    peak, while smaller batches pad less (each spans a narrower range of lengths) and keep the
+    activations that the elementwise ops and attention stream through in cache.
+    """
+    return 65536 if device.type == "cuda" else 2048
 
 
 def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
@@ -121,11 +127,13 @@ def _report_truncation(model, truncated: tuple[int, int], total: int) -> None:
     decoder_truncated, encoder_truncated = truncated
     if not (decoder_truncated or encoder_truncated):
         return
-    message = (
-        "%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
-        "and EOS are kept); %d exceeded the encoder's limit of %s tokens."
-    )
-    args = (decoder_truncated, total, model.prompts.max_length, encoder_truncated, model.encoder_max_length)
+    message = ("%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
+               "and EOS are kept)")
+    args: tuple = (decoder_truncated, total, model.prompts.max_length)
+    if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
+        message += "; %d exceeded the encoder's limit of %d tokens"
+        args += (encoder_truncated, model.encoder_max_length)
+    message += "."
     # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
     level = logging.DEBUG if model._warned_truncation else logging.WARNING
     model._warned_truncation = True

@@ -2,7 +2,8 @@
 
 With no URL, Qdrant runs embedded in this process and keeps its files in a local directory (the
 embedded default, under the user data directory). With a URL it talks to a Qdrant server, where
-sharding, replication, float16 storage, quantization and on-disk vectors take effect.
+sharding, replication, float16 storage, quantization and on-disk vectors take effect; embedded
+Qdrant accepts them and ignores them (a warning names the ones set).
 """
 
 from __future__ import annotations
@@ -148,6 +149,10 @@ class QdrantConfig(BaseModel):
         if not self.is_server:
             self.path.mkdir(parents=True, exist_ok=True)
             ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
+            # Embedded Qdrant stores float32 whatever the collection says (measured in
+            # bench/vector_storage.py), so a float16 request there saves nothing.
+            if self.datatype != "float32":
+                ignored.append(f"datatype={self.datatype}")
             if ignored:
                 logger.warning("Embedded Qdrant ignores the server options %s", ", ".join(ignored))
         try:

@@ -158,3 +158,14 @@ def test_only_transient_errors_are_retried():
     assert all(is_transient(e) for e in [ConnectionError(), TimeoutError(), answer(503), answer(429),
                                          ResponseHandlingException(OSError("reset")), httpx.ConnectError("x")])
     assert not any(is_transient(e) for e in [answer(400), answer(404), ValueError("bad"), RuntimeError("x")])
+
+
+def test_embedded_qdrant_warns_that_it_ignores_storage_options(tmp_path, caplog):
+    config = QdrantConfig(path=tmp_path / "q", datatype="float16", quantization="binary")
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.collection"):
+        config.connect().close()
+    assert "quantization" in caplog.text and "datatype=float16" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.collection"):
+        QdrantConfig(path=tmp_path / "r").connect().close()
+    assert "ignores" not in caplog.text

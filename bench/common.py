@@ -1,0 +1,121 @@
+"""Shared pieces of the benchmarks: SciFact texts, timing, and peak-memory measurement.
+
+Benchmarks run as scripts (``python bench/x.py``), so this folder is on ``sys.path`` and they
+import this module as ``common``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def load_scifact_docs(data: Path, n: int | None) -> list[str]:
+    """The first ``n`` SciFact abstracts as BEIR embeds them: ``title + " " + text``."""
+    docs: list[str] = []
+    with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if n is not None and len(docs) == n:
+                break
+            row = json.loads(line)
+            docs.append(f"{row.get('title', '')} {row['text']}".strip())
+    return docs
+
+
+def load_scifact_queries(data: Path, n: int | None) -> list[str]:
+    """The first ``n`` SciFact claims (short: ~20 tokens each)."""
+    with open(data / "scifact" / "queries.jsonl", encoding="utf-8") as f:
+        claims = [json.loads(line)["text"] for line in f]
+    return claims if n is None else claims[:n]
+
+
+def mixed_texts(data: Path, n_docs: int, n_queries: int, seed: int = 0) -> list[str]:
+    """Abstracts and claims shuffled together with a fixed seed.
+
+    The shuffle matters for loops that batch in input order: a batch then mixes 20-token claims
+    with 300-token abstracts, as a real mixed request stream does.
+    """
+    texts = load_scifact_docs(data, n_docs) + load_scifact_queries(data, n_queries)
+    random.Random(seed).shuffle(texts)
+    return texts
+
+
+# ------------------------------------------------------------------ memory
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak_rss() -> int:
+    """Give freed heap back to the OS and reset the kernel's peak-RSS mark; return RSS in KiB.
+
+    Writing 5 to ``/proc/self/clear_refs`` resets ``VmHWM`` (Linux >= 4.0), so the next
+    :func:`peak_rss_kib` is the high-water mark of what ran since. ``malloc_trim`` first, so one
+    configuration's freed-but-cached heap does not hide the next one's growth.
+    """
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+    return _status_kib("VmRSS")
+
+
+def peak_rss_kib() -> int:
+    """Peak resident set size (``VmHWM``) in KiB since the last :func:`reset_peak_rss`."""
+    return _status_kib("VmHWM")
+
+
+@dataclass
+class Measurement:
+    """One timed run: wall and CPU seconds, RSS before and at peak (KiB), and what it returned."""
+
+    seconds: float
+    cpu_seconds: float
+    before_kib: int
+    peak_kib: int
+    result: Any = None
+
+    @property
+    def working_mib(self) -> float:
+        return (self.peak_kib - self.before_kib) / 1024
+
+
+def measure(fn: Callable[[], Any]) -> Measurement:
+    """Run ``fn`` once, timing it by the wall clock and by this process's CPU time.
+
+    On a shared machine the wall clock also counts the time other processes held the core; the
+    process CPU time (all threads, user + sys) does not, so with one intra-op thread it is the
+    steadier measure of the work done. Both are kept.
+    """
+    before = reset_peak_rss()
+    cpu, start = time.process_time(), time.perf_counter()
+    result = fn()
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+    return Measurement(seconds, cpu_seconds, before, peak_rss_kib(), result)
+
+
+def single_thread_note() -> str:
+    import os
+
+    import torch
+
+    return (f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), "
+            f"CPU affinity {sorted(os.sched_getaffinity(0))}")
