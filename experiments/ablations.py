@@ -75,6 +75,7 @@ def train_and_score(row: Row, args: argparse.Namespace) -> dict:
             overrides = data_overrides(args.data) + row.overrides + [f"output.dir={variant}", "output.overwrite=true"]
             if args.steps:
                 overrides.append(f"training.steps={args.steps}")
+            overrides += args.overrides
             run(cli + ["train", str(RECIPE)] + [a for o in overrides for a in ("--set", o)])
         run(cli + ["eval", str(variant), "--data", str(args.data), "--sets", *args.sets,
                    "--max-length", str(args.max_length), "--json", str(out / "eval.json")])
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=256,
                         help="decoder tokens per text when scoring (default 256, the bi-encoder's own limit)")
     parser.add_argument("--steps", type=int, default=None, help="override the recipe's step count (every row alike)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra recipe override for every trained row (e.g. training.gradient_checkpointing=true, "
+                             "which saves memory and leaves the maths unchanged)")
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "ablations.png")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table from finished rows")
     args = parser.parse_args(argv)

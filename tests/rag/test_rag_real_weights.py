@@ -33,7 +33,8 @@ def test_ingest_a_folder_and_search_it_with_the_default_preset(tmp_path, capsys)
     model = load_model(None)
     texts = {h.id: h.text for h in c2v_rag.search(query, top_k=100, path=store)}
     doc_vectors = model.encode_documents(list(texts.values()), normalize_embeddings=True)
-    q = model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
+    # Queries get the preset's own default task, or the RAG default when it names none.
+    q = model.encode_queries(query, task=model.config.default_task or DEFAULT_QUERY_TASK, normalize_embeddings=True)
     expected = dict(zip(texts, (doc_vectors @ q).tolist()))
     assert len(texts) >= len(list(EXAMPLES.iterdir()))
     np.testing.assert_allclose([h.score for h in hits], sorted(expected.values(), reverse=True)[:3], atol=2e-3)
