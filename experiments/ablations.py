@@ -46,6 +46,11 @@ ROWS = [
     Row("d", "all-MiniLM-L6-v2 alone (untrained reference)", baseline="all-minilm-l6-v2"),
     Row("e", "contextual token, average", ["model.config.representation=average"]),
     Row("f", "contextual token, concat, encoder frozen", ["encoder_lora.enabled=false"]),
+    # Issue 6's questions, against row (b): bidirectional attention (Table 15), several tokens (Table 5).
+    Row("g", "contextual token, last token, bidirectional",
+        ["model.config.representation=last_token", "model.config.attention=bidirectional"]),
+    Row("h", "4 contextual tokens, last token",
+        ["model.config.representation=last_token", "model.config.num_contextual_tokens=4"]),
 ]
 
 
@@ -136,7 +141,7 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, stsb/, nli/...)")
-    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-f; default a b c d)")
+    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-h; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
     parser.add_argument("--max-length", type=int, default=256,
