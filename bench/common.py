@@ -7,7 +7,6 @@ import this module as ``common``.
 from __future__ import annotations
 
 import ctypes
-import json
 import random
 import time
 from collections.abc import Callable
@@ -18,20 +17,17 @@ from typing import Any
 
 def load_scifact_docs(data: Path, n: int | None) -> list[str]:
     """The first ``n`` SciFact abstracts as BEIR embeds them: ``title + " " + text``."""
-    docs: list[str] = []
-    with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            if n is not None and len(docs) == n:
-                break
-            row = json.loads(line)
-            docs.append(f"{row.get('title', '')} {row['text']}".strip())
-    return docs
+    from c2v_rag.evaluation.datasets import read_beir_corpus
+
+    docs = list(read_beir_corpus(data / "scifact").values())
+    return docs if n is None else docs[:n]
 
 
 def load_scifact_queries(data: Path, n: int | None) -> list[str]:
     """The first ``n`` SciFact claims (short: ~20 tokens each)."""
-    with open(data / "scifact" / "queries.jsonl", encoding="utf-8") as f:
-        claims = [json.loads(line)["text"] for line in f]
+    from c2v_rag.evaluation.datasets import read_beir_queries
+
+    claims = list(read_beir_queries(data / "scifact").values())
     return claims if n is None else claims[:n]
 
 

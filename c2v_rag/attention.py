@@ -12,13 +12,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
 
 from torch import nn
 
+from .config import AttentionMode
 from .errors import UnsupportedArchitectureError
-
-AttentionMode = Literal["causal", "bidirectional"]
 
 # The mask builders that honour ``config.is_causal``; a model whose module imports neither
 # builds its mask some other way, and flipping the flag would silently do nothing.

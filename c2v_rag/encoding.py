@@ -129,7 +129,7 @@ def _report_truncation(model, truncated: tuple[int, int], total: int) -> None:
         return
     message = ("%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
                "and EOS are kept)")
-    args: tuple = (decoder_truncated, total, model.prompts.max_length)
+    args: tuple = (decoder_truncated, total, model.max_seq_length)
     if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
         message += "; %d exceeded the encoder's limit of %d tokens"
         args += (encoder_truncated, model.encoder_max_length)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import Representation
+from .config import POOLED_REPRESENTATIONS, Representation
 
 
 def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -38,7 +38,7 @@ def read_representation(
     With several Contextual tokens their states are averaged into one h_C. ``pool_mask`` [B, L]
     marks the tokens ``mean`` and ``weighted_mean`` average over.
     """
-    if representation in ("mean", "weighted_mean"):
+    if representation in POOLED_REPRESENTATIONS:
         if pool_mask is None:
             raise ValueError(f"representation={representation!r} needs the batch's pool_mask")
         return weighted_mean_pool(hidden, pool_mask) if representation == "weighted_mean" else mean_pool(hidden, pool_mask)

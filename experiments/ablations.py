@@ -108,9 +108,10 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
     sets = args.sets
     lines = ["| row | variant | " + " | ".join(f"{s} ({MAIN_METRIC[s]})" for s in sets) + " | average | first/last-10 loss |",
              "|---|---|" + "---|" * (len(sets) + 2)]
+    histories = {row: history(row, args.out) for row in results}
     for row, scores in results.items():
         mains = [scores[s]["main"] for s in sets]
-        steps = history(row, args.out)
+        steps = histories[row]
         loss = (f"{sum(h['loss'] for h in steps[:10]) / 10:.2f} → {sum(h['loss'] for h in steps[-10:]) / 10:.2f}"
                 if len(steps) >= 20 else "untrained")
         lines.append(f"| {row.key} | {row.name} | " + " | ".join(f"{m:.4f}" for m in mains)
@@ -124,7 +125,7 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
     for i, (row, scores) in enumerate(results.items()):
         values = [scores[s]["main"] for s in sets] + [sum(scores[s]["main"] for s in sets) / len(sets)]
         bars.bar([x + i * width for x in range(len(sets) + 1)], values, width, label=f"({row.key}) {row.name}")
-        steps = history(row, args.out)
+        steps = histories[row]
         if steps:
             curves.plot([h["step"] for h in steps], smooth([h["loss"] for h in steps]), label=f"({row.key})")
     bars.set_xticks([x + 0.4 - width / 2 for x in range(len(sets) + 1)], sets + ["average"])

@@ -55,16 +55,27 @@ def _require(path: Path) -> Path:
     return path
 
 
-def read_beir(folder: str | Path, split: str = "train") -> RetrievalData:
-    """Read a BEIR folder; document text is ``title + " " + text`` as BEIR evaluates it."""
-    folder = Path(folder)
+def read_beir_corpus(folder: str | Path) -> dict[str, str]:
+    """A BEIR folder's documents, id -> ``title + " " + text`` as BEIR evaluates them, in file order."""
     corpus = {}
-    with open(_require(folder / "corpus.jsonl"), encoding="utf-8") as f:
+    with open(_require(Path(folder) / "corpus.jsonl"), encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             corpus[str(row["_id"])] = f"{row.get('title', '')} {row['text']}".strip()
-    with open(_require(folder / "queries.jsonl"), encoding="utf-8") as f:
-        queries = {str(row["_id"]): row["text"] for row in map(json.loads, f)}
+    return corpus
+
+
+def read_beir_queries(folder: str | Path) -> dict[str, str]:
+    """A BEIR folder's queries, id -> text, in file order."""
+    with open(_require(Path(folder) / "queries.jsonl"), encoding="utf-8") as f:
+        return {str(row["_id"]): row["text"] for row in map(json.loads, f)}
+
+
+def read_beir(folder: str | Path, split: str = "train") -> RetrievalData:
+    """Read a BEIR folder; document text is ``title + " " + text`` as BEIR evaluates it."""
+    folder = Path(folder)
+    corpus = read_beir_corpus(folder)
+    queries = read_beir_queries(folder)
     qrels: dict[str, dict[str, int]] = {}
     with open(_require(folder / "qrels" / f"{split}.tsv"), encoding="utf-8") as f:
         for row in csv.DictReader(f, delimiter="\t"):

@@ -54,16 +54,16 @@ class RetrievalEvaluator:
 
     def __call__(self, model: "Causal2Vec") -> dict[str, float]:
         query_ids = list(self.dev.queries)
-        previous = model.prompts.max_length
+        previous = model.max_seq_length
         if self.max_length is not None:
-            model.prompts.max_length = self.max_length
+            model.max_seq_length = self.max_length
         try:
             q = model.encode([self.dev.queries[i] for i in query_ids], instruction=self.dev.query_instruction or "",
                              batch_size=self.batch_size, normalize_embeddings=True)
             d = model.encode([self.dev.corpus[i] for i in self.doc_ids], instruction=self.dev.passage_instruction or "",
                              batch_size=self.batch_size, normalize_embeddings=True)
         finally:
-            model.prompts.max_length = previous
+            model.max_seq_length = previous
         rankings = search(q, d, self.doc_ids, top_k=10)
         values = [ndcg_at_k(ranked, self.dev.qrels[qid], 10) for qid, ranked in zip(query_ids, rankings)]
         return {f"{self.name}/ndcg@10": float(np.mean(values))}

@@ -259,4 +259,4 @@ def build_objective(config: "TrainConfig", model: "Causal2Vec", stepper: Contras
         return SimCSEObjective(stepper, training.temperature, device, section.dropout)
     if section.kind == "mntp":
         return MNTPObjective(model, section, stepper.autocast, training.seed)
-    return ReconstructionObjective(model, section, stepper.autocast, model.prompts.max_length)
+    return ReconstructionObjective(model, section, stepper.autocast, model.max_seq_length)

@@ -109,7 +109,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
                                            seed=section.projector_seed, **section.config)
     if section.max_length is not None:
         # Only the training-time bound: the saved variant keeps its own max_length for inference.
-        model.prompts.max_length = section.max_length
+        model.max_seq_length = section.max_length
     for param in model.parameters():
         param.requires_grad_(False)
     if config.lora.enabled:
