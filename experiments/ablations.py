@@ -25,18 +25,32 @@ RECIPE = REPO / "recipes" / "ablation_mixture.yaml"
 EVAL_SETS = ["stsb-dev", "scifact-dev-1k", "emotion-val"]
 
 
+@dataclass(frozen=True)
+class Stage:
+    """A training stage run before the row's contrastive stage (LLM2Vec's MNTP, Anchor's Stage I...)."""
+
+    name: str
+    recipe: str  # a file in recipes/
+    data: dict[int, str]  # dataset index -> path under --data
+    overrides: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True, eq=False)  # hashed by identity: rows key the results
 class Row:
     key: str
     name: str
     overrides: list[str] = field(default_factory=list)
     baseline: str | None = None  # a bi-encoder scored alone, untrained
+    stages: list[Stage] = field(default_factory=list)  # each continues the previous; the mixture stage comes last
+    eval_max_length: int | None = None  # per-row scoring bound (Echo's input holds the text twice)
 
     @property
     def slug(self) -> str:
         words = "".join(c if c.isalnum() else " " for c in self.name.lower()).split()
         return "-".join([self.key] + words)
 
+
+_SMALL_LORA = ["lora.r=8", "lora.alpha=32"]  # the mixture's adapter size, so stages continue one adapter
 
 ROWS = [
     Row("a", "decoder alone, last token",
@@ -51,12 +65,27 @@ ROWS = [
         ["model.config.representation=last_token", "model.config.attention=bidirectional"]),
     Row("h", "4 contextual tokens, last token",
         ["model.config.representation=last_token", "model.config.num_contextual_tokens=4"]),
+    # The other papers' recipes (issue 6). Their extra stages run first, with the mixture's LoRA size; the
+    # mixture stage is the same 100 contrastive steps as every other row.
+    Row("i", "LLM2Vec: bidirectional, mean; MNTP, SimCSE, then the mixture", stages=[
+        Stage("mntp", "llm2vec_mntp.yaml", {0: "nli/snli_dev_triplets.tsv"}, _SMALL_LORA),
+        Stage("simcse", "llm2vec_simcse.yaml", {0: "nli/snli_dev_triplets.tsv"})]),
+    Row("j", "Anchor: last token; reconstruction (Stage I), then the mixture", stages=[
+        # The dev claims stay out of Stage I as they stay out of the mixture.
+        Stage("reconstruction", "anchor_reconstruction.yaml", {0: "scifact"},
+              _SMALL_LORA + ["datasets.0.dev_fraction=0.2", "datasets.0.dev_seed=0"])]),
+    Row("k", "Echo: decoder alone, mean over the second copy",
+        ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.echo=true",
+         "model.config.representation=mean", "model.max_length=128"], eval_max_length=512),
 ]
 
 
-def data_overrides(data: Path) -> list[str]:
-    paths = ["nli/snli_dev_triplets.tsv", "stsb/stsb.train.tsv", "scifact", "banking77/train.csv", "emotion/train.txt"]
-    return [f"datasets.{i}.path={data / p}" for i, p in enumerate(paths)]
+MIXTURE_DATA = dict(enumerate(
+    ["nli/snli_dev_triplets.tsv", "stsb/stsb.train.tsv", "scifact", "banking77/train.csv", "emotion/train.txt"]))
+
+
+def data_overrides(data: Path, paths: dict[int, str] = MIXTURE_DATA) -> list[str]:
+    return [f"datasets.{i}.path={data / p}" for i, p in paths.items()]
 
 
 def run(cmd: list[str]) -> None:
@@ -75,18 +104,36 @@ def train_and_score(row: Row, args: argparse.Namespace) -> dict:
         run(cli + ["eval", "--baseline", row.baseline, "--data", str(args.data), "--sets", *args.sets,
                    "--json", str(out / "eval.json")])
     else:
+        start: Path | None = None
+        for stage in row.stages:
+            stage_dir = out / stage.name
+            overrides = data_overrides(args.data, stage.data) + stage.overrides + _continue_from(start)
+            _train(cli, REPO / "recipes" / stage.recipe, stage_dir, overrides + args.overrides)
+            start = stage_dir
         variant = out / "variant"
-        if not (variant / "metrics.json").is_file():
-            overrides = data_overrides(args.data) + row.overrides + [f"output.dir={variant}", "output.overwrite=true"]
-            if args.steps:
-                overrides.append(f"training.steps={args.steps}")
-            overrides += args.overrides
-            run(cli + ["train", str(RECIPE)] + [a for o in overrides for a in ("--set", o)])
+        overrides = data_overrides(args.data) + row.overrides + _continue_from(start)
+        if args.steps:
+            overrides.append(f"training.steps={args.steps}")
+        _train(cli, RECIPE, variant, overrides + args.overrides)
         run(cli + ["eval", str(variant), "--data", str(args.data), "--sets", *args.sets,
-                   "--max-length", str(args.max_length), "--json", str(out / "eval.json")])
+                   "--max-length", str(row.eval_max_length or args.max_length), "--json", str(out / "eval.json")])
     scores = next(iter(json.loads((out / "eval.json").read_text()).values()))
     scores_path.write_text(json.dumps(scores, indent=2) + "\n")
     return scores
+
+
+def _continue_from(variant: Path | None) -> list[str]:
+    """Overrides that make a recipe continue a previous stage's variant instead of building a fresh one."""
+    if variant is None:
+        return []
+    return [f"model.variant={variant}", "model.decoder=null", "model.config={}"]
+
+
+def _train(cli: list[str], recipe: Path, out: Path, overrides: list[str]) -> None:
+    if (out / "metrics.json").is_file():  # finished earlier: resume after it
+        return
+    overrides = overrides + [f"output.dir={out}", "output.overwrite=true"]
+    run(cli + ["train", str(recipe)] + [a for o in overrides for a in ("--set", o)])
 
 
 def history(row: Row, out: Path) -> list[dict]:
@@ -142,7 +189,7 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, stsb/, nli/...)")
-    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-h; default a b c d)")
+    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-k; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
     parser.add_argument("--max-length", type=int, default=256,

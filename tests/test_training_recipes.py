@@ -34,6 +34,10 @@ def test_overrides_and_bad_config_errors(tmp_path):
         load_config(recipe, ["datasets.3.path=y"])
     with pytest.raises(ValueError, match="either 'variant'"):
         TrainConfig.model_validate({"model": {}, "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}})
+    with pytest.raises(ValueError, match=r"model.config \['echo'\] cannot change a variant"):
+        load_config(recipe, ["model.decoder=null", "model.variant=runs/v", "model.config.echo=true"])
+    continued = load_config(recipe, ["model.decoder=null", "model.variant=runs/v", "model.config={}"])
+    assert continued.model.variant == "runs/v" and continued.model.config == {}
     with pytest.raises(ValueError, match="training.precision"):
         TrainConfig.model_validate({"model": {"decoder": "d", "config": {"dtype": "bfloat16"}},
                                     "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}})

@@ -73,6 +73,12 @@ class ModelSection(_Section):
                 "model: set either 'variant' (continue training a variant directory or preset) or "
                 "'decoder' (+ 'encoder') to build a fresh variant, not both and not neither"
             )
+        if self.variant is not None and self.config:
+            # A variant brings its own configuration; silently dropping these fields would train something else.
+            raise ValueError(
+                f"model.config {sorted(self.config)} cannot change a variant ('{self.variant}'): its configuration "
+                "is saved with it; remove model.config, or build a fresh variant from 'decoder'"
+            )
         return self
 
 
