@@ -7,7 +7,7 @@ Variants (Causal2Vec, default preset, bf16 unless named):
 
 - ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU 2,048 padded
   tokens since this bench; 8,192 when the table in docs/performance.md was measured);
-- ``budget-2048`` / ``budget-4096`` / ``budget-8192`` / ``budget-16384``: explicit token budgets;
+- ``budget-512`` / ``budget-1024`` / ``budget-2048`` / ``budget-4096`` / ``budget-8192`` / ``budget-16384``: explicit token budgets;
 - ``fixed-32``: length-sorted, fixed batches of 32 texts (sentence-transformers' scheme);
 - ``input-order-32``: batches of 32 in input order (the naive loop's scheme), same model;
 - ``float32``: the same model in fp32;
@@ -101,6 +101,10 @@ def encoder_ahead(model: Causal2Vec, texts: list[str]) -> np.ndarray:
     return out
 
 
+def _budget(model: Causal2Vec, texts: list[str], max_tokens: int) -> Callable[[], np.ndarray]:
+    return lambda: model.encode(texts, max_tokens_per_batch=max_tokens, show_progress_bar=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True)
@@ -119,10 +123,7 @@ def main() -> None:
 
     variants: dict[str, Callable[[], np.ndarray]] = {
         "default": lambda: model.encode(texts, show_progress_bar=False),
-        "budget-2048": lambda: model.encode(texts, max_tokens_per_batch=2048, show_progress_bar=False),
-        "budget-4096": lambda: model.encode(texts, max_tokens_per_batch=4096, show_progress_bar=False),
-        "budget-8192": lambda: model.encode(texts, max_tokens_per_batch=8192, show_progress_bar=False),
-        "budget-16384": lambda: model.encode(texts, max_tokens_per_batch=16384, show_progress_bar=False),
+        **{f"budget-{n}": _budget(model, texts, n) for n in (512, 1024, 2048, 4096, 8192, 16384)},
         "fixed-32": lambda: model.encode(texts, batch_size=32, max_tokens_per_batch=10**9, show_progress_bar=False),
         "input-order-32": lambda: run_batches(model, texts, batches(model, texts, sort=False, batch_size=32)),
         "prefetch": lambda: run_batches(model, texts, threaded(batches(model, texts))),

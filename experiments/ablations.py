@@ -77,6 +77,11 @@ ROWS = [
     Row("k", "Echo: decoder alone, mean over the second copy",
         ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.echo=true",
          "model.config.representation=mean", "model.max_length=128"], eval_max_length=512),
+    # Row (i) without its two changes (bidirectional attention after MNTP + SimCSE): causal, mean pooling.
+    Row("l", "decoder alone, mean pooling, causal",
+        ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.representation=mean"]),
+    # Row (b) pooled as Echo and LLM2Vec pool: the mean over the text tokens.
+    Row("m", "contextual token, mean pooling", ["model.config.representation=mean"]),
 ]
 
 
@@ -189,7 +194,7 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, stsb/, nli/...)")
-    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-k; default a b c d)")
+    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-m; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
     parser.add_argument("--max-length", type=int, default=256,
