@@ -11,7 +11,8 @@
    left out (they are small at these lengths and hidden size 576).
 3. The rate is those FLOPs over the encode's CPU seconds, counted two ways: per real token
    (useful work) and per padded token (what the matmuls actually executed).
-4. ``torch.profiler`` on one encode: the top operators by self CPU time, and their share by kind.
+4. ``torch.profiler`` on one encode: the top operators by self CPU time, their share by kind, and the
+   matrix products' own rate (the profiler's FLOPs of each ``mm``/``addmm`` over its time).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def main() -> None:
           f"tokens ({100 * rate / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}), {rate_exec:.1f} GFLOP/s "
           f"executed incl. padding ({100 * rate_exec / peak:.0f}%)", flush=True)
 
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True) as prof:
         model.encode(texts, show_progress_bar=False)
     averages = prof.key_averages()
     print("\n" + averages.table(sort_by="self_cpu_time_total", row_limit=args.rows))
@@ -117,6 +118,14 @@ def main() -> None:
     total = sum(by_kind.values())
     print("self CPU time by kind: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in
                                                 sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    # The matmuls' own rate: the profiler's FLOP count of each GEMM call over that call's time, i.e.
+    # how close the matrix products run to the GEMM peak while the encode spends time in them.
+    gemms = [e for e in averages if e.key in ("aten::mm", "aten::addmm", "aten::bmm") and e.flops]
+    gemm_flops, gemm_us = sum(e.flops for e in gemms), sum(e.self_cpu_time_total for e in gemms)
+    in_gemm = gemm_flops / (gemm_us * 1e-6) / 1e9
+    print(f"matmuls during encode: {gemm_flops / 1e9:.0f} GFLOP in {gemm_us / 1e6:.1f} s of their own time = "
+          f"{in_gemm:.0f} GFLOP/s ({100 * in_gemm / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}); "
+          f"{100 * gemm_us / total:.0f}% of the encode's time", flush=True)
     if args.json:
         args.json.write_text(json.dumps({
             "dtype": args.dtype, "gemm_gflops": peaks, "peak_gflops": peak, "texts": len(texts),
@@ -125,6 +134,7 @@ def main() -> None:
             "cpu_seconds": m.cpu_seconds, "wall_seconds": m.seconds,
             "gflops_real": rate, "gflops_executed": rate_exec,
             "profile_share": {k: v / total for k, v in by_kind.items()},
+            "matmul_gflops_in_matmuls": in_gemm, "matmul_share": gemm_us / total,
         }, indent=2) + "\n")
 
 
