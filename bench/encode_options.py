@@ -5,8 +5,8 @@
 
 Variants (Causal2Vec, default preset, bf16 unless named):
 
-- ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU 2,048 padded
-  tokens since this bench; 8,192 when the table in docs/performance.md was measured);
+- ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU 1,024 padded
+  tokens now; 8,192 and then 2,048 when earlier tables in docs/performance.md were measured);
 - ``budget-512`` / ``budget-1024`` / ``budget-2048`` / ``budget-4096`` / ``budget-8192`` / ``budget-16384``: explicit token budgets;
 - ``fixed-32``: length-sorted, fixed batches of 32 texts (sentence-transformers' scheme);
 - ``input-order-32``: batches of 32 in input order (the naive loop's scheme), same model;
@@ -38,10 +38,11 @@ import torch
 
 from c2v_rag import Causal2Vec
 from c2v_rag.batching import Causal2VecBatch, plan_batches
+from c2v_rag.encoding import default_max_tokens
 from c2v_rag.pooling import read_representation
 from common import measure, mixed_texts, single_thread_note
 
-BUDGET = 2048  # the CPU default of c2v_rag.encoding.default_max_tokens
+BUDGET = default_max_tokens(torch.device("cpu"))  # the library's CPU default
 
 
 def batches(model: Causal2Vec, texts: list[str], *, max_tokens: int = BUDGET, sort: bool = True,

@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path

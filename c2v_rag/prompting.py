@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import DEFAULT_ECHO_TEMPLATE, Placement, PromptFormat
+from .config import Placement, PromptFormat
 
 # Instruction templates of common backbone families (paper, Appendix A.1: [INST] for Llama-2 and
 # Mistral, <|im_start|>user ... <|im_end|> for Qwen2.5). Matched on the tokenizer's chat template.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from c2v_rag import Causal2Vec
 from c2v_rag.training.gradcache import make_batch
