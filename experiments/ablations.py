@@ -172,21 +172,24 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
     (args.out / "table.md").write_text(table + "\n")
     print(table, flush=True)
 
-    fig, (bars, curves) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(14, 6))
+    colors = plt.get_cmap("tab20").colors  # one colour per row, the same in both panels
     width = 0.8 / len(results)
     for i, (row, scores) in enumerate(results.items()):
+        color = colors[i % len(colors)]
         values = [scores[s]["main"] for s in sets] + [sum(scores[s]["main"] for s in sets) / len(sets)]
-        bars.bar([x + i * width for x in range(len(sets) + 1)], values, width, label=f"({row.key}) {row.name}")
+        bars.bar([x + i * width for x in range(len(sets) + 1)], values, width, color=color,
+                 label=f"({row.key}) {row.name}")
         steps = histories[row]
         if steps:
-            curves.plot([h["step"] for h in steps], smooth([h["loss"] for h in steps]), label=f"({row.key})")
+            curves.plot([h["step"] for h in steps], smooth([h["loss"] for h in steps]), color=color, label=f"({row.key})")
     bars.set_xticks([x + 0.4 - width / 2 for x in range(len(sets) + 1)], sets + ["average"])
     bars.set_ylabel("main metric")
-    bars.legend(fontsize=7)
     curves.set_xlabel("step")
     curves.set_ylabel("InfoNCE loss (smoothed)")
-    curves.legend()
-    fig.tight_layout()
+    curves.legend(ncol=2)
+    fig.legend(*bars.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(results) + 2) // 3), 1, 1))
     fig.savefig(args.plot, dpi=120)
     print(f"wrote {args.out / 'table.md'} and {args.plot}", flush=True)
 
