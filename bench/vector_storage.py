@@ -24,6 +24,7 @@ against float32. A trained preset reruns with ``--model``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -38,11 +39,20 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
+def _fingerprint(model: str | None) -> str:
+    """Names the variant's contents, so a retrained preset or variant never reuses stale vectors."""
+    from c2v_rag.presets import resolve_variant_path
+
+    root = resolve_variant_path(model)
+    files = sorted(f for f in root.rglob("*") if f.is_file())
+    stamp = "|".join(f"{f.relative_to(root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    return f"{root.name}-{hashlib.sha1(stamp.encode()).hexdigest()[:12]}"
+
+
 def embed(args) -> tuple[np.ndarray, np.ndarray, list[str], list[str], dict]:
     data = scifact_dev(args.data, corpus_size=args.corpus_size)
     doc_ids, query_ids = list(data.corpus), [q for q in data.qrels if q in data.queries]
-    key = f"{args.model or 'default'}-{args.corpus_size}".replace("/", "_")
-    cache = args.cache / f"scifact-vectors-{key}.npz"
+    cache = args.cache / f"scifact-vectors-{_fingerprint(args.model)}-{args.corpus_size}.npz"
     if cache.is_file():
         saved = np.load(cache)
         return saved["docs"], saved["queries"], doc_ids, query_ids, data.qrels
