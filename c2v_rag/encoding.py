@@ -29,9 +29,10 @@ def default_max_tokens(device: torch.device) -> int:
 
     On CPU, small batches win (bench/encode_options.py, SciFact abstracts and claims mixed, one
     core, bf16): 2,048 padded tokens encoded 2.0x faster than 8,192, and 1,024 another 1.06-1.18x
-    faster than 2,048 over three runs (512 no better on 200 texts; docs/performance.md). Smaller batches pad less, since each spans a
-    narrower range of lengths, and keep the activations that attention and the elementwise ops
-    stream through in cache; a 1,024-row GEMM still runs near the measured peak.
+    faster than 2,048 over three runs (512 no better on 200 texts; docs/performance.md). Smaller
+    batches pad less, since each spans a narrower range of lengths, and keep the activations that
+    attention and the elementwise ops stream through in cache; a 1,024-row GEMM still runs near
+    the measured peak.
     """
     return 65536 if device.type == "cuda" else 1024
 
