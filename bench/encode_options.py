@@ -7,7 +7,8 @@ Variants (Causal2Vec, default preset, bf16 unless named):
 
 - ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU 1,024 padded
   tokens now; 8,192 and then 2,048 when earlier tables in docs/performance.md were measured);
-- ``budget-512`` / ``budget-1024`` / ``budget-2048`` / ``budget-4096`` / ``budget-8192`` / ``budget-16384``: explicit token budgets;
+- ``budget-512`` / ``budget-1024`` / ``budget-2048`` / ``budget-4096`` / ``budget-8192`` /
+  ``budget-16384``: explicit token budgets;
 - ``fixed-32``: length-sorted, fixed batches of 32 texts (sentence-transformers' scheme);
 - ``input-order-32``: batches of 32 in input order (the naive loop's scheme), same model;
 - ``float32``: the same model in fp32;

@@ -77,11 +77,10 @@ def main() -> None:
 
     model = Causal2Vec.from_pretrained(None, device="cpu", dtype=args.dtype)
     d, inter = model.decoder.config.hidden_size, model.decoder.config.intermediate_size
+    shapes = [(1024, d, inter), (2048, d, inter), (2048, inter, d), (2048, d, d), (2048, 2048, 2048)]
     peaks: dict[str, dict[str, float]] = {}
     for name, dtype in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
-        shapes = {f"1024x{d}x{inter}": (1024, d, inter), f"2048x{d}x{inter}": (2048, d, inter), f"2048x{inter}x{d}": (2048, inter, d),
-                  f"2048x{d}x{d}": (2048, d, d), "2048x2048x2048": (2048, 2048, 2048)}
-        peaks[name] = {label: gemm_rate(*shape, dtype) for label, shape in shapes.items()}
+        peaks[name] = {"x".join(map(str, shape)): gemm_rate(*shape, dtype) for shape in shapes}
         print(f"GEMM {name:9s} " + "  ".join(f"{k} {v:6.1f}" for k, v in peaks[name].items()) + "  GFLOP/s", flush=True)
     peak = max(peaks[args.dtype].values())
 
