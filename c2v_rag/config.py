@@ -6,10 +6,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Representation = Literal["concat", "average", "last_token", "eos_projector", "mean", "weighted_mean"]
+Representation = Literal["concat", "average", "last_token", "contextual", "eos_projector", "mean", "weighted_mean"]
 """How the embedding is read off the decoder (paper, Table 12; LLM2Vec, Section 3.2):
 
 - ``concat``: [h_C; h_EOS], the Causal2Vec default (2d dims);
+- ``contextual``: h_C alone (d dims). Causal attention means h_C never sees the text tokens after it, so
+  it is the encoder's view of the text as read through the decoder (an ablation, and a cheap training stage);
 - ``average``: (h_C + h_EOS) / 2 (d dims);
 - ``last_token``: h_EOS alone (d dims);
 - ``eos_projector``: [h_EOS; C], the EOS state next to the projector output ("Concat-bi", 2d dims);
@@ -18,10 +20,16 @@ Representation = Literal["concat", "average", "last_token", "eos_projector", "me
   (SGPT's position-weighted mean, LLM2Vec's choice for causal models; d dims).
 """
 
+READOUT_FIELDS = ("representation", "normalize_parts")
+"""Fields that say how the embedding is read off the decoder's states, not what the weights are: a
+trained variant can change them (``Causal2Vec.set_readout``; a training stage continuing a variant)."""
+
 AttentionMode = Literal["causal", "bidirectional"]
 """``bidirectional`` lets every token attend to later ones too (LLM2Vec; Causal2Vec Table 15)."""
 
 POOLED_REPRESENTATIONS = ("mean", "weighted_mean")
+TWO_PART_REPRESENTATIONS = ("concat", "average", "eos_projector")
+"""Representations built from two vectors; ``normalize_parts`` L2-normalizes each before combining them."""
 
 DEFAULT_ECHO_TEMPLATE = "Rewrite the sentence: {text}\nRewritten sentence: {text}"
 """Echo embeddings' repetition prompt (Springer et al., 2024): the text twice; only the second copy is pooled."""
@@ -64,6 +72,13 @@ class Causal2VecConfig(BaseModel):
 
     num_contextual_tokens: int = Field(1, ge=0, description="0 gives the plain decoder baseline")
     representation: Representation = "concat"
+    normalize_parts: bool = Field(
+        False,
+        description=(
+            "L2-normalize each part of a two-part representation (h_C and h_EOS, or h_EOS and C) before "
+            "concatenating or averaging, so that each counts equally in the cosine whatever its norm"
+        ),
+    )
     placement: Placement = "after_instruction"
     attention: AttentionMode = "causal"
     echo: bool = Field(False, description="Echo embeddings: repeat the text and pool over the second copy")
@@ -109,6 +124,11 @@ class Causal2VecConfig(BaseModel):
                 )
         elif self.encoder is None:
             raise ValueError("a Contextual token needs a bidirectional encoder: set encoder=...")
+        if self.normalize_parts and self.representation not in TWO_PART_REPRESENTATIONS:
+            raise ValueError(
+                f"normalize_parts=True applies to the two-part representations {TWO_PART_REPRESENTATIONS}, "
+                f"not {self.representation!r}"
+            )
         return self
 
     @property

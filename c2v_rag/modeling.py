@@ -23,7 +23,7 @@ from torch import nn
 
 from .attention import set_attention_mode
 from .batching import Causal2VecBatch, collate
-from .config import Causal2VecConfig
+from .config import READOUT_FIELDS, Causal2VecConfig
 from .devices import resolve_device, resolve_dtype
 from .instructions import resolve_instruction
 from .pooling import read_representation
@@ -71,6 +71,7 @@ class Causal2Vec(nn.Module):
             num_contextual_tokens=n,
             max_length=config.max_length,
             echo_template=config.echo_template if config.echo else None,
+            keep_text=_reads_text(config),
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
         self.encoder_max_length = config.encoder_max_length
@@ -171,6 +172,18 @@ class Causal2Vec(nn.Module):
 
         return save_variant(self, Path(path))
 
+    def set_readout(self, **fields: Any) -> None:
+        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``).
+
+        The weights stay as they are; the config is re-validated and the decoder input follows (a
+        ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
+        """
+        unknown = set(fields) - set(READOUT_FIELDS)
+        if unknown:
+            raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
+        self.config = Causal2VecConfig.model_validate({**self.config.model_dump(), **fields})
+        self.prompts.keep_text = _reads_text(self.config)
+
     # ------------------------------------------------------------------ properties
 
     @property
@@ -269,6 +282,7 @@ class Causal2Vec(nn.Module):
         return read_representation(
             self.config.representation, hidden, batch.context_positions,
             batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
+            normalize_parts=self.config.normalize_parts,
         )
 
     # ------------------------------------------------------------------ encode API
@@ -319,6 +333,11 @@ class Causal2Vec(nn.Module):
         """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
         a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def _reads_text(config: Causal2VecConfig) -> bool:
+    """Whether the embedding depends on the text tokens after C (all but a causal ``contextual`` readout)."""
+    return not (config.representation == "contextual" and config.attention == "causal")
 
 
 def _default_attention(device: torch.device) -> str:

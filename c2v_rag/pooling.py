@@ -31,12 +31,15 @@ def read_representation(
     num_contextual_tokens: int,
     contextual_tokens: torch.Tensor | None,
     pool_mask: torch.Tensor | None = None,
+    normalize_parts: bool = False,
 ) -> torch.Tensor:
     """The text embedding from the decoder's last hidden states ``hidden`` [B, L, d].
 
     ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS.
     With several Contextual tokens their states are averaged into one h_C. ``pool_mask`` [B, L]
-    marks the tokens ``mean`` and ``weighted_mean`` average over.
+    marks the tokens ``mean`` and ``weighted_mean`` average over. ``normalize_parts`` L2-normalizes
+    each part of ``concat``, ``average`` and ``eos_projector`` before they are combined: in small
+    decoders h_C carries a few massive activation dimensions, and unnormalized it dominates the cosine.
     """
     if representation in POOLED_REPRESENTATIONS:
         if pool_mask is None:
@@ -47,11 +50,19 @@ def read_representation(
     if representation == "last_token":
         return h_eos
     if representation == "eos_projector":
-        return torch.cat([h_eos, contextual_tokens.mean(1).to(h_eos.dtype)], dim=-1)
-    offsets = torch.arange(num_contextual_tokens, device=hidden.device)
-    h_c = hidden[rows[:, None], context_positions[:, None] + offsets].mean(1)
-    if representation == "concat":
-        return torch.cat([h_c, h_eos], dim=-1)
+        first, second = h_eos, contextual_tokens.mean(1).to(h_eos.dtype)
+    else:
+        offsets = torch.arange(num_contextual_tokens, device=hidden.device)
+        h_c = hidden[rows[:, None], context_positions[:, None] + offsets].mean(1)
+        if representation == "contextual":
+            return h_c
+        first, second = h_c, h_eos
+    if normalize_parts:
+        # In fp32: bf16 norms of vectors with massive activations lose the small dimensions.
+        first = torch.nn.functional.normalize(first.float(), dim=-1).to(first.dtype)
+        second = torch.nn.functional.normalize(second.float(), dim=-1).to(second.dtype)
+    if representation in ("concat", "eos_projector"):
+        return torch.cat([first, second], dim=-1)
     if representation == "average":
-        return (h_c + h_eos) / 2
+        return (first + second) / 2
     raise ValueError(f"unknown representation {representation!r}")

@@ -77,6 +77,7 @@ class PromptBuilder:
         num_contextual_tokens: int,
         max_length: int,
         echo_template: str | None = None,
+        keep_text: bool = True,
     ) -> None:
         if tokenizer.eos_token_id is None:
             raise ValueError("the decoder tokenizer has no eos_token; set tokenizer.eos_token first")
@@ -86,6 +87,9 @@ class PromptBuilder:
         self.placement = placement
         self.num_contextual_tokens = num_contextual_tokens
         self.max_length = max_length
+        # False when the embedding is read at the Contextual token: under causal attention nothing after
+        # C changes h_C, so the text tokens would cost decoder compute and change no output.
+        self.keep_text = keep_text
         self.eos_id = int(tokenizer.eos_token_id)
         bos = [int(tokenizer.bos_token_id)] if tokenizer_adds_bos(tokenizer) else []
         self._prefix = bos + self._ids(prompt_format.prefix)
@@ -127,8 +131,8 @@ class PromptBuilder:
         encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         pieces = []
         for ids in encoded:
-            truncated = len(ids) > budget
-            ids = ids[:budget]
+            truncated = self.keep_text and len(ids) > budget
+            ids = ids[:budget] if self.keep_text else []
             body, start = ids, 0
             if self._echo is not None:
                 before, middle, after = self._echo

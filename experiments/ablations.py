@@ -82,6 +82,9 @@ ROWS = [
         ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.representation=mean"]),
     # Row (b) pooled as Echo and LLM2Vec pool: the mean over the text tokens.
     Row("m", "contextual token, mean pooling", ["model.config.representation=mean"]),
+    # Issue 12: row (c) with h_C and h_EOS each L2-normalized before the concat, so neither half's norm
+    # (h_C carries massive-activation dimensions) decides the cosine.
+    Row("n", "contextual token, concat, halves normalized", ["model.config.normalize_parts=true"]),
 ]
 
 
@@ -197,7 +200,7 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder (scifact/, stsb/, nli/...)")
-    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-m; default a b c d)")
+    parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-n; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
     parser.add_argument("--max-length", type=int, default=256,

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..config import READOUT_FIELDS
+
 DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs"]
 Precision = Literal["auto", "fp32", "bf16", "bf16-autocast"]
 """How training computes:
@@ -52,7 +54,7 @@ class ModelSection(_Section):
     Either ``variant`` (a variant directory or preset to continue from; its adapters are kept
     trainable) or ``decoder`` + ``encoder`` (base models for a fresh variant). ``config`` holds
     :class:`~c2v_rag.Causal2VecConfig` fields for a fresh variant (``max_length``,
-    ``representation``...).
+    ``representation``...); a continued variant takes only :data:`READOUT_FIELDS`.
     """
 
     variant: str | None = None
@@ -73,11 +75,13 @@ class ModelSection(_Section):
                 "model: set either 'variant' (continue training a variant directory or preset) or "
                 "'decoder' (+ 'encoder') to build a fresh variant, not both and not neither"
             )
-        if self.variant is not None and self.config:
+        fixed = sorted(set(self.config) - set(READOUT_FIELDS))
+        if self.variant is not None and fixed:
             # A variant brings its own configuration; silently dropping these fields would train something else.
             raise ValueError(
-                f"model.config {sorted(self.config)} cannot change a variant ('{self.variant}'): its configuration "
-                "is saved with it; remove model.config, or build a fresh variant from 'decoder'"
+                f"model.config {fixed} cannot change a variant ('{self.variant}'): its configuration is saved "
+                f"with it; only the readout fields {list(READOUT_FIELDS)} may change when continuing one. Remove "
+                "the others, or build a fresh variant from 'decoder'"
             )
         return self
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..evaluation.datasets import read_beir, split_queries
+from ..evaluation.datasets import holdout, read_beir, split_queries
 from ..jsonl import iter_jsonl
 from ..instructions import get_task, resolve_instruction
 from .config import DatasetSection
@@ -295,9 +295,16 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
     Each anchor gets a different text of its label as the positive and a text of another label
     as the hard negative. The label is the key: an in-batch passage of the anchor's label is never
     used as a negative.
+
+    ``dev_fraction`` holds out that share of the rows, seeded by ``dev_seed``, before any pair is
+    drawn: the same rows :func:`c2v_rag.evaluation.datasets.holdout` makes the test set of a
+    classification dev set (Banking77's), so a recipe never trains on the texts it is scored on.
     """
     path = Path(section.path).expanduser()
     header, rows = read_rows(path, section.delimiter, section.has_header)
+    held_rows: list[list[str]] = []
+    if section.dev_fraction > 0:
+        rows, _, held_rows, _ = holdout(rows, [""] * len(rows), fraction=section.dev_fraction, seed=section.dev_seed)
     text_col = _column(header, section.text_column, ["text", "sentence"], 0, path)
     label_col = _column(header, section.label_column, ["label", "label_name", "category", "intent"], -1, path)
     by_label: dict[str, list[str]] = defaultdict(list)
@@ -328,8 +335,9 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
             other = rng.choice(labels)
         examples.append(Example(anchor, positive, (rng.choice(usable[other]),), section.display_name, qi, pi,
                                 positive_key=label, negative_keys=(other,), known_positive_keys=frozenset([label])))
-    train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
-    return LoadedDataset(section.display_name, train, held_out=held)
+    logger.info("%s: %d pairs from %d rows; %d rows held out", section.display_name, len(examples), len(rows),
+                len(held_rows))
+    return LoadedDataset(section.display_name, examples)
 
 
 def load_scored_pairs(section: DatasetSection) -> LoadedDataset:

@@ -104,6 +104,8 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     if section.variant is not None:
         model = Causal2Vec.from_pretrained(section.variant, device=device, dtype=weight_dtype, merge_adapters=False)
         _reload_projector_fp32(model, section.variant)
+        if section.config:  # readout fields only (checked by ModelSection): a stage may read h_C, the next concat
+            model.set_readout(**section.config)
     else:
         model = Causal2Vec.from_components(section.decoder, section.encoder, device=device, dtype=weight_dtype,
                                            seed=section.projector_seed, **section.config)
