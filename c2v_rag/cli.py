@@ -59,13 +59,18 @@ def cmd_eval(args) -> int:
 
     if not args.variants and not args.baseline:
         raise SystemExit("c2v-rag eval: name at least one variant (or 'default'), or a --baseline bi-encoder")
+    readout = _parse_readout(args.readout or [])
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
         model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype)
         if args.max_length is not None:
             model.max_seq_length = args.max_length
-        rows[variant] = run_suite(model, suite, show_progress_bar=args.verbose)
+        name = variant
+        if readout:
+            model.set_readout(**readout)
+            name += " (" + ", ".join(f"{k}={v}" for k, v in readout.items()) + ")"
+        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose)
     for baseline in args.baseline or []:
         rows[f"{baseline} (bi-encoder alone)"] = run_suite(BiEncoder(baseline, device=args.device), suite)
     print(format_table(rows))
@@ -74,6 +79,20 @@ def cmd_eval(args) -> int:
 
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def _parse_readout(items: list[str]) -> dict:
+    import yaml
+
+    from .config import READOUT_FIELDS
+
+    fields = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in READOUT_FIELDS:
+            raise SystemExit(f"c2v-rag eval: --readout {item!r} must be FIELD=VALUE with FIELD one of {list(READOUT_FIELDS)}")
+        fields[key] = yaml.safe_load(value)
+    return fields
 
 
 def _add_qdrant_options(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", help="write all scores to this file")
     evaluate.add_argument("--max-length", type=int, default=None,
                           help="bound the decoder sequence while scoring (default: the variant's own)")
+    evaluate.add_argument("--readout", action="append", metavar="FIELD=VALUE",
+                          help="score the variants with another readout of the same weights, e.g. "
+                               "representation=contextual or normalize_parts=true (repeatable)")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)

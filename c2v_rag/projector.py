@@ -44,3 +44,38 @@ class ContextualProjector(nn.Module):
                 key_padding_mask=encoder_mask == 0, need_weights=False,
             )
         return self.fc2(self.act(self.fc1(pooled)))
+
+
+# Varied sentences to measure the scale of C with: the projector's output norm depends on the encoder's
+# pooled norm, which depends little on the text; a handful of sentences pins it to a few percent.
+_PROBE_TEXTS = (
+    "A man is playing a guitar on stage.",
+    "Vitamin D deficiency is associated with a higher risk of bone fractures in older adults.",
+    "How do I reset the PIN of my debit card?",
+    "The central bank raised interest rates by a quarter point to curb inflation.",
+    "Mitochondria produce most of the chemical energy needed to power the cell's reactions.",
+    "i feel so happy today that nothing can bring me down",
+    "The committee will publish its final report after the summer recess.",
+    "Tides are caused by the gravitational pull of the moon and the sun on the oceans.",
+)
+
+
+@torch.no_grad()
+def match_word_embedding_norm(model) -> float:
+    """Rescale a fresh projector's output layer so that C starts at the norm of the decoder's word embeddings.
+
+    The default ``nn.Linear`` initialisation gives a C about four times shorter than a word embedding of
+    SmolLM2, so the decoder hardly sees it: h_C is nearly the same for every text and the contrastive
+    loss gives the projector little signal. C lives in the word-embedding space, so it starts at that
+    space's scale. Returns the factor applied.
+    """
+    table = model.decoder.get_input_embeddings().weight
+    target = table.float().norm(dim=-1).mean()
+    pieces, encoder_ids = model.prepare(list(_PROBE_TEXTS), None)
+    batch = model.collate(pieces, encoder_ids)
+    device = next(model.projector.parameters()).device
+    c = model.contextual_tokens(batch.encoder_input_ids.to(device), batch.encoder_attention_mask.to(device))
+    factor = float(target / c.float().norm(dim=-1).mean())
+    model.projector.fc2.weight.mul_(factor)
+    model.projector.fc2.bias.mul_(factor)
+    return factor

@@ -122,3 +122,58 @@ def test_several_contextual_tokens(tiny_model_factory):
     torch.testing.assert_close(x[0, start : start + 3], c[0])
     single = np.stack([model.encode(t, instruction=INSTRUCTION) for t in ["a text", "b"]])
     np.testing.assert_allclose(model.encode(["a text", "b"], instruction=INSTRUCTION), single, atol=1e-5)
+
+
+def test_normalize_parts_gives_each_half_unit_norm(tiny_model_factory):
+    texts = ["one text", "another, longer text about proteins and structures"]
+    raw = tiny_model_factory("llama").encode(texts)
+    d = raw.shape[1] // 2
+    got = tiny_model_factory("llama", normalize_parts=True).encode(texts)
+    expected = np.concatenate([raw[:, :d] / np.linalg.norm(raw[:, :d], axis=1, keepdims=True),
+                               raw[:, d:] / np.linalg.norm(raw[:, d:], axis=1, keepdims=True)], axis=1)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    # The cosine of two such vectors is the mean of the halves' cosines: neither half's norm weighs more.
+    cos = lambda x, y: float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))  # noqa: E731
+    assert cos(got[0], got[1]) == pytest.approx((cos(raw[0, :d], raw[1, :d]) + cos(raw[0, d:], raw[1, d:])) / 2,
+                                                abs=1e-6)
+    average = tiny_model_factory("llama", representation="average", normalize_parts=True).encode(texts)
+    np.testing.assert_allclose(average, (expected[:, :d] + expected[:, d:]) / 2, atol=1e-6)
+
+
+def test_normalize_parts_needs_a_two_part_representation():
+    from c2v_rag.config import Causal2VecConfig
+
+    with pytest.raises(ValueError, match="normalize_parts"):
+        Causal2VecConfig(decoder="x", encoder="y", representation="last_token", normalize_parts=True)
+
+
+def test_contextual_readout_is_h_c_and_skips_the_text(tiny_model_factory):
+    texts = ["one text", "another, longer text about proteins and structures"]
+    concat = tiny_model_factory("llama").encode(texts, instruction=INSTRUCTION)
+    d = concat.shape[1] // 2
+    model = tiny_model_factory("llama", representation="contextual")
+    np.testing.assert_allclose(model.encode(texts, instruction=INSTRUCTION), concat[:, :d], atol=1e-5)
+    # Causal attention: nothing after C reaches h_C, so the decoder input stops at the closing tokens.
+    pieces, _ = model.prepare(texts, INSTRUCTION)
+    closing = model.prompts._closing
+    assert all(p.tail == closing and not p.truncated for p in pieces)
+    # Changing the readout back brings the text back, with the same weights.
+    model.set_readout(representation="concat")
+    np.testing.assert_allclose(model.encode(texts, instruction=INSTRUCTION), concat, atol=1e-5)
+    with pytest.raises(ValueError, match="set_readout takes"):
+        model.set_readout(max_length=8)
+
+
+def test_projector_rescaled_to_the_word_embeddings_norm(tiny_model_factory):
+    from c2v_rag.projector import _PROBE_TEXTS, match_word_embedding_norm
+
+    model = tiny_model_factory("llama")
+    before = model.projector.fc2.weight.detach().clone()
+    factor = match_word_embedding_norm(model)
+    np.testing.assert_allclose(model.projector.fc2.weight.detach().numpy(), before.numpy() * factor, rtol=1e-6)
+    pieces, enc = model.prepare(list(_PROBE_TEXTS), None)
+    batch = model.collate(pieces, enc)
+    with torch.no_grad():
+        c = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+    word_norm = model.decoder.get_input_embeddings().weight.norm(dim=-1).mean()
+    assert float(c.norm(dim=-1).mean()) == pytest.approx(float(word_norm), rel=1e-4)

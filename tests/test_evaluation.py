@@ -131,3 +131,10 @@ def test_mteb_adapter_puts_instructions_where_the_paper_does(tiny_model_factory)
     np.testing.assert_array_equal(docs, model.encode(texts))
     sts = adapter.encode(loader, task_metadata=SimpleNamespace(name="SomeNewSTS", type="STS"), prompt_type=None)
     np.testing.assert_array_equal(sts, model.encode(texts, instruction="Retrieve semantically similar text."))
+
+
+def test_eval_readout_option_names_the_fields_it_takes():
+    from c2v_rag.cli import main
+
+    with pytest.raises(SystemExit, match="representation"):
+        main(["eval", "default", "--data", "nowhere", "--readout", "max_length=8"])

@@ -82,3 +82,27 @@ def test_cli_trains_on_scifact_with_bm25_mining_and_dev_metrics(tiny_dirs, tmp_p
     assert model.config.default_task == "SciFact"
     # Resuming a finished run is a no-op that still writes the variant.
     assert main(["train", str(recipe), "--resume"]) == 0
+
+
+def test_a_continued_variant_may_change_only_its_readout():
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "default_preset_2_concat.yaml"
+    config = load_config(recipe)
+    assert config.model.variant and config.model.config == {"representation": "concat", "normalize_parts": True}
+    with pytest.raises(ValueError, match="only the readout fields"):
+        load_config(recipe, ["model.config.num_contextual_tokens=4"])
+
+
+def test_labelled_dev_rows_never_reach_training(tmp_path):
+    from c2v_rag.evaluation.datasets import holdout, read_labelled
+    from c2v_rag.training.config import DatasetSection
+    from c2v_rag.training.data import load_labelled
+
+    path = tmp_path / "intents.csv"
+    rows = [(f"text number {i} about {label}", label) for i in range(40) for label in ("card", "loan", "fee")]
+    path.write_text("text,category\n" + "".join(f"{t},{lab}\n" for t, lab in rows), encoding="utf-8")
+    section = DatasetSection(format="labelled", path=str(path), dev_fraction=0.25, dev_seed=3, num_pairs=500)
+    seen = {t for e in load_labelled(section).examples for t in (e.query, e.positive, *e.negatives)}
+    texts, labels = read_labelled(path)
+    _, _, held, _ = holdout(texts, labels, fraction=0.25, seed=3)
+    assert len(held) == 30 and not seen & set(held)
+    assert len(seen) == 90  # every other row is used

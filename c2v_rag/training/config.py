@@ -63,6 +63,13 @@ class ModelSection(_Section):
     config: dict[str, Any] = Field(default_factory=dict)
     max_length: int | None = Field(None, ge=8, description="decoder length bound while training (overrides the variant's)")
     projector_seed: int = 0
+    projector_scale: Literal["default", "word_embeddings"] = Field(
+        "default",
+        description=(
+            "a fresh projector's output scale: torch's default init, or rescaled so that C starts at the "
+            "mean norm of the decoder's word embeddings (the decoder then sees C from the first step)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelSection":

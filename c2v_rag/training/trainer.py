@@ -25,6 +25,7 @@ import torch
 
 from ..devices import cpu_has_native_bf16, resolve_device
 from ..modeling import Causal2Vec
+from ..projector import match_word_embedding_norm
 from .checkpoint import (
     CheckpointError,
     checkpoint_name,
@@ -109,6 +110,9 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     else:
         model = Causal2Vec.from_components(section.decoder, section.encoder, device=device, dtype=weight_dtype,
                                            seed=section.projector_seed, **section.config)
+        if section.projector_scale == "word_embeddings" and model.projector is not None:
+            factor = match_word_embedding_norm(model)
+            logger.info("projector output rescaled by %.2f to the word embeddings' norm", factor)
     if section.max_length is not None:
         # Only the training-time bound: the saved variant keeps its own max_length for inference.
         model.max_seq_length = section.max_length
