@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for name in args.variants:
         model = Causal2Vec.from_pretrained(None if name == "default" else name, dtype=args.dtype)
+        model.set_readout(representation="concat", normalize_parts=False)  # the text in, whatever the readout
         h_c, h_eos = part_states(model, texts)
         off_diagonal = ~torch.eye(len(texts), dtype=torch.bool)
         c_dot, eos_dot = (h_c @ h_c.T)[off_diagonal], (h_eos @ h_eos.T)[off_diagonal]
