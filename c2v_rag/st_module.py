@@ -116,11 +116,19 @@ class Causal2VecModule(InputModule):
         return features
 
     def on_model_ready(self, model) -> None:
-        """Name the model after its variant, for model cards and mteb's metadata, unless a name is set."""
+        """Name the model and its revision for model cards and mteb's metadata, unless they are set.
+
+        The name is the variant's ``metadata.name``, else the hub repo it came from, else
+        ``c2v_rag/<directory name>`` (mteb wants "organization/model"); the revision is the hub
+        commit, else a content hash of the variant's config and weights.
+        """
         card = getattr(model, "model_card_data", None)
         if card is None or self.variant_dir is None:
             return
+        directory = self.variant_dir.resolve()
+        from_hub = directory.parent.name == "snapshots" and len(directory.name) == 40
         if not card.model_name:
-            card.model_name = self.model.config.metadata.get("name") or self.variant_dir.resolve().name
+            base = card.base_model if from_hub and card.base_model else f"c2v_rag/{directory.name}"
+            card.model_name = self.model.config.metadata.get("name") or base
         if not getattr(card, "base_model_revision", None):
-            card.base_model_revision = variant_revision(self.variant_dir)
+            card.base_model_revision = directory.name if from_hub else variant_revision(directory)
