@@ -141,3 +141,18 @@ def test_llama_index_huggingface_embedding(variant):
                                atol=1e-5, rtol=0)
     np.testing.assert_allclose(emb.get_query_embedding(TEXTS[0]),
                                model.encode_queries(TEXTS[0], normalize_embeddings=True), atol=1e-5, rtol=0)
+
+
+@pytest.mark.real_weights
+def test_the_preset_through_sentence_transformers():
+    from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
+
+    path = PRESETS_DIR / DEFAULT_PRESET
+    native = Causal2Vec.from_pretrained(path, device="cpu", dtype="float32")
+    texts = ["What causes spring tides?", "Spring tides happen when the Sun and the Moon line up.",
+             "Vitamin D deficiency is linked to rickets.", "How do I reset my card PIN?"]
+    st_model = load_st(path)
+    queries, docs = st_model.encode_query(texts), st_model.encode_document(texts)
+    np.testing.assert_allclose(queries, native.encode_queries(texts), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(docs, native.encode_documents(texts), atol=1e-5, rtol=0)
+    assert st_model.prompts["query"] == SCIFACT
