@@ -63,27 +63,13 @@ def main() -> int:
           f"mrr@10 {scores['tiny_cosine_mrr@10']:.4f}")
 
     import mteb
-    from datasets import Dataset
-    from mteb.abstasks.retrieval import AbsTaskRetrieval
-    from mteb.abstasks.task_metadata import TaskMetadata
 
-    class TinyTides(AbsTaskRetrieval):
-        metadata = TaskMetadata(
-            name="TinyTides", type="Retrieval", main_score="ndcg_at_10", description="three local queries",
-            reference=None, dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
-            eval_langs=["eng-Latn"], date=("2025-01-01", "2025-01-01"), dialect=[], domains=[], task_subtypes=[],
-            license="cc-by-4.0", annotations_creators="derived", modalities=["text"], sample_creation="found",
-            bibtex_citation="")
+    from c2v_rag.evaluation.mteb_adapter import local_retrieval_task
 
-        def load_data(self, num_proc=None, **kwargs) -> None:
-            self.dataset = {"default": {"test": {
-                "corpus": Dataset.from_list([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)]),
-                "queries": Dataset.from_list([{"id": k, "text": v} for k, v in QUERIES.items()]),
-                "relevant_docs": {"q0": {"d0": 1}, "q1": {"d1": 1}, "q2": {"d2": 1}}, "top_ranked": None}}}
-            self.data_loaded = True
-
+    task = local_retrieval_task("TinyTides", {f"d{i}": t for i, t in enumerate(DOCS)}, QUERIES,
+                                {"q0": {"d0": 1}, "q1": {"d1": 1}, "q2": {"d2": 1}})
     st_fp32 = st.to(torch.float32)
-    result = mteb.evaluate(st_fp32, TinyTides(), cache=None, show_progress_bar=False)
+    result = mteb.evaluate(st_fp32, task, cache=None, show_progress_bar=False)
     meta = mteb.models.SentenceTransformerEncoderWrapper(st_fp32).mteb_model_meta
     print(f"4. mteb.evaluate: {result.model_name} @ {result.model_revision}, embed_dim {meta.embed_dim}, "
           f"max_tokens {meta.max_tokens}, TinyTides ndcg@10 {result.task_results[0].get_score():.4f}")

@@ -8,12 +8,10 @@ import torch
 
 mteb = pytest.importorskip("mteb")
 pytest.importorskip("sentence_transformers")
-from datasets import Dataset  # noqa: E402
-from mteb.abstasks.retrieval import AbsTaskRetrieval  # noqa: E402
-from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
 from c2v_rag import get_task  # noqa: E402
+from c2v_rag.evaluation.mteb_adapter import local_retrieval_task  # noqa: E402
 from c2v_rag.sentence_transformers import variant_revision  # noqa: E402
 
 from conftest import CORPUS  # noqa: E402
@@ -23,26 +21,9 @@ QUERIES = {"q0": "vitamin D and bone loss", "q1": "the stock market fell", "q4":
 QRELS = {"q0": {"d0": 1}, "q1": {"d1": 1}, "q4": {"d4": 1}}
 
 
-class LocalRetrieval(AbsTaskRetrieval):
+def local_task():
     """A custom retrieval task built from local data (no hub)."""
-
-    metadata = TaskMetadata(
-        name="C2VLocalRetrieval", type="Retrieval", main_score="ndcg_at_10", description="tiny local task",
-        reference=None, dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
-        eval_langs=["eng-Latn"], date=("2025-01-01", "2025-01-01"), dialect=[], domains=[], task_subtypes=[],
-        license="cc-by-4.0", annotations_creators="derived", modalities=["text"], sample_creation="found",
-        bibtex_citation="",
-    )
-
-    def load_data(self, num_proc=None, **kwargs) -> None:
-        split = {
-            "corpus": Dataset.from_list([{"id": k, "text": v} for k, v in DOCS.items()]),
-            "queries": Dataset.from_list([{"id": k, "text": v} for k, v in QUERIES.items()]),
-            "relevant_docs": QRELS,
-            "top_ranked": None,
-        }
-        self.dataset = {"default": {"test": split}}
-        self.data_loaded = True
+    return local_retrieval_task("C2VLocalRetrieval", DOCS, QUERIES, QRELS, description="tiny local task")
 
 
 def ndcg_at_10(queries: np.ndarray, docs: np.ndarray) -> float:
@@ -70,7 +51,7 @@ def test_mteb_evaluate_a_variant_as_a_sentence_transformers_model(variant):
     path, model = variant
     st_model = SentenceTransformer(str(path), device="cpu", trust_remote_code=True,
                                    model_kwargs={"dtype": torch.float32})
-    result = mteb.evaluate(st_model, LocalRetrieval(), cache=None, show_progress_bar=False)
+    result = mteb.evaluate(st_model, local_task(), cache=None, show_progress_bar=False)
 
     assert (result.model_name, result.model_revision) == ("c2v_rag/tiny-c2v", variant_revision(path))
     meta = mteb.models.SentenceTransformerEncoderWrapper(st_model).mteb_model_meta
@@ -105,7 +86,7 @@ def test_mteb_encoder_has_the_model_meta_mteb_asks_for(variant):
 
     _, model = variant
     encoder = MTEBEncoder(model, name="c2v_rag/tiny-c2v", revision="abc")
-    result = mteb.evaluate(encoder, LocalRetrieval(), cache=None, show_progress_bar=False)
+    result = mteb.evaluate(encoder, local_task(), cache=None, show_progress_bar=False)
     assert (result.model_name, result.model_revision) == ("c2v_rag/tiny-c2v", "abc")
     assert encoder.mteb_model_meta.embed_dim == model.embedding_dim
     assert 0 <= result.task_results[0].get_score() <= 1

@@ -85,3 +85,36 @@ class MTEBEncoder:
         a_n = a / np.linalg.norm(a, axis=1, keepdims=True)
         b_n = b / np.linalg.norm(b, axis=1, keepdims=True)
         return (a_n * b_n).sum(1)
+
+
+def local_retrieval_task(name: str, corpus: dict[str, str], queries: dict[str, str],
+                         relevant: dict[str, dict[str, int]], *, description: str = "a local retrieval task"):
+    """An mteb retrieval task (one ``test`` split) built from local data, so ``mteb.evaluate`` runs offline.
+
+    ``corpus`` and ``queries`` map ids to texts; ``relevant`` maps each query id to ``{doc id: grade}``.
+    """
+    from datasets import Dataset
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    split = {
+        "corpus": Dataset.from_list([{"id": k, "text": v} for k, v in corpus.items()]),
+        "queries": Dataset.from_list([{"id": k, "text": v} for k, v in queries.items()]),
+        "relevant_docs": relevant,
+        "top_ranked": None,
+    }
+
+    class LocalRetrieval(AbsTaskRetrieval):
+        metadata = TaskMetadata(
+            name=name, type="Retrieval", main_score="ndcg_at_10", description=description, reference=None,
+            dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
+            eval_langs=["eng-Latn"], date=("2025-01-01", "2025-01-01"), dialect=[], domains=[], task_subtypes=[],
+            license="cc-by-4.0", annotations_creators="derived", modalities=["text"], sample_creation="found",
+            bibtex_citation="",
+        )
+
+        def load_data(self, num_proc=None, **kwargs) -> None:
+            self.dataset = {"default": {"test": split}}
+            self.data_loaded = True
+
+    return LocalRetrieval()
