@@ -33,6 +33,20 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_push(args) -> int:
+    from .publish import prepare_upload, push_to_hub
+
+    if args.dry_run:
+        folder = prepare_upload(args.variant, args.dry_run, args.repo_id, license=args.license)
+        print(f"wrote {folder} (not uploaded):")
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            print(f"  {path.relative_to(folder)}  {path.stat().st_size:,} bytes")
+        return 0
+    url = push_to_hub(args.variant, args.repo_id, private=args.private, license=args.license)
+    print(f"uploaded {args.variant} to {url}")
+    return 0
+
+
 def cmd_presets(args) -> int:
     from .presets import DEFAULT_PRESET, list_presets
 
@@ -234,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a recipe value, e.g. --set training.steps=100 --set datasets.0.path=DIR")
     train.set_defaults(func=cmd_train)
 
+    push = sub.add_parser("push", help="upload a variant to the Hugging Face Hub with a generated model card")
+    push.add_argument("variant", help="variant directory or preset name")
+    push.add_argument("repo_id", help="the Hub model repo, e.g. your-name/c2v-smollm2-scifact")
+    push.add_argument("--private", action="store_true", help="create the repo as private")
+    push.add_argument("--license", default="apache-2.0", help="the licence to publish under (check your data's terms)")
+    push.add_argument("--dry-run", metavar="FOLDER", default=None,
+                      help="write what would be uploaded (card included) to FOLDER instead of uploading")
+    push.set_defaults(func=cmd_push)
+
     sub.add_parser("presets", help="list the shipped presets").set_defaults(func=cmd_presets)
     sub.add_parser("tasks", help="list the registered task instructions").set_defaults(func=cmd_tasks)
     return parser
@@ -244,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (C2VError, ValueError, TypeError, FileNotFoundError, KeyError) as err:
+    except (C2VError, ValueError, TypeError, FileNotFoundError, FileExistsError, KeyError) as err:
         # Expected input and setup problems: the message names the input and the fix.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"error: {message}", file=sys.stderr)

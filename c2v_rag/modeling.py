@@ -172,6 +172,18 @@ class Causal2Vec(nn.Module):
 
         return save_variant(self, Path(path))
 
+    def push_to_hub(self, repo_id: str, *, token: str | None = None, private: bool = False,
+                    license: str = "apache-2.0") -> str:
+        """Save this variant and upload it to the Hub model repo ``repo_id`` with a generated model card
+        (:func:`c2v_rag.publish.push_to_hub`); returns the commit URL."""
+        import tempfile
+
+        from .publish import push_to_hub
+
+        with tempfile.TemporaryDirectory(prefix="c2v-variant-") as tmp:
+            return push_to_hub(self.save_pretrained(Path(tmp) / "variant"), repo_id, token=token,
+                               private=private, license=license)
+
     def set_readout(self, **fields: Any) -> None:
         """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``).
 

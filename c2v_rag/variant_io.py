@@ -6,6 +6,9 @@ A variant directory holds::
     projector.safetensors      the projector's weights
     decoder_adapter/           LoRA adapter in peft format (optional)
     encoder_adapter/           LoRA adapter in peft format (optional)
+    modules.json, config_sentence_transformers.json, causal2vec_st_module.json
+                               what sentence-transformers reads (c2v_rag.sentence_transformers);
+                               variants saved before them load here all the same
 
 Base weights are referenced, not copied. Only safetensors are read: no pickles, ever.
 """
@@ -98,8 +101,12 @@ def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "
     return model.to(model.device).eval()
 
 
-def save_variant(model: "Causal2Vec", path: Path) -> Path:
+def save_variant(model: "Causal2Vec", path: Path, *, sentence_transformers: bool = True) -> Path:
+    """Write ``model`` to ``path``; with ``sentence_transformers`` also the files that make the
+    directory a sentence-transformers model (:func:`c2v_rag.sentence_transformers.write_st_files`)."""
     from safetensors.torch import save_file
+
+    from .sentence_transformers import write_st_files
 
     path.mkdir(parents=True, exist_ok=True)
     config = model.config.model_copy(deep=True)
@@ -122,4 +129,6 @@ def save_variant(model: "Causal2Vec", path: Path) -> Path:
         save_file(state, str(path / PROJECTOR_FILE))
         (path / PROJECTOR_FILE).chmod(0o644)  # safetensors writes 0600; a variant is shared like any model
     (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if sentence_transformers:
+        write_st_files(path, config)
     return path

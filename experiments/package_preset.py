@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from c2v_rag.evaluation.suites import MAIN_METRIC  # noqa: E402
 from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR  # noqa: E402
+from c2v_rag.sentence_transformers import write_st_files  # noqa: E402
 
 DATA_LICENSES = {
     "snli": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     (staging / "train_config.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
     (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe))
+    write_st_files(staging)  # the preset is a sentence-transformers model too
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     # Swap in only once the new preset is complete, so a failure never leaves a half-written one.

@@ -1,10 +1,21 @@
 """Run a Causal2Vec model under the ``mteb`` package (2.x encoder protocol).
 
+The standard way, as mteb's documentation runs any sentence-transformers model (a variant
+directory is one; its prompts carry the instructions per task and task type, and mteb reads the
+name, revision, embedding size and max tokens off the model)::
+
     import mteb
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer("path/to/variant", trust_remote_code=True)
+    mteb.evaluate(model, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))
+
+Without sentence-transformers, wrap a loaded model::
+
     from c2v_rag import Causal2Vec
     from c2v_rag.evaluation.mteb_adapter import MTEBEncoder
 
-    encoder = MTEBEncoder(Causal2Vec.from_pretrained())
+    encoder = MTEBEncoder(Causal2Vec.from_pretrained(), name="c2v_rag/c2v-smollm2-135m-minilm")
     mteb.evaluate(encoder, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))
 
 Instructions follow the paper's Table 16 by task name; an unknown task falls back to its type
@@ -14,6 +25,7 @@ documents only in symmetric task types.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,9 +39,28 @@ _STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}
 class MTEBEncoder:
     """Wraps a Causal2Vec model with the ``encode(inputs, *, task_metadata, prompt_type, ...)`` signature."""
 
-    def __init__(self, model, **encode_kwargs: Any) -> None:
+    def __init__(self, model, *, name: str | None = None, revision: str | None = None, **encode_kwargs: Any) -> None:
+        """``name`` ("organization/model", as mteb requires) and ``revision`` label the results;
+        they default to the base models' names and "no_revision_available"."""
         self.model = model
+        base = f"{Path(model.config.decoder).name}+{Path(model.config.encoder or 'none').name}"
+        self.name = name or f"c2v_rag/{base}"
+        if "/" not in self.name:
+            raise ValueError(f"name={self.name!r} must be 'organization/model', as mteb requires")
+        self.revision = revision or "no_revision_available"
         self.encode_kwargs = encode_kwargs
+
+    @property
+    def mteb_model_meta(self):
+        """mteb's ``ModelMeta`` for this model: name, revision, embedding size, max tokens, cosine."""
+        from mteb.models import ModelMeta
+        from mteb.models.model_meta import ScoringFunction
+
+        return ModelMeta.create_empty(overwrites=dict(
+            name=self.name, revision=self.revision, embed_dim=self.model.embedding_dim,
+            max_tokens=self.model.max_seq_length, similarity_fn_name=ScoringFunction.COSINE,
+            framework=["PyTorch"], use_instructions=True,
+        ))
 
     @staticmethod
     def instruction_for(task_name: str, task_type: str, prompt_type: Any) -> str | None:
@@ -54,3 +85,36 @@ class MTEBEncoder:
         a_n = a / np.linalg.norm(a, axis=1, keepdims=True)
         b_n = b / np.linalg.norm(b, axis=1, keepdims=True)
         return (a_n * b_n).sum(1)
+
+
+def local_retrieval_task(name: str, corpus: dict[str, str], queries: dict[str, str],
+                         relevant: dict[str, dict[str, int]], *, description: str = "a local retrieval task"):
+    """An mteb retrieval task (one ``test`` split) built from local data, so ``mteb.evaluate`` runs offline.
+
+    ``corpus`` and ``queries`` map ids to texts; ``relevant`` maps each query id to ``{doc id: grade}``.
+    """
+    from datasets import Dataset
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    split = {
+        "corpus": Dataset.from_list([{"id": k, "text": v} for k, v in corpus.items()]),
+        "queries": Dataset.from_list([{"id": k, "text": v} for k, v in queries.items()]),
+        "relevant_docs": relevant,
+        "top_ranked": None,
+    }
+
+    class LocalRetrieval(AbsTaskRetrieval):
+        metadata = TaskMetadata(
+            name=name, type="Retrieval", main_score="ndcg_at_10", description=description, reference=None,
+            dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
+            eval_langs=["eng-Latn"], date=("2025-01-01", "2025-01-01"), dialect=[], domains=[], task_subtypes=[],
+            license="cc-by-4.0", annotations_creators="derived", modalities=["text"], sample_creation="found",
+            bibtex_citation="",
+        )
+
+        def load_data(self, num_proc=None, **kwargs) -> None:
+            self.dataset = {"default": {"test": split}}
+            self.data_loaded = True
+
+    return LocalRetrieval()

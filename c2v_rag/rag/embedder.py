@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
+from ..instructions import get_task
+
 if TYPE_CHECKING:
     from ..modeling import Causal2Vec
 
@@ -223,3 +225,46 @@ class EmbedderOptions(BaseModel):
             show_progress=self.show_progress, batch_size=batch_size,
             max_tokens_per_batch=self.max_tokens_per_batch,
         )
+
+
+# sentence-transformers' encode() keywords that the framework classes accept in encode_kwargs /
+# query_encode_kwargs (as LangChain's HuggingFaceEmbeddings does), and the Embedder option each sets.
+ENCODE_KWARGS = {"batch_size": "batch_size", "normalize_embeddings": "normalize",
+                 "show_progress_bar": "show_progress", "max_tokens_per_batch": "max_tokens_per_batch",
+                 "prompt": None, "prompt_name": None}
+PROMPT_NAMES = ("query", "document")
+
+
+def check_encode_kwargs(kwargs: dict[str, Any], field: str) -> None:
+    """Refuse what :func:`apply_encode_kwargs` would not use, naming the key and the accepted ones."""
+    unknown = sorted(set(kwargs) - set(ENCODE_KWARGS))
+    if unknown:
+        raise ValueError(f"{field} has {unknown}, which Causal2Vec does not use; accepted: {sorted(ENCODE_KWARGS)}")
+    if kwargs.get("prompt_name") not in (None, *PROMPT_NAMES):
+        raise ValueError(f"{field}['prompt_name'] must be one of {PROMPT_NAMES}, got {kwargs['prompt_name']!r}; "
+                         "pass prompt='<instruction>' for any other instruction")
+    if "prompt" in kwargs and "prompt_name" in kwargs:
+        raise ValueError(f"{field} has both prompt and prompt_name: pass one")
+
+
+def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Literal["query", "document"]) -> Embedder:
+    """Set ``embedder``'s options from sentence-transformers-style encode keywords, for one side.
+
+    ``prompt`` is the instruction for that side (``""`` for none); ``prompt_name="query"`` gives
+    the side the query instruction, ``"document"`` the document one (none).
+    """
+    for key, option in ENCODE_KWARGS.items():
+        if option is not None and key in kwargs:
+            setattr(embedder, option, kwargs[key])
+    instruction = kwargs.get("prompt")
+    if kwargs.get("prompt_name") == "query":
+        prompt = embedder.query_prompt()
+        instruction = prompt["instruction"] if prompt["task"] is None else get_task(prompt["task"]).instruction
+    elif kwargs.get("prompt_name") == "document":
+        instruction = ""
+    if instruction is not None:
+        if side == "query":
+            embedder.task, embedder.query_instruction = None, instruction
+        else:
+            embedder.text_instruction = instruction
+    return embedder

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from llama_index.core.bridge.pydantic import Field, model_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field, model_validator
 
 from c2v_rag.presets import DEFAULT_PRESET
 from c2v_rag.rag.chunking import make_splitter
@@ -25,6 +25,11 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
     Instances naming the same model, device and dtype share one loaded model, which is loaded on
     first use and never serialized: ``to_dict``/``from_dict`` and pickling carry the options only.
 
+    It takes ``HuggingFaceEmbedding``'s names too: ``model_name`` (the variant directory or
+    preset; the same as ``model``), ``show_progress_bar``, ``device``, ``query_instruction``,
+    ``text_instruction``, ``embed_batch_size`` (any size: the encoder batches by tokens). An
+    unknown argument is an error.
+
     Example:
         .. code-block:: python
 
@@ -32,15 +37,33 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
             from llama_index.embeddings.causal2vec import Causal2VecEmbedding
 
             Settings.embed_model = Causal2VecEmbedding(task="SciFact")
+            Settings.embed_model = Causal2VecEmbedding(model_name="path/to/variant", show_progress_bar=True)
     """
 
-    embed_batch_size: int = Field(default=DEFAULT_EMBED_BATCH_SIZE, gt=0, le=2048,
+    model_config = ConfigDict(extra="forbid")
+
+    embed_batch_size: int = Field(default=DEFAULT_EMBED_BATCH_SIZE, gt=0,
                                   description="texts per call into the encoder")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hugging_face_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "show_progress_bar" in data:
+            data = dict(data)
+            value = data.pop("show_progress_bar")
+            if data.get("show_progress", value) != value:
+                raise ValueError("show_progress and show_progress_bar differ: pass one")
+            data["show_progress"] = value
+        return data
 
     @model_validator(mode="after")
     def _name_model(self) -> "Causal2VecEmbedding":
         if self.model_name == "unknown":
             self.model_name = self.model or DEFAULT_PRESET
+        elif self.model is None:
+            self.model = self.model_name  # HuggingFaceEmbedding's name for the model to load
+        elif self.model != self.model_name:
+            raise ValueError(f"model={self.model!r} and model_name={self.model_name!r} differ: pass one")
         return self
 
     @classmethod
