@@ -159,16 +159,19 @@ def embed_prepared(
     *,
     max_tokens: int,
     batch_size: int,
+    max_pad_fraction: float | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> None:
     """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
 
-    ``rows`` defaults to ``0..n-1``. ``on_batch(texts, padded_tokens)`` is called after each
+    ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.batching.plan_batches`'s.
+    ``on_batch(texts, padded_tokens)`` is called after each
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
     targets = range(len(prepared)) if rows is None else rows
     with torch.inference_mode():
-        for batch_rows in plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size):
+        for batch_rows in plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
+                                       max_pad_fraction=max_pad_fraction):
             batch = model.collate(
                 [prepared.pieces[r] for r in batch_rows],
                 None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# On CPU a forward pass costs about the same per token whatever the batch size, so a short text
+# padded to a long one's length is wasted work (bench/serve_load.py: rounds of a few mixed-length
+# requests padded enough to fall below one-at-a-time throughput).
+_CPU_MAX_PAD_FRACTION = 0.25
 _OPEN_PATHS = ("/health", "/metrics")  # probes and scrapers: no key, and nothing secret in them
 
 
@@ -62,6 +66,8 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
     batcher = DynamicBatcher(
         model, max_wait_s=config.max_wait_ms / 1000, batch_size=config.batch_size,
         max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device),
+        max_pad_fraction=config.max_pad_fraction if config.max_pad_fraction is not None else
+        (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
         max_round_texts=config.max_round_texts, max_queued_texts=config.max_queued_texts,
         max_tokens_per_request=config.max_tokens_per_request, normalize=config.normalize,
         threads=config.threads, metrics=metrics,

@@ -70,6 +70,7 @@ class DynamicBatcher:
         max_wait_s: how long the first request of a round waits for others to join it.
         max_batch_tokens: padded decoder tokens per forward pass (``encode``'s token budget).
         batch_size: texts per forward pass, at most.
+        max_pad_fraction: split batches where a text would be padded by more than this fraction.
         max_round_texts: stop taking requests into a round once it holds this many texts.
         max_queued_texts: :meth:`embed` raises :class:`QueueFullError` beyond this many waiting texts.
         max_tokens_per_request: a request over this many decoder tokens fails with
@@ -86,6 +87,7 @@ class DynamicBatcher:
         max_wait_s: float,
         max_batch_tokens: int,
         batch_size: int,
+        max_pad_fraction: float | None = None,
         max_round_texts: int,
         max_queued_texts: int,
         max_tokens_per_request: int,
@@ -97,6 +99,7 @@ class DynamicBatcher:
         self.max_wait_s = max_wait_s
         self.max_batch_tokens = max_batch_tokens
         self.batch_size = batch_size
+        self.max_pad_fraction = max_pad_fraction
         self.max_round_texts = max_round_texts
         self.max_queued_texts = max_queued_texts
         self.max_tokens_per_request = max_tokens_per_request
@@ -225,7 +228,7 @@ class DynamicBatcher:
         out = np.zeros((len(merged), self.model.embedding_dim), dtype=np.float32)
         if len(merged):
             embed_prepared(self.model, merged, out, max_tokens=self.max_batch_tokens, batch_size=self.batch_size,
-                           on_batch=self._observe_batch)
+                           max_pad_fraction=self.max_pad_fraction, on_batch=self._observe_batch)
         if self.normalize:
             normalize_rows(out)
         offset = 0

@@ -42,6 +42,9 @@ class ServerConfig(BaseModel):
     max_batch_tokens: int | None = Field(
         None, ge=1, description="padded decoder tokens per forward pass (default: encode's, by device)")
     batch_size: int = Field(256, ge=1, description="texts per forward pass, at most")
+    max_pad_fraction: float | None = Field(
+        None, ge=0, le=1, description="a text is padded by at most this fraction of its batch's longest "
+                                      "(default: 0.25 on CPU, where padding is pure loss; no limit on GPU)")
     max_round_texts: int = Field(
         2048, ge=1, description="texts merged into one batching round; later requests wait for the next")
 
