@@ -200,7 +200,7 @@ BAD_INPUT = [  # (name, body, status, words the message must hold)
     ("non-UTF-8 body", b'{"input": "caf\xe9"}', 400, "not valid UTF-8"),
     ("empty body", b"", 400, "empty"),
     ("JSON array body", b'["a"]', 400, "must be a JSON object"),
-    ("no input", {"model": NAME}, 400, "'input'"),
+    ("no input", {"model": NAME}, 400, "'input' is required"),
     ("input is a number", {"input": 42}, 400, "a string or a list of strings"),
     ("empty list", {"input": []}, 400, "empty list"),
     ("empty string", {"input": ""}, 400, "empty string"),

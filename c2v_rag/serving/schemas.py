@@ -34,7 +34,7 @@ class EmbeddingRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    input: Any = Field(description="a string or a list of strings")
+    input: Any = Field(None, description="a string or a list of strings (required; checked by check_input)")
     model: str | None = Field(None, description="the served model's name (GET /v1/models); optional here")
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(None, ge=1)
@@ -71,15 +71,14 @@ def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:
         raise ApiError(400, f"the request body is not valid JSON: {err.msg} at line {err.lineno} column "
                             f"{err.colno}", code="invalid_json") from None
     if not isinstance(data, dict):
-        raise ApiError(400, f"the request body must be a JSON object, not a JSON {type(data).__name__}",
+        raise ApiError(400, f"the request body must be a JSON object, not a JSON {_json_type(data)}",
                        code="invalid_json")
     try:
         return schema.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "body"
-        hint = f"; allowed: {first['ctx']['expected']}" if "expected" in first.get("ctx", {}) else ""
-        raise ApiError(400, f"'{field}': {first['msg']}{hint}", param=field, code="invalid_value") from None
+        raise ApiError(400, f"'{field}': {first['msg']}", param=field, code="invalid_value") from None
 
 
 def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
