@@ -310,7 +310,7 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
             except httpx.TransportError:
                 time.sleep(0.2)
         assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"] == "variant"
-        texts = [f"{TEXTS[i % 5]} {i}" for i in range(2048)]
+        texts = [f"{TEXTS[i % 5]} {i}" for i in range(512)]
         result = {}
         sender = threading.Thread(target=lambda: result.update(r=httpx.post(
             url + "/v1/embeddings", json={"input": texts}, headers={"Authorization": f"Bearer {KEY}"}, timeout=300)))
@@ -325,7 +325,7 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
-    assert result["r"].status_code == 200 and len(result["r"].json()["data"]) == 2048
+    assert result["r"].status_code == 200 and len(result["r"].json()["data"]) == 512
     # Uvicorn finishes the shutdown, then re-raises SIGTERM so the exit status tells how it ended
     # (systemd counts that as a clean stop).
     assert process.returncode == -signal.SIGTERM and "Application shutdown complete" in output
