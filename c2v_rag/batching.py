@@ -7,20 +7,28 @@ from collections.abc import Sequence
 import torch
 
 
-def plan_batches(lengths: Sequence[int], *, max_tokens: int, max_batch_size: int) -> list[list[int]]:
+def plan_batches(
+    lengths: Sequence[int], *, max_tokens: int, max_batch_size: int, max_pad_fraction: float | None = None
+) -> list[list[int]]:
     """Group indices into batches whose padded size ``rows * longest`` stays within ``max_tokens``.
 
     Indices are sorted by length, longest first, so each batch pads little and an out-of-memory
     error, if any, shows up on the first batch rather than after hours. A single input longer
-    than the budget still gets a batch of its own.
+    than the budget still gets a batch of its own. ``max_pad_fraction`` also starts a new batch
+    where an input would be padded by more than that fraction of the batch's longest: on a CPU,
+    where a forward pass costs about the same per token at any batch size, padding is pure loss.
     """
     if max_tokens < 1 or max_batch_size < 1:
         raise ValueError(f"max_tokens={max_tokens} and max_batch_size={max_batch_size} must be >= 1")
+    if max_pad_fraction is not None and not 0 <= max_pad_fraction <= 1:
+        raise ValueError(f"max_pad_fraction={max_pad_fraction} must be between 0 and 1, or None")
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
-        if current and ((len(current) + 1) * lengths[current[0]] > max_tokens or len(current) >= max_batch_size):
+        longest = lengths[current[0]] if current else 0
+        too_short = max_pad_fraction is not None and longest - lengths[i] > max_pad_fraction * longest
+        if current and ((len(current) + 1) * longest > max_tokens or len(current) >= max_batch_size or too_short):
             batches.append(current)
             current = []
         current.append(i)

@@ -144,8 +144,11 @@ def cmd_search(args) -> int:
     import json
     import textwrap
 
+    from .devices import configure_cpu_threads
     from .rag import search
 
+    # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
+    configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
                   task=args.task, instruction=args.instruction, **_qdrant_args(args))
     if args.json:
@@ -159,6 +162,22 @@ def cmd_search(args) -> int:
         print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}")
         snippet = " ".join(hit.text.split())
         print(textwrap.indent(textwrap.shorten(snippet, width=args.snippet_chars, placeholder=" ..."), "    "))
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from .serving.config import ServerConfig
+    from .serving.server import serve
+
+    fields = {"host": args.host, "port": args.port, "model": args.variant or args.model, "model_name": args.model_name,
+              "device": args.device, "dtype": args.dtype, "api_key": args.api_key,
+              "default_input_type": args.default_input_type, "max_wait_ms": args.max_wait_ms,
+              "max_batch_tokens": args.max_batch_tokens, "threads": args.threads or None,
+              "max_texts_per_request": args.max_texts, "max_tokens_per_request": args.max_tokens,
+              "max_queued_texts": args.max_queued_texts, "qdrant_url": args.qdrant_url,
+              "qdrant_path": args.path, "collection": args.collection, "prefer_grpc": args.grpc or None}
+    config = ServerConfig(**{k: v for k, v in fields.items() if v is not None})
+    serve(config)
     return 0
 
 
@@ -237,8 +256,41 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
     search.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
     search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    search.add_argument("--threads", type=int, default=1,
+                        help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)")
     _add_model_options(search, "variant directory or preset (default: the one the collection was built with)")
     search.set_defaults(func=cmd_search)
+
+    serve = sub.add_parser(
+        "serve", help="serve embeddings over HTTP (OpenAI's /v1/embeddings API) and search",
+        description="An OpenAI-compatible embeddings server with dynamic batching, plus /v1/search against "
+                    "Qdrant, /health and /metrics (Prometheus). docs/serving.md has the API and the limits.")
+    serve.add_argument("variant", nargs="?", default=None, metavar="VARIANT",
+                       help="variant directory or preset (default: the default preset)")
+    serve.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8080)")
+    serve.add_argument("--api-key", default=None,
+                       help="require 'Authorization: Bearer KEY' (default: $C2V_RAG_API_KEY; prefer the variable, "
+                            "since a command line is visible to other users)")
+    serve.add_argument("--model-name", default=None, help="the model id clients send (default: the variant's name)")
+    serve.add_argument("--default-input-type", choices=["query", "document"], default=None,
+                       help="for requests without input_type (plain OpenAI clients); default document")
+    serve.add_argument("--max-wait-ms", type=float, default=None,
+                       help="longest a request waits for others to share its batch (default 5)")
+    serve.add_argument("--max-batch-tokens", type=int, default=None,
+                       help="padded tokens per forward pass (default: 1,024 on CPU, 65,536 on GPU)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="intra-op CPU threads (default 1: measured best for latency on a shared machine)")
+    serve.add_argument("--max-texts", type=int, default=None, help="inputs per request (default 2048; more: 413)")
+    serve.add_argument("--max-tokens", type=int, default=None,
+                       help="decoder tokens per request (default 262144; more: 413)")
+    serve.add_argument("--max-queued-texts", type=int, default=None,
+                       help="texts waiting for the model (default 8192; more: 503 with Retry-After)")
+    _add_qdrant_options(serve)
+    serve.add_argument("--model", default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when present)")
+    serve.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
+    serve.set_defaults(func=cmd_serve)
 
     train = sub.add_parser("train", help="fine-tune a variant from a YAML recipe (see recipes/)")
     train.add_argument("config", help="the YAML training recipe")

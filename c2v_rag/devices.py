@@ -50,3 +50,23 @@ def resolve_dtype(name: str | torch.dtype, device: torch.device) -> torch.dtype:
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) -> None:
+    """Set torch's CPU thread pools for latency-bound work (serving, one search query).
+
+    One intra-op thread is the default because it was the measured best for single queries on a
+    machine where other processes hold cores (docs/serving.md, bench/serve_threads.py): with two,
+    each of the forward pass's hundreds of parallel regions waits at a barrier for a thread that
+    is itself waiting for a busy core. ``None`` keeps torch's own choice. The inter-op pool can be
+    sized only once per process, before it is used; a later call leaves it as it is.
+    """
+    if intra_op is not None:
+        if intra_op < 1:
+            raise ValueError(f"intra_op={intra_op} threads: pass 1 or more, or None for torch's default")
+        torch.set_num_threads(intra_op)
+    if inter_op is not None and torch.get_num_interop_threads() != inter_op:
+        try:
+            torch.set_num_interop_threads(inter_op)
+        except RuntimeError:  # already used or already set: keep it
+            pass

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,6 +16,7 @@ from .quantization import quantize
 
 if TYPE_CHECKING:
     from .modeling import Causal2Vec
+    from .prompting import DecoderPieces
 
 logger = logging.getLogger("c2v_rag")
 
@@ -81,9 +83,9 @@ def encode_texts(
         budget = max_tokens_per_batch or default_max_tokens(model.device)
         show = len(texts) >= 256 if show_progress_bar is None else show_progress_bar
         truncated = _run(model, texts, instruction, out, budget, batch_size, show)
-        _report_truncation(model, truncated, len(texts))
-    if normalize_embeddings and len(out):
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        report_truncation(model, truncated, len(texts))
+    if normalize_embeddings:
+        normalize_rows(out)
     result = quantize(out, precision) if precision != "float32" else out
     if single:
         result = result[0]
@@ -94,38 +96,113 @@ def encode_texts(
     return result
 
 
-def _run(model, texts, instruction, out, max_tokens, batch_size, show) -> tuple[int, int]:
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row of a float array to unit length, in place (zero rows stay zero)."""
+    if len(vectors):
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors
+
+
+@dataclass
+class PreparedTexts:
+    """Texts tokenized for the model, ready for token-budget batching.
+
+    Requests with different instructions are prepared apart and joined with :meth:`concat`, so
+    one set of batches can mix them: the instruction lives in each input's own tokens.
+    """
+
+    pieces: list[DecoderPieces]
+    encoder_ids: list[list[int]] | None
+    lengths: list[int]
+    """Decoder tokens per text (instruction, Contextual slot, text, EOS), after truncation."""
+    decoder_truncated: list[bool]
+    encoder_truncated: list[bool]
+
+    @property
+    def truncated(self) -> list[bool]:
+        """Per text: whether either the decoder or the encoder saw less than the whole text."""
+        return [d or e for d, e in zip(self.decoder_truncated, self.encoder_truncated)]
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    @classmethod
+    def concat(cls, parts: Sequence["PreparedTexts"]) -> "PreparedTexts":
+        """One set of inputs holding every part's texts, in order."""
+        has_encoder = bool(parts) and parts[0].encoder_ids is not None
+        return cls(
+            pieces=[p for part in parts for p in part.pieces],
+            encoder_ids=[e for part in parts for e in part.encoder_ids] if has_encoder else None,
+            lengths=[n for part in parts for n in part.lengths],
+            decoder_truncated=[t for part in parts for t in part.decoder_truncated],
+            encoder_truncated=[t for part in parts for t in part.encoder_truncated],
+        )
+
+
+def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: str | None) -> PreparedTexts:
+    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does."""
+    pieces, enc_ids = model.prepare(list(texts), instruction)
     n_ctx = model.config.num_contextual_tokens
+    limit = model.encoder_max_length
+    encoder_truncated = [False] * len(pieces)
+    if enc_ids is not None and limit is not None:
+        encoder_truncated = [len(e) >= limit for e in enc_ids]
+    return PreparedTexts(pieces, enc_ids, [p.length(n_ctx) for p in pieces],
+                         [p.truncated for p in pieces], encoder_truncated)
+
+
+def embed_prepared(
+    model: "Causal2Vec",
+    prepared: PreparedTexts,
+    out: np.ndarray,
+    rows: Sequence[int] | None = None,
+    *,
+    max_tokens: int,
+    batch_size: int,
+    max_pad_fraction: float | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> None:
+    """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
+
+    ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.batching.plan_batches`'s.
+    ``on_batch(texts, padded_tokens)`` is called after each
+    forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
+    """
+    targets = range(len(prepared)) if rows is None else rows
+    with torch.inference_mode():
+        for batch_rows in plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
+                                       max_pad_fraction=max_pad_fraction):
+            batch = model.collate(
+                [prepared.pieces[r] for r in batch_rows],
+                None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
+            ).to(model.device)
+            vectors = model(batch).float().cpu().numpy()
+            out[[targets[r] for r in batch_rows]] = vectors
+            if on_batch is not None:
+                on_batch(len(batch_rows), int(batch.input_ids.numel()))
+
+
+def _run(model, texts, instruction, out, max_tokens, batch_size, show) -> tuple[int, int]:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
     model.eval()
     progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
     try:
-        with torch.inference_mode():
-            for start in range(0, len(order), _WINDOW):
-                window = order[start : start + _WINDOW]
-                pieces, enc_ids = model.prepare([texts[i] for i in window], instruction)
-                decoder_truncated += sum(p.truncated for p in pieces)
-                if enc_ids is not None:
-                    limit = model.encoder_max_length
-                    encoder_truncated += sum(len(e) >= limit for e in enc_ids)
-                lengths = [p.length(n_ctx) for p in pieces]
-                for batch_rows in plan_batches(lengths, max_tokens=max_tokens, max_batch_size=batch_size):
-                    batch = model.collate(
-                        [pieces[r] for r in batch_rows],
-                        None if enc_ids is None else [enc_ids[r] for r in batch_rows],
-                    ).to(model.device)
-                    vectors = model(batch).float().cpu().numpy()
-                    out[[window[r] for r in batch_rows]] = vectors
-                    progress.update(len(batch_rows))
+        for start in range(0, len(order), _WINDOW):
+            window = order[start : start + _WINDOW]
+            prepared = prepare_texts(model, [texts[i] for i in window], instruction)
+            decoder_truncated += sum(prepared.decoder_truncated)
+            encoder_truncated += sum(prepared.encoder_truncated)
+            embed_prepared(model, prepared, out, window, max_tokens=max_tokens, batch_size=batch_size,
+                           on_batch=lambda n, _tokens: progress.update(n))
     finally:
         progress.close()
         model.train(was_training)
     return decoder_truncated, encoder_truncated
 
 
-def _report_truncation(model, truncated: tuple[int, int], total: int) -> None:
+def report_truncation(model, truncated: tuple[int, int], total: int) -> None:
     decoder_truncated, encoder_truncated = truncated
     if not (decoder_truncated or encoder_truncated):
         return

@@ -26,6 +26,18 @@ def test_an_input_longer_than_the_budget_gets_its_own_batch():
         plan_batches([1], max_tokens=0, max_batch_size=1)
 
 
+def test_max_pad_fraction_splits_where_a_text_would_be_padded_too_much():
+    lengths = [100, 90, 76, 74, 20, 16, 15]
+    assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64) == [list(range(7))]
+    # 76 is padded by 24% of 100, 74 by 26%: a new batch starts at 74, and again at 20.
+    assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64, max_pad_fraction=0.25) == [
+        [0, 1, 2], [3], [4, 5, 6]]
+    assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64, max_pad_fraction=0.0) == [
+        [0], [1], [2], [3], [4], [5], [6]]
+    with pytest.raises(ValueError):
+        plan_batches(lengths, max_tokens=10, max_batch_size=1, max_pad_fraction=1.5)
+
+
 def test_pad_right():
     ids, mask = pad_right([[1, 2, 3], [4]], pad_value=0)
     assert ids.tolist() == [[1, 2, 3], [4, 0, 0]]

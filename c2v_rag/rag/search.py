@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,15 +97,30 @@ def search(
                 f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
                 f"but the model makes {embedder.dim}-dimensional ones: search with the model that built it"
             )
-        vector = embedder.embed_query(query).tolist()
-        response = qdrant_client.query_points(
-            collection, query=vector, using=target.vector_name or None, limit=top_k, with_payload=True,
-            query_filter=_metadata_filter(filter), score_threshold=score_threshold,
-        )
-        return [SearchHit.from_point(p) for p in response.points]
+        vector = embedder.embed_query(query)
+        return nearest_chunks(qdrant_client, collection, target, vector, top_k,
+                              filter=filter, score_threshold=score_threshold)
     finally:
         if own_client:
             qdrant_client.close()
+
+
+def nearest_chunks(
+    client: "QdrantClient",
+    collection: str,
+    target: QdrantConfig,
+    vector: Sequence[float],
+    top_k: int,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    score_threshold: float | None = None,
+) -> list[SearchHit]:
+    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads."""
+    response = client.query_points(
+        collection, query=[float(x) for x in vector], using=target.vector_name or None, limit=top_k,
+        with_payload=True, query_filter=_metadata_filter(filter), score_threshold=score_threshold,
+    )
+    return [SearchHit.from_point(p) for p in response.points]
 
 
 def _model_for(client, collection: str, model, device, dtype) -> "Causal2Vec":

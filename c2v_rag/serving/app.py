@@ -1,0 +1,241 @@
+"""``create_app``: the FastAPI app, its endpoints, API-key check and error rendering."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..encoding import default_max_tokens
+from ..instructions import get_task, resolve_instruction
+from ..presets import DEFAULT_PRESET
+from ..rag.embedder import Embedder
+from .batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
+from .config import ServerConfig
+from .metrics import ServerMetrics
+from .schemas import ApiError, EmbeddingRequest, SearchRequest, check_input, parse_body
+
+if TYPE_CHECKING:
+    from ..modeling import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+# On CPU a forward pass costs about the same per token whatever the batch size, so a short text
+# padded to a long one's length is wasted work (bench/serve_load.py: rounds of a few mixed-length
+# requests padded enough to fall below one-at-a-time throughput).
+_CPU_MAX_PAD_FRACTION = 0.25
+_OPEN_PATHS = ("/health", "/metrics")  # probes and scrapers: no key, and nothing secret in them
+
+
+def served_name(config: ServerConfig) -> str:
+    """The model id clients send: ``model_name``, else the variant's folder or preset name."""
+    if config.model_name:
+        return config.model_name
+    return Path(config.model).name if config.model else DEFAULT_PRESET
+
+
+def instruction_for(model: "Causal2Vec", input_type: str, task: str | None) -> str | None:
+    """The instruction an input type gets: the RAG layer's policy, so /v1/search and ingest agree.
+
+    Queries get ``task``'s instruction, else the variant's default, else MS MARCO's; documents get
+    none unless ``task`` is symmetric (STS, classification...), where every input gets it.
+    """
+    if input_type == "query":
+        return resolve_instruction(**Embedder(model, task=task).query_prompt(), is_query=True)
+    return resolve_instruction(task=task, instruction=None, is_query=False)
+
+
+def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastAPI:
+    """An app serving ``model``: OpenAI's embeddings API, /v1/search, /health and /metrics.
+
+    Start it with any ASGI server (``c2v-rag serve`` uses uvicorn); the batcher starts and, on
+    shutdown, drains with the app's lifespan.
+    """
+    config = config or ServerConfig()
+    name = served_name(config)
+    metrics = ServerMetrics()
+    batcher = DynamicBatcher(
+        model, max_wait_s=config.max_wait_ms / 1000, batch_size=config.batch_size,
+        max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device),
+        max_pad_fraction=config.max_pad_fraction if config.max_pad_fraction is not None else
+        (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
+        max_round_texts=config.max_round_texts, max_queued_texts=config.max_queued_texts,
+        max_tokens_per_request=config.max_tokens_per_request, normalize=config.normalize,
+        threads=config.threads, metrics=metrics,
+    )
+    searcher = None
+    if config.qdrant_url or config.qdrant_path:
+        from .search import CollectionSearcher
+
+        searcher = CollectionSearcher(model, config)
+    key = config.api_key.get_secret_value().encode() if config.api_key else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await batcher.start()
+        logger.info("Serving %s (%d dims)%s", name, model.embedding_dim, "; API key required" if key else "")
+        try:
+            yield
+        finally:
+            await batcher.stop()  # the ASGI server has already let in-flight requests finish
+            if searcher is not None:
+                searcher.close()
+
+    app = FastAPI(title="c2v_rag embeddings", version="1", lifespan=lifespan)
+    app.state.batcher = batcher
+    app.state.metrics = metrics
+
+    @app.middleware("http")
+    async def guard_and_measure(request: Request, call_next):
+        start = time.perf_counter()
+        route = request.url.path if request.url.path in _ROUTES else "other"
+        metrics.in_progress.inc()
+        try:
+            if key is not None and route not in _OPEN_PATHS and not _authorized(request, key):
+                response = _error_response(ApiError(
+                    401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+                    type="authentication_error", code="invalid_api_key",
+                    headers={"WWW-Authenticate": "Bearer"}))
+            else:
+                response = await call_next(request)
+        except Exception as err:  # not an ApiError: a bug or a failed forward pass
+            logger.exception("Unhandled error on %s %s", request.method, request.url.path)
+            response = _error_response(ApiError(
+                500, f"internal error: {type(err).__name__}; the server log has the details", type="server_error"))
+        finally:
+            metrics.in_progress.dec()
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        metrics.request_seconds.labels(route).observe(time.perf_counter() - start)
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, err: ApiError):
+        return _error_response(err)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException):
+        hint = " (see GET /v1/models, POST /v1/embeddings, POST /v1/search)" if err.status_code == 404 else ""
+        return _error_response(ApiError(err.status_code, f"{err.detail}: {request.method} {request.url.path}{hint}"))
+
+    async def read(request: Request, schema):
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > config.max_request_bytes:
+            raise _too_large_body(int(declared), config.max_request_bytes)
+        raw = await request.body()
+        if len(raw) > config.max_request_bytes:
+            raise _too_large_body(len(raw), config.max_request_bytes)
+        return parse_body(raw, schema)
+
+    async def embed(texts: list[str], instruction: str | None):
+        try:
+            return await batcher.embed(texts, instruction)
+        except QueueFullError as err:
+            raise ApiError(503, f"the server is at capacity ({err}): retry after {config.retry_after_s} s",
+                           type="server_overloaded", code="queue_full",
+                           headers={"Retry-After": str(config.retry_after_s)}) from None
+        except RequestTooLargeError as err:
+            raise ApiError(413, str(err), param="input", code="too_many_tokens") from None
+        except ValueError as err:  # an instruction that leaves no room for text
+            raise ApiError(400, str(err)) from None
+
+    def check_task(task: str | None) -> None:
+        if task is None:
+            return
+        try:
+            get_task(task)
+        except KeyError:
+            raise ApiError(400, f"'task': unknown task {task!r}: use a registered name ('c2v-rag tasks' lists "
+                                "them, e.g. SciFact, NFCorpus, STSBenchmark) or leave it out", param="task") from None
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body: EmbeddingRequest = await read(request, EmbeddingRequest)
+        if body.model is not None and body.model != name:
+            raise ApiError(404, f"model {body.model!r} is not served here; this server serves {name!r} "
+                                "(GET /v1/models)", param="model", code="model_not_found")
+        if body.dimensions is not None and body.dimensions != model.embedding_dim:
+            raise ApiError(400, f"'dimensions': {name} makes {model.embedding_dim}-dimensional vectors and was "
+                                "not trained to be shortened (Matryoshka); leave 'dimensions' out or pass "
+                                f"{model.embedding_dim}", param="dimensions", code="unsupported_dimensions")
+        texts, _ = check_input(body.input, config.max_texts_per_request)
+        check_task(body.task)
+        input_type = body.input_type or config.default_input_type
+        result = await embed(texts, instruction_for(model, input_type, body.task))
+        tokens = sum(result.tokens)
+        metrics.texts.inc(len(texts))
+        metrics.tokens.inc(tokens)
+        metrics.truncated.inc(sum(result.truncated))
+        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format),
+                 "truncated": cut} for i, (v, cut) in enumerate(zip(result.vectors, result.truncated))]
+        payload = {"object": "list", "data": data, "model": name, "input_type": input_type,
+                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        headers = {"X-Truncated-Inputs": str(sum(result.truncated))}
+        return Response(json.dumps(payload), media_type="application/json", headers=headers)
+
+    @app.post("/v1/search")
+    async def search(request: Request):
+        body: SearchRequest = await read(request, SearchRequest)
+        if searcher is None:
+            raise ApiError(404, "search is not configured on this server: start it with --qdrant-url URL or "
+                                "--path QDRANT_DIR", code="search_not_configured")
+        check_task(body.task)
+        collection = body.collection or config.collection
+        await searcher.check(collection)
+        result = await embed([body.query], instruction_for(model, "query", body.task))
+        hits = await searcher.nearest(collection, result.vectors[0], body.top_k, filter=body.filter,
+                                      score_threshold=body.score_threshold)
+        metrics.texts.inc(1)
+        metrics.tokens.inc(result.tokens[0])
+        return {"object": "list", "model": name, "collection": collection,
+                "data": [h.model_dump() for h in hits],
+                "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]}}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{
+            "id": name, "object": "model", "created": 0, "owned_by": "c2v_rag",
+            "dimensions": model.embedding_dim, "max_input_tokens": model.max_seq_length,
+            "default_input_type": config.default_input_type}]}
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": name, "queued_texts": batcher.queued_texts}
+
+    @app.get("/metrics")
+    async def prometheus():
+        content, media_type = metrics.render()
+        return Response(content, media_type=media_type)
+
+    _ROUTES = {route.path for route in app.routes}
+    return app
+
+
+def _authorized(request: Request, key: bytes) -> bool:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    # compare_digest: the time taken does not depend on how much of the key a guess got right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key)
+
+
+def _error_response(err: ApiError) -> JSONResponse:
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+
+
+def _too_large_body(size: int, limit: int) -> ApiError:
+    return ApiError(413, f"the request body is {size} bytes, more than this server's limit of {limit}: send "
+                         "fewer or shorter texts per request", code="request_too_large")
+
+
+def _encode_vector(vector, encoding_format: str) -> Any:
+    if encoding_format == "base64":
+        # OpenAI's base64 format: the little-endian float32 bytes, as its clients decode them.
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()

@@ -1,0 +1,116 @@
+"""Request and response bodies: OpenAI's embeddings schema, plus c2v_rag's search and extensions.
+
+Every rejection is an :class:`ApiError` whose message names the field at fault and the fix; the
+app renders it in OpenAI's error shape, so OpenAI clients raise it with that message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ApiError(Exception):
+    """An HTTP error with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 type: str = "invalid_request_error", headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class EmbeddingRequest(BaseModel):
+    """POST /v1/embeddings. Unknown fields (OpenAI's ``user``...) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: Any = Field(None, description="a string or a list of strings (required; checked by check_input)")
+    model: str | None = Field(None, description="the served model's name (GET /v1/models); optional here")
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1)
+    input_type: Literal["query", "document"] | None = Field(
+        None, description="extension: queries get the task's instruction, documents none (asymmetric tasks)")
+    task: str | None = Field(None, description="extension: a registered task name (c2v-rag tasks)")
+
+
+class SearchRequest(BaseModel):
+    """POST /v1/search: the chunks of a Qdrant collection nearest to a query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1)
+    top_k: int = Field(5, ge=1, le=1000)
+    collection: str | None = Field(None, description="default: the server's --collection")
+    task: str | None = None
+    filter: dict[str, Any] | None = Field(None, description="metadata equality conditions (a list matches any)")
+    score_threshold: float | None = None
+
+
+def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:
+    """Decode, parse and validate a JSON body, or raise a 400 that says what is wrong."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ApiError(400, f"the request body is not valid UTF-8 (byte {err.start}): send JSON encoded "
+                            "as UTF-8", code="invalid_encoding") from None
+    if not text.strip():
+        raise ApiError(400, "the request body is empty: send a JSON object", code="invalid_json")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ApiError(400, f"the request body is not valid JSON: {err.msg} at line {err.lineno} column "
+                            f"{err.colno}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the request body must be a JSON object, not a JSON {_json_type(data)}",
+                       code="invalid_json")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "body"
+        raise ApiError(400, f"'{field}': {first['msg']}", param=field, code="invalid_value") from None
+
+
+def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
+    """``(texts, was_single_string)`` from OpenAI's ``input``, or a 400/413 naming the bad item."""
+    if value is None:
+        raise ApiError(400, "'input' is required: a string or a list of strings", param="input")
+    if isinstance(value, str):
+        value, single = [value], True
+    elif isinstance(value, list):
+        single = False
+    else:
+        raise ApiError(400, f"'input' must be a string or a list of strings, not a JSON {_json_type(value)}",
+                       param="input")
+    if not value:
+        raise ApiError(400, "'input' is an empty list: send at least one string", param="input")
+    if len(value) > max_texts:
+        raise ApiError(413, f"'input' holds {len(value)} texts, more than this server's limit of {max_texts} "
+                            "per request: split it into smaller requests", param="input", code="too_many_inputs")
+    for i, item in enumerate(value):
+        where = "'input'" if single else f"'input[{i}]'"
+        if isinstance(item, str):
+            if not item:
+                raise ApiError(400, f"{where} is an empty string: every input needs some text", param="input")
+            continue
+        if isinstance(item, (int, list)) and not isinstance(item, bool):
+            raise ApiError(400, f"{where} is token ids; this server embeds text: send strings (LangChain: "
+                                "OpenAIEmbeddings(check_embedding_ctx_length=False))", param="input",
+                           code="token_ids_unsupported")
+        raise ApiError(400, f"{where} must be a string, not a JSON {_json_type(item)}", param="input")
+    return value, single
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)

@@ -1,0 +1,72 @@
+"""/v1/search's side of Qdrant: one client, used from one thread, checked against the served model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..rag.collection import QdrantConfig, check_collection, model_fingerprint, require_collection
+from ..rag.deps import require_rag
+from ..rag.errors import CollectionMismatchError, CollectionNotFoundError
+from ..rag.search import SearchHit, nearest_chunks
+from .config import ServerConfig
+from .schemas import ApiError
+
+if TYPE_CHECKING:
+    from ..modeling import Causal2Vec
+
+
+class CollectionSearcher:
+    """Reads the nearest chunks of Qdrant collections for the served model.
+
+    Embedded Qdrant allows one client per directory, so the server keeps one, opened on first
+    use; its calls run in a thread of their own, off the event loop and off the model's thread.
+    """
+
+    def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
+        require_rag("c2v-rag serve --qdrant-url/--path")
+        self.target = QdrantConfig.resolve(None, config.qdrant_url, config.qdrant_path,
+                                           prefer_grpc=config.prefer_grpc)
+        self.fingerprint = model_fingerprint(model, None)
+        self._client = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
+
+    def _connect(self):
+        if self._client is None:
+            self._client = self.target.connect()
+        return self._client
+
+    async def _call(self, fn, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def check(self, collection: str) -> None:
+        """A 404 when ``collection`` is missing, a 409 when its vectors are another model's."""
+        def run() -> None:
+            client = self._connect()
+            require_collection(client, collection, self.target)
+            check_collection(client, collection, self.target, self.fingerprint)
+
+        try:
+            await self._call(run)
+        except ValueError as err:  # an invalid collection name
+            if isinstance(err, CollectionMismatchError):
+                raise ApiError(409, str(err), param="collection", code="collection_mismatch") from None
+            raise ApiError(400, str(err), param="collection") from None
+        except CollectionNotFoundError as err:
+            raise ApiError(404, str(err), param="collection", code="collection_not_found") from None
+
+    async def nearest(self, collection: str, vector: Sequence[float], top_k: int, *,
+                      filter: Mapping[str, Any] | None = None,
+                      score_threshold: float | None = None) -> list[SearchHit]:
+        try:
+            return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
+                                                           filter=filter, score_threshold=score_threshold))
+        except TypeError as err:  # a filter value of the wrong type
+            raise ApiError(400, str(err), param="filter") from None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        if self._client is not None:
+            self._client.close()

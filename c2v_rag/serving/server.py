@@ -1,0 +1,77 @@
+"""Running the app under uvicorn: ``serve`` for the CLI, ``ServerThread`` for tests and benchmarks."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..devices import configure_cpu_threads
+from .app import create_app, served_name
+from .config import ServerConfig
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+logger = logging.getLogger(__name__)
+
+
+def _uvicorn_config(app: "FastAPI", config: ServerConfig, **overrides):
+    import uvicorn
+
+    # Uvicorn handles SIGTERM/SIGINT: it stops accepting, lets in-flight requests finish (up to
+    # timeout_graceful_shutdown), then runs the lifespan shutdown, which drains the batcher.
+    # Its access log records method, path and status, never headers: the API key stays out.
+    options = dict(host=config.host, port=config.port, timeout_graceful_shutdown=config.graceful_shutdown_s,
+                   log_level="info", access_log=False, lifespan="on")
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
+
+
+def serve(config: ServerConfig) -> None:
+    """Load the model ``config`` names and serve it until SIGTERM or Ctrl-C (blocking)."""
+    import uvicorn
+
+    from ..modeling import Causal2Vec
+
+    configure_cpu_threads(config.threads)
+    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype)
+    app = create_app(model, config)
+    if config.host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
+        logger.warning("Listening on %s with no API key: anyone who can reach this port can use it "
+                       "(set --api-key or $C2V_RAG_API_KEY)", config.host)
+    logger.warning("Serving %s on http://%s:%d", served_name(config), config.host, config.port)
+    uvicorn.Server(_uvicorn_config(app, config)).run()
+
+
+class ServerThread:
+    """Serve an app on a free loopback port from a background thread, as a context manager.
+
+    ``with ServerThread(app) as server: requests to server.url``; leaving the block shuts the
+    server down as SIGTERM would, in-flight requests first.
+    """
+
+    def __init__(self, app: "FastAPI", config: ServerConfig | None = None, *, startup_timeout_s: float = 60) -> None:
+        import uvicorn
+
+        config = (config or ServerConfig()).model_copy(update={"port": 0})
+        self._server = uvicorn.Server(_uvicorn_config(app, config, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name="c2v-serve", daemon=True)
+        self._startup_timeout_s = startup_timeout_s
+        self.url = ""
+
+    def __enter__(self) -> "ServerThread":
+        self._thread.start()
+        deadline = time.monotonic() + self._startup_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start; see the log above")
+            time.sleep(0.01)
+        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.should_exit = True
+        self._thread.join()

@@ -1,0 +1,49 @@
+"""POST /v1/search against embedded Qdrant, over real HTTP, with a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity", "fastapi", "uvicorn", "httpx"):
+    pytest.importorskip(_module)
+
+import httpx
+
+import c2v_rag
+from c2v_rag.rag import load_model
+from c2v_rag.serving import ServerConfig, ServerThread, create_app
+from rag_helpers import make_text
+
+
+def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                     ingest_config):
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="other_model", model=tiny_variant_qwen, config=ingest_config)
+    query = make_text(3)[:50]
+    # Embedded Qdrant takes one client per directory: the expected hits are read before the server opens it.
+    expected = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant)
+    odd = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, filter={"topic": "odd"})
+    scifact = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, task="SciFact")
+
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        def search(**body) -> httpx.Response:
+            return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, **body})
+
+        for response, want in ((search(), expected), (search(filter={"topic": "odd"}), odd),
+                               (search(task="SciFact"), scifact)):
+            assert response.status_code == 200, response.text
+            hits = response.json()["data"]
+            assert [h["id"] for h in hits] == [h.id for h in want]
+            assert [h["score"] for h in hits] == pytest.approx([h.score for h in want], abs=1e-5)
+            assert hits[0]["text"] == want[0].text and hits[0]["metadata"] == want[0].metadata
+        assert response.json()["usage"]["prompt_tokens"] > 0
+
+        missing = search(collection="nothing_here")
+        assert missing.status_code == 404 and "does not exist" in missing.json()["error"]["message"]
+        mismatch = search(collection="other_model")
+        assert mismatch.status_code == 409 and "another model" in mismatch.json()["error"]["message"]
+        assert search(collection="bad name!").status_code == 400
+        assert search(filter={"topic": {"nested": 1}}).status_code == 400
+        assert search(top_k=0).status_code == 400
+        assert httpx.post(server.url + "/v1/search", json={"query": ""}).status_code == 400
