@@ -14,7 +14,7 @@ from c2v_rag import get_task  # noqa: E402
 from c2v_rag.evaluation.mteb_adapter import local_retrieval_task  # noqa: E402
 from c2v_rag.sentence_transformers import variant_revision  # noqa: E402
 
-from conftest import CORPUS  # noqa: E402
+from tiny_corpus import CORPUS  # noqa: E402
 
 DOCS = {f"d{i}": text for i, text in enumerate(CORPUS[:7])}
 QUERIES = {"q0": "vitamin D and bone loss", "q1": "the stock market fell", "q4": "how proteins fold"}

@@ -13,7 +13,7 @@ from c2v_rag.cli import main as cli_main
 from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
 from c2v_rag.publish import model_card, prepare_upload
 
-from conftest import CORPUS
+from tiny_corpus import CORPUS
 
 hub = pytest.importorskip("huggingface_hub")
 
