@@ -175,5 +175,5 @@ def test_projector_rescaled_to_the_word_embeddings_norm(tiny_model_factory):
     batch = model.collate(pieces, enc)
     with torch.no_grad():
         c = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
-    word_norm = model.decoder.get_input_embeddings().weight.norm(dim=-1).mean()
+    word_norm = model.decoder.get_input_embeddings().weight.detach().norm(dim=-1).mean()
     assert float(c.norm(dim=-1).mean()) == pytest.approx(float(word_norm), rel=1e-4)

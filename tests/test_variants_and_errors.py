@@ -32,8 +32,9 @@ def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_pat
     model.config.query_instruction = "Given a scientific claim, retrieve documents"
     before = model.encode_queries(TEXTS)
     model.save_pretrained(tmp_path / "v")
-    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == [
-        "causal2vec_config.json", "decoder_adapter", "projector.safetensors"]
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == [  # our files, then sentence-transformers'
+        "causal2vec_config.json", "causal2vec_st_module.json", "config_sentence_transformers.json",
+        "decoder_adapter", "modules.json", "projector.safetensors"]
     assert not list((tmp_path / "v").rglob("*.bin")) and not list((tmp_path / "v").rglob("*.pt"))
 
     merged = Causal2Vec.from_pretrained(tmp_path / "v", device="cpu", dtype="float32")
