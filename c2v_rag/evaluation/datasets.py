@@ -148,12 +148,17 @@ def read_labelled(path: str | Path) -> tuple[list[str], list[str]]:
     return [r[0] for r in rows[1:]], [r[1] for r in rows[1:]]
 
 
+def holdout_indices(n: int, *, fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Seeded split of row indices ``0..n-1`` into ``(pool, test)``; training holds out the same test rows."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    n_test = round(n * fraction)
+    return order[n_test:], order[:n_test]
+
+
 def holdout(texts: list[str], labels: list[str], *, fraction: float, seed: int = 0):
     """Seeded split into ``(pool_texts, pool_labels, test_texts, test_labels)``."""
-    order = list(range(len(texts)))
-    random.Random(seed).shuffle(order)
-    n_test = round(len(order) * fraction)
-    test, pool = order[:n_test], order[n_test:]
+    pool, test = holdout_indices(len(texts), fraction=fraction, seed=seed)
     return [texts[i] for i in pool], [labels[i] for i in pool], [texts[i] for i in test], [labels[i] for i in test]
 
 

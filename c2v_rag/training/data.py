@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..evaluation.datasets import holdout, read_beir, split_queries
+from ..evaluation.datasets import holdout_indices, read_beir, split_queries
 from ..jsonl import iter_jsonl
 from ..instructions import get_task, resolve_instruction
 from .config import DatasetSection
@@ -302,9 +302,10 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
     """
     path = Path(section.path).expanduser()
     header, rows = read_rows(path, section.delimiter, section.has_header)
-    held_rows: list[list[str]] = []
+    held = 0
     if section.dev_fraction > 0:
-        rows, _, held_rows, _ = holdout(rows, [""] * len(rows), fraction=section.dev_fraction, seed=section.dev_seed)
+        pool, test = holdout_indices(len(rows), fraction=section.dev_fraction, seed=section.dev_seed)
+        rows, held = [rows[i] for i in pool], len(test)
     text_col = _column(header, section.text_column, ["text", "sentence"], 0, path)
     label_col = _column(header, section.label_column, ["label", "label_name", "category", "intent"], -1, path)
     by_label: dict[str, list[str]] = defaultdict(list)
@@ -335,8 +336,7 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
             other = rng.choice(labels)
         examples.append(Example(anchor, positive, (rng.choice(usable[other]),), section.display_name, qi, pi,
                                 positive_key=label, negative_keys=(other,), known_positive_keys=frozenset([label])))
-    logger.info("%s: %d pairs from %d rows; %d rows held out", section.display_name, len(examples), len(rows),
-                len(held_rows))
+    logger.info("%s: %d pairs from %d rows; %d rows held out", section.display_name, len(examples), len(rows), held)
     return LoadedDataset(section.display_name, examples)
 
 
