@@ -20,7 +20,7 @@ Representation = Literal["concat", "average", "last_token", "contextual", "eos_p
   (SGPT's position-weighted mean, LLM2Vec's choice for causal models; d dims).
 """
 
-READOUT_FIELDS = ("representation", "normalize_parts")
+READOUT_FIELDS = ("representation", "normalize_parts", "encoder_share")
 """Fields that say how the embedding is read off the decoder's states, not what the weights are: a
 trained variant can change them (``Causal2Vec.set_readout``; a training stage continuing a variant)."""
 
@@ -79,6 +79,16 @@ class Causal2VecConfig(BaseModel):
             "concatenating or averaging, so that each counts equally in the cosine whatever its norm"
         ),
     )
+    encoder_share: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description=(
+            "share of the cosine carried by the encoder's own sentence vector (its mean-pooled states, the "
+            "projector's input): the embedding becomes [sqrt(s) * unit(encoder); sqrt(1 - s) * unit(decoder "
+            "readout)], so cos = s * cos_encoder + (1 - s) * cos_decoder. 0 is the paper's readout"
+        ),
+    )
     placement: Placement = "after_instruction"
     attention: AttentionMode = "causal"
     echo: bool = Field(False, description="Echo embeddings: repeat the text and pool over the second copy")
@@ -124,6 +134,11 @@ class Causal2VecConfig(BaseModel):
                 )
         elif self.encoder is None:
             raise ValueError("a Contextual token needs a bidirectional encoder: set encoder=...")
+        if self.encoder_share and (self.num_contextual_tokens == 0 or self.encoder is None):
+            raise ValueError(
+                f"encoder_share={self.encoder_share} mixes in the encoder's sentence vector, but this model has no "
+                "encoder (num_contextual_tokens=0); set encoder_share=0"
+            )
         if self.normalize_parts and self.representation not in TWO_PART_REPRESENTATIONS:
             raise ValueError(
                 f"normalize_parts=True applies to the two-part representations {TWO_PART_REPRESENTATIONS}, "
@@ -136,4 +151,9 @@ class Causal2VecConfig(BaseModel):
         if self.decoder_hidden_size is None:
             raise ValueError("decoder_hidden_size is unknown until the decoder is loaded")
         double = self.representation in ("concat", "eos_projector")
-        return self.decoder_hidden_size * (2 if double else 1)
+        dim = self.decoder_hidden_size * (2 if double else 1)
+        if self.encoder_share:
+            if self.encoder_hidden_size is None:
+                raise ValueError("encoder_hidden_size is unknown until the encoder is loaded")
+            dim += self.encoder_hidden_size
+        return dim

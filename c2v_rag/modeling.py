@@ -26,7 +26,7 @@ from .batching import Causal2VecBatch, collate
 from .config import READOUT_FIELDS, Causal2VecConfig
 from .devices import resolve_device, resolve_dtype
 from .instructions import resolve_instruction
-from .pooling import read_representation
+from .pooling import mean_pool, mix_encoder_vector, read_representation
 from .projector import ContextualProjector
 from .prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from .sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
@@ -185,7 +185,7 @@ class Causal2Vec(nn.Module):
                                private=private, license=license)
 
     def set_readout(self, **fields: Any) -> None:
-        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``).
+        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``, ``encoder_share``).
 
         The weights stay as they are; the config is re-validated and the decoder input follows (a
         ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
@@ -248,8 +248,14 @@ class Causal2Vec(nn.Module):
 
     def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
         """C [B, n, d] from the encoder and the projector."""
+        return self.encoder_outputs(encoder_input_ids, encoder_attention_mask)[0]
+
+    def encoder_outputs(
+        self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states)."""
         states = self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
-        return self.projector(states, encoder_attention_mask)
+        return self.projector(states, encoder_attention_mask), mean_pool(states, encoder_attention_mask)
 
     def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
         """Word embeddings of the batch with C written into its slots, by position."""
@@ -274,9 +280,15 @@ class Causal2Vec(nn.Module):
 
         ``input_ids`` replaces the batch's ids (same shape): MNTP feeds a corrupted copy.
         """
-        contextual = None
+        hidden, contextual, _ = self._states(batch, input_ids)
+        return hidden, contextual
+
+    def _states(
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        contextual = sentence = None
         if self.config.num_contextual_tokens:
-            contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+            contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
         if input_ids is not None:
             batch = copy.copy(batch)
             batch.input_ids = input_ids
@@ -286,16 +298,19 @@ class Causal2Vec(nn.Module):
             position_ids=batch.position_ids,
             use_cache=False,
         )
-        return outputs.last_hidden_state, contextual
+        return outputs.last_hidden_state, contextual, sentence
 
     def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
         """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
-        hidden, contextual = self.decoder_states(batch)
-        return read_representation(
+        hidden, contextual, sentence = self._states(batch)
+        readout = read_representation(
             self.config.representation, hidden, batch.context_positions,
             batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
             normalize_parts=self.config.normalize_parts,
         )
+        if self.config.encoder_share:
+            return mix_encoder_vector(readout, sentence, self.config.encoder_share)
+        return readout
 
     # ------------------------------------------------------------------ encode API
 

@@ -66,3 +66,15 @@ def read_representation(
     if representation == "average":
         return (first + second) / 2
     raise ValueError(f"unknown representation {representation!r}")
+
+
+def mix_encoder_vector(decoder_vector: torch.Tensor, encoder_vector: torch.Tensor, share: float) -> torch.Tensor:
+    """[sqrt(share) * unit(encoder_vector); sqrt(1 - share) * unit(decoder_vector)], a unit vector.
+
+    The cosine of two such vectors is ``share`` times the encoder's cosine plus ``1 - share`` times the
+    decoder readout's, whatever the two parts' norms and sizes: the share is exactly what it says.
+    """
+    encoder_unit = torch.nn.functional.normalize(encoder_vector.float(), dim=-1)
+    decoder_unit = torch.nn.functional.normalize(decoder_vector.float(), dim=-1)
+    mixed = torch.cat([encoder_unit * share**0.5, decoder_unit * (1.0 - share) ** 0.5], dim=-1)
+    return mixed.to(decoder_vector.dtype)

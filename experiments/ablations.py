@@ -142,10 +142,13 @@ def _continue_from(variant: Path | None) -> list[str]:
 
 
 def _train(cli: list[str], recipe: Path, out: Path, overrides: list[str]) -> None:
-    if (out / "metrics.json").is_file():  # finished earlier: resume after it
+    if (out / "metrics.json").is_file():  # finished earlier: reuse it
         return
-    overrides = overrides + [f"output.dir={out}", "output.overwrite=true"]
-    run(cli + ["train", str(recipe)] + [a for o in overrides for a in ("--set", o)])
+    # A run stopped midway continues from its last checkpoint; anything else there is overwritten.
+    stopped = any((out / "checkpoints").glob("step-*"))
+    overrides = overrides + [f"output.dir={out}"] + ([] if stopped else ["output.overwrite=true"])
+    run(cli + ["train", str(recipe)] + [a for o in overrides for a in ("--set", o)]
+        + (["--resume"] if stopped else []))
 
 
 def history(row: Row, out: Path) -> list[dict]:

@@ -177,3 +177,44 @@ def test_projector_rescaled_to_the_word_embeddings_norm(tiny_model_factory):
         c = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
     word_norm = model.decoder.get_input_embeddings().weight.detach().norm(dim=-1).mean()
     assert float(c.norm(dim=-1).mean()) == pytest.approx(float(word_norm), rel=1e-4)
+
+
+def _encoder_sentence_vectors(model, texts: list[str]) -> np.ndarray:
+    """The encoder's mean-pooled states, by hand from the Hugging Face encoder (no c2v_rag batching)."""
+    rows = []
+    for text in texts:
+        enc = model.encoder_tokenizer(text, truncation=True, max_length=model.encoder_max_length, return_tensors="pt")
+        with torch.no_grad():
+            states = model.encoder(**{k: v for k, v in enc.items() if k != "token_type_ids"}).last_hidden_state[0]
+        rows.append(states.mean(0).numpy())
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_encoder_share_mixes_the_encoder_vector_into_the_cosine(tiny_model_factory, share):
+    texts = ["one text", "another, longer text about proteins and structures", "a third"]
+    readout = tiny_model_factory("llama", normalize_parts=True).encode(texts, instruction=INSTRUCTION)
+    model = tiny_model_factory("llama", normalize_parts=True, encoder_share=share)
+    got = model.encode(texts, instruction=INSTRUCTION)
+    sentence = _encoder_sentence_vectors(model, texts)
+    k = sentence.shape[1]
+    assert got.shape == (3, k + readout.shape[1]) and model.embedding_dim == got.shape[1]
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    np.testing.assert_allclose(got[:, :k], unit(sentence) * share**0.5, atol=1e-5)
+    np.testing.assert_allclose(got[:, k:], unit(readout) * (1 - share) ** 0.5, atol=1e-5)
+    # The share is the encoder's weight in the cosine, whatever the parts' sizes and norms.
+    cos = unit(got) @ unit(got).T
+    expected = share * unit(sentence) @ unit(sentence).T + (1 - share) * unit(readout) @ unit(readout).T
+    np.testing.assert_allclose(cos, expected, atol=1e-5)
+    # A readout field: the same weights read without the encoder give the decoder's readout back.
+    model.set_readout(encoder_share=0.0)
+    np.testing.assert_allclose(model.encode(texts, instruction=INSTRUCTION), readout, atol=1e-5)
+
+
+def test_encoder_share_needs_an_encoder():
+    from c2v_rag.config import Causal2VecConfig
+
+    with pytest.raises(ValueError, match="encoder_share"):
+        Causal2VecConfig(decoder="x", num_contextual_tokens=0, representation="last_token", encoder_share=0.5)
+    with pytest.raises(ValueError):
+        Causal2VecConfig(decoder="x", encoder="y", encoder_share=1.0)
