@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from .aliases import resolve_alias, switch_alias, versioned_target
@@ -69,10 +69,16 @@ class IngestConfig(BaseModel):
         default="raise", description="stop at the first failed batch, or record it and go on"
     )
     show_progress: bool = True
-    sparse: Literal["bm25"] | BM25Config | None = Field(
-        default=None, description="also store a BM25 sparse vector per chunk, for sparse and hybrid search")
+    sparse: BM25Config | None = Field(
+        default=None, description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for "
+                                  "sparse and hybrid search")
     payload_indexes: dict[str, str] = Field(
         default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)")
+
+    @field_validator("sparse", mode="before")
+    @classmethod
+    def _sparse(cls, value: Any) -> Any:
+        return resolve_sparse(value) if value is None or isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check(self) -> "IngestConfig":

@@ -231,8 +231,12 @@ def test_named_vector_collections_work_end_to_end(tmp_path, tiny_variant, corpus
                             qdrant=qdrant)
     hits = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv", qdrant=qdrant)
     assert result.chunks > 0 and len(hits) == 3
-    with pytest.raises(CollectionMismatchError, match="has named vectors"):
-        c2v_rag.search("q", path=tmp_path, collection="nv")
+    # The collection records its vector's name, so a search needs no vector_name...
+    again = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv")
+    assert [h.id for h in again] == [h.id for h in hits]
+    # ...and a wrong one is refused, naming the ones there are.
+    with pytest.raises(CollectionMismatchError, match=r"has named vectors \['text-dense'\] but none named 'other'"):
+        c2v_rag.search("q", path=tmp_path, collection="nv", qdrant=c2v_rag.QdrantConfig(vector_name="other"))
 
 
 def test_search_errors_name_the_fix(tmp_path, tiny_variant):
