@@ -38,8 +38,9 @@ class BM25Config(BaseModel):
 
     ``avg_length`` stands in for the corpus' mean chunk length in terms: Qdrant computes IDF
     itself, but BM25's length normalisation needs a fixed value so that vectors already stored
-    stay valid as the collection grows. Chunks of 200 decoder tokens hold about 90 terms after
-    stopwords are dropped.
+    stay valid as the collection grows. Measured on 400 SciFact abstracts, 200 SmolLM2 tokens (the
+    default chunk) hold 97 terms after stopwords are dropped; 90 is the default, and
+    ``bench/hybrid_retrieval.py`` compares it with a corpus' own mean.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
