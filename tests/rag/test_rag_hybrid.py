@@ -238,3 +238,38 @@ def test_langchain_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant):
     dense = c2v_rag.search(QUERY, top_k=4, collection="kb", client=hybrid)
     sparse = c2v_rag.search(QUERY, top_k=4, collection="kb", client=hybrid, mode="sparse")
     assert len(found) == 4 and {d.metadata["_id"] for d, _ in found} <= {h.id for h in dense + sparse}
+
+
+def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(tmp_path, tiny_variant, tiny_model,
+                                                                          monkeypatch):
+    import threading
+
+    from qdrant_client import AsyncQdrantClient
+
+    c2v_rag.ingest([make_text(i, sentences=2) for i in range(4)], path=tmp_path, collection="kb",
+                   model=tiny_variant, **SMALL)
+    want = c2v_rag.search(QUERY, top_k=2, path=tmp_path, collection="kb", model=tiny_model)
+    released, waits = threading.Event(), []
+    real = tiny_model.encode_queries
+
+    def gated(*args, **kwargs):
+        # Embedding waits until the event loop, still free, runs the coroutine that releases it.
+        waits.append(released.wait(timeout=20))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_queries", gated)
+
+    async def main():
+        client = AsyncQdrantClient(path=str(tmp_path))
+        try:
+            task = asyncio.create_task(c2v_rag.asearch(QUERY, top_k=2, collection="kb", model=tiny_model,
+                                                       client=client))
+            await asyncio.sleep(0.05)
+            released.set()
+            return await task
+        finally:
+            await client.close()
+
+    hits = asyncio.run(main())
+    assert waits == [True]
+    assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
