@@ -194,7 +194,7 @@ def ingest(
     embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
                         batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
-    bm25 = resolve_sparse(settings.sparse)
+    bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionLayout.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
     own_client = client is None

@@ -31,6 +31,7 @@ from .collection import (
     ensure_collection,
     fingerprint_of,
     model_fingerprint,
+    stored_vector_params,
 )
 from .deps import require_rag
 from .embedder import Embedder
@@ -119,6 +120,10 @@ def reindex(
         layout = CollectionLayout(
             dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
             sparse=(source.sparse or target.sparse_vector_name) if bm25 else None, bm25=bm25)
+        # The new collection measures similarity as the old one did; storage options come from qdrant=.
+        params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
+        if params.distance.value.lower() in ("cosine", "dot", "euclid"):
+            target = target.model_copy(update={"distance": params.distance.value.lower()})
         reference, c2v = _resolve_model(model, device, dtype)
         new = next_version(qdrant_client, collection)
         ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)

@@ -193,10 +193,14 @@ def test_a_hybrid_collection_refuses_chunks_without_sparse_vectors(tmp_path, tin
     assert (again.chunks_unchanged, again.chunks_written) == (1, 1)
 
 
-def test_llama_index_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant):
-    from llama_index.core import VectorStoreIndex
+def test_llama_index_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant, monkeypatch):
+    from llama_index.core import Settings, VectorStoreIndex
     from llama_index.embeddings.causal2vec import Causal2VecEmbedding
     from llama_index.vector_stores.qdrant import QdrantVectorStore
+
+    # Building an index caches LlamaIndex's global default transformations; restore them after
+    # this test so that tests setting Settings' node parser still see their own.
+    monkeypatch.setattr(Settings, "_transformations", Settings._transformations)
 
     encoder = BM25Encoder()
     # enable_hybrid with the package's BM25 functions: no fastembed model to download.
