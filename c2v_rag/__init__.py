@@ -26,13 +26,16 @@ __all__ = [
     "UnsupportedArchitectureError",
     "ingest",
     "search",
+    "search_many",
+    "asearch",
+    "reindex",
     "IngestConfig",
     "QdrantConfig",
 ]
 
 # The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
 # optional qdrant/llama-index packages, which ingest and search ask for when called.
-_RAG_EXPORTS = frozenset({"ingest", "search", "IngestConfig", "QdrantConfig"})
+_RAG_EXPORTS = frozenset({"ingest", "search", "search_many", "asearch", "reindex", "IngestConfig", "QdrantConfig"})
 
 
 def __getattr__(name: str):

@@ -134,10 +134,36 @@ def cmd_ingest(args) -> int:
     result = ingest(
         [Path(p) for p in args.paths], model=args.model, device=args.device, dtype=args.dtype,
         chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
-        on_error=args.on_error, show_progress=not args.quiet, **_qdrant_args(args),
+        on_error=args.on_error, show_progress=not args.quiet, sparse=args.sparse, versioned=args.versioned,
+        payload_indexes=_parse_payload_indexes(args.payload_index or []), **_qdrant_args(args),
     )
     print(f"ingested {result.summary()}")
     return 0 if result.ok else 1
+
+
+def _parse_payload_indexes(items: list[str]) -> dict[str, str]:
+    indexes = {}
+    for item in items:
+        key, sep, kind = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--payload-index {item!r} must be KEY=TYPE, e.g. year=integer")
+        indexes[key] = kind
+    return indexes
+
+
+def _parse_filter(text: str | None) -> dict | None:
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--filter {text!r} is not JSON ({err.msg}); write it like "
+                         "--filter '{\"year\": {\"gte\": 2020}}'") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--filter must be a JSON object of metadata conditions, got {text!r}")
+    return value
 
 
 def cmd_search(args) -> int:
@@ -150,7 +176,8 @@ def cmd_search(args) -> int:
     # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
     configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
-                  task=args.task, instruction=args.instruction, **_qdrant_args(args))
+                  task=args.task, instruction=args.instruction, filter=_parse_filter(args.filter), mode=args.mode,
+                  **_qdrant_args(args))
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
         return 0
@@ -162,6 +189,18 @@ def cmd_search(args) -> int:
         print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}")
         snippet = " ".join(hit.text.split())
         print(textwrap.indent(textwrap.shorten(snippet, width=args.snippet_chars, placeholder=" ..."), "    "))
+    return 0
+
+
+def cmd_reindex(args) -> int:
+    from .rag import reindex
+
+    qdrant = _qdrant_args(args)
+    sparse = {"keep": "keep", "bm25": "bm25", "none": None}[args.sparse]
+    result = reindex(qdrant.pop("collection"), model=args.model, device=args.device, dtype=args.dtype, sparse=sparse,
+                     batch_size=args.batch_size, drop_previous=args.drop_previous, show_progress=not args.quiet,
+                     **qdrant)
+    print(f"reindexed: {result.summary()}")
     return 0
 
 
@@ -244,8 +283,29 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--on-error", choices=["raise", "continue"], default=None,
                         help="stop at the first failed batch (default) or record it and go on")
     ingest.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ingest.add_argument("--sparse", choices=["bm25"], default=None,
+                        help="also store BM25 sparse vectors, for search --mode sparse|hybrid")
+    ingest.add_argument("--versioned", action="store_true",
+                        help="--collection is an alias: a new one gets NAME_v1 behind it once written "
+                             "(see c2v-rag reindex)")
+    ingest.add_argument("--payload-index", action="append", metavar="KEY=TYPE",
+                        help="index a metadata key for filters on a server: keyword, integer, float, bool, "
+                             "datetime, text, uuid (repeatable)")
     _add_model_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
+
+    reindex = sub.add_parser(
+        "reindex", help="re-embed the collection behind an alias with another model, then switch the alias",
+        description="Fill NAME_v(n+1) from the chunks behind the alias --collection, embedded with --model, then "
+                    "point the alias at it in one step; searches keep running on the old one meanwhile.")
+    _add_qdrant_options(reindex)
+    reindex.add_argument("--sparse", choices=["keep", "bm25", "none"], default="keep",
+                         help="BM25 sparse vectors: keep the old collection's setting (default), add or drop them")
+    reindex.add_argument("--batch-size", type=int, default=256, help="chunks embedded and uploaded together")
+    reindex.add_argument("--drop-previous", action="store_true", help="delete the old collection after the switch")
+    reindex.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_model_options(reindex, "the new variant directory or preset (default: the default preset)")
+    reindex.set_defaults(func=cmd_reindex)
 
     search = sub.add_parser("search", help="search an ingested collection",
                             description="Print the chunks nearest to QUERY: score, source and a snippet.")
@@ -256,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
     search.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
     search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    search.add_argument("--filter", default=None, metavar="JSON",
+                        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, '
+                             '"must_not": {"lang": ["de"]}}\'')
+    search.add_argument("--mode", choices=["dense", "sparse", "hybrid"], default="dense",
+                        help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)")
     search.add_argument("--threads", type=int, default=1,
                         help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)")
     _add_model_options(search, "variant directory or preset (default: the one the collection was built with)")

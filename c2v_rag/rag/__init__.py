@@ -1,20 +1,31 @@
-"""Retrieval and RAG on Qdrant: ``ingest`` documents, ``search`` them.
+"""Retrieval and RAG on Qdrant: ``ingest`` documents, ``search`` them, ``reindex`` behind an alias.
 
 Importing this package needs no optional dependency; :func:`ingest` and :func:`search` check
 for qdrant-client, llama-index-core and tenacity (``pip install 'c2v-rag[qdrant]'``) when
-called, and say how to install what is missing.
+called, and say how to install what is missing; BM25 sparse vectors need bm25s and PyStemmer
+(``pip install 'c2v-rag[hybrid]'``).
 """
 
 from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
 from .documents import SourceDocument, iter_documents
 from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
 from .errors import CollectionMismatchError, CollectionNotFoundError, IngestError
+from .filters import to_qdrant_filter
 from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
-from .search import SearchHit, search
+from .reindex import ReindexResult, reindex
+from .search import SearchHit, asearch, search, search_many
+from .sparse import BM25Config, BM25Encoder
 
 __all__ = [
     "ingest",
     "search",
+    "search_many",
+    "asearch",
+    "reindex",
+    "ReindexResult",
+    "to_qdrant_filter",
+    "BM25Config",
+    "BM25Encoder",
     "IngestConfig",
     "IngestResult",
     "FailedBatch",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from qdrant_client.http import models
 
     from ..modeling import Causal2Vec
+    from .layout import CollectionLayout
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,10 @@ class QdrantConfig(BaseModel):
     grpc_port: int = Field(default=6334, ge=1, le=65535)
     timeout: int = Field(default=60, ge=1, description="seconds per request")
 
-    vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default")
+    vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default; "
+                                                     "a hybrid collection names it 'text-dense' unless set")
+    sparse_vector_name: str = Field(default="text-sparse-new", min_length=1,
+                                    description="the sparse vector of a hybrid collection (LlamaIndex's default)")
     distance: Literal["cosine", "dot", "euclid"] = "cosine"
     datatype: Literal["float32", "float16"] = "float32"
     quantization: Literal["int8", "binary"] | None = None
@@ -187,11 +191,14 @@ class QdrantConfig(BaseModel):
                 always_ram=self.quantization_always_ram))
         return None
 
-    def create_collection_kwargs(self, dim: int) -> dict[str, Any]:
-        """Arguments for ``create_collection`` (minus the name and metadata)."""
+    def create_collection_kwargs(self, dim: int, layout: "CollectionLayout | None" = None) -> dict[str, Any]:
+        """Arguments for ``create_collection`` (minus the name and metadata); ``layout`` names the
+        vectors and adds the sparse one (default: one dense vector named ``vector_name``)."""
         params = self.vector_params(dim)
+        dense = layout.dense if layout is not None else self.vector_name
         kwargs: dict[str, Any] = {
-            "vectors_config": {self.vector_name: params} if self.vector_name else params,
+            "vectors_config": {dense: params} if dense or (layout is not None and layout.hybrid) else params,
+            "sparse_vectors_config": layout.sparse_vectors_config() if layout is not None else None,
             "quantization_config": self.quantization_config(),
             "shard_number": self.shard_number,
             "replication_factor": self.replication_factor,
@@ -223,10 +230,29 @@ def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, A
 
 def collection_fingerprint(client: "QdrantClient", name: str) -> dict[str, Any] | None:
     """The model fingerprint a c2v_rag collection was created with, if any."""
-    info = client.get_collection(name)
+    return fingerprint_of(client.get_collection(name))
+
+
+def fingerprint_of(info: Any) -> dict[str, Any] | None:
+    """The model fingerprint recorded in a collection's info (``get_collection``), if any."""
     metadata = getattr(info.config, "metadata", None) or {}
     value = metadata.get(METADATA_KEY)
     return dict(value) if isinstance(value, dict) else None
+
+
+def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
+    """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one:
+    vectors of two models are not comparable even when their sizes agree."""
+    if stored is None:
+        return
+    differ = [f for f in _FINGERPRINT_FIELDS if stored.get(f) != fingerprint.get(f)]
+    if differ:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {location} was built with another model "
+            f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
+            f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
+            "models cannot be compared: use another collection, or the model that built it."
+        )
 
 
 def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.VectorParams":
@@ -247,8 +273,23 @@ def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.
     return vectors
 
 
-def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any]) -> None:
-    """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors."""
+def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+                     layout: "CollectionLayout | None" = None) -> None:
+    """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
+    the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
+    if layout is not None:
+        from .layout import CollectionLayout
+
+        stored = CollectionLayout.from_fingerprint(collection_fingerprint(client, name),
+                                                   config.model_copy(update={"vector_name": ""}))
+        layout.check_against(stored, name, config.location)
+        config = config.model_copy(update={"vector_name": layout.dense})
+    else:
+        from .layout import CollectionLayout
+
+        # The dense vector of a collection that records its layout (a hybrid one names it).
+        recorded = CollectionLayout.from_fingerprint(collection_fingerprint(client, name), config)
+        config = config.model_copy(update={"vector_name": recorded.dense})
     info = client.get_collection(name)
     params = stored_vector_params(info, name, config)
     dim = fingerprint["embedding_dim"]
@@ -264,38 +305,38 @@ def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fi
             f"collection {name!r} at {config.location} uses {params.distance.value} distance, not "
             f"{expected.value}; pass distance='{params.distance.value.lower()}' or use another collection"
         )
-    stored = collection_fingerprint(client, name)
-    if stored is not None:
-        differ = [f for f in _FINGERPRINT_FIELDS if stored.get(f) != fingerprint.get(f)]
-        if differ:
-            raise CollectionMismatchError(
-                f"collection {name!r} at {config.location} was built with another model "
-                f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
-                f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
-                "models cannot be compared: use another collection, or the model that built it."
-            )
+    check_model(collection_fingerprint(client, name), fingerprint, name, config.location)
 
 
-def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any]) -> bool:
-    """Create ``name`` for these vectors, or check the existing one; True when created."""
+def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+                      layout: "CollectionLayout | None" = None,
+                      payload_indexes: "dict[str, str] | None" = None) -> bool:
+    """Create ``name`` for these vectors, or check the existing one; True when created.
+
+    ``layout`` (recorded in the collection) names the vectors and adds a sparse one;
+    ``payload_indexes`` maps metadata keys to Qdrant index types, created when missing.
+    """
     check_collection_name(name)
     if client.collection_exists(name):
-        check_collection(client, name, config, fingerprint)
+        check_collection(client, name, config, fingerprint, layout)
+        _create_payload_indexes(client, name, payload_indexes or {})
         return False
     from qdrant_client.http import models
 
-    kwargs = config.create_collection_kwargs(fingerprint["embedding_dim"])
+    kwargs = config.create_collection_kwargs(fingerprint["embedding_dim"], layout)
+    metadata = {**fingerprint, "layout": layout.record()} if layout is not None else fingerprint
     try:
-        client.create_collection(name, metadata={METADATA_KEY: fingerprint}, **kwargs)
+        client.create_collection(name, metadata={METADATA_KEY: metadata}, **kwargs)
     except Exception:
         if client.collection_exists(name):  # created meanwhile by a concurrent ingest
-            check_collection(client, name, config, fingerprint)
+            check_collection(client, name, config, fingerprint, layout)
             return False
         raise
     # Stale-chunk deletion filters on doc_id; on a server that filter needs an index to scale.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
         client.create_payload_index(name, "doc_id", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+    _create_payload_indexes(client, name, payload_indexes or {})
     logger.info("Created collection %r at %s (%d dims, %s)", name, config.location,
                 fingerprint["embedding_dim"], config.distance)
     return True
@@ -305,9 +346,50 @@ def require_collection(client: "QdrantClient", name: str, config: QdrantConfig) 
     """The collection's info, or :class:`CollectionNotFoundError` with the fix."""
     check_collection_name(name)
     if not client.collection_exists(name):
-        raise CollectionNotFoundError(
-            f"collection {name!r} does not exist at {config.location}. Ingest documents first "
-            f"(c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}), "
-            "or name the collection you ingested into."
-        )
+        raise collection_not_found(name, config)
     return client.get_collection(name)
+
+
+def collection_not_found(name: str, config: QdrantConfig) -> CollectionNotFoundError:
+    return CollectionNotFoundError(
+        f"collection {name!r} does not exist at {config.location}. Ingest documents first "
+        f"(c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}), "
+        "or name the collection you ingested into."
+    )
+
+
+# Metadata value types a payload index can be declared for, as ingest(payload_indexes=) names them.
+PAYLOAD_INDEX_TYPES = ("keyword", "integer", "float", "bool", "datetime", "text", "uuid")
+
+
+def check_payload_indexes(indexes: "dict[str, str] | None") -> dict[str, str]:
+    """``{metadata key: index type}``, checked; a clear error names a wrong type and the allowed ones."""
+    if not indexes:
+        return {}
+    if not isinstance(indexes, dict):
+        raise TypeError(f"payload_indexes must be a dict of metadata key -> index type, got {type(indexes).__name__}")
+    for key, kind in indexes.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"payload_indexes keys must be metadata key strings, got {key!r}")
+        if kind not in PAYLOAD_INDEX_TYPES:
+            raise ValueError(f"payload_indexes[{key!r}]={kind!r} is not an index type; use one of "
+                             f"{', '.join(PAYLOAD_INDEX_TYPES)}")
+    return dict(indexes)
+
+
+def payload_index_fields(indexes: dict[str, str]) -> dict[str, "models.PayloadSchemaType"]:
+    """Payload paths (metadata keys live under ``metadata.``) and their Qdrant schema types."""
+    from qdrant_client.http import models
+
+    from .payload import METADATA_KEY as PAYLOAD_METADATA
+
+    return {f"{PAYLOAD_METADATA}.{key}": models.PayloadSchemaType(kind) for key, kind in indexes.items()}
+
+
+def _create_payload_indexes(client: "QdrantClient", name: str, indexes: dict[str, str]) -> None:
+    # Filters on an unindexed field scan every point on a server; creating an index that exists
+    # already is a no-op there, so this runs on every ingest that declares them.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        for field, schema in payload_index_fields(check_payload_indexes(indexes)).items():
+            client.create_payload_index(name, field, field_schema=schema, wait=True)

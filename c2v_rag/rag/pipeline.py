@@ -26,18 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
+from .aliases import resolve_alias, switch_alias, versioned_target
 from .chunking import TokenChunker
-from .collection import DEFAULT_COLLECTION, QdrantConfig, ensure_collection, model_fingerprint
+from .collection import DEFAULT_COLLECTION, QdrantConfig, check_payload_indexes, ensure_collection, model_fingerprint
 from .deps import require_rag
 from .documents import SourceDocument, iter_documents
 from .embedder import Embedder, load_model
 from .errors import IngestError
 from .ids import content_hash, point_id
+from .layout import CollectionLayout
 from .payload import DOC_ID_KEY, chunk_metadata, chunk_payload
 from .retry import call_with_retry
+from .sparse import BM25Config, BM25Encoder, resolve_sparse
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -66,9 +69,20 @@ class IngestConfig(BaseModel):
         default="raise", description="stop at the first failed batch, or record it and go on"
     )
     show_progress: bool = True
+    sparse: BM25Config | None = Field(
+        default=None, description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for "
+                                  "sparse and hybrid search")
+    payload_indexes: dict[str, str] = Field(
+        default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)")
+
+    @field_validator("sparse", mode="before")
+    @classmethod
+    def _sparse(cls, value: Any) -> Any:
+        return resolve_sparse(value) if value is None or isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check(self) -> "IngestConfig":
+        check_payload_indexes(self.payload_indexes)
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(f"chunk_overlap={self.chunk_overlap} must be smaller than chunk_size={self.chunk_size}")
         if self.task is not None and self.text_instruction is not None:
@@ -130,6 +144,9 @@ def ingest(
     batch_size: int | None = None,
     on_error: Literal["raise", "continue"] | None = None,
     show_progress: bool | None = None,
+    sparse: "Literal['bm25'] | BM25Config | None" = None,
+    payload_indexes: dict[str, str] | None = None,
+    versioned: bool = False,
     config: IngestConfig | None = None,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
@@ -148,6 +165,14 @@ def ingest(
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
         chunk_size, chunk_overlap, batch_size, on_error, show_progress: override ``config``.
+        sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk (vectors named
+            ``text-dense`` and ``text-sparse-new``), for ``search(mode="sparse"|"hybrid")``.
+        payload_indexes: metadata key -> index type (``keyword``, ``integer``, ``float``, ``bool``,
+            ``datetime``, ``text``, ``uuid``), created on the collection for fast filters on a server.
+        versioned: ``collection`` is an alias: a new name gets a ``{collection}_v1`` collection and
+            the alias once every chunk is written (readers never see it half-built); an existing
+            alias takes the chunks into its current collection. :func:`c2v_rag.reindex` later
+            rebuilds it with another model and switches the alias.
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
         client: an open ``QdrantClient`` to use instead of connecting (left open).
 
@@ -158,7 +183,8 @@ def ingest(
     """
     require_rag("c2v_rag.ingest")
     overrides = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "batch_size": batch_size,
-                 "on_error": on_error, "show_progress": show_progress}
+                 "on_error": on_error, "show_progress": show_progress, "sparse": sparse,
+                 "payload_indexes": payload_indexes}
     settings = IngestConfig.model_validate(
         {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
@@ -168,13 +194,29 @@ def ingest(
     embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
                         batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
+    bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
+    layout = CollectionLayout.for_ingest(target, bm25)
+    sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
     own_client = client is None
     qdrant_client = target.connect() if own_client else client
     try:
-        created = ensure_collection(qdrant_client, collection, target, model_fingerprint(c2v, reference))
+        # An alias is written through to its collection; versioned=True publishes the alias only
+        # once the collection is complete.
+        collection, publish_as = (versioned_target(qdrant_client, collection) if versioned
+                                  else (resolve_alias(qdrant_client, collection), None))
+        created = ensure_collection(qdrant_client, collection, target, model_fingerprint(c2v, reference), layout,
+                                    settings.payload_indexes)
         total = _count_documents(docs)
-        run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total)
-        return run.execute(documents)
+        run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total,
+                         layout=layout, sparse_encoder=sparse_encoder)
+        result = run.execute(documents)
+        if publish_as is not None:
+            if result.ok:
+                switch_alias(qdrant_client, publish_as, collection)
+            else:
+                logger.warning("Alias %r not created: %d batches failed; re-run the ingest to finish %r and "
+                               "publish it", publish_as, len(result.failed), collection)
+        return result
     finally:
         if own_client:
             qdrant_client.close()
@@ -189,6 +231,8 @@ def _count_documents(docs: Any) -> int | None:
 
 
 def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
+    """The model's reference as a collection records it (None for a loaded model), and the model."""
+    # reindex.py uses this too: one place decides what a collection records as its model.
     from ..modeling import Causal2Vec
     from ..presets import DEFAULT_PRESET
 
@@ -229,7 +273,8 @@ class _Batch:
 
 class _IngestRun:
     def __init__(self, client, collection: str, target: QdrantConfig, settings: IngestConfig,
-                 embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None) -> None:
+                 embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None, *,
+                 layout: CollectionLayout | None = None, sparse_encoder: BM25Encoder | None = None) -> None:
         self.client = client
         self.collection = collection
         self.target = target
@@ -247,8 +292,12 @@ class _IngestRun:
         self.failed_docs: set[str] = set()
         self.stop = threading.Event()
         self.queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=settings.prefetch_batches)
-        self.progress = tqdm(total=total, desc=f"Ingesting into {collection}", unit="doc",
-                             disable=not settings.show_progress)
+        self.layout = layout or CollectionLayout(dense=target.vector_name)
+        self.sparse_encoder = sparse_encoder
+        # Counts chunks as they are embedded; tqdm's rate is then chunks/s. The chunk total is
+        # unknown until every document is chunked, so the documents seen so far go in the postfix.
+        self.progress = tqdm(desc=f"Ingesting into {collection}", unit="chunk", disable=not settings.show_progress)
+        self.total_documents = total
         self.started = time.perf_counter()
 
     # ------------------------------------------------------------------ calling thread
@@ -320,10 +369,13 @@ class _IngestRun:
         except Exception as err:
             self._fail(batch, err)
             return
-        name = self.target.vector_name
+        sparse = self.sparse_encoder.encode_documents([c.text for c in todo]) if self.sparse_encoder and todo else None
         batch.points = [
-            _point(c.point_id, {name: v.tolist()} if name else v.tolist(), c.payload) for c, v in zip(todo, vectors)
+            _point(c.point_id, self.layout.point_vector(v, sparse[i] if sparse else None), c.payload)
+            for i, (c, v) in enumerate(zip(todo, vectors))
         ]
+        # Chunks count as done once embedded (stored ones once skipped), so the bar moves with the work.
+        self.progress.update(len(batch.chunks))
         self._put(batch)
 
     def _not_stored(self, chunks: list[_Pending]) -> list[_Pending]:
@@ -376,10 +428,9 @@ class _IngestRun:
                        f"deleting stale chunks of {len(done)} documents")
         self.result.chunks_written += len(batch.points)
         self.result.chunks_unchanged += batch.unchanged
-        self.progress.update(len(batch.completed))
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        done_chunks = self.result.chunks_written + self.result.chunks_unchanged
-        self.progress.set_postfix(chunks=done_chunks, chunks_per_s=f"{done_chunks / elapsed:.1f}", refresh=False)
+        stored = self.result.chunks_written + self.result.chunks_unchanged
+        docs = f"{self.result.documents}" + (f"/{self.total_documents}" if self.total_documents else "")
+        self.progress.set_postfix(docs=docs, stored=stored, refresh=False)
 
     def _call(self, fn, what: str):
         def locked():

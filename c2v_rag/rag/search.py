@@ -1,33 +1,50 @@
-"""``search``: embed a query with its instruction and read the nearest chunks from Qdrant."""
+"""``search``, ``search_many`` and ``asearch``: embed queries with their instruction and read the
+nearest chunks from Qdrant, densely, by BM25, or both fused (``mode``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from .aliases import aresolve_alias, resolve_alias
 from .collection import (
     DEFAULT_COLLECTION,
     QdrantConfig,
-    collection_fingerprint,
+    check_collection_name,
+    check_model,
+    collection_not_found,
+    fingerprint_of,
+    model_fingerprint,
     require_collection,
     stored_vector_params,
 )
 from .deps import require_rag
 from .embedder import Embedder, load_model
 from .errors import CollectionMismatchError
-from .payload import DOC_ID_KEY, METADATA_KEY, payload_metadata, payload_text
+from .filters import to_qdrant_filter
+from .layout import CollectionLayout
+from .payload import DOC_ID_KEY, payload_metadata, payload_text
+from .query import SearchMode, check_mode, query_request
+from .sparse import BM25Encoder
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from qdrant_client import AsyncQdrantClient, QdrantClient
+    from qdrant_client.http import models
 
     from ..modeling import Causal2Vec
 
 
 class SearchHit(BaseModel):
-    """One retrieved chunk: its similarity score, text, document and metadata."""
+    """One retrieved chunk: its score, id, text, document and metadata, and optionally its vector.
+
+    ``score`` is the cosine (dense), the BM25 score (sparse) or the reciprocal-rank fusion score
+    (hybrid). ``vector`` is the stored dense vector, present with ``with_vectors=True``.
+    """
 
     id: str
     score: float
@@ -36,9 +53,10 @@ class SearchHit(BaseModel):
     source: str | None = None
     chunk_index: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = None
 
     @classmethod
-    def from_point(cls, point: Any) -> "SearchHit":
+    def from_point(cls, point: Any, dense_vector: str = "") -> "SearchHit":
         payload = point.payload or {}
         metadata = payload_metadata(payload)
         doc_id = payload.get(DOC_ID_KEY, metadata.get(DOC_ID_KEY))
@@ -49,7 +67,16 @@ class SearchHit(BaseModel):
             source=next((str(metadata[k]) for k in ("source", "file_path", "url") if metadata.get(k)), None),
             chunk_index=chunk_index if isinstance(chunk_index, int) else None,
             metadata=metadata,
+            vector=_dense_vector(getattr(point, "vector", None), dense_vector),
         )
+
+
+def _dense_vector(vector: Any, name: str) -> list[float] | None:
+    if vector is None:
+        return None
+    if isinstance(vector, dict):
+        vector = vector.get(name)
+    return [float(x) for x in vector] if isinstance(vector, list) else None
 
 
 def search(
@@ -66,8 +93,10 @@ def search(
     dtype: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
-    filter: Mapping[str, Any] | None = None,
+    filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    with_vectors: bool = False,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
 ) -> list[SearchHit]:
@@ -75,34 +104,127 @@ def search(
 
     The query gets the retrieval instruction (``task`` or ``instruction``; otherwise the
     variant's default, else MS MARCO's); documents were stored without one. ``model`` defaults
-    to the one the collection was built with. ``filter`` keeps chunks whose metadata equals
-    each given value (a list matches any of its values). Connection arguments are those of
-    :func:`ingest`; collections written by LlamaIndex or LangChain can be searched too.
+    to the one the collection was built with; another model is refused.
+
+    Args:
+        filter: a ``qdrant_client.models.Filter`` (used as is) or the dict form of
+            :mod:`c2v_rag.rag.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
+            ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``.
+        mode: ``"dense"`` (the model's vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both,
+            fused by reciprocal rank); the last two need a collection ingested with ``sparse="bm25"``.
+        with_vectors: also return each hit's stored dense vector.
+        collection: a collection or an alias (resolved once, so a reindex switching the alias
+            meanwhile is never half-seen).
+
+    Connection arguments are those of :func:`ingest`; collections written by LlamaIndex or
+    LangChain can be searched too.
+    """
+    _check_query(query)
+    return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
+                       prefer_grpc=prefer_grpc, model=model, device=device, dtype=dtype, task=task,
+                       instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
+                       with_vectors=with_vectors, qdrant=qdrant, client=client)[0]
+
+
+def search_many(
+    queries: Sequence[str],
+    top_k: int = 5,
+    *,
+    collection: str = DEFAULT_COLLECTION,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool | None = None,
+    model: "str | Path | Causal2Vec | None" = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    task: str | None = None,
+    instruction: str | None = None,
+    filter: "Mapping[str, Any] | models.Filter | None" = None,
+    score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    with_vectors: bool = False,
+    qdrant: QdrantConfig | None = None,
+    client: "QdrantClient | None" = None,
+) -> list[list[SearchHit]]:
+    """:func:`search` for many queries: embedded in one batch, sent in one Qdrant request.
+
+    Returns one list of hits per query, in the order of ``queries``.
     """
     require_rag("c2v_rag.search")
-    if not isinstance(query, str) or not query.strip():
-        raise ValueError(f"query must be a non-empty string, got {query!r}")
-    if not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    queries = _check_queries(queries, top_k)
+    query_filter = to_qdrant_filter(filter)  # a bad filter fails before any model loads
+    if not queries:
+        return []
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
     own_client = client is None
     qdrant_client = target.connect() if own_client else client
     try:
-        info = require_collection(qdrant_client, collection, target)
-        params = stored_vector_params(info, collection, target)
-        c2v = _model_for(qdrant_client, collection, model, device, dtype)
-        embedder = Embedder(c2v, task=task, query_instruction=instruction, normalize=True)
-        if embedder.dim != params.size:
-            raise CollectionMismatchError(
-                f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
-                f"but the model makes {embedder.dim}-dimensional ones: search with the model that built it"
-            )
-        vector = embedder.embed_query(query)
-        return nearest_chunks(qdrant_client, collection, target, vector, top_k,
-                              filter=filter, score_threshold=score_threshold)
+        check_collection_name(collection)
+        concrete = resolve_alias(qdrant_client, collection)
+        info = require_collection(qdrant_client, concrete, target)
+        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction)
+        requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
+        responses = qdrant_client.query_batch_points(concrete, requests)
+        return [plan.hits(r) for r in responses]
     finally:
         if own_client:
             qdrant_client.close()
+
+
+async def asearch(
+    query: str,
+    top_k: int = 5,
+    *,
+    collection: str = DEFAULT_COLLECTION,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool | None = None,
+    model: "str | Path | Causal2Vec | None" = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    task: str | None = None,
+    instruction: str | None = None,
+    filter: "Mapping[str, Any] | models.Filter | None" = None,
+    score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    with_vectors: bool = False,
+    qdrant: QdrantConfig | None = None,
+    client: "AsyncQdrantClient | None" = None,
+) -> list[SearchHit]:
+    """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
+    embedding in a worker thread, so the event loop stays free. ``client`` is an open
+    ``AsyncQdrantClient`` to use (left open)."""
+    from qdrant_client import AsyncQdrantClient
+
+    require_rag("c2v_rag.asearch")
+    _check_query(query)
+    queries = _check_queries([query], top_k)
+    query_filter = to_qdrant_filter(filter)
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    own_client = client is None
+    if own_client:
+        if not target.is_server:
+            target.path.mkdir(parents=True, exist_ok=True)
+        qdrant_client = AsyncQdrantClient(**target.client_kwargs())
+    else:
+        qdrant_client = client
+    try:
+        check_collection_name(collection)
+        concrete = await aresolve_alias(qdrant_client, collection)
+        if not await qdrant_client.collection_exists(concrete):
+            raise collection_not_found(collection, target)
+        info = await qdrant_client.get_collection(concrete)
+        plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
+                                       task, instruction)
+        requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
+                                           with_vectors)
+        responses = await qdrant_client.query_batch_points(concrete, requests)
+        return plan.hits(responses[0])
+    finally:
+        if own_client:
+            await qdrant_client.close()
 
 
 def nearest_chunks(
@@ -112,42 +234,84 @@ def nearest_chunks(
     vector: Sequence[float],
     top_k: int,
     *,
-    filter: Mapping[str, Any] | None = None,
+    filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
 ) -> list[SearchHit]:
     """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads."""
-    response = client.query_points(
-        collection, query=[float(x) for x in vector], using=target.vector_name or None, limit=top_k,
-        with_payload=True, query_filter=_metadata_filter(filter), score_threshold=score_threshold,
-    )
-    return [SearchHit.from_point(p) for p in response.points]
+    concrete = resolve_alias(client, collection)
+    layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(filter),
+                            score_threshold=score_threshold)
+    response = client.query_batch_points(concrete, [request])[0]
+    return [SearchHit.from_point(p, layout.dense) for p in response.points]
 
 
-def _model_for(client, collection: str, model, device, dtype) -> "Causal2Vec":
+@dataclass
+class _Plan:
+    """What one search call needs, read once from one concrete collection."""
+
+    layout: CollectionLayout
+    mode: str
+    embedder: Embedder | None
+    sparse: BM25Encoder | None
+
+    @classmethod
+    def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
+              dtype, task, instruction) -> "_Plan":
+        stored = fingerprint_of(info)
+        layout = CollectionLayout.from_fingerprint(stored, target)
+        check_mode(mode, layout, collection, target.location)
+        params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
+        embedder = None
+        if mode != "sparse":
+            c2v = _model_for(stored, model, device, dtype)
+            embedder = Embedder(c2v, task=task, query_instruction=instruction, normalize=True)
+            if embedder.dim != params.size:
+                raise CollectionMismatchError(
+                    f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
+                    f"but the model makes {embedder.dim}-dimensional ones: search with the model that built it"
+                )
+            # A model other than the one that filled the collection gives incomparable vectors.
+            check_model(stored, model_fingerprint(c2v, None), concrete, target.location)
+        sparse = BM25Encoder(layout.bm25) if mode != "dense" else None
+        return cls(layout, mode, embedder, sparse)
+
+    def requests(self, queries: list[str], top_k: int, query_filter, score_threshold, with_vectors) -> list:
+        dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
+        sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
+        return [query_request(self.layout, self.mode, top_k, dense=d, sparse=s, filter=query_filter,
+                              score_threshold=score_threshold, with_vectors=with_vectors)
+                for d, s in zip(dense, sparse)]
+
+    def hits(self, response: Any) -> list[SearchHit]:
+        return [SearchHit.from_point(p, self.layout.dense) for p in response.points]
+
+
+def _check_query(query: Any) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query must be a non-empty string, got {query!r}")
+
+
+def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
+    if isinstance(queries, str) or not isinstance(queries, Sequence):
+        raise TypeError(f"queries must be a list of strings, got {type(queries).__name__}; "
+                        "use search() for a single query")
+    for i, q in enumerate(queries):
+        if not isinstance(q, str) or not q.strip():
+            raise ValueError(f"queries[{i}] must be a non-empty string, got {q!r}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    return list(queries)
+
+
+def _model_for(stored: dict[str, Any] | None, model, device, dtype) -> "Causal2Vec":
     from ..modeling import Causal2Vec
 
     if isinstance(model, Causal2Vec):
         return model
     if model is None:
         # The model that filled the collection: its query vectors are the only comparable ones.
-        recorded = (collection_fingerprint(client, collection) or {}).get("model")
+        recorded = (stored or {}).get("model")
         if isinstance(recorded, str):
             model = recorded
     return load_model(model, device=device, dtype=dtype)
-
-
-def _metadata_filter(conditions: Mapping[str, Any] | None):
-    if not conditions:
-        return None
-    from qdrant_client.http import models
-
-    must = []
-    for key, value in conditions.items():
-        if isinstance(value, (list, tuple, set)):
-            match = models.MatchAny(any=list(value))
-        elif isinstance(value, (str, int, bool)):
-            match = models.MatchValue(value=value)
-        else:
-            raise TypeError(f"filter[{key!r}] must be a str, int, bool or a list of them, got {type(value).__name__}")
-        must.append(models.FieldCondition(key=f"{METADATA_KEY}.{key}", match=match))
-    return models.Filter(must=must)

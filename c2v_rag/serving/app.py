@@ -196,7 +196,7 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         metrics.texts.inc(1)
         metrics.tokens.inc(result.tokens[0])
         return {"object": "list", "model": name, "collection": collection,
-                "data": [h.model_dump() for h in hits],
+                "data": [h.model_dump(exclude={"vector"}) for h in hits],
                 "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]}}
 
     @app.get("/v1/models")

@@ -52,7 +52,8 @@ class SearchRequest(BaseModel):
     top_k: int = Field(5, ge=1, le=1000)
     collection: str | None = Field(None, description="default: the server's --collection")
     task: str | None = None
-    filter: dict[str, Any] | None = Field(None, description="metadata equality conditions (a list matches any)")
+    filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, {'gte': ...} ranges, "
+                                                               "'must_not' (c2v_rag.rag.filters)")
     score_threshold: float | None = None
 
 

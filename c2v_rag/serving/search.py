@@ -63,7 +63,7 @@ class CollectionSearcher:
         try:
             return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
                                                            filter=filter, score_threshold=score_threshold))
-        except TypeError as err:  # a filter value of the wrong type
+        except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 
     def close(self) -> None:

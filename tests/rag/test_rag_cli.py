@@ -57,11 +57,45 @@ def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
 
 
 @pytest.mark.parametrize(("command", "expected"), [
-    ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size"]),
-    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task"]),
+    ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size", "--sparse", "--versioned"]),
+    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task", "--filter", "--mode"]),
+    ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
 ])
 def test_help(command, expected, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
     out = capsys.readouterr().out
     assert info.value.code == 0 and all(option in out for option in expected)
+
+
+def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder, tmp_path, tiny_variant,
+                                                                        tiny_variant_qwen, capsys):
+    import json
+
+    store = str(tmp_path / "qdrant")
+    args = ["--path", store, "--collection", "kb"]
+    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24", "--chunk-overlap",
+                 "4", "-q", "--sparse", "bm25", "--versioned", "--payload-index", "doc_id=keyword"]) == 0
+    assert "25 chunks (25 written, 0 unchanged) into 'kb_v1'" in capsys.readouterr().out
+
+    query = make_text(3)[:40]
+    everything = c2v_rag.search(query, top_k=50, path=store, collection="kb", mode="hybrid")
+    assert "c1" in {h.doc_id for h in everything}
+    assert main(["search", query, *args, "--mode", "hybrid", "--filter", '{"must_not": {"doc_id": "c1"}}', "--json",
+                 "-k", "50"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    want = c2v_rag.search(query, top_k=50, path=store, collection="kb", mode="hybrid",
+                          filter={"must_not": {"doc_id": "c1"}})
+    assert printed and [h["id"] for h in printed] == [h.id for h in want]
+    assert "c1" not in {h["doc_id"] for h in printed} and len(printed) < len(everything)
+
+    assert main(["reindex", *args, "--model", str(tiny_variant_qwen), "-q"]) == 0
+    assert capsys.readouterr().out.startswith("reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched "
+                                              "from 'kb_v1'")
+    assert main(["search", query, *args, "--mode", "sparse", "-k", "2"]) == 0  # model read from kb_v2
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+    assert main(["search", query, *args, "--filter", '{"n": {"like": 1}}']) == 1
+    assert "unknown operator 'like'" in capsys.readouterr().err
+    assert main(["search", query, *args, "--filter", "n=1"]) == 1
+    assert "is not JSON" in capsys.readouterr().err

@@ -231,8 +231,12 @@ def test_named_vector_collections_work_end_to_end(tmp_path, tiny_variant, corpus
                             qdrant=qdrant)
     hits = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv", qdrant=qdrant)
     assert result.chunks > 0 and len(hits) == 3
-    with pytest.raises(CollectionMismatchError, match="has named vectors"):
-        c2v_rag.search("q", path=tmp_path, collection="nv")
+    # The collection records its vector's name, so a search needs no vector_name...
+    again = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv")
+    assert [h.id for h in again] == [h.id for h in hits]
+    # ...and a wrong one is refused, naming the ones there are.
+    with pytest.raises(CollectionMismatchError, match=r"has named vectors \['text-dense'\] but none named 'other'"):
+        c2v_rag.search("q", path=tmp_path, collection="nv", qdrant=c2v_rag.QdrantConfig(vector_name="other"))
 
 
 def test_search_errors_name_the_fix(tmp_path, tiny_variant):
@@ -242,3 +246,26 @@ def test_search_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.search("  ", path=tmp_path, model=tiny_variant)
     with pytest.raises(ValueError, match="not a valid collection name"):
         c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
+
+
+def test_the_progress_bar_counts_chunks_as_they_are_embedded(tmp_path, tiny_variant, tiny_model, corpus,
+                                                             ingest_config, monkeypatch, capsys):
+    from tqdm.auto import tqdm
+
+    real_encode, seen = tiny_model.encode_documents, []
+
+    def encode(texts, *args, **kwargs):
+        # The bar as this batch starts: it must already count every chunk embedded before it.
+        [bar] = [b for b in list(tqdm._instances) if str(b.desc).startswith("Ingesting into progress")]
+        seen.append((bar.n, bar.unit, len(texts)))
+        return real_encode(texts, *args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_documents", encode)
+    config = ingest_config.model_copy(update={"show_progress": True})
+    result = c2v_rag.ingest(corpus, path=tmp_path, collection="progress", model=tiny_variant, config=config)
+    sizes = [n for _, _, n in seen]
+    assert len(seen) > 2 and sum(sizes) == result.chunks
+    assert [n for n, _, _ in seen] == [sum(sizes[:i]) for i in range(len(sizes))]
+    assert {unit for _, unit, _ in seen} == {"chunk"}
+    final = capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
+    assert f"{result.chunks}chunk" in final and "chunk/s" in final and "docs=6/6" in final

@@ -1,0 +1,99 @@
+"""nDCG@10 on SciFact dev for dense, sparse (BM25) and hybrid (RRF) search through Qdrant.
+
+    python bench/hybrid_retrieval.py --data /work/shared/data                      # 5,183 abstracts
+    python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000   # scifact-dev-1k
+
+The dense side is all-MiniLM-L6-v2 alone (:class:`c2v_rag.evaluation.BiEncoder`), because it is
+cheap on a CPU; a Causal2Vec variant would only change the dense vectors. Each abstract is one
+point (as in ``c2v-rag eval``: no chunking), laid out as ``ingest(..., sparse="bm25")`` lays a
+hybrid collection out (:class:`c2v_rag.rag.layout.CollectionLayout`), in embedded Qdrant, and
+every query goes through the request that ``c2v_rag.search(mode=...)`` sends
+(:func:`c2v_rag.rag.query.query_request`). The dense row is therefore comparable with
+``c2v-rag eval --baseline all-minilm-l6-v2`` on the same set.
+
+BM25 runs twice: with the default ``avg_length`` (90 terms, sized for 200-token chunks) and with
+the corpus' own mean length, since whole abstracts are longer than chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder holding scifact/ (BEIR layout)")
+    parser.add_argument("--corpus-size", type=int, default=None, help="shrink the corpus (judged docs kept)")
+    parser.add_argument("--baseline", default="all-minilm-l6-v2", help="the dense bi-encoder")
+    args = parser.parse_args()
+
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models
+
+    from c2v_rag.evaluation import BiEncoder
+    from c2v_rag.evaluation.datasets import scifact_dev
+    from c2v_rag.evaluation.metrics import evaluate_run
+    from c2v_rag.rag.layout import CollectionLayout
+    from c2v_rag.rag.query import query_request
+    from c2v_rag.rag.sparse import BM25Config, BM25Encoder
+
+    data = scifact_dev(args.data, corpus_size=args.corpus_size)
+    doc_ids = list(data.corpus)
+    query_ids = [q for q in data.qrels if q in data.queries]
+    texts = [data.corpus[d] for d in doc_ids]
+    queries = [data.queries[q] for q in query_ids]
+    print(f"{data.name}: {len(doc_ids)} abstracts, {len(query_ids)} dev claims")
+
+    started = time.perf_counter()
+    encoder = BiEncoder(args.baseline, device="cpu")
+    dense_docs = _normalized(encoder.encode_documents(texts))
+    dense_queries = _normalized(encoder.encode_queries(queries))
+    print(f"embedded with {args.baseline} in {time.perf_counter() - started:.0f} s")
+
+    mean_terms = float(np.mean([len(t) for t in BM25Encoder().terms(texts)]))
+    configs = {"default": BM25Config(), "corpus mean": BM25Config(avg_length=mean_terms)}
+    print(f"mean terms per abstract after stopwords: {mean_terms:.1f}")
+
+    rows: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        client = QdrantClient(path=tmp)
+        for label, bm25 in configs.items():
+            layout = CollectionLayout(dense="text-dense", sparse="text-sparse-new", bm25=bm25)
+            sparse = BM25Encoder(bm25)
+            name = f"scifact_{label.replace(' ', '_')}"
+            client.create_collection(name, vectors_config={"text-dense": models.VectorParams(
+                size=dense_docs.shape[1], distance=models.Distance.COSINE)},
+                sparse_vectors_config=layout.sparse_vectors_config())
+            doc_sparse = sparse.encode_documents(texts)
+            for start in range(0, len(doc_ids), 512):
+                client.upsert(name, [models.PointStruct(id=i, vector=layout.point_vector(dense_docs[i], doc_sparse[i]),
+                                                        payload={"doc_id": doc_ids[i]})
+                                     for i in range(start, min(start + 512, len(doc_ids)))])
+            query_sparse = sparse.encode_queries(queries)
+            modes = ("dense", "sparse", "hybrid") if label == "default" else ("sparse", "hybrid")
+            for mode in modes:
+                requests = [query_request(layout, mode, 100, dense=dense_queries[i], sparse=query_sparse[i])
+                            for i in range(len(queries))]
+                responses = client.query_batch_points(name, requests)
+                run = {q: [p.payload["doc_id"] for p in r.points] for q, r in zip(query_ids, responses)}
+                key = mode if mode == "dense" else f"{mode} (BM25 avg_length {label}: {bm25.avg_length:.0f})"
+                rows[key] = evaluate_run(run, {q: data.qrels[q] for q in query_ids})
+        client.close()
+
+    print(f"\n| {data.name}, dense = {args.baseline} | nDCG@10 | recall@100 | MRR@10 |")
+    print("|---|---:|---:|---:|")
+    for key, scores in rows.items():
+        print(f"| {key} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} | {scores['mrr@10']:.4f} |")
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+
+
+if __name__ == "__main__":
+    main()
