@@ -77,7 +77,7 @@ def earlier_stage_lines(stages: list[tuple[dict, str]]) -> list[str]:
         lines.append(f"- Stage {i} (`{file_name}`): {training['steps']} steps of {training['batch_size']}, "
                      f"representation `{stage_config['representation']}`, data {', '.join(training['datasets'])}.")
     if lines:
-        lines.append(f"- Stage {len(stages) + 1} (`train_config.yaml`) continued stage {len(stages)}'s weights:")
+        lines.append(f"- Stage {len(stages) + 1} (`train_config.yaml`), continuing stage {len(stages)}'s weights, as follows.")
     return lines
 
 
