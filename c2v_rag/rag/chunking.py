@@ -45,16 +45,21 @@ def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int):
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 
 
+def check_chunk_size(chunk_size: int, max_length: int) -> None:
+    """Refuse a chunk size that the model (bounded at ``max_length`` decoder tokens) would truncate."""
+    limit = max_length - _TEMPLATE_ALLOWANCE
+    if chunk_size > limit:
+        raise ValueError(
+            f"chunk_size={chunk_size} does not fit the model's max_length={max_length} "
+            f"(with the prompt template); use chunk_size <= {limit}"
+        )
+
+
 class TokenChunker:
     """Splits a document's text into :class:`Chunk` objects for ``model``."""
 
     def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int) -> None:
-        limit = model.config.max_length - _TEMPLATE_ALLOWANCE
-        if chunk_size > limit:
-            raise ValueError(
-                f"chunk_size={chunk_size} does not fit the model's max_length={model.config.max_length} "
-                f"(with the prompt template); use chunk_size <= {limit}"
-            )
+        check_chunk_size(chunk_size, model.config.max_length)
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.splitter = make_splitter(model.tokenizer, chunk_size, chunk_overlap)
