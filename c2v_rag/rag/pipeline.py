@@ -42,7 +42,7 @@ from .errors import IngestError, IngestInterrupted
 from .files import ReadLog, ReadOptions, SkippedInput
 from .ids import content_hash, point_id
 from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_metadata, chunk_payload
-from .preflight import check_target, drop_if_empty, model_reference, open_client, variant_config
+from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config
 from .retry import call_with_retry
 from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from .sync import delete_gone_documents, roots_to_claim, sync_roots
@@ -229,7 +229,13 @@ def ingest(
                                  max_wait=settings.retry_max_wait) if own_client else client)
     created = False
     try:
-        check_target(qdrant_client, collection, target, model_config, reference)
+        try:
+            check_target(qdrant_client, collection, target, model_config, reference)
+        except Exception as err:
+            store_error = server_error(target, err, 1)
+            if store_error is err:
+                raise
+            raise store_error from err
         # 4. The model, then the run.
         c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
         embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
@@ -336,8 +342,9 @@ class _IngestRun:
                 with contextlib.suppress(Exception):
                     self._flush()
             self._finish(uploader)
-            logger.error("Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
-                         self.result.chunks_written, err)
+            # The caller reports the error itself; this adds what survives it.
+            logger.info("Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
+                        self.result.chunks_written, err)
             raise
         self._finish(uploader)
         if self.result.failed and self.settings.on_error == "raise":
@@ -498,7 +505,9 @@ class _IngestRun:
                                max_wait=s.retry_max_wait)
 
     def _fail(self, batch: _Batch, err: Exception) -> None:
-        logger.error("Batch of documents %s failed: %s", batch.doc_ids[:10], err)
+        # With on_error="raise" the IngestError says this; with "continue" it is the only trace.
+        level = logging.WARNING if self.settings.on_error == "continue" else logging.INFO
+        logger.log(level, "Batch of documents %s failed: %s", batch.doc_ids[:10], err)
         self.failed_docs.update(batch.doc_ids)
         self.result.failed.append(FailedBatch(doc_ids=list(batch.doc_ids), chunks=len(batch.chunks),
                                               error=f"{type(err).__name__}: {err}"))

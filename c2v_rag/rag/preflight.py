@@ -64,7 +64,7 @@ def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max
     if target.is_server:
         try:
             call_with_retry(client.get_collections, what=f"reaching Qdrant at {target.location}", attempts=attempts,
-                            initial_wait=initial_wait, max_wait=max_wait)
+                            initial_wait=initial_wait, max_wait=max_wait, log_level=logging.INFO)
         except Exception as err:
             client.close()
             raise server_error(target, err, attempts) from err
