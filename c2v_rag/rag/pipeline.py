@@ -403,7 +403,7 @@ class _IngestRun:
         self.seen[doc.doc_id] = fingerprint
         self.result.documents += 1
         ids = []
-        for chunk in self.chunker.chunk(doc.text):
+        for chunk in self.chunker.iter_chunks(doc.text):  # streamed: batches fill as it splits
             metadata = chunk_metadata(doc, chunk)
             pid = point_id(doc.doc_id, chunk.index, content_hash(chunk.text, metadata))
             self.batch.chunks.append(_Pending(pid, chunk.text, chunk_payload(doc, chunk, pid, metadata),
