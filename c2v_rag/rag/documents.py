@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..encoding import check_unicode
 from .files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def names_existing_path(text: str) -> bool:
 
 def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     if isinstance(item, str):
+        check_unicode(item, where)
         yield SourceDocument(content_doc_id(item), item)
     elif isinstance(item, os.PathLike):
         yield from open_source(Path(item), options, log)
@@ -152,9 +154,12 @@ def _check_metadata(metadata: Mapping[str, Any], where: str) -> None:
             f"{where} has metadata keys {clash} that the vector store layout reserves. Rename them; "
             "a document id belongs in the record's 'id' field, not in its metadata."
         )
-    for key in metadata:
+    for key, value in metadata.items():
         if not isinstance(key, str):
             raise TypeError(f"{where} has a metadata key {key!r} that is not a string")
+        check_unicode(key, f"{where} metadata key {key!r}")
+        if isinstance(value, str):
+            check_unicode(value, f"{where}[metadata][{key!r}]")
 
 
 def from_record(record: Mapping[str, Any], where: str, default_id: str | None = None,
@@ -173,6 +178,7 @@ def from_record(record: Mapping[str, Any], where: str, default_id: str | None = 
     text = record[text_key]
     if not isinstance(text, str):
         raise TypeError(f"{where}[{text_key!r}] is a {type(text).__name__}, not a str")
+    check_unicode(text, f"{where}[{text_key!r}]")
     raw_metadata = record.get("metadata") or {}
     if not isinstance(raw_metadata, Mapping):
         raise TypeError(f"{where}['metadata'] must be a dict, got {type(raw_metadata).__name__}")
