@@ -11,7 +11,6 @@ import json
 import math
 import tempfile
 from contextlib import closing
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +164,15 @@ def test_embeddings_endpoint_answers_a_vector_or_a_clear_error(server, model, bo
                 assert all(math.isfinite(x) for x in item["embedding"])
     else:
         assert answer["error"]["message"] and isinstance(answer["error"]["message"], str)
+
+
+def test_a_lone_surrogate_in_a_request_is_a_400_and_the_server_goes_on(server, model):
+    import httpx
+
+    # Valid JSON whose string decodes to a lone surrogate: before the check, the tokenizer's
+    # TypeError failed the whole batching round (a 500 for every request merged with this one).
+    bad = httpx.post(server.url + "/v1/embeddings", content=b'{"input": ["fine", "x\\ud800y"]}',
+                     headers={"Content-Type": "application/json"}, timeout=60)
+    assert bad.status_code == 400 and "'input[1]' holds a lone surrogate" in bad.json()["error"]["message"]
+    good = httpx.post(server.url + "/v1/embeddings", json={"input": "fine"}, timeout=60)
+    assert good.status_code == 200 and len(good.json()["data"][0]["embedding"]) == model.embedding_dim
