@@ -8,7 +8,16 @@ called, and say how to install what is missing.
 from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
 from .documents import SourceDocument, iter_documents
 from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
-from .errors import CollectionMismatchError, CollectionNotFoundError, IngestError
+from .errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    IngestError,
+    IngestInterrupted,
+    QdrantRequestError,
+    QdrantUnreachableError,
+    StoreLockedError,
+)
+from .files import SkippedInput
 from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
 from .search import SearchHit, search
 
@@ -32,4 +41,9 @@ __all__ = [
     "IngestError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
+    "IngestInterrupted",
+    "StoreLockedError",
+    "QdrantUnreachableError",
+    "QdrantRequestError",
+    "SkippedInput",
 ]
