@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from .errors import C2VError
+from .cli_errors import EXIT_OK, EXIT_PARTIAL, one_line_warnings, report
 
 
 def _add_model_options(parser: argparse.ArgumentParser,
@@ -129,16 +129,23 @@ def _qdrant_args(args) -> dict:
 def cmd_ingest(args) -> int:
     from pathlib import Path
 
-    from .rag import ingest
+    from .rag import IngestConfig, ingest
 
+    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
+    config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = ingest(
         [Path(p) for p in args.paths], model=args.model, device=args.device, dtype=args.dtype,
         chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
-        on_error=args.on_error, show_progress=not args.quiet, sparse=args.sparse, versioned=args.versioned,
-        payload_indexes=_parse_payload_indexes(args.payload_index or []), **_qdrant_args(args),
+        on_error=args.on_error, sync=args.sync, show_progress=not args.quiet, sparse=args.sparse,
+        versioned=args.versioned, payload_indexes=_parse_payload_indexes(args.payload_index or []), config=config,
+        **_qdrant_args(args),
     )
     print(f"ingested {result.summary()}")
-    return 0 if result.ok else 1
+    return EXIT_OK if result.ok else EXIT_PARTIAL
+
+
+def _megabytes(value: float | None) -> int | None:
+    return None if value is None else max(1, int(value * 1024 * 1024))
 
 
 def _parse_payload_indexes(items: list[str]) -> dict[str, str]:
@@ -274,14 +281,24 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser(
         "ingest", help="chunk, embed and store files in Qdrant (re-runs add nothing)",
         description="Chunk, embed and store .txt, .md and .jsonl files (or folders of them) in a Qdrant "
-                    "collection. Re-running skips stored chunks and replaces changed documents.")
+                    "collection. Re-running skips stored chunks and replaces changed documents; without --sync "
+                    "nothing is ever deleted. Exit codes: 0 done, 1 some batches failed (--on-error continue), "
+                    "2 bad input or setup (nothing written), 3 failed midway (re-run to resume), 130 interrupted.")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl")
     _add_qdrant_options(ingest)
     ingest.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
     ingest.add_argument("--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)")
     ingest.add_argument("--batch-size", type=int, default=None, help="chunks embedded and uploaded together (default 256)")
     ingest.add_argument("--on-error", choices=["raise", "continue"], default=None,
-                        help="stop at the first failed batch (default) or record it and go on")
+                        help="stop at the first failed batch, unreadable file or bad JSONL record (default), "
+                             "or report it, skip it and go on")
+    ingest.add_argument("--sync", action="store_true",
+                        help="make the collection mirror PATHs: delete the points of files gone from them "
+                             "(never points from other paths; nothing when a PATH is missing or a file unreadable)")
+    ingest.add_argument("--retries", type=int, default=None, metavar="N",
+                        help="attempts per Qdrant request, reaching the server included (default 5)")
+    ingest.add_argument("--max-file-mb", type=float, default=None, metavar="MB",
+                        help="skip .txt/.md files larger than this, with a warning (default 64)")
     ingest.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ingest.add_argument("--sparse", choices=["bm25"], default=None,
                         help="also store BM25 sparse vectors, for search --mode sparse|hybrid")
@@ -380,15 +397,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; every failure is one ``error:`` line and an exit code (cli_errors.py)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    one_line_warnings()
     try:
         return args.func(args)
-    except (C2VError, ValueError, TypeError, FileNotFoundError, FileExistsError, KeyError) as err:
-        # Expected input and setup problems: the message names the input and the fix.
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"error: {message}", file=sys.stderr)
-        return 1
+    except (Exception, KeyboardInterrupt) as err:
+        return report(err, args.verbose)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ def default_max_tokens(device: torch.device) -> int:
 def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
     """Validate the input and return ``(texts, was_single_string)``."""
     if isinstance(sentences, str):
+        check_unicode(sentences, "input")
         return [sentences], True
     if isinstance(sentences, (bytes, dict)) or not isinstance(sentences, Iterable):
         raise TypeError(f"expected a string or a list of strings, got {type(sentences).__name__}")
@@ -52,7 +53,25 @@ def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
                 f"input at index {i} is a {type(text).__name__}, not a str: {text!r:.80}. "
                 "Convert it with str() or drop it."
             )
+        check_unicode(text, f"input at index {i}")
     return texts, False
+
+
+def check_unicode(text: str, where: str) -> None:
+    """Refuse a string the tokenizers cannot take: one holding a lone surrogate (U+D800-U+DFFF).
+
+    Python strings can (from ``errors="surrogateescape"`` decoding, or a JSON ``"\\ud800"``
+    escape); the Rust tokenizers fail on them with an error that names neither text nor cause.
+    """
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{where} holds a lone surrogate (U+{ord(text[err.start]):04X} at character {err.start}), which is "
+            "not valid Unicode text: decode the source bytes with errors='replace', or drop it"
+        ) from None
 
 
 def encode_texts(

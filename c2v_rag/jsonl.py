@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """``(line number, object)`` for each non-blank line; a bad line raises ValueError naming ``path:line``."""
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
+def iter_jsonl(path: Path, on_error: Callable[[int, ValueError], None] | None = None) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line.
+
+    A bad line (not UTF-8, not JSON, not an object) raises ValueError naming ``path:line``; with
+    ``on_error``, that error is passed to it with the line number instead and reading goes on.
+    """
+    # Binary, decoded line by line: one bad byte then costs its line, not the rest of the file.
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number} is not valid JSON: {err}") from err
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number} must be a JSON object, got {type(record).__name__}")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{number} is not valid JSON: {err}") from err
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}:{number} must be a JSON object, got {type(record).__name__}")
+            except UnicodeDecodeError as err:
+                error = ValueError(f"{path}:{number} is not valid UTF-8: {err}")
+                if on_error is None:
+                    raise error from err
+                on_error(number, error)
+                continue
+            except ValueError as err:
+                if on_error is None:
+                    raise
+                on_error(number, err)
+                continue
             yield number, record

@@ -287,8 +287,10 @@ class Causal2Vec(nn.Module):
         self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         contextual = sentence = None
-        if self.config.num_contextual_tokens:
+        if self.config.num_contextual_tokens and self.config.encoder_share:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
+        elif self.config.num_contextual_tokens:
+            contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
         if input_ids is not None:
             batch = copy.copy(batch)
             batch.input_ids = input_ids

@@ -26,7 +26,8 @@ from .variant_io import CONFIG_FILE, PROJECTOR_FILE, read_config
 VARIANT_FILES = (CONFIG_FILE, PROJECTOR_FILE, "train_config.yaml", "dev_scores.json")
 
 # Hub datasets behind the dataset names our recipes use (the card's `datasets:`).
-HUB_DATASETS = {"snli": "stanfordnlp/snli", "stsb": "sentence-transformers/stsb", "scifact": "allenai/scifact",
+HUB_DATASETS = {"snli": "stanfordnlp/snli", "snli_dev": "stanfordnlp/snli", "snli_test": "stanfordnlp/snli",
+                "stsb": "sentence-transformers/stsb", "scifact": "allenai/scifact",
                 "banking77": "PolyAI/banking77", "emotion": "dair-ai/emotion", "msmarco": "microsoft/ms_marco",
                 "nq": "google-research-datasets/natural_questions"}
 

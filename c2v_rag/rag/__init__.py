@@ -9,7 +9,16 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
 from .documents import SourceDocument, iter_documents
 from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
-from .errors import CollectionMismatchError, CollectionNotFoundError, IngestError
+from .errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    IngestError,
+    IngestInterrupted,
+    QdrantRequestError,
+    QdrantUnreachableError,
+    StoreLockedError,
+)
+from .files import SkippedInput
 from .filters import to_qdrant_filter
 from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
 from .reindex import ReindexResult, reindex
@@ -43,4 +52,9 @@ __all__ = [
     "IngestError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
+    "IngestInterrupted",
+    "StoreLockedError",
+    "QdrantUnreachableError",
+    "QdrantRequestError",
+    "SkippedInput",
 ]

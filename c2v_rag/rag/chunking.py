@@ -3,10 +3,18 @@
 The splitting itself is LlamaIndex's ``SentenceSplitter`` (paragraphs, then sentences, then
 words), given the decoder tokenizer as its length function: a chunk of ``chunk_size`` tokens is
 exactly what the model will see, with no guess from a foreign tokenizer.
+
+Chunks stream: a long document is cut into sections at paragraph breaks (:func:`sections`), and
+the splitter runs on one section at a time, so the first chunks reach the embedder after one
+section's work rather than the whole document's, and the splitter's intermediate lists never
+cover more than a section. A document shorter than a section (nearly all of them: a section is
+at least 64K characters) is split exactly as the splitter alone would; in a longer one, chunks
+do not overlap across a section break (a paragraph break, where overlap matters least).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +27,10 @@ if TYPE_CHECKING:
 # document, plus slack: the splitter sums its pieces' token counts, and joined pieces can
 # tokenize a token or two longer. A chunk so never loses its tail to truncation.
 _TEMPLATE_ALLOWANCE = 16
+# A section is at least this many characters, and at least this many chunks' worth (at ~4
+# characters per token), so that section breaks are rare and the splitter sees whole passages.
+MIN_SECTION_CHARS = 65536
+_CHUNKS_PER_SECTION = 64
 
 
 @dataclass(frozen=True)
@@ -45,32 +57,73 @@ def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int):
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 
 
+def check_chunk_size(chunk_size: int, max_length: int) -> None:
+    """Refuse a chunk size that the model (bounded at ``max_length`` decoder tokens) would truncate."""
+    limit = max_length - _TEMPLATE_ALLOWANCE
+    if chunk_size > limit:
+        raise ValueError(
+            f"chunk_size={chunk_size} does not fit the model's max_length={max_length} "
+            f"(with the prompt template); use chunk_size <= {limit}"
+        )
+
+
 class TokenChunker:
     """Splits a document's text into :class:`Chunk` objects for ``model``."""
 
-    def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int) -> None:
-        limit = model.config.max_length - _TEMPLATE_ALLOWANCE
-        if chunk_size > limit:
-            raise ValueError(
-                f"chunk_size={chunk_size} does not fit the model's max_length={model.config.max_length} "
-                f"(with the prompt template); use chunk_size <= {limit}"
-            )
+    def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int,
+                 section_chars: int | None = None) -> None:
+        check_chunk_size(chunk_size, model.config.max_length)
+        # Characters per streamed section (see the module docstring); None is the default size.
+        self._section_chars = section_chars
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.splitter = make_splitter(model.tokenizer, chunk_size, chunk_overlap)
 
+    @property
+    def section_chars(self) -> int:
+        if self._section_chars is not None:
+            return self._section_chars
+        return max(MIN_SECTION_CHARS, _CHUNKS_PER_SECTION * 4 * self.chunk_size)
+
     def chunk(self, text: str) -> list[Chunk]:
+        """All of ``text``'s chunks (see :meth:`iter_chunks`)."""
+        return list(self.iter_chunks(text))
+
+    def iter_chunks(self, text: str) -> Iterator[Chunk]:
+        """``text``'s chunks in order, produced one section at a time."""
         if not text.strip():
-            return []
-        pieces = self.splitter.split_text(text)
-        chunks, cursor = [], 0
-        for index, piece in enumerate(pieces):
-            # Offsets for citations; the splitter strips whitespace, so the piece is found from
-            # the previous start rather than computed.
-            start = text.find(piece, cursor)
-            if start < 0:
-                chunks.append(Chunk(piece, index, None, None))
-                continue
-            chunks.append(Chunk(piece, index, start, start + len(piece)))
-            cursor = start + 1
-        return chunks
+            return
+        index = 0
+        for offset, section in sections(text, self.section_chars):
+            cursor = 0
+            for piece in self.splitter.split_text(section):
+                # Offsets for citations; the splitter strips whitespace, so the piece is found from
+                # the previous start rather than computed.
+                start = section.find(piece, cursor)
+                if start < 0:
+                    yield Chunk(piece, index, None, None)
+                else:
+                    yield Chunk(piece, index, offset + start, offset + start + len(piece))
+                    cursor = start + 1
+                index += 1
+
+
+# Where a section may end, best first: a paragraph break, a line break, a sentence end, a space.
+_BREAKS = ("\n\n", "\n", ". ", " ")
+
+
+def sections(text: str, size: int) -> Iterator[tuple[int, str]]:
+    """``(offset, section)`` pieces of ``text`` of at most ``size`` characters, cut at the best break
+    in each piece's second half (a hard cut only in a run of ``size / 2`` characters without one)."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(start + size, n)
+        if end < n:
+            floor = start + size // 2
+            for mark in _BREAKS:
+                cut = text.rfind(mark, floor, end)
+                if cut >= 0:
+                    end = cut + len(mark)
+                    break
+        yield start, text[start:end]
+        start = end

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from .errors import CollectionMismatchError, CollectionNotFoundError
+from .errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -163,7 +163,7 @@ class QdrantConfig(BaseModel):
             return QdrantClient(**self.client_kwargs())
         except RuntimeError as err:
             if "already accessed" in str(err):
-                raise RuntimeError(
+                raise StoreLockedError(
                     f"{self.location} is open in another client (this process or another one); embedded "
                     "Qdrant allows one at a time. Close the other client, or run a Qdrant server and "
                     "pass qdrant_url."
@@ -216,7 +216,11 @@ def qdrant_distance(name: str) -> "models.Distance":
 
 def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, Any]:
     """What a collection records about the model that filled it."""
-    config = model.config
+    return config_fingerprint(model.config, reference)
+
+
+def config_fingerprint(config: Any, reference: str | None) -> dict[str, Any]:
+    """:func:`model_fingerprint` from a variant's config alone, before its weights load."""
     return {
         "format": 1,
         "model": reference,
@@ -224,7 +228,7 @@ def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, A
         "encoder": config.encoder,
         "representation": config.representation,
         "num_contextual_tokens": config.num_contextual_tokens,
-        "embedding_dim": model.embedding_dim,
+        "embedding_dim": config.embedding_dim,
     }
 
 

@@ -13,6 +13,7 @@ would make every re-run look like new documents.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -21,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonl import iter_jsonl
+from ..encoding import check_unicode
+from .files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
 
 logger = logging.getLogger(__name__)
 
-TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
-JSONL_SUFFIXES = frozenset({".jsonl"})
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES
+__all__ = ["SourceDocument", "iter_documents", "from_record", "content_doc_id", "names_existing_path",
+           "TEXT_SUFFIXES", "JSONL_SUFFIXES", "SUPPORTED_SUFFIXES"]
 
 # Keys the payload writer owns: user metadata under these names would be silently overwritten
 # by LlamaIndex's node serialization, or shadow LangChain's layout.
@@ -40,12 +41,20 @@ _ID_KEYS = ("id", "doc_id", "_id")
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document to ingest: its stable id, its text, its metadata and where it came from."""
+    """One document to ingest: its stable id, its text, its metadata and where it came from.
+
+    ``source_root`` is the file or folder the caller passed that this document was read from
+    (resolved); a sync deletes only points recorded under the root it mirrors.
+    """
 
     doc_id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
+    source_root: str | None = None
+
+    def with_root(self, root: str) -> "SourceDocument":
+        return dataclasses.replace(self, source_root=root)
 
 
 def content_doc_id(text: str) -> str:
@@ -53,49 +62,54 @@ def content_doc_id(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def iter_documents(docs: Any) -> Iterator[SourceDocument]:
+def iter_documents(docs: Any, *, options: ReadOptions | None = None,
+                   log: ReadLog | None = None) -> Iterator[SourceDocument]:
     """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
 
     A single top-level string that names an existing file or folder is read as a path; inside
     a list, strings are always texts (pass :class:`pathlib.Path` objects for paths). The input's
-    type, and the existence of the paths in a top-level list, are checked on the call, before
-    any document is read.
+    type, and every path given at the top level or in a top-level list (existence, suffix, a
+    folder's supported files), are checked on the call, before any document is read.
+    ``options`` sets the file size limit and error handling; ``log`` collects what was skipped.
     """
-    if isinstance(docs, str) and _names_existing_path(docs):
-        return _from_path(Path(docs).expanduser())
-    if isinstance(docs, (str, os.PathLike, Mapping)) or _framework_kind(docs):
-        _check_exists([docs])
-        return _from_item(docs, "docs")
+    options = options or ReadOptions()
+    log = log if log is not None else ReadLog()
+    if isinstance(docs, str) and names_existing_path(docs):
+        return open_source(Path(docs), options, log)
+    if isinstance(docs, os.PathLike):
+        return open_source(Path(docs), options, log)
+    if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
+        return _from_item(docs, "docs", options, log)
     if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
         if isinstance(docs, (list, tuple)):
-            _check_exists(docs)
-        return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]"))
+            # Open (check) every path now; their files are still read one at a time.
+            opened = {i: open_source(Path(item), options, log) for i, item in enumerate(docs)
+                      if isinstance(item, os.PathLike)}
+            return (doc for i, item in enumerate(docs)
+                    for doc in (opened[i] if i in opened else _from_item(item, f"docs[{i}]", options, log)))
+        return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]", options, log))
     raise TypeError(
         f"docs must be a string, a dict, a document object, a path or an iterable of them; "
         f"got {type(docs).__name__}"
     )
 
 
-def _check_exists(items: Iterable[Any]) -> None:
-    for item in items:
-        if isinstance(item, os.PathLike) and not Path(item).expanduser().exists():
-            raise FileNotFoundError(f"{item} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
-
-
-def _names_existing_path(text: str) -> bool:
+def names_existing_path(text: str) -> bool:
+    """Whether a top-level string passed to ``ingest`` is read as a path (an existing one)."""
     if "\n" in text or len(text) > 4096:
         return False
     try:
         return Path(text).expanduser().exists()
-    except OSError:  # a long or odd string is no path
+    except (OSError, ValueError):  # a long or odd string (or one with NUL) is no path
         return False
 
 
-def _from_item(item: Any, where: str) -> Iterator[SourceDocument]:
+def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     if isinstance(item, str):
+        check_unicode(item, where)
         yield SourceDocument(content_doc_id(item), item)
     elif isinstance(item, os.PathLike):
-        yield from _from_path(Path(item).expanduser())
+        yield from open_source(Path(item), options, log)
     elif isinstance(item, Mapping):
         yield from_record(item, where)
     elif (kind := _framework_kind(item)) == "langchain":
@@ -140,9 +154,12 @@ def _check_metadata(metadata: Mapping[str, Any], where: str) -> None:
             f"{where} has metadata keys {clash} that the vector store layout reserves. Rename them; "
             "a document id belongs in the record's 'id' field, not in its metadata."
         )
-    for key in metadata:
+    for key, value in metadata.items():
         if not isinstance(key, str):
             raise TypeError(f"{where} has a metadata key {key!r} that is not a string")
+        check_unicode(key, f"{where} metadata key {key!r}")
+        if isinstance(value, str):
+            check_unicode(value, f"{where}[metadata][{key!r}]")
 
 
 def from_record(record: Mapping[str, Any], where: str, default_id: str | None = None,
@@ -161,6 +178,7 @@ def from_record(record: Mapping[str, Any], where: str, default_id: str | None = 
     text = record[text_key]
     if not isinstance(text, str):
         raise TypeError(f"{where}[{text_key!r}] is a {type(text).__name__}, not a str")
+    check_unicode(text, f"{where}[{text_key!r}]")
     raw_metadata = record.get("metadata") or {}
     if not isinstance(raw_metadata, Mapping):
         raise TypeError(f"{where}['metadata'] must be a dict, got {type(raw_metadata).__name__}")
@@ -179,55 +197,3 @@ def from_record(record: Mapping[str, Any], where: str, default_id: str | None = 
         metadata.setdefault("source", source)
     doc_id = str(record[id_key]) if id_key else (default_id or content_doc_id(text))
     return SourceDocument(doc_id, text, metadata, _source_of(metadata))
-
-
-def _from_path(path: Path) -> Iterator[SourceDocument]:
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
-    if path.is_dir():
-        files = _list_files(path)
-        if not files:
-            raise ValueError(f"no .txt, .md or .jsonl files under {path}")
-    else:
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-            raise ValueError(
-                f"{path}: unsupported file type {path.suffix!r}; c2v_rag reads .txt, .md, .markdown "
-                "and .jsonl (convert other formats to text first)"
-            )
-        files = [path]
-    for file in files:
-        if file.suffix.lower() in JSONL_SUFFIXES:
-            yield from _read_jsonl(file)
-        else:
-            yield _read_text(file)
-
-
-def _list_files(root: Path) -> list[Path]:
-    files, skipped = [], 0
-    for file in sorted(root.rglob("*")):
-        relative = file.relative_to(root).parts
-        if any(part.startswith(".") for part in relative) or not file.is_file():
-            continue
-        if file.suffix.lower() in SUPPORTED_SUFFIXES:
-            files.append(file)
-        else:
-            skipped += 1
-    if skipped:
-        logger.info("Skipped %d files under %s that are not .txt, .md or .jsonl", skipped, root)
-    return files
-
-
-def _read_text(file: Path) -> SourceDocument:
-    resolved = file.resolve()
-    text = resolved.read_text(encoding="utf-8", errors="replace")
-    if "\ufffd" in text:
-        logger.warning("%s is not valid UTF-8; undecodable bytes were replaced", resolved)
-    metadata = {"source": str(resolved), "file_name": resolved.name}
-    return SourceDocument(resolved.as_posix(), text, metadata, str(resolved))
-
-
-def _read_jsonl(file: Path) -> Iterator[SourceDocument]:
-    resolved = file.resolve()
-    for line_no, record in iter_jsonl(resolved):
-        where = f"{resolved}:{line_no}"
-        yield from_record(record, where, default_id=where, source=str(resolved))

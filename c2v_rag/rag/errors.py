@@ -29,3 +29,27 @@ class IngestError(C2VError, RuntimeError):
         super().__init__(message)
         self.doc_ids = doc_ids
         self.result = result
+
+
+class StoreLockedError(C2VError, RuntimeError):
+    """The embedded Qdrant directory is open in another client (this process or another one)."""
+
+
+class QdrantUnreachableError(C2VError, ConnectionError):
+    """The Qdrant server did not answer, after the configured retries."""
+
+
+class QdrantRequestError(C2VError, RuntimeError):
+    """The Qdrant server answered with an error status (4xx/5xx) to a request made before any write."""
+
+
+class IngestInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped an ingest; ``result`` holds what was stored before it stopped.
+
+    A :class:`KeyboardInterrupt`, so code that catches Ctrl-C still catches it. Re-running the
+    same ingest resumes: stored chunks are skipped.
+    """
+
+    def __init__(self, message: str, result: "IngestResult | None" = None) -> None:
+        super().__init__(message)
+        self.result = result

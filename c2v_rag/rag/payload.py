@@ -20,6 +20,10 @@ from .documents import SourceDocument
 CONTENT_KEY = "page_content"
 METADATA_KEY = "metadata"
 DOC_ID_KEY = "doc_id"
+# The file or folder a chunk was ingested from (the path the caller passed, resolved): what a
+# sync mirrors. Outside the metadata, so it is not part of the content hash (point ids stay put)
+# and a later ingest of the same file through another root can claim the points.
+SOURCE_ROOT_KEY = "source_root"
 # Bookkeeping keys the LLM need not read when LlamaIndex puts retrieved chunks in a prompt.
 _HIDDEN_FROM_LLM = ["doc_id", "chunk_index"]
 
@@ -54,6 +58,8 @@ def chunk_payload(doc: SourceDocument, chunk: Chunk, point_id: str, metadata: Ma
     # JSON-safe copies of the metadata values (datetimes become strings) come from the dump above.
     payload[METADATA_KEY] = {key: payload[key] for key in metadata}
     payload[CONTENT_KEY] = chunk.text
+    if doc.source_root is not None:
+        payload[SOURCE_ROOT_KEY] = doc.source_root
     return payload
 
 

@@ -11,6 +11,10 @@ Idempotence rests on deterministic point ids (document id, chunk index, content 
 - once all of a document's new chunks are stored, its other points (an older version's) are
   deleted, so a changed document leaves no stale chunks. A document whose upload failed keeps
   its old points until a re-run succeeds: nothing is lost.
+
+Around the run: everything knowable without the model is checked before it loads
+(``preflight``), a sync deletes documents gone from their source folders after a complete run
+(``sync``), and a run that stops before writing anything removes the collection it created.
 """
 
 from __future__ import annotations
@@ -30,17 +34,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tqdm.auto import tqdm
 
 from .aliases import resolve_alias, switch_alias, versioned_target
-from .chunking import TokenChunker
+from .chunking import TokenChunker, check_chunk_size
 from .collection import DEFAULT_COLLECTION, QdrantConfig, check_payload_indexes, ensure_collection, model_fingerprint
 from .deps import require_rag
 from .documents import SourceDocument, iter_documents
 from .embedder import Embedder, load_model
-from .errors import IngestError
+from .errors import IngestError, IngestInterrupted
+from .files import ReadLog, ReadOptions, SkippedInput
 from .ids import content_hash, point_id
 from .layout import CollectionLayout
-from .payload import DOC_ID_KEY, chunk_metadata, chunk_payload
+from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_metadata, chunk_payload
+from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config
 from .retry import call_with_retry
+from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from .sparse import BM25Config, BM25Encoder, resolve_sparse
+from .sync import delete_gone_documents, roots_to_claim, sync_roots
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -66,7 +74,21 @@ class IngestConfig(BaseModel):
     retry_initial_wait: float = Field(default=0.5, ge=0)
     retry_max_wait: float = Field(default=30.0, ge=0)
     on_error: Literal["raise", "continue"] = Field(
-        default="raise", description="stop at the first failed batch, or record it and go on"
+        default="raise",
+        description="stop at the first failed batch, unreadable file or bad JSONL record, or record it and go on",
+    )
+    sync: bool = Field(
+        default=False,
+        description="make the collection mirror the given files and folders: delete the points of documents "
+                    "gone from them (never points from other sources; never after a failed or partial read)",
+    )
+    max_file_bytes: int | None = Field(
+        default=DEFAULT_MAX_FILE_BYTES, ge=1,
+        description=".txt/.md files larger than this are skipped with a warning (None: no limit); .jsonl is streamed",
+    )
+    max_undecodable_share: float = Field(
+        default=DEFAULT_MAX_UNDECODABLE_SHARE, ge=0, le=1,
+        description="files with a larger share of bytes that are not UTF-8 are skipped as not text",
     )
     show_progress: bool = True
     sparse: BM25Config | None = Field(
@@ -109,6 +131,11 @@ class IngestResult(BaseModel):
     chunks_written: int = 0
     chunks_unchanged: int = 0
     failed: list[FailedBatch] = Field(default_factory=list)
+    files_skipped: int = 0
+    records_skipped: int = 0
+    skipped: list[SkippedInput] = Field(default_factory=list, description="the first 1,000 skipped inputs")
+    documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
+    chunks_deleted: int = 0
     seconds: float = 0.0
 
     @property
@@ -123,6 +150,10 @@ class IngestResult(BaseModel):
         text = (f"{self.documents} documents, {self.chunks} chunks ({self.chunks_written} written, "
                 f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
                 f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+        if self.files_skipped or self.records_skipped:
+            text += f"; skipped {self.files_skipped} files and {self.records_skipped} records"
+        if self.documents_deleted:
+            text += f"; sync deleted {self.documents_deleted} documents ({self.chunks_deleted} chunks)"
         if self.failed:
             text += f"; {len(self.failed)} batches failed"
         return text
@@ -143,6 +174,7 @@ def ingest(
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
     on_error: Literal["raise", "continue"] | None = None,
+    sync: bool | None = None,
     show_progress: bool | None = None,
     sparse: "Literal['bm25'] | BM25Config | None" = None,
     payload_indexes: dict[str, str] | None = None,
@@ -164,7 +196,16 @@ def ingest(
         api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
+        sync: make the collection mirror the given files and folders (``docs`` must be paths).
+            By default (False) an ingest only adds and updates: a document deleted or renamed
+            in a folder keeps its points. With True, after a complete run, the points recorded
+            under each given path whose document was not read this time are deleted. Points
+            written from other paths or from non-path inputs are never touched; a missing
+            path is an error before anything runs; files that could not be read keep their
+            points; nothing is deleted after a failed batch (see :mod:`c2v_rag.rag.sync`).
         chunk_size, chunk_overlap, batch_size, on_error, show_progress: override ``config``.
+            ``on_error="continue"`` also skips unreadable files and bad JSONL records, each
+            reported (``file:line``) and counted in the result.
         sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk (vectors named
             ``text-dense`` and ``text-sparse-new``), for ``search(mode="sparse"|"hybrid")``.
         payload_indexes: metadata key -> index type (``keyword``, ``integer``, ``float``, ``bool``,
@@ -176,40 +217,71 @@ def ingest(
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
         client: an open ``QdrantClient`` to use instead of connecting (left open).
 
+    Everything that needs no model is checked before it loads: the paths and their suffixes,
+    the store (a locked embedded directory, an unreachable server, after the configured
+    retries), the collection's vector size, distance and model. Files that are not text (NUL
+    bytes, a binary format's signature, mostly undecodable) or over ``max_file_bytes`` are
+    skipped with one warning each. A run that stops before writing a point removes the
+    collection it created.
+
     Returns:
         An :class:`IngestResult`. With ``on_error="raise"`` (default) a batch that still fails
-        after retries raises :class:`IngestError` naming its document ids; re-running the same
-        call then resumes with no duplicates.
+        after retries raises :class:`IngestError` naming its document ids, and a bad file or
+        record raises its error once what was read before it is stored; re-running the same
+        call then resumes with no duplicates. Ctrl-C raises :class:`IngestInterrupted` (a
+        ``KeyboardInterrupt``) once the batches already embedded are stored.
     """
     require_rag("c2v_rag.ingest")
     overrides = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "batch_size": batch_size,
-                 "on_error": on_error, "show_progress": show_progress, "sparse": sparse,
+                 "on_error": on_error, "sync": sync, "show_progress": show_progress, "sparse": sparse,
                  "payload_indexes": payload_indexes}
     settings = IngestConfig.model_validate(
         {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
-    documents = iter_documents(docs)  # checks the input's type and paths before the model loads
-    reference, c2v = _resolve_model(model, device, dtype)
-    embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
-                        batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
-    chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
+    # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
+    log = ReadLog()
+    read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
+                       on_error=settings.on_error)
+    documents = iter_documents(docs, options=read, log=log)
+    roots = sync_roots(docs) if settings.sync else []
+    # 2. The model's config (not its weights): chunk size, and what the collection must match.
+    reference = model_reference(model)
+    model_config = variant_config(model)
+    check_chunk_size(settings.chunk_size, model_config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionLayout.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
+    # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
-    qdrant_client = target.connect() if own_client else client
+    qdrant_client = (open_client(target, attempts=settings.retry_attempts, initial_wait=settings.retry_initial_wait,
+                                 max_wait=settings.retry_max_wait) if own_client else client)
+    created = False
     try:
         # An alias is written through to its collection; versioned=True publishes the alias only
         # once the collection is complete.
         collection, publish_as = (versioned_target(qdrant_client, collection) if versioned
                                   else (resolve_alias(qdrant_client, collection), None))
+        try:
+            check_target(qdrant_client, collection, target, model_config, reference, layout)
+        except Exception as err:
+            store_error = server_error(target, err, 1)
+            if store_error is err:
+                raise
+            raise store_error from err
+        # 4. The model, then the run.
+        c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
+        embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
+                            batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
+        chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
         created = ensure_collection(qdrant_client, collection, target, model_fingerprint(c2v, reference), layout,
                                     settings.payload_indexes)
         total = _count_documents(docs)
-        run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total,
+        run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total, log, roots,
                          layout=layout, sparse_encoder=sparse_encoder)
         result = run.execute(documents)
+        if created and result.chunks_written == 0 and result.failed:
+            drop_if_empty(qdrant_client, collection, target)
         if publish_as is not None:
             if result.ok:
                 switch_alias(qdrant_client, publish_as, collection)
@@ -217,6 +289,10 @@ def ingest(
                 logger.warning("Alias %r not created: %d batches failed; re-run the ingest to finish %r and "
                                "publish it", publish_as, len(result.failed), collection)
         return result
+    except BaseException:
+        if created:
+            drop_if_empty(qdrant_client, collection, target)
+        raise
     finally:
         if own_client:
             qdrant_client.close()
@@ -232,19 +308,9 @@ def _count_documents(docs: Any) -> int | None:
 
 def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
     """The model's reference as a collection records it (None for a loaded model), and the model."""
-    # reindex.py uses this too: one place decides what a collection records as its model.
-    from ..modeling import Causal2Vec
-    from ..presets import DEFAULT_PRESET
-
-    if isinstance(model, Causal2Vec):
-        return None, model
-    if model is not None and not isinstance(model, (str, Path)):
-        raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
-    loaded = load_model(model, device=device, dtype=dtype)
-    if model is None:
-        return DEFAULT_PRESET, loaded
-    as_path = Path(model).expanduser()
-    return (str(as_path.resolve()) if as_path.is_dir() else str(model)), loaded
+    # reindex.py uses this too: preflight.model_reference decides what a collection records as its model.
+    reference = model_reference(model)
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype))
 
 
 @dataclass
@@ -252,6 +318,7 @@ class _Pending:
     point_id: str
     text: str
     payload: dict[str, Any]
+    source_root: str | None = None
 
 
 @dataclass
@@ -273,8 +340,9 @@ class _Batch:
 
 class _IngestRun:
     def __init__(self, client, collection: str, target: QdrantConfig, settings: IngestConfig,
-                 embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None, *,
-                 layout: CollectionLayout | None = None, sparse_encoder: BM25Encoder | None = None) -> None:
+                 embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None,
+                 log: ReadLog, roots: list[str], *, layout: CollectionLayout | None = None,
+                 sparse_encoder: BM25Encoder | None = None) -> None:
         self.client = client
         self.collection = collection
         self.target = target
@@ -299,6 +367,8 @@ class _IngestRun:
         self.progress = tqdm(desc=f"Ingesting into {collection}", unit="chunk", disable=not settings.show_progress)
         self.total_documents = total
         self.started = time.perf_counter()
+        self.log = log
+        self.roots = roots
 
     # ------------------------------------------------------------------ calling thread
 
@@ -312,11 +382,24 @@ class _IngestRun:
                 self._add(doc)
             if not self.stop.is_set():
                 self._flush()
-        finally:
-            self._put(None)
-            uploader.join()
-            self.progress.close()
-            self.result.seconds = time.perf_counter() - self.started
+        except KeyboardInterrupt:
+            # Stop at once (no new embedding); the batches already embedded are still written below.
+            self._finish(uploader)
+            raise IngestInterrupted(
+                f"interrupted; {self.result.chunks_written} chunks were stored. Re-run the same ingest to "
+                "resume: stored chunks are skipped and nothing is duplicated.", self.result) from None
+        except Exception as err:
+            # A bad file or record (or document): store what was read before it, so that a re-run
+            # after the fix resumes past it.
+            if not self.stop.is_set():
+                with contextlib.suppress(Exception):
+                    self._flush()
+            self._finish(uploader)
+            # The caller reports the error itself; this adds what survives it.
+            logger.info("Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
+                        self.result.chunks_written, err)
+            raise
+        self._finish(uploader)
         if self.result.failed and self.settings.on_error == "raise":
             failed = self.result.failed[0]
             shown = ", ".join(failed.doc_ids[:10]) + (" ..." if len(failed.doc_ids) > 10 else "")
@@ -329,7 +412,34 @@ class _IngestRun:
         if self.result.failed:
             logger.warning("Ingest finished with %d failed batches (documents: %s); re-run to retry them",
                            len(self.result.failed), ", ".join(d for f in self.result.failed for d in f.doc_ids[:5]))
+        if self.roots:
+            self._sync()
         return self.result
+
+    def _finish(self, uploader: threading.Thread) -> None:
+        """Let the uploader write what is queued and stop; then record the counts."""
+        self._put(None)
+        uploader.join()
+        self.progress.close()
+        self.result.seconds = time.perf_counter() - self.started
+        self.result.files_skipped = self.log.files_skipped
+        self.result.records_skipped = self.log.records_skipped
+        self.result.skipped = list(self.log.skipped)
+
+    def _sync(self) -> None:
+        if self.result.failed:
+            logger.warning("Sync skipped: %d batches failed, so this run is not a complete picture of the sources; "
+                           "re-run to store them and sync", len(self.result.failed))
+            return
+        try:
+            report = delete_gone_documents(self.client, self.collection, self.roots, self.seen, self.log, self._call)
+        except Exception as err:
+            raise IngestError(
+                f"every document was stored, but deleting the ones gone from the sources failed: "
+                f"{type(err).__name__}: {err}. Re-run the same ingest to finish the sync.", [], self.result,
+            ) from err
+        self.result.documents_deleted = report.documents_deleted
+        self.result.chunks_deleted = report.chunks_deleted
 
     def _add(self, doc: SourceDocument) -> None:
         # 16 hex digits tell repeats from clashes; the map holds one entry per document of the run.
@@ -346,10 +456,11 @@ class _IngestRun:
         self.seen[doc.doc_id] = fingerprint
         self.result.documents += 1
         ids = []
-        for chunk in self.chunker.chunk(doc.text):
+        for chunk in self.chunker.iter_chunks(doc.text):  # streamed: batches fill as it splits
             metadata = chunk_metadata(doc, chunk)
             pid = point_id(doc.doc_id, chunk.index, content_hash(chunk.text, metadata))
-            self.batch.chunks.append(_Pending(pid, chunk.text, chunk_payload(doc, chunk, pid, metadata)))
+            self.batch.chunks.append(_Pending(pid, chunk.text, chunk_payload(doc, chunk, pid, metadata),
+                                              doc.source_root))
             self.batch.add_doc(doc.doc_id)
             ids.append(pid)
             if len(self.batch.chunks) >= self.settings.batch_size:
@@ -382,9 +493,16 @@ class _IngestRun:
         if self.fresh or not chunks:
             return chunks
         ids = [c.point_id for c in chunks]
-        records = self._call(lambda: self.client.retrieve(self.collection, ids, with_payload=False,
+        records = self._call(lambda: self.client.retrieve(self.collection, ids, with_payload=[SOURCE_ROOT_KEY],
                                                           with_vectors=False), "checking stored chunks")
         stored = {str(r.id) for r in records}
+        # Unchanged chunks are not rewritten; their recorded source root follows this run's, so
+        # a sync of the folder they are now read from sees them as its own.
+        claims = roots_to_claim(records, {c.point_id: c.source_root for c in chunks})
+        for root, claimed in claims.items():
+            self._call(lambda root=root, claimed=claimed: self.client.set_payload(
+                self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True),
+                f"recording the source root of {len(claimed)} stored chunks")
         return [c for c in chunks if c.point_id not in stored]
 
     def _put(self, batch: _Batch | None) -> None:
@@ -442,7 +560,9 @@ class _IngestRun:
                                max_wait=s.retry_max_wait)
 
     def _fail(self, batch: _Batch, err: Exception) -> None:
-        logger.error("Batch of documents %s failed: %s", batch.doc_ids[:10], err)
+        # With on_error="raise" the IngestError says this; with "continue" it is the only trace.
+        level = logging.WARNING if self.settings.on_error == "continue" else logging.INFO
+        logger.log(level, "Batch of documents %s failed: %s", batch.doc_ids[:10], err)
         self.failed_docs.update(batch.doc_ids)
         self.result.failed.append(FailedBatch(doc_ids=list(batch.doc_ids), chunks=len(batch.chunks),
                                               error=f"{type(err).__name__}: {err}"))

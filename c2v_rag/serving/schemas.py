@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..encoding import check_unicode
+
 
 class ApiError(Exception):
     """An HTTP error with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
@@ -103,6 +105,10 @@ def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
         if isinstance(item, str):
             if not item:
                 raise ApiError(400, f"{where} is an empty string: every input needs some text", param="input")
+            try:  # a JSON "\ud800" escape decodes to a lone surrogate, which no tokenizer takes
+                check_unicode(item, where)
+            except ValueError as err:
+                raise ApiError(400, str(err), param="input") from None
             continue
         if isinstance(item, (int, list)) and not isinstance(item, bool):
             raise ApiError(400, f"{where} is token ids; this server embeds text: send strings (LangChain: "

@@ -52,3 +52,45 @@ def test_point_ids_are_deterministic_uuids_of_doc_index_and_content():
     pid = point_id("doc", 0, h)
     assert uuid.UUID(pid).version == 5 and pid == point_id("doc", 0, h)
     assert len({pid, point_id("doc2", 0, h), point_id("doc", 1, h), point_id("doc", 0, h[::-1])}) == 4
+
+
+def test_sections_cut_at_the_best_break_and_rejoin_to_the_text():
+    from c2v_rag.rag.chunking import sections
+
+    text = "\n\n".join(make_text(i, sentences=4) for i in range(30)) + " " + "x" * 500
+    pieces = list(sections(text, 800))
+    assert "".join(p for _, p in pieces) == text and len(pieces) > 5
+    assert all(text[offset:offset + len(p)] == p and len(p) <= 800 for offset, p in pieces)
+    # Every cut but the hard one inside the final 500-character word lands after a paragraph break.
+    assert sum(p.endswith("\n\n") for _, p in pieces[:-1]) >= len(pieces) - 3
+    assert list(sections("short", 800)) == [(0, "short")] and list(sections("", 800)) == []
+
+
+def test_long_documents_stream_in_sections_and_short_ones_split_as_before(tiny_model):
+    text = "\n\n".join(make_text(i, sentences=5) for i in range(40))
+    streaming = TokenChunker(tiny_model, chunk_size=24, chunk_overlap=4, section_chars=1500)
+    whole = TokenChunker(tiny_model, chunk_size=24, chunk_overlap=4)
+    assert len(text) > 4 * 1500 and len(text) < whole.section_chars
+    # Shorter than a section: exactly the splitter's own chunks.
+    assert [c.text for c in whole.chunk(text)] == whole.splitter.split_text(text)
+
+    calls = []
+
+    class Counting:  # the real splitter, with its calls counted
+        def __init__(self, inner):
+            self.inner = inner
+
+        def split_text(self, section):
+            calls.append(len(section))
+            return self.inner.split_text(section)
+
+    streaming.splitter = Counting(streaming.splitter)
+    chunks = streaming.iter_chunks(text)
+    first = next(chunks)
+    assert len(calls) == 1 and calls[0] <= 1500           # the first chunk came after one section's work
+    rest = [first, *chunks]
+    assert len(calls) > 4 and [c.index for c in rest] == list(range(len(rest)))
+    for chunk in rest:
+        assert text[chunk.start_char:chunk.end_char] == chunk.text
+    covered = set().union(*(range(c.start_char, c.end_char) for c in rest))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())

@@ -49,10 +49,10 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
 
 def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
     assert main(["search", "anything", "--path", str(tmp_path), "--collection", "nothing_here",
-                 "--model", str(tiny_variant)]) == 1
+                 "--model", str(tiny_variant)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: collection 'nothing_here' does not exist") and "c2v-rag ingest PATH" in err
-    assert main(["ingest", str(tmp_path / "missing"), "--path", str(tmp_path), "--model", str(tiny_variant)]) == 1
+    assert main(["ingest", str(tmp_path / "missing"), "--path", str(tmp_path), "--model", str(tiny_variant)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -95,7 +95,7 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder,
     assert main(["search", query, *args, "--mode", "sparse", "-k", "2"]) == 0  # model read from kb_v2
     assert len(capsys.readouterr().out.splitlines()) == 4
 
-    assert main(["search", query, *args, "--filter", '{"n": {"like": 1}}']) == 1
+    assert main(["search", query, *args, "--filter", '{"n": {"like": 1}}']) == 2  # bad input
     assert "unknown operator 'like'" in capsys.readouterr().err
-    assert main(["search", query, *args, "--filter", "n=1"]) == 1
+    assert main(["search", query, *args, "--filter", "n=1"]) == 2
     assert "is not JSON" in capsys.readouterr().err

@@ -1,0 +1,136 @@
+"""``ingest(..., sync=True)``: a collection that mirrors its folders, on real embedded Qdrant.
+
+The reference for every sync is a clean ingest of the folder as it is now, into a new store:
+after a sync the collection must hold exactly those points, plus whatever other sources wrote.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+
+import c2v_rag
+from rag_helpers import make_text, stored_points
+
+
+@pytest.fixture
+def ingest_into(tiny_variant, ingest_config):
+    def run(paths, store: Path, **kwargs):
+        return c2v_rag.ingest(paths, path=store, collection="kb", model=tiny_variant, config=ingest_config, **kwargs)
+
+    return run
+
+
+def points(store: Path) -> dict[str, dict]:
+    with closing(QdrantClient(path=str(store))) as client:
+        return stored_points(client, "kb")
+
+
+def docs_of(store: Path) -> set[str]:
+    return {Path(p["doc_id"]).name if "/" in p["doc_id"] else p["doc_id"] for p in points(store).values()}
+
+
+def make_folder(root: Path, names: list[str]) -> Path:
+    for i, name in enumerate(names):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(make_text(i, sentences=2), encoding="utf-8")
+    return root
+
+
+def clean_ingest(ingest_into, folder: Path, tmp_path: Path, name: str) -> dict[str, dict]:
+    ingest_into(folder, tmp_path / name)
+    return points(tmp_path / name)
+
+
+def test_sync_mirrors_deleted_renamed_and_moved_files(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "b.md", "c.txt", "sub/d.txt", "sub/e.md"])
+    store = tmp_path / "store"
+    first = ingest_into(folder, store, sync=True)
+    assert first.documents == 5 and first.documents_deleted == 0
+
+    (folder / "a.txt").unlink()                                     # deleted
+    (folder / "b.md").rename(folder / "b2.md")                     # renamed
+    shutil.move(str(folder / "sub"), str(folder / "moved"))        # a folder moved inside the root
+    # Without sync (the default) an ingest only adds: the old documents stay.
+    plain = ingest_into(folder, store)
+    assert plain.documents_deleted == 0 and {"a.txt", "b.md", "d.txt", "b2.md"} <= docs_of(store)
+
+    result = ingest_into(folder, store, sync=True)
+    assert result.documents_deleted == 4 and result.chunks_written == 0  # a.txt, b.md, sub/d.txt, sub/e.md
+    assert points(store) == clean_ingest(ingest_into, folder, tmp_path, "clean")
+    again = ingest_into(folder, store, sync=True)
+    assert (again.documents_deleted, again.chunks_written) == (0, 0)
+
+
+def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
+    store = tmp_path / "store"
+    ingest_into(folder, store, sync=True)
+    before = points(store)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        ingest_into([tmp_path / "dcos"], store, sync=True)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        ingest_into([folder, tmp_path / "typo"], store, sync=True)   # one good path does not make it run
+    with pytest.raises(ValueError, match="sync=True mirrors files and folders"):
+        ingest_into(str(tmp_path / "dcos"), store, sync=True)       # a string that is no path is a text
+    for name in ("a.txt", "b.txt"):
+        (folder / name).unlink()
+    with pytest.raises(ValueError, match="no .txt, .md or .jsonl files"):
+        ingest_into(folder, store, sync=True)                       # an emptied folder is refused too
+    assert points(store) == before
+
+
+def test_two_sources_sharing_a_collection_keep_each_others_points(tmp_path, ingest_into):
+    one = make_folder(tmp_path / "one", ["a.txt", "b.txt"])
+    two = make_folder(tmp_path / "two", ["c.txt", "d.txt"])
+    store = tmp_path / "store"
+    ingest_into(one, store, sync=True)
+    ingest_into(two, store, sync=True)
+    ingest_into([{"id": "note", "text": make_text(9, sentences=2)}], store)  # not from a path
+    assert docs_of(store) == {"a.txt", "b.txt", "c.txt", "d.txt", "note"}
+
+    (one / "a.txt").unlink()
+    result = ingest_into(one, store, sync=True)                     # sees only one/: two/ and the note stay
+    assert result.documents_deleted == 1 and docs_of(store) == {"b.txt", "c.txt", "d.txt", "note"}
+    (two / "d.txt").unlink()
+    ingest_into([two / "c.txt"], store, sync=True)                  # a file root: d.txt is not its business
+    assert docs_of(store) == {"b.txt", "c.txt", "d.txt", "note"}
+    ingest_into(two, store, sync=True)
+    assert docs_of(store) == {"b.txt", "c.txt", "note"}
+
+
+def test_files_that_cannot_be_read_keep_their_points(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
+    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n{"id": "r2", "text": "%s"}\n'
+                                    % (make_text(5, 1), make_text(6, 1)), encoding="utf-8")
+    store = tmp_path / "store"
+    ingest_into(folder, store, sync=True)
+    (folder / "a.txt").write_bytes(b"\x00\x01binary now" * 10)        # not text: skipped, kept
+    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n{broken\n' % make_text(5, 1), encoding="utf-8")
+    result = ingest_into(folder, store, sync=True, on_error="continue")
+    assert (result.files_skipped, result.records_skipped, result.documents_deleted) == (1, 1, 0)
+    assert docs_of(store) == {"a.txt", "b.txt", "r1", "r2"}
+    # Once the JSONL file reads cleanly, the record removed from it is deleted.
+    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n' % make_text(5, 1), encoding="utf-8")
+    result = ingest_into(folder, store, sync=True)
+    assert result.documents_deleted == 1 and docs_of(store) == {"a.txt", "b.txt", "r1"}
+
+
+def test_a_file_read_through_another_root_is_claimed_by_it(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "sub/b.txt", "sub/c.txt"])
+    store = tmp_path / "store"
+    ingest_into(folder / "sub", store)                              # recorded under docs/sub
+    ingest_into(folder, store, sync=True)                           # unchanged chunks now under docs
+    roots = {p["source_root"] for p in points(store).values()}
+    assert roots == {str(folder.resolve())}
+    (folder / "sub" / "c.txt").unlink()
+    assert ingest_into(folder, store, sync=True).documents_deleted == 1
+    assert docs_of(store) == {"a.txt", "b.txt"}
