@@ -15,6 +15,8 @@ Base weights are referenced, not copied. Only safetensors are read: no pickles, 
 
 from __future__ import annotations
 
+import warnings
+
 import json
 import logging
 import shutil
@@ -75,7 +77,11 @@ def _attach_adapter(module: torch.nn.Module, directory: Path, merge: bool) -> to
 
     _check_adapter(directory)
     try:
-        wrapped = PeftModel.from_pretrained(module, str(directory), is_trainable=not merge)
+        with warnings.catch_warnings():
+            # peft reads transformers 5's deprecated `is_gradient_checkpointing`; the FutureWarning is
+            # theirs to fix and told every user loading a preset nothing they could act on.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            wrapped = PeftModel.from_pretrained(module, str(directory), is_trainable=not merge)
     except Exception as err:
         raise VariantLoadError(f"the LoRA adapter in {directory} does not fit its base model: {err}") from err
     return wrapped.merge_and_unload() if merge else wrapped
