@@ -87,7 +87,8 @@ def test_cli_trains_on_scifact_with_bm25_mining_and_dev_metrics(tiny_dirs, tmp_p
 def test_a_continued_variant_may_change_only_its_readout():
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "default_preset_2_concat.yaml"
     config = load_config(recipe)
-    assert config.model.variant and config.model.config == {"representation": "concat", "normalize_parts": True}
+    assert config.model.variant and config.model.config == {
+        "representation": "concat", "normalize_parts": True, "encoder_share": 0.5}
     with pytest.raises(ValueError, match="only the readout fields"):
         load_config(recipe, ["model.config.num_contextual_tokens=4"])
 
