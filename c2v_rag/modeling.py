@@ -248,14 +248,17 @@ class Causal2Vec(nn.Module):
 
     def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
         """C [B, n, d] from the encoder and the projector."""
-        return self.encoder_outputs(encoder_input_ids, encoder_attention_mask)[0]
+        return self.projector(self._encoder_states(encoder_input_ids, encoder_attention_mask), encoder_attention_mask)
 
     def encoder_outputs(
         self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states)."""
-        states = self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
+        """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states), from one encoder pass."""
+        states = self._encoder_states(encoder_input_ids, encoder_attention_mask)
         return self.projector(states, encoder_attention_mask), mean_pool(states, encoder_attention_mask)
+
+    def _encoder_states(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
 
     def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
         """Word embeddings of the batch with C written into its slots, by position."""
