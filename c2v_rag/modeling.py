@@ -78,6 +78,9 @@ class Causal2Vec(nn.Module):
         self._warned_truncation = False
         # Adapter folders this model was loaded with; save_pretrained copies them when merged.
         self._adapter_sources: dict[str, Path] = {}
+        # sha256 of the variant's own weight files when loaded from or saved to a directory
+        # (variant_io.weights_digest); None for base models and for weights changed since.
+        self.weights_digest: str | None = None
         if config.attention != "causal":
             set_attention_mode(decoder, config.attention)
 

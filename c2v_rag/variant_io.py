@@ -15,11 +15,11 @@ Base weights are referenced, not copied. Only safetensors are read: no pickles, 
 
 from __future__ import annotations
 
-import warnings
-
+import hashlib
 import json
 import logging
 import shutil
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,27 @@ def _attach_adapter(module: torch.nn.Module, directory: Path, merge: bool) -> to
     return wrapped.merge_and_unload() if merge else wrapped
 
 
+def weights_digest(directory: Path) -> str | None:
+    """A short sha256 over the weight files a variant adds to its base models (projector, adapters).
+
+    Collections record it, so that vectors are never searched with another model that shares the
+    base models, dims and readout (a retrained preset under the same name, say). None when the
+    directory adds no weights.
+    """
+    files = [directory / PROJECTOR_FILE] + [directory / f"{role}_adapter" / ADAPTER_FILES[1]
+                                             for role in ("decoder", "encoder")]
+    digest = hashlib.sha256()
+    found = False
+    for file in files:
+        if file.is_file():
+            found = True
+            digest.update(file.relative_to(directory).as_posix().encode())
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16] if found else None
+
+
 def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "Causal2Vec":
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
@@ -104,6 +125,7 @@ def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "
             setattr(model, role, _attach_adapter(getattr(model, role), adapter_dir, merge_adapters))
             if merge_adapters:
                 model._adapter_sources[role] = adapter_dir
+    model.weights_digest = weights_digest(directory)
     return model.to(model.device).eval()
 
 
@@ -137,4 +159,5 @@ def save_variant(model: "Causal2Vec", path: Path, *, sentence_transformers: bool
     (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if sentence_transformers:
         write_st_files(path, config)
+    model.weights_digest = weights_digest(path)
     return path

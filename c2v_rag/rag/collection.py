@@ -33,7 +33,8 @@ API_KEY_ENV = "QDRANT_API_KEY"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 METADATA_KEY = "c2v_rag"
 # What makes two models' vectors comparable; a collection records it when created.
-_FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim")
+_FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
+                       "normalize_parts", "encoder_share", "weights")
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 _SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
                 "on_disk", "on_disk_payload")
@@ -216,11 +217,12 @@ def qdrant_distance(name: str) -> "models.Distance":
 
 def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, Any]:
     """What a collection records about the model that filled it."""
-    return config_fingerprint(model.config, reference)
+    return config_fingerprint(model.config, reference, weights=model.weights_digest)
 
 
-def config_fingerprint(config: Any, reference: str | None) -> dict[str, Any]:
-    """:func:`model_fingerprint` from a variant's config alone, before its weights load."""
+def config_fingerprint(config: Any, reference: str | None, weights: str | None = None) -> dict[str, Any]:
+    """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
+    is the variant's :func:`~c2v_rag.variant_io.weights_digest`."""
     return {
         "format": 1,
         "model": reference,
@@ -229,6 +231,9 @@ def config_fingerprint(config: Any, reference: str | None) -> dict[str, Any]:
         "representation": config.representation,
         "num_contextual_tokens": config.num_contextual_tokens,
         "embedding_dim": config.embedding_dim,
+        "normalize_parts": config.normalize_parts,
+        "encoder_share": config.encoder_share,
+        "weights": weights,
     }
 
 
@@ -244,12 +249,22 @@ def fingerprint_of(info: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, dict) else None
 
 
+_UNVERIFIED_WARNED: set[tuple[str, str]] = set()
+
+
 def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
     """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one:
     vectors of two models are not comparable even when their sizes agree."""
     if stored is None:
         return
-    differ = [f for f in _FINGERPRINT_FIELDS if stored.get(f) != fingerprint.get(f)]
+    # Collections written before a field was recorded lack it: compare what they have.
+    differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)]
+    if "weights" not in stored and fingerprint.get("weights") and (location, name) not in _UNVERIFIED_WARNED:
+        _UNVERIFIED_WARNED.add((location, name))  # once per collection, not on every search
+        logger.warning(
+            "collection %r at %s predates weight fingerprints: c2v_rag cannot tell whether these weights "
+            "(%s) built it. If it was built with an earlier release of this model, re-ingest it.",
+            name, location, fingerprint["weights"])
     if differ:
         raise CollectionMismatchError(
             f"collection {name!r} at {location} was built with another model "

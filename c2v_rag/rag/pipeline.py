@@ -44,7 +44,7 @@ from .files import ReadLog, ReadOptions, SkippedInput
 from .ids import content_hash, point_id
 from .layout import CollectionLayout
 from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_metadata, chunk_payload
-from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config
+from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config, variant_weights
 from .retry import call_with_retry
 from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from .sparse import BM25Config, BM25Encoder, resolve_sparse
@@ -263,7 +263,8 @@ def ingest(
         collection, publish_as = (versioned_target(qdrant_client, collection) if versioned
                                   else (resolve_alias(qdrant_client, collection), None))
         try:
-            check_target(qdrant_client, collection, target, model_config, reference, layout)
+            check_target(qdrant_client, collection, target, model_config, reference, layout,
+                         weights=variant_weights(model))
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:

@@ -57,6 +57,17 @@ def variant_config(model: "str | Path | Causal2Vec | None") -> "Causal2VecConfig
     return read_config(resolve_variant_path(model))
 
 
+def variant_weights(model: "str | Path | Causal2Vec | None") -> str | None:
+    """The model's :func:`~c2v_rag.variant_io.weights_digest`, read from its files before they load."""
+    from ..modeling import Causal2Vec
+    from ..presets import resolve_variant_path
+    from ..variant_io import weights_digest
+
+    if isinstance(model, Causal2Vec):
+        return model.weights_digest
+    return weights_digest(resolve_variant_path(model))
+
+
 def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "QdrantClient":
     """A client that has been answered: a locked embedded directory raises
     :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
@@ -94,7 +105,8 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
 
 
 def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
-                 reference: str | None, layout: "CollectionLayout | None" = None) -> bool:
+                 reference: str | None, layout: "CollectionLayout | None" = None,
+                 weights: str | None = None) -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
@@ -104,7 +116,7 @@ def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, 
     if not client.collection_exists(collection):
         return False
     try:
-        fingerprint = config_fingerprint(config, reference)
+        fingerprint = config_fingerprint(config, reference, weights=weights)
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
     check_collection(client, collection, target, fingerprint, layout)

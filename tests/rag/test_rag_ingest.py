@@ -269,3 +269,41 @@ def test_the_progress_bar_counts_chunks_as_they_are_embedded(tmp_path, tiny_vari
     assert {unit for _, unit, _ in seen} == {"chunk"}
     final = capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
     assert f"{result.chunks}chunk" in final and "chunk/s" in final and "docs=6/6" in final
+
+
+def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_variant, corpus, ingest_config, caplog):
+    # Same base models, dims and readout, other weights: what a retrained preset under the same name
+    # looks like. Only the weights digest tells the two apart.
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from c2v_rag.rag.collection import METADATA_KEY
+    from c2v_rag.variant_io import PROJECTOR_FILE, weights_digest
+
+    retrained = tmp_path / "retrained"
+    shutil.copytree(tiny_variant, retrained)
+    state = load_file(str(retrained / PROJECTOR_FILE))
+    save_file({k: v + 0.01 for k, v in state.items()}, str(retrained / PROJECTOR_FILE))
+    assert weights_digest(retrained) != weights_digest(tiny_variant) is not None
+
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=r"built with another model \(weights="):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=retrained, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="built with another model"):
+        c2v_rag.search("x", path=store, collection="kb", model=retrained)
+    assert len(c2v_rag.search("x", top_k=100, path=store, collection="kb", model=tiny_variant)) > 0
+
+    # A collection written before weights were recorded is searched, with one warning that says so.
+    with closing(QdrantClient(path=str(store))) as client:
+        info = client.get_collection("kb")
+        old = {k: v for k, v in info.config.metadata[METADATA_KEY].items()
+               if k not in ("weights", "normalize_parts", "encoder_share")}
+        client.create_collection("old", vectors_config=info.config.params.vectors, metadata={METADATA_KEY: old})
+    with caplog.at_level("WARNING", logger="c2v_rag.rag.collection"):
+        assert c2v_rag.search("x", path=store, collection="old", model=retrained) == []
+        c2v_rag.search("y", path=store, collection="old", model=retrained)
+    assert [r.message.count("predates weight fingerprints") for r in caplog.records] == [1]
+    assert torch.equal(load_file(str(tiny_variant / PROJECTOR_FILE))[next(iter(state))], next(iter(state.values())))
