@@ -265,22 +265,34 @@ def part_step_time(trainer: Trainer, args, workdir: Path) -> dict[str, Any]:
     ours_times: list[float] = []
     st_times: list[float] = []
     ours_losses: list[float] = []
-    clock = {"last": None}
+    ours_norms: list[float] = []
+    ours_cpu: list[float] = []
+    st_cpu: list[float] = []
+    clock: dict[str, Any] = {"last": None}
+
+    def now() -> tuple[float, float]:
+        # Wall time, and this process's CPU time: on a shared core the second counts only our own work.
+        return time.perf_counter(), time.process_time()
 
     class Interleave(TrainerCallback):
         """After each ST step, time it, then run and time our step of the same batch."""
 
         def on_step_begin(self, args_, state, control, **kwargs):
             if clock["last"] is None:
-                clock["last"] = time.perf_counter()
+                clock["last"] = now()
 
         def on_step_end(self, args_, state, control, **kwargs):
-            st_times.append(time.perf_counter() - clock["last"])
-            start = time.perf_counter()
+            wall, cpu = now()
+            st_times.append(wall - clock["last"][0])
+            st_cpu.append(cpu - clock["last"][1])
+            start = now()
             record = trainer._train_step(len(ours_times))
-            ours_times.append(time.perf_counter() - start)
+            end = now()
+            ours_times.append(end[0] - start[0])
+            ours_cpu.append(end[1] - start[1])
             ours_losses.append(record["loss"])
-            clock["last"] = time.perf_counter()  # ST's next step: data, collate, forward, backward, optimizer
+            ours_norms.append(record["grad_norm"])
+            clock["last"] = now()  # ST's next step: data, collate, forward, backward, optimizer
 
     training_args = SentenceTransformerTrainingArguments(
         output_dir=str(workdir / "st-timing"), max_steps=total, per_device_train_batch_size=cfg.batch_size,
@@ -296,12 +308,19 @@ def part_step_time(trainer: Trainer, args, workdir: Path) -> dict[str, Any]:
         loss=MultipleNegativesRankingLoss(st_model, scale=1.0 / cfg.temperature), callbacks=[Interleave()])
     st_trainer.train()
     st_losses = [entry["loss"] for entry in st_trainer.state.log_history if "loss" in entry]
-    ours_median = statistics.median(ours_times[args.warmup:])
-    st_median = statistics.median(st_times[args.warmup:])
+    st_norms = [entry["grad_norm"] for entry in st_trainer.state.log_history if "grad_norm" in entry]
+    w = args.warmup
+    ours_median, st_median = statistics.median(ours_times[w:]), statistics.median(st_times[w:])
+    ours_cpu_median, st_cpu_median = statistics.median(ours_cpu[w:]), statistics.median(st_cpu[w:])
+    pair_ratios = [s / o for s, o in zip(st_cpu[w:], ours_cpu[w:])]
     return {"batch_size": cfg.batch_size, "max_length": trainer.model.max_seq_length, "warmup": args.warmup,
             "steps": args.steps, "ours_s": ours_times, "st_s": st_times, "ours_median_s": ours_median,
             "st_median_s": st_median, "st_over_ours": st_median / ours_median,
-            "ours_losses": ours_losses, "st_losses": st_losses,
+            "ours_cpu_s": ours_cpu, "st_cpu_s": st_cpu, "ours_cpu_median_s": ours_cpu_median,
+            "st_cpu_median_s": st_cpu_median, "st_over_ours_cpu": st_cpu_median / ours_cpu_median,
+            "st_over_ours_cpu_per_step": pair_ratios,
+            "ours_losses": ours_losses, "st_losses": st_losses, "ours_grad_norms": ours_norms,
+            "st_grad_norms": st_norms,
             "datasets": [trainer.plan.global_batch(s)[0] for s in range(total)]}
 
 
@@ -365,6 +384,9 @@ def part_train(trainer: Trainer, args, workdir: Path, out_dir: Path) -> dict[str
     # Resume from the half-way checkpoint: transformers' Trainer reloads the model through
     # SentenceTransformer and copies its state dict into the model being trained.
     checkpoint = checkpoints / f"checkpoint-{half}"
+    # What a transformers checkpoint holds (optimizer.pt, scheduler.pt, rng_state.pth, training_args.bin
+    # are torch.save pickles; ours are safetensors + JSON).
+    result["checkpoint_files"] = sorted(p.name for p in checkpoint.iterdir())
     try:
         _, resumed, _ = run(str(checkpoint))
         result["resume"] = {"ok": True, "losses": resumed}
