@@ -26,6 +26,8 @@ Everything runs in float32 on the CPU. Four parts:
    a checkpoint half way, a resume from that checkpoint, then ``save`` and a reload both through
    ``SentenceTransformer`` and ``Causal2Vec.from_pretrained``.
 4. **lines**: ``c2v_rag/training`` per module, and what sentence-transformers would replace.
+5. **exclusions**: how many batches of a recipe hold a known positive of another query (same
+   document, same label), which our loss masks and ST's MNRL would treat as a negative.
 
 Results are printed and written to ``<out>/results.json``.
 """
@@ -411,6 +413,36 @@ def part_lines() -> dict[str, Any]:
     return {"modules": rows, "totals": totals, "all": sum(r["lines"] for r in rows)}
 
 
+# ------------------------------------------------------------------------------------------------ 5. exclusions
+
+
+def part_exclusions(recipes: list[str], steps: int = 500) -> dict[str, Any]:
+    """How often a batch holds a known positive of another query, which ST's MNRL would push away.
+
+    Counted over the first ``steps`` batches of each recipe's plan (its batch size and dataset
+    weights), on positives only (no negatives, so no mining): a lower bound.
+    """
+    from c2v_rag.training.data import group_by_dataset, load_section
+
+    out = {}
+    for recipe in recipes:
+        cfg = load_config(recipe)
+        groups = group_by_dataset([load_section(s) for s in cfg.datasets])
+        plan = HomogeneousBatchPlan(groups, cfg.training.batch_size, seed=cfg.training.seed,
+                                    weights={s.display_name: s.weight for s in cfg.datasets})
+        stats: dict[str, dict[str, int]] = {}
+        for step in range(steps):
+            batch = plan.batch(step)
+            laid = layout_step(batch, num_negatives=0, seed=cfg.training.seed, step=step, world_size=1)
+            masked = sum(sum(row) for row in laid.exclude)
+            entry = stats.setdefault(batch.dataset, {"batches": 0, "with_masked": 0, "masked": 0})
+            entry["batches"] += 1
+            entry["with_masked"] += masked > 0
+            entry["masked"] += masked
+        out[recipe] = {"batch_size": cfg.training.batch_size, "datasets": stats}
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ main
 
 
@@ -423,8 +455,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="timed steps of each trainer")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--train-steps", type=int, default=6, help="steps of the end-to-end ST run")
-    parser.add_argument("--parts", nargs="+", default=["gradients", "time", "train", "lines"],
-                        choices=["gradients", "time", "train", "lines"])
+    parser.add_argument("--parts", nargs="+", default=["gradients", "time", "train", "lines", "exclusions"],
+                        choices=["gradients", "time", "train", "lines", "exclusions"])
+    parser.add_argument("--exclusion-recipes", nargs="+",
+                        default=[str(ROOT / "recipes" / "scifact_nli_cpu.yaml"),
+                                 str(ROOT / "recipes" / "default_preset_1_contextual.yaml")])
     parser.add_argument("--out", default="runs/st-trainer-comparison")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     args = parser.parse_args()
@@ -467,6 +502,9 @@ def main() -> None:
     if "lines" in args.parts:
         results["lines"] = part_lines()
         print(json.dumps({"lines": results["lines"]["totals"], "all": results["lines"]["all"]}, indent=1))
+    if "exclusions" in args.parts:
+        results["exclusions"] = part_exclusions(args.exclusion_recipes)
+        print(json.dumps({"exclusions": results["exclusions"]}, indent=1))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out / 'results.json'}")
 
