@@ -9,7 +9,7 @@ is built by ``c2v_rag.training.build_model`` and wrapped as a SentenceTransforme
 ``c2v_rag.st_module.Causal2VecModule``; its data sections are loaded (and mined) by our trainer's setup,
 then handed to sentence-transformers as one ``datasets.Dataset`` per section with columns
 ``anchor, positive, negative_1..k`` and the sections' instructions as per-dataset, per-column prompts.
-Everything runs in float32 on the CPU. Four parts:
+Everything runs in float32 on the CPU. Five parts:
 
 1. **gradients**: one batch of the recipe (the first step of our batch plan), one backward through
    our loss path (``ContrastiveObjective``: InfoNCE at the recipe's temperature, whole batch and
