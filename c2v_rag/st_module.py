@@ -18,9 +18,14 @@ from .encoding import check_texts
 from .modeling import Causal2Vec
 from .sentence_transformers import MODULE_CONFIG_FILE, variant_revision
 
-# The tensors of a Causal2VecBatch, carried through sentence-transformers' feature dict.
-_BATCH_FIELDS = ("input_ids", "attention_mask", "context_positions", "last_positions",
-                 "encoder_input_ids", "encoder_attention_mask", "pool_mask")
+# The tensors of a Causal2VecBatch, carried through sentence-transformers' feature dict, by feature key.
+# The encoder's ids travel as "encoder_token_ids": SentenceTransformerTrainer splits a batch into its
+# columns at every key ending in "_input_ids", so "anchor_encoder_input_ids" would become a column
+# "anchor_encoder" of its own and the anchor would reach the model without encoder ids.
+_FEATURE_KEYS = {"input_ids": "input_ids", "attention_mask": "attention_mask",
+                 "context_positions": "context_positions", "last_positions": "last_positions",
+                 "encoder_input_ids": "encoder_token_ids", "encoder_attention_mask": "encoder_attention_mask",
+                 "pool_mask": "pool_mask"}
 
 
 class Causal2VecModule(InputModule):
@@ -108,10 +113,11 @@ class Causal2VecModule(InputModule):
         texts, _ = check_texts(list(inputs))
         pieces, encoder_ids = self.model.prepare(texts, prompt or None)
         batch = self.model.collate(pieces, encoder_ids)
-        return {name: getattr(batch, name) for name in _BATCH_FIELDS if getattr(batch, name) is not None}
+        return {key: getattr(batch, field) for field, key in _FEATURE_KEYS.items() if getattr(batch, field) is not None}
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        batch = Causal2VecBatch(**{name: features.get(name) for name in _BATCH_FIELDS}).to(self.model.device)
+        batch = Causal2VecBatch(**{field: features.get(key) for field, key in _FEATURE_KEYS.items()})
+        batch = batch.to(self.model.device)
         features["sentence_embedding"] = self.model(batch)
         return features
 
