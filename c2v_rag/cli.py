@@ -74,6 +74,12 @@ def cmd_eval(args) -> int:
     if not args.variants and not args.baseline:
         raise SystemExit("c2v-rag eval: name at least one variant (or 'default'), or a --baseline bi-encoder")
     readout = _parse_readout(args.readout or [])
+    long_texts = None
+    if args.long_texts != "truncate" or args.chunk_pooling is not None:
+        long_texts = {"mode": args.long_texts, "pooling": args.chunk_pooling or "max"}
+        if args.long_texts == "maxp":
+            long_texts.pop("pooling")
+    long_kwargs = {} if long_texts is None else {"long_texts": long_texts}
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
@@ -84,15 +90,24 @@ def cmd_eval(args) -> int:
         if readout:
             model.set_readout(**readout)
             name += " (" + ", ".join(f"{k}={v}" for k, v in readout.items()) + ")"
-        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose)
+        if long_texts is not None:
+            name += f" (long texts: {_long_texts_label(long_texts)})"
+        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, **long_kwargs)
     for baseline in args.baseline or []:
-        rows[f"{baseline} (bi-encoder alone)"] = run_suite(BiEncoder(baseline, device=args.device), suite)
+        name = f"{baseline} (bi-encoder alone)"
+        if long_texts is not None:
+            name += f" (long texts: {_long_texts_label(long_texts)})"
+        rows[name] = run_suite(BiEncoder(baseline, device=args.device), suite, **long_kwargs)
     print(format_table(rows))
     if args.json:
         from pathlib import Path
 
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def _long_texts_label(long_texts: dict) -> str:
+    return long_texts["mode"] + (f", {long_texts['pooling']}-pooled" if long_texts["mode"] == "chunk" else "")
 
 
 def _parse_readout(items: list[str]) -> dict:
@@ -274,6 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--readout", action="append", metavar="FIELD=VALUE",
                           help="score the variants with another readout of the same weights, e.g. "
                                "representation=contextual or normalize_parts=true (repeatable)")
+    evaluate.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk", "maxp"],
+                          help="documents longer than the model reads: truncate them (default), chunk them into "
+                               "windows pooled into one vector, or maxp: score each by its best window")
+    evaluate.add_argument("--chunk-pooling", default=None, choices=["max", "mean"],
+                          help="with --long-texts chunk: pool the windows' unit vectors by max (default) or mean")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)
