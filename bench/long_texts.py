@@ -17,11 +17,15 @@ alone or in any batch):
 - ``maxp``: a document scores as its best window (``--long-texts maxp``; ingest + search).
 
 It first counts the documents over each tokenizer's limit, since only those can change.
+
+``--cache DIR`` keeps the vectors in slices of 64 texts as they are computed, keyed by model and
+texts: a run stopped midway (a busy machine, a deadline) resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -37,6 +41,7 @@ def main() -> None:
                         help="a variant, a preset, 'default', or a bi-encoder such as all-minilm-l6-v2 (repeatable)")
     parser.add_argument("--overlap", type=int, default=None, help="tokens shared by neighbouring windows")
     parser.add_argument("--json", type=Path, default=None, help="also write the scores here")
+    parser.add_argument("--cache", type=Path, default=None, help="keep computed vectors here, to resume a stopped run")
     args = parser.parse_args()
 
     from c2v_rag.evaluation.suites import load_suite
@@ -50,7 +55,8 @@ def main() -> None:
     print(f"{data.name}: {len(docs)} abstracts, {len(query_ids)} dev claims")
     results = {}
     for name in args.model:
-        results[name] = score_model(name, data, docs, doc_ids, queries, query_ids, qrels, args.overlap)
+        results[name] = score_model(name, data, docs, doc_ids, queries, query_ids, qrels, args.overlap,
+                                    args.cache)
     print("\n| model | long texts | nDCG@10 | recall@100 | MRR@10 |\n|---|---|---:|---:|---:|")
     for name, rows in results.items():
         for row, scores in rows["scores"].items():
@@ -71,7 +77,28 @@ def load(name: str):
     return BiEncoder(name, device="cpu")
 
 
-def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap) -> dict:
+def cached(encode, texts: list[str], cache: Path | None, tag: str, slice_size: int = 64) -> np.ndarray:
+    """``encode(texts)``, slice by slice, each slice saved under ``cache`` and reused when present."""
+    if cache is None:
+        return encode(texts)
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
+    folder = cache / f"{tag.replace('/', '_')}-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = []
+    started = time.perf_counter()
+    for start in range(0, len(texts), slice_size):
+        path = folder / f"{start:07d}.npy"
+        if not path.exists():
+            part = encode(texts[start : start + slice_size])
+            np.save(folder / "partial.npy", part)
+            (folder / "partial.npy").rename(path)
+            print(f"  {tag}: {min(start + slice_size, len(texts))}/{len(texts)} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+        parts.append(np.load(path))
+    return np.concatenate(parts) if parts else encode(texts)
+
+
+def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, cache=None) -> dict:
     from c2v_rag.evaluation.evaluators import search, search_maxp
     from c2v_rag.evaluation.metrics import evaluate_run
     from c2v_rag.long_texts import LongTexts, pool_windows
@@ -87,12 +114,15 @@ def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap) -
     print(f"{name}: {len(split)} of {len(docs)} abstracts exceed the model's limit ({split_judged} of them judged "
           f"relevant to a dev claim); {len(windows.texts)} windows, {counts[split].mean():.2f} per split abstract")
 
-    query_vectors = model.encode_queries(queries, task=data.task)
-    window_vectors = model.encode_documents(windows.texts, task=data.task)
+    tag = f"{Path(name).name}-{data.name}"
+    query_vectors = cached(lambda t: model.encode_queries(t, task=data.task), queries, cache, f"{tag}-queries")
+    window_vectors = cached(lambda t: model.encode_documents(t, task=data.task), windows.texts, cache,
+                            f"{tag}-windows")
     # Truncation differs from the windows only for the split documents: a whole one is its own window.
     truncated = pool_windows(window_vectors, windows, "max")
     if len(split):
-        truncated[split] = model.encode_documents([docs[i] for i in split], task=data.task)
+        truncated[split] = cached(lambda t: model.encode_documents(t, task=data.task), [docs[i] for i in split],
+                                  cache, f"{tag}-truncated")
     seconds = time.perf_counter() - started
 
     def run_of(ranked):
