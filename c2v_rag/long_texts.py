@@ -47,7 +47,8 @@ class LongTexts(BaseModel):
     pooling: ChunkPooling = Field(
         default="max", description="how a chunked text's window vectors (each L2-normalized) become one: "
                                    "elementwise 'max' or 'mean'")
-    overlap: int = Field(default=32, ge=0, description="tokens shared by neighbouring windows")
+    overlap: int | None = Field(
+        default=None, ge=0, description="tokens neighbouring windows may share; None: an eighth of the window")
     window: int | None = Field(
         default=None, ge=8, description="tokens per window; None: the most the model reads whole")
 
@@ -103,14 +104,16 @@ def check_window(window: int | None, limit: int, who: str) -> int:
 
 
 def split_long_texts(texts: Sequence[str], fits: Sequence[bool], tokenizers: Sequence[Any],
-                     window: int, overlap: int) -> Windows:
+                     window: int, overlap: int | None) -> Windows:
     """Keep each text that ``fits`` whole; split the others into windows of ``window`` tokens.
 
     A window's length is its longest count among ``tokenizers`` (Hugging Face tokenizers, without
-    special tokens), so it fits every model that reads it.
+    special tokens), so it fits every model that reads it. The splitter overlaps neighbours by
+    whole sentences (or words, inside a long sentence) of at most ``overlap`` tokens in all.
     """
     from .rag.chunking import make_splitter, sections
 
+    overlap = window // 8 if overlap is None else overlap
     if overlap >= window:
         raise ValueError(f"long_texts overlap={overlap} must be smaller than the window ({window} tokens)")
     splitter = None
