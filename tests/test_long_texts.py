@@ -116,3 +116,35 @@ def test_retrieval_eval_takes_each_long_text_mode(model):
     sts = PairScoreData([SHORT, LONG], [LONG, SHORT], [1.0, 0.0])
     with pytest.raises(ValueError, match="retrieval sets only"):
         evaluate(model, sts, long_texts="maxp")
+
+
+def test_eval_cli_long_texts_scores_as_the_evaluator_does(model, tmp_path):
+    import json
+
+    from c2v_rag import Causal2Vec
+    from c2v_rag.cli import main
+    from c2v_rag.evaluation.datasets import scifact_dev
+    from c2v_rag.evaluation.evaluators import evaluate_retrieval
+
+    folder = tmp_path / "data" / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": " ".join(CORPUS[i % 7 : i % 7 + 3] * (1 + i % 3)) for i in range(12)}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
+                                                 for k, v in docs.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
+                                                  for i in range(10)))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" +
+                                               "".join(f"q{i}\td{i}\t1\n" for i in range(10)))
+    variant = tmp_path / "variant"
+    model.save_pretrained(variant)
+    reloaded = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
+    data = scifact_dev(tmp_path / "data")
+    for mode in ("chunk", "maxp"):
+        out = tmp_path / f"{mode}.json"
+        assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
+                     "--long-texts", mode, "--dtype", "float32", "--json", str(out)]) == 0
+        (row,) = json.loads(out.read_text()).values()
+        expected = evaluate_retrieval(reloaded, data, long_texts=mode)
+        assert row["scifact-dev"]["ndcg@10"] == pytest.approx(expected["ndcg@10"])
+    with pytest.raises(SystemExit, match="--chunk-pooling applies to --long-texts chunk only"):
+        main(["eval", str(variant), "--data", str(tmp_path / "data"), "--chunk-pooling", "mean"])
