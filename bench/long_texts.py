@@ -109,6 +109,7 @@ def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, c
     windows = model.long_text_windows(docs, long_texts=policy)
     counts = np.bincount(windows.owners, minlength=len(docs))
     split = np.flatnonzero(counts > 1)
+    assert len(split) == windows.split_inputs
     judged = {d for rels in qrels.values() for d in rels}
     split_judged = sum(doc_ids[i] in judged for i in split)
     print(f"{name}: {len(split)} of {len(docs)} abstracts exceed the model's limit ({split_judged} of them judged "
