@@ -78,7 +78,7 @@ def cmd_eval(args) -> int:
         raise SystemExit("c2v-rag eval: --chunk-pooling applies to --long-texts chunk only")
     long_texts = None
     if args.long_texts != "truncate":
-        long_texts = {"mode": args.long_texts, "pooling": args.chunk_pooling or "max"}
+        long_texts = {"mode": args.long_texts, "pooling": args.chunk_pooling or "mean"}
         if args.long_texts == "maxp":
             long_texts.pop("pooling")
     long_kwargs = {} if long_texts is None else {"long_texts": long_texts}
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
     compare.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk"],
                          help="documents longer than the model reads: truncate them (default) or embed overlapping "
-                              "windows, max-pooled into one vector")
+                              "windows, mean-pooled into one vector")
     _add_model_options(compare)
     compare.set_defaults(func=cmd_compare)
 
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="documents longer than the model reads: truncate them (default), chunk them into "
                                "windows pooled into one vector, or maxp: score each by its best window")
     evaluate.add_argument("--chunk-pooling", default=None, choices=["max", "mean"],
-                          help="with --long-texts chunk: pool the windows' unit vectors by max (default) or mean")
+                          help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)

@@ -339,7 +339,7 @@ class Causal2Vec(nn.Module):
         ``long_texts`` says what happens to a text longer than the model reads: ``"truncate"``
         (the default: the first :attr:`max_seq_length` decoder tokens and ``encoder_max_length``
         encoder tokens count) or ``"chunk"`` (overlapping windows that each fit, embedded apart
-        and max-pooled into one vector; ``LongTexts(mode="chunk", pooling="mean", overlap=...,
+        and mean-pooled into one vector; ``LongTexts(mode="chunk", pooling="max", overlap=...,
         window=...)`` sets the details). See :mod:`c2v_rag.long_texts` for the trade-off.
         """
         from .encoding import encode_texts

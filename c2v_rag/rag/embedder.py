@@ -206,7 +206,7 @@ class EmbedderOptions(BaseModel):
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
     long_texts: LongTextMode = Field(
         default="truncate", description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
-                                        "overlapping windows whose vectors are max-pooled into one")
+                                        "overlapping windows whose unit vectors are mean-pooled into one")
 
     @model_validator(mode="after")
     def _check_prompt(self) -> "EmbedderOptions":
