@@ -247,12 +247,17 @@ def nearest_chunks(
     *,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
+    group_by_document: bool = False,
 ) -> list[SearchHit]:
-    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads."""
+    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads
+    (or, with ``group_by_document``, the ``top_k`` documents, each as its best chunk)."""
     concrete = resolve_alias(client, collection)
     layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
     request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(filter),
                             score_threshold=score_threshold)
+    if group_by_document:
+        groups = client.query_points_groups(concrete, **grouped(request)).groups
+        return [SearchHit.from_point(g.hits[0], layout.dense) for g in groups if g.hits]
     response = client.query_batch_points(concrete, [request])[0]
     return [SearchHit.from_point(p, layout.dense) for p in response.points]
 
