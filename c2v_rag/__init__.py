@@ -3,6 +3,7 @@
 from .config import Causal2VecConfig, PromptFormat
 from .errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
 from .instructions import Task, TaskKind, get_task, list_tasks, register_task
+from .long_texts import LongTexts
 from .modeling import Causal2Vec
 from .presets import DEFAULT_PRESET, list_presets
 
@@ -11,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Causal2Vec",
     "Causal2VecConfig",
+    "LongTexts",
     "PromptFormat",
     "Task",
     "TaskKind",

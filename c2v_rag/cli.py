@@ -25,7 +25,7 @@ def _load(args):
 def cmd_compare(args) -> int:
     model = _load(args)
     query = model.encode_queries([args.query], task=args.task, instruction=args.instruction)
-    docs = model.encode_documents(args.documents, task=args.task)
+    docs = model.encode_documents(args.documents, task=args.task, long_texts=args.long_texts)
     scores = model.similarity(query, docs)[0].tolist()
     print(f"query: {args.query}")
     for score, doc in sorted(zip(scores, args.documents), reverse=True):
@@ -74,6 +74,14 @@ def cmd_eval(args) -> int:
     if not args.variants and not args.baseline:
         raise SystemExit("c2v-rag eval: name at least one variant (or 'default'), or a --baseline bi-encoder")
     readout = _parse_readout(args.readout or [])
+    if args.chunk_pooling is not None and args.long_texts != "chunk":
+        raise SystemExit("c2v-rag eval: --chunk-pooling applies to --long-texts chunk only")
+    long_texts = None
+    if args.long_texts != "truncate":
+        long_texts = {"mode": args.long_texts, "pooling": args.chunk_pooling or "mean"}
+        if args.long_texts == "maxp":
+            long_texts.pop("pooling")
+    long_kwargs = {} if long_texts is None else {"long_texts": long_texts}
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
@@ -84,15 +92,24 @@ def cmd_eval(args) -> int:
         if readout:
             model.set_readout(**readout)
             name += " (" + ", ".join(f"{k}={v}" for k, v in readout.items()) + ")"
-        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose)
+        if long_texts is not None:
+            name += f" (long texts: {_long_texts_label(long_texts)})"
+        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, **long_kwargs)
     for baseline in args.baseline or []:
-        rows[f"{baseline} (bi-encoder alone)"] = run_suite(BiEncoder(baseline, device=args.device), suite)
+        name = f"{baseline} (bi-encoder alone)"
+        if long_texts is not None:
+            name += f" (long texts: {_long_texts_label(long_texts)})"
+        rows[name] = run_suite(BiEncoder(baseline, device=args.device), suite, **long_kwargs)
     print(format_table(rows))
     if args.json:
         from pathlib import Path
 
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def _long_texts_label(long_texts: dict) -> str:
+    return long_texts["mode"] + (f", {long_texts['pooling']}-pooled" if long_texts["mode"] == "chunk" else "")
 
 
 def _parse_readout(items: list[str]) -> dict:
@@ -184,7 +201,7 @@ def cmd_search(args) -> int:
     configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
                   task=args.task, instruction=args.instruction, filter=_parse_filter(args.filter), mode=args.mode,
-                  **_qdrant_args(args))
+                  group_by_document=args.group_by_document, **_qdrant_args(args))
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
         return 0
@@ -259,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("documents", nargs="+")
     compare.add_argument("--task", default=None, help="registered task name, e.g. SciFact (see 'c2v-rag tasks')")
     compare.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
+    compare.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk"],
+                         help="documents longer than the model reads: truncate them (default) or embed overlapping "
+                              "windows, mean-pooled into one vector")
     _add_model_options(compare)
     compare.set_defaults(func=cmd_compare)
 
@@ -274,6 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--readout", action="append", metavar="FIELD=VALUE",
                           help="score the variants with another readout of the same weights, e.g. "
                                "representation=contextual or normalize_parts=true (repeatable)")
+    evaluate.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk", "maxp"],
+                          help="documents longer than the model reads: truncate them (default), chunk them into "
+                               "windows pooled into one vector, or maxp: score each by its best window")
+    evaluate.add_argument("--chunk-pooling", default=None, choices=["max", "mean"],
+                          help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)
@@ -338,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
                              '"must_not": {"lang": ["de"]}}\'')
     search.add_argument("--mode", choices=["dense", "sparse", "hybrid"], default="dense",
                         help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)")
+    search.add_argument("--group-by-document", action="store_true",
+                        help="the top-k documents, each shown by its best chunk, rather than the top-k chunks")
     search.add_argument("--threads", type=int, default=1,
                         help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)")
     _add_model_options(search, "variant directory or preset (default: the one the collection was built with)")

@@ -12,6 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .batching import plan_batches
+from .long_texts import LongTexts, Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
 from .quantization import quantize
 
 if TYPE_CHECKING:
@@ -87,12 +88,15 @@ def encode_texts(
     convert_to_numpy: bool = True,
     convert_to_tensor: bool = False,
     device: str | torch.device | None = None,
+    long_texts: "str | LongTexts | None" = None,
 ) -> np.ndarray | torch.Tensor:
     """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
 
     ``batch_size`` caps the texts per batch and ``max_tokens_per_batch`` the padded decoder
     tokens per batch; inputs are sorted by length for batching and returned in input order.
+    ``long_texts`` is ``"truncate"`` or ``"chunk"`` (:mod:`c2v_rag.long_texts`).
     """
+    policy = resolve_long_texts(long_texts)
     texts, single = check_texts(sentences)
     if device is not None and torch.device(device) != model.device:
         model.to(device)
@@ -100,9 +104,14 @@ def encode_texts(
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if texts:
         budget = max_tokens_per_batch or default_max_tokens(model.device)
-        show = len(texts) >= 256 if show_progress_bar is None else show_progress_bar
-        truncated = _run(model, texts, instruction, out, budget, batch_size, show)
-        report_truncation(model, truncated, len(texts))
+        windows = long_text_windows(model, texts, instruction, policy) if policy.mode == "chunk" else None
+        inputs = texts if windows is None else windows.texts
+        vectors = out if windows is None else np.zeros((len(inputs), dim), dtype=np.float32)
+        show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
+        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show)
+        report_truncation(model, truncated, len(inputs))
+        if windows is not None:
+            out = pool_windows(vectors, windows, policy.pooling)
     if normalize_embeddings:
         normalize_rows(out)
     result = quantize(out, precision) if precision != "float32" else out
@@ -113,6 +122,23 @@ def encode_texts(
     if not convert_to_numpy:
         return list(torch.from_numpy(np.atleast_2d(result))) if not single else torch.from_numpy(result)
     return result
+
+
+def long_text_windows(model: "Causal2Vec", texts: Sequence[str], instruction: str | None,
+                      long_texts: "str | LongTexts | None" = "chunk") -> Windows:
+    """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
+    windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
+    policy = resolve_long_texts(long_texts)
+    texts = list(texts)
+    fits = [not t for t in prepare_texts(model, texts, instruction).truncated]
+    tokenizers = [model.tokenizer]
+    limit = model.prompts.text_budget(instruction)
+    if model.config.num_contextual_tokens and model.encoder_max_length is not None:
+        tokenizers.append(model.encoder_tokenizer)
+        specials = len(model.encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text
+        limit = min(limit, model.encoder_max_length - specials)
+    window = check_window(policy.window, limit, "the model")
+    return split_long_texts(texts, fits, tokenizers, window, policy.overlap)
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:

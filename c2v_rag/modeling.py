@@ -338,11 +338,25 @@ class Causal2Vec(nn.Module):
         sentence-transformers: ``batch_size``, ``max_tokens_per_batch``, ``show_progress_bar``,
         ``normalize_embeddings``, ``precision``, ``convert_to_numpy``, ``convert_to_tensor``.
         A single string returns a 1-D vector; a list returns ``(len, embedding_dim)``.
+
+        ``long_texts`` says what happens to a text longer than the model reads: ``"truncate"``
+        (the default: the first :attr:`max_seq_length` decoder tokens and ``encoder_max_length``
+        encoder tokens count) or ``"chunk"`` (overlapping windows that each fit, embedded apart
+        and mean-pooled into one vector; ``LongTexts(mode="chunk", pooling="max", overlap=...,
+        window=...)`` sets the details). See :mod:`c2v_rag.long_texts` for the trade-off.
         """
         from .encoding import encode_texts
 
         resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query)
         return encode_texts(self, sentences, resolved, **kwargs)
+
+    def long_text_windows(self, texts: Sequence[str], *, instruction: str | None = None,
+                          long_texts: Any = "chunk") -> Any:
+        """The texts that ``long_texts="chunk"`` embeds: each text that fits whole, and overlapping windows
+        of each longer one (a :class:`~c2v_rag.long_texts.Windows`; ``owners`` maps them back)."""
+        from .encoding import check_texts, long_text_windows
+
+        return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts)
 
     def encode_queries(
         self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None, **kwargs: Any

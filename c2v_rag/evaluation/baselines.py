@@ -9,6 +9,7 @@ import torch
 
 from ..devices import resolve_device
 from ..encoding import check_texts
+from ..long_texts import Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
 from ..pooling import mean_pool
 from ..sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 
@@ -26,8 +27,14 @@ class BiEncoder:
         self.model = load_backbone(source, dtype=torch.float32).to(self.device)
         self.max_length = encoder_length_limit(source, self.model.config)
 
-    def encode(self, texts: list[str], *, batch_size: int = 128, **_: Any) -> np.ndarray:
+    def encode(self, texts: list[str], *, batch_size: int = 128, long_texts: Any = None, **_: Any) -> np.ndarray:
+        """Mean-pooled vectors; ``long_texts`` as in :meth:`Causal2Vec.encode` ("truncate" or "chunk")."""
+        policy = resolve_long_texts(long_texts)
         texts, single = check_texts(texts)
+        if policy.mode == "chunk":
+            windows = self.long_text_windows(texts, long_texts=policy)
+            out = pool_windows(self.encode(windows.texts, batch_size=batch_size), windows, policy.pooling)
+            return out[0] if single else out
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
         with torch.inference_mode():
@@ -38,6 +45,15 @@ class BiEncoder:
                 states = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
                 out[rows] = mean_pool(states, enc["attention_mask"]).float().cpu().numpy()
         return out[0] if single else out
+
+    def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk", **_: Any) -> Windows:
+        """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.long_texts`)."""
+        policy = resolve_long_texts(long_texts)
+        texts, _ = check_texts(texts)
+        specials = len(self.tokenizer("")["input_ids"])
+        fits = [len(ids) <= self.max_length for ids in self.tokenizer(texts)["input_ids"]] if texts else []
+        window = check_window(policy.window, self.max_length - specials, f"the encoder ({self.max_length} tokens)")
+        return split_long_texts(texts, fits, [self.tokenizer], window, policy.overlap)
 
     def encode_queries(self, texts: list[str], *, task: str | None = None, **kwargs: Any) -> np.ndarray:
         return self.encode(texts, **kwargs)

@@ -18,6 +18,8 @@ class Embedder(Protocol):
 
     def encode_documents(self, texts: list[str], *, task: str | None = None, **kwargs: Any) -> np.ndarray: ...
 
+    def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk") -> Any: ...
+
 
 def _unit(vectors: np.ndarray) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.as_tensor(np.asarray(vectors, dtype=np.float32)), dim=-1)
@@ -36,14 +38,44 @@ def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str
     return ranked
 
 
-def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100, **encode_kwargs: Any) -> dict[str, float]:
-    """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus."""
+def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100, long_texts: Any = None,
+                       **encode_kwargs: Any) -> dict[str, float]:
+    """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus.
+
+    ``long_texts`` is how long documents are read: ``"truncate"`` (the default) or ``"chunk"`` (one
+    pooled vector per document, passed to ``encode_documents``), or ``"maxp"``: each document's
+    windows are embedded and the document scores as its best window (what ingest + search do).
+    """
     doc_ids = list(data.corpus)
     query_ids = [q for q in data.qrels if q in data.queries]
-    docs = model.encode_documents([data.corpus[d] for d in doc_ids], task=data.task, **encode_kwargs)
+    doc_texts = [data.corpus[d] for d in doc_ids]
     queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **encode_kwargs)
-    run = dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
+    if long_texts == "maxp" or (isinstance(long_texts, dict) and long_texts.get("mode") == "maxp"):
+        policy = {k: v for k, v in long_texts.items() if k != "mode"} if isinstance(long_texts, dict) else {}
+        windows = model.long_text_windows(doc_texts, long_texts={"mode": "chunk", **policy})
+        window_vectors = model.encode_documents(windows.texts, task=data.task, **encode_kwargs)
+        run = dict(zip(query_ids, search_maxp(queries, window_vectors, windows.owners, doc_ids, top_k)))
+    else:
+        if long_texts is not None:
+            encode_kwargs = {**encode_kwargs, "long_texts": long_texts}
+        docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
+        run = dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
     return evaluate_run(run, {q: data.qrels[q] for q in query_ids}, recall_k=top_k)
+
+
+def search_maxp(query_vectors: np.ndarray, window_vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str],
+                top_k: int) -> list[list[str]]:
+    """Exact cosine top-k of documents, each scored by its best window (MaxP)."""
+    queries, windows = _unit(query_vectors), _unit(window_vectors)
+    index = torch.as_tensor(owners, dtype=torch.int64)
+    k = min(top_k, len(doc_ids))
+    ranked: list[list[str]] = []
+    for start in range(0, len(queries), 256):
+        scores = queries[start : start + 256] @ windows.T
+        best = torch.full((scores.size(0), len(doc_ids)), -torch.inf).scatter_reduce(
+            1, index.expand_as(scores), scores, reduce="amax")
+        ranked.extend([doc_ids[i] for i in row] for row in best.topk(k, dim=1).indices.tolist())
+    return ranked
 
 
 def evaluate_sts(model: Embedder, data: PairScoreData, **encode_kwargs: Any) -> dict[str, float]:
@@ -85,6 +117,10 @@ def evaluate(model: Embedder, data, **kwargs: Any) -> dict[str, float]:
     """Dispatch on the data's type."""
     if isinstance(data, RetrievalData):
         return evaluate_retrieval(model, data, **kwargs)
+    long_texts = kwargs.get("long_texts")
+    if long_texts == "maxp" or (isinstance(long_texts, dict) and long_texts.get("mode") == "maxp"):
+        raise ValueError(f"long_texts='maxp' scores a document by its best window, so it applies to retrieval "
+                         f"sets only, not to {data.name!r}: use 'truncate' or 'chunk' there")
     if isinstance(data, PairScoreData):
         return evaluate_sts(model, data, **kwargs)
     if isinstance(data, LabelledData):

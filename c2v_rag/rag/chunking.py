@@ -43,16 +43,22 @@ class Chunk:
     end_char: int | None
 
 
-def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int):
-    """A LlamaIndex ``SentenceSplitter`` that counts ``tokenizer``'s tokens (a HF tokenizer)."""
-    require("llama_index.core", "chunking")
+def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, feature: str = "chunking"):
+    """A LlamaIndex ``SentenceSplitter`` that counts ``tokenizer``'s tokens (a HF tokenizer).
+
+    ``tokenizer`` may be a list of tokenizers: a piece then counts as its longest tokenization, so
+    every chunk fits each of them (the decoder and the encoder of a Causal2Vec model).
+    """
+    require("llama_index.core", feature)
     from llama_index.core.node_parser import SentenceSplitter
 
     if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
+    tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
 
     def tokenize(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
+        counts = [tok(text, add_special_tokens=False)["input_ids"] for tok in tokenizers]
+        return max(counts, key=len)
 
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 

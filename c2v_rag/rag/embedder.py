@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from ..instructions import get_task
+from ..long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
     from ..modeling import Causal2Vec
@@ -117,6 +118,8 @@ class Embedder:
         query_instruction: a literal query instruction instead of ``task`` (``""`` for none).
         text_instruction: an instruction for documents too (symmetric use); none by default.
         normalize: unit-length vectors, so cosine and dot product agree.
+        long_texts: ``"truncate"`` or ``"chunk"`` (or a :class:`~c2v_rag.long_texts.LongTexts`): what
+            ``encode`` does with a text longer than the model reads.
     """
 
     def __init__(
@@ -130,9 +133,11 @@ class Embedder:
         show_progress: bool = False,
         batch_size: int = 256,
         max_tokens_per_batch: int | None = None,
+        long_texts: "str | LongTexts" = "truncate",
     ) -> None:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
+        self.long_texts = resolve_long_texts(long_texts)
         self.model = model
         self.task = task
         self.query_instruction = query_instruction
@@ -159,7 +164,8 @@ class Embedder:
 
     def _kwargs(self) -> dict[str, Any]:
         return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
-                    batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch)
+                    batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch,
+                    long_texts=resolve_long_texts(self.long_texts))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 document vectors."""
@@ -198,6 +204,9 @@ class EmbedderOptions(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     show_progress: bool = Field(default=False, description="progress bar while encoding")
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
+    long_texts: LongTextMode = Field(
+        default="truncate", description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
+                                        "overlapping windows whose unit vectors are mean-pooled into one")
 
     @model_validator(mode="after")
     def _check_prompt(self) -> "EmbedderOptions":
@@ -223,7 +232,7 @@ class EmbedderOptions(BaseModel):
             self.loaded_model(), task=self.task, query_instruction=self.query_instruction,
             text_instruction=self.text_instruction, normalize=self.normalize,
             show_progress=self.show_progress, batch_size=batch_size,
-            max_tokens_per_batch=self.max_tokens_per_batch,
+            max_tokens_per_batch=self.max_tokens_per_batch, long_texts=self.long_texts,
         )
 
 
@@ -231,7 +240,7 @@ class EmbedderOptions(BaseModel):
 # query_encode_kwargs (as LangChain's HuggingFaceEmbeddings does), and the Embedder option each sets.
 ENCODE_KWARGS = {"batch_size": "batch_size", "normalize_embeddings": "normalize",
                  "show_progress_bar": "show_progress", "max_tokens_per_batch": "max_tokens_per_batch",
-                 "prompt": None, "prompt_name": None}
+                 "long_texts": "long_texts", "prompt": None, "prompt_name": None}
 PROMPT_NAMES = ("query", "document")
 
 
@@ -245,6 +254,11 @@ def check_encode_kwargs(kwargs: dict[str, Any], field: str) -> None:
                          "pass prompt='<instruction>' for any other instruction")
     if "prompt" in kwargs and "prompt_name" in kwargs:
         raise ValueError(f"{field} has both prompt and prompt_name: pass one")
+    if "long_texts" in kwargs:
+        try:
+            resolve_long_texts(kwargs["long_texts"])
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{field}['long_texts']: {err}") from None
 
 
 def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Literal["query", "document"]) -> Embedder:

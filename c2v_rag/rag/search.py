@@ -97,6 +97,7 @@ def search(
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
     with_vectors: bool = False,
+    group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
 ) -> list[SearchHit]:
@@ -113,6 +114,9 @@ def search(
         mode: ``"dense"`` (the model's vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both,
             fused by reciprocal rank); the last two need a collection ingested with ``sparse="bm25"``.
         with_vectors: also return each hit's stored dense vector.
+        group_by_document: return the ``top_k`` best documents rather than chunks: each hit is a
+            document's best chunk, with its score (MaxP: a long document ranks by its best passage,
+            and no document fills several places). Points without a ``doc_id`` are left out.
         collection: a collection or an alias (resolved once, so a reindex switching the alias
             meanwhile is never half-seen).
 
@@ -123,7 +127,8 @@ def search(
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
                        prefer_grpc=prefer_grpc, model=model, device=device, dtype=dtype, task=task,
                        instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
-                       with_vectors=with_vectors, qdrant=qdrant, client=client)[0]
+                       with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
+                       client=client)[0]
 
 
 def search_many(
@@ -144,6 +149,7 @@ def search_many(
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
     with_vectors: bool = False,
+    group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
 ) -> list[list[SearchHit]]:
@@ -165,6 +171,8 @@ def search_many(
         info = require_collection(qdrant_client, concrete, target)
         plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction)
         requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
+        if group_by_document:
+            return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
         responses = qdrant_client.query_batch_points(concrete, requests)
         return [plan.hits(r) for r in responses]
     finally:
@@ -190,6 +198,7 @@ async def asearch(
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
     with_vectors: bool = False,
+    group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
     client: "AsyncQdrantClient | None" = None,
 ) -> list[SearchHit]:
@@ -220,6 +229,8 @@ async def asearch(
                                        task, instruction)
         requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
                                            with_vectors)
+        if group_by_document:
+            return plan.group_hits(await qdrant_client.query_points_groups(concrete, **grouped(requests[0])))
         responses = await qdrant_client.query_batch_points(concrete, requests)
         return plan.hits(responses[0])
     finally:
@@ -236,12 +247,17 @@ def nearest_chunks(
     *,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
+    group_by_document: bool = False,
 ) -> list[SearchHit]:
-    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads."""
+    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads
+    (or, with ``group_by_document``, the ``top_k`` documents, each as its best chunk)."""
     concrete = resolve_alias(client, collection)
     layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
     request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(filter),
                             score_threshold=score_threshold)
+    if group_by_document:
+        groups = client.query_points_groups(concrete, **grouped(request)).groups
+        return [SearchHit.from_point(g.hits[0], layout.dense) for g in groups if g.hits]
     response = client.query_batch_points(concrete, [request])[0]
     return [SearchHit.from_point(p, layout.dense) for p in response.points]
 
@@ -285,6 +301,21 @@ class _Plan:
 
     def hits(self, response: Any) -> list[SearchHit]:
         return [SearchHit.from_point(p, self.layout.dense) for p in response.points]
+
+    def group_hits(self, response: Any) -> list[SearchHit]:
+        return [SearchHit.from_point(group.hits[0], self.layout.dense) for group in response.groups if group.hits]
+
+
+def grouped(request: "models.QueryRequest") -> dict[str, Any]:
+    """``query_points_groups`` arguments for ``request``: its ``limit`` best documents, one chunk each.
+
+    Qdrant groups server-side (or in embedded Qdrant) by the payload's ``doc_id``, after the
+    filter and, in hybrid mode, after fusion, so a document's rank is its best chunk's.
+    """
+    return {"group_by": DOC_ID_KEY, "group_size": 1, "query": request.query, "using": request.using,
+            "prefetch": request.prefetch, "query_filter": request.filter, "limit": request.limit,
+            "with_payload": request.with_payload, "with_vectors": request.with_vector,
+            "score_threshold": request.score_threshold}
 
 
 def _check_query(query: Any) -> None:

@@ -192,7 +192,8 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         await searcher.check(collection)
         result = await embed([body.query], instruction_for(model, "query", body.task))
         hits = await searcher.nearest(collection, result.vectors[0], body.top_k, filter=body.filter,
-                                      score_threshold=body.score_threshold)
+                                      score_threshold=body.score_threshold,
+                                      group_by_document=body.group_by_document)
         metrics.texts.inc(1)
         metrics.tokens.inc(result.tokens[0])
         return {"object": "list", "model": name, "collection": collection,

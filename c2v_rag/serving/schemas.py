@@ -57,6 +57,7 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, {'gte': ...} ranges, "
                                                                "'must_not' (c2v_rag.rag.filters)")
     score_threshold: float | None = None
+    group_by_document: bool = Field(False, description="the top_k documents, each as its best chunk (MaxP)")
 
 
 def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:

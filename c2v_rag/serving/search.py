@@ -59,10 +59,11 @@ class CollectionSearcher:
 
     async def nearest(self, collection: str, vector: Sequence[float], top_k: int, *,
                       filter: Mapping[str, Any] | None = None,
-                      score_threshold: float | None = None) -> list[SearchHit]:
+                      score_threshold: float | None = None, group_by_document: bool = False) -> list[SearchHit]:
         try:
             return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
-                                                           filter=filter, score_threshold=score_threshold))
+                                                           filter=filter, score_threshold=score_threshold,
+                                                           group_by_document=group_by_document))
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

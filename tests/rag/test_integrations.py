@@ -78,6 +78,29 @@ def test_max_length_truncates_like_a_model_built_with_it(tiny_variant, tiny_mode
 
 
 @pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
+def test_long_texts_chunk_reaches_the_model(cls, tiny_variant):
+    long_text = make_text(9, sentences=20)
+    emb = cls(model=str(tiny_variant), max_length=32, long_texts="chunk", normalize=False)
+    model = emb.loaded_model()
+    expected = model.encode([long_text, TEXTS[0]], long_texts="chunk")
+    np.testing.assert_allclose(embed_docs(emb, [long_text, TEXTS[0]]), expected, atol=1e-5)
+    assert not np.allclose(expected[0], model.encode(long_text), atol=1e-3)
+    assert cls.from_dict(emb.to_dict()).long_texts == "chunk"
+    with pytest.raises(ValueError, match="long_texts"):
+        cls(long_texts="split")
+
+
+def test_langchain_takes_long_texts_in_encode_kwargs(tiny_variant):
+    long_text = make_text(9, sentences=20)
+    emb = Causal2VecEmbeddings(model_name=str(tiny_variant), encode_kwargs={"long_texts": "chunk"})
+    model = emb.loaded_model()
+    np.testing.assert_allclose(emb.embed_documents([long_text]),
+                               model.encode([long_text], long_texts="chunk", normalize_embeddings=True), atol=1e-5)
+    with pytest.raises(ValueError, match=r"encode_kwargs\['long_texts'\]: long_texts='split'"):
+        Causal2VecEmbeddings(encode_kwargs={"long_texts": "split"})
+
+
+@pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
 def test_to_dict_and_pickle_carry_options_not_weights(cls, tiny_variant):
     emb = cls(model=str(tiny_variant), task="SciFact", max_length=64, normalize=False, device="cpu")
     emb.loaded_model()  # loaded: it must still stay out of the serialized forms

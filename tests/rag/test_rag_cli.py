@@ -45,6 +45,13 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
         assert snippet.startswith("    ") and " ".join(hit.text.split())[:20] in snippet
     assert {h.source.rsplit("/", 1)[1] for h in c2v_rag.search(query, top_k=100, path=store, collection="cli")} == {
         "a.txt", "b.md", "c.jsonl"}
+    # --group-by-document: one line pair per document, each its best chunk.
+    assert main(["search", query, *args, "--top-k", "3", "--group-by-document"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    best = c2v_rag.search(query, top_k=3, path=store, collection="cli", group_by_document=True)
+    assert len(lines) == 6 and len({h.doc_id for h in best}) == 3
+    for rank, hit in enumerate(best, 1):
+        assert lines[2 * rank - 2].startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  (chunk {hit.chunk_index})")
 
 
 def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
@@ -58,7 +65,8 @@ def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
 
 @pytest.mark.parametrize(("command", "expected"), [
     ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size", "--sparse", "--versioned"]),
-    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task", "--filter", "--mode"]),
+    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task", "--filter", "--mode",
+                "--group-by-document"]),
     ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
 ])
 def test_help(command, expected, capsys):

@@ -24,6 +24,10 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
     expected = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant)
     odd = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, filter={"topic": "odd"})
     scifact = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, task="SciFact")
+    documents = c2v_rag.search(query, top_k=6, path=tmp_path, collection="kb", model=tiny_variant,
+                               group_by_document=True)
+    chunks = c2v_rag.search(query, top_k=6, path=tmp_path, collection="kb", model=tiny_variant)
+    assert len({h.doc_id for h in documents}) == 6 and len({h.doc_id for h in chunks}) < 6
 
     config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
     with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
@@ -31,7 +35,7 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
             return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, **body})
 
         for response, want in ((search(), expected), (search(filter={"topic": "odd"}), odd),
-                               (search(task="SciFact"), scifact)):
+                               (search(task="SciFact"), scifact), (search(group_by_document=True, top_k=6), documents)):
             assert response.status_code == 200, response.text
             hits = response.json()["data"]
             assert [h["id"] for h in hits] == [h.id for h in want]
