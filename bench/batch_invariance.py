@@ -101,15 +101,19 @@ def main() -> None:
           f"a time with abstracts of {lengths[len(texts):]} decoder tokens; decoder dtype {model.dtype}")
     if model.dtype == torch.bfloat16 and not cpu_has_native_bf16():
         print("(this CPU has no bf16 matmuls: bf16 is emulated, so its times say nothing about bf16 hardware)")
+    settings = {"encoder in float32": torch.float32}
+    if model.dtype != torch.float32:  # in float32 the two settings are the same model
+        settings = {"encoder in the decoder's dtype": model.dtype, **settings}
     results = {}
-    for name, dtype in (("encoder in the decoder's dtype", model.dtype), ("encoder in float32", torch.float32)):
+    for name, dtype in settings.items():
         with encoder_dtype(model, dtype):
             results[name] = measure(model, texts, partners, args.per_batch)
     for name, result in results.items():
         print(f"{name}: " + ", ".join(f"{k} {v:.5f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
-    first, second = results.values()
-    print(f"time, float32 encoder / decoder-dtype encoder: alone {second['alone s'] / first['alone s']:.2f}x, "
-          f"batched {second['batched s'] / first['batched s']:.2f}x")
+    if len(results) == 2:
+        first, second = results.values()
+        print(f"time, float32 encoder / decoder-dtype encoder: alone {second['alone s'] / first['alone s']:.2f}x, "
+              f"batched {second['batched s'] / first['batched s']:.2f}x")
 
 
 if __name__ == "__main__":
