@@ -93,9 +93,12 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=24)
     parser.add_argument("--per-batch", type=int, default=6)
     parser.add_argument("--partners", type=int, default=2, help="long abstracts in every batch")
+    parser.add_argument("--partner-chars", type=int, default=None,
+                        help="cut the long abstracts to this many characters (cheaper batches where bf16 is emulated)")
     args = parser.parse_args()
     model = Causal2Vec.from_pretrained(args.model, device="cpu", dtype=args.dtype)
-    texts, partners = sample_texts(args.data, args.texts), long_partners(args.data, args.partners)
+    texts = sample_texts(args.data, args.texts)
+    partners = [p[: args.partner_chars] for p in long_partners(args.data, args.partners)]
     lengths = [p.length(model.config.num_contextual_tokens) for p in model.prepare(texts + partners, None)[0]]
     print(f"{len(texts)} texts of {min(lengths)}-{max(lengths[:len(texts)])} decoder tokens, batched {args.per_batch} at "
           f"a time with abstracts of {lengths[len(texts):]} decoder tokens; decoder dtype {model.dtype}")
