@@ -33,6 +33,15 @@ from .sources import encoder_length_limit, load_backbone, load_tokenizer, resolv
 
 logger = logging.getLogger(__name__)
 
+# The encoder and the projector compute in float32 whatever the decoder's dtype (issue 14). Their
+# output C enters every decoder position, and the decoder amplifies a change of C. In bf16 the
+# encoder's rounding follows the batch's padding (its attention runs over the padded length, through
+# another kernel path than an unpadded text): the same text alone and beside a longer one got a C up
+# to 0.009 apart, and an h_C at cosine 0.9996. In float32 the two agree to ~1e-6, and C is rounded to
+# the decoder's dtype once. The encoder is the small model (MiniLM: ~8% of the linear-layer FLOPs next
+# to SmolLM2-135M); the cost under bf16 is in docs/performance.md.
+ENCODER_DTYPE = torch.float32
+
 
 class Causal2Vec(nn.Module):
     """A decoder-only LLM turned into a text embedder with a Contextual token (Causal2Vec).
@@ -133,7 +142,7 @@ class Causal2Vec(nn.Module):
         if config.num_contextual_tokens:
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
             enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
-            encoder = load_backbone(enc_source, dtype=torch_dtype,
+            encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE,
                                     trust_remote_code=config.trust_remote_code)
             k = _hidden_size(encoder.config)
             _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
@@ -145,7 +154,7 @@ class Causal2Vec(nn.Module):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 projector = ContextualProjector(k, d, config.num_contextual_tokens)
-            projector = projector.to(dtype=torch_dtype).eval()
+            projector = projector.to(dtype=ENCODER_DTYPE).eval()
 
         model = cls(config, decoder, tokenizer, encoder, enc_tokenizer, projector)
         return model.to(target).eval()
