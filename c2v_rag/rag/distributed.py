@@ -76,11 +76,11 @@ class RayOptions(BaseModel):
         default=None, ge=0, description="None: 1 when the cluster has GPUs, else 0 (CPU actors)")
     cpus_per_actor: float = Field(default=1, gt=0, description="CPUs reserved per actor; its torch threads on CPU")
     docs_per_batch: int = Field(default=64, ge=1, description="documents an actor chunks, embeds and writes at once")
-    read_tasks: int = Field(default=4, ge=1, description="files read at once (Ray tasks that ask for no CPU)")
-    chunk_tasks: int | None = Field(default=None, ge=1, description="chunking tasks at once (None: 2 per actor)")
+    chunk_tasks: int | None = Field(
+        default=None, ge=1, description="tasks reading and chunking at once (None: 2 per actor)")
     chunk_cpus: float | None = Field(
-        default=None, ge=0, description="CPUs per chunking task; None: 1 when the cluster has CPUs beyond the "
-                                        "actors', else 0 (they share the actors' CPUs)")
+        default=None, ge=0, description="CPUs per reading/chunking task; None: 1 when the cluster has CPUs beyond "
+                                        "the actors', else 0 (they share the actors' CPUs rather than wait)")
     write: Literal["auto", "driver", "workers"] = Field(
         default="auto", description="who upserts: 'auto' is the actors for a server, the driver for a local path")
     max_restarts: int = Field(default=-1, ge=-1, description="restarts of a dead actor (-1: no limit)")
@@ -200,20 +200,27 @@ def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str,
     return docs
 
 
-def source_dataset(plan: SourcePlan, read: ReadOptions, read_tasks: int = 4):
-    """The documents as a Ray Dataset of rows (doc_id, text, metadata JSON, source, source_root)."""
+def source_dataset(plan: SourcePlan, read: ReadOptions, job: "EmbedJob", options: "RayOptions"):
+    """The documents, chunked: a Ray Dataset of one row per document with its chunks' point ids,
+    texts and payloads. Reading and chunking share their tasks (Ray fuses the two steps)."""
     import ray
 
+    cpus = options.chunk_cpus
+    if cpus is None:
+        spare = ray.cluster_resources().get("CPU", 0) - options.actors * options.cpus_per_actor
+        # 0: the tasks share the actors' CPUs; asking for one that the actors hold would wait forever.
+        cpus = 1 if spare >= 1 else 0
+    tasks = dict(num_cpus=cpus, compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
+    chunk = dict(fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
+                 batch_size=options.docs_per_batch, batch_format="pyarrow", **tasks)
     parts = []
     if plan.files:
         files = ray.data.from_items([{"file": f, "root": r} for f, r in plan.files],
                                     override_num_blocks=min(len(plan.files), 1000))
-        # Reading asks for no CPU: the actors may hold every CPU of a small cluster, and a read
-        # that waits for one would wait forever. Its concurrency is bounded instead.
-        parts.append(files.flat_map(_read_file_rows, fn_kwargs={"options": read}, num_cpus=0,
-                                    compute=ray.data.TaskPoolStrategy(size=read_tasks)))
+        parts.append(files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks)
+                     .map_batches(_chunk_rows, **chunk))
     if plan.inline:
-        parts.append(ray.data.from_items([_doc_row(d) for d in plan.inline]))
+        parts.append(ray.data.from_items([_doc_row(d) for d in plan.inline]).map_batches(_chunk_rows, **chunk))
     if not parts:
         raise ValueError("docs is empty: nothing to ingest")
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
@@ -247,20 +254,6 @@ def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_ove
     return pa.table(rows, schema=pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()),
                                             ("source_root", pa.string()), ("point_ids", strings),
                                             ("texts", strings), ("payloads", strings)]))
-
-
-def chunk_stage(dataset, job: "EmbedJob", options: "RayOptions"):
-    """Document rows -> chunked document rows, in CPU tasks beside the actor pool."""
-    import ray
-
-    cpus = options.chunk_cpus
-    if cpus is None:
-        spare = ray.cluster_resources().get("CPU", 0) - options.actors * options.cpus_per_actor
-        cpus = 1 if spare >= 1 else 0  # 0: chunking shares the actors' CPUs rather than wait for one
-    return dataset.map_batches(
-        _chunk_rows, fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
-        batch_size=options.docs_per_batch, batch_format="pyarrow", num_cpus=cpus,
-        compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
 
 
 # ------------------------------------------------------------------------------------ actors
@@ -410,10 +403,9 @@ def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table
 
 
 def embed_stage(dataset, job: EmbedJob, options: RayOptions):
-    """``dataset`` of document rows, chunked, then through the actor pool."""
+    """``dataset`` of chunked document rows through the actor pool."""
     import ray
 
-    dataset = chunk_stage(dataset, job, options)
     gpus = options.gpus_per_actor
     if gpus is None:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
@@ -500,7 +492,7 @@ class RayIngestRun:
                 self.startup_seconds = time.perf_counter() - started
                 if handoff:
                     self.client.close()  # the one actor opens the embedded directory for the run
-                results = embed_stage(source_dataset(plan, read, self.options.read_tasks), job, self.options)
+                results = embed_stage(source_dataset(plan, read, job, self.options), job, self.options)
                 pending: list[dict[str, Any]] = []
                 try:
                     for table in results.iter_batches(batch_size=None, batch_format="pyarrow"):

@@ -197,8 +197,8 @@ def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log
     with RaySession(options) as ray:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
-            embed_stage(source_dataset(plan, read, options.read_tasks), job, options).write_parquet(
-                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.read_tasks)
+            embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
+                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors)
         except ray.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:

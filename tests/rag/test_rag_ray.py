@@ -30,6 +30,9 @@ from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
 from rag_helpers import make_text
 
 ACTOR_CLASS = "ChunkEmbedActor"
+# Two actors, small batches (several per actor), one reading/chunking task: the module's runs fit a
+# 2-CPU cluster and little memory.
+TWO_ACTORS = RayOptions(actors=2, docs_per_batch=2, chunk_tasks=1)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -82,7 +85,7 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sour
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
     expected = c2v_rag.ingest(sources, path=local, **kwargs)
-    result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=RayOptions(actors=2, docs_per_batch=2), **kwargs)
+    result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
     got, want = points(on_ray), points(local)
     difference = compare(got, want)
     print(f"\nray vs local: {result.documents}/{expected.documents} documents, {len(got)}/{len(want)} points, "
@@ -92,14 +95,15 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sour
     assert {p["metadata"].get("lang") for p, _ in got.values()} >= {"en", "de", "fr"}  # Parquet columns
 
     # A re-run adds nothing.
-    again = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=RayOptions(actors=2, docs_per_batch=2), **kwargs)
+    again = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
     assert (again.chunks_written, again.chunks_unchanged) == (0, expected.chunks)
     assert sorted(points(on_ray)) == sorted(want)
 
     # A changed document replaces its chunks; here the one actor writes itself (the worker path).
     (sources / "note-1.txt").write_text(make_text(999))
     c2v_rag.ingest(sources, path=local, **kwargs)
-    changed = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=RayOptions(actors=1, write="workers"), **kwargs)
+    one_writer = RayOptions(actors=1, write="workers", chunk_tasks=1)
+    changed = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=one_writer, **kwargs)
     assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
     assert compare(points(on_ray), points(local)) < 1e-5
 
@@ -122,7 +126,7 @@ def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_varia
 def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
     on_ray = c2v_rag.embed(sources, tmp_path / "ray", model=str(tiny_variant), config=ingest_config, engine="ray",
-                           ray=RayOptions(actors=2, docs_per_batch=3))
+                           ray=RayOptions(actors=1, docs_per_batch=3, chunk_tasks=1))
     tables = [pq.read_table(r.files).sort_by("id") for r in (local, on_ray)]
     assert (local.chunks, local.documents) == (on_ray.chunks, on_ray.documents) == (tables[0].num_rows, 12)
     for column in ("id", "doc_id", "chunk_index", "text", "metadata"):
@@ -154,7 +158,7 @@ def test_a_killed_actor_is_restarted_and_every_chunk_is_stored_once(tmp_path, ti
 
     def run() -> None:
         outcome["result"] = c2v_rag.ingest(docs, path=tmp_path / "killed", engine="ray",
-                                           ray=RayOptions(actors=2, docs_per_batch=1), **kwargs)
+                                           ray=RayOptions(actors=2, docs_per_batch=1, chunk_tasks=1), **kwargs)
 
     thread = threading.Thread(target=run)
     thread.start()
