@@ -1,6 +1,7 @@
 """Ray engine scaling: one process vs Ray with 1 and 2 actors, side by side in one run.
 
-The same first N SciFact abstracts (written once as a JSONL file, so both engines read a file) are
+The same first N SciFact abstracts (written once as a folder of JSONL files of ``--docs-per-batch``
+records, so both engines read files) are
 ingested into a fresh embedded Qdrant per configuration, with the same model, chunking and batch
 size:
 
@@ -32,17 +33,21 @@ import time
 from pathlib import Path
 
 
-def write_corpus(data: Path, n: int, folder: Path) -> Path:
+def write_corpus(data: Path, n: int, folder: Path, per_file: int) -> Path:
+    """The first ``n`` abstracts as a folder of JSONL files of ``per_file`` records: Ray reads a file
+    per task, and a file's documents reach the actors as one block, so files are the unit of spread."""
     corpus = data / "scifact" / "corpus.jsonl"
     if not corpus.is_file():
         sys.exit(f"error: {corpus} not found; pass --data the folder that holds scifact/corpus.jsonl")
-    out = folder / "scifact.jsonl"
-    with corpus.open(encoding="utf-8") as source, out.open("w", encoding="utf-8") as target:
-        for i, line in enumerate(source):
-            if i == n:
-                break
-            row = json.loads(line)
-            target.write(json.dumps({"id": str(row["_id"]), "title": row.get("title", ""), "text": row["text"]}) + "\n")
+    out = folder / "scifact"
+    out.mkdir()
+    with corpus.open(encoding="utf-8") as source:
+        rows = [json.loads(line) for _, line in zip(range(n), source)]
+    for start in range(0, len(rows), per_file):
+        with (out / f"part-{start // per_file:05d}.jsonl").open("w", encoding="utf-8") as target:
+            for row in rows[start:start + per_file]:
+                target.write(json.dumps({"id": str(row["_id"]), "title": row.get("title", ""),
+                                         "text": row["text"]}) + "\n")
     return out
 
 
@@ -88,9 +93,9 @@ def main() -> None:
     local_threads = args.local_threads or max(args.actors)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        corpus = write_corpus(args.data, args.n, folder)
+        corpus = write_corpus(args.data, args.n, folder, args.docs_per_batch)
         tiny = folder / "tiny.jsonl"
-        tiny.write_text("".join(corpus.read_text().splitlines(keepends=True)[:2]))
+        tiny.write_text("".join((corpus / "part-00000.jsonl").read_text().splitlines(keepends=True)[:2]))
 
         torch.set_num_threads(local_threads)
         load_model(args.model, dtype=args.dtype).encode_documents(["warm-up"])  # loaded before the clock

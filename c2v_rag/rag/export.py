@@ -189,7 +189,9 @@ def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log
     from .distributed import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
 
     plan = plan_sources(docs, read, log)
-    job = EmbedJob(model=None if model is None else str(model), device=device, dtype=dtype,
+    from .preflight import model_reference
+
+    job = EmbedJob(model=model_reference(model), device=device, dtype=dtype,
                    chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
                    max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
                    text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),

@@ -254,7 +254,7 @@ def ingest(
 
         require_ray("ingest(engine='ray')")
         ray_options = RayOptions.resolve(ray)
-        _check_ray_ingest(model, settings, client)
+        _check_ray_ingest(model, settings)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
     read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
@@ -294,11 +294,12 @@ def ingest(
         if engine == "ray":
             from .distributed import RayIngestRun
 
-            # The actors load the model; the driver needs its config alone.
+            # The actors load the model by its reference (a preset name or an absolute variant
+            # directory, the same on every node); the driver needs its config alone.
             created = ensure_collection(qdrant_client, collection, target, config_fingerprint(model_config, reference),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
-                                   model=None if model is None else str(model), device=device, dtype=dtype,
+                                   model=reference, device=device, dtype=dtype,
                                    created=created, options=ray_options, own_client=own_client)
             try:
                 result = ray_run.execute(docs, plan, read)
@@ -340,12 +341,12 @@ def _publish(client, collection: str, target: QdrantConfig, created: bool, resul
     return result
 
 
-def _check_ray_ingest(model: Any, settings: IngestConfig, client: Any) -> None:
+def _check_ray_ingest(model: Any, settings: IngestConfig) -> None:
     """What ``engine="ray"`` cannot do, refused before anything runs."""
     if settings.sync:
         raise ValueError("sync=True is not supported with engine='ray': a sync needs one process to see every "
                          "document read. Ingest with engine='ray', then run the same ingest with sync=True on "
-                         "the local engine (stored chunks are skipped, so it only reads and deletes)")
+                         "the local engine (every chunk is stored already, so it embeds nothing)")
     if model is not None and not isinstance(model, (str, Path)):
         raise TypeError("engine='ray' loads the model in every actor from its name: pass a preset name or a "
                         "variant directory (save a loaded model with save_pretrained(dir)), not a model object")
