@@ -119,7 +119,9 @@ def main() -> None:
 
     for row in rows:
         row["chunks_per_s"] = row["chunks"] / row["seconds"]
-        row["steady_chunks_per_s"] = row["chunks"] / max(row["seconds"] - row["fixed"], 1e-9)
+        # A fixed cost as large as the run itself (a noisy machine, a tiny N) leaves no steady rate.
+        steady = row["seconds"] - row["fixed"]
+        row["steady_chunks_per_s"] = row["chunks"] / steady if steady > 0.1 * row["seconds"] else float("nan")
     base = next((r for r in rows if r["actors"] == 1), None)
     for row in rows:
         if base is not None and row["actors"]:
