@@ -27,6 +27,7 @@ __all__ = [
     "VariantLoadError",
     "UnsupportedArchitectureError",
     "ingest",
+    "embed",
     "search",
     "search_many",
     "asearch",
@@ -37,7 +38,7 @@ __all__ = [
 
 # The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
 # optional qdrant/llama-index packages, which ingest and search ask for when called.
-_RAG_EXPORTS = frozenset({"ingest", "search", "search_many", "asearch", "reindex", "IngestConfig", "QdrantConfig"})
+_RAG_EXPORTS = frozenset({"ingest", "embed", "search", "search_many", "asearch", "reindex", "IngestConfig", "QdrantConfig"})
 
 
 def __getattr__(name: str):

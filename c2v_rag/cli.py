@@ -155,10 +155,45 @@ def cmd_ingest(args) -> int:
         chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
         on_error=args.on_error, sync=args.sync, show_progress=not args.quiet, sparse=args.sparse,
         versioned=args.versioned, payload_indexes=_parse_payload_indexes(args.payload_index or []), config=config,
-        **_qdrant_args(args),
+        **_qdrant_args(args), **_ray_args(args),
     )
     print(f"ingested {result.summary()}")
     return EXIT_OK if result.ok else EXIT_PARTIAL
+
+
+def cmd_embed(args) -> int:
+    from pathlib import Path
+
+    from .rag.export import embed
+
+    result = embed([Path(p) for p in args.paths], args.out, model=args.model, device=args.device, dtype=args.dtype,
+                   chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
+                   on_error=args.on_error, show_progress=not args.quiet, **_ray_args(args))
+    print(f"embedded {result.summary()}")
+    return EXIT_OK
+
+
+def _add_ray_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help="run on a Ray cluster: ADDRESS ('auto', HOST:6379, ray://HOST:10001), or none for "
+                             "$RAY_ADDRESS or a local one (pip install 'c2v-rag[ray]')")
+    parser.add_argument("--actors", type=int, default=None, help="with --ray: embedding actors (default 1)")
+    parser.add_argument("--gpus-per-actor", type=float, default=None,
+                        help="with --ray: GPUs per actor (default 1 when the cluster has GPUs, else 0)")
+    parser.add_argument("--cpus-per-actor", type=float, default=None,
+                        help="with --ray: CPUs per actor, its torch threads on CPU (default 1)")
+
+
+def _ray_args(args) -> dict:
+    from .rag.distributed import RayOptions
+
+    given = {"actors": args.actors, "gpus_per_actor": args.gpus_per_actor, "cpus_per_actor": args.cpus_per_actor}
+    if args.ray is None:
+        if any(v is not None for v in given.values()):
+            raise ValueError("--actors, --gpus-per-actor and --cpus-per-actor need --ray")
+        return {}
+    fields = {k: v for k, v in given.items() if v is not None}
+    return {"engine": "ray", "ray": RayOptions(address=args.ray or None, **fields)}
 
 
 def _megabytes(value: float | None) -> int | None:
@@ -333,8 +368,26 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--payload-index", action="append", metavar="KEY=TYPE",
                         help="index a metadata key for filters on a server: keyword, integer, float, bool, "
                              "datetime, text, uuid (repeatable)")
+    _add_ray_options(ingest)
     _add_model_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
+
+    embed = sub.add_parser(
+        "embed", help="chunk and embed files into Parquet (ids, text, metadata, vector), with no vector store",
+        description="Chunk and embed .txt, .md, .jsonl and .parquet files (or folders of them) into Parquet files "
+                    "under --out: one row per chunk with the point id ingest would give it, the document id, chunk "
+                    "index, text, metadata (JSON) and the vector. On this machine, or on Ray with --ray.")
+    embed.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl, .parquet")
+    embed.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")
+    embed.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
+    embed.add_argument("--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)")
+    embed.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")
+    embed.add_argument("--on-error", choices=["raise", "continue"], default=None,
+                       help="stop at the first unreadable file or bad record (default), or skip it and go on")
+    embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_ray_options(embed)
+    _add_model_options(embed)
+    embed.set_defaults(func=cmd_embed)
 
     reindex = sub.add_parser(
         "reindex", help="re-embed the collection behind an alias with another model, then switch the alias",

@@ -7,8 +7,10 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 """
 
 from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
+from .distributed import RayOptions
 from .documents import SourceDocument, iter_documents
 from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
+from .export import EmbedResult, embed
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
@@ -27,6 +29,8 @@ from .sparse import BM25Config, BM25Encoder
 
 __all__ = [
     "ingest",
+    "embed",
+    "EmbedResult",
     "search",
     "search_many",
     "asearch",
@@ -37,6 +41,7 @@ __all__ = [
     "BM25Encoder",
     "IngestConfig",
     "IngestResult",
+    "RayOptions",
     "FailedBatch",
     "QdrantConfig",
     "SearchHit",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .deps import require
@@ -78,12 +79,30 @@ class TokenChunker:
 
     def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int,
                  section_chars: int | None = None) -> None:
-        check_chunk_size(chunk_size, model.config.max_length)
+        self._setup(model.tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars)
+
+    @classmethod
+    def for_variant(cls, model: "str | Path | None", chunk_size: int, chunk_overlap: int) -> "TokenChunker":
+        """The chunker of a preset or variant directory without its weights: its config and its
+        decoder's tokenizer alone (what CPU workers that only chunk need)."""
+        from ..sources import load_tokenizer, resolve_reference
+        from .preflight import variant_config
+
+        config = variant_config(model)
+        tokenizer = load_tokenizer(resolve_reference(config.decoder, config.decoder_revision),
+                                   trust_remote_code=config.trust_remote_code)
+        chunker = cls.__new__(cls)
+        chunker._setup(tokenizer, config.max_length, chunk_size, chunk_overlap, None)
+        return chunker
+
+    def _setup(self, tokenizer: Any, max_length: int, chunk_size: int, chunk_overlap: int,
+               section_chars: int | None) -> None:
+        check_chunk_size(chunk_size, max_length)
         # Characters per streamed section (see the module docstring); None is the default size.
         self._section_chars = section_chars
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
-        self.splitter = make_splitter(model.tokenizer, chunk_size, chunk_overlap)
+        self.splitter = make_splitter(tokenizer, chunk_size, chunk_overlap)
 
     @property
     def section_chars(self) -> int:

@@ -13,6 +13,8 @@ _PACKAGES = {
     "llama_index.core": ("llama-index-core", "qdrant"),
     "tenacity": ("tenacity", "qdrant"),
 }
+# Imported only by the features that need them, not checked up front.
+_OPTIONAL = {"pyarrow.parquet": ("pyarrow", "parquet")}
 
 
 def require(module: str, feature: str) -> ModuleType:
@@ -20,7 +22,7 @@ def require(module: str, feature: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        distribution, extra = _PACKAGES[module]
+        distribution, extra = _PACKAGES.get(module) or _OPTIONAL[module]
         raise MissingPackageError(
             f"{feature} needs the package {distribution!r}, which is not installed. Install it with:\n"
             f"    pip install 'c2v-rag[{extra}]'"

@@ -32,7 +32,10 @@ logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
 JSONL_SUFFIXES = frozenset({".jsonl"})
-SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES
+# Parquet: one document per row, from a text column (text, page_content, content or body), read
+# with pyarrow one row group at a time.
+PARQUET_SUFFIXES = frozenset({".parquet"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES | PARQUET_SUFFIXES
 # Skipped inputs kept by name in a ReadLog; beyond this only the counts grow (a corpus of
 # millions of bad lines must not fill memory with their descriptions).
 MAX_LISTED_SKIPS = 1000
@@ -90,24 +93,37 @@ class ReadLog:
 
 def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
     """The documents of a file or folder the caller named; the checks run now, the reading lazily."""
+    root, files = list_source(path, options, log)
+    return _read_files(files, root, options, log)
+
+
+def read_file(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+    """The documents of one file listed by :func:`list_source` under ``root`` (the Ray engine reads
+    each file in a task of its own)."""
+    return _read_files([file], root, options, log)
+
+
+def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, list[Path]]:
+    """The resolved root of a file or folder the caller named, and its supported files, checked."""
     path = path.expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of .txt, .md or .jsonl files")
+        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of .txt, .md, .jsonl or "
+                                ".parquet files")
     root = path.resolve()
     if root.is_dir():
         files = list_files(root, options, log)
         if not files:
-            raise ValueError(f"no .txt, .md or .jsonl files under {path}")
+            raise ValueError(f"no .txt, .md, .jsonl or .parquet files under {path}")
     else:
         if root.suffix.lower() not in SUPPORTED_SUFFIXES:
             raise ValueError(
-                f"{path}: unsupported file type {root.suffix!r}; c2v_rag reads .txt, .md, .markdown "
-                "and .jsonl (convert other formats to text first)"
+                f"{path}: unsupported file type {root.suffix!r}; c2v_rag reads .txt, .md, .markdown, "
+                ".jsonl and .parquet (convert other formats to text first)"
             )
         if not os.access(root, os.R_OK):
             raise PermissionError(f"{path} is not readable (permission denied); fix its permissions")
         files = [root]
-    return _read_files(files, str(root), options, log)
+    return str(root), files
 
 
 def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
@@ -135,7 +151,7 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
             else:
                 other += 1
     if other:
-        logger.info("Skipped %d files under %s that are not .txt, .md or .jsonl", other, root)
+        logger.info("Skipped %d files under %s that are not .txt, .md, .jsonl or .parquet", other, root)
     return sorted(files)
 
 
@@ -144,6 +160,8 @@ def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog
         try:
             if file.suffix.lower() in JSONL_SUFFIXES:
                 yield from _read_jsonl(file, root, options, log)
+            elif file.suffix.lower() in PARQUET_SUFFIXES:
+                yield from _read_parquet(file, root, options, log)
             else:
                 doc = _read_text(file, root, options, log)
                 if doc is not None:
@@ -200,3 +218,31 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
             log.skip_record(where, resolved, str(err))
             continue
         yield doc.with_root(root)
+
+
+def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+    """One document per row, as a JSONL record would give (``from_record``: the text column, an id
+    column or ``path:row``, the other scalar columns as metadata)."""
+    from .deps import require
+    from .documents import from_record
+
+    parquet = require("pyarrow.parquet", "reading .parquet files")
+    resolved = file.resolve()
+    with resolved.open("rb") as handle:
+        head = handle.read(4)
+    if head != b"PAR1":
+        log.skip_file(resolved, "not a Parquet file (no PAR1 signature)")
+        return
+    row = 0
+    for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024):
+        for record in batch.to_pylist():
+            row += 1
+            where = f"{resolved}:{row}"
+            try:
+                doc = from_record(record, where, default_id=where, source=str(resolved))
+            except (ValueError, TypeError) as err:
+                if options.on_error == "raise":
+                    raise
+                log.skip_record(where, resolved, str(err))
+                continue
+            yield doc.with_root(root)

@@ -35,23 +35,25 @@ from tqdm.auto import tqdm
 
 from .aliases import resolve_alias, switch_alias, versioned_target
 from .chunking import TokenChunker, check_chunk_size
-from .collection import DEFAULT_COLLECTION, QdrantConfig, check_payload_indexes, ensure_collection, model_fingerprint
+from .collection import (DEFAULT_COLLECTION, QdrantConfig, check_payload_indexes, config_fingerprint, ensure_collection,
+                         model_fingerprint)
 from .deps import require_rag
 from .documents import SourceDocument, iter_documents
 from .embedder import Embedder, load_model
 from .errors import IngestError, IngestInterrupted
 from .files import ReadLog, ReadOptions, SkippedInput
-from .ids import content_hash, point_id
 from .layout import CollectionLayout
-from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_metadata, chunk_payload
+from .points import PendingChunk, PointWriter, document_chunks, document_fingerprint
 from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config, variant_weights
 from .retry import call_with_retry
 from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from .sparse import BM25Config, BM25Encoder, resolve_sparse
-from .sync import delete_gone_documents, roots_to_claim, sync_roots
+from .sync import delete_gone_documents, sync_roots
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
+
+    from .distributed import RayOptions
 
     from ..modeling import Causal2Vec
 
@@ -182,6 +184,8 @@ def ingest(
     config: IngestConfig | None = None,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
+    engine: Literal["local", "ray"] = "local",
+    ray: "RayOptions | str | None" = None,
 ) -> IngestResult:
     """Chunk, embed and store ``docs`` in a Qdrant collection; safe to re-run.
 
@@ -216,6 +220,10 @@ def ingest(
             rebuilds it with another model and switches the alias.
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
         client: an open ``QdrantClient`` to use instead of connecting (left open).
+        engine: ``"local"`` runs in this process; ``"ray"`` reads, chunks, embeds and writes on a Ray
+            cluster (:mod:`c2v_rag.rag.distributed`, ``pip install 'c2v-rag[ray]'``): the same point ids,
+            payloads and vectors, and the same guarantees, except ``sync=True`` (refused).
+        ray: with ``engine="ray"``: a :class:`~c2v_rag.rag.distributed.RayOptions` or a cluster address.
 
     Everything that needs no model is checked before it loads: the paths and their suffixes,
     the store (a locked embedded directory, an unreachable server, after the configured
@@ -239,11 +247,24 @@ def ingest(
         {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
+    if engine == "ray":
+        from .distributed import RayOptions, require_ray
+
+        require_ray("ingest(engine='ray')")
+        ray_options = RayOptions.resolve(ray)
+        _check_ray_ingest(model, settings)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
     read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
                        on_error=settings.on_error)
-    documents = iter_documents(docs, options=read, log=log)
+    if engine == "ray":
+        from .distributed import plan_sources
+
+        plan = plan_sources(docs, read, log)
+    else:
+        documents = iter_documents(docs, options=read, log=log)
     roots = sync_roots(docs) if settings.sync else []
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     reference = model_reference(model)
@@ -271,6 +292,23 @@ def ingest(
                 raise
             raise store_error from err
         # 4. The model, then the run.
+        if engine == "ray":
+            from .distributed import RayIngestRun
+
+            # The actors load the model by its reference (a preset name or an absolute variant
+            # directory, the same on every node); the driver needs its config alone.
+            created = ensure_collection(qdrant_client, collection, target,
+                                        config_fingerprint(model_config, reference, weights=variant_weights(model)),
+                                        layout, settings.payload_indexes)
+            ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
+                                   model=reference, device=device, dtype=dtype,
+                                   created=created, options=ray_options, own_client=own_client)
+            try:
+                result = ray_run.execute(docs, plan, read)
+            finally:
+                qdrant_client = ray_run.client  # reopened when the one actor held an embedded store
+            _raise_failed(result, settings)
+            return _publish(qdrant_client, collection, target, created, result, publish_as)
         c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
         embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
                             batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
@@ -281,15 +319,7 @@ def ingest(
         run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total, log, roots,
                          layout=layout, sparse_encoder=sparse_encoder)
         result = run.execute(documents)
-        if created and result.chunks_written == 0 and result.failed:
-            drop_if_empty(qdrant_client, collection, target)
-        if publish_as is not None:
-            if result.ok:
-                switch_alias(qdrant_client, publish_as, collection)
-            else:
-                logger.warning("Alias %r not created: %d batches failed; re-run the ingest to finish %r and "
-                               "publish it", publish_as, len(result.failed), collection)
-        return result
+        return _publish(qdrant_client, collection, target, created, result, publish_as)
     except BaseException:
         if created:
             drop_if_empty(qdrant_client, collection, target)
@@ -297,6 +327,47 @@ def ingest(
     finally:
         if own_client:
             qdrant_client.close()
+
+
+def _publish(client, collection: str, target: QdrantConfig, created: bool, result: IngestResult,
+             publish_as: str | None) -> IngestResult:
+    """After a run: drop a collection it created and left empty; switch a versioned alias."""
+    if created and result.chunks_written == 0 and result.failed:
+        drop_if_empty(client, collection, target)
+    if publish_as is not None:
+        if result.ok:
+            switch_alias(client, publish_as, collection)
+        else:
+            logger.warning("Alias %r not created: %d batches failed; re-run the ingest to finish %r and "
+                           "publish it", publish_as, len(result.failed), collection)
+    return result
+
+
+def _check_ray_ingest(model: Any, settings: IngestConfig) -> None:
+    """What ``engine="ray"`` cannot do, refused before anything runs."""
+    if settings.sync:
+        raise ValueError("sync=True is not supported with engine='ray': a sync needs one process to see every "
+                         "document read. Ingest with engine='ray', then run the same ingest with sync=True on "
+                         "the local engine (every chunk is stored already, so it embeds nothing)")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError("engine='ray' loads the model in every actor from its name: pass a preset name or a "
+                        "variant directory (save a loaded model with save_pretrained(dir)), not a model object")
+
+
+def _raise_failed(result: IngestResult, settings: IngestConfig) -> None:
+    """With ``on_error="raise"``, a failed batch becomes an :class:`IngestError` naming its documents."""
+    if result.failed and settings.on_error == "raise":
+        failed = result.failed[0]
+        shown = ", ".join(failed.doc_ids[:10]) + (" ..." if len(failed.doc_ids) > 10 else "")
+        raise IngestError(
+            f"a batch of {failed.chunks} chunks from documents [{shown}] failed: {failed.error}. "
+            f"Stored so far: {result.chunks_written} chunks. Re-run the same ingest to resume; "
+            "stored chunks are skipped and nothing is duplicated.",
+            failed.doc_ids, result,
+        )
+    if result.failed:
+        logger.warning("Ingest finished with %d failed batches (documents: %s); re-run to retry them",
+                       len(result.failed), ", ".join(d for f in result.failed for d in f.doc_ids[:5]))
 
 
 def _count_documents(docs: Any) -> int | None:
@@ -315,18 +386,10 @@ def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
 
 
 @dataclass
-class _Pending:
-    point_id: str
-    text: str
-    payload: dict[str, Any]
-    source_root: str | None = None
-
-
-@dataclass
 class _Batch:
     """Chunks embedded and uploaded together, and the documents that end in them."""
 
-    chunks: list[_Pending] = field(default_factory=list)
+    chunks: list[PendingChunk] = field(default_factory=list)
     doc_ids: list[str] = field(default_factory=list)
     # doc id -> all its point ids, for documents whose last chunk is in this batch: once the
     # batch is stored, their other points are stale.
@@ -350,8 +413,6 @@ class _IngestRun:
         self.settings = settings
         self.embedder = embedder
         self.chunker = chunker
-        # Nothing can be stored or stale in a collection this run created.
-        self.fresh = created
         self.result = IngestResult(collection=collection, location=target.location)
         self.seen: dict[str, str] = {}
         self.batch = _Batch()
@@ -362,6 +423,8 @@ class _IngestRun:
         self.stop = threading.Event()
         self.queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=settings.prefetch_batches)
         self.layout = layout or CollectionLayout(dense=target.vector_name)
+        # Nothing can be stored or stale in a collection this run created.
+        self.writer = PointWriter(client, collection, self.layout, self._call, fresh=created)
         self.sparse_encoder = sparse_encoder
         # Counts chunks as they are embedded; tqdm's rate is then chunks/s. The chunk total is
         # unknown until every document is chunked, so the documents seen so far go in the postfix.
@@ -401,18 +464,7 @@ class _IngestRun:
                         self.result.chunks_written, err)
             raise
         self._finish(uploader)
-        if self.result.failed and self.settings.on_error == "raise":
-            failed = self.result.failed[0]
-            shown = ", ".join(failed.doc_ids[:10]) + (" ..." if len(failed.doc_ids) > 10 else "")
-            raise IngestError(
-                f"a batch of {failed.chunks} chunks from documents [{shown}] failed: {failed.error}. "
-                f"Stored so far: {self.result.chunks_written} chunks. Re-run the same ingest to resume; "
-                "stored chunks are skipped and nothing is duplicated.",
-                failed.doc_ids, self.result,
-            )
-        if self.result.failed:
-            logger.warning("Ingest finished with %d failed batches (documents: %s); re-run to retry them",
-                           len(self.result.failed), ", ".join(d for f in self.result.failed for d in f.doc_ids[:5]))
+        _raise_failed(self.result, self.settings)
         if self.roots:
             self._sync()
         return self.result
@@ -444,7 +496,7 @@ class _IngestRun:
 
     def _add(self, doc: SourceDocument) -> None:
         # 16 hex digits tell repeats from clashes; the map holds one entry per document of the run.
-        fingerprint = content_hash(doc.text, doc.metadata)[:16]
+        fingerprint = document_fingerprint(doc)
         previous = self.seen.get(doc.doc_id)
         if previous is not None:
             if previous != fingerprint:
@@ -457,13 +509,10 @@ class _IngestRun:
         self.seen[doc.doc_id] = fingerprint
         self.result.documents += 1
         ids = []
-        for chunk in self.chunker.iter_chunks(doc.text):  # streamed: batches fill as it splits
-            metadata = chunk_metadata(doc, chunk)
-            pid = point_id(doc.doc_id, chunk.index, content_hash(chunk.text, metadata))
-            self.batch.chunks.append(_Pending(pid, chunk.text, chunk_payload(doc, chunk, pid, metadata),
-                                              doc.source_root))
+        for chunk in document_chunks(doc, self.chunker):  # streamed: batches fill as it splits
+            self.batch.chunks.append(chunk)
             self.batch.add_doc(doc.doc_id)
-            ids.append(pid)
+            ids.append(chunk.point_id)
             if len(self.batch.chunks) >= self.settings.batch_size:
                 self._flush()
         self.result.chunks += len(ids)
@@ -475,36 +524,17 @@ class _IngestRun:
         if not batch.doc_ids:
             return
         try:
-            todo = self._not_stored(batch.chunks)
+            todo = self.writer.not_stored(batch.chunks)
             batch.unchanged = len(batch.chunks) - len(todo)
             vectors = self.embedder.embed_documents([c.text for c in todo]) if todo else []
         except Exception as err:
             self._fail(batch, err)
             return
         sparse = self.sparse_encoder.encode_documents([c.text for c in todo]) if self.sparse_encoder and todo else None
-        batch.points = [
-            _point(c.point_id, self.layout.point_vector(v, sparse[i] if sparse else None), c.payload)
-            for i, (c, v) in enumerate(zip(todo, vectors))
-        ]
+        batch.points = self.writer.points(todo, vectors, sparse)
         # Chunks count as done once embedded (stored ones once skipped), so the bar moves with the work.
         self.progress.update(len(batch.chunks))
         self._put(batch)
-
-    def _not_stored(self, chunks: list[_Pending]) -> list[_Pending]:
-        if self.fresh or not chunks:
-            return chunks
-        ids = [c.point_id for c in chunks]
-        records = self._call(lambda: self.client.retrieve(self.collection, ids, with_payload=[SOURCE_ROOT_KEY],
-                                                          with_vectors=False), "checking stored chunks")
-        stored = {str(r.id) for r in records}
-        # Unchanged chunks are not rewritten; their recorded source root follows this run's, so
-        # a sync of the folder they are now read from sees them as its own.
-        claims = roots_to_claim(records, {c.point_id: c.source_root for c in chunks})
-        for root, claimed in claims.items():
-            self._call(lambda root=root, claimed=claimed: self.client.set_payload(
-                self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True),
-                f"recording the source root of {len(claimed)} stored chunks")
-        return [c for c in chunks if c.point_id not in stored]
 
     def _put(self, batch: _Batch | None) -> None:
         # A bounded put that gives up once the uploader has stopped, so a failure never deadlocks.
@@ -531,20 +561,8 @@ class _IngestRun:
                 self._fail(batch, err)
 
     def _upload(self, batch: _Batch) -> None:
-        from qdrant_client.http import models
-
-        if batch.points:
-            self._call(lambda: self.client.upsert(self.collection, batch.points, wait=True),
-                       f"uploading {len(batch.points)} chunks")
         done = {d: ids for d, ids in batch.completed.items() if d not in self.failed_docs}
-        if done and not self.fresh:
-            keep: list[Any] = [pid for ids in done.values() for pid in ids]
-            stale = models.Filter(
-                must=[models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=list(done)))],
-                must_not=[models.HasIdCondition(has_id=keep)] if keep else None,
-            )
-            self._call(lambda: self.client.delete(self.collection, models.FilterSelector(filter=stale), wait=True),
-                       f"deleting stale chunks of {len(done)} documents")
+        self.writer.write(batch.points, done)
         self.result.chunks_written += len(batch.points)
         self.result.chunks_unchanged += batch.unchanged
         stored = self.result.chunks_written + self.result.chunks_unchanged
@@ -575,9 +593,3 @@ def _is_embedded(client: Any) -> bool:
     """Whether ``client`` runs Qdrant in this process; unknown clients count as embedded (safe)."""
     inner = type(getattr(client, "_client", None)).__name__
     return inner not in ("QdrantRemote", "AsyncQdrantRemote")
-
-
-def _point(pid: str, vector: Any, payload: dict[str, Any]):
-    from qdrant_client.http import models
-
-    return models.PointStruct(id=pid, vector=vector, payload=payload)

@@ -107,3 +107,17 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder,
     assert "unknown operator 'like'" in capsys.readouterr().err
     assert main(["search", query, *args, "--filter", "n=1"]) == 2
     assert "is not JSON" in capsys.readouterr().err
+
+
+def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_variant, capsys):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "vectors"
+    assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), "--chunk-size", "24",
+                 "--chunk-overlap", "4", "-q"]) == 0
+    table = pq.read_table(out)
+    assert "embedded" in capsys.readouterr().out and table.num_rows > 0
+    assert table.column_names == ["id", "doc_id", "chunk_index", "text", "metadata", "vector"]
+    assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant)]) == 2  # never overwritten
+    assert "already holds Parquet files" in capsys.readouterr().err
+    assert main(["ingest", str(folder), "--actors", "2", "--path", str(tmp_path / "q")]) == 2
+    assert "--actors, --gpus-per-actor and --cpus-per-actor need --ray" in capsys.readouterr().err

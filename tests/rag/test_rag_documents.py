@@ -93,5 +93,5 @@ def test_bad_files_name_the_file(tmp_path: Path):
         list(iter_documents(pdf))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ValueError, match="no .txt, .md or .jsonl files"):
+    with pytest.raises(ValueError, match="no .txt, .md, .jsonl or .parquet files"):
         list(iter_documents(empty))

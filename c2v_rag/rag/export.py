@@ -1,0 +1,215 @@
+"""``embed``: documents -> chunks -> vectors -> Parquet files, with no vector store.
+
+For lakehouse tables and offline pipelines: the rows carry what a Qdrant point would (the same
+point ids, chunk texts, metadata and vectors as :func:`~c2v_rag.rag.pipeline.ingest`), in the
+layout of :func:`~c2v_rag.rag.distributed.chunk_table`:
+
+``id`` (string, the point id), ``doc_id`` (string), ``chunk_index`` (int32), ``text`` (string),
+``metadata`` (string: a JSON object, the payload's ``metadata``), ``vector``
+(``fixed_size_list<float32>[dim]``, unit length).
+
+It runs in this process (``engine="local"``, files ``part-00000.parquet``, ...) or on Ray
+(``engine="ray"``, Ray Data's ``write_parquet``, files named by Ray).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .distributed import RayOptions
+from .files import ReadLog, ReadOptions
+
+logger = logging.getLogger(__name__)
+
+
+class EmbedResult(BaseModel):
+    """What an ``embed`` wrote."""
+
+    out: str
+    files: list[str] = Field(default_factory=list)
+    documents: int = 0
+    duplicate_documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.documents} documents, {self.chunks} chunks into {len(self.files)} Parquet files under "
+                f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+
+
+def embed(
+    docs: Any,
+    out: str | Path,
+    *,
+    model: str | Path | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    batch_size: int | None = None,
+    on_error: Literal["raise", "continue"] | None = None,
+    show_progress: bool | None = None,
+    config: "Any | None" = None,
+    engine: Literal["local", "ray"] = "local",
+    ray: RayOptions | str | None = None,
+    rows_per_file: int = 100_000,
+) -> EmbedResult:
+    """Chunk and embed ``docs`` into Parquet files under ``out`` (a new or empty folder).
+
+    Args:
+        docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
+            folders of .txt, .md, .jsonl and .parquet.
+        model: a preset name or a variant directory (None: the default preset).
+        chunk_size, chunk_overlap, batch_size, on_error, show_progress: as for ``ingest``
+            (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
+        engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
+        rows_per_file: chunks per Parquet file with the local engine.
+
+    Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
+    model. A folder that already holds Parquet files is refused (nothing is overwritten).
+    """
+    from .chunking import check_chunk_size
+    from .pipeline import IngestConfig
+    from .preflight import variant_config
+
+    overrides = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "batch_size": batch_size,
+                 "on_error": on_error, "show_progress": show_progress}
+    settings = IngestConfig.model_validate(
+        {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    if settings.sparse is not None or settings.sync:
+        raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError("embed takes the model as a preset name or a variant directory")
+    folder = _check_out(Path(out))
+    check_chunk_size(settings.chunk_size, variant_config(model).max_length)
+    log = ReadLog()
+    read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
+                       on_error=settings.on_error)
+    started = time.perf_counter()
+    if engine == "ray":
+        result = _embed_on_ray(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
+                               options=RayOptions.resolve(ray))
+    else:
+        result = _embed_here(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
+                             rows_per_file=rows_per_file)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _check_out(folder: Path) -> Path:
+    folder = folder.expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
+    if folder.is_dir() and any(folder.glob("*.parquet")):
+        raise FileExistsError(f"{folder} already holds Parquet files; pass a new or empty folder (nothing is "
+                              "overwritten)")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
+                rows_per_file: int) -> EmbedResult:
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    from .chunking import TokenChunker
+    from .distributed import chunk_table
+    from .documents import iter_documents
+    from .embedder import Embedder, load_model
+    from .points import document_chunks, document_fingerprint
+
+    documents = iter_documents(docs, options=read, log=log)
+    c2v = load_model(model, device=device, dtype=dtype)
+    embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
+                        batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
+    chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
+    result = EmbedResult(out=str(folder))
+    seen: dict[str, str] = {}
+    buffer: list[Any] = []
+    writer: Any = None
+    in_file = 0
+    progress = tqdm(desc=f"Embedding into {folder}", unit="chunk", disable=not settings.show_progress)
+
+    def flush() -> None:
+        nonlocal writer, in_file, buffer
+        if not buffer:
+            return
+        table = chunk_table(buffer, embedder.embed_documents([c.text for c in buffer]), embedder.dim)
+        if writer is None or in_file >= rows_per_file:
+            if writer is not None:
+                writer.close()
+            path = folder / f"part-{len(result.files):05d}.parquet"
+            writer, in_file = pq.ParquetWriter(path, table.schema), 0
+            result.files.append(str(path))
+        writer.write_table(table)
+        in_file += table.num_rows
+        result.chunks += table.num_rows
+        progress.update(table.num_rows)
+        buffer = []
+
+    try:
+        for doc in documents:
+            fingerprint = document_fingerprint(doc)
+            previous = seen.get(doc.doc_id)
+            if previous is not None:
+                if previous != fingerprint:
+                    raise ValueError(f"document id {doc.doc_id!r} appears twice in the input with different "
+                                     "content; document ids must be unique")
+                result.duplicate_documents += 1
+                continue
+            seen[doc.doc_id] = fingerprint
+            result.documents += 1
+            for chunk in document_chunks(doc, chunker):
+                buffer.append(chunk)
+                if len(buffer) >= settings.batch_size:
+                    flush()
+        flush()
+    finally:
+        progress.close()
+        if writer is not None:
+            writer.close()
+    return result
+
+
+def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
+                  options: RayOptions) -> EmbedResult:
+    import pyarrow.parquet as pq
+
+    from .distributed import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
+
+    plan = plan_sources(docs, read, log)
+    from .preflight import model_reference
+
+    job = EmbedJob(model=model_reference(model), device=device, dtype=dtype,
+                   chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
+                   max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
+                   text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
+                   mode="export")
+    with RaySession(options) as ray:
+        try:
+            # Writing, like reading, asks for no CPU (the actors may hold them all).
+            embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
+                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors)
+        except ray.exceptions.RayError as err:
+            cause = user_error(err)
+            if cause is err:
+                raise
+            raise cause from None
+    files = sorted(str(p) for p in folder.glob("*.parquet"))
+    result = EmbedResult(out=str(folder), files=files)
+    if files:
+        ids = pq.read_table(files, columns=["doc_id"]).column("doc_id")
+        result.chunks = len(ids)
+        result.documents = len(set(ids.to_pylist()))
+    return result
