@@ -193,7 +193,6 @@ def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> "So
 
 def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
     from ..jsonl import iter_jsonl
-    from .documents import from_record
 
     resolved = file.resolve()
     with resolved.open("rb") as handle:
@@ -208,8 +207,17 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
             raise err
         log.skip_record(f"{resolved}:{number}", resolved, str(err))
 
-    for line_no, record in iter_jsonl(resolved, on_error=bad_line):
-        where = f"{resolved}:{line_no}"
+    yield from _record_documents(((f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line)),
+                                 resolved, root, options, log)
+
+
+def _record_documents(records: Iterator[tuple[str, dict]], resolved: Path, root: str, options: ReadOptions,
+                      log: ReadLog) -> Iterator["SourceDocument"]:
+    """Documents from ``(where, record)`` pairs (JSONL lines, Parquet rows); a bad record is skipped
+    and logged, or raised under ``on_error="raise"``."""
+    from .documents import from_record
+
+    for where, record in records:
         try:
             doc = from_record(record, where, default_id=where, source=str(resolved))
         except (ValueError, TypeError) as err:
@@ -224,7 +232,6 @@ def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> 
     """One document per row, as a JSONL record would give (``from_record``: the text column, an id
     column or ``path:row``, the other scalar columns as metadata)."""
     from .deps import require
-    from .documents import from_record
 
     parquet = require("pyarrow.parquet", "reading .parquet files")
     resolved = file.resolve()
@@ -233,16 +240,7 @@ def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> 
     if head != b"PAR1":
         log.skip_file(resolved, "not a Parquet file (no PAR1 signature)")
         return
-    row = 0
-    for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024):
-        for record in batch.to_pylist():
-            row += 1
-            where = f"{resolved}:{row}"
-            try:
-                doc = from_record(record, where, default_id=where, source=str(resolved))
-            except (ValueError, TypeError) as err:
-                if options.on_error == "raise":
-                    raise
-                log.skip_record(where, resolved, str(err))
-                continue
-            yield doc.with_root(root)
+    rows = (record for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024)
+            for record in batch.to_pylist())
+    yield from _record_documents(((f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1)),
+                                 resolved, root, options, log)
