@@ -81,10 +81,8 @@ def embed(
     from .pipeline import IngestConfig
     from .preflight import variant_config
 
-    overrides = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "batch_size": batch_size,
-                 "on_error": on_error, "show_progress": show_progress}
-    settings = IngestConfig.model_validate(
-        {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                                           batch_size=batch_size, on_error=on_error, show_progress=show_progress)
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
     if engine not in ("local", "ray"):
@@ -94,8 +92,7 @@ def embed(
     folder = _check_out(Path(out))
     check_chunk_size(settings.chunk_size, variant_config(model).max_length)
     log = ReadLog()
-    read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
-                       on_error=settings.on_error)
+    read = settings.read_options()
     started = time.perf_counter()
     if engine == "ray":
         result = _embed_on_ray(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,

@@ -113,6 +113,18 @@ class IngestConfig(BaseModel):
             raise ValueError("pass either task= or text_instruction=, not both")
         return self
 
+    @classmethod
+    def with_overrides(cls, config: "IngestConfig | None", **overrides: Any) -> "IngestConfig":
+        """``config`` (or the defaults) with the keyword arguments that are not None laid over it,
+        validated together: how ``ingest`` and ``embed`` merge their keywords with ``config=``."""
+        return cls.model_validate(
+            {**(config or cls()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+
+    def read_options(self) -> ReadOptions:
+        """What reading the sources needs of these settings."""
+        return ReadOptions(max_file_bytes=self.max_file_bytes, max_undecodable_share=self.max_undecodable_share,
+                           on_error=self.on_error)
+
 
 class FailedBatch(BaseModel):
     """A batch that could not be embedded or written, after retries."""
@@ -240,12 +252,9 @@ def ingest(
         ``KeyboardInterrupt``) once the batches already embedded are stored.
     """
     require_rag("c2v_rag.ingest")
-    overrides = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "batch_size": batch_size,
-                 "on_error": on_error, "sync": sync, "show_progress": show_progress, "sparse": sparse,
-                 "payload_indexes": payload_indexes}
-    settings = IngestConfig.model_validate(
-        {**(config or IngestConfig()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
-    )
+    settings = IngestConfig.with_overrides(
+        config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
+        sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes)
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
@@ -257,8 +266,7 @@ def ingest(
         _check_ray_ingest(model, settings)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
-    read = ReadOptions(max_file_bytes=settings.max_file_bytes, max_undecodable_share=settings.max_undecodable_share,
-                       on_error=settings.on_error)
+    read = settings.read_options()
     if engine == "ray":
         from .distributed import plan_sources
 
