@@ -167,3 +167,16 @@ def test_bf16_agrees_with_fp32(real_model):
     b = bf16.encode(DOCS[:2], normalize_embeddings=True)
     cos = (a * b).sum(1)
     assert cos.min() > 0.98, cos
+
+
+def test_the_minilm_reference_scores_the_vectors_sentence_transformers_gives():
+    """The baseline of `c2v-rag eval` is all-MiniLM-L6-v2 as shipped: mean pooling, then Normalize."""
+    from sentence_transformers import SentenceTransformer
+
+    from c2v_rag.evaluation import BiEncoder
+
+    texts = [QUERY, *DOCS[:2], "word " * 300]  # the last one is cut at MiniLM's 256 tokens by both
+    ours = BiEncoder("all-minilm-l6-v2", device="cpu").encode(texts)
+    reference = SentenceTransformer(resolve_reference("all-minilm-l6-v2").location, device="cpu").encode(texts)
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(ours, reference, atol=1e-5)

@@ -216,3 +216,33 @@ def test_real_scifact_split_holds_out_whole_claims():
     assert len(dev_texts) == round(0.2 * 807)
     assert len(dev_texts) + len({e.query for e in loaded.examples}) == 807
     assert not {e.query for e in loaded.examples} & set(loaded.dev.queries.values())
+
+
+def test_cosent_keeps_every_pair_once_with_its_score(tmp_path):
+    path = tmp_path / "sts.tsv"
+    path.write_text(
+        "genre\tsubset\tscore\tsentence1\tsentence2\n"
+        "news\tx\t4.6\tA man plays a guitar.\tA man is playing guitar.\n"
+        "news\tx\t1.0\tA cat sleeps.\tThe stock fell.\n"
+        "news\tx\t0.0\tA dog runs.\tA dog runs.\n"
+    )
+    examples = load_section(_section(format="scored_pairs", path=str(path), loss="cosent", task="STSBenchmark")).examples
+    assert [(e.query, e.positive, e.score) for e in examples] == [
+        ("A man plays a guitar.", "A man is playing guitar.", 4.6),
+        ("A cat sleeps.", "The stock fell.", 1.0),
+        ("A dog runs.", "A dog runs.", 0.0),
+    ]
+    plan = HomogeneousBatchPlan({"sts": examples}, 3, seed=0)
+    step = layout_step(plan.batch(0), num_negatives=0, seed=0, step=0, world_size=1)
+    assert sorted(step.scores) == [0.0, 1.0, 4.6]
+    assert [e for e in step.scores] == [next(x.score for x in examples if x.query == q) for q in step.queries]
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(format="triplets_tsv"), "needs scored pairs"),
+    (dict(format="scored_pairs", min_score=4.0), "min_score"),
+    (dict(format="scored_pairs", hard_negatives=1), "hard_negatives"),
+])
+def test_cosent_refuses_settings_it_cannot_use(tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message):
+        _section(path=str(tmp_path / "x.tsv"), loss="cosent", **kw)

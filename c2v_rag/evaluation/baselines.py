@@ -11,13 +11,15 @@ from ..devices import resolve_device
 from ..encoding import check_texts
 from ..long_texts import Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
 from ..pooling import mean_pool
-from ..sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+from ..sources import encoder_length_limit, load_backbone, load_tokenizer, normalizes_embeddings, resolve_reference
 
 
 class BiEncoder:
     """A BERT-style sentence embedder (e.g. all-MiniLM-L6-v2) with the evaluators' interface.
 
-    Instructions are ignored: such encoders were trained without them.
+    Vectors are mean-pooled and, when the model's sentence-transformers pipeline normalizes (as
+    all-MiniLM-L6-v2's does), L2-normalized: the vectors its users get and MTEB scores. Instructions
+    are ignored: such encoders were trained without them.
     """
 
     def __init__(self, reference: str = "all-minilm-l6-v2", *, device: str | None = None) -> None:
@@ -26,6 +28,7 @@ class BiEncoder:
         self.tokenizer = load_tokenizer(source)
         self.model = load_backbone(source, dtype=torch.float32).to(self.device)
         self.max_length = encoder_length_limit(source, self.model.config)
+        self.normalize = normalizes_embeddings(source)
 
     def encode(self, texts: list[str], *, batch_size: int = 128, long_texts: Any = None, **_: Any) -> np.ndarray:
         """Mean-pooled vectors; ``long_texts`` as in :meth:`Causal2Vec.encode` ("truncate" or "chunk")."""
@@ -43,7 +46,10 @@ class BiEncoder:
                 enc = self.tokenizer([texts[i] for i in rows], padding=True, truncation=True,
                                      max_length=self.max_length, return_tensors="pt").to(self.device)
                 states = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
-                out[rows] = mean_pool(states, enc["attention_mask"]).float().cpu().numpy()
+                pooled = mean_pool(states, enc["attention_mask"]).float()
+                if self.normalize:
+                    pooled = torch.nn.functional.normalize(pooled, dim=-1)
+                out[rows] = pooled.cpu().numpy()
         return out[0] if single else out
 
     def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk", **_: Any) -> Windows:

@@ -103,7 +103,9 @@ class DatasetSection(_Section):
     - ``pairs_tsv`` / ``triplets_tsv``: ``query<TAB>positive[<TAB>negative...]`` lines;
     - ``labelled``: ``text<sep>label`` lines; pairs are drawn from texts that share a label;
     - ``scored_pairs``: sentence pairs with a similarity score (STS-B layout: columns ``sentence1``,
-      ``sentence2``, ``score``); pairs scoring at least ``min_score`` become positives.
+      ``sentence2``, ``score``); pairs scoring at least ``min_score`` become positives, or, with
+      ``loss: cosent``, every pair keeps its score and the batch learns to rank the pairs' cosines
+      in the order of their scores (CoSENT).
 
     ``task`` names a registered task (its instruction and whether it is symmetric); ``instruction``
     gives a literal one, with ``symmetric`` saying whether passages get it too.
@@ -132,12 +134,28 @@ class DatasetSection(_Section):
     dev_seed: int = 0
     weight: float = Field(1.0, gt=0, description="relative share of this dataset's batches")
     hard_negatives: int | None = Field(None, ge=0, description="overrides training.hard_negatives")
+    loss: Literal["info_nce", "cosent"] = Field(
+        "info_nce",
+        description="info_nce: positives against in-batch and hard negatives; cosent (scored_pairs only): "
+                    "order the batch's pair cosines like their gold scores, so graded similarity is learned "
+                    "rather than only near-paraphrases",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "DatasetSection":
         if self.task is not None and self.instruction is not None:
             raise ValueError(f"dataset {self.path!r}: set 'task' or 'instruction', not both")
-        if self.format == "scored_pairs" and self.min_score is None:
+        if self.loss == "cosent":
+            if self.format != "scored_pairs":
+                raise ValueError(f"dataset {self.path!r}: loss 'cosent' needs scored pairs (format: scored_pairs), "
+                                 f"not format {self.format!r}; use loss 'info_nce' there")
+            if self.min_score is not None:
+                raise ValueError(f"dataset {self.path!r}: loss 'cosent' learns from every score, so 'min_score' "
+                                 "does not apply; remove it")
+            if self.hard_negatives:
+                raise ValueError(f"dataset {self.path!r}: loss 'cosent' compares the batch's pairs with each "
+                                 "other and takes no hard negatives; remove 'hard_negatives'")
+        elif self.format == "scored_pairs" and self.min_score is None:
             raise ValueError(
                 f"dataset {self.path!r}: a scored_pairs dataset needs 'min_score', the lowest score that makes "
                 "a positive pair (STS-B scores run 0-5; 4.0 keeps near-paraphrases)"

@@ -38,6 +38,7 @@ class Example:
     positive_key: str = ""
     negative_keys: tuple[str, ...] = ()
     known_positive_keys: frozenset[str] = field(default_factory=frozenset)
+    score: float | None = None  # graded similarity of (query, positive), for the cosent loss
 
     def __post_init__(self) -> None:
         # Keys default to the texts: two passages are "the same" when their texts are.
@@ -344,7 +345,8 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
     """Sentence pairs with a similarity score (STS-B): pairs at or above ``min_score`` are positives.
 
     Similarity is symmetric, so both sides get the instruction by default, and each pair is used
-    in both directions (either sentence may be the query).
+    in both directions (either sentence may be the query). With ``loss: cosent`` every pair is kept
+    once, with its score.
     """
     path = Path(section.path).expanduser()
     header, rows = read_rows(path, section.delimiter or "\t", section.has_header)
@@ -365,8 +367,18 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
             raise ValueError(
                 f"{path}: data row {number} has score {raw_score!r}, not a number; set score_column"
             ) from None
-        if a and b and a != b and score >= section.min_score:
+        if section.loss == "cosent":
+            if a and b:
+                pairs.append((a, b, score))
+        elif a and b and a != b and score >= section.min_score:
             pairs.append((a, b))
+    if section.loss == "cosent":
+        if len({score for _, _, score in pairs}) < 2:
+            raise ValueError(f"{path}: loss 'cosent' ranks pairs by score, but the file has fewer than two "
+                             "distinct scores")
+        examples = [Example(a, b, (), section.display_name, qi, pi, score=score) for a, b, score in pairs]
+        train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
+        return LoadedDataset(section.display_name, train, held_out=held)
     if not pairs:
         raise ValueError(f"{path}: no pair scores {section.min_score} or more; lower min_score")
     # A sentence's partners in every pair, and itself (its reversed pair may share the batch), are

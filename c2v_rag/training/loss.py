@@ -1,4 +1,4 @@
-"""InfoNCE on cosine similarity with in-batch and hard negatives (paper, Eq. 3)."""
+"""The contrastive losses: InfoNCE with in-batch and hard negatives (paper, Eq. 3), and CoSENT for scored pairs."""
 
 from __future__ import annotations
 
@@ -54,3 +54,23 @@ def distributed_info_nce(
     on its passages.
     """
     return info_nce(queries, gather_with_grad(passages), targets, temperature=temperature, exclude=exclude)
+
+
+def cosent(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, *, temperature: float = 0.05) -> torch.Tensor:
+    """CoSENT (Su, 2022): log(1 + sum over pairs i, j with score_i > score_j of exp((cos_j - cos_i) / tau)).
+
+    ``first`` and ``second`` [B, d] are the two sides of B scored pairs, ``scores`` [B] their gold
+    similarity. Only the order of the scores matters, which is what Spearman-scored STS measures;
+    InfoNCE on pairs above a threshold sees only near-paraphrases and learns nothing about the
+    middle of the scale. Computed in float32. On several processes each ranks its own pairs
+    (DDP averages the gradients): no gather is needed since no pair is compared across processes.
+    """
+    if first.shape != second.shape or first.dim() != 2 or scores.shape != first.shape[:1]:
+        raise ValueError(f"expected first and second [B, d] and scores [B], got {tuple(first.shape)}, "
+                         f"{tuple(second.shape)} and {tuple(scores.shape)}")
+    cos = F.cosine_similarity(first.float(), second.float(), dim=-1) / temperature
+    scores = scores.to(cos.device)
+    # diff[i, j] = cos_j - cos_i, penalized where pair i should score above pair j.
+    diff = cos[None, :] - cos[:, None]
+    ordered = diff[scores[:, None] > scores[None, :]]
+    return torch.logsumexp(torch.cat([ordered.new_zeros(1), ordered]), dim=0)

@@ -1,7 +1,7 @@
 """What a training step optimises: one module, one objective per recipe stage.
 
 - ``contrastive``: InfoNCE over in-batch and hard negatives (Causal2Vec; LLM2Vec's supervised stage;
-  Anchor's Stage II);
+  Anchor's Stage II), and CoSENT on datasets of scored pairs that ask for it (``loss: cosent``);
 - ``simcse``: unsupervised SimCSE (LLM2Vec step 3): each sentence embedded twice under different
   dropout masks is its own positive, the other sentences of the batch are negatives;
 - ``mntp``: masked next token prediction (LLM2Vec step 2): mask text tokens and predict token i
@@ -26,7 +26,7 @@ from ..attention import attention_mode, set_attention_dropout
 from ..batching import Causal2VecBatch, pad_right
 from .gradcache import ContrastiveStep, NonFiniteLossError, make_batch
 from .lm_head import lm_head_weight, token_logits
-from .loss import distributed_info_nce
+from .loss import cosent, distributed_info_nce
 from .sampling import StepTexts
 
 if TYPE_CHECKING:
@@ -43,12 +43,21 @@ class Objective(Protocol):
 
 
 class ContrastiveObjective:
-    """InfoNCE on the step's queries against its positives and hard negatives."""
+    """InfoNCE on the step's queries against its positives and hard negatives; CoSENT on scored-pair batches."""
 
     def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device) -> None:
         self.stepper, self.temperature, self.device = stepper, temperature, device
 
     def backward(self, texts: StepTexts, step: int) -> float:
+        if texts.scores is not None:
+            scores = torch.tensor(texts.scores, device=self.device)
+
+            def ranking_loss(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+                # No hard negatives on scored batches: this process's passages are its queries' partners.
+                return cosent(q, p, scores, temperature=self.temperature)
+
+            return self.stepper.run(texts.queries, texts.query_instructions, texts.passages,
+                                    texts.passage_instructions, ranking_loss)
         targets = torch.tensor(texts.targets, device=self.device)
         exclude = torch.tensor(texts.exclude, device=self.device)
         exclude = exclude if exclude.any() else None

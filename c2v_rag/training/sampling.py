@@ -108,6 +108,7 @@ class StepTexts:
     targets: list[int]
     exclude: list[list[bool]]
     num_negatives: int
+    scores: list[float] | None = None  # per query: the gold score of (query, positive), cosent datasets only
 
 
 def choose_negatives(example: Example, k: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -153,4 +154,14 @@ def layout_step(batch: PlannedBatch, *, num_negatives: int, seed: int, step: int
         targets,
         exclude,
         k,
+        _scores(batch.local),
     )
+
+
+def _scores(examples: list[Example]) -> list[float] | None:
+    scored = [e.score is not None for e in examples]
+    if not any(scored):
+        return None
+    if not all(scored):
+        raise ValueError("a batch mixes scored and unscored examples; one dataset must be all one or the other")
+    return [float(e.score) for e in examples]

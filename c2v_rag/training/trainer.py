@@ -223,8 +223,12 @@ def prepare_data(
 def negatives_per_dataset(config: TrainConfig, groups: dict[str, list]) -> dict[str, int]:
     """Hard negatives per query for each dataset: as configured, bounded by what every example has."""
     wanted = {s.display_name: s.hard_negatives for s in config.datasets}
+    ranked = {s.display_name for s in config.datasets if s.loss == "cosent"}
     out = {}
     for name, examples in groups.items():
+        if name in ranked:  # CoSENT compares the batch's pairs with each other
+            out[name] = 0
+            continue
         k = wanted.get(name)
         k = config.training.hard_negatives if k is None else k
         available = min(len(e.negatives) for e in examples)

@@ -1,0 +1,88 @@
+"""Score each part of a variant's embedding alone, from one encoding pass: the encoder's vector, the decoder's
+readout, h_C and h_EOS.
+
+A preset with ``encoder_share`` s and a normalized concat stores
+``[sqrt(s) * unit(encoder); sqrt(1 - s) * unit([unit(h_C); unit(h_EOS)])]``, so every part is a slice of the
+full vector. Each slice is scored re-normalized to unit length, which is exactly what
+``c2v-rag eval VARIANT --readout encoder_share=1`` (the encoder part) or ``encoder_share=0`` (the decoder
+part) would score, without encoding the dev sets again for each readout. The ``full`` row goes through the
+same ``run_suite`` as ``c2v-rag eval`` and equals it.
+
+    python experiments/readout_parts.py runs/preset/stage4-cosent --data ../shared/data \\
+        --sets stsb-dev scifact-dev-1k --max-length 256 --json runs/eval/stage4_parts_a.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from c2v_rag import Causal2Vec
+from c2v_rag.evaluation import load_suite, run_suite
+from c2v_rag.evaluation.suites import format_table
+
+
+class SlicedEmbedder:
+    """The evaluators' interface over one model; vectors are computed once and every view slices them."""
+
+    def __init__(self, model: Causal2Vec) -> None:
+        self.model, self.cache, self.view = model, {}, slice(None)
+
+    def _encode(self, side: str, texts: list[str], task: str | None, kwargs) -> np.ndarray:
+        key = (side, task, tuple(texts))
+        if key not in self.cache:
+            encode = self.model.encode_queries if side == "query" else self.model.encode_documents
+            self.cache[key] = encode(texts, task=task, **kwargs)
+        part = self.cache[key][:, self.view]
+        return part / np.linalg.norm(part, axis=1, keepdims=True).clip(min=1e-12)
+
+    def encode_queries(self, texts, *, task=None, **kwargs):
+        return self._encode("query", texts, task, kwargs)
+
+    def encode_documents(self, texts, *, task=None, **kwargs):
+        return self._encode("document", texts, task, kwargs)
+
+
+def part_slices(model: Causal2Vec) -> dict[str, slice]:
+    config = model.config
+    if config.representation != "concat" or not config.normalize_parts:
+        raise SystemExit(f"parts are defined for a normalized concat readout, not {config.representation!r} "
+                         f"(normalize_parts={config.normalize_parts})")
+    d = model.decoder.config.hidden_size
+    total = model.embedding_dim
+    k = total - 2 * d  # the encoder's share, 0 when encoder_share is 0
+    views = {"full": slice(None)}
+    if k:
+        views |= {"encoder part (encoder_share=1)": slice(0, k), "decoder part (encoder_share=0)": slice(k, total)}
+    views |= {"h_C alone": slice(k, k + d), "h_EOS alone": slice(k + d, total)}
+    return views
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("variant")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--sets", nargs="+", default=["stsb-dev", "scifact-dev-1k", "emotion-val", "banking77-dev"])
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    model = Causal2Vec.from_pretrained(None if args.variant == "default" else args.variant, device="cpu",
+                                       dtype="float32")
+    if args.max_length:
+        model.max_seq_length = args.max_length
+    suite = load_suite(args.sets, args.data)
+    embedder, rows = SlicedEmbedder(model), {}
+    for name, view in part_slices(model).items():
+        embedder.view = view
+        rows[f"{args.variant}: {name}"] = run_suite(embedder, suite)
+        print(format_table({k: rows[k] for k in [f"{args.variant}: {name}"]}), flush=True)
+    print(format_table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
