@@ -29,7 +29,8 @@ DATA_LICENSES = {
     "snli": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",
     "snli_dev": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",
     "snli_test": "SNLI test triplets (nli/snli_test_triplets.tsv), CC BY-SA 4.0",
-    "stsb": "STS-B train pairs scoring >= 4.0 (stsb/stsb.train.tsv), CC BY-SA 4.0",
+    "stsb": "STS-B train pairs (stsb/stsb.train.tsv): those scoring >= 4.0 as positives, or every pair with its "
+            "score under the cosent loss; CC BY-SA 4.0",
     "scifact": "SciFact train claims minus the 20% dev claims, BM25-mined negatives (scifact/), CC BY 4.0 / ODC-By 1.0",
     "banking77": "Banking77 train, same-intent pairs (banking77/train.csv; recipes since issue 12 leave out the 20% "
                  "rows that banking77-dev scores on), CC BY 4.0",
@@ -81,12 +82,29 @@ def earlier_stage_lines(stages: list[tuple[dict, str]]) -> list[str]:
     return lines
 
 
+PART_COLUMNS = {"encoder part (encoder_share=1)": "its encoder part alone",
+                "decoder part (encoder_share=0)": "its decoder part alone"}
+
+
+def read_parts(files: list[Path]) -> dict[str, dict]:
+    """Per part (the PART_COLUMNS keys), its dev scores, from experiments/readout_parts.py's JSON files."""
+    parts: dict[str, dict] = {}
+    for file in files:
+        for row, by_set in json.loads(file.read_text()).items():
+            part = row.rsplit(": ", 1)[-1]
+            if part in PART_COLUMNS:
+                parts.setdefault(part, {}).update(by_set)
+    return parts
+
+
 def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str,
-               stages: list[tuple[dict, str]] = ()) -> str:
+               stages: list[tuple[dict, str]] = (), parts: dict[str, dict] | None = None) -> str:
     training = config["metadata"]["training"]
     sets = list(scores)
+    parts = {p: v for p, v in (parts or {}).items() if all(s in v for s in sets)}
     rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
-            + (f"{reference[s]['main']:.4f} |" if reference else "– |") for s in sets]
+            + (f"{reference[s]['main']:.4f} |" if reference else "– |")
+            + "".join(f" {v[s]['main']:.4f} |" for v in parts.values()) for s in sets]
     ours = sum(scores[s]["main"] for s in sets) / len(sets)
     theirs = sum(reference[s]["main"] for s in sets) / len(sets) if reference else None
     lines = [
@@ -111,16 +129,21 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         "",
         "## Dev scores (never trained on; `c2v-rag eval --max-length 256`, see docs/ablations.md)",
         "",
-        "| dev set | this preset | all-MiniLM-L6-v2 alone |",
-        "|---|---|---|",
+        "| dev set | this preset | all-MiniLM-L6-v2 alone |" + "".join(f" {PART_COLUMNS[p]} |" for p in parts),
+        "|---|---|---|" + "---|" * len(parts),
         *rows,
-        f"| average | {ours:.4f} | " + (f"{theirs:.4f} |" if theirs is not None else "– |"),
+        f"| average | {ours:.4f} | " + (f"{theirs:.4f} |" if theirs is not None else "– |")
+        + "".join(f" {sum(v[s]['main'] for s in sets) / len(sets):.4f} |" for v in parts.values()),
+        "",
+        "all-MiniLM-L6-v2 is scored on its normalized vectors, as sentence-transformers ships it and MTEB scores it."
+        + (" The part columns read the same weights with `--readout encoder_share=1` (the encoder's own vector, "
+           "trained here with its LoRA) and `encoder_share=0` (the decoder's [h_C; h_EOS])." if parts else ""),
         "",
     ]
     if theirs is not None:
         behind = [s for s in sets if scores[s]["main"] < reference[s]["main"]]
         verdict = "ahead of" if ours > theirs else "**behind**"
-        lines += [f"This preset is {verdict} its own encoder alone on the dev average"
+        lines += [f"This preset is {verdict} all-MiniLM-L6-v2 alone (its encoder, untrained) on the dev average"
                   + (f", and behind it on {', '.join(behind)}" if behind else ", and ahead on every dev set")
                   + "; docs/ablations.md has the details.", ""]
     return "\n".join(lines)
@@ -131,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", type=Path, required=True, help="the trained variant directory")
     parser.add_argument("--scores", type=Path, required=True, help="its dev scores (experiments/ablations.py)")
     parser.add_argument("--reference", type=Path, default=None, help="the bi-encoder's dev scores, for the card")
+    parser.add_argument("--parts", type=Path, action="append", default=[],
+                        help="experiments/readout_parts.py JSON (repeatable): the encoder and decoder parts' scores")
     parser.add_argument("--data", type=Path, required=True, help="the data root the recipe read from")
     parser.add_argument("--name", default=DEFAULT_PRESET)
     parser.add_argument("--recipe", required=True, help="the recipe file the variant was trained with, for the card")
@@ -175,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         (staging / file_name).write_text(yaml.safe_dump(stage_recipe, sort_keys=False))
         stages.append((json.loads((stage / "causal2vec_config.json").read_text()), file_name))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
-    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe, stages))
+    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe, stages,
+                                                      read_parts(args.parts)))
     write_st_files(staging)  # the preset is a sentence-transformers model too
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
