@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmarks: SciFact texts, timing, and peak-memory measurement.
+"""Shared pieces of the benchmarks: SciFact texts, models by name, a vector cache, timing, and peak memory.
 
 Benchmarks run as scripts (``python bench/x.py``), so this folder is on ``sys.path`` and they
 import this module as ``common``.
@@ -7,12 +7,15 @@ import this module as ``common``.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 def load_scifact_docs(data: Path, n: int | None) -> list[str]:
@@ -115,3 +118,35 @@ def single_thread_note() -> str:
 
     return (f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), "
             f"CPU affinity {sorted(os.sched_getaffinity(0))}")
+
+
+def load(name: str):
+    """A Causal2Vec variant or preset, else a bi-encoder alone."""
+    from c2v_rag import Causal2Vec
+    from c2v_rag.evaluation import BiEncoder
+    from c2v_rag.presets import list_presets
+
+    if name == "default" or name in list_presets() or Path(name, "causal2vec_config.json").is_file():
+        return Causal2Vec.from_pretrained(None if name == "default" else name, device="cpu")
+    return BiEncoder(name, device="cpu")
+
+
+def cached(encode, texts: list[str], cache: Path | None, tag: str, slice_size: int = 64) -> np.ndarray:
+    """``encode(texts)``, slice by slice, each slice saved under ``cache`` and reused when present."""
+    if cache is None:
+        return encode(texts)
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
+    folder = cache / f"{tag.replace('/', '_')}-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = []
+    started = time.perf_counter()
+    for start in range(0, len(texts), slice_size):
+        path = folder / f"{start:07d}.npy"
+        if not path.exists():
+            part = encode(texts[start : start + slice_size])
+            np.save(folder / "partial.npy", part)
+            (folder / "partial.npy").rename(path)
+            print(f"  {tag}: {min(start + slice_size, len(texts))}/{len(texts)} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+        parts.append(np.load(path))
+    return np.concatenate(parts) if parts else encode(texts)

@@ -3,13 +3,16 @@
     python bench/hybrid_retrieval.py --data /work/shared/data                      # 5,183 abstracts
     python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000   # scifact-dev-1k
 
-The dense side is all-MiniLM-L6-v2 alone (:class:`c2v_rag.evaluation.BiEncoder`), because it is
-cheap on a CPU; a Causal2Vec variant would only change the dense vectors. Each abstract is one
+    python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000 --model default \
+        --max-length 256 --cache runs/hybrid_cache                                 # the preset as dense side
+
+The dense side is ``--model``: all-MiniLM-L6-v2 alone by default (cheap on a CPU), or a Causal2Vec
+variant or preset (``default``), loaded as ``bench/long_texts.py`` loads them. Each abstract is one
 point (as in ``c2v-rag eval``: no chunking), laid out as ``ingest(..., sparse="bm25")`` lays a
 hybrid collection out (:class:`c2v_rag.rag.layout.CollectionLayout`), in embedded Qdrant, and
 every query goes through the request that ``c2v_rag.search(mode=...)`` sends
 (:func:`c2v_rag.rag.query.query_request`). The dense row is therefore comparable with
-``c2v-rag eval --baseline all-minilm-l6-v2`` on the same set.
+``c2v-rag eval --baseline all-minilm-l6-v2`` (or ``c2v-rag eval VARIANT --max-length N``) on the same set.
 
 BM25 runs twice: with the default ``avg_length`` (90 terms, sized for 200-token chunks) and with
 the corpus' own mean length, since whole abstracts are longer than chunks.
@@ -23,19 +26,22 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import cached, load
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding scifact/ (BEIR layout)")
     parser.add_argument("--corpus-size", type=int, default=None, help="shrink the corpus (judged docs kept)")
-    parser.add_argument("--baseline", default="all-minilm-l6-v2", help="the dense bi-encoder")
+    parser.add_argument("--model", default="all-minilm-l6-v2",
+                        help="the dense side: a bi-encoder, or a Causal2Vec variant or preset ('default')")
+    parser.add_argument("--max-length", type=int, default=None, help="bound a Causal2Vec model's decoder sequence")
+    parser.add_argument("--cache", type=Path, default=None, help="keep computed vectors here, to resume a stopped run")
     args = parser.parse_args()
 
     from qdrant_client import QdrantClient
     from qdrant_client.http import models
 
-    from c2v_rag.evaluation import BiEncoder
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.metrics import evaluate_run
     from c2v_rag.rag.layout import CollectionLayout
@@ -50,10 +56,15 @@ def main() -> None:
     print(f"{data.name}: {len(doc_ids)} abstracts, {len(query_ids)} dev claims")
 
     started = time.perf_counter()
-    encoder = BiEncoder(args.baseline, device="cpu")
-    dense_docs = _normalized(encoder.encode_documents(texts))
-    dense_queries = _normalized(encoder.encode_queries(queries))
-    print(f"embedded with {args.baseline} in {time.perf_counter() - started:.0f} s")
+    model = load(args.model)
+    if args.max_length is not None:
+        model.max_seq_length = args.max_length
+    tag = f"{args.model}-{args.max_length}"
+    dense_docs = _normalized(cached(lambda t: model.encode_documents(t, task=data.task), texts, args.cache,
+                                    f"{tag}-docs"))
+    dense_queries = _normalized(cached(lambda t: model.encode_queries(t, task=data.task), queries, args.cache,
+                                       f"{tag}-queries"))
+    print(f"embedded with {args.model} in {time.perf_counter() - started:.0f} s")
 
     mean_terms = float(np.mean([len(t) for t in BM25Encoder().terms(texts)]))
     configs = {"default": BM25Config(), "corpus mean": BM25Config(avg_length=mean_terms)}
@@ -85,7 +96,7 @@ def main() -> None:
                 rows[key] = evaluate_run(run, {q: data.qrels[q] for q in query_ids})
         client.close()
 
-    print(f"\n| {data.name}, dense = {args.baseline} | nDCG@10 | recall@100 | MRR@10 |")
+    print(f"\n| {data.name}, dense = {args.model} | nDCG@10 | recall@100 | MRR@10 |")
     print("|---|---:|---:|---:|")
     for key, scores in rows.items():
         print(f"| {key} | {scores['ndcg@10']:.4f} | {scores['recall@100']:.4f} | {scores['mrr@10']:.4f} |")

@@ -25,12 +25,12 @@ texts: a run stopped midway (a busy machine, a deadline) resumes where it stoppe
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from pathlib import Path
 
 import numpy as np
+from common import cached, load
 
 
 def main() -> None:
@@ -64,38 +64,6 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
-
-
-def load(name: str):
-    """A Causal2Vec variant or preset, else a bi-encoder alone."""
-    from c2v_rag import Causal2Vec
-    from c2v_rag.evaluation import BiEncoder
-    from c2v_rag.presets import list_presets
-
-    if name == "default" or name in list_presets() or Path(name, "causal2vec_config.json").is_file():
-        return Causal2Vec.from_pretrained(None if name == "default" else name, device="cpu")
-    return BiEncoder(name, device="cpu")
-
-
-def cached(encode, texts: list[str], cache: Path | None, tag: str, slice_size: int = 64) -> np.ndarray:
-    """``encode(texts)``, slice by slice, each slice saved under ``cache`` and reused when present."""
-    if cache is None:
-        return encode(texts)
-    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:12]
-    folder = cache / f"{tag.replace('/', '_')}-{digest}"
-    folder.mkdir(parents=True, exist_ok=True)
-    parts = []
-    started = time.perf_counter()
-    for start in range(0, len(texts), slice_size):
-        path = folder / f"{start:07d}.npy"
-        if not path.exists():
-            part = encode(texts[start : start + slice_size])
-            np.save(folder / "partial.npy", part)
-            (folder / "partial.npy").rename(path)
-            print(f"  {tag}: {min(start + slice_size, len(texts))}/{len(texts)} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
-        parts.append(np.load(path))
-    return np.concatenate(parts) if parts else encode(texts)
 
 
 def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, cache=None) -> dict:
