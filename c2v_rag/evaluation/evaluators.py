@@ -50,9 +50,9 @@ def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100
     query_ids = [q for q in data.qrels if q in data.queries]
     doc_texts = [data.corpus[d] for d in doc_ids]
     queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **encode_kwargs)
-    if long_texts == "maxp" or (isinstance(long_texts, dict) and long_texts.get("mode") == "maxp"):
-        policy = {k: v for k, v in long_texts.items() if k != "mode"} if isinstance(long_texts, dict) else {}
-        windows = model.long_text_windows(doc_texts, long_texts={"mode": "chunk", **policy})
+    maxp_windows = _maxp_windows(long_texts)
+    if maxp_windows is not None:
+        windows = model.long_text_windows(doc_texts, long_texts=maxp_windows)
         window_vectors = model.encode_documents(windows.texts, task=data.task, **encode_kwargs)
         run = dict(zip(query_ids, search_maxp(queries, window_vectors, windows.owners, doc_ids, top_k)))
     else:
@@ -61,6 +61,15 @@ def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100
         docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
         run = dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
     return evaluate_run(run, {q: data.qrels[q] for q in query_ids}, recall_k=top_k)
+
+
+def _maxp_windows(long_texts: Any) -> dict[str, Any] | None:
+    """For ``long_texts="maxp"`` (or ``{"mode": "maxp", ...}``): the chunk policy that cuts the windows; else None."""
+    if long_texts == "maxp":
+        return {"mode": "chunk"}
+    if isinstance(long_texts, dict) and long_texts.get("mode") == "maxp":
+        return {**long_texts, "mode": "chunk"}
+    return None
 
 
 def search_maxp(query_vectors: np.ndarray, window_vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str],
@@ -117,8 +126,7 @@ def evaluate(model: Embedder, data, **kwargs: Any) -> dict[str, float]:
     """Dispatch on the data's type."""
     if isinstance(data, RetrievalData):
         return evaluate_retrieval(model, data, **kwargs)
-    long_texts = kwargs.get("long_texts")
-    if long_texts == "maxp" or (isinstance(long_texts, dict) and long_texts.get("mode") == "maxp"):
+    if _maxp_windows(kwargs.get("long_texts")) is not None:
         raise ValueError(f"long_texts='maxp' scores a document by its best window, so it applies to retrieval "
                          f"sets only, not to {data.name!r}: use 'truncate' or 'chunk' there")
     if isinstance(data, PairScoreData):

@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import MissingPackageError
 from .documents import SourceDocument, iter_documents, names_existing_path
 from .files import ReadLog, ReadOptions, list_source, read_file
-from .points import PendingChunk, PointWriter, document_chunks, document_fingerprint
+from .points import PendingChunk, PointWriter, SeenDocuments, document_chunks, document_fingerprint
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -458,7 +458,7 @@ class RayIngestRun:
                 raise ValueError("write='workers' with embedded Qdrant needs ingest to open the store itself "
                                  "(pass path=, not client=)")
         self.result = IngestResult(collection=collection, location=target.location)
-        self.seen: dict[str, str] = {}
+        self.seen = SeenDocuments()
         self.startup_seconds = 0.0
 
     def _call(self, fn, what):
@@ -527,14 +527,9 @@ class RayIngestRun:
         """Record a document's row; False for a repeat of a document already seen."""
         from .pipeline import FailedBatch
 
-        previous = self.seen.get(row["doc_id"])
-        if previous is not None:
-            if previous != row["fingerprint"]:
-                raise ValueError(f"document id {row['doc_id']!r} appears twice in the input with different "
-                                 "content; document ids must be unique")
+        if not self.seen.is_new(row["doc_id"], row["fingerprint"]):
             self.result.duplicate_documents += 1
             return False
-        self.seen[row["doc_id"]] = row["fingerprint"]
         self.result.documents += 1
         self.result.chunks += len(row["point_ids"])
         progress.update(len(row["point_ids"]))

@@ -124,7 +124,7 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
     from .distributed import chunk_table
     from .documents import iter_documents
     from .embedder import Embedder, load_model
-    from .points import document_chunks, document_fingerprint
+    from .points import SeenDocuments, document_chunks, document_fingerprint
 
     documents = iter_documents(docs, options=read, log=log)
     c2v = load_model(model, device=device, dtype=dtype)
@@ -132,7 +132,7 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
                         batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
     result = EmbedResult(out=str(folder))
-    seen: dict[str, str] = {}
+    seen = SeenDocuments()
     buffer: list[Any] = []
     writer: Any = None
     in_file = 0
@@ -157,15 +157,9 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
 
     try:
         for doc in documents:
-            fingerprint = document_fingerprint(doc)
-            previous = seen.get(doc.doc_id)
-            if previous is not None:
-                if previous != fingerprint:
-                    raise ValueError(f"document id {doc.doc_id!r} appears twice in the input with different "
-                                     "content; document ids must be unique")
+            if not seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
                 result.duplicate_documents += 1
                 continue
-            seen[doc.doc_id] = fingerprint
             result.documents += 1
             for chunk in document_chunks(doc, chunker):
                 buffer.append(chunk)

@@ -43,7 +43,7 @@ from .embedder import Embedder, load_model
 from .errors import IngestError, IngestInterrupted
 from .files import ReadLog, ReadOptions, SkippedInput
 from .layout import CollectionLayout
-from .points import PendingChunk, PointWriter, document_chunks, document_fingerprint
+from .points import PendingChunk, PointWriter, SeenDocuments, document_chunks, document_fingerprint
 from .preflight import check_target, drop_if_empty, model_reference, open_client, server_error, variant_config, variant_weights
 from .retry import call_with_retry
 from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
@@ -422,7 +422,7 @@ class _IngestRun:
         self.embedder = embedder
         self.chunker = chunker
         self.result = IngestResult(collection=collection, location=target.location)
-        self.seen: dict[str, str] = {}
+        self.seen = SeenDocuments()
         self.batch = _Batch()
         # Embedded Qdrant is not safe for concurrent calls; a server takes the next batch's
         # stored-chunk check while the previous batch uploads.
@@ -503,18 +503,9 @@ class _IngestRun:
         self.result.chunks_deleted = report.chunks_deleted
 
     def _add(self, doc: SourceDocument) -> None:
-        # 16 hex digits tell repeats from clashes; the map holds one entry per document of the run.
-        fingerprint = document_fingerprint(doc)
-        previous = self.seen.get(doc.doc_id)
-        if previous is not None:
-            if previous != fingerprint:
-                raise ValueError(
-                    f"document id {doc.doc_id!r} appears twice in the input with different content"
-                    f"{f' (second one from {doc.source})' if doc.source else ''}; document ids must be unique"
-                )
+        if not self.seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
             self.result.duplicate_documents += 1
             return
-        self.seen[doc.doc_id] = fingerprint
         self.result.documents += 1
         ids = []
         for chunk in document_chunks(doc, self.chunker):  # streamed: batches fill as it splits

@@ -6,6 +6,8 @@ driver call the same :class:`PointWriter`.
 
 - :func:`document_chunks` turns a document into chunks with their deterministic point ids
   (document id, chunk index, content hash) and their payloads;
+- :class:`SeenDocuments` tells a document met again in the same input (skipped) from two documents
+  that share an id (refused);
 - :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
   records this run's source root on the stored ones;
 - :meth:`PointWriter.write` upserts a batch and, for the documents whose every chunk is now
@@ -53,6 +55,35 @@ def document_chunks(doc: "SourceDocument", chunker: "TokenChunker") -> Iterator[
 def document_fingerprint(doc: "SourceDocument") -> str:
     """16 hex digits of the document's content: tells a repeated document from an id clash."""
     return content_hash(doc.text, doc.metadata)[:16]
+
+
+class SeenDocuments:
+    """The document ids met so far in one run, each with its content fingerprint (one entry per document).
+
+    ``in`` asks whether an id was met (sync deletes the documents of a folder that were not).
+    """
+
+    def __init__(self) -> None:
+        self._fingerprints: dict[str, str] = {}
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._fingerprints
+
+    def is_new(self, doc_id: str, fingerprint: str, source: str | None = None) -> bool:
+        """True the first time ``doc_id`` is met; False for the same document again (to skip).
+
+        Raises:
+            ValueError: ``doc_id`` was met before with other content (``source``, when known, names
+                where the second one came from).
+        """
+        previous = self._fingerprints.get(doc_id)
+        if previous is None:
+            self._fingerprints[doc_id] = fingerprint
+            return True
+        if previous != fingerprint:
+            raise ValueError(f"document id {doc_id!r} appears twice in the input with different content"
+                             f"{f' (second one from {source})' if source else ''}; document ids must be unique")
+        return False
 
 
 class PointWriter:
