@@ -283,6 +283,17 @@ class EmbedJob:
     # mode "vectors": point ids already stored (a snapshot the driver took), not embedded again.
     stored: frozenset[str] = frozenset()
 
+    @classmethod
+    def for_run(cls, settings: "IngestConfig", options: "RayOptions", *, model: str | None, device: str | None,
+                dtype: str | None, mode: Literal["vectors", "write", "export"], **store: Any) -> "EmbedJob":
+        """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
+        CPU of an actor, and for the modes that store, ``store`` (layout, target, collection...)."""
+        return cls(model=model, device=device, dtype=dtype, chunk_size=settings.chunk_size,
+                   chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
+                   max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
+                   text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
+                   mode=mode, **store)
+
 
 def _retrying_call(attempts: int, initial_wait: float, max_wait: float):
     from .retry import call_with_retry
@@ -470,10 +481,8 @@ class RayIngestRun:
         stored: frozenset[str] = frozenset()
         if self.write == "driver" and not self.created:
             stored = frozenset(_stored_ids(self.client, self.collection))
-        return EmbedJob(
-            model=self.model, device=self.device, dtype=self.dtype, chunk_size=s.chunk_size,
-            chunk_overlap=s.chunk_overlap, batch_size=s.batch_size, max_tokens_per_batch=s.max_tokens_per_batch,
-            task=s.task, text_instruction=s.text_instruction, threads=max(1, int(self.options.cpus_per_actor)),
+        return EmbedJob.for_run(
+            s, self.options, model=self.model, device=self.device, dtype=self.dtype,
             mode="write" if self.write == "workers" else "vectors", layout=self.layout, bm25=self.layout.bm25,
             target=self.target, collection=self.collection, fresh=self.created,
             retry=(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait), stored=stored)

@@ -182,11 +182,8 @@ def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log
     plan = plan_sources(docs, read, log)
     from .preflight import model_reference
 
-    job = EmbedJob(model=model_reference(model), device=device, dtype=dtype,
-                   chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
-                   max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
-                   text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
-                   mode="export")
+    job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
+                           mode="export")
     with RaySession(options) as ray:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
