@@ -1,4 +1,4 @@
-"""nDCG@10 on SciFact dev for dense, sparse (BM25) and hybrid (RRF) search through Qdrant.
+"""nDCG@10 on SciFact dev for dense, sparse (BM25) and hybrid (RRF and DBSF) search through Qdrant.
 
     python bench/hybrid_retrieval.py --data /work/shared/data                      # 5,183 abstracts
     python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000   # scifact-dev-1k
@@ -86,13 +86,14 @@ def main() -> None:
                                                         payload={"doc_id": doc_ids[i]})
                                      for i in range(start, min(start + 512, len(doc_ids)))])
             query_sparse = sparse.encode_queries(queries)
-            modes = ("dense", "sparse", "hybrid") if label == "default" else ("sparse", "hybrid")
-            for mode in modes:
-                requests = [query_request(layout, mode, 100, dense=dense_queries[i], sparse=query_sparse[i])
-                            for i in range(len(queries))]
+            modes = (("dense", "rrf"), ("sparse", "rrf"), ("hybrid", "rrf"), ("hybrid", "dbsf"))
+            for mode, fusion in modes if label == "default" else modes[1:]:
+                requests = [query_request(layout, mode, 100, dense=dense_queries[i], sparse=query_sparse[i],
+                                          fusion=fusion) for i in range(len(queries))]
                 responses = client.query_batch_points(name, requests)
                 run = {q: [p.payload["doc_id"] for p in r.points] for q, r in zip(query_ids, responses)}
                 key = mode if mode == "dense" else f"{mode} (BM25 avg_length {label}: {bm25.avg_length:.0f})"
+                key += f", {fusion.upper()}" if mode == "hybrid" else ""
                 rows[key] = evaluate_run(run, {q: data.qrels[q] for q in query_ids})
         client.close()
 

@@ -236,7 +236,7 @@ def cmd_search(args) -> int:
     configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
                   task=args.task, instruction=args.instruction, filter=_parse_filter(args.filter), mode=args.mode,
-                  group_by_document=args.group_by_document, **_qdrant_args(args))
+                  fusion=args.fusion, group_by_document=args.group_by_document, **_qdrant_args(args))
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
         return 0
@@ -416,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
                              '"must_not": {"lang": ["de"]}}\'')
     search.add_argument("--mode", choices=["dense", "sparse", "hybrid"], default="dense",
                         help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)")
+    search.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf",
+                        help="how --mode hybrid fuses the two lists: reciprocal rank (default) or "
+                             "distribution-based score fusion")
     search.add_argument("--group-by-document", action="store_true",
                         help="the top-k documents, each shown by its best chunk, rather than the top-k chunks")
     search.add_argument("--threads", type=int, default=1,

@@ -154,6 +154,10 @@ class IngestResult(BaseModel):
 
     @property
     def ok(self) -> bool:
+        """Every batch that was read got stored. Inputs skipped on purpose (files that are not
+        text or over ``max_file_bytes``, and with ``on_error="continue"`` unreadable files and bad
+        records) do not make it False: they are counted in ``files_skipped``/``records_skipped``,
+        listed in ``skipped`` and were warned about one by one."""
         return not self.failed
 
     @property

@@ -2,8 +2,10 @@
 
 - ``dense``: nearest neighbours of the model's query vector;
 - ``sparse``: BM25 over the sparse vectors (Qdrant applies IDF);
-- ``hybrid``: both as prefetches, fused by reciprocal rank (Qdrant's query API, ``Fusion.RRF``).
-  RRF needs no score calibration between cosine and BM25, which live on unrelated scales.
+- ``hybrid``: both as prefetches, fused in Qdrant's query API: by reciprocal rank (``fusion="rrf"``,
+  the default: it needs no score calibration between cosine and BM25, which live on unrelated
+  scales) or by distribution-based score fusion (``fusion="dbsf"``: each list's scores normalized
+  by their mean and spread, then summed).
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ if TYPE_CHECKING:
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
 MODES: tuple[str, ...] = ("dense", "sparse", "hybrid")
+Fusion = Literal["rrf", "dbsf"]
+FUSIONS: tuple[str, ...] = ("rrf", "dbsf")
 # Each prefetch hands the fusion this many candidates per requested hit (at least PREFETCH_MIN):
 # RRF can only promote what one of the two lists found.
 PREFETCH_FACTOR = 4
 PREFETCH_MIN = 50
+
+
+def check_fusion(fusion: str) -> str:
+    """``fusion`` itself, or a clear error naming the choices."""
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion={fusion!r} is not a fusion of hybrid search; use one of {', '.join(FUSIONS)}")
+    return fusion
 
 
 def check_mode(mode: str, layout: CollectionLayout, collection: str, location: str) -> None:
@@ -46,8 +57,10 @@ def query_request(
     filter: "models.Filter | None" = None,
     score_threshold: float | None = None,
     with_vectors: bool = False,
+    fusion: str = "rrf",
 ) -> "models.QueryRequest":
-    """One ``QueryRequest`` (for ``query_batch_points``) in ``layout`` for ``mode``."""
+    """One ``QueryRequest`` (for ``query_batch_points``) in ``layout`` for ``mode`` (``fusion``: how
+    a hybrid request merges its two lists)."""
     from qdrant_client.http import models
 
     common: dict[str, Any] = {"limit": top_k, "with_payload": True, "with_vector": with_vectors,
@@ -59,11 +72,11 @@ def query_request(
     if mode == "sparse":
         return models.QueryRequest(query=sparse_query, using=layout.sparse, filter=filter, **common)
     depth = max(PREFETCH_MIN, PREFETCH_FACTOR * top_k)
-    # The filter goes on each prefetch: RRF then fuses only candidates that pass it.
+    # The filter goes on each prefetch: the fusion then merges only candidates that pass it.
     prefetch = [models.Prefetch(query=_floats(dense), using=dense_using, filter=filter, limit=depth),
                 models.Prefetch(query=sparse_query, using=layout.sparse, filter=filter, limit=depth)]
-    return models.QueryRequest(prefetch=prefetch, query=models.FusionQuery(fusion=models.Fusion.RRF),
-                               filter=filter, **common)
+    fused = {"rrf": models.Fusion.RRF, "dbsf": models.Fusion.DBSF}[check_fusion(fusion)]
+    return models.QueryRequest(prefetch=prefetch, query=models.FusionQuery(fusion=fused), filter=filter, **common)
 
 
 def _floats(vector: Sequence[float] | None) -> list[float]:

@@ -29,7 +29,7 @@ from .errors import CollectionMismatchError
 from .filters import to_qdrant_filter
 from .layout import CollectionLayout
 from .payload import DOC_ID_KEY, payload_metadata, payload_text
-from .query import SearchMode, check_mode, query_request
+from .query import Fusion, SearchMode, check_fusion, check_mode, query_request
 from .sparse import BM25Encoder
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ def search(
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
     with_vectors: bool = False,
     group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
@@ -112,7 +113,9 @@ def search(
             :mod:`c2v_rag.rag.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
             ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``.
         mode: ``"dense"`` (the model's vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both,
-            fused by reciprocal rank); the last two need a collection ingested with ``sparse="bm25"``.
+            fused); the last two need a collection ingested with ``sparse="bm25"``.
+        fusion: how ``mode="hybrid"`` merges the dense and the BM25 lists: ``"rrf"`` (reciprocal
+            rank, the default) or ``"dbsf"`` (distribution-based score fusion), both in Qdrant.
         with_vectors: also return each hit's stored dense vector.
         group_by_document: return the ``top_k`` best documents rather than chunks: each hit is a
             document's best chunk, with its score (MaxP: a long document ranks by its best passage,
@@ -127,7 +130,7 @@ def search(
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
                        prefer_grpc=prefer_grpc, model=model, device=device, dtype=dtype, task=task,
                        instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
-                       with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
+                       fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
 
 
@@ -148,6 +151,7 @@ def search_many(
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
     with_vectors: bool = False,
     group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
@@ -160,6 +164,7 @@ def search_many(
     require_rag("c2v_rag.search")
     queries = _check_queries(queries, top_k)
     query_filter = to_qdrant_filter(filter)  # a bad filter fails before any model loads
+    check_fusion(fusion)
     if not queries:
         return []
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
@@ -169,7 +174,7 @@ def search_many(
         check_collection_name(collection)
         concrete = resolve_alias(qdrant_client, collection)
         info = require_collection(qdrant_client, concrete, target)
-        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction)
+        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion)
         requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
         if group_by_document:
             return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
@@ -197,6 +202,7 @@ async def asearch(
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
     with_vectors: bool = False,
     group_by_document: bool = False,
     qdrant: QdrantConfig | None = None,
@@ -211,6 +217,7 @@ async def asearch(
     _check_query(query)
     queries = _check_queries([query], top_k)
     query_filter = to_qdrant_filter(filter)
+    check_fusion(fusion)
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
     own_client = client is None
     if own_client:
@@ -226,7 +233,7 @@ async def asearch(
             raise collection_not_found(collection, target)
         info = await qdrant_client.get_collection(concrete)
         plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
-                                       task, instruction)
+                                       task, instruction, fusion)
         requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
                                            with_vectors)
         if group_by_document:
@@ -270,10 +277,11 @@ class _Plan:
     mode: str
     embedder: Embedder | None
     sparse: BM25Encoder | None
+    fusion: str = "rrf"
 
     @classmethod
     def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
-              dtype, task, instruction) -> "_Plan":
+              dtype, task, instruction, fusion: str = "rrf") -> "_Plan":
         stored = fingerprint_of(info)
         layout = CollectionLayout.from_fingerprint(stored, target)
         check_mode(mode, layout, collection, target.location)
@@ -290,13 +298,13 @@ class _Plan:
             # A model other than the one that filled the collection gives incomparable vectors.
             check_model(stored, model_fingerprint(c2v, None), concrete, target.location)
         sparse = BM25Encoder(layout.bm25) if mode != "dense" else None
-        return cls(layout, mode, embedder, sparse)
+        return cls(layout, mode, embedder, sparse, fusion)
 
     def requests(self, queries: list[str], top_k: int, query_filter, score_threshold, with_vectors) -> list:
         dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
         sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
         return [query_request(self.layout, self.mode, top_k, dense=d, sparse=s, filter=query_filter,
-                              score_threshold=score_threshold, with_vectors=with_vectors)
+                              score_threshold=score_threshold, with_vectors=with_vectors, fusion=self.fusion)
                 for d, s in zip(dense, sparse)]
 
     def hits(self, response: Any) -> list[SearchHit]:

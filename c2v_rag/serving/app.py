@@ -189,9 +189,9 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
                                 "--path QDRANT_DIR", code="search_not_configured")
         check_task(body.task)
         collection = body.collection or config.collection
-        await searcher.check(collection)
+        concrete = await searcher.check(collection)
         result = await embed([body.query], instruction_for(model, "query", body.task))
-        hits = await searcher.nearest(collection, result.vectors[0], body.top_k, filter=body.filter,
+        hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, filter=body.filter,
                                       score_threshold=body.score_threshold,
                                       group_by_document=body.group_by_document)
         metrics.texts.inc(1)

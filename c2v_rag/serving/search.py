@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ..rag.aliases import resolve_alias
 from ..rag.collection import QdrantConfig, check_collection, model_fingerprint, require_collection
 from ..rag.deps import require_rag
 from ..rag.errors import CollectionMismatchError, CollectionNotFoundError
@@ -41,15 +42,22 @@ class CollectionSearcher:
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
-    async def check(self, collection: str) -> None:
-        """A 404 when ``collection`` is missing, a 409 when its vectors are another model's."""
-        def run() -> None:
+    async def check(self, collection: str) -> str:
+        """The concrete collection behind ``collection`` (an alias is resolved here, once): a 404
+        when it is missing, a 409 when its vectors are another model's.
+
+        The caller searches the name returned, so an alias switched by a reindex between the check
+        and the search cannot pair this check with the other collection's points.
+        """
+        def run() -> str:
             client = self._connect()
-            require_collection(client, collection, self.target)
-            check_collection(client, collection, self.target, self.fingerprint)
+            concrete = resolve_alias(client, collection)
+            require_collection(client, concrete, self.target)
+            check_collection(client, concrete, self.target, self.fingerprint)
+            return concrete
 
         try:
-            await self._call(run)
+            return await self._call(run)
         except ValueError as err:  # an invalid collection name
             if isinstance(err, CollectionMismatchError):
                 raise ApiError(409, str(err), param="collection", code="collection_mismatch") from None
@@ -60,6 +68,7 @@ class CollectionSearcher:
     async def nearest(self, collection: str, vector: Sequence[float], top_k: int, *,
                       filter: Mapping[str, Any] | None = None,
                       score_threshold: float | None = None, group_by_document: bool = False) -> list[SearchHit]:
+        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned."""
         try:
             return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
                                                            filter=filter, score_threshold=score_threshold,

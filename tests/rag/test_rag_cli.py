@@ -66,7 +66,7 @@ def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
 @pytest.mark.parametrize(("command", "expected"), [
     ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size", "--sparse", "--versioned"]),
     ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task", "--filter", "--mode",
-                "--group-by-document"]),
+                "--fusion", "--group-by-document"]),
     ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
 ])
 def test_help(command, expected, capsys):
@@ -96,6 +96,9 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder,
                           filter={"must_not": {"doc_id": "c1"}})
     assert printed and [h["id"] for h in printed] == [h.id for h in want]
     assert "c1" not in {h["doc_id"] for h in printed} and len(printed) < len(everything)
+    assert main(["search", query, *args, "--mode", "hybrid", "--fusion", "dbsf", "--json", "-k", "5"]) == 0
+    dbsf = c2v_rag.search(query, top_k=5, path=store, collection="kb", mode="hybrid", fusion="dbsf")
+    assert [h["score"] for h in json.loads(capsys.readouterr().out)] == pytest.approx([h.score for h in dbsf])
 
     assert main(["reindex", *args, "--model", str(tiny_variant_qwen), "-q"]) == 0
     assert capsys.readouterr().out.startswith("reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched "

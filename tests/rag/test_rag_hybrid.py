@@ -124,6 +124,26 @@ def test_hybrid_mode_fuses_both_rankings_by_reciprocal_rank(hybrid):
     assert [h.id for h in hits] != [h.id for h in dense[:6]] or [h.id for h in hits] != [h.id for h in sparse[:6]]
 
 
+def test_hybrid_mode_fuses_by_distribution_based_scores_when_asked(hybrid):
+    depth = 50
+    fused: dict[str, float] = {}
+    for mode in ("dense", "sparse"):
+        ranking = c2v_rag.search(QUERY, top_k=depth, collection="kb", client=hybrid, mode=mode)
+        scores = np.array([h.score for h in ranking])
+        # DBSF: each list's scores mapped by mean +- 3 sample standard deviations onto [0, 1], then summed.
+        low, high = scores.mean() - 3 * scores.std(ddof=1), scores.mean() + 3 * scores.std(ddof=1)
+        for hit, score in zip(ranking, (scores - low) / (high - low)):
+            fused[hit.id] = fused.get(hit.id, 0.0) + float(score)
+    hits = c2v_rag.search(QUERY, top_k=6, collection="kb", client=hybrid, mode="hybrid", fusion="dbsf")
+    assert [h.score for h in hits] == pytest.approx(sorted(fused.values(), reverse=True)[:6], rel=1e-5)
+    for hit in hits:
+        assert hit.score == pytest.approx(fused[hit.id], rel=1e-5)
+    rrf = c2v_rag.search(QUERY, top_k=6, collection="kb", client=hybrid, mode="hybrid")
+    assert [h.score for h in rrf] != pytest.approx([h.score for h in hits])
+    with pytest.raises(ValueError, match="fusion='max' is not a fusion of hybrid search; use one of rrf, dbsf"):
+        c2v_rag.search(QUERY, collection="kb", client=hybrid, mode="hybrid", fusion="max")
+
+
 def test_modes_take_filters_and_search_many_matches_search(hybrid):
     queries = [QUERY, "stock market announcement", "cats and dogs are popular pets"]
     for mode in ("dense", "sparse", "hybrid"):

@@ -10,7 +10,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "fastapi", "uvi
 import httpx
 
 import c2v_rag
-from c2v_rag.rag import load_model
+from c2v_rag.rag import Embedder, load_model
 from c2v_rag.serving import ServerConfig, ServerThread, create_app
 from rag_helpers import make_text
 
@@ -51,3 +51,37 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
         assert search(filter={"topic": {"nested": 1}}).status_code == 400
         assert search(top_k=0).status_code == 400
         assert httpx.post(server.url + "/v1/search", json={"query": ""}).status_code == 400
+
+
+def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_variant, tiny_variant_qwen):
+    """/v1/search resolves an alias once: the collection it checked against the served model is the
+    one it searches, even when a reindex moves the alias to another model's collection in between."""
+    import asyncio
+
+    from c2v_rag.rag.aliases import alias_target, switch_alias
+    from c2v_rag.serving.search import CollectionSearcher
+
+    docs = [{"id": f"doc-{i}", "text": make_text(i)} for i in range(4)]
+    small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
+    c2v_rag.ingest(docs, path=tmp_path, collection="papers", model=tiny_variant, versioned=True, **small)
+    c2v_rag.ingest(docs[:1], path=tmp_path, collection="papers_v2", model=tiny_variant_qwen, **small)
+    query = make_text(2)[:50]
+    expected = c2v_rag.search(query, top_k=3, path=tmp_path, collection="papers", model=tiny_variant)
+
+    model = load_model(tiny_variant, device="cpu")
+    vector = Embedder(model, normalize=True).embed_queries([query])[0]  # the query vector search() makes
+    searcher = CollectionSearcher(model, ServerConfig(qdrant_path=tmp_path))
+
+    async def check_switch_search():
+        concrete = await searcher.check("papers")
+        switch_alias(searcher._connect(), "papers", "papers_v2")  # a reindex finishing mid-request
+        return concrete, await searcher.nearest(concrete, vector, 3)
+
+    try:
+        concrete, hits = asyncio.run(check_switch_search())
+        assert alias_target(searcher._connect(), "papers") == "papers_v2"
+    finally:
+        searcher.close()
+    assert concrete == "papers_v1"
+    assert [h.id for h in hits] == [h.id for h in expected]
+    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-5)
