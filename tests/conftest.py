@@ -120,11 +120,16 @@ def tiny_dirs(tmp_path_factory):
 def tiny_model_factory(tiny_dirs):
     """Build a float32 CPU Causal2Vec on a tiny decoder family, with config overrides."""
     from c2v_rag import Causal2Vec
+    from c2v_rag.config import Causal2VecConfig
 
     def make(family: str = "llama", **fields):
+        # The dtype is a config field here, not only a load argument, so that a tiny variant saved
+        # from this model loads in float32 again: "auto" picks bf16 on a CPU with AMX, where the
+        # vectors then move by ~1e-3 between batchings, beyond what the engines are compared to.
         fields.setdefault("dtype", "float32")
         encoder = fields.pop("encoder", str(tiny_dirs["bert"]))
-        return Causal2Vec.from_components(str(tiny_dirs[family]), encoder, device="cpu", **fields)
+        config = Causal2VecConfig(decoder=str(tiny_dirs[family]), encoder=encoder, **fields)
+        return Causal2Vec.from_config(config, device="cpu")
 
     return make
 

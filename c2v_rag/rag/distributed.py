@@ -420,11 +420,14 @@ def embed_stage(dataset, job: EmbedJob, options: RayOptions):
     gpus = options.gpus_per_actor
     if gpus is None:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    # -1 (no limit) is what Ray Data gives actor pools by default; only other values are passed,
+    # through the extra remote arguments that Ray deprecates but still has no named parameter for.
+    retries = {key: value for key, value in (("max_restarts", options.max_restarts),
+                                             ("max_task_retries", options.max_task_retries)) if value != -1}
     return dataset.map_batches(
         ChunkEmbedActor, fn_constructor_kwargs={"job": job}, batch_size=options.docs_per_batch,
         batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=options.actors),
-        num_cpus=options.cpus_per_actor, num_gpus=gpus or None,
-        max_restarts=options.max_restarts, max_task_retries=options.max_task_retries,
+        num_cpus=options.cpus_per_actor, num_gpus=gpus or None, **retries,
     )
 
 

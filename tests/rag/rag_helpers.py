@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+from contextlib import closing
+
+import numpy as np
 
 # Words the tiny tokenizers were trained on (tests/conftest.py CORPUS).
 _VOCAB = (
@@ -32,3 +35,24 @@ def stored_points(client, collection: str) -> dict[str, dict]:
         points.update({str(p.id): p.payload for p in batch})
         if offset is None:
             return points
+
+
+def points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
+    """Every stored point of the embedded Qdrant at ``path``: id -> (payload, vector)."""
+    from qdrant_client import QdrantClient  # here: not every test that makes texts has qdrant-client
+
+    with closing(QdrantClient(path=str(path))) as client:
+        found, offset = {}, None
+        while True:
+            batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
+            found.update({str(p.id): (p.payload, np.asarray(p.vector, dtype=np.float32)) for p in batch})
+            if offset is None:
+                return found
+
+
+def compare(ray_points: dict, local_points: dict) -> float:
+    """Assert the same ids and payloads (``points`` of two stores); the largest vector difference."""
+    assert sorted(ray_points) == sorted(local_points)
+    for pid, (payload, _) in local_points.items():
+        assert ray_points[pid][0] == payload, pid
+    return max(float(np.abs(ray_points[p][1] - local_points[p][1]).max()) for p in local_points)

@@ -27,7 +27,7 @@ from qdrant_client import QdrantClient
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
-from rag_helpers import make_text
+from rag_helpers import compare, make_text, points
 
 ACTOR_CLASS = "ChunkEmbedActor"
 # Two actors, small batches (several per actor), one reading/chunking task: the module's runs fit a
@@ -60,25 +60,6 @@ def sources(tmp_path):
     pq.write_table(pa.table({"id": [f"row-{i}" for i in range(4)], "text": [make_text(400 + i) for i in range(4)],
                              "lang": ["en", "de", "en", "fr"]}), folder / "table.parquet")
     return folder
-
-
-def points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
-    """Every stored point: id -> (payload, vector)."""
-    with closing(QdrantClient(path=str(path))) as client:
-        found, offset = {}, None
-        while True:
-            batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
-            found.update({str(p.id): (p.payload, np.asarray(p.vector, dtype=np.float32)) for p in batch})
-            if offset is None:
-                return found
-
-
-def compare(ray_points: dict, local_points: dict) -> float:
-    """Assert the same ids and payloads; the largest vector difference."""
-    assert sorted(ray_points) == sorted(local_points)
-    for pid, (payload, _) in local_points.items():
-        assert ray_points[pid][0] == payload, pid
-    return max(float(np.abs(ray_points[p][1] - local_points[p][1]).max()) for p in local_points)
 
 
 def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sources, tiny_variant, ingest_config):
