@@ -52,6 +52,7 @@ from .points import PendingChunk, PointWriter, SeenDocuments, document_chunks, d
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from qdrant_client import QdrantClient
 
     from .collection import QdrantConfig
     from .layout import CollectionLayout
@@ -59,6 +60,10 @@ if TYPE_CHECKING:
     from .sparse import BM25Config
 
 logger = logging.getLogger(__name__)
+
+
+# How long the driver waits for the one writing actor to release an embedded store (write="workers").
+HANDOFF_WAIT_S = 60.0
 
 
 class RayOptions(BaseModel):
@@ -232,6 +237,7 @@ _chunkers: dict[tuple[str | None, int, int], Any] = {}
 def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_overlap: int) -> "pa.Table":
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
+    from qdrant_client import QdrantClient
 
     from .chunking import TokenChunker
 
@@ -369,6 +375,7 @@ def document_table(docs: list[dict[str, Any]], chunks: dict[str, list[PendingChu
     """One row per document: its chunks' point ids, what was embedded, and (``ship``) the embedded
     chunks' payloads and vectors for the driver to write."""
     import pyarrow as pa
+    from qdrant_client import QdrantClient
 
     where = {c.point_id: i for i, c in enumerate(todo)}
     rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "point_ids", "source_root", "embedded",
@@ -399,6 +406,7 @@ def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table
     index, text, metadata (a JSON object) and vector (``fixed_size_list<float32>[dim]``)."""
     import numpy as np
     import pyarrow as pa
+    from qdrant_client import QdrantClient
 
     from .payload import METADATA_KEY
 
@@ -527,13 +535,30 @@ class RayIngestRun:
         finally:
             progress.close()
             if handoff:
-                from .preflight import open_client
-
-                s = self.settings
-                self.client = open_client(self.target, attempts=s.retry_attempts,
-                                          initial_wait=s.retry_initial_wait, max_wait=s.retry_max_wait)
+                self.client = self._reopen_after_handoff()
         self.result.seconds = time.perf_counter() - started
         return self.result
+
+    def _reopen_after_handoff(self) -> "QdrantClient":
+        """The embedded store again, once the actor that wrote into it has let go.
+
+        Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
+        the actor's client, and the directory's file lock with it, can outlive the run by a moment
+        (seconds on a loaded machine). Every batch is stored by then, so waiting loses nothing.
+        """
+        from .errors import StoreLockedError
+        from .preflight import open_client
+
+        s = self.settings
+        deadline = time.monotonic() + HANDOFF_WAIT_S
+        while True:
+            try:
+                return open_client(self.target, attempts=s.retry_attempts, initial_wait=s.retry_initial_wait,
+                                   max_wait=s.retry_max_wait)
+            except StoreLockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def _count(self, row: dict[str, Any], progress) -> bool:
         """Record a document's row; False for a repeat of a document already seen."""
