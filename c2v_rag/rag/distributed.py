@@ -237,7 +237,6 @@ _chunkers: dict[tuple[str | None, int, int], Any] = {}
 def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_overlap: int) -> "pa.Table":
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
-    from qdrant_client import QdrantClient
 
     from .chunking import TokenChunker
 
@@ -375,7 +374,6 @@ def document_table(docs: list[dict[str, Any]], chunks: dict[str, list[PendingChu
     """One row per document: its chunks' point ids, what was embedded, and (``ship``) the embedded
     chunks' payloads and vectors for the driver to write."""
     import pyarrow as pa
-    from qdrant_client import QdrantClient
 
     where = {c.point_id: i for i, c in enumerate(todo)}
     rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "point_ids", "source_root", "embedded",
@@ -406,7 +404,6 @@ def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table
     index, text, metadata (a JSON object) and vector (``fixed_size_list<float32>[dim]``)."""
     import numpy as np
     import pyarrow as pa
-    from qdrant_client import QdrantClient
 
     from .payload import METADATA_KEY
 
