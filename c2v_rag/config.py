@@ -89,6 +89,13 @@ class Causal2VecConfig(BaseModel):
             "readout)], so cos = s * cos_encoder + (1 - s) * cos_decoder. 0 is the paper's readout"
         ),
     )
+    matryoshka_dims: list[int] = Field(
+        default_factory=list,
+        description=(
+            "prefix sizes the variant was trained to embed on their own (Matryoshka); encode(truncate_dim=N) "
+            "takes these and the full size, and refuses others"
+        ),
+    )
     placement: Placement = "after_instruction"
     attention: AttentionMode = "causal"
     echo: bool = Field(False, description="Echo embeddings: repeat the text and pool over the second copy")
@@ -139,6 +146,12 @@ class Causal2VecConfig(BaseModel):
                 f"encoder_share={self.encoder_share} mixes in the encoder's sentence vector, but this model has no "
                 "encoder (num_contextual_tokens=0); set encoder_share=0"
             )
+        if self.matryoshka_dims != sorted(set(self.matryoshka_dims)) or any(n < 1 for n in self.matryoshka_dims):
+            raise ValueError(f"matryoshka_dims={self.matryoshka_dims} must be distinct positive sizes in increasing order")
+        sizes_known = self.decoder_hidden_size is not None and (not self.encoder_share or self.encoder_hidden_size)
+        if self.matryoshka_dims and sizes_known and self.matryoshka_dims[-1] >= self.embedding_dim:
+            raise ValueError(f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding "
+                             f"({self.embedding_dim} dims)")
         if self.normalize_parts and self.representation not in TWO_PART_REPRESENTATIONS:
             raise ValueError(
                 f"normalize_parts=True applies to the two-part representations {TWO_PART_REPRESENTATIONS}, "
@@ -148,12 +161,48 @@ class Causal2VecConfig(BaseModel):
 
     @property
     def embedding_dim(self) -> int:
+        return self.parts["full"].stop
+
+    @property
+    def parts(self) -> dict[str, slice]:
+        """Where each part of the embedding sits in the vector, and ``full`` for the whole.
+
+        The layout is ``[encoder; first; second]``: ``encoder`` (MiniLM's own sentence vector, only with
+        ``encoder_share``), then the decoder readout, split in two for the two-part representations
+        (``concat``: ``contextual`` = h_C and ``eos`` = h_EOS; ``eos_projector``: ``eos`` and ``projector``
+        = C) and whole otherwise (named ``eos`` for ``last_token``, ``contextual`` for ``contextual``, else
+        after the representation). Each part, re-normalized, is an embedding of its own: the trainer
+        scores parts by name (``objective.parts``), ``experiments/readout_parts.py`` evaluates them.
+        """
         if self.decoder_hidden_size is None:
             raise ValueError("decoder_hidden_size is unknown until the decoder is loaded")
-        double = self.representation in ("concat", "eos_projector")
-        dim = self.decoder_hidden_size * (2 if double else 1)
+        d = self.decoder_hidden_size
+        start = 0
+        layout: dict[str, slice] = {}
         if self.encoder_share:
             if self.encoder_hidden_size is None:
                 raise ValueError("encoder_hidden_size is unknown until the encoder is loaded")
-            dim += self.encoder_hidden_size
-        return dim
+            layout["encoder"] = slice(0, self.encoder_hidden_size)
+            start = self.encoder_hidden_size
+        names = {"concat": ("contextual", "eos"), "eos_projector": ("eos", "projector"),
+                 "last_token": ("eos",)}.get(self.representation, (self.representation,))
+        for name in names:
+            layout[name] = slice(start, start + d)
+            start += d
+        layout["full"] = slice(0, start)
+        return layout
+
+    def check_truncate_dim(self, truncate_dim: int | None) -> int | None:
+        """``truncate_dim`` if the variant was trained for that prefix size (or it is the full size), else a
+        ValueError that lists the sizes it was trained for. ``None`` passes through (the full vector)."""
+        if truncate_dim is None:
+            return None
+        full = self.embedding_dim
+        allowed = sorted({*self.matryoshka_dims, full})
+        if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim not in allowed:
+            trained = (f"was trained for the prefix sizes {allowed}" if self.matryoshka_dims else
+                       f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works")
+            raise ValueError(f"truncate_dim={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
+                             f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
+                             "need (objective.matryoshka in the training recipe)")
+        return None if truncate_dim == full else truncate_dim

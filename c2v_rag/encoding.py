@@ -89,18 +89,21 @@ def encode_texts(
     convert_to_tensor: bool = False,
     device: str | torch.device | None = None,
     long_texts: "str | LongTexts | None" = None,
+    truncate_dim: int | None = None,
 ) -> np.ndarray | torch.Tensor:
     """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
 
     ``batch_size`` caps the texts per batch and ``max_tokens_per_batch`` the padded decoder
     tokens per batch; inputs are sorted by length for batching and returned in input order.
-    ``long_texts`` is ``"truncate"`` or ``"chunk"`` (:mod:`c2v_rag.long_texts`).
+    ``long_texts`` is ``"truncate"`` or ``"chunk"`` (:mod:`c2v_rag.long_texts`). ``truncate_dim`` keeps
+    the first that many values, one of the sizes the variant was trained for (``matryoshka_dims``).
     """
     policy = resolve_long_texts(long_texts)
+    truncate_dim = model.config.check_truncate_dim(truncate_dim)
     texts, single = check_texts(sentences)
     if device is not None and torch.device(device) != model.device:
         model.to(device)
-    dim = model.embedding_dim
+    dim = truncate_dim or model.embedding_dim
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if texts:
         budget = max_tokens_per_batch or default_max_tokens(model.device)
@@ -108,7 +111,7 @@ def encode_texts(
         inputs = texts if windows is None else windows.texts
         vectors = out if windows is None else np.zeros((len(inputs), dim), dtype=np.float32)
         show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
-        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show)
+        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim)
         report_truncation(model, truncated, len(inputs))
         if windows is not None:
             out = pool_windows(vectors, windows, policy.pooling)
@@ -184,9 +187,11 @@ class PreparedTexts:
         )
 
 
-def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: str | None) -> PreparedTexts:
-    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does."""
-    pieces, enc_ids = model.prepare(list(texts), instruction)
+def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: str | None, *,
+                  truncate_dim: int | None = None) -> PreparedTexts:
+    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
+    ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
+    pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim)
     n_ctx = model.config.num_contextual_tokens
     limit = model.encoder_max_length
     encoder_truncated = [False] * len(pieces)
@@ -206,10 +211,12 @@ def embed_prepared(
     batch_size: int,
     max_pad_fraction: float | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    truncate_dim: int | None = None,
 ) -> None:
     """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
 
     ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.batching.plan_batches`'s.
+    ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``).
     ``on_batch(texts, padded_tokens)`` is called after each
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
@@ -221,13 +228,13 @@ def embed_prepared(
                 [prepared.pieces[r] for r in batch_rows],
                 None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
             ).to(model.device)
-            vectors = model(batch).float().cpu().numpy()
+            vectors = model(batch, truncate_dim).float().cpu().numpy()
             out[[targets[r] for r in batch_rows]] = vectors
             if on_batch is not None:
                 on_batch(len(batch_rows), int(batch.input_ids.numel()))
 
 
-def _run(model, texts, instruction, out, max_tokens, batch_size, show) -> tuple[int, int]:
+def _run(model, texts, instruction, out, max_tokens, batch_size, show, truncate_dim=None) -> tuple[int, int]:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
@@ -236,11 +243,11 @@ def _run(model, texts, instruction, out, max_tokens, batch_size, show) -> tuple[
     try:
         for start in range(0, len(order), _WINDOW):
             window = order[start : start + _WINDOW]
-            prepared = prepare_texts(model, [texts[i] for i in window], instruction)
+            prepared = prepare_texts(model, [texts[i] for i in window], instruction, truncate_dim=truncate_dim)
             decoder_truncated += sum(prepared.decoder_truncated)
             encoder_truncated += sum(prepared.encoder_truncated)
             embed_prepared(model, prepared, out, window, max_tokens=max_tokens, batch_size=batch_size,
-                           on_batch=lambda n, _tokens: progress.update(n))
+                           on_batch=lambda n, _tokens: progress.update(n), truncate_dim=truncate_dim)
     finally:
         progress.close()
         model.train(was_training)

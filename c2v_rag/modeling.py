@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -205,7 +205,11 @@ class Causal2Vec(nn.Module):
         unknown = set(fields) - set(READOUT_FIELDS)
         if unknown:
             raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
-        self.config = Causal2VecConfig.model_validate({**self.config.model_dump(), **fields})
+        current = self.config.model_dump()
+        if any(current[name] != value for name, value in fields.items()):
+            # The prefix sizes were trained for the old readout's layout; another readout has other prefixes.
+            fields["matryoshka_dims"] = []
+        self.config = Causal2VecConfig.model_validate({**current, **fields})
         self.prompts.keep_text = _reads_text(self.config)
 
     # ------------------------------------------------------------------ properties
@@ -243,9 +247,16 @@ class Causal2Vec(nn.Module):
 
     # ------------------------------------------------------------------ tensors
 
-    def prepare(self, texts: Sequence[str], instruction: str | None) -> tuple[list[DecoderPieces], list[list[int]] | None]:
-        """Tokenize texts for the decoder (around the slot) and, when used, for the encoder."""
-        pieces = self.prompts.build(list(texts), instruction)
+    def prepare(
+        self, texts: Sequence[str], instruction: str | None, *, truncate_dim: int | None = None
+    ) -> tuple[list[DecoderPieces], list[list[int]] | None]:
+        """Tokenize texts for the decoder (around the slot) and, when used, for the encoder.
+
+        With a ``truncate_dim`` whose prefix does not read the text tokens' decoder states (see
+        :meth:`needs_for`), the decoder input leaves the text out.
+        """
+        keep_text = None if self.needs_for(truncate_dim) == "all" else False
+        pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text)
         enc_ids = None
         if self.config.num_contextual_tokens:
             enc_ids = self.encoder_tokenizer(
@@ -317,8 +328,34 @@ class Causal2Vec(nn.Module):
         )
         return outputs.last_hidden_state, contextual, sentence
 
-    def forward(self, batch: Causal2VecBatch) -> torch.Tensor:
-        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training)."""
+    def needs_for(self, truncate_dim: int | None) -> Literal["encoder", "contextual", "all"]:
+        """What a prefix of ``truncate_dim`` values is computed from.
+
+        The layout is ``[encoder; h_C; h_EOS]`` (:attr:`Causal2VecConfig.parts`). A prefix inside the
+        encoder's part needs no decoder at all; one inside ``[encoder; h_C]`` needs the decoder only up to
+        C, since under causal attention nothing after C changes h_C. Either gives the same numbers as
+        cutting the full vector, at a fraction of its cost.
+        """
+        if truncate_dim is None:
+            return "all"
+        parts = self.config.parts
+        if "encoder" in parts and truncate_dim <= parts["encoder"].stop:
+            return "encoder"
+        if ("contextual" in parts and self.config.attention == "causal" and not self.config.echo
+                and truncate_dim <= parts["contextual"].stop):
+            return "contextual"
+        return "all"
+
+    def forward(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor:
+        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training).
+
+        ``truncate_dim`` returns the first that many values only, computed from what they need (a batch
+        prepared with the same ``truncate_dim``); see :meth:`needs_for`.
+        """
+        if self.needs_for(truncate_dim) == "encoder":
+            states = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
+            sentence = torch.nn.functional.normalize(mean_pool(states, batch.encoder_attention_mask).float(), dim=-1)
+            return (sentence * self.config.encoder_share**0.5)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch)
         readout = read_representation(
             self.config.representation, hidden, batch.context_positions,
@@ -326,8 +363,8 @@ class Causal2Vec(nn.Module):
             normalize_parts=self.config.normalize_parts,
         )
         if self.config.encoder_share:
-            return mix_encoder_vector(readout, sentence, self.config.encoder_share)
-        return readout
+            readout = mix_encoder_vector(readout, sentence, self.config.encoder_share)
+        return readout if truncate_dim is None else readout[:, :truncate_dim]
 
     # ------------------------------------------------------------------ encode API
 

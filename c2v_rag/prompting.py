@@ -124,15 +124,21 @@ class PromptBuilder:
             )
         return budget
 
-    def build(self, texts: list[str], instruction: str | None) -> list[DecoderPieces]:
-        """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot."""
+    def build(self, texts: list[str], instruction: str | None, *, keep_text: bool | None = None) -> list[DecoderPieces]:
+        """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot.
+
+        ``keep_text=False`` leaves the text out (only what comes before the slot is read); None follows
+        :attr:`keep_text`.
+        """
+        keep_text = self.keep_text if keep_text is None else keep_text
         instr = self.instruction_ids(instruction)
         budget = self.text_budget(instruction)
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts and keep_text else \
+            [[] for _ in texts]
         pieces = []
         for ids in encoded:
-            truncated = self.keep_text and len(ids) > budget
-            ids = ids[:budget] if self.keep_text else []
+            truncated = keep_text and len(ids) > budget
+            ids = ids[:budget] if keep_text else []
             body, start = ids, 0
             if self._echo is not None:
                 before, middle, after = self._echo

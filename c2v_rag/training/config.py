@@ -213,6 +213,37 @@ class ObjectiveSection(_Section):
     mask_token: str = Field("_", description="mntp: the stand-in mask token (LLM2Vec's underscore)")
     dropout: float = Field(0.3, ge=0, lt=1, description="simcse: attention dropout in the decoder")
     alpha: float = Field(0.2, ge=0, le=1, description="reconstruction: weight of EBQ2D; EBD2Q gets 1 - alpha")
+    parts: dict[str, float] = Field(
+        default_factory=lambda: {"full": 1.0},
+        description=(
+            "contrastive, simcse: which parts of the embedding the loss scores, each alone, with weights summed: "
+            "'full' (the whole vector) and the layout's parts ('encoder', 'contextual' = h_C, 'eos' = h_EOS...; "
+            "Causal2VecConfig.parts). Scoring a part alone gives it a gradient of its own: in a concat it "
+            "otherwise learns only what the whole needs from it"
+        ),
+    )
+    matryoshka: dict[int, float] = Field(
+        default_factory=dict,
+        description=(
+            "contrastive, simcse: prefix size -> weight; each prefix of the vector is scored as an embedding too "
+            "(Matryoshka), and the saved variant accepts these sizes as encode(truncate_dim=...)"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _check_views(self) -> "ObjectiveSection":
+        if not self.parts and not self.matryoshka:
+            raise ValueError("objective.parts and objective.matryoshka are both empty: the loss would score nothing")
+        for where, weights in (("parts", self.parts), ("matryoshka", self.matryoshka)):
+            bad = {k: w for k, w in weights.items() if not w > 0}
+            if bad:
+                raise ValueError(f"objective.{where} weights must be positive, got {bad}")
+        if self.matryoshka and min(self.matryoshka) < 1:
+            raise ValueError(f"objective.matryoshka sizes must be positive, got {sorted(self.matryoshka)}")
+        if self.kind not in ("contrastive", "simcse") and (self.matryoshka or self.parts != {"full": 1.0}):
+            raise ValueError(f"objective.parts and objective.matryoshka weight contrastive losses; objective.kind="
+                             f"{self.kind!r} has none. Remove them")
+        return self
 
 
 class TrainingSection(_Section):

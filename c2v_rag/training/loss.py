@@ -1,6 +1,9 @@
-"""The contrastive losses: InfoNCE with in-batch and hard negatives (paper, Eq. 3), and CoSENT for scored pairs."""
+"""The contrastive losses: InfoNCE with in-batch and hard negatives (paper, Eq. 3), CoSENT for scored pairs, and
+their sum over parts and prefixes of the embedding (every part trained to embed; Matryoshka)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -74,3 +77,26 @@ def cosent(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, *, t
     diff = cos[None, :] - cos[:, None]
     ordered = diff[scores[:, None] > scores[None, :]]
     return torch.logsumexp(torch.cat([ordered.new_zeros(1), ordered]), dim=0)
+
+
+PairLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def over_views(loss_fn: PairLoss, views: Sequence[tuple[slice, float]]) -> PairLoss:
+    """``sum_k w_k * loss_fn(q[:, s_k], p[:, s_k])`` over column ranges ``s_k`` of the embeddings, with weights ``w_k``.
+
+    A view is a part of the layout (h_EOS alone, the encoder's vector...) or a prefix (Matryoshka,
+    Kusupati et al. 2022): each is scored as an embedding of its own. Both losses normalize their
+    inputs, so a slice counts by its direction, not by the scale the full vector gives it. One view
+    ``(slice(None), 1.0)`` is ``loss_fn`` itself.
+    """
+    views = [(view, float(weight)) for view, weight in views]
+    if not views:
+        raise ValueError("over_views needs at least one (slice, weight) view")
+    if len(views) == 1 and views[0] == (slice(None), 1.0):
+        return loss_fn
+
+    def summed(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
+        return sum(weight * loss_fn(queries[:, view], passages[:, view]) for view, weight in views)
+
+    return summed

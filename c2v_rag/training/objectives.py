@@ -26,7 +26,7 @@ from ..attention import attention_mode, set_attention_dropout
 from ..batching import Causal2VecBatch, pad_right
 from .gradcache import ContrastiveStep, NonFiniteLossError, make_batch
 from .lm_head import lm_head_weight, token_logits
-from .loss import cosent, distributed_info_nce
+from .loss import cosent, distributed_info_nce, over_views
 from .sampling import StepTexts
 
 if TYPE_CHECKING:
@@ -42,11 +42,33 @@ class Objective(Protocol):
 # ------------------------------------------------------------------------------------------------ contrastive
 
 
-class ContrastiveObjective:
-    """InfoNCE on the step's queries against its positives and hard negatives; CoSENT on scored-pair batches."""
+def loss_views(section: "ObjectiveSection", model: "Causal2Vec") -> list[tuple[slice, float]]:
+    """The (column range, weight) pairs ``objective.parts`` and ``objective.matryoshka`` name, checked against the
+    model's embedding layout."""
+    layout = model.config.parts
+    unknown = sorted(set(section.parts) - set(layout))
+    if unknown:
+        raise ValueError(f"objective.parts names {unknown}, which this model's embedding does not have; its parts are "
+                         f"{sorted(layout)} (representation={model.config.representation!r}, "
+                         f"encoder_share={model.config.encoder_share})")
+    too_long = sorted(n for n in section.matryoshka if n >= model.embedding_dim)
+    if too_long:
+        raise ValueError(f"objective.matryoshka sizes {too_long} are not shorter than the embedding "
+                         f"({model.embedding_dim} dims); a prefix must be")
+    views = [(layout[name], weight) for name, weight in section.parts.items()]
+    return views + [(slice(0, n), weight) for n, weight in sorted(section.matryoshka.items())]
 
-    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device) -> None:
-        self.stepper, self.temperature, self.device = stepper, temperature, device
+
+class ContrastiveObjective:
+    """InfoNCE on the step's queries against its positives and hard negatives; CoSENT on scored-pair batches.
+
+    ``views`` (column range, weight) score parts and prefixes of the embedding, each alone (:func:`over_views`);
+    the default scores the whole vector once.
+    """
+
+    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device,
+                 views: Sequence[tuple[slice, float]] = ((slice(None), 1.0),)) -> None:
+        self.stepper, self.temperature, self.device, self.views = stepper, temperature, device, list(views)
 
     def backward(self, texts: StepTexts, step: int) -> float:
         if texts.scores is not None:
@@ -57,7 +79,7 @@ class ContrastiveObjective:
                 return cosent(q, p, scores, temperature=self.temperature)
 
             return self.stepper.run(texts.queries, texts.query_instructions, texts.passages,
-                                    texts.passage_instructions, ranking_loss)
+                                    texts.passage_instructions, over_views(ranking_loss, self.views))
         targets = torch.tensor(texts.targets, device=self.device)
         exclude = torch.tensor(texts.exclude, device=self.device)
         exclude = exclude if exclude.any() else None
@@ -66,7 +88,7 @@ class ContrastiveObjective:
             return distributed_info_nce(q, p, targets, temperature=self.temperature, exclude=exclude)
 
         return self.stepper.run(texts.queries, texts.query_instructions, texts.passages, texts.passage_instructions,
-                                loss_fn)
+                                over_views(loss_fn, self.views))
 
 
 def simcse_pairs(sentences: Sequence[str]) -> tuple[list[str], list[str], list[int], list[list[bool]]]:
@@ -84,8 +106,9 @@ class SimCSEObjective(ContrastiveObjective):
     ``dropout`` in the decoder's attention, LLM2Vec's 0.3) draws a different mask for each.
     """
 
-    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device, dropout: float) -> None:
-        super().__init__(stepper, temperature, device)
+    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device, dropout: float,
+                 views: Sequence[tuple[slice, float]] = ((slice(None), 1.0),)) -> None:
+        super().__init__(stepper, temperature, device, views)
         set_attention_dropout(stepper.model.decoder, dropout)
 
     def backward(self, texts: StepTexts, step: int) -> float:
@@ -263,9 +286,9 @@ def build_objective(config: "TrainConfig", model: "Causal2Vec", stepper: Contras
         if training.mini_batch_size is not None:
             raise ValueError(f"objective.kind={section.kind!r} has no GradCache path; unset training.mini_batch_size")
     if section.kind == "contrastive":
-        return ContrastiveObjective(stepper, training.temperature, device)
+        return ContrastiveObjective(stepper, training.temperature, device, loss_views(section, model))
     if section.kind == "simcse":
-        return SimCSEObjective(stepper, training.temperature, device, section.dropout)
+        return SimCSEObjective(stepper, training.temperature, device, section.dropout, loss_views(section, model))
     if section.kind == "mntp":
         return MNTPObjective(model, section, stepper.autocast, training.seed)
     return ReconstructionObjective(model, section, stepper.autocast, model.max_seq_length)

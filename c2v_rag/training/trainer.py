@@ -497,6 +497,8 @@ class Trainer:
         original = model.config.model_copy(deep=True)
         if cfg.output.default_task is not None:
             model.config.default_task = cfg.output.default_task
+        # The prefix sizes this run trained; sizes a continued variant had but this run did not train are dropped.
+        model.config.matryoshka_dims = sorted(cfg.objective.matryoshka)
         model.config.metadata = {
             **model.config.metadata,
             "trained": True,
