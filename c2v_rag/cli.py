@@ -16,6 +16,12 @@ def _add_model_options(parser: argparse.ArgumentParser,
     parser.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
 
 
+def _add_truncate_dim(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--truncate-dim", type=int, default=None, metavar="N",
+                        help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
+                             "960 for the default preset (search embeds queries at the collection's size)")
+
+
 def _load(args):
     from .modeling import Causal2Vec
 
@@ -155,6 +161,7 @@ def cmd_ingest(args) -> int:
         chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
         on_error=args.on_error, sync=args.sync, show_progress=not args.quiet, sparse=args.sparse,
         versioned=args.versioned, payload_indexes=_parse_payload_indexes(args.payload_index or []), config=config,
+        truncate_dim=args.truncate_dim,
         **_qdrant_args(args), **_ray_args(args),
     )
     print(f"ingested {result.summary()}")
@@ -168,7 +175,8 @@ def cmd_embed(args) -> int:
 
     result = embed([Path(p) for p in args.paths], args.out, model=args.model, device=args.device, dtype=args.dtype,
                    chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
-                   on_error=args.on_error, show_progress=not args.quiet, **_ray_args(args))
+                   on_error=args.on_error, show_progress=not args.quiet, truncate_dim=args.truncate_dim,
+                   **_ray_args(args))
     print(f"embedded {result.summary()}")
     return EXIT_OK
 
@@ -368,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--payload-index", action="append", metavar="KEY=TYPE",
                         help="index a metadata key for filters on a server: keyword, integer, float, bool, "
                              "datetime, text, uuid (repeatable)")
+    _add_truncate_dim(ingest)
     _add_ray_options(ingest)
     _add_model_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
@@ -385,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--on-error", choices=["raise", "continue"], default=None,
                        help="stop at the first unreadable file or bad record (default), or skip it and go on")
     embed.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_truncate_dim(embed)
     _add_ray_options(embed)
     _add_model_options(embed)
     embed.set_defaults(func=cmd_embed)

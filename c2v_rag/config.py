@@ -192,13 +192,17 @@ class Causal2VecConfig(BaseModel):
         layout["full"] = slice(0, start)
         return layout
 
+    @property
+    def vector_sizes(self) -> list[int]:
+        """The sizes this variant embeds at: its trained Matryoshka prefixes and the whole vector."""
+        return sorted({*self.matryoshka_dims, self.embedding_dim})
+
     def check_truncate_dim(self, truncate_dim: int | None) -> int | None:
         """``truncate_dim`` if the variant was trained for that prefix size (or it is the full size), else a
         ValueError that lists the sizes it was trained for. ``None`` passes through (the full vector)."""
         if truncate_dim is None:
             return None
-        full = self.embedding_dim
-        allowed = sorted({*self.matryoshka_dims, full})
+        full, allowed = self.embedding_dim, self.vector_sizes
         if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim not in allowed:
             trained = (f"was trained for the prefix sizes {allowed}" if self.matryoshka_dims else
                        f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works")

@@ -144,6 +144,18 @@ def long_text_windows(model: "Causal2Vec", texts: Sequence[str], instruction: st
     return split_long_texts(texts, fits, tokenizers, window, policy.overlap)
 
 
+def truncate_rows(vectors: np.ndarray, dim: int | None) -> np.ndarray:
+    """The first ``dim`` values of each row, re-normalized to unit length (Matryoshka); None keeps the rows.
+
+    The same as ``encode(truncate_dim=dim, normalize_embeddings=True)`` on the texts: a prefix is a slice
+    of the full vector, whatever it is computed from.
+    """
+    if dim is None or dim == vectors.shape[-1]:
+        return vectors
+    return normalize_rows(np.array(vectors[..., :dim], dtype=np.float32, copy=True, ndmin=2)).reshape(
+        *vectors.shape[:-1], dim)
+
+
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """Scale each row of a float array to unit length, in place (zero rows stay zero)."""
     if len(vectors):

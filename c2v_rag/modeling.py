@@ -201,6 +201,7 @@ class Causal2Vec(nn.Module):
 
         The weights stay as they are; the config is re-validated and the decoder input follows (a
         ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
+        A changed readout has another layout, so the trained Matryoshka sizes (``matryoshka_dims``) are dropped.
         """
         unknown = set(fields) - set(READOUT_FIELDS)
         if unknown:
@@ -390,6 +391,11 @@ class Causal2Vec(nn.Module):
         encoder tokens count) or ``"chunk"`` (overlapping windows that each fit, embedded apart
         and mean-pooled into one vector; ``LongTexts(mode="chunk", pooling="max", overlap=...,
         window=...)`` sets the details). See :mod:`c2v_rag.long_texts` for the trade-off.
+
+        ``truncate_dim`` (sentence-transformers' name) keeps the first that many values, one of the sizes
+        the variant was trained for (``config.matryoshka_dims``; any other is refused). The default
+        preset's 384 is MiniLM's part and needs no decoder; its 960 adds h_C, which needs the decoder only
+        up to the Contextual token; both cost a fraction of the whole vector.
         """
         from .encoding import encode_texts
 

@@ -10,6 +10,9 @@ same ``run_suite`` as ``c2v-rag eval`` and equals it.
 
     python experiments/readout_parts.py runs/preset/stage4-cosent --data ../shared/data \\
         --sets stsb-dev scifact-dev-1k --max-length 256 --json runs/eval/stage4_parts_a.json
+
+Trained Matryoshka prefixes (``matryoshka_dims``) are scored the same way: a prefix re-normalized is what
+``encode(truncate_dim=N)`` returns.
 """
 
 from __future__ import annotations
@@ -47,17 +50,19 @@ class SlicedEmbedder:
 
 
 def part_slices(model: Causal2Vec) -> dict[str, slice]:
+    """The views to score: the whole vector, each part of the layout (``Causal2VecConfig.parts``), the decoder's
+    half, and every trained Matryoshka prefix."""
     config = model.config
     if config.representation != "concat" or not config.normalize_parts:
         raise SystemExit(f"parts are defined for a normalized concat readout, not {config.representation!r} "
                          f"(normalize_parts={config.normalize_parts})")
-    d = model.decoder.config.hidden_size
-    total = model.embedding_dim
-    k = total - 2 * d  # the encoder's share, 0 when encoder_share is 0
-    views = {"full": slice(None)}
-    if k:
-        views |= {"encoder part (encoder_share=1)": slice(0, k), "decoder part (encoder_share=0)": slice(k, total)}
-    views |= {"h_C alone": slice(k, k + d), "h_EOS alone": slice(k + d, total)}
+    parts = config.parts
+    views = {"full": parts["full"]}
+    if "encoder" in parts:
+        views |= {"encoder part (encoder_share=1)": parts["encoder"],
+                  "decoder part (encoder_share=0)": slice(parts["contextual"].start, parts["eos"].stop)}
+    views |= {"h_C alone": parts["contextual"], "h_EOS alone": parts["eos"]}
+    views |= {f"prefix {n} (truncate_dim={n})": slice(0, n) for n in config.matryoshka_dims}
     return views
 
 

@@ -34,7 +34,7 @@ LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 METADATA_KEY = "c2v_rag"
 # What makes two models' vectors comparable; a collection records it when created.
 _FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
-                       "normalize_parts", "encoder_share", "weights")
+                       "normalize_parts", "encoder_share", "weights", "truncate_dim")
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 _SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
                 "on_disk", "on_disk_payload")
@@ -215,14 +215,17 @@ def qdrant_distance(name: str) -> "models.Distance":
     return {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT, "euclid": models.Distance.EUCLID}[name]
 
 
-def model_fingerprint(model: "Causal2Vec", reference: str | None) -> dict[str, Any]:
-    """What a collection records about the model that filled it."""
-    return config_fingerprint(model.config, reference, weights=model.weights_digest)
+def model_fingerprint(model: "Causal2Vec", reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
+    """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
+    return config_fingerprint(model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim)
 
 
-def config_fingerprint(config: Any, reference: str | None, weights: str | None = None) -> dict[str, Any]:
+def config_fingerprint(config: Any, reference: str | None, weights: str | None = None,
+                       truncate_dim: int | None = None) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
-    is the variant's :func:`~c2v_rag.variant_io.weights_digest`."""
+    is the variant's :func:`~c2v_rag.variant_io.weights_digest`, ``truncate_dim`` the Matryoshka prefix
+    the vectors keep (None: the whole vector)."""
+    truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
         "model": reference,
@@ -230,10 +233,11 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
         "encoder": config.encoder,
         "representation": config.representation,
         "num_contextual_tokens": config.num_contextual_tokens,
-        "embedding_dim": config.embedding_dim,
+        "embedding_dim": truncate_dim or config.embedding_dim,
         "normalize_parts": config.normalize_parts,
         "encoder_share": config.encoder_share,
         "weights": weights,
+        "truncate_dim": truncate_dim,
     }
 
 
@@ -313,10 +317,14 @@ def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fi
     params = stored_vector_params(info, name, config)
     dim = fingerprint["embedding_dim"]
     if params.size != dim:
+        stored_size = (collection_fingerprint(client, name) or {}).get("truncate_dim")
+        hint = (f"It was built with truncate_dim={stored_size} and this run asks for "
+                f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size} "
+                f"(--truncate-dim {stored_size}), use another collection (collection=...)"
+                if stored_size or fingerprint.get("truncate_dim") else "Use another collection (collection=...)")
         raise CollectionMismatchError(
             f"collection {name!r} at {config.location} stores {params.size}-dimensional vectors, but the "
-            f"model makes {dim}-dimensional ones. Use another collection (collection=...) or the model "
-            "that built it."
+            f"model makes {dim}-dimensional ones. {hint} or the model that built it."
         )
     expected = qdrant_distance(config.distance)
     if params.distance != expected:

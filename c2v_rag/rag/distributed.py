@@ -278,6 +278,7 @@ class EmbedJob:
     text_instruction: str | None
     threads: int
     mode: Literal["vectors", "write", "export"]
+    truncate_dim: int | None = None
     layout: "CollectionLayout | None" = None
     bm25: "BM25Config | None" = None
     # mode "write": the store the actor opens, and its retry policy.
@@ -297,7 +298,7 @@ class EmbedJob:
                    chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
                    max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
                    text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
-                   mode=mode, **store)
+                   mode=mode, truncate_dim=settings.truncate_dim, **store)
 
 
 def _retrying_call(attempts: int, initial_wait: float, max_wait: float):
@@ -327,8 +328,7 @@ class ChunkEmbedActor:
             torch.set_num_threads(job.threads)
         self.job = job
         model = load_model(job.model, device=device, dtype=job.dtype)
-        self.embedder = Embedder(model, task=job.task, text_instruction=job.text_instruction, normalize=True,
-                                 batch_size=job.batch_size, max_tokens_per_batch=job.max_tokens_per_batch)
+        self.embedder = Embedder.for_documents(model, job)
         self.sparse = BM25Encoder(job.bm25) if job.bm25 is not None else None
         self.writer = None
         if job.mode == "write":

@@ -120,6 +120,8 @@ class Embedder:
         normalize: unit-length vectors, so cosine and dot product agree.
         long_texts: ``"truncate"`` or ``"chunk"`` (or a :class:`~c2v_rag.long_texts.LongTexts`): what
             ``encode`` does with a text longer than the model reads.
+        truncate_dim: keep the first that many values (Matryoshka), one of the sizes the variant was
+            trained for (``config.matryoshka_dims``); None keeps the whole vector.
     """
 
     def __init__(
@@ -134,9 +136,12 @@ class Embedder:
         batch_size: int = 256,
         max_tokens_per_batch: int | None = None,
         long_texts: "str | LongTexts" = "truncate",
+        truncate_dim: int | None = None,
     ) -> None:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
+        self.model = model
+        self.truncate_dim = truncate_dim
         self.long_texts = resolve_long_texts(long_texts)
         self.model = model
         self.task = task
@@ -147,9 +152,27 @@ class Embedder:
         self.batch_size = batch_size
         self.max_tokens_per_batch = max_tokens_per_batch
 
+    @classmethod
+    def for_documents(cls, model: "Causal2Vec", settings: Any) -> "Embedder":
+        """The embedder an ingest, an embed run or a Ray actor writes documents with: unit vectors, and
+        ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch`` and
+        ``truncate_dim`` (an :class:`~c2v_rag.rag.pipeline.IngestConfig` or a Ray ``EmbedJob``)."""
+        return cls(model, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
+                   batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch,
+                   truncate_dim=settings.truncate_dim)
+
+    @property
+    def truncate_dim(self) -> int | None:
+        return self._truncate_dim
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        # Checked when set, before any text is read: a size the variant was not trained for is refused.
+        self._truncate_dim = self.model.config.check_truncate_dim(value)
+
     @property
     def dim(self) -> int:
-        return self.model.embedding_dim
+        return self.truncate_dim or self.model.embedding_dim
 
     def query_prompt(self) -> dict[str, str | None]:
         """The ``task``/``instruction`` pair queries are encoded with."""
@@ -165,7 +188,7 @@ class Embedder:
     def _kwargs(self) -> dict[str, Any]:
         return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
                     batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch,
-                    long_texts=resolve_long_texts(self.long_texts))
+                    long_texts=resolve_long_texts(self.long_texts), truncate_dim=self.truncate_dim)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 document vectors."""
@@ -207,6 +230,9 @@ class EmbedderOptions(BaseModel):
     long_texts: LongTextMode = Field(
         default="truncate", description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
                                         "overlapping windows whose unit vectors are mean-pooled into one")
+    dimensions: int | None = Field(
+        default=None, ge=1, description="shorter vectors (Matryoshka): one of the sizes the variant was trained "
+                                         "for (its matryoshka_dims), as OpenAI's embedding classes name it")
 
     @model_validator(mode="after")
     def _check_prompt(self) -> "EmbedderOptions":
@@ -233,6 +259,7 @@ class EmbedderOptions(BaseModel):
             text_instruction=self.text_instruction, normalize=self.normalize,
             show_progress=self.show_progress, batch_size=batch_size,
             max_tokens_per_batch=self.max_tokens_per_batch, long_texts=self.long_texts,
+            truncate_dim=self.dimensions,
         )
 
 
@@ -240,7 +267,7 @@ class EmbedderOptions(BaseModel):
 # query_encode_kwargs (as LangChain's HuggingFaceEmbeddings does), and the Embedder option each sets.
 ENCODE_KWARGS = {"batch_size": "batch_size", "normalize_embeddings": "normalize",
                  "show_progress_bar": "show_progress", "max_tokens_per_batch": "max_tokens_per_batch",
-                 "long_texts": "long_texts", "prompt": None, "prompt_name": None}
+                 "long_texts": "long_texts", "truncate_dim": "truncate_dim", "prompt": None, "prompt_name": None}
 PROMPT_NAMES = ("query", "document")
 
 

@@ -58,6 +58,7 @@ def embed(
     batch_size: int | None = None,
     on_error: Literal["raise", "continue"] | None = None,
     show_progress: bool | None = None,
+    truncate_dim: int | None = None,
     config: "Any | None" = None,
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
@@ -69,7 +70,7 @@ def embed(
         docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
             folders of .txt, .md, .jsonl and .parquet.
         model: a preset name or a variant directory (None: the default preset).
-        chunk_size, chunk_overlap, batch_size, on_error, show_progress: as for ``ingest``
+        chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``
             (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
         engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
         rows_per_file: chunks per Parquet file with the local engine.
@@ -82,7 +83,8 @@ def embed(
     from .preflight import variant_config
 
     settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                           batch_size=batch_size, on_error=on_error, show_progress=show_progress)
+                                           batch_size=batch_size, on_error=on_error, show_progress=show_progress,
+                                           truncate_dim=truncate_dim)
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
     if engine not in ("local", "ray"):
@@ -128,8 +130,7 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
 
     documents = iter_documents(docs, options=read, log=log)
     c2v = load_model(model, device=device, dtype=dtype)
-    embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
-                        batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
+    embedder = Embedder.for_documents(c2v, settings)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
     result = EmbedResult(out=str(folder))
     seen = SeenDocuments()

@@ -98,6 +98,10 @@ class IngestConfig(BaseModel):
                                   "sparse and hybrid search")
     payload_indexes: dict[str, str] = Field(
         default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)")
+    truncate_dim: int | None = Field(
+        default=None, ge=1,
+        description="store shorter vectors (Matryoshka): one of the sizes the variant was trained for; the "
+                    "collection records it, and search embeds queries at the same size")
 
     @field_validator("sparse", mode="before")
     @classmethod
@@ -197,6 +201,7 @@ def ingest(
     sparse: "Literal['bm25'] | BM25Config | None" = None,
     payload_indexes: dict[str, str] | None = None,
     versioned: bool = False,
+    truncate_dim: int | None = None,
     config: IngestConfig | None = None,
     qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
@@ -234,6 +239,9 @@ def ingest(
             the alias once every chunk is written (readers never see it half-built); an existing
             alias takes the chunks into its current collection. :func:`c2v_rag.reindex` later
             rebuilds it with another model and switches the alias.
+        truncate_dim: store shorter vectors (Matryoshka): one of the sizes the variant was trained
+            for (``config.matryoshka_dims``). The collection records it and refuses another size;
+            :func:`~c2v_rag.search` embeds queries at the size the collection stores.
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
         client: an open ``QdrantClient`` to use instead of connecting (left open).
         engine: ``"local"`` runs in this process; ``"ray"`` reads, chunks, embeds and writes on a Ray
@@ -258,7 +266,8 @@ def ingest(
     require_rag("c2v_rag.ingest")
     settings = IngestConfig.with_overrides(
         config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
-        sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes)
+        sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes,
+        truncate_dim=truncate_dim)
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
@@ -297,7 +306,7 @@ def ingest(
                                   else (resolve_alias(qdrant_client, collection), None))
         try:
             check_target(qdrant_client, collection, target, model_config, reference, layout,
-                         weights=variant_weights(model))
+                         weights=variant_weights(model), truncate_dim=settings.truncate_dim)
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:
@@ -310,7 +319,8 @@ def ingest(
             # The actors load the model by its reference (a preset name or an absolute variant
             # directory, the same on every node); the driver needs its config alone.
             created = ensure_collection(qdrant_client, collection, target,
-                                        config_fingerprint(model_config, reference, weights=variant_weights(model)),
+                                        config_fingerprint(model_config, reference, weights=variant_weights(model),
+                                                           truncate_dim=settings.truncate_dim),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
                                    model=reference, device=device, dtype=dtype,
@@ -322,10 +332,10 @@ def ingest(
             _raise_failed(result, settings)
             return _publish(qdrant_client, collection, target, created, result, publish_as)
         c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
-        embedder = Embedder(c2v, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
-                            batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch)
+        embedder = Embedder.for_documents(c2v, settings)
         chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
-        created = ensure_collection(qdrant_client, collection, target, model_fingerprint(c2v, reference), layout,
+        created = ensure_collection(qdrant_client, collection, target,
+                                    model_fingerprint(c2v, reference, settings.truncate_dim), layout,
                                     settings.payload_indexes)
         total = _count_documents(docs)
         run = _IngestRun(qdrant_client, collection, target, settings, embedder, chunker, created, total, log, roots,

@@ -106,17 +106,19 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
 
 def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
                  reference: str | None, layout: "CollectionLayout | None" = None,
-                 weights: str | None = None) -> bool:
+                 weights: str | None = None, truncate_dim: int | None = None) -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
     so a mismatch fails here rather than after the weights load.
     """
     check_collection_name(collection)
+    if config.decoder_hidden_size is not None:
+        config.check_truncate_dim(truncate_dim)  # an untrained size fails before the weights load
     if not client.collection_exists(collection):
         return False
     try:
-        fingerprint = config_fingerprint(config, reference, weights=weights)
+        fingerprint = config_fingerprint(config, reference, weights=weights, truncate_dim=truncate_dim)
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
     check_collection(client, collection, target, fingerprint, layout)

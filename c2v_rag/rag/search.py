@@ -289,14 +289,18 @@ class _Plan:
         embedder = None
         if mode != "sparse":
             c2v = _model_for(stored, model, device, dtype)
-            embedder = Embedder(c2v, task=task, query_instruction=instruction, normalize=True)
-            if embedder.dim != params.size:
+            # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
+            truncate_dim = (stored or {}).get("truncate_dim")
+            dim = truncate_dim or c2v.embedding_dim
+            if dim != params.size:
                 raise CollectionMismatchError(
                     f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
-                    f"but the model makes {embedder.dim}-dimensional ones: search with the model that built it"
+                    f"but the model makes {dim}-dimensional ones: search with the model that built it"
                 )
             # A model other than the one that filled the collection gives incomparable vectors.
-            check_model(stored, model_fingerprint(c2v, None), concrete, target.location)
+            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
+            embedder = Embedder(c2v, task=task, query_instruction=instruction, normalize=True,
+                                truncate_dim=truncate_dim)
         sparse = BM25Encoder(layout.bm25) if mode != "dense" else None
         return cls(layout, mode, embedder, sparse, fusion)
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..encoding import default_max_tokens
+from ..encoding import default_max_tokens, truncate_rows
 from ..instructions import get_task, resolve_instruction
 from ..presets import DEFAULT_PRESET
 from ..rag.embedder import Embedder
@@ -162,10 +162,13 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         if body.model is not None and body.model != name:
             raise ApiError(404, f"model {body.model!r} is not served here; this server serves {name!r} "
                                 "(GET /v1/models)", param="model", code="model_not_found")
-        if body.dimensions is not None and body.dimensions != model.embedding_dim:
-            raise ApiError(400, f"'dimensions': {name} makes {model.embedding_dim}-dimensional vectors and was "
-                                "not trained to be shortened (Matryoshka); leave 'dimensions' out or pass "
-                                f"{model.embedding_dim}", param="dimensions", code="unsupported_dimensions")
+        sizes = model.config.vector_sizes
+        if body.dimensions is not None and body.dimensions not in sizes:
+            raise ApiError(400, f"'dimensions': {name} makes vectors of {' or '.join(map(str, sizes))} dimensions, "
+                                f"the sizes it was trained for (Matryoshka), not {body.dimensions}; pass one of them or leave "
+                                "'dimensions' out for the whole vector", param="dimensions",
+                           code="unsupported_dimensions")
+        dimensions = model.config.check_truncate_dim(body.dimensions)
         texts, _ = check_input(body.input, config.max_texts_per_request)
         check_task(body.task)
         input_type = body.input_type or config.default_input_type
@@ -174,8 +177,10 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         metrics.texts.inc(len(texts))
         metrics.tokens.inc(tokens)
         metrics.truncated.inc(sum(result.truncated))
+        # A Matryoshka prefix is a slice of the whole vector, re-normalized: requests of every size share batches.
+        vectors = truncate_rows(result.vectors, dimensions)
         data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format),
-                 "truncated": cut} for i, (v, cut) in enumerate(zip(result.vectors, result.truncated))]
+                 "truncated": cut} for i, (v, cut) in enumerate(zip(vectors, result.truncated))]
         payload = {"object": "list", "data": data, "model": name, "input_type": input_type,
                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         headers = {"X-Truncated-Inputs": str(sum(result.truncated))}
@@ -205,6 +210,7 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         return {"object": "list", "data": [{
             "id": name, "object": "model", "created": 0, "owned_by": "c2v_rag",
             "dimensions": model.embedding_dim, "max_input_tokens": model.max_seq_length,
+            "matryoshka_dimensions": model.config.vector_sizes,
             "default_input_type": config.default_input_type}]}
 
     @app.get("/health")

@@ -7,8 +7,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..rag.aliases import resolve_alias
-from ..rag.collection import QdrantConfig, check_collection, model_fingerprint, require_collection
+from ..encoding import truncate_rows
+from ..rag.collection import QdrantConfig, check_collection, collection_fingerprint, model_fingerprint, require_collection
 from ..rag.deps import require_rag
 from ..rag.errors import CollectionMismatchError, CollectionNotFoundError
 from ..rag.search import SearchHit, nearest_chunks
@@ -30,7 +33,9 @@ class CollectionSearcher:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = QdrantConfig.resolve(None, config.qdrant_url, config.qdrant_path,
                                            prefer_grpc=config.prefer_grpc)
-        self.fingerprint = model_fingerprint(model, None)
+        self.model = model
+        # Per concrete collection, the prefix size its vectors keep (Matryoshka; None: whole), read by check().
+        self._sizes: dict[str, int | None] = {}
         self._client = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
 
@@ -53,7 +58,9 @@ class CollectionSearcher:
             client = self._connect()
             concrete = resolve_alias(client, collection)
             require_collection(client, concrete, self.target)
-            check_collection(client, concrete, self.target, self.fingerprint)
+            truncate_dim = (collection_fingerprint(client, concrete) or {}).get("truncate_dim")
+            check_collection(client, concrete, self.target, model_fingerprint(self.model, None, truncate_dim))
+            self._sizes[concrete] = truncate_dim
             return concrete
 
         try:
@@ -68,7 +75,9 @@ class CollectionSearcher:
     async def nearest(self, collection: str, vector: Sequence[float], top_k: int, *,
                       filter: Mapping[str, Any] | None = None,
                       score_threshold: float | None = None, group_by_document: bool = False) -> list[SearchHit]:
-        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned."""
+        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned. ``vector`` is the
+        served model's whole query vector; it is cut to the prefix the collection stores."""
+        vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
         try:
             return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
                                                            filter=filter, score_threshold=score_threshold,

@@ -72,8 +72,8 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
 
     @property
     def embedding_dim(self) -> int:
-        """The size of the vectors (loads the model)."""
-        return self.loaded_model().embedding_dim
+        """The size of the vectors: ``dimensions``, or the model's whole vector (loads the model)."""
+        return self.embedder().dim
 
     def text_splitter(self, chunk_size: int = 200, chunk_overlap: int = 20):
         """A ``SentenceSplitter`` sized in this model's own tokens, for ``Settings.node_parser``."""
