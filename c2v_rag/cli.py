@@ -88,6 +88,8 @@ def cmd_eval(args) -> int:
         if args.long_texts == "maxp":
             long_texts.pop("pooling")
     long_kwargs = {} if long_texts is None else {"long_texts": long_texts}
+    if args.truncate_dim is not None and not args.variants:
+        raise SystemExit("c2v-rag eval: --truncate-dim applies to Causal2Vec variants; name one")
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
@@ -100,7 +102,11 @@ def cmd_eval(args) -> int:
             name += " (" + ", ".join(f"{k}={v}" for k, v in readout.items()) + ")"
         if long_texts is not None:
             name += f" (long texts: {_long_texts_label(long_texts)})"
-        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, **long_kwargs)
+        size = {}
+        if args.truncate_dim is not None:
+            size = {"truncate_dim": model.config.check_truncate_dim(args.truncate_dim) or model.embedding_dim}
+            name += f" (truncate_dim={args.truncate_dim})"
+        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, **long_kwargs, **size)
     for baseline in args.baseline or []:
         name = f"{baseline} (bi-encoder alone)"
         if long_texts is not None:
@@ -342,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "windows pooled into one vector, or maxp: score each by its best window")
     evaluate.add_argument("--chunk-pooling", default=None, choices=["max", "mean"],
                           help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
+    evaluate.add_argument("--truncate-dim", type=int, default=None, metavar="N",
+                          help="score the first N values (a Matryoshka size the variants were trained for)")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)

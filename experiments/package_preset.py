@@ -70,38 +70,70 @@ def representation_line(config: dict) -> str:
     return line + "."
 
 
+def dataset_names(recipe: dict) -> list[str]:
+    return [d.get("name") or Path(d["path"]).stem for d in recipe.get("datasets", [])]
+
+
 def earlier_stage_lines(stages: list[tuple[dict, str]]) -> list[str]:
-    """One line per earlier training stage (their recipes ship as train_config_stage<i>.yaml)."""
+    """One line per earlier training stage, from its recipe as run (they ship as train_config_stage<i>.yaml)."""
     lines = []
-    for i, (stage_config, file_name) in enumerate(stages, start=1):
-        training = stage_config["metadata"]["training"]
+    for i, (stage_recipe, file_name) in enumerate(stages, start=1):
+        training = stage_recipe["training"]
+        representation = stage_recipe["model"].get("config", {}).get("representation", "concat")
         lines.append(f"- Stage {i} (`{file_name}`): {training['steps']} steps of {training['batch_size']}, "
-                     f"representation `{stage_config['representation']}`, data {', '.join(training['datasets'])}.")
+                     f"representation `{representation}`, data {', '.join(sorted(dataset_names(stage_recipe)))}.")
     if lines:
         lines.append(f"- Stage {len(stages) + 1} (`train_config.yaml`), continuing stage {len(stages)}'s weights, as follows.")
     return lines
 
 
+def stage_recipes(stage: Path) -> list[dict]:
+    """The recipes as run of an earlier stage: a trained variant's own, or, for a packaged preset, its stages' in
+    order (``train_config_stage<i>.yaml``, then ``train_config.yaml``)."""
+    import yaml
+
+    earlier = sorted(stage.glob("train_config_stage*.yaml"), key=lambda f: int(f.stem.removeprefix("train_config_stage")))
+    return [yaml.safe_load(f.read_text()) for f in [*earlier, stage / "train_config.yaml"]]
+
+
 PART_COLUMNS = {"encoder part (encoder_share=1)": "its encoder part alone",
                 "decoder part (encoder_share=0)": "its decoder part alone"}
+PART_ROWS = {"encoder part (encoder_share=1)": "encoder part (MiniLM + LoRA)",
+             "decoder part (encoder_share=0)": "decoder part [h_C; h_EOS]",
+             "h_C alone": "h_C alone", "h_EOS alone": "h_EOS alone"}
 
 
 def read_parts(files: list[Path]) -> dict[str, dict]:
-    """Per part (the PART_COLUMNS keys), its dev scores, from experiments/readout_parts.py's JSON files."""
+    """Per part (the PART_ROWS keys and the ``prefix N ...`` rows), its dev scores, from
+    experiments/readout_parts.py's JSON files."""
     parts: dict[str, dict] = {}
     for file in files:
         for row, by_set in json.loads(file.read_text()).items():
             part = row.rsplit(": ", 1)[-1]
-            if part in PART_COLUMNS:
+            if part in PART_ROWS or part.startswith("prefix "):
                 parts.setdefault(part, {}).update(by_set)
     return parts
+
+
+def parts_table(parts: dict[str, dict], sets: list[str]) -> list[str]:
+    """Every part and Matryoshka size read alone off the same weights, one row each."""
+    if not parts:
+        return []
+    lines = ["## Each part and size alone (the same weights; `experiments/readout_parts.py`)", "",
+             "| part | " + " | ".join(sets) + " | average |", "|---|" + "---|" * (len(sets) + 1)]
+    for part, by_set in parts.items():
+        label = PART_ROWS.get(part) or part.split(" (")[0].replace("prefix", "first") + " values (`truncate_dim`)"
+        values = [by_set[s]["main"] for s in sets]
+        lines.append(f"| {label} | " + " | ".join(f"{v:.4f}" for v in values) + f" | {sum(values) / len(values):.4f} |")
+    return [*lines, ""]
 
 
 def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str,
                stages: list[tuple[dict, str]] = (), parts: dict[str, dict] | None = None) -> str:
     training = config["metadata"]["training"]
     sets = list(scores)
-    parts = {p: v for p, v in (parts or {}).items() if all(s in v for s in sets)}
+    every_part = {p: v for p, v in (parts or {}).items() if all(s in v for s in sets)}
+    parts = {p: v for p, v in every_part.items() if p in PART_COLUMNS}
     rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
             + (f"{reference[s]['main']:.4f} |" if reference else "– |")
             + "".join(f" {v[s]['main']:.4f} |" for v in parts.values()) for s in sets]
@@ -118,6 +150,13 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         f"- Steps: {training['steps']}, batch {training['batch_size']} queries (+1 hard negative where the data has "
         f"one), precision {training['precision']}, seed {recipe['training']['seed']}.",
         representation_line(config),
+        *([f"- Shorter vectors (Matryoshka): the first {', '.join(map(str, config['matryoshka_dims']))} values were "
+           "trained to embed on their own: `encode(..., truncate_dim=N)`, `dimensions` in `/v1/embeddings`, "
+           "`ingest(..., truncate_dim=N)`."] if config.get("matryoshka_dims") else []),
+        *([f"- Loss: every view scored alone and summed, parts {recipe['objective']['parts']}, prefixes "
+           f"{recipe['objective']['matryoshka']} (`objective` in `train_config.yaml`)."]
+          if recipe.get("objective", {}).get("matryoshka") or len(recipe.get("objective", {}).get("parts", {})) > 1
+          else []),
         f"- LoRA: decoder r={recipe['lora']['r']}, "
         + (f"encoder r={recipe['encoder_lora']['r']}" if recipe["encoder_lora"].get("enabled", True) else "encoder frozen")
         + "; projector trained in full. Adapters stored in bfloat16.",
@@ -139,6 +178,7 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         + (" The part columns read the same weights with `--readout encoder_share=1` (the encoder's own vector, "
            "trained here with its LoRA) and `encoder_share=0` (the decoder's [h_C; h_EOS])." if parts else ""),
         "",
+        *parts_table(every_part, sets),
     ]
     if theirs is not None:
         behind = [s for s in sets if scores[s]["main"] < reference[s]["main"]]
@@ -160,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=DEFAULT_PRESET)
     parser.add_argument("--recipe", required=True, help="the recipe file the variant was trained with, for the card")
     parser.add_argument("--stage", dest="stages", type=Path, action="append", default=[], metavar="VARIANT",
-                        help="an earlier stage's variant that --variant continued (repeat, in training order); "
-                             "its recipe as run ships as train_config_stage<i>.yaml")
+                        help="an earlier stage's variant that --variant continued (repeat, in training order), or "
+                             "the packaged preset it continued (its own stages come along); each recipe as run "
+                             "ships as train_config_stage<i>.yaml")
     args = parser.parse_args(argv)
 
     import yaml
@@ -194,11 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{role} adapter: {size / 1e6:.2f} MB (bf16)")
     (staging / "train_config.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     stages = []
-    for i, stage in enumerate(args.stages, start=1):
-        file_name = f"train_config_stage{i}.yaml"
-        stage_recipe = relative_data_paths(yaml.safe_load((stage / "train_config.yaml").read_text()), args.data.resolve())
+    for stage_recipe in (r for stage in args.stages for r in stage_recipes(stage)):
+        file_name = f"train_config_stage{len(stages) + 1}.yaml"
+        stage_recipe = relative_data_paths(stage_recipe, args.data.resolve())
         (staging / file_name).write_text(yaml.safe_dump(stage_recipe, sort_keys=False))
-        stages.append((json.loads((stage / "causal2vec_config.json").read_text()), file_name))
+        stages.append((stage_recipe, file_name))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
     (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe, stages,
                                                       read_parts(args.parts)))

@@ -125,3 +125,33 @@ def test_a_run_with_parts_saves_the_trained_sizes_and_encode_takes_only_those(ti
     model.set_readout(encoder_share=0.25)  # another readout has other prefixes: the trained sizes no longer hold
     with pytest.raises(ValueError, match="was not trained for shorter vectors"):
         model.encode(TEXTS, truncate_dim=16)
+
+
+def test_eval_cli_scores_a_trained_size_as_the_evaluator_does(tiny_model_factory, tmp_path, capsys):
+    import json
+
+    from c2v_rag.cli import main
+    from c2v_rag.evaluation.datasets import scifact_dev
+    from c2v_rag.evaluation.evaluators import evaluate_retrieval
+    from tiny_corpus import CORPUS
+
+    folder = tmp_path / "data" / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": CORPUS[i % 7][i:]})
+                                                 + "\n" for i in range(12)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
+                                                  for i in range(10)))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n"
+                                                                                         for i in range(10)))
+    variant = tmp_path / "variant"
+    tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5, matryoshka_dims=[16]).save_pretrained(variant)
+    model = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
+    out = tmp_path / "scores.json"
+    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev", "--truncate-dim",
+                 "16", "--dtype", "float32", "--json", str(out)]) == 0
+    (name, row), = json.loads(out.read_text()).items()
+    expected = evaluate_retrieval(model, scifact_dev(tmp_path / "data"), truncate_dim=16)
+    assert name.endswith("(truncate_dim=16)") and row["scifact-dev"]["ndcg@10"] == pytest.approx(expected["ndcg@10"])
+    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
+                 "--truncate-dim", "20"]) == 2
+    assert "truncate_dim=20: this variant was trained for the prefix sizes [16, 88]" in capsys.readouterr().err
