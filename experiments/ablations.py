@@ -89,6 +89,11 @@ ROWS = [
     # hardly depends on the text at first (pairwise cosine 0.86 over SciFact abstracts).
     Row("o", "contextual token, concat, halves normalized, C scaled",
         ["model.config.normalize_parts=true", "model.projector_scale=word_embeddings"]),
+    # Issue 25: row (o) with every part scored alone beside the whole (objective.parts): h_EOS and h_C each get
+    # a gradient of their own instead of only what the concat needs from them.
+    Row("p", "contextual token, concat, halves normalized, C scaled, every part scored",
+        ["model.config.normalize_parts=true", "model.projector_scale=word_embeddings",
+         "objective.parts={full: 1.0, eos: 1.0, contextual: 0.5}"]),
 ]
 
 
