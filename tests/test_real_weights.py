@@ -101,6 +101,16 @@ def test_default_preset_loads_offline_and_encodes(preset):
     assert np.isfinite(q).all() and np.isfinite(d).all()
 
 
+def test_default_preset_shorter_sizes_are_the_whole_vector_cut(preset):
+    """384 runs MiniLM alone and 960 the decoder only up to C; both give the whole vector's first values."""
+    assert preset.config.matryoshka_dims == [384, 960] and preset.config.vector_sizes == [384, 960, 1536]
+    full = preset.encode_documents(DOCS, normalize_embeddings=True)
+    for size in (384, 960):
+        short = preset.encode_documents(DOCS, truncate_dim=size, normalize_embeddings=True)
+        cut = full[:, :size] / np.linalg.norm(full[:, :size], axis=1, keepdims=True)
+        np.testing.assert_allclose(short, cut, atol=1e-5, err_msg=str(size))
+
+
 def test_default_preset_is_trained_and_documents_itself():
     from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
 
