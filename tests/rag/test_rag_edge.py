@@ -283,3 +283,74 @@ def test_nothing_is_lost_when_an_edge_ingest_is_killed(tmp_path, tiny_variant, i
     c2v_rag.ingest(docs, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
                    config=ingest_config)
     same_points(edge_points(tmp_path / "clean"), edge_points(store))
+
+
+def test_edge_sync_mirrors_a_folder(tmp_path, tiny_variant, ingest_config):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"n{i}.md").write_text(make_text(i, sentences=3))
+    store = tmp_path / "edge"
+    c2v_rag.ingest(folder, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    (folder / "n1.md").unlink()
+    (folder / "n2.md").rename(folder / "renamed.md")
+    result = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, sync=True)
+    assert result.documents_deleted == 2
+    c2v_rag.ingest(folder, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
+                   config=ingest_config)
+    same_points(edge_points(tmp_path / "clean"), edge_points(store))
+
+
+def test_edge_versioned_ingest_and_reindex_switch_the_alias(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                            ingest_config):
+    store = tmp_path / "edge"
+    first = c2v_rag.ingest(corpus, path=store, store="edge", collection="papers", model=tiny_variant,
+                           config=ingest_config, versioned=True)
+    assert first.collection == "papers_v1"
+    before = c2v_rag.search("vitamin bone", top_k=3, path=store, collection="papers")
+    result = c2v_rag.reindex("papers", path=store, model=tiny_variant_qwen, show_progress=False, drop_previous=True)
+    assert (result.previous, result.collection, result.chunks) == ("papers_v1", "papers_v2", first.chunks)
+    with closing(EdgeClient(store)) as client:
+        assert [(a.alias_name, a.collection_name) for a in client.get_aliases().aliases] == [("papers", "papers_v2")]
+        assert [c.name for c in client.get_collections().collections] == ["papers_v2"]
+    after = c2v_rag.search("vitamin bone", top_k=3, path=store, collection="papers")  # with the new model
+    assert len(after) == 3 and {h.doc_id for h in before} and after[0].score != before[0].score
+    with pytest.raises(CollectionMismatchError, match="another model"):
+        c2v_rag.search("vitamin bone", path=store, collection="papers", model=tiny_variant)
+    # The reindexed copy holds the same chunks, re-embedded by the new model.
+    stored = edge_points(store, "papers_v2")
+    q = {p["page_content"] for p, _ in stored.values()}
+    assert q == {h.text for h in c2v_rag.search("vitamin bone", top_k=100, path=store, collection="papers")}
+
+
+@pytest.mark.parametrize("direction", ["local->edge", "edge->local"])
+def test_migrate_copies_points_unchanged_and_the_copy_searches_the_same(tmp_path, tiny_variant, corpus, ingest_config,
+                                                                       direction):
+    source_store, target_store = direction.split("->")
+    source, target = tmp_path / source_store, tmp_path / f"copy-{target_store}"
+    c2v_rag.ingest(corpus, path=source, store=source_store, collection="papers", model=tiny_variant,
+                   config=ingest_config, sparse="bm25", versioned=True)
+    result = c2v_rag.migrate("papers", source_path=source, target_path=target, target_store=target_store)
+    assert (result.collection, result.target_collection, result.alias) == ("papers_v1", "papers_v1", "papers")
+    read = {"local": local_points, "edge": edge_points}
+    same_points(read[source_store](source, "papers_v1"), read[target_store](target, "papers_v1"))
+    assert store_kind(target) == target_store
+    for mode in ("dense", "sparse", "hybrid"):
+        got = c2v_rag.search("vitamin bone loss", top_k=4, path=target, collection="papers", mode=mode)
+        want = c2v_rag.search("vitamin bone loss", top_k=4, path=source, collection="papers", mode=mode)
+        if mode != "hybrid" or source_store == target_store:
+            same_ranking(got, want)
+    # The copy records the model: another one is refused there too, and a re-run resumes (adds nothing).
+    again = c2v_rag.migrate("papers", source_path=source, target_path=target)
+    assert again.points == result.points and len(read[target_store](target, "papers_v1")) == result.points
+    with pytest.raises(ValueError, match="source and target are both"):
+        c2v_rag.migrate("papers", source_path=source, target_path=source)
+
+
+def test_migrate_refuses_a_target_collection_that_is_not_a_copy(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                                ingest_config):
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "b", store="edge", collection="kb", model=tiny_variant_qwen,
+                   config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="is not a copy of 'kb'"):
+        c2v_rag.migrate("kb", source_path=tmp_path / "a", target_path=tmp_path / "b")

@@ -42,12 +42,14 @@ def stores(tmp_path_factory, tiny_variant):
 QUERY = "vitamin deficiency is linked to bone loss"
 
 
-def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(stores, tiny_variant):
+def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(stores, tiny_variant, monkeypatch):
     from langchain_qdrant import QdrantVectorStore as LangChainStore
-    from llama_index.core import VectorStoreIndex
+    from llama_index.core import Settings, VectorStoreIndex
     from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
     from llama_index.vector_stores.qdrant import QdrantVectorStore as LlamaStore
 
+    # An index caches Settings.transformations on first use; keep that out of the other tests.
+    monkeypatch.setattr(Settings, "_transformations", None)
     # The frameworks' own stores read local mode; remember their answers, then close the store.
     with closing(QdrantClient(path=str(stores["local"]))) as client:
         index = VectorStoreIndex.from_vector_store(LlamaStore(client=client, collection_name="kb",
