@@ -29,7 +29,7 @@ class CollectionSearcher:
     def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = QdrantConfig.resolve(None, config.qdrant_url, config.qdrant_path,
-                                           prefer_grpc=config.prefer_grpc)
+                                           prefer_grpc=config.prefer_grpc, store=config.qdrant_store)
         self.fingerprint = model_fingerprint(model, None)
         self._client = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")

@@ -354,3 +354,45 @@ def test_migrate_refuses_a_target_collection_that_is_not_a_copy(tmp_path, tiny_v
                    config=ingest_config)
     with pytest.raises(CollectionMismatchError, match="is not a copy of 'kb'"):
         c2v_rag.migrate("kb", source_path=tmp_path / "a", target_path=tmp_path / "b")
+
+
+def test_cli_ingest_search_and_migrate_with_store_edge(tmp_path, tiny_variant, capsys):
+    from c2v_rag.cli import main
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(make_text(i, sentences=3))
+    edge, local = tmp_path / "edge", tmp_path / "local"
+    assert main(["ingest", str(folder), "--path", str(edge), "--store", "edge", "--collection", "kb", "--model",
+                 str(tiny_variant), "--chunk-size", "24", "--chunk-overlap", "4", "-q"]) == 0
+    assert f"Qdrant Edge at {edge}" in capsys.readouterr().out
+    assert main(["search", "vitamin bone", "--path", str(edge), "--collection", "kb", "--json"]) == 0
+    import json
+
+    hits = json.loads(capsys.readouterr().out)
+    assert [h["id"] for h in hits] == [h.id for h in c2v_rag.search("vitamin bone", path=edge, collection="kb")]
+    assert main(["migrate", "--path", str(edge), "--collection", "kb", "--to-path", str(local)]) == 0
+    assert "copied into 'kb' at embedded Qdrant at" in capsys.readouterr().out
+    same_points(edge_points(edge), local_points(local))
+    # The wrong engine named on the command line: one error line, exit 2, before the model loads.
+    assert main(["search", "vitamin", "--path", str(local), "--store", "edge", "--collection", "kb"]) == 2
+    assert "holds a qdrant-client local-mode store" in capsys.readouterr().err
+
+
+def test_serve_search_reads_an_edge_store(tmp_path, tiny_variant, corpus, ingest_config):
+    for _module in ("fastapi", "uvicorn", "httpx"):
+        pytest.importorskip(_module)
+    import httpx
+
+    from c2v_rag.rag import load_model
+    from c2v_rag.serving import ServerConfig, ServerThread, create_app
+
+    c2v_rag.ingest(corpus, path=tmp_path, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    query = make_text(3)[:50]
+    want = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", filter={"topic": "odd"})
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")  # the engine is detected
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        response = httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, "filter": {"topic": "odd"}})
+    assert response.status_code == 200, response.text
+    assert [h["id"] for h in response.json()["data"]] == [h.id for h in want]
