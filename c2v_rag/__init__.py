@@ -32,13 +32,15 @@ __all__ = [
     "search_many",
     "asearch",
     "reindex",
+    "migrate",
     "IngestConfig",
     "QdrantConfig",
 ]
 
 # The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
 # optional qdrant/llama-index packages, which ingest and search ask for when called.
-_RAG_EXPORTS = frozenset({"ingest", "embed", "search", "search_many", "asearch", "reindex", "IngestConfig", "QdrantConfig"})
+_RAG_EXPORTS = frozenset({"ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "IngestConfig",
+                          "QdrantConfig"})
 
 
 def __getattr__(name: str):

@@ -144,6 +144,9 @@ def _add_qdrant_options(parser: argparse.ArgumentParser) -> None:
                              "default: embedded Qdrant in a local directory")
     parser.add_argument("--path", default=None, metavar="LOCALDIR",
                         help="embedded Qdrant directory (default: $C2V_RAG_QDRANT_PATH or the user data dir)")
+    parser.add_argument("--store", choices=["local", "edge"], default=None,
+                        help="embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant Edge: HNSW, "
+                             "for large stores); default: an existing directory's, else local")
     parser.add_argument("--collection", default=None, metavar="NAME", help="collection name (default: c2v_rag)")
     parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
 
@@ -152,7 +155,7 @@ def _qdrant_args(args) -> dict:
     from .rag.collection import DEFAULT_COLLECTION
 
     return {"qdrant_url": args.qdrant_url, "path": args.path, "collection": args.collection or DEFAULT_COLLECTION,
-            "prefer_grpc": args.grpc or None}
+            "prefer_grpc": args.grpc or None, "store": args.store}
 
 
 def cmd_ingest(args) -> int:
@@ -277,6 +280,17 @@ def cmd_reindex(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    from .rag import migrate
+
+    qdrant = _qdrant_args(args)
+    result = migrate(qdrant["collection"], source_path=qdrant["path"], source_url=qdrant["qdrant_url"],
+                     source_store=qdrant["store"], target_path=args.to_path, target_url=args.to_url,
+                     target_store=args.to_store, target_collection=args.to_collection, batch_size=args.batch_size)
+    print(f"migrated: {result.summary()}")
+    return 0
+
+
 def cmd_serve(args) -> int:
     from .serving.config import ServerConfig
     from .serving.server import serve
@@ -287,7 +301,8 @@ def cmd_serve(args) -> int:
               "max_batch_tokens": args.max_batch_tokens, "threads": args.threads or None,
               "max_texts_per_request": args.max_texts, "max_tokens_per_request": args.max_tokens,
               "max_queued_texts": args.max_queued_texts, "qdrant_url": args.qdrant_url,
-              "qdrant_path": args.path, "collection": args.collection, "prefer_grpc": args.grpc or None}
+              "qdrant_path": args.path, "qdrant_store": args.store, "collection": args.collection,
+              "prefer_grpc": args.grpc or None}
     config = ServerConfig(**{k: v for k, v in fields.items() if v is not None})
     serve(config)
     return 0
@@ -419,6 +434,20 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_model_options(reindex, "the new variant directory or preset (default: the default preset)")
     reindex.set_defaults(func=cmd_reindex)
+
+    migrate = sub.add_parser(
+        "migrate", help="copy a collection to another store (local mode, Qdrant Edge, a server) without re-embedding",
+        description="Copy --collection (or the collection an alias names, and the alias) from the store given by "
+                    "--path/--qdrant-url to the one given by --to-path/--to-url: ids, payloads and vectors unchanged. "
+                    "Run it again to resume a stopped copy.")
+    _add_qdrant_options(migrate)
+    migrate.add_argument("--to-path", default=None, metavar="LOCALDIR", help="the target embedded store")
+    migrate.add_argument("--to-url", default=None, metavar="URL", help="the target Qdrant server")
+    migrate.add_argument("--to-store", choices=["local", "edge"], default=None,
+                         help="the target's embedded engine (default: an existing directory's, else local)")
+    migrate.add_argument("--to-collection", default=None, metavar="NAME", help="the copy's name (default: the same)")
+    migrate.add_argument("--batch-size", type=int, default=256, help="points copied per request")
+    migrate.set_defaults(func=cmd_migrate)
 
     search = sub.add_parser("search", help="search an ingested collection",
                             description="Print the chunks nearest to QUERY: score, source and a snippet.")

@@ -18,11 +18,13 @@ from .errors import (
     IngestInterrupted,
     QdrantRequestError,
     QdrantUnreachableError,
+    StoreKindError,
     StoreLockedError,
 )
 from .files import SkippedInput
 from .filters import to_qdrant_filter
 from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
+from .migrate import MigrateResult, migrate
 from .reindex import ReindexResult, reindex
 from .search import SearchHit, asearch, search, search_many
 from .sparse import BM25Config, BM25Encoder
@@ -36,6 +38,8 @@ __all__ = [
     "asearch",
     "reindex",
     "ReindexResult",
+    "migrate",
+    "MigrateResult",
     "to_qdrant_filter",
     "BM25Config",
     "BM25Encoder",
@@ -59,6 +63,7 @@ __all__ = [
     "CollectionNotFoundError",
     "IngestInterrupted",
     "StoreLockedError",
+    "StoreKindError",
     "QdrantUnreachableError",
     "QdrantRequestError",
     "SkippedInput",

@@ -1,9 +1,13 @@
 """Where the vectors live: the Qdrant connection, and creating or checking a collection.
 
 With no URL, Qdrant runs embedded in this process and keeps its files in a local directory (the
-embedded default, under the user data directory). With a URL it talks to a Qdrant server, where
-sharding, replication, float16 storage, quantization and on-disk vectors take effect; embedded
-Qdrant accepts them and ignores them (a warning names the ones set).
+embedded default, under the user data directory), on one of two engines (``store=``):
+qdrant-client's local mode (``"local"``, Python objects and exact search, for small stores and
+framework interop) or Qdrant Edge (``"edge"``, Qdrant's segment engine: HNSW, payload indexes,
+quantization; :mod:`c2v_rag.rag.edge`). An existing directory's engine is detected. With a URL
+it talks to a Qdrant server, where sharding, replication, float16 storage, quantization and
+on-disk vectors take effect; local mode accepts them and ignores them (a warning names the ones
+set), Edge honours all but sharding and replication.
 """
 
 from __future__ import annotations
@@ -38,16 +42,20 @@ _FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_t
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 _SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
                 "on_disk", "on_disk_payload")
+# What Qdrant Edge ignores: it is one shard in one process.
+_EDGE_IGNORES = ("shard_number", "replication_factor", "write_consistency_factor")
+STORES = ("local", "edge")
 
 
-def default_local_path() -> Path:
-    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory."""
+def default_local_path(store: str | None = None) -> Path:
+    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory
+    (``qdrant`` for local mode, ``qdrant-edge`` for ``store="edge"``: the engines' files differ)."""
     env = os.environ.get(LOCAL_PATH_ENV)
     if env:
         return Path(env).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("c2v_rag")) / "qdrant"
+    return Path(platformdirs.user_data_dir("c2v_rag")) / ("qdrant-edge" if store == "edge" else "qdrant")
 
 
 def check_collection_name(name: str) -> str:
@@ -72,6 +80,13 @@ class QdrantConfig(BaseModel):
 
     url: str | None = Field(default=None, description="Qdrant server URL, e.g. https://host:6333")
     path: Path | None = Field(default=None, description="embedded Qdrant directory (no URL)")
+    store: Literal["local", "edge"] | None = Field(
+        default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
+                                  "Edge); None detects an existing directory's and makes new ones 'local'")
+    hnsw_m: int | None = Field(default=None, ge=4, description="HNSW edges per node of a new collection "
+                                                              "(Edge and servers; None: the backend's default)")
+    hnsw_ef_construct: int | None = Field(default=None, ge=4, description="HNSW build depth of a new collection")
+    hnsw_ef: int | None = Field(default=None, ge=1, description="HNSW search depth (Edge; recorded per collection)")
     api_key: SecretStr | None = None
     https: bool | None = None
     prefer_grpc: bool = Field(default=False, description="talk gRPC to the server (faster uploads)")
@@ -103,6 +118,9 @@ class QdrantConfig(BaseModel):
     def _check_target(self) -> "QdrantConfig":
         if self.url is not None and self.path is not None:
             raise ValueError("pass either qdrant_url (a server) or path (embedded Qdrant), not both")
+        if self.url is not None and self.store is not None:
+            raise ValueError(f"store={self.store!r} picks an embedded engine, but qdrant_url names a server; "
+                             "pass one or the other")
         return self
 
     @classmethod
@@ -113,16 +131,34 @@ class QdrantConfig(BaseModel):
         path: str | Path | None = None,
         api_key: str | None = None,
         prefer_grpc: bool | None = None,
+        store: str | None = None,
     ) -> "QdrantConfig":
-        """``qdrant`` with the given arguments laid over it, and the default local path filled in."""
+        """``qdrant`` with the given arguments laid over it, and the default local path filled in.
+
+        ``store`` (``"local"``, ``"edge"``) picks the embedded engine; a path another engine wrote
+        is refused here (:class:`~c2v_rag.rag.errors.StoreKindError`), before any model loads.
+        """
+        if store is not None and store not in STORES:
+            raise ValueError(f"store={store!r} is not an embedded engine; use one of {', '.join(STORES)} "
+                             "(or qdrant_url= for a server)")
         base = (qdrant or cls()).model_dump()
-        updates = {"url": url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc}
+        updates = {"url": url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc, "store": store}
         base.update({k: v for k, v in updates.items() if v is not None})
         if url is not None and path is None:
             base["path"] = None
+        if url is not None and store is None:
+            base["store"] = None
         config = cls.model_validate(base)
         if config.url is None and config.path is None:
-            config = config.model_copy(update={"path": default_local_path()})
+            config = config.model_copy(update={"path": default_local_path(config.store)})
+        if config.url is None:
+            from .edge import check_store_kind, store_kind
+
+            found = store_kind(config.path)
+            if config.store is None:
+                config = config.model_copy(update={"store": found or "local"})
+            else:
+                check_store_kind(config.path, config.store)
         return config
 
     @property
@@ -130,12 +166,22 @@ class QdrantConfig(BaseModel):
         return self.url is not None
 
     @property
+    def is_edge(self) -> bool:
+        """An embedded Qdrant Edge store."""
+        return self.url is None and self.store == "edge"
+
+    @property
     def location(self) -> str:
         """Where the data lives, for messages (never includes the API key)."""
-        return self.url if self.url is not None else f"embedded Qdrant at {self.path}"
+        if self.url is not None:
+            return self.url
+        return f"Qdrant Edge at {self.path}" if self.is_edge else f"embedded Qdrant at {self.path}"
 
     def client_kwargs(self) -> dict[str, Any]:
-        """Arguments for ``QdrantClient``."""
+        """Arguments for ``QdrantClient`` (a server or local mode; Edge has its own client)."""
+        if self.is_edge:
+            raise ValueError(f"{self.location} is a Qdrant Edge store, which QdrantClient cannot open; "
+                             "use QdrantConfig.connect()")
         if not self.is_server:
             return {"path": str(self.path)}
         key = self.api_key.get_secret_value() if self.api_key is not None else os.environ.get(API_KEY_ENV)
@@ -148,10 +194,22 @@ class QdrantConfig(BaseModel):
         return kwargs
 
     def connect(self) -> "QdrantClient":
-        """A client for the server or the embedded directory."""
+        """A client for the server or the embedded directory: a ``QdrantClient``, or for
+        ``store="edge"`` an :class:`~c2v_rag.rag.edge.EdgeClient` with the same calls."""
+        if self.is_edge:
+            from .edge import EdgeClient
+
+            ignored = [name for name in _EDGE_IGNORES if getattr(self, name) is not None]
+            if ignored:
+                logger.warning("Qdrant Edge ignores the server options %s", ", ".join(ignored))
+            return EdgeClient(self.path, hnsw_m=self.hnsw_m, hnsw_ef_construct=self.hnsw_ef_construct,
+                              hnsw_ef=self.hnsw_ef)
         from qdrant_client import QdrantClient
 
         if not self.is_server:
+            from .edge import check_store_kind
+
+            check_store_kind(self.path, "local")
             self.path.mkdir(parents=True, exist_ok=True)
             ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
             # Embedded Qdrant stores float32 whatever the collection says (measured in
@@ -195,6 +253,8 @@ class QdrantConfig(BaseModel):
     def create_collection_kwargs(self, dim: int, layout: "CollectionLayout | None" = None) -> dict[str, Any]:
         """Arguments for ``create_collection`` (minus the name and metadata); ``layout`` names the
         vectors and adds the sparse one (default: one dense vector named ``vector_name``)."""
+        from qdrant_client.http import models
+
         params = self.vector_params(dim)
         dense = layout.dense if layout is not None else self.vector_name
         kwargs: dict[str, Any] = {
@@ -205,6 +265,8 @@ class QdrantConfig(BaseModel):
             "replication_factor": self.replication_factor,
             "write_consistency_factor": self.write_consistency_factor,
             "on_disk_payload": self.on_disk_payload,
+            "hnsw_config": (models.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct)
+                            if self.hnsw_m or self.hnsw_ef_construct else None),
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 

@@ -67,7 +67,8 @@ def iter_documents(docs: Any, *, options: ReadOptions | None = None,
     """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
 
     A single top-level string that names an existing file or folder is read as a path; inside
-    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths). The input's
+    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths), and a list
+    whose strings all look like paths is refused (:func:`check_not_path_strings`). The input's
     type, and every path given at the top level or in a top-level list (existence, suffix, a
     folder's supported files), are checked on the call, before any document is read.
     ``options`` sets the file size limit and error handling; ``log`` collects what was skipped.
@@ -82,6 +83,7 @@ def iter_documents(docs: Any, *, options: ReadOptions | None = None,
         return _from_item(docs, "docs", options, log)
     if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
         if isinstance(docs, (list, tuple)):
+            check_not_path_strings(docs)
             # Open (check) every path now; their files are still read one at a time.
             opened = {i: open_source(Path(item), options, log) for i, item in enumerate(docs)
                       if isinstance(item, os.PathLike)}
@@ -92,6 +94,45 @@ def iter_documents(docs: Any, *, options: ReadOptions | None = None,
         f"docs must be a string, a dict, a document object, a path or an iterable of them; "
         f"got {type(docs).__name__}"
     )
+
+
+def check_not_path_strings(docs: "list[Any] | tuple[Any, ...]") -> None:
+    """Refuse a list whose strings are all file paths rather than texts.
+
+    ``ingest(["a.md", "b.md", ...])`` would embed the path strings themselves (strings in a list
+    are texts) and every search would then return file names. Reading them as paths instead
+    would make the meaning of the same call depend on the file system: on a machine where the
+    files are missing, or after a typo, the names would again be embedded silently. So a list
+    whose strings each end in a readable suffix (``.md``, ``.txt``, ``.jsonl``...) or name an
+    existing file or folder with a separator or suffix in the name (``docs/a``, ``a.pdf``; a bare
+    word like ``"notes"`` stays a text even when such a folder exists) is an error naming the fix.
+
+    Raises:
+        ValueError: every string in ``docs`` looks like a path (at least one string).
+    """
+    strings = [item for item in docs if isinstance(item, str)]
+    if not strings or not all(_looks_like_path(s) for s in strings):
+        return
+    existing = sum(names_existing_path(s) for s in strings)
+    first = next(i for i, item in enumerate(docs) if isinstance(item, str))
+    sample = f"docs[{first}]={strings[0]!r}" + (f" and {len(strings) - 1} more" if len(strings) > 1 else "")
+    found = (f"all {len(strings)} of them name existing files or folders" if existing == len(strings)
+             else f"{existing} of {len(strings)} name existing files or folders, the others end in a file suffix")
+    raise ValueError(
+        f"the strings in docs look like file paths ({sample}); {found}. Strings inside a list are "
+        "embedded as texts, so these file names, not the files, would be stored. To read the files pass "
+        "pathlib.Path objects ([Path(p) for p in paths]) or their folder; to embed the strings as texts anyway "
+        "pass them as dicts ([{'text': s} for s in strings])."
+    )
+
+
+def _looks_like_path(text: str) -> bool:
+    text = text.strip()
+    if not text or "\n" in text or len(text) > 1024:
+        return False
+    if Path(text).suffix.lower() in SUPPORTED_SUFFIXES:
+        return True
+    return (os.sep in text or "/" in text or bool(Path(text).suffix)) and names_existing_path(text)
 
 
 def names_existing_path(text: str) -> bool:

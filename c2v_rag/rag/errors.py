@@ -35,6 +35,10 @@ class StoreLockedError(C2VError, RuntimeError):
     """The embedded Qdrant directory is open in another client (this process or another one)."""
 
 
+class StoreKindError(C2VError, ValueError):
+    """A store directory was written by the other embedded engine (Qdrant Edge vs qdrant-client's local mode)."""
+
+
 class QdrantUnreachableError(C2VError, ConnectionError):
     """The Qdrant server did not answer, after the configured retries."""
 

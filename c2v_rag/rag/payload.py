@@ -25,7 +25,7 @@ DOC_ID_KEY = "doc_id"
 # and a later ingest of the same file through another root can claim the points.
 SOURCE_ROOT_KEY = "source_root"
 # Bookkeeping keys the LLM need not read when LlamaIndex puts retrieved chunks in a prompt.
-_HIDDEN_FROM_LLM = ["doc_id", "chunk_index"]
+HIDDEN_FROM_LLM = ["doc_id", "chunk_index"]
 
 
 def chunk_metadata(doc: SourceDocument, chunk: Chunk) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def chunk_payload(doc: SourceDocument, chunk: Chunk, point_id: str, metadata: Ma
         relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc.doc_id)},
         # The stored vector embeds the chunk text alone; LlamaIndex must not think otherwise.
         excluded_embed_metadata_keys=list(metadata),
-        excluded_llm_metadata_keys=[k for k in _HIDDEN_FROM_LLM if k in metadata],
+        excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in metadata],
     )
     payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
     # JSON-safe copies of the metadata values (datetimes become strings) come from the dump above.

@@ -189,6 +189,7 @@ def ingest(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
@@ -268,7 +269,7 @@ def ingest(
         config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
         sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes,
         truncate_dim=truncate_dim)
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
     if engine not in ("local", "ray"):
         raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
     if engine == "ray":

@@ -72,6 +72,7 @@ def reindex(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
     device: str | None = None,
     dtype: str | None = None,
     sparse: "Literal['keep', 'bm25'] | BM25Config | None" = "keep",
@@ -100,7 +101,7 @@ def reindex(
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
     own_client = client is None
     qdrant_client = target.connect() if own_client else client
     started = time.perf_counter()

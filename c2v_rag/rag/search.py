@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -88,6 +88,7 @@ def search(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
@@ -123,12 +124,13 @@ def search(
         collection: a collection or an alias (resolved once, so a reindex switching the alias
             meanwhile is never half-seen).
 
-    Connection arguments are those of :func:`ingest`; collections written by LlamaIndex or
-    LangChain can be searched too.
+    Connection arguments are those of :func:`ingest` (``store``: the embedded engine, detected
+    from an existing directory when unset); collections written by LlamaIndex or LangChain can
+    be searched too.
     """
     _check_query(query)
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
-                       prefer_grpc=prefer_grpc, model=model, device=device, dtype=dtype, task=task,
+                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, task=task,
                        instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
                        fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
@@ -143,6 +145,7 @@ def search_many(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
@@ -167,7 +170,7 @@ def search_many(
     check_fusion(fusion)
     if not queries:
         return []
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
     own_client = client is None
     qdrant_client = target.connect() if own_client else client
     try:
@@ -194,6 +197,7 @@ async def asearch(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
@@ -210,7 +214,8 @@ async def asearch(
 ) -> list[SearchHit]:
     """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
     embedding in a worker thread, so the event loop stays free. ``client`` is an open
-    ``AsyncQdrantClient`` to use (left open)."""
+    ``AsyncQdrantClient`` to use (left open). Qdrant Edge has no async client: a search of an
+    Edge store runs whole in a worker thread."""
     from qdrant_client import AsyncQdrantClient
 
     require_rag("c2v_rag.asearch")
@@ -218,7 +223,13 @@ async def asearch(
     queries = _check_queries([query], top_k)
     query_filter = to_qdrant_filter(filter)
     check_fusion(fusion)
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc)
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
+    if target.is_edge and client is None:
+        hits = await asyncio.to_thread(
+            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype, task=task,
+            instruction=instruction, filter=query_filter, score_threshold=score_threshold, mode=mode, fusion=fusion,
+            with_vectors=with_vectors, group_by_document=group_by_document, qdrant=target)
+        return hits[0]
     own_client = client is None
     if own_client:
         if not target.is_server:

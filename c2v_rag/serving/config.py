@@ -63,6 +63,8 @@ class ServerConfig(BaseModel):
     # -- /v1/search
     qdrant_url: str | None = Field(None, description="Qdrant server for /v1/search (API key: $QDRANT_API_KEY)")
     qdrant_path: Path | None = Field(None, description="embedded Qdrant directory for /v1/search")
+    qdrant_store: Literal["local", "edge"] | None = Field(
+        None, description="the embedded engine of qdrant_path (default: detected from the directory)")
     collection: str = Field("c2v_rag", description="default collection for /v1/search")
     prefer_grpc: bool = Field(False, description="talk gRPC to the Qdrant server")
 

@@ -32,7 +32,7 @@ class CollectionSearcher:
     def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = QdrantConfig.resolve(None, config.qdrant_url, config.qdrant_path,
-                                           prefer_grpc=config.prefer_grpc)
+                                           prefer_grpc=config.prefer_grpc, store=config.qdrant_store)
         self.model = model
         # Per concrete collection, the prefix size its vectors keep (Matryoshka; None: whole), read by check().
         self._sizes: dict[str, int | None] = {}

@@ -43,7 +43,11 @@ def test_folder_reads_txt_md_jsonl_and_skips_hidden_and_other_files(tmp_path: Pa
     assert docs[1].source == str(jsonl)
     # A top-level string naming a path is read as a path; in a list, strings are texts.
     assert [d.doc_id for d in iter_documents(str(tmp_path / "a.txt"))] == [docs[0].doc_id]
-    assert [d.text for d in iter_documents([str(tmp_path / "a.txt")])] == [str(tmp_path / "a.txt")]
+    # Inside a list a string is a text, so a path string there is refused rather than embedded (the
+    # path-strings trap, tests/rag/test_rag_path_strings.py); as a dict it is a text.
+    with pytest.raises(ValueError, match="look like file paths"):
+        iter_documents([str(tmp_path / "a.txt")])
+    assert [d.text for d in iter_documents([{"text": str(tmp_path / "a.txt")}])] == [str(tmp_path / "a.txt")]
 
 
 def test_framework_documents():

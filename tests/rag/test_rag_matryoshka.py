@@ -126,3 +126,20 @@ def test_the_server_searches_a_short_collection_at_its_size(tmp_path, matryoshka
         found = httpx.post(running.url + "/v1/search", json={"query": query, "top_k": 3}).json()["data"]
     assert [h["id"] for h in found] == [h.id for h in expected]
     np.testing.assert_allclose([h["score"] for h in found], [h.score for h in expected], atol=1e-5)
+
+
+def test_a_short_collection_on_qdrant_edge_searches_as_local_mode_does(tmp_path, matryoshka_variant, corpus,
+                                                                       ingest_config):
+    pytest.importorskip("qdrant_edge")
+    query = corpus[4]["text"][:50]
+    hits = {}
+    for store in ("local", "edge"):
+        path = tmp_path / store
+        c2v_rag.ingest(corpus, path=path, store=store, collection="short", model=matryoshka_variant,
+                       config=ingest_config, truncate_dim=40)
+        hits[store] = c2v_rag.search(query, top_k=4, collection="short", path=path, store=store)
+    assert [h.id for h in hits["edge"]] == [h.id for h in hits["local"]]
+    np.testing.assert_allclose([h.score for h in hits["edge"]], [h.score for h in hits["local"]], atol=1e-5)
+    with pytest.raises(CollectionMismatchError, match="truncate_dim=40"):
+        c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="short", model=matryoshka_variant,
+                       config=ingest_config)

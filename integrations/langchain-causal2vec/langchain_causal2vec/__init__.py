@@ -1,3 +1,4 @@
 from langchain_causal2vec.embeddings import Causal2VecEmbeddings
+from langchain_causal2vec.retrievers import Causal2VecRetriever
 
-__all__ = ["Causal2VecEmbeddings"]
+__all__ = ["Causal2VecEmbeddings", "Causal2VecRetriever"]

@@ -1,3 +1,4 @@
 from llama_index.embeddings.causal2vec.base import Causal2VecEmbedding
+from llama_index.embeddings.causal2vec.retriever import Causal2VecRetriever
 
-__all__ = ["Causal2VecEmbedding"]
+__all__ = ["Causal2VecEmbedding", "Causal2VecRetriever"]

@@ -1,0 +1,67 @@
+"""A LangChain retriever over ``c2v_rag.search``: any backend (server, local mode, Qdrant Edge)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, model_validator
+
+from c2v_rag.rag.retriever import SearchOptions
+from c2v_rag.rag.search import SearchHit
+
+# langchain_qdrant.RetrievalMode's values, and the search mode each is.
+RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
+
+
+class Causal2VecRetriever(SearchOptions, BaseRetriever):
+    """Retrieve chunks of a collection made by ``c2v_rag.ingest``, from any backend.
+
+    The query is embedded with the collection's own model and instruction; ``retrieval_mode``
+    (``dense``, ``sparse``, ``hybrid``, as ``langchain_qdrant.RetrievalMode``) picks the search,
+    ``filter`` takes the dict form of ``c2v_rag.rag.filters`` or a ``qdrant_client`` Filter, and
+    ``group_by_document`` returns one chunk per document. ``k`` is the number of documents, as in
+    ``search_kwargs={"k": ...}``; ``invoke(query, k=..., filter=...)`` overrides both per call.
+
+    Each Document carries the chunk's text as ``page_content``, its metadata, and, as
+    ``langchain_qdrant`` does, ``_id`` and ``_collection_name``; ``_score`` is the search score.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_causal2vec import Causal2VecRetriever
+
+            retriever = Causal2VecRetriever(path="store", store="edge", collection="papers", k=5,
+                                            retrieval_mode="hybrid", filter={"year": {"gte": 2020}})
+            docs = retriever.invoke("What causes spring tides?")
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    k: int = Field(default=4, ge=1, description="documents to return")
+    retrieval_mode: str | None = Field(default=None, description="dense, sparse or hybrid (sets mode)")
+
+    @model_validator(mode="after")
+    def _mode(self) -> "Causal2VecRetriever":
+        if self.retrieval_mode is not None:
+            value = str(getattr(self.retrieval_mode, "value", self.retrieval_mode)).lower()
+            if value not in RETRIEVAL_MODES:
+                raise ValueError(f"retrieval_mode={self.retrieval_mode!r}: use one of {', '.join(RETRIEVAL_MODES)}")
+            self.mode = RETRIEVAL_MODES[value]  # type: ignore[assignment]
+        return self
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, filter: Any = None) -> list[Document]:
+        return [self._document(hit) for hit in self.search_hits(query, k or self.k, filter)]
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None, filter: Any = None) -> list[Document]:
+        return [self._document(hit) for hit in await self.asearch_hits(query, k or self.k, filter)]
+
+    def _document(self, hit: SearchHit) -> Document:
+        metadata = {**hit.metadata, "_id": hit.id, "_collection_name": self.collection, "_score": hit.score}
+        if hit.doc_id is not None:
+            metadata.setdefault("doc_id", hit.doc_id)
+        return Document(page_content=hit.text, metadata=metadata, id=hit.id)

@@ -1,0 +1,398 @@
+"""The Qdrant Edge backend (``store="edge"``) against qdrant-client's local mode and independent computations.
+
+Every test runs the real qdrant-edge-py engine. Local mode searches exactly, and at these sizes
+Edge's segments are below its indexing threshold, so it searches exactly too: the two must
+return the same points, payloads, vectors and scores.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity", "qdrant_edge"):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+from qdrant_client.http import models
+
+import c2v_rag
+from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, QdrantConfig, StoreLockedError
+from c2v_rag.rag.edge import EdgeClient, store_kind
+from c2v_rag.rag.errors import StoreKindError
+from rag_helpers import make_text, stored_points
+
+
+def edge_points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
+    """Every point of the Edge store at ``path``: id -> (payload, dense vector)."""
+    with closing(EdgeClient(path)) as client:
+        return _all_points(client, collection)
+
+
+def local_points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
+    with closing(QdrantClient(path=str(path))) as client:
+        return _all_points(client, collection)
+
+
+def _all_points(client, collection: str) -> dict[str, tuple[dict, np.ndarray]]:
+    found, offset = {}, None
+    while True:
+        batch, offset = client.scroll(collection, limit=64, offset=offset, with_payload=True, with_vectors=True)
+        for p in batch:
+            vector = p.vector["text-dense"] if isinstance(p.vector, dict) else p.vector
+            found[str(p.id)] = (p.payload, np.asarray(vector, dtype=np.float32))
+        if offset is None:
+            return found
+
+
+def same_points(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b) and a
+    for pid, (payload, vector) in a.items():
+        assert b[pid][0] == payload, pid
+        np.testing.assert_allclose(b[pid][1], vector, atol=1e-6)
+
+
+def test_edge_stores_the_points_local_mode_stores(tmp_path, tiny_variant, corpus, ingest_config):
+    edge = c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
+                          config=ingest_config)
+    local = c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
+    assert edge.ok and (edge.chunks, edge.chunks_written) == (local.chunks, local.chunks_written) and edge.chunks > 6
+    assert edge.location == f"Qdrant Edge at {tmp_path / 'edge'}"
+    assert store_kind(tmp_path / "edge") == "edge" and store_kind(tmp_path / "local") == "local"
+    same_points(local_points(tmp_path / "local"), edge_points(tmp_path / "edge"))
+
+
+def test_edge_dense_search_matches_exact_cosine(tmp_path, tiny_variant, tiny_model, corpus, ingest_config):
+    store = tmp_path / "edge"
+    c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    stored = edge_points(store)
+    ids = list(stored)
+    docs = np.stack([stored[i][1] for i in ids])
+    query = corpus[2]["text"][:60]
+    q = tiny_model.encode_queries([query], task=DEFAULT_QUERY_TASK, normalize_embeddings=True)[0]
+    scores = docs @ q
+    order = np.argsort(-scores)[:4]
+    # The store's engine is detected from the directory: no store= needed to read it.
+    hits = c2v_rag.search(query, top_k=4, path=store, collection="kb")
+    assert [h.id for h in hits] == [ids[i] for i in order]
+    np.testing.assert_allclose([h.score for h in hits], scores[order], atol=1e-5)
+    assert all(h.text == stored[h.id][0]["page_content"] and h.doc_id == stored[h.id][0]["doc_id"] for h in hits)
+    many = c2v_rag.search_many([query, corpus[4]["text"][:50]], top_k=3, path=store, collection="kb")
+    assert [h.id for h in many[0]] == [h.id for h in hits[:3]] and len(many[1]) == 3
+
+    import asyncio
+
+    async_hits = asyncio.run(c2v_rag.asearch(query, top_k=4, path=store, collection="kb"))
+    assert [h.id for h in async_hits] == [h.id for h in hits]
+
+
+@pytest.fixture
+def two_stores(tmp_path, tiny_variant, corpus, ingest_config):
+    """The corpus with BM25 vectors in an Edge store and in a local-mode store."""
+    for store, where in (("edge", tmp_path / "edge"), ("local", tmp_path / "local")):
+        c2v_rag.ingest(corpus, path=where, store=store, collection="kb", model=tiny_variant, config=ingest_config,
+                       sparse="bm25")
+    return tmp_path / "edge", tmp_path / "local"
+
+
+def same_ranking(got, want) -> None:
+    """The same hits in the same order and with the same scores; points tied on score may come in
+    either order (BM25 ties often), and a tie cut by top_k may keep either point."""
+    np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    last = round(want[-1].score, 4)
+    key = lambda h: (-round(h.score, 4), h.id)  # noqa: E731
+    assert sorted(map(key, got)) == sorted(map(key, want)) or (
+        [key(h) for h in got if round(h.score, 4) != last] == [key(h) for h in want if round(h.score, 4) != last])
+    by_id = {h.id: h for h in want}
+    assert all(h.metadata == by_id[h.id].metadata and h.text == by_id[h.id].text for h in got if h.id in by_id)
+
+
+FILTERS = [
+    {"topic": "odd"},
+    {"n": [0, 4]},
+    {"n": {"gte": 2, "lt": 5}, "must_not": {"topic": "even"}},
+    models.Filter(should=[models.FieldCondition(key="metadata.n", match=models.MatchValue(value=1)),
+                          models.FieldCondition(key="doc_id", match=models.MatchValue(value="doc-5"))]),
+    models.Filter(must_not=[models.FieldCondition(key="metadata.n", match=models.MatchExcept(**{"except": [2, 3]}))]),
+]
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse"])
+def test_edge_answers_every_mode_and_filter_as_local_mode_does(two_stores, mode):
+    edge, local = two_stores
+    query = "vitamin deficiency bone loss in older adults"
+    for flt in [None, *FILTERS]:
+        for grouped in (False, True):
+            kwargs = dict(top_k=5, collection="kb", mode=mode, filter=flt, group_by_document=grouped)
+            got = c2v_rag.search(query, path=edge, **kwargs)
+            want = c2v_rag.search(query, path=local, **kwargs)
+            assert got, (flt, grouped)
+            same_ranking(got, want)
+            if grouped:
+                assert len({h.doc_id for h in got}) == len(got)
+
+
+def rrf(*rankings: list) -> dict[str, float]:
+    """Reciprocal rank fusion as Qdrant computes it (k=2, ranks from 0)."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking):
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (rank + 2)
+    return fused
+
+
+@pytest.mark.parametrize("flt", [None, *FILTERS])
+def test_edge_hybrid_is_the_rrf_of_its_dense_and_bm25_lists(two_stores, flt):
+    # BM25 ties are ordered differently by the two engines, which moves RRF ranks: each store is
+    # checked against the fusion of its own two lists (the prefetch depth is 50).
+    edge, _ = two_stores
+    query = "vitamin deficiency bone loss in older adults"
+    lists = [c2v_rag.search(query, top_k=50, path=edge, collection="kb", mode=m, filter=flt)
+             for m in ("dense", "sparse")]
+    fused = rrf(*lists)
+    hits = c2v_rag.search(query, top_k=5, path=edge, collection="kb", mode="hybrid", filter=flt)
+    assert hits and [round(h.score, 5) for h in hits] == sorted((round(v, 5) for v in fused.values()),
+                                                               reverse=True)[:len(hits)]
+    assert all(h.score == pytest.approx(fused[h.id], abs=1e-6) for h in hits)
+    # Grouped by document: each document once, at its best chunk's fused rank.
+    groups = c2v_rag.search(query, top_k=3, path=edge, collection="kb", mode="hybrid", filter=flt,
+                            group_by_document=True)
+    best: dict[str, float] = {}
+    for pid, score in fused.items():
+        doc = next(h.doc_id for lst in lists for h in lst if h.id == pid)
+        best[doc] = max(best.get(doc, 0.0), score)
+    assert [round(h.score, 5) for h in groups] == sorted((round(v, 5) for v in best.values()),
+                                                         reverse=True)[:len(groups)]
+    assert len({h.doc_id for h in groups}) == len(groups) == min(3, len(best))
+
+
+def test_edge_filter_keeps_only_matching_points(two_stores):
+    edge, _ = two_stores
+    hits = c2v_rag.search("vitamin bone", top_k=50, path=edge, collection="kb", filter={"topic": "odd"})
+    assert hits and {h.doc_id for h in hits} == {"doc-1", "doc-3", "doc-5"}
+    hits = c2v_rag.search("vitamin bone", top_k=50, path=edge, collection="kb", mode="hybrid",
+                          filter={"n": {"gte": 4}})
+    assert {h.doc_id for h in hits} == {"doc-4", "doc-5"}
+
+
+def test_edge_rerun_adds_nothing_and_a_changed_document_leaves_no_stale_chunks(tmp_path, tiny_variant, corpus,
+                                                                              ingest_config):
+    store = tmp_path / "edge"
+    first = c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    again = c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    assert (again.chunks_written, again.chunks_unchanged) == (0, first.chunks)
+    changed = [dict(d) for d in corpus]
+    changed[3]["text"] = make_text(99, sentences=3)
+    c2v_rag.ingest(changed, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(changed, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
+                   config=ingest_config)
+    same_points(edge_points(tmp_path / "clean"), edge_points(store))
+
+
+def test_edge_refuses_another_model_and_another_size(tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config):
+    store = tmp_path / "edge"
+    c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="built with another model"):
+        c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant_qwen, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="another model"):
+        c2v_rag.search("vitamin", path=store, collection="kb", model=tiny_variant_qwen)
+    with pytest.raises(CollectionMismatchError, match="no sparse vectors"):
+        c2v_rag.search("vitamin", path=store, collection="kb", mode="hybrid")
+    with pytest.raises(CollectionMismatchError, match="no sparse vectors"):
+        c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config, sparse="bm25")
+    assert len(edge_points(store)) > 0
+
+
+def test_an_open_edge_store_is_locked_with_a_clear_error(tmp_path, tiny_variant, corpus, ingest_config):
+    store = tmp_path / "edge"
+    with EdgeClient(store):
+        with pytest.raises(StoreLockedError, match="open in another client"):
+            EdgeClient(store)
+        with pytest.raises(StoreLockedError, match=f"Qdrant Edge at {store}"):
+            c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    # Released on close: the ingest runs.
+    assert c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config).ok
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from c2v_rag.rag.edge import EdgeClient; "
+            "EdgeClient(sys.argv[1])")
+    with EdgeClient(store):  # another process sees the lock too
+        out = subprocess.run([sys.executable, "-c", code, str(store), str(Path(c2v_rag.__file__).parents[1])],
+                             capture_output=True, text=True)
+    assert out.returncode != 0 and "StoreLockedError" in out.stderr
+
+
+def test_a_path_of_the_other_engine_is_refused_before_the_model_loads(tmp_path, tiny_variant, corpus, ingest_config):
+    local, edge = tmp_path / "local", tmp_path / "edge"
+    c2v_rag.ingest(corpus[:2], path=local, collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:2], path=edge, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    # model= names nothing loadable: the store error must come first.
+    with pytest.raises(StoreKindError) as err:
+        c2v_rag.ingest(corpus, path=local, store="edge", collection="kb", model="no-such-variant")
+    message = str(err.value)
+    assert "qdrant-client local-mode store (store='local')" in message and "Qdrant Edge store (store='edge')" in message
+    assert str(local) in message and "migrate" in message
+    with pytest.raises(StoreKindError, match="holds a Qdrant Edge store"):
+        c2v_rag.search("vitamin", path=edge, store="local", collection="kb", model="no-such-variant")
+    with pytest.raises(StoreKindError):
+        QdrantConfig(path=edge).connect()  # a QdrantClient on an Edge directory, refused too
+    with pytest.raises(StoreKindError):
+        EdgeClient(local)
+
+
+_KILLED_INGEST = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, sys.argv[1])
+    import c2v_rag
+    from c2v_rag.rag import IngestConfig
+    from c2v_rag.rag.points import PointWriter
+
+    writes = 0
+    original = PointWriter.write
+
+    def write_then_die(self, points, completed):
+        global writes
+        original(self, points, completed)
+        writes += 1
+        if writes == 3:  # three batches are stored: die as a kill -9 would, no cleanup, no close
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    PointWriter.write = write_then_die
+    docs = [{"id": f"doc-{i}", "text": t} for i, t in enumerate(sys.argv[4:])]
+    c2v_rag.ingest(docs, path=sys.argv[2], store="edge", collection="kb", model=sys.argv[3],
+                   config=IngestConfig(chunk_size=24, chunk_overlap=4, batch_size=4, show_progress=False))
+""")
+
+
+def test_nothing_is_lost_when_an_edge_ingest_is_killed(tmp_path, tiny_variant, ingest_config):
+    texts = [make_text(i, sentences=8) for i in range(8)]
+    store = tmp_path / "killed"
+    run = subprocess.run([sys.executable, "-c", _KILLED_INGEST, str(Path(c2v_rag.__file__).parents[1]), str(store),
+                          str(tiny_variant), *texts], capture_output=True, text=True)
+    assert run.returncode == -9, run.stderr[-2000:]
+    survived = edge_points(store)  # the lock died with the process; the WAL kept every stored batch
+    assert len(survived) >= 12
+    docs = [{"id": f"doc-{i}", "text": t} for i, t in enumerate(texts)]
+    resumed = c2v_rag.ingest(docs, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    assert resumed.chunks_unchanged == len(survived) and resumed.chunks_written == resumed.chunks - len(survived)
+    c2v_rag.ingest(docs, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
+                   config=ingest_config)
+    same_points(edge_points(tmp_path / "clean"), edge_points(store))
+
+
+def test_edge_sync_mirrors_a_folder(tmp_path, tiny_variant, ingest_config):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"n{i}.md").write_text(make_text(i, sentences=3))
+    store = tmp_path / "edge"
+    c2v_rag.ingest(folder, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    (folder / "n1.md").unlink()
+    (folder / "n2.md").rename(folder / "renamed.md")
+    result = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, sync=True)
+    assert result.documents_deleted == 2
+    c2v_rag.ingest(folder, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
+                   config=ingest_config)
+    same_points(edge_points(tmp_path / "clean"), edge_points(store))
+
+
+def test_edge_versioned_ingest_and_reindex_switch_the_alias(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                            ingest_config):
+    store = tmp_path / "edge"
+    first = c2v_rag.ingest(corpus, path=store, store="edge", collection="papers", model=tiny_variant,
+                           config=ingest_config, versioned=True)
+    assert first.collection == "papers_v1"
+    before = c2v_rag.search("vitamin bone", top_k=3, path=store, collection="papers")
+    result = c2v_rag.reindex("papers", path=store, model=tiny_variant_qwen, show_progress=False, drop_previous=True)
+    assert (result.previous, result.collection, result.chunks) == ("papers_v1", "papers_v2", first.chunks)
+    with closing(EdgeClient(store)) as client:
+        assert [(a.alias_name, a.collection_name) for a in client.get_aliases().aliases] == [("papers", "papers_v2")]
+        assert [c.name for c in client.get_collections().collections] == ["papers_v2"]
+    after = c2v_rag.search("vitamin bone", top_k=3, path=store, collection="papers")  # with the new model
+    assert len(after) == 3 and {h.doc_id for h in before} and after[0].score != before[0].score
+    with pytest.raises(CollectionMismatchError, match="another model"):
+        c2v_rag.search("vitamin bone", path=store, collection="papers", model=tiny_variant)
+    # The reindexed copy holds the same chunks, re-embedded by the new model.
+    stored = edge_points(store, "papers_v2")
+    q = {p["page_content"] for p, _ in stored.values()}
+    assert q == {h.text for h in c2v_rag.search("vitamin bone", top_k=100, path=store, collection="papers")}
+
+
+@pytest.mark.parametrize("direction", ["local->edge", "edge->local"])
+def test_migrate_copies_points_unchanged_and_the_copy_searches_the_same(tmp_path, tiny_variant, corpus, ingest_config,
+                                                                       direction):
+    source_store, target_store = direction.split("->")
+    source, target = tmp_path / source_store, tmp_path / f"copy-{target_store}"
+    c2v_rag.ingest(corpus, path=source, store=source_store, collection="papers", model=tiny_variant,
+                   config=ingest_config, sparse="bm25", versioned=True)
+    result = c2v_rag.migrate("papers", source_path=source, target_path=target, target_store=target_store)
+    assert (result.collection, result.target_collection, result.alias) == ("papers_v1", "papers_v1", "papers")
+    read = {"local": local_points, "edge": edge_points}
+    same_points(read[source_store](source, "papers_v1"), read[target_store](target, "papers_v1"))
+    assert store_kind(target) == target_store
+    for mode in ("dense", "sparse", "hybrid"):
+        got = c2v_rag.search("vitamin bone loss", top_k=4, path=target, collection="papers", mode=mode)
+        want = c2v_rag.search("vitamin bone loss", top_k=4, path=source, collection="papers", mode=mode)
+        if mode != "hybrid" or source_store == target_store:
+            same_ranking(got, want)
+    # The copy records the model: another one is refused there too, and a re-run resumes (adds nothing).
+    again = c2v_rag.migrate("papers", source_path=source, target_path=target)
+    assert again.points == result.points and len(read[target_store](target, "papers_v1")) == result.points
+    with pytest.raises(ValueError, match="source and target are both"):
+        c2v_rag.migrate("papers", source_path=source, target_path=source)
+
+
+def test_migrate_refuses_a_target_collection_that_is_not_a_copy(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                                ingest_config):
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "b", store="edge", collection="kb", model=tiny_variant_qwen,
+                   config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="is not a copy of 'kb'"):
+        c2v_rag.migrate("kb", source_path=tmp_path / "a", target_path=tmp_path / "b")
+
+
+def test_cli_ingest_search_and_migrate_with_store_edge(tmp_path, tiny_variant, capsys):
+    from c2v_rag.cli import main
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(make_text(i, sentences=3))
+    edge, local = tmp_path / "edge", tmp_path / "local"
+    assert main(["ingest", str(folder), "--path", str(edge), "--store", "edge", "--collection", "kb", "--model",
+                 str(tiny_variant), "--chunk-size", "24", "--chunk-overlap", "4", "-q"]) == 0
+    assert f"Qdrant Edge at {edge}" in capsys.readouterr().out
+    assert main(["search", "vitamin bone", "--path", str(edge), "--collection", "kb", "--json"]) == 0
+    import json
+
+    hits = json.loads(capsys.readouterr().out)
+    assert [h["id"] for h in hits] == [h.id for h in c2v_rag.search("vitamin bone", path=edge, collection="kb")]
+    assert main(["migrate", "--path", str(edge), "--collection", "kb", "--to-path", str(local)]) == 0
+    assert "copied into 'kb' at embedded Qdrant at" in capsys.readouterr().out
+    same_points(edge_points(edge), local_points(local))
+    # The wrong engine named on the command line: one error line, exit 2, before the model loads.
+    assert main(["search", "vitamin", "--path", str(local), "--store", "edge", "--collection", "kb"]) == 2
+    assert "holds a qdrant-client local-mode store" in capsys.readouterr().err
+
+
+def test_serve_search_reads_an_edge_store(tmp_path, tiny_variant, corpus, ingest_config):
+    for _module in ("fastapi", "uvicorn", "httpx"):
+        pytest.importorskip(_module)
+    import httpx
+
+    from c2v_rag.rag import load_model
+    from c2v_rag.serving import ServerConfig, ServerThread, create_app
+
+    c2v_rag.ingest(corpus, path=tmp_path, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
+    query = make_text(3)[:50]
+    want = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", filter={"topic": "odd"})
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")  # the engine is detected
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        response = httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, "filter": {"topic": "odd"}})
+    assert response.status_code == 200, response.text
+    assert [h["id"] for h in response.json()["data"]] == [h.id for h in want]

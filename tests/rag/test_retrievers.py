@@ -1,0 +1,138 @@
+"""The LlamaIndex and LangChain retrievers over c2v_rag.search, on a real ingest, on both embedded engines.
+
+References nobody here wrote: on local mode, each framework's own ``QdrantVectorStore`` retriever
+over the same collection must return what ours return; on Qdrant Edge (which the frameworks
+cannot open) ours must return what they return on the same ingest in local mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import closing
+
+import numpy as np
+import pytest
+
+for _module in ("qdrant_client", "tenacity", "qdrant_edge", "llama_index.vector_stores.qdrant", "langchain_qdrant"):
+    pytest.importorskip(_module)
+
+from langchain_causal2vec import Causal2VecEmbeddings, Causal2VecRetriever as LangChainRetriever
+from llama_index.embeddings.causal2vec import Causal2VecEmbedding, Causal2VecRetriever as LlamaRetriever
+from qdrant_client import QdrantClient
+
+import c2v_rag
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, tiny_variant):
+    """Six documents with BM25 vectors in a local-mode store and in an Edge store (read-only in the tests)."""
+    from c2v_rag.rag import IngestConfig
+    from rag_helpers import make_text
+
+    corpus = [{"id": f"doc-{i}", "text": make_text(i), "metadata": {"topic": "odd" if i % 2 else "even", "n": i}}
+              for i in range(6)]
+    config = IngestConfig(chunk_size=24, chunk_overlap=4, batch_size=4, show_progress=False)
+    root = tmp_path_factory.mktemp("retrievers")
+    for store in ("local", "edge"):
+        c2v_rag.ingest(corpus, path=root / store, store=store, collection="kb", model=tiny_variant, config=config,
+                       sparse="bm25")
+    return {"local": root / "local", "edge": root / "edge"}
+
+
+QUERY = "vitamin deficiency is linked to bone loss"
+
+
+def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(stores, tiny_variant, monkeypatch):
+    from langchain_qdrant import QdrantVectorStore as LangChainStore
+    from llama_index.core import Settings, VectorStoreIndex
+    from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+    from llama_index.vector_stores.qdrant import QdrantVectorStore as LlamaStore
+
+    # An index caches Settings.transformations on first use; keep that out of the other tests.
+    monkeypatch.setattr(Settings, "_transformations", None)
+    # The frameworks' own stores read local mode; remember their answers, then close the store.
+    with closing(QdrantClient(path=str(stores["local"]))) as client:
+        index = VectorStoreIndex.from_vector_store(LlamaStore(client=client, collection_name="kb",
+                                                              dense_vector_name="text-dense"),
+                                                   embed_model=Causal2VecEmbedding(model=str(tiny_variant)))
+        llama_ref = index.as_retriever(similarity_top_k=4).retrieve(QUERY)
+        odd = MetadataFilters(filters=[ExactMatchFilter(key="topic", value="odd")])
+        llama_odd = index.as_retriever(similarity_top_k=20, filters=odd).retrieve(QUERY)
+        lc_ref = LangChainStore(client=client, collection_name="kb", vector_name="text-dense",
+                                embedding=Causal2VecEmbeddings(model=str(tiny_variant))
+                                ).similarity_search_with_score(QUERY, k=4)
+    assert len(llama_ref) == 4 and {r.node.ref_doc_id for r in llama_odd} == {"doc-1", "doc-3", "doc-5"}
+
+    for store, where in stores.items():
+        nodes = LlamaRetriever(path=where, collection="kb", similarity_top_k=4).retrieve(QUERY)
+        assert [n.node.node_id for n in nodes] == [r.node.node_id for r in llama_ref], store
+        np.testing.assert_allclose([n.score for n in nodes], [r.score for r in llama_ref], atol=1e-5)
+        for mine, ref in zip(nodes, llama_ref):
+            assert (mine.node.text, mine.node.ref_doc_id) == (ref.node.text, ref.node.ref_doc_id)
+            assert mine.node.metadata["topic"] == ref.node.metadata["topic"]
+            assert "doc_id" not in mine.node.get_content(metadata_mode="llm")
+        # MetadataFilters are translated to the same Qdrant filter the framework's store sends.
+        filtered = LlamaRetriever(path=where, collection="kb", similarity_top_k=20, filters=odd).retrieve(QUERY)
+        assert [n.node.node_id for n in filtered] == [r.node.node_id for r in llama_odd], store
+
+        docs = LangChainRetriever(path=where, collection="kb", k=4).invoke(QUERY)
+        assert [d.metadata["_id"] for d in docs] == [d.metadata["_id"] for d, _ in lc_ref], store
+        np.testing.assert_allclose([d.metadata["_score"] for d in docs], [s for _, s in lc_ref], atol=1e-5)
+        for mine, (ref, _) in zip(docs, lc_ref):
+            assert (mine.page_content, mine.metadata["n"], mine.id) == (ref.page_content, ref.metadata["n"],
+                                                                        ref.metadata["_id"])
+
+
+@pytest.mark.parametrize("store", ["local", "edge"])
+def test_hybrid_filters_and_grouping_are_c2v_rag_search(stores, store):
+    from llama_index.core.vector_stores import FilterOperator, MetadataFilter, MetadataFilters
+
+    where = stores[store]
+    for mode in ("dense", "sparse", "hybrid"):
+        for group in (False, True):
+            want = c2v_rag.search(QUERY, top_k=3, path=where, collection="kb", mode=mode, group_by_document=group,
+                                  filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}})
+            llama = LlamaRetriever(
+                path=where, collection="kb", similarity_top_k=3, vector_store_query_mode=mode if mode != "dense"
+                else "default", group_by_document=group, filters=MetadataFilters(filters=[
+                    MetadataFilter(key="n", operator=FilterOperator.GTE, value=1),
+                    MetadataFilter(key="topic", operator=FilterOperator.NE, value="odd")])).retrieve(QUERY)
+            chain = LangChainRetriever(path=where, collection="kb", k=3, retrieval_mode=mode, group_by_document=group,
+                                       filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}}).invoke(QUERY)
+            assert want and {h.doc_id for h in want} <= {"doc-2", "doc-4"}
+            assert [n.node.node_id for n in llama] == [h.id for h in want] == [d.id for d in chain], (mode, group)
+            assert [n.score for n in llama] == [h.score for h in want] == [d.metadata["_score"] for d in chain]
+
+
+def test_the_retrievers_run_inside_each_frameworks_pipelines(stores, monkeypatch):
+    from langchain_core.runnables import RunnableLambda
+    from llama_index.core import Settings
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    where = stores["edge"]
+    want = c2v_rag.search(QUERY, top_k=2, path=where, collection="kb", mode="hybrid")
+    monkeypatch.setattr(Settings, "_llm", MockLLM())  # no LLM is installed; the retrieval is what is tested
+    engine = RetrieverQueryEngine.from_args(
+        LlamaRetriever(path=where, collection="kb", similarity_top_k=2, vector_store_query_mode="hybrid"),
+        llm=MockLLM(), response_mode="no_text")
+    assert [n.node.node_id for n in engine.query(QUERY).source_nodes] == [h.id for h in want]
+    assert [n.node.node_id for n in asyncio.run(engine.aquery(QUERY)).source_nodes] == [h.id for h in want]
+
+    retriever = LangChainRetriever(path=where, collection="kb", k=2, retrieval_mode="hybrid")
+    chain = retriever | RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs))
+    assert chain.invoke(QUERY) == "\n\n".join(h.text for h in want)
+    assert [d.id for d in asyncio.run(retriever.ainvoke(QUERY))] == [h.id for h in want]
+    assert [[d.id for d in docs] for docs in retriever.batch([QUERY, QUERY])] == [[h.id for h in want]] * 2
+    assert len(retriever.invoke(QUERY, k=1)) == 1  # per-call k, as search_kwargs would
+
+
+def test_bad_retriever_options_are_refused_by_name(stores):
+    with pytest.raises(ValueError, match="retrieval_mode='mmr'"):
+        LangChainRetriever(path=stores["edge"], retrieval_mode="mmr")
+    with pytest.raises(ValueError, match="vector_store_query_mode='mmr' is not supported"):
+        LlamaRetriever(path=stores["edge"], vector_store_query_mode="mmr")
+    with pytest.raises(ValueError, match="similarity_top_k"):
+        LlamaRetriever(path=stores["edge"], similarity_top_k=0)
+    with pytest.raises(ValueError):
+        LlamaRetriever(path=stores["edge"], no_such_option=1)
