@@ -54,6 +54,8 @@ HNSW_EF_CONSTRUCT = 128
 HNSW_EF = 128
 # A query for groups asks for this many chunks per wanted document, doubling while too few documents come back.
 _GROUP_OVERFETCH = 4
+# Extra points asked of Edge per query, so that points tied at the cut are all seen before the (score, id) order.
+_TIE_MARGIN = 8
 
 StoreKind = Literal["local", "edge"]
 
@@ -380,9 +382,16 @@ class EdgeClient:
 
         edge = require_edge("store='edge'")
         col = self._collection(collection_name)
-        converted = [self._edge_request(edge, col, r) for r in requests]
+        # Edge orders equal scores arbitrarily, and fusion makes ties common (RRF gives two points with swapped
+        # ranks the same score): the same query gave two orders, and a tie at the cut two sets of points. Each
+        # request is over-fetched, ordered by (score, id) and cut here, so a query always gets the same hits.
+        wanted = [r.limit or 10 for r in requests]
+        deeper = [r.model_copy(update={"limit": n + _TIE_MARGIN}) for r, n in zip(requests, wanted)]
+        converted = [self._edge_request(edge, col, r) for r in deeper]
         results = col.shard.query_batch(edge.QueryBatchRequest(converted)) if converted else []
-        return [models.QueryResponse(points=[_scored(col, p) for p in points]) for points in results]
+        return [models.QueryResponse(points=sorted((_scored(col, p) for p in points),
+                                                   key=lambda point: (-point.score, str(point.id)))[:n])
+                for points, n in zip(results, wanted)]
 
     def query_points(self, collection_name: str, query: Any = None, *, using: str | None = None,
                      prefetch: Any = None, query_filter: Any = None, limit: int = 10, with_payload: Any = True,

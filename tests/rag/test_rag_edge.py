@@ -396,3 +396,25 @@ def test_serve_search_reads_an_edge_store(tmp_path, tiny_variant, corpus, ingest
         response = httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, "filter": {"topic": "odd"}})
     assert response.status_code == 200, response.text
     assert [h["id"] for h in response.json()["data"]] == [h.id for h in want]
+
+
+def test_ties_come_back_in_one_order_every_time(tmp_path, tiny_variant, corpus, ingest_config):
+    """RRF gives points with swapped ranks equal scores, and Edge orders ties arbitrarily: c2v_rag orders them
+    by (score, id) after over-fetching, so the same query always gets the same hits in the same order."""
+    store = tmp_path / "edge"
+    c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config,
+                   sparse="bm25")
+    client = QdrantConfig.resolve(None, None, store, store="edge").connect()
+    tied = 0
+    try:
+        for doc in corpus:
+            query = doc["text"][:40]
+            runs = [[(h.id, h.score) for h in c2v_rag.search(query, top_k=12, collection="kb", client=client,
+                                                             mode="hybrid")] for _ in range(8)]
+            assert all(run == runs[0] for run in runs), query
+            assert runs[0] == sorted(runs[0], key=lambda hit: (-hit[1], hit[0])), query
+            scores = [s for _, s in runs[0]]
+            tied += len(set(scores)) < len(scores)
+    finally:
+        client.close()
+    assert tied, "no query had a tie: the test would not exercise the order of ties"
