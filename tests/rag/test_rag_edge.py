@@ -396,3 +396,18 @@ def test_serve_search_reads_an_edge_store(tmp_path, tiny_variant, corpus, ingest
         response = httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, "filter": {"topic": "odd"}})
     assert response.status_code == 200, response.text
     assert [h["id"] for h in response.json()["data"]] == [h.id for h in want]
+
+
+def test_a_large_local_mode_collection_suggests_edge(tmp_path, tiny_variant, corpus, ingest_config, monkeypatch,
+                                                    caplog):
+    import logging
+
+    from c2v_rag.rag import pipeline
+
+    monkeypatch.setattr(pipeline, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.pipeline"):
+        c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
+        c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
+                       config=ingest_config)
+    hints = [r.getMessage() for r in caplog.records if "--to-store edge" in r.getMessage()]
+    assert len(hints) == 1 and str(tmp_path / "local") in hints[0]
