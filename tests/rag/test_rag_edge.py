@@ -418,3 +418,18 @@ def test_ties_come_back_in_one_order_every_time(tmp_path, tiny_variant, corpus, 
     finally:
         client.close()
     assert tied, "no query had a tie: the test would not exercise the order of ties"
+
+
+def test_a_large_local_mode_collection_suggests_edge(tmp_path, tiny_variant, corpus, ingest_config, monkeypatch,
+                                                    caplog):
+    import logging
+
+    from c2v_rag.rag import pipeline
+
+    monkeypatch.setattr(pipeline, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.pipeline"):
+        c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
+        c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
+                       config=ingest_config)
+    hints = [r.getMessage() for r in caplog.records if "--to-store edge" in r.getMessage()]
+    assert len(hints) == 1 and str(tmp_path / "local") in hints[0]
