@@ -26,7 +26,7 @@ from .batching import Causal2VecBatch, collate
 from .config import READOUT_FIELDS, Causal2VecConfig
 from .devices import resolve_device, resolve_dtype
 from .instructions import resolve_instruction
-from .pooling import mean_pool, mix_encoder_vector, read_representation
+from .pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation
 from .projector import ContextualProjector
 from .prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from .sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
@@ -355,8 +355,8 @@ class Causal2Vec(nn.Module):
         """
         if self.needs_for(truncate_dim) == "encoder":
             states = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
-            sentence = torch.nn.functional.normalize(mean_pool(states, batch.encoder_attention_mask).float(), dim=-1)
-            return (sentence * self.config.encoder_share**0.5)[:, :truncate_dim]
+            sentence = mean_pool(states, batch.encoder_attention_mask)
+            return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch)
         readout = read_representation(
             self.config.representation, hidden, batch.context_positions,

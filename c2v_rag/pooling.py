@@ -74,7 +74,12 @@ def mix_encoder_vector(decoder_vector: torch.Tensor, encoder_vector: torch.Tenso
     The cosine of two such vectors is ``share`` times the encoder's cosine plus ``1 - share`` times the
     decoder readout's, whatever the two parts' norms and sizes: the share is exactly what it says.
     """
-    encoder_unit = torch.nn.functional.normalize(encoder_vector.float(), dim=-1)
     decoder_unit = torch.nn.functional.normalize(decoder_vector.float(), dim=-1)
-    mixed = torch.cat([encoder_unit * share**0.5, decoder_unit * (1.0 - share) ** 0.5], dim=-1)
+    mixed = torch.cat([encoder_part(encoder_vector, share), decoder_unit * (1.0 - share) ** 0.5], dim=-1)
     return mixed.to(decoder_vector.dtype)
+
+
+def encoder_part(encoder_vector: torch.Tensor, share: float) -> torch.Tensor:
+    """``sqrt(share) * unit(encoder_vector)`` in float32: the first part of :func:`mix_encoder_vector`'s vector,
+    which a Matryoshka prefix inside it is computed from alone (no decoder)."""
+    return torch.nn.functional.normalize(encoder_vector.float(), dim=-1) * share**0.5

@@ -141,9 +141,8 @@ class Embedder:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
         self.model = model
-        self.truncate_dim = truncate_dim
+        self.truncate_dim = truncate_dim  # checked against the model's trained sizes (the setter)
         self.long_texts = resolve_long_texts(long_texts)
-        self.model = model
         self.task = task
         self.query_instruction = query_instruction
         self.text_instruction = text_instruction
