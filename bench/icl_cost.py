@@ -42,6 +42,7 @@ def main() -> None:
     for k in args.counts:
         prompt = resolve_instruction(task=data.task, instruction=None, is_query=True, examples=examples[k])
         tokens[k] = float(np.mean(prepare_texts(model, queries, prompt).lengths))
+        print(f"examples {k}: {tokens[k]:.1f} decoder tokens per query", flush=True)
     model.encode_queries(queries, task=data.task)  # warm-up
     best: dict[int, float] = {}
     for round_ in range(args.rounds):
