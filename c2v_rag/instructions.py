@@ -279,7 +279,8 @@ def resolve_instruction(
         text = t.instruction if (is_query or t.symmetric) else None
     if text is None:
         if given:
-            side = f"documents of the {t.kind.value} task {t.name!r}" if t is not None else "inputs without an instruction"
+            side = (f"documents of the {t.kind.value} task {t.name!r}" if t is not None
+                    else "inputs without an instruction")
             raise ValueError(f"{side} get no in-context examples (only what gets an instruction does): pass "
                              "examples= when encoding queries, or give an instruction")
         return None

@@ -121,7 +121,8 @@ def test_max_length_cuts_the_text_never_the_examples(tiny_model_factory):
     fixed = len(model.prompts.example_ids(prompt)) + len(model.prompts.instruction_ids(prompt))
     (piece,) = model.prepare([long_text], prompt)[0]
     assert piece.truncated and piece.length(1) == 200
-    assert piece.head == model.prompts._prefix + model.prompts.example_ids(prompt) + model.prompts.instruction_ids(prompt)
+    prompts = model.prompts
+    assert piece.head == prompts._prefix + prompts.example_ids(prompt) + prompts.instruction_ids(prompt)
     assert len(piece.head) == len(model.prompts._prefix) + fixed
     # The text kept is the start of the text, as many tokens as the budget leaves.
     kept = model.tokenizer(long_text, add_special_tokens=False)["input_ids"][: model.prompts.text_budget(prompt)]

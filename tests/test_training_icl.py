@@ -53,6 +53,7 @@ def test_training_with_icl_examples_reaches_the_decoder(tiny_recipe):
 
     plain = tiny_recipe(steps=2)
     with_icl = tiny_recipe(steps=2)
+    with_icl["output"]["dir"] += "-icl"
     for section in with_icl["datasets"]:
         section["icl_examples"] = 2
     losses = [[h["loss"] for h in train(TrainConfig.model_validate(raw)).history] for raw in (plain, with_icl)]

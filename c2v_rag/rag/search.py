@@ -134,7 +134,8 @@ def search(
     _check_query(query)
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
                        prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, task=task,
-                       instruction=instruction, examples=examples, filter=filter, score_threshold=score_threshold, mode=mode,
+                       instruction=instruction, examples=examples, filter=filter, score_threshold=score_threshold,
+                       mode=mode,
                        fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
 

@@ -53,9 +53,11 @@ def instruction_for(model: "Causal2Vec", input_type: str, task: str | None,
     ``examples`` (None: the task's registered ones) go with the instruction; a 400 for documents that get none.
     """
     try:
-        embedder = Embedder(model, task=task, query_examples=examples)
-        prompt = embedder.query_prompt() if input_type == "query" else embedder.document_prompt()
-        return resolve_instruction(**{"task": None, "instruction": None, **prompt}, is_query=input_type == "query")
+        if input_type == "query":
+            return resolve_instruction(**Embedder(model, task=task, query_examples=examples).query_prompt(),
+                                       is_query=True)
+        # Explicit examples for documents of a retrieval task are refused here, not dropped.
+        return resolve_instruction(task=task, instruction=None, is_query=False, examples=examples)
     except ValueError as err:
         raise ApiError(400, f"'examples': {err}", param="examples") from None
 
