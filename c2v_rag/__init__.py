@@ -2,7 +2,7 @@
 
 from .config import Causal2VecConfig, PromptFormat
 from .errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
-from .instructions import Task, TaskKind, get_task, list_tasks, register_task
+from .instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
 from .long_texts import LongTexts
 from .modeling import Causal2Vec
 from .presets import DEFAULT_PRESET, list_presets
@@ -19,6 +19,7 @@ __all__ = [
     "get_task",
     "list_tasks",
     "register_task",
+    "InContextPrompt",
     "list_presets",
     "DEFAULT_PRESET",
     "C2VError",

@@ -16,6 +16,12 @@ def _add_model_options(parser: argparse.ArgumentParser,
     parser.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
 
 
+def _add_example_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--example", nargs=2, action="append", default=None, metavar=("QUERY", "RESPONSE"),
+                        help="an in-context example for the query (Causal2Vec w/ ICL), repeatable; default: the "
+                             "task's registered examples")
+
+
 def _add_truncate_dim(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--truncate-dim", type=int, default=None, metavar="N",
                         help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
@@ -30,7 +36,7 @@ def _load(args):
 
 def cmd_compare(args) -> int:
     model = _load(args)
-    query = model.encode_queries([args.query], task=args.task, instruction=args.instruction)
+    query = model.encode_queries([args.query], task=args.task, instruction=args.instruction, examples=args.example)
     docs = model.encode_documents(args.documents, task=args.task, long_texts=args.long_texts)
     scores = model.similarity(query, docs)[0].tolist()
     print(f"query: {args.query}")
@@ -67,6 +73,8 @@ def cmd_tasks(args) -> int:
     for task in list_tasks():
         side = "all inputs" if task.symmetric else "queries only"
         print(f"{task.name:40s} {task.kind.value:20s} {side:13s} {task.instruction}")
+        for query, response in task.examples:  # in-context examples (register_task(..., examples=...))
+            print(f"{'':40s} example: {query!r} -> {response!r}")
     return 0
 
 
@@ -106,7 +114,10 @@ def cmd_eval(args) -> int:
         if args.truncate_dim is not None:
             size = {"truncate_dim": model.config.check_truncate_dim(args.truncate_dim) or model.embedding_dim}
             name += f" (truncate_dim={args.truncate_dim})"
-        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, **long_kwargs, **size)
+        if args.examples:
+            name += f" ({args.examples} in-context examples)"
+        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, examples=args.examples, **long_kwargs,
+                               **size)
     for baseline in args.baseline or []:
         name = f"{baseline} (bi-encoder alone)"
         if long_texts is not None:
@@ -252,7 +263,8 @@ def cmd_search(args) -> int:
     # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
     configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
-                  task=args.task, instruction=args.instruction, filter=_parse_filter(args.filter), mode=args.mode,
+                  task=args.task, instruction=args.instruction, examples=args.example, filter=_parse_filter(args.filter),
+                  mode=args.mode,
                   fusion=args.fusion, group_by_document=args.group_by_document, **_qdrant_args(args))
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
@@ -340,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("documents", nargs="+")
     compare.add_argument("--task", default=None, help="registered task name, e.g. SciFact (see 'c2v-rag tasks')")
     compare.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
+    _add_example_option(compare)
     compare.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk"],
                          help="documents longer than the model reads: truncate them (default) or embed overlapping "
                               "windows, mean-pooled into one vector")
@@ -365,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
     evaluate.add_argument("--truncate-dim", type=int, default=None, metavar="N",
                           help="score the first N values (a Matryoshka size the variants were trained for)")
+    evaluate.add_argument("--examples", type=int, default=0, metavar="K",
+                          help="K in-context examples per query (Causal2Vec w/ ICL), drawn from the set's train side: "
+                               "train claims for scifact-dev*, other labels' texts for classification sets (default 0)")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     evaluate.set_defaults(func=cmd_eval)
@@ -456,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_qdrant_options(search)
     search.add_argument("--task", default=None, help="registered task whose instruction the query gets")
     search.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
+    _add_example_option(search)
     search.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
     search.add_argument("--json", action="store_true", help="print the hits as JSON")
     search.add_argument("--filter", default=None, metavar="JSON",

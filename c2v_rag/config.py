@@ -34,6 +34,9 @@ TWO_PART_REPRESENTATIONS = ("concat", "average", "eos_projector")
 DEFAULT_ECHO_TEMPLATE = "Rewrite the sentence: {text}\nRewritten sentence: {text}"
 """Echo embeddings' repetition prompt (Springer et al., 2024): the text twice; only the second copy is pooled."""
 
+DEFAULT_EXAMPLE_TEMPLATE = "<instruct>{instruction}\n<query>{query}\n<response>{response}"
+"""An in-context example block as bge-en-icl writes it (Li et al., 2025), the layout Causal2Vec "w/ ICL" follows."""
+
 Placement = Literal["after_instruction", "before_instruction"]
 """Where the Contextual token sits (paper, Table 14)."""
 
@@ -102,6 +105,10 @@ class Causal2VecConfig(BaseModel):
     echo_template: str = DEFAULT_ECHO_TEMPLATE
     prompt_format: PromptFormat | Literal["auto"] = "auto"
     instruction_template: str = "{instruction}\n"
+    example_template: str = Field(
+        DEFAULT_EXAMPLE_TEMPLATE, description="one in-context example (bge-en-icl's layout); placeholders "
+                                              "{instruction}, {query}, {response}")
+    example_separator: str = Field("\n\n", description="between examples, and between the last one and the instruction")
 
     query_instruction: str | None = Field(
         None, description="instruction for queries when the caller names neither task nor instruction"
@@ -126,6 +133,8 @@ class Causal2VecConfig(BaseModel):
             raise ValueError(
                 f"instruction_template={self.instruction_template!r} must contain '{{instruction}}'"
             )
+        if "{query}" not in self.example_template or "{response}" not in self.example_template:
+            raise ValueError(f"example_template={self.example_template!r} must contain '{{query}}' and '{{response}}'")
         if self.echo_template.count("{text}") != 2:
             raise ValueError(f"echo_template={self.echo_template!r} must contain '{{text}}' exactly twice")
         if self.echo and self.representation not in ("last_token", *POOLED_REPRESENTATIONS):

@@ -16,6 +16,7 @@ from .long_texts import LongTexts, Windows, check_window, pool_windows, resolve_
 from .quantization import quantize
 
 if TYPE_CHECKING:
+    from .instructions import Instruction
     from .modeling import Causal2Vec
     from .prompting import DecoderPieces
 
@@ -78,7 +79,7 @@ def check_unicode(text: str, where: str) -> None:
 def encode_texts(
     model: "Causal2Vec",
     sentences: str | Sequence[str],
-    instruction: str | None,
+    instruction: "Instruction",
     *,
     batch_size: int = 256,
     max_tokens_per_batch: int | None = None,
@@ -127,7 +128,7 @@ def encode_texts(
     return result
 
 
-def long_text_windows(model: "Causal2Vec", texts: Sequence[str], instruction: str | None,
+def long_text_windows(model: "Causal2Vec", texts: Sequence[str], instruction: "Instruction",
                       long_texts: "str | LongTexts | None" = "chunk") -> Windows:
     """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
     windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
@@ -199,7 +200,7 @@ class PreparedTexts:
         )
 
 
-def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: str | None, *,
+def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: "Instruction", *,
                   truncate_dim: int | None = None) -> PreparedTexts:
     """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
     ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""

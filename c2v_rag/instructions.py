@@ -7,8 +7,12 @@ pair classification, summarization) put it on every input.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+Example = tuple[str, str]
+"""An in-context example: ``(query, response)``, as bge-en-icl writes it before the query."""
 
 
 class TaskKind(str, Enum):
@@ -28,11 +32,16 @@ class TaskKind(str, Enum):
 
 @dataclass(frozen=True)
 class Task:
-    """A named task: its instruction and whether documents receive it too."""
+    """A named task: its instruction, whether documents receive it too, and its in-context examples.
+
+    ``examples`` go before the instruction of every input that gets it (queries; every input of a
+    symmetric task), as bge-en-icl does; see :class:`InContextPrompt`.
+    """
 
     name: str
     instruction: str
     kind: TaskKind
+    examples: tuple[Example, ...] = ()
 
     @property
     def symmetric(self) -> bool:
@@ -184,9 +193,15 @@ def get_task(name: str) -> Task:
         ) from None
 
 
-def register_task(name: str, instruction: str, kind: TaskKind | str = TaskKind.RETRIEVAL) -> Task:
-    """Add (or replace) a task so that ``task=name`` works everywhere, e.g. for a domain variant."""
-    task = Task(name, instruction, TaskKind(kind))
+def register_task(name: str, instruction: str, kind: TaskKind | str = TaskKind.RETRIEVAL, *,
+                  examples: Iterable[Sequence[str]] | None = None) -> Task:
+    """Add (or replace) a task so that ``task=name`` works everywhere, e.g. for a domain variant.
+
+    ``examples`` are ``(query, response)`` pairs that every input getting the task's instruction also
+    gets, in front of it (Causal2Vec "w/ ICL", bge-en-icl's layout); a call can override them with
+    ``examples=`` (``[]`` for none).
+    """
+    task = Task(name, instruction, TaskKind(kind), check_examples(examples or (), where=f"task {name!r}"))
     _REGISTRY[name.strip().lower()] = task
     return task
 
@@ -196,19 +211,80 @@ def list_tasks() -> list[Task]:
     return sorted(_REGISTRY.values(), key=lambda t: t.name.lower())
 
 
+@dataclass(frozen=True)
+class InContextPrompt:
+    """An instruction with in-context examples: what comes before the Contextual token of a query.
+
+    The decoder reads ``examples`` (each laid out with the variant's ``example_template``, joined by its
+    ``example_separator``), then the instruction, then C and the text. Hashable, so the tokenized
+    prefix is cached per prompt like a plain instruction. ``task`` is named in errors only.
+    """
+
+    instruction: str
+    examples: tuple[Example, ...]
+    task: str | None = None
+
+
+Instruction = str | InContextPrompt | None
+"""What an input gets before its Contextual token: nothing, an instruction, or examples and an instruction."""
+
+
+def check_examples(examples: Iterable[Sequence[str]], *, where: str) -> tuple[Example, ...]:
+    """``examples`` as a tuple of ``(query, response)`` string pairs, or a ValueError naming the bad one."""
+    if isinstance(examples, (str, bytes, dict)) or not isinstance(examples, Iterable):
+        raise ValueError(f"examples for {where} must be a list of (query, response) pairs, "
+                         f"not a {type(examples).__name__}")
+    pairs = []
+    for i, pair in enumerate(examples):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2 \
+                or not all(isinstance(x, str) and x.strip() for x in pair):
+            raise ValueError(f"example {i} for {where} must be a (query, response) pair of non-empty strings, "
+                             f"got {pair!r:.120}")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
+EXAMPLE_MAX_WORDS = 64
+"""How many words of a drawn example's query or response are kept (bge-en-icl caps examples' length too)."""
+
+
+def shorten_example(text: str, max_words: int = EXAMPLE_MAX_WORDS) -> str:
+    """The first ``max_words`` words of ``text``, whitespace collapsed: examples drawn from a dataset are
+    cut here, when drawn, because the prompt never cuts an example (only the text after C)."""
+    words = text.split()
+    return " ".join(words[:max_words]) + (" ..." if len(words) > max_words else "")
+
+
 def resolve_instruction(
-    *, task: str | None, instruction: str | None, is_query: bool
-) -> str | None:
-    """The instruction an input gets, or None.
+    *, task: str | None, instruction: str | None, is_query: bool,
+    examples: Iterable[Sequence[str]] | None = None,
+) -> Instruction:
+    """The instruction an input gets, or None; with in-context examples, an :class:`InContextPrompt`.
 
     An explicit ``instruction`` always wins (an empty string means "no instruction"). A ``task``
-    gives its instruction to queries, and to documents too when the task is symmetric.
+    gives its instruction to queries, and to documents too when the task is symmetric. Examples go
+    with the instruction: ``examples`` when given (``[]``: none), else the task's registered ones.
+    Documents of an asymmetric task get neither (bge-en-icl): passing ``examples`` for them is an error.
     """
+    if instruction is not None and task is not None:
+        raise ValueError("pass either task= or instruction=, not both")
+    t = get_task(task) if task is not None else None
+    where = f"task {t.name!r}" if t is not None else "the instruction"
+    given = None if examples is None else check_examples(examples, where=where)
     if instruction is not None:
-        if task is not None:
-            raise ValueError("pass either task= or instruction=, not both")
-        return instruction or None
-    if task is None:
+        text = instruction or None
+    elif t is None:
+        text = None
+    else:
+        text = t.instruction if (is_query or t.symmetric) else None
+    if text is None:
+        if given:
+            side = (f"documents of the {t.kind.value} task {t.name!r}" if t is not None
+                    else "inputs without an instruction")
+            raise ValueError(f"{side} get no in-context examples (only what gets an instruction does): pass "
+                             "examples= when encoding queries, or give an instruction")
         return None
-    t = get_task(task)
-    return t.instruction if (is_query or t.symmetric) else None
+    chosen = given if given is not None else (t.examples if t is not None and instruction is None else ())
+    if not chosen:
+        return text
+    return InContextPrompt(text, chosen, t.name if t is not None else None)

@@ -81,6 +81,8 @@ class Causal2Vec(nn.Module):
             max_length=config.max_length,
             echo_template=config.echo_template if config.echo else None,
             keep_text=_reads_text(config),
+            example_template=config.example_template,
+            example_separator=config.example_separator,
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
         self.encoder_max_length = config.encoder_max_length
@@ -376,9 +378,15 @@ class Causal2Vec(nn.Module):
         instruction: str | None = None,
         task: str | None = None,
         is_query: bool = True,
+        examples: Sequence[tuple[str, str]] | None = None,
         **kwargs: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed texts, all with the same instruction (symmetric tasks: STS, classification...).
+
+        ``examples`` are in-context ``(query, response)`` pairs placed before the instruction (Causal2Vec
+        "w/ ICL", bge-en-icl's layout: ``config.example_template``); None uses the task's registered ones
+        (``register_task(..., examples=...)``), ``[]`` none. Only inputs that get an instruction get them.
+        They are never truncated; ``max_length`` cuts the text only.
 
         ``task`` names a registered task (its instruction applies to every input when the task is
         symmetric); ``instruction`` is a literal string. Keyword arguments follow
@@ -399,7 +407,7 @@ class Causal2Vec(nn.Module):
         """
         from .encoding import encode_texts
 
-        resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query)
+        resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query, examples=examples)
         return encode_texts(self, sentences, resolved, **kwargs)
 
     def long_text_windows(self, texts: Sequence[str], *, instruction: str | None = None,
@@ -411,20 +419,30 @@ class Causal2Vec(nn.Module):
         return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts)
 
     def encode_queries(
-        self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None, **kwargs: Any
+        self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
     ) -> np.ndarray | torch.Tensor:
-        """Embed search queries with the task's instruction (or the variant's default one)."""
+        """Embed search queries with the task's instruction (or the variant's default one).
+
+        ``examples=[(query, response), ...]`` puts in-context examples before the instruction (Causal2Vec
+        "w/ ICL"); None uses the task's registered examples, ``[]`` none. See :meth:`encode`.
+        """
         if task is None and instruction is None:
             task, instruction = self.config.default_task, self.config.query_instruction
             if task is not None and instruction is not None:
                 instruction = None
-        return self.encode(queries, task=task, instruction=instruction, is_query=True, **kwargs)
+        return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
 
     def encode_documents(
-        self, documents: str | Sequence[str], *, task: str | None = None, instruction: str | None = None, **kwargs: Any
+        self, documents: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
     ) -> np.ndarray | torch.Tensor:
-        """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones."""
-        return self.encode(documents, task=task, instruction=instruction, is_query=False, **kwargs)
+        """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones.
+
+        In-context examples follow the instruction: documents of an asymmetric task get none (passing
+        ``examples`` for them is an error); every input of a symmetric task gets them, as bge-en-icl does.
+        """
+        return self.encode(documents, task=task, instruction=instruction, is_query=False, examples=examples, **kwargs)
 
     # sentence-transformers >= 5 spells these in the singular.
     encode_query = encode_queries

@@ -4,19 +4,24 @@ Every input becomes ``head + [C] * n + tail`` where, with the default placement,
 
     head = BOS? + prefix + instruction        tail = text + suffix + EOS
 
-and with ``placement="before_instruction"`` the instruction moves to the start of ``tail``. With
+and with ``placement="before_instruction"`` the instruction moves to the start of ``tail``. In-context
+examples (:class:`~c2v_rag.instructions.InContextPrompt`, Causal2Vec "w/ ICL") always sit in ``head``,
+between the prefix and the instruction: ``prefix + examples + instruction + [C] + text``. C stays
+right before the text it encodes and after the instruction, as the paper places it (Table 14). With
 ``echo=True`` the text appears twice in ``tail``, inside the Echo template. Each input records
 the span of ``tail`` that pooled representations average over: the text (its second copy under
 Echo), never the instruction or the template.
 The slot is filled by position with the projector output; no text placeholder is tokenized,
-so no tokenizer can split or merge it. Only the text is truncated to fit ``max_length``.
+so no tokenizer can split or merge it. Only the text is truncated to fit ``max_length``: never the
+examples or the instruction; examples that leave no room for text are an error naming the task.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import Placement, PromptFormat
+from .config import DEFAULT_EXAMPLE_TEMPLATE, Placement, PromptFormat
+from .instructions import InContextPrompt, Instruction
 
 # Instruction templates of common backbone families (paper, Appendix A.1: [INST] for Llama-2 and
 # Mistral, <|im_start|>user ... <|im_end|> for Qwen2.5). Matched on the tokenizer's chat template.
@@ -78,6 +83,8 @@ class PromptBuilder:
         max_length: int,
         echo_template: str | None = None,
         keep_text: bool = True,
+        example_template: str = DEFAULT_EXAMPLE_TEMPLATE,
+        example_separator: str = "\n\n",
     ) -> None:
         if tokenizer.eos_token_id is None:
             raise ValueError("the decoder tokenizer has no eos_token; set tokenizer.eos_token first")
@@ -96,26 +103,55 @@ class PromptBuilder:
         self._suffix = self._ids(prompt_format.suffix)
         # A chat suffix may already end in EOS (SmolLM2's <|im_end|>): never append it twice.
         self._closing = self._suffix if self._suffix[-1:] == [self.eos_id] else self._suffix + [self.eos_id]
-        self._instruction_cache: dict[str | None, list[int]] = {}
+        self.example_template = example_template
+        self.example_separator = example_separator
+        self._instruction_cache: dict[Instruction, list[int]] = {}
+        self._examples_cache: dict[Instruction, list[int]] = {}
         # Echo: the template's pieces around the two copies, tokenized once, like the instruction.
         self._echo = [self._ids(part) for part in echo_template.split("{text}")] if echo_template else None
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
 
-    def instruction_ids(self, instruction: str | None) -> list[int]:
+    def instruction_ids(self, instruction: Instruction) -> list[int]:
+        """The tokens of the instruction (through ``instruction_template``), examples excluded."""
         if instruction not in self._instruction_cache:
-            text = self.instruction_template.format(instruction=instruction) if instruction else ""
+            text = instruction.instruction if isinstance(instruction, InContextPrompt) else instruction
+            text = self.instruction_template.format(instruction=text) if text else ""
             self._instruction_cache[instruction] = self._ids(text)
         return self._instruction_cache[instruction]
 
-    def text_budget(self, instruction: str | None) -> int:
-        """How many text tokens fit once the instruction, the slot and the closing tokens are in."""
-        fixed = len(self._prefix) + len(self.instruction_ids(instruction)) + self.num_contextual_tokens
+    def example_text(self, instruction: Instruction) -> str:
+        """The in-context examples as the decoder reads them, ending in the separator; "" without examples."""
+        if not isinstance(instruction, InContextPrompt):
+            return ""
+        blocks = [self.example_template.format(instruction=instruction.instruction, query=q, response=r)
+                  for q, r in instruction.examples]
+        return self.example_separator.join(blocks) + self.example_separator
+
+    def example_ids(self, instruction: Instruction) -> list[int]:
+        """The tokens of :meth:`example_text`, tokenized once per prompt (like the instruction)."""
+        if instruction not in self._examples_cache:
+            self._examples_cache[instruction] = self._ids(self.example_text(instruction))
+        return self._examples_cache[instruction]
+
+    def text_budget(self, instruction: Instruction) -> int:
+        """How many text tokens fit once the examples, the instruction, the slot and the closing tokens are in."""
+        examples = self.example_ids(instruction)
+        fixed = len(self._prefix) + len(examples) + len(self.instruction_ids(instruction)) + self.num_contextual_tokens
         budget = self.max_length - fixed - len(self._closing)
         if self._echo is not None:
             # Both copies must fit, with the template around them.
             budget = (budget - sum(len(p) for p in self._echo)) // 2
+        if examples and budget < 1:
+            # Examples are never cut (a cut example teaches a wrong pattern); the text would be lost instead.
+            owner = f"task {instruction.task!r}" if instruction.task else "the instruction"
+            raise ValueError(
+                f"the {len(instruction.examples)} in-context example(s) of {owner} take {len(examples)} tokens, "
+                f"which with the instruction and the template ({fixed + len(self._closing)} tokens in all) leave no "
+                f"room for the text within max_length={self.max_length}: pass fewer or shorter examples "
+                f"(examples=...), or raise max_length"
+            )
         if budget < 0:
             raise ValueError(
                 f"max_length={self.max_length} leaves no room for the text: the instruction "
@@ -124,7 +160,7 @@ class PromptBuilder:
             )
         return budget
 
-    def build(self, texts: list[str], instruction: str | None, *, keep_text: bool | None = None) -> list[DecoderPieces]:
+    def build(self, texts: list[str], instruction: Instruction, *, keep_text: bool | None = None) -> list[DecoderPieces]:
         """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot.
 
         ``keep_text=False`` leaves the text out (only what comes before the slot is read); None follows
@@ -132,6 +168,7 @@ class PromptBuilder:
         """
         keep_text = self.keep_text if keep_text is None else keep_text
         instr = self.instruction_ids(instruction)
+        examples = self.example_ids(instruction)
         budget = self.text_budget(instruction)
         encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts and keep_text else \
             [[] for _ in texts]
@@ -145,9 +182,9 @@ class PromptBuilder:
                 body = before + ids + middle + ids + after
                 start = len(before) + len(ids) + len(middle)
             if self.placement == "after_instruction":
-                head, lead = self._prefix + instr, []
+                head, lead = self._prefix + examples + instr, []
             else:
-                head, lead = list(self._prefix), instr
+                head, lead = self._prefix + examples, instr
             start += len(lead)
             pieces.append(DecoderPieces(head, lead + body + self._closing, truncated, (start, start + len(ids))))
         return pieces

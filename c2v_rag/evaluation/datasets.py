@@ -22,6 +22,8 @@ class RetrievalData:
     qrels: dict[str, dict[str, int]]
     name: str = "retrieval"
     task: str | None = None
+    example_pairs: list[tuple[str, str]] = field(default_factory=list)
+    """(query, relevant document) pairs from outside the evaluated queries, for in-context examples."""
 
 
 @dataclass
@@ -111,8 +113,11 @@ def scifact_dev(data_root: str | Path, *, dev_fraction: float = 0.2, seed: int =
     ``corpus_size`` shrinks the corpus for CPU-sized runs: every document judged for a dev claim
     stays, and seeded random abstracts fill up the rest as distractors.
     """
-    _, dev = split_queries(read_beir(Path(data_root) / "scifact"), dev_fraction=dev_fraction, seed=seed)
+    train, dev = split_queries(read_beir(Path(data_root) / "scifact"), dev_fraction=dev_fraction, seed=seed)
     dev.name, dev.task = "scifact-dev", "SciFact"
+    # In-context examples come from the train claims only, never from the held-out ones.
+    dev.example_pairs = [(train.queries[q], train.corpus[d]) for q, rels in train.qrels.items()
+                         for d in sorted(rels)[:1] if d in train.corpus]
     if corpus_size is not None and corpus_size < len(dev.corpus):
         judged = {d for rels in dev.qrels.values() for d in rels if d in dev.corpus}
         others = sorted(set(dev.corpus) - judged)
@@ -179,3 +184,38 @@ def banking77_dev(data_root: str | Path, *, fraction: float = 0.2, seed: int = 0
 
 def stsb_dev(data_root: str | Path) -> PairScoreData:
     return read_stsb(Path(data_root) / "stsb" / "stsb.dev.tsv", name="stsb-dev")
+
+
+def pick_examples(data, k: int, *, seed: int = 0) -> list[tuple[str, str]]:
+    """``k`` seeded in-context ``(query, response)`` examples for a dev set, from outside what it scores.
+
+    Retrieval: train claims with a relevant document. Classification: pool texts with their label as
+    the response, each of another label (bge-en-icl's classification examples). Both are shortened with
+    :func:`~c2v_rag.instructions.shorten_example`. The same examples serve every input, as in bge-en-icl's
+    evaluation.
+    """
+    from ..instructions import shorten_example
+
+    if k < 0:
+        raise ValueError(f"examples={k}: pass 0 or more")
+    if k == 0:
+        return []
+    rng = random.Random(seed)
+    if isinstance(data, RetrievalData):
+        pool = list(data.example_pairs)
+    elif isinstance(data, LabelledData):
+        order = list(range(len(data.train_texts)))
+        rng.shuffle(order)
+        seen, pool = set(), []
+        for i in order:
+            if data.train_labels[i] not in seen:
+                seen.add(data.train_labels[i])
+                pool.append((data.train_texts[i], data.train_labels[i]))
+    else:
+        pool = []
+    if len(pool) < k:
+        raise ValueError(f"{data.name!r} has {len(pool)} in-context example(s) to draw from, fewer than {k}: "
+                         "in-context examples work on retrieval sets with train queries and on classification sets")
+    if isinstance(data, RetrievalData):
+        pool = rng.sample(pool, k)
+    return [(shorten_example(q), shorten_example(r)) for q, r in pool[:k]]

@@ -39,17 +39,19 @@ def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str
 
 
 def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100, long_texts: Any = None,
-                       **encode_kwargs: Any) -> dict[str, float]:
+                       examples: list[tuple[str, str]] | None = None, **encode_kwargs: Any) -> dict[str, float]:
     """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus.
 
     ``long_texts`` is how long documents are read: ``"truncate"`` (the default) or ``"chunk"`` (one
     pooled vector per document, passed to ``encode_documents``), or ``"maxp"``: each document's
     windows are embedded and the document scores as its best window (what ingest + search do).
+    ``examples`` are in-context examples for the queries; documents get none (bge-en-icl).
     """
     doc_ids = list(data.corpus)
     query_ids = [q for q in data.qrels if q in data.queries]
     doc_texts = [data.corpus[d] for d in doc_ids]
-    queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **encode_kwargs)
+    query_kwargs = encode_kwargs if examples is None else {**encode_kwargs, "examples": examples}
+    queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **query_kwargs)
     maxp_windows = _maxp_windows(long_texts)
     if maxp_windows is not None:
         windows = model.long_text_windows(doc_texts, long_texts=maxp_windows)
@@ -122,8 +124,13 @@ def evaluate_classification(model: Embedder, data: LabelledData, *, seeds: int =
     return {"accuracy": float(np.mean(scores)), "accuracy_std": float(np.std(scores))}
 
 
-def evaluate(model: Embedder, data, **kwargs: Any) -> dict[str, float]:
-    """Dispatch on the data's type."""
+def evaluate(model: Embedder, data, *, examples: int = 0, **kwargs: Any) -> dict[str, float]:
+    """Dispatch on the data's type; ``examples`` in-context examples (:func:`~c2v_rag.evaluation.datasets.pick_examples`)
+    go on the queries of a retrieval set and on every input of a symmetric one."""
+    if examples:
+        from .datasets import pick_examples
+
+        kwargs = {**kwargs, "examples": pick_examples(data, examples)}
     if isinstance(data, RetrievalData):
         return evaluate_retrieval(model, data, **kwargs)
     if _maxp_windows(kwargs.get("long_texts")) is not None:

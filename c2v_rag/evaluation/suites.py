@@ -29,12 +29,13 @@ def load_suite(names: list[str] | tuple[str, ...], data_root: str | Path) -> dic
     return {name: LOADERS[name](Path(data_root)) for name in names}
 
 
-def run_suite(model, suite: dict[str, Any], **encode_kwargs: Any) -> dict[str, dict[str, float]]:
-    """Scores per dev set, each with its main metric under ``"main"`` and the seconds it took."""
+def run_suite(model, suite: dict[str, Any], *, examples: int = 0, **encode_kwargs: Any) -> dict[str, dict[str, float]]:
+    """Scores per dev set, each with its main metric under ``"main"`` and the seconds it took; ``examples``
+    in-context examples per input (Causal2Vec w/ ICL; 0: none)."""
     results = {}
     for name, data in suite.items():
         start = time.perf_counter()
-        scores = evaluate(model, data, **encode_kwargs)
+        scores = evaluate(model, data, examples=examples, **encode_kwargs)
         scores["main"] = scores[MAIN_METRIC[name]]
         scores["seconds"] = time.perf_counter() - start
         results[name] = scores

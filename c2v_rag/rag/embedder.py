@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from ..instructions import get_task
+from ..instructions import check_examples, get_task
 from ..long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
@@ -76,8 +76,6 @@ def clear_model_cache() -> None:
 
 def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec":
     """``model`` truncating at ``max_length`` decoder tokens, sharing its weights and lock."""
-    from ..prompting import PromptBuilder
-
     if max_length is None or max_length == model.config.max_length:
         return model
     encode_lock(model)  # created before the copy, so the view shares it
@@ -86,14 +84,12 @@ def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec"
         view = views.get(max_length)
         if view is None:
             # A shallow copy shares the submodules (weights) and the tokenizers; only the config
-            # and the prompt builder, which hold max_length, are its own.
+            # and the prompt builder, which hold max_length, are its own. The builder is copied, not
+            # rebuilt, so every other prompt setting (echo, examples' template...) stays the model's.
             view = copy.copy(model)
             view.config = model.config.model_copy(update={"max_length": max_length})
-            view.prompts = PromptBuilder(
-                model.tokenizer, model.config.prompt_format,
-                instruction_template=model.config.instruction_template, placement=model.config.placement,
-                num_contextual_tokens=model.config.num_contextual_tokens, max_length=max_length,
-            )
+            view.prompts = copy.copy(model.prompts)
+            view.prompts.max_length = max_length
             view.__dict__[_VIEWS_ATTR] = {}
             views[max_length] = view
     return view
@@ -116,6 +112,9 @@ class Embedder:
         task: a registered task name; its instruction goes on queries (and on documents for
             symmetric tasks).
         query_instruction: a literal query instruction instead of ``task`` (``""`` for none).
+        query_examples: in-context ``(query, response)`` pairs before the query instruction (Causal2Vec
+            "w/ ICL"); None uses the task's registered ones, ``[]`` none. Documents get none, except
+            those of a symmetric task, where every input is a query.
         text_instruction: an instruction for documents too (symmetric use); none by default.
         normalize: unit-length vectors, so cosine and dot product agree.
         long_texts: ``"truncate"`` or ``"chunk"`` (or a :class:`~c2v_rag.long_texts.LongTexts`): what
@@ -131,6 +130,7 @@ class Embedder:
         task: str | None = None,
         query_instruction: str | None = None,
         text_instruction: str | None = None,
+        query_examples: Sequence[tuple[str, str]] | None = None,
         normalize: bool = True,
         show_progress: bool = False,
         batch_size: int = 256,
@@ -146,6 +146,7 @@ class Embedder:
         self.task = task
         self.query_instruction = query_instruction
         self.text_instruction = text_instruction
+        self.query_examples = None if query_examples is None else check_examples(query_examples, where="query_examples")
         self.normalize = normalize
         self.show_progress = show_progress
         self.batch_size = batch_size
@@ -173,16 +174,26 @@ class Embedder:
     def dim(self) -> int:
         return self.truncate_dim or self.model.embedding_dim
 
-    def query_prompt(self) -> dict[str, str | None]:
-        """The ``task``/``instruction`` pair queries are encoded with."""
+    def query_prompt(self) -> dict[str, Any]:
+        """The ``task``/``instruction``/``examples`` queries are encoded with (``encode_queries`` keywords)."""
         if self.query_instruction is not None:
-            return {"task": None, "instruction": self.query_instruction}
-        if self.task is not None:
-            return {"task": self.task, "instruction": None}
-        config = self.model.config
-        if config.query_instruction is not None:
-            return {"task": None, "instruction": config.query_instruction}
-        return {"task": config.default_task or DEFAULT_QUERY_TASK, "instruction": None}
+            prompt = {"task": None, "instruction": self.query_instruction}
+        elif self.task is not None:
+            prompt = {"task": self.task, "instruction": None}
+        elif self.model.config.query_instruction is not None:
+            prompt = {"task": None, "instruction": self.model.config.query_instruction}
+        else:
+            prompt = {"task": self.model.config.default_task or DEFAULT_QUERY_TASK, "instruction": None}
+        return {**prompt, "examples": self.query_examples}
+
+    def document_prompt(self) -> dict[str, Any]:
+        """The ``task``/``instruction``/``examples`` documents are encoded with (``encode_documents`` keywords)."""
+        if self.text_instruction is not None:
+            return {"instruction": self.text_instruction}
+        examples = None
+        if self.query_examples is not None and self.task is not None and get_task(self.task).symmetric:
+            examples = self.query_examples  # a symmetric task's inputs are all queries (bge-en-icl)
+        return {"task": self.task, "examples": examples}
 
     def _kwargs(self) -> dict[str, Any]:
         return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
@@ -192,12 +203,8 @@ class Embedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 document vectors."""
         texts = list(texts)
-        if self.text_instruction is not None:
-            prompt = {"instruction": self.text_instruction}
-        else:
-            prompt = {"task": self.task}
         with encode_lock(self.model):
-            return self.model.encode_documents(texts, **prompt, **self._kwargs())
+            return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """``(len(queries), dim)`` float32 query vectors, with the query instruction."""
@@ -220,6 +227,9 @@ class EmbedderOptions(BaseModel):
     task: str | None = Field(default=None, description="registered task whose instruction queries get")
     query_instruction: str | None = Field(default=None, description="literal query instruction instead of task")
     text_instruction: str | None = Field(default=None, description="instruction for documents too; none by default")
+    query_examples: list[tuple[str, str]] | None = Field(
+        default=None, description="in-context (query, response) pairs before the query instruction (Causal2Vec "
+                                  "w/ ICL); None: the task's registered ones, []: none")
     max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
     normalize: bool = Field(default=True, description="unit-length vectors")
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
@@ -244,6 +254,8 @@ class EmbedderOptions(BaseModel):
                 get_task(self.task)
             except KeyError as err:
                 raise ValueError(str(err.args[0])) from None
+        if self.query_examples is not None:
+            check_examples(self.query_examples, where="query_examples")
         return self
 
     def loaded_model(self) -> "Causal2Vec":
@@ -255,7 +267,7 @@ class EmbedderOptions(BaseModel):
         stored: a stored one would drag the weights into pickles and ``to_dict``."""
         return Embedder(
             self.loaded_model(), task=self.task, query_instruction=self.query_instruction,
-            text_instruction=self.text_instruction, normalize=self.normalize,
+            text_instruction=self.text_instruction, query_examples=self.query_examples, normalize=self.normalize,
             show_progress=self.show_progress, batch_size=batch_size,
             max_tokens_per_batch=self.max_tokens_per_batch, long_texts=self.long_texts,
             truncate_dim=self.dimensions,

@@ -42,6 +42,8 @@ class SearchOptions(BaseModel):
     group_by_document: bool = Field(default=False, description="one hit per document, its best chunk")
     task: str | None = None
     instruction: str | None = None
+    examples: list[tuple[str, str]] | None = Field(default=None, description="in-context (query, response) pairs "
+                                                                         "for the query; None: the task's own")
     model: Any = Field(default=None, description="preset, variant directory or loaded Causal2Vec; None: the "
                                                  "collection's own model")
     device: str | None = None
@@ -65,7 +67,8 @@ class SearchOptions(BaseModel):
             query, top_k, collection=self.collection, qdrant_url=self.qdrant_url, path=self.path,
             api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
             prefer_grpc=self.prefer_grpc, store=self.store, model=self.model, device=self.device, dtype=self.dtype,
-            task=self.task, instruction=self.instruction, filter=self.filter if filter is None else filter,
+            task=self.task, instruction=self.instruction, examples=self.examples,
+            filter=self.filter if filter is None else filter,
             score_threshold=self.score_threshold, mode=self.mode, fusion=self.fusion,
             group_by_document=self.group_by_document, qdrant=self.qdrant, client=self.client)
 

@@ -94,6 +94,7 @@ def search(
     dtype: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
@@ -106,7 +107,9 @@ def search(
     """The ``top_k`` chunks nearest to ``query`` in a collection made by :func:`ingest`.
 
     The query gets the retrieval instruction (``task`` or ``instruction``; otherwise the
-    variant's default, else MS MARCO's); documents were stored without one. ``model`` defaults
+    variant's default, else MS MARCO's); documents were stored without one. ``examples`` are
+    in-context ``(query, response)`` pairs before the query's instruction (Causal2Vec "w/ ICL");
+    None uses the task's registered ones, ``[]`` none. ``model`` defaults
     to the one the collection was built with; another model is refused.
 
     Args:
@@ -131,7 +134,8 @@ def search(
     _check_query(query)
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
                        prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, task=task,
-                       instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
+                       instruction=instruction, examples=examples, filter=filter, score_threshold=score_threshold,
+                       mode=mode,
                        fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
 
@@ -151,6 +155,7 @@ def search_many(
     dtype: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
@@ -177,7 +182,8 @@ def search_many(
         check_collection_name(collection)
         concrete = resolve_alias(qdrant_client, collection)
         info = require_collection(qdrant_client, concrete, target)
-        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion)
+        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion,
+                           examples)
         requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
         if group_by_document:
             return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
@@ -203,6 +209,7 @@ async def asearch(
     dtype: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
     score_threshold: float | None = None,
     mode: SearchMode = "dense",
@@ -227,7 +234,8 @@ async def asearch(
     if target.is_edge and client is None:
         hits = await asyncio.to_thread(
             search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype, task=task,
-            instruction=instruction, filter=query_filter, score_threshold=score_threshold, mode=mode, fusion=fusion,
+            instruction=instruction, examples=examples, filter=query_filter, score_threshold=score_threshold, mode=mode,
+            fusion=fusion,
             with_vectors=with_vectors, group_by_document=group_by_document, qdrant=target)
         return hits[0]
     own_client = client is None
@@ -244,7 +252,7 @@ async def asearch(
             raise collection_not_found(collection, target)
         info = await qdrant_client.get_collection(concrete)
         plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
-                                       task, instruction, fusion)
+                                       task, instruction, fusion, examples)
         requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
                                            with_vectors)
         if group_by_document:
@@ -292,7 +300,7 @@ class _Plan:
 
     @classmethod
     def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
-              dtype, task, instruction, fusion: str = "rrf") -> "_Plan":
+              dtype, task, instruction, fusion: str = "rrf", examples=None) -> "_Plan":
         stored = fingerprint_of(info)
         layout = CollectionLayout.from_fingerprint(stored, target)
         check_mode(mode, layout, collection, target.location)
@@ -310,7 +318,7 @@ class _Plan:
                 )
             # A model other than the one that filled the collection gives incomparable vectors.
             check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
-            embedder = Embedder(c2v, task=task, query_instruction=instruction, normalize=True,
+            embedder = Embedder(c2v, task=task, query_instruction=instruction, query_examples=examples, normalize=True,
                                 truncate_dim=truncate_dim)
         sparse = BM25Encoder(layout.bm25) if mode != "dense" else None
         return cls(layout, mode, embedder, sparse, fusion)

@@ -25,6 +25,7 @@ from .metrics import ServerMetrics
 from .schemas import ApiError, EmbeddingRequest, SearchRequest, check_input, parse_body
 
 if TYPE_CHECKING:
+    from ..instructions import Instruction
     from ..modeling import Causal2Vec
 
 logger = logging.getLogger(__name__)
@@ -43,15 +44,22 @@ def served_name(config: ServerConfig) -> str:
     return Path(config.model).name if config.model else DEFAULT_PRESET
 
 
-def instruction_for(model: "Causal2Vec", input_type: str, task: str | None) -> str | None:
+def instruction_for(model: "Causal2Vec", input_type: str, task: str | None,
+                    examples: list[tuple[str, str]] | None = None) -> "Instruction":
     """The instruction an input type gets: the RAG layer's policy, so /v1/search and ingest agree.
 
     Queries get ``task``'s instruction, else the variant's default, else MS MARCO's; documents get
-    none unless ``task`` is symmetric (STS, classification...), where every input gets it.
+    none unless ``task`` is symmetric (STS, classification...), where every input gets it. In-context
+    ``examples`` (None: the task's registered ones) go with the instruction; a 400 for documents that get none.
     """
-    if input_type == "query":
-        return resolve_instruction(**Embedder(model, task=task).query_prompt(), is_query=True)
-    return resolve_instruction(task=task, instruction=None, is_query=False)
+    try:
+        if input_type == "query":
+            return resolve_instruction(**Embedder(model, task=task, query_examples=examples).query_prompt(),
+                                       is_query=True)
+        # Explicit examples for documents of a retrieval task are refused here, not dropped.
+        return resolve_instruction(task=task, instruction=None, is_query=False, examples=examples)
+    except ValueError as err:
+        raise ApiError(400, f"'examples': {err}", param="examples") from None
 
 
 def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastAPI:
@@ -172,7 +180,7 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         texts, _ = check_input(body.input, config.max_texts_per_request)
         check_task(body.task)
         input_type = body.input_type or config.default_input_type
-        result = await embed(texts, instruction_for(model, input_type, body.task))
+        result = await embed(texts, instruction_for(model, input_type, body.task, body.examples))
         tokens = sum(result.tokens)
         metrics.texts.inc(len(texts))
         metrics.tokens.inc(tokens)
@@ -195,7 +203,7 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         check_task(body.task)
         collection = body.collection or config.collection
         concrete = await searcher.check(collection)
-        result = await embed([body.query], instruction_for(model, "query", body.task))
+        result = await embed([body.query], instruction_for(model, "query", body.task, body.examples))
         hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, filter=body.filter,
                                       score_threshold=body.score_threshold,
                                       group_by_document=body.group_by_document)

@@ -26,6 +26,7 @@ from ..encoding import PreparedTexts, embed_prepared, normalize_rows, prepare_te
 if TYPE_CHECKING:
     from ..modeling import Causal2Vec
     from .metrics import ServerMetrics
+    from ..instructions import Instruction
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class EmbedResult:
 @dataclass
 class _Job:
     texts: list[str]
-    instruction: str | None
+    instruction: "Instruction"
     future: asyncio.Future
     enqueued: float = field(default_factory=time.perf_counter)
 
@@ -133,7 +134,7 @@ class DynamicBatcher:
 
     # ------------------------------------------------------------------ requests
 
-    async def embed(self, texts: list[str], instruction: str | None) -> EmbedResult:
+    async def embed(self, texts: list[str], instruction: "Instruction") -> EmbedResult:
         """The vectors of ``texts`` (one instruction for all), computed in a shared batch."""
         if self._worker is None:
             raise RuntimeError("the batcher is not running: call start() first")

@@ -43,6 +43,9 @@ class EmbeddingRequest(BaseModel):
     input_type: Literal["query", "document"] | None = Field(
         None, description="extension: queries get the task's instruction, documents none (asymmetric tasks)")
     task: str | None = Field(None, description="extension: a registered task name (c2v-rag tasks)")
+    examples: list[tuple[str, str]] | None = Field(
+        None, description="extension: in-context [query, response] pairs before the query instruction (Causal2Vec "
+                          "w/ ICL); null: the task's registered ones, []: none. Queries only (and symmetric tasks)")
 
 
 class SearchRequest(BaseModel):
@@ -54,6 +57,7 @@ class SearchRequest(BaseModel):
     top_k: int = Field(5, ge=1, le=1000)
     collection: str | None = Field(None, description="default: the server's --collection")
     task: str | None = None
+    examples: list[tuple[str, str]] | None = Field(None, description="in-context [query, response] pairs for the query")
     filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, {'gte': ...} ranges, "
                                                                "'must_not' (c2v_rag.rag.filters)")
     score_threshold: float | None = None

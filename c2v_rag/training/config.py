@@ -133,6 +133,10 @@ class DatasetSection(_Section):
     dev_fraction: float = Field(0.0, ge=0, lt=1, description="share of queries held out of training, by query")
     dev_seed: int = 0
     weight: float = Field(1.0, gt=0, description="relative share of this dataset's batches")
+    icl_examples: int = Field(
+        0, ge=0, description="Causal2Vec w/ ICL (bge-en-icl's training): each query gets a random number, 0 to "
+                             "this many, of in-context (query, positive) examples drawn from this dataset's other "
+                             "examples; queries without an instruction get none. 0: off")
     hard_negatives: int | None = Field(None, ge=0, description="overrides training.hard_negatives")
     loss: Literal["info_nce", "cosent"] = Field(
         "info_nce",

@@ -8,7 +8,7 @@ contiguous shard of the global batch.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .data import Example
 
@@ -165,3 +165,36 @@ def _scores(examples: list[Example]) -> list[float] | None:
     if not all(scored):
         raise ValueError("a batch mixes scored and unscored examples; one dataset must be all one or the other")
     return [float(e.score) for e in examples]
+
+
+def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example], *, max_examples: int, seed: int,
+                     step: int) -> StepTexts:
+    """``texts`` with in-context examples before each query's instruction (bge-en-icl's training recipe).
+
+    Each query draws a count uniformly from ``0..max_examples`` and that many ``(query, positive)`` pairs of
+    ``pool`` (its own dataset), never one with its own query text, each shortened like the evaluation's
+    (:func:`~c2v_rag.instructions.shorten_example`). Seeded by (seed, step): every process and a resumed run
+    draw the same. Queries without an instruction keep none (an example block restates the instruction).
+    Passages are untouched: documents get no examples.
+    """
+    from ..instructions import InContextPrompt, shorten_example
+
+    if max_examples == 0 or not pool:
+        return texts
+    rng = random.Random(f"{seed}/icl/{step}")
+    prompts: list = []
+    for example, instruction in zip(local, texts.query_instructions):
+        count = rng.randint(0, max_examples)
+        if not instruction or count == 0:
+            prompts.append(instruction)
+            continue
+        drawn: list[tuple[str, str]] = []
+        for _ in range(count * 4):  # a few redraws past the query's own example; small pools may give fewer
+            other = pool[rng.randrange(len(pool))]
+            if other.query != example.query:
+                drawn.append((shorten_example(other.query), shorten_example(other.positive)))
+            if len(drawn) == count:
+                break
+        text = instruction.instruction if isinstance(instruction, InContextPrompt) else instruction
+        prompts.append(InContextPrompt(text, tuple(drawn), example.dataset) if drawn else instruction)
+    return replace(texts, query_instructions=prompts)

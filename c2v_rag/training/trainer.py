@@ -42,7 +42,7 @@ from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
 from .objectives import build_objective
 from .mining import mine_hard_negatives
 from .plotting import plot_loss_curve
-from .sampling import HomogeneousBatchPlan, layout_step
+from .sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
 
 logger = logging.getLogger(__name__)
 
@@ -335,6 +335,7 @@ class Trainer:
         with autocast_factory(self.precision, device)():
             self.groups, self.loaded = prepare_data(cfg, self.model, self.output_dir, self.ctx)
         self.negatives = negatives_per_dataset(cfg, self.groups)
+        self.icl_examples = {s.display_name: s.icl_examples for s in cfg.datasets}
         weights = {s.display_name: s.weight for s in cfg.datasets}
         self.plan = HomogeneousBatchPlan(self.groups, train.batch_size * self.ctx.world_size, seed=train.seed,
                                          weights=weights)
@@ -406,6 +407,10 @@ class Trainer:
         batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
         texts = layout_step(batch, num_negatives=self.negatives[batch.dataset], seed=cfg.seed, step=step,
                             world_size=self.ctx.world_size)
+        icl = self.icl_examples.get(batch.dataset, 0)
+        if icl:
+            texts = add_icl_examples(texts, batch.local, self.groups[batch.dataset], max_examples=icl, seed=cfg.seed,
+                                     step=step)
         self.optimizer.zero_grad(set_to_none=True)
         start = time.perf_counter()
         loss = self.objective.backward(texts, step)
