@@ -193,6 +193,7 @@ def ingest(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -315,16 +316,18 @@ def ingest(
             raise store_error from err
         # 4. The model, then the run.
         if engine == "ray":
+            from ..devices import resolve_device, resolve_quantize
             from .distributed import RayIngestRun
 
             # The actors load the model by its reference (a preset name or an absolute variant
             # directory, the same on every node); the driver needs its config alone.
             created = ensure_collection(qdrant_client, collection, target,
                                         config_fingerprint(model_config, reference, weights=variant_weights(model),
-                                                           truncate_dim=settings.truncate_dim),
+                                                           truncate_dim=settings.truncate_dim,
+                                                           quantize=resolve_quantize(quantize, resolve_device(device))),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
-                                   model=reference, device=device, dtype=dtype,
+                                   model=reference, device=device, dtype=dtype, quantize=quantize,
                                    created=created, options=ray_options, own_client=own_client)
             try:
                 result = ray_run.execute(docs, plan, read)
@@ -332,7 +335,7 @@ def ingest(
                 qdrant_client = ray_run.client  # reopened when the one actor held an embedded store
             _raise_failed(result, settings)
             return _publish(qdrant_client, collection, target, created, result, publish_as)
-        c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
+        c2v = model if reference is None else load_model(model, device=device, dtype=dtype, quantize=quantize)
         embedder = Embedder.for_documents(c2v, settings)
         chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
         created = ensure_collection(qdrant_client, collection, target,
@@ -419,11 +422,12 @@ def _count_documents(docs: Any) -> int | None:
     return None
 
 
-def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
+def _resolve_model(model, device, dtype, quantize=None) -> tuple[str | None, "Causal2Vec"]:
     """The model's reference as a collection records it (None for a loaded model), and the model."""
     # reindex.py uses this too: preflight.model_reference decides what a collection records as its model.
     reference = model_reference(model)
-    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype))
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype,
+                                                                    quantize=quantize))
 
 
 @dataclass

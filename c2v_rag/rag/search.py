@@ -92,6 +92,7 @@ def search(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
@@ -107,7 +108,8 @@ def search(
 
     The query gets the retrieval instruction (``task`` or ``instruction``; otherwise the
     variant's default, else MS MARCO's); documents were stored without one. ``model`` defaults
-    to the one the collection was built with; another model is refused.
+    to the one the collection was built with; another model is refused. So does ``quantize``
+    (``"none"``/``"int8"``/``"auto"``): queries are embedded as the collection's documents were.
 
     Args:
         filter: a ``qdrant_client.models.Filter`` (used as is) or the dict form of
@@ -130,7 +132,7 @@ def search(
     """
     _check_query(query)
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
-                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, task=task,
+                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, quantize=quantize, task=task,
                        instruction=instruction, filter=filter, score_threshold=score_threshold, mode=mode,
                        fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
@@ -149,6 +151,7 @@ def search_many(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
@@ -177,7 +180,8 @@ def search_many(
         check_collection_name(collection)
         concrete = resolve_alias(qdrant_client, collection)
         info = require_collection(qdrant_client, concrete, target)
-        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion)
+        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion,
+                           quantize)
         requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
         if group_by_document:
             return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
@@ -201,6 +205,7 @@ async def asearch(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     filter: "Mapping[str, Any] | models.Filter | None" = None,
@@ -226,7 +231,7 @@ async def asearch(
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
     if target.is_edge and client is None:
         hits = await asyncio.to_thread(
-            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype, task=task,
+            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype, quantize=quantize, task=task,
             instruction=instruction, filter=query_filter, score_threshold=score_threshold, mode=mode, fusion=fusion,
             with_vectors=with_vectors, group_by_document=group_by_document, qdrant=target)
         return hits[0]
@@ -244,7 +249,7 @@ async def asearch(
             raise collection_not_found(collection, target)
         info = await qdrant_client.get_collection(concrete)
         plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
-                                       task, instruction, fusion)
+                                       task, instruction, fusion, quantize)
         requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
                                            with_vectors)
         if group_by_document:
@@ -292,14 +297,14 @@ class _Plan:
 
     @classmethod
     def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
-              dtype, task, instruction, fusion: str = "rrf") -> "_Plan":
+              dtype, task, instruction, fusion: str = "rrf", quantize: str | None = None) -> "_Plan":
         stored = fingerprint_of(info)
         layout = CollectionLayout.from_fingerprint(stored, target)
         check_mode(mode, layout, collection, target.location)
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
         if mode != "sparse":
-            c2v = _model_for(stored, model, device, dtype)
+            c2v = _model_for(stored, model, device, dtype, quantize)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
             dim = truncate_dim or c2v.embedding_dim
@@ -358,7 +363,7 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return list(queries)
 
 
-def _model_for(stored: dict[str, Any] | None, model, device, dtype) -> "Causal2Vec":
+def _model_for(stored: dict[str, Any] | None, model, device, dtype, quantize=None) -> "Causal2Vec":
     from ..modeling import Causal2Vec
 
     if isinstance(model, Causal2Vec):
@@ -368,4 +373,7 @@ def _model_for(stored: dict[str, Any] | None, model, device, dtype) -> "Causal2V
         recorded = (stored or {}).get("model")
         if isinstance(recorded, str):
             model = recorded
-    return load_model(model, device=device, dtype=dtype)
+    if quantize is None:
+        # Queries embedded as the collection's documents were (int8 or float): the comparable vectors.
+        quantize = (stored or {}).get("quantize", "none")
+    return load_model(model, device=device, dtype=dtype, quantize=quantize)
