@@ -308,7 +308,8 @@ def ingest(
                                   else (resolve_alias(qdrant_client, collection), None))
         try:
             check_target(qdrant_client, collection, target, model_config, reference, layout,
-                         weights=variant_weights(model), truncate_dim=settings.truncate_dim)
+                         weights=variant_weights(model), truncate_dim=settings.truncate_dim,
+                         quantize=applied_quantization(model, quantize, device))
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:
@@ -316,7 +317,6 @@ def ingest(
             raise store_error from err
         # 4. The model, then the run.
         if engine == "ray":
-            from ..devices import resolve_device, resolve_quantize
             from .distributed import RayIngestRun
 
             # The actors load the model by its reference (a preset name or an absolute variant
@@ -324,7 +324,7 @@ def ingest(
             created = ensure_collection(qdrant_client, collection, target,
                                         config_fingerprint(model_config, reference, weights=variant_weights(model),
                                                            truncate_dim=settings.truncate_dim,
-                                                           quantize=resolve_quantize(quantize, resolve_device(device))),
+                                                           quantize=applied_quantization(model, quantize, device)),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
                                    model=reference, device=device, dtype=dtype, quantize=quantize,
@@ -420,6 +420,20 @@ def _count_documents(docs: Any) -> int | None:
     if isinstance(docs, (list, tuple)) and not any(isinstance(d, os.PathLike) for d in docs):
         return len(docs)
     return None
+
+
+def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str | None, device: str | None) -> str:
+    """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
+    ``quantize`` resolved for ``device``."""
+    from ..devices import resolve_device, resolve_quantize
+    from ..modeling import Causal2Vec
+
+    if isinstance(model, Causal2Vec):
+        if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
+            raise ValueError(f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                             f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)")
+        return model.quantization
+    return resolve_quantize(quantize, resolve_device(device))
 
 
 def _resolve_model(model, device, dtype, quantize=None) -> tuple[str | None, "Causal2Vec"]:
