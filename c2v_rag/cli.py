@@ -19,7 +19,7 @@ def _add_model_options(parser: argparse.ArgumentParser,
 
 def _add_quantize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
-                        help="CPU only: int8 linear layers, ~2x float32 encode on an AVX2 CPU; auto: int8 on CPUs "
+                        help="CPU only: int8 linear layers (faster than float32 on AVX2); auto: int8 on CPUs "
                              "without native bf16 (docs/performance.md). Default: none (search: the collection's)")
 
 

@@ -184,8 +184,9 @@ class Causal2Vec(nn.Module):
         adapters separate (for further training).
 
         ``quantize="int8"`` encodes on a CPU with int8 linear layers in the decoder and the encoder
-        (:mod:`c2v_rag.int8`): about 2x float32 on an AVX2 CPU, vectors at cosine >= 0.99 to the
-        float ones (docs/performance.md, "int8 on CPU"). It computes in float32 around the int8
+        (:mod:`c2v_rag.int8`): faster than float32 on an AVX2 CPU, with vectors close to, not equal
+        to, the float ones, and slightly dependent on the batch a text is encoded in (each matmul
+        scales its input over the batch); numbers in docs/performance.md, "int8 on CPU". It computes in float32 around the int8
         matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPUs
         without native bf16 and nothing elsewhere; ``None``/``"none"`` keeps the float weights. A
         quantized model is for inference only. Collections record the choice (their fingerprint's

@@ -292,7 +292,7 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
     (``"none"`` or ``"int8"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
 
-    int8 vectors are at cosine >= 0.99 to float ones but not equal, and mixing the two in one collection
+    int8 vectors are close to float ones but not equal, and mixing the two in one collection
     was not measured harmless, so a collection takes one kind only (docs/performance.md, "int8 on CPU")."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {

@@ -232,7 +232,7 @@ class EmbedderOptions(BaseModel):
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: int8 linear layers (~2x float32 on AVX2); auto: int8 where the CPU has "
+        default=None, description="CPU: int8 linear layers (faster than float32 on AVX2); auto: int8 where the CPU has "
                                   "no native bf16. Vectors differ slightly from float ones: use the same setting "
                                   "as the collection")
     show_progress: bool = Field(default=False, description="progress bar while encoding")
