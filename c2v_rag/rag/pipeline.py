@@ -223,6 +223,9 @@ def ingest(
         api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
+        quantize: ``"int8"`` embeds with int8 linear layers on a CPU, ``"auto"`` where the CPU lacks
+            native bf16 (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
+            an existing collection of the other kind is refused before the weights load.
         sync: make the collection mirror the given files and folders (``docs`` must be paths).
             By default (False) an ingest only adds and updates: a document deleted or renamed
             in a folder keeps its points. With True, after a complete run, the points recorded
