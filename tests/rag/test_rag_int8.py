@@ -47,13 +47,15 @@ def test_bad_values_are_refused_naming_the_input_and_the_fix():
 
 
 def test_auto_follows_the_cpu_table():
-    """auto is int8 exactly where the CPU lacks native bf16 but has AVX2 (or AVX-512 VNNI), from /proc/cpuinfo."""
+    """The CPU class comes from /proc/cpuinfo; auto picks int8 on none of them (int8 missed the quality bound)."""
     flags = _flags()
     if not flags:
         pytest.skip("no /proc/cpuinfo flags to compare with")
     bf16 = bool(flags & {"avx512_bf16", "amx_bf16"}) or torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    expected = "none" if bf16 or not (flags & {"avx2", "avx512_vnni"}) else "int8"
-    assert resolve_quantize("auto", CPU) == expected
+    expected = ("amx/avx512_bf16" if bf16 else "avx512_vnni" if flags & {"avx512_vnni"} else
+                "avx2" if "avx2" in flags else "other")
+    assert cpu_class() == expected
+    assert resolve_quantize("auto", CPU) == "none"
 
 
 @needs_int8_cpu
