@@ -19,8 +19,9 @@ def _add_model_options(parser: argparse.ArgumentParser,
 
 def _add_quantize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
-                        help="CPU only: int8 linear layers (faster than float32 on AVX2); auto: int8 on CPUs "
-                             "without native bf16 (docs/performance.md). Default: none (search: the collection's)")
+                        help="CPU only: int8 linear layers (faster than float32, but vectors far from the float ones on the "
+                             "default preset); auto: int8 where it met the quality bound, none yet (docs/performance.md). "
+                             "Default: none (search: the collection's)")
 
 
 def _add_truncate_dim(parser: argparse.ArgumentParser) -> None:

@@ -184,11 +184,12 @@ class Causal2Vec(nn.Module):
         adapters separate (for further training).
 
         ``quantize="int8"`` encodes on a CPU with int8 linear layers in the decoder and the encoder
-        (:mod:`c2v_rag.int8`): faster than float32 on an AVX2 CPU, with vectors close to, not equal
-        to, the float ones, and slightly dependent on the batch a text is encoded in (each matmul
-        scales its input over the batch); numbers in docs/performance.md, "int8 on CPU". It computes in float32 around the int8
-        matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPUs
-        without native bf16 and nothing elsewhere; ``None``/``"none"`` keeps the float weights. A
+        (:mod:`c2v_rag.int8`): faster than float32 on an AVX2 CPU, but on the default preset its
+        vectors were at cosine 0.78 to the float ones at worst and depend on the batch a text is
+        encoded in (each matmul scales its input over the batch): docs/performance.md, "int8 on CPU".
+        It computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``.
+        ``"auto"`` applies int8 only on CPU classes where it met the quality bound (none yet);
+        ``None``/``"none"`` keeps the float weights. A
         quantized model is for inference only. Collections record the choice (their fingerprint's
         ``quantize``) and refuse vectors of the other kind.
         """

@@ -232,9 +232,9 @@ class EmbedderOptions(BaseModel):
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: int8 linear layers (faster than float32 on AVX2); auto: int8 where the CPU has "
-                                  "no native bf16. Vectors differ slightly from float ones: use the same setting "
-                                  "as the collection")
+        default=None, description="CPU: int8 linear layers (faster than float32, vectors far from the float ones on the "
+                                  "default preset: docs/performance.md); auto: int8 where it met the quality bound "
+                                  "(none yet). Use the collection's setting")
     show_progress: bool = Field(default=False, description="progress bar while encoding")
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
     long_texts: LongTextMode = Field(
