@@ -61,10 +61,24 @@ def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
     class Client(QdrantClient):
         start = 0.0
 
-        def upsert(self, *a, **k):
-            result = super().upsert(*a, **k)
+        def _first(self):
             if _FirstUpsert.seconds is None:
                 _FirstUpsert.seconds = time.perf_counter() - Client.start
+
+        # c2v_rag writes with upsert; LlamaIndex's QdrantVectorStore with upload_points/batch calls.
+        def upsert(self, *a, **k):
+            result = super().upsert(*a, **k)
+            self._first()
+            return result
+
+        def upload_points(self, *a, **k):
+            result = super().upload_points(*a, **k)
+            self._first()
+            return result
+
+        def batch_update_points(self, *a, **k):
+            result = super().batch_update_points(*a, **k)
+            self._first()
             return result
 
     client = Client(path=str(store))
