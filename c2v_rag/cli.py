@@ -14,6 +14,14 @@ def _add_model_options(parser: argparse.ArgumentParser,
     parser.add_argument("--model", default=None, help=model_help)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when present)")
     parser.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
+    _add_quantize(parser)
+
+
+def _add_quantize(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
+                        help="CPU only: int8 linear layers (faster than float32, but vectors far from the float ones on the "
+                             "default preset); auto: int8 where it met the quality bound, none yet (docs/performance.md). "
+                             "Default: none (search: the collection's)")
 
 
 def _add_example_option(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +39,7 @@ def _add_truncate_dim(parser: argparse.ArgumentParser) -> None:
 def _load(args):
     from .modeling import Causal2Vec
 
-    return Causal2Vec.from_pretrained(args.model, device=args.device, dtype=args.dtype)
+    return Causal2Vec.from_pretrained(args.model, device=args.device, dtype=args.dtype, quantize=args.quantize)
 
 
 def cmd_compare(args) -> int:
@@ -101,7 +109,8 @@ def cmd_eval(args) -> int:
     suite = load_suite(args.sets, args.data)
     rows = {}
     for variant in args.variants:
-        model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype)
+        model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype,
+                                           quantize=args.quantize)
         if args.max_length is not None:
             model.max_seq_length = args.max_length
         name = variant
@@ -178,7 +187,7 @@ def cmd_ingest(args) -> int:
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = ingest(
         [Path(p) for p in args.paths], model=args.model, device=args.device, dtype=args.dtype,
-        chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
+        quantize=args.quantize, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
         on_error=args.on_error, sync=args.sync, show_progress=not args.quiet, sparse=args.sparse,
         versioned=args.versioned, payload_indexes=_parse_payload_indexes(args.payload_index or []), config=config,
         truncate_dim=args.truncate_dim,
@@ -194,7 +203,7 @@ def cmd_embed(args) -> int:
     from .rag.export import embed
 
     result = embed([Path(p) for p in args.paths], args.out, model=args.model, device=args.device, dtype=args.dtype,
-                   chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
+                   quantize=args.quantize, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
                    on_error=args.on_error, show_progress=not args.quiet, truncate_dim=args.truncate_dim,
                    **_ray_args(args))
     print(f"embedded {result.summary()}")
@@ -263,8 +272,8 @@ def cmd_search(args) -> int:
     # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
     configure_cpu_threads(args.threads)
     hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
-                  task=args.task, instruction=args.instruction, examples=args.example, filter=_parse_filter(args.filter),
-                  mode=args.mode,
+                  quantize=args.quantize, task=args.task, instruction=args.instruction, examples=args.example,
+                  filter=_parse_filter(args.filter), mode=args.mode,
                   fusion=args.fusion, group_by_document=args.group_by_document, **_qdrant_args(args))
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
@@ -285,7 +294,8 @@ def cmd_reindex(args) -> int:
 
     qdrant = _qdrant_args(args)
     sparse = {"keep": "keep", "bm25": "bm25", "none": None}[args.sparse]
-    result = reindex(qdrant.pop("collection"), model=args.model, device=args.device, dtype=args.dtype, sparse=sparse,
+    result = reindex(qdrant.pop("collection"), model=args.model, device=args.device, dtype=args.dtype,
+                     quantize=args.quantize, sparse=sparse,
                      batch_size=args.batch_size, drop_previous=args.drop_previous, show_progress=not args.quiet,
                      **qdrant)
     print(f"reindexed: {result.summary()}")
@@ -308,7 +318,7 @@ def cmd_serve(args) -> int:
     from .serving.server import serve
 
     fields = {"host": args.host, "port": args.port, "model": args.variant or args.model, "model_name": args.model_name,
-              "device": args.device, "dtype": args.dtype, "api_key": args.api_key,
+              "device": args.device, "dtype": args.dtype, "quantize": args.quantize, "api_key": args.api_key,
               "default_input_type": args.default_input_type, "max_wait_ms": args.max_wait_ms,
               "max_batch_tokens": args.max_batch_tokens, "threads": args.threads or None,
               "max_texts_per_request": args.max_texts, "max_tokens_per_request": args.max_tokens,
@@ -383,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "train claims for scifact-dev*, other labels' texts for classification sets (default 0)")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
+    _add_quantize(evaluate)
     evaluate.set_defaults(func=cmd_eval)
 
     ingest = sub.add_parser(
@@ -519,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", default=None, help=argparse.SUPPRESS)
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when present)")
     serve.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
+    _add_quantize(serve)
     serve.set_defaults(func=cmd_serve)
 
     train = sub.add_parser("train", help="fine-tune a variant from a YAML recipe (see recipes/)")

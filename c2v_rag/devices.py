@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -70,3 +72,74 @@ def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) ->
             torch.set_num_interop_threads(inter_op)
         except RuntimeError:  # already used or already set: keep it
             pass
+
+
+# ------------------------------------------------------------------ int8 weights (issue 26)
+
+QuantizeName = Literal["none", "int8", "auto"]
+QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
+# CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99). Empty:
+# on an AVX2 CPU the preset's int8 vectors were at cosine 0.78 to the float ones (bench/int8.py).
+_INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them in /proc/cpuinfo (empty where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_class() -> Literal["amx/avx512_bf16", "avx512_vnni", "avx2", "other"]:
+    """The row of the ``auto`` table (docs/performance.md, "int8") this CPU falls in."""
+    flags = cpu_flags()
+    if cpu_has_native_bf16() or flags & {"amx_bf16", "avx512_bf16"}:
+        return "amx/avx512_bf16"
+    if flags & {"avx512_vnni", "avx512vnni"}:
+        return "avx512_vnni"
+    if "avx2" in flags or torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        return "avx2"
+    return "other"
+
+
+def resolve_quantize(name: str | None, device: torch.device) -> Literal["none", "int8"]:
+    """Map ``quantize`` to what is applied: ``"int8"`` (dynamic int8 linear layers) or ``"none"``.
+
+    ``None``/``"none"`` keeps the float weights. ``"int8"`` needs a CPU with AVX2 or better (fbgemm's
+    kernels). ``"auto"`` picks int8 only on a CPU class where int8 was measured within the quality
+    bound; on the default preset it was not (cosine to the float vectors 0.78 at worst on an AVX2 CPU,
+    docs/performance.md), so ``auto`` is ``"none"`` on every CPU class for now.
+    """
+    if name is None or name == "none":
+        return "none"
+    if name not in QUANTIZE_CHOICES:
+        raise ValueError(f"quantize={name!r} is not one of {', '.join(QUANTIZE_CHOICES)}")
+    if name == "auto":
+        if device.type != "cpu":
+            return "none"
+        return "int8" if cpu_class() in _INT8_WITHIN_QUALITY_BOUND else "none"
+    if device.type != "cpu":
+        raise ValueError(f"quantize='int8' runs on a CPU only, not on {device}: pass device='cpu', "
+                         "or drop quantize to use the GPU in bf16/fp16")
+    if cpu_class() == "other":
+        raise ValueError("quantize='int8' needs a CPU with AVX2 or better (fbgemm's int8 kernels); this one "
+                         "has neither AVX2 nor AVX-512: drop quantize")
+    return "int8"
+
+
+def resolve_compute_dtype(dtype: str | torch.dtype, device: torch.device, quantize: str | None) -> torch.dtype:
+    """The float dtype a model loads in, given ``quantize``: int8 layers compute around float32, so
+    ``auto`` becomes float32 there and bf16/fp16 are refused."""
+    if resolve_quantize(quantize, device) == "none":
+        return resolve_dtype(dtype, device)
+    chosen = torch.float32 if dtype == "auto" else resolve_dtype(dtype, device)
+    if chosen != torch.float32:
+        raise ValueError(f"quantize={quantize!r} computes in float32 around its int8 matmuls, so dtype="
+                         f"{dtype_name(chosen)!r} cannot apply: pass dtype='auto' or 'float32', or drop quantize")
+    return chosen

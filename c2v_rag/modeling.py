@@ -24,7 +24,7 @@ from torch import nn
 from .attention import set_attention_mode
 from .batching import Causal2VecBatch, collate
 from .config import READOUT_FIELDS, Causal2VecConfig
-from .devices import resolve_device, resolve_dtype
+from .devices import resolve_compute_dtype, resolve_device
 from .instructions import resolve_instruction
 from .pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation
 from .projector import ContextualProjector
@@ -92,6 +92,8 @@ class Causal2Vec(nn.Module):
         # sha256 of the variant's own weight files when loaded from or saved to a directory
         # (variant_io.weights_digest); None for base models and for weights changed since.
         self.weights_digest: str | None = None
+        # "none" or "int8" (apply_quantization); collections record it.
+        self.quantization: str = "none"
         if config.attention != "causal":
             set_attention_mode(decoder, config.attention)
 
@@ -105,6 +107,7 @@ class Causal2Vec(nn.Module):
         *,
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
         seed: int = 0,
         **config_fields: Any,
     ) -> "Causal2Vec":
@@ -115,7 +118,7 @@ class Causal2Vec(nn.Module):
         ``max_length``...). ``seed`` makes the projector's initialisation reproducible.
         """
         config = Causal2VecConfig(decoder=decoder, encoder=encoder, **config_fields)
-        return cls.from_config(config, device=device, dtype=dtype, seed=seed)
+        return cls.from_config(config, device=device, dtype=dtype, quantize=quantize, seed=seed)
 
     @classmethod
     def from_config(
@@ -124,12 +127,16 @@ class Causal2Vec(nn.Module):
         *,
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
         seed: int = 0,
     ) -> "Causal2Vec":
-        """Load the base models named by ``config`` and build a model with a fresh projector."""
+        """Load the base models named by ``config`` and build a model with a fresh projector.
+
+        ``quantize`` is :meth:`from_pretrained`'s.
+        """
         config = config.model_copy(deep=True)
         target = resolve_device(device)
-        torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        torch_dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
         attn = config.attn_implementation or _default_attention(target)
 
         dec_source = resolve_reference(config.decoder, config.decoder_revision)
@@ -159,7 +166,8 @@ class Causal2Vec(nn.Module):
             projector = projector.to(dtype=ENCODER_DTYPE).eval()
 
         model = cls(config, decoder, tokenizer, encoder, enc_tokenizer, projector)
-        return model.to(target).eval()
+        model = model.to(target).eval()
+        return model.apply_quantization(quantize)
 
     @classmethod
     def from_pretrained(
@@ -168,6 +176,7 @@ class Causal2Vec(nn.Module):
         *,
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
         merge_adapters: bool = True,
     ) -> "Causal2Vec":
         """Load a saved variant directory or a named preset (the default preset when None).
@@ -175,10 +184,45 @@ class Causal2Vec(nn.Module):
         Only safetensors are read. A missing or corrupt file raises
         :class:`~c2v_rag.errors.VariantLoadError` naming it. ``merge_adapters=False`` keeps LoRA
         adapters separate (for further training).
+
+        ``quantize="int8"`` encodes on a CPU with int8 linear layers in the decoder and the encoder
+        (:mod:`c2v_rag.int8`): faster than float32 on an AVX2 CPU, but on the default preset its
+        vectors were at cosine 0.78 to the float ones at worst and depend on the batch a text is
+        encoded in (each matmul scales its input over the batch): docs/performance.md, "int8 on CPU".
+        It computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``.
+        ``"auto"`` applies int8 only on CPU classes where it met the quality bound (none yet);
+        ``None``/``"none"`` keeps the float weights. A
+        quantized model is for inference only. Collections record the choice (their fingerprint's
+        ``quantize``) and refuse vectors of the other kind.
         """
         from .variant_io import load_variant
 
-        return load_variant(cls, name_or_path, device=device, dtype=dtype, merge_adapters=merge_adapters)
+        return load_variant(cls, name_or_path, device=device, dtype=dtype, quantize=quantize,
+                            merge_adapters=merge_adapters)
+
+    def apply_quantization(self, quantize: str | None) -> "Causal2Vec":
+        """Apply ``quantize`` (see :meth:`from_pretrained`) to this loaded float model, in place; returns it.
+
+        Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8"``).
+        """
+        from .devices import resolve_quantize
+        from .int8 import quantize_linear_int8
+
+        applied = resolve_quantize(quantize, self.device)
+        if applied == self.quantization:
+            return self
+        if self.quantization != "none":
+            raise ValueError(f"this model is already quantized ({self.quantization}); load it again to change that")
+        if any(hasattr(m, "peft_config") for m in (self.decoder, self.encoder)):
+            raise ValueError("quantize='int8' needs merged adapters: load with merge_adapters=True")
+        if self.training:
+            raise ValueError("quantize='int8' is for inference: call model.eval() first")
+        for role in ("decoder", "encoder"):
+            module = getattr(self, role)
+            if module is not None:
+                quantize_linear_int8(module)
+        self.quantization = applied
+        return self
 
     def save_pretrained(self, path: str | Path) -> Path:
         """Write this variant (config, projector, adapters) to ``path``; base weights stay referenced."""

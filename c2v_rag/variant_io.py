@@ -108,10 +108,14 @@ def weights_digest(directory: Path) -> str | None:
     return digest.hexdigest()[:16] if found else None
 
 
-def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "Causal2Vec":
+def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool, quantize: str | None = None) -> "Causal2Vec":
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
+    # Quantized after the adapters merge into the float weights (below), so checked for dtype first.
+    from .devices import resolve_compute_dtype, resolve_device
+
+    dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, resolve_device(device), quantize)
     model = cls.from_config(config, device=device, dtype=dtype)
     if projector_state is not None:
         try:
@@ -126,7 +130,7 @@ def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool) -> "
             if merge_adapters:
                 model._adapter_sources[role] = adapter_dir
     model.weights_digest = weights_digest(directory)
-    return model.to(model.device).eval()
+    return model.to(model.device).eval().apply_quantization(quantize)
 
 
 def save_variant(model: "Causal2Vec", path: Path, *, sentence_transformers: bool = True) -> Path:

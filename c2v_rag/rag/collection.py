@@ -38,7 +38,9 @@ LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 METADATA_KEY = "c2v_rag"
 # What makes two models' vectors comparable; a collection records it when created.
 _FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
-                       "normalize_parts", "encoder_share", "weights", "truncate_dim")
+                       "normalize_parts", "encoder_share", "weights", "truncate_dim", "quantize")
+# Fields whose absence from an older collection has a known meaning: those were all written in float.
+_FINGERPRINT_DEFAULTS = {"quantize": "none"}
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 _SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
                 "on_disk", "on_disk_payload")
@@ -279,14 +281,19 @@ def qdrant_distance(name: str) -> "models.Distance":
 
 def model_fingerprint(model: "Causal2Vec", reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
-    return config_fingerprint(model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim)
+    return config_fingerprint(model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim,
+                              quantize=model.quantization)
 
 
 def config_fingerprint(config: Any, reference: str | None, weights: str | None = None,
-                       truncate_dim: int | None = None) -> dict[str, Any]:
+                       truncate_dim: int | None = None, quantize: str = "none") -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.variant_io.weights_digest`, ``truncate_dim`` the Matryoshka prefix
-    the vectors keep (None: the whole vector)."""
+    the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
+    (``"none"`` or ``"int8"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
+
+    int8 vectors are close to float ones but not equal, and mixing the two in one collection
+    was not measured harmless, so a collection takes one kind only (docs/performance.md, "int8 on CPU")."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
@@ -300,6 +307,7 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
         "encoder_share": config.encoder_share,
         "weights": weights,
         "truncate_dim": truncate_dim,
+        "quantize": quantize,
     }
 
 
@@ -324,6 +332,7 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
     if stored is None:
         return
     # Collections written before a field was recorded lack it: compare what they have.
+    stored = {**_FINGERPRINT_DEFAULTS, **stored}
     differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)]
     if "weights" not in stored and fingerprint.get("weights") and (location, name) not in _UNVERIFIED_WARNED:
         _UNVERIFIED_WARNED.add((location, name))  # once per collection, not on every search
@@ -336,7 +345,8 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             f"collection {name!r} at {location} was built with another model "
             f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
             f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
-            "models cannot be compared: use another collection, or the model that built it."
+            "models cannot be compared: use another collection, or the model that built it"
+            + (f" (quantize={stored['quantize']!r})." if "quantize" in differ else ".")
         )
 
 

@@ -279,6 +279,7 @@ class EmbedJob:
     threads: int
     mode: Literal["vectors", "write", "export"]
     truncate_dim: int | None = None
+    quantize: str | None = None
     layout: "CollectionLayout | None" = None
     bm25: "BM25Config | None" = None
     # mode "write": the store the actor opens, and its retry policy.
@@ -291,10 +292,11 @@ class EmbedJob:
 
     @classmethod
     def for_run(cls, settings: "IngestConfig", options: "RayOptions", *, model: str | None, device: str | None,
-                dtype: str | None, mode: Literal["vectors", "write", "export"], **store: Any) -> "EmbedJob":
+                dtype: str | None, mode: Literal["vectors", "write", "export"], quantize: str | None = None,
+                **store: Any) -> "EmbedJob":
         """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
         CPU of an actor, and for the modes that store, ``store`` (layout, target, collection...)."""
-        return cls(model=model, device=device, dtype=dtype, chunk_size=settings.chunk_size,
+        return cls(model=model, device=device, dtype=dtype, quantize=quantize, chunk_size=settings.chunk_size,
                    chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
                    max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
                    text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
@@ -327,7 +329,7 @@ class ChunkEmbedActor:
         if device == "cpu":
             torch.set_num_threads(job.threads)
         self.job = job
-        model = load_model(job.model, device=device, dtype=job.dtype)
+        model = load_model(job.model, device=device, dtype=job.dtype, quantize=job.quantize)
         self.embedder = Embedder.for_documents(model, job)
         self.sparse = BM25Encoder(job.bm25) if job.bm25 is not None else None
         self.writer = None
@@ -454,7 +456,7 @@ class RayIngestRun:
 
     def __init__(self, client: Any, collection: str, target: "QdrantConfig", settings: "IngestConfig",
                  layout: "CollectionLayout", *, model: str | None, device: str | None, dtype: str | None,
-                 created: bool, options: RayOptions, own_client: bool) -> None:
+                 created: bool, quantize: str | None = None, options: RayOptions, own_client: bool) -> None:
         from .pipeline import IngestResult
 
         self.client = client
@@ -462,7 +464,7 @@ class RayIngestRun:
         self.target = target
         self.settings = settings
         self.layout = layout
-        self.model, self.device, self.dtype = model, device, dtype
+        self.model, self.device, self.dtype, self.quantize = model, device, dtype, quantize
         self.created = created
         self.options = options
         self.own_client = own_client
@@ -490,7 +492,7 @@ class RayIngestRun:
         if self.write == "driver" and not self.created:
             stored = frozenset(_stored_ids(self.client, self.collection))
         return EmbedJob.for_run(
-            s, self.options, model=self.model, device=self.device, dtype=self.dtype,
+            s, self.options, model=self.model, device=self.device, dtype=self.dtype, quantize=self.quantize,
             mode="write" if self.write == "workers" else "vectors", layout=self.layout, bm25=self.layout.bm25,
             target=self.target, collection=self.collection, fresh=self.created,
             retry=(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait), stored=stored)

@@ -28,13 +28,14 @@ DEFAULT_QUERY_TASK = "MSMARCO-Passage"
 
 ModelRef = str | Path | None
 
-_cache: dict[tuple[str, str, str], "Causal2Vec"] = {}
+_cache: dict[tuple[str, str, str, str], "Causal2Vec"] = {}
 _cache_lock = threading.Lock()
 _LOCK_ATTR = "_c2v_rag_encode_lock"
 _VIEWS_ATTR = "_c2v_rag_length_views"
 
 
-def _model_key(model: ModelRef, device: str | None, dtype: str | None) -> tuple[str, str, str]:
+def _model_key(model: ModelRef, device: str | None, dtype: str | None,
+               quantize: str | None = None) -> tuple[str, str, str, str]:
     from ..devices import resolve_device
     from ..presets import DEFAULT_PRESET, PRESETS_DIR
 
@@ -42,7 +43,10 @@ def _model_key(model: ModelRef, device: str | None, dtype: str | None) -> tuple[
     path = Path(name).expanduser()
     if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
         name = str(path.resolve())
-    return name, str(resolve_device(device)), str(dtype or "auto")
+    from ..devices import resolve_quantize
+
+    target = resolve_device(device)
+    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target)
 
 
 def load_model(
@@ -51,19 +55,22 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     max_length: int | None = None,
+    quantize: str | None = None,
 ) -> "Causal2Vec":
     """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
 
-    Every caller naming the same model, device and dtype gets the same object. ``max_length``
+    Every caller naming the same model, device, dtype and quantization (``quantize``, resolved:
+    ``auto`` and ``int8`` share one model where auto means int8) gets the same object. ``max_length``
     gives a view that shares the weights but truncates at another length.
     """
     from ..modeling import Causal2Vec
 
-    key = _model_key(model, device, dtype)
+    key = _model_key(model, device, dtype, quantize)
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:
-            loaded = Causal2Vec.from_pretrained(key[0] if model is not None else None, device=device, dtype=dtype)
+            loaded = Causal2Vec.from_pretrained(key[0] if model is not None else None, device=device, dtype=dtype,
+                                                quantize=key[3])
             _cache[key] = loaded
     return with_max_length(loaded, max_length)
 
@@ -234,6 +241,10 @@ class EmbedderOptions(BaseModel):
     normalize: bool = Field(default=True, description="unit-length vectors")
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    quantize: Literal["none", "int8", "auto"] | None = Field(
+        default=None, description="CPU: int8 linear layers (faster than float32, vectors far from the float ones on the "
+                                  "default preset: docs/performance.md); auto: int8 where it met the quality bound "
+                                  "(none yet). Use the collection's setting")
     show_progress: bool = Field(default=False, description="progress bar while encoding")
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
     long_texts: LongTextMode = Field(
@@ -260,7 +271,8 @@ class EmbedderOptions(BaseModel):
 
     def loaded_model(self) -> "Causal2Vec":
         """The shared model these options name (loaded on first use)."""
-        return load_model(self.model, device=self.device, dtype=self.dtype, max_length=self.max_length)
+        return load_model(self.model, device=self.device, dtype=self.dtype, max_length=self.max_length,
+                          quantize=self.quantize)
 
     def embedder(self, batch_size: int = 256) -> Embedder:
         """An :class:`Embedder` over the shared model; cheap, so it is built per call and never

@@ -53,6 +53,7 @@ def embed(
     model: str | Path | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -98,10 +99,10 @@ def embed(
     started = time.perf_counter()
     if engine == "ray":
         result = _embed_on_ray(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
-                               options=RayOptions.resolve(ray))
+                               quantize=quantize, options=RayOptions.resolve(ray))
     else:
         result = _embed_here(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
-                             rows_per_file=rows_per_file)
+                             quantize=quantize, rows_per_file=rows_per_file)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -118,7 +119,7 @@ def _check_out(folder: Path) -> Path:
 
 
 def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
-                rows_per_file: int) -> EmbedResult:
+                quantize, rows_per_file: int) -> EmbedResult:
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
@@ -129,7 +130,7 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
     from .points import SeenDocuments, document_chunks, document_fingerprint
 
     documents = iter_documents(docs, options=read, log=log)
-    c2v = load_model(model, device=device, dtype=dtype)
+    c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
     embedder = Embedder.for_documents(c2v, settings)
     chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
     result = EmbedResult(out=str(folder))
@@ -175,7 +176,7 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
 
 
 def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
-                  options: RayOptions) -> EmbedResult:
+                  quantize, options: RayOptions) -> EmbedResult:
     import pyarrow.parquet as pq
 
     from .distributed import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
@@ -184,6 +185,7 @@ def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log
     from .preflight import model_reference
 
     job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
+                           quantize=quantize,
                            mode="export")
     with RaySession(options) as ray:
         try:

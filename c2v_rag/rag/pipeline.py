@@ -193,6 +193,7 @@ def ingest(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -222,6 +223,9 @@ def ingest(
         api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
+        quantize: ``"int8"`` embeds with int8 linear layers on a CPU, ``"auto"`` where the CPU lacks
+            native bf16 (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
+            an existing collection of the other kind is refused before the weights load.
         sync: make the collection mirror the given files and folders (``docs`` must be paths).
             By default (False) an ingest only adds and updates: a document deleted or renamed
             in a folder keeps its points. With True, after a complete run, the points recorded
@@ -307,7 +311,8 @@ def ingest(
                                   else (resolve_alias(qdrant_client, collection), None))
         try:
             check_target(qdrant_client, collection, target, model_config, reference, layout,
-                         weights=variant_weights(model), truncate_dim=settings.truncate_dim)
+                         weights=variant_weights(model), truncate_dim=settings.truncate_dim,
+                         quantize=applied_quantization(model, quantize, device))
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:
@@ -321,10 +326,11 @@ def ingest(
             # directory, the same on every node); the driver needs its config alone.
             created = ensure_collection(qdrant_client, collection, target,
                                         config_fingerprint(model_config, reference, weights=variant_weights(model),
-                                                           truncate_dim=settings.truncate_dim),
+                                                           truncate_dim=settings.truncate_dim,
+                                                           quantize=applied_quantization(model, quantize, device)),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
-                                   model=reference, device=device, dtype=dtype,
+                                   model=reference, device=device, dtype=dtype, quantize=quantize,
                                    created=created, options=ray_options, own_client=own_client)
             try:
                 result = ray_run.execute(docs, plan, read)
@@ -332,7 +338,7 @@ def ingest(
                 qdrant_client = ray_run.client  # reopened when the one actor held an embedded store
             _raise_failed(result, settings)
             return _publish(qdrant_client, collection, target, created, result, publish_as)
-        c2v = model if reference is None else load_model(model, device=device, dtype=dtype)
+        c2v = model if reference is None else load_model(model, device=device, dtype=dtype, quantize=quantize)
         embedder = Embedder.for_documents(c2v, settings)
         chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
         created = ensure_collection(qdrant_client, collection, target,
@@ -419,11 +425,26 @@ def _count_documents(docs: Any) -> int | None:
     return None
 
 
-def _resolve_model(model, device, dtype) -> tuple[str | None, "Causal2Vec"]:
+def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str | None, device: str | None) -> str:
+    """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
+    ``quantize`` resolved for ``device``."""
+    from ..devices import resolve_device, resolve_quantize
+    from ..modeling import Causal2Vec
+
+    if isinstance(model, Causal2Vec):
+        if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
+            raise ValueError(f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                             f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)")
+        return model.quantization
+    return resolve_quantize(quantize, resolve_device(device))
+
+
+def _resolve_model(model, device, dtype, quantize=None) -> tuple[str | None, "Causal2Vec"]:
     """The model's reference as a collection records it (None for a loaded model), and the model."""
     # reindex.py uses this too: preflight.model_reference decides what a collection records as its model.
     reference = model_reference(model)
-    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype))
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype,
+                                                                    quantize=quantize))
 
 
 @dataclass

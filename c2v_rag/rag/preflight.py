@@ -106,7 +106,7 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
 
 def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
                  reference: str | None, layout: "CollectionLayout | None" = None,
-                 weights: str | None = None, truncate_dim: int | None = None) -> bool:
+                 weights: str | None = None, truncate_dim: int | None = None, quantize: str = "none") -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
@@ -118,7 +118,8 @@ def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, 
     if not client.collection_exists(collection):
         return False
     try:
-        fingerprint = config_fingerprint(config, reference, weights=weights, truncate_dim=truncate_dim)
+        fingerprint = config_fingerprint(config, reference, weights=weights, truncate_dim=truncate_dim,
+                                         quantize=quantize)
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
     check_collection(client, collection, target, fingerprint, layout)

@@ -75,6 +75,7 @@ def reindex(
     store: Literal["local", "edge"] | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     sparse: "Literal['keep', 'bm25'] | BM25Config | None" = "keep",
     batch_size: int = 256,
     drop_previous: bool = False,
@@ -125,7 +126,7 @@ def reindex(
         params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
         if params.distance.value.lower() in ("cosine", "dot", "euclid"):
             target = target.model_copy(update={"distance": params.distance.value.lower()})
-        reference, c2v = _resolve_model(model, device, dtype)
+        reference, c2v = _resolve_model(model, device, dtype, quantize)
         new = next_version(qdrant_client, collection)
         ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
         try:

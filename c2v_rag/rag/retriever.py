@@ -48,6 +48,7 @@ class SearchOptions(BaseModel):
                                                  "collection's own model")
     device: str | None = None
     dtype: str | None = None
+    quantize: str | None = Field(default=None, description="none, int8 or auto; None: the collection's own")
     qdrant_url: str | None = None
     path: str | Path | None = None
     store: Literal["local", "edge"] | None = None
@@ -67,7 +68,7 @@ class SearchOptions(BaseModel):
             query, top_k, collection=self.collection, qdrant_url=self.qdrant_url, path=self.path,
             api_key=self.api_key.get_secret_value() if self.api_key is not None else None,
             prefer_grpc=self.prefer_grpc, store=self.store, model=self.model, device=self.device, dtype=self.dtype,
-            task=self.task, instruction=self.instruction, examples=self.examples,
+            quantize=self.quantize, task=self.task, instruction=self.instruction, examples=self.examples,
             filter=self.filter if filter is None else filter,
             score_threshold=self.score_threshold, mode=self.mode, fusion=self.fusion,
             group_by_document=self.group_by_document, qdrant=self.qdrant, client=self.client)

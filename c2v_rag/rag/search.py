@@ -92,6 +92,7 @@ def search(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     examples: Sequence[tuple[str, str]] | None = None,
@@ -110,7 +111,8 @@ def search(
     variant's default, else MS MARCO's); documents were stored without one. ``examples`` are
     in-context ``(query, response)`` pairs before the query's instruction (Causal2Vec "w/ ICL");
     None uses the task's registered ones, ``[]`` none. ``model`` defaults
-    to the one the collection was built with; another model is refused.
+    to the one the collection was built with; another model is refused. So does ``quantize``
+    (``"none"``/``"int8"``/``"auto"``): queries are embedded as the collection's documents were.
 
     Args:
         filter: a ``qdrant_client.models.Filter`` (used as is) or the dict form of
@@ -133,9 +135,9 @@ def search(
     """
     _check_query(query)
     return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
-                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype, task=task,
-                       instruction=instruction, examples=examples, filter=filter, score_threshold=score_threshold,
-                       mode=mode,
+                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype,
+                       quantize=quantize, task=task, instruction=instruction, examples=examples, filter=filter,
+                       score_threshold=score_threshold, mode=mode,
                        fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
                        client=client)[0]
 
@@ -153,6 +155,7 @@ def search_many(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     examples: Sequence[tuple[str, str]] | None = None,
@@ -183,7 +186,7 @@ def search_many(
         concrete = resolve_alias(qdrant_client, collection)
         info = require_collection(qdrant_client, concrete, target)
         plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion,
-                           examples)
+                           examples=examples, quantize=quantize)
         requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
         if group_by_document:
             return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
@@ -207,6 +210,7 @@ async def asearch(
     model: "str | Path | Causal2Vec | None" = None,
     device: str | None = None,
     dtype: str | None = None,
+    quantize: str | None = None,
     task: str | None = None,
     instruction: str | None = None,
     examples: Sequence[tuple[str, str]] | None = None,
@@ -233,9 +237,9 @@ async def asearch(
     target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
     if target.is_edge and client is None:
         hits = await asyncio.to_thread(
-            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype, task=task,
-            instruction=instruction, examples=examples, filter=query_filter, score_threshold=score_threshold, mode=mode,
-            fusion=fusion,
+            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype,
+            quantize=quantize, task=task, instruction=instruction, examples=examples, filter=query_filter,
+            score_threshold=score_threshold, mode=mode, fusion=fusion,
             with_vectors=with_vectors, group_by_document=group_by_document, qdrant=target)
         return hits[0]
     own_client = client is None
@@ -252,7 +256,7 @@ async def asearch(
             raise collection_not_found(collection, target)
         info = await qdrant_client.get_collection(concrete)
         plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
-                                       task, instruction, fusion, examples)
+                                       task, instruction, fusion, examples, quantize)
         requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
                                            with_vectors)
         if group_by_document:
@@ -300,14 +304,15 @@ class _Plan:
 
     @classmethod
     def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
-              dtype, task, instruction, fusion: str = "rrf", examples=None) -> "_Plan":
+              dtype, task, instruction, fusion: str = "rrf", examples=None,
+              quantize: str | None = None) -> "_Plan":
         stored = fingerprint_of(info)
         layout = CollectionLayout.from_fingerprint(stored, target)
         check_mode(mode, layout, collection, target.location)
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
         if mode != "sparse":
-            c2v = _model_for(stored, model, device, dtype)
+            c2v = _model_for(stored, model, device, dtype, quantize)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
             dim = truncate_dim or c2v.embedding_dim
@@ -366,7 +371,7 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return list(queries)
 
 
-def _model_for(stored: dict[str, Any] | None, model, device, dtype) -> "Causal2Vec":
+def _model_for(stored: dict[str, Any] | None, model, device, dtype, quantize=None) -> "Causal2Vec":
     from ..modeling import Causal2Vec
 
     if isinstance(model, Causal2Vec):
@@ -376,4 +381,7 @@ def _model_for(stored: dict[str, Any] | None, model, device, dtype) -> "Causal2V
         recorded = (stored or {}).get("model")
         if isinstance(recorded, str):
             model = recorded
-    return load_model(model, device=device, dtype=dtype)
+    if quantize is None:
+        # Queries embedded as the collection's documents were (int8 or float): the comparable vectors.
+        quantize = (stored or {}).get("quantize", "none")
+    return load_model(model, device=device, dtype=dtype, quantize=quantize)

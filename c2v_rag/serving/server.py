@@ -36,7 +36,8 @@ def serve(config: ServerConfig) -> None:
     from ..modeling import Causal2Vec
 
     configure_cpu_threads(config.threads)
-    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype)
+    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype,
+                                       quantize=config.quantize)
     app = create_app(model, config)
     if config.host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
         logger.warning("Listening on %s with no API key: anyone who can reach this port can use it "

@@ -1,0 +1,142 @@
+"""int8 vs the float default on a CPU, side by side in one run: speed ratios and vector agreement (issue 26).
+
+    python bench/int8.py --data ../shared/data --docs 24 --claims 8 --repeats 3
+    python bench/int8.py --data ../shared/data --docs 24 --claims 8 --candidates torchao   # also torchao
+
+Every candidate is the shipped preset loaded once, then quantized (or not) in place:
+
+- ``float``: what ``dtype="auto"`` picks here (float32 without native bf16, bfloat16 with it);
+- ``int8``: ``quantize="int8"`` as shipped (torch dynamic int8 linear layers, decoder and encoder);
+- ``int8-decoder``: the decoder's linear layers only, the encoder in float32;
+- ``torchao`` (optional, needs ``pip install torchao``): torchao's ``Int8DynamicActivationInt8WeightConfig``
+  (per-row activation scales) on both models.
+
+Texts: SciFact abstracts and claims shuffled together (``common.mixed_texts``). Each repeat encodes
+the whole set once with every candidate, in alternating order, so background load falls on all alike;
+the ratios are of medians of process CPU seconds (with one intra-op thread, the work done; on a shared
+machine the wall clock also counts the time other processes held the core: one run here saw float take
+48 s and then 490 s of wall clock for the same texts). Wall seconds are printed beside them. Real tokens count each text's own decoder tokens (instruction, Contextual
+token and padding excluded), the same numerator for all. Then single-text latency: each of ``--single``
+claims encoded alone, candidates interleaved per text, medians. Quality: per text, the cosine of each
+candidate's vector to the float one (worst and mean, whole vector and per part), and for each candidate
+the worst cosine between a text alone and the same text in the mixed batch. Absolute times are printed
+but only the ratios mean anything on a shared machine; the CPU's flags are printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from c2v_rag import Causal2Vec
+from c2v_rag.devices import cpu_class, cpu_flags, dtype_name
+from c2v_rag.int8 import quantize_linear_int8
+from common import load_scifact_queries, mixed_texts
+
+
+def build(candidates: list[str]) -> dict[str, Causal2Vec]:
+    base = Causal2Vec.from_pretrained(None, device="cpu")
+    models = {"float": base}
+    for name in candidates:
+        model = copy.deepcopy(base) if base.dtype == torch.float32 else Causal2Vec.from_pretrained(None, dtype="float32")
+        if name == "int8":
+            model.apply_quantization("int8")
+        elif name == "int8-decoder":
+            quantize_linear_int8(model.decoder)
+        elif name == "torchao":
+            from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+            quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
+            quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
+        else:
+            raise SystemExit(f"unknown candidate {name!r}: int8, int8-decoder, torchao")
+        models[name] = model
+    return models
+
+
+def real_tokens(model: Causal2Vec, texts: list[str]) -> int:
+    pieces, _ = model.prepare(texts, None)
+    return sum(len(p.head) + len(p.tail) for p in pieces)
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--docs", type=int, default=24, help="SciFact abstracts in the mixed set")
+    parser.add_argument("--claims", type=int, default=8, help="SciFact claims in the mixed set")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--single", type=int, default=8, help="claims timed alone (latency)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--candidates", nargs="+", default=["int8", "int8-decoder"])
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    texts = mixed_texts(args.data, args.docs, args.claims)
+    models = build(args.candidates)
+    names = list(models)
+    tokens = real_tokens(models["float"], texts)
+    for model in models.values():  # warm-up: allocator and kernel selection
+        model.encode(texts[:2])
+
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    vectors: dict[str, np.ndarray] = {}
+    for r in range(args.repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            start, cpu = time.perf_counter(), time.process_time()
+            vectors[name] = models[name].encode(texts, normalize_embeddings=True)
+            seconds[name].append(time.process_time() - cpu)
+            wall[name].append(time.perf_counter() - start)
+        print(f"repeat {r + 1} (CPU s / wall s): " + ", ".join(f"{n} {seconds[n][-1]:.1f} / {wall[n][-1]:.1f}"
+                                                            for n in names), flush=True)
+
+    singles = load_scifact_queries(args.data, args.single)
+    latency: dict[str, list[float]] = {n: [] for n in names}
+    for i, text in enumerate(singles):
+        for name in names if i % 2 == 0 else names[::-1]:
+            cpu = time.process_time()
+            models[name].encode_queries(text)
+            latency[name].append(time.process_time() - cpu)
+
+    parts = models["float"].config.parts
+    report: dict = {"cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(),
+                    "flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))),
+                    "float_dtype": dtype_name(models["float"].dtype), "threads": args.threads,
+                    "texts": len(texts), "real_tokens": tokens, "candidates": {}}
+    t_float = statistics.median(seconds["float"])
+    l_float = statistics.median(latency["float"])
+    for name in names:
+        med = statistics.median(seconds[name])
+        row = {"median_cpu_s": round(med, 3), "median_wall_s": round(statistics.median(wall[name]), 3), "real_tokens_per_s": round(tokens / med, 1),
+               "speed_vs_float": round(t_float / med, 3),
+               "single_text_median_cpu_ms": round(1000 * statistics.median(latency[name]), 1),
+               "single_text_speed_vs_float": round(l_float / statistics.median(latency[name]), 3)}
+        if name != "float":
+            cos = cosines(vectors[name], vectors["float"])
+            row.update(cos_to_float_worst=round(float(cos.min()), 5), cos_to_float_mean=round(float(cos.mean()), 5),
+                       cos_to_float_worst_by_part={p: round(float(cosines(vectors[name][:, s], vectors["float"][:, s]).min()), 5)
+                                                   for p, s in parts.items()})
+        n_alone = min(12, len(texts))
+        alone = np.stack([models[name].encode(t, normalize_embeddings=True) for t in texts[:n_alone]])
+        row["alone_vs_batch_worst"] = round(float(cosines(alone, vectors[name][:n_alone]).min()), 6)
+        report["candidates"][name] = row
+    print(json.dumps(report, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

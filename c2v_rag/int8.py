@@ -1,0 +1,41 @@
+"""int8 weights for CPU encoding (issue 26): ``Causal2Vec.from_pretrained(..., quantize="int8")``.
+
+Not to be confused with :mod:`c2v_rag.quantization`, which rounds the *output* vectors
+(``encode(precision="int8")``); this module changes how the model *computes* them.
+
+The chosen method is PyTorch's dynamic int8 quantization of the ``nn.Linear`` layers
+(``torch.ao.quantization.quantize_dynamic``): weights are stored in int8 per output channel, and
+each matmul quantizes its input on the fly and runs fbgemm's int8 GEMM (AVX2/AVX-512 VNNI). It
+needs no calibration data, no export, no extra package, and keeps the model an ordinary
+``nn.Module`` (the same encode loop, batching and readout). ONNX Runtime, OpenVINO and torchao
+were measured against it (docs/performance.md, "int8 on CPU").
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+QUANTIZED_ATTR = "quantization"
+
+
+def quantize_linear_int8(module: nn.Module) -> nn.Module:
+    """Replace ``module``'s ``nn.Linear`` layers by dynamic int8 ones, in place; returns ``module``.
+
+    The module must be float32 (dynamic int8 takes float32 activations) and in eval mode.
+    """
+    dtype = next(module.parameters()).dtype
+    if dtype != torch.float32:
+        raise ValueError(f"int8 quantization starts from float32 weights, got {dtype}: load with dtype='float32'")
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        # torch 2.13 marks torch.ao.quantization deprecated in favour of torchao. torchao's CPU int8 was
+        # measured slower here (docs/performance.md); the warning tells a user loading a model nothing
+        # they could act on.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*torch.ao.quantization.*")
+        return quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8, inplace=True)
