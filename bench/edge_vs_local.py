@@ -273,6 +273,7 @@ def main() -> None:
                 else:
                     shutil.rmtree(store, ignore_errors=True)
                     base.update(_run_child("build", backend, str(store), str(corpus_file), json.dumps(settings)))
+                    print("built:", json.dumps(base), flush=True)  # kept should a query run fail
                 for row in _run_child("query", backend, str(store), str(queries_file), str(truth_file), *args.ef):
                     row = {**base, **row}
                     rows.append(row)
