@@ -3,6 +3,8 @@
     python bench/edge_vs_local.py --data ../shared/data --points 10000 --dims 384 1536 --backends local edge
     python bench/edge_vs_local.py --data ../shared/data --points 100000 --dims 384 1536 --backends edge
     python bench/edge_vs_local.py --data ../shared/data --points 1000000 --dims 384 --backends edge
+    # search ef swept on one built store (ef needs no rebuild), at other graph settings:
+    python bench/edge_vs_local.py --points 200000 --dims 384 --backends edge --hnsw-m 32 --ef 64 128 256 512
 
 Each (backend, points, dims) is built in one child process and queried in another, so that no
 number includes another's memory:
@@ -21,7 +23,9 @@ fixed Gaussian projection to 1,536 dims (renormalized): their neighbourhoods are
 (Johnson-Lindenstrauss), the size is the preset's. Beyond the ~110k real sentences, points are
 normalized sums of two random real vectors (the output says how many). Vectors are cached in
 ``--cache`` (never commit them). Edge runs at the shipped settings (``c2v_rag.rag.edge``: m,
-ef_construct, ef), which is what the recall column is for.
+ef_construct, and the search ef the collection's size picks), which is what the recall column is
+for, unless ``--hnsw-m``/``--hnsw-ef-construct``/``--quantization`` build it otherwise; ``--ef``
+queries one built store at several search ef (one row each; "auto" is the shipped choice).
 """
 
 from __future__ import annotations
@@ -141,20 +145,23 @@ def dataset(data: Path, cache: Path, n: int, dims: int, real_max: int | None = N
 
 # ------------------------------------------------------------------ children
 
-def _config(backend: str, store: Path):
+def _config(backend: str, store: Path, settings: dict | None = None):
     from c2v_rag.rag import QdrantConfig
 
-    return QdrantConfig.resolve(path=store, store=backend)
+    config = QdrantConfig.resolve(path=store, store=backend)
+    return config.model_copy(update={k: v for k, v in (settings or {}).items() if v is not None})
 
 
-def child_build(backend: str, store: Path, corpus_file: Path) -> dict:
+def child_build(backend: str, store: Path, corpus_file: Path, settings: dict) -> dict:
     from qdrant_client.http import models
 
     corpus = np.load(corpus_file, mmap_mode="r")
     n, dims = corpus.shape
     reset_peak_rss()
-    client = _config(backend, store).connect()
-    client.create_collection("bench", vectors_config=models.VectorParams(size=dims, distance=models.Distance.COSINE))
+    config = _config(backend, store, settings)
+    client = config.connect()
+    # The collection as ingest creates it: QdrantConfig's vector params, quantization and graph settings.
+    client.create_collection("bench", **config.create_collection_kwargs(dims))
     started = time.perf_counter()
     for start in range(0, n, BATCH):
         block = np.asarray(corpus[start:start + BATCH])
@@ -168,7 +175,7 @@ def child_build(backend: str, store: Path, corpus_file: Path) -> dict:
             "points_per_s": n / (closed - started), "build_peak_mib": peak_rss_kib() / 1024, "disk_mib": disk / 2**20}
 
 
-def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path) -> dict:
+def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path, efs: list[str]) -> list[dict]:
     from qdrant_client.http import models
 
     queries, truth = np.load(queries_file), np.load(truth_file)
@@ -183,19 +190,26 @@ def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path)
     client = _config(backend, store).connect()
     client.count("bench", exact=False)  # the store is open and loaded: a query can run
     reopen = time.perf_counter() - started
-    latencies, recalls = [], []
-    for q, want in zip(queries, truth):
-        request = models.QueryRequest(query=q.tolist(), limit=TOP, with_payload=False)
-        t = time.perf_counter()
-        points = client.query_batch_points("bench", [request])[0].points
-        latencies.append((time.perf_counter() - t) * 1000)
-        recalls.append(len({int(p.id) for p in points} & set(want.tolist())) / TOP)
+    rows = []
+    for ef in efs:
+        # "auto": no search params, so the client uses the collection's own (the shipped behaviour).
+        params = None if ef == "auto" else models.SearchParams(hnsw_ef=int(ef))
+        used = ef if ef != "auto" or backend != "edge" else client.search_ef("bench")
+        latencies, recalls = [], []
+        for q, want in zip(queries, truth):
+            request = models.QueryRequest(query=q.tolist(), limit=TOP, with_payload=False, params=params)
+            t = time.perf_counter()
+            points = client.query_batch_points("bench", [request])[0].points
+            latencies.append((time.perf_counter() - t) * 1000)
+            recalls.append(len({int(p.id) for p in points} & set(want.tolist())) / TOP)
+        latencies.sort()
+        rows.append({"ef": used, "p50_ms": statistics.median(latencies),
+                     "p99_ms": latencies[int(0.99 * (len(latencies) - 1))], "recall_at_10": float(np.mean(recalls))})
     peak = peak_rss_kib()
     client.close()
-    latencies.sort()
-    return {"reopen_s": reopen, "p50_ms": statistics.median(latencies),
-            "p99_ms": latencies[int(0.99 * (len(latencies) - 1))], "recall_at_10": float(np.mean(recalls)),
-            "open_peak_mib": peak / 1024, "baseline_mib": before / 1024}
+    for row in rows:
+        row.update({"reopen_s": reopen, "open_peak_mib": peak / 1024, "baseline_mib": before / 1024})
+    return rows
 
 
 def _run_child(*args: str) -> dict:
@@ -216,48 +230,74 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["local", "edge"], choices=["local", "edge"])
     parser.add_argument("--real", type=int, default=None,
                         help="embed at most this many sentences; further points are mixtures of their vectors")
+    parser.add_argument("--hnsw-m", type=int, default=None, help="Edge graph edges per node (default: shipped)")
+    parser.add_argument("--hnsw-ef-construct", type=int, default=None, help="Edge graph build depth (default: shipped)")
+    parser.add_argument("--quantization", choices=["int8", "binary"], default=None,
+                        help="Edge quantization (searched with rescoring on the original vectors)")
+    parser.add_argument("--datatype", choices=["float32", "float16"], default=None)
+    parser.add_argument("--ef", nargs="+", default=["auto"],
+                        help="search ef values to query the one built store with; 'auto' = the shipped choice")
+    parser.add_argument("--stores", type=Path, default=None, help="where the stores are built (default: --cache)")
+    parser.add_argument("--keep", action="store_true", help="keep the built stores (and reuse one that exists)")
     parser.add_argument("--out", type=Path, default=None, help="append one JSON line per run here")
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, backend, store, *files = args.child
-        result = (child_build(backend, Path(store), Path(files[0])) if kind == "build"
-                  else child_query(backend, Path(store), Path(files[0]), Path(files[1])))
+        result = (child_build(backend, Path(store), Path(files[0]), json.loads(files[1])) if kind == "build"
+                  else child_query(backend, Path(store), Path(files[0]), Path(files[1]), files[2:]))
         print(json.dumps(result))
         return
 
     flags = open("/proc/cpuinfo").read()
     cpu = ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f" {f}" in flags)
-    from c2v_rag.rag.edge import HNSW_EF, HNSW_EF_CONSTRUCT, HNSW_M
+    from c2v_rag.rag.edge import HNSW_EF_CONSTRUCT, HNSW_M
 
-    print(f"{os.cpu_count()} CPUs ({cpu}); Edge HNSW m={HNSW_M} ef_construct={HNSW_EF_CONSTRUCT} ef={HNSW_EF}")
+    settings = {"hnsw_m": args.hnsw_m, "hnsw_ef_construct": args.hnsw_ef_construct,
+                "quantization": args.quantization, "datatype": args.datatype}
+    m, efc = args.hnsw_m or HNSW_M, args.hnsw_ef_construct or HNSW_EF_CONSTRUCT
+    print(f"{os.cpu_count()} CPUs ({cpu}); Edge HNSW m={m} ef_construct={efc} search ef {' '.join(args.ef)}"
+          f"{'; quantization ' + args.quantization if args.quantization else ''}"
+          f"{'; ' + args.datatype if args.datatype else ''}")
+    stores = args.stores or args.cache
     rows = []
     for dims in args.dims:
         for n in args.points:
             corpus_file, queries_file, truth_file, mixed = dataset(args.data, args.cache, n, dims, args.real)
             for backend in args.backends:
-                store = args.cache / f"store_{backend}_{n}_{dims}"
-                shutil.rmtree(store, ignore_errors=True)
-                row = {"backend": backend, "points": n, "dims": dims, "mixed_points": mixed}
-                row.update(_run_child("build", backend, str(store), str(corpus_file)))
-                row.update(_run_child("query", backend, str(store), str(queries_file), str(truth_file)))
-                shutil.rmtree(store, ignore_errors=True)
-                rows.append(row)
-                print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-                if args.out:
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(row) + "\n")
-    print("\n| backend | points | dims | upsert+index pts/s | reopen s | p50 ms | p99 ms | recall@10 | "
-          "open RSS MiB | build peak MiB | disk MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+                store = stores / f"store_{backend}_{n}_{dims}_m{m}_efc{efc}_{args.quantization or 'f32'}"
+                base = {"backend": backend, "points": n, "dims": dims, "mixed_points": mixed, "m": m,
+                        "ef_construct": efc, "quantization": args.quantization}
+                if args.keep and ((store / "c2v_edge.json").exists() or (store / "meta.json").exists()):
+                    base["reused_store"] = True  # built by an earlier run with --keep: its build columns are absent
+                else:
+                    shutil.rmtree(store, ignore_errors=True)
+                    base.update(_run_child("build", backend, str(store), str(corpus_file), json.dumps(settings)))
+                    print("built:", json.dumps(base), flush=True)  # kept should a query run fail
+                for row in _run_child("query", backend, str(store), str(queries_file), str(truth_file), *args.ef):
+                    row = {**base, **row}
+                    rows.append(row)
+                    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+                    if args.out:
+                        with open(args.out, "a") as f:
+                            f.write(json.dumps(row) + "\n")
+                if not args.keep:
+                    shutil.rmtree(store, ignore_errors=True)
+    print("\n| backend | points | dims | m / ef_construct / ef | upsert+index pts/s | reopen s | p50 ms | p99 ms | "
+          "recall@10 | open RSS MiB | build peak MiB | disk MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['backend']} | {r['points']:,} | {r['dims']} | {r['points_per_s']:,.0f} | {r['reopen_s']:.2f} | "
+        graph = (f"{r['m']} / {r['ef_construct']} / {r['ef']}" + (f" {r['quantization']}" if r["quantization"] else "")
+                 if r["backend"] == "edge" else "exact")
+        build = (f"{r['points_per_s']:,.0f}", f"{r['build_peak_mib']:,.0f}", f"{r['disk_mib']:,.0f}") \
+            if "points_per_s" in r else ("(kept)", "(kept)", "(kept)")
+        print(f"| {r['backend']} | {r['points']:,} | {r['dims']} | {graph} | {build[0]} | {r['reopen_s']:.2f} | "
               f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['recall_at_10']:.4f} | {r['open_peak_mib']:,.0f} | "
-              f"{r['build_peak_mib']:,.0f} | {r['disk_mib']:,.0f} |")
+              f"{build[1]} | {build[2]} |")
     by = {(r["backend"], r["points"], r["dims"]): r for r in rows}
     for (backend, n, dims), r in by.items():
         local = by.get(("local", n, dims))
-        if backend == "edge" and local:
+        if backend == "edge" and local and "points_per_s" in r and "points_per_s" in local:
             print(f"edge/local at {n:,}x{dims}: query p50 {r['p50_ms'] / local['p50_ms']:.3f}x, reopen "
                   f"{r['reopen_s'] / local['reopen_s']:.3f}x, open RSS {r['open_peak_mib'] / local['open_peak_mib']:.2f}x, "
                   f"build {r['points_per_s'] / local['points_per_s']:.2f}x points/s")

@@ -535,6 +535,11 @@ class RayIngestRun:
             progress.close()
             if handoff:
                 self.client = self._reopen_after_handoff()
+                if self.target.is_edge:
+                    # Ray ends the actor without closing its client, so the points it wrote are in Edge's
+                    # write-ahead log but not in an HNSW graph (Edge builds one only when asked): build it
+                    # here, as the actor's close() would have (searches of unindexed points scan them all).
+                    self.client.optimize(self.collection)
         self.result.seconds = time.perf_counter() - started
         return self.result
 

@@ -27,6 +27,9 @@ from .retry import call_with_retry
 
 logger = logging.getLogger(__name__)
 
+# Tries to reach a server at either end before giving up (a restarting server answers within seconds).
+_CONNECT_ATTEMPTS = 3
+
 
 class MigrateResult(BaseModel):
     """What a migration copied, from where to where."""
@@ -126,10 +129,14 @@ def migrate(
 
 
 class _opened:
-    """A client for ``config``, closed on exit (an Edge target builds its HNSW graph then)."""
+    """A client for ``config`` that has answered (a server that does not is a
+    :class:`~c2v_rag.rag.errors.QdrantUnreachableError` naming its URL, as in ingest), closed on
+    exit (an Edge target builds its HNSW graph then)."""
 
     def __init__(self, config: QdrantConfig) -> None:
-        self.client = config.connect()
+        from .preflight import open_client
+
+        self.client = open_client(config, attempts=_CONNECT_ATTEMPTS, initial_wait=0.5, max_wait=5.0)
 
     def __enter__(self) -> Any:
         return self.client

@@ -17,7 +17,7 @@ from contextlib import closing
 import numpy as np
 import pytest
 
-for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.data", "pyarrow"):
+for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.data", "pyarrow", "qdrant_edge"):
     pytest.importorskip(_module)
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from qdrant_client import QdrantClient
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
+from c2v_rag.rag.edge import store_kind
 from rag_helpers import compare, make_text, points
 
 ACTOR_CLASS = "ChunkEmbedActor"
@@ -87,6 +88,59 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sour
     changed = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=one_writer, **kwargs)
     assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
     assert compare(points(on_ray), points(local)) < 1e-5
+
+
+def _every_point(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray, tuple]]:
+    """id -> (payload, dense vector, sparse (indices, values)) of a store of either embedded engine
+    (detected from the directory, as c2v_rag opens it)."""
+    with closing(QdrantConfig.resolve(path=path).connect()) as client:
+        found, offset = {}, None
+        while True:
+            batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
+            for p in batch:
+                sparse = next(v for v in p.vector.values() if hasattr(v, "indices"))
+                dense = next(v for v in p.vector.values() if not hasattr(v, "indices"))
+                found[str(p.id)] = (p.payload, np.asarray(dense, dtype=np.float32),
+                                    (list(sparse.indices), np.asarray(sparse.values, dtype=np.float32)))
+            if offset is None:
+                return found
+
+
+def test_ray_writes_an_edge_store_from_the_driver_and_from_the_one_writing_actor(tmp_path, sources, tiny_variant,
+                                                                                 ingest_config):
+    """Both of Ray's write modes on Qdrant Edge store what the in-process engine stores in local mode:
+    the driver writing the actors' vectors, and one actor writing itself (Edge, like local mode, lets
+    one process hold the directory, so the driver hands the store over and takes it back)."""
+    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, sparse="bm25")
+    c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)
+    want = _every_point(tmp_path / "local")
+    query = make_text(300)[:80]
+    expected_hits = [h.id for h in c2v_rag.search(query, top_k=5, path=tmp_path / "local", collection="kb")]
+    one_writer = RayOptions(actors=1, write="workers", chunk_tasks=1)
+    for name, options in (("driver", TWO_ACTORS), ("workers", one_writer)):
+        store = tmp_path / f"edge-{name}"
+        result = c2v_rag.ingest(sources, path=store, store="edge", engine="ray", ray=options, **kwargs)
+        got = _every_point(store)
+        assert result.ok and result.chunks_written == len(want) == len(got), name
+        assert store_kind(store) == "edge"
+        for pid, (payload, dense, (indices, values)) in want.items():
+            assert got[pid][0] == payload, (name, pid)
+            assert float(np.abs(got[pid][1] - dense).max()) < 1e-5, (name, pid)
+            assert got[pid][2][0] == indices and np.allclose(got[pid][2][1], values, atol=1e-6), (name, pid)
+        # The store was handed back: a search opens it and ranks what the actors wrote as local mode does.
+        assert [h.id for h in c2v_rag.search(query, top_k=5, path=store, collection="kb")] == expected_hits, name
+    # A changed document through the writing actor replaces its chunks on Edge as in local mode.
+    (sources / "note-1.txt").write_text(make_text(999))
+    c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)
+    changed = c2v_rag.ingest(sources, path=tmp_path / "edge-workers", store="edge", engine="ray", ray=one_writer,
+                             **kwargs)
+    assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
+    want, got = _every_point(tmp_path / "local"), _every_point(tmp_path / "edge-workers")
+    assert sorted(got) == sorted(want)
+    assert all(got[p][0] == want[p][0] and np.abs(got[p][1] - want[p][1]).max() < 1e-5 for p in want)
+    with pytest.raises(ValueError, match="needs actors=1"):
+        c2v_rag.ingest(sources, path=tmp_path / "edge-workers", engine="ray",
+                       ray=RayOptions(actors=2, write="workers"), **kwargs)
 
 
 def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_variant, corpus, ingest_config):
