@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from decoder_probe import captured_inputs
 
 from c2v_rag.encoding import prepare_texts
 from c2v_rag.instructions import InContextPrompt, get_task, register_task, resolve_instruction
@@ -19,20 +20,7 @@ EXAMPLES = [("cats purr when happy", "Purring signals a content cat."),
 
 def _head_and_c(model, texts, instruction):
     """The ids before C, the decoder's input row at C, and C itself, as the decoder receives them."""
-    seen = {}
-
-    def hook(module, args, kwargs):
-        seen["embeds"] = kwargs["inputs_embeds"].detach().clone()
-
-    handle = model.decoder.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        pieces, enc_ids = model.prepare(texts, instruction)
-        batch = model.collate(pieces, enc_ids)
-        with torch.no_grad():
-            contextual = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
-            model(batch)
-    finally:
-        handle.remove()
+    seen, batch, contextual = captured_inputs(model, texts, instruction)
     c_pos = int(batch.context_positions[0])
     return batch, c_pos, seen["embeds"][0, c_pos], contextual[0, 0]
 

@@ -4,29 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from decoder_probe import captured_inputs
 
 INSTRUCTION = "Given a scientific claim, retrieve documents that support or refute the claim"
 TEXT = "Vitamin D deficiency is linked to bone loss."
-
-
-def _captured_inputs(model, texts, instruction):
-    """Run the model and capture the inputs_embeds the decoder actually receives."""
-    seen = {}
-
-    def hook(module, args, kwargs):
-        seen["embeds"] = kwargs["inputs_embeds"].detach().clone()
-        seen["position_ids"] = kwargs["position_ids"].detach().clone()
-
-    handle = model.decoder.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        pieces, enc_ids = model.prepare(texts, instruction)
-        batch = model.collate(pieces, enc_ids)
-        with torch.no_grad():
-            contextual = model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
-            model(batch)
-    finally:
-        handle.remove()
-    return seen, batch, contextual
 
 
 @pytest.mark.parametrize("instructed", [True, False], ids=["instructed", "uninstructed"])
@@ -42,7 +23,7 @@ def test_contextual_token_sits_right_after_the_instruction(tiny_model_factory, f
     expected_head = bos + tok(fmt.prefix + (INSTRUCTION + "\n" if instructed else ""), add_special_tokens=False)["input_ids"]
     c_pos = len(expected_head)
 
-    seen, batch, contextual = _captured_inputs(model, [TEXT], instruction)
+    seen, batch, contextual = captured_inputs(model, [TEXT], instruction)
     embeds = seen["embeds"][0]
     table = model.decoder.get_input_embeddings().weight
 
