@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import peak_rss_kib, reset_peak_rss
+from common import peak_rss_kib, reset_peak_rss, speed_flags_note
 
 N_QUERIES = 200
 BATCH = 1024
@@ -249,14 +249,12 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    flags = open("/proc/cpuinfo").read()
-    cpu = ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f" {f}" in flags)
     from c2v_rag.rag.edge import HNSW_EF_CONSTRUCT, HNSW_M
 
     settings = {"hnsw_m": args.hnsw_m, "hnsw_ef_construct": args.hnsw_ef_construct,
                 "quantization": args.quantization, "datatype": args.datatype}
     m, efc = args.hnsw_m or HNSW_M, args.hnsw_ef_construct or HNSW_EF_CONSTRUCT
-    print(f"{os.cpu_count()} CPUs ({cpu}); Edge HNSW m={m} ef_construct={efc} search ef {' '.join(args.ef)}"
+    print(f"{os.cpu_count()} CPUs ({speed_flags_note()}); Edge HNSW m={m} ef_construct={efc} search ef {' '.join(args.ef)}"
           f"{'; quantization ' + args.quantization if args.quantization else ''}"
           f"{'; ' + args.datatype if args.datatype else ''}")
     stores = args.stores or args.cache

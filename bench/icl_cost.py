@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import load, measure, single_thread_note
-from matryoshka_cost import cpu_flags
+from common import load, measure, single_thread_note, speed_flags_note
 
 
 def main() -> None:
@@ -53,7 +52,7 @@ def main() -> None:
             print(f"round {round_ + 1} examples {k}: {run.cpu_seconds:.2f} CPU s, {run.seconds:.2f} wall s", flush=True)
     base = best[args.counts[0]]
     print(f"\n{args.model}, {len(queries)} SciFact dev claims, dtype {model.dtype}; {single_thread_note()}; "
-          f"CPU flags: {cpu_flags()}")
+          f"CPU flags: {speed_flags_note()}")
     print("| examples | decoder tokens per query | best CPU s | cost vs 0 examples |\n|---|---|---|---|")
     for k in args.counts:
         print(f"| {k} | {tokens[k]:.1f} | {best[k]:.2f} | {best[k] / base:.2f}x |")

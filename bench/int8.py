@@ -37,9 +37,9 @@ import numpy as np
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import cpu_class, cpu_flags, dtype_name
+from c2v_rag.devices import cpu_class, dtype_name
 from c2v_rag.int8 import quantize_linear_int8
-from common import load_scifact_queries, mixed_texts
+from common import load_scifact_queries, mixed_texts, speed_flags
 
 
 def build(candidates: list[str]) -> dict[str, Causal2Vec]:
@@ -113,7 +113,7 @@ def main() -> None:
 
     parts = models["float"].config.parts
     report: dict = {"cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(),
-                    "flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))),
+                    "flags": speed_flags(),
                     "float_dtype": dtype_name(models["float"].dtype), "threads": args.threads,
                     "texts": len(texts), "real_tokens": tokens, "candidates": {}}
     t_float = statistics.median(seconds["float"])

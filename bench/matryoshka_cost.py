@@ -13,21 +13,11 @@ vector cut to the same size (cosine of each row).
 from __future__ import annotations
 
 import argparse
-import platform
 from pathlib import Path
 
 import numpy as np
 
-from common import load, measure, mixed_texts, single_thread_note
-
-
-def cpu_flags() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-    return " ".join(f for f in wanted if f in flags.split())
+from common import load, measure, mixed_texts, single_thread_note, speed_flags_note
 
 
 def main() -> None:
@@ -57,7 +47,7 @@ def main() -> None:
                   f"worst cosine to the cut whole vector {worst:.6f}", flush=True)
     whole = best[max(sizes)]
     print(f"\n{args.model}, {len(texts)} texts (SciFact: {args.docs} abstracts, {args.queries} claims), dtype "
-          f"{model.dtype}; {single_thread_note()}; CPU flags: {cpu_flags()}")
+          f"{model.dtype}; {single_thread_note()}; CPU flags: {speed_flags_note()}")
     print("| truncate_dim | what runs | best CPU s | speed vs the whole vector |\n|---|---|---|---|")
     for size in sizes:
         runs = {"encoder": "MiniLM only", "contextual": "MiniLM + decoder up to C", "all": "everything"}
