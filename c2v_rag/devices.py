@@ -76,7 +76,6 @@ def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) ->
 
 # ------------------------------------------------------------------ int8 weights (issue 26)
 
-QuantizeName = Literal["none", "int8", "auto"]
 QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99). Empty:
 # on an AVX2 CPU the preset's int8 vectors were at cosine 0.78 to the float ones (bench/int8.py).

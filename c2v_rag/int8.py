@@ -24,7 +24,6 @@ import warnings
 import torch
 from torch import nn
 
-QUANTIZED_ATTR = "quantization"
 logger = logging.getLogger(__name__)
 
 
@@ -44,7 +43,7 @@ def quantize_linear_int8(module: nn.Module) -> nn.Module:
 
     with warnings.catch_warnings():
         # torch 2.13 marks torch.ao.quantization deprecated in favour of torchao; the warning tells a
-        # user loading a model nothing they could act on (the quality warning below does).
+        # user loading a model nothing they could act on (the quality warning above does).
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*torch.ao.quantization.*")

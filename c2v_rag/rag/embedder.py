@@ -36,15 +36,13 @@ _VIEWS_ATTR = "_c2v_rag_length_views"
 
 def _model_key(model: ModelRef, device: str | None, dtype: str | None,
                quantize: str | None = None) -> tuple[str, str, str, str]:
-    from ..devices import resolve_device
+    from ..devices import resolve_device, resolve_quantize
     from ..presets import DEFAULT_PRESET, PRESETS_DIR
 
     name = DEFAULT_PRESET if model is None else str(model)
     path = Path(name).expanduser()
     if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
         name = str(path.resolve())
-    from ..devices import resolve_quantize
-
     target = resolve_device(device)
     return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target)
 

@@ -223,8 +223,8 @@ def ingest(
         api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
-        quantize: ``"int8"`` embeds with int8 linear layers on a CPU, ``"auto"`` where the CPU lacks
-            native bf16 (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
+        quantize: ``"int8"`` embeds with int8 linear layers on a CPU; ``"auto"`` only where int8 met
+            the quality bound, on no CPU yet (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
             an existing collection of the other kind is refused before the weights load.
         sync: make the collection mirror the given files and folders (``docs`` must be paths).
             By default (False) an ingest only adds and updates: a document deleted or renamed
@@ -295,6 +295,7 @@ def ingest(
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     reference = model_reference(model)
     model_config = variant_config(model)
+    weights, quantization = variant_weights(model), applied_quantization(model, quantize, device)
     check_chunk_size(settings.chunk_size, model_config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionLayout.for_ingest(target, bm25)
@@ -311,8 +312,7 @@ def ingest(
                                   else (resolve_alias(qdrant_client, collection), None))
         try:
             check_target(qdrant_client, collection, target, model_config, reference, layout,
-                         weights=variant_weights(model), truncate_dim=settings.truncate_dim,
-                         quantize=applied_quantization(model, quantize, device))
+                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization)
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:
@@ -325,9 +325,8 @@ def ingest(
             # The actors load the model by its reference (a preset name or an absolute variant
             # directory, the same on every node); the driver needs its config alone.
             created = ensure_collection(qdrant_client, collection, target,
-                                        config_fingerprint(model_config, reference, weights=variant_weights(model),
-                                                           truncate_dim=settings.truncate_dim,
-                                                           quantize=applied_quantization(model, quantize, device)),
+                                        config_fingerprint(model_config, reference, weights=weights,
+                                                           truncate_dim=settings.truncate_dim, quantize=quantization),
                                         layout, settings.payload_indexes)
             ray_run = RayIngestRun(qdrant_client, collection, target, settings, layout,
                                    model=reference, device=device, dtype=dtype, quantize=quantize,
