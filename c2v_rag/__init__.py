@@ -1,4 +1,8 @@
-"""c2v_rag: decoder-only LLMs as text embedders (Causal2Vec), for retrieval and RAG."""
+"""c2v_rag: decoder-only LLMs as text embedders (Causal2Vec), for retrieval and RAG.
+
+This module is the facade, the top of the package's layers (``[tool.importlinter]`` in pyproject.toml):
+it re-exports names from the modules that define them, and no module inside the package imports it.
+"""
 
 from .config import Causal2VecConfig, PromptFormat
 from .errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
@@ -6,8 +10,7 @@ from .instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks,
 from .long_texts import LongTexts
 from .modeling import Causal2Vec
 from .presets import DEFAULT_PRESET, list_presets
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Causal2Vec",
@@ -39,7 +42,8 @@ __all__ = [
 ]
 
 # The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
-# optional qdrant/llama-index packages, which ingest and search ask for when called.
+# optional qdrant/llama-index packages, which ingest and search ask for when called. The facade sits
+# above every layer, so this reach into c2v_rag.rag points down, as all its imports do.
 _RAG_EXPORTS = frozenset({"ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "IngestConfig",
                           "QdrantConfig"})
 

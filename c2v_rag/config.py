@@ -1,10 +1,17 @@
-"""The configuration of a Causal2Vec variant: what is saved next to its weights."""
+"""The configuration of a Causal2Vec variant: what is saved next to its weights, and reading it back."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import VariantLoadError
+
+CONFIG_FILE = "causal2vec_config.json"
+"""The file in a variant directory that holds its :class:`Causal2VecConfig`."""
 
 Representation = Literal["concat", "average", "last_token", "contextual", "eos_projector", "mean", "weighted_mean"]
 """How the embedding is read off the decoder (paper, Table 12; LLM2Vec, Section 3.2):
@@ -219,3 +226,18 @@ class Causal2VecConfig(BaseModel):
                              f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
                              "need (objective.matryoshka in the training recipe)")
         return None if truncate_dim == full else truncate_dim
+
+
+def read_config(directory: Path) -> Causal2VecConfig:
+    """The :class:`Causal2VecConfig` saved in the variant ``directory`` (its :data:`CONFIG_FILE`).
+
+    Raises :class:`~c2v_rag.errors.VariantLoadError` naming the file when it is missing, corrupt or
+    from an incompatible version.
+    """
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise VariantLoadError(f"{path} is missing: {directory} is not a Causal2Vec variant directory")
+    try:
+        return Causal2VecConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:
+        raise VariantLoadError(f"{path} is corrupt or from an incompatible version: {err}") from err

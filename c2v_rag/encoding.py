@@ -1,24 +1,26 @@
-"""The encode loop: texts -> token batches -> model -> vectors, in the caller's order."""
+"""The encode loop: texts -> token batches -> model -> vectors, in the caller's order.
+
+The loop sits below the model (:class:`~c2v_rag.modeling.Causal2Vec` calls in here from ``encode``) and
+names only what it uses of one: :class:`EncodingModel`.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .batching import plan_batches
+from .batching import Causal2VecBatch, plan_batches
+from .config import Causal2VecConfig
+from .instructions import Instruction
 from .long_texts import LongTexts, Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
+from .prompting import DecoderPieces, PromptBuilder
 from .quantization import quantize
-
-if TYPE_CHECKING:
-    from .instructions import Instruction
-    from .modeling import Causal2Vec
-    from .prompting import DecoderPieces
 
 logger = logging.getLogger("c2v_rag")
 
@@ -26,6 +28,44 @@ logger = logging.getLogger("c2v_rag")
 # its token ids at once; windows follow a global sort by character length, so each window is
 # already of similar lengths and its token-budget batches pad little.
 _WINDOW = 4096
+
+
+class EncodingModel(Protocol):
+    """What the encode loop uses of a model; :class:`~c2v_rag.modeling.Causal2Vec` is one.
+
+    ``truncation_warned`` is the loop's own state on the model: whether truncated texts were reported
+    at WARNING yet (once per model; later reports go to DEBUG).
+    """
+
+    config: Causal2VecConfig
+    prompts: PromptBuilder
+    tokenizer: Any
+    encoder_tokenizer: Any
+    encoder_max_length: int | None
+    training: bool
+    truncation_warned: bool
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def embedding_dim(self) -> int: ...
+
+    @property
+    def max_seq_length(self) -> int: ...
+
+    def to(self, device: str | torch.device) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def prepare(self, texts: Sequence[str], instruction: Instruction, *,
+                truncate_dim: int | None = None) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
+
+    def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
+
+    def __call__(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor: ...
 
 
 def default_max_tokens(device: torch.device) -> int:
@@ -77,9 +117,9 @@ def check_unicode(text: str, where: str) -> None:
 
 
 def encode_texts(
-    model: "Causal2Vec",
+    model: EncodingModel,
     sentences: str | Sequence[str],
-    instruction: "Instruction",
+    instruction: Instruction,
     *,
     batch_size: int = 256,
     max_tokens_per_batch: int | None = None,
@@ -128,7 +168,7 @@ def encode_texts(
     return result
 
 
-def long_text_windows(model: "Causal2Vec", texts: Sequence[str], instruction: "Instruction",
+def long_text_windows(model: EncodingModel, texts: Sequence[str], instruction: Instruction,
                       long_texts: "str | LongTexts | None" = "chunk") -> Windows:
     """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
     windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
@@ -200,7 +240,7 @@ class PreparedTexts:
         )
 
 
-def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: "Instruction", *,
+def prepare_texts(model: EncodingModel, texts: Sequence[str], instruction: Instruction, *,
                   truncate_dim: int | None = None) -> PreparedTexts:
     """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
     ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
@@ -215,7 +255,7 @@ def prepare_texts(model: "Causal2Vec", texts: Sequence[str], instruction: "Instr
 
 
 def embed_prepared(
-    model: "Causal2Vec",
+    model: EncodingModel,
     prepared: PreparedTexts,
     out: np.ndarray,
     rows: Sequence[int] | None = None,
@@ -247,7 +287,8 @@ def embed_prepared(
                 on_batch(len(batch_rows), int(batch.input_ids.numel()))
 
 
-def _run(model, texts, instruction, out, max_tokens, batch_size, show, truncate_dim=None) -> tuple[int, int]:
+def _run(model: EncodingModel, texts: Sequence[str], instruction: Instruction, out: np.ndarray, max_tokens: int,
+         batch_size: int, show: bool, truncate_dim: int | None = None) -> tuple[int, int]:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
@@ -267,7 +308,9 @@ def _run(model, texts, instruction, out, max_tokens, batch_size, show, truncate_
     return decoder_truncated, encoder_truncated
 
 
-def report_truncation(model, truncated: tuple[int, int], total: int) -> None:
+def report_truncation(model: EncodingModel, truncated: tuple[int, int], total: int) -> None:
+    """Log how many of ``total`` texts the decoder and the encoder truncated (``truncated``): at WARNING
+    the first time for ``model`` (its ``truncation_warned``), at DEBUG after that."""
     decoder_truncated, encoder_truncated = truncated
     if not (decoder_truncated or encoder_truncated):
         return
@@ -279,7 +322,7 @@ def report_truncation(model, truncated: tuple[int, int], total: int) -> None:
         args += (encoder_truncated, model.encoder_max_length)
     message += "."
     # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
-    level = logging.DEBUG if model._warned_truncation else logging.WARNING
-    model._warned_truncation = True
+    level = logging.DEBUG if model.truncation_warned else logging.WARNING
+    model.truncation_warned = True
     logger.log(level, message, *args)
 

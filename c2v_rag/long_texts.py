@@ -12,7 +12,7 @@
   that fits is embedded exactly as with ``"truncate"``.
 
 The windows come from the ingest chunker's splitter (LlamaIndex's ``SentenceSplitter``, see
-:mod:`c2v_rag.rag.chunking`): paragraphs, then sentences, then words, counted in the model's own
+:mod:`c2v_rag.splitting`): paragraphs, then sentences, then words, counted in the model's own
 tokens, so a window ends at a sentence boundary where one is near. A Causal2Vec model has two
 tokenizers with two limits (the decoder's text budget and the encoder's ``encoder_max_length``):
 a window is measured in both and must fit both.
@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from .splitting import make_splitter, sections
 
 LongTextMode = Literal["truncate", "chunk"]
 ChunkPooling = Literal["max", "mean"]
@@ -113,8 +115,6 @@ def split_long_texts(texts: Sequence[str], fits: Sequence[bool], tokenizers: Seq
     special tokens), so it fits every model that reads it. The splitter overlaps neighbours by
     whole sentences (or words, inside a long sentence) of at most ``overlap`` tokens in all.
     """
-    from .rag.chunking import make_splitter, sections
-
     overlap = window // 8 if overlap is None else overlap
     if overlap >= window:
         raise ValueError(f"long_texts overlap={overlap} must be smaller than the window ({window} tokens)")

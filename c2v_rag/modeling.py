@@ -86,9 +86,11 @@ class Causal2Vec(nn.Module):
         )
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
         self.encoder_max_length = config.encoder_max_length
-        self._warned_truncation = False
-        # Adapter folders this model was loaded with; save_pretrained copies them when merged.
-        self._adapter_sources: dict[str, Path] = {}
+        # Whether encode has reported truncated texts at WARNING yet: it does once per model, then at
+        # DEBUG, so that an ingestion loop calling encode per batch does not flood the log (encoding.py).
+        self.truncation_warned = False
+        # Adapter folders this model was loaded with, by role; save_pretrained copies them when merged.
+        self.adapter_sources: dict[str, Path] = {}
         # sha256 of the variant's own weight files when loaded from or saved to a directory
         # (variant_io.weights_digest); None for base models and for weights changed since.
         self.weights_digest: str | None = None

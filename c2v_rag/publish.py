@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from .config import Causal2VecConfig
+from .config import CONFIG_FILE, Causal2VecConfig, read_config
 from .presets import resolve_variant_path
-from .sentence_transformers import default_query_instruction, write_st_files
 from .sources import PACKAGED_SOURCES
-from .variant_io import CONFIG_FILE, PROJECTOR_FILE, read_config
+from .st_files import default_query_instruction, write_st_files
+from .variant_io import PROJECTOR_FILE
 
 # What the upload carries besides the adapter folders and the sentence-transformers files.
 VARIANT_FILES = (CONFIG_FILE, PROJECTOR_FILE, "train_config.yaml", "dev_scores.json")

@@ -2,7 +2,7 @@
 
 ``SentenceTransformer(variant_dir)`` reads ``modules.json``, imports :class:`Causal2VecModule`
 and calls its :meth:`~Causal2VecModule.load`, which builds the variant with
-:meth:`Causal2Vec.from_pretrained`. See :mod:`c2v_rag.sentence_transformers` for the files.
+:meth:`Causal2Vec.from_pretrained`. See :mod:`c2v_rag.st_files` for the files.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sentence_transformers.base.modules import InputModule
 from .batching import Causal2VecBatch
 from .encoding import check_texts
 from .modeling import Causal2Vec
-from .sentence_transformers import MODULE_CONFIG_FILE, variant_revision
+from .st_files import MODULE_CONFIG_FILE, variant_revision
 
 # The tensors of a Causal2VecBatch, carried through sentence-transformers' feature dict, by feature key.
 # The encoder's ids travel as "encoder_token_ids": SentenceTransformerTrainer splits a batch into its

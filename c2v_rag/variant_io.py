@@ -7,10 +7,14 @@ A variant directory holds::
     decoder_adapter/           LoRA adapter in peft format (optional)
     encoder_adapter/           LoRA adapter in peft format (optional)
     modules.json, config_sentence_transformers.json, causal2vec_st_module.json
-                               what sentence-transformers reads (c2v_rag.sentence_transformers);
+                               what sentence-transformers reads (c2v_rag.st_files);
                                variants saved before them load here all the same
 
 Base weights are referenced, not copied. Only safetensors are read: no pickles, ever.
+
+The model is whatever class the caller passes (:class:`~c2v_rag.modeling.Causal2Vec`, whose
+``from_pretrained`` and ``save_pretrained`` call in here): this module sits below the model and
+names only what it uses of one, :class:`VariantModel`.
 """
 
 from __future__ import annotations
@@ -21,33 +25,45 @@ import logging
 import shutil
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import torch
-from pydantic import ValidationError
 
-from .config import Causal2VecConfig
+from .config import CONFIG_FILE, Causal2VecConfig, read_config
 from .errors import VariantLoadError
 from .presets import resolve_variant_path
-
-if TYPE_CHECKING:
-    from .modeling import Causal2Vec
+from .st_files import write_st_files
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "causal2vec_config.json"
 PROJECTOR_FILE = "projector.safetensors"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
+ModelT = TypeVar("ModelT", bound="VariantModel")
 
-def read_config(directory: Path) -> Causal2VecConfig:
-    path = directory / CONFIG_FILE
-    if not path.is_file():
-        raise VariantLoadError(f"{path} is missing: {directory} is not a Causal2Vec variant directory")
-    try:
-        return Causal2VecConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:
-        raise VariantLoadError(f"{path} is corrupt or from an incompatible version: {err}") from err
+
+class VariantModel(Protocol):
+    """What loading and saving a variant use of a model; :class:`~c2v_rag.modeling.Causal2Vec` is one."""
+
+    config: Causal2VecConfig
+    decoder: torch.nn.Module
+    encoder: torch.nn.Module | None
+    projector: torch.nn.Module | None
+    adapter_sources: dict[str, Path]
+    weights_digest: str | None
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @classmethod
+    def from_config(cls: type[ModelT], config: Causal2VecConfig, *, device: str | torch.device | None,
+                    dtype: str | torch.dtype | None) -> ModelT: ...
+
+    def to(self: ModelT, device: torch.device) -> ModelT: ...
+
+    def eval(self: ModelT) -> ModelT: ...
+
+    def apply_quantization(self: ModelT, quantize: str | None) -> ModelT: ...
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -108,7 +124,9 @@ def weights_digest(directory: Path) -> str | None:
     return digest.hexdigest()[:16] if found else None
 
 
-def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool, quantize: str | None = None) -> "Causal2Vec":
+def load_variant(cls: type[ModelT], name_or_path: str | Path | None, *, device: str | torch.device | None,
+                 dtype: str | torch.dtype | None, merge_adapters: bool, quantize: str | None = None) -> ModelT:
+    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``)."""
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
@@ -128,17 +146,15 @@ def load_variant(cls, name_or_path, *, device, dtype, merge_adapters: bool, quan
             adapter_dir = directory / relative
             setattr(model, role, _attach_adapter(getattr(model, role), adapter_dir, merge_adapters))
             if merge_adapters:
-                model._adapter_sources[role] = adapter_dir
+                model.adapter_sources[role] = adapter_dir
     model.weights_digest = weights_digest(directory)
     return model.to(model.device).eval().apply_quantization(quantize)
 
 
-def save_variant(model: "Causal2Vec", path: Path, *, sentence_transformers: bool = True) -> Path:
+def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool = True) -> Path:
     """Write ``model`` to ``path``; with ``sentence_transformers`` also the files that make the
-    directory a sentence-transformers model (:func:`c2v_rag.sentence_transformers.write_st_files`)."""
+    directory a sentence-transformers model (:func:`c2v_rag.st_files.write_st_files`)."""
     from safetensors.torch import save_file
-
-    from .sentence_transformers import write_st_files
 
     path.mkdir(parents=True, exist_ok=True)
     config = model.config.model_copy(deep=True)
@@ -148,8 +164,8 @@ def save_variant(model: "Causal2Vec", path: Path, *, sentence_transformers: bool
         if hasattr(module, "peft_config"):
             module.save_pretrained(str(target), safe_serialization=True)
             setattr(config, f"{role}_adapter", target.name)
-        elif role in model._adapter_sources:
-            source = model._adapter_sources[role]
+        elif role in model.adapter_sources:
+            source = model.adapter_sources[role]
             if source.resolve() != target.resolve():
                 shutil.copytree(source, target, dirs_exist_ok=True)
             setattr(config, f"{role}_adapter", target.name)

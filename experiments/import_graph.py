@@ -1,11 +1,13 @@
 """The import graph of c2v_rag as issue 28 counts it: every import, function-local and TYPE_CHECKING ones included.
 
-    python experiments/import_graph.py .     # modules, edges, circles (strongly connected sets), lines per package
+    python experiments/import_graph.py .     # modules, edges, circles (strongly connected sets), upward imports,
+                                             # lines per package
 
-Prints the before/after numbers the architecture issue asks for; the layer test it asks for can be built on
-the same edges.
+Prints the before/after numbers the architecture issue asks for. Upward imports are judged by the layers of
+pyproject.toml's [tool.importlinter] (their one definition; tests/test_architecture.py checks them with
+import-linter): an import from a lower layer into a higher one, the package root (the facade) counting as the top.
 """
-import ast, sys, pathlib, itertools
+import ast, re, sys, pathlib, tomllib
 root = pathlib.Path(sys.argv[1]); pkg = root / "c2v_rag"
 mods = {}
 for f in pkg.rglob("*.py"):
@@ -56,6 +58,18 @@ for v in mods:
     if v not in idx: sc(v)
 print("modules", len(mods), "edges", sum(len(e) for e in edges.values()))
 for s in sccs: print("CYCLE", len(s), s)
+# Layer of each module: 0 for the root, then pyproject's layers top to bottom ("a : b" and "a | b" share one).
+contract = next(c for c in tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+                if c["type"] == "layers")
+ranks = {"c2v_rag": 0}
+for i, layer in enumerate(contract["layers"], 1):
+    for tail in re.split(r"[:|]", layer): ranks["c2v_rag." + tail.strip().strip("()")] = i
+def rank(m):
+    while m not in ranks: m = m.rpartition(".")[0]
+    return ranks[m]
+upward = sorted((a, b) for a in edges for b in edges[a] if rank(a) > rank(b))
+for a, b in upward: print("UPWARD", a, "->", b, f"(layer {rank(a)} -> {rank(b)})")
+print("upward imports", len(upward))
 lines = {}
 for m, f in mods.items():
     p = m.split(".")[1] if m.count(".") >= 1 else "c2v_rag"

@@ -12,7 +12,7 @@ from sentence_transformers import SentenceTransformer  # noqa: E402
 
 from c2v_rag import get_task  # noqa: E402
 from c2v_rag.evaluation.mteb_adapter import local_retrieval_task  # noqa: E402
-from c2v_rag.sentence_transformers import variant_revision  # noqa: E402
+from c2v_rag.st_files import variant_revision  # noqa: E402
 
 from tiny_corpus import CORPUS  # noqa: E402
 

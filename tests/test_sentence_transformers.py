@@ -14,7 +14,7 @@ from packaging.version import Version  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
 from c2v_rag import Causal2Vec, get_task  # noqa: E402
-from c2v_rag.sentence_transformers import MODULES_FILE, ST_CONFIG_FILE, st_prompts, write_st_files  # noqa: E402
+from c2v_rag.st_files import MODULES_FILE, ST_CONFIG_FILE, st_prompts, write_st_files  # noqa: E402
 
 from tiny_corpus import CORPUS  # noqa: E402
 

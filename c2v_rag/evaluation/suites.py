@@ -7,15 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import datasets
+from .datasets import banking77_dev, emotion_dev, scifact_dev, stsb_dev
 from .evaluators import evaluate
 
 LOADERS: dict[str, Callable[[Path], Any]] = {
-    "scifact-dev": datasets.scifact_dev,
-    "scifact-dev-1k": lambda root: datasets.scifact_dev(root, corpus_size=1000),
-    "stsb-dev": datasets.stsb_dev,
-    "emotion-val": datasets.emotion_dev,
-    "banking77-dev": datasets.banking77_dev,
+    "scifact-dev": scifact_dev,
+    "scifact-dev-1k": lambda root: scifact_dev(root, corpus_size=1000),
+    "stsb-dev": stsb_dev,
+    "emotion-val": emotion_dev,
+    "banking77-dev": banking77_dev,
 }
 MAIN_METRIC = {"scifact-dev": "ndcg@10", "scifact-dev-1k": "ndcg@10", "stsb-dev": "spearman", "emotion-val": "accuracy", "banking77-dev": "accuracy"}
 DEV_SUITE = ("stsb-dev", "scifact-dev", "emotion-val")

@@ -2,7 +2,8 @@
 
 The splitting itself is LlamaIndex's ``SentenceSplitter`` (paragraphs, then sentences, then
 words), given the decoder tokenizer as its length function: a chunk of ``chunk_size`` tokens is
-exactly what the model will see, with no guess from a foreign tokenizer.
+exactly what the model will see, with no guess from a foreign tokenizer. The splitter and
+:func:`sections` live in :mod:`c2v_rag.splitting`, which ``long_texts="chunk"`` shares.
 
 Chunks stream: a long document is cut into sections at paragraph breaks (:func:`sections`), and
 the splitter runs on one section at a time, so the first chunks reach the embedder after one
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .deps import require
+from ..splitting import make_splitter, sections
 
 if TYPE_CHECKING:
     from ..modeling import Causal2Vec
@@ -42,26 +43,6 @@ class Chunk:
     index: int
     start_char: int | None
     end_char: int | None
-
-
-def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, feature: str = "chunking"):
-    """A LlamaIndex ``SentenceSplitter`` that counts ``tokenizer``'s tokens (a HF tokenizer).
-
-    ``tokenizer`` may be a list of tokenizers: a piece then counts as its longest tokenization, so
-    every chunk fits each of them (the decoder and the encoder of a Causal2Vec model).
-    """
-    require("llama_index.core", feature)
-    from llama_index.core.node_parser import SentenceSplitter
-
-    if chunk_overlap >= chunk_size:
-        raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
-    tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
-
-    def tokenize(text: str) -> list[int]:
-        counts = [tok(text, add_special_tokens=False)["input_ids"] for tok in tokenizers]
-        return max(counts, key=len)
-
-    return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 
 
 def check_chunk_size(chunk_size: int, max_length: int) -> None:
@@ -131,24 +112,3 @@ class TokenChunker:
                     yield Chunk(piece, index, offset + start, offset + start + len(piece))
                     cursor = start + 1
                 index += 1
-
-
-# Where a section may end, best first: a paragraph break, a line break, a sentence end, a space.
-_BREAKS = ("\n\n", "\n", ". ", " ")
-
-
-def sections(text: str, size: int) -> Iterator[tuple[int, str]]:
-    """``(offset, section)`` pieces of ``text`` of at most ``size`` characters, cut at the best break
-    in each piece's second half (a hard cut only in a run of ``size / 2`` characters without one)."""
-    start, n = 0, len(text)
-    while start < n:
-        end = min(start + size, n)
-        if end < n:
-            floor = start + size // 2
-            for mark in _BREAKS:
-                cut = text.rfind(mark, floor, end)
-                if cut >= 0:
-                    end = cut + len(mark)
-                    break
-        yield start, text[start:end]
-        start = end

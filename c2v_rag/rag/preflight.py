@@ -50,7 +50,7 @@ def variant_config(model: "str | Path | Causal2Vec | None") -> "Causal2VecConfig
     """
     from ..modeling import Causal2Vec
     from ..presets import resolve_variant_path
-    from ..variant_io import read_config
+    from ..config import read_config
 
     if isinstance(model, Causal2Vec):
         return model.config

@@ -55,7 +55,7 @@ def test_point_ids_are_deterministic_uuids_of_doc_index_and_content():
 
 
 def test_sections_cut_at_the_best_break_and_rejoin_to_the_text():
-    from c2v_rag.rag.chunking import sections
+    from c2v_rag.splitting import sections
 
     text = "\n\n".join(make_text(i, sentences=4) for i in range(30)) + " " + "x" * 500
     pieces = list(sections(text, 800))
