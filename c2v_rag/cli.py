@@ -268,13 +268,17 @@ def cmd_search(args) -> int:
 
     from .devices import configure_cpu_threads
     from .rag import search
+    from .rag.options import SearchOptions
 
     # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
     configure_cpu_threads(args.threads)
-    hits = search(args.query, args.top_k, model=args.model, device=args.device, dtype=args.dtype,
-                  quantize=args.quantize, task=args.task, instruction=args.instruction, examples=args.example,
-                  filter=_parse_filter(args.filter), mode=args.mode,
-                  fusion=args.fusion, group_by_document=args.group_by_document, **_qdrant_args(args))
+    connection = _qdrant_args(args)
+    # The SearchOptions /v1/search builds too, here from the flags (argparse has checked mode and fusion).
+    options = SearchOptions(collection=connection.pop("collection"), task=args.task, instruction=args.instruction,
+                            examples=args.example, filter=_parse_filter(args.filter), mode=args.mode,
+                            fusion=args.fusion, group_by_document=args.group_by_document)
+    hits = search(args.query, args.top_k, options=options, model=args.model, device=args.device, dtype=args.dtype,
+                  quantize=args.quantize, **connection)
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
         return 0

@@ -25,6 +25,7 @@ from .files import SkippedInput
 from .filters import to_qdrant_filter
 from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
 from .migrate import MigrateResult, migrate
+from .options import ConnectionOptions, ModelOptions, SearchOptions
 from .reindex import ReindexResult, reindex
 from .search import SearchHit, asearch, search, search_many
 from .sparse import BM25Config, BM25Encoder
@@ -36,6 +37,9 @@ __all__ = [
     "search",
     "search_many",
     "asearch",
+    "SearchOptions",
+    "ConnectionOptions",
+    "ModelOptions",
     "reindex",
     "ReindexResult",
     "migrate",

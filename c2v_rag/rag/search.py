@@ -4,16 +4,14 @@ nearest chunks from Qdrant, densely, by BM25, or both fused (``mode``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from .aliases import aresolve_alias, resolve_alias
 from .collection import (
-    DEFAULT_COLLECTION,
     QdrantConfig,
     check_collection_name,
     check_model,
@@ -24,17 +22,27 @@ from .collection import (
     stored_vector_params,
 )
 from .deps import require_rag
-from .embedder import Embedder, load_model
+from .embedder import Embedder
 from .errors import CollectionMismatchError
 from .filters import to_qdrant_filter
 from .layout import CollectionLayout
+from .options import (
+    CommonSearchOptions,
+    ConnectionOptions,
+    ModelOptions,
+    SearchArguments,
+    SearchKwargs,
+    SearchOptions,
+    spell_out_kwargs,
+)
 from .payload import DOC_ID_KEY, payload_metadata, payload_text
-from .query import Fusion, SearchMode, check_fusion, check_mode, query_request
+from .query import check_fusion, check_mode, query_request
 from .sparse import BM25Encoder
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient, QdrantClient
     from qdrant_client.http import models
+    from typing_extensions import Unpack
 
     from ..modeling import Causal2Vec
 
@@ -79,31 +87,21 @@ def _dense_vector(vector: Any, name: str) -> list[float] | None:
     return [float(x) for x in vector] if isinstance(vector, list) else None
 
 
+# search, search_many and asearch take their options as keyword arguments (SearchKwargs), declared
+# once beside the option models, rather than each repeating twenty parameters (PEP 692 lets type
+# checkers and IDEs check and complete them); help() and inspect.signature show them spelled out,
+# with the models' defaults.
+_spelled_out = spell_out_kwargs(SearchKwargs, ConnectionOptions, ModelOptions, SearchOptions)
+
+
+@_spelled_out
 def search(
     query: str,
     top_k: int = 5,
     *,
-    collection: str = DEFAULT_COLLECTION,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | None = None,
-    prefer_grpc: bool | None = None,
-    store: Literal["local", "edge"] | None = None,
-    model: "str | Path | Causal2Vec | None" = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: "Mapping[str, Any] | models.Filter | None" = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    qdrant: QdrantConfig | None = None,
-    client: "QdrantClient | None" = None,
+    options: SearchOptions | None = None,
+    client: QdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
 ) -> list[SearchHit]:
     """The ``top_k`` chunks nearest to ``query`` in a collection made by :func:`ingest`.
 
@@ -114,158 +112,149 @@ def search(
     to the one the collection was built with; another model is refused. So does ``quantize``
     (``"none"``/``"int8"``/``"auto"``): queries are embedded as the collection's documents were.
 
-    Args:
-        filter: a ``qdrant_client.models.Filter`` (used as is) or the dict form of
-            :mod:`c2v_rag.rag.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
-            ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``.
-        mode: ``"dense"`` (the model's vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both,
-            fused); the last two need a collection ingested with ``sparse="bm25"``.
-        fusion: how ``mode="hybrid"`` merges the dense and the BM25 lists: ``"rrf"`` (reciprocal
-            rank, the default) or ``"dbsf"`` (distribution-based score fusion), both in Qdrant.
-        with_vectors: also return each hit's stored dense vector.
-        group_by_document: return the ``top_k`` best documents rather than chunks: each hit is a
-            document's best chunk, with its score (MaxP: a long document ranks by its best passage,
-            and no document fills several places). Points without a ``doc_id`` are left out.
-        collection: a collection or an alias (resolved once, so a reindex switching the alias
-            meanwhile is never half-seen).
+    Keyword options (each documented on its field):
 
-    Connection arguments are those of :func:`ingest` (``store``: the embedded engine, detected
-    from an existing directory when unset); collections written by LlamaIndex or LangChain can
-    be searched too.
+    - the store, :class:`~c2v_rag.rag.options.ConnectionOptions`: ``qdrant_url``, ``path``,
+      ``api_key``, ``prefer_grpc``, ``store`` (the embedded engine, detected from an existing
+      directory when unset), ``qdrant``; as for :func:`ingest`;
+    - the model, :class:`~c2v_rag.rag.options.ModelOptions`: ``model``, ``device``, ``dtype``,
+      ``quantize``;
+    - the search, :class:`~c2v_rag.rag.options.SearchOptions`: ``collection`` (a collection or an
+      alias), ``task``, ``instruction``, ``examples``, ``filter`` (a ``qdrant_client.models.Filter``
+      or the dict form of :mod:`c2v_rag.rag.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
+      ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``), ``score_threshold``, ``mode``
+      (``"dense"``, ``"sparse"`` (BM25) or ``"hybrid"``: both, fused by ``fusion``, ``"rrf"`` or
+      ``"dbsf"``; the last two modes need a collection ingested with ``sparse="bm25"``),
+      ``with_vectors``, ``group_by_document`` (the ``top_k`` best documents, each as its best chunk).
+
+    ``options`` is a whole :class:`~c2v_rag.rag.options.SearchOptions`; search keywords given
+    as well replace its fields. ``client`` is an open ``QdrantClient`` to use (left open).
+    Collections written by LlamaIndex or LangChain can be searched too.
     """
+    arguments = SearchArguments.from_call("search", kwargs, options)
     _check_query(query)
-    return search_many([query], top_k, collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key,
-                       prefer_grpc=prefer_grpc, store=store, model=model, device=device, dtype=dtype,
-                       quantize=quantize, task=task, instruction=instruction, examples=examples, filter=filter,
-                       score_threshold=score_threshold, mode=mode,
-                       fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document, qdrant=qdrant,
-                       client=client)[0]
+    return _search_many([query], top_k, arguments, client)[0]
 
 
+@_spelled_out
 def search_many(
     queries: Sequence[str],
     top_k: int = 5,
     *,
-    collection: str = DEFAULT_COLLECTION,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | None = None,
-    prefer_grpc: bool | None = None,
-    store: Literal["local", "edge"] | None = None,
-    model: "str | Path | Causal2Vec | None" = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: "Mapping[str, Any] | models.Filter | None" = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    qdrant: QdrantConfig | None = None,
-    client: "QdrantClient | None" = None,
+    options: SearchOptions | None = None,
+    client: QdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
 ) -> list[list[SearchHit]]:
     """:func:`search` for many queries: embedded in one batch, sent in one Qdrant request.
 
-    Returns one list of hits per query, in the order of ``queries``.
+    Takes :func:`search`'s options. Returns one list of hits per query, in the order of ``queries``.
     """
-    require_rag("c2v_rag.search")
-    queries = _check_queries(queries, top_k)
-    query_filter = to_qdrant_filter(filter)  # a bad filter fails before any model loads
-    check_fusion(fusion)
-    if not queries:
-        return []
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
-    own_client = client is None
-    qdrant_client = target.connect() if own_client else client
-    try:
-        check_collection_name(collection)
-        concrete = resolve_alias(qdrant_client, collection)
-        info = require_collection(qdrant_client, concrete, target)
-        plan = _Plan.build(info, collection, concrete, target, mode, model, device, dtype, task, instruction, fusion,
-                           examples=examples, quantize=quantize)
-        requests = plan.requests(queries, top_k, query_filter, score_threshold, with_vectors)
-        if group_by_document:
-            return [plan.group_hits(qdrant_client.query_points_groups(concrete, **grouped(r))) for r in requests]
-        responses = qdrant_client.query_batch_points(concrete, requests)
-        return [plan.hits(r) for r in responses]
-    finally:
-        if own_client:
-            qdrant_client.close()
+    return _search_many(queries, top_k, SearchArguments.from_call("search_many", kwargs, options), client)
 
 
+@_spelled_out
 async def asearch(
     query: str,
     top_k: int = 5,
     *,
-    collection: str = DEFAULT_COLLECTION,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | None = None,
-    prefer_grpc: bool | None = None,
-    store: Literal["local", "edge"] | None = None,
-    model: "str | Path | Causal2Vec | None" = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: "Mapping[str, Any] | models.Filter | None" = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    qdrant: QdrantConfig | None = None,
-    client: "AsyncQdrantClient | None" = None,
+    options: SearchOptions | None = None,
+    client: AsyncQdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
 ) -> list[SearchHit]:
     """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
     embedding in a worker thread, so the event loop stays free. ``client`` is an open
     ``AsyncQdrantClient`` to use (left open). Qdrant Edge has no async client: a search of an
-    Edge store runs whole in a worker thread."""
+    Edge store runs whole in a worker thread. Takes :func:`search`'s options."""
+    arguments = SearchArguments.from_call("asearch", kwargs, options)
     from qdrant_client import AsyncQdrantClient
 
     require_rag("c2v_rag.asearch")
     _check_query(query)
-    queries = _check_queries([query], top_k)
-    query_filter = to_qdrant_filter(filter)
-    check_fusion(fusion)
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
+    call = _SearchCall.check([query], top_k, arguments)
+    target = arguments.connection.resolve()
     if target.is_edge and client is None:
-        hits = await asyncio.to_thread(
-            search_many, queries, top_k, collection=collection, model=model, device=device, dtype=dtype,
-            quantize=quantize, task=task, instruction=instruction, examples=examples, filter=query_filter,
-            score_threshold=score_threshold, mode=mode, fusion=fusion,
-            with_vectors=with_vectors, group_by_document=group_by_document, qdrant=target)
-        return hits[0]
+        return (await asyncio.to_thread(_search_sync, call, target, None))[0]
     own_client = client is None
-    if own_client:
+    if client is None:
         if not target.is_server:
             target.path.mkdir(parents=True, exist_ok=True)
         qdrant_client = AsyncQdrantClient(**target.client_kwargs())
     else:
         qdrant_client = client
     try:
-        check_collection_name(collection)
-        concrete = await aresolve_alias(qdrant_client, collection)
-        if not await qdrant_client.collection_exists(concrete):
-            raise collection_not_found(collection, target)
-        info = await qdrant_client.get_collection(concrete)
-        plan = await asyncio.to_thread(_Plan.build, info, collection, concrete, target, mode, model, device, dtype,
-                                       task, instruction, fusion, examples, quantize)
-        requests = await asyncio.to_thread(plan.requests, queries, top_k, query_filter, score_threshold,
-                                           with_vectors)
-        if group_by_document:
-            return plan.group_hits(await qdrant_client.query_points_groups(concrete, **grouped(requests[0])))
-        responses = await qdrant_client.query_batch_points(concrete, requests)
-        return plan.hits(responses[0])
+        return (await _search_async(call, target, qdrant_client))[0]
     finally:
         if own_client:
             await qdrant_client.close()
+
+
+def _search_many(queries: Sequence[str], top_k: int, arguments: SearchArguments,
+                 client: QdrantClient | None) -> list[list[SearchHit]]:
+    require_rag("c2v_rag.search")
+    call = _SearchCall.check(queries, top_k, arguments)
+    if not call.queries:
+        return []
+    return _search_sync(call, arguments.connection.resolve(), client)
+
+
+@dataclass
+class _SearchCall:
+    """One call of search_many or asearch, its arguments checked: all they share. The two differ
+    only in how they talk to Qdrant (:func:`_search_sync`, :func:`_search_async`)."""
+
+    queries: list[str]
+    top_k: int
+    options: SearchOptions
+    model: ModelOptions
+    query_filter: "models.Filter | None"
+
+    @classmethod
+    def check(cls, queries: Sequence[str], top_k: int, arguments: SearchArguments) -> "_SearchCall":
+        """The checks that need no store and no model, so a bad argument fails before either opens."""
+        queries = _check_queries(queries, top_k)
+        query_filter = to_qdrant_filter(arguments.search.filter)  # a bad filter fails before any model loads
+        check_fusion(arguments.search.fusion)
+        return cls(queries, top_k, arguments.search, arguments.model, query_filter)
+
+    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> "tuple[_Plan, list[models.QueryRequest]]":
+        """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
+        queries: blocking, as it loads the model and embeds."""
+        plan = _Plan.build(info, concrete, target, self.options, self.model)
+        return plan, plan.requests(self.queries, self.top_k, self.query_filter, self.options)
+
+
+def _search_sync(call: _SearchCall, target: QdrantConfig, client: QdrantClient | None) -> list[list[SearchHit]]:
+    own_client = client is None
+    qdrant_client = client if client is not None else target.connect()
+    try:
+        check_collection_name(call.options.collection)
+        concrete = resolve_alias(qdrant_client, call.options.collection)
+        plan, requests = call.plan(require_collection(qdrant_client, concrete, target), concrete, target)
+        return _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document)
+    finally:
+        if own_client:
+            qdrant_client.close()
+
+
+async def _search_async(call: _SearchCall, target: QdrantConfig,
+                        client: AsyncQdrantClient) -> list[list[SearchHit]]:
+    check_collection_name(call.options.collection)
+    concrete = await aresolve_alias(client, call.options.collection)
+    if not await client.collection_exists(concrete):
+        raise collection_not_found(call.options.collection, target)
+    plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
+    if call.options.group_by_document:
+        return [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
+    return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
+
+
+def _read(client: QdrantClient, concrete: str, layout: CollectionLayout, requests: list[models.QueryRequest],
+          group_by_document: bool) -> list[list[SearchHit]]:
+    """The hits of ``requests`` on ``concrete``: one Qdrant batch, or with ``group_by_document``
+    one grouped query each."""
+    if group_by_document:
+        return [_group_hits(client.query_points_groups(concrete, **grouped(r)), layout) for r in requests]
+    return [_hits(r, layout) for r in client.query_batch_points(concrete, requests)]
 
 
 def nearest_chunks(
@@ -274,22 +263,16 @@ def nearest_chunks(
     target: QdrantConfig,
     vector: Sequence[float],
     top_k: int,
-    *,
-    filter: "Mapping[str, Any] | models.Filter | None" = None,
-    score_threshold: float | None = None,
-    group_by_document: bool = False,
+    options: CommonSearchOptions | None = None,
 ) -> list[SearchHit]:
-    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads
-    (or, with ``group_by_document``, the ``top_k`` documents, each as its best chunk)."""
+    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads,
+    filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
+    options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
     layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
-    request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(filter),
-                            score_threshold=score_threshold)
-    if group_by_document:
-        groups = client.query_points_groups(concrete, **grouped(request)).groups
-        return [SearchHit.from_point(g.hits[0], layout.dense) for g in groups if g.hits]
-    response = client.query_batch_points(concrete, [request])[0]
-    return [SearchHit.from_point(p, layout.dense) for p in response.points]
+    request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(options.filter),
+                            score_threshold=options.score_threshold)
+    return _read(client, concrete, layout, [request], options.group_by_document)[0]
 
 
 @dataclass
@@ -303,16 +286,16 @@ class _Plan:
     fusion: str = "rrf"
 
     @classmethod
-    def build(cls, info: Any, collection: str, concrete: str, target: QdrantConfig, mode: str, model, device,
-              dtype, task, instruction, fusion: str = "rrf", examples=None,
-              quantize: str | None = None) -> "_Plan":
+    def build(cls, info: Any, concrete: str, target: QdrantConfig, options: SearchOptions,
+              model: ModelOptions) -> "_Plan":
+        collection = options.collection  # the name asked for, an alias or ``concrete`` itself, for messages
         stored = fingerprint_of(info)
         layout = CollectionLayout.from_fingerprint(stored, target)
-        check_mode(mode, layout, collection, target.location)
+        check_mode(options.mode, layout, collection, target.location)
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
-        if mode != "sparse":
-            c2v = _model_for(stored, model, device, dtype, quantize)
+        if options.mode != "sparse":
+            c2v = _model_for(stored, model)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
             dim = truncate_dim or c2v.embedding_dim
@@ -323,23 +306,27 @@ class _Plan:
                 )
             # A model other than the one that filled the collection gives incomparable vectors.
             check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
-            embedder = Embedder(c2v, task=task, query_instruction=instruction, query_examples=examples, normalize=True,
-                                truncate_dim=truncate_dim)
-        sparse = BM25Encoder(layout.bm25) if mode != "dense" else None
-        return cls(layout, mode, embedder, sparse, fusion)
+            embedder = Embedder(c2v, task=options.task, query_instruction=options.instruction,
+                                query_examples=options.examples, normalize=True, truncate_dim=truncate_dim)
+        sparse = BM25Encoder(layout.bm25) if options.mode != "dense" else None
+        return cls(layout, options.mode, embedder, sparse, options.fusion)
 
-    def requests(self, queries: list[str], top_k: int, query_filter, score_threshold, with_vectors) -> list:
+    def requests(self, queries: list[str], top_k: int, query_filter: "models.Filter | None",
+                 options: SearchOptions) -> "list[models.QueryRequest]":
         dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
         sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
         return [query_request(self.layout, self.mode, top_k, dense=d, sparse=s, filter=query_filter,
-                              score_threshold=score_threshold, with_vectors=with_vectors, fusion=self.fusion)
+                              score_threshold=options.score_threshold, with_vectors=options.with_vectors,
+                              fusion=self.fusion)
                 for d, s in zip(dense, sparse)]
 
-    def hits(self, response: Any) -> list[SearchHit]:
-        return [SearchHit.from_point(p, self.layout.dense) for p in response.points]
 
-    def group_hits(self, response: Any) -> list[SearchHit]:
-        return [SearchHit.from_point(group.hits[0], self.layout.dense) for group in response.groups if group.hits]
+def _hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+    return [SearchHit.from_point(p, layout.dense) for p in response.points]
+
+
+def _group_hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+    return [SearchHit.from_point(group.hits[0], layout.dense) for group in response.groups if group.hits]
 
 
 def grouped(request: "models.QueryRequest") -> dict[str, Any]:
@@ -371,17 +358,9 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return list(queries)
 
 
-def _model_for(stored: dict[str, Any] | None, model, device, dtype, quantize=None) -> "Causal2Vec":
-    from ..modeling import Causal2Vec
-
-    if isinstance(model, Causal2Vec):
-        return model
-    if model is None:
-        # The model that filled the collection: its query vectors are the only comparable ones.
-        recorded = (stored or {}).get("model")
-        if isinstance(recorded, str):
-            model = recorded
-    if quantize is None:
-        # Queries embedded as the collection's documents were (int8 or float): the comparable vectors.
-        quantize = (stored or {}).get("quantize", "none")
-    return load_model(model, device=device, dtype=dtype, quantize=quantize)
+def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> "Causal2Vec":
+    # The model and quantization that filled the collection, unless others are named: its query
+    # vectors, embedded as its documents were (int8 or float), are the only comparable ones.
+    recorded = (stored or {}).get("model")
+    return model.load(default_model=recorded if isinstance(recorded, str) else None,
+                      default_quantize=(stored or {}).get("quantize", "none"))

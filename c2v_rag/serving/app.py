@@ -200,16 +200,14 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         if searcher is None:
             raise ApiError(404, "search is not configured on this server: start it with --qdrant-url URL or "
                                 "--path QDRANT_DIR", code="search_not_configured")
-        check_task(body.task)
-        collection = body.collection or config.collection
-        concrete = await searcher.check(collection)
-        result = await embed([body.query], instruction_for(model, "query", body.task, body.examples))
-        hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, filter=body.filter,
-                                      score_threshold=body.score_threshold,
-                                      group_by_document=body.group_by_document)
+        options = body.search_options(config.collection)
+        check_task(options.task)
+        concrete = await searcher.check(options.collection)
+        result = await embed([body.query], instruction_for(model, "query", options.task, options.examples))
+        hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, options)
         metrics.texts.inc(1)
         metrics.tokens.inc(result.tokens[0])
-        return {"object": "list", "model": name, "collection": collection,
+        return {"object": "list", "model": name, "collection": options.collection,
                 "data": [h.model_dump(exclude={"vector"}) for h in hits],
                 "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]}}
 

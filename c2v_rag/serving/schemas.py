@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..encoding import check_unicode
+from ..rag.options import CommonSearchOptions, SearchOptions
 
 
 class ApiError(Exception):
@@ -48,20 +49,34 @@ class EmbeddingRequest(BaseModel):
                           "w/ ICL); null: the task's registered ones, []: none. Queries only (and symmetric tasks)")
 
 
-class SearchRequest(BaseModel):
-    """POST /v1/search: the chunks of a Qdrant collection nearest to a query."""
+class _SearchQuery(BaseModel):
+    """What /v1/search takes beside the search options: the query, how many hits, the collection."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1)
     top_k: int = Field(5, ge=1, le=1000)
     collection: str | None = Field(None, description="default: the server's --collection")
-    task: str | None = None
-    examples: list[tuple[str, str]] | None = Field(None, description="in-context [query, response] pairs for the query")
-    filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, {'gte': ...} ranges, "
-                                                               "'must_not' (c2v_rag.rag.filters)")
-    score_threshold: float | None = None
-    group_by_document: bool = Field(False, description="the top_k documents, each as its best chunk (MaxP)")
+
+
+class SearchRequest(CommonSearchOptions, _SearchQuery):
+    """POST /v1/search: the chunks of a Qdrant collection nearest to a query.
+
+    The options are the library's (:class:`~c2v_rag.rag.options.CommonSearchOptions`: ``task``,
+    ``examples``, ``filter``, ``score_threshold``, ``group_by_document``); the served model embeds
+    the query densely, so ``mode``, ``instruction`` and the model's options are not taken (and,
+    as any unknown field, refused). ``_SearchQuery`` comes last among the bases so that its fields
+    come first, in the order a body's first error has always been reported in.
+    """
+
+    # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
+    filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, "
+                                                            "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.filters)")
+
+    def search_options(self, default_collection: str) -> SearchOptions:
+        """The library's options for this request, with ``default_collection`` where it names none."""
+        common = {name: getattr(self, name) for name in CommonSearchOptions.model_fields}
+        return SearchOptions(collection=self.collection or default_collection, **common)
 
 
 def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:

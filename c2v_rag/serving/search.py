@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..rag.aliases import resolve_alias
 from ..encoding import truncate_rows
-from ..rag.collection import QdrantConfig, check_collection, collection_fingerprint, model_fingerprint, require_collection
+from ..rag.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
 from ..rag.deps import require_rag
 from ..rag.errors import CollectionMismatchError, CollectionNotFoundError
+from ..rag.options import CommonSearchOptions, ConnectionOptions
 from ..rag.search import SearchHit, nearest_chunks
 from .config import ServerConfig
 from .schemas import ApiError
@@ -31,8 +32,8 @@ class CollectionSearcher:
 
     def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
         require_rag("c2v-rag serve --qdrant-url/--path")
-        self.target = QdrantConfig.resolve(None, config.qdrant_url, config.qdrant_path,
-                                           prefer_grpc=config.prefer_grpc, store=config.qdrant_store)
+        self.target = ConnectionOptions(qdrant_url=config.qdrant_url, path=config.qdrant_path,
+                                        prefer_grpc=config.prefer_grpc, store=config.qdrant_store).resolve()
         self.model = model
         # Per concrete collection, the prefix size its vectors keep (Matryoshka; None: whole), read by check().
         self._sizes: dict[str, int | None] = {}
@@ -72,16 +73,15 @@ class CollectionSearcher:
         except CollectionNotFoundError as err:
             raise ApiError(404, str(err), param="collection", code="collection_not_found") from None
 
-    async def nearest(self, collection: str, vector: Sequence[float], top_k: int, *,
-                      filter: Mapping[str, Any] | None = None,
-                      score_threshold: float | None = None, group_by_document: bool = False) -> list[SearchHit]:
-        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned. ``vector`` is the
-        served model's whole query vector; it is cut to the prefix the collection stores."""
+    async def nearest(self, collection: str, vector: Sequence[float], top_k: int,
+                      options: CommonSearchOptions | None = None) -> list[SearchHit]:
+        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned, filtered and
+        grouped by ``options``. ``vector`` is the served model's whole query vector; it is cut to the
+        prefix the collection stores."""
         vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
         try:
             return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
-                                                           filter=filter, score_threshold=score_threshold,
-                                                           group_by_document=group_by_document))
+                                                           options))
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

@@ -9,14 +9,14 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.rag.retriever import SearchOptions
+from c2v_rag.rag.retriever import RetrieverOptions
 from c2v_rag.rag.search import SearchHit
 
 # langchain_qdrant.RetrievalMode's values, and the search mode each is.
 RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
 
 
-class Causal2VecRetriever(SearchOptions, BaseRetriever):
+class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     """Retrieve chunks of a collection made by ``c2v_rag.ingest``, from any backend.
 
     The query is embedded with the collection's own model and instruction; ``retrieval_mode``

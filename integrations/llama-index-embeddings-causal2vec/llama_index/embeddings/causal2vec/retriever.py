@@ -11,7 +11,7 @@ from llama_index.core.vector_stores.types import (FilterCondition, FilterOperato
                                                   VectorStoreQueryMode)
 
 from c2v_rag.rag.payload import HIDDEN_FROM_LLM, METADATA_KEY
-from c2v_rag.rag.retriever import SearchOptions
+from c2v_rag.rag.retriever import RetrieverOptions
 from c2v_rag.rag.search import SearchHit
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
@@ -25,7 +25,7 @@ class Causal2VecRetriever(BaseRetriever):
     Takes LlamaIndex's names: ``similarity_top_k``, ``filters`` (``MetadataFilters``, translated
     to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.rag.filters`` and a
     ``qdrant_client`` Filter work too) and ``vector_store_query_mode`` (``default``, ``sparse``,
-    ``hybrid``). Everything else is :class:`c2v_rag.rag.retriever.SearchOptions`: ``collection``,
+    ``hybrid``). Everything else is :class:`c2v_rag.rag.retriever.RetrieverOptions`: ``collection``,
     ``path``/``store``/``qdrant_url``, ``group_by_document``, ``model``, ``task``... The query is
     embedded with the collection's own model. Each node's ``ref_doc_id`` is its document's id.
 
@@ -52,7 +52,7 @@ class Causal2VecRetriever(BaseRetriever):
         if "mode" in options:
             raise ValueError("pass vector_store_query_mode (LlamaIndex's name), not mode")
         self.similarity_top_k = similarity_top_k
-        self.options = SearchOptions(mode=QUERY_MODES[mode], filter=to_filter(filters), **options)
+        self.options = RetrieverOptions(mode=QUERY_MODES[mode], filter=to_filter(filters), **options)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
