@@ -200,7 +200,7 @@ def cmd_ingest(args) -> int:
 def cmd_embed(args) -> int:
     from pathlib import Path
 
-    from .rag.export import embed
+    from .rag.embed_to_parquet import embed
 
     result = embed([Path(p) for p in args.paths], args.out, model=args.model, device=args.device, dtype=args.dtype,
                    quantize=args.quantize, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,

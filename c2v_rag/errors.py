@@ -8,12 +8,6 @@ class C2VError(Exception):
 class MissingPackageError(C2VError, ImportError):
     """An optional dependency or a packaged model source is not installed."""
 
-    @classmethod
-    def for_extra(cls, feature: str, distribution: str, extra: str) -> "MissingPackageError":
-        """The error for ``feature`` when ``distribution``, which c2v-rag's ``extra`` brings, is missing."""
-        return cls(f"{feature} needs the package {distribution!r}, which is not installed. Install it with:\n"
-                   f"    pip install 'c2v-rag[{extra}]'")
-
 
 class ModelSourceError(C2VError, OSError):
     """A base model reference could not be resolved to weights."""

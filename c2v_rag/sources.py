@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from .errors import MissingPackageError, ModelSourceError
+from .errors import ModelSourceError
+from .optional import missing_package, require
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +50,9 @@ class PackagedSource:
         # are not installed, so importing it would fail.
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
-            raise MissingPackageError(
-                f"base model {self.alias!r} needs the package {self.distribution!r}, which is not "
-                f"installed. Install it with:\n    {self.pip_command}\n"
-                f"(or pass the hub id {self.hub_id!r} on a machine that reaches the Hugging Face hub)"
-            )
+            raise missing_package(
+                f"base model {self.alias!r}", f"the package {self.distribution!r}", self.pip_command,
+                note=f"\n(or pass the hub id {self.hub_id!r} on a machine that reaches the Hugging Face hub)")
         return Path(next(iter(spec.submodule_search_locations))) / self.subdir
 
 
@@ -133,8 +132,7 @@ def _materialize(source: PackagedSource) -> Path:
 
 
 def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
-    if importlib.util.find_spec("gguf") is None:
-        raise MissingPackageError("reading GGUF weights needs the 'gguf' package: pip install gguf")
+    require("gguf", "reading GGUF weights", command="pip install gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf_file)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import MissingPackageError
+from .optional import require
 
 # Where a section may end, best first: a paragraph break, a line break, a sentence end, a space.
 _BREAKS = ("\n\n", "\n", ". ", " ")
@@ -24,10 +24,8 @@ def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, featur
     every chunk fits each of them (the decoder and the encoder of a Causal2Vec model). Without
     ``llama-index-core`` it raises :class:`~c2v_rag.errors.MissingPackageError` naming ``feature``.
     """
-    try:
-        from llama_index.core.node_parser import SentenceSplitter
-    except ImportError as err:
-        raise MissingPackageError.for_extra(feature, "llama-index-core", "qdrant") from err
+    SentenceSplitter = require("llama_index.core.node_parser", feature, "qdrant",
+                               distribution="llama-index-core").SentenceSplitter
 
     if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")

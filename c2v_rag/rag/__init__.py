@@ -10,7 +10,7 @@ from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
 from .distributed import RayOptions
 from .documents import SourceDocument, iter_documents
 from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
-from .export import EmbedResult, embed
+from .embed_to_parquet import EmbedResult, embed
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
@@ -23,7 +23,9 @@ from .errors import (
 )
 from .files import SkippedInput
 from .filters import to_qdrant_filter
-from .pipeline import FailedBatch, IngestConfig, IngestResult, ingest
+from .ingest_config import IngestConfig
+from .ingest_result import FailedBatch, IngestResult
+from .pipeline import ingest
 from .migrate import MigrateResult, migrate
 from .options import ConnectionOptions, ModelOptions, SearchOptions
 from .reindex import ReindexResult, reindex

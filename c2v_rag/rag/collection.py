@@ -22,31 +22,32 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
+from .layout import LAYOUT_KEY, CollectionLayout
+from .point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
+from .stores import STORES, StoreClient, check_collection_name, check_store_kind, store_kind
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
     from qdrant_client.http import models
 
     from ..modeling import Causal2Vec
-    from .layout import CollectionLayout
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_COLLECTION = "c2v_rag"
 API_KEY_ENV = "QDRANT_API_KEY"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
-METADATA_KEY = "c2v_rag"
+# The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
+FINGERPRINT_METADATA_KEY = "c2v_rag"
 # What makes two models' vectors comparable; a collection records it when created.
 _FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
                        "normalize_parts", "encoder_share", "weights", "truncate_dim", "quantize")
 # Fields whose absence from an older collection has a known meaning: those were all written in float.
 _FINGERPRINT_DEFAULTS = {"quantize": "none"}
-_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 _SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
                 "on_disk", "on_disk_payload")
 # What Qdrant Edge ignores: it is one shard in one process.
 _EDGE_IGNORES = ("shard_number", "replication_factor", "write_consistency_factor")
-STORES = ("local", "edge")
 
 
 def default_local_path(store: str | None = None) -> Path:
@@ -58,15 +59,6 @@ def default_local_path(store: str | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("c2v_rag")) / ("qdrant-edge" if store == "edge" else "qdrant")
-
-
-def check_collection_name(name: str) -> str:
-    if not isinstance(name, str) or not _COLLECTION_NAME.match(name):
-        raise ValueError(
-            f"collection={name!r} is not a valid collection name: use letters, digits, '_', '-' "
-            "and '.', starting with a letter or digit"
-        )
-    return name
 
 
 class QdrantConfig(BaseModel):
@@ -97,7 +89,7 @@ class QdrantConfig(BaseModel):
 
     vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default; "
                                                      "a hybrid collection names it 'text-dense' unless set")
-    sparse_vector_name: str = Field(default="text-sparse-new", min_length=1,
+    sparse_vector_name: str = Field(default=DEFAULT_SPARSE_NAME, min_length=1,
                                     description="the sparse vector of a hybrid collection (LlamaIndex's default)")
     distance: Literal["cosine", "dot", "euclid"] = "cosine"
     datatype: Literal["float32", "float16"] = "float32"
@@ -154,8 +146,6 @@ class QdrantConfig(BaseModel):
         if config.url is None and config.path is None:
             config = config.model_copy(update={"path": default_local_path(config.store)})
         if config.url is None:
-            from .edge import check_store_kind, store_kind
-
             found = store_kind(config.path)
             if config.store is None:
                 config = config.model_copy(update={"store": found or "local"})
@@ -195,9 +185,10 @@ class QdrantConfig(BaseModel):
             kwargs["https"] = self.https
         return kwargs
 
-    def connect(self) -> "QdrantClient":
+    def connect(self) -> "StoreClient":
         """A client for the server or the embedded directory: a ``QdrantClient``, or for
-        ``store="edge"`` an :class:`~c2v_rag.rag.edge.EdgeClient` with the same calls."""
+        ``store="edge"`` an :class:`~c2v_rag.rag.edge.EdgeClient` with the same calls (both
+        implement :class:`~c2v_rag.rag.stores.StoreClient`)."""
         if self.is_edge:
             from .edge import EdgeClient
 
@@ -209,8 +200,6 @@ class QdrantConfig(BaseModel):
         from qdrant_client import QdrantClient
 
         if not self.is_server:
-            from .edge import check_store_kind
-
             check_store_kind(self.path, "local")
             self.path.mkdir(parents=True, exist_ok=True)
             ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
@@ -319,7 +308,7 @@ def collection_fingerprint(client: "QdrantClient", name: str) -> dict[str, Any] 
 def fingerprint_of(info: Any) -> dict[str, Any] | None:
     """The model fingerprint recorded in a collection's info (``get_collection``), if any."""
     metadata = getattr(info.config, "metadata", None) or {}
-    value = metadata.get(METADATA_KEY)
+    value = metadata.get(FINGERPRINT_METADATA_KEY)
     return dict(value) if isinstance(value, dict) else None
 
 
@@ -373,15 +362,11 @@ def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fi
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
     the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
     if layout is not None:
-        from .layout import CollectionLayout
-
         stored = CollectionLayout.from_fingerprint(collection_fingerprint(client, name),
                                                    config.model_copy(update={"vector_name": ""}))
         layout.check_against(stored, name, config.location)
         config = config.model_copy(update={"vector_name": layout.dense})
     else:
-        from .layout import CollectionLayout
-
         # The dense vector of a collection that records its layout (a hybrid one names it).
         recorded = CollectionLayout.from_fingerprint(collection_fingerprint(client, name), config)
         config = config.model_copy(update={"vector_name": recorded.dense})
@@ -423,9 +408,9 @@ def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, f
     from qdrant_client.http import models
 
     kwargs = config.create_collection_kwargs(fingerprint["embedding_dim"], layout)
-    metadata = {**fingerprint, "layout": layout.record()} if layout is not None else fingerprint
+    metadata = {**fingerprint, LAYOUT_KEY: layout.record()} if layout is not None else fingerprint
     try:
-        client.create_collection(name, metadata={METADATA_KEY: metadata}, **kwargs)
+        client.create_collection(name, metadata={FINGERPRINT_METADATA_KEY: metadata}, **kwargs)
     except Exception:
         if client.collection_exists(name):  # created meanwhile by a concurrent ingest
             check_collection(client, name, config, fingerprint, layout)
@@ -434,7 +419,7 @@ def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, f
     # Stale-chunk deletion filters on doc_id; on a server that filter needs an index to scale.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
-        client.create_payload_index(name, "doc_id", field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+        client.create_payload_index(name, DOC_ID_KEY, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
     _create_payload_indexes(client, name, payload_indexes or {})
     logger.info("Created collection %r at %s (%d dims, %s)", name, config.location,
                 fingerprint["embedding_dim"], config.distance)
@@ -480,9 +465,7 @@ def payload_index_fields(indexes: dict[str, str]) -> dict[str, "models.PayloadSc
     """Payload paths (metadata keys live under ``metadata.``) and their Qdrant schema types."""
     from qdrant_client.http import models
 
-    from .payload import METADATA_KEY as PAYLOAD_METADATA
-
-    return {f"{PAYLOAD_METADATA}.{key}": models.PayloadSchemaType(kind) for key, kind in indexes.items()}
+    return {metadata_field(key): models.PayloadSchemaType(kind) for key, kind in indexes.items()}
 
 
 def _create_payload_indexes(client: "QdrantClient", name: str, indexes: dict[str, str]) -> None:

@@ -1,11 +1,10 @@
-"""Optional dependencies of the RAG layer, each with the pip command that installs it."""
+"""Optional dependencies of the RAG layer: which c2v-rag extra brings each one."""
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from ..errors import MissingPackageError
+from ..optional import require as require_package
 
 # module -> (distribution, extra of c2v-rag that brings it)
 _PACKAGES = {
@@ -18,15 +17,9 @@ _OPTIONAL = {"pyarrow.parquet": ("pyarrow", "parquet")}
 
 
 def require(module: str, feature: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingPackageError` naming ``feature`` and the fix."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        distribution, extra = _PACKAGES.get(module) or _OPTIONAL[module]
-        raise MissingPackageError(
-            f"{feature} needs the package {distribution!r}, which is not installed. Install it with:\n"
-            f"    pip install 'c2v-rag[{extra}]'"
-        ) from err
+    """Import ``module`` or raise :class:`~c2v_rag.errors.MissingPackageError` naming ``feature`` and the fix."""
+    distribution, extra = _PACKAGES.get(module) or _OPTIONAL[module]
+    return require_package(module, feature, extra, distribution=distribution)
 
 
 def require_rag(feature: str) -> None:

@@ -1,9 +1,10 @@
-"""The Ray engine: read, chunk, embed and write a corpus over a Ray cluster (Ray Data).
+"""The Ray engine's dataflow: read, chunk, embed and write a corpus over a Ray cluster (Ray Data).
 
-``ingest(..., engine="ray")`` and ``embed(..., engine="ray")`` run the same steps as the
-in-process engine, spread over a cluster; they share every piece that decides a result (reading,
-chunking, point ids, payloads, the collection checks, :class:`~c2v_rag.rag.points.PointWriter`),
-so a point is the same whichever engine wrote it.
+``ingest(..., engine="ray")`` (whose driver side is :mod:`c2v_rag.rag.ray_ingest`) and
+``embed(..., engine="ray")`` run the same steps as the in-process engine, spread over a cluster;
+they share every piece that decides a result (reading, chunking, point ids, payloads, the
+collection checks, :class:`~c2v_rag.rag.points.PointWriter`), so a point is the same whichever
+engine wrote it.
 
 The dataflow, one way:
 
@@ -38,32 +39,27 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import MissingPackageError
+from ..optional import require
 from .documents import SourceDocument, iter_documents, names_existing_path
 from .files import ReadLog, ReadOptions, list_source, read_file
-from .points import PendingChunk, PointWriter, SeenDocuments, document_chunks, document_fingerprint
+from .parquet_rows import chunk_table
+from .points import PendingChunk, PointWriter, document_chunks, document_fingerprint
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from qdrant_client import QdrantClient
 
     from .collection import QdrantConfig
+    from .ingest_config import IngestConfig
     from .layout import CollectionLayout
-    from .pipeline import IngestConfig, IngestResult
     from .sparse import BM25Config
 
 logger = logging.getLogger(__name__)
-
-
-# How long the driver waits for the one writing actor to release an embedded store (write="workers").
-HANDOFF_WAIT_S = 60.0
 
 
 class RayOptions(BaseModel):
@@ -105,15 +101,12 @@ class RayOptions(BaseModel):
         raise TypeError(f"ray= takes RayOptions, an address string or None, got {type(ray).__name__}")
 
 
-def require_ray(feature: str):
-    """Import ``ray`` (with Ray Data) or raise :class:`MissingPackageError` with the install command."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as err:
-        raise MissingPackageError(
-            f"{feature} needs Ray Data, which is not installed. Install it with:\n    pip install 'c2v-rag[ray]'"
-        ) from err
+def require_ray(feature: str) -> Any:
+    """Import ``ray`` (with Ray Data) or raise :class:`~c2v_rag.errors.MissingPackageError` with the
+    install command."""
+    require("ray.data", feature, "ray", package="Ray Data")
+    import ray
+
     return ray
 
 
@@ -303,7 +296,9 @@ class EmbedJob:
                    mode=mode, truncate_dim=settings.truncate_dim, **store)
 
 
-def _retrying_call(attempts: int, initial_wait: float, max_wait: float):
+def retrying_call(attempts: int, initial_wait: float, max_wait: float):
+    """A :data:`~c2v_rag.rag.points.Call` that retries each request with this policy (no lock: an actor
+    and the Ray driver each hold their own client)."""
     from .retry import call_with_retry
 
     def call(fn, what):
@@ -335,7 +330,7 @@ class ChunkEmbedActor:
         self.writer = None
         if job.mode == "write":
             client = job.target.connect()
-            self.writer = PointWriter(client, job.collection, job.layout, _retrying_call(*job.retry), fresh=job.fresh)
+            self.writer = PointWriter(client, job.collection, job.layout, retrying_call(*job.retry), fresh=job.fresh)
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         docs = batch.select(["doc_id", "fingerprint", "source_root"]).to_pylist()
@@ -401,25 +396,6 @@ def document_table(docs: list[dict[str, Any]], chunks: dict[str, list[PendingChu
     return pa.table(rows, schema=schema)
 
 
-def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table":
-    """The Parquet layout of ``embed``: one row per chunk with its point id, document id, chunk
-    index, text, metadata (a JSON object) and vector (``fixed_size_list<float32>[dim]``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from .payload import METADATA_KEY
-
-    flat = np.asarray(vectors, dtype=np.float32).reshape(-1)
-    return pa.table({
-        "id": pa.array([c.point_id for c in chunks], pa.string()),
-        "doc_id": pa.array([c.payload["doc_id"] for c in chunks], pa.string()),
-        "chunk_index": pa.array([c.payload[METADATA_KEY]["chunk_index"] for c in chunks], pa.int32()),
-        "text": pa.array([c.text for c in chunks], pa.string()),
-        "metadata": pa.array([json.dumps(c.payload[METADATA_KEY], ensure_ascii=False) for c in chunks], pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dim),
-    })
-
-
 def embed_stage(dataset, job: EmbedJob, options: RayOptions):
     """``dataset`` of chunked document rows through the actor pool."""
     import ray
@@ -446,173 +422,3 @@ def user_error(err: BaseException) -> BaseException:
             return seen
         seen = getattr(seen, "cause", None) or seen.__cause__
     return err
-
-
-# ------------------------------------------------------------------------------------ ingest
-
-class RayIngestRun:
-    """The driver's side of ``ingest(engine="ray")``: counts every document, and writes them in
-    mode "driver"."""
-
-    def __init__(self, client: Any, collection: str, target: "QdrantConfig", settings: "IngestConfig",
-                 layout: "CollectionLayout", *, model: str | None, device: str | None, dtype: str | None,
-                 created: bool, quantize: str | None = None, options: RayOptions, own_client: bool) -> None:
-        from .pipeline import IngestResult
-
-        self.client = client
-        self.collection = collection
-        self.target = target
-        self.settings = settings
-        self.layout = layout
-        self.model, self.device, self.dtype, self.quantize = model, device, dtype, quantize
-        self.created = created
-        self.options = options
-        self.own_client = own_client
-        self.write = options.write if options.write != "auto" else ("workers" if target.is_server else "driver")
-        if self.write == "workers" and not target.is_server:
-            if options.actors != 1:
-                raise ValueError(
-                    f"write='workers' with embedded Qdrant ({target.location}) needs actors=1: an embedded "
-                    "directory opens in one process only. Use write='driver' (the default there), or a Qdrant "
-                    "server (qdrant_url) for parallel writes")
-            if not own_client:
-                raise ValueError("write='workers' with embedded Qdrant needs ingest to open the store itself "
-                                 "(pass path=, not client=)")
-        self.result = IngestResult(collection=collection, location=target.location)
-        self.seen = SeenDocuments()
-        self.startup_seconds = 0.0
-
-    def _call(self, fn, what):
-        s = self.settings
-        return _retrying_call(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait)(fn, what)
-
-    def _job(self) -> EmbedJob:
-        s = self.settings
-        stored: frozenset[str] = frozenset()
-        if self.write == "driver" and not self.created:
-            stored = frozenset(_stored_ids(self.client, self.collection))
-        return EmbedJob.for_run(
-            s, self.options, model=self.model, device=self.device, dtype=self.dtype, quantize=self.quantize,
-            mode="write" if self.write == "workers" else "vectors", layout=self.layout, bm25=self.layout.bm25,
-            target=self.target, collection=self.collection, fresh=self.created,
-            retry=(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait), stored=stored)
-
-    def execute(self, docs: Any, plan: SourcePlan, read: ReadOptions) -> "IngestResult":
-        from tqdm.auto import tqdm
-
-        started = time.perf_counter()
-        job = self._job()
-        handoff = self.write == "workers" and not self.target.is_server
-        writer = PointWriter(self.client, self.collection, self.layout, self._call, fresh=self.created)
-        progress = tqdm(desc=f"Ingesting into {self.collection} on Ray", unit="chunk",
-                        disable=not self.settings.show_progress)
-        try:
-            with RaySession(self.options) as ray:
-                self.startup_seconds = time.perf_counter() - started
-                if handoff:
-                    self.client.close()  # the one actor opens the embedded directory for the run
-                results = embed_stage(source_dataset(plan, read, job, self.options), job, self.options)
-                pending: list[dict[str, Any]] = []
-                try:
-                    for table in results.iter_batches(batch_size=None, batch_format="pyarrow"):
-                        for row in table.to_pylist():
-                            if self._count(row, progress) and self.write == "driver":
-                                pending.append(row)
-                                if sum(len(r["embedded"]) for r in pending) >= self.settings.batch_size:
-                                    self._write(writer, pending)
-                                    pending = []
-                        if self.result.failed and self.settings.on_error == "raise":
-                            break
-                except ray.exceptions.RayError as err:
-                    cause = user_error(err)
-                    if cause is err:
-                        raise
-                    raise cause from None
-                finally:
-                    if pending and not handoff:
-                        self._write(writer, pending)
-        finally:
-            progress.close()
-            if handoff:
-                self.client = self._reopen_after_handoff()
-                if self.target.is_edge:
-                    # Ray ends the actor without closing its client, so the points it wrote are in Edge's
-                    # write-ahead log but not in an HNSW graph (Edge builds one only when asked): build it
-                    # here, as the actor's close() would have (searches of unindexed points scan them all).
-                    self.client.optimize(self.collection)
-        self.result.seconds = time.perf_counter() - started
-        return self.result
-
-    def _reopen_after_handoff(self) -> "QdrantClient":
-        """The embedded store again, once the actor that wrote into it has let go.
-
-        Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
-        the actor's client, and the directory's file lock with it, can outlive the run by a moment
-        (seconds on a loaded machine). Every batch is stored by then, so waiting loses nothing.
-        """
-        from .errors import StoreLockedError
-        from .preflight import open_client
-
-        s = self.settings
-        deadline = time.monotonic() + HANDOFF_WAIT_S
-        while True:
-            try:
-                return open_client(self.target, attempts=s.retry_attempts, initial_wait=s.retry_initial_wait,
-                                   max_wait=s.retry_max_wait)
-            except StoreLockedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    def _count(self, row: dict[str, Any], progress) -> bool:
-        """Record a document's row; False for a repeat of a document already seen."""
-        from .pipeline import FailedBatch
-
-        if not self.seen.is_new(row["doc_id"], row["fingerprint"]):
-            self.result.duplicate_documents += 1
-            return False
-        self.result.documents += 1
-        self.result.chunks += len(row["point_ids"])
-        progress.update(len(row["point_ids"]))
-        if row["error"] is not None:
-            self.result.failed.append(FailedBatch(doc_ids=[row["doc_id"]], chunks=len(row["point_ids"]),
-                                                  error=row["error"]))
-            return False
-        if self.write == "workers":
-            self.result.chunks_written += len(row["embedded"])
-            self.result.chunks_unchanged += len(row["point_ids"]) - len(row["embedded"])
-        return True
-
-    def _write(self, writer: PointWriter, rows: list[dict[str, Any]]) -> None:
-        """Write documents the actors embedded (mode "driver"), with the in-process engine's writer."""
-        chunks, vectors, sparse = [], [], []
-        for row in rows:
-            for i, pid in enumerate(row["embedded"]):
-                chunks.append(PendingChunk(pid, "", json.loads(row["payloads"][i]), row["source_root"]))
-                vectors.append(row["vectors"][i])
-                if row["sparse_indices"]:
-                    sparse.append((row["sparse_indices"][i], row["sparse_values"][i]))
-        # Every chunk of these documents: the stored ones (skipped by the actors) get their source
-        # root claimed here, exactly as the in-process engine does.
-        every = [PendingChunk(pid, "", {}, row["source_root"]) for row in rows for pid in row["point_ids"]]
-        todo = {c.point_id for c in writer.not_stored(every)}
-        missing = todo - {c.point_id for c in chunks}
-        if missing:
-            raise RuntimeError(f"{len(missing)} chunks were skipped as stored but are not in {self.collection!r}; "
-                               "was the collection written by another client during the run? Re-run the ingest")
-        keep = [i for i, c in enumerate(chunks) if c.point_id in todo]
-        points = writer.points([chunks[i] for i in keep], [vectors[i] for i in keep],
-                               [sparse[i] for i in keep] if sparse else None)
-        writer.write(points, {row["doc_id"]: list(row["point_ids"]) for row in rows})
-        self.result.chunks_written += len(points)
-        self.result.chunks_unchanged += len(every) - len(points)
-
-
-def _stored_ids(client: Any, collection: str) -> Iterator[str]:
-    offset = None
-    while True:
-        records, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=False,
-                                        with_vectors=False)
-        yield from (str(r.id) for r in records)
-        if offset is None:
-            return

@@ -13,53 +13,20 @@ would make every re-run look like new documents.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..encoding import check_unicode
 from .files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
+from .source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SourceDocument", "iter_documents", "from_record", "content_doc_id", "names_existing_path",
            "TEXT_SUFFIXES", "JSONL_SUFFIXES", "SUPPORTED_SUFFIXES"]
-
-# Keys the payload writer owns: user metadata under these names would be silently overwritten
-# by LlamaIndex's node serialization, or shadow LangChain's layout.
-RESERVED_METADATA_KEYS = frozenset(
-    {"page_content", "metadata", "_node_content", "_node_type", "doc_id", "ref_doc_id", "document_id", "chunk_index"}
-)
-_TEXT_KEYS = ("text", "page_content", "content", "body")
-_ID_KEYS = ("id", "doc_id", "_id")
-
-
-@dataclass(frozen=True)
-class SourceDocument:
-    """One document to ingest: its stable id, its text, its metadata and where it came from.
-
-    ``source_root`` is the file or folder the caller passed that this document was read from
-    (resolved); a sync deletes only points recorded under the root it mirrors.
-    """
-
-    doc_id: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    source: str | None = None
-    source_root: str | None = None
-
-    def with_root(self, root: str) -> "SourceDocument":
-        return dataclasses.replace(self, source_root=root)
-
-
-def content_doc_id(text: str) -> str:
-    """The id of a document that has none of its own: a hash of its text."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def iter_documents(docs: Any, *, options: ReadOptions | None = None,
@@ -155,15 +122,15 @@ def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Ite
         yield from_record(item, where)
     elif (kind := _framework_kind(item)) == "langchain":
         metadata = dict(item.metadata or {})
-        _check_metadata(metadata, where)
+        check_metadata(metadata, where)
         doc_id = getattr(item, "id", None) or content_doc_id(item.page_content)
-        yield SourceDocument(str(doc_id), item.page_content, metadata, _source_of(metadata))
+        yield SourceDocument(str(doc_id), item.page_content, metadata, source_of(metadata))
     elif kind == "llama_index":
         metadata = dict(item.metadata or {})
-        _check_metadata(metadata, where)
+        check_metadata(metadata, where)
         # A Document's id is its doc id; a chunk-level Node is treated as a document of its own
         # (grouping nodes by ref_doc_id would delete siblings that are not in this input).
-        yield SourceDocument(str(item.node_id), item.get_content(), metadata, _source_of(metadata))
+        yield SourceDocument(str(item.node_id), item.get_content(), metadata, source_of(metadata))
     else:
         raise TypeError(
             f"{where} is a {type(item).__name__}; expected a str, a dict with 'text', a LlamaIndex "
@@ -178,63 +145,3 @@ def _framework_kind(item: Any) -> str | None:
     if hasattr(item, "get_content") and hasattr(item, "node_id") and hasattr(item, "metadata"):
         return "llama_index"
     return None
-
-
-def _source_of(metadata: Mapping[str, Any]) -> str | None:
-    for key in ("source", "file_path", "url"):
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _check_metadata(metadata: Mapping[str, Any], where: str) -> None:
-    clash = sorted(RESERVED_METADATA_KEYS.intersection(metadata))
-    if clash:
-        raise ValueError(
-            f"{where} has metadata keys {clash} that the vector store layout reserves. Rename them; "
-            "a document id belongs in the record's 'id' field, not in its metadata."
-        )
-    for key, value in metadata.items():
-        if not isinstance(key, str):
-            raise TypeError(f"{where} has a metadata key {key!r} that is not a string")
-        check_unicode(key, f"{where} metadata key {key!r}")
-        if isinstance(value, str):
-            check_unicode(value, f"{where}[metadata][{key!r}]")
-
-
-def from_record(record: Mapping[str, Any], where: str, default_id: str | None = None,
-                source: str | None = None) -> SourceDocument:
-    """A document from a dict or a JSONL record.
-
-    The text is the first of ``text``, ``page_content``, ``content``, ``body``; a ``title`` is put
-    before it (BEIR corpora); the id is the first of ``id``, ``doc_id``, ``_id``. Other scalar
-    fields join ``metadata``.
-    """
-    text_key = next((k for k in _TEXT_KEYS if k in record), None)
-    if text_key is None:
-        raise ValueError(
-            f"{where} has no text: expected one of the keys {', '.join(_TEXT_KEYS)}; got {sorted(map(str, record))}"
-        )
-    text = record[text_key]
-    if not isinstance(text, str):
-        raise TypeError(f"{where}[{text_key!r}] is a {type(text).__name__}, not a str")
-    check_unicode(text, f"{where}[{text_key!r}]")
-    raw_metadata = record.get("metadata") or {}
-    if not isinstance(raw_metadata, Mapping):
-        raise TypeError(f"{where}['metadata'] must be a dict, got {type(raw_metadata).__name__}")
-    metadata = dict(raw_metadata)
-    id_key = next((k for k in _ID_KEYS if record.get(k) not in (None, "")), None)
-    for key, value in record.items():
-        if key in (*_TEXT_KEYS, *_ID_KEYS, "metadata") or key in metadata:
-            continue
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            metadata[key] = value
-    title = record.get("title")
-    if isinstance(title, str) and title.strip():
-        text = f"{title.strip()}\n\n{text}" if text.strip() else title.strip()
-    _check_metadata(metadata, where)
-    if source is not None:
-        metadata.setdefault("source", source)
-    doc_id = str(record[id_key]) if id_key else (default_id or content_doc_id(text))
-    return SourceDocument(doc_id, text, metadata, _source_of(metadata))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..errors import C2VError
 
 if TYPE_CHECKING:
-    from .pipeline import IngestResult
+    from .ingest_result import IngestResult
 
 
 class CollectionMismatchError(C2VError, ValueError):

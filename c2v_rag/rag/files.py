@@ -19,14 +19,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from .sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE, NotText, binary_signature, decode_text
-
-if TYPE_CHECKING:
-    from .documents import SourceDocument
+from .source_document import SourceDocument, from_record
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +89,13 @@ class ReadLog:
         return any(source == p or source.startswith(p.rstrip(os.sep) + os.sep) for p in self.incomplete)
 
 
-def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """The documents of a file or folder the caller named; the checks run now, the reading lazily."""
     root, files = list_source(path, options, log)
     return _read_files(files, root, options, log)
 
 
-def read_file(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+def read_file(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """The documents of one file listed by :func:`list_source` under ``root`` (the Ray engine reads
     each file in a task of its own)."""
     return _read_files([file], root, options, log)
@@ -155,7 +153,7 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
     return sorted(files)
 
 
-def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     for file in files:
         try:
             if file.suffix.lower() in JSONL_SUFFIXES:
@@ -172,9 +170,7 @@ def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog
             log.skip_file(file.resolve(), f"it cannot be read ({err.strerror or err})")
 
 
-def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> "SourceDocument | None":
-    from .documents import SourceDocument
-
+def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> SourceDocument | None:
     resolved = file.resolve()
     size = resolved.stat().st_size
     if options.max_file_bytes is not None and size > options.max_file_bytes:
@@ -191,7 +187,7 @@ def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> "So
     return SourceDocument(resolved.as_posix(), text, metadata, str(resolved), root)
 
 
-def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     from ..jsonl import iter_jsonl
 
     resolved = file.resolve()
@@ -212,11 +208,9 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
 
 
 def _record_documents(records: Iterator[tuple[str, dict]], resolved: Path, root: str, options: ReadOptions,
-                      log: ReadLog) -> Iterator["SourceDocument"]:
+                      log: ReadLog) -> Iterator[SourceDocument]:
     """Documents from ``(where, record)`` pairs (JSONL lines, Parquet rows); a bad record is skipped
     and logged, or raised under ``on_error="raise"``."""
-    from .documents import from_record
-
     for where, record in records:
         try:
             doc = from_record(record, where, default_id=where, source=str(resolved))
@@ -228,7 +222,7 @@ def _record_documents(records: Iterator[tuple[str, dict]], resolved: Path, root:
         yield doc.with_root(root)
 
 
-def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator["SourceDocument"]:
+def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """One document per row, as a JSONL record would give (``from_record``: the text column, an id
     column or ``path:row``, the other scalar columns as metadata)."""
     from .deps import require

@@ -22,7 +22,7 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .payload import METADATA_KEY
+from .point_schema import metadata_field
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
@@ -78,7 +78,7 @@ def _condition(key: str, value: Any, where: str) -> list[Any]:
 
     if not isinstance(key, str) or not key:
         raise TypeError(f"{where} keys must be non-empty metadata key strings, got {key!r}")
-    field = f"{METADATA_KEY}.{key}"
+    field = metadata_field(key)
     label = f"{where}[{key!r}]"
     if isinstance(value, Mapping):
         unknown = [op for op in value if op not in OPERATORS]

@@ -15,18 +15,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import CollectionMismatchError
+from .point_schema import DEFAULT_SPARSE_NAME, HYBRID_DENSE_NAME
 from .sparse import BM25Config
 
-if TYPE_CHECKING:
-    from .collection import QdrantConfig
+__all__ = ["CollectionLayout", "VectorNames", "HYBRID_DENSE_NAME", "DEFAULT_SPARSE_NAME", "LAYOUT_KEY"]
 
-# LlamaIndex QdrantVectorStore's defaults (llama_index/vector_stores/qdrant/base.py).
-HYBRID_DENSE_NAME = "text-dense"
-DEFAULT_SPARSE_NAME = "text-sparse-new"
 LAYOUT_KEY = "layout"
+
+
+class VectorNames(Protocol):
+    """The vector names a connection asks for (a :class:`~c2v_rag.rag.collection.QdrantConfig`)."""
+
+    @property
+    def vector_name(self) -> str: ...
+    @property
+    def sparse_vector_name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class CollectionLayout:
         return self.sparse is not None
 
     @classmethod
-    def for_ingest(cls, config: "QdrantConfig", bm25: BM25Config | None) -> "CollectionLayout":
+    def for_ingest(cls, config: VectorNames, bm25: BM25Config | None) -> "CollectionLayout":
         """The layout a new collection gets from the connection settings and ``sparse=``."""
         if bm25 is None:
             return cls(dense=config.vector_name)
@@ -54,7 +60,7 @@ class CollectionLayout:
                 "sparse": self.bm25.to_record() if self.bm25 is not None else None}
 
     @classmethod
-    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: "QdrantConfig") -> "CollectionLayout":
+    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: VectorNames) -> "CollectionLayout":
         """The recorded layout of a c2v_rag collection; for others, the connection settings'
         dense vector and no sparse one."""
         record = (fingerprint or {}).get(LAYOUT_KEY)

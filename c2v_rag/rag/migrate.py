@@ -20,7 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from .aliases import alias_target, switch_alias
-from .collection import DEFAULT_COLLECTION, METADATA_KEY, QdrantConfig, check_collection_name, collection_not_found
+from .collection import (DEFAULT_COLLECTION, FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name,
+                         collection_not_found)
 from .deps import require_rag
 from .errors import CollectionMismatchError
 from .retry import call_with_retry
@@ -153,8 +154,8 @@ def _ensure_copy(writer: Any, name: str, info: Any, target: QdrantConfig, source
     metadata = getattr(info.config, "metadata", None) or {}
     if writer.collection_exists(name):
         existing = writer.get_collection(name)
-        theirs = (getattr(existing.config, "metadata", None) or {}).get(METADATA_KEY)
-        if theirs != metadata.get(METADATA_KEY) or _shape(existing.config.params) != _shape(params):
+        theirs = (getattr(existing.config, "metadata", None) or {}).get(FINGERPRINT_METADATA_KEY)
+        if theirs != metadata.get(FINGERPRINT_METADATA_KEY) or _shape(existing.config.params) != _shape(params):
             raise CollectionMismatchError(
                 f"collection {name!r} at {target.location} exists and is not a copy of {source_name!r} at "
                 f"{source_location} (other vectors or another model); pass target_collection= a new name")

@@ -1,11 +1,14 @@
-"""A document's chunks as Qdrant points, and writing embedded chunks into a collection idempotently.
+"""A document's chunks as Qdrant points to write, and writing embedded chunks into a collection idempotently.
+
+What a point holds (its id, payload and vector names) is :mod:`c2v_rag.rag.point_schema`; this
+module turns documents into such points and writes them.
 
 Both ingest engines go through here, so they cannot drift apart: the in-process pipeline
 (:mod:`c2v_rag.rag.pipeline`) and the Ray engine (:mod:`c2v_rag.rag.distributed`), whose actors or
 driver call the same :class:`PointWriter`.
 
 - :func:`document_chunks` turns a document into chunks with their deterministic point ids
-  (document id, chunk index, content hash) and their payloads;
+  (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.rag.point_schema.chunk_point`);
 - :class:`SeenDocuments` tells a document met again in the same input (skipped) from two documents
   that share an id (refused);
 - :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
@@ -20,12 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .ids import content_hash, point_id
-from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_metadata, chunk_payload
+from .point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
 
 if TYPE_CHECKING:
     from .chunking import TokenChunker
-    from .documents import SourceDocument
+    from .source_document import SourceDocument
     from .layout import CollectionLayout
 
 T = TypeVar("T")
@@ -47,9 +49,8 @@ class PendingChunk:
 def document_chunks(doc: "SourceDocument", chunker: "TokenChunker") -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
     for chunk in chunker.iter_chunks(doc.text):
-        metadata = chunk_metadata(doc, chunk)
-        pid = point_id(doc.doc_id, chunk.index, content_hash(chunk.text, metadata))
-        yield PendingChunk(pid, chunk.text, chunk_payload(doc, chunk, pid, metadata), doc.source_root)
+        pid, payload = chunk_point(doc, chunk)
+        yield PendingChunk(pid, chunk.text, payload, doc.source_root)
 
 
 def document_fingerprint(doc: "SourceDocument") -> str:

@@ -3,7 +3,8 @@
 Loading a model takes seconds to minutes; a run that then fails on something knowable up front
 (a locked store, a server that does not answer, a collection built for other vectors, a chunk
 size the model cannot take) wastes that time and, worse, used to leave an empty collection
-behind. Everything here needs only the variant's config file, not its weights.
+behind. Every check here needs only the variant's config file, not its weights; once they pass,
+:func:`resolve_model` loads the model.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .collection import QdrantConfig, check_collection, check_collection_name, config_fingerprint
+from .collection import QdrantConfig, check_collection, config_fingerprint
 from .errors import QdrantRequestError, QdrantUnreachableError
 from .retry import call_with_retry, is_transient
+from .stores import StoreClient, check_collection_name
 
 if TYPE_CHECKING:
-    from .layout import CollectionLayout
     from qdrant_client import QdrantClient
+
+    from .layout import CollectionLayout
 
     from ..config import Causal2VecConfig
     from ..modeling import Causal2Vec
@@ -68,7 +71,32 @@ def variant_weights(model: "str | Path | Causal2Vec | None") -> str | None:
     return weights_digest(resolve_variant_path(model))
 
 
-def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "QdrantClient":
+def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str | None, device: str | None) -> str:
+    """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
+    ``quantize`` resolved for ``device``."""
+    from ..devices import resolve_device, resolve_quantize
+    from ..modeling import Causal2Vec
+
+    if isinstance(model, Causal2Vec):
+        if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
+            raise ValueError(f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                             f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)")
+        return model.quantization
+    return resolve_quantize(quantize, resolve_device(device))
+
+
+def resolve_model(model: "str | Path | Causal2Vec | None", device: str | None, dtype: str | None,
+                  quantize: str | None = None) -> tuple[str | None, "Causal2Vec"]:
+    """The model's reference as a collection records it (None for a loaded model), and the model
+    (loaded, or shared with other callers: :func:`~c2v_rag.rag.embedder.load_model`)."""
+    from .embedder import load_model
+
+    reference = model_reference(model)
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype,
+                                                                    quantize=quantize))
+
+
+def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> StoreClient:
     """A client that has been answered: a locked embedded directory raises
     :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
     ``attempts`` tries :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`."""

@@ -35,8 +35,9 @@ from .collection import (
 )
 from .deps import require_rag
 from .embedder import Embedder
-from .layout import HYBRID_DENSE_NAME, CollectionLayout
-from .payload import payload_text
+from .layout import CollectionLayout
+from .point_schema import HYBRID_DENSE_NAME, payload_text
+from .preflight import resolve_model
 from .retry import call_with_retry
 from .sparse import BM25Config, BM25Encoder, resolve_sparse
 
@@ -96,8 +97,6 @@ def reindex(
         CollectionNotFoundError: nothing is called ``collection``.
         ValueError: ``collection`` is a plain collection, not an alias.
     """
-    from .pipeline import _resolve_model
-
     require_rag("c2v_rag.reindex")
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -126,7 +125,7 @@ def reindex(
         params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
         if params.distance.value.lower() in ("cosine", "dot", "euclid"):
             target = target.model_copy(update={"distance": params.distance.value.lower()})
-        reference, c2v = _resolve_model(model, device, dtype, quantize)
+        reference, c2v = resolve_model(model, device, dtype, quantize)
         new = next_version(qdrant_client, collection)
         ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
         try:

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import MissingPackageError
+from ..optional import require
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
 
 SPARSE_KINDS = ("bm25",)
+_FEATURE = "BM25 sparse vectors"
 SparseKind = Literal["bm25"]
 
 
@@ -81,10 +82,10 @@ class BM25Encoder:
 
     def __init__(self, config: BM25Config | None = None) -> None:
         self.config = config or BM25Config()
-        self._bm25s = _require("bm25s", "bm25s")
+        self._bm25s = require("bm25s", _FEATURE, "hybrid", needs="need")
         self._stemmer = None
         if self.config.stemmer != "none":
-            stemmer_module = _require("Stemmer", "PyStemmer")
+            stemmer_module = require("Stemmer", _FEATURE, "hybrid", distribution="PyStemmer", needs="need")
             self._stemmer = stemmer_module.Stemmer(self.config.stemmer)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
@@ -155,15 +156,3 @@ def to_sparse_vector(pair: tuple[list[int], list[float]]) -> "models.SparseVecto
 def _index_counts(terms: list[str]) -> dict[int, int]:
     counts: Counter[int] = Counter(term_index(t) for t in terms)
     return dict(counts)
-
-
-def _require(module: str, distribution: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise MissingPackageError(
-            f"BM25 sparse vectors need the package {distribution!r}, which is not installed. Install it with:\n"
-            "    pip install 'c2v-rag[hybrid]'"
-        ) from err

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .documents import names_existing_path
 from .files import ReadLog
-from .payload import DOC_ID_KEY, SOURCE_ROOT_KEY
+from .point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

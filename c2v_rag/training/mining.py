@@ -35,12 +35,9 @@ def passage_pool(examples: Sequence[Example], corpus: dict[str, str] | None = No
 
 def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int) -> np.ndarray:
     """Indices [len(queries), depth] of the best-scoring pool texts for each query, by BM25 (bm25s)."""
-    try:
-        import bm25s
-    except ImportError as err:
-        from ..errors import MissingPackageError
+    from ..optional import require
 
-        raise MissingPackageError("BM25 mining needs bm25s: pip install 'c2v-rag[train]'") from err
+    bm25s = require("bm25s", "BM25 mining", "train")
     depth = min(depth, len(pool_texts))
     retriever = bm25s.BM25()
     retriever.index(bm25s.tokenize(list(pool_texts), stopwords="en", show_progress=False), show_progress=False)

@@ -11,7 +11,7 @@ for _module in ('llama_index.core',):
     pytest.importorskip(_module)
 
 from c2v_rag.rag.chunking import TokenChunker
-from c2v_rag.rag.ids import content_hash, point_id
+from c2v_rag.rag.point_schema import content_hash, point_id
 from rag_helpers import make_text
 
 

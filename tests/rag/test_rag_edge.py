@@ -446,10 +446,10 @@ def test_a_large_local_mode_collection_suggests_edge(tmp_path, tiny_variant, cor
                                                     caplog):
     import logging
 
-    from c2v_rag.rag import pipeline
+    from c2v_rag.rag import local_ingest
 
-    monkeypatch.setattr(pipeline, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
-    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.pipeline"):
+    monkeypatch.setattr(local_ingest, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.local_ingest"):
         c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
         c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
                        config=ingest_config)

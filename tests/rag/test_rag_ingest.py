@@ -279,7 +279,7 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     import torch
     from safetensors.torch import load_file, save_file
 
-    from c2v_rag.rag.collection import METADATA_KEY
+    from c2v_rag.rag.collection import FINGERPRINT_METADATA_KEY
     from c2v_rag.variant_io import PROJECTOR_FILE, weights_digest
 
     retrained = tmp_path / "retrained"
@@ -299,9 +299,10 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     # A collection written before weights were recorded is searched, with one warning that says so.
     with closing(QdrantClient(path=str(store))) as client:
         info = client.get_collection("kb")
-        old = {k: v for k, v in info.config.metadata[METADATA_KEY].items()
+        old = {k: v for k, v in info.config.metadata[FINGERPRINT_METADATA_KEY].items()
                if k not in ("weights", "normalize_parts", "encoder_share")}
-        client.create_collection("old", vectors_config=info.config.params.vectors, metadata={METADATA_KEY: old})
+        client.create_collection("old", vectors_config=info.config.params.vectors,
+                                 metadata={FINGERPRINT_METADATA_KEY: old})
     with caplog.at_level("WARNING", logger="c2v_rag.rag.collection"):
         assert c2v_rag.search("x", path=store, collection="old", model=retrained) == []
         c2v_rag.search("y", path=store, collection="old", model=retrained)

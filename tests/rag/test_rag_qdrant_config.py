@@ -118,7 +118,7 @@ def test_ingest_over_the_server_path_connects_with_its_settings(tiny_variant, co
 
 
 def test_only_embedded_clients_serialize_their_calls():
-    from c2v_rag.rag.pipeline import _is_embedded
+    from c2v_rag.rag.local_ingest import _is_embedded
 
     assert _is_embedded(QdrantClient(":memory:"))
     assert not _is_embedded(QdrantClient(url="http://localhost:6333", check_compatibility=False))

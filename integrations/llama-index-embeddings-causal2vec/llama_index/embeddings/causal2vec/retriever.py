@@ -10,7 +10,7 @@ from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
                                                   VectorStoreQueryMode)
 
-from c2v_rag.rag.payload import HIDDEN_FROM_LLM, METADATA_KEY
+from c2v_rag.rag.point_schema import HIDDEN_FROM_LLM, metadata_field
 from c2v_rag.rag.retriever import RetrieverOptions
 from c2v_rag.rag.search import SearchHit
 
@@ -99,7 +99,7 @@ def to_filter(filters: Any) -> Any:
 
 def _condition(item: MetadataFilter, models: Any) -> tuple[Any, bool]:
     """One MetadataFilter as (a Qdrant condition, whether it is negated)."""
-    key, value, op = f"{METADATA_KEY}.{item.key}", item.value, item.operator
+    key, value, op = metadata_field(item.key), item.value, item.operator
     ranges = {FilterOperator.GT: "gt", FilterOperator.GTE: "gte", FilterOperator.LT: "lt", FilterOperator.LTE: "lte"}
     if op in ranges:
         return models.FieldCondition(key=key, range=models.Range(**{ranges[op]: value})), False

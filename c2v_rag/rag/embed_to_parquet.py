@@ -2,7 +2,7 @@
 
 For lakehouse tables and offline pipelines: the rows carry what a Qdrant point would (the same
 point ids, chunk texts, metadata and vectors as :func:`~c2v_rag.rag.pipeline.ingest`), in the
-layout of :func:`~c2v_rag.rag.distributed.chunk_table`:
+layout of :func:`~c2v_rag.rag.parquet_rows.chunk_table`:
 
 ``id`` (string, the point id), ``doc_id`` (string), ``chunk_index`` (int32), ``text`` (string),
 ``metadata`` (string: a JSON object, the payload's ``metadata``), ``vector``
@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .chunking import check_chunk_size
 from .distributed import RayOptions
 from .files import ReadLog, ReadOptions
+from .ingest_config import IngestConfig
+from .ingest_engine import choose_engine
+from .preflight import model_reference, variant_config
 
 logger = logging.getLogger(__name__)
 
@@ -79,17 +84,12 @@ def embed(
     Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
     model. A folder that already holds Parquet files is refused (nothing is overwritten).
     """
-    from .chunking import check_chunk_size
-    from .pipeline import IngestConfig
-    from .preflight import variant_config
-
     settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                                            batch_size=batch_size, on_error=on_error, show_progress=show_progress,
                                            truncate_dim=truncate_dim)
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
-    if engine not in ("local", "ray"):
-        raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
+    write = choose_engine(_WRITERS, engine)
     if model is not None and not isinstance(model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
     folder = _check_out(Path(out))
@@ -97,12 +97,8 @@ def embed(
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()
-    if engine == "ray":
-        result = _embed_on_ray(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
-                               quantize=quantize, options=RayOptions.resolve(ray))
-    else:
-        result = _embed_here(docs, folder, settings, read, log, model=model, device=device, dtype=dtype,
-                             quantize=quantize, rows_per_file=rows_per_file)
+    result = write(docs, folder, settings, read, log, model=model, device=device, dtype=dtype, quantize=quantize,
+                   ray=ray, rows_per_file=rows_per_file)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -118,15 +114,18 @@ def _check_out(folder: Path) -> Path:
     return folder
 
 
-def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
-                quantize, rows_per_file: int) -> EmbedResult:
+def _embed_here(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
+                device: str | None, dtype: str | None, quantize: str | None, ray: Any,
+                rows_per_file: int) -> EmbedResult:
+    """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
+    ``rows_per_file`` chunks (``ray`` is unused)."""
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
     from .chunking import TokenChunker
-    from .distributed import chunk_table
     from .documents import iter_documents
     from .embedder import Embedder, load_model
+    from .parquet_rows import chunk_table
     from .points import SeenDocuments, document_chunks, document_fingerprint
 
     documents = iter_documents(docs, options=read, log=log)
@@ -175,18 +174,19 @@ def _embed_here(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: 
     return result
 
 
-def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log: ReadLog, *, model, device, dtype,
-                  quantize, options: RayOptions) -> EmbedResult:
+def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
+                  device: str | None, dtype: str | None, quantize: str | None, ray: "RayOptions | str | None",
+                  rows_per_file: int) -> EmbedResult:
+    """``engine="ray"``: the actors embed and Ray Data writes the files (named by Ray; ``rows_per_file``
+    is unused)."""
     import pyarrow.parquet as pq
 
     from .distributed import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
 
+    options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
-    from .preflight import model_reference
-
     job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
-                           quantize=quantize,
-                           mode="export")
+                           quantize=quantize, mode="export")
     with RaySession(options) as ray:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
@@ -204,3 +204,7 @@ def _embed_on_ray(docs: Any, folder: Path, settings: Any, read: ReadOptions, log
         result.chunks = len(ids)
         result.documents = len(set(ids.to_pylist()))
     return result
+
+
+# engine= -> the function that embeds and writes the Parquet files.
+_WRITERS: dict[str, Callable[..., EmbedResult]] = {"local": _embed_here, "ray": _embed_on_ray}
