@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,7 +27,11 @@ from .distributed import RayOptions
 from .files import ReadLog, ReadOptions
 from .ingest_config import IngestConfig
 from .ingest_engine import choose_engine
+from .options import ModelKwargs, ModelOptions, reject_unknown, spell_out_kwargs
 from .preflight import model_reference, variant_config
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +55,11 @@ class EmbedResult(BaseModel):
                 f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
 
 
+@spell_out_kwargs(ModelKwargs, ModelOptions)
 def embed(
     docs: Any,
     out: str | Path,
     *,
-    model: str | Path | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -69,13 +70,15 @@ def embed(
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
     rows_per_file: int = 100_000,
+    **kwargs: Unpack[ModelKwargs],
 ) -> EmbedResult:
     """Chunk and embed ``docs`` into Parquet files under ``out`` (a new or empty folder).
 
     Args:
         docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
             folders of .txt, .md, .jsonl and .parquet.
-        model: a preset name or a variant directory (None: the default preset).
+        model: a preset name or a variant directory (None: the default preset); ``device``, ``dtype`` and
+            ``quantize`` as for ``ingest`` (:class:`~c2v_rag.rag.options.ModelOptions`).
         chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``
             (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
         engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
@@ -84,6 +87,9 @@ def embed(
     Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
     model. A folder that already holds Parquet files is refused (nothing is overwritten).
     """
+    reject_unknown("embed", kwargs, ModelOptions)
+    chosen = ModelOptions.as_given(kwargs)
+    model, device, dtype, quantize = chosen.model, chosen.device, chosen.dtype, chosen.quantize
     settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                                            batch_size=batch_size, on_error=on_error, show_progress=show_progress,
                                            truncate_dim=truncate_dim)

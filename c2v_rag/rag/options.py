@@ -171,15 +171,21 @@ class SearchOptions(CommonSearchOptions):
 # see), so each mirrors its model by name; tests/rag/test_rag_options.py checks that they name the
 # same fields. Types are the ones callers pass (a Sequence of examples, a plain string API key),
 # which the models' fields accept; the defaults are the models' alone (spell_out_kwargs shows them).
-class ConnectionKwargs(TypedDict, total=False):
-    """:class:`ConnectionOptions` as keyword arguments."""
+class StoreKwargs(TypedDict, total=False):
+    """:class:`ConnectionOptions` as keyword arguments, but for ``qdrant_url``, which ``ingest`` takes
+    positionally (a keyword that repeats a named parameter is an error for type checkers)."""
 
-    qdrant_url: str | None
     path: str | Path | None
     api_key: str | SecretStr | None
     prefer_grpc: bool | None
     store: Literal["local", "edge"] | None
     qdrant: QdrantConfig | None
+
+
+class ConnectionKwargs(StoreKwargs, total=False):
+    """:class:`ConnectionOptions` as keyword arguments."""
+
+    qdrant_url: str | None
 
 
 class ModelKwargs(TypedDict, total=False):
@@ -210,6 +216,11 @@ class SearchKwargs(ConnectionKwargs, ModelKwargs, SearchOptionsKwargs, total=Fal
     """The keyword options of :func:`~c2v_rag.search`, :func:`~c2v_rag.search_many` and
     :func:`~c2v_rag.asearch`: the fields of :class:`ConnectionOptions`, :class:`ModelOptions` and
     :class:`SearchOptions`."""
+
+
+class IngestKwargs(StoreKwargs, ModelKwargs, total=False):
+    """The keyword options of :func:`~c2v_rag.ingest` shared with search: the store (``qdrant_url`` is
+    ``ingest``'s second positional parameter) and the model."""
 
 
 class SearchArguments(NamedTuple):
@@ -258,9 +269,12 @@ def spell_out_kwargs(kwargs_type: type, *option_sets: type[BaseModel]) -> Callab
     def spelled_out(function: _F) -> _F:
         signature = inspect.signature(function)
         named = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        # In the option sets' field order (qdrant_url first, as the models declare it), not the
+        # TypedDicts' inheritance order.
+        annotations = kwargs_type.__annotations__
         keywords = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name],
-                                      annotation=_annotation(annotation))
-                    for name, annotation in kwargs_type.__annotations__.items()]
+                                      annotation=_annotation(annotations[name]))
+                    for name in defaults if name in annotations]
         first_keyword = next((i for i, p in enumerate(named) if p.kind is inspect.Parameter.KEYWORD_ONLY),
                              len(named))
         function.__signature__ = signature.replace(  # type: ignore[attr-defined]

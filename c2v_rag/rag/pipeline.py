@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .aliases import resolve_alias, switch_alias, versioned_target
@@ -34,6 +33,7 @@ from .ingest_engine import IngestEngine, IngestPlan, IngestStore, choose_engine
 from .ingest_result import FailedBatch, IngestResult
 from .layout import CollectionLayout
 from .local_ingest import LocalEngine
+from .options import ConnectionOptions, IngestKwargs, ModelOptions, reject_unknown, spell_out_kwargs
 from .preflight import (applied_quantization, check_target, drop_if_empty, model_reference, open_client, server_error,
                         variant_config, variant_weights)
 from .ray_ingest import RayEngine
@@ -42,8 +42,7 @@ from .sync import sync_roots
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
-
-    from ..modeling import Causal2Vec
+    from typing_extensions import Unpack
 
 # Kept importable from here, where they were defined before ingest's engines got modules of their own.
 __all__ = ["ingest", "IngestConfig", "IngestResult", "FailedBatch", "RayOptions", "applied_quantization", "ENGINES"]
@@ -54,19 +53,12 @@ logger = logging.getLogger(__name__)
 ENGINES: dict[str, Callable[..., IngestEngine]] = {"local": LocalEngine, "ray": RayEngine}
 
 
+@spell_out_kwargs(IngestKwargs, ConnectionOptions, ModelOptions)
 def ingest(
     docs: Any,
     qdrant_url: str | None = None,
     collection: str = DEFAULT_COLLECTION,
     *,
-    path: str | Path | None = None,
-    api_key: str | None = None,
-    prefer_grpc: bool | None = None,
-    store: Literal["local", "edge"] | None = None,
-    model: "str | Path | Causal2Vec | None" = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -78,10 +70,10 @@ def ingest(
     versioned: bool = False,
     truncate_dim: int | None = None,
     config: IngestConfig | None = None,
-    qdrant: QdrantConfig | None = None,
     client: "QdrantClient | None" = None,
     engine: Literal["local", "ray"] = "local",
     ray: "RayOptions | str | None" = None,
+    **kwargs: Unpack[IngestKwargs],
 ) -> IngestResult:
     """Chunk, embed and store ``docs`` in a Qdrant collection; safe to re-run.
 
@@ -121,6 +113,8 @@ def ingest(
             for (``config.matryoshka_dims``). The collection records it and refuses another size;
             :func:`~c2v_rag.search` embeds queries at the size the collection stores.
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
+            The store and model keywords are :class:`~c2v_rag.rag.options.ConnectionOptions` and
+            :class:`~c2v_rag.rag.options.ModelOptions`, the ones :func:`~c2v_rag.search` takes.
         client: an open ``QdrantClient`` to use instead of connecting (left open).
         engine: ``"local"`` runs in this process; ``"ray"`` reads, chunks, embeds and writes on a Ray
             cluster (:mod:`c2v_rag.rag.distributed`, ``pip install 'c2v-rag[ray]'``): the same point ids,
@@ -141,12 +135,16 @@ def ingest(
         call then resumes with no duplicates. Ctrl-C raises :class:`IngestInterrupted` (a
         ``KeyboardInterrupt``) once the batches already embedded are stored.
     """
+    reject_unknown("ingest", kwargs, ConnectionOptions, ModelOptions)
+    connection = ConnectionOptions.as_given({**kwargs, "qdrant_url": qdrant_url})
+    chosen = ModelOptions.as_given(kwargs)
+    model, device, dtype, quantize = chosen.model, chosen.device, chosen.dtype, chosen.quantize
     require_rag("c2v_rag.ingest")
     settings = IngestConfig.with_overrides(
         config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
         sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes,
         truncate_dim=truncate_dim)
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
+    target = connection.resolve()
     # The engine refuses what it cannot run (engine="ray": Ray missing, sync=True, a model object) at once.
     runner = choose_engine(ENGINES, engine)(model=model, settings=settings, ray=ray)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
