@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from .errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
 from .layout import LAYOUT_KEY, CollectionLayout
 from .point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
-from .stores import STORES, StoreClient, check_collection_name, check_store_kind, store_kind
+from .stores import STORES, check_collection_name, check_store_kind, store_kind
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -185,7 +185,7 @@ class QdrantConfig(BaseModel):
             kwargs["https"] = self.https
         return kwargs
 
-    def connect(self) -> "StoreClient":
+    def connect(self) -> "QdrantClient":
         """A client for the server or the embedded directory: a ``QdrantClient``, or for
         ``store="edge"`` an :class:`~c2v_rag.rag.edge.EdgeClient` with the same calls (both
         implement :class:`~c2v_rag.rag.stores.StoreClient`)."""

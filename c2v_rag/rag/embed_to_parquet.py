@@ -193,12 +193,12 @@ def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOpt
     plan = plan_sources(docs, read, log)
     job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
                            quantize=quantize, mode="export")
-    with RaySession(options) as ray:
+    with RaySession(options) as ray_module:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
             embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
                 str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors)
-        except ray.exceptions.RayError as err:
+        except ray_module.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:
                 raise

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .errors import IngestError
 
 if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+
     from ..config import Causal2VecConfig
     from ..modeling import Causal2Vec
     from .collection import QdrantConfig
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
     from .ingest_result import IngestResult
     from .layout import CollectionLayout
     from .sparse import BM25Encoder
-    from .stores import StoreClient
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class IngestPlan:
 class IngestStore:
     """The store as the run holds it: the client (which an engine may reopen), and the collection."""
 
-    client: "StoreClient"
+    # A QdrantClient, or an EdgeClient with the same calls (both implement stores.StoreClient).
+    client: "QdrantClient"
     # ingest opened the client (and closes it), rather than being handed one.
     own_client: bool
     collection: str = ""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .collection import QdrantConfig, check_collection, config_fingerprint
 from .errors import QdrantRequestError, QdrantUnreachableError
 from .retry import call_with_retry, is_transient
-from .stores import StoreClient, check_collection_name
+from .stores import check_collection_name
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -96,7 +96,7 @@ def resolve_model(model: "str | Path | Causal2Vec | None", device: str | None, d
                                                                     quantize=quantize))
 
 
-def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> StoreClient:
+def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "QdrantClient":
     """A client that has been answered: a locked embedded directory raises
     :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
     ``attempts`` tries :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`."""

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -36,7 +36,9 @@ from .ingest_result import FailedBatch, IngestResult
 from .layout import CollectionLayout
 from .points import PendingChunk, PointWriter, SeenDocuments
 from .preflight import open_client
-from .stores import StoreClient
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 # How long the driver waits for the one writing actor to release an embedded store (write="workers").
 HANDOFF_WAIT_S = 60.0
@@ -178,7 +180,7 @@ class RayIngestRun:
         self.result.seconds = time.perf_counter() - started
         return self.result
 
-    def _reopen_after_handoff(self) -> StoreClient:
+    def _reopen_after_handoff(self) -> "QdrantClient":
         """The embedded store again, once the actor that wrote into it has let go.
 
         Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
