@@ -35,7 +35,7 @@ from .options import (
     SearchOptions,
     spell_out_kwargs,
 )
-from .payload import DOC_ID_KEY, payload_metadata, payload_text
+from .point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from .query import check_fusion, check_mode, query_request
 from .sparse import BM25Encoder
 
