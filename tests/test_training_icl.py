@@ -67,3 +67,23 @@ def test_rng_is_not_global():
     state = random.getstate()
     add_icl_examples(_texts(POOL[:4], ["Find it"] * 4), POOL[:4], POOL, max_examples=2, seed=0, step=0)
     assert random.getstate() == state
+
+
+def test_a_draw_that_does_not_fit_is_shortened_not_an_error():
+    # The trainer's rule (examples within half of max_length) in the small: a prompt "fits" while its examples'
+    # words, counted independently here, stay within a budget. Every draw must pass it, and the shortening
+    # must keep the first drawn examples (it drops from the end), so it is the plain draw cut short.
+    texts = _texts(POOL[:4], ["Find it"] * 4)
+    plain = add_icl_examples(texts, POOL[:4], POOL, max_examples=3, seed=1, step=5)
+
+    def fits(prompt) -> bool:
+        return sum(len(q.split()) + len(r.split()) for q, r in getattr(prompt, "examples", ())) <= 12
+
+    cut = add_icl_examples(texts, POOL[:4], POOL, max_examples=3, seed=1, step=5, fits=fits)
+    assert all(fits(p) for p in cut.query_instructions)
+    shortened = 0
+    for before, after in zip(plain.query_instructions, cut.query_instructions):
+        kept = getattr(after, "examples", ())
+        assert tuple(getattr(before, "examples", ()))[:len(kept)] == tuple(kept)
+        shortened += len(kept) < len(getattr(before, "examples", ()))
+    assert shortened, "the budget was meant to cut at least one draw; the test data no longer exercises it"

@@ -8,9 +8,14 @@ contiguous shard of the global batch.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .data import Example
+
+if TYPE_CHECKING:
+    from ..instructions import Instruction
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,7 @@ def _scores(examples: list[Example]) -> list[float] | None:
 
 
 def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example], *, max_examples: int, seed: int,
-                     step: int) -> StepTexts:
+                     step: int, fits: Callable[[Instruction], bool] | None = None) -> StepTexts:
     """``texts`` with in-context examples before each query's instruction (bge-en-icl's training recipe).
 
     Each query draws a count uniformly from ``0..max_examples`` and that many ``(query, positive)`` pairs of
@@ -176,6 +181,10 @@ def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example]
     (:func:`~c2v_rag.instructions.shorten_example`). Seeded by (seed, step): every process and a resumed run
     draw the same. Queries without an instruction keep none (an example block restates the instruction).
     Passages are untouched: documents get no examples.
+
+    ``fits`` (the trainer's: the examples take at most half of ``max_length``) drops drawn examples from
+    the end until the prompt passes: at inference a set that leaves no room for the text is an error, but
+    a random draw in training must not stop the run, and the query must keep room to be read.
     """
     from ..instructions import InContextPrompt, shorten_example
 
@@ -196,5 +205,9 @@ def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example]
             if len(drawn) == count:
                 break
         text = instruction.instruction if isinstance(instruction, InContextPrompt) else instruction
-        prompts.append(InContextPrompt(text, tuple(drawn), example.dataset) if drawn else instruction)
+        prompt = InContextPrompt(text, tuple(drawn), example.dataset) if drawn else instruction
+        while fits is not None and drawn and not fits(prompt):
+            drawn.pop()
+            prompt = InContextPrompt(text, tuple(drawn), example.dataset) if drawn else instruction
+        prompts.append(prompt)
     return replace(texts, query_instructions=prompts)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..devices import cpu_has_native_bf16, resolve_device
+from ..instructions import Instruction
 from ..modeling import Causal2Vec
 from ..projector import match_word_embedding_norm
 from .checkpoint import (
@@ -402,6 +403,12 @@ class Trainer:
             logger.info("step %d: %s", self.step, ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
         return metrics
 
+    def _examples_fit(self, prompt: Instruction) -> bool:
+        """A training query's in-context examples may take at most half of ``max_length``: the rest is the
+        query's (bge-en-icl likewise caps the examples, not the query)."""
+        prompts = self.model.prompts
+        return len(prompts.example_ids(prompt)) <= prompts.max_length // 2
+
     def _train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config.training
         batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
@@ -410,7 +417,7 @@ class Trainer:
         icl = self.icl_examples.get(batch.dataset, 0)
         if icl:
             texts = add_icl_examples(texts, batch.local, self.groups[batch.dataset], max_examples=icl, seed=cfg.seed,
-                                     step=step)
+                                     step=step, fits=self._examples_fit)
         self.optimizer.zero_grad(set_to_none=True)
         start = time.perf_counter()
         loss = self.objective.backward(texts, step)
