@@ -7,6 +7,7 @@ and calls its :meth:`~Causal2VecModule.load`, which builds the variant with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from sentence_transformers.base.modules import InputModule
 
 from .batching import Causal2VecBatch
 from .encoding import check_texts
+from .instructions import Instruction, resolve_instruction
 from .modeling import Causal2Vec
 from .st_files import MODULE_CONFIG_FILE, variant_revision
 
@@ -39,6 +41,9 @@ class Causal2VecModule(InputModule):
     config_file_name = MODULE_CONFIG_FILE
     config_keys = ["max_seq_length"]
     save_in_root = True
+    # encode(..., examples=...) reaches preprocess (and forward, which ignores it): sentence-transformers
+    # refuses encode keywords no module declares.
+    forward_kwargs = {"examples"}
 
     def __init__(self, model: Causal2Vec, variant_dir: str | Path | None = None) -> None:
         super().__init__()
@@ -108,10 +113,19 @@ class Causal2VecModule(InputModule):
 
     get_sentence_embedding_dimension = get_embedding_dimension  # sentence-transformers 5's name
 
-    def preprocess(self, inputs, prompt: str | None = None, **kwargs: Any) -> dict[str, torch.Tensor]:
-        """Token ids for the decoder (around the Contextual slot) and the encoder; ``prompt`` is the instruction."""
+    def preprocess(self, inputs, prompt: str | None = None,
+                   examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> dict[str, torch.Tensor]:
+        """Token ids for the decoder (around the Contextual slot) and the encoder; ``prompt`` is the instruction.
+
+        ``examples`` (``SentenceTransformer.encode(..., prompt=..., examples=[(query, response), ...])``, which
+        sentence-transformers passes on here) are in-context examples placed before the prompt, as
+        :meth:`Causal2Vec.encode_queries` places them; they need a prompt.
+        """
         texts, _ = check_texts(list(inputs))
-        pieces, encoder_ids = self.model.prepare(texts, prompt or None)
+        instruction: Instruction = prompt or None
+        if examples:
+            instruction = resolve_instruction(task=None, instruction=prompt or "", is_query=True, examples=examples)
+        pieces, encoder_ids = self.model.prepare(texts, instruction)
         batch = self.model.collate(pieces, encoder_ids)
         return {key: getattr(batch, field) for field, key in _FEATURE_KEYS.items() if getattr(batch, field) is not None}
 

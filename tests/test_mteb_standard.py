@@ -90,3 +90,45 @@ def test_mteb_encoder_has_the_model_meta_mteb_asks_for(variant):
     assert (result.model_name, result.model_revision) == ("c2v_rag/tiny-c2v", "abc")
     assert encoder.mteb_model_meta.embed_dim == model.embedding_dim
     assert 0 <= result.task_results[0].get_score() <= 1
+
+
+def test_mteb_encoder_gives_queries_in_context_examples(variant):
+    from c2v_rag.evaluation.mteb_adapter import MTEBEncoder
+
+    _, model = variant
+    examples = [("cats purr when happy", "Purring signals a content cat.")]
+    encoder = MTEBEncoder(model, name="c2v_rag/tiny-c2v", examples={"SciFact": examples})
+    # Named SciFact, so the adapter finds its instruction (an unknown retrieval task's queries get none, and
+    # examples go only with an instruction).
+    task = local_retrieval_task("SciFact", DOCS, QUERIES, QRELS, description="tiny local task")
+    model.max_seq_length = 200  # the fixture's 80 tokens leave no room once an example (and its instruction) is in
+    try:
+        score = mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
+        # Independently: queries with the examples before their instruction, documents (asymmetric task) bare.
+        queries = list(QUERIES.values())
+        docs = model.encode_documents(list(DOCS.values()))
+        expected = ndcg_at_10(model.encode_queries(queries, task="SciFact", examples=examples), docs)
+        assert score == pytest.approx(expected, abs=1e-4)
+        got = encoder.encode([{"text": queries}], task_metadata=task.metadata, prompt_type=None)
+        assert not np.allclose(got, model.encode_queries(queries, task="SciFact"), atol=1e-4)
+    finally:
+        model.max_seq_length = 80
+    with pytest.raises(ValueError, match="registered"):
+        MTEBEncoder(model, examples="all")
+
+
+def test_sentence_transformers_encode_takes_examples(variant):
+    path, model = variant
+    st_model = SentenceTransformer(str(path), device="cpu", trust_remote_code=True,
+                                   model_kwargs={"dtype": torch.float32})
+    st_model.max_seq_length = 200  # room for the example, as in the test above
+    model.max_seq_length = 200
+    examples = [("cats purr when happy", "Purring signals a content cat.")]
+    instruction = get_task("SciFact").instruction
+    queries = list(QUERIES.values())
+    got = st_model.encode(queries, prompt=instruction, examples=examples)
+    np.testing.assert_allclose(got, model.encode_queries(queries, task="SciFact", examples=examples), atol=1e-5)
+    assert not np.allclose(got, st_model.encode(queries, prompt=instruction), atol=1e-4)
+    with pytest.raises(ValueError, match="in-context examples"):
+        st_model.encode(queries, examples=examples)  # examples need an instruction to precede
+    model.max_seq_length = 80

@@ -117,3 +117,21 @@ def test_bf16_step_stays_close_to_fp32(tiny_recipe):
                                autocast=autocast_factory(precision, torch.device("cpu")))
         losses[precision] = step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.05)
+
+
+def test_gradcache_chunks_count_in_context_examples_in_the_length(tiny_recipe):
+    # Four queries of one length; two carry a long in-context example. Sorted by the text alone they would
+    # interleave (ties keep input order); counting the examples puts the two long inputs in one mini-batch,
+    # so the short ones are not padded to the examples' length. The padding is read off the batches.
+    from c2v_rag.instructions import InContextPrompt
+
+    model = _model(tiny_recipe)
+    long = InContextPrompt("Given a claim, retrieve documents", (("an example claim " * 20, "its abstract " * 30),))
+    instructions = [long, "Given a claim, retrieve documents", long, "Given a claim, retrieve documents"]
+    texts = ["the same length query"] * 4
+    step = ContrastiveStep(model, Embedder(model), mini_batch_size=2)
+    chunks = step._chunks(texts, instructions, offset=0)
+    assert sorted(sorted(c.rows) for c in chunks) == [[0, 2], [1, 3]]
+    padded = sum(int((c.batch.attention_mask == 0).sum()) for c in chunks)
+    interleaved = [make_batch(model, [texts[i] for i in rows], [instructions[i] for i in rows]) for rows in ([0, 1], [2, 3])]
+    assert padded < sum(int((b.attention_mask == 0).sum()) for b in interleaved)

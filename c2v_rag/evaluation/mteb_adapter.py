@@ -21,12 +21,19 @@ Without sentence-transformers, wrap a loaded model::
 Instructions follow the paper's Table 16 by task name; an unknown task falls back to its type
 (the STS instruction for STS-like tasks, none otherwise). Queries always get the instruction;
 documents only in symmetric task types.
+
+In-context examples (the paper's "w/ ICL" row) go before the instruction of whatever gets one:
+``MTEBEncoder(model, examples="registered")`` uses each task's registered examples
+(``register_task(..., examples=...)``), ``examples={"SciFact": [(query, response), ...]}`` gives them per
+task name. Through sentence-transformers, pass them to ``encode``: ``st_model.encode(texts, prompt=...,
+examples=[...])``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -39,10 +46,18 @@ _STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}
 class MTEBEncoder:
     """Wraps a Causal2Vec model with the ``encode(inputs, *, task_metadata, prompt_type, ...)`` signature."""
 
-    def __init__(self, model, *, name: str | None = None, revision: str | None = None, **encode_kwargs: Any) -> None:
+    def __init__(self, model, *, name: str | None = None, revision: str | None = None,
+                 examples: Mapping[str, Sequence[tuple[str, str]]] | Literal["registered"] | None = None,
+                 **encode_kwargs: Any) -> None:
         """``name`` ("organization/model", as mteb requires) and ``revision`` label the results;
-        they default to the base models' names and "no_revision_available"."""
+        they default to the base models' names and "no_revision_available". ``examples``: in-context
+        examples for what gets an instruction, ``"registered"`` (each task's registered ones) or a mapping
+        from mteb task name to ``(query, response)`` pairs; None: none."""
+        if isinstance(examples, str) and examples != "registered":
+            raise ValueError(f"examples={examples!r}: pass 'registered', a mapping of task name to "
+                             "(query, response) pairs, or None")
         self.model = model
+        self.examples = examples
         base = f"{Path(model.config.decoder).name}+{Path(model.config.encoder or 'none').name}"
         self.name = name or f"c2v_rag/{base}"
         if "/" not in self.name:
@@ -76,7 +91,19 @@ class MTEBEncoder:
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
         texts = [text for batch in inputs for text in batch["text"]]
         instruction = self.instruction_for(task_metadata.name, task_metadata.type, prompt_type)
-        return self.model.encode(texts, instruction=instruction or "", **self.encode_kwargs)
+        examples = self.examples_for(task_metadata.name) if instruction else ()
+        return self.model.encode(texts, instruction=instruction or "", examples=list(examples), **self.encode_kwargs)
+
+    def examples_for(self, task_name: str) -> Sequence[tuple[str, str]]:
+        """The in-context examples inputs of ``task_name`` that get an instruction are given."""
+        if self.examples is None:
+            return ()
+        if self.examples == "registered":
+            try:
+                return get_task(task_name).examples
+            except KeyError:
+                return ()
+        return self.examples.get(task_name, ())
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.model.similarity(a, b).numpy()

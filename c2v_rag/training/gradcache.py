@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..batching import Causal2VecBatch
+from ..instructions import InContextPrompt, Instruction
 from .distributed import all_finite
 
 if TYPE_CHECKING:
@@ -65,6 +66,13 @@ def make_batch(model: "Causal2Vec", texts: Sequence[str], instructions: Sequence
     return model.collate(pieces, enc_ids).to(model.device)
 
 
+def prompt_chars(instruction: Instruction) -> int:
+    """Characters an instruction puts before the Contextual token, its in-context examples included."""
+    if isinstance(instruction, InContextPrompt):
+        return len(instruction.instruction or "") + sum(len(q) + len(r) for q, r in instruction.examples)
+    return len(instruction or "")
+
+
 @dataclass
 class _Chunk:
     rows: list[int]
@@ -101,8 +109,9 @@ class ContrastiveStep:
     # ----------------------------------------------------------------------------------- helpers
 
     def _chunks(self, texts: Sequence[str], instructions: Sequence[str | None], offset: int) -> list[_Chunk]:
-        # Length-sorted chunks pad little; rows remember where each embedding belongs.
-        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+        # Length-sorted chunks pad little; rows remember where each embedding belongs. The length is the
+        # decoder's whole input: in-context examples can be longer than the query they precede.
+        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]) + prompt_chars(instructions[i]), i))
         size = self.mini_batch_size or len(order)
         chunks = []
         for start in range(0, len(order), size):
