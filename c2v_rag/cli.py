@@ -90,6 +90,7 @@ def cmd_eval(args) -> int:
     import json
 
     from .evaluation import BiEncoder, load_suite, run_suite
+    from .evaluation.suites import SharedDocuments
     from .evaluation.suites import format_table
     from .modeling import Causal2Vec
 
@@ -123,10 +124,11 @@ def cmd_eval(args) -> int:
         if args.truncate_dim is not None:
             size = {"truncate_dim": model.config.check_truncate_dim(args.truncate_dim) or model.embedding_dim}
             name += f" (truncate_dim={args.truncate_dim})"
-        if args.examples:
-            name += f" ({args.examples} in-context examples)"
-        rows[name] = run_suite(model, suite, show_progress_bar=args.verbose, examples=args.examples, **long_kwargs,
-                               **size)
+        shared = SharedDocuments(model)  # several example counts encode each retrieval corpus once
+        for count in args.examples:
+            label = name + (f" ({count} in-context examples)" if count else "")
+            rows[label] = run_suite(shared, suite, show_progress_bar=args.verbose, examples=count, **long_kwargs,
+                                    **size)
     for baseline in args.baseline or []:
         name = f"{baseline} (bi-encoder alone)"
         if long_texts is not None:
@@ -392,9 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
     evaluate.add_argument("--truncate-dim", type=int, default=None, metavar="N",
                           help="score the first N values (a Matryoshka size the variants were trained for)")
-    evaluate.add_argument("--examples", type=int, default=0, metavar="K",
+    evaluate.add_argument("--examples", type=int, nargs="+", default=[0], metavar="K",
                           help="K in-context examples per query (Causal2Vec w/ ICL), drawn from the set's train side: "
-                               "train claims for scifact-dev*, other labels' texts for classification sets (default 0)")
+                               "train claims for scifact-dev*, other labels' texts for classification sets (default 0). "
+                               "Several counts (--examples 0 1 3) give a row each and encode a retrieval corpus once")
     evaluate.add_argument("--device", default=None)
     evaluate.add_argument("--dtype", default=None, choices=["auto", "float32", "bfloat16", "float16"])
     _add_quantize(evaluate)

@@ -182,3 +182,65 @@ def test_tasks_command_lists_registered_examples(capsys):
     out = capsys.readouterr().out
     line = out.splitlines()[[i for i, l in enumerate(out.splitlines()) if l.startswith("IclCliTest")][0] + 1]
     assert "'a claim' -> 'its evidence'" in line
+
+
+def _tiny_scifact(root):
+    import json
+
+    from tiny_corpus import CORPUS
+
+    folder = root / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    docs = {f"d{i}": " ".join(CORPUS[i % 7: i % 7 + 2]) for i in range(12)}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
+                                                 for k, v in docs.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
+                                                  for i in range(10)))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" +
+                                               "".join(f"q{i}\td{i}\t1\n" for i in range(10)))
+    return len(docs)
+
+
+def test_eval_scores_several_example_counts_and_encodes_the_corpus_once(tiny_model_factory, tmp_path):
+    import json
+
+    from c2v_rag import Causal2Vec
+    from c2v_rag.cli import main
+    from c2v_rag.evaluation import run_suite
+    from c2v_rag.evaluation.datasets import scifact_dev
+    from c2v_rag.evaluation.evaluators import evaluate
+    from c2v_rag.evaluation.suites import SharedDocuments
+
+    n_docs = _tiny_scifact(tmp_path / "data")
+    variant = tmp_path / "variant"
+    tiny_model_factory("llama", default_task="SciFact").save_pretrained(variant)
+    model = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
+    data = scifact_dev(tmp_path / "data")
+    expected = {k: evaluate(model, data, examples=k) for k in (0, 1)}
+
+    class CountingDocuments:  # the real model, counting the documents it is asked to encode
+        def __init__(self, inner):
+            self.inner, self.documents = inner, 0
+
+        def encode_documents(self, texts, **kwargs):
+            self.documents += len(texts)
+            return self.inner.encode_documents(texts, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    counting = CountingDocuments(model)
+    shared = SharedDocuments(counting)
+    for k in (0, 1):
+        got = run_suite(shared, {"scifact-dev": data}, examples=k)["scifact-dev"]
+        assert got["ndcg@10"] == pytest.approx(expected[k]["ndcg@10"])
+        assert got["recall@100"] == pytest.approx(expected[k]["recall@100"])
+    assert counting.documents == n_docs  # the second count reused the corpus vectors
+
+    out = tmp_path / "rows.json"
+    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
+                 "--examples", "0", "1", "--dtype", "float32", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert list(rows) == [str(variant), f"{variant} (1 in-context examples)"]
+    for k, row in zip((0, 1), rows.values()):
+        assert row["scifact-dev"]["ndcg@10"] == pytest.approx(expected[k]["ndcg@10"])

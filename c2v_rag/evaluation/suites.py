@@ -29,9 +29,33 @@ def load_suite(names: list[str] | tuple[str, ...], data_root: str | Path) -> dic
     return {name: LOADERS[name](Path(data_root)) for name in names}
 
 
+class SharedDocuments:
+    """Wraps a model so that a list of documents encoded with the same arguments is encoded once.
+
+    Runs of one model at several in-context example counts share their retrieval corpora this way: a
+    retrieval set's documents get no examples, so their vectors are the same at every count (and the
+    corpus is most of the cost). Inputs that do get examples (queries; every input of a symmetric task)
+    carry them in their arguments, so they are never shared across counts. Everything else is the model's.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._documents: dict[tuple, Any] = {}
+
+    def encode_documents(self, texts: list[str], **kwargs: Any) -> Any:
+        key = (tuple(texts), repr(sorted(kwargs.items(), key=lambda item: item[0])))
+        if key not in self._documents:
+            self._documents[key] = self.model.encode_documents(texts, **kwargs)
+        return self._documents[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
 def run_suite(model, suite: dict[str, Any], *, examples: int = 0, **encode_kwargs: Any) -> dict[str, dict[str, float]]:
     """Scores per dev set, each with its main metric under ``"main"`` and the seconds it took; ``examples``
-    in-context examples per input (Causal2Vec w/ ICL; 0: none)."""
+    in-context examples per input (Causal2Vec w/ ICL; 0: none). To score several counts at one cost of the
+    retrieval corpora, pass the same :class:`SharedDocuments` wrapper to each call."""
     results = {}
     for name, data in suite.items():
         start = time.perf_counter()
