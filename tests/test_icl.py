@@ -184,20 +184,11 @@ def test_tasks_command_lists_registered_examples(capsys):
     assert "'a claim' -> 'its evidence'" in line
 
 
-def _tiny_scifact(root):
-    import json
+def _tiny_scifact(root) -> int:
+    from tiny_corpus import CORPUS, write_scifact
 
-    from tiny_corpus import CORPUS
-
-    folder = root / "scifact"
-    (folder / "qrels").mkdir(parents=True)
     docs = {f"d{i}": " ".join(CORPUS[i % 7: i % 7 + 2]) for i in range(12)}
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in docs.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
-                                                  for i in range(10)))
-    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"q{i}\td{i}\t1\n" for i in range(10)))
+    write_scifact(root, docs, {f"q{i}": CORPUS[i % 7][:30] for i in range(10)}, {f"q{i}": f"d{i}" for i in range(10)})
     return len(docs)
 
 

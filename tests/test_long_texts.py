@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny_corpus import CORPUS
+from tiny_corpus import CORPUS, write_scifact
 
 from c2v_rag.encoding import prepare_texts
 from c2v_rag.long_texts import LongTexts
@@ -126,15 +126,9 @@ def test_eval_cli_long_texts_scores_as_the_evaluator_does(model, tmp_path):
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.evaluators import evaluate_retrieval
 
-    folder = tmp_path / "data" / "scifact"
-    (folder / "qrels").mkdir(parents=True)
     docs = {f"d{i}": " ".join(CORPUS[i % 7 : i % 7 + 3] * (1 + i % 3)) for i in range(12)}
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in docs.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
-                                                  for i in range(10)))
-    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"q{i}\td{i}\t1\n" for i in range(10)))
+    write_scifact(tmp_path / "data", docs, {f"q{i}": CORPUS[i % 7][:30] for i in range(10)},
+                  {f"q{i}": f"d{i}" for i in range(10)})
     variant = tmp_path / "variant"
     model.save_pretrained(variant)
     reloaded = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")

@@ -133,16 +133,10 @@ def test_eval_cli_scores_a_trained_size_as_the_evaluator_does(tiny_model_factory
     from c2v_rag.cli import main
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.evaluators import evaluate_retrieval
-    from tiny_corpus import CORPUS
+    from tiny_corpus import CORPUS, write_scifact
 
-    folder = tmp_path / "data" / "scifact"
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": CORPUS[i % 7][i:]})
-                                                 + "\n" for i in range(12)))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i % 7][:30]}) + "\n"
-                                                  for i in range(10)))
-    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n"
-                                                                                         for i in range(10)))
+    write_scifact(tmp_path / "data", {f"d{i}": CORPUS[i % 7][i:] for i in range(12)},
+                  {f"q{i}": CORPUS[i % 7][:30] for i in range(10)}, {f"q{i}": f"d{i}" for i in range(10)})
     variant = tmp_path / "variant"
     tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5, matryoshka_dims=[16]).save_pretrained(variant)
     model = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
