@@ -13,7 +13,9 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
 - ``ort-<method>`` (needs ``pip install 'c2v-rag[int8]'``): the decoder exported to ONNX and run by ONNX
   Runtime (``c2v_rag.onnx_decoder``), one of ``ort-fp32``, ``ort-nbits8-b32``, ``ort-nbits8-b128``,
   ``ort-nbits4-b32``, ``ort-dynamic-qint8``; the encoder, projector and readout stay in torch float32.
-  The first run exports (and quantizes) into ``--onnx-cache``; later runs read the files.
+  The first run exports (and quantizes) into ``--onnx-cache``; later runs read the files;
+- ``ort-file:<path>``: the decoder run from an ONNX file made elsewhere with the same inputs and output
+  (``experiments/int8_rowwise_onnx.py`` writes per-token int8 variants).
 
 Texts: SciFact abstracts and claims shuffled together (``common.mixed_texts``). Each repeat encodes
 the whole set once with every candidate, in alternating order, so background load falls on all alike;
@@ -51,11 +53,14 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
     models = {"float": base}
     for name in candidates:
         if name.startswith("ort-"):
-            from c2v_rag.onnx_decoder import onnx_decoder
+            from c2v_rag.onnx_decoder import OnnxDecoder, onnx_decoder
 
             if base.dtype != torch.float32:
                 raise SystemExit("the ort- candidates compare against float32: run where dtype='auto' is float32")
-            decoder = onnx_decoder(base.decoder, name.removeprefix("ort-"), cache_dir=onnx_cache, threads=threads)
+            if name.startswith("ort-file:"):
+                decoder = OnnxDecoder(base.decoder, Path(name.removeprefix("ort-file:")), "file", threads)
+            else:
+                decoder = onnx_decoder(base.decoder, name.removeprefix("ort-"), cache_dir=onnx_cache, threads=threads)
             # the same encoder, projector and tokenizers, the decoder's layers in ONNX Runtime
             models[name] = Causal2Vec(base.config, decoder, base.tokenizer, base.encoder, base.encoder_tokenizer,
                                       base.projector).eval()
