@@ -9,7 +9,13 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
 - ``int8``: ``quantize="int8"`` as shipped (torch dynamic int8 linear layers, decoder and encoder);
 - ``int8-decoder``: the decoder's linear layers only, the encoder in float32;
 - ``torchao`` (optional, needs ``pip install torchao``): torchao's ``Int8DynamicActivationInt8WeightConfig``
-  (per-row activation scales) on both models.
+  (per-row activation scales) on both models;
+- ``ort-<method>`` (needs ``pip install 'c2v-rag[int8]'``): the decoder exported to ONNX and run by ONNX
+  Runtime (``c2v_rag.onnx_decoder``), one of ``ort-fp32``, ``ort-nbits8-b32``, ``ort-nbits8-b128``,
+  ``ort-nbits4-b32``, ``ort-dynamic-qint8``; the encoder, projector and readout stay in torch float32.
+  The first run exports (and quantizes) into ``--onnx-cache``; later runs read the files;
+- ``ort-file:<path>``: the decoder run from an ONNX file made elsewhere with the same inputs and output
+  (``experiments/int8_rowwise_onnx.py`` writes per-token int8 variants).
 
 Texts: SciFact abstracts and claims shuffled together (``common.mixed_texts``). Each repeat encodes
 the whole set once with every candidate, in alternating order, so background load falls on all alike;
@@ -42,10 +48,23 @@ from c2v_rag.int8 import quantize_linear_int8
 from common import load_scifact_queries, mixed_texts, speed_flags
 
 
-def build(candidates: list[str]) -> dict[str, Causal2Vec]:
+def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 1) -> dict[str, Causal2Vec]:
     base = Causal2Vec.from_pretrained(None, device="cpu")
     models = {"float": base}
     for name in candidates:
+        if name.startswith("ort-"):
+            from c2v_rag.onnx_decoder import OnnxDecoder, onnx_decoder
+
+            if base.dtype != torch.float32:
+                raise SystemExit("the ort- candidates compare against float32: run where dtype='auto' is float32")
+            if name.startswith("ort-file:"):
+                decoder = OnnxDecoder(base.decoder, Path(name.removeprefix("ort-file:")), "file", threads)
+            else:
+                decoder = onnx_decoder(base.decoder, name.removeprefix("ort-"), cache_dir=onnx_cache, threads=threads)
+            # the same encoder, projector and tokenizers, the decoder's layers in ONNX Runtime
+            models[name] = Causal2Vec(base.config, decoder, base.tokenizer, base.encoder, base.encoder_tokenizer,
+                                      base.projector).eval()
+            continue
         model = copy.deepcopy(base) if base.dtype == torch.float32 else Causal2Vec.from_pretrained(None, dtype="float32")
         if name == "int8":
             model.apply_quantization("int8")
@@ -57,7 +76,7 @@ def build(candidates: list[str]) -> dict[str, Causal2Vec]:
             quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
             quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
         else:
-            raise SystemExit(f"unknown candidate {name!r}: int8, int8-decoder, torchao")
+            raise SystemExit(f"unknown candidate {name!r}: int8, int8-decoder, torchao, ort-<method>")
         models[name] = model
     return models
 
@@ -81,11 +100,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--candidates", nargs="+", default=["int8", "int8-decoder"])
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--onnx-cache", type=Path, default=None,
+                        help="where the ort- candidates keep their ONNX files (default: C2V_RAG_CACHE/onnx or ~/.cache)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     texts = mixed_texts(args.data, args.docs, args.claims)
-    models = build(args.candidates)
+    models = build(args.candidates, args.onnx_cache, args.threads)
     names = list(models)
     tokens = real_tokens(models["float"], texts)
     for model in models.values():  # warm-up: allocator and kernel selection

@@ -12,8 +12,10 @@ needs no calibration data, no export, no extra package, and keeps the model an o
 It misses the quality bound on the default preset: one activation scale per batch tensor leaves
 SmolLM2's outlier-heavy activations few int8 levels, so vectors sit at cosine 0.78 (worst) to the
 float ones, and a text's vector depends on its batch (docs/performance.md, "int8 on CPU"). That is
-why ``quantize="auto"`` picks it on no CPU and loading it logs a warning. torchao's per-token
-scales, ONNX Runtime and OpenVINO are not measured yet.
+why ``quantize="auto"`` picks it on no CPU and loading it logs a warning. ONNX Runtime's decoder
+(:mod:`c2v_rag.onnx_decoder`) was measured as the alternative: its per-block 8-bit weights meet the quality
+bound but run slower than float32 on an AVX2 CPU without VNNI, so it is a bench candidate, not this
+option's method. torchao's per-token scales and OpenVINO are not measured yet.
 """
 
 from __future__ import annotations

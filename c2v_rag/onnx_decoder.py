@@ -1,0 +1,260 @@
+"""The decoder run by ONNX Runtime on a CPU, in float32 or with int8/int4 weights (issue 26).
+
+:func:`onnx_decoder` exports a loaded transformers decoder (``Causal2Vec.decoder``) to ONNX once, optionally
+quantizes its matmuls with ONNX Runtime's tools, caches the file on disk and returns an :class:`OnnxDecoder`:
+an ``nn.Module`` with the forward signature ``Causal2Vec`` calls its decoder with (``inputs_embeds``,
+``attention_mask``, ``position_ids``, ``use_cache``) that returns an object with ``last_hidden_state``. The
+word embeddings stay in torch (``get_input_embeddings``), so the Contextual token's slot write, batching,
+the readout, Matryoshka prefixes, the server and the RAG layer do not change.
+
+Methods (:data:`METHODS`; measured in docs/performance.md, "int8 on CPU"):
+
+- ``"fp32"``: the exported graph as is (ONNX Runtime's graph optimizations only);
+- ``"nbits8-b32"`` / ``"nbits8-b128"``: ``MatMulNBits`` with 8-bit weights, one scale per block of 32/128
+  input channels, ``accuracy_level=4`` (each activation row quantized to int8 per block on the fly, int8
+  dot products): row-local, so a text's vector does not depend on its batch neighbours;
+- ``"nbits4-b32"``: the same with 4-bit weights;
+- ``"dynamic-qint8"``: ``onnxruntime.quantization.quantize_dynamic`` (``MatMulInteger``, one activation scale
+  per tensor, as torch's dynamic int8).
+
+Files live under ``$C2V_RAG_CACHE/onnx`` (else the user cache dir), in a folder named by a sha256 of the
+decoder's weights, its config, the attention mode, the method and :data:`FORMAT`; each is written to a
+temporary name and renamed into place, so a crash leaves no half file. Only ``.onnx`` files are written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .optional import require
+
+logger = logging.getLogger(__name__)
+
+# Bump when the export or a quantization recipe changes, so that cached files are rebuilt.
+FORMAT = 1
+METHODS = ("fp32", "nbits8-b32", "nbits8-b128", "nbits4-b32", "dynamic-qint8")
+_INPUTS = ("inputs_embeds", "attention_mask", "position_ids")
+_OPSET = 17
+
+
+def onnx_cache_dir() -> Path:
+    """Where exported decoders are kept: ``$C2V_RAG_CACHE/onnx``, else ``<user cache dir>/c2v_rag/onnx``."""
+    env = os.environ.get("C2V_RAG_CACHE")
+    if env:
+        return Path(env).expanduser() / "onnx"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache").expanduser() / "c2v_rag" / "onnx"
+
+
+def decoder_key(decoder: nn.Module, method: str) -> str:
+    """A sha256 (24 hex digits) naming the export of ``decoder``'s current weights with ``method``."""
+    digest = hashlib.sha256(f"c2v-onnx-decoder {FORMAT} {method} {_OPSET}\n".encode())
+    config = decoder.config.to_dict() if hasattr(decoder.config, "to_dict") else dict(vars(decoder.config))
+    config["is_causal"] = getattr(decoder.config, "is_causal", True)
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    embedding = decoder.get_input_embeddings()
+    skip = {id(p) for p in embedding.parameters()}
+    for name, tensor in decoder.state_dict(keep_vars=True).items():
+        if id(tensor) in skip:  # the word embeddings stay in torch and are not in the graph
+            continue
+        data = tensor.detach().cpu().contiguous()
+        digest.update(f"{name} {tuple(data.shape)} {data.dtype}\n".encode())
+        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
+class _LastHidden(nn.Module):
+    def __init__(self, decoder: nn.Module) -> None:
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, inputs_embeds, attention_mask, position_ids):
+        return self.decoder(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids,
+                            use_cache=False).last_hidden_state
+
+
+@contextlib.contextmanager
+def _eager_attention(decoder: nn.Module):
+    """Trace with transformers' eager attention (an explicit additive mask); the weights are the same."""
+    config = decoder.config
+    previous = config._attn_implementation
+    config._attn_implementation = "eager"
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous
+
+
+def export_decoder(decoder: nn.Module, path: Path) -> Path:
+    """Export ``decoder`` (float32, eval) to ONNX at ``path``: inputs ``inputs_embeds`` [B, T, d] float32,
+    ``attention_mask`` and ``position_ids`` [B, T] int64, output ``last_hidden_state`` [B, T, d]; B and T free."""
+    require("onnx", "exporting the decoder to ONNX", "int8")
+    dtype = next(decoder.parameters()).dtype
+    if dtype != torch.float32:
+        raise ValueError(f"the ONNX export starts from float32 weights, got {dtype}: load with dtype='float32'")
+    d = decoder.get_input_embeddings().weight.shape[1]
+    batch, length = 2, 12
+    generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
+    args = (torch.randn(batch, length, d, generator=generator), torch.ones(batch, length, dtype=torch.long),
+            torch.arange(length).expand(batch, length).contiguous())
+    args[1][0, 7:] = 0  # right padding, as collate writes it
+    with _eager_attention(decoder), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
+        torch.onnx.export(
+            _LastHidden(decoder).eval(), args, str(path), dynamo=False, opset_version=_OPSET,
+            input_names=list(_INPUTS), output_names=["last_hidden_state"],
+            dynamic_axes={name: {0: "batch", 1: "length"} for name in (*_INPUTS, "last_hidden_state")},
+        )
+    return path
+
+
+def quantize_onnx(source: Path, target: Path, method: str) -> Path:
+    """Write ``source``'s graph with its matmul weights quantized by ``method`` (see the module doc) to ``target``."""
+    with _root_logging_kept():
+        require("onnxruntime.quantization", f"the ONNX decoder method {method!r}", "int8")
+        require("onnxruntime.quantization.matmul_nbits_quantizer", f"the ONNX decoder method {method!r}", "int8",
+                distribution="onnx-ir")
+    with _quiet("onnxruntime.quantization", "root"):
+        return _quantize(source, target, method)
+
+
+@contextlib.contextmanager
+def _root_logging_kept():
+    """onnxruntime.quantization's modules call ``logging.basicConfig(level=INFO)`` when imported; undo that."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+@contextlib.contextmanager
+def _quiet(*names: str):
+    """Hold these loggers at WARNING (the quantizers log every node at INFO)."""
+    loggers = [logging.getLogger(None if n == "root" else n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.level, logging.WARNING))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _quantize(source: Path, target: Path, method: str) -> Path:
+    if method == "dynamic-qint8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=False)
+        return target
+    if not method.startswith("nbits"):
+        raise ValueError(f"unknown ONNX decoder method {method!r}: one of {', '.join(METHODS)}")
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    bits, block = (int(x) for x in method.removeprefix("nbits").split("-b"))
+    config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4, bits=bits)
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), algo_config=config)
+    quantizer.process()
+    onnx.save_model(quantizer.model.model, str(target))
+    return target
+
+
+def _write_atomically(target: Path, build) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
+        built = build(Path(tmp))
+        os.replace(built, target)
+    return target
+
+
+def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None) -> Path:
+    """The ONNX file of ``decoder`` with ``method``, exported (and quantized) on first use, then read from disk."""
+    if method not in METHODS:
+        raise ValueError(f"unknown ONNX decoder method {method!r}: one of {', '.join(METHODS)}")
+    folder = (cache_dir or onnx_cache_dir()) / decoder_key(decoder, method)
+    target = folder / f"decoder-{method}.onnx"
+    if target.is_file():
+        return target
+    logger.info("exporting the decoder to ONNX (%s) into %s: once per model and method", method, folder)
+
+    def build(tmp: Path) -> Path:
+        exported = export_decoder(decoder, tmp / "decoder-fp32.onnx")
+        return exported if method == "fp32" else quantize_onnx(exported, tmp / target.name, method)
+
+    return _write_atomically(target, build)
+
+
+@dataclass
+class DecoderOutput:
+    """What ``Causal2Vec`` reads from its decoder's output."""
+
+    last_hidden_state: torch.Tensor
+
+
+class OnnxDecoder(nn.Module):
+    """A decoder whose transformer layers run in an ONNX Runtime session on the CPU (see the module doc).
+
+    Keeps the torch word embeddings (``get_input_embeddings``; also what ``Causal2Vec.device``/``dtype``
+    read) and the decoder's config. Inference only: nothing here has gradients.
+    """
+
+    def __init__(self, decoder: nn.Module, path: Path, method: str, threads: int | None = None) -> None:
+        super().__init__()
+        ort = require("onnxruntime", f"the ONNX decoder ({method})", "int8")
+        self.config = decoder.config
+        self.embed_tokens = decoder.get_input_embeddings()
+        self.method = method
+        self.path = Path(path)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embed_tokens
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, use_cache: bool = False, **kwargs) -> DecoderOutput:
+        if kwargs.get("output_hidden_states") or kwargs.get("output_attentions") or kwargs.get("past_key_values"):
+            raise ValueError("the ONNX decoder returns the last hidden state only")
+        batch, length = inputs_embeds.shape[:2]
+        if attention_mask is None:
+            attention_mask = torch.ones(batch, length, dtype=torch.long)
+        if position_ids is None:
+            position_ids = torch.arange(length).expand(batch, length)
+        feeds = {
+            "inputs_embeds": np.ascontiguousarray(inputs_embeds.detach().to("cpu", torch.float32).numpy()),
+            "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64)),
+            "position_ids": np.ascontiguousarray(position_ids.detach().cpu().numpy().astype(np.int64)),
+        }
+        (hidden,) = self.session.run(["last_hidden_state"], feeds)
+        return DecoderOutput(torch.from_numpy(hidden))
+
+
+def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: Path | None = None,
+                 threads: int | None = None) -> OnnxDecoder:
+    """``decoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime with ``method``."""
+    require("onnxruntime", f"the ONNX decoder ({method})", "int8")
+    if hasattr(decoder, "peft_config"):
+        raise ValueError("the ONNX decoder needs merged adapters: load with merge_adapters=True")
+    if next(decoder.parameters()).device.type != "cpu":
+        raise ValueError("the ONNX decoder runs on a CPU: load with device='cpu'")
+    return OnnxDecoder(decoder, cached_onnx(decoder, method, cache_dir), method, threads)
