@@ -18,10 +18,14 @@ examples or the instruction; examples that leave no room for text are an error n
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from .config import DEFAULT_EXAMPLE_TEMPLATE, Placement, PromptFormat
 from .instructions import InContextPrompt, Instruction
+
+EXAMPLE_CACHE_SIZE = 1024
+"""How many example sets' token ids a prompt builder keeps (least recently used dropped first)."""
 
 # Instruction templates of common backbone families (paper, Appendix A.1: [INST] for Llama-2 and
 # Mistral, <|im_start|>user ... <|im_end|> for Qwen2.5). Matched on the tokenizer's chat template.
@@ -105,8 +109,9 @@ class PromptBuilder:
         self._closing = self._suffix if self._suffix[-1:] == [self.eos_id] else self._suffix + [self.eos_id]
         self.example_template = example_template
         self.example_separator = example_separator
-        self._instruction_cache: dict[Instruction, list[int]] = {}
-        self._examples_cache: dict[Instruction, list[int]] = {}
+        self._instruction_cache: dict[str, list[int]] = {}
+        # Least recently used first. Bounded: training draws a new example set for nearly every query.
+        self._examples_cache: OrderedDict[Instruction, list[int]] = OrderedDict()
         # Echo: the template's pieces around the two copies, tokenized once, like the instruction.
         self._echo = [self._ids(part) for part in echo_template.split("{text}")] if echo_template else None
 
@@ -115,11 +120,11 @@ class PromptBuilder:
 
     def instruction_ids(self, instruction: Instruction) -> list[int]:
         """The tokens of the instruction (through ``instruction_template``), examples excluded."""
-        if instruction not in self._instruction_cache:
-            text = instruction.instruction if isinstance(instruction, InContextPrompt) else instruction
-            text = self.instruction_template.format(instruction=text) if text else ""
-            self._instruction_cache[instruction] = self._ids(text)
-        return self._instruction_cache[instruction]
+        text = instruction.instruction if isinstance(instruction, InContextPrompt) else instruction
+        text = self.instruction_template.format(instruction=text) if text else ""
+        if text not in self._instruction_cache:  # keyed by text: every example set shares its instruction's ids
+            self._instruction_cache[text] = self._ids(text)
+        return self._instruction_cache[text]
 
     def example_text(self, instruction: Instruction) -> str:
         """The in-context examples as the decoder reads them, ending in the separator; "" without examples."""
@@ -131,9 +136,14 @@ class PromptBuilder:
 
     def example_ids(self, instruction: Instruction) -> list[int]:
         """The tokens of :meth:`example_text`, tokenized once per prompt (like the instruction)."""
-        if instruction not in self._examples_cache:
-            self._examples_cache[instruction] = self._ids(self.example_text(instruction))
-        return self._examples_cache[instruction]
+        cache = self._examples_cache
+        if instruction in cache:
+            cache.move_to_end(instruction)
+            return cache[instruction]
+        ids = cache[instruction] = self._ids(self.example_text(instruction))
+        if len(cache) > EXAMPLE_CACHE_SIZE:
+            cache.popitem(last=False)
+        return ids
 
     def text_budget(self, instruction: Instruction) -> int:
         """How many text tokens fit once the examples, the instruction, the slot and the closing tokens are in."""

@@ -235,3 +235,21 @@ def test_eval_scores_several_example_counts_and_encodes_the_corpus_once(tiny_mod
     assert list(rows) == [str(variant), f"{variant} (1 in-context examples)"]
     for k, row in zip((0, 1), rows.values()):
         assert row["scifact-dev"]["ndcg@10"] == pytest.approx(expected[k]["ndcg@10"])
+
+
+def test_the_example_token_cache_stays_bounded_and_exact(tiny_model_factory):
+    # Training draws a new example set for nearly every query; the prompt builder must not keep them all, and an
+    # evicted set tokenizes again to the same ids (compared with a direct tokenization).
+    from c2v_rag.prompting import EXAMPLE_CACHE_SIZE
+
+    prompts = tiny_model_factory("llama").prompts
+    sets = [InContextPrompt(INSTRUCTION, ((f"claim {i}", f"abstract {i}"),)) for i in range(EXAMPLE_CACHE_SIZE + 50)]
+    first = prompts.example_ids(sets[0])
+    for prompt in sets[1:]:
+        prompts.example_ids(prompt)
+    assert len(prompts._examples_cache) == EXAMPLE_CACHE_SIZE
+    assert sets[0] not in prompts._examples_cache
+    direct = prompts.tokenizer(prompts.example_text(sets[0]), add_special_tokens=False)["input_ids"]
+    assert prompts.example_ids(sets[0]) == first == direct
+    assert prompts.instruction_ids(sets[0]) == prompts.instruction_ids(INSTRUCTION)
+    assert len(prompts._instruction_cache) == 1
