@@ -19,9 +19,9 @@ def _add_model_options(parser: argparse.ArgumentParser,
 
 def _add_quantize(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
-                        help="CPU only: int8 linear layers (faster than float32, but vectors far from the float ones on the "
-                             "default preset); auto: int8 where it met the quality bound, none yet (docs/performance.md). "
-                             "Default: none (search: the collection's)")
+                        help="CPU only: the decoder's linear layers in int8 (ONNX Runtime, pip install 'c2v-rag[int8]'; "
+                             "1.4x float32 on an AVX2 CPU, vectors at cosine >= 0.998 to float); auto: int8 where it "
+                             "met the quality bound (docs/performance.md). Default: none (search: the collection's)")
 
 
 def _add_example_option(parser: argparse.ArgumentParser) -> None:

@@ -77,10 +77,16 @@ def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) ->
 # ------------------------------------------------------------------ int8 weights (issue 26)
 
 QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
-# CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99). Empty:
-# on an AVX2 CPU the preset's int8 vectors were at cosine 0.78 to the float ones (bench/int8.py).
-_INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset()
-
+# The int8 method ``quantize="int8"`` applies (c2v_rag.int8: per-token int8 with SmoothQuant, in ONNX Runtime),
+# by the name collections record. Collections written before it hold "int8" (torch's dynamic int8, removed:
+# cosine 0.78 to float), a value no model applies any more, so they refuse these vectors.
+INT8_METHOD = "int8-token-sq"
+LEGACY_INT8 = "int8"
+# CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
+# batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
+# (docs/performance.md, "int8 on CPU"). Measured on an AVX2-only CPU; VNNI, AMX and bf16 CPUs were not at hand.
+_INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2"})
+_INT8_PACKAGES = ("onnxruntime", "onnx")
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
@@ -107,29 +113,34 @@ def cpu_class() -> Literal["amx/avx512_bf16", "avx512_vnni", "avx2", "other"]:
     return "other"
 
 
-def resolve_quantize(name: str | None, device: torch.device) -> Literal["none", "int8"]:
-    """Map ``quantize`` to what is applied: ``"int8"`` (dynamic int8 linear layers) or ``"none"``.
+def int8_runtime_installed() -> bool:
+    """Whether the packages of ``quantize="int8"`` (the ``int8`` extra) can be imported."""
+    import importlib.util
 
-    ``None``/``"none"`` keeps the float weights. ``"int8"`` needs a CPU with AVX2 or better (fbgemm's
-    kernels). ``"auto"`` picks int8 only on a CPU class where int8 was measured within the quality
-    bound; on the default preset it was not (cosine to the float vectors 0.78 at worst on an AVX2 CPU,
-    docs/performance.md), so ``auto`` is ``"none"`` on every CPU class for now.
+    return all(importlib.util.find_spec(name) is not None for name in _INT8_PACKAGES)
+
+
+def resolve_quantize(name: str | None, device: torch.device) -> str:
+    """Map ``quantize`` to what is applied and recorded: ``"none"`` or :data:`INT8_METHOD`.
+
+    ``None``/``"none"`` keeps the float weights. ``"int8"`` (or its recorded name :data:`INT8_METHOD`)
+    runs the decoder's linear layers in int8 on a CPU (:mod:`c2v_rag.int8`; needs
+    ``pip install 'c2v-rag[int8]'``). ``"auto"`` picks int8 on a CPU class where it was measured within
+    the quality bound and faster than float (``_INT8_WITHIN_QUALITY_BOUND``) when the int8 extra is
+    installed, and ``"none"`` elsewhere (GPUs included).
     """
     if name is None or name == "none":
         return "none"
-    if name not in QUANTIZE_CHOICES:
+    if name not in (*QUANTIZE_CHOICES, INT8_METHOD):
         raise ValueError(f"quantize={name!r} is not one of {', '.join(QUANTIZE_CHOICES)}")
     if name == "auto":
-        if device.type != "cpu":
+        if device.type != "cpu" or cpu_class() not in _INT8_WITHIN_QUALITY_BOUND or not int8_runtime_installed():
             return "none"
-        return "int8" if cpu_class() in _INT8_WITHIN_QUALITY_BOUND else "none"
+        return INT8_METHOD
     if device.type != "cpu":
         raise ValueError(f"quantize='int8' runs on a CPU only, not on {device}: pass device='cpu', "
                          "or drop quantize to use the GPU in bf16/fp16")
-    if cpu_class() == "other":
-        raise ValueError("quantize='int8' needs a CPU with AVX2 or better (fbgemm's int8 kernels); this one "
-                         "has neither AVX2 nor AVX-512: drop quantize")
-    return "int8"
+    return INT8_METHOD
 
 
 def resolve_compute_dtype(dtype: str | torch.dtype, device: torch.device, quantize: str | None) -> torch.dtype:

@@ -1,52 +1,211 @@
-"""int8 weights for CPU encoding (issue 26): ``Causal2Vec.from_pretrained(..., quantize="int8")``.
+"""int8 for CPU encoding (issue 26): ``Causal2Vec.from_pretrained(..., quantize="int8")``.
 
 Not to be confused with :mod:`c2v_rag.quantization`, which rounds the *output* vectors
 (``encode(precision="int8")``); this module changes how the model *computes* them.
 
-The chosen method is PyTorch's dynamic int8 quantization of the ``nn.Linear`` layers
-(``torch.ao.quantization.quantize_dynamic``): weights are stored in int8 per output channel, and
-each matmul quantizes its input on the fly and runs fbgemm's int8 GEMM (AVX2/AVX-512 VNNI). It
-needs no calibration data, no export, no extra package, and keeps the model an ordinary
-``nn.Module`` (the same encode loop, batching and readout).
+The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (docs/performance.md,
+"int8 on CPU"): the decoder's linear layers run as int8 matmuls in ONNX Runtime, each activation row
+(token) with its own scale, after SmoothQuant moved the activations' outlier channels into the weights.
 
-It misses the quality bound on the default preset: one activation scale per batch tensor leaves
-SmolLM2's outlier-heavy activations few int8 levels, so vectors sit at cosine 0.78 (worst) to the
-float ones, and a text's vector depends on its batch (docs/performance.md, "int8 on CPU"). That is
-why ``quantize="auto"`` picks it on no CPU and loading it logs a warning. ONNX Runtime's decoder
-(:mod:`c2v_rag.onnx_decoder`) was measured as the alternative: its per-block 8-bit weights meet the quality
-bound but run slower than float32 on an AVX2 CPU without VNNI, so it is a bench candidate, not this
-option's method. torchao's per-token scales and OpenVINO are not measured yet.
+- **Per token.** Each row of a matmul's input is mapped affinely onto uint8 [0, 255] by its own minimum
+  and maximum, so a text never shares a scale with its batch neighbours (torch's dynamic int8 scales the
+  whole batch at once: its vectors sat at cosine 0.78 to the float ones, and depended on the batch). The
+  product runs on ONNX Runtime's U8S8 ``MatMulInteger`` GEMM; the int32 result is rescaled per row and
+  column, and the row minimum times the weights' column sums is added back.
+- **7-bit weights**, int8 per output column in [-64, 64]: AVX2's ``vpmaddubsw`` adds pairs of u8 x s8
+  products in saturating int16, which full-range weights overflow.
+- **SmoothQuant** (alpha :data:`SMOOTH_ALPHA`): per input channel k, ``s_k = max|x_k|^a / max|W_k|^(1-a)``;
+  x is divided by s (one ``Mul``) and W's row k multiplied by s, an identity in exact arithmetic that
+  leaves int8 far fewer outliers to straddle. ``max|x_k|`` is measured by :func:`input_maxima` on the
+  float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package.
+- ``down_proj`` stays float32 (:data:`KEEP_FLOAT`): its inputs are the extreme ones (per-channel maxima in
+  the thousands), and int8 there cost the most quality.
+
+The encoder, projector, Contextual-token slot write and readout stay in torch float32; the encoder is
+~8% of the linear-layer FLOPs. The graph is built once per model and cached on disk
+(:mod:`c2v_rag.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
+the calibration texts and this recipe; a later load reads the file without calibrating again.
 """
 
 from __future__ import annotations
 
-import logging
-import warnings
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
 
-logger = logging.getLogger(__name__)
+from .devices import INT8_METHOD
+from .onnx_decoder import OnnxDecoder, onnx_decoder
+
+if TYPE_CHECKING:
+    import onnx
+
+SMOOTH_ALPHA = 0.5
+KEEP_FLOAT: tuple[str, ...] = ("down_proj",)
+WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
+# Bump when the recipe below changes in a way the constants above do not show.
+RECIPE_VERSION = 1
+# Query instructions the calibration runs with, beside documents without one: instruction tokens reach
+# the decoder at inference too, so their activations belong in the maxima.
+CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
+_CALIBRATION_FILE = "int8_calibration.json"
 
 
-def quantize_linear_int8(module: nn.Module) -> nn.Module:
-    """Replace ``module``'s ``nn.Linear`` layers by dynamic int8 ones, in place; returns ``module``.
+@cache
+def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The shipped calibration set: (documents, queries), original texts of many domains and lengths."""
+    data = json.loads(resources.files("c2v_rag").joinpath("resources", _CALIBRATION_FILE).read_text("utf-8"))
+    return tuple(data["documents"]), tuple(data["queries"])
 
-    The module must be float32 (dynamic int8 takes float32 activations) and in eval mode.
-    """
-    dtype = next(module.parameters()).dtype
-    if dtype != torch.float32:
-        raise ValueError(f"int8 quantization starts from float32 weights, got {dtype}: load with dtype='float32'")
-    from torch.ao.quantization import quantize_dynamic
 
-    logger.warning("int8 (dynamic, per-tensor activation scales) gave vectors at cosine 0.78-0.9 to the float ones "
-                   "on the default preset, and batch-dependent ones; use it only where that was measured harmless "
-                   "(docs/performance.md, 'int8 on CPU')")
+def recipe_key(model: Any) -> str:
+    """sha256 of what the calibration depends on besides the decoder's weights: the calibration texts, the
+    recipe's constants, the model's config and the encoder's and projector's weights (they make the
+    Contextual token, an input of the decoder)."""
+    digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
+                            f"{CALIBRATION_TASKS}\n".encode())
+    digest.update(json.dumps(calibration_texts()).encode())
+    digest.update(model.config.model_dump_json().encode())
+    for role in ("encoder", "projector"):
+        module = getattr(model, role, None)
+        if module is None:
+            continue
+        for name, tensor in module.state_dict().items():
+            data = tensor.detach().cpu().contiguous()
+            digest.update(f"{role}.{name} {tuple(data.shape)} {data.dtype}\n".encode())
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:24]
 
-    with warnings.catch_warnings():
-        # torch 2.13 marks torch.ao.quantization deprecated in favour of torchao; the warning tells a
-        # user loading a model nothing they could act on (the quality warning above does).
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", message=".*torch.ao.quantization.*")
-        return quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8, inplace=True)
+
+def input_maxima(model: Any, documents: Sequence[str] | None = None, queries: Sequence[str] | None = None, *,
+                 batch_size: int = 8) -> dict[str, np.ndarray]:
+    """``max |x_k|`` per input channel of each ``nn.Linear`` in ``model.decoder``, by module name, over
+    every position the decoder sees while ``model`` (float) encodes the calibration texts (the packaged
+    ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`."""
+    if documents is None or queries is None:
+        documents, queries = calibration_texts()
+    amax: dict[str, torch.Tensor] = {}
+
+    def hook(name: str):
+        def record(module, inputs, output):
+            x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).abs().amax(0).float()
+            amax[name] = torch.maximum(amax[name], x) if name in amax else x
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.decoder.named_modules()
+               if isinstance(m, nn.Linear)]
+    # The long calibration passages would trip encode's once-per-model truncation warning, which is about
+    # the user's texts, not these.
+    warned, model.truncation_warned = model.truncation_warned, True
+    try:
+        model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
+        for task in CALIBRATION_TASKS:
+            model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
+    finally:
+        model.truncation_warned = warned
+        for handle in handles:
+            handle.remove()
+    return {name: value.cpu().numpy() for name, value in amax.items()}
+
+
+def _module_name(node_name: str) -> str:
+    # The legacy exporter names a linear layer's MatMul "/layers.0/self_attn/q_proj/MatMul" (sometimes
+    # under "/decoder/"); the module is "layers.0.self_attn.q_proj".
+    return node_name.strip("/").removeprefix("decoder/").removesuffix("/MatMul").replace("/", ".")
+
+
+def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
+                           alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
+                           levels: int = WEIGHT_LEVELS) -> int:
+    """Replace, in place, every ``MatMul`` of ``graph`` whose second input is a weight initializer (the
+    linear layers; not the attention's activation x activation matmuls), except names containing one of
+    ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
+    :func:`input_maxima`) turns SmoothQuant on; None leaves the activations unscaled. Returns how many
+    were replaced."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {i.name: i for i in graph.initializer}
+    nodes: list[Any] = []
+    added: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        added.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    zero, top, eps = const("i8_zero", np.array(0.0, np.float32)), const("i8_255", np.array(255.0, np.float32)), \
+        const("i8_eps", np.array(1e-8, np.float32))
+    count = 0
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in inits or any(k in node.name for k in keep_float):
+            nodes.append(node)
+            continue
+        w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)  # [K in, M out]
+        k_in, m_out = w.shape
+        prefix = node.name.strip("/").replace("/", "_") + "_i8"
+        x = node.input[0]
+
+        def op(kind: str, inputs: list[str], suffix: str, **attrs) -> str:
+            nodes.append(helper.make_node(kind, inputs, [prefix + suffix], name=prefix + suffix, **attrs))
+            return prefix + suffix
+
+        if maxima is not None:
+            key = _module_name(node.name)
+            if key not in maxima:
+                raise ValueError(f"no calibration maxima for the ONNX node {node.name!r} (module {key!r}): the "
+                                 "export's node names do not follow the decoder's module names")
+            a = np.maximum(maxima[key].astype(np.float32), 1e-5)
+            s = np.clip(a ** alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None).astype(np.float32)
+            w = w * s[:, None]
+            x = op("Mul", [x, const(prefix + "_inv_s", (1.0 / s).astype(np.float32))], "_xs")
+        w_scale = (np.maximum(np.abs(w).max(0), 1e-12) / levels).astype(np.float32)
+        wq = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
+        colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
+        rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
+        low = op("Min", [op("ReduceMin", [rows], "_min0", axes=[1], keepdims=1), zero], "_min")
+        high = op("Max", [op("ReduceMax", [rows], "_max0", axes=[1], keepdims=1), zero], "_max")
+        scale = op("Max", [op("Div", [op("Sub", [high, low], "_range"), top], "_scale0"), eps], "_scale")
+        level = op("Round", [op("Div", [op("Sub", [rows, low], "_shift"), scale], "_div")], "_round")
+        xq = op("Cast", [op("Clip", [level, zero, top], "_clip")], "_xq", to=TensorProto.UINT8)
+        acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + "_wq", wq)], "_acc_i32")], "_acc",
+                 to=TensorProto.FLOAT)
+        both = op("Mul", [scale, const(prefix + "_w_scale", w_scale.reshape(1, m_out))], "_both")
+        out = op("Add", [op("Mul", [acc, both], "_y"),
+                         op("Mul", [low, const(prefix + "_colsum", colsum.reshape(1, m_out))], "_offset")], "_y2")
+        lead = op("Slice", [op("Shape", [node.input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
+                            const(prefix + "_m1", np.array([-1], np.int64))], "_lead")
+        shape = op("Concat", [lead, const(prefix + "_m", np.array([m_out], np.int64))], "_out_shape", axis=0)
+        nodes.append(helper.make_node("Reshape", [out, shape], [node.output[0]], name=prefix + "_out"))
+        count += 1
+    used = {name for n in nodes for name in n.input}
+    kept = [i for i in graph.initializer if i.name in used] + [i for i in added if i.name in used]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return count
+
+
+def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:
+    """``model.decoder`` (float32, CPU, merged adapters) as an :class:`OnnxDecoder` with :data:`INT8_METHOD`;
+    calibrates ``model`` only when the graph is not cached yet."""
+    import onnx
+
+    from .optional import require
+
+    require("onnx", "quantize='int8'", "int8")
+
+    def build(source: Path, target: Path) -> Path:
+        proto = onnx.load(str(source))
+        rewrite_per_token_int8(proto.graph, input_maxima(model))
+        onnx.save_model(proto, str(target))
+        return target
+
+    return onnx_decoder(model.decoder, INT8_METHOD, cache_dir=cache_dir, threads=threads,
+                        transform=build, key_extra=recipe_key(model))

@@ -31,6 +31,7 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,11 +184,16 @@ def _write_atomically(target: Path, build) -> Path:
     return target
 
 
-def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None) -> Path:
-    """The ONNX file of ``decoder`` with ``method``, exported (and quantized) on first use, then read from disk."""
-    if method not in METHODS:
+def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None, *,
+                transform: Callable[[Path, Path], Path] | None = None, key_extra: str = "") -> Path:
+    """The ONNX file of ``decoder`` with ``method``, exported (and quantized) on first use, then read from disk.
+
+    ``transform(fp32_export, target)`` builds a method this module does not know (``c2v_rag.int8``'s); then
+    ``key_extra`` must name everything it depends on besides the decoder's weights.
+    """
+    if transform is None and method not in METHODS:
         raise ValueError(f"unknown ONNX decoder method {method!r}: one of {', '.join(METHODS)}")
-    folder = (cache_dir or onnx_cache_dir()) / decoder_key(decoder, method)
+    folder = (cache_dir or onnx_cache_dir()) / decoder_key(decoder, f"{method} {key_extra}".strip())
     target = folder / f"decoder-{method}.onnx"
     if target.is_file():
         return target
@@ -195,6 +201,8 @@ def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None) 
 
     def build(tmp: Path) -> Path:
         exported = export_decoder(decoder, tmp / "decoder-fp32.onnx")
+        if transform is not None:
+            return transform(exported, tmp / target.name)
         return exported if method == "fp32" else quantize_onnx(exported, tmp / target.name, method)
 
     return _write_atomically(target, build)
@@ -250,11 +258,14 @@ class OnnxDecoder(nn.Module):
 
 
 def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: Path | None = None,
-                 threads: int | None = None) -> OnnxDecoder:
-    """``decoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime with ``method``."""
+                 threads: int | None = None, transform: Callable[[Path, Path], Path] | None = None,
+                 key_extra: str = "") -> OnnxDecoder:
+    """``decoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime with ``method``
+    (``transform``/``key_extra``: see :func:`cached_onnx`)."""
     require("onnxruntime", f"the ONNX decoder ({method})", "int8")
     if hasattr(decoder, "peft_config"):
         raise ValueError("the ONNX decoder needs merged adapters: load with merge_adapters=True")
     if next(decoder.parameters()).device.type != "cpu":
         raise ValueError("the ONNX decoder runs on a CPU: load with device='cpu'")
-    return OnnxDecoder(decoder, cached_onnx(decoder, method, cache_dir), method, threads)
+    path = cached_onnx(decoder, method, cache_dir, transform=transform, key_extra=key_extra)
+    return OnnxDecoder(decoder, path, method, threads)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ..devices import LEGACY_INT8
 from .errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
 from .layout import LAYOUT_KEY, CollectionLayout
 from .point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
@@ -279,7 +280,7 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.variant_io.weights_digest`, ``truncate_dim`` the Matryoshka prefix
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
-    (``"none"`` or ``"int8"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
+    (``"none"`` or ``"int8-token-sq"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
 
     int8 vectors are close to float ones but not equal, and mixing the two in one collection
     was not measured harmless, so a collection takes one kind only (docs/performance.md, "int8 on CPU")."""
@@ -336,6 +337,9 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
             "models cannot be compared: use another collection, or the model that built it"
             + (f" (quantize={stored['quantize']!r})." if "quantize" in differ else ".")
+            + (" Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were at "
+               "cosine 0.78 to float): re-ingest the collection." if "quantize" in differ
+               and stored.get("quantize") == LEGACY_INT8 else "")
         )
 
 

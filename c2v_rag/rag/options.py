@@ -106,7 +106,7 @@ class ModelOptions(_Options):
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None: cuda when present")
     dtype: str | None = Field(default=None, description="auto, float32, bfloat16 or float16; None: auto")
     quantize: str | None = Field(
-        default=None, description="'none', 'int8' (CPU int8 linear layers) or 'auto' (int8 where it met the "
+        default=None, description="'none', 'int8' (the decoder's linear layers in int8, CPU) or 'auto' (int8 where it met the "
                                   "quality bound); None: none (search: the collection's own; the other is refused)")
 
     def load(self, *, default_model: str | None = None, default_quantize: str | None = None) -> "Causal2Vec":

@@ -88,8 +88,8 @@ def ingest(
         api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
-        quantize: ``"int8"`` embeds with int8 linear layers on a CPU; ``"auto"`` only where int8 met
-            the quality bound, on no CPU yet (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
+        quantize: ``"int8"`` embeds with the decoder's linear layers in int8 on a CPU; ``"auto"`` only where
+            int8 met the quality bound (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
             an existing collection of the other kind is refused before the weights load.
         sync: make the collection mirror the given files and folders (``docs`` must be paths).
             By default (False) an ingest only adds and updates: a document deleted or renamed

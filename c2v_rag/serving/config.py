@@ -29,7 +29,7 @@ class ServerConfig(BaseModel):
     device: str | None = None
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: int8 linear layers (docs/performance.md, 'int8 on CPU'); "
+        default=None, description="CPU: the decoder's linear layers in int8 (docs/performance.md, 'int8 on CPU'); "
                                   "use the setting the collection was ingested with")
     api_key: SecretStr | None = Field(
         None, description=f"Bearer token clients must send; default ${API_KEY_ENV}; never logged")

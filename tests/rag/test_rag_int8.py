@@ -1,11 +1,10 @@
-"""quantize="int8" end to end (issue 26): the option's checks, the int8 layers it installs, a collection that
-records it and refuses the other kind, and search that embeds queries as the collection's documents were.
-Every vector is checked against an independent computation: torch's own dynamic int8 linear layers applied
-by hand to the float model, or the model's own encode."""
+"""quantize="int8" end to end (issue 26): the option's checks, the CPU table "auto" follows, a collection that
+records the int8 method and refuses the other kind (and collections of the removed torch int8), and search that
+embeds queries as the collection's documents were. Vectors are checked against the model's own encode; the int8
+arithmetic itself against numpy in tests/test_int8.py."""
 
 from __future__ import annotations
 
-import copy
 from contextlib import closing
 from pathlib import Path
 
@@ -20,13 +19,20 @@ from qdrant_client import QdrantClient
 
 import c2v_rag
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import cpu_class, resolve_compute_dtype, resolve_quantize
+from c2v_rag.devices import INT8_METHOD, LEGACY_INT8, cpu_class, int8_runtime_installed, resolve_compute_dtype, \
+    resolve_quantize
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, load_model
 from c2v_rag.rag.collection import check_model, collection_fingerprint
 from rag_helpers import stored_points
 
 CPU = torch.device("cpu")
-needs_int8_cpu = pytest.mark.skipif(cpu_class() == "other", reason="fbgemm's int8 kernels need AVX2 or better")
+needs_int8_cpu = pytest.mark.skipif(not int8_runtime_installed(), reason="needs the int8 extra (onnx, onnxruntime)")
+
+
+@pytest.fixture(autouse=True)
+def _onnx_cache(tmp_path_factory, monkeypatch):
+    # int8 graphs are built once per model; keep them out of the user's cache
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path_factory.getbasetemp() / "c2v-cache"))
 
 
 def _flags() -> set[str]:
@@ -44,10 +50,13 @@ def test_bad_values_are_refused_naming_the_input_and_the_fix():
         resolve_compute_dtype("bfloat16", CPU, "int8")
     assert resolve_quantize(None, CPU) == resolve_quantize("none", CPU) == "none"
     assert resolve_quantize("auto", torch.device("cuda")) == "none"
+    # the recorded name loads as itself, so a collection's record round-trips
+    assert resolve_quantize("int8", CPU) == resolve_quantize(INT8_METHOD, CPU) == INT8_METHOD
 
 
 def test_auto_follows_the_cpu_table():
-    """The CPU class comes from /proc/cpuinfo; auto picks int8 on none of them (int8 missed the quality bound)."""
+    """The CPU class comes from /proc/cpuinfo; auto picks int8 where it was measured within the quality bound
+    and faster than float (AVX2 without native bf16), when the int8 extra is installed."""
     flags = _flags()
     if not flags:
         pytest.skip("no /proc/cpuinfo flags to compare with")
@@ -55,33 +64,15 @@ def test_auto_follows_the_cpu_table():
     expected = ("amx/avx512_bf16" if bf16 else "avx512_vnni" if flags & {"avx512_vnni"} else
                 "avx2" if "avx2" in flags else "other")
     assert cpu_class() == expected
-    assert resolve_quantize("auto", CPU) == "none"
-
-
-@needs_int8_cpu
-def test_int8_replaces_every_linear_layer_and_matches_torch_dynamic_int8_by_hand(tiny_variant):
-    float_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
-    int8_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
-    assert int8_model.quantization == "int8" and float_model.quantization == "none"
-    for role in ("decoder", "encoder"):
-        assert not any(type(m) is torch.nn.Linear for m in getattr(int8_model, role).modules())
-    by_hand = copy.deepcopy(float_model)
-    for role in ("decoder", "encoder"):
-        torch.ao.quantization.quantize_dynamic(getattr(by_hand, role), {torch.nn.Linear}, dtype=torch.qint8,
-                                               inplace=True)
-    texts = ["vitamin deficiency is linked to bone loss", "cats and dogs are popular pets"]
-    got = int8_model.encode(texts, normalize_embeddings=True)
-    np.testing.assert_allclose(got, by_hand.encode(texts, normalize_embeddings=True), atol=1e-6)
-    # Close to the float vectors, but computed otherwise (a quantize that did nothing would be equal).
-    exact = float_model.encode(texts, normalize_embeddings=True)
-    assert not np.allclose(got, exact, atol=1e-6)
-    assert ((got * exact).sum(1) > 0.9).all()
+    picks_int8 = expected == "avx2" and int8_runtime_installed()
+    assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks_int8 else "none")
 
 
 @needs_int8_cpu
 def test_a_quantized_model_cannot_be_quantized_again_or_trained_through_adapters(tiny_variant):
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
     assert model.apply_quantization("int8") is model  # the same setting is a no-op
+    assert model.apply_quantization(INT8_METHOD) is model
     with pytest.raises(ValueError, match="already quantized"):
         model.apply_quantization("none")
 
@@ -96,6 +87,15 @@ def test_a_float_collection_refuses_int8_vectors_and_older_collections_count_as_
     check_model(older, recorded, "docs", "here")  # float into an older (float) collection is fine
 
 
+def test_a_collection_of_the_removed_torch_int8_is_refused_with_the_fix():
+    recorded = {"decoder": "d", "encoder": "e", "embedding_dim": 8, "quantize": LEGACY_INT8}
+    with pytest.raises(CollectionMismatchError, match=r"torch's dynamic int8.*re-ingest the collection"):
+        check_model(recorded, {**recorded, "quantize": INT8_METHOD}, "docs", "here")
+    with pytest.raises(CollectionMismatchError) as refused:
+        check_model(recorded, {**recorded, "quantize": "none"}, "docs", "here")
+    assert "re-ingest" in str(refused.value)
+
+
 @needs_int8_cpu
 def test_ingest_records_int8_refuses_float_and_search_embeds_queries_in_int8(tmp_path, tiny_variant, corpus,
                                                                             ingest_config):
@@ -103,7 +103,7 @@ def test_ingest_records_int8_refuses_float_and_search_embeds_queries_in_int8(tmp
                    quantize="int8")
     int8_model = load_model(tiny_variant, device="cpu", quantize="int8")
     with closing(QdrantClient(path=str(tmp_path))) as client:
-        assert collection_fingerprint(client, "q8")["quantize"] == "int8"
+        assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
         payloads = stored_points(client, "q8")
         ids = list(payloads)
         texts = [payloads[i]["page_content"] for i in ids]
@@ -112,10 +112,10 @@ def test_ingest_records_int8_refuses_float_and_search_embeds_queries_in_int8(tmp
         hits = c2v_rag.search(query, top_k=3, collection="q8", client=client)  # no quantize named: the collection's
         with pytest.raises(CollectionMismatchError, match="quantize"):
             c2v_rag.search(query, top_k=3, collection="q8", client=client, quantize="none")
-    # Dynamic int8 scales each matmul's input over the whole batch, so a chunk's stored vector (embedded in an
-    # ingest batch) is close to, not equal to, the same chunk embedded alone.
+    # Each token gets its own int8 scale, so a chunk's stored vector (embedded in an ingest batch) is the same
+    # chunk embedded alone, up to float rounding in the attention.
     alone = int8_model.encode_documents(texts, batch_size=1, normalize_embeddings=True)
-    assert ((stored * alone).sum(1) > 0.99).all()
+    assert ((stored * alone).sum(1) > 0.999).all()
     # A query is embedded alone, in int8: the ranking is that vector against the stored ones.
     q = int8_model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
     expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]

@@ -1,0 +1,177 @@
+"""quantize="int8" (c2v_rag.int8, issue 26): the per-token int8 graph rewrite against a numpy computation of the
+same arithmetic, SmoothQuant's identity, the calibration, and the model it builds: close to the float vectors,
+independent of the batch, cached on disk so that a second load neither calibrates nor exports again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from c2v_rag import Causal2Vec  # noqa: E402
+from c2v_rag import int8 as int8_module  # noqa: E402
+from c2v_rag import onnx_decoder as od  # noqa: E402
+from c2v_rag.devices import INT8_METHOD  # noqa: E402
+
+TEXTS = ["short", "a somewhat longer text about proteins and the cells that make them",
+         "three words here", "and one more sentence, of middling length, to pad the batch"]
+
+
+@pytest.fixture(scope="module")
+def tiny_variant(tiny_model_factory, tmp_path_factory):
+    """A saved tiny llama variant, loaded by path as a user loads one."""
+    path = tmp_path_factory.mktemp("variant-int8")
+    tiny_model_factory("llama", max_length=128).save_pretrained(path)
+    return path
+
+
+def _linear_graph(w: np.ndarray, name: str = "/layers.0/mlp/up_proj/MatMul") -> onnx.ModelProto:
+    """x [B, T, K] @ w [K, M], the way the exporter writes a linear layer (the weight an initializer)."""
+    k, m = w.shape
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name=name)
+    graph = helper.make_graph(
+        [node], "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "t", m])],
+        [numpy_helper.from_array(w.astype(np.float32), "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(["y"], {"x": x.astype(np.float32)})[0]
+
+
+def _per_token_int8_by_hand(x: np.ndarray, w: np.ndarray, maxima: np.ndarray | None, alpha: float) -> np.ndarray:
+    """The int8 arithmetic the module doc describes, written out in numpy (float32 like the graph)."""
+    x, w = x.reshape(-1, x.shape[-1]).astype(np.float32), w.astype(np.float32)
+    if maxima is not None:
+        s = np.clip(np.maximum(maxima, 1e-5) ** alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None)
+        s = s.astype(np.float32)
+        x, w = x * (np.float32(1) / s), w * s[:, None]
+    w_scale = (np.abs(w).max(0) / 64).astype(np.float32)
+    wq = np.clip(np.round(w / w_scale), -64, 64)
+    low = np.minimum(x.min(1, keepdims=True), 0)
+    high = np.maximum(x.max(1, keepdims=True), 0)
+    scale = np.maximum((high - low) / np.float32(255), np.float32(1e-8))
+    xq = np.clip(np.round((x - low) / scale), 0, 255)
+    return (xq @ wq) * (scale * w_scale) + low * (wq * w_scale).sum(0)
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(48, 40)).astype(np.float32)
+    x = rng.normal(size=(3, 5, 48)).astype(np.float32)
+    x[..., 7] *= 40  # an outlier channel, as LLM activations have
+    x[1] *= 0.01  # a row of another magnitude: it gets its own scale
+    maxima = np.abs(x).reshape(-1, 48).max(0) if smooth else None
+    model = _linear_graph(w)
+    replaced = int8_module.rewrite_per_token_int8(
+        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5)
+    assert replaced == 1
+    assert "MatMulInteger" in {n.op_type for n in model.graph.node}
+    assert "w" not in {i.name for i in model.graph.initializer}  # the float weight is gone
+    got = _run(model, x)
+    assert got.shape == (3, 5, 40)
+    expected = _per_token_int8_by_hand(x, w, maxima, 0.5).reshape(3, 5, 40)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    exact = x @ w
+    # int8, not the float product: close to it, row by row (the small row too), yet not equal
+    for row in range(3):
+        err = np.abs(got[row] - exact[row]).max() / np.abs(exact[row]).max()
+        assert 1e-6 < err < 0.05
+
+
+def test_smoothquant_brings_an_outlier_channel_closer_to_the_float_product():
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(64, 32)).astype(np.float32)
+    x = rng.normal(size=(1, 16, 64)).astype(np.float32)
+    x[..., 3] *= 200
+    exact = x @ w
+    errors = []
+    for maxima in (None, {"layers.0.mlp.up_proj": np.abs(x).reshape(-1, 64).max(0)}):
+        model = _linear_graph(w)
+        int8_module.rewrite_per_token_int8(model.graph, maxima)
+        errors.append(np.abs(_run(model, x) - exact).mean())
+    assert errors[1] < errors[0] / 2
+
+
+def test_kept_float_layers_and_missing_maxima():
+    w = np.ones((8, 4), np.float32)
+    model = _linear_graph(w, "/layers.0/mlp/down_proj/MatMul")
+    assert int8_module.rewrite_per_token_int8(model.graph, None) == 0  # down_proj stays float
+    assert [n.op_type for n in model.graph.node] == ["MatMul"]
+    model = _linear_graph(w)
+    with pytest.raises(ValueError, match=r"no calibration maxima for the ONNX node '/layers.0/mlp/up_proj/MatMul'"):
+        int8_module.rewrite_per_token_int8(model.graph, {"layers.1.mlp.up_proj": np.ones(8)})
+
+
+def test_the_packaged_calibration_set_is_readable_and_varied():
+    documents, queries = int8_module.calibration_texts()
+    assert len(documents) >= 40 and len(queries) >= 24
+    lengths = sorted(len(d.split()) for d in documents)
+    assert lengths[0] < 60 and lengths[-1] > 140  # short and long passages
+    assert len(set(documents)) == len(documents) and all(q.strip() for q in queries)
+
+
+def test_calibration_records_every_decoder_linear_layer(tiny_variant):
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    maxima = int8_module.input_maxima(model)
+    linears = {n: m for n, m in model.decoder.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert set(maxima) == set(linears)
+    for name, module in linears.items():
+        assert maxima[name].shape == (module.in_features,) and (maxima[name] > 0).all()
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_free(tiny_variant, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
+    float_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    assert model.quantization == INT8_METHOD and float_model.quantization == "none"
+    assert isinstance(model.decoder, od.OnnxDecoder) and model.decoder.path.is_relative_to(tmp_path / "onnx")
+    ops = {n.op_type for n in onnx.load(str(model.decoder.path)).graph.node}
+    assert "MatMulInteger" in ops
+    exact = float_model.encode(TEXTS, normalize_embeddings=True)
+    batch = model.encode(TEXTS, normalize_embeddings=True)
+    alone = np.stack([model.encode(t, normalize_embeddings=True) for t in TEXTS])
+    assert not np.allclose(batch, exact, atol=1e-5)  # it is int8, not the float graph
+    assert _cos(batch, exact).min() > 0.99
+    assert _cos(alone, batch).min() > 0.999  # a text's vector does not depend on its batch
+    # A second load reads the cached graph: no calibration, no export, the same vectors.
+    monkeypatch.setattr(int8_module, "input_maxima", lambda *a, **k: pytest.fail("calibrated again"))
+    monkeypatch.setattr(od, "export_decoder", lambda *a, **k: pytest.fail("exported again"))
+    again = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    assert again.decoder.path == model.decoder.path
+    np.testing.assert_allclose(again.encode(TEXTS, normalize_embeddings=True), batch, atol=1e-6)
+
+
+def test_the_cache_key_follows_the_encoder_and_the_calibration(tiny_variant, monkeypatch):
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    key = int8_module.recipe_key(model)
+    documents, queries = int8_module.calibration_texts()
+    monkeypatch.setattr(int8_module, "calibration_texts", lambda: (documents[1:], queries))
+    assert int8_module.recipe_key(model) != key
+    monkeypatch.undo()
+    assert int8_module.recipe_key(model) == key
+    with torch.no_grad():
+        next(model.encoder.parameters()).add_(1e-3)
+    assert int8_module.recipe_key(model) != key
+
+
+def test_int8_needs_float32_weights_and_a_cpu(tiny_variant):
+    with pytest.raises(ValueError, match=r"dtype='bfloat16' cannot apply"):
+        Causal2Vec.from_pretrained(tiny_variant, device="cpu", dtype="bfloat16", quantize="int8")
+    with pytest.raises(ValueError, match=r"CPU only"):
+        Causal2Vec.from_pretrained(tiny_variant, device="cuda", quantize="int8")
