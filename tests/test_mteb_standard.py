@@ -117,12 +117,12 @@ def test_mteb_encoder_gives_queries_in_context_examples(variant):
         MTEBEncoder(model, examples="all")
 
 
-def test_sentence_transformers_encode_takes_examples(variant):
+def test_sentence_transformers_encode_takes_examples(variant, monkeypatch):
     path, model = variant
     st_model = SentenceTransformer(str(path), device="cpu", trust_remote_code=True,
                                    model_kwargs={"dtype": torch.float32})
     st_model.max_seq_length = 200  # room for the example, as in the test above
-    model.max_seq_length = 200
+    monkeypatch.setattr(model, "max_seq_length", 200)  # the shared model gets its length back even on failure
     examples = [("cats purr when happy", "Purring signals a content cat.")]
     instruction = get_task("SciFact").instruction
     queries = list(QUERIES.values())
@@ -131,4 +131,3 @@ def test_sentence_transformers_encode_takes_examples(variant):
     assert not np.allclose(got, st_model.encode(queries, prompt=instruction), atol=1e-4)
     with pytest.raises(ValueError, match="in-context examples"):
         st_model.encode(queries, examples=examples)  # examples need an instruction to precede
-    model.max_seq_length = 80
