@@ -8,7 +8,8 @@ Then each pipeline runs in its own child process, one after the other (``--order
 peak RSS is its own:
 
 - ``c2v-float``: ``c2v_rag.ingest(folder)`` with the default preset, ``quantize="none"`` (float32 here);
-- ``c2v-int8``: the same with ``quantize="int8"``;
+- ``c2v-int8``: the same with ``quantize="int8"`` (needs the ``int8`` extra; the first load builds the graph,
+  before the clock);
 - ``llamaindex-minilm``: ``SimpleDirectoryReader`` + ``IngestionPipeline([SentenceSplitter,
   HuggingFaceEmbedding(all-MiniLM-L6-v2)])`` into ``QdrantVectorStore``, the peer a LlamaIndex user has.
 
