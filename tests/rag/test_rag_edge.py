@@ -429,8 +429,8 @@ def test_ties_come_back_in_one_order_every_time(tmp_path, tiny_variant, corpus, 
     client = QdrantConfig.resolve(None, None, store, store="edge").connect()
     tied = 0
     try:
-        # Whether two points tie depends on how Edge happened to order equal BM25 scores (it varies from run to
-        # run), so many queries make sure some tie: with one per document, 1 run in ~5 had none.
+        # Whether two points tie varies from run to run (most likely with Edge's order of equal BM25 scores), so
+        # many queries make sure some tie: with one per document, about 1 run in 5 had none.
         queries = [doc["text"][start:start + 40] for doc in corpus for start in (0, 40, 80, 120)]
         for query in queries:
             runs = [[(h.id, h.score) for h in c2v_rag.search(query, top_k=12, collection="kb", client=client,
