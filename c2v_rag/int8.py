@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from .devices import INT8_METHOD
-from .onnx_decoder import OnnxDecoder, onnx_decoder
+from .onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
 
 if TYPE_CHECKING:
     import onnx
@@ -66,21 +66,19 @@ def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def recipe_key(model: Any) -> str:
-    """sha256 of what the calibration depends on besides the decoder's weights: the calibration texts, the
-    recipe's constants, the model's config and the encoder's and projector's weights (they make the
-    Contextual token, an input of the decoder)."""
+    """sha256 of what the calibration depends on besides the decoder's graph weights: the calibration texts,
+    the recipe's constants, the model's config, and the weights that make the decoder's inputs (the
+    encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
+    :func:`~c2v_rag.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
     digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
                             f"{CALIBRATION_TASKS}\n".encode())
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.model_dump_json().encode())
+    hash_weights(digest, model.decoder.get_input_embeddings(), "decoder.embeddings.")
     for role in ("encoder", "projector"):
         module = getattr(model, role, None)
-        if module is None:
-            continue
-        for name, tensor in module.state_dict().items():
-            data = tensor.detach().cpu().contiguous()
-            digest.update(f"{role}.{name} {tuple(data.shape)} {data.dtype}\n".encode())
-            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+        if module is not None:
+            hash_weights(digest, module, f"{role}.")
     return digest.hexdigest()[:24]
 
 
@@ -195,11 +193,9 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
 def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:
     """``model.decoder`` (float32, CPU, merged adapters) as an :class:`OnnxDecoder` with :data:`INT8_METHOD`;
     calibrates ``model`` only when the graph is not cached yet."""
-    import onnx
-
     from .optional import require
 
-    require("onnx", "quantize='int8'", "int8")
+    onnx = require("onnx", "quantize='int8'", "int8")
 
     def build(source: Path, target: Path) -> Path:
         proto = onnx.load(str(source))

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,15 +66,21 @@ def decoder_key(decoder: nn.Module, method: str) -> str:
     config = decoder.config.to_dict() if hasattr(decoder.config, "to_dict") else dict(vars(decoder.config))
     config["is_causal"] = getattr(decoder.config, "is_causal", True)
     digest.update(json.dumps(config, sort_keys=True, default=str).encode())
-    embedding = decoder.get_input_embeddings()
-    skip = {id(p) for p in embedding.parameters()}
-    for name, tensor in decoder.state_dict(keep_vars=True).items():
-        if id(tensor) in skip:  # the word embeddings stay in torch and are not in the graph
+    # the word embeddings stay in torch and are not in the graph
+    hash_weights(digest, decoder, skip=decoder.get_input_embeddings())
+    return digest.hexdigest()[:24]
+
+
+def hash_weights(digest: Any, module: nn.Module, prefix: str = "", skip: nn.Module | None = None) -> None:
+    """Feed every tensor of ``module``'s state dict (name, shape, dtype and bytes) into ``digest`` (a hashlib
+    hash), except ``skip``'s parameters; ``prefix`` tells modules of the same layout apart."""
+    skipped = {id(p) for p in skip.parameters()} if skip is not None else set()
+    for name, tensor in module.state_dict(keep_vars=True).items():
+        if id(tensor) in skipped:
             continue
         data = tensor.detach().cpu().contiguous()
-        digest.update(f"{name} {tuple(data.shape)} {data.dtype}\n".encode())
+        digest.update(f"{prefix}{name} {tuple(data.shape)} {data.dtype}\n".encode())
         digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()[:24]
 
 
 class _LastHidden(nn.Module):

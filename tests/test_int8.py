@@ -157,7 +157,7 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     np.testing.assert_allclose(again.encode(TEXTS, normalize_embeddings=True), batch, atol=1e-6)
 
 
-def test_the_cache_key_follows_the_encoder_and_the_calibration(tiny_variant, monkeypatch):
+def test_the_cache_key_follows_the_encoder_the_embeddings_and_the_calibration(tiny_variant, monkeypatch):
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
     key = int8_module.recipe_key(model)
     documents, queries = int8_module.calibration_texts()
@@ -167,6 +167,11 @@ def test_the_cache_key_follows_the_encoder_and_the_calibration(tiny_variant, mon
     assert int8_module.recipe_key(model) == key
     with torch.no_grad():
         next(model.encoder.parameters()).add_(1e-3)
+    assert int8_module.recipe_key(model) != key
+    # the decoder's word embeddings are not in the graph (not in its key) but make its inputs
+    key = int8_module.recipe_key(model)
+    with torch.no_grad():
+        model.decoder.get_input_embeddings().weight[0].add_(1e-3)
     assert int8_module.recipe_key(model) != key
 
 
