@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from .devices import INT8_METHOD
+from .onnx_attention import fuse_attention
 from .onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ SMOOTH_ALPHA = 0.5
 KEEP_FLOAT: tuple[str, ...] = ("down_proj",)
 WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
 # Bump when the recipe below changes in a way the constants above do not show.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention
 # Query instructions the calibration runs with, beside documents without one: instruction tokens reach
 # the decoder at inference too, so their activations belong in the maxima.
 CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
@@ -119,6 +120,25 @@ def _module_name(node_name: str) -> str:
     return node_name.strip("/").removeprefix("decoder/").removesuffix("/MatMul").replace("/", ".")
 
 
+def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: dict[str, Any]) -> str | None:
+    """The name of the per-channel weight initializer of the ``Mul`` that makes ``x`` (an RMSNorm's gamma),
+    when dividing it by SmoothQuant's ``s`` changes nothing but ``group``'s input: the initializer is used
+    by that ``Mul`` alone and ``x`` feeds only ``group`` and ``Shape`` nodes. Else None."""
+    from onnx import numpy_helper
+
+    source = next((n for n in graph.node if x in n.output), None)
+    if source is None or source.op_type != "Mul":
+        return None
+    users = [n for n in graph.node if x in n.input and n.op_type != "Shape"]
+    if {id(n) for n in users} != {id(n) for n in group}:
+        return None
+    for name in source.input:
+        if name in inits and numpy_helper.to_array(inits[name]).ndim == 1 and \
+                sum(name in n.input for n in graph.node) == 1:
+            return name
+    return None
+
+
 def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
                            alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
                            levels: int = WEIGHT_LEVELS) -> int:
@@ -126,10 +146,23 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
     linear layers; not the attention's activation x activation matmuls), except names containing one of
     ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
     :func:`input_maxima`) turns SmoothQuant on; None leaves the activations unscaled. Returns how many
-    were replaced."""
+    were replaced.
+
+    Linear layers that read the same tensor (q/k/v, gate/up) share one SmoothQuant factor (from the
+    largest of their weights' rows) and one quantized copy of it, each then with its own int8 GEMM
+    (one GEMM and a ``Split`` measured slower: the split copies the output). Where that tensor is an
+    RMSNorm's output read by nothing else, ``1/s`` is folded into the norm's weight instead of a ``Mul``.
+    """
     from onnx import TensorProto, helper, numpy_helper
 
     inits = {i.name: i for i in graph.initializer}
+    groups: dict[str, list[Any]] = {}
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.input[1] in inits and not any(k in node.name for k in keep_float):
+            groups.setdefault(node.input[0], []).append(node)
+    first = {id(g[0]): g for g in groups.values()}
+    replaced = {id(n) for g in groups.values() for n in g}
+    folded: dict[str, np.ndarray] = {}
     nodes: list[Any] = []
     added: list[Any] = []
 
@@ -139,55 +172,80 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
 
     zero, top, eps = const("i8_zero", np.array(0.0, np.float32)), const("i8_255", np.array(255.0, np.float32)), \
         const("i8_eps", np.array(1e-8, np.float32))
-    count = 0
+    flat = const("i8_flat", np.array([-1], np.int64))
     for node in graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in inits or any(k in node.name for k in keep_float):
+        if id(node) not in replaced:
             nodes.append(node)
             continue
-        w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)  # [K in, M out]
-        k_in, m_out = w.shape
-        prefix = node.name.strip("/").replace("/", "_") + "_i8"
-        x = node.input[0]
+        if id(node) not in first:
+            continue  # emitted with the first member of its group, which reads the same input
+        group = first[id(node)]
+        weights = [numpy_helper.to_array(inits[n.input[1]]).astype(np.float32) for n in group]  # [K in, M out]
+        w = np.concatenate(weights, axis=1)
+        k_in = w.shape[0]
+        prefix = group[0].name.strip("/").replace("/", "_") + "_i8"
+        x = group[0].input[0]
 
         def op(kind: str, inputs: list[str], suffix: str, **attrs) -> str:
             nodes.append(helper.make_node(kind, inputs, [prefix + suffix], name=prefix + suffix, **attrs))
             return prefix + suffix
 
         if maxima is not None:
-            key = _module_name(node.name)
-            if key not in maxima:
-                raise ValueError(f"no calibration maxima for the ONNX node {node.name!r} (module {key!r}): the "
-                                 "export's node names do not follow the decoder's module names")
-            a = np.maximum(maxima[key].astype(np.float32), 1e-5)
+            keys = [_module_name(n.name) for n in group]
+            missing = [(n.name, k) for n, k in zip(group, keys) if k not in maxima]
+            if missing:
+                raise ValueError(f"no calibration maxima for the ONNX node {missing[0][0]!r} (module {missing[0][1]!r}): "
+                                 "the export's node names do not follow the decoder's module names")
+            a = np.maximum(np.max([maxima[k] for k in keys], axis=0).astype(np.float32), 1e-5)
             s = np.clip(a ** alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None).astype(np.float32)
             w = w * s[:, None]
-            x = op("Mul", [x, const(prefix + "_inv_s", (1.0 / s).astype(np.float32))], "_xs")
+            inv_s = (1.0 / s).astype(np.float32)
+            gamma = _foldable_scale(graph, x, group, inits)
+            if gamma is not None:
+                folded[gamma] = numpy_helper.to_array(inits[gamma]).astype(np.float32) * inv_s
+            else:
+                x = op("Mul", [x, const(prefix + "_inv_s", inv_s)], "_xs")
         w_scale = (np.maximum(np.abs(w).max(0), 1e-12) / levels).astype(np.float32)
         wq = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
         colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
+        # Each row onto uint8 by its own range: scale = (max - min) / 255, zero point = round(-min / scale);
+        # QuantizeLinear does the rounding pass in one kernel.
         rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
         low = op("Min", [op("ReduceMin", [rows], "_min0", axes=[1], keepdims=1), zero], "_min")
         high = op("Max", [op("ReduceMax", [rows], "_max0", axes=[1], keepdims=1), zero], "_max")
         scale = op("Max", [op("Div", [op("Sub", [high, low], "_range"), top], "_scale0"), eps], "_scale")
-        level = op("Round", [op("Div", [op("Sub", [rows, low], "_shift"), scale], "_div")], "_round")
-        xq = op("Cast", [op("Clip", [level, zero, top], "_clip")], "_xq", to=TensorProto.UINT8)
-        acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + "_wq", wq)], "_acc_i32")], "_acc",
-                 to=TensorProto.FLOAT)
-        both = op("Mul", [scale, const(prefix + "_w_scale", w_scale.reshape(1, m_out))], "_both")
-        out = op("Add", [op("Mul", [acc, both], "_y"),
-                         op("Mul", [low, const(prefix + "_colsum", colsum.reshape(1, m_out))], "_offset")], "_y2")
-        lead = op("Slice", [op("Shape", [node.input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
-                            const(prefix + "_m1", np.array([-1], np.int64))], "_lead")
-        shape = op("Concat", [lead, const(prefix + "_m", np.array([m_out], np.int64))], "_out_shape", axis=0)
-        nodes.append(helper.make_node("Reshape", [out, shape], [node.output[0]], name=prefix + "_out"))
-        count += 1
+        zero_point = op("Round", [op("Div", [op("Neg", [low], "_neg"), scale], "_zp0")], "_zp")
+        zero_point_u8 = op("Cast", [op("Clip", [zero_point, zero, top], "_zp_clip")], "_zp_u8", to=TensorProto.UINT8)
+        xq = op("QuantizeLinear", [rows, op("Reshape", [scale, flat], "_scale_1d"),
+                                   op("Reshape", [zero_point_u8, flat], "_zp_1d")], "_xq", axis=0)
+        # x ~ (xq - zero_point) * scale: the zero point's share of the product, per row and output column
+        offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
+        lead = op("Slice", [op("Shape", [group[0].input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
+                            const(prefix + "_end", np.array([-1], np.int64))], "_lead")
+        start = 0
+        for j, member in enumerate(group):
+            width = weights[j].shape[1]
+            cols = slice(start, start + width)
+            start += width
+            tag = f"_{j}"
+            acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + tag + "_wq", wq[:, cols])], tag + "_acc_i32")],
+                     tag + "_acc", to=TensorProto.FLOAT)
+            both = op("Mul", [scale, const(prefix + tag + "_w_scale", w_scale[cols].reshape(1, width))], tag + "_both")
+            out = op("Add", [op("Mul", [acc, both], tag + "_y"),
+                             op("Mul", [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
+                                tag + "_offset")], tag + "_y2")
+            shape = op("Concat", [lead, const(prefix + tag + "_width", np.array([width], np.int64))], tag + "_out_shape",
+                       axis=0)
+            nodes.append(helper.make_node("Reshape", [out, shape], [member.output[0]], name=prefix + tag + "_out"))
     used = {name for n in nodes for name in n.input}
-    kept = [i for i in graph.initializer if i.name in used] + [i for i in added if i.name in used]
+    kept = [numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i
+            for i in graph.initializer if i.name in used]
+    kept += [i for i in added if i.name in used]
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.initializer[:]
     graph.initializer.extend(kept)
-    return count
+    return len(replaced)
 
 
 def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:
@@ -199,6 +257,7 @@ def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | No
 
     def build(source: Path, target: Path) -> Path:
         proto = onnx.load(str(source))
+        fuse_attention(proto, model.decoder)
         rewrite_per_token_int8(proto.graph, input_maxima(model))
         onnx.save_model(proto, str(target))
         return target

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY
 from .optional import require
 
 logger = logging.getLogger(__name__)
@@ -242,6 +243,9 @@ class OnnxDecoder(nn.Module):
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        # a graph with fused attention (c2v_rag.onnx_attention) derives positions from each row's length
+        metadata = self.session.get_modelmeta().custom_metadata_map
+        self.positions_from_lengths = metadata.get(POSITIONS_KEY) == POSITIONS_FROM_LENGTHS
 
     def get_input_embeddings(self) -> nn.Module:
         return self.embed_tokens
@@ -255,6 +259,9 @@ class OnnxDecoder(nn.Module):
             attention_mask = torch.ones(batch, length, dtype=torch.long)
         if position_ids is None:
             position_ids = torch.arange(length).expand(batch, length)
+        elif self.positions_from_lengths and not torch.equal(position_ids.cpu(), torch.arange(length).expand(batch, length)):
+            raise ValueError(f"this ONNX decoder ({self.path.name}) places every row at positions 0..T-1 (right "
+                             "padding); position_ids other than that need the torch decoder (quantize='none')")
         feeds = {
             "inputs_embeds": np.ascontiguousarray(inputs_embeds.detach().to("cpu", torch.float32).numpy()),
             "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64)),

@@ -60,8 +60,9 @@ def _per_token_int8_by_hand(x: np.ndarray, w: np.ndarray, maxima: np.ndarray | N
     low = np.minimum(x.min(1, keepdims=True), 0)
     high = np.maximum(x.max(1, keepdims=True), 0)
     scale = np.maximum((high - low) / np.float32(255), np.float32(1e-8))
-    xq = np.clip(np.round((x - low) / scale), 0, 255)
-    return (xq @ wq) * (scale * w_scale) + low * (wq * w_scale).sum(0)
+    zero_point = np.round(-low / scale)  # each row's own uint8 zero point
+    xq = np.clip(np.round(x / scale) + zero_point, 0, 255)
+    return (xq @ wq) * (scale * w_scale) - zero_point * scale * (wq * w_scale).sum(0)
 
 
 @pytest.mark.parametrize("smooth", [False, True])
@@ -87,6 +88,40 @@ def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth):
     for row in range(3):
         err = np.abs(got[row] - exact[row]).max() / np.abs(exact[row]).max()
         assert 1e-6 < err < 0.05
+
+
+def test_layers_reading_one_norm_share_its_quantization_and_fold_smoothquant_into_it():
+    """q and k read the same RMSNorm output: one SmoothQuant factor (from both weights), one quantized copy,
+    two int8 GEMMs, and 1/s folded into the norm's weight instead of a Mul; the numbers are those of one
+    linear layer with the two weights side by side."""
+    rng = np.random.default_rng(2)
+    wq_, wk = rng.normal(size=(32, 24)).astype(np.float32), rng.normal(size=(32, 8)).astype(np.float32)
+    gamma = rng.uniform(0.5, 2, size=32).astype(np.float32)
+    x = rng.normal(size=(2, 6, 32)).astype(np.float32)
+    x[..., 5] *= 30
+    nodes = [helper.make_node("Mul", ["x", "gamma"], ["normed"], name="/layers.0/input_layernorm/Mul_1"),
+             helper.make_node("MatMul", ["normed", "wq"], ["q"], name="/layers.0/self_attn/q_proj/MatMul"),
+             helper.make_node("MatMul", ["normed", "wk"], ["k"], name="/layers.0/self_attn/k_proj/MatMul")]
+    graph = helper.make_graph(
+        nodes, "qk", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", 32])],
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["b", "t", 24]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, ["b", "t", 8])],
+        [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(wq_, "wq"), numpy_helper.from_array(wk, "wk")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    normed = x * gamma
+    amax = np.abs(normed).reshape(-1, 32).max(0)
+    assert int8_module.rewrite_per_token_int8(
+        model.graph, {"layers.0.self_attn.q_proj": amax, "layers.0.self_attn.k_proj": amax}) == 2
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("QuantizeLinear") == 1 and ops.count("MatMulInteger") == 2
+    assert not any(name.endswith("_inv_s") for n in model.graph.node for name in n.input)  # no Mul by 1/s
+    folded = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "gamma"))
+    assert not np.allclose(folded, gamma)  # 1/s now lives in the norm's weight
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got_q, got_k = session.run(["q", "k"], {"x": x})
+    both = _per_token_int8_by_hand(normed, np.concatenate([wq_, wk], axis=1), amax, 0.5).reshape(2, 6, 32)
+    np.testing.assert_allclose(np.concatenate([got_q, got_k], axis=-1), both, rtol=1e-4,
+                               atol=1e-4 * np.abs(both).max())
 
 
 def test_smoothquant_brings_an_outlier_channel_closer_to_the_float_product():
