@@ -8,21 +8,29 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
 (token) with its own scale, after SmoothQuant moved the activations' outlier channels into the weights.
 
 - **Per token.** Each row of a matmul's input is mapped affinely onto uint8 [0, 255] by its own minimum
-  and maximum, so a text never shares a scale with its batch neighbours (torch's dynamic int8 scales the
-  whole batch at once: its vectors sat at cosine 0.78 to the float ones, and depended on the batch). The
-  product runs on ONNX Runtime's U8S8 ``MatMulInteger`` GEMM; the int32 result is rescaled per row and
-  column, and the row minimum times the weights' column sums is added back.
+  and maximum (one ``QuantizeLinear`` with a scale and zero point per row), so a text never shares a scale
+  with its batch neighbours (torch's dynamic int8 scales the whole batch at once: its vectors sat at
+  cosine 0.78 to the float ones, and depended on the batch). The product runs on ONNX Runtime's U8S8
+  ``MatMulInteger`` GEMM; the int32 result is rescaled per row and column, and the zero point's share
+  (zero point x scale x the weights' column sums) is taken back out.
+- **One quantization per input.** Linear layers that read the same tensor (q/k/v after the input norm,
+  gate/up after the post-attention norm) share its SmoothQuant factor and its quantized copy; each keeps
+  its own GEMM (one wide GEMM and a ``Split`` measured slower).
 - **7-bit weights**, int8 per output column in [-64, 64]: AVX2's ``vpmaddubsw`` adds pairs of u8 x s8
   products in saturating int16, which full-range weights overflow.
 - **SmoothQuant** (alpha :data:`SMOOTH_ALPHA`): per input channel k, ``s_k = max|x_k|^a / max|W_k|^(1-a)``;
-  x is divided by s (one ``Mul``) and W's row k multiplied by s, an identity in exact arithmetic that
-  leaves int8 far fewer outliers to straddle. ``max|x_k|`` is measured by :func:`input_maxima` on the
+  x is divided by s and W's row k multiplied by s, an identity in exact arithmetic that leaves int8 far
+  fewer outliers to straddle. The division is folded into the RMSNorm's weight where the norm feeds only
+  those layers (else one ``Mul``; ``o_proj``). ``max|x_k|`` is measured by :func:`input_maxima` on the
   float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package.
 - ``down_proj`` stays float32 (:data:`KEEP_FLOAT`): its inputs are the extreme ones (per-channel maxima in
   the thousands), and int8 there cost the most quality.
+- The attention runs as ONNX Runtime's fused ``GroupQueryAttention`` (:mod:`c2v_rag.onnx_attention`), in
+  float32, where it applies.
 
 The encoder, projector, Contextual-token slot write and readout stay in torch float32; the encoder is
-~8% of the linear-layer FLOPs. The graph is built once per model and cached on disk
+~8% of the linear-layer FLOPs (but 14% of an int8 ingest's CPU time, measured with cProfile). The graph is
+built once per model and cached on disk
 (:mod:`c2v_rag.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
 the calibration texts and this recipe; a later load reads the file without calibrating again.
 """
