@@ -51,16 +51,6 @@ def capture(data: Path, docs: int, claims: int) -> list[Batch]:
     return batches
 
 
-def session(path: Path):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
 def last_states(sess, batch: Batch) -> np.ndarray:
     embeds, mask, positions = batch
     hidden = sess.run(["last_hidden_state"], {"inputs_embeds": embeds, "attention_mask": mask,
@@ -82,7 +72,9 @@ def main() -> None:
     args = parser.parse_args()
     batches = capture(args.data, args.docs, args.claims)
     print(f"{len(batches)} batches, shapes {[b[0].shape[:2] for b in batches]}; {speed_flags_note()}")
-    sessions = {path: session(path) for path in args.graphs}
+    from c2v_rag.onnx_decoder import cpu_session
+
+    sessions = {path: cpu_session(path, threads=1) for path in args.graphs}  # as the library runs them
     states = {path: [last_states(s, b) for b in batches] for path, s in sessions.items()}
     seconds: dict[Path, list[float]] = {path: [] for path in args.graphs}
     for repeat in range(args.repeats):

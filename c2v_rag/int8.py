@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from .devices import INT8_METHOD
-from .onnx_attention import fuse_attention
+from .onnx_attention import drop_unused_initializers, fuse_attention
 from .onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
 
 if TYPE_CHECKING:
@@ -245,14 +245,13 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
             shape = op("Concat", [lead, const(prefix + tag + "_width", np.array([width], np.int64))], tag + "_out_shape",
                        axis=0)
             nodes.append(helper.make_node("Reshape", [out, shape], [member.output[0]], name=prefix + tag + "_out"))
-    used = {name for n in nodes for name in n.input}
-    kept = [numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i
-            for i in graph.initializer if i.name in used]
-    kept += [i for i in added if i.name in used]
     del graph.node[:]
     graph.node.extend(nodes)
+    initializers = [numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i
+                    for i in graph.initializer] + added
     del graph.initializer[:]
-    graph.initializer.extend(kept)
+    graph.initializer.extend(initializers)
+    drop_unused_initializers(graph)
     return len(replaced)
 
 

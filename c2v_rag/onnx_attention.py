@@ -115,7 +115,7 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
         new.append(fused.pop(hit) if hit is not None else node)
     _keep_live(graph, new)
     graph.initializer.extend(constants)
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
@@ -138,7 +138,8 @@ def _keep_live(graph: Any, nodes: list[Any]) -> None:
     graph.node.extend(kept)
 
 
-def _drop_unused_initializers(graph: Any) -> None:
+def drop_unused_initializers(graph: Any) -> None:
+    """Remove, in place, the initializers of ``graph`` that no node reads (after a rewrite)."""
     used = {name for node in graph.node for name in node.input}
     kept = [i for i in graph.initializer if i.name in used]
     del graph.initializer[:]

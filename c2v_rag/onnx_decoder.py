@@ -223,6 +223,18 @@ class DecoderOutput:
     last_hidden_state: torch.Tensor
 
 
+def cpu_session(path: Path, threads: int) -> Any:
+    """An ONNX Runtime session of the graph at ``path`` as :class:`OnnxDecoder` runs it: the CPU provider,
+    all graph optimizations, ``threads`` intra-op threads, warnings and above only."""
+    ort = require("onnxruntime", "running an ONNX decoder", "int8")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 class OnnxDecoder(nn.Module):
     """A decoder whose transformer layers run in an ONNX Runtime session on the CPU (see the module doc).
 
@@ -232,17 +244,12 @@ class OnnxDecoder(nn.Module):
 
     def __init__(self, decoder: nn.Module, path: Path, method: str, threads: int | None = None) -> None:
         super().__init__()
-        ort = require("onnxruntime", f"the ONNX decoder ({method})", "int8")
+        require("onnxruntime", f"the ONNX decoder ({method})", "int8")
         self.config = decoder.config
         self.embed_tokens = decoder.get_input_embeddings()
         self.method = method
         self.path = Path(path)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or torch.get_num_threads()
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.session = cpu_session(self.path, threads or torch.get_num_threads())
         # a graph with fused attention (c2v_rag.onnx_attention) derives positions from each row's length
         metadata = self.session.get_modelmeta().custom_metadata_map
         self.positions_from_lengths = metadata.get(POSITIONS_KEY) == POSITIONS_FROM_LENGTHS
