@@ -244,7 +244,6 @@ class OnnxDecoder(nn.Module):
 
     def __init__(self, decoder: nn.Module, path: Path, method: str, threads: int | None = None) -> None:
         super().__init__()
-        require("onnxruntime", f"the ONNX decoder ({method})", "int8")
         self.config = decoder.config
         self.embed_tokens = decoder.get_input_embeddings()
         self.method = method
