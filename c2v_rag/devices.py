@@ -21,9 +21,20 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+_NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 (avx512_bf16, AMX); Arm ("bf16")
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_has_native_bf16() -> bool:
-    """True where the CPU multiplies bf16 natively (avx512_bf16 or AMX); there bf16 is ~3x fp32."""
+    """True where the CPU multiplies bf16 in hardware (avx512_bf16, AMX, Arm's bf16); there bf16 is 2.4-3x fp32.
+
+    Read from the CPU's flags, not from torch's ``_is_mkldnn_bf16_supported``: that one is true on every
+    AVX-512 CPU (Skylake-X, Cascade Lake, Ice Lake), where oneDNN emulates bf16 more slowly than float32.
+    Where no flags can be read (no /proc/cpuinfo), torch's check is all there is.
+    """
+    flags = cpu_flags()
+    if flags:
+        return bool(flags & _NATIVE_BF16_FLAGS)
     try:
         return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -84,9 +95,13 @@ INT8_METHOD = "int8-token-sq"
 LEGACY_INT8 = "int8"
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
-# (docs/performance.md, "int8 on CPU"). Measured on an AVX2-only CPU; VNNI, AMX and bf16 CPUs were not at hand.
-_INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2"})
+# (docs/performance.md, "int8 on CPU"). AVX2 only: 1.45-1.7x float32 (an AVX2-only EPYC). avx512_bf16 without
+# AMX: 1.22x bf16, 2.9x float32 (a Zen 5 EPYC with avx512_bf16 and avx512_vnni); the same run's float32 and
+# int8 use no bf16 instruction, so it stands for AVX-512 VNNI CPUs without bf16 too. AMX CPUs multiply bf16
+# in tiles, much faster than avx512_bf16; int8 vs that was not measured, so they keep bf16.
+_INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2", "avx512_vnni", "avx512_bf16"})
 _INT8_PACKAGES = ("onnxruntime", "onnx")
+
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
@@ -101,14 +116,21 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
-def cpu_class() -> Literal["amx/avx512_bf16", "avx512_vnni", "avx2", "other"]:
-    """The row of the ``auto`` table (docs/performance.md, "int8") this CPU falls in."""
+CpuClass = Literal["amx", "avx512_bf16", "avx512_vnni", "avx2", "other"]
+
+
+def cpu_class() -> CpuClass:
+    """The row of the ``auto`` table (docs/performance.md, "int8 on CPU") this CPU falls in: ``amx`` (AMX
+    tiles, bf16 in hardware), ``avx512_bf16`` (bf16 dot products in AVX-512, no AMX), ``avx512_vnni`` (int8
+    dot products in AVX-512, no bf16), ``avx2`` or ``other``."""
     flags = cpu_flags()
-    if cpu_has_native_bf16() or flags & {"amx_bf16", "avx512_bf16"}:
-        return "amx/avx512_bf16"
+    if flags & {"amx_bf16", "amx_tile", "amx_int8"}:
+        return "amx"
+    if "avx512_bf16" in flags:
+        return "avx512_bf16"
     if flags & {"avx512_vnni", "avx512vnni"}:
         return "avx512_vnni"
-    if "avx2" in flags or torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+    if "avx2" in flags or (not flags and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")):
         return "avx2"
     return "other"
 

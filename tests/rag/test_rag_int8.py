@@ -19,8 +19,8 @@ from qdrant_client import QdrantClient
 
 import c2v_rag
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import INT8_METHOD, LEGACY_INT8, cpu_class, int8_runtime_installed, resolve_compute_dtype, \
-    resolve_quantize
+from c2v_rag.devices import INT8_METHOD, LEGACY_INT8, cpu_class, cpu_has_native_bf16, int8_runtime_installed, \
+    resolve_compute_dtype, resolve_dtype, resolve_quantize
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, load_model
 from c2v_rag.rag.collection import check_model, collection_fingerprint
 from rag_helpers import stored_points
@@ -56,16 +56,47 @@ def test_bad_values_are_refused_naming_the_input_and_the_fix():
 
 def test_auto_follows_the_cpu_table():
     """The CPU class comes from /proc/cpuinfo; auto picks int8 where it was measured within the quality bound
-    and faster than float (AVX2 without native bf16), when the int8 extra is installed."""
+    and faster than the float default (AVX2, AVX-512 VNNI, avx512_bf16 without AMX), when the int8 extra is
+    installed, and bf16 stays the default dtype only where the CPU has bf16 instructions."""
     flags = _flags()
     if not flags:
         pytest.skip("no /proc/cpuinfo flags to compare with")
-    bf16 = bool(flags & {"avx512_bf16", "amx_bf16"}) or torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    expected = ("amx/avx512_bf16" if bf16 else "avx512_vnni" if flags & {"avx512_vnni"} else
-                "avx2" if "avx2" in flags else "other")
+    expected = ("amx" if flags & {"amx_bf16", "amx_tile", "amx_int8"} else "avx512_bf16" if "avx512_bf16" in flags
+                else "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else "other")
     assert cpu_class() == expected
-    picks_int8 = expected == "avx2" and int8_runtime_installed()
+    picks_int8 = expected in ("avx2", "avx512_vnni", "avx512_bf16") and int8_runtime_installed()
     assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks_int8 else "none")
+    # torch's own bf16 check is true on any AVX-512 CPU, where bf16 is emulated: the flags decide
+    native = bool(flags & {"avx512_bf16", "amx_bf16"})
+    assert cpu_has_native_bf16() is native
+    assert resolve_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
+    # int8 computes around float32, so auto's dtype follows auto's quantize
+    assert resolve_compute_dtype("auto", CPU, "auto") == (torch.float32 if picks_int8 else resolve_dtype("auto", CPU))
+
+
+@pytest.mark.parametrize("flags, klass, native_bf16, auto_int8", [
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"},
+     "amx", True, False),                                                      # Sapphire Rapids: bf16 in tiles
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}, "avx512_bf16", True, True),  # Zen 4/5
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx512_vnni", False, True),
+    ({"avx2", "fma", "f16c"}, "avx2", False, True),
+    ({"sse4_2"}, "other", False, False),
+])
+def test_the_cpu_table_row_by_row(monkeypatch, flags, klass, native_bf16, auto_int8):
+    """Each row of docs/performance.md's table from a CPU's flags as /proc/cpuinfo lists them (the flag
+    sets of real CPUs); Cascade Lake's row is the one torch's own bf16 check gets wrong."""
+    from c2v_rag import devices
+
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
+    devices.cpu_has_native_bf16.cache_clear()
+    try:
+        assert devices.cpu_class() == klass
+        assert devices.cpu_has_native_bf16() is native_bf16
+        assert resolve_dtype("auto", CPU) == (torch.bfloat16 if native_bf16 else torch.float32)
+        picks = auto_int8 and int8_runtime_installed()
+        assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks else "none")
+    finally:
+        devices.cpu_has_native_bf16.cache_clear()
 
 
 @needs_int8_cpu
