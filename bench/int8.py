@@ -6,6 +6,9 @@
 Every candidate is the shipped preset loaded once, then quantized (or not) in place:
 
 - ``float``: what ``dtype="auto"`` picks here (float32 without native bf16, bfloat16 with it);
+- ``fp32``: the preset in torch float32, for CPUs where ``float`` is bfloat16 (int8 computes around float32,
+  so its cosines to float32 separate int8's error from bf16's); every candidate's vectors are then also
+  compared with these (``cos_to_fp32_*``);
 - ``int8``: ``quantize="int8"`` as shipped (``c2v_rag.int8``: the decoder's linear layers as per-token int8
   with SmoothQuant in ONNX Runtime, calibrated on the packaged texts; the first run builds it into
   ``--onnx-cache``);
@@ -69,10 +72,11 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
                                       base.projector).eval()
             continue
         model = copy.deepcopy(base) if base.dtype == torch.float32 else Causal2Vec.from_pretrained(None, dtype="float32")
-        if name == "int8":
-            from c2v_rag.int8 import int8_decoder
-
-            model.decoder = int8_decoder(model, cache_dir=onnx_cache, threads=threads)
+        if name == "fp32":
+            if base.dtype == torch.float32:
+                raise SystemExit("fp32 is the float candidate here already (dtype='auto' is float32 on this CPU)")
+        elif name == "int8":
+            model.apply_quantization("int8", cache_dir=onnx_cache)
         elif name == "torch-dynamic":
             from torch.ao.quantization import quantize_dynamic
 
@@ -84,7 +88,7 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
             quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
             quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
         else:
-            raise SystemExit(f"unknown candidate {name!r}: int8, torch-dynamic, torchao, ort-<method>, ort-file:<path>")
+            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, torch-dynamic, torchao, ort-<method>, ort-file:<path>")
         models[name] = model
     return models
 
@@ -158,6 +162,9 @@ def main() -> None:
             row.update(cos_to_float_worst=round(float(cos.min()), 5), cos_to_float_mean=round(float(cos.mean()), 5),
                        cos_to_float_worst_by_part={p: round(float(cosines(vectors[name][:, s], vectors["float"][:, s]).min()), 5)
                                                    for p, s in parts.items()})
+        if "fp32" in vectors and name != "fp32":
+            cos = cosines(vectors[name], vectors["fp32"])
+            row.update(cos_to_fp32_worst=round(float(cos.min()), 5), cos_to_fp32_mean=round(float(cos.mean()), 5))
         n_alone = min(12, len(texts))
         alone = np.stack([models[name].encode(t, normalize_embeddings=True) for t in texts[:n_alone]])
         row["alone_vs_batch_worst"] = round(float(cosines(alone, vectors[name][:n_alone]).min()), 6)

@@ -11,8 +11,12 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   and maximum (one ``QuantizeLinear`` with a scale and zero point per row), so a text never shares a scale
   with its batch neighbours (torch's dynamic int8 scales the whole batch at once: its vectors sat at
   cosine 0.78 to the float ones, and depended on the batch). The product runs on ONNX Runtime's U8S8
-  ``MatMulInteger`` GEMM; the int32 result is rescaled per row and column, and the zero point's share
-  (zero point x scale x the weights' column sums) is taken back out.
+  ``MatMulInteger`` GEMM; the int32 result is rescaled per row and column.
+- **The zero point inside the GEMM.** ``(xq - z) @ wq = xq @ wq - z * colsum(wq)``: the second term is taken
+  out in int32 by the GEMM itself, from a few more input columns that hold each row's z (u8) against weight
+  rows that sum to ``-colsum(wq)`` (within +-64 each, 20-36 rows for SmolLM2's layers: 4-6% more GEMM). Done in
+  float over the output instead, it costs a ``Mul`` and an ``Add`` over every [tokens, out] product, 13% of
+  the int8 decoder's time on an AVX-512 VNNI CPU, and subtracts two large numbers in float32.
 - **One quantization per input.** Linear layers that read the same tensor (q/k/v after the input norm,
   gate/up after the post-attention norm) share its SmoothQuant factor and its quantized copy; each keeps
   its own GEMM (one wide GEMM and a ``Split`` measured slower).
@@ -59,8 +63,10 @@ if TYPE_CHECKING:
 SMOOTH_ALPHA = 0.5
 KEEP_FLOAT: tuple[str, ...] = ("down_proj",)
 WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
+FOLD_ZERO_POINT = True  # the zero point's share taken out inside the GEMM (module doc)
 # Bump when the recipe below changes in a way the constants above do not show.
-RECIPE_VERSION = 2  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention
+RECIPE_VERSION = 3  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
+# zero point folded into the GEMM
 # Query instructions the calibration runs with, beside documents without one: instruction tokens reach
 # the decoder at inference too, so their activations belong in the maxima.
 CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
@@ -79,7 +85,7 @@ def recipe_key(model: Any) -> str:
     the recipe's constants, the model's config, and the weights that make the decoder's inputs (the
     encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
     :func:`~c2v_rag.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
-    digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
+    digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
                             f"{CALIBRATION_TASKS}\n".encode())
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.model_dump_json().encode())
@@ -149,7 +155,7 @@ def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: d
 
 def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
                            alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
-                           levels: int = WEIGHT_LEVELS) -> int:
+                           levels: int = WEIGHT_LEVELS, fold_zero_point: bool = FOLD_ZERO_POINT) -> int:
     """Replace, in place, every ``MatMul`` of ``graph`` whose second input is a weight initializer (the
     linear layers; not the attention's activation x activation matmuls), except names containing one of
     ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
@@ -160,6 +166,9 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
     largest of their weights' rows) and one quantized copy of it, each then with its own int8 GEMM
     (one GEMM and a ``Split`` measured slower: the split copies the output). Where that tensor is an
     RMSNorm's output read by nothing else, ``1/s`` is folded into the norm's weight instead of a ``Mul``.
+
+    ``fold_zero_point`` takes the zero point's share out inside the GEMM (:func:`_zero_point_rows`) instead
+    of in two float passes over the output.
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -215,7 +224,7 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
                 x = op("Mul", [x, const(prefix + "_inv_s", inv_s)], "_xs")
         w_scale = (np.maximum(np.abs(w).max(0), 1e-12) / levels).astype(np.float32)
         wq = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
-        colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
+        colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)  # only without fold_zero_point
         # Each row onto uint8 by its own range: scale = (max - min) / 255, zero point = round(-min / scale);
         # QuantizeLinear does the rounding pass in one kernel.
         rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
@@ -227,7 +236,14 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
         xq = op("QuantizeLinear", [rows, op("Reshape", [scale, flat], "_scale_1d"),
                                    op("Reshape", [zero_point_u8, flat], "_zp_1d")], "_xq", axis=0)
         # x ~ (xq - zero_point) * scale: the zero point's share of the product, per row and output column
-        offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
+        if fold_zero_point:
+            # each row's zero point repeated in `extra` more input columns, against weight rows that sum to
+            # minus each column's sum: the GEMM subtracts zero_point x colsum exactly, in int32
+            extra = _zero_point_width(wq, levels)
+            xq = op("Concat", [xq, op("Expand", [zero_point_u8, const(prefix + "_zp_cols", np.array([1, extra], np.int64))],
+                                      "_zp_wide")], "_xq_zp", axis=1)
+        else:
+            offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
         lead = op("Slice", [op("Shape", [group[0].input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
                             const(prefix + "_end", np.array([-1], np.int64))], "_lead")
         start = 0
@@ -236,12 +252,15 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
             cols = slice(start, start + width)
             start += width
             tag = f"_{j}"
-            acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + tag + "_wq", wq[:, cols])], tag + "_acc_i32")],
+            w_int = np.concatenate([wq[:, cols], _zero_point_rows(wq[:, cols], extra, levels)]) if fold_zero_point \
+                else wq[:, cols]
+            acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + tag + "_wq", w_int)], tag + "_acc_i32")],
                      tag + "_acc", to=TensorProto.FLOAT)
             both = op("Mul", [scale, const(prefix + tag + "_w_scale", w_scale[cols].reshape(1, width))], tag + "_both")
-            out = op("Add", [op("Mul", [acc, both], tag + "_y"),
-                             op("Mul", [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
-                                tag + "_offset")], tag + "_y2")
+            out = op("Mul", [acc, both], tag + "_y")
+            if not fold_zero_point:
+                out = op("Add", [out, op("Mul", [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
+                                          tag + "_offset")], tag + "_y2")
             shape = op("Concat", [lead, const(prefix + tag + "_width", np.array([width], np.int64))], tag + "_out_shape",
                        axis=0)
             nodes.append(helper.make_node("Reshape", [out, shape], [member.output[0]], name=prefix + tag + "_out"))
@@ -253,6 +272,26 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
     graph.initializer.extend(initializers)
     drop_unused_initializers(graph)
     return len(replaced)
+
+
+def _zero_point_width(wq: np.ndarray, levels: int) -> int:
+    """How many extra input columns carry the zero point: enough that weight rows within +-``levels`` can sum
+    to any column's ``-sum(wq)``, rounded up to a multiple of 4 (the K step of the VNNI and AVX2 kernels)."""
+    need = int(np.ceil(np.abs(wq.astype(np.int64).sum(0)).max() / levels))
+    return max(4, -(-need // 4) * 4)
+
+
+def _zero_point_rows(wq: np.ndarray, extra: int, levels: int) -> np.ndarray:
+    """``extra`` int8 rows, each within +-``levels``, whose column sums are ``-wq.sum(0)`` exactly: against
+    ``extra`` input columns that all hold a row's zero point z, they add ``-z * sum_k wq[k, n]``, the
+    zero point's share of that row's product. AVX2's ``vpmaddubsw`` adds neighbouring u8 x s8 products in
+    int16: 255 x 64 twice stays below its 32,767, as for the weights themselves."""
+    target = -wq.astype(np.int64).sum(0)
+    base, rest = np.divmod(np.abs(target), extra)
+    if (base + (rest > 0)).max(initial=0) > levels:
+        raise ValueError(f"{extra} zero-point rows cannot carry a column sum of {np.abs(target).max()}")
+    rows = base[None, :] + (np.arange(extra)[:, None] < rest[None, :])
+    return (np.sign(target)[None, :] * rows).astype(np.int8)
 
 
 def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 METHODS = ("fp32", "nbits8-b32", "nbits8-b128", "nbits4-b32", "dynamic-qint8")
 _INPUTS = ("inputs_embeds", "attention_mask", "position_ids")
-_OPSET = 17
+OPSET = 17
 
 
 def onnx_cache_dir() -> Path:
@@ -63,7 +63,7 @@ def onnx_cache_dir() -> Path:
 
 def decoder_key(decoder: nn.Module, method: str) -> str:
     """A sha256 (24 hex digits) naming the export of ``decoder``'s current weights with ``method``."""
-    digest = hashlib.sha256(f"c2v-onnx-decoder {FORMAT} {method} {_OPSET}\n".encode())
+    digest = hashlib.sha256(f"c2v-onnx-decoder {FORMAT} {method} {OPSET}\n".encode())
     config = decoder.config.to_dict() if hasattr(decoder.config, "to_dict") else dict(vars(decoder.config))
     config["is_causal"] = getattr(decoder.config, "is_causal", True)
     digest.update(json.dumps(config, sort_keys=True, default=str).encode())
@@ -95,9 +95,9 @@ class _LastHidden(nn.Module):
 
 
 @contextlib.contextmanager
-def _eager_attention(decoder: nn.Module):
+def eager_attention(model: nn.Module):
     """Trace with transformers' eager attention (an explicit additive mask); the weights are the same."""
-    config = decoder.config
+    config = model.config
     previous = config._attn_implementation
     config._attn_implementation = "eager"
     try:
@@ -119,10 +119,10 @@ def export_decoder(decoder: nn.Module, path: Path) -> Path:
     args = (torch.randn(batch, length, d, generator=generator), torch.ones(batch, length, dtype=torch.long),
             torch.arange(length).expand(batch, length).contiguous())
     args[1][0, 7:] = 0  # right padding, as collate writes it
-    with _eager_attention(decoder), torch.no_grad(), warnings.catch_warnings():
+    with eager_attention(decoder), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
         torch.onnx.export(
-            _LastHidden(decoder).eval(), args, str(path), dynamo=False, opset_version=_OPSET,
+            _LastHidden(decoder).eval(), args, str(path), dynamo=False, opset_version=OPSET,
             input_names=list(_INPUTS), output_names=["last_hidden_state"],
             dynamic_axes={name: {0: "batch", 1: "length"} for name in (*_INPUTS, "last_hidden_state")},
         )
@@ -184,7 +184,7 @@ def _quantize(source: Path, target: Path, method: str) -> Path:
     return target
 
 
-def _write_atomically(target: Path, build) -> Path:
+def write_atomically(target: Path, build) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
         built = build(Path(tmp))
@@ -213,12 +213,12 @@ def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None, 
             return transform(exported, tmp / target.name)
         return exported if method == "fp32" else quantize_onnx(exported, tmp / target.name, method)
 
-    return _write_atomically(target, build)
+    return write_atomically(target, build)
 
 
 @dataclass
-class DecoderOutput:
-    """What ``Causal2Vec`` reads from its decoder's output."""
+class HiddenStates:
+    """What ``Causal2Vec`` reads from its decoder's and encoder's outputs."""
 
     last_hidden_state: torch.Tensor
 
@@ -257,7 +257,7 @@ class OnnxDecoder(nn.Module):
         return self.embed_tokens
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, use_cache: bool = False, **kwargs) -> DecoderOutput:
+                position_ids: torch.Tensor | None = None, use_cache: bool = False, **kwargs) -> HiddenStates:
         if kwargs.get("output_hidden_states") or kwargs.get("output_attentions") or kwargs.get("past_key_values"):
             raise ValueError("the ONNX decoder returns the last hidden state only")
         batch, length = inputs_embeds.shape[:2]
@@ -274,7 +274,7 @@ class OnnxDecoder(nn.Module):
             "position_ids": np.ascontiguousarray(position_ids.detach().cpu().numpy().astype(np.int64)),
         }
         (hidden,) = self.session.run(["last_hidden_state"], feeds)
-        return DecoderOutput(torch.from_numpy(hidden))
+        return HiddenStates(torch.from_numpy(hidden))
 
 
 def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: Path | None = None,

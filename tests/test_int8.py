@@ -17,6 +17,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from c2v_rag import Causal2Vec  # noqa: E402
 from c2v_rag import int8 as int8_module  # noqa: E402
 from c2v_rag import onnx_decoder as od  # noqa: E402
+from c2v_rag import onnx_encoder as onnx_encoder_module  # noqa: E402
+from c2v_rag.onnx_encoder import OnnxEncoder  # noqa: E402
 from c2v_rag.devices import INT8_METHOD  # noqa: E402
 
 TEXTS = ["short", "a somewhat longer text about proteins and the cells that make them",
@@ -65,8 +67,9 @@ def _per_token_int8_by_hand(x: np.ndarray, w: np.ndarray, maxima: np.ndarray | N
     return (xq @ wq) * (scale * w_scale) - zero_point * scale * (wq * w_scale).sum(0)
 
 
+@pytest.mark.parametrize("fold", [False, True])
 @pytest.mark.parametrize("smooth", [False, True])
-def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth):
+def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth, fold):
     rng = np.random.default_rng(0)
     w = rng.normal(size=(48, 40)).astype(np.float32)
     x = rng.normal(size=(3, 5, 48)).astype(np.float32)
@@ -75,8 +78,10 @@ def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth):
     maxima = np.abs(x).reshape(-1, 48).max(0) if smooth else None
     model = _linear_graph(w)
     replaced = int8_module.rewrite_per_token_int8(
-        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5)
+        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5, fold_zero_point=fold)
     assert replaced == 1
+    # folded, the zero point's share is taken out inside the integer GEMM: no float pass over the output
+    assert ("Add" in {n.op_type for n in model.graph.node}) is not fold
     assert "MatMulInteger" in {n.op_type for n in model.graph.node}
     assert "w" not in {i.name for i in model.graph.initializer}  # the float weight is gone
     got = _run(model, x)
@@ -88,6 +93,50 @@ def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth):
     for row in range(3):
         err = np.abs(got[row] - exact[row]).max() / np.abs(exact[row]).max()
         assert 1e-6 < err < 0.05
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_the_folded_zero_point_is_exact_integer_arithmetic(fold):
+    """With the zero point inside the GEMM, the int32 accumulator holds (xq - z) @ wq exactly: the graph's
+    output is that integer product times the row and column scales, to float32 rounding of the final product
+    (6e-8 of the largest here). Unfolded, z x colsum is subtracted in float32 from a product of similar size:
+    50 times that error at SmolLM2's width (576 inputs)."""
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(576, 24)).astype(np.float32)
+    w[:, 3] = np.abs(w[:, 3])  # a column whose int8 weights sum far from zero: many zero-point rows
+    x = rng.normal(size=(2, 7, 576)).astype(np.float32) + 1.0  # skewed rows: zero points of 70-100
+    model = _linear_graph(w)
+    int8_module.rewrite_per_token_int8(model.graph, None, fold_zero_point=fold)
+    got = _run(model, x).reshape(-1, 24)
+    rows = x.reshape(-1, 576)
+    w_scale = (np.abs(w).max(0) / 64).astype(np.float32)
+    wq = np.clip(np.round(w / w_scale), -64, 64).astype(np.int64)
+    low, high = np.minimum(rows.min(1, keepdims=True), 0), np.maximum(rows.max(1, keepdims=True), 0)
+    scale = np.maximum((high - low) / np.float32(255), np.float32(1e-8))
+    z = np.round(-low / scale)
+    assert z.min() > 50
+    xq = np.clip(np.round(rows / scale) + z, 0, 255).astype(np.int64)
+    exact = ((xq - z.astype(np.int64)) @ wq).astype(np.float64) * scale * w_scale
+    error = np.abs(got - exact).max() / np.abs(exact).max()
+    assert error < 3e-7 if fold else error > 1e-6
+
+
+@pytest.mark.parametrize("sums", [[0, 1, -1, 64, -65, 700, -2_000], [5_000, -5_000, 3, 0, 0, 0, 1]])
+def test_zero_point_rows_sum_to_minus_the_column_sums_within_the_weight_range(sums):
+    wq = np.zeros((100, len(sums)), np.int8)
+    for col, total in enumerate(sums):  # int8 columns with these sums
+        values = np.full(100, np.sign(total) * (abs(total) // 100), np.int64)
+        values[: abs(total) % 100] += np.sign(total)
+        wq[:, col] = values
+    assert (wq.astype(np.int64).sum(0) == sums).all()
+    extra = int8_module._zero_point_width(wq, 64)
+    assert extra % 4 == 0 and extra >= np.ceil(max(abs(t) for t in sums) / 64)
+    rows = int8_module._zero_point_rows(wq, extra, 64)
+    assert rows.shape == (extra, len(sums)) and rows.dtype == np.int8
+    assert np.abs(rows.astype(np.int64)).max() <= 64  # 255 x 64 x 2 fits AVX2's int16 pair sums
+    assert (rows.astype(np.int64).sum(0) == -np.array(sums)).all()
+    with pytest.raises(ValueError, match="cannot carry"):  # 4 rows carry at most 4 x 64 = 256
+        int8_module._zero_point_rows(wq, 4, 64)
 
 
 def test_layers_reading_one_norm_share_its_quantization_and_fold_smoothquant_into_it():
@@ -176,6 +225,7 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
     assert model.quantization == INT8_METHOD and float_model.quantization == "none"
     assert isinstance(model.decoder, od.OnnxDecoder) and model.decoder.path.is_relative_to(tmp_path / "onnx")
+    assert isinstance(model.encoder, OnnxEncoder) and model.encoder.path.is_relative_to(tmp_path / "onnx")
     ops = {n.op_type for n in onnx.load(str(model.decoder.path)).graph.node}
     assert "MatMulInteger" in ops
     exact = float_model.encode(TEXTS, normalize_embeddings=True)
@@ -187,8 +237,9 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     # A second load reads the cached graph: no calibration, no export, the same vectors.
     monkeypatch.setattr(int8_module, "input_maxima", lambda *a, **k: pytest.fail("calibrated again"))
     monkeypatch.setattr(od, "export_decoder", lambda *a, **k: pytest.fail("exported again"))
+    monkeypatch.setattr(onnx_encoder_module, "export_encoder", lambda *a, **k: pytest.fail("exported again"))
     again = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
-    assert again.decoder.path == model.decoder.path
+    assert again.decoder.path == model.decoder.path and again.encoder.path == model.encoder.path
     np.testing.assert_allclose(again.encode(TEXTS, normalize_embeddings=True), batch, atol=1e-6)
 
 

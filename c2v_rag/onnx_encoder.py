@@ -1,0 +1,116 @@
+"""The bidirectional encoder (MiniLM and other BERT-style models) run by ONNX Runtime on a CPU, in float32.
+
+``quantize="int8"`` runs the decoder in ONNX Runtime (:mod:`c2v_rag.int8`); :func:`onnx_encoder` moves the
+encoder there too, unquantized: the same float32 arithmetic, so its states and the encoder's part of every
+vector stay what torch computes (cosine 0.9999999 on 32 mixed SciFact texts), while ONNX Runtime's fused
+kernels take 0.5x torch's CPU time on an AVX-512 CPU (and the same time on an AVX2-only one;
+docs/performance.md, "int8 on CPU"). The encoder is not quantized: per-token int8 with SmoothQuant (the
+decoder's recipe) measured 3.5x torch's speed but cosine 0.9969 for the encoder's own mean-pooled vector,
+the strongest part of the embedding.
+
+:class:`OnnxEncoder` is an ``nn.Module`` called as ``Causal2Vec`` calls its encoder (``input_ids``,
+``attention_mask``) that returns an object with ``last_hidden_state``; it keeps the encoder's ``config``.
+The file is exported once per model into the ONNX cache (:func:`~c2v_rag.onnx_decoder.onnx_cache_dir`),
+in a folder named by a sha256 of the encoder's weights and config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .onnx_decoder import (OPSET, HiddenStates, cpu_session, eager_attention, hash_weights, onnx_cache_dir,
+                           write_atomically)
+from .optional import require
+
+logger = logging.getLogger(__name__)
+
+# Bump when the export changes, so that cached files are rebuilt.
+FORMAT = 1
+_INPUTS = ("input_ids", "attention_mask")
+_FILE = "encoder-fp32.onnx"
+
+
+def encoder_key(encoder: nn.Module) -> str:
+    """A sha256 (24 hex digits) naming the export of ``encoder``'s current weights."""
+    digest = hashlib.sha256(f"c2v-onnx-encoder {FORMAT} {OPSET}\n".encode())
+    config = encoder.config.to_dict() if hasattr(encoder.config, "to_dict") else dict(vars(encoder.config))
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    hash_weights(digest, encoder)
+    return digest.hexdigest()[:24]
+
+
+class _LastHidden(nn.Module):
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, attention_mask):
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def export_encoder(encoder: nn.Module, path: Path) -> Path:
+    """Export ``encoder`` (float32, eval) to ONNX at ``path``: inputs ``input_ids`` and ``attention_mask``
+    [B, T] int64, output ``last_hidden_state`` [B, T, k]; B and T free (T up to the encoder's positions)."""
+    require("onnx", "exporting the encoder to ONNX", "int8")
+    dtype = next(encoder.parameters()).dtype
+    if dtype != torch.float32:
+        raise ValueError(f"the ONNX export starts from float32 weights, got {dtype}: load with dtype='float32'")
+    batch, length = 2, 12
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(100, min(1000, encoder.config.vocab_size), (batch, length), generator=generator)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    mask[0, 7:] = 0  # right padding, as collate writes it
+    with eager_attention(encoder), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
+        torch.onnx.export(
+            _LastHidden(encoder).eval(), (ids, mask), str(path), dynamo=False, opset_version=OPSET,
+            input_names=list(_INPUTS), output_names=["last_hidden_state"],
+            dynamic_axes={name: {0: "batch", 1: "length"} for name in (*_INPUTS, "last_hidden_state")},
+        )
+    return path
+
+
+class OnnxEncoder(nn.Module):
+    """An encoder whose forward runs in an ONNX Runtime session on the CPU (see the module doc). Inference only."""
+
+    def __init__(self, encoder: nn.Module, path: Path, threads: int | None = None) -> None:
+        super().__init__()
+        self.config = encoder.config
+        self.path = Path(path)
+        self.session = cpu_session(self.path, threads or torch.get_num_threads())
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> HiddenStates:
+        if kwargs.get("output_hidden_states") or kwargs.get("output_attentions"):
+            raise ValueError("the ONNX encoder returns the last hidden state only")
+        if kwargs.get("token_type_ids") is not None or kwargs.get("inputs_embeds") is not None:
+            raise ValueError("the ONNX encoder reads input_ids and attention_mask only")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        feeds = {"input_ids": np.ascontiguousarray(input_ids.detach().cpu().numpy().astype(np.int64)),
+                 "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64))}
+        (hidden,) = self.session.run(["last_hidden_state"], feeds)
+        return HiddenStates(torch.from_numpy(hidden))
+
+
+def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxEncoder:
+    """``encoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime, exported on first use and then
+    read from the cache."""
+    require("onnxruntime", "the ONNX encoder", "int8")
+    if hasattr(encoder, "peft_config"):
+        raise ValueError("the ONNX encoder needs merged adapters: load with merge_adapters=True")
+    if next(encoder.parameters()).device.type != "cpu":
+        raise ValueError("the ONNX encoder runs on a CPU: load with device='cpu'")
+    target = (cache_dir or onnx_cache_dir()) / encoder_key(encoder) / _FILE
+    if not target.is_file():
+        logger.info("exporting the encoder to ONNX into %s: once per model", target.parent)
+        write_atomically(target, lambda tmp: export_encoder(encoder, tmp / _FILE))
+    return OnnxEncoder(encoder, target, threads)
