@@ -32,9 +32,10 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
 - The attention runs as ONNX Runtime's fused ``GroupQueryAttention`` (:mod:`c2v_rag.onnx_attention`), in
   float32, where it applies.
 
-The encoder, projector, Contextual-token slot write and readout stay in torch float32; the encoder is
-~8% of the linear-layer FLOPs (but 14% of an int8 ingest's CPU time, measured with cProfile). The graph is
-built once per model and cached on disk
+The encoder stays float32 too (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.onnx_encoder`),
+and the projector, Contextual-token slot write and readout in torch float32; the encoder is ~8% of the
+linear-layer FLOPs (but 14-21% of an int8 encode's CPU time in torch). The graph is built once per model
+and cached on disk
 (:mod:`c2v_rag.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
 the calibration texts and this recipe; a later load reads the file without calibrating again.
 """
