@@ -225,7 +225,6 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
                 x = op("Mul", [x, const(prefix + "_inv_s", inv_s)], "_xs")
         w_scale = (np.maximum(np.abs(w).max(0), 1e-12) / levels).astype(np.float32)
         wq = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
-        colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)  # only without fold_zero_point
         # Each row onto uint8 by its own range: scale = (max - min) / 255, zero point = round(-min / scale);
         # QuantizeLinear does the rounding pass in one kernel.
         rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
@@ -245,6 +244,7 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
                                       "_zp_wide")], "_xq_zp", axis=1)
         else:
             offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
+            colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
         lead = op("Slice", [op("Shape", [group[0].input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
                             const(prefix + "_end", np.array([-1], np.int64))], "_lead")
         start = 0

@@ -195,8 +195,9 @@ class Causal2Vec(nn.Module):
         float ones (docs/performance.md, "int8 on CPU"). It computes in float32 around the int8 matmuls, so
         ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
         measured within the quality bound and faster (AVX2, AVX-512 VNNI, avx512_bf16 without AMX) when the
-        int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for inference only. Collections record the choice (their
-        fingerprint's ``quantize``) and refuse vectors of the other kind.
+        int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for
+        inference only. Collections record the choice (their fingerprint's ``quantize``) and refuse vectors
+        of the other kind.
         """
         from .variant_io import load_variant
 

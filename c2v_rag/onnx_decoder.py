@@ -61,12 +61,25 @@ def onnx_cache_dir() -> Path:
     return Path(xdg or Path.home() / ".cache").expanduser() / "c2v_rag" / "onnx"
 
 
+def config_json(config: Any, **extra: Any) -> bytes:
+    """A transformers config (with ``extra`` entries) as canonical JSON, for the cache keys."""
+    values = config.to_dict() if hasattr(config, "to_dict") else dict(vars(config))
+    return json.dumps({**values, **extra}, sort_keys=True, default=str).encode()
+
+
+def check_exportable(module: nn.Module, role: str) -> None:
+    """Refuse what an ONNX export of ``module`` (the ``role``: decoder or encoder) cannot run: unmerged
+    adapters, weights off the CPU."""
+    if hasattr(module, "peft_config"):
+        raise ValueError(f"the ONNX {role} needs merged adapters: load with merge_adapters=True")
+    if next(module.parameters()).device.type != "cpu":
+        raise ValueError(f"the ONNX {role} runs on a CPU: load with device='cpu'")
+
+
 def decoder_key(decoder: nn.Module, method: str) -> str:
     """A sha256 (24 hex digits) naming the export of ``decoder``'s current weights with ``method``."""
     digest = hashlib.sha256(f"c2v-onnx-decoder {FORMAT} {method} {OPSET}\n".encode())
-    config = decoder.config.to_dict() if hasattr(decoder.config, "to_dict") else dict(vars(decoder.config))
-    config["is_causal"] = getattr(decoder.config, "is_causal", True)
-    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    digest.update(config_json(decoder.config, is_causal=getattr(decoder.config, "is_causal", True)))
     # the word embeddings stay in torch and are not in the graph
     hash_weights(digest, decoder, skip=decoder.get_input_embeddings())
     return digest.hexdigest()[:24]
@@ -283,9 +296,6 @@ def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: P
     """``decoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime with ``method``
     (``transform``/``key_extra``: see :func:`cached_onnx`)."""
     require("onnxruntime", f"the ONNX decoder ({method})", "int8")
-    if hasattr(decoder, "peft_config"):
-        raise ValueError("the ONNX decoder needs merged adapters: load with merge_adapters=True")
-    if next(decoder.parameters()).device.type != "cpu":
-        raise ValueError("the ONNX decoder runs on a CPU: load with device='cpu'")
+    check_exportable(decoder, "decoder")
     path = cached_onnx(decoder, method, cache_dir, transform=transform, key_extra=key_extra)
     return OnnxDecoder(decoder, path, method, threads)

@@ -17,7 +17,6 @@ in a folder named by a sha256 of the encoder's weights and config.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import warnings
 from pathlib import Path
@@ -27,8 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .onnx_decoder import (OPSET, HiddenStates, cpu_session, eager_attention, hash_weights, onnx_cache_dir,
-                           write_atomically)
+from .onnx_decoder import (OPSET, HiddenStates, check_exportable, config_json, cpu_session, eager_attention,
+                           hash_weights, onnx_cache_dir, write_atomically)
 from .optional import require
 
 logger = logging.getLogger(__name__)
@@ -42,8 +41,7 @@ _FILE = "encoder-fp32.onnx"
 def encoder_key(encoder: nn.Module) -> str:
     """A sha256 (24 hex digits) naming the export of ``encoder``'s current weights."""
     digest = hashlib.sha256(f"c2v-onnx-encoder {FORMAT} {OPSET}\n".encode())
-    config = encoder.config.to_dict() if hasattr(encoder.config, "to_dict") else dict(vars(encoder.config))
-    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    digest.update(config_json(encoder.config))
     hash_weights(digest, encoder)
     return digest.hexdigest()[:24]
 
@@ -105,10 +103,7 @@ def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None, threads: 
     """``encoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime, exported on first use and then
     read from the cache."""
     require("onnxruntime", "the ONNX encoder", "int8")
-    if hasattr(encoder, "peft_config"):
-        raise ValueError("the ONNX encoder needs merged adapters: load with merge_adapters=True")
-    if next(encoder.parameters()).device.type != "cpu":
-        raise ValueError("the ONNX encoder runs on a CPU: load with device='cpu'")
+    check_exportable(encoder, "encoder")
     target = (cache_dir or onnx_cache_dir()) / encoder_key(encoder) / _FILE
     if not target.is_file():
         logger.info("exporting the encoder to ONNX into %s: once per model", target.parent)
