@@ -98,13 +98,17 @@ def hash_weights(digest: Any, module: nn.Module, prefix: str = "", skip: nn.Modu
 
 
 class _LastHidden(nn.Module):
-    def __init__(self, decoder: nn.Module) -> None:
-        super().__init__()
-        self.decoder = decoder
+    """``model`` called with ``names`` (in order) and ``fixed``, returning its last hidden state: the one output
+    the exported graphs keep. ``model`` sits under the attribute ``role``, which names the graph's nodes
+    (``/decoder/layers.0/...``)."""
 
-    def forward(self, inputs_embeds, attention_mask, position_ids):
-        return self.decoder(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids,
-                            use_cache=False).last_hidden_state
+    def __init__(self, model: nn.Module, role: str, names: tuple[str, ...], **fixed: Any) -> None:
+        super().__init__()
+        self.add_module(role, model)
+        self.role, self.names, self.fixed = role, names, fixed
+
+    def forward(self, *args):
+        return getattr(self, self.role)(**dict(zip(self.names, args)), **self.fixed).last_hidden_state
 
 
 @contextlib.contextmanager
@@ -118,28 +122,43 @@ def eager_attention(model: nn.Module):
     finally:
         config._attn_implementation = previous
 
+EXAMPLE_SHAPE = (2, 12)  # the traced example's [B, T]; both are free in the graph
+
+
+def example_mask() -> torch.Tensor:
+    """The traced example's attention mask: its first row right-padded after 7 tokens, as collate writes it."""
+    mask = torch.ones(*EXAMPLE_SHAPE, dtype=torch.long)
+    mask[0, 7:] = 0
+    return mask
+
+
+def export_last_hidden(model: nn.Module, role: str, names: tuple[str, ...], args: tuple[torch.Tensor, ...],
+                       path: Path, **fixed: Any) -> Path:
+    """Trace ``model`` (the ``role``: decoder or encoder; float32, eval) on the example ``args``, given as
+    ``names``, into an ONNX graph at ``path`` whose one output is ``last_hidden_state``; B and T free."""
+    require("onnx", f"exporting the {role} to ONNX", "int8")
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        raise ValueError(f"the ONNX export starts from float32 weights, got {dtype}: load with dtype='float32'")
+    with eager_attention(model), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
+        torch.onnx.export(
+            _LastHidden(model, role, names, **fixed).eval(), args, str(path), dynamo=False, opset_version=OPSET,
+            input_names=list(names), output_names=["last_hidden_state"],
+            dynamic_axes={name: {0: "batch", 1: "length"} for name in (*names, "last_hidden_state")},
+        )
+    return path
+
 
 def export_decoder(decoder: nn.Module, path: Path) -> Path:
     """Export ``decoder`` (float32, eval) to ONNX at ``path``: inputs ``inputs_embeds`` [B, T, d] float32,
     ``attention_mask`` and ``position_ids`` [B, T] int64, output ``last_hidden_state`` [B, T, d]; B and T free."""
-    require("onnx", "exporting the decoder to ONNX", "int8")
-    dtype = next(decoder.parameters()).dtype
-    if dtype != torch.float32:
-        raise ValueError(f"the ONNX export starts from float32 weights, got {dtype}: load with dtype='float32'")
     d = decoder.get_input_embeddings().weight.shape[1]
-    batch, length = 2, 12
+    batch, length = EXAMPLE_SHAPE
     generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
-    args = (torch.randn(batch, length, d, generator=generator), torch.ones(batch, length, dtype=torch.long),
+    args = (torch.randn(batch, length, d, generator=generator), example_mask(),
             torch.arange(length).expand(batch, length).contiguous())
-    args[1][0, 7:] = 0  # right padding, as collate writes it
-    with eager_attention(decoder), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
-        torch.onnx.export(
-            _LastHidden(decoder).eval(), args, str(path), dynamo=False, opset_version=OPSET,
-            input_names=list(_INPUTS), output_names=["last_hidden_state"],
-            dynamic_axes={name: {0: "batch", 1: "length"} for name in (*_INPUTS, "last_hidden_state")},
-        )
-    return path
+    return export_last_hidden(decoder, "decoder", _INPUTS, args, path, use_cache=False)
 
 
 def quantize_onnx(source: Path, target: Path, method: str) -> Path:

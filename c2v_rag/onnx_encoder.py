@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .onnx_decoder import (OPSET, HiddenStates, check_exportable, config_json, cpu_session, eager_attention,
-                           hash_weights, onnx_cache_dir, write_atomically)
+from .onnx_decoder import (EXAMPLE_SHAPE, OPSET, HiddenStates, check_exportable, config_json, cpu_session,
+                           example_mask, export_last_hidden, hash_weights, onnx_cache_dir, write_atomically)
 from .optional import require
 
 logger = logging.getLogger(__name__)
@@ -46,35 +45,12 @@ def encoder_key(encoder: nn.Module) -> str:
     return digest.hexdigest()[:24]
 
 
-class _LastHidden(nn.Module):
-    def __init__(self, encoder: nn.Module) -> None:
-        super().__init__()
-        self.encoder = encoder
-
-    def forward(self, input_ids, attention_mask):
-        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-
 def export_encoder(encoder: nn.Module, path: Path) -> Path:
     """Export ``encoder`` (float32, eval) to ONNX at ``path``: inputs ``input_ids`` and ``attention_mask``
     [B, T] int64, output ``last_hidden_state`` [B, T, k]; B and T free (T up to the encoder's positions)."""
-    require("onnx", "exporting the encoder to ONNX", "int8")
-    dtype = next(encoder.parameters()).dtype
-    if dtype != torch.float32:
-        raise ValueError(f"the ONNX export starts from float32 weights, got {dtype}: load with dtype='float32'")
-    batch, length = 2, 12
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(100, min(1000, encoder.config.vocab_size), (batch, length), generator=generator)
-    mask = torch.ones(batch, length, dtype=torch.long)
-    mask[0, 7:] = 0  # right padding, as collate writes it
-    with eager_attention(encoder), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
-        torch.onnx.export(
-            _LastHidden(encoder).eval(), (ids, mask), str(path), dynamo=False, opset_version=OPSET,
-            input_names=list(_INPUTS), output_names=["last_hidden_state"],
-            dynamic_axes={name: {0: "batch", 1: "length"} for name in (*_INPUTS, "last_hidden_state")},
-        )
-    return path
+    generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
+    ids = torch.randint(100, min(1000, encoder.config.vocab_size), EXAMPLE_SHAPE, generator=generator)
+    return export_last_hidden(encoder, "encoder", _INPUTS, (ids, example_mask()), path)
 
 
 class OnnxEncoder(nn.Module):
