@@ -53,30 +53,32 @@ _MLAS_WINDOW = 0x200
 _DROPPED_FLAG_PREFIXES = ("avx512", "avx_vnni", "amx")
 
 
+_UNKNOWN_BUILD = "this script knows onnxruntime 1.32.0 for Linux x86-64"
+
+
+def _find_once(data: bytearray, name: str, pattern: bytes) -> int:
+    """Where ``pattern`` occurs in ``data``, which must be exactly once. Raises SystemExit otherwise."""
+    position = data.find(pattern)
+    if position < 0 or data.find(pattern, position + 1) >= 0:
+        raise SystemExit(f"{name} not recognized ({'not found' if position < 0 else 'ambiguous'}); {_UNKNOWN_BUILD}")
+    return position
+
+
 def _patch(data: bytearray) -> list[str]:
     """Apply the patches in place; return what was patched. Raises SystemExit when a pattern is missing."""
-    done = []
     name, pattern, at, new = _MLAS_PATCHES[0]
-    anchor = data.find(pattern)
-    if anchor < 0 or data.find(pattern, anchor + 1) >= 0:
-        raise SystemExit(f"MLAS dispatch not recognized ({name}: {'not found' if anchor < 0 else 'ambiguous'}); "
-                         "this script knows onnxruntime 1.32.0 for Linux x86-64")
-    data[anchor + at:anchor + at + len(new)] = new
-    done.append(name)
+    anchor = _find_once(data, f"MLAS dispatch ({name})", pattern)
+    located = [(name, anchor + at, new)]
     for name, pattern, at, new in _MLAS_PATCHES[1:]:
         position = data.find(pattern, anchor, anchor + _MLAS_WINDOW)
         if position < 0:
-            raise SystemExit(f"MLAS dispatch not recognized ({name} not found after the CPUID); "
-                             "this script knows onnxruntime 1.32.0 for Linux x86-64")
-        data[position + at:position + at + len(new)] = new
-        done.append(name)
+            raise SystemExit(f"MLAS dispatch not recognized ({name} not found after the CPUID); {_UNKNOWN_BUILD}")
+        located.append((name, position + at, new))
     name, pattern, at, new = _CPUIDINFO_PATCH
-    position = data.find(pattern)
-    if position < 0 or data.find(pattern, position + 1) >= 0:
-        raise SystemExit(f"ONNX Runtime's CPUIDInfo not recognized ({name}); this script knows onnxruntime 1.32.0")
-    data[position + at:position + at + len(new)] = new
-    done.append(name)
-    return done
+    located.append((name, _find_once(data, f"ONNX Runtime's CPUIDInfo ({name})", pattern) + at, new))
+    for _, position, new in located:  # all found before any byte changes
+        data[position:position + len(new)] = new
+    return [name for name, _, _ in located]
 
 
 def patched_onnxruntime(root: Path) -> Path:
@@ -164,6 +166,8 @@ def main() -> None:
                         help="print each library's dispatch and GEMM rates, emulated and native, then exit")
     parser.add_argument("command", nargs="*", help="the script and its arguments, after --")
     args = parser.parse_args()
+    if not args.check and not args.command:
+        parser.error("give the benchmark to run after --, e.g. -- bench/int8.py --data ../shared/data")
     env = emulation_env(args.cache)
     if args.check:
         print("== native")
@@ -171,8 +175,6 @@ def main() -> None:
         print("== emulated AVX2")
         subprocess.run([sys.executable, "-c", _CHECK], check=True, env=env)
         return
-    if not args.command:
-        parser.error("give the benchmark to run after --, e.g. -- bench/int8.py --data ../shared/data")
     raise SystemExit(subprocess.run([sys.executable, *args.command], env=env).returncode)
 
 

@@ -30,12 +30,12 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
     # (Whether the plain top 6 repeats a document depends on the tiny model's random weights and the CPU.)
     every_chunk = c2v_rag.search(query, top_k=1000, path=tmp_path, collection="kb", model=tiny_variant)
     assert len(every_chunk) > 6
-    best_per_document: dict = {}
+    best_chunk: dict = {}
     for hit in every_chunk:  # ranked best first, so the first hit of a document is its best chunk
-        best_per_document.setdefault(hit.doc_id, hit)
-    best_per_document = list(best_per_document.values())
-    assert [h.id for h in documents] == [h.id for h in best_per_document[:6]]
-    assert [h.score for h in documents] == pytest.approx([h.score for h in best_per_document[:6]], abs=1e-6)
+        best_chunk.setdefault(hit.doc_id, hit)
+    best_per_document = list(best_chunk.values())[:6]
+    assert [h.id for h in documents] == [h.id for h in best_per_document]
+    assert [h.score for h in documents] == pytest.approx([h.score for h in best_per_document], abs=1e-6)
 
     config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
     with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
