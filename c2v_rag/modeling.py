@@ -233,6 +233,10 @@ class Causal2Vec(nn.Module):
         self.decoder = int8_decoder(self, cache_dir=cache_dir)  # calibrates through the torch encoder: swap it after
         if self.encoder is not None:
             self.encoder = onnx_encoder(self.encoder, cache_dir=cache_dir)
+        if self.projector is not None:
+            # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
+            # vector would depend on its batch (ContextualProjector.row_by_row)
+            self.projector.row_by_row = True
         self.quantization = applied
         return self
 

@@ -18,6 +18,11 @@ class ContextualProjector(nn.Module):
     With one token (the paper's default) the states are mean-pooled into h and projected by
     C = W2 · GELU(W1 · h + b1) + b2, going k -> d -> d (Eq. 1). With n > 1 tokens, n learnable
     queries cross-attend over the encoder states first (paper, Table 5), then share the MLP.
+
+    ``row_by_row`` (off by default; ``quantize="int8"`` turns it on) computes each text's C on its own, so
+    that C is bitwise the same whether a text comes alone or in a batch: torch's CPU GEMMs pick their
+    kernels by the number of rows, which moves C by ~1e-7, and the int8 decoder's per-token roundings
+    would turn that into ~3e-4 of cosine (docs/performance.md). Costs a loop over rows of a small MLP.
     """
 
     def __init__(self, encoder_dim: int, decoder_dim: int, num_tokens: int = 1) -> None:
@@ -33,8 +38,15 @@ class ContextualProjector(nn.Module):
         self.fc1 = nn.Linear(encoder_dim, decoder_dim)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(decoder_dim, decoder_dim)
+        self.row_by_row = False
 
     def forward(self, encoder_states: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
+        if self.row_by_row and encoder_states.size(0) > 1:
+            return torch.cat([self._project(encoder_states[i:i + 1], encoder_mask[i:i + 1])
+                              for i in range(encoder_states.size(0))])
+        return self._project(encoder_states, encoder_mask)
+
+    def _project(self, encoder_states: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
         if self.num_tokens == 1:
             pooled = mean_pool(encoder_states, encoder_mask).unsqueeze(1)
         else:
