@@ -2,6 +2,7 @@
 
     python bench/batch_invariance.py --data ../shared/data --dtype bfloat16 --texts 24
     python bench/batch_invariance.py --data ../shared/data --dtype float32 --texts 200
+    python bench/batch_invariance.py --data ../shared/data --quantize int8 --texts 120
 
 The texts are STS-B sentences, SciFact claims and SciFact abstracts in equal shares (``--texts`` in
 all). Each is encoded alone, then inside batches of ``--per-batch`` sample texts plus the two longest
@@ -11,6 +12,9 @@ two vectors over the sample, for the whole vector and for its parts (the encoder
 and the decoder's readout), with the encoder and projector in the decoder's dtype (as before
 issue 14) and in float32 (the default since), side by side in one run, and the encode time of the
 sample in each setting, as a ratio.
+
+With ``--quantize int8`` the model is the int8 one as shipped (its encoder runs in ONNX Runtime in float32,
+so there is one setting).
 
 Speed in bf16 is only meaningful on a machine with bf16 matmuls (a GPU, or a CPU with avx512_bf16 or
 AMX); on others bf16 is emulated, and the script says so.
@@ -22,14 +26,14 @@ import argparse
 import csv
 import json
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import cpu_has_native_bf16
+from c2v_rag.devices import QUANTIZE_CHOICES, cpu_has_native_bf16
 
 
 def sample_texts(data: Path, n: int) -> list[str]:
@@ -90,13 +94,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--model", default=None, help="variant or preset (default: the default preset)")
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES)
     parser.add_argument("--texts", type=int, default=24)
     parser.add_argument("--per-batch", type=int, default=6)
     parser.add_argument("--partners", type=int, default=2, help="long abstracts in every batch")
     parser.add_argument("--partner-chars", type=int, default=None,
                         help="cut the long abstracts to this many characters (cheaper batches where bf16 is emulated)")
     args = parser.parse_args()
-    model = Causal2Vec.from_pretrained(args.model, device="cpu", dtype=args.dtype)
+    model = Causal2Vec.from_pretrained(args.model, device="cpu", dtype=args.dtype, quantize=args.quantize)
     texts = sample_texts(args.data, args.texts)
     partners = [p[: args.partner_chars] for p in long_partners(args.data, args.partners)]
     lengths = [p.length(model.config.num_contextual_tokens) for p in model.prepare(texts + partners, None)[0]]
@@ -104,12 +109,14 @@ def main() -> None:
           f"a time with abstracts of {lengths[len(texts):]} decoder tokens; decoder dtype {model.dtype}")
     if model.dtype == torch.bfloat16 and not cpu_has_native_bf16():
         print("(this CPU has no bf16 matmuls: bf16 is emulated, so its times say nothing about bf16 hardware)")
-    settings = {"encoder in float32": torch.float32}
-    if model.dtype != torch.float32:  # in float32 the two settings are the same model
+    settings: dict[str, torch.dtype | None] = {"encoder in float32": torch.float32}
+    if model.quantization != "none":  # the encoder is an ONNX Runtime session: one setting, as shipped
+        settings = {f"quantize={model.quantization}": None}
+    elif model.dtype != torch.float32:  # in float32 the two settings are the same model
         settings = {"encoder in the decoder's dtype": model.dtype, **settings}
     results = {}
     for name, dtype in settings.items():
-        with encoder_dtype(model, dtype):
+        with encoder_dtype(model, dtype) if dtype is not None else nullcontext():
             results[name] = measure(model, texts, partners, args.per_batch)
     for name, result in results.items():
         print(f"{name}: " + ", ".join(f"{k} {v:.5f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))

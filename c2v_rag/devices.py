@@ -95,11 +95,12 @@ INT8_METHOD = "int8-token-sq"
 LEGACY_INT8 = "int8"
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
-# (docs/performance.md, "int8 on CPU"). AVX2 only: 1.45-1.7x float32 (an AVX2-only EPYC; recipe v3 with AVX2
-# kernels emulated: 1.76x). avx512_bf16 without AMX: 1.39x bf16, 3.3x float32 (a Zen 5 EPYC with avx512_bf16
-# and avx512_vnni); the same run's float32 and int8 use no bf16 instruction, so it stands for AVX-512 VNNI CPUs
-# without bf16 too (there about 2x: MKL's float32 GEMMs were AVX2 ones on that AMD CPU). AMX CPUs multiply bf16
-# in tiles, much faster than avx512_bf16; int8 vs that was not measured, so they keep bf16.
+# (docs/performance.md, "int8 on CPU"). AVX2 only: recipe v4 with AVX2 kernels emulated 2.0x float32 (v3:
+# 1.7x there, 1.45-1.7x for v2 on a real AVX2-only EPYC). avx512_bf16 without AMX: recipe v4 1.65x bf16, 4.1x
+# float32 (a Zen 5 EPYC with avx512_bf16 and avx512_vnni); the same run's float32 and int8 use no bf16
+# instruction, so it stands for AVX-512 VNNI CPUs without bf16 too (there less: MKL's float32 GEMMs were
+# AVX2 ones on that AMD CPU). AMX CPUs multiply bf16 in tiles, much faster than avx512_bf16; int8 vs that
+# was not measured, so they keep bf16.
 _INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2", "avx512_vnni", "avx512_bf16"})
 _INT8_PACKAGES = ("onnxruntime", "onnx")
 

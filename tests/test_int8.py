@@ -191,8 +191,9 @@ def test_smoothquant_brings_an_outlier_channel_closer_to_the_float_product():
 def test_kept_float_layers_and_missing_maxima():
     w = np.ones((8, 4), np.float32)
     model = _linear_graph(w, "/layers.0/mlp/down_proj/MatMul")
-    assert int8_module.rewrite_per_token_int8(model.graph, None) == 0  # down_proj stays float
+    assert int8_module.rewrite_per_token_int8(model.graph, None, keep_float=("down_proj",)) == 0
     assert [n.op_type for n in model.graph.node] == ["MatMul"]
+    assert int8_module.rewrite_per_token_int8(model.graph, None) == 1  # in int8 by default since recipe v4
     model = _linear_graph(w)
     with pytest.raises(ValueError, match=r"no calibration maxima for the ONNX node '/layers.0/mlp/up_proj/MatMul'"):
         int8_module.rewrite_per_token_int8(model.graph, {"layers.1.mlp.up_proj": np.ones(8)})
