@@ -49,8 +49,7 @@ def main() -> None:
     from c2v_rag.rag.sparse import BM25Config, BM25Encoder
 
     data = scifact_dev(args.data, corpus_size=args.corpus_size)
-    doc_ids = list(data.corpus)
-    query_ids = [q for q in data.qrels if q in data.queries]
+    doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     texts = [data.corpus[d] for d in doc_ids]
     queries = [data.queries[q] for q in query_ids]
     print(f"{data.name}: {len(doc_ids)} abstracts, {len(query_ids)} dev claims")

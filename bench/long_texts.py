@@ -47,8 +47,7 @@ def main() -> None:
     from c2v_rag.evaluation.suites import load_suite
 
     data = load_suite([args.set], args.data)[args.set]
-    doc_ids = list(data.corpus)
-    query_ids = [q for q in data.qrels if q in data.queries]
+    doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     docs = [data.corpus[d] for d in doc_ids]
     queries = [data.queries[q] for q in query_ids]
     qrels = {q: data.qrels[q] for q in query_ids}

@@ -51,7 +51,7 @@ def _fingerprint(model: str | None) -> str:
 
 def embed(args) -> tuple[np.ndarray, np.ndarray, list[str], list[str], dict]:
     data = scifact_dev(args.data, corpus_size=args.corpus_size)
-    doc_ids, query_ids = list(data.corpus), [q for q in data.qrels if q in data.queries]
+    doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     cache = args.cache / f"scifact-vectors-{_fingerprint(args.model)}-{args.corpus_size}.npz"
     if cache.is_file():
         saved = np.load(cache)

@@ -93,6 +93,10 @@ QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
 # cosine 0.78 to float), a value no model applies any more, so they refuse these vectors.
 INT8_METHOD = "int8-token-sq"
 LEGACY_INT8 = "int8"
+# Kinds of vector of one model that may share a collection and search each other: measured harmless
+# (SciFact dev: queries of one kind against documents of the other, or against a corpus holding both, scored
+# within 0.002 nDCG@10 of float against float; docs/performance.md, "Mixing float and int8 vectors").
+INTERCHANGEABLE_QUANTIZE: frozenset[str] = frozenset({"none", INT8_METHOD})
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
 # (docs/performance.md, "int8 on CPU"). AVX2 only: recipe v4 with AVX2 kernels emulated 2.0x float32 (v3:

@@ -25,6 +25,16 @@ class RetrievalData:
     example_pairs: list[tuple[str, str]] = field(default_factory=list)
     """(query, relevant document) pairs from outside the evaluated queries, for in-context examples."""
 
+    @property
+    def doc_ids(self) -> list[str]:
+        """The corpus's ids, in its order (the order its vectors are searched in)."""
+        return list(self.corpus)
+
+    @property
+    def judged_query_ids(self) -> list[str]:
+        """The ids of the queries that have judgments and a text: the ones a retrieval score is over."""
+        return [q for q in self.qrels if q in self.queries]
+
 
 @dataclass
 class PairScoreData:

@@ -47,8 +47,7 @@ def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100
     windows are embedded and the document scores as its best window (what ingest + search do).
     ``examples`` are in-context examples for the queries; documents get none (bge-en-icl).
     """
-    doc_ids = list(data.corpus)
-    query_ids = [q for q in data.qrels if q in data.queries]
+    doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     doc_texts = [data.corpus[d] for d in doc_ids]
     query_kwargs = encode_kwargs if examples is None else {**encode_kwargs, "examples": examples}
     queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **query_kwargs)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ..devices import LEGACY_INT8
+from ..devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
 from .errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
 from .layout import LAYOUT_KEY, CollectionLayout
 from .point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
@@ -282,8 +282,9 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
     (``"none"`` or ``"int8-token-sq"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
 
-    int8 vectors are close to float ones but not equal, and mixing the two in one collection
-    was not measured harmless, so a collection takes one kind only (docs/performance.md, "int8 on CPU")."""
+    A collection records the kind it was created with; float and int8 vectors of one model may still share
+    it and search each other (:data:`~c2v_rag.devices.INTERCHANGEABLE_QUANTIZE`: measured harmless), while
+    the removed torch int8 (``"int8"``) is refused."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
@@ -314,6 +315,7 @@ def fingerprint_of(info: Any) -> dict[str, Any] | None:
 
 
 _UNVERIFIED_WARNED: set[tuple[str, str]] = set()
+_MIXED_NOTED: set[tuple[str, str]] = set()
 
 
 def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
@@ -323,7 +325,14 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
         return
     # Collections written before a field was recorded lack it: compare what they have.
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
-    differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)]
+    differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)
+              and not (f == "quantize" and {stored[f], fingerprint.get(f)} <= INTERCHANGEABLE_QUANTIZE)]
+    if stored["quantize"] != fingerprint.get("quantize") and "quantize" not in differ \
+            and (location, name) not in _MIXED_NOTED:
+        _MIXED_NOTED.add((location, name))  # once per collection
+        logger.info("collection %r at %s holds quantize=%r vectors; these are quantize=%r: the two kinds of "
+                    "one model search each other alike (measured), so they are used together", name, location,
+                    stored["quantize"], fingerprint.get("quantize"))
     if "weights" not in stored and fingerprint.get("weights") and (location, name) not in _UNVERIFIED_WARNED:
         _UNVERIFIED_WARNED.add((location, name))  # once per collection, not on every search
         logger.warning(

@@ -89,8 +89,8 @@ def ingest(
         model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
             None is the default preset. Loaded models are shared with other callers.
         quantize: ``"int8"`` embeds with the decoder's linear layers in int8 on a CPU; ``"auto"`` only where
-            int8 met the quality bound (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). The collection records it, and
-            an existing collection of the other kind is refused before the weights load.
+            int8 met the quality bound (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). A new collection records it;
+            float and int8 vectors of one model may share a collection (they search each other alike, measured).
         sync: make the collection mirror the given files and folders (``docs`` must be paths).
             By default (False) an ingest only adds and updates: a document deleted or renamed
             in a folder keeps its points. With True, after a complete run, the points recorded

@@ -1,6 +1,6 @@
 """quantize="int8" end to end (issue 26): the option's checks, the CPU table "auto" follows, a collection that
-records the int8 method and refuses the other kind (and collections of the removed torch int8), and search that
-embeds queries as the collection's documents were. Vectors are checked against the model's own encode; the int8
+records the int8 method and takes float vectors beside them (but refuses the removed torch int8), and search
+that embeds queries as asked, else as the collection's documents were. Vectors are checked against the model's own encode; the int8
 arithmetic itself against numpy in tests/test_int8.py."""
 
 from __future__ import annotations
@@ -108,14 +108,21 @@ def test_a_quantized_model_cannot_be_quantized_again_or_trained_through_adapters
         model.apply_quantization("none")
 
 
-def test_a_float_collection_refuses_int8_vectors_and_older_collections_count_as_float():
+def test_float_and_int8_vectors_of_one_model_share_a_collection_and_older_collections_count_as_float():
     recorded = {"decoder": "d", "encoder": "e", "embedding_dim": 8, "quantize": "none"}
-    with pytest.raises(CollectionMismatchError, match=r"quantize='none'.*quantize='int8'"):
-        check_model(recorded, {**recorded, "quantize": "int8"}, "docs", "here")
+    check_model(recorded, {**recorded, "quantize": INT8_METHOD}, "docs", "here")  # measured harmless: allowed
+    check_model({**recorded, "quantize": INT8_METHOD}, recorded, "docs", "here")
     older = {k: v for k, v in recorded.items() if k != "quantize"}
-    with pytest.raises(CollectionMismatchError, match="quantize"):
-        check_model(older, {**recorded, "quantize": "int8"}, "docs", "here")
     check_model(older, recorded, "docs", "here")  # float into an older (float) collection is fine
+    check_model(older, {**recorded, "quantize": INT8_METHOD}, "docs", "here")
+    # the kinds being interchangeable does not hide another difference
+    with pytest.raises(CollectionMismatchError, match=r"embedding_dim=8") as refused:
+        check_model(recorded, {**recorded, "embedding_dim": 4, "quantize": INT8_METHOD}, "docs", "here")
+    assert "quantize" not in str(refused.value)
+    # nor the removed torch int8, whatever the collection holds
+    for kind in (recorded, older):
+        with pytest.raises(CollectionMismatchError, match=r"quantize"):
+            check_model(kind, {**recorded, "quantize": LEGACY_INT8}, "docs", "here")
 
 
 def test_a_collection_of_the_removed_torch_int8_is_refused_with_the_fix():
@@ -128,32 +135,43 @@ def test_a_collection_of_the_removed_torch_int8_is_refused_with_the_fix():
 
 
 @needs_int8_cpu
-def test_ingest_records_int8_refuses_float_and_search_embeds_queries_in_int8(tmp_path, tiny_variant, corpus,
-                                                                            ingest_config):
+def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collection_was(tmp_path, tiny_variant,
+                                                                                        corpus, ingest_config):
     c2v_rag.ingest(corpus, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config,
                    quantize="int8")
     int8_model = load_model(tiny_variant, device="cpu", quantize="int8")
+    float_model = load_model(tiny_variant, device="cpu")
+    query = corpus[2]["text"][:50]
     with closing(QdrantClient(path=str(tmp_path))) as client:
         assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
         payloads = stored_points(client, "q8")
         ids = list(payloads)
         texts = [payloads[i]["page_content"] for i in ids]
         stored = np.array([p.vector for p in client.retrieve("q8", ids, with_vectors=True)], dtype=np.float32)
-        query = corpus[2]["text"][:50]
         hits = c2v_rag.search(query, top_k=3, collection="q8", client=client)  # no quantize named: the collection's
-        with pytest.raises(CollectionMismatchError, match="quantize"):
-            c2v_rag.search(query, top_k=3, collection="q8", client=client, quantize="none")
+        float_hits = c2v_rag.search(query, top_k=3, collection="q8", client=client, quantize="none")
     # Each token gets its own int8 scale, so a chunk's stored vector (embedded in an ingest batch) is the same
     # chunk embedded alone, up to float rounding in the attention.
     alone = int8_model.encode_documents(texts, batch_size=1, normalize_embeddings=True)
     assert ((stored * alone).sum(1) > 0.999).all()
-    # A query is embedded alone, in int8: the ranking is that vector against the stored ones.
-    q = int8_model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
-    expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]
-    assert [h.id for h in hits] == [i for _, i in expected]
-    np.testing.assert_allclose([h.score for h in hits], [sc for sc, _ in expected], atol=1e-4)
-    with pytest.raises(CollectionMismatchError, match="quantize"):
-        c2v_rag.ingest(corpus[:1], path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config)
+    # A query is embedded alone, in the kind asked for (the collection's by default): the ranking is that
+    # vector against the stored ones.
+    for model, found in ((int8_model, hits), (float_model, float_hits)):
+        q = model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
+        expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]
+        assert [h.id for h in found] == [i for _, i in expected]
+        np.testing.assert_allclose([h.score for h in found], [sc for sc, _ in expected], atol=1e-4)
+    # float vectors go into the int8 collection too; it keeps recording the kind it was created with
+    extra = [{"id": "float-doc", "text": corpus[0]["text"]}]
+    c2v_rag.ingest(extra, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
+        added = {i: p for i, p in stored_points(client, "q8").items() if i not in payloads}
+        vectors = np.array([p.vector for p in client.retrieve("q8", list(added), with_vectors=True)], np.float32)
+    assert added and {p["doc_id"] for p in added.values()} == {"float-doc"}
+    expected = float_model.encode_documents([p["page_content"] for p in added.values()], batch_size=1,
+                                            normalize_embeddings=True)
+    assert ((vectors * expected).sum(1) > 0.9999).all()
 
 
 @needs_int8_cpu
