@@ -94,8 +94,9 @@ QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
 INT8_METHOD = "int8-token-sq"
 LEGACY_INT8 = "int8"
 # Kinds of vector of one model that may share a collection and search each other: measured harmless
-# (SciFact dev: queries of one kind against documents of the other, or against a corpus holding both, scored
-# within 0.002 nDCG@10 of float against float; docs/performance.md, "Mixing float and int8 vectors").
+# (SciFact dev and dev-1k: queries of one kind against documents of the other, or against a corpus holding
+# both, scored at most 0.002 nDCG@10 below float against float; docs/performance.md, "Mixing float and int8
+# vectors").
 INTERCHANGEABLE_QUANTIZE: frozenset[str] = frozenset({"none", INT8_METHOD})
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
