@@ -285,3 +285,28 @@ def test_int8_needs_float32_weights_and_a_cpu(tiny_variant):
         Causal2Vec.from_pretrained(tiny_variant, device="cpu", dtype="bfloat16", quantize="int8")
     with pytest.raises(ValueError, match=r"CPU only"):
         Causal2Vec.from_pretrained(tiny_variant, device="cuda", quantize="int8")
+
+
+def test_int8_encodes_in_smaller_token_budgets_than_float_by_default(tiny_variant, tmp_path, monkeypatch):
+    # 512 padded tokens per batch under int8 against float's 1,024 on a CPU (encoding.default_max_tokens):
+    # the decoders' own inputs show the batches the encode loop formed.
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
+    texts = [" ".join(["protein folding in the cell"] * 8)] * 40  # ~40 decoder tokens each
+    seen: dict[str, list[int]] = {}
+    for quantize in ("none", "int8"):
+        model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize=quantize)
+        shapes = seen.setdefault(quantize, [])
+        forward = model.decoder.forward
+
+        def watched(*args, _forward=forward, _shapes=shapes, **kwargs):
+            embeds = kwargs["inputs_embeds"] if "inputs_embeds" in kwargs else args[0]
+            _shapes.append(embeds.shape[0] * embeds.shape[1])
+            return _forward(*args, **kwargs)
+
+        monkeypatch.setattr(model.decoder, "forward", watched)
+        model.encode(texts)
+        explicit = len(shapes)
+        model.encode(texts, max_tokens_per_batch=1024)  # an explicit budget still wins
+        assert max(shapes[explicit:]) > 512
+        del shapes[explicit:]
+    assert max(seen["int8"]) <= 512 < max(seen["none"]) <= 1024
