@@ -30,7 +30,7 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
 - ``down_proj`` too (since recipe v4). Its inputs are the extreme ones (per-channel maxima in the
   thousands), so int8 there costs the most quality: worst cosine to float 0.9960 for the whole vector
   against 0.9976 with it in float32, still inside the bound, for 1.17x the encode speed with AVX2 kernels
-  and 1.19x with VNNI; dev scores within 0.0012 of float32 (docs/performance.md, "Recipe v4"). It was
+  and 1.19x with VNNI; dev scores within 0.0024 of float32 (docs/performance.md, "Recipe v4"). It was
   kept in float32 until the whole int8 path computed each text on its own bit for bit (the projector
   row by row): before that, float noise from the batch flipped its roundings, and a text alone against
   in a batch fell to cosine 0.9990 (docs/performance.md). :data:`KEEP_FLOAT` names layers to leave float.

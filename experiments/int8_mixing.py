@@ -119,8 +119,8 @@ def main() -> None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(), "set": args.set,
-            "max_length": args.max_length, "graphs": graphs, "cells": cells, "mixed_corpus": mixed_corpus, "cosines": cosines,
-            "seconds": seconds}, indent=1))
+            "max_length": args.max_length, "graphs": graphs, "cells": cells, "mixed_corpus": mixed_corpus,
+            "cosines": cosines, "seconds": seconds}, indent=1))
 
 
 if __name__ == "__main__":

@@ -325,10 +325,12 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
         return
     # Collections written before a field was recorded lack it: compare what they have.
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
+    # float and int8 vectors of one model search each other alike (measured): that difference is no mismatch
+    kinds = {stored["quantize"], fingerprint.get("quantize")}
+    mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
     differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)
-              and not (f == "quantize" and {stored[f], fingerprint.get(f)} <= INTERCHANGEABLE_QUANTIZE)]
-    if stored["quantize"] != fingerprint.get("quantize") and "quantize" not in differ \
-            and (location, name) not in _MIXED_NOTED:
+              and not (f == "quantize" and mixed)]
+    if mixed and (location, name) not in _MIXED_NOTED:
         _MIXED_NOTED.add((location, name))  # once per collection
         logger.info("collection %r at %s holds quantize=%r vectors; these are quantize=%r: the two kinds of "
                     "one model search each other alike (measured), so they are used together", name, location,

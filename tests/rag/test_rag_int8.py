@@ -1,7 +1,7 @@
 """quantize="int8" end to end (issue 26): the option's checks, the CPU table "auto" follows, a collection that
 records the int8 method and takes float vectors beside them (but refuses the removed torch int8), and search
-that embeds queries as asked, else as the collection's documents were. Vectors are checked against the model's own encode; the int8
-arithmetic itself against numpy in tests/test_int8.py."""
+that embeds queries as asked, else as the collection's documents were. Vectors are checked against the model's
+own encode; the int8 arithmetic itself against numpy in tests/test_int8.py."""
 
 from __future__ import annotations
 
