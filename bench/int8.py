@@ -22,7 +22,9 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
   ``ort-nbits4-b32``, ``ort-dynamic-qint8``; the encoder, projector and readout stay in torch float32.
   The first run exports (and quantizes) into ``--onnx-cache``; later runs read the files;
 - ``ort-file:<path>``: the decoder run from an ONNX file made elsewhere with the same inputs and output
-  (``experiments/int8_rowwise_onnx.py`` writes per-token int8 variants).
+  (``experiments/int8_rowwise_onnx.py`` writes per-token int8 variants);
+- ``int8-file:<path>``: ``int8`` as shipped (encoder in ONNX Runtime, C row by row) but with the decoder graph
+  read from ``<path>``: an earlier recipe's cached graph, to compare recipes side by side.
 
 Texts: SciFact abstracts and claims shuffled together (``common.mixed_texts``). Each repeat encodes
 the whole set once with every candidate, in alternating order, so background load falls on all alike;
@@ -77,6 +79,11 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
                 raise SystemExit("fp32 is the float candidate here already (dtype='auto' is float32 on this CPU)")
         elif name == "int8":
             model.apply_quantization("int8", cache_dir=onnx_cache)
+        elif name.startswith("int8-file:"):
+            from c2v_rag.onnx_decoder import OnnxDecoder
+
+            model.apply_quantization("int8", cache_dir=onnx_cache)
+            model.decoder = OnnxDecoder(model.decoder, Path(name.removeprefix("int8-file:")), "file", threads)
         elif name == "torch-dynamic":
             from torch.ao.quantization import quantize_dynamic
 
@@ -88,7 +95,8 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
             quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
             quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
         else:
-            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, torch-dynamic, torchao, ort-<method>, ort-file:<path>")
+            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, int8-file:<path>, torch-dynamic, torchao, "
+                             "ort-<method>, ort-file:<path>")
         models[name] = model
     return models
 

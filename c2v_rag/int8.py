@@ -34,8 +34,8 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   kept in float32 until the whole int8 path computed each text on its own bit for bit (the projector
   row by row): before that, float noise from the batch flipped its roundings, and a text alone against
   in a batch fell to cosine 0.9990 (docs/performance.md). :data:`KEEP_FLOAT` names layers to leave float.
-- The attention runs as ONNX Runtime's fused ``GroupQueryAttention`` (:mod:`c2v_rag.onnx_attention`), in
-  float32, where it applies.
+- The attention runs in float32 as ONNX's ``Attention`` op over causal blocks of queries, so that it does
+  about the causal half of the work (:mod:`c2v_rag.onnx_attention`; recipe v5), where it applies.
 
 The encoder stays float32 (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.onnx_encoder`),
 and the projector, Contextual-token slot write and readout in torch float32; the encoder is ~8% of the
@@ -71,8 +71,9 @@ KEEP_FLOAT: tuple[str, ...] = ()
 WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
 FOLD_ZERO_POINT = True  # the zero point's share taken out inside the GEMM (module doc)
 # Bump when the recipe below changes in a way the constants above do not show.
-RECIPE_VERSION = 4  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
-# zero point folded into the GEMM; 4: down_proj in int8 (KEEP_FLOAT was ("down_proj",))
+RECIPE_VERSION = 5  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
+# zero point folded into the GEMM; 4: down_proj in int8 (KEEP_FLOAT was ("down_proj",)); 5: block-causal
+# attention (ONNX Attention, opset 23) instead of GroupQueryAttention
 # Query instructions the calibration runs with, beside documents without one: instruction tokens reach
 # the decoder at inference too, so their activations belong in the maxima.
 CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
@@ -161,7 +162,8 @@ def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: d
 
 def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
                            alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
-                           levels: int = WEIGHT_LEVELS, fold_zero_point: bool = FOLD_ZERO_POINT) -> int:
+                           levels: int = WEIGHT_LEVELS, fold_zero_point: bool = FOLD_ZERO_POINT,
+                           opset: int = 17) -> int:
     """Replace, in place, every ``MatMul`` of ``graph`` whose second input is a weight initializer (the
     linear layers; not the attention's activation x activation matmuls), except names containing one of
     ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
@@ -174,7 +176,8 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
     RMSNorm's output read by nothing else, ``1/s`` is folded into the norm's weight instead of a ``Mul``.
 
     ``fold_zero_point`` takes the zero point's share out inside the GEMM (:func:`_zero_point_rows`) instead
-    of in two float passes over the output.
+    of in two float passes over the output. ``opset``: the model's ONNX opset (from 18 on, reductions take
+    their axes as an input).
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -196,6 +199,9 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
     zero, top, eps = const("i8_zero", np.array(0.0, np.float32)), const("i8_255", np.array(255.0, np.float32)), \
         const("i8_eps", np.array(1e-8, np.float32))
     flat = const("i8_flat", np.array([-1], np.int64))
+    # each row's own range: the reductions over axis 1, written as the model's opset has it
+    axis_input = [const("i8_axis1", np.array([1], np.int64))] if opset >= 18 else []
+    axis_attribute = {} if opset >= 18 else {"axes": [1]}
     for node in graph.node:
         if id(node) not in replaced:
             nodes.append(node)
@@ -233,8 +239,8 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
         # Each row onto uint8 by its own range: scale = (max - min) / 255, zero point = round(-min / scale);
         # QuantizeLinear does the rounding pass in one kernel.
         rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
-        low = op("Min", [op("ReduceMin", [rows], "_min0", axes=[1], keepdims=1), zero], "_min")
-        high = op("Max", [op("ReduceMax", [rows], "_max0", axes=[1], keepdims=1), zero], "_max")
+        low = op("Min", [op("ReduceMin", [rows, *axis_input], "_min0", **axis_attribute, keepdims=1), zero], "_min")
+        high = op("Max", [op("ReduceMax", [rows, *axis_input], "_max0", **axis_attribute, keepdims=1), zero], "_max")
         scale = op("Max", [op("Div", [op("Sub", [high, low], "_range"), top], "_scale0"), eps], "_scale")
         zero_point = op("Round", [op("Div", [op("Neg", [low], "_neg"), scale], "_zp0")], "_zp")
         zero_point_u8 = op("Cast", [op("Clip", [zero_point, zero, top], "_zp_clip")], "_zp_u8", to=TensorProto.UINT8)
@@ -310,7 +316,8 @@ def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | No
     def build(source: Path, target: Path) -> Path:
         proto = onnx.load(str(source))
         fuse_attention(proto, model.decoder)
-        rewrite_per_token_int8(proto.graph, input_maxima(model))
+        opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+        rewrite_per_token_int8(proto.graph, input_maxima(model), opset=opset)
         onnx.save_model(proto, str(target))
         return target
 

@@ -1,19 +1,35 @@
-"""The exported decoder's attention as ONNX Runtime's fused ``GroupQueryAttention`` (issue 26).
+"""The exported decoder's attention as ONNX's ``Attention`` op, computed causally in blocks (issue 26).
 
 The legacy exporter writes each layer's attention out op by op: rotary embedding, ``repeat_kv`` (an
 ``Expand`` that copies K and V once per query head), the additive causal and padding mask over
 [B, heads, T, T], softmax, two batched matmuls and the transposes between them. :func:`fuse_attention`
-replaces that chain, layer by layer, with one ``com.microsoft.GroupQueryAttention`` node (CPU kernel:
-rotary inside, K/V shared by their query heads, causal mask per sequence from its length), and removes
-what no longer feeds the output. Measured on the int8 decoder: 10% less decoder time, vectors as close
-to float as before (docs/performance.md, "int8 on CPU").
+replaces that chain, layer by layer, with ONNX Runtime's ``RotaryEmbedding`` on q and k and the ONNX
+``Attention`` op (opset 23; K/V shared by their query heads without copies), and removes what no longer
+feeds the output.
 
-It applies where it is exact: a decoder whose q/k/v projections have no bias, heads of a multiple of 16
-values (the kernel's requirement), with the default rotary
+**Causal work only.** ONNX Runtime's CPU attention kernels (``Attention``, ``GroupQueryAttention``) compute
+the full [T, T] scores and probabilities x V and mask the upper triangle after: twice the causal work.
+So a sequence of :data:`MIN_BLOCKED_LENGTH` tokens or more is cut into :data:`BLOCKS` blocks of queries,
+and block i attends to the keys up to its own end only, under a causal mask of [block, end] (62.5% of
+the square for 4 blocks). Shorter sequences run as one block, where the blocks' extra nodes cost more
+than they save (an ``If`` per layer picks). Each query's scores, softmax and weighted sum are computed
+over the same keys either way, with the masked ones contributing exact zeros: the output is bitwise the
+same however the sequence is cut (measured), so a text's vector still does not depend on its batch.
+Measured on SmolLM2-135M's heads against ``GroupQueryAttention`` with its rotary embedding: 1.5-1.85x the
+attention's speed at 100-512 tokens, 1.0-1.1x below 64 (docs/performance.md, "Recipe v5").
+
+**No padding mask.** Rows are right-padded (``collate``), and with causal attention a real token only
+sees positions before it, all real: the padding never reaches a real token's state, in any layer. So
+the blocks need only the causal mask, the same for every row and head; the padding positions' own
+states are meaningless (as in any padded batch) and nothing reads them.
+
+It applies where this is exact: a causal decoder (not LLM2Vec's bidirectional one) whose q/k/v projections
+have no bias, with the default rotary
 embedding (its cos/sin tables are taken from the model's own ``rotary_emb``), and inputs as ``collate``
-writes them: right padding and positions ``0..T-1`` per row (``GroupQueryAttention`` derives positions
-and the padding from each row's length; ``position_ids`` is no longer read). Elsewhere the graph is left
-as exported.
+writes them: right padding and positions ``0..T-1`` per row (``position_ids`` is no longer read;
+:class:`~c2v_rag.onnx_decoder.OnnxDecoder` refuses other positions). Elsewhere the graph is left as
+exported. The ``Attention`` op needs opset 23: the rewritten model is converted to it with ONNX's version
+converter (the exporter writes opset 17).
 """
 
 from __future__ import annotations
@@ -31,6 +47,9 @@ logger = logging.getLogger(__name__)
 # Stored in the model's metadata: OnnxDecoder then checks that the positions it is given are 0..T-1.
 POSITIONS_KEY = "c2v_positions"
 POSITIONS_FROM_LENGTHS = "arange"
+ATTENTION_OPSET = 23  # the first opset with the Attention op
+BLOCKS = 4  # 4 and 6 measured alike at 200-512 tokens, 2 and 3 slower (docs/performance.md, "Recipe v5")
+MIN_BLOCKED_LENGTH = 64  # below this, one block: measured faster at 20 and 40 tokens, slower from 64 (AVX2)
 _PROJECTION = re.compile(r"layers\.(\d+)/self_attn/([qkvo])_proj/MatMul$")
 
 
@@ -50,25 +69,29 @@ def rotary_tables(decoder: nn.Module) -> tuple[np.ndarray, np.ndarray] | None:
     cos, sin = cos[0].float().numpy(), sin[0].float().numpy()
     half = cos.shape[-1] // 2
     if not (np.array_equal(cos[:, :half], cos[:, half:]) and np.array_equal(sin[:, :half], sin[:, half:])):
-        return None  # not the rotate-half layout GroupQueryAttention computes
+        return None  # not the rotate-half layout ONNX Runtime's RotaryEmbedding computes
     return np.ascontiguousarray(cos[:, :half]), np.ascontiguousarray(sin[:, :half])
 
 
 def fuse_attention(model: Any, decoder: nn.Module) -> int:
     """Rewrite ``model`` (an ``onnx.ModelProto`` of :func:`~c2v_rag.onnx_decoder.export_decoder`) in place so
-    that every layer's attention is one ``GroupQueryAttention`` node; returns how many layers were fused,
-    0 where the decoder or the graph is not one this applies to (see the module doc)."""
-    from onnx import TensorProto, helper, numpy_helper
+    that every layer's attention is the block-causal ``Attention`` of the module doc, at opset 23; returns
+    how many layers were rewritten, 0 where the decoder or the graph is not one this applies to (then the
+    model is left as it was)."""
+    from onnx import helper
+
+    from .attention import attention_mode
 
     graph, config = model.graph, decoder.config
+    if attention_mode(decoder) != "causal":  # LLM2Vec's recipe: every token sees the whole row, padding masked
+        logger.info("attention left as exported: the decoder attends both ways")
+        return 0
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     tables = rotary_tables(decoder)
-    # ONNX Runtime's CPU kernel takes head sizes in multiples of 16
-    if tables is None or getattr(config, "attention_bias", False) or head_dim % 16:
-        logger.info("attention left as exported: no plain rotary embedding, biased projections, or a head size "
-                    "(%d) that is not a multiple of 16", head_dim)
+    if tables is None or getattr(config, "attention_bias", False):
+        logger.info("attention left as exported: no plain rotary embedding, or biased projections")
         return 0
     layers: dict[int, dict[str, Any]] = {}
     for node in graph.node:
@@ -87,40 +110,152 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
             logger.info("attention left as exported: a q/k/v projection feeds more than the attention")
             return 0
 
-    cos, sin = tables
-    new = [
-        helper.make_node("ReduceSum", ["attention_mask", "gqa_axis1"], ["gqa_lengths"], name="gqa_lengths", keepdims=0),
-        helper.make_node("Sub", ["gqa_lengths", "gqa_one"], ["gqa_last"], name="gqa_last"),
-        helper.make_node("Cast", ["gqa_last"], ["gqa_seqlens_k"], name="gqa_seqlens_k", to=TensorProto.INT32),
-        helper.make_node("Shape", ["attention_mask"], ["gqa_mask_shape"], name="gqa_mask_shape"),
-        helper.make_node("Gather", ["gqa_mask_shape", "gqa_one"], ["gqa_total_i64"], name="gqa_total_i64", axis=0),
-        helper.make_node("Cast", ["gqa_total_i64"], ["gqa_total"], name="gqa_total", to=TensorProto.INT32),
-    ]
-    constants = [numpy_helper.from_array(cos, "gqa_cos"), numpy_helper.from_array(sin, "gqa_sin"),
-                 numpy_helper.from_array(np.array([1], np.int64), "gqa_axis1"),
-                 numpy_helper.from_array(np.array(1, np.int64), "gqa_one")]
-    # each layer's attention output (o_proj's input) now comes from one node; the old chain goes dead
-    fused = {}
-    for index, parts in layers.items():
-        output = parts["o"].input[0]
-        fused[output] = helper.make_node(
-            "GroupQueryAttention",
-            [parts["q"].output[0], parts["k"].output[0], parts["v"].output[0], "", "", "gqa_seqlens_k", "gqa_total",
-             "gqa_cos", "gqa_sin"],
-            [output, f"gqa_present_key_{index}", f"gqa_present_value_{index}"], name=f"gqa_layer_{index}",
-            domain="com.microsoft", num_heads=heads, kv_num_heads=kv_heads, do_rotary=1, rotary_interleaved=0,
-            scale=float(1.0 / np.sqrt(head_dim)))
+    _raise_opset(model, ATTENTION_OPSET)
+    graph = model.graph
+    blocks = _Blocks(heads, kv_heads, head_dim)
+    fused = {parts["o"].input[0]: blocks.layer(index, parts) for index, parts in layers.items()}
+    new = list(blocks.prelude(tables))
     for node in graph.node:
         hit = next((name for name in node.output if name in fused), None)
-        new.append(fused.pop(hit) if hit is not None else node)
+        new.extend(fused.pop(hit) if hit is not None else [node])
     _keep_live(graph, new)
-    graph.initializer.extend(constants)
+    graph.initializer.extend(blocks.constants)
     drop_unused_initializers(graph)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                    POSITIONS_KEY: POSITIONS_FROM_LENGTHS})
     return len(layers)
+
+
+class _Blocks:
+    """The nodes of the block-causal attention: a prelude shared by every layer (the length T, the
+    positions, each block's bounds and causal mask) and, per layer, q/k rotated and one ``If`` that runs
+    the attention as one block or as :data:`BLOCKS`."""
+
+    def __init__(self, heads: int, kv_heads: int, head_dim: int) -> None:
+        self.attrs = {"q_num_heads": heads, "kv_num_heads": kv_heads, "scale": float(1.0 / np.sqrt(head_dim))}
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.constants: list[Any] = []
+
+    def _const(self, name: str, value: Any) -> str:
+        from onnx import numpy_helper
+
+        self.constants.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def prelude(self, tables: tuple[np.ndarray, np.ndarray]) -> list[Any]:
+        from onnx import helper
+
+        cos, sin = tables
+        self._const("attn_cos", cos), self._const("attn_sin", sin)
+        for name, value in (("0", [0]), ("1", [1]), ("0s", 0), ("1s", 1), ("minus1", [-1]), ("blocks", [BLOCKS]),
+                            ("round_up", [BLOCKS - 1]), ("min_blocked", [MIN_BLOCKED_LENGTH]),
+                            *((f"{i}x", [i]) for i in range(1, BLOCKS + 1))):
+            self._const(f"attn_{name}", np.array(value, np.int64))
+
+        def node(op: str, inputs: list[str], output: str, **attrs: Any) -> Any:
+            return helper.make_node(op, inputs, [output], name=output, **attrs)
+
+        nodes = [
+            node("Shape", ["attention_mask"], "attn_T", start=1, end=2),  # [1]
+            node("Squeeze", ["attn_T"], "attn_T_scalar"),
+            node("Range", ["attn_0s", "attn_T_scalar", "attn_1s"], "attn_positions"),
+            node("Less", ["attn_T", "attn_min_blocked"], "attn_one_block_1"),
+            node("Squeeze", ["attn_one_block_1"], "attn_one_block"),
+            # blocks of ceil(T / BLOCKS) queries; the last may be shorter
+            node("Add", ["attn_T", "attn_round_up"], "attn_T_up"),
+            node("Div", ["attn_T_up", "attn_blocks"], "attn_block"),
+            *self._mask("attn_whole", "attn_0", "attn_T"),
+        ]
+        for i in range(BLOCKS):
+            nodes += [
+                node("Mul", ["attn_block", f"attn_{i}x" if i else "attn_0"], f"attn_start_{i}"),
+                node("Mul", ["attn_block", f"attn_{i + 1}x"], f"attn_end_{i}_"),
+                node("Min", [f"attn_end_{i}_", "attn_T"], f"attn_end_{i}"),
+                *self._mask(f"attn_block_{i}", f"attn_start_{i}", f"attn_end_{i}"),
+            ]
+        return nodes
+
+    def _mask(self, name: str, start: str, end: str) -> list[Any]:
+        """[end - start, end] bool, true where key position <= query position (queries start..end-1)."""
+        from onnx import helper
+
+        zero, axis_last = "attn_0", "attn_minus1"
+        return [
+            helper.make_node("Slice", ["attn_positions", start, end, zero], [name + "_q"], name=name + "_q"),
+            helper.make_node("Unsqueeze", [name + "_q", axis_last], [name + "_q2"], name=name + "_q2"),
+            helper.make_node("Slice", ["attn_positions", zero, end, zero], [name + "_k"], name=name + "_k"),
+            helper.make_node("LessOrEqual", [name + "_k", name + "_q2"], [name + "_mask"], name=name + "_mask"),
+        ]
+
+    def layer(self, index: int, parts: dict[str, Any]) -> list[Any]:
+        """Layer ``index``'s attention, from its q/k/v projections' outputs to ``o_proj``'s input."""
+        from onnx import TensorProto, helper
+
+        q, k, v = (parts[p].output[0] for p in "qkv")
+        output = parts["o"].input[0]
+        tag = f"attn_layer_{index}"
+        rotary = {"domain": "com.microsoft", "interleaved": 0}
+        nodes = [
+            helper.make_node("RotaryEmbedding", [q, "attn_0", "attn_cos", "attn_sin"], [tag + "_q"], name=tag + "_q",
+                             num_heads=self.heads, **rotary),
+            helper.make_node("RotaryEmbedding", [k, "attn_0", "attn_cos", "attn_sin"], [tag + "_k"], name=tag + "_k",
+                             num_heads=self.kv_heads, **rotary),
+        ]
+        q, k = tag + "_q", tag + "_k"
+        whole = [helper.make_node("Attention", [q, k, v, "attn_whole_mask"], [tag + "_whole"], name=tag + "_whole",
+                                  **self.attrs)]
+        cut, pieces = [], []
+        for i in range(BLOCKS):
+            piece, end = f"{tag}_block_{i}", f"attn_end_{i}"
+            cut += [
+                helper.make_node("Slice", [q, f"attn_start_{i}", end, "attn_1"], [piece + "_q"], name=piece + "_q"),
+                helper.make_node("Slice", [k, "attn_0", end, "attn_1"], [piece + "_k"], name=piece + "_k"),
+                helper.make_node("Slice", [v, "attn_0", end, "attn_1"], [piece + "_v"], name=piece + "_v"),
+                helper.make_node("Attention", [piece + "_q", piece + "_k", piece + "_v", f"attn_block_{i}_mask"],
+                                 [piece], name=piece, **self.attrs),
+            ]
+            pieces.append(piece)
+        cut.append(helper.make_node("Concat", pieces, [tag + "_blocks"], name=tag + "_blocks", axis=1))
+
+        # ONNX's shape inference gives Attention's 3-D output a last dimension of 0 where V's is unknown (a
+        # Slice's output), and ONNX Runtime then warns at load that the real one differs: widths declared
+        widths = {"q": self.heads * self.head_dim, "k": self.kv_heads * self.head_dim,
+                  "v": self.kv_heads * self.head_dim}
+
+        def declared(name: str, width: int) -> Any:
+            return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", None, width])
+
+        def branch(name: str, body: list[Any], result: str) -> Any:
+            inner = [declared(n.output[0], widths[n.output[0][-1]]) for n in body if n.op_type == "Slice"]
+            return helper.make_graph(body, name, [], [declared(result, widths["q"])], value_info=inner)
+
+        nodes.append(helper.make_node("If", ["attn_one_block"], [output], name=tag,
+                                      then_branch=branch(tag + "_one", whole, tag + "_whole"),
+                                      else_branch=branch(tag + "_cut", cut, tag + "_blocks")))
+        return nodes
+
+
+def _raise_opset(model: Any, version: int) -> None:
+    """Convert ``model`` in place to ``version`` of the default ONNX domain (ONNX's version converter: it
+    rewrites the ops whose inputs changed, such as the reductions' axes), where it is below that."""
+    from onnx import version_converter
+
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), version)
+    if current < version:
+        converted = version_converter.convert_version(model, version)
+        model.CopyFrom(converted)
+
+
+def _reads(node: Any) -> set[str]:
+    """The names ``node`` reads: its inputs, and the outer names its subgraphs (``If`` branches) read."""
+    names = {name for name in node.input if name}
+    for attribute in node.attribute:
+        for graph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+            made = {name for inner in graph.node for name in inner.output} | {i.name for i in graph.initializer}
+            names |= {name for inner in graph.node for name in _reads(inner)} - made
+    return names
 
 
 def _keep_live(graph: Any, nodes: list[Any]) -> None:
@@ -132,15 +267,16 @@ def _keep_live(graph: Any, nodes: list[Any]) -> None:
         node = producer.get(stack.pop())
         if node is not None and id(node) not in live:
             live.add(id(node))
-            stack.extend(name for name in node.input if name)
+            stack.extend(_reads(node))
     kept = [node for node in nodes if id(node) in live]
     del graph.node[:]
     graph.node.extend(kept)
 
 
 def drop_unused_initializers(graph: Any) -> None:
-    """Remove, in place, the initializers of ``graph`` that no node reads (after a rewrite)."""
-    used = {name for node in graph.node for name in node.input}
+    """Remove, in place, the initializers of ``graph`` that no node reads (after a rewrite); names read inside
+    a node's subgraphs count as read."""
+    used = {name for node in graph.node for name in _reads(node)}
     kept = [i for i in graph.initializer if i.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept)

@@ -34,7 +34,7 @@ def tiny_variant(tiny_model_factory, tmp_path_factory):
     return path
 
 
-def _linear_graph(w: np.ndarray, name: str = "/layers.0/mlp/up_proj/MatMul") -> onnx.ModelProto:
+def _linear_graph(w: np.ndarray, name: str = "/layers.0/mlp/up_proj/MatMul", opset: int = 17) -> onnx.ModelProto:
     """x [B, T, K] @ w [K, M], the way the exporter writes a linear layer (the weight an initializer)."""
     k, m = w.shape
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name=name)
@@ -43,7 +43,7 @@ def _linear_graph(w: np.ndarray, name: str = "/layers.0/mlp/up_proj/MatMul") -> 
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", k])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "t", m])],
         [numpy_helper.from_array(w.astype(np.float32), "w")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset < 21 else 10)
 
 
 def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -68,18 +68,21 @@ def _per_token_int8_by_hand(x: np.ndarray, w: np.ndarray, maxima: np.ndarray | N
     return (xq @ wq) * (scale * w_scale) - zero_point * scale * (wq * w_scale).sum(0)
 
 
+@pytest.mark.parametrize("opset", [17, 23])  # the export's, and that of a graph with fused attention
 @pytest.mark.parametrize("fold", [False, True])
 @pytest.mark.parametrize("smooth", [False, True])
-def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth, fold):
+def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth, fold, opset):
     rng = np.random.default_rng(0)
     w = rng.normal(size=(48, 40)).astype(np.float32)
     x = rng.normal(size=(3, 5, 48)).astype(np.float32)
     x[..., 7] *= 40  # an outlier channel, as LLM activations have
     x[1] *= 0.01  # a row of another magnitude: it gets its own scale
     maxima = np.abs(x).reshape(-1, 48).max(0) if smooth else None
-    model = _linear_graph(w)
+    model = _linear_graph(w, opset=opset)
     replaced = int8_module.rewrite_per_token_int8(
-        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5, fold_zero_point=fold)
+        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5, fold_zero_point=fold,
+        opset=opset)
+    onnx.checker.check_model(model, full_check=True)  # valid at its opset (the reductions' axes)
     assert replaced == 1
     # folded, the zero point's share is taken out inside the integer GEMM: no float pass over the output
     assert ("Add" in {n.op_type for n in model.graph.node}) is not fold
@@ -310,3 +313,21 @@ def test_int8_encodes_in_smaller_token_budgets_than_float_by_default(tiny_varian
         assert max(shapes[explicit:]) > 512
         del shapes[explicit:]
     assert max(seen["int8"]) <= 512 < max(seen["none"]) <= 1024
+
+
+def test_int8_keeps_a_bidirectional_decoder_bidirectional(tiny_model_factory, tmp_path, monkeypatch):
+    """LLM2Vec's recipe (every token sees the whole row, mean pooling): the int8 graph keeps the exported
+    bidirectional attention with its padding mask, so the vectors stay close to float's, alone or batched."""
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
+    path = tmp_path / "llm2vec-like"
+    tiny_model_factory("llama", num_contextual_tokens=0, representation="mean", encoder=None,
+                       attention="bidirectional", max_length=128).save_pretrained(path)
+    float_model = Causal2Vec.from_pretrained(path, device="cpu")
+    model = Causal2Vec.from_pretrained(path, device="cpu", quantize="int8")
+    ops = {n.op_type for n in onnx.load(str(model.decoder.path)).graph.node}
+    assert "MatMulInteger" in ops and "Attention" not in ops  # int8 linears, the exported attention
+    exact = float_model.encode(TEXTS, normalize_embeddings=True)
+    batch = model.encode(TEXTS, normalize_embeddings=True)
+    assert _cos(batch, exact).min() > 0.99
+    alone = np.stack([model.encode(t, normalize_embeddings=True) for t in TEXTS])
+    np.testing.assert_allclose(alone, batch, rtol=0, atol=1e-5)
