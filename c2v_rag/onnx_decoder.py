@@ -61,9 +61,16 @@ def onnx_cache_dir() -> Path:
     return Path(xdg or Path.home() / ".cache").expanduser() / "c2v_rag" / "onnx"
 
 
+# Where the weights were read from, not what they are (the keys hash the weights themselves): a base model
+# converted under another cache folder, or a copy moved elsewhere, keeps its graphs.
+_LOCATION_FIELDS = ("_name_or_path",)
+
+
 def config_json(config: Any, **extra: Any) -> bytes:
-    """A transformers config (with ``extra`` entries) as canonical JSON, for the cache keys."""
+    """A transformers config (with ``extra`` entries) as canonical JSON, for the cache keys; the fields that
+    only say where it was loaded from are left out."""
     values = config.to_dict() if hasattr(config, "to_dict") else dict(vars(config))
+    values = {k: v for k, v in values.items() if k not in _LOCATION_FIELDS}
     return json.dumps({**values, **extra}, sort_keys=True, default=str).encode()
 
 
@@ -257,7 +264,7 @@ class HiddenStates:
 
 def cpu_session(path: Path, threads: int) -> Any:
     """An ONNX Runtime session of the graph at ``path`` as :class:`OnnxDecoder` runs it: the CPU provider,
-    all graph optimizations, ``threads`` intra-op threads, warnings and above only."""
+    all graph optimizations, ``threads`` intra-op threads, errors only in its log."""
     ort = require("onnxruntime", "running an ONNX decoder", "int8")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -55,6 +55,9 @@ def test_the_cache_key_follows_the_weights(tiny_model_factory):
     model = tiny_model_factory("llama")
     key = od.decoder_key(model.decoder, "fp32")
     assert od.decoder_key(model.decoder, "nbits8-b32") != key
+    # not where the weights were read from: the same base converted under another cache folder keeps its graphs
+    model.decoder.config._name_or_path = "/somewhere/else/smollm2"
+    assert od.decoder_key(model.decoder, "fp32") == key
     with torch.no_grad():
         next(p for n, p in model.decoder.named_parameters() if "layers.0" in n).add_(1e-3)
     assert od.decoder_key(model.decoder, "fp32") != key
