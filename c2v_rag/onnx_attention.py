@@ -15,8 +15,9 @@ the square for 4 blocks). Shorter sequences run as one block, where the blocks' 
 than they save (an ``If`` per layer picks). Each query's scores, softmax and weighted sum are computed
 over the same keys either way, with the masked ones contributing exact zeros: the output is bitwise the
 same however the sequence is cut (measured), so a text's vector still does not depend on its batch.
-Measured on SmolLM2-135M's heads against ``GroupQueryAttention`` with its rotary embedding: 1.5-1.85x the
-attention's speed at 100-512 tokens, 1.0-1.1x below 64 (docs/performance.md, "Recipe v5").
+Measured on SmolLM2-135M's heads against ``GroupQueryAttention`` with its rotary embedding
+(``bench/attention_blocks.py``): 1.3-1.8x the attention's speed at 64-512 tokens, 0.85-1.04x at 20-40 tokens,
+where the attention is a small part of the encode (docs/performance.md, "Recipe v5").
 
 **No padding mask.** Rows are right-padded (``collate``), and with causal attention a real token only
 sees positions before it, all real: the padding never reaches a real token's state, in any layer. So
