@@ -81,10 +81,10 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
     model is left as it was)."""
     from onnx import helper
 
-    from .attention import attention_mode
-
     graph, config = model.graph, decoder.config
-    if attention_mode(decoder) != "causal":  # LLM2Vec's recipe: every token sees the whole row, padding masked
+    # c2v_rag.attention's switch writes config.is_causal (read here: that module sits above this one);
+    # LLM2Vec's recipe turns it off: every token sees the whole row, the padding masked
+    if not getattr(config, "is_causal", True):
         logger.info("attention left as exported: the decoder attends both ways")
         return 0
     heads = config.num_attention_heads
