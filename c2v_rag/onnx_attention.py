@@ -241,12 +241,28 @@ class _Blocks:
 def _raise_opset(model: Any, version: int) -> None:
     """Convert ``model`` in place to ``version`` of the default ONNX domain (ONNX's version converter: it
     rewrites the ops whose inputs changed, such as the reductions' axes), where it is below that."""
-    from onnx import version_converter
+    from onnx import ModelProto, helper, version_converter
 
     current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), version)
-    if current < version:
-        converted = version_converter.convert_version(model, version)
-        model.CopyFrom(converted)
+    if current >= version:
+        return
+    # The converter copies its model several times over and reads no weight here: it gets the graph without
+    # them (540 MB for SmolLM2-135M), graph inputs of their type and shape standing in. With the weights in,
+    # the preset's first int8 load peaked 1.6 GB higher (docs/performance.md, "Recipe v5").
+    skeleton = ModelProto(ir_version=model.ir_version, opset_import=model.opset_import)
+    graph = skeleton.graph
+    graph.name = model.graph.name
+    for field in ("node", "input", "output", "value_info"):
+        getattr(graph, field).extend(getattr(model.graph, field))
+    graph.input.extend(helper.make_tensor_value_info(w.name, w.data_type, list(w.dims)) for w in model.graph.initializer)
+    converted = version_converter.convert_version(skeleton, version)
+    for field in ("node", "value_info"):
+        model.graph.ClearField(field)
+        getattr(model.graph, field).extend(getattr(converted.graph, field))
+    model.graph.initializer.extend(converted.graph.initializer)  # any the converter added (none seen)
+    del model.opset_import[:]
+    model.opset_import.extend(converted.opset_import)
+    model.ir_version = converted.ir_version
 
 
 def _reads(node: Any) -> set[str]:
@@ -278,6 +294,6 @@ def drop_unused_initializers(graph: Any) -> None:
     """Remove, in place, the initializers of ``graph`` that no node reads (after a rewrite); names read inside
     a node's subgraphs count as read."""
     used = {name for node in graph.node for name in _reads(node)}
-    kept = [i for i in graph.initializer if i.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
+    for index in reversed(range(len(graph.initializer))):  # in place: re-adding the kept ones would copy them
+        if graph.initializer[index].name not in used:
+            del graph.initializer[index]
