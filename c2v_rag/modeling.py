@@ -192,7 +192,7 @@ class Causal2Vec(nn.Module):
         'c2v-rag[int8]'``). The first load of a model calibrates and exports it (1-2 minutes), later loads
         read the cached graphs. On the default preset it encodes 2.0x as fast as bf16 on an avx512_bf16 CPU
         (4.8x float32) and 2.0x float32 with AVX2 kernels (emulated; about 1.8x expected on an AVX2-only
-        CPU), with vectors at cosine >= 0.995 to the float ones (docs/performance.md, "int8 on CPU"). It
+        CPU), with vectors at cosine >= 0.994 to the float ones (docs/performance.md, "int8 on CPU"). It
         computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
         measured within the quality bound and faster (AVX2, AVX-512 VNNI, avx512_bf16 without AMX) when the
         int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for
