@@ -36,6 +36,7 @@ def _gather_worker(rank: int, world: int, port: int, out: str) -> None:
     weights = torch.arange(gathered.numel(), dtype=torch.float32).view_as(gathered) * (rank + 1)
     (gathered * weights).sum().backward()
     torch.save({"gathered": gathered.detach(), "grad": x.grad}, os.path.join(out, f"{rank}.pt"))
+    dist.barrier()  # no rank tears gloo down while another still talks to it (an abort seen once in CI)
     dist.destroy_process_group()
 
 
@@ -52,6 +53,7 @@ def _train_worker(rank: int, world: int, port: int, raw: str, out: str) -> None:
         save_file(grads, os.path.join(out, "grads.safetensors"))
         with open(os.path.join(out, "record.json"), "w") as handle:
             json.dump(record, handle)
+    dist.barrier()  # no rank tears gloo down while another still talks to it (an abort seen once in CI)
     dist.destroy_process_group()
 
 

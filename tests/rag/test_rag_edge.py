@@ -107,10 +107,13 @@ def same_ranking(got, want) -> None:
     """The same hits in the same order and with the same scores; points tied on score may come in
     either order (BM25 ties often), and a tie cut by top_k may keep either point."""
     np.testing.assert_allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
-    last = round(want[-1].score, 4)
-    key = lambda h: (-round(h.score, 4), h.id)  # noqa: E731
-    assert sorted(map(key, got)) == sorted(map(key, want)) or (
-        [key(h) for h in got if round(h.score, 4) != last] == [key(h) for h in want if round(h.score, 4) != last])
+    assert len(got) == len(want)
+    # runs of tied scores (within 1e-4 of the previous, not by rounding, which splits a tie that straddles a
+    # rounding boundary, as 0.97015 against 0.97016 did in CI): the same points in each run but the last,
+    # which top_k may cut anywhere
+    starts = [0] + [i for i in range(1, len(want)) if want[i - 1].score - want[i].score > 1e-4]
+    for start, end in zip(starts[:-1], starts[1:]):
+        assert {h.id for h in got[start:end]} == {h.id for h in want[start:end]}, (start, end)
     by_id = {h.id: h for h in want}
     assert all(h.metadata == by_id[h.id].metadata and h.text == by_id[h.id].text for h in got if h.id in by_id)
 
