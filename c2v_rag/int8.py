@@ -60,7 +60,7 @@ import torch
 from torch import nn
 
 from .devices import INT8_METHOD
-from .onnx_attention import drop_unused_initializers, fuse_attention
+from .onnx_attention import default_opset, drop_unused_initializers, fuse_attention
 from .onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
 
 if TYPE_CHECKING:
@@ -316,8 +316,7 @@ def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | No
     def build(source: Path, target: Path) -> Path:
         proto = onnx.load(str(source))
         fuse_attention(proto, model.decoder)
-        opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
-        rewrite_per_token_int8(proto.graph, input_maxima(model), opset=opset)
+        rewrite_per_token_int8(proto.graph, input_maxima(model), opset=default_opset(proto))
         onnx.save_model(proto, str(target))
         return target
 

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 POSITIONS_KEY = "c2v_positions"
 POSITIONS_FROM_LENGTHS = "arange"
 ATTENTION_OPSET = 23  # the first opset with the Attention op
-BLOCKS = 4  # 4 and 6 measured alike at 200-512 tokens, 2 and 3 slower (docs/performance.md, "Recipe v5")
+BLOCKS = 4  # 6 as fast at 200-512 tokens but slower at 64-100, 2 slower (docs/performance.md, "Recipe v5")
 MIN_BLOCKED_LENGTH = 64  # below this, one block: measured faster at 20 and 40 tokens, slower from 64 (AVX2)
 _PROJECTION = re.compile(r"layers\.(\d+)/self_attn/([qkvo])_proj/MatMul$")
 
@@ -111,8 +111,7 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
             logger.info("attention left as exported: a q/k/v projection feeds more than the attention")
             return 0
 
-    _raise_opset(model, ATTENTION_OPSET)
-    graph = model.graph
+    _raise_opset(model, ATTENTION_OPSET)  # in place: graph is still model.graph
     blocks = _Blocks(heads, kv_heads, head_dim)
     fused = {parts["o"].input[0]: blocks.layer(index, parts) for index, parts in layers.items()}
     new = list(blocks.prelude(tables))
@@ -150,9 +149,9 @@ class _Blocks:
 
         cos, sin = tables
         self._const("attn_cos", cos), self._const("attn_sin", sin)
-        for name, value in (("0", [0]), ("1", [1]), ("0s", 0), ("1s", 1), ("minus1", [-1]), ("blocks", [BLOCKS]),
-                            ("round_up", [BLOCKS - 1]), ("min_blocked", [MIN_BLOCKED_LENGTH]),
-                            *((f"{i}x", [i]) for i in range(1, BLOCKS + 1))):
+        # attn_0 .. attn_<BLOCKS>: [i], the block multiples (attn_0 and attn_1 also serve as axes and offsets)
+        for name, value in (("0s", 0), ("1s", 1), ("minus1", [-1]), ("blocks", [BLOCKS]), ("round_up", [BLOCKS - 1]),
+                            ("min_blocked", [MIN_BLOCKED_LENGTH]), *((str(i), [i]) for i in range(BLOCKS + 1))):
             self._const(f"attn_{name}", np.array(value, np.int64))
 
         def node(op: str, inputs: list[str], output: str, **attrs: Any) -> Any:
@@ -171,8 +170,8 @@ class _Blocks:
         ]
         for i in range(BLOCKS):
             nodes += [
-                node("Mul", ["attn_block", f"attn_{i}x" if i else "attn_0"], f"attn_start_{i}"),
-                node("Mul", ["attn_block", f"attn_{i + 1}x"], f"attn_end_{i}_"),
+                node("Mul", ["attn_block", f"attn_{i}"], f"attn_start_{i}"),
+                node("Mul", ["attn_block", f"attn_{i + 1}"], f"attn_end_{i}_"),
                 node("Min", [f"attn_end_{i}_", "attn_T"], f"attn_end_{i}"),
                 *self._mask(f"attn_block_{i}", f"attn_start_{i}", f"attn_end_{i}"),
             ]
@@ -238,13 +237,18 @@ class _Blocks:
         return nodes
 
 
+def default_opset(model: Any) -> int | None:
+    """The version of the default ONNX domain that ``model`` imports (None if it imports none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
 def _raise_opset(model: Any, version: int) -> None:
     """Convert ``model`` in place to ``version`` of the default ONNX domain (ONNX's version converter: it
     rewrites the ops whose inputs changed, such as the reductions' axes), where it is below that."""
     from onnx import ModelProto, helper, version_converter
 
-    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), version)
-    if current >= version:
+    current = default_opset(model)
+    if current is None or current >= version:
         return
     # The converter copies its model several times over and reads no weight here: it gets the graph without
     # them (540 MB for SmolLM2-135M), graph inputs of their type and shape standing in. With the weights in,
