@@ -24,14 +24,21 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
 - ``ort-file:<path>``: the decoder run from an ONNX file made elsewhere with the same inputs and output
   (``experiments/int8_rowwise_onnx.py`` writes per-token int8 variants);
 - ``int8-file:<path>``: ``int8`` as shipped (encoder in ONNX Runtime, C row by row) but with the decoder graph
-  read from ``<path>``: an earlier recipe's cached graph, to compare recipes side by side.
+  read from ``<path>``: an earlier recipe's cached graph, to compare recipes side by side;
+- ``int8-intra-op``: ``int8`` with each batch split across ``--threads`` intra-op threads, one batch at a time,
+  instead of that many batches side by side on one thread each; ``int8-intra-op-spinning``: the same with the
+  pool threads spinning between kernels (ONNX Runtime's default; both as shipped before 2026-11-25). For
+  ``--threads`` above 1.
 
 Texts: SciFact abstracts and claims shuffled together (``common.mixed_texts``). Each repeat encodes
-the whole set once with every candidate, in alternating order, so background load falls on all alike;
-the ratios are of medians of process CPU seconds (with one intra-op thread, the work done; on a shared
-machine the wall clock also counts the time other processes held the core: one run here saw float take
-48 s and then 490 s of wall clock for the same texts). Wall seconds are printed beside them. Real tokens count each text's own decoder tokens (instruction, Contextual
-token and padding excluded), the same numerator for all. Then single-text latency: each of ``--single``
+the whole set once with every candidate, in alternating order, so background load falls on all alike.
+The ratios are of medians of process CPU seconds by default (``--clock cpu``: with one intra-op thread,
+the work done; on a shared machine the wall clock also counts the time other processes held the core:
+one run here saw float take 48 s and then 490 s of wall clock for the same texts). ``--clock wall``
+divides wall seconds instead, for ``--threads`` above 1 on an otherwise idle machine, as a user waits
+(CPU seconds would also count threads spinning between kernels). Both are printed. Real tokens count
+each text's own decoder tokens (instruction, Contextual token and padding excluded), the same numerator
+for all. Then single-text latency: each of ``--single``
 claims encoded alone, candidates interleaved per text, medians. Quality: per text, the cosine of each
 candidate's vector to the float one (worst and mean, whole vector and per part), and for each candidate
 the worst cosine between a text alone and the same text in the mixed batch. Absolute times are printed
@@ -79,6 +86,13 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
                 raise SystemExit("fp32 is the float candidate here already (dtype='auto' is float32 on this CPU)")
         elif name == "int8":
             model.apply_quantization("int8", cache_dir=onnx_cache)
+        elif name in ("int8-intra-op", "int8-intra-op-spinning"):
+            from c2v_rag.onnx_decoder import cpu_session
+
+            model.apply_quantization("int8", cache_dir=onnx_cache)
+            for part in (model.decoder, model.encoder):
+                part.session = cpu_session(part.path, threads, spinning=name.endswith("spinning"))
+            model.decoder.threads = 1  # one batch at a time
         elif name.startswith("int8-file:"):
             from c2v_rag.onnx_decoder import OnnxDecoder
 
@@ -95,7 +109,7 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
             quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
             quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
         else:
-            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, int8-file:<path>, torch-dynamic, torchao, "
+            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, int8-intra-op, int8-intra-op-spinning, int8-file:<path>, torch-dynamic, torchao, "
                              "ort-<method>, ort-file:<path>")
         models[name] = model
     return models
@@ -117,7 +131,11 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=8, help="SciFact claims in the mixed set")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--single", type=int, default=8, help="claims timed alone (latency)")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads; under int8, batches run side by side")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="what the speed ratios divide: process CPU seconds (the work done; the default, for one "
+                             "thread) or wall seconds (what a user waits for with several threads on an idle machine)")
     parser.add_argument("--candidates", nargs="+", default=["int8", "ort-fp32"])
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--onnx-cache", type=Path, default=None,
@@ -148,22 +166,24 @@ def main() -> None:
     latency: dict[str, list[float]] = {n: [] for n in names}
     for i, text in enumerate(singles):
         for name in names if i % 2 == 0 else names[::-1]:
-            cpu = time.process_time()
+            start, cpu = time.perf_counter(), time.process_time()
             models[name].encode_queries(text)
-            latency[name].append(time.process_time() - cpu)
+            latency[name].append(time.process_time() - cpu if args.clock == "cpu" else time.perf_counter() - start)
 
     parts = models["float"].config.parts
     report: dict = {"cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(),
                     "flags": speed_flags(),
-                    "float_dtype": dtype_name(models["float"].dtype), "threads": args.threads,
+                    "float_dtype": dtype_name(models["float"].dtype), "threads": args.threads, "clock": args.clock,
                     "texts": len(texts), "real_tokens": tokens, "candidates": {}}
-    t_float = statistics.median(seconds["float"])
+    timed = seconds if args.clock == "cpu" else wall
+    t_float = statistics.median(timed["float"])
     l_float = statistics.median(latency["float"])
     for name in names:
-        med = statistics.median(seconds[name])
-        row = {"median_cpu_s": round(med, 3), "median_wall_s": round(statistics.median(wall[name]), 3), "real_tokens_per_s": round(tokens / med, 1),
+        med = statistics.median(timed[name])
+        row = {"median_cpu_s": round(statistics.median(seconds[name]), 3),
+               "median_wall_s": round(statistics.median(wall[name]), 3), "real_tokens_per_s": round(tokens / med, 1),
                "speed_vs_float": round(t_float / med, 3),
-               "single_text_median_cpu_ms": round(1000 * statistics.median(latency[name]), 1),
+               f"single_text_median_{args.clock}_ms": round(1000 * statistics.median(latency[name]), 1),
                "single_text_speed_vs_float": round(l_float / statistics.median(latency[name]), 3)}
         if name != "float":
             cos = cosines(vectors[name], vectors["float"])

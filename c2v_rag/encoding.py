@@ -7,7 +7,8 @@ names only what it uses of one: :class:`EncodingModel`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +55,9 @@ class EncodingModel(Protocol):
 
     @property
     def max_seq_length(self) -> int: ...
+
+    @property
+    def batch_workers(self) -> int: ...
 
     def to(self, device: str | torch.device) -> Any: ...
 
@@ -282,17 +286,37 @@ def embed_prepared(
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
     targets = range(len(prepared)) if rows is None else rows
-    with torch.inference_mode():
-        for batch_rows in plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
-                                       max_pad_fraction=max_pad_fraction):
+    plan = plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
+                        max_pad_fraction=max_pad_fraction)
+
+    def forward(batch_rows: list[int]) -> tuple[list[int], np.ndarray, int]:
+        with torch.inference_mode():  # per thread: the workers below need it too
             batch = model.collate(
                 [prepared.pieces[r] for r in batch_rows],
                 None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
             ).to(model.device)
-            vectors = model(batch, truncate_dim).float().cpu().numpy()
-            out[[targets[r] for r in batch_rows]] = vectors
-            if on_batch is not None:
-                on_batch(len(batch_rows), int(batch.input_ids.numel()))
+            return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(batch.input_ids.numel())
+
+    for batch_rows, vectors, padded in _forward_all(forward, plan, model.batch_workers):
+        out[[targets[r] for r in batch_rows]] = vectors
+        if on_batch is not None:
+            on_batch(len(batch_rows), padded)
+
+
+def _forward_all(forward: Callable[[list[int]], Any], plan: list[list[int]], workers: int) -> Iterator[Any]:
+    """``forward`` of each batch of ``plan``, in order; ``workers`` batches at a time on as many threads when
+    the model asks for it (:attr:`~c2v_rag.modeling.Causal2Vec.batch_workers`: the ONNX Runtime path, whose
+    sessions run each batch on one core). Results are taken, and callbacks run, on the caller's thread."""
+    workers = min(workers, len(plan))
+    if workers <= 1:
+        yield from map(forward, plan)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="c2v-batch")
+    try:
+        yield from pool.map(forward, plan)
+    finally:
+        # an error (or the caller stopping early) drops the batches not started yet
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run(model: EncodingModel, texts: Sequence[str], instruction: Instruction, out: np.ndarray, max_tokens: int,

@@ -35,7 +35,8 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   row by row): before that, float noise from the batch flipped its roundings, and a text alone against
   in a batch fell to cosine 0.9990 (docs/performance.md). :data:`KEEP_FLOAT` names layers to leave float.
 - The attention runs in float32 as ONNX's ``Attention`` op over causal blocks of queries, so that it does
-  about the causal half of the work (:mod:`c2v_rag.onnx_attention`; recipe v5), where it applies.
+  about the causal half of the work (:mod:`c2v_rag.onnx_attention`; recipe v5), where it applies; and the
+  last layer runs at the rows the embedding reads only (recipe v6; the same module).
 
 The encoder stays float32 (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.onnx_encoder`),
 and the projector, Contextual-token slot write and readout in torch float32; the encoder is ~8% of the
@@ -60,7 +61,7 @@ import torch
 from torch import nn
 
 from .devices import INT8_METHOD
-from .onnx_attention import default_opset, drop_unused_initializers, fuse_attention
+from .onnx_attention import default_opset, drop_unused_initializers, fuse_attention, last_layer_at_rows
 from .onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
 
 if TYPE_CHECKING:
@@ -71,9 +72,9 @@ KEEP_FLOAT: tuple[str, ...] = ()
 WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
 FOLD_ZERO_POINT = True  # the zero point's share taken out inside the GEMM (module doc)
 # Bump when the recipe below changes in a way the constants above do not show.
-RECIPE_VERSION = 5  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
+RECIPE_VERSION = 6  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
 # zero point folded into the GEMM; 4: down_proj in int8 (KEEP_FLOAT was ("down_proj",)); 5: block-causal
-# attention (ONNX Attention, opset 23) instead of GroupQueryAttention
+# attention (ONNX Attention, opset 23) instead of GroupQueryAttention; 6: the last layer at the readout rows only
 # Query instructions the calibration runs with, beside documents without one: instruction tokens reach
 # the decoder at inference too, so their activations belong in the maxima.
 CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
@@ -315,7 +316,8 @@ def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | No
 
     def build(source: Path, target: Path) -> Path:
         proto = onnx.load(str(source))
-        fuse_attention(proto, model.decoder)
+        if fuse_attention(proto, model.decoder):
+            last_layer_at_rows(proto)
         rewrite_per_token_int8(proto.graph, input_maxima(model), opset=default_opset(proto))
         onnx.save_model(proto, str(target))
         return target

@@ -26,7 +26,7 @@ from .batching import Causal2VecBatch, collate
 from .config import READOUT_FIELDS, Causal2VecConfig
 from .devices import resolve_compute_dtype, resolve_device
 from .instructions import resolve_instruction
-from .pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation
+from .pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation, readout_positions
 from .projector import ContextualProjector
 from .prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from .sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
@@ -373,8 +373,14 @@ class Causal2Vec(nn.Module):
         return hidden, contextual
 
     def _states(
-        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None, *, readout_only: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # readout_only: the hidden states need to be right only where the readout reads them; a decoder that
+        # can compute its last layer at those rows alone (the int8 graph) then does, the other rows NaN
+        rows = None
+        if readout_only and getattr(self.decoder, "rows_only", False):
+            rows = readout_positions(self.config.representation, batch.context_positions, batch.last_positions,
+                                     self.config.num_contextual_tokens)
         contextual = sentence = None
         if self.config.num_contextual_tokens and self.config.encoder_share:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
@@ -388,8 +394,16 @@ class Causal2Vec(nn.Module):
             attention_mask=batch.attention_mask,
             position_ids=batch.position_ids,
             use_cache=False,
+            **({} if rows is None else {"readout_positions": rows}),
         )
         return outputs.last_hidden_state, contextual, sentence
+
+    @property
+    def batch_workers(self) -> int:
+        """How many batches the encode loop runs at once: 1 (torch splits each op across its threads), or
+        the ONNX Runtime decoder's :attr:`~c2v_rag.onnx_decoder.OnnxDecoder.batch_workers` under int8, whose
+        sessions compute a batch on one core."""
+        return getattr(self.decoder, "batch_workers", 1)
 
     def needs_for(self, truncate_dim: int | None) -> Literal["encoder", "contextual", "all"]:
         """What a prefix of ``truncate_dim`` values is computed from.
@@ -419,7 +433,7 @@ class Causal2Vec(nn.Module):
             states = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
             sentence = mean_pool(states, batch.encoder_attention_mask)
             return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
-        hidden, contextual, sentence = self._states(batch)
+        hidden, contextual, sentence = self._states(batch, readout_only=True)
         readout = read_representation(
             self.config.representation, hidden, batch.context_positions,
             batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,

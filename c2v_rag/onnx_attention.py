@@ -24,6 +24,16 @@ sees positions before it, all real: the padding never reaches a real token's sta
 the blocks need only the causal mask, the same for every row and head; the padding positions' own
 states are meaningless (as in any padded batch) and nothing reads them.
 
+**The last layer at the readout rows only** (:func:`last_layer_at_rows`, recipe v6). The embedding reads
+the last layer's states at a few positions (the Contextual token and EOS). Under causal attention every
+layer but the last is needed at every position (its keys and values feed the next), but in the last one
+only the rows read need a query, ``o_proj`` and the MLP: the graph takes those positions as the input
+:data:`READOUT_INPUT` [B, R] and returns [B, R, d]. Each row is computed on its own (per-row norms and
+quantization, exact int32 GEMMs, the same keys summed), so the rows are bitwise the rows of the whole
+computation from R = 2 on (tested; with one row ONNX Runtime's attention takes another path and they differ
+by float rounding, ~1e-8), and a text's vector still does not depend on its batch. It saves about 1/30 of
+SmolLM2-135M's decoder.
+
 It applies where this is exact: a causal decoder (not LLM2Vec's bidirectional one) whose q/k/v projections
 have no bias, with the default rotary
 embedding (its cos/sin tables are taken from the model's own ``rotary_emb``), and inputs as ``collate``
@@ -51,6 +61,7 @@ POSITIONS_FROM_LENGTHS = "arange"
 ATTENTION_OPSET = 23  # the first opset with the Attention op
 BLOCKS = 4  # 6 as fast at 200-512 tokens but slower at 64-100, 2 slower (docs/performance.md, "Recipe v5")
 MIN_BLOCKED_LENGTH = 64  # below this, one block: measured faster at 20 and 40 tokens, slower from 64 (AVX2)
+READOUT_INPUT = "readout_positions"  # [B, R] int64: the positions whose last-layer states the graph returns
 _PROJECTION = re.compile(r"layers\.(\d+)/self_attn/([qkvo])_proj/MatMul$")
 
 
@@ -94,11 +105,7 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
     if tables is None or getattr(config, "attention_bias", False):
         logger.info("attention left as exported: no plain rotary embedding, or biased projections")
         return 0
-    layers: dict[int, dict[str, Any]] = {}
-    for node in graph.node:
-        match = _PROJECTION.search(node.name)
-        if node.op_type == "MatMul" and match:
-            layers.setdefault(int(match.group(1)), {})[match.group(2)] = node
+    layers = _projections(graph)
     if not layers or any(set(parts) != set("qkvo") for parts in layers.values()):
         logger.info("attention left as exported: the graph's projections are not named as expected")
         return 0
@@ -126,6 +133,83 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
     helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                    POSITIONS_KEY: POSITIONS_FROM_LENGTHS})
     return len(layers)
+
+
+def _projections(graph: Any) -> dict[int, dict[str, Any]]:
+    """Each layer's q/k/v/o projection ``MatMul`` nodes by layer index and letter, found by the exporter's names."""
+    layers: dict[int, dict[str, Any]] = {}
+    for node in graph.node:
+        match = _PROJECTION.search(node.name)
+        if node.op_type == "MatMul" and match:
+            layers.setdefault(int(match.group(1)), {})[match.group(2)] = node
+    return layers
+
+
+def last_layer_at_rows(model: Any) -> bool:
+    """Rewrite ``model`` (after :func:`fuse_attention`) in place so that its last layer computes only the rows
+    named by a new input :data:`READOUT_INPUT` [B, R] (positions, int64) and the output is their states
+    [B, R, d] (module doc). Keys and values stay computed at every position, and so do the queries' projection
+    (shared with them); from the rotary embedding on, only the R rows: each attends to the keys up to its own
+    position. Returns False, leaving ``model`` as it was, where the graph is not one this knows (attention
+    not fused, or the last ``o_proj`` not followed by the residual ``Add`` alone)."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    layers = _projections(graph)
+    if not layers:
+        return False
+    last = max(layers)
+    parts, tag = layers[last], f"attn_layer_{last}"
+    by_name = {node.name: node for node in graph.node}
+    attention, rotary_q, rotary_k = by_name.get(tag), by_name.get(tag + "_q"), by_name.get(tag + "_k")
+    if attention is None or attention.op_type != "If" or rotary_q is None or rotary_k is None:
+        return False
+    o_out = parts["o"].output[0]
+    readers = [node for node in graph.node if o_out in node.input]
+    if len(readers) != 1 or readers[0].op_type != "Add" or len(readers[0].input) != 2:
+        return False
+    residual_add = readers[0]
+    branch = next(a.g for a in attention.attribute if a.name == "then_branch")
+    whole = next(n for n in branch.node if n.op_type == "Attention")
+
+    def node(op: str, inputs: list[str], suffix: str, **attrs: Any) -> Any:
+        return helper.make_node(op, inputs, [tag + suffix], name=tag + suffix, **attrs)
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in whole.attribute}
+    width = branch.output[0].type.tensor_type.shape.dim[2].dim_value  # q heads x head size
+    axes, v_shape = f"{tag}_rows_axes", f"{tag}_rows_v_shape"
+    graph.initializer.extend([
+        helper.make_tensor(axes, TensorProto.INT64, [2], [1, 3]),
+        helper.make_tensor(v_shape, TensorProto.INT64, [3], [0, 0, width * attrs["kv_num_heads"] // attrs["q_num_heads"]]),
+    ])
+    rotary_attrs = {a.name: helper.get_attribute_value(a) for a in rotary_q.attribute}
+    new = [
+        node("Unsqueeze", [READOUT_INPUT, "attn_minus1"], "_rows_nd"),  # [B, R, 1]: GatherND's indices
+        node("GatherND", [rotary_q.input[0], tag + "_rows_nd"], "_rows_q", batch_dims=1),
+        node("RotaryEmbedding", [tag + "_rows_q", READOUT_INPUT, "attn_cos", "attn_sin"], "_rows_q_rot",
+             domain="com.microsoft", **rotary_attrs),
+        # [B, 1, R, T]: row r sees the keys at positions <= its own
+        node("Unsqueeze", [READOUT_INPUT, axes], "_rows_4d"),
+        node("LessOrEqual", ["attn_positions", tag + "_rows_4d"], "_rows_mask"),
+        # V's width stated (a no-op Reshape): ONNX's shape inference makes the Attention's output width 0 where
+        # V's is unknown (as after the int8 rewrite), and ONNX Runtime then refuses the o_proj Mul after it
+        node("Reshape", [parts["v"].output[0], v_shape], "_rows_v"),
+        helper.make_node("Attention", [tag + "_rows_q_rot", rotary_k.output[0], tag + "_rows_v", tag + "_rows_mask"],
+                         list(attention.output), name=tag + "_rows", **attrs),
+    ]
+    residual = next(name for name in residual_add.input if name != o_out)
+    new.append(node("GatherND", [residual, tag + "_rows_nd"], "_rows_residual", batch_dims=1))
+    residual_add.input[list(residual_add.input).index(residual)] = tag + "_rows_residual"
+    nodes = []
+    for existing in graph.node:
+        nodes.extend(new if existing is attention else [existing])
+    _keep_live(graph, nodes)  # the layer's whole-sequence query rotation is no longer read
+    graph.input.append(helper.make_tensor_value_info(READOUT_INPUT, TensorProto.INT64, ["batch", "rows"]))
+    # the shapes written by the exporter downstream of here say T rows where there are now R: ONNX Runtime
+    # infers them again
+    del graph.value_info[:]
+    graph.output[0].type.tensor_type.shape.dim[1].dim_param = "rows"
+    return True
 
 
 class _Blocks:

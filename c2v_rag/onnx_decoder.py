@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY
+from .onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 from .optional import require
 
 logger = logging.getLogger(__name__)
@@ -262,15 +262,27 @@ class HiddenStates:
     last_hidden_state: torch.Tensor
 
 
-def cpu_session(path: Path, threads: int) -> Any:
+def cpu_session(path: Path, threads: int = 1, *, spinning: bool = False) -> Any:
     """An ONNX Runtime session of the graph at ``path`` as :class:`OnnxDecoder` runs it: the CPU provider,
-    all graph optimizations, ``threads`` intra-op threads, errors only in its log."""
+    all graph optimizations, errors only in its log, and ``threads`` intra-op threads.
+
+    One thread by default: the encode loop runs as many batches side by side instead, one core each
+    (:attr:`OnnxDecoder.batch_workers`). On 2 cores that encoded 1.15x (AVX2 kernels) to 1.33x (AVX-512)
+    as fast as one batch at a time on two intra-op threads, whose small kernels (the per-row quantization,
+    norms, slices) do not split; and a text alone took no longer on one thread than on two
+    (docs/performance.md, "Threads").
+
+    ``spinning`` off (the default): pool threads, where there are any, sleep when a kernel ends instead of
+    spinning for the next. An int8 encode runs two sessions (encoder, decoder) and torch between them:
+    spinning threads held the cores the others were working on (2 intra-op threads on 2 cores: 1.12-1.35x
+    slower)."""
     ort = require("onnxruntime", "running an ONNX decoder", "int8")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
@@ -282,21 +294,36 @@ class OnnxDecoder(nn.Module):
     """
 
     def __init__(self, decoder: nn.Module, path: Path, method: str, threads: int | None = None) -> None:
+        """``threads``: how many batches the encode loop runs at once, one core each (None: torch's thread
+        count when it runs: ``torch.set_num_threads``, ``OMP_NUM_THREADS``)."""
         super().__init__()
         self.config = decoder.config
         self.embed_tokens = decoder.get_input_embeddings()
         self.method = method
         self.path = Path(path)
-        self.session = cpu_session(self.path, threads or torch.get_num_threads())
+        self.threads = threads
+        self.session = cpu_session(self.path)
         # a graph with fused attention (c2v_rag.onnx_attention) derives positions from each row's length
         metadata = self.session.get_modelmeta().custom_metadata_map
         self.positions_from_lengths = metadata.get(POSITIONS_KEY) == POSITIONS_FROM_LENGTHS
+        # a graph whose last layer runs at given rows only (c2v_rag.onnx_attention.last_layer_at_rows)
+        self.rows_only = READOUT_INPUT in {i.name for i in self.session.get_inputs()}
+
+    @property
+    def batch_workers(self) -> int:
+        """How many batches to run at once (:func:`~c2v_rag.encoding.embed_prepared`): ``threads``, else
+        torch's thread count now. Each session call computes on its caller's thread."""
+        return self.threads or torch.get_num_threads()
 
     def get_input_embeddings(self) -> nn.Module:
         return self.embed_tokens
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, use_cache: bool = False, **kwargs) -> HiddenStates:
+                position_ids: torch.Tensor | None = None, use_cache: bool = False,
+                readout_positions: torch.Tensor | None = None, **kwargs) -> HiddenStates:
+        """The last hidden states [B, T, d]. ``readout_positions`` [B, R]: only those rows are needed; where
+        :attr:`rows_only`, only they are computed in the last layer and the other rows are NaN (else all are
+        computed)."""
         if kwargs.get("output_hidden_states") or kwargs.get("output_attentions") or kwargs.get("past_key_values"):
             raise ValueError("the ONNX decoder returns the last hidden state only")
         batch, length = inputs_embeds.shape[:2]
@@ -312,8 +339,17 @@ class OnnxDecoder(nn.Module):
             "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64)),
             "position_ids": np.ascontiguousarray(position_ids.detach().cpu().numpy().astype(np.int64)),
         }
-        (hidden,) = self.session.run(["last_hidden_state"], feeds)
-        return HiddenStates(torch.from_numpy(hidden))
+        if not self.rows_only:
+            (hidden,) = self.session.run(["last_hidden_state"], feeds)
+            return HiddenStates(torch.from_numpy(hidden))
+        rows = torch.arange(length).expand(batch, length) if readout_positions is None else readout_positions.cpu()
+        feeds[READOUT_INPUT] = np.ascontiguousarray(rows.numpy().astype(np.int64))
+        (states,) = self.session.run(["last_hidden_state"], feeds)
+        if readout_positions is None:
+            return HiddenStates(torch.from_numpy(states))
+        hidden = torch.full((batch, length, states.shape[-1]), float("nan"))
+        hidden[torch.arange(batch)[:, None], rows] = torch.from_numpy(states)
+        return HiddenStates(hidden)
 
 
 def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: Path | None = None,

@@ -56,11 +56,12 @@ def export_encoder(encoder: nn.Module, path: Path) -> Path:
 class OnnxEncoder(nn.Module):
     """An encoder whose forward runs in an ONNX Runtime session on the CPU (see the module doc). Inference only."""
 
-    def __init__(self, encoder: nn.Module, path: Path, threads: int | None = None) -> None:
+    def __init__(self, encoder: nn.Module, path: Path) -> None:
         super().__init__()
         self.config = encoder.config
         self.path = Path(path)
-        self.session = cpu_session(self.path, threads or torch.get_num_threads())
+        # one thread per call: the encode loop runs batches side by side (OnnxDecoder.batch_workers)
+        self.session = cpu_session(self.path)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> HiddenStates:
         if kwargs.get("output_hidden_states") or kwargs.get("output_attentions"):
@@ -75,7 +76,7 @@ class OnnxEncoder(nn.Module):
         return HiddenStates(torch.from_numpy(hidden))
 
 
-def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxEncoder:
+def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None) -> OnnxEncoder:
     """``encoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime, exported on first use and then
     read from the cache."""
     require("onnxruntime", "the ONNX encoder", "int8")
@@ -84,4 +85,4 @@ def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None, threads: 
     if not target.is_file():
         logger.info("exporting the encoder to ONNX into %s: once per model", target.parent)
         write_atomically(target, lambda tmp: export_encoder(encoder, tmp / _FILE))
-    return OnnxEncoder(encoder, target, threads)
+    return OnnxEncoder(encoder, target)

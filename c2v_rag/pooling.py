@@ -23,6 +23,26 @@ def weighted_mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
 
 
+def readout_positions(
+    representation: Representation,
+    context_positions: torch.Tensor,
+    last_positions: torch.Tensor,
+    num_contextual_tokens: int,
+) -> torch.Tensor | None:
+    """The positions [B, R] whose last hidden states :func:`read_representation` reads, in no particular
+    order, or None where it reads them all (the pooled representations). A decoder that can compute its
+    last layer at some rows only (``OnnxDecoder.rows_only``) is given these."""
+    if representation in POOLED_REPRESENTATIONS:
+        return None
+    offsets = torch.arange(num_contextual_tokens, device=context_positions.device)
+    contextual = context_positions[:, None] + offsets
+    if representation == "contextual":
+        return contextual
+    if representation in ("last_token", "eos_projector"):  # eos_projector's second part is C itself
+        return last_positions[:, None]
+    return torch.cat([contextual, last_positions[:, None]], dim=1)
+
+
 def read_representation(
     representation: Representation,
     hidden: torch.Tensor,
@@ -35,7 +55,8 @@ def read_representation(
 ) -> torch.Tensor:
     """The text embedding from the decoder's last hidden states ``hidden`` [B, L, d].
 
-    ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS.
+    ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS;
+    :func:`readout_positions` says which positions this reads.
     With several Contextual tokens their states are averaged into one h_C. ``pool_mask`` [B, L]
     marks the tokens ``mean`` and ``weighted_mean`` average over. ``normalize_parts`` L2-normalizes
     each part of ``concat``, ``average`` and ``eos_projector`` before they are combined: in small

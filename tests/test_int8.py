@@ -331,3 +331,72 @@ def test_int8_keeps_a_bidirectional_decoder_bidirectional(tiny_model_factory, tm
     assert _cos(batch, exact).min() > 0.99
     alone = np.stack([model.encode(t, normalize_embeddings=True) for t in TEXTS])
     np.testing.assert_allclose(alone, batch, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("representation", ["concat", "last_token", "mean"])
+def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(tiny_model_factory, tmp_path, monkeypatch,
+                                                                    representation):
+    """The int8 graph's last layer runs at the positions the representation reads (C and EOS for concat, EOS
+    for last_token; every row for mean, which pools them all), and the vectors are bit for bit those of the
+    same graph run at every row."""
+    from c2v_rag import modeling
+    from c2v_rag.onnx_attention import READOUT_INPUT
+
+    model = tiny_model_factory("llama", representation=representation).eval()
+    model.apply_quantization("int8", cache_dir=tmp_path)
+    assert model.decoder.rows_only and READOUT_INPUT in {i.name for i in model.decoder.session.get_inputs()}
+    fed = []
+    run = model.decoder.session.run
+    monkeypatch.setattr(model.decoder.session, "run", lambda names, feeds: fed.append(
+        (feeds[READOUT_INPUT].shape[1], feeds["attention_mask"].shape[1])) or run(names, feeds))
+    vectors = model.encode(TEXTS, normalize_embeddings=True)
+    rows = {"concat": 2, "last_token": 1}
+    assert fed and all(r == rows.get(representation, length) for r, length in fed)
+    monkeypatch.setattr(modeling, "readout_positions", lambda *a: None)  # every row computed, then read
+    every_row = model.encode(TEXTS, normalize_embeddings=True)
+    if representation == "last_token":
+        np.testing.assert_allclose(every_row, vectors, rtol=0, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(every_row, vectors)
+
+
+def test_int8_runs_batches_side_by_side_one_core_each_with_the_same_vectors(tiny_variant, tmp_path, monkeypatch):
+    """Under int8 the encode loop runs ``batch_workers`` batches at once on as many threads (each ONNX Runtime
+    call on one): every text gets the vector it gets one batch at a time, in the caller's order, and an
+    error in a batch reaches the caller."""
+    import threading
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    texts = [f"text {i}: " + "words and more words " * (1 + i % 9) for i in range(40)]
+    model.decoder.threads = 1
+    assert model.batch_workers == 1
+    one_at_a_time = model.encode(texts, max_tokens_per_batch=64)
+    callers: set[str] = set()
+    run = model.decoder.session.run
+    monkeypatch.setattr(model.decoder.session, "run", lambda *a: callers.add(threading.current_thread().name)
+                        or run(*a))
+    model.decoder.threads = 3
+    assert model.batch_workers == 3
+    side_by_side = model.encode(texts, max_tokens_per_batch=64)
+    np.testing.assert_array_equal(side_by_side, one_at_a_time)
+    assert len(callers) == 3 and all(name.startswith("c2v-batch") for name in callers)
+    model.decoder.threads = None  # torch's thread count, read when encoding
+    torch_threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert model.batch_workers == 2
+    finally:
+        torch.set_num_threads(torch_threads)
+
+    def broken(*a):
+        raise RuntimeError("a batch failed")
+
+    monkeypatch.setattr(model.decoder.session, "run", broken)
+    model.decoder.threads = 3
+    with pytest.raises(RuntimeError, match="a batch failed"):
+        model.encode(texts, max_tokens_per_batch=64)
+
+
+def test_torch_models_run_one_batch_at_a_time(tiny_variant):
+    assert Causal2Vec.from_pretrained(tiny_variant, device="cpu").batch_workers == 1

@@ -16,7 +16,8 @@ from transformers import LlamaConfig, LlamaModel  # noqa: E402
 
 from c2v_rag import onnx_decoder as od  # noqa: E402
 from c2v_rag.attention import set_attention_mode  # noqa: E402
-from c2v_rag.onnx_attention import MIN_BLOCKED_LENGTH, POSITIONS_FROM_LENGTHS, POSITIONS_KEY, fuse_attention  # noqa: E402
+from c2v_rag.onnx_attention import (MIN_BLOCKED_LENGTH, POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT,  # noqa: E402
+                                    fuse_attention, last_layer_at_rows)
 
 
 def _llama(head_dim: int, **extra) -> LlamaModel:
@@ -85,6 +86,33 @@ def test_a_text_gets_the_same_states_bit_for_bit_however_its_sequence_is_cut(tmp
 
     alone, together = run(slice(0, 1), length), run(slice(0, 2), 200)
     np.testing.assert_array_equal(alone[0], together[0, :length])
+
+
+def test_the_last_layer_at_the_readout_rows_gives_those_rows_of_the_whole_computation_bit_for_bit(tmp_path, capfd):
+    """Rows early and late, in blocks and not, repeated, one and several per text: each is the same row of the
+    graph that computes every row; the layers before the last still run at every position (their keys feed
+    the last). Given every position, it computes the whole output."""
+    decoder = _llama(head_dim=16)
+    model = onnx.load(str(od.export_decoder(decoder, tmp_path / "decoder.onnx")))
+    assert not last_layer_at_rows(model)  # the attention must be fused first
+    fuse_attention(model, decoder)
+    whole = _session(model)
+    assert last_layer_at_rows(model)
+    onnx.checker.check_model(model, full_check=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("If") == 1 and ops.count("Attention") == 1  # the first layer as before, the last at rows
+    capfd.readouterr()
+    rows_only = _session(model)
+    assert "[W:onnxruntime" not in capfd.readouterr().err
+    embeds, mask, positions = _batch([150, 3, 97, 64], 64)
+    feeds = {"inputs_embeds": embeds.numpy(), "attention_mask": mask.numpy(), "position_ids": positions.numpy()}
+    expected = whole.run(None, feeds)[0]
+    rows = np.array([[0, 149, 70], [1, 2, 2], [0, 96, 5], [63, 0, 31]])
+    got = rows_only.run(None, {**feeds, READOUT_INPUT: rows})[0]
+    assert got.shape == (4, 3, 64)
+    np.testing.assert_array_equal(got, np.stack([expected[b, rows[b]] for b in range(4)]))
+    every = rows_only.run(None, {**feeds, READOUT_INPUT: positions.numpy()})[0]
+    np.testing.assert_array_equal(every, expected)
 
 
 @pytest.mark.parametrize("case", ["biased", "bidirectional"])

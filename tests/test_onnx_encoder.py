@@ -30,7 +30,7 @@ def minilm():
 @pytest.mark.real_weights
 def test_the_onnx_encoder_gives_transformers_states_on_real_minilm(minilm, tmp_path):
     tokenizer, bert = minilm
-    encoder = oe.onnx_encoder(bert, cache_dir=tmp_path, threads=1)
+    encoder = oe.onnx_encoder(bert, cache_dir=tmp_path)
     assert encoder.path.is_relative_to(tmp_path) and encoder.config is bert.config
     for texts in (TEXTS, TEXTS[:1], TEXTS[1:3]):  # other batch sizes and lengths than the trace's (2 x 12)
         enc = tokenizer(texts, padding=True, return_tensors="pt")
@@ -46,9 +46,9 @@ def test_the_onnx_encoder_gives_transformers_states_on_real_minilm(minilm, tmp_p
 @pytest.mark.real_weights
 def test_the_export_is_cached_by_the_weights(minilm, tmp_path, monkeypatch):
     _, bert = minilm
-    first = oe.onnx_encoder(bert, cache_dir=tmp_path, threads=1)
+    first = oe.onnx_encoder(bert, cache_dir=tmp_path)
     monkeypatch.setattr(oe, "export_encoder", lambda *a, **k: pytest.fail("exported again"))
-    assert oe.onnx_encoder(bert, cache_dir=tmp_path, threads=1).path == first.path
+    assert oe.onnx_encoder(bert, cache_dir=tmp_path).path == first.path
     monkeypatch.undo()
     changed = type(bert)(bert.config).eval()  # same config, other weights: another file
     changed.load_state_dict({k: v + 1e-3 for k, v in bert.state_dict().items()})
@@ -59,7 +59,7 @@ def test_the_export_is_cached_by_the_weights(minilm, tmp_path, monkeypatch):
 @pytest.mark.real_weights
 def test_the_onnx_encoder_refuses_what_it_cannot_run(minilm, tmp_path):
     tokenizer, bert = minilm
-    encoder = oe.onnx_encoder(bert, cache_dir=tmp_path, threads=1)
+    encoder = oe.onnx_encoder(bert, cache_dir=tmp_path)
     ids = tokenizer(TEXTS[:1], return_tensors="pt")["input_ids"]
     with pytest.raises(ValueError, match="last hidden state only"):
         encoder(input_ids=ids, output_hidden_states=True)
