@@ -270,7 +270,7 @@ def cpu_session(path: Path, threads: int = 1, *, spinning: bool = False) -> Any:
     (:attr:`OnnxDecoder.batch_workers`). On 2 cores that encoded 1.15x (AVX2 kernels) to 1.33x (AVX-512)
     as fast as one batch at a time on two intra-op threads, whose small kernels (the per-row quantization,
     norms, slices) do not split; and a text alone took no longer on one thread than on two
-    (docs/performance.md, "Threads").
+    (docs/performance.md, "Recipe v6 and threads").
 
     ``spinning`` off (the default): pool threads, where there are any, sleep when a kernel ends instead of
     spinning for the next. An int8 encode runs two sessions (encoder, decoder) and torch between them:
