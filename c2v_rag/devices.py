@@ -100,8 +100,8 @@ LEGACY_INT8 = "int8"
 INTERCHANGEABLE_QUANTIZE: frozenset[str] = frozenset({"none", INT8_METHOD})
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
-# (docs/performance.md, "int8 on CPU"). AVX2 only: recipe v5 with AVX2 kernels emulated 2.0x float32 (v3:
-# 1.7x there, 1.45-1.7x for v2 on a real AVX2-only EPYC). avx512_bf16 without AMX: recipe v5 2.03x bf16, 4.8x
+# (docs/performance.md, "int8 on CPU"). AVX2 only: recipe v6 with AVX2 kernels emulated 2.06x float32 (v3:
+# 1.7x there, 1.45-1.7x for v2 on a real AVX2-only EPYC). avx512_bf16 without AMX: recipe v6 2.08x bf16, 4.9x
 # float32 (a Zen 5 EPYC with avx512_bf16 and avx512_vnni); the same run's float32 and int8 use no bf16
 # instruction, so it stands for AVX-512 VNNI CPUs without bf16 too (there less: MKL's float32 GEMMs were
 # AVX2 ones on that AMD CPU). AMX CPUs multiply bf16 in tiles, much faster than avx512_bf16; int8 vs that
