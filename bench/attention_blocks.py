@@ -8,9 +8,9 @@ input, as ONNX Runtime runs it inside the int8 decoder, at batch shapes the toke
 alone, batches of short texts, a few abstracts). Candidates, each a one-layer graph:
 
 - ``gqa``: ONNX Runtime's ``GroupQueryAttention`` with its rotary embedding inside, as recipes v2-v4 ran it;
-- ``blocks`` (as shipped, recipe v5): :mod:`c2v_rag.onnx_attention` itself, ``RotaryEmbedding`` on q and k
-  and ONNX ``Attention`` over :data:`~c2v_rag.onnx_attention.BLOCKS` causal blocks of queries from
-  :data:`~c2v_rag.onnx_attention.MIN_BLOCKED_LENGTH` tokens on, one block below;
+- ``blocks`` (as shipped, recipe v5): :mod:`c2v_rag.cpu.onnx_attention` itself, ``RotaryEmbedding`` on q and k
+  and ONNX ``Attention`` over :data:`~c2v_rag.cpu.onnx_attention.BLOCKS` causal blocks of queries from
+  :data:`~c2v_rag.cpu.onnx_attention.MIN_BLOCKED_LENGTH` tokens on, one block below;
 - ``one-block``, ``blocks-2``, ``blocks-6``: the same code with those constants changed, to show why they
   are what they are.
 
@@ -78,10 +78,10 @@ def gqa(heads: int, kv_heads: int, head_dim: int):
 
 
 def blocks(heads: int, kv_heads: int, head_dim: int, **constants):
-    """The library's block-causal attention (``c2v_rag.onnx_attention``), its constants overridden by ``constants``."""
+    """The library's block-causal attention (``c2v_rag.cpu.onnx_attention``), its constants overridden by ``constants``."""
     from onnx import helper
 
-    from c2v_rag import onnx_attention
+    from c2v_rag.cpu import onnx_attention
 
     constants = {"BLOCKS": onnx_attention.BLOCKS, **constants}  # patch.multiple needs one at least
     with mock.patch.multiple(onnx_attention, **constants):

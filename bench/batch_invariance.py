@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import QUANTIZE_CHOICES, cpu_has_native_bf16
+from c2v_rag.core.devices import QUANTIZE_CHOICES, cpu_has_native_bf16
 
 
 def sample_texts(data: Path, n: int) -> list[str]:

@@ -117,8 +117,8 @@ SPEED_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "
 
 
 def speed_flags() -> list[str]:
-    """Which of :data:`SPEED_FLAGS` this CPU has (``c2v_rag.devices.cpu_flags``, read from /proc/cpuinfo)."""
-    from c2v_rag.devices import cpu_flags
+    """Which of :data:`SPEED_FLAGS` this CPU has (``c2v_rag.core.devices.cpu_flags``, read from /proc/cpuinfo)."""
+    from c2v_rag.core.devices import cpu_flags
 
     flags = cpu_flags()
     return [f for f in SPEED_FLAGS if f in flags]
@@ -142,7 +142,7 @@ def load(name: str):
     """A Causal2Vec variant or preset, else a bi-encoder alone."""
     from c2v_rag import Causal2Vec
     from c2v_rag.evaluation import BiEncoder
-    from c2v_rag.presets import list_presets
+    from c2v_rag.hub.presets import list_presets
 
     if name == "default" or name in list_presets() or Path(name, "causal2vec_config.json").is_file():
         return Causal2Vec.from_pretrained(None if name == "default" else name, device="cpu")

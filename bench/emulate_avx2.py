@@ -104,9 +104,9 @@ def patched_onnxruntime(root: Path) -> Path:
 
 _SITECUSTOMIZE = '''\
 # Written by bench/emulate_avx2.py: c2v_rag sees this CPU's flags without AVX-512, AVX-VNNI and AMX.
-# Importing c2v_rag.devices here (torch with it) costs each Python process of the run a second at start.
+# Importing c2v_rag.core.devices here (torch with it) costs each Python process of the run a second at start.
 try:
-    import c2v_rag.devices as _devices
+    import c2v_rag.core.devices as _devices
 except ImportError:  # a process without c2v_rag on its path (a peer's venv): nothing to patch
     pass
 else:
@@ -128,7 +128,7 @@ def emulation_env(root: Path) -> dict[str, str]:
 _CHECK = r'''
 import time, numpy as np, onnxruntime as ort, torch
 from onnx import helper, TensorProto, numpy_helper
-import c2v_rag.devices as d
+import c2v_rag.core.devices as d
 print("onnxruntime from", ort.__file__)
 print("torch capability", torch.backends.cpu.get_cpu_capability(), "| c2v_rag cpu_class", d.cpu_class(),
       "| dtype auto", d.resolve_dtype("auto", torch.device("cpu")))

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.batching import Causal2VecBatch, plan_batches
-from c2v_rag.encoding import default_max_tokens
-from c2v_rag.pooling import read_representation
+from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
+from c2v_rag.encode.loop import default_max_tokens
+from c2v_rag.nn.pooling import read_representation
 from common import measure, mixed_texts, single_thread_note
 
 BUDGET = default_max_tokens(torch.device("cpu"))  # the library's CPU default

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.batching import plan_batches
+from c2v_rag.encode.batching import plan_batches
 from common import load_scifact_docs
 
 

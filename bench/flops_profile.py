@@ -26,8 +26,8 @@ import torch
 from torch import nn
 
 from c2v_rag import Causal2Vec
-from c2v_rag.batching import plan_batches
-from c2v_rag.encoding import default_max_tokens
+from c2v_rag.encode.batching import plan_batches
+from c2v_rag.encode.loop import default_max_tokens
 from common import measure, mixed_texts, single_thread_note
 
 

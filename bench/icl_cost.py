@@ -21,9 +21,9 @@ from common import load, measure, single_thread_note, speed_flags_note
 
 
 def main() -> None:
-    from c2v_rag.encoding import prepare_texts
+    from c2v_rag.encode.loop import prepare_texts
     from c2v_rag.evaluation.datasets import pick_examples, scifact_dev
-    from c2v_rag.instructions import resolve_instruction
+    from c2v_rag.core.instructions import resolve_instruction
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)

@@ -102,7 +102,7 @@ def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
         from llama_index.embeddings.huggingface import HuggingFaceEmbedding
         from llama_index.vector_stores.qdrant import QdrantVectorStore
 
-        from c2v_rag.sources import resolve_reference
+        from c2v_rag.hub.sources import resolve_reference
 
         embed = HuggingFaceEmbedding(model_name=resolve_reference("all-minilm-l6-v2").location, device="cpu",
                                      embed_batch_size=batch_size)

@@ -9,7 +9,7 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
 - ``fp32``: the preset in torch float32, for CPUs where ``float`` is bfloat16 (int8 computes around float32,
   so its cosines to float32 separate int8's error from bf16's); every candidate's vectors are then also
   compared with these (``cos_to_fp32_*``);
-- ``int8``: ``quantize="int8"`` as shipped (``c2v_rag.int8``: the decoder's linear layers as per-token int8
+- ``int8``: ``quantize="int8"`` as shipped (``c2v_rag.cpu.int8``: the decoder's linear layers as per-token int8
   with SmoothQuant in ONNX Runtime, calibrated on the packaged texts; the first run builds it into
   ``--onnx-cache``);
 - ``torch-dynamic``: torch's dynamic int8 (``torch.ao.quantization.quantize_dynamic``, one activation scale
@@ -18,7 +18,7 @@ Every candidate is the shipped preset loaded once, then quantized (or not) in pl
 - ``torchao`` (optional, needs ``pip install torchao``): torchao's ``Int8DynamicActivationInt8WeightConfig``
   (per-row activation scales) on both models;
 - ``ort-<method>`` (needs ``pip install 'c2v-rag[int8]'``): the decoder exported to ONNX and run by ONNX
-  Runtime (``c2v_rag.onnx_decoder``), one of ``ort-fp32``, ``ort-nbits8-b32``, ``ort-nbits8-b128``,
+  Runtime (``c2v_rag.cpu.onnx_decoder``), one of ``ort-fp32``, ``ort-nbits8-b32``, ``ort-nbits8-b128``,
   ``ort-nbits4-b32``, ``ort-dynamic-qint8``; the encoder, projector and readout stay in torch float32.
   The first run exports (and quantizes) into ``--onnx-cache``; later runs read the files;
 - ``ort-file:<path>``: the decoder run from an ONNX file made elsewhere with the same inputs and output
@@ -59,7 +59,7 @@ import numpy as np
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import cpu_class, dtype_name
+from c2v_rag.core.devices import cpu_class, dtype_name
 from common import load_scifact_queries, mixed_texts, speed_flags
 
 
@@ -68,7 +68,7 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
     models = {"float": base}
     for name in candidates:
         if name.startswith("ort-"):
-            from c2v_rag.onnx_decoder import OnnxDecoder, onnx_decoder
+            from c2v_rag.cpu.onnx_decoder import OnnxDecoder, onnx_decoder
 
             if base.dtype != torch.float32:
                 raise SystemExit("the ort- candidates compare against float32: run where dtype='auto' is float32")
@@ -87,14 +87,14 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
         elif name == "int8":
             model.apply_quantization("int8", cache_dir=onnx_cache)
         elif name in ("int8-intra-op", "int8-intra-op-spinning"):
-            from c2v_rag.onnx_decoder import cpu_session
+            from c2v_rag.cpu.onnx_decoder import cpu_session
 
             model.apply_quantization("int8", cache_dir=onnx_cache)
             for part in (model.decoder, model.encoder):
                 part.session = cpu_session(part.path, threads, spinning=name.endswith("spinning"))
             model.decoder.threads = 1  # one batch at a time
         elif name.startswith("int8-file:"):
-            from c2v_rag.onnx_decoder import OnnxDecoder
+            from c2v_rag.cpu.onnx_decoder import OnnxDecoder
 
             model.apply_quantization("int8", cache_dir=onnx_cache)
             model.decoder = OnnxDecoder(model.decoder, Path(name.removeprefix("int8-file:")), "file", threads)

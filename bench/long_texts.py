@@ -68,7 +68,7 @@ def main() -> None:
 def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, cache=None) -> dict:
     from c2v_rag.evaluation.evaluators import search, search_maxp
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.long_texts import LongTexts, pool_windows
+    from c2v_rag.encode.long_texts import LongTexts, pool_windows
 
     model = load(name)
     policy = LongTexts(mode="chunk", **({} if overlap is None else {"overlap": overlap}))

@@ -3,7 +3,7 @@
     python bench/onnx_decoder_graphs.py --data ../shared/data ~/.cache/c2v_rag/onnx/*/decoder-fp32.onnx \\
         ~/.cache/c2v_rag/onnx/*/decoder-int8-token-sq.onnx /tmp/variant.onnx
 
-For comparing graph rewrites (``c2v_rag.int8``, ``c2v_rag.onnx_attention``) without the rest of the
+For comparing graph rewrites (``c2v_rag.cpu.int8``, ``c2v_rag.cpu.onnx_attention``) without the rest of the
 model: the preset (float32) encodes ``--docs`` SciFact abstracts and ``--claims`` claims, shuffled together,
 and the decoder inputs it builds (``inputs_embeds`` with the Contextual token written in, the mask, the
 positions; batches as the encode loop plans them) are captured once. Then each graph runs every batch in an
@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     batches = capture(args.data, args.docs, args.claims)
     print(f"{len(batches)} batches, shapes {[b[0].shape[:2] for b in batches]}; {speed_flags_note()}")
-    from c2v_rag.onnx_decoder import cpu_session
+    from c2v_rag.cpu.onnx_decoder import cpu_session
 
     sessions = {str(path): cpu_session(path, threads=1) for path in args.graphs}  # as the library runs them
     sessions.update(openvino_runs(args.graphs[0], args.openvino, batches) if args.openvino else {})

@@ -46,7 +46,7 @@ MAX_LENGTH = 512
 
 def decoder_dir() -> str:
     """The local directory of the SmolLM2 backbone that c2v_rag converted; peers load it from disk."""
-    from c2v_rag.sources import resolve_reference
+    from c2v_rag.hub.sources import resolve_reference
 
     return resolve_reference("smollm2-135m-instruct").location
 

@@ -139,7 +139,7 @@ def main() -> None:
     import torch
 
     from c2v_rag import Causal2Vec
-    from c2v_rag.devices import configure_cpu_threads
+    from c2v_rag.core.devices import configure_cpu_threads
 
     configure_cpu_threads(1)  # as the server runs: one intra-op thread
     model = Causal2Vec.from_pretrained(args.model)

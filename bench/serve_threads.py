@@ -32,7 +32,7 @@ def measure(threads: int, queries: list[str], model: str | None) -> dict:
     import torch
 
     from c2v_rag import Causal2Vec
-    from c2v_rag.devices import configure_cpu_threads
+    from c2v_rag.core.devices import configure_cpu_threads
 
     configure_cpu_threads(threads)
     c2v = Causal2Vec.from_pretrained(model)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from sentence_transformers import SentenceTransformer
 
     from c2v_rag import Causal2Vec
-    from c2v_rag.presets import resolve_variant_path
+    from c2v_rag.hub.presets import resolve_variant_path
 
     torch.set_grad_enabled(False)
     path = str(resolve_variant_path(args.variant))

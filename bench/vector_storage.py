@@ -41,7 +41,7 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 def _fingerprint(model: str | None) -> str:
     """Names the variant's contents, so a retrained preset or variant never reuses stale vectors."""
-    from c2v_rag.presets import resolve_variant_path
+    from c2v_rag.hub.presets import resolve_variant_path
 
     root = resolve_variant_path(model)
     files = sorted(f for f in root.rglob("*") if f.is_file())
@@ -70,7 +70,7 @@ def qdrant_search(docs: np.ndarray, queries: np.ndarray, datatype: str, k: int) 
     """Top-k document indices from an embedded Qdrant collection built by the library's config."""
     from qdrant_client.http import models
 
-    from c2v_rag.rag.collection import QdrantConfig
+    from c2v_rag.rag.store.collection import QdrantConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         config = QdrantConfig(path=Path(tmp), datatype=datatype)

@@ -4,13 +4,13 @@ This module is the facade, the top of the package's layers (``[tool.importlinter
 it re-exports names from the modules that define them, and no module inside the package imports it.
 """
 
-from .config import Causal2VecConfig, PromptFormat
-from .errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
-from .instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
-from .long_texts import LongTexts
-from .modeling import Causal2Vec
-from .presets import DEFAULT_PRESET, list_presets
-from .version import __version__
+from c2v_rag.core.config import Causal2VecConfig, PromptFormat
+from c2v_rag.core.errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
+from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
+from c2v_rag.encode.long_texts import LongTexts
+from c2v_rag.model.causal2vec import Causal2Vec
+from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
+from c2v_rag.version import __version__
 
 __all__ = [
     "Causal2Vec",
@@ -50,7 +50,7 @@ _RAG_EXPORTS = frozenset({"ingest", "embed", "search", "search_many", "asearch",
 
 def __getattr__(name: str):
     if name in _RAG_EXPORTS:
-        from . import rag
+        from c2v_rag import rag
 
         return getattr(rag, name)
     raise AttributeError(f"module 'c2v_rag' has no attribute {name!r}")

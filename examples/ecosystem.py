@@ -28,7 +28,7 @@ QUERIES = {"q0": QUERY, "q1": "What does a lack of vitamin D cause?", "q2": "Did
 
 def main() -> int:
     from c2v_rag import Causal2Vec
-    from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR
+    from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 
     path = str(PRESETS_DIR / DEFAULT_PRESET)
     native = Causal2Vec.from_pretrained(path, device="cpu", dtype="float32")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from c2v_rag import Causal2Vec
-from c2v_rag.devices import cpu_class, dtype_name
+from c2v_rag.core.devices import cpu_class, dtype_name
 from c2v_rag.evaluation import load_suite
 from c2v_rag.evaluation.evaluators import search
 from c2v_rag.evaluation.metrics import evaluate_run
@@ -34,7 +34,7 @@ from c2v_rag.evaluation.metrics import evaluate_run
 
 def kinds(graphs: dict[str, Path]) -> dict[str, Causal2Vec]:
     """The float default, shipped int8, and one int8 model per ``--graph`` with its decoder run from that file."""
-    from c2v_rag.onnx_decoder import OnnxDecoder
+    from c2v_rag.cpu.onnx_decoder import OnnxDecoder
 
     models = {"float": Causal2Vec.from_pretrained(None, device="cpu")}
     models["int8"] = Causal2Vec.from_pretrained(None, device="cpu", dtype="float32", quantize="int8")

@@ -6,12 +6,12 @@
     python bench/int8.py --data ../shared/data --docs 12 --claims 4 --repeats 2 --single 6 \\
         --candidates int8 ort-file:/tmp/rowint8-sq75.onnx
 
-The rewrite and the calibration are the library's (``c2v_rag.int8.rewrite_per_token_int8`` and
+The rewrite and the calibration are the library's (``c2v_rag.cpu.int8.rewrite_per_token_int8`` and
 ``input_maxima``); this script only changes their settings: the SmoothQuant strength (``--smooth``, none
 without it), which linears stay float (``--keep-float``; the shipped recipe keeps ``down_proj``) and the
 calibration texts (the packaged ones, or SciFact abstracts 100..131 and claims 100..115 with
 ``--calibration-data``, texts that ``bench/int8.py`` does not encode: the rows measured before the packaged
-set existed). Starts from the float32 export ``c2v_rag.onnx_decoder`` caches (method ``fp32``).
+set existed). Starts from the float32 export ``c2v_rag.cpu.onnx_decoder`` caches (method ``fp32``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import onnx
 import torch
 
 from c2v_rag import Causal2Vec
-from c2v_rag.int8 import input_maxima, rewrite_per_token_int8
-from c2v_rag.onnx_decoder import cached_onnx
+from c2v_rag.cpu.int8 import input_maxima, rewrite_per_token_int8
+from c2v_rag.cpu.onnx_decoder import cached_onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from common import load_scifact_docs, load_scifact_queries  # noqa: E402

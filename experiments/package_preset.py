@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from c2v_rag.evaluation.suites import MAIN_METRIC  # noqa: E402
-from c2v_rag.presets import DEFAULT_PRESET, PRESETS_DIR  # noqa: E402
-from c2v_rag.st_files import write_st_files  # noqa: E402
+from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR  # noqa: E402
+from c2v_rag.hub.st_files import write_st_files  # noqa: E402
 
 DATA_LICENSES = {
     "snli": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",

@@ -6,7 +6,7 @@
 
 The recipe's model (Causal2Vec with LoRA on the decoder and the encoder, the projector trained in full)
 is built by ``c2v_rag.training.build_model`` and wrapped as a SentenceTransformer through
-``c2v_rag.st_module.Causal2VecModule``; its data sections are loaded (and mined) by our trainer's setup,
+``c2v_rag.model.st_module.Causal2VecModule``; its data sections are loaded (and mined) by our trainer's setup,
 then handed to sentence-transformers as one ``datasets.Dataset`` per section with columns
 ``anchor, positive, negative_1..k`` and the sections' instructions as per-dataset, per-column prompts.
 Everything runs in float32 on the CPU. Five parts:
@@ -105,7 +105,7 @@ def st_wrap(model):
     """Our model as a SentenceTransformer: the same module object, no copy."""
     from sentence_transformers import SentenceTransformer
 
-    from c2v_rag.st_module import Causal2VecModule
+    from c2v_rag.model.st_module import Causal2VecModule
 
     return SentenceTransformer(modules=[Causal2VecModule(model)], device=str(model.device))
 

@@ -120,7 +120,7 @@ def tiny_dirs(tmp_path_factory):
 def tiny_model_factory(tiny_dirs):
     """Build a float32 CPU Causal2Vec on a tiny decoder family, with config overrides."""
     from c2v_rag import Causal2Vec
-    from c2v_rag.config import Causal2VecConfig
+    from c2v_rag.core.config import Causal2VecConfig
 
     def make(family: str = "llama", **fields):
         # The dtype is a config field here, not only a load argument, so that a tiny variant saved

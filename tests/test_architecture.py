@@ -1,4 +1,4 @@
-"""The import architecture of c2v_rag (issue 28): imports go one way, down the layers, and never in a circle.
+"""The import architecture of c2v_rag: imports go one way, down the layers, and never in a circle.
 
 The layers are defined once, in pyproject.toml's ``[tool.importlinter]``; ``lint-imports`` checks the same
 contract from the command line. Every import counts, as in grimp's graph: those inside functions and
@@ -83,14 +83,8 @@ def test_the_layers_below_rag_reach_no_application(graph):
     layers = layer_modules()
     below = [module for index, layer in enumerate(layers) if f"{PACKAGE}.rag" in layer
              for lower in layers[index + 1:] for module in lower]
-    assert {f"{PACKAGE}.modeling", f"{PACKAGE}.config"} <= set(below)
+    assert {f"{PACKAGE}.model", f"{PACKAGE}.core"} <= set(below)
     chains = [" -> ".join(chain) for module in sorted(below) for application in APPLICATIONS
               if (chain := graph.find_shortest_chain(importer=module, imported=application, as_packages=True))]
     assert not chains, "the model and foundation layers import the layers built on them:\n" + "\n".join(chains)
 
-
-def test_the_former_writer_name_re_exports_the_same_objects():
-    import c2v_rag.sentence_transformers as former
-    import c2v_rag.st_files as st_files
-
-    assert former.__all__ and all(getattr(former, name) is getattr(st_files, name) for name in former.__all__)

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..devices import resolve_device
-from ..encoding import check_texts
-from ..long_texts import Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
-from ..pooling import mean_pool
-from ..sources import encoder_length_limit, load_backbone, load_tokenizer, normalizes_embeddings, resolve_reference
+from c2v_rag.core.devices import resolve_device
+from c2v_rag.encode.loop import check_texts
+from c2v_rag.encode.long_texts import Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
+from c2v_rag.nn.pooling import mean_pool
+from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, normalizes_embeddings, resolve_reference
 
 
 class BiEncoder:
@@ -53,7 +53,7 @@ class BiEncoder:
         return out[0] if single else out
 
     def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk", **_: Any) -> Windows:
-        """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.long_texts`)."""
+        """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.encode.long_texts`)."""
         policy = resolve_long_texts(long_texts)
         texts, _ = check_texts(texts)
         specials = len(self.tokenizer("")["input_ids"])

@@ -201,10 +201,10 @@ def pick_examples(data, k: int, *, seed: int = 0) -> list[tuple[str, str]]:
 
     Retrieval: train claims with a relevant document. Classification: pool texts with their label as
     the response, each of another label (bge-en-icl's classification examples). Both are shortened with
-    :func:`~c2v_rag.instructions.shorten_example`. The same examples serve every input, as in bge-en-icl's
+    :func:`~c2v_rag.core.instructions.shorten_example`. The same examples serve every input, as in bge-en-icl's
     evaluation.
     """
-    from ..instructions import shorten_example
+    from c2v_rag.core.instructions import shorten_example
 
     if k < 0:
         raise ValueError(f"examples={k}: pass 0 or more")

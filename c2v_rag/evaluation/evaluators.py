@@ -7,8 +7,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from .datasets import LabelledData, PairScoreData, RetrievalData
-from .metrics import evaluate_run
+from c2v_rag.evaluation.datasets import LabelledData, PairScoreData, RetrievalData
+from c2v_rag.evaluation.metrics import evaluate_run
 
 
 class Embedder(Protocol):
@@ -127,7 +127,7 @@ def evaluate(model: Embedder, data, *, examples: int = 0, **kwargs: Any) -> dict
     """Dispatch on the data's type; ``examples`` in-context examples (:func:`~c2v_rag.evaluation.datasets.pick_examples`)
     go on the queries of a retrieval set and on every input of a symmetric one."""
     if examples:
-        from .datasets import pick_examples
+        from c2v_rag.evaluation.datasets import pick_examples
 
         kwargs = {**kwargs, "examples": pick_examples(data, examples)}
     if isinstance(data, RetrievalData):

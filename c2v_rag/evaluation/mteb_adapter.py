@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..instructions import STS_INSTRUCTION, get_task
+from c2v_rag.core.instructions import STS_INSTRUCTION, get_task
 
 _ASYMMETRIC_TYPES = {"Retrieval", "Reranking", "InstructionRetrieval", "InstructionReranking"}
 _STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}

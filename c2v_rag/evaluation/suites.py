@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .datasets import banking77_dev, emotion_dev, scifact_dev, stsb_dev
-from .evaluators import evaluate
+from c2v_rag.evaluation.datasets import banking77_dev, emotion_dev, scifact_dev, stsb_dev
+from c2v_rag.evaluation.evaluators import evaluate
 
 LOADERS: dict[str, Callable[[Path], Any]] = {
     "scifact-dev": scifact_dev,

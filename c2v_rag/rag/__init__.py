@@ -6,12 +6,12 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 (``pip install 'c2v-rag[hybrid]'``).
 """
 
-from .collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
-from .distributed import RayOptions
-from .documents import SourceDocument, iter_documents
-from .embedder import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
-from .embed_to_parquet import EmbedResult, embed
-from .errors import (
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
+from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
+from c2v_rag.rag.read.documents import SourceDocument, iter_documents
+from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
+from c2v_rag.rag.ingestion.embed import EmbedResult, embed
+from c2v_rag.rag.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     IngestError,
@@ -21,16 +21,16 @@ from .errors import (
     StoreKindError,
     StoreLockedError,
 )
-from .files import SkippedInput
-from .filters import to_qdrant_filter
-from .ingest_config import IngestConfig
-from .ingest_result import FailedBatch, IngestResult
-from .pipeline import ingest
-from .migrate import MigrateResult, migrate
-from .options import ConnectionOptions, ModelOptions, SearchOptions
-from .reindex import ReindexResult, reindex
-from .search import SearchHit, asearch, search, search_many
-from .sparse import BM25Config, BM25Encoder
+from c2v_rag.rag.results import SkippedInput
+from c2v_rag.rag.store.filters import to_qdrant_filter
+from c2v_rag.rag.ingestion.config import IngestConfig
+from c2v_rag.rag.results import FailedBatch, IngestResult
+from c2v_rag.rag.ingestion.ingest import ingest
+from c2v_rag.rag.admin.migrate import MigrateResult, migrate
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
+from c2v_rag.rag.admin.reindex import ReindexResult, reindex
+from c2v_rag.rag.retrieval.search import SearchHit, asearch, search, search_many
+from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
 
 __all__ = [
     "ingest",

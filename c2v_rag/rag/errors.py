@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import C2VError
+from c2v_rag.core.errors import C2VError
 
 if TYPE_CHECKING:
-    from .ingest_result import IngestResult
+    from c2v_rag.rag.results import IngestResult
 
 
 class CollectionMismatchError(C2VError, ValueError):

@@ -1,7 +1,7 @@
 """The options of the RAG calls, declared once: where the store is, which model embeds, how a search runs.
 
 - :class:`ConnectionOptions`: the Qdrant store (a server or an embedded directory), resolved to a
-  :class:`~c2v_rag.rag.collection.QdrantConfig`;
+  :class:`~c2v_rag.rag.store.collection.QdrantConfig`;
 - :class:`ModelOptions`: the model and how it is loaded;
 - :class:`SearchOptions`: what one search asks of a collection (:class:`CommonSearchOptions`: the
   part ``/v1/search`` takes as well).
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, ForwardRef, Literal, NamedTuple, TypedDic
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from .collection import DEFAULT_COLLECTION, QdrantConfig
-from .query import Fusion, SearchMode
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
+from c2v_rag.rag.store.query import Fusion, SearchMode
 
 if TYPE_CHECKING:
     from typing_extensions import Self
     from qdrant_client.http import models
 
-    from ..modeling import Causal2Vec
-    from .filters import FilterLike
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.store.filters import FilterLike
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -88,14 +88,14 @@ class ConnectionOptions(_Options):
     def resolve(self) -> QdrantConfig:
         """The store these options name: ``qdrant`` with the fields that are set laid over it, the
         default directory filled in and an existing directory's engine detected
-        (:meth:`QdrantConfig.resolve <c2v_rag.rag.collection.QdrantConfig.resolve>`, which also
+        (:meth:`QdrantConfig.resolve <c2v_rag.rag.store.collection.QdrantConfig.resolve>`, which also
         refuses a directory another engine wrote)."""
         api_key = self.api_key.get_secret_value() if isinstance(self.api_key, SecretStr) else self.api_key
         return QdrantConfig.resolve(self.qdrant, self.qdrant_url, self.path, api_key, self.prefer_grpc, self.store)
 
 
 class ModelOptions(_Options):
-    """The model that embeds, and how it is loaded (:func:`~c2v_rag.rag.embedder.load_model`: once
+    """The model that embeds, and how it is loaded (:func:`~c2v_rag.rag.embedding.load_model`: once
     per model, device, dtype and quantization, shared with every other caller)."""
 
     # Any: a loaded Causal2Vec is an object pydantic cannot describe, and naming its class here
@@ -113,8 +113,8 @@ class ModelOptions(_Options):
         """The model: a loaded Causal2Vec as given, else the shared one for these options, with
         ``default_model``/``default_quantize`` standing in for those left None (search passes the
         collection's own, the only ones whose query vectors compare with its points)."""
-        from ..modeling import Causal2Vec
-        from .embedder import load_model
+        from c2v_rag.model.causal2vec import Causal2Vec
+        from c2v_rag.rag.embedding import load_model
 
         if isinstance(self.model, Causal2Vec):
             return self.model
@@ -135,7 +135,7 @@ class CommonSearchOptions(_Options):
                                   "w/ ICL); None: the task's registered ones, []: none")
     filter: Any = Field(
         default=None, description="a qdrant_client.models.Filter (used as is) or the dict form of "
-                                  "c2v_rag.rag.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
+                                  "c2v_rag.rag.store.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
                                   "{'year': {'gte': 2020}}, {'must_not': {...}}")
     score_threshold: float | None = Field(
         default=None, description="leave out hits scoring below it (the mode's score: cosine, BM25 or fused)")
@@ -168,7 +168,7 @@ class SearchOptions(CommonSearchOptions):
 # decorator copying a template function's parameters onto the three (a ParamSpec) needs a cast per
 # function, for ``query`` against ``queries`` and async against sync, and leaves a template to keep.
 # A TypedDict has to be written out for checkers to read it (pydantic cannot generate one they
-# see), so each mirrors its model by name; tests/rag/test_rag_options.py checks that they name the
+# see), so each mirrors its model by name; tests/rag/test_options.py checks that they name the
 # same fields. Types are the ones callers pass (a Sequence of examples, a plain string API key),
 # which the models' fields accept; the defaults are the models' alone (spell_out_kwargs shows them).
 class StoreKwargs(TypedDict, total=False):

@@ -15,18 +15,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..encoding import default_max_tokens, truncate_rows
-from ..instructions import get_task, resolve_instruction
-from ..presets import DEFAULT_PRESET
-from ..rag.embedder import Embedder
-from .batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
-from .config import ServerConfig
-from .metrics import ServerMetrics
-from .schemas import ApiError, EmbeddingRequest, SearchRequest, check_input, parse_body
+from c2v_rag.encode.loop import default_max_tokens, truncate_rows
+from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.hub.presets import DEFAULT_PRESET
+from c2v_rag.rag.embedding import Embedder
+from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
+from c2v_rag.serving.config import ServerConfig
+from c2v_rag.serving.metrics import ServerMetrics
+from c2v_rag.serving.schemas import ApiError, EmbeddingRequest, SearchRequest, check_input, parse_body
 
 if TYPE_CHECKING:
-    from ..instructions import Instruction
-    from ..modeling import Causal2Vec
+    from c2v_rag.core.instructions import Instruction
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
     )
     searcher = None
     if config.qdrant_url or config.qdrant_path:
-        from .search import CollectionSearcher
+        from c2v_rag.serving.search import CollectionSearcher
 
         searcher = CollectionSearcher(model, config)
     key = config.api_key.get_secret_value().encode() if config.api_key else None

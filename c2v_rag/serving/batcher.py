@@ -2,7 +2,7 @@
 
 Requests wait in a queue. A worker coroutine takes the first one and everything that arrives
 within ``max_wait_s`` (or that is already waiting while the model is busy), tokenizes each
-request with its own instruction, and runs them all through :func:`~c2v_rag.encoding.embed_prepared`:
+request with its own instruction, and runs them all through :func:`~c2v_rag.encode.loop.embed_prepared`:
 the same length-sorted, token-budget batches that ``encode`` plans. Each request then gets its
 own rows back, in its own order. Tokenizing and the forward passes run in one worker thread,
 never on the event loop, and never two at a time: HF fast tokenizers refuse concurrent use,
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..devices import configure_cpu_threads
-from ..encoding import PreparedTexts, embed_prepared, normalize_rows, prepare_texts
+from c2v_rag.core.devices import configure_cpu_threads
+from c2v_rag.encode.loop import PreparedTexts, embed_prepared, normalize_rows, prepare_texts
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
-    from .metrics import ServerMetrics
-    from ..instructions import Instruction
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.serving.metrics import ServerMetrics
+    from c2v_rag.core.instructions import Instruction
 
 logger = logging.getLogger(__name__)
 

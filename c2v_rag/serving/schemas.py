@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..encoding import check_unicode
-from ..rag.options import CommonSearchOptions, SearchOptions
+from c2v_rag.encode.loop import check_unicode
+from c2v_rag.rag.options import CommonSearchOptions, SearchOptions
 
 
 class ApiError(Exception):
@@ -71,7 +71,7 @@ class SearchRequest(CommonSearchOptions, _SearchQuery):
 
     # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
     filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, "
-                                                            "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.filters)")
+                                                            "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.store.filters)")
 
     def search_options(self, default_collection: str) -> SearchOptions:
         """The library's options for this request, with ``default_collection`` where it names none."""

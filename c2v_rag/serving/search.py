@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..rag.aliases import resolve_alias
-from ..encoding import truncate_rows
-from ..rag.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
-from ..rag.deps import require_rag
-from ..rag.errors import CollectionMismatchError, CollectionNotFoundError
-from ..rag.options import CommonSearchOptions, ConnectionOptions
-from ..rag.search import SearchHit, nearest_chunks
-from .config import ServerConfig
-from .schemas import ApiError
+from c2v_rag.rag.store.aliases import resolve_alias
+from c2v_rag.encode.loop import truncate_rows
+from c2v_rag.rag.store.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
+from c2v_rag.rag.options import CommonSearchOptions, ConnectionOptions
+from c2v_rag.rag.retrieval.search import SearchHit, nearest_chunks
+from c2v_rag.serving.config import ServerConfig
+from c2v_rag.serving.schemas import ApiError
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 
 class CollectionSearcher:

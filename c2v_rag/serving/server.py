@@ -7,9 +7,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..devices import configure_cpu_threads
-from .app import create_app, served_name
-from .config import ServerConfig
+from c2v_rag.core.devices import configure_cpu_threads
+from c2v_rag.serving.app import create_app, served_name
+from c2v_rag.serving.config import ServerConfig
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -33,7 +33,7 @@ def serve(config: ServerConfig) -> None:
     """Load the model ``config`` names and serve it until SIGTERM or Ctrl-C (blocking)."""
     import uvicorn
 
-    from ..modeling import Causal2Vec
+    from c2v_rag.model.causal2vec import Causal2Vec
 
     configure_cpu_threads(config.threads)
     model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype,

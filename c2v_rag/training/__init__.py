@@ -11,14 +11,14 @@ the loss to LLM2Vec's MNTP or SimCSE stages or Anchor's reconstruction stage (``
     model = Causal2Vec.from_pretrained(result.output_dir)
 """
 
-from .config import DatasetSection, TrainConfig, load_config
-from .data import Example, LoadedDataset, load_section, write_jsonl
-from .evaluation import RetrievalEvaluator, STSEvaluator
-from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
-from .loss import info_nce
-from .mining import mine_hard_negatives
-from .objectives import build_objective, mntp_loss, mntp_mask, reconstruction_loss, simcse_pairs
-from .trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
+from c2v_rag.training.config import DatasetSection, TrainConfig, load_config
+from c2v_rag.training.data import Example, LoadedDataset, load_section, write_jsonl
+from c2v_rag.training.evaluation import RetrievalEvaluator, STSEvaluator
+from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from c2v_rag.training.loss import info_nce
+from c2v_rag.training.mining import mine_hard_negatives
+from c2v_rag.training.objectives import build_objective, mntp_loss, mntp_mask, reconstruction_loss, simcse_pairs
+from c2v_rag.training.trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
 
 __all__ = [
     "TrainConfig",

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config import READOUT_FIELDS
+from c2v_rag.core.config import READOUT_FIELDS
 
 DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs"]
 Precision = Literal["auto", "fp32", "bf16", "bf16-autocast"]

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..evaluation.datasets import holdout_indices, read_beir, split_queries
-from ..jsonl import iter_jsonl
-from ..instructions import get_task, resolve_instruction
-from .config import DatasetSection
+from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
+from c2v_rag.core.jsonl import iter_jsonl
+from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.training.config import DatasetSection
 
 logger = logging.getLogger(__name__)
 

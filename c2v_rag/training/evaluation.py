@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..evaluation.datasets import read_stsb
-from ..evaluation.evaluators import search
-from ..evaluation.metrics import ndcg_at_k
-from .data import RetrievalDev
+from c2v_rag.evaluation.datasets import read_stsb
+from c2v_rag.evaluation.evaluators import search
+from c2v_rag.evaluation.metrics import ndcg_at_k
+from c2v_rag.training.data import RetrievalDev
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 logger = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ..batching import Causal2VecBatch
-from ..instructions import InContextPrompt, Instruction
-from .distributed import all_finite
+from c2v_rag.encode.batching import Causal2VecBatch
+from c2v_rag.core.instructions import InContextPrompt, Instruction
+from c2v_rag.training.ddp import all_finite
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 
 class NonFiniteLossError(FloatingPointError):

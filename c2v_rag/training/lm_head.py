@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..attention import base_model
-from ..sources import resolve_reference
+from c2v_rag.nn.attention import base_model
+from c2v_rag.hub.sources import resolve_reference
 
 _HEAD_KEYS = ("lm_head.weight", "model.lm_head.weight", "output.weight")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .distributed import gather_with_grad
+from c2v_rag.training.ddp import gather_with_grad
 
 
 def info_nce(

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .data import Example, with_negatives
+from c2v_rag.training.data import Example, with_negatives
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def passage_pool(examples: Sequence[Example], corpus: dict[str, str] | None = No
 
 def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int) -> np.ndarray:
     """Indices [len(queries), depth] of the best-scoring pool texts for each query, by BM25 (bm25s)."""
-    from ..optional import require
+    from c2v_rag.core.extras import require
 
     bm25s = require("bm25s", "BM25 mining", "train")
     depth = min(depth, len(pool_texts))

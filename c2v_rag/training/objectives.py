@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 import torch.nn.functional as F
 
-from ..attention import attention_mode, set_attention_dropout
-from ..batching import Causal2VecBatch, pad_right
-from .gradcache import ContrastiveStep, NonFiniteLossError, make_batch
-from .lm_head import lm_head_weight, token_logits
-from .loss import cosent, distributed_info_nce, over_views
-from .sampling import StepTexts
+from c2v_rag.nn.attention import attention_mode, set_attention_dropout
+from c2v_rag.encode.batching import Causal2VecBatch, pad_right
+from c2v_rag.training.gradcache import ContrastiveStep, NonFiniteLossError, make_batch
+from c2v_rag.training.lm_head import lm_head_weight, token_logits
+from c2v_rag.training.loss import cosent, distributed_info_nce, over_views
+from c2v_rag.training.sampling import StepTexts
 
 if TYPE_CHECKING:
-    from ..modeling import Causal2Vec
-    from .config import ObjectiveSection, TrainConfig
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.training.config import ObjectiveSection, TrainConfig
 
 
 class Objective(Protocol):

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .data import Example
+from c2v_rag.training.data import Example
 
 if TYPE_CHECKING:
-    from ..instructions import Instruction
+    from c2v_rag.core.instructions import Instruction
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example]
 
     Each query draws a count uniformly from ``0..max_examples`` and that many ``(query, positive)`` pairs of
     ``pool`` (its own dataset), never one with its own query text, each shortened like the evaluation's
-    (:func:`~c2v_rag.instructions.shorten_example`). Seeded by (seed, step): every process and a resumed run
+    (:func:`~c2v_rag.core.instructions.shorten_example`). Seeded by (seed, step): every process and a resumed run
     draw the same. Queries without an instruction keep none (an example block restates the instruction).
     Passages are untouched: documents get no examples.
 
@@ -186,7 +186,7 @@ def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example]
     the end until the prompt passes: at inference a set that leaves no room for the text is an error, but
     a random draw in training must not stop the run, and the query must keep room to be read.
     """
-    from ..instructions import InContextPrompt, shorten_example
+    from c2v_rag.core.instructions import InContextPrompt, shorten_example
 
     if max_examples == 0 or not pool:
         return texts

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..devices import cpu_has_native_bf16, resolve_device
-from ..instructions import Instruction
-from ..modeling import Causal2Vec
-from ..projector import match_word_embedding_norm
-from .checkpoint import (
+from c2v_rag.core.devices import cpu_has_native_bf16, resolve_device
+from c2v_rag.core.instructions import Instruction
+from c2v_rag.model.causal2vec import Causal2Vec
+from c2v_rag.nn.projector import match_word_embedding_norm
+from c2v_rag.training.checkpoint import (
     CheckpointError,
     checkpoint_name,
     list_checkpoints,
@@ -35,15 +35,15 @@ from .checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from .config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, LoraSection, TrainConfig
-from .data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
-from .distributed import DistributedContext, all_reduce_mean, barrier, init_distributed
-from .evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
-from .gradcache import ContrastiveStep, Embedder, NonFiniteLossError
-from .objectives import build_objective
-from .mining import mine_hard_negatives
-from .plotting import plot_loss_curve
-from .sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
+from c2v_rag.training.config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, LoraSection, TrainConfig
+from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
+from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
+from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
+from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from c2v_rag.training.objectives import build_objective
+from c2v_rag.training.mining import mine_hard_negatives
+from c2v_rag.training.plotting import plot_loss_curve
+from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
 
 logger = logging.getLogger(__name__)
 
@@ -169,8 +169,8 @@ def _reload_projector_fp32(model: Causal2Vec, variant: str) -> None:
     """Reload the saved float32 projector: from_pretrained cast it to the compute dtype."""
     from safetensors.torch import load_file
 
-    from ..presets import resolve_variant_path
-    from ..variant_io import PROJECTOR_FILE
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.variants import PROJECTOR_FILE
 
     if model.projector is None:
         return
@@ -241,7 +241,7 @@ def negatives_per_dataset(config: TrainConfig, groups: dict[str, list]) -> dict[
 
 
 def build_evaluators(config: TrainConfig, loaded: Sequence[LoadedDataset]) -> list[Evaluator]:
-    from ..instructions import resolve_instruction
+    from c2v_rag.core.instructions import resolve_instruction
 
     ev = config.evaluation
     evaluators: list[Evaluator] = []

@@ -9,8 +9,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.rag.retriever import RetrieverOptions
-from c2v_rag.rag.search import SearchHit
+from c2v_rag.rag.retrieval.retriever import RetrieverOptions
+from c2v_rag.rag.retrieval.search import SearchHit
 
 # langchain_qdrant.RetrievalMode's values, and the search mode each is.
 RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
@@ -21,7 +21,7 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
 
     The query is embedded with the collection's own model and instruction; ``retrieval_mode``
     (``dense``, ``sparse``, ``hybrid``, as ``langchain_qdrant.RetrievalMode``) picks the search,
-    ``filter`` takes the dict form of ``c2v_rag.rag.filters`` or a ``qdrant_client`` Filter, and
+    ``filter`` takes the dict form of ``c2v_rag.rag.store.filters`` or a ``qdrant_client`` Filter, and
     ``group_by_document`` returns one chunk per document. ``k`` is the number of documents, as in
     ``search_kwargs={"k": ...}``; ``invoke(query, k=..., filter=...)`` overrides both per call.
 

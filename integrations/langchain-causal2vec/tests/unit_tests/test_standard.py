@@ -1,7 +1,7 @@
 """LangChain's standard unit tests for an Embeddings partner package (langchain-tests).
 
 Construction only (the model loads on first use); the standard integration tests run on a tiny
-local variant in the c2v_rag repository (tests/rag/test_integrations_hf_style.py).
+local variant in the c2v_rag repository (tests/integrations/test_integrations_hf_style.py).
 """
 
 from langchain_tests.unit_tests import EmbeddingsUnitTests

@@ -10,9 +10,9 @@ from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
                                                   VectorStoreQueryMode)
 
-from c2v_rag.rag.point_schema import HIDDEN_FROM_LLM, metadata_field
-from c2v_rag.rag.retriever import RetrieverOptions
-from c2v_rag.rag.search import SearchHit
+from c2v_rag.rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
+from c2v_rag.rag.retrieval.retriever import RetrieverOptions
+from c2v_rag.rag.retrieval.search import SearchHit
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
 QUERY_MODES = {VectorStoreQueryMode.DEFAULT: "dense", VectorStoreQueryMode.SPARSE: "sparse",
@@ -23,9 +23,9 @@ class Causal2VecRetriever(BaseRetriever):
     """Retrieve chunks of a collection made by ``c2v_rag.ingest``, from any backend.
 
     Takes LlamaIndex's names: ``similarity_top_k``, ``filters`` (``MetadataFilters``, translated
-    to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.rag.filters`` and a
+    to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.rag.store.filters`` and a
     ``qdrant_client`` Filter work too) and ``vector_store_query_mode`` (``default``, ``sparse``,
-    ``hybrid``). Everything else is :class:`c2v_rag.rag.retriever.RetrieverOptions`: ``collection``,
+    ``hybrid``). Everything else is :class:`c2v_rag.rag.retrieval.retriever.RetrieverOptions`: ``collection``,
     ``path``/``store``/``qdrant_url``, ``group_by_document``, ``model``, ``task``... The query is
     embedded with the collection's own model. Each node's ``ref_doc_id`` is its document's id.
 

@@ -1,0 +1,86 @@
+"""How the ``c2v-rag`` command line reports a failure: one ``error:`` line and an exit code.
+
+The exit code tells a script what to do next:
+
+=====  ==================================================================================
+0      done
+1      done, but some batches failed (``--on-error continue``); a re-run retries them
+2      bad input or setup, found before anything was written (a path, a suffix, an option,
+       a collection built for other vectors, a locked store, an unreachable server, a request
+       the server refused) or a bad file or record (what was read before it is stored):
+       fix it and run again
+3      failed midway (a batch failed after retries, or an unexpected error): what was
+       stored stays stored; re-running the same command resumes
+130    interrupted (Ctrl-C); re-running the same command resumes
+=====  ==================================================================================
+
+``-v`` adds the traceback under the line. Messages never contain an API key: errors name the
+server by its URL only.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+import warnings
+
+from c2v_rag.core.errors import C2VError
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+
+def classify(err: BaseException) -> tuple[str, int]:
+    """The one-line message and the exit code for ``err``."""
+    from c2v_rag.rag.errors import IngestError, IngestInterrupted
+
+    if isinstance(err, IngestInterrupted):
+        return str(err), EXIT_INTERRUPTED
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted; re-run the same command to resume (stored chunks are skipped)", EXIT_INTERRUPTED
+    if isinstance(err, IngestError):
+        return str(err), EXIT_FAILED
+    if isinstance(err, (C2VError, ValueError, TypeError, KeyError, OSError)):
+        # Expected input and setup problems: the message names the input and the fix. (OSError
+        # covers missing and unreadable paths; the store's own errors are C2VErrors.)
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        return str(message), EXIT_BAD_INPUT
+    upstream = _qdrant_response(err)
+    if upstream is not None:
+        return upstream, EXIT_FAILED
+    return f"{type(err).__name__}: {err} (run with -v for the traceback)", EXIT_FAILED
+
+
+def _qdrant_response(err: BaseException) -> str | None:
+    try:
+        from qdrant_client.http.exceptions import UnexpectedResponse
+    except ImportError:
+        return None
+    if not isinstance(err, UnexpectedResponse):
+        return None
+    detail = " ".join(err.content.decode("utf-8", errors="replace").split())[:300] if err.content else ""
+    return f"Qdrant answered {err.status_code} {err.reason_phrase}{f': {detail}' if detail else ''}"
+
+
+def report(err: BaseException, verbose: bool) -> int:
+    """Print ``err`` as one ``error:`` line (and the traceback when ``verbose``); its exit code."""
+    message, code = classify(err)
+    if verbose:
+        traceback.print_exception(err, file=sys.stderr)
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    return code
+
+
+def one_line_warnings() -> None:
+    """Library warnings as one ``warning:`` line each, and none for what the CLI reports itself."""
+    # qdrant-client's background version check warns when the server does not answer; the
+    # reachability check says that, with the URL, as the error.
+    warnings.filterwarnings("ignore", message="Failed to obtain server version")
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show

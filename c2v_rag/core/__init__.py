@@ -1,0 +1,1 @@
+"""Foundation: configuration, task instructions, errors, optional dependencies, devices."""

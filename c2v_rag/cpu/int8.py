@@ -1,0 +1,326 @@
+"""int8 for CPU encoding (issue 26): ``Causal2Vec.from_pretrained(..., quantize="int8")``.
+
+Not to be confused with :mod:`c2v_rag.encode.precision`, which rounds the *output* vectors
+(``encode(precision="int8")``); this module changes how the model *computes* them.
+
+The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (docs/performance.md,
+"int8 on CPU"): the decoder's linear layers run as int8 matmuls in ONNX Runtime, each activation row
+(token) with its own scale, after SmoothQuant moved the activations' outlier channels into the weights.
+
+- **Per token.** Each row of a matmul's input is mapped affinely onto uint8 [0, 255] by its own minimum
+  and maximum (one ``QuantizeLinear`` with a scale and zero point per row), so a text never shares a scale
+  with its batch neighbours (torch's dynamic int8 scales the whole batch at once: its vectors sat at
+  cosine 0.78 to the float ones, and depended on the batch). The product runs on ONNX Runtime's U8S8
+  ``MatMulInteger`` GEMM; the int32 result is rescaled per row and column.
+- **The zero point inside the GEMM.** ``(xq - z) @ wq = xq @ wq - z * colsum(wq)``: the second term is taken
+  out in int32 by the GEMM itself, from a few more input columns that hold each row's z (u8) against weight
+  rows that sum to ``-colsum(wq)`` (within +-64 each, 20-36 rows for SmolLM2's layers: 4-6% more GEMM). Done in
+  float over the output instead, it costs a ``Mul`` and an ``Add`` over every [tokens, out] product, 13% of
+  the int8 decoder's time on an AVX-512 VNNI CPU, and subtracts two large numbers in float32.
+- **One quantization per input.** Linear layers that read the same tensor (q/k/v after the input norm,
+  gate/up after the post-attention norm) share its SmoothQuant factor and its quantized copy; each keeps
+  its own GEMM (one wide GEMM and a ``Split`` measured slower).
+- **7-bit weights**, int8 per output column in [-64, 64]: AVX2's ``vpmaddubsw`` adds pairs of u8 x s8
+  products in saturating int16, which full-range weights overflow.
+- **SmoothQuant** (alpha :data:`SMOOTH_ALPHA`): per input channel k, ``s_k = max|x_k|^a / max|W_k|^(1-a)``;
+  x is divided by s and W's row k multiplied by s, an identity in exact arithmetic that leaves int8 far
+  fewer outliers to straddle. The division is folded into the RMSNorm's weight where the norm feeds only
+  those layers (else one ``Mul``; ``o_proj``). ``max|x_k|`` is measured by :func:`input_maxima` on the
+  float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package.
+- ``down_proj`` too (since recipe v4). Its inputs are the extreme ones (per-channel maxima in the
+  thousands), so int8 there costs the most quality: worst cosine to float 0.9960 for the whole vector
+  against 0.9976 with it in float32, still inside the bound, for 1.17x the encode speed with AVX2 kernels
+  and 1.19x with VNNI; dev scores within 0.0024 of float32 (docs/performance.md, "Recipe v4"). It was
+  kept in float32 until the whole int8 path computed each text on its own bit for bit (the projector
+  row by row): before that, float noise from the batch flipped its roundings, and a text alone against
+  in a batch fell to cosine 0.9990 (docs/performance.md). :data:`KEEP_FLOAT` names layers to leave float.
+- The attention runs in float32 as ONNX's ``Attention`` op over causal blocks of queries, so that it does
+  about the causal half of the work (:mod:`c2v_rag.cpu.onnx_attention`; recipe v5), where it applies; and the
+  last layer runs at the rows the embedding reads only (recipe v6; the same module).
+
+The encoder stays float32 (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.cpu.onnx_encoder`),
+and the projector, Contextual-token slot write and readout in torch float32; the encoder is ~8% of the
+linear-layer FLOPs (but 14-21% of an int8 encode's CPU time). The graph is built once per model
+and cached on disk
+(:mod:`c2v_rag.cpu.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
+the calibration texts and this recipe; a later load reads the file without calibrating again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from c2v_rag.core.devices import INT8_METHOD
+from c2v_rag.cpu.onnx_attention import default_opset, drop_unused_initializers, fuse_attention, last_layer_at_rows
+from c2v_rag.cpu.onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
+
+if TYPE_CHECKING:
+    import onnx
+
+SMOOTH_ALPHA = 0.5
+KEEP_FLOAT: tuple[str, ...] = ()
+WEIGHT_LEVELS = 64  # 7-bit weights: see the module doc
+FOLD_ZERO_POINT = True  # the zero point's share taken out inside the GEMM (module doc)
+# Bump when the recipe below changes in a way the constants above do not show.
+RECIPE_VERSION = 6  # 2: shared quantization per input, norm folding, QuantizeLinear, fused attention; 3: the
+# zero point folded into the GEMM; 4: down_proj in int8 (KEEP_FLOAT was ("down_proj",)); 5: block-causal
+# attention (ONNX Attention, opset 23) instead of GroupQueryAttention; 6: the last layer at the readout rows only
+# Query instructions the calibration runs with, beside documents without one: instruction tokens reach
+# the decoder at inference too, so their activations belong in the maxima.
+CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "EmotionClassification")
+_CALIBRATION_FILE = "int8_calibration.json"
+
+
+@cache
+def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The shipped calibration set: (documents, queries), original texts of many domains and lengths."""
+    data = json.loads(resources.files("c2v_rag").joinpath("resources", _CALIBRATION_FILE).read_text("utf-8"))
+    return tuple(data["documents"]), tuple(data["queries"])
+
+
+def recipe_key(model: Any) -> str:
+    """sha256 of what the calibration depends on besides the decoder's graph weights: the calibration texts,
+    the recipe's constants, the model's config, and the weights that make the decoder's inputs (the
+    encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
+    :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
+    digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
+                            f"{CALIBRATION_TASKS}\n".encode())
+    digest.update(json.dumps(calibration_texts()).encode())
+    digest.update(model.config.model_dump_json().encode())
+    hash_weights(digest, model.decoder.get_input_embeddings(), "decoder.embeddings.")
+    for role in ("encoder", "projector"):
+        module = getattr(model, role, None)
+        if module is not None:
+            hash_weights(digest, module, f"{role}.")
+    return digest.hexdigest()[:24]
+
+
+def input_maxima(model: Any, documents: Sequence[str] | None = None, queries: Sequence[str] | None = None, *,
+                 batch_size: int = 8) -> dict[str, np.ndarray]:
+    """``max |x_k|`` per input channel of each ``nn.Linear`` in ``model.decoder``, by module name, over
+    every position the decoder sees while ``model`` (float) encodes the calibration texts (the packaged
+    ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`."""
+    if documents is None or queries is None:
+        documents, queries = calibration_texts()
+    amax: dict[str, torch.Tensor] = {}
+
+    def hook(name: str):
+        def record(module, inputs, output):
+            x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).abs().amax(0).float()
+            amax[name] = torch.maximum(amax[name], x) if name in amax else x
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.decoder.named_modules()
+               if isinstance(m, nn.Linear)]
+    # The long calibration passages would trip encode's once-per-model truncation warning, which is about
+    # the user's texts, not these.
+    warned, model.truncation_warned = model.truncation_warned, True
+    try:
+        model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
+        for task in CALIBRATION_TASKS:
+            model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
+    finally:
+        model.truncation_warned = warned
+        for handle in handles:
+            handle.remove()
+    return {name: value.cpu().numpy() for name, value in amax.items()}
+
+
+def _module_name(node_name: str) -> str:
+    # The legacy exporter names a linear layer's MatMul "/layers.0/self_attn/q_proj/MatMul" (sometimes
+    # under "/decoder/"); the module is "layers.0.self_attn.q_proj".
+    return node_name.strip("/").removeprefix("decoder/").removesuffix("/MatMul").replace("/", ".")
+
+
+def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: dict[str, Any]) -> str | None:
+    """The name of the per-channel weight initializer of the ``Mul`` that makes ``x`` (an RMSNorm's gamma),
+    when dividing it by SmoothQuant's ``s`` changes nothing but ``group``'s input: the initializer is used
+    by that ``Mul`` alone and ``x`` feeds only ``group`` and ``Shape`` nodes. Else None."""
+    from onnx import numpy_helper
+
+    source = next((n for n in graph.node if x in n.output), None)
+    if source is None or source.op_type != "Mul":
+        return None
+    users = [n for n in graph.node if x in n.input and n.op_type != "Shape"]
+    if {id(n) for n in users} != {id(n) for n in group}:
+        return None
+    for name in source.input:
+        if name in inits and numpy_helper.to_array(inits[name]).ndim == 1 and \
+                sum(name in n.input for n in graph.node) == 1:
+            return name
+    return None
+
+
+def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
+                           alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
+                           levels: int = WEIGHT_LEVELS, fold_zero_point: bool = FOLD_ZERO_POINT,
+                           opset: int = 17) -> int:
+    """Replace, in place, every ``MatMul`` of ``graph`` whose second input is a weight initializer (the
+    linear layers; not the attention's activation x activation matmuls), except names containing one of
+    ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
+    :func:`input_maxima`) turns SmoothQuant on; None leaves the activations unscaled. Returns how many
+    were replaced.
+
+    Linear layers that read the same tensor (q/k/v, gate/up) share one SmoothQuant factor (from the
+    largest of their weights' rows) and one quantized copy of it, each then with its own int8 GEMM
+    (one GEMM and a ``Split`` measured slower: the split copies the output). Where that tensor is an
+    RMSNorm's output read by nothing else, ``1/s`` is folded into the norm's weight instead of a ``Mul``.
+
+    ``fold_zero_point`` takes the zero point's share out inside the GEMM (:func:`_zero_point_rows`) instead
+    of in two float passes over the output. ``opset``: the model's ONNX opset (from 18 on, reductions take
+    their axes as an input).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {i.name: i for i in graph.initializer}
+    groups: dict[str, list[Any]] = {}
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.input[1] in inits and not any(k in node.name for k in keep_float):
+            groups.setdefault(node.input[0], []).append(node)
+    first = {id(g[0]): g for g in groups.values()}
+    replaced = {id(n) for g in groups.values() for n in g}
+    folded: dict[str, np.ndarray] = {}
+    nodes: list[Any] = []
+    added: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        added.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    zero, top, eps = const("i8_zero", np.array(0.0, np.float32)), const("i8_255", np.array(255.0, np.float32)), \
+        const("i8_eps", np.array(1e-8, np.float32))
+    flat = const("i8_flat", np.array([-1], np.int64))
+    # each row's own range: the reductions over axis 1, written as the model's opset has it
+    axis_input = [const("i8_axis1", np.array([1], np.int64))] if opset >= 18 else []
+    axis_attribute = {} if opset >= 18 else {"axes": [1]}
+    for node in graph.node:
+        if id(node) not in replaced:
+            nodes.append(node)
+            continue
+        if id(node) not in first:
+            continue  # emitted with the first member of its group, which reads the same input
+        group = first[id(node)]
+        weights = [numpy_helper.to_array(inits[n.input[1]]).astype(np.float32) for n in group]  # [K in, M out]
+        w = np.concatenate(weights, axis=1)
+        k_in = w.shape[0]
+        prefix = group[0].name.strip("/").replace("/", "_") + "_i8"
+        x = group[0].input[0]
+
+        def op(kind: str, inputs: list[str], suffix: str, **attrs) -> str:
+            nodes.append(helper.make_node(kind, inputs, [prefix + suffix], name=prefix + suffix, **attrs))
+            return prefix + suffix
+
+        if maxima is not None:
+            keys = [_module_name(n.name) for n in group]
+            missing = [(n.name, k) for n, k in zip(group, keys) if k not in maxima]
+            if missing:
+                raise ValueError(f"no calibration maxima for the ONNX node {missing[0][0]!r} (module {missing[0][1]!r}): "
+                                 "the export's node names do not follow the decoder's module names")
+            a = np.maximum(np.max([maxima[k] for k in keys], axis=0).astype(np.float32), 1e-5)
+            s = np.clip(a ** alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None).astype(np.float32)
+            w = w * s[:, None]
+            inv_s = (1.0 / s).astype(np.float32)
+            gamma = _foldable_scale(graph, x, group, inits)
+            if gamma is not None:
+                folded[gamma] = numpy_helper.to_array(inits[gamma]).astype(np.float32) * inv_s
+            else:
+                x = op("Mul", [x, const(prefix + "_inv_s", inv_s)], "_xs")
+        w_scale = (np.maximum(np.abs(w).max(0), 1e-12) / levels).astype(np.float32)
+        wq = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
+        # Each row onto uint8 by its own range: scale = (max - min) / 255, zero point = round(-min / scale);
+        # QuantizeLinear does the rounding pass in one kernel.
+        rows = op("Reshape", [x, const(prefix + "_2d", np.array([-1, k_in], np.int64))], "_rows")
+        low = op("Min", [op("ReduceMin", [rows, *axis_input], "_min0", **axis_attribute, keepdims=1), zero], "_min")
+        high = op("Max", [op("ReduceMax", [rows, *axis_input], "_max0", **axis_attribute, keepdims=1), zero], "_max")
+        scale = op("Max", [op("Div", [op("Sub", [high, low], "_range"), top], "_scale0"), eps], "_scale")
+        zero_point = op("Round", [op("Div", [op("Neg", [low], "_neg"), scale], "_zp0")], "_zp")
+        zero_point_u8 = op("Cast", [op("Clip", [zero_point, zero, top], "_zp_clip")], "_zp_u8", to=TensorProto.UINT8)
+        xq = op("QuantizeLinear", [rows, op("Reshape", [scale, flat], "_scale_1d"),
+                                   op("Reshape", [zero_point_u8, flat], "_zp_1d")], "_xq", axis=0)
+        # x ~ (xq - zero_point) * scale: the zero point's share of the product, per row and output column
+        if fold_zero_point:
+            # each row's zero point repeated in `extra` more input columns, against weight rows that sum to
+            # minus each column's sum: the GEMM subtracts zero_point x colsum exactly, in int32
+            extra = _zero_point_width(wq, levels)
+            xq = op("Concat", [xq, op("Expand", [zero_point_u8, const(prefix + "_zp_cols", np.array([1, extra], np.int64))],
+                                      "_zp_wide")], "_xq_zp", axis=1)
+        else:
+            offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
+            colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
+        lead = op("Slice", [op("Shape", [group[0].input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
+                            const(prefix + "_end", np.array([-1], np.int64))], "_lead")
+        start = 0
+        for j, member in enumerate(group):
+            width = weights[j].shape[1]
+            cols = slice(start, start + width)
+            start += width
+            tag = f"_{j}"
+            w_int = np.concatenate([wq[:, cols], _zero_point_rows(wq[:, cols], extra, levels)]) if fold_zero_point \
+                else wq[:, cols]
+            acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + tag + "_wq", w_int)], tag + "_acc_i32")],
+                     tag + "_acc", to=TensorProto.FLOAT)
+            both = op("Mul", [scale, const(prefix + tag + "_w_scale", w_scale[cols].reshape(1, width))], tag + "_both")
+            out = op("Mul", [acc, both], tag + "_y")
+            if not fold_zero_point:
+                out = op("Add", [out, op("Mul", [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
+                                          tag + "_offset")], tag + "_y2")
+            shape = op("Concat", [lead, const(prefix + tag + "_width", np.array([width], np.int64))], tag + "_out_shape",
+                       axis=0)
+            nodes.append(helper.make_node("Reshape", [out, shape], [member.output[0]], name=prefix + tag + "_out"))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    initializers = [numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i
+                    for i in graph.initializer] + added
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    drop_unused_initializers(graph)
+    return len(replaced)
+
+
+def _zero_point_width(wq: np.ndarray, levels: int) -> int:
+    """How many extra input columns carry the zero point: enough that weight rows within +-``levels`` can sum
+    to any column's ``-sum(wq)``, rounded up to a multiple of 4 (the K step of the VNNI and AVX2 kernels)."""
+    need = int(np.ceil(np.abs(wq.astype(np.int64).sum(0)).max() / levels))
+    return max(4, -(-need // 4) * 4)
+
+
+def _zero_point_rows(wq: np.ndarray, extra: int, levels: int) -> np.ndarray:
+    """``extra`` int8 rows, each within +-``levels``, whose column sums are ``-wq.sum(0)`` exactly: against
+    ``extra`` input columns that all hold a row's zero point z, they add ``-z * sum_k wq[k, n]``, the
+    zero point's share of that row's product. AVX2's ``vpmaddubsw`` adds neighbouring u8 x s8 products in
+    int16: 255 x 64 twice stays below its 32,767, as for the weights themselves."""
+    target = -wq.astype(np.int64).sum(0)
+    base, rest = np.divmod(np.abs(target), extra)
+    if (base + (rest > 0)).max(initial=0) > levels:
+        raise ValueError(f"{extra} zero-point rows cannot carry a column sum of {np.abs(target).max()}")
+    rows = base[None, :] + (np.arange(extra)[:, None] < rest[None, :])
+    return (np.sign(target)[None, :] * rows).astype(np.int8)
+
+
+def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:
+    """``model.decoder`` (float32, CPU, merged adapters) as an :class:`OnnxDecoder` with :data:`INT8_METHOD`;
+    calibrates ``model`` only when the graph is not cached yet."""
+    from c2v_rag.core.extras import require
+
+    onnx = require("onnx", "quantize='int8'", "int8")
+
+    def build(source: Path, target: Path) -> Path:
+        proto = onnx.load(str(source))
+        if fuse_attention(proto, model.decoder):
+            last_layer_at_rows(proto)
+        rewrite_per_token_int8(proto.graph, input_maxima(model), opset=default_opset(proto))
+        onnx.save_model(proto, str(target))
+        return target
+
+    return onnx_decoder(model.decoder, INT8_METHOD, cache_dir=cache_dir, threads=threads,
+                        transform=build, key_extra=recipe_key(model))

@@ -1,0 +1,1 @@
+"""Texts -> token batches -> vectors: prompts, batching, the encode loop, long texts, output precision."""

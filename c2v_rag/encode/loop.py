@@ -1,0 +1,360 @@
+"""The encode loop: texts -> token batches -> model -> vectors, in the caller's order.
+
+The loop sits below the model (:class:`~c2v_rag.model.causal2vec.Causal2Vec` calls in here from ``encode``) and
+names only what it uses of one: :class:`EncodingModel`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
+from c2v_rag.core.config import Causal2VecConfig
+from c2v_rag.core.instructions import Instruction
+from c2v_rag.encode.long_texts import LongTexts, Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
+from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder
+from c2v_rag.encode.precision import quantize
+
+logger = logging.getLogger("c2v_rag")
+
+# Texts are tokenized a window at a time, so a corpus of millions of documents never holds all
+# its token ids at once; windows follow a global sort by character length, so each window is
+# already of similar lengths and its token-budget batches pad little.
+_WINDOW = 4096
+
+
+class EncodingModel(Protocol):
+    """What the encode loop uses of a model; :class:`~c2v_rag.model.causal2vec.Causal2Vec` is one.
+
+    ``truncation_warned`` is the loop's own state on the model: whether truncated texts were reported
+    at WARNING yet (once per model; later reports go to DEBUG).
+    """
+
+    config: Causal2VecConfig
+    prompts: PromptBuilder
+    tokenizer: Any
+    encoder_tokenizer: Any
+    encoder_max_length: int | None
+    training: bool
+    truncation_warned: bool
+    quantization: str
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def embedding_dim(self) -> int: ...
+
+    @property
+    def max_seq_length(self) -> int: ...
+
+    @property
+    def batch_workers(self) -> int: ...
+
+    def to(self, device: str | torch.device) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def prepare(self, texts: Sequence[str], instruction: Instruction, *,
+                truncate_dim: int | None = None) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
+
+    def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
+
+    def __call__(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor: ...
+
+
+def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
+    """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM.
+
+    On CPU, small batches win (bench/encode_options.py, SciFact abstracts and claims mixed, one
+    core, bf16): 2,048 padded tokens encoded 2.0x faster than 8,192, and 1,024 another 1.06-1.18x
+    faster than 2,048 over three runs (512 no better on 200 texts; docs/performance.md). Smaller
+    batches pad less, since each spans a narrower range of lengths, and keep the activations that
+    attention and the elementwise ops stream through in cache; a 1,024-row GEMM still runs near
+    the measured peak.
+
+    The int8 path (``quantization`` other than ``"none"``: ONNX Runtime, each row on its own) is faster
+    smaller still: 512 tokens encoded 1.03-1.07x as fast as 1,024 with AVX2 kernels and 1.05-1.07x with
+    VNNI, on ingest-sized chunks and on mixed abstracts and claims (docs/performance.md, "Recipe v4"). Its
+    vectors do not depend on the batch, so the budget changes only the speed.
+    """
+    if device.type == "cuda":
+        return 65536
+    return 1024 if quantization == "none" else 512
+
+
+def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
+    """Validate the input and return ``(texts, was_single_string)``."""
+    if isinstance(sentences, str):
+        check_unicode(sentences, "input")
+        return [sentences], True
+    if isinstance(sentences, (bytes, dict)) or not isinstance(sentences, Iterable):
+        raise TypeError(f"expected a string or a list of strings, got {type(sentences).__name__}")
+    texts = list(sentences)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"input at index {i} is a {type(text).__name__}, not a str: {text!r:.80}. "
+                "Convert it with str() or drop it."
+            )
+        check_unicode(text, f"input at index {i}")
+    return texts, False
+
+
+def check_unicode(text: str, where: str) -> None:
+    """Refuse a string the tokenizers cannot take: one holding a lone surrogate (U+D800-U+DFFF).
+
+    Python strings can (from ``errors="surrogateescape"`` decoding, or a JSON ``"\\ud800"``
+    escape); the Rust tokenizers fail on them with an error that names neither text nor cause.
+    """
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{where} holds a lone surrogate (U+{ord(text[err.start]):04X} at character {err.start}), which is "
+            "not valid Unicode text: decode the source bytes with errors='replace', or drop it"
+        ) from None
+
+
+def encode_texts(
+    model: EncodingModel,
+    sentences: str | Sequence[str],
+    instruction: Instruction,
+    *,
+    batch_size: int = 256,
+    max_tokens_per_batch: int | None = None,
+    show_progress_bar: bool | None = None,
+    normalize_embeddings: bool = False,
+    precision: str = "float32",
+    convert_to_numpy: bool = True,
+    convert_to_tensor: bool = False,
+    device: str | torch.device | None = None,
+    long_texts: "str | LongTexts | None" = None,
+    truncate_dim: int | None = None,
+) -> np.ndarray | torch.Tensor:
+    """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
+
+    ``batch_size`` caps the texts per batch and ``max_tokens_per_batch`` the padded decoder
+    tokens per batch; inputs are sorted by length for batching and returned in input order.
+    ``long_texts`` is ``"truncate"`` or ``"chunk"`` (:mod:`c2v_rag.encode.long_texts`). ``truncate_dim`` keeps
+    the first that many values, one of the sizes the variant was trained for (``matryoshka_dims``).
+    """
+    policy = resolve_long_texts(long_texts)
+    truncate_dim = model.config.check_truncate_dim(truncate_dim)
+    texts, single = check_texts(sentences)
+    if device is not None and torch.device(device) != model.device:
+        model.to(device)
+    dim = truncate_dim or model.embedding_dim
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    if texts:
+        budget = max_tokens_per_batch or default_max_tokens(model.device, model.quantization)
+        windows = long_text_windows(model, texts, instruction, policy) if policy.mode == "chunk" else None
+        inputs = texts if windows is None else windows.texts
+        vectors = out if windows is None else np.zeros((len(inputs), dim), dtype=np.float32)
+        show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
+        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim)
+        report_truncation(model, truncated, len(inputs))
+        if windows is not None:
+            out = pool_windows(vectors, windows, policy.pooling)
+    if normalize_embeddings:
+        normalize_rows(out)
+    result = quantize(out, precision) if precision != "float32" else out
+    if single:
+        result = result[0]
+    if convert_to_tensor:
+        return torch.from_numpy(result)
+    if not convert_to_numpy:
+        return list(torch.from_numpy(np.atleast_2d(result))) if not single else torch.from_numpy(result)
+    return result
+
+
+def long_text_windows(model: EncodingModel, texts: Sequence[str], instruction: Instruction,
+                      long_texts: "str | LongTexts | None" = "chunk") -> Windows:
+    """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
+    windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
+    policy = resolve_long_texts(long_texts)
+    texts = list(texts)
+    fits = [not t for t in prepare_texts(model, texts, instruction).truncated]
+    tokenizers = [model.tokenizer]
+    limit = model.prompts.text_budget(instruction)
+    if model.config.num_contextual_tokens and model.encoder_max_length is not None:
+        tokenizers.append(model.encoder_tokenizer)
+        specials = len(model.encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text
+        limit = min(limit, model.encoder_max_length - specials)
+    window = check_window(policy.window, limit, "the model")
+    return split_long_texts(texts, fits, tokenizers, window, policy.overlap)
+
+
+def truncate_rows(vectors: np.ndarray, dim: int | None) -> np.ndarray:
+    """The first ``dim`` values of each row, re-normalized to unit length (Matryoshka); None keeps the rows.
+
+    The same as ``encode(truncate_dim=dim, normalize_embeddings=True)`` on the texts: a prefix is a slice
+    of the full vector, whatever it is computed from.
+    """
+    if dim is None or dim == vectors.shape[-1]:
+        return vectors
+    return normalize_rows(np.array(vectors[..., :dim], dtype=np.float32, copy=True, ndmin=2)).reshape(
+        *vectors.shape[:-1], dim)
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Scale each row of a float array to unit length, in place (zero rows stay zero)."""
+    if len(vectors):
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors
+
+
+@dataclass
+class PreparedTexts:
+    """Texts tokenized for the model, ready for token-budget batching.
+
+    Requests with different instructions are prepared apart and joined with :meth:`concat`, so
+    one set of batches can mix them: the instruction lives in each input's own tokens.
+    """
+
+    pieces: list[DecoderPieces]
+    encoder_ids: list[list[int]] | None
+    lengths: list[int]
+    """Decoder tokens per text (instruction, Contextual slot, text, EOS), after truncation."""
+    decoder_truncated: list[bool]
+    encoder_truncated: list[bool]
+
+    @property
+    def truncated(self) -> list[bool]:
+        """Per text: whether either the decoder or the encoder saw less than the whole text."""
+        return [d or e for d, e in zip(self.decoder_truncated, self.encoder_truncated)]
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    @classmethod
+    def concat(cls, parts: Sequence["PreparedTexts"]) -> "PreparedTexts":
+        """One set of inputs holding every part's texts, in order."""
+        has_encoder = bool(parts) and parts[0].encoder_ids is not None
+        return cls(
+            pieces=[p for part in parts for p in part.pieces],
+            encoder_ids=[e for part in parts for e in part.encoder_ids] if has_encoder else None,
+            lengths=[n for part in parts for n in part.lengths],
+            decoder_truncated=[t for part in parts for t in part.decoder_truncated],
+            encoder_truncated=[t for part in parts for t in part.encoder_truncated],
+        )
+
+
+def prepare_texts(model: EncodingModel, texts: Sequence[str], instruction: Instruction, *,
+                  truncate_dim: int | None = None) -> PreparedTexts:
+    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
+    ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
+    pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim)
+    n_ctx = model.config.num_contextual_tokens
+    limit = model.encoder_max_length
+    encoder_truncated = [False] * len(pieces)
+    if enc_ids is not None and limit is not None:
+        encoder_truncated = [len(e) >= limit for e in enc_ids]
+    return PreparedTexts(pieces, enc_ids, [p.length(n_ctx) for p in pieces],
+                         [p.truncated for p in pieces], encoder_truncated)
+
+
+def embed_prepared(
+    model: EncodingModel,
+    prepared: PreparedTexts,
+    out: np.ndarray,
+    rows: Sequence[int] | None = None,
+    *,
+    max_tokens: int,
+    batch_size: int,
+    max_pad_fraction: float | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
+    truncate_dim: int | None = None,
+) -> None:
+    """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
+
+    ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.encode.batching.plan_batches`'s.
+    ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``).
+    ``on_batch(texts, padded_tokens)`` is called after each
+    forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
+    """
+    targets = range(len(prepared)) if rows is None else rows
+    plan = plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
+                        max_pad_fraction=max_pad_fraction)
+
+    def forward(batch_rows: list[int]) -> tuple[list[int], np.ndarray, int]:
+        with torch.inference_mode():  # per thread: the workers below need it too
+            batch = model.collate(
+                [prepared.pieces[r] for r in batch_rows],
+                None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
+            ).to(model.device)
+            return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(batch.input_ids.numel())
+
+    for batch_rows, vectors, padded in _forward_all(forward, plan, model.batch_workers):
+        out[[targets[r] for r in batch_rows]] = vectors
+        if on_batch is not None:
+            on_batch(len(batch_rows), padded)
+
+
+def _forward_all(forward: Callable[[list[int]], Any], plan: list[list[int]], workers: int) -> Iterator[Any]:
+    """``forward`` of each batch of ``plan``, in order; ``workers`` batches at a time on as many threads when
+    the model asks for it (:attr:`~c2v_rag.model.causal2vec.Causal2Vec.batch_workers`: the ONNX Runtime path, whose
+    sessions run each batch on one core). Results are taken, and callbacks run, on the caller's thread."""
+    workers = min(workers, len(plan))
+    if workers <= 1:
+        yield from map(forward, plan)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="c2v-batch")
+    try:
+        yield from pool.map(forward, plan)
+    finally:
+        # an error (or the caller stopping early) drops the batches not started yet
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run(model: EncodingModel, texts: Sequence[str], instruction: Instruction, out: np.ndarray, max_tokens: int,
+         batch_size: int, show: bool, truncate_dim: int | None = None) -> tuple[int, int]:
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    decoder_truncated = encoder_truncated = 0
+    was_training = model.training
+    model.eval()
+    progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
+    try:
+        for start in range(0, len(order), _WINDOW):
+            window = order[start : start + _WINDOW]
+            prepared = prepare_texts(model, [texts[i] for i in window], instruction, truncate_dim=truncate_dim)
+            decoder_truncated += sum(prepared.decoder_truncated)
+            encoder_truncated += sum(prepared.encoder_truncated)
+            embed_prepared(model, prepared, out, window, max_tokens=max_tokens, batch_size=batch_size,
+                           on_batch=lambda n, _tokens: progress.update(n), truncate_dim=truncate_dim)
+    finally:
+        progress.close()
+        model.train(was_training)
+    return decoder_truncated, encoder_truncated
+
+
+def report_truncation(model: EncodingModel, truncated: tuple[int, int], total: int) -> None:
+    """Log how many of ``total`` texts the decoder and the encoder truncated (``truncated``): at WARNING
+    the first time for ``model`` (its ``truncation_warned``), at DEBUG after that."""
+    decoder_truncated, encoder_truncated = truncated
+    if not (decoder_truncated or encoder_truncated):
+        return
+    message = ("%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
+               "and EOS are kept)")
+    args: tuple = (decoder_truncated, total, model.max_seq_length)
+    if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
+        message += "; %d exceeded the encoder's limit of %d tokens"
+        args += (encoder_truncated, model.encoder_max_length)
+    message += "."
+    # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
+    level = logging.DEBUG if model.truncation_warned else logging.WARNING
+    model.truncation_warned = True
+    logger.log(level, message, *args)
+

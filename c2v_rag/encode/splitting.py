@@ -1,0 +1,55 @@
+"""Splitting text into pieces that fit a token budget, shared by chunking at ingest and ``long_texts="chunk"``.
+
+The splitter is LlamaIndex's ``SentenceSplitter`` (paragraphs, then sentences, then words), counting
+the model's own tokens; :func:`sections` cuts a long text at paragraph breaks first, so the splitter
+works on one bounded section at a time. The model layer (:mod:`c2v_rag.encode.long_texts`) and the RAG
+layer (:mod:`c2v_rag.rag.read.chunking`) both split this way, so it lives below both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from c2v_rag.core.extras import require
+
+# Where a section may end, best first: a paragraph break, a line break, a sentence end, a space.
+_BREAKS = ("\n\n", "\n", ". ", " ")
+
+
+def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, feature: str = "chunking"):
+    """A LlamaIndex ``SentenceSplitter`` that counts ``tokenizer``'s tokens (a HF tokenizer).
+
+    ``tokenizer`` may be a list of tokenizers: a piece then counts as its longest tokenization, so
+    every chunk fits each of them (the decoder and the encoder of a Causal2Vec model). Without
+    ``llama-index-core`` it raises :class:`~c2v_rag.core.errors.MissingPackageError` naming ``feature``.
+    """
+    SentenceSplitter = require("llama_index.core.node_parser", feature, "qdrant",
+                               distribution="llama-index-core").SentenceSplitter
+
+    if chunk_overlap >= chunk_size:
+        raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
+    tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
+
+    def tokenize(text: str) -> list[int]:
+        counts = [tok(text, add_special_tokens=False)["input_ids"] for tok in tokenizers]
+        return max(counts, key=len)
+
+    return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
+
+
+def sections(text: str, size: int) -> Iterator[tuple[int, str]]:
+    """``(offset, section)`` pieces of ``text`` of at most ``size`` characters, cut at the best break
+    in each piece's second half (a hard cut only in a run of ``size / 2`` characters without one)."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(start + size, n)
+        if end < n:
+            floor = start + size // 2
+            for mark in _BREAKS:
+                cut = text.rfind(mark, floor, end)
+                if cut >= 0:
+                    end = cut + len(mark)
+                    break
+        yield start, text[start:end]
+        start = end

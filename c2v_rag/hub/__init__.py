@@ -1,0 +1,1 @@
+"""Where models come from and go to: base model sources, variant directories, presets, publishing."""

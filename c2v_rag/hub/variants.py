@@ -1,0 +1,183 @@
+"""Saving and loading variant directories.
+
+A variant directory holds::
+
+    causal2vec_config.json     references to the base decoder and encoder, dims, options
+    projector.safetensors      the projector's weights
+    decoder_adapter/           LoRA adapter in peft format (optional)
+    encoder_adapter/           LoRA adapter in peft format (optional)
+    modules.json, config_sentence_transformers.json, causal2vec_st_module.json
+                               what sentence-transformers reads (c2v_rag.hub.st_files);
+                               variants saved before them load here all the same
+
+Base weights are referenced, not copied. Only safetensors are read: no pickles, ever.
+
+The model is whatever class the caller passes (:class:`~c2v_rag.model.causal2vec.Causal2Vec`, whose
+``from_pretrained`` and ``save_pretrained`` call in here): this module sits below the model and
+names only what it uses of one, :class:`VariantModel`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import warnings
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import torch
+
+from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
+from c2v_rag.core.errors import VariantLoadError
+from c2v_rag.hub.presets import resolve_variant_path
+from c2v_rag.hub.st_files import write_st_files
+
+logger = logging.getLogger(__name__)
+
+PROJECTOR_FILE = "projector.safetensors"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+ModelT = TypeVar("ModelT", bound="VariantModel")
+
+
+class VariantModel(Protocol):
+    """What loading and saving a variant use of a model; :class:`~c2v_rag.model.causal2vec.Causal2Vec` is one."""
+
+    config: Causal2VecConfig
+    decoder: torch.nn.Module
+    encoder: torch.nn.Module | None
+    projector: torch.nn.Module | None
+    adapter_sources: dict[str, Path]
+    weights_digest: str | None
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @classmethod
+    def from_config(cls: type[ModelT], config: Causal2VecConfig, *, device: str | torch.device | None,
+                    dtype: str | torch.dtype | None) -> ModelT: ...
+
+    def to(self: ModelT, device: torch.device) -> ModelT: ...
+
+    def eval(self: ModelT) -> ModelT: ...
+
+    def apply_quantization(self: ModelT, quantize: str | None, *, cache_dir: Path | None = None) -> ModelT: ...
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise VariantLoadError(f"{path} is missing from the variant directory")
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises several types for truncated or garbled files
+        raise VariantLoadError(f"{path} is corrupt and cannot be read as safetensors: {err}") from err
+
+
+def _check_adapter(directory: Path) -> None:
+    for name in ADAPTER_FILES:
+        if not (directory / name).is_file():
+            raise VariantLoadError(f"{directory / name} is missing from the variant directory")
+    try:
+        json.loads((directory / ADAPTER_FILES[0]).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise VariantLoadError(f"{directory / ADAPTER_FILES[0]} is corrupt: {err}") from err
+    _read_safetensors(directory / ADAPTER_FILES[1])
+
+
+def _attach_adapter(module: torch.nn.Module, directory: Path, merge: bool) -> torch.nn.Module:
+    from peft import PeftModel
+
+    _check_adapter(directory)
+    try:
+        with warnings.catch_warnings():
+            # peft reads transformers 5's deprecated `is_gradient_checkpointing`; the FutureWarning is
+            # theirs to fix and told every user loading a preset nothing they could act on.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            wrapped = PeftModel.from_pretrained(module, str(directory), is_trainable=not merge)
+    except Exception as err:
+        raise VariantLoadError(f"the LoRA adapter in {directory} does not fit its base model: {err}") from err
+    return wrapped.merge_and_unload() if merge else wrapped
+
+
+def weights_digest(directory: Path) -> str | None:
+    """A short sha256 over the weight files a variant adds to its base models (projector, adapters).
+
+    Collections record it, so that vectors are never searched with another model that shares the
+    base models, dims and readout (a retrained preset under the same name, say). None when the
+    directory adds no weights.
+    """
+    files = [directory / PROJECTOR_FILE] + [directory / f"{role}_adapter" / ADAPTER_FILES[1]
+                                             for role in ("decoder", "encoder")]
+    digest = hashlib.sha256()
+    found = False
+    for file in files:
+        if file.is_file():
+            found = True
+            digest.update(file.relative_to(directory).as_posix().encode())
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16] if found else None
+
+
+def load_variant(cls: type[ModelT], name_or_path: str | Path | None, *, device: str | torch.device | None,
+                 dtype: str | torch.dtype | None, merge_adapters: bool, quantize: str | None = None) -> ModelT:
+    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``)."""
+    directory = resolve_variant_path(name_or_path)
+    config = read_config(directory)
+    projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
+    # Quantized after the adapters merge into the float weights (below), so checked for dtype first.
+    from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
+
+    dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, resolve_device(device), quantize)
+    model = cls.from_config(config, device=device, dtype=dtype)
+    if projector_state is not None:
+        try:
+            model.projector.load_state_dict(projector_state)
+        except RuntimeError as err:
+            raise VariantLoadError(f"{directory / PROJECTOR_FILE} does not match the config: {err}") from err
+    for role in ("decoder", "encoder"):
+        relative = getattr(config, f"{role}_adapter")
+        if relative:
+            adapter_dir = directory / relative
+            setattr(model, role, _attach_adapter(getattr(model, role), adapter_dir, merge_adapters))
+            if merge_adapters:
+                model.adapter_sources[role] = adapter_dir
+    model.weights_digest = weights_digest(directory)
+    return model.to(model.device).eval().apply_quantization(quantize)
+
+
+def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool = True) -> Path:
+    """Write ``model`` to ``path``; with ``sentence_transformers`` also the files that make the
+    directory a sentence-transformers model (:func:`c2v_rag.hub.st_files.write_st_files`)."""
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    config = model.config.model_copy(deep=True)
+    for role in ("decoder", "encoder"):
+        module = getattr(model, role)
+        target = path / f"{role}_adapter"
+        if hasattr(module, "peft_config"):
+            module.save_pretrained(str(target), safe_serialization=True)
+            setattr(config, f"{role}_adapter", target.name)
+        elif role in model.adapter_sources:
+            source = model.adapter_sources[role]
+            if source.resolve() != target.resolve():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            setattr(config, f"{role}_adapter", target.name)
+        else:
+            setattr(config, f"{role}_adapter", None)
+    if model.projector is not None:
+        # Stored in float32 whatever the compute dtype: upcasting is lossless and loads into any dtype.
+        state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.projector.state_dict().items()}
+        save_file(state, str(path / PROJECTOR_FILE))
+        (path / PROJECTOR_FILE).chmod(0o644)  # safetensors writes 0600; a variant is shared like any model
+    (path / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if sentence_transformers:
+        write_st_files(path, config)
+    model.weights_digest = weights_digest(path)
+    return path

@@ -1,0 +1,1 @@
+"""The Causal2Vec model, and its sentence-transformers module."""

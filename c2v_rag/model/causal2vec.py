@@ -1,0 +1,561 @@
+"""The Causal2Vec model: encoder -> projector -> Contextual token -> causal decoder -> embedding.
+
+Follow one batch through :meth:`Causal2Vec.forward`:
+
+1. the bidirectional encoder reads the text; the projector turns its states into C [B, n, d];
+2. the decoder's word embeddings of ``head + slot + tail`` are looked up, and C is written into
+   the slot by position: ``[instruction; C; text; EOS]``;
+3. the decoder runs with no KV cache, causally unless ``config.attention="bidirectional"``;
+4. the embedding is read off its last hidden states (``concat`` = [h_C; h_EOS]).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from c2v_rag.nn.attention import set_attention_mode
+from c2v_rag.encode.batching import Causal2VecBatch, collate
+from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
+from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
+from c2v_rag.core.instructions import resolve_instruction
+from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation, readout_positions
+from c2v_rag.nn.projector import ContextualProjector
+from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
+from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+
+logger = logging.getLogger(__name__)
+
+# The encoder and the projector compute in float32 whatever the decoder's dtype (issue 14). Their
+# output C enters every decoder position, and the decoder amplifies a change of C. In bf16 the
+# encoder's rounding follows the batch's padding (its attention runs over the padded length, through
+# another kernel path than an unpadded text): the same text alone and beside a longer one got a C up
+# to 0.009 apart, and an h_C at cosine 0.9996. In float32 the two agree to ~1e-6, and C is rounded to
+# the decoder's dtype once. The encoder is the small model (MiniLM: ~8% of the linear-layer FLOPs next
+# to SmolLM2-135M); the cost under bf16 is in docs/performance.md.
+ENCODER_DTYPE = torch.float32
+
+
+class Causal2Vec(nn.Module):
+    """A decoder-only LLM turned into a text embedder with a Contextual token (Causal2Vec).
+
+    Build one from a saved variant or preset with :meth:`from_pretrained`, or from base models
+    with :meth:`from_components`; then call :meth:`encode_queries`, :meth:`encode_documents` or
+    :meth:`encode`, which follow sentence-transformers' ``encode`` conventions.
+    """
+
+    def __init__(
+        self,
+        config: Causal2VecConfig,
+        decoder: nn.Module,
+        tokenizer,
+        encoder: nn.Module | None = None,
+        encoder_tokenizer=None,
+        projector: ContextualProjector | None = None,
+    ) -> None:
+        super().__init__()
+        n = config.num_contextual_tokens
+        if n and (encoder is None or encoder_tokenizer is None or projector is None):
+            raise ValueError("num_contextual_tokens > 0 needs an encoder, its tokenizer and a projector")
+        self.config = config
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.encoder = encoder
+        self.encoder_tokenizer = encoder_tokenizer
+        self.projector = projector
+        if isinstance(config.prompt_format, str):
+            config.prompt_format = detect_prompt_format(tokenizer)
+        self.prompts = PromptBuilder(
+            tokenizer,
+            config.prompt_format,
+            instruction_template=config.instruction_template,
+            placement=config.placement,
+            num_contextual_tokens=n,
+            max_length=config.max_length,
+            echo_template=config.echo_template if config.echo else None,
+            keep_text=_reads_text(config),
+            example_template=config.example_template,
+            example_separator=config.example_separator,
+        )
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
+        self.encoder_max_length = config.encoder_max_length
+        # Whether encode has reported truncated texts at WARNING yet: it does once per model, then at
+        # DEBUG, so that an ingestion loop calling encode per batch does not flood the log (encoding.py).
+        self.truncation_warned = False
+        # Adapter folders this model was loaded with, by role; save_pretrained copies them when merged.
+        self.adapter_sources: dict[str, Path] = {}
+        # sha256 of the variant's own weight files when loaded from or saved to a directory
+        # (variant_io.weights_digest); None for base models and for weights changed since.
+        self.weights_digest: str | None = None
+        # "none" or "int8-token-sq" (apply_quantization); collections record it.
+        self.quantization: str = "none"
+        if config.attention != "causal":
+            set_attention_mode(decoder, config.attention)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_components(
+        cls,
+        decoder: str = "smollm2-135m-instruct",
+        encoder: str | None = "all-minilm-l6-v2",
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
+        seed: int = 0,
+        **config_fields: Any,
+    ) -> "Causal2Vec":
+        """Assemble an untrained variant from base models, with a freshly initialised projector.
+
+        ``decoder``/``encoder`` are packaged aliases, local directories or hub ids. Extra keyword
+        arguments are :class:`Causal2VecConfig` fields (``representation``, ``placement``,
+        ``max_length``...). ``seed`` makes the projector's initialisation reproducible.
+        """
+        config = Causal2VecConfig(decoder=decoder, encoder=encoder, **config_fields)
+        return cls.from_config(config, device=device, dtype=dtype, quantize=quantize, seed=seed)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Causal2VecConfig,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
+        seed: int = 0,
+    ) -> "Causal2Vec":
+        """Load the base models named by ``config`` and build a model with a fresh projector.
+
+        ``quantize`` is :meth:`from_pretrained`'s.
+        """
+        config = config.model_copy(deep=True)
+        target = resolve_device(device)
+        torch_dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
+        attn = config.attn_implementation or _default_attention(target)
+
+        dec_source = resolve_reference(config.decoder, config.decoder_revision)
+        tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
+        decoder = load_backbone(dec_source, dtype=torch_dtype, attn_implementation=attn,
+                                trust_remote_code=config.trust_remote_code)
+        d = _hidden_size(decoder.config)
+        _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
+        config.decoder_hidden_size = d
+
+        encoder = enc_tokenizer = projector = None
+        if config.num_contextual_tokens:
+            enc_source = resolve_reference(config.encoder, config.encoder_revision)
+            enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
+            encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE,
+                                    trust_remote_code=config.trust_remote_code)
+            k = _hidden_size(encoder.config)
+            _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
+            config.encoder_hidden_size = k
+            if config.encoder_max_length is None:
+                limit = encoder_length_limit(enc_source, encoder.config)
+                model_max = getattr(enc_tokenizer, "model_max_length", None) or limit
+                config.encoder_max_length = int(min(limit, model_max))
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                projector = ContextualProjector(k, d, config.num_contextual_tokens)
+            projector = projector.to(dtype=ENCODER_DTYPE).eval()
+
+        model = cls(config, decoder, tokenizer, encoder, enc_tokenizer, projector)
+        model = model.to(target).eval()
+        return model.apply_quantization(quantize)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path | None = None,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = None,
+        quantize: str | None = None,
+        merge_adapters: bool = True,
+    ) -> "Causal2Vec":
+        """Load a saved variant directory or a named preset (the default preset when None).
+
+        Only safetensors are read. A missing or corrupt file raises
+        :class:`~c2v_rag.core.errors.VariantLoadError` naming it. ``merge_adapters=False`` keeps LoRA
+        adapters separate (for further training).
+
+        ``quantize="int8"`` encodes on a CPU with the decoder's linear layers in int8 (:mod:`c2v_rag.cpu.int8`:
+        per-token int8 with SmoothQuant) and the encoder in float32, both run by ONNX Runtime (``pip install
+        'c2v-rag[int8]'``). The first load of a model calibrates and exports it (1-2 minutes), later loads
+        read the cached graphs. On the default preset it encodes 2.0x as fast as bf16 on an avx512_bf16 CPU
+        (4.8x float32) and 2.0x float32 with AVX2 kernels (emulated; about 1.8x expected on an AVX2-only
+        CPU), with vectors at cosine >= 0.994 to the float ones (docs/performance.md, "int8 on CPU"). It
+        computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
+        measured within the quality bound and faster (AVX2, AVX-512 VNNI, avx512_bf16 without AMX) when the
+        int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for
+        inference only. Collections record the choice (their fingerprint's ``quantize``); float and int8
+        vectors of one model may share a collection (measured harmless), the removed torch int8 may not.
+        """
+        from c2v_rag.hub.variants import load_variant
+
+        return load_variant(cls, name_or_path, device=device, dtype=dtype, quantize=quantize,
+                            merge_adapters=merge_adapters)
+
+    def apply_quantization(self, quantize: str | None, *, cache_dir: Path | None = None) -> "Causal2Vec":
+        """Apply ``quantize`` (see :meth:`from_pretrained`) to this loaded float model, in place; returns it.
+
+        Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8-token-sq"``): int8 replaces
+        the decoder by an ONNX Runtime one (:func:`c2v_rag.cpu.int8.int8_decoder`), built on first use from this
+        model's weights and cached on disk, and runs the encoder in ONNX Runtime too, in float32
+        (:func:`c2v_rag.cpu.onnx_encoder.onnx_encoder`: the same states, in less CPU time). ``cache_dir`` is
+        where the ONNX files are kept (default: ``$C2V_RAG_CACHE/onnx``, else ``~/.cache/c2v_rag/onnx``).
+        """
+        from c2v_rag.core.devices import resolve_quantize
+
+        applied = resolve_quantize(quantize, self.device)
+        if applied == self.quantization:
+            return self
+        if self.quantization != "none":
+            raise ValueError(f"this model is already quantized ({self.quantization}); load it again to change that")
+        if any(hasattr(m, "peft_config") for m in (self.decoder, self.encoder)):
+            raise ValueError("quantize='int8' needs merged adapters: load with merge_adapters=True")
+        if self.training:
+            raise ValueError("quantize='int8' is for inference: call model.eval() first")
+        if self.dtype != torch.float32:
+            raise ValueError(f"int8 quantization starts from float32 weights, got {self.dtype}: load with "
+                             "dtype='float32'")
+        from c2v_rag.cpu.int8 import int8_decoder
+        from c2v_rag.cpu.onnx_encoder import onnx_encoder
+
+        self.decoder = int8_decoder(self, cache_dir=cache_dir)  # calibrates through the torch encoder: swap it after
+        if self.encoder is not None:
+            self.encoder = onnx_encoder(self.encoder, cache_dir=cache_dir)
+        if self.projector is not None:
+            # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
+            # vector would depend on its batch (ContextualProjector.row_by_row)
+            self.projector.row_by_row = True
+        self.quantization = applied
+        return self
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write this variant (config, projector, adapters) to ``path``; base weights stay referenced."""
+        from c2v_rag.hub.variants import save_variant
+
+        return save_variant(self, Path(path))
+
+    def push_to_hub(self, repo_id: str, *, token: str | None = None, private: bool = False,
+                    license: str = "apache-2.0") -> str:
+        """Save this variant and upload it to the Hub model repo ``repo_id`` with a generated model card
+        (:func:`c2v_rag.hub.publish.push_to_hub`); returns the commit URL."""
+        import tempfile
+
+        from c2v_rag.hub.publish import push_to_hub
+
+        with tempfile.TemporaryDirectory(prefix="c2v-variant-") as tmp:
+            return push_to_hub(self.save_pretrained(Path(tmp) / "variant"), repo_id, token=token,
+                               private=private, license=license)
+
+    def set_readout(self, **fields: Any) -> None:
+        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``, ``encoder_share``).
+
+        The weights stay as they are; the config is re-validated and the decoder input follows (a
+        ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
+        A changed readout has another layout, so the trained Matryoshka sizes (``matryoshka_dims``) are dropped.
+        """
+        unknown = set(fields) - set(READOUT_FIELDS)
+        if unknown:
+            raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
+        current = self.config.model_dump()
+        if any(current[name] != value for name, value in fields.items()):
+            # The prefix sizes were trained for the old readout's layout; another readout has other prefixes.
+            fields["matryoshka_dims"] = []
+        self.config = Causal2VecConfig.model_validate({**current, **fields})
+        self.prompts.keep_text = _reads_text(self.config)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def max_seq_length(self) -> int:
+        """The bound on the decoder sequence (instruction, contextual token, text, EOS); texts beyond it are cut.
+
+        Settable, as in sentence-transformers: ``model.max_seq_length = 256`` trades recall on long
+        documents for speed.
+        """
+        return self.prompts.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        if not isinstance(value, int) or value < 4:
+            raise ValueError(f"max_seq_length must be an int of at least 4 tokens, got {value!r}")
+        self.prompts.max_length = value
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.decoder.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.decoder.parameters()).dtype
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.config.embedding_dim
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """The embedding size (sentence-transformers' name for :attr:`embedding_dim`)."""
+        return self.embedding_dim
+
+    # ------------------------------------------------------------------ tensors
+
+    def prepare(
+        self, texts: Sequence[str], instruction: str | None, *, truncate_dim: int | None = None
+    ) -> tuple[list[DecoderPieces], list[list[int]] | None]:
+        """Tokenize texts for the decoder (around the slot) and, when used, for the encoder.
+
+        With a ``truncate_dim`` whose prefix does not read the text tokens' decoder states (see
+        :meth:`needs_for`), the decoder input leaves the text out.
+        """
+        keep_text = None if self.needs_for(truncate_dim) == "all" else False
+        pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text)
+        enc_ids = None
+        if self.config.num_contextual_tokens:
+            enc_ids = self.encoder_tokenizer(
+                list(texts), truncation=True, max_length=self.encoder_max_length
+            )["input_ids"]
+        return pieces, enc_ids
+
+    def collate(self, pieces: Sequence[DecoderPieces], encoder_ids) -> Causal2VecBatch:
+        enc_pad = self.encoder_tokenizer.pad_token_id if self.encoder_tokenizer is not None else 0
+        return collate(pieces, encoder_ids, num_contextual_tokens=self.config.num_contextual_tokens,
+                       pad_id=self.pad_id, encoder_pad_id=enc_pad or 0)
+
+    def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
+        """C [B, n, d] from the encoder and the projector."""
+        return self.projector(self._encoder_states(encoder_input_ids, encoder_attention_mask), encoder_attention_mask)
+
+    def encoder_outputs(
+        self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states), from one encoder pass."""
+        states = self._encoder_states(encoder_input_ids, encoder_attention_mask)
+        return self.projector(states, encoder_attention_mask), mean_pool(states, encoder_attention_mask)
+
+    def _encoder_states(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
+
+    def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
+        """Word embeddings of the batch with C written into its slots, by position."""
+        embedding = self.decoder.get_input_embeddings()
+        embeds = embedding(batch.input_ids)
+        if contextual is None:
+            return embeds
+        # Models that scale inside the embedding module (Gemma 3) would leave C unscaled; C is
+        # defined in the raw table space, so it gets the same scale as the words beside it.
+        scale = getattr(embedding, "embed_scale", None)
+        if scale is not None:
+            contextual = contextual * torch.as_tensor(scale, dtype=contextual.dtype, device=contextual.device)
+        n = contextual.size(1)
+        rows = torch.arange(embeds.size(0), device=embeds.device)[:, None]
+        cols = batch.context_positions[:, None] + torch.arange(n, device=embeds.device)
+        return embeds.index_put((rows, cols), contextual.to(embeds.dtype))
+
+    def decoder_states(
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The decoder's last hidden states [B, L, d] for a batch, and the Contextual tokens C.
+
+        ``input_ids`` replaces the batch's ids (same shape): MNTP feeds a corrupted copy.
+        """
+        hidden, contextual, _ = self._states(batch, input_ids)
+        return hidden, contextual
+
+    def _states(
+        self, batch: Causal2VecBatch, input_ids: torch.Tensor | None = None, *, readout_only: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # readout_only: the hidden states need to be right only where the readout reads them; a decoder that
+        # can compute its last layer at those rows alone (the int8 graph) then does, the other rows NaN
+        rows = None
+        if readout_only and getattr(self.decoder, "rows_only", False):
+            rows = readout_positions(self.config.representation, batch.context_positions, batch.last_positions,
+                                     self.config.num_contextual_tokens)
+        contextual = sentence = None
+        if self.config.num_contextual_tokens and self.config.encoder_share:
+            contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
+        elif self.config.num_contextual_tokens:
+            contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
+        if input_ids is not None:
+            batch = copy.copy(batch)
+            batch.input_ids = input_ids
+        outputs = self.decoder(
+            inputs_embeds=self.decoder_inputs(batch, contextual),
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            use_cache=False,
+            **({} if rows is None else {"readout_positions": rows}),
+        )
+        return outputs.last_hidden_state, contextual, sentence
+
+    @property
+    def batch_workers(self) -> int:
+        """How many batches the encode loop runs at once: 1 (torch splits each op across its threads), or
+        the ONNX Runtime decoder's :attr:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder.batch_workers` under int8, whose
+        sessions compute a batch on one core."""
+        return getattr(self.decoder, "batch_workers", 1)
+
+    def needs_for(self, truncate_dim: int | None) -> Literal["encoder", "contextual", "all"]:
+        """What a prefix of ``truncate_dim`` values is computed from.
+
+        The layout is ``[encoder; h_C; h_EOS]`` (:attr:`Causal2VecConfig.parts`). A prefix inside the
+        encoder's part needs no decoder at all; one inside ``[encoder; h_C]`` needs the decoder only up to
+        C, since under causal attention nothing after C changes h_C. Either gives the same numbers as
+        cutting the full vector, at a fraction of its cost.
+        """
+        if truncate_dim is None:
+            return "all"
+        parts = self.config.parts
+        if "encoder" in parts and truncate_dim <= parts["encoder"].stop:
+            return "encoder"
+        if ("contextual" in parts and self.config.attention == "causal" and not self.config.echo
+                and truncate_dim <= parts["contextual"].stop):
+            return "contextual"
+        return "all"
+
+    def forward(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor:
+        """Embeddings [B, embedding_dim] of a collated batch (differentiable; used by training).
+
+        ``truncate_dim`` returns the first that many values only, computed from what they need (a batch
+        prepared with the same ``truncate_dim``); see :meth:`needs_for`.
+        """
+        if self.needs_for(truncate_dim) == "encoder":
+            states = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
+            sentence = mean_pool(states, batch.encoder_attention_mask)
+            return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
+        hidden, contextual, sentence = self._states(batch, readout_only=True)
+        readout = read_representation(
+            self.config.representation, hidden, batch.context_positions,
+            batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
+            normalize_parts=self.config.normalize_parts,
+        )
+        if self.config.encoder_share:
+            readout = mix_encoder_vector(readout, sentence, self.config.encoder_share)
+        return readout if truncate_dim is None else readout[:, :truncate_dim]
+
+    # ------------------------------------------------------------------ encode API
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        *,
+        instruction: str | None = None,
+        task: str | None = None,
+        is_query: bool = True,
+        examples: Sequence[tuple[str, str]] | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray | torch.Tensor:
+        """Embed texts, all with the same instruction (symmetric tasks: STS, classification...).
+
+        ``examples`` are in-context ``(query, response)`` pairs placed before the instruction (Causal2Vec
+        "w/ ICL", bge-en-icl's layout: ``config.example_template``); None uses the task's registered ones
+        (``register_task(..., examples=...)``), ``[]`` none. Only inputs that get an instruction get them.
+        They are never truncated; ``max_length`` cuts the text only.
+
+        ``task`` names a registered task (its instruction applies to every input when the task is
+        symmetric); ``instruction`` is a literal string. Keyword arguments follow
+        sentence-transformers: ``batch_size``, ``max_tokens_per_batch``, ``show_progress_bar``,
+        ``normalize_embeddings``, ``precision``, ``convert_to_numpy``, ``convert_to_tensor``.
+        A single string returns a 1-D vector; a list returns ``(len, embedding_dim)``.
+
+        ``long_texts`` says what happens to a text longer than the model reads: ``"truncate"``
+        (the default: the first :attr:`max_seq_length` decoder tokens and ``encoder_max_length``
+        encoder tokens count) or ``"chunk"`` (overlapping windows that each fit, embedded apart
+        and mean-pooled into one vector; ``LongTexts(mode="chunk", pooling="max", overlap=...,
+        window=...)`` sets the details). See :mod:`c2v_rag.encode.long_texts` for the trade-off.
+
+        ``truncate_dim`` (sentence-transformers' name) keeps the first that many values, one of the sizes
+        the variant was trained for (``config.matryoshka_dims``; any other is refused). The default
+        preset's 384 is MiniLM's part and needs no decoder; its 960 adds h_C, which needs the decoder only
+        up to the Contextual token; both cost a fraction of the whole vector.
+        """
+        from c2v_rag.encode.loop import encode_texts
+
+        resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query, examples=examples)
+        return encode_texts(self, sentences, resolved, **kwargs)
+
+    def long_text_windows(self, texts: Sequence[str], *, instruction: str | None = None,
+                          long_texts: Any = "chunk") -> Any:
+        """The texts that ``long_texts="chunk"`` embeds: each text that fits whole, and overlapping windows
+        of each longer one (a :class:`~c2v_rag.encode.long_texts.Windows`; ``owners`` maps them back)."""
+        from c2v_rag.encode.loop import check_texts, long_text_windows
+
+        return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts)
+
+    def encode_queries(
+        self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
+    ) -> np.ndarray | torch.Tensor:
+        """Embed search queries with the task's instruction (or the variant's default one).
+
+        ``examples=[(query, response), ...]`` puts in-context examples before the instruction (Causal2Vec
+        "w/ ICL"); None uses the task's registered examples, ``[]`` none. See :meth:`encode`.
+        """
+        if task is None and instruction is None:
+            task, instruction = self.config.default_task, self.config.query_instruction
+            if task is not None and instruction is not None:
+                instruction = None
+        return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
+
+    def encode_documents(
+        self, documents: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
+    ) -> np.ndarray | torch.Tensor:
+        """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones.
+
+        In-context examples follow the instruction: documents of an asymmetric task get none (passing
+        ``examples`` for them is an error); every input of a symmetric task gets them, as bge-en-icl does.
+        """
+        return self.encode(documents, task=task, instruction=instruction, is_query=False, examples=examples, **kwargs)
+
+    # sentence-transformers >= 5 spells these in the singular.
+    encode_query = encode_queries
+    encode_document = encode_documents
+
+    def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
+        a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
+        return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def _reads_text(config: Causal2VecConfig) -> bool:
+    """Whether the embedding depends on the text tokens after C (all but a causal ``contextual`` readout)."""
+    return not (config.representation == "contextual" and config.attention == "causal")
+
+
+def _default_attention(device: torch.device) -> str:
+    if device.type == "cuda":
+        from transformers.utils import is_flash_attn_2_available
+
+        if is_flash_attn_2_available():
+            return "flash_attention_2"
+    return "sdpa"
+
+
+def _hidden_size(model_config) -> int:
+    for name in ("hidden_size", "n_embd", "d_model", "dim"):
+        value = getattr(model_config, name, None)
+        if isinstance(value, int):
+            return value
+    text_config = getattr(model_config, "text_config", None)
+    if text_config is not None:
+        return _hidden_size(text_config)
+    raise ValueError(f"cannot tell the hidden size of {type(model_config).__name__}")
+
+
+def _check_size(role: str, reference: str, expected: int | None, actual: int) -> None:
+    if expected is not None and expected != actual:
+        raise ValueError(
+            f"the {role} {reference!r} has hidden size {actual}, but the variant was built for "
+            f"{expected}: it references a different base model than it was trained on"
+        )

@@ -1,0 +1,1 @@
+"""The network's parts: attention modes, the projector, pooling and the readout."""

@@ -1,0 +1,1 @@
+"""Maintenance of collections: reindex and migrate."""

@@ -1,0 +1,181 @@
+"""``migrate``: copy a collection between stores (local mode, Qdrant Edge, a server) without re-embedding.
+
+Points keep their ids, payloads and vectors (dense and sparse); the collection keeps its vector
+names, sizes and distance, and its recorded model and layout, so the copy is searched exactly
+like the original and refuses other models the same way. Both ends go through the same
+:class:`~c2v_rag.rag.store.edge_client.StoreClient` calls as ingest and search.
+
+A copy is an idempotent upsert by point id: a migration stopped midway is resumed by running it
+again (an existing target collection is checked against the source, then filled up).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from c2v_rag.rag.store.aliases import alias_target, switch_alias
+from c2v_rag.rag.store.collection import (DEFAULT_COLLECTION, FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name,
+                         collection_not_found)
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.errors import CollectionMismatchError
+from c2v_rag.rag.store.retry import call_with_retry
+
+logger = logging.getLogger(__name__)
+
+# Tries to reach a server at either end before giving up (a restarting server answers within seconds).
+_CONNECT_ATTEMPTS = 3
+
+
+class MigrateResult(BaseModel):
+    """What a migration copied, from where to where."""
+
+    collection: str
+    source: str
+    target_collection: str
+    target: str
+    points: int
+    alias: str | None = None
+    seconds: float
+
+    def summary(self) -> str:
+        return (f"{self.points} points of {self.collection!r} at {self.source} copied into "
+                f"{self.target_collection!r} at {self.target} in {self.seconds:.1f} s"
+                + (f"; alias {self.alias!r} points at it" if self.alias else ""))
+
+
+def migrate(
+    collection: str = DEFAULT_COLLECTION,
+    *,
+    source_path: str | Path | None = None,
+    source_url: str | None = None,
+    source_store: Literal["local", "edge"] | None = None,
+    target_path: str | Path | None = None,
+    target_url: str | None = None,
+    target_store: Literal["local", "edge"] | None = None,
+    target_collection: str | None = None,
+    api_key: str | None = None,
+    batch_size: int = 256,
+    source: QdrantConfig | None = None,
+    target: QdrantConfig | None = None,
+) -> MigrateResult:
+    """Copy ``collection`` (or the collection an alias names) into another store, vectors unchanged.
+
+    Args:
+        collection: a collection or an alias in the source; an alias is recreated in the target,
+            pointing at the copy.
+        source_path, source_url, source_store: the source, as ``ingest``'s ``path``/``qdrant_url``/``store``
+            (an existing directory's engine is detected).
+        target_path, target_url, target_store: the target; ``target_store="edge"`` with a new path
+            makes a Qdrant Edge store. Storage options of a new target collection (quantization,
+            HNSW settings, on-disk vectors) come from ``target=``.
+        target_collection: the copy's name (default: the source collection's own name).
+        api_key: for a server at either end (default ``$QDRANT_API_KEY``).
+        source, target: full connection settings (:class:`QdrantConfig`) instead of the arguments.
+
+    Raises:
+        ValueError: source and target are the same store and collection.
+        CollectionNotFoundError: nothing is called ``collection`` in the source.
+        CollectionMismatchError: the target collection exists with other vectors or another model.
+    """
+    require_rag("c2v_rag.migrate")
+    check_collection_name(collection)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    src = QdrantConfig.resolve(source, source_url, source_path, api_key, store=source_store)
+    dst = QdrantConfig.resolve(target, target_url, target_path, api_key, store=target_store)
+    started = time.perf_counter()
+    with _opened(src) as reader:
+        concrete = alias_target(reader, collection) or collection
+        if not reader.collection_exists(concrete):
+            raise collection_not_found(collection, src)
+        name = target_collection or concrete
+        check_collection_name(name)
+        if src.location == dst.location and name == concrete:
+            raise ValueError(f"source and target are both {concrete!r} at {src.location}; pass another "
+                             "target_path/target_url or target_collection")
+        info = reader.get_collection(concrete)
+        total = reader.count(concrete, exact=True).count
+        with _opened(dst) as writer:
+            _ensure_copy(writer, name, info, dst, src.location, concrete)
+            copied, offset = 0, None
+            while True:
+                records, offset = reader.scroll(concrete, limit=batch_size, offset=offset, with_payload=True,
+                                                with_vectors=True)
+                if records:
+                    from qdrant_client.http import models
+
+                    points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
+                    call_with_retry(lambda points=points: writer.upsert(name, points, wait=True),
+                                    what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0)
+                    copied += len(points)
+                if offset is None:
+                    break
+            stored = writer.count(name, exact=True).count
+            if stored < total:
+                raise RuntimeError(f"{name!r} at {dst.location} holds {stored} points after copying {copied} of "
+                                   f"{total}; run the same migrate again to finish")
+            alias = collection if collection != concrete else None
+            if alias is not None:
+                switch_alias(writer, alias, name)
+    result = MigrateResult(collection=concrete, source=src.location, target_collection=name, target=dst.location,
+                           points=copied, alias=alias, seconds=time.perf_counter() - started)
+    logger.info("Migrated: %s", result.summary())
+    return result
+
+
+class _opened:
+    """A client for ``config`` that has answered (a server that does not is a
+    :class:`~c2v_rag.rag.errors.QdrantUnreachableError` naming its URL, as in ingest), closed on
+    exit (an Edge target builds its HNSW graph then)."""
+
+    def __init__(self, config: QdrantConfig) -> None:
+        from c2v_rag.rag.ingestion.preflight import open_client
+
+        self.client = open_client(config, attempts=_CONNECT_ATTEMPTS, initial_wait=0.5, max_wait=5.0)
+
+    def __enter__(self) -> Any:
+        return self.client
+
+    def __exit__(self, *exc: Any) -> None:
+        self.client.close()
+
+
+def _ensure_copy(writer: Any, name: str, info: Any, target: QdrantConfig, source_location: str,
+                 source_name: str) -> None:
+    """Create the target collection like the source (vectors, sparse vectors, metadata, payload
+    indexes), or check that an existing one is a copy of it (a resumed migration)."""
+    params = info.config.params
+    metadata = getattr(info.config, "metadata", None) or {}
+    if writer.collection_exists(name):
+        existing = writer.get_collection(name)
+        theirs = (getattr(existing.config, "metadata", None) or {}).get(FINGERPRINT_METADATA_KEY)
+        if theirs != metadata.get(FINGERPRINT_METADATA_KEY) or _shape(existing.config.params) != _shape(params):
+            raise CollectionMismatchError(
+                f"collection {name!r} at {target.location} exists and is not a copy of {source_name!r} at "
+                f"{source_location} (other vectors or another model); pass target_collection= a new name")
+        return
+    from qdrant_client.http import models
+
+    writer.create_collection(name, vectors_config=params.vectors, sparse_vectors_config=params.sparse_vectors,
+                             metadata=metadata or None, quantization_config=target.quantization_config(),
+                             hnsw_config=(models.HnswConfigDiff(m=target.hnsw_m, ef_construct=target.hnsw_ef_construct)
+                                          if target.hnsw_m or target.hnsw_ef_construct else None))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        indexes = {"doc_id": models.PayloadSchemaType.KEYWORD}
+        indexes.update({field: schema.data_type for field, schema in (info.payload_schema or {}).items()})
+        for field, schema in indexes.items():
+            writer.create_payload_index(name, field, field_schema=schema, wait=True)
+
+
+def _shape(params: Any) -> Any:
+    """Vector names, sizes and distances, and sparse vector names: what must agree for a copy."""
+    vectors = params.vectors if isinstance(params.vectors, dict) else {"": params.vectors}
+    return ({n: (v.size, str(getattr(v.distance, "value", v.distance)).lower()) for n, v in vectors.items()},
+            sorted(params.sparse_vectors or {}))

@@ -1,0 +1,187 @@
+"""``reindex``: rebuild the collection behind an alias with another model, then switch the alias.
+
+Readers keep querying the alias throughout. The new collection (``{alias}_v{n+1}``) is filled
+from the stored chunks (texts, payloads and point ids unchanged), embedded with the new model;
+only when every chunk is written does the alias move, in one atomic request. The old collection
+stays until ``drop_previous=True`` (or you delete it), so a search that resolved the alias just
+before the switch still finishes on it. Each collection records its own model, so a search
+through the alias always embeds its query with the model of the collection it reads.
+
+Writers should pause during a reindex: chunks ingested into the old collection after its scroll
+passed them are not carried over.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from c2v_rag.rag.store.aliases import alias_target, next_version, switch_alias
+from c2v_rag.rag.store.collection import (
+    DEFAULT_COLLECTION,
+    QdrantConfig,
+    check_collection_name,
+    collection_not_found,
+    ensure_collection,
+    fingerprint_of,
+    model_fingerprint,
+    stored_vector_params,
+)
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.embedding import Embedder
+from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
+from c2v_rag.rag.embedding import resolve_model
+from c2v_rag.rag.store.retry import call_with_retry
+from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+
+class ReindexResult(BaseModel):
+    """What a reindex did: the alias now points at ``collection`` instead of ``previous``."""
+
+    alias: str
+    previous: str
+    collection: str
+    chunks: int
+    seconds: float
+    dropped_previous: bool = False
+
+    def summary(self) -> str:
+        return (f"{self.chunks} chunks re-embedded into {self.collection!r}; alias {self.alias!r} switched from "
+                f"{self.previous!r} in {self.seconds:.1f} s"
+                + (f"; {self.previous!r} deleted" if self.dropped_previous else ""))
+
+
+def reindex(
+    collection: str = DEFAULT_COLLECTION,
+    *,
+    model: "str | Path | Causal2Vec | None" = None,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    sparse: "Literal['keep', 'bm25'] | BM25Config | None" = "keep",
+    batch_size: int = 256,
+    drop_previous: bool = False,
+    show_progress: bool = True,
+    qdrant: QdrantConfig | None = None,
+    client: "QdrantClient | None" = None,
+) -> ReindexResult:
+    """Re-embed the chunks behind alias ``collection`` with ``model`` and switch the alias to them.
+
+    Args:
+        collection: an alias (made by ``ingest(..., versioned=True)`` or by a previous reindex).
+        model: the new variant (preset name, directory or loaded model); None is the default preset.
+        sparse: ``"keep"`` the source's sparse vectors setting, ``"bm25"`` add them, None drop them.
+        drop_previous: delete the old collection after the switch (default: keep it, for rollback
+            with :func:`c2v_rag.rag.store.aliases.switch_alias` and for searches still running on it).
+
+    Raises:
+        CollectionNotFoundError: nothing is called ``collection``.
+        ValueError: ``collection`` is a plain collection, not an alias.
+    """
+    require_rag("c2v_rag.reindex")
+    check_collection_name(collection)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
+    own_client = client is None
+    qdrant_client = target.connect() if own_client else client
+    started = time.perf_counter()
+    try:
+        previous = alias_target(qdrant_client, collection)
+        if previous is None:
+            if not qdrant_client.collection_exists(collection):
+                raise collection_not_found(collection, target)
+            raise ValueError(
+                f"collection {collection!r} at {target.location} is a plain collection, not an alias, so readers "
+                "cannot be switched over. Ingest into an alias with versioned=True (c2v-rag ingest --versioned), "
+                "then reindex that alias."
+            )
+        info = qdrant_client.get_collection(previous)
+        source = CollectionLayout.from_fingerprint(fingerprint_of(info), target.model_copy(update={"vector_name": ""}))
+        bm25 = source.bm25 if sparse == "keep" else resolve_sparse(sparse)
+        layout = CollectionLayout(
+            dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
+            sparse=(source.sparse or target.sparse_vector_name) if bm25 else None, bm25=bm25)
+        # The new collection measures similarity as the old one did; storage options come from qdrant=.
+        params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
+        if params.distance.value.lower() in ("cosine", "dot", "euclid"):
+            target = target.model_copy(update={"distance": params.distance.value.lower()})
+        reference, c2v = resolve_model(model, device, dtype, quantize)
+        new = next_version(qdrant_client, collection)
+        ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
+        try:
+            _copy_indexes(qdrant_client, info, new)
+            chunks = _refill(qdrant_client, previous, new, layout, Embedder(c2v, normalize=True, batch_size=batch_size),
+                             BM25Encoder(bm25) if bm25 else None, batch_size, show_progress)
+            stored = qdrant_client.count(new, exact=True).count
+            if stored != chunks:
+                raise RuntimeError(f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
+                                   f"{collection!r} was left on {previous!r}")
+        except BaseException:
+            # A half-built collection is never published; drop it so a re-run starts clean.
+            qdrant_client.delete_collection(new)
+            raise
+        switch_alias(qdrant_client, collection, new)
+        logger.info("Alias %r now points at %r (was %r)", collection, new, previous)
+        if drop_previous:
+            qdrant_client.delete_collection(previous)
+        return ReindexResult(alias=collection, previous=previous, collection=new, chunks=chunks,
+                             seconds=time.perf_counter() - started, dropped_previous=drop_previous)
+    finally:
+        if own_client:
+            qdrant_client.close()
+
+
+def _copy_indexes(client: "QdrantClient", info: Any, new: str) -> None:
+    """The old collection's payload indexes (a server's; embedded Qdrant keeps none)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        for field, schema in (info.payload_schema or {}).items():
+            if field != "doc_id":  # ensure_collection made that one
+                client.create_payload_index(new, field, field_schema=schema.data_type, wait=True)
+
+
+def _refill(client: "QdrantClient", previous: str, new: str, layout: CollectionLayout, embedder: Embedder,
+            sparse: BM25Encoder | None, batch_size: int, show_progress: bool) -> int:
+    from qdrant_client.http import models
+
+    total = client.count(previous, exact=True).count
+    progress = tqdm(total=total, desc=f"Reindexing into {new}", unit="chunk", disable=not show_progress)
+    written, offset = 0, None
+    try:
+        while True:
+            records, offset = client.scroll(previous, limit=batch_size, offset=offset, with_payload=True,
+                                            with_vectors=False)
+            if records:
+                texts = [payload_text(r.payload or {}) for r in records]
+                dense = embedder.embed_documents(texts)
+                pairs = sparse.encode_documents(texts) if sparse is not None else [None] * len(texts)
+                points = [models.PointStruct(id=r.id, vector=layout.point_vector(d, p), payload=r.payload)
+                          for r, d, p in zip(records, dense, pairs)]
+                call_with_retry(lambda: client.upsert(new, points, wait=True), what=f"uploading {len(points)} chunks",
+                                attempts=5, initial_wait=0.5, max_wait=30.0)
+                written += len(points)
+                progress.update(len(points))
+            if offset is None:
+                return written
+    finally:
+        progress.close()

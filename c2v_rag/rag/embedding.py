@@ -1,0 +1,398 @@
+"""One loaded model per (model, device, dtype), and the query/document instruction policy.
+
+Ingestion, search and the LlamaIndex and LangChain integrations all embed through here, so they
+share loaded weights and put instructions on the same side: queries get the task instruction,
+documents get none (unless the task is symmetric or a document instruction is set).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from c2v_rag.core.instructions import check_examples, get_task
+from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
+
+if TYPE_CHECKING:
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+# Queries need an instruction (paper, A.3). When neither the caller nor the variant names one,
+# retrieval uses MS MARCO's: the most general of the retrieval training instructions (Table 8).
+DEFAULT_QUERY_TASK = "MSMARCO-Passage"
+
+ModelRef = str | Path | None
+
+_cache: dict[tuple[str, str, str, str], "Causal2Vec"] = {}
+_cache_lock = threading.Lock()
+_LOCK_ATTR = "_c2v_rag_encode_lock"
+_VIEWS_ATTR = "_c2v_rag_length_views"
+
+
+def _model_key(model: ModelRef, device: str | None, dtype: str | None,
+               quantize: str | None = None) -> tuple[str, str, str, str]:
+    from c2v_rag.core.devices import resolve_device, resolve_quantize
+    from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
+
+    name = DEFAULT_PRESET if model is None else str(model)
+    path = Path(name).expanduser()
+    if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
+        name = str(path.resolve())
+    target = resolve_device(device)
+    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target)
+
+
+def load_model(
+    model: ModelRef = None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    max_length: int | None = None,
+    quantize: str | None = None,
+) -> "Causal2Vec":
+    """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
+
+    Every caller naming the same model, device, dtype and quantization (``quantize``, resolved:
+    ``auto`` and ``int8`` share one model where auto means int8) gets the same object. ``max_length``
+    gives a view that shares the weights but truncates at another length.
+    """
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+    key = _model_key(model, device, dtype, quantize)
+    with _cache_lock:
+        loaded = _cache.get(key)
+        if loaded is None:
+            loaded = Causal2Vec.from_pretrained(key[0] if model is not None else None, device=device, dtype=dtype,
+                                                quantize=key[3])
+            _cache[key] = loaded
+    return with_max_length(loaded, max_length)
+
+
+def clear_model_cache() -> None:
+    """Forget every shared model, so its memory is freed once no one else holds it."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec":
+    """``model`` truncating at ``max_length`` decoder tokens, sharing its weights and lock."""
+    if max_length is None or max_length == model.config.max_length:
+        return model
+    encode_lock(model)  # created before the copy, so the view shares it
+    views = model.__dict__.setdefault(_VIEWS_ATTR, {})
+    with _cache_lock:
+        view = views.get(max_length)
+        if view is None:
+            # A shallow copy shares the submodules (weights) and the tokenizers; only the config
+            # and the prompt builder, which hold max_length, are its own. The builder is copied, not
+            # rebuilt, so every other prompt setting (echo, examples' template...) stays the model's.
+            view = copy.copy(model)
+            view.config = model.config.model_copy(update={"max_length": max_length})
+            view.prompts = copy.copy(model.prompts)
+            view.prompts.max_length = max_length
+            view.__dict__[_VIEWS_ATTR] = {}
+            views[max_length] = view
+    return view
+
+
+def encode_lock(model: "Causal2Vec") -> threading.Lock:
+    """The lock that serializes encode calls on ``model``.
+
+    HF fast tokenizers raise "Already borrowed" when one instance is used from two threads, and
+    concurrent forward passes only fight over the same cores; async callers queue here instead.
+    """
+    return model.__dict__.setdefault(_LOCK_ATTR, threading.Lock())
+
+
+class Embedder:
+    """Embeds documents and queries with one model and one instruction policy.
+
+    Args:
+        model: a loaded :class:`~c2v_rag.Causal2Vec`.
+        task: a registered task name; its instruction goes on queries (and on documents for
+            symmetric tasks).
+        query_instruction: a literal query instruction instead of ``task`` (``""`` for none).
+        query_examples: in-context ``(query, response)`` pairs before the query instruction (Causal2Vec
+            "w/ ICL"); None uses the task's registered ones, ``[]`` none. Documents get none, except
+            those of a symmetric task, where every input is a query.
+        text_instruction: an instruction for documents too (symmetric use); none by default.
+        normalize: unit-length vectors, so cosine and dot product agree.
+        long_texts: ``"truncate"`` or ``"chunk"`` (or a :class:`~c2v_rag.encode.long_texts.LongTexts`): what
+            ``encode`` does with a text longer than the model reads.
+        truncate_dim: keep the first that many values (Matryoshka), one of the sizes the variant was
+            trained for (``config.matryoshka_dims``); None keeps the whole vector.
+    """
+
+    def __init__(
+        self,
+        model: "Causal2Vec",
+        *,
+        task: str | None = None,
+        query_instruction: str | None = None,
+        text_instruction: str | None = None,
+        query_examples: Sequence[tuple[str, str]] | None = None,
+        normalize: bool = True,
+        show_progress: bool = False,
+        batch_size: int = 256,
+        max_tokens_per_batch: int | None = None,
+        long_texts: "str | LongTexts" = "truncate",
+        truncate_dim: int | None = None,
+    ) -> None:
+        if task is not None and query_instruction is not None:
+            raise ValueError("pass either task= or query_instruction=, not both")
+        self.model = model
+        self.truncate_dim = truncate_dim  # checked against the model's trained sizes (the setter)
+        self.long_texts = resolve_long_texts(long_texts)
+        self.task = task
+        self.query_instruction = query_instruction
+        self.text_instruction = text_instruction
+        self.query_examples = None if query_examples is None else check_examples(query_examples, where="query_examples")
+        self.normalize = normalize
+        self.show_progress = show_progress
+        self.batch_size = batch_size
+        self.max_tokens_per_batch = max_tokens_per_batch
+
+    @classmethod
+    def for_documents(cls, model: "Causal2Vec", settings: Any) -> "Embedder":
+        """The embedder an ingest, an embed run or a Ray actor writes documents with: unit vectors, and
+        ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch`` and
+        ``truncate_dim`` (an :class:`~c2v_rag.rag.ingestion.ingest.IngestConfig` or a Ray ``EmbedJob``)."""
+        return cls(model, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
+                   batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch,
+                   truncate_dim=settings.truncate_dim)
+
+    @property
+    def truncate_dim(self) -> int | None:
+        return self._truncate_dim
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        # Checked when set, before any text is read: a size the variant was not trained for is refused.
+        self._truncate_dim = self.model.config.check_truncate_dim(value)
+
+    @property
+    def dim(self) -> int:
+        return self.truncate_dim or self.model.embedding_dim
+
+    def query_prompt(self) -> dict[str, Any]:
+        """The ``task``/``instruction``/``examples`` queries are encoded with (``encode_queries`` keywords)."""
+        if self.query_instruction is not None:
+            prompt = {"task": None, "instruction": self.query_instruction}
+        elif self.task is not None:
+            prompt = {"task": self.task, "instruction": None}
+        elif self.model.config.query_instruction is not None:
+            prompt = {"task": None, "instruction": self.model.config.query_instruction}
+        else:
+            prompt = {"task": self.model.config.default_task or DEFAULT_QUERY_TASK, "instruction": None}
+        return {**prompt, "examples": self.query_examples}
+
+    def document_prompt(self) -> dict[str, Any]:
+        """The ``task``/``instruction``/``examples`` documents are encoded with (``encode_documents`` keywords)."""
+        if self.text_instruction is not None:
+            return {"instruction": self.text_instruction}
+        examples = None
+        if self.query_examples is not None and self.task is not None and get_task(self.task).symmetric:
+            examples = self.query_examples  # a symmetric task's inputs are all queries (bge-en-icl)
+        return {"task": self.task, "examples": examples}
+
+    def _kwargs(self) -> dict[str, Any]:
+        return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
+                    batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch,
+                    long_texts=resolve_long_texts(self.long_texts), truncate_dim=self.truncate_dim)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 document vectors."""
+        texts = list(texts)
+        with encode_lock(self.model):
+            return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """``(len(queries), dim)`` float32 query vectors, with the query instruction."""
+        with encode_lock(self.model):
+            return self.model.encode_queries(list(queries), **self.query_prompt(), **self._kwargs())
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """One query vector, 1-D."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        return self.embed_queries([query])[0]
+
+
+class EmbedderOptions(BaseModel):
+    """The options the LlamaIndex and LangChain embedding classes share (pydantic fields)."""
+
+    model: str | None = Field(
+        default=None, description="variant directory or preset name; None is the default preset"
+    )
+    task: str | None = Field(default=None, description="registered task whose instruction queries get")
+    query_instruction: str | None = Field(default=None, description="literal query instruction instead of task")
+    text_instruction: str | None = Field(default=None, description="instruction for documents too; none by default")
+    query_examples: list[tuple[str, str]] | None = Field(
+        default=None, description="in-context (query, response) pairs before the query instruction (Causal2Vec "
+                                  "w/ ICL); None: the task's registered ones, []: none")
+    max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
+    normalize: bool = Field(default=True, description="unit-length vectors")
+    device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    quantize: Literal["none", "int8", "auto"] | None = Field(
+        default=None, description="CPU: the decoder's linear layers in int8 (ONNX Runtime, the int8 extra; 1.4x float32 "
+                                  "on an AVX2 CPU, cosine >= 0.998 to float: docs/performance.md); auto: int8 where "
+                                  "it was measured within the quality bound. Use the collection's setting")
+    show_progress: bool = Field(default=False, description="progress bar while encoding")
+    max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
+    long_texts: LongTextMode = Field(
+        default="truncate", description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
+                                        "overlapping windows whose unit vectors are mean-pooled into one")
+    dimensions: int | None = Field(
+        default=None, ge=1, description="shorter vectors (Matryoshka): one of the sizes the variant was trained "
+                                         "for (its matryoshka_dims), as OpenAI's embedding classes name it")
+
+    @model_validator(mode="after")
+    def _check_prompt(self) -> "EmbedderOptions":
+        from c2v_rag.core.instructions import get_task
+
+        if self.task is not None and self.query_instruction is not None:
+            raise ValueError("pass either task= or query_instruction=, not both")
+        if self.task is not None:
+            try:
+                get_task(self.task)
+            except KeyError as err:
+                raise ValueError(str(err.args[0])) from None
+        if self.query_examples is not None:
+            check_examples(self.query_examples, where="query_examples")
+        return self
+
+    def loaded_model(self) -> "Causal2Vec":
+        """The shared model these options name (loaded on first use)."""
+        return load_model(self.model, device=self.device, dtype=self.dtype, max_length=self.max_length,
+                          quantize=self.quantize)
+
+    def embedder(self, batch_size: int = 256) -> Embedder:
+        """An :class:`Embedder` over the shared model; cheap, so it is built per call and never
+        stored: a stored one would drag the weights into pickles and ``to_dict``."""
+        return Embedder(
+            self.loaded_model(), task=self.task, query_instruction=self.query_instruction,
+            text_instruction=self.text_instruction, query_examples=self.query_examples, normalize=self.normalize,
+            show_progress=self.show_progress, batch_size=batch_size,
+            max_tokens_per_batch=self.max_tokens_per_batch, long_texts=self.long_texts,
+            truncate_dim=self.dimensions,
+        )
+
+
+# sentence-transformers' encode() keywords that the framework classes accept in encode_kwargs /
+# query_encode_kwargs (as LangChain's HuggingFaceEmbeddings does), and the Embedder option each sets.
+ENCODE_KWARGS = {"batch_size": "batch_size", "normalize_embeddings": "normalize",
+                 "show_progress_bar": "show_progress", "max_tokens_per_batch": "max_tokens_per_batch",
+                 "long_texts": "long_texts", "truncate_dim": "truncate_dim", "prompt": None, "prompt_name": None}
+PROMPT_NAMES = ("query", "document")
+
+
+def check_encode_kwargs(kwargs: dict[str, Any], field: str) -> None:
+    """Refuse what :func:`apply_encode_kwargs` would not use, naming the key and the accepted ones."""
+    unknown = sorted(set(kwargs) - set(ENCODE_KWARGS))
+    if unknown:
+        raise ValueError(f"{field} has {unknown}, which Causal2Vec does not use; accepted: {sorted(ENCODE_KWARGS)}")
+    if kwargs.get("prompt_name") not in (None, *PROMPT_NAMES):
+        raise ValueError(f"{field}['prompt_name'] must be one of {PROMPT_NAMES}, got {kwargs['prompt_name']!r}; "
+                         "pass prompt='<instruction>' for any other instruction")
+    if "prompt" in kwargs and "prompt_name" in kwargs:
+        raise ValueError(f"{field} has both prompt and prompt_name: pass one")
+    if "long_texts" in kwargs:
+        try:
+            resolve_long_texts(kwargs["long_texts"])
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{field}['long_texts']: {err}") from None
+
+
+def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Literal["query", "document"]) -> Embedder:
+    """Set ``embedder``'s options from sentence-transformers-style encode keywords, for one side.
+
+    ``prompt`` is the instruction for that side (``""`` for none); ``prompt_name="query"`` gives
+    the side the query instruction, ``"document"`` the document one (none).
+    """
+    for key, option in ENCODE_KWARGS.items():
+        if option is not None and key in kwargs:
+            setattr(embedder, option, kwargs[key])
+    instruction = kwargs.get("prompt")
+    if kwargs.get("prompt_name") == "query":
+        prompt = embedder.query_prompt()
+        instruction = prompt["instruction"] if prompt["task"] is None else get_task(prompt["task"]).instruction
+    elif kwargs.get("prompt_name") == "document":
+        instruction = ""
+    if instruction is not None:
+        if side == "query":
+            embedder.task, embedder.query_instruction = None, instruction
+        else:
+            embedder.text_instruction = instruction
+    return embedder
+
+
+def model_reference(model: "str | Path | Causal2Vec | None") -> str | None:
+    """What a collection records as its model: the preset name or the resolved variant directory
+    (None for a model object, which has no name to reload it by)."""
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.hub.presets import DEFAULT_PRESET
+
+    if isinstance(model, Causal2Vec):
+        return None
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
+    if model is None:
+        return DEFAULT_PRESET
+    as_path = Path(model).expanduser()
+    return str(as_path.resolve()) if as_path.is_dir() else str(model)
+
+
+def variant_config(model: "str | Path | Causal2Vec | None") -> "Causal2VecConfig":
+    """The model's config without its weights: read from the variant directory or preset.
+
+    A missing or corrupt variant raises :class:`~c2v_rag.core.errors.VariantLoadError` here, before
+    anything else is done.
+    """
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.core.config import read_config
+
+    if isinstance(model, Causal2Vec):
+        return model.config
+    return read_config(resolve_variant_path(model))
+
+
+def variant_weights(model: "str | Path | Causal2Vec | None") -> str | None:
+    """The model's :func:`~c2v_rag.hub.variants.weights_digest`, read from its files before they load."""
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.variants import weights_digest
+
+    if isinstance(model, Causal2Vec):
+        return model.weights_digest
+    return weights_digest(resolve_variant_path(model))
+
+
+def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str | None, device: str | None) -> str:
+    """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
+    ``quantize`` resolved for ``device``."""
+    from c2v_rag.core.devices import resolve_device, resolve_quantize
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+    if isinstance(model, Causal2Vec):
+        if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
+            raise ValueError(f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                             f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)")
+        return model.quantization
+    return resolve_quantize(quantize, resolve_device(device))
+
+
+def resolve_model(model: "str | Path | Causal2Vec | None", device: str | None, dtype: str | None,
+                  quantize: str | None = None) -> tuple[str | None, "Causal2Vec"]:
+    """The model's reference as a collection records it (None for a loaded model), and the model
+    (loaded, or shared with other callers: :func:`~c2v_rag.rag.embedding.load_model`)."""
+    reference = model_reference(model)
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype,
+                                                                    quantize=quantize))

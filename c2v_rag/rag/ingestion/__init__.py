@@ -1,0 +1,1 @@
+"""ingest and embed: documents -> chunks -> vectors -> a store or Parquet."""

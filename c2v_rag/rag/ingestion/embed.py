@@ -1,0 +1,216 @@
+"""``embed``: documents -> chunks -> vectors -> Parquet files, with no vector store.
+
+For lakehouse tables and offline pipelines: the rows carry what a Qdrant point would (the same
+point ids, chunk texts, metadata and vectors as :func:`~c2v_rag.rag.ingestion.ingest.ingest`), in the
+layout of :func:`~c2v_rag.rag.ingestion.parquet_rows.chunk_table`:
+
+``id`` (string, the point id), ``doc_id`` (string), ``chunk_index`` (int32), ``text`` (string),
+``metadata`` (string: a JSON object, the payload's ``metadata``), ``vector``
+(``fixed_size_list<float32>[dim]``, unit length).
+
+It runs in this process (``engine="local"``, files ``part-00000.parquet``, ...) or on Ray
+(``engine="ray"``, Ray Data's ``write_parquet``, files named by Ray).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from c2v_rag.rag.read.chunking import check_chunk_size
+from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
+from c2v_rag.rag.read.files import ReadLog, ReadOptions
+from c2v_rag.rag.ingestion.config import IngestConfig
+from c2v_rag.rag.ingestion.engine import choose_engine
+from c2v_rag.rag.options import ModelKwargs, ModelOptions, reject_unknown, spell_out_kwargs
+from c2v_rag.rag.embedding import model_reference, variant_config
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+logger = logging.getLogger(__name__)
+
+
+class EmbedResult(BaseModel):
+    """What an ``embed`` wrote."""
+
+    out: str
+    files: list[str] = Field(default_factory=list)
+    documents: int = 0
+    duplicate_documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.documents} documents, {self.chunks} chunks into {len(self.files)} Parquet files under "
+                f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+
+
+@spell_out_kwargs(ModelKwargs, ModelOptions)
+def embed(
+    docs: Any,
+    out: str | Path,
+    *,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    batch_size: int | None = None,
+    on_error: Literal["raise", "continue"] | None = None,
+    show_progress: bool | None = None,
+    truncate_dim: int | None = None,
+    config: "Any | None" = None,
+    engine: Literal["local", "ray"] = "local",
+    ray: RayOptions | str | None = None,
+    rows_per_file: int = 100_000,
+    **kwargs: Unpack[ModelKwargs],
+) -> EmbedResult:
+    """Chunk and embed ``docs`` into Parquet files under ``out`` (a new or empty folder).
+
+    Args:
+        docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
+            folders of .txt, .md, .jsonl and .parquet.
+        model: a preset name or a variant directory (None: the default preset); ``device``, ``dtype`` and
+            ``quantize`` as for ``ingest`` (:class:`~c2v_rag.rag.options.ModelOptions`).
+        chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``
+            (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
+        engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
+        rows_per_file: chunks per Parquet file with the local engine.
+
+    Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
+    model. A folder that already holds Parquet files is refused (nothing is overwritten).
+    """
+    reject_unknown("embed", kwargs, ModelOptions)
+    chosen = ModelOptions.as_given(kwargs)
+    model, device, dtype, quantize = chosen.model, chosen.device, chosen.dtype, chosen.quantize
+    settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                                           batch_size=batch_size, on_error=on_error, show_progress=show_progress,
+                                           truncate_dim=truncate_dim)
+    if settings.sparse is not None or settings.sync:
+        raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
+    write = choose_engine(_WRITERS, engine)
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError("embed takes the model as a preset name or a variant directory")
+    folder = _check_out(Path(out))
+    check_chunk_size(settings.chunk_size, variant_config(model).max_length)
+    log = ReadLog()
+    read = settings.read_options()
+    started = time.perf_counter()
+    result = write(docs, folder, settings, read, log, model=model, device=device, dtype=dtype, quantize=quantize,
+                   ray=ray, rows_per_file=rows_per_file)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _check_out(folder: Path) -> Path:
+    folder = folder.expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
+    if folder.is_dir() and any(folder.glob("*.parquet")):
+        raise FileExistsError(f"{folder} already holds Parquet files; pass a new or empty folder (nothing is "
+                              "overwritten)")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _embed_here(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
+                device: str | None, dtype: str | None, quantize: str | None, ray: Any,
+                rows_per_file: int) -> EmbedResult:
+    """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
+    ``rows_per_file`` chunks (``ray`` is unused)."""
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.rag.read.documents import iter_documents
+    from c2v_rag.rag.embedding import Embedder, load_model
+    from c2v_rag.rag.ingestion.parquet_rows import chunk_table
+    from c2v_rag.rag.ingestion.points import SeenDocuments, document_chunks, document_fingerprint
+
+    documents = iter_documents(docs, options=read, log=log)
+    c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
+    embedder = Embedder.for_documents(c2v, settings)
+    chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
+    result = EmbedResult(out=str(folder))
+    seen = SeenDocuments()
+    buffer: list[Any] = []
+    writer: Any = None
+    in_file = 0
+    progress = tqdm(desc=f"Embedding into {folder}", unit="chunk", disable=not settings.show_progress)
+
+    def flush() -> None:
+        nonlocal writer, in_file, buffer
+        if not buffer:
+            return
+        table = chunk_table(buffer, embedder.embed_documents([c.text for c in buffer]), embedder.dim)
+        if writer is None or in_file >= rows_per_file:
+            if writer is not None:
+                writer.close()
+            path = folder / f"part-{len(result.files):05d}.parquet"
+            writer, in_file = pq.ParquetWriter(path, table.schema), 0
+            result.files.append(str(path))
+        writer.write_table(table)
+        in_file += table.num_rows
+        result.chunks += table.num_rows
+        progress.update(table.num_rows)
+        buffer = []
+
+    try:
+        for doc in documents:
+            if not seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
+                result.duplicate_documents += 1
+                continue
+            result.documents += 1
+            for chunk in document_chunks(doc, chunker):
+                buffer.append(chunk)
+                if len(buffer) >= settings.batch_size:
+                    flush()
+        flush()
+    finally:
+        progress.close()
+        if writer is not None:
+            writer.close()
+    return result
+
+
+def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
+                  device: str | None, dtype: str | None, quantize: str | None, ray: "RayOptions | str | None",
+                  rows_per_file: int) -> EmbedResult:
+    """``engine="ray"``: the actors embed and Ray Data writes the files (named by Ray; ``rows_per_file``
+    is unused)."""
+    import pyarrow.parquet as pq
+
+    from c2v_rag.rag.ingestion.ray_dataflow import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
+
+    options = RayOptions.resolve(ray)
+    plan = plan_sources(docs, read, log)
+    job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
+                           quantize=quantize, mode="export")
+    with RaySession(options) as ray_module:
+        try:
+            # Writing, like reading, asks for no CPU (the actors may hold them all).
+            embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
+                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors)
+        except ray_module.exceptions.RayError as err:
+            cause = user_error(err)
+            if cause is err:
+                raise
+            raise cause from None
+    files = sorted(str(p) for p in folder.glob("*.parquet"))
+    result = EmbedResult(out=str(folder), files=files)
+    if files:
+        ids = pq.read_table(files, columns=["doc_id"]).column("doc_id")
+        result.chunks = len(ids)
+        result.documents = len(set(ids.to_pylist()))
+    return result
+
+
+# engine= -> the function that embeds and writes the Parquet files.
+_WRITERS: dict[str, Callable[..., EmbedResult]] = {"local": _embed_here, "ray": _embed_on_ray}

@@ -1,0 +1,150 @@
+"""A document's chunks as Qdrant points to write, and writing embedded chunks into a collection idempotently.
+
+What a point holds (its id, payload and vector names) is :mod:`c2v_rag.rag.store.point_schema`; this
+module turns documents into such points and writes them.
+
+Both ingest engines go through here, so they cannot drift apart: the in-process pipeline
+(:mod:`c2v_rag.rag.ingestion.ingest`) and the Ray engine (:mod:`c2v_rag.rag.ingestion.ray_dataflow`), whose actors or
+driver call the same :class:`PointWriter`.
+
+- :func:`document_chunks` turns a document into chunks with their deterministic point ids
+  (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.rag.store.point_schema.chunk_point`);
+- :class:`SeenDocuments` tells a document met again in the same input (skipped) from two documents
+  that share an id (refused);
+- :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
+  records this run's source root on the stored ones;
+- :meth:`PointWriter.write` upserts a batch and, for the documents whose every chunk is now
+  stored, deletes their other points (an older version's chunks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
+
+if TYPE_CHECKING:
+    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.rag.read.source_document import SourceDocument
+    from c2v_rag.rag.store.vectors import CollectionLayout
+
+T = TypeVar("T")
+# call(fn, what): runs a Qdrant request ``fn`` (with retries, under a lock where needed); ``what``
+# names it in messages.
+Call = Callable[[Callable[[], T], str], T]
+
+
+@dataclass
+class PendingChunk:
+    """A chunk ready to embed: its point id, text and payload, and the source root it came through."""
+
+    point_id: str
+    text: str
+    payload: dict[str, Any]
+    source_root: str | None = None
+
+
+def document_chunks(doc: "SourceDocument", chunker: "TokenChunker") -> Iterator[PendingChunk]:
+    """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
+    for chunk in chunker.iter_chunks(doc.text):
+        pid, payload = chunk_point(doc, chunk)
+        yield PendingChunk(pid, chunk.text, payload, doc.source_root)
+
+
+def document_fingerprint(doc: "SourceDocument") -> str:
+    """16 hex digits of the document's content: tells a repeated document from an id clash."""
+    return content_hash(doc.text, doc.metadata)[:16]
+
+
+class SeenDocuments:
+    """The document ids met so far in one run, each with its content fingerprint (one entry per document).
+
+    ``in`` asks whether an id was met (sync deletes the documents of a folder that were not).
+    """
+
+    def __init__(self) -> None:
+        self._fingerprints: dict[str, str] = {}
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._fingerprints
+
+    def is_new(self, doc_id: str, fingerprint: str, source: str | None = None) -> bool:
+        """True the first time ``doc_id`` is met; False for the same document again (to skip).
+
+        Raises:
+            ValueError: ``doc_id`` was met before with other content (``source``, when known, names
+                where the second one came from).
+        """
+        previous = self._fingerprints.get(doc_id)
+        if previous is None:
+            self._fingerprints[doc_id] = fingerprint
+            return True
+        if previous != fingerprint:
+            raise ValueError(f"document id {doc_id!r} appears twice in the input with different content"
+                             f"{f' (second one from {source})' if source else ''}; document ids must be unique")
+        return False
+
+
+class PointWriter:
+    """Writes embedded chunks into one collection: skips stored ones, upserts, deletes stale ones.
+
+    Args:
+        client: an open ``QdrantClient``.
+        layout: the vectors each point carries (dense, and sparse for a hybrid collection).
+        call: runs each request (retries; a lock for embedded Qdrant).
+        fresh: the collection was created by this run, so nothing in it is stored or stale.
+    """
+
+    def __init__(self, client: Any, collection: str, layout: "CollectionLayout", call: Call, *,
+                 fresh: bool) -> None:
+        self.client = client
+        self.collection = collection
+        self.layout = layout
+        self.call = call
+        self.fresh = fresh
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        """The chunks not in the collection yet. Stored ones are not rewritten; their recorded source
+        root follows this run's, so a sync of the folder they are now read from sees them as its own."""
+        from c2v_rag.rag.ingestion.sync import roots_to_claim
+
+        if self.fresh or not chunks:
+            return list(chunks)
+        ids = [c.point_id for c in chunks]
+        records = self.call(lambda: self.client.retrieve(self.collection, ids, with_payload=[SOURCE_ROOT_KEY],
+                                                         with_vectors=False), "checking stored chunks")
+        stored = {str(r.id) for r in records}
+        claims = roots_to_claim(records, {c.point_id: c.source_root for c in chunks})
+        for root, claimed in claims.items():
+            self.call(lambda root=root, claimed=claimed: self.client.set_payload(
+                self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True),
+                f"recording the source root of {len(claimed)} stored chunks")
+        return [c for c in chunks if c.point_id not in stored]
+
+    def points(self, chunks: Sequence[PendingChunk], vectors: Any,
+               sparse: Sequence[tuple[list[int], list[float]]] | None = None) -> list[Any]:
+        """``PointStruct``s of embedded ``chunks`` (``vectors`` in the same order)."""
+        from qdrant_client.http import models
+
+        return [models.PointStruct(id=c.point_id, vector=self.layout.point_vector(v, sparse[i] if sparse else None),
+                                   payload=c.payload)
+                for i, (c, v) in enumerate(zip(chunks, vectors))]
+
+    def write(self, points: Sequence[Any], completed: dict[str, list[str]]) -> None:
+        """Upsert ``points``; then, for each document in ``completed`` (doc id -> all its point ids,
+        every one now stored), delete the document's other points."""
+        from qdrant_client.http import models
+
+        if points:
+            self.call(lambda: self.client.upsert(self.collection, list(points), wait=True),
+                      f"uploading {len(points)} chunks")
+        if completed and not self.fresh:
+            keep: list[Any] = [pid for ids in completed.values() for pid in ids]
+            stale = models.Filter(
+                must=[models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=list(completed)))],
+                must_not=[models.HasIdCondition(has_id=keep)] if keep else None,
+            )
+            self.call(lambda: self.client.delete(self.collection, models.FilterSelector(filter=stale), wait=True),
+                      f"deleting stale chunks of {len(completed)} documents")

@@ -1,0 +1,100 @@
+"""Checks an ingest makes before the model loads, and the cleanup of a run that stopped early.
+
+Loading a model takes seconds to minutes; a run that then fails on something knowable up front
+(a locked store, a server that does not answer, a collection built for other vectors, a chunk
+size the model cannot take) wastes that time and, worse, used to leave an empty collection
+behind. Every check here needs only the variant's config file, not its weights; once they pass,
+:func:`~c2v_rag.rag.embedding.resolve_model` loads the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from c2v_rag.rag.store.collection import QdrantConfig, check_collection, config_fingerprint
+from c2v_rag.rag.errors import QdrantRequestError, QdrantUnreachableError
+from c2v_rag.rag.store.retry import call_with_retry, is_transient
+from c2v_rag.rag.store.backends import check_collection_name
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+
+    from c2v_rag.rag.store.vectors import CollectionLayout
+
+    from c2v_rag.core.config import Causal2VecConfig
+
+logger = logging.getLogger(__name__)
+
+
+def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "QdrantClient":
+    """A client that has been answered: a locked embedded directory raises
+    :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
+    ``attempts`` tries :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`."""
+    client = target.connect()
+    if target.is_server:
+        try:
+            call_with_retry(client.get_collections, what=f"reaching Qdrant at {target.location}", attempts=attempts,
+                            initial_wait=initial_wait, max_wait=max_wait, log_level=logging.INFO)
+        except Exception as err:
+            client.close()
+            raise server_error(target, err, attempts) from err
+    return client
+
+
+def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> BaseException:
+    """``err`` from a Qdrant server as one of this package's errors, naming the URL (never the key)."""
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    where = target.location
+    if isinstance(err, UnexpectedResponse):
+        status = f"{err.status_code} {err.reason_phrase}".strip()
+        detail = " ".join(err.content.decode("utf-8", errors="replace").split())[:300] if err.content else ""
+        hint = ""
+        if err.status_code in (401, 403):
+            hint = "; check the API key (api_key=, or $QDRANT_API_KEY)"
+        return QdrantRequestError(f"Qdrant at {where} answered {status}{f': {detail}' if detail else ''}{hint}")
+    if is_transient(err):
+        return QdrantUnreachableError(
+            f"cannot reach Qdrant at {where} after {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"({type(err).__name__}: {err}); check that the server is running and that the URL and port "
+            "are right"
+        )
+    return err
+
+
+def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
+                 reference: str | None, layout: "CollectionLayout | None" = None,
+                 weights: str | None = None, truncate_dim: int | None = None, quantize: str = "none") -> bool:
+    """Check an existing ``collection`` against the model's config; True when it exists.
+
+    Vector size, distance, vector name and the model fingerprint are all known from the config,
+    so a mismatch fails here rather than after the weights load.
+    """
+    check_collection_name(collection)
+    if config.decoder_hidden_size is not None:
+        config.check_truncate_dim(truncate_dim)  # an untrained size fails before the weights load
+    if not client.collection_exists(collection):
+        return False
+    try:
+        fingerprint = config_fingerprint(config, reference, weights=weights, truncate_dim=truncate_dim,
+                                         quantize=quantize)
+    except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
+        return True
+    check_collection(client, collection, target, fingerprint, layout)
+    return True
+
+
+def drop_if_empty(client: "QdrantClient", collection: str, target: QdrantConfig) -> bool:
+    """Delete ``collection`` when it holds no point: a run that created it and then stopped."""
+    try:
+        if client.count(collection, exact=True).count == 0:
+            client.delete_collection(collection)
+            logger.info("Removed the empty collection %r at %s that the stopped run had created", collection,
+                        target.location)
+            return True
+    except Exception as err:  # the cleanup must not hide the error that stopped the run
+        logger.warning("Could not remove the empty collection %r at %s: %s", collection, target.location, err)
+    return False
+

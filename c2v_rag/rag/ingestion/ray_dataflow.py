@@ -1,0 +1,424 @@
+"""The Ray engine's dataflow: read, chunk, embed and write a corpus over a Ray cluster (Ray Data).
+
+``ingest(..., engine="ray")`` (whose driver side is :mod:`c2v_rag.rag.ingestion.ray_engine`) and
+``embed(..., engine="ray")`` run the same steps as the in-process engine, spread over a cluster;
+they share every piece that decides a result (reading, chunking, point ids, payloads, the
+collection checks, :class:`~c2v_rag.rag.ingestion.points.PointWriter`), so a point is the same whichever
+engine wrote it.
+
+The dataflow, one way:
+
+1. **Read**: files and folders are listed and checked on the driver (as the in-process engine
+   checks them, before anything loads); each file is then read by a Ray task with the in-process
+   readers (.txt, .md, .jsonl, .parquet). Strings, dicts and framework documents are read on the
+   driver and handed to Ray as rows.
+2. **Chunk**: CPU tasks holding the decoder's tokenizer alone (no weights) cut documents into
+   chunks with their point ids and payloads; chunking is CPU work that would otherwise stall the
+   GPU between forward passes, so it scales on its own (``chunk_tasks``).
+3. **Embed**: ``map_batches`` over a fixed pool of actors, each holding one model (one GPU per
+   actor where there are GPUs; ``cpus_per_actor`` torch threads otherwise). A batch is a set of
+   whole documents, so every document's chunks are embedded, checked and written together.
+4. **Write**, where the store allows it:
+
+   - a Qdrant **server** (``qdrant_url``): every actor opens its own client and upserts its batches
+     itself, in parallel, deleting the stale chunks of the documents it completed: the driver only
+     gathers counts;
+   - **embedded** Qdrant (a local path) can be opened by one process only, so the actors return
+     their vectors and the driver writes them (``write="driver"``, the default there). With one
+     actor, ``write="workers"`` lets that actor open the directory itself (the driver closes it
+     for the run).
+
+Fault tolerance is Ray's: an actor that dies is restarted (``max_restarts``) and its batch is run
+again (``max_task_retries``). A retried batch writes the same point ids with the same content,
+so the collection holds every chunk exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from c2v_rag.core.extras import require
+from c2v_rag.rag.read.documents import SourceDocument, iter_documents, names_existing_path
+from c2v_rag.rag.read.files import ReadLog, ReadOptions, list_source, read_file
+from c2v_rag.rag.ingestion.parquet_rows import chunk_table
+from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from c2v_rag.rag.store.collection import QdrantConfig
+    from c2v_rag.rag.ingestion.config import IngestConfig
+    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.sparse import BM25Config
+
+logger = logging.getLogger(__name__)
+
+
+class RayOptions(BaseModel):
+    """Where and how wide the Ray engine runs.
+
+    ``address`` None joins the cluster this process is already connected to (``ray.init`` called
+    before), else the one ``$RAY_ADDRESS`` names, else starts a local one for the run.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(default=None, description="'auto', 'HOST:6379' or 'ray://HOST:10001'")
+    actors: int = Field(default=1, ge=1, description="embedding actors, each holding one model")
+    gpus_per_actor: float | None = Field(
+        default=None, ge=0, description="None: 1 when the cluster has GPUs, else 0 (CPU actors)")
+    cpus_per_actor: float = Field(default=1, gt=0, description="CPUs reserved per actor; its torch threads on CPU")
+    docs_per_batch: int = Field(default=64, ge=1, description="documents an actor chunks, embeds and writes at once")
+    chunk_tasks: int | None = Field(
+        default=None, ge=1, description="tasks reading and chunking at once (None: 2 per actor)")
+    chunk_cpus: float | None = Field(
+        default=None, ge=0, description="CPUs per reading/chunking task; None: 1 when the cluster has CPUs beyond "
+                                        "the actors', else 0 (they share the actors' CPUs rather than wait)")
+    write: Literal["auto", "driver", "workers"] = Field(
+        default="auto", description="who upserts: 'auto' is the actors for a server, the driver for a local path")
+    max_restarts: int = Field(default=-1, ge=-1, description="restarts of a dead actor (-1: no limit)")
+    max_task_retries: int = Field(default=-1, ge=-1, description="retries of a batch whose actor died (-1: no limit)")
+    runtime_env: dict[str, Any] | None = Field(
+        default=None, description="ray.init runtime_env when this call connects, e.g. {'pip': ['c2v-rag[qdrant]']}")
+
+    @classmethod
+    def resolve(cls, ray: "RayOptions | str | None") -> "RayOptions":
+        """Options from ``RayOptions``, an address string, or None (the defaults)."""
+        if isinstance(ray, RayOptions):
+            return ray
+        if ray is None:
+            return cls()
+        if isinstance(ray, str):
+            return cls(address=ray)
+        raise TypeError(f"ray= takes RayOptions, an address string or None, got {type(ray).__name__}")
+
+
+def require_ray(feature: str) -> Any:
+    """Import ``ray`` (with Ray Data) or raise :class:`~c2v_rag.core.errors.MissingPackageError` with the
+    install command."""
+    require("ray.data", feature, "ray", package="Ray Data")
+    import ray
+
+    return ray
+
+
+class RaySession:
+    """Connects to Ray for one run; shuts down only a cluster this run started."""
+
+    def __init__(self, options: RayOptions) -> None:
+        self.options = options
+        self.started = False
+        self.startup_seconds = 0.0
+
+    def __enter__(self):
+        ray = require_ray("engine='ray'")
+        begin = time.perf_counter()
+        if not ray.is_initialized():
+            address = self.options.address or os.environ.get("RAY_ADDRESS")
+            ray.init(address=address, runtime_env=self.options.runtime_env, logging_level=logging.WARNING,
+                     include_dashboard=False if address is None else None)
+            self.started = address is None
+        elif self.options.address is not None:
+            logger.info("Ray is already initialized in this process; address=%r is not used", self.options.address)
+        self.startup_seconds = time.perf_counter() - begin
+        return ray
+
+    def __exit__(self, *exc) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------ sources
+
+@dataclass
+class SourcePlan:
+    """What the driver hands to Ray: files (each with the root it was named through) and documents
+    already in memory."""
+
+    files: list[tuple[str, str]] = field(default_factory=list)
+    inline: list[SourceDocument] = field(default_factory=list)
+
+
+def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
+    """Check and list the input as the in-process engine would, without reading a file.
+
+    Paths (a top-level existing path, ``Path`` objects alone or in a list) become file tasks; every
+    other item is read here, since it is in memory already.
+    """
+    plan = SourcePlan()
+
+    def add_path(path: Path) -> None:
+        root, files = list_source(path, options, log)
+        plan.files.extend((str(f), root) for f in files)
+
+    if (isinstance(docs, str) and names_existing_path(docs)) or isinstance(docs, os.PathLike):
+        add_path(Path(docs))
+        return plan
+    items = list(docs) if isinstance(docs, (list, tuple)) else None
+    if items is not None and any(isinstance(d, os.PathLike) for d in items):
+        inline = []
+        for item in items:
+            if isinstance(item, os.PathLike):
+                add_path(Path(item))
+            else:
+                inline.append(item)
+        plan.inline = list(iter_documents(inline, options=options, log=log))
+        return plan
+    plan.inline = list(iter_documents(docs, options=options, log=log))
+    return plan
+
+
+def _doc_row(doc: SourceDocument) -> dict[str, Any]:
+    # Metadata travels as JSON: Arrow cannot hold dicts whose keys and types differ between rows.
+    return {"doc_id": doc.doc_id, "text": doc.text, "metadata": json.dumps(doc.metadata, ensure_ascii=False,
+                                                                           default=str),
+            "source": doc.source, "source_root": doc.source_root}
+
+
+def _row_doc(row: dict[str, Any]) -> SourceDocument:
+    return SourceDocument(row["doc_id"], row["text"], json.loads(row["metadata"]), row["source"], row["source_root"])
+
+
+def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str, Any]]:
+    # What a file task skips (on_error="continue") is logged by the task; Ray forwards worker logs.
+    log = ReadLog()
+    docs = [_doc_row(d) for d in read_file(Path(row["file"]), row["root"], options, log)]
+    if log.files_skipped or log.records_skipped:
+        logger.warning("%s: skipped %d files and %d records", row["file"], log.files_skipped, log.records_skipped)
+    return docs
+
+
+def source_dataset(plan: SourcePlan, read: ReadOptions, job: "EmbedJob", options: "RayOptions"):
+    """The documents, chunked: a Ray Dataset of one row per document with its chunks' point ids,
+    texts and payloads. Reading and chunking share their tasks (Ray fuses the two steps)."""
+    import ray
+
+    cpus = options.chunk_cpus
+    if cpus is None:
+        spare = ray.cluster_resources().get("CPU", 0) - options.actors * options.cpus_per_actor
+        # 0: the tasks share the actors' CPUs; asking for one that the actors hold would wait forever.
+        cpus = 1 if spare >= 1 else 0
+    tasks = dict(num_cpus=cpus, compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
+    chunk = dict(fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
+                 batch_size=options.docs_per_batch, batch_format="pyarrow", **tasks)
+    parts = []
+    if plan.files:
+        files = ray.data.from_items([{"file": f, "root": r} for f, r in plan.files],
+                                    override_num_blocks=min(len(plan.files), 1000))
+        parts.append(files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks)
+                     .map_batches(_chunk_rows, **chunk))
+    if plan.inline:
+        parts.append(ray.data.from_items([_doc_row(d) for d in plan.inline]).map_batches(_chunk_rows, **chunk))
+    if not parts:
+        raise ValueError("docs is empty: nothing to ingest")
+    return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
+
+
+_chunkers: dict[tuple[str | None, int, int], Any] = {}
+
+
+def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_overlap: int) -> "pa.Table":
+    """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
+    import pyarrow as pa
+
+    from c2v_rag.rag.read.chunking import TokenChunker
+
+    key = (model, chunk_size, chunk_overlap)
+    if key not in _chunkers:  # once per worker process: the tokenizer, never the weights
+        _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap)
+    chunker = _chunkers[key]
+    rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "source_root", "point_ids", "texts",
+                                                  "payloads")}
+    for record in batch.to_pylist():
+        doc = _row_doc(record)
+        chunks = list(document_chunks(doc, chunker))
+        rows["doc_id"].append(doc.doc_id)
+        rows["fingerprint"].append(document_fingerprint(doc))
+        rows["source_root"].append(doc.source_root)
+        rows["point_ids"].append([c.point_id for c in chunks])
+        rows["texts"].append([c.text for c in chunks])
+        rows["payloads"].append([json.dumps(c.payload, ensure_ascii=False) for c in chunks])
+    strings = pa.list_(pa.string())
+    return pa.table(rows, schema=pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()),
+                                            ("source_root", pa.string()), ("point_ids", strings),
+                                            ("texts", strings), ("payloads", strings)]))
+
+
+# ------------------------------------------------------------------------------------ actors
+
+@dataclass
+class EmbedJob:
+    """Everything an actor needs to load its model and handle a batch (sent once, at its start)."""
+
+    model: str | None
+    device: str | None
+    dtype: str | None
+    chunk_size: int
+    chunk_overlap: int
+    batch_size: int
+    max_tokens_per_batch: int | None
+    task: str | None
+    text_instruction: str | None
+    threads: int
+    mode: Literal["vectors", "write", "export"]
+    truncate_dim: int | None = None
+    quantize: str | None = None
+    layout: "CollectionLayout | None" = None
+    bm25: "BM25Config | None" = None
+    # mode "write": the store the actor opens, and its retry policy.
+    target: "QdrantConfig | None" = None
+    collection: str | None = None
+    fresh: bool = False
+    retry: tuple[int, float, float] = (5, 0.5, 30.0)
+    # mode "vectors": point ids already stored (a snapshot the driver took), not embedded again.
+    stored: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_run(cls, settings: "IngestConfig", options: "RayOptions", *, model: str | None, device: str | None,
+                dtype: str | None, mode: Literal["vectors", "write", "export"], quantize: str | None = None,
+                **store: Any) -> "EmbedJob":
+        """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
+        CPU of an actor, and for the modes that store, ``store`` (layout, target, collection...)."""
+        return cls(model=model, device=device, dtype=dtype, quantize=quantize, chunk_size=settings.chunk_size,
+                   chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
+                   max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
+                   text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
+                   mode=mode, truncate_dim=settings.truncate_dim, **store)
+
+
+def retrying_call(attempts: int, initial_wait: float, max_wait: float):
+    """A :data:`~c2v_rag.rag.ingestion.points.Call` that retries each request with this policy (no lock: an actor
+    and the Ray driver each hold their own client)."""
+    from c2v_rag.rag.store.retry import call_with_retry
+
+    def call(fn, what):
+        return call_with_retry(fn, what=what, attempts=attempts, initial_wait=initial_wait, max_wait=max_wait)
+
+    return call
+
+
+class ChunkEmbedActor:
+    """A Ray Data actor: loads the model once, then embeds (and, in mode "write", stores) batches
+    of whole, chunked documents."""
+
+    def __init__(self, job: EmbedJob) -> None:
+        import ray
+        import torch
+
+        from c2v_rag.rag.embedding import Embedder, load_model
+        from c2v_rag.rag.store.sparse import BM25Encoder
+
+        device = job.device
+        if device is None:
+            device = "cuda" if ray.get_gpu_ids() else "cpu"
+        if device == "cpu":
+            torch.set_num_threads(job.threads)
+        self.job = job
+        model = load_model(job.model, device=device, dtype=job.dtype, quantize=job.quantize)
+        self.embedder = Embedder.for_documents(model, job)
+        self.sparse = BM25Encoder(job.bm25) if job.bm25 is not None else None
+        self.writer = None
+        if job.mode == "write":
+            client = job.target.connect()
+            self.writer = PointWriter(client, job.collection, job.layout, retrying_call(*job.retry), fresh=job.fresh)
+
+    def __call__(self, batch: "pa.Table") -> "pa.Table":
+        docs = batch.select(["doc_id", "fingerprint", "source_root"]).to_pylist()
+        chunks = {}
+        for doc, ids, texts, payloads in zip(docs, batch.column("point_ids").to_pylist(),
+                                             batch.column("texts").to_pylist(), batch.column("payloads").to_pylist()):
+            chunks[doc["doc_id"]] = [PendingChunk(pid, text, json.loads(payload), doc["source_root"])
+                                     for pid, text, payload in zip(ids, texts, payloads)]
+        if self.job.mode == "export":
+            every = [c for cs in chunks.values() for c in cs]
+            return chunk_table(every, self.embedder.embed_documents([c.text for c in every]), self.embedder.dim)
+        return self._documents(docs, chunks)
+
+    def _documents(self, docs: list[dict[str, Any]], chunks: dict[str, list[PendingChunk]]) -> "pa.Table":
+        every = [c for d in docs for c in chunks[d["doc_id"]]]
+        error = None
+        todo: list[PendingChunk] = []
+        vectors: Any = []
+        sparse = None
+        try:
+            if self.writer is not None:
+                todo = self.writer.not_stored(every)
+            else:
+                todo = [c for c in every if c.point_id not in self.job.stored]
+            vectors = self.embedder.embed_documents([c.text for c in todo]) if todo else []
+            sparse = self.sparse.encode_documents([c.text for c in todo]) if self.sparse and todo else None
+            if self.writer is not None:
+                self.writer.write(self.writer.points(todo, vectors, sparse),
+                                  {d["doc_id"]: [c.point_id for c in chunks[d["doc_id"]]] for d in docs})
+        except Exception as err:  # reported per batch, as the in-process engine does (on_error)
+            logger.warning("Batch of documents %s failed: %s", [d["doc_id"] for d in docs][:10], err)
+            error = f"{type(err).__name__}: {err}"
+        return document_table(docs, chunks, todo, vectors, sparse, error, ship=self.writer is None)
+
+
+def document_table(docs: list[dict[str, Any]], chunks: dict[str, list[PendingChunk]], todo: list[PendingChunk],
+                   vectors: Any, sparse: Any, error: str | None, *, ship: bool) -> "pa.Table":
+    """One row per document: its chunks' point ids, what was embedded, and (``ship``) the embedded
+    chunks' payloads and vectors for the driver to write."""
+    import pyarrow as pa
+
+    where = {c.point_id: i for i, c in enumerate(todo)}
+    rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "point_ids", "source_root", "embedded",
+                                                  "payloads", "vectors", "sparse_indices", "sparse_values", "error")}
+    for doc in docs:
+        own = [where[c.point_id] for c in chunks[doc["doc_id"]] if c.point_id in where]
+        rows["doc_id"].append(doc["doc_id"])
+        rows["fingerprint"].append(doc["fingerprint"])
+        rows["point_ids"].append([c.point_id for c in chunks[doc["doc_id"]]])
+        rows["source_root"].append(doc["source_root"])
+        rows["embedded"].append([todo[i].point_id for i in own] if error is None else [])
+        ok = ship and error is None
+        rows["payloads"].append([json.dumps(todo[i].payload, ensure_ascii=False) for i in own] if ok else [])
+        rows["vectors"].append([[float(x) for x in vectors[i]] for i in own] if ok else [])
+        rows["sparse_indices"].append([list(sparse[i][0]) for i in own] if ok and sparse else [])
+        rows["sparse_values"].append([[float(x) for x in sparse[i][1]] for i in own] if ok and sparse else [])
+        rows["error"].append(error)
+    schema = pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()), ("point_ids", pa.list_(pa.string())),
+                        ("source_root", pa.string()), ("embedded", pa.list_(pa.string())),
+                        ("payloads", pa.list_(pa.string())), ("vectors", pa.list_(pa.list_(pa.float32()))),
+                        ("sparse_indices", pa.list_(pa.list_(pa.int64()))),
+                        ("sparse_values", pa.list_(pa.list_(pa.float32()))), ("error", pa.string())])
+    return pa.table(rows, schema=schema)
+
+
+def embed_stage(dataset, job: EmbedJob, options: RayOptions):
+    """``dataset`` of chunked document rows through the actor pool."""
+    import ray
+
+    gpus = options.gpus_per_actor
+    if gpus is None:
+        gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    # -1 (no limit) is what Ray Data gives actor pools by default; only other values are passed,
+    # through the extra remote arguments that Ray deprecates but still has no named parameter for.
+    retries = {key: value for key, value in (("max_restarts", options.max_restarts),
+                                             ("max_task_retries", options.max_task_retries)) if value != -1}
+    return dataset.map_batches(
+        ChunkEmbedActor, fn_constructor_kwargs={"job": job}, batch_size=options.docs_per_batch,
+        batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=options.actors),
+        num_cpus=options.cpus_per_actor, num_gpus=gpus or None, **retries,
+    )
+
+
+def user_error(err: BaseException) -> BaseException:
+    """The exception a Ray task raised in user code (a bad file, a bad record), unwrapped."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if not type(seen).__module__.startswith("ray"):
+            return seen
+        seen = getattr(seen, "cause", None) or seen.__cause__
+    return err

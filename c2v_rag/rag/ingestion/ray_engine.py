@@ -1,0 +1,250 @@
+"""The Ray ingest engine (``engine="ray"``): the driver's side of an ingest over a Ray cluster.
+
+The cluster reads, chunks and embeds (:mod:`c2v_rag.rag.ingestion.ray_dataflow` has the dataflow); the driver
+counts every document, writes the embedded chunks where the actors cannot (``write="driver"``, an
+embedded store), and hands an embedded store to the one writing actor and back (``write="workers"``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
+from c2v_rag.rag.ingestion.ray_dataflow import (
+    EmbedJob,
+    RayOptions,
+    RaySession,
+    SourcePlan,
+    retrying_call,
+    embed_stage,
+    plan_sources,
+    require_ray,
+    source_dataset,
+    user_error,
+)
+from c2v_rag.rag.errors import StoreLockedError
+from c2v_rag.rag.read.files import ReadLog, ReadOptions
+from c2v_rag.rag.ingestion.config import IngestConfig
+from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
+from c2v_rag.rag.results import FailedBatch, IngestResult
+from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
+from c2v_rag.rag.ingestion.preflight import open_client
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+
+# How long the driver waits for the one writing actor to release an embedded store (write="workers").
+HANDOFF_WAIT_S = 60.0
+
+
+class RayEngine:
+    """The :class:`~c2v_rag.rag.ingestion.engine.IngestEngine` that runs on a Ray cluster.
+
+    Made before anything runs: it refuses, at once, what a Ray run cannot do (Ray Data missing,
+    ``sync=True``, a loaded model object).
+    """
+
+    def __init__(self, *, model: Any, settings: IngestConfig, ray: "RayOptions | str | None" = None) -> None:
+        require_ray("ingest(engine='ray')")
+        self.options = RayOptions.resolve(ray)
+        check_ray_ingest(model, settings)
+        self.plan = SourcePlan()
+        self.read = ReadOptions()
+
+    def open_input(self, docs: Any, read: ReadOptions, log: ReadLog) -> None:
+        self.plan = plan_sources(docs, read, log)
+        self.read = read
+
+    def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
+        # The actors load the model by its reference (a preset name or an absolute variant
+        # directory, the same on every node); the driver needs its config alone.
+        return config_fingerprint(plan.model_config, plan.reference, weights=plan.weights,
+                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization)
+
+    def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
+        ray_run = RayIngestRun(store.client, store.collection, plan.target, plan.settings, plan.layout,
+                               model=plan.reference, device=plan.device, dtype=plan.dtype, quantize=plan.quantize,
+                               created=store.created, options=self.options, own_client=store.own_client)
+        try:
+            result = ray_run.execute(self.plan, self.read)
+        finally:
+            store.client = ray_run.client  # reopened when the one actor held an embedded store
+        raise_failed(result, plan.settings)
+        return result
+
+
+def check_ray_ingest(model: Any, settings: IngestConfig) -> None:
+    """What ``engine="ray"`` cannot do, refused before anything runs."""
+    if settings.sync:
+        raise ValueError("sync=True is not supported with engine='ray': a sync needs one process to see every "
+                         "document read. Ingest with engine='ray', then run the same ingest with sync=True on "
+                         "the local engine (every chunk is stored already, so it embeds nothing)")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError("engine='ray' loads the model in every actor from its name: pass a preset name or a "
+                        "variant directory (save a loaded model with save_pretrained(dir)), not a model object")
+
+
+class RayIngestRun:
+    """The driver's side of ``ingest(engine="ray")``: counts every document, and writes them in
+    mode "driver"."""
+
+    def __init__(self, client: Any, collection: str, target: QdrantConfig, settings: IngestConfig,
+                 layout: CollectionLayout, *, model: str | None, device: str | None, dtype: str | None,
+                 created: bool, quantize: str | None = None, options: RayOptions, own_client: bool) -> None:
+        self.client = client
+        self.collection = collection
+        self.target = target
+        self.settings = settings
+        self.layout = layout
+        self.model, self.device, self.dtype, self.quantize = model, device, dtype, quantize
+        self.created = created
+        self.options = options
+        self.own_client = own_client
+        self.write = options.write if options.write != "auto" else ("workers" if target.is_server else "driver")
+        if self.write == "workers" and not target.is_server:
+            if options.actors != 1:
+                raise ValueError(
+                    f"write='workers' with embedded Qdrant ({target.location}) needs actors=1: an embedded "
+                    "directory opens in one process only. Use write='driver' (the default there), or a Qdrant "
+                    "server (qdrant_url) for parallel writes")
+            if not own_client:
+                raise ValueError("write='workers' with embedded Qdrant needs ingest to open the store itself "
+                                 "(pass path=, not client=)")
+        self.result = IngestResult(collection=collection, location=target.location)
+        self.seen = SeenDocuments()
+        self.startup_seconds = 0.0
+
+    def _call(self, fn, what):
+        s = self.settings
+        return retrying_call(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait)(fn, what)
+
+    def _job(self) -> EmbedJob:
+        s = self.settings
+        stored: frozenset[str] = frozenset()
+        if self.write == "driver" and not self.created:
+            stored = frozenset(_stored_ids(self.client, self.collection))
+        return EmbedJob.for_run(
+            s, self.options, model=self.model, device=self.device, dtype=self.dtype, quantize=self.quantize,
+            mode="write" if self.write == "workers" else "vectors", layout=self.layout, bm25=self.layout.bm25,
+            target=self.target, collection=self.collection, fresh=self.created,
+            retry=(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait), stored=stored)
+
+    def execute(self, plan: SourcePlan, read: ReadOptions) -> IngestResult:
+        started = time.perf_counter()
+        job = self._job()
+        handoff = self.write == "workers" and not self.target.is_server
+        writer = PointWriter(self.client, self.collection, self.layout, self._call, fresh=self.created)
+        progress = tqdm(desc=f"Ingesting into {self.collection} on Ray", unit="chunk",
+                        disable=not self.settings.show_progress)
+        try:
+            with RaySession(self.options) as ray:
+                self.startup_seconds = time.perf_counter() - started
+                if handoff:
+                    self.client.close()  # the one actor opens the embedded directory for the run
+                results = embed_stage(source_dataset(plan, read, job, self.options), job, self.options)
+                pending: list[dict[str, Any]] = []
+                try:
+                    for table in results.iter_batches(batch_size=None, batch_format="pyarrow"):
+                        for row in table.to_pylist():
+                            if self._count(row, progress) and self.write == "driver":
+                                pending.append(row)
+                                if sum(len(r["embedded"]) for r in pending) >= self.settings.batch_size:
+                                    self._write(writer, pending)
+                                    pending = []
+                        if self.result.failed and self.settings.on_error == "raise":
+                            break
+                except ray.exceptions.RayError as err:
+                    cause = user_error(err)
+                    if cause is err:
+                        raise
+                    raise cause from None
+                finally:
+                    if pending and not handoff:
+                        self._write(writer, pending)
+        finally:
+            progress.close()
+            if handoff:
+                self.client = self._reopen_after_handoff()
+                if self.target.is_edge:
+                    # Ray ends the actor without closing its client, so the points it wrote are in Edge's
+                    # write-ahead log but not in an HNSW graph (Edge builds one only when asked): build it
+                    # here, as the actor's close() would have (searches of unindexed points scan them all).
+                    self.client.optimize(self.collection)
+        self.result.seconds = time.perf_counter() - started
+        return self.result
+
+    def _reopen_after_handoff(self) -> "QdrantClient":
+        """The embedded store again, once the actor that wrote into it has let go.
+
+        Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
+        the actor's client, and the directory's file lock with it, can outlive the run by a moment
+        (seconds on a loaded machine). Every batch is stored by then, so waiting loses nothing.
+        """
+        s = self.settings
+        deadline = time.monotonic() + HANDOFF_WAIT_S
+        while True:
+            try:
+                return open_client(self.target, attempts=s.retry_attempts, initial_wait=s.retry_initial_wait,
+                                   max_wait=s.retry_max_wait)
+            except StoreLockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _count(self, row: dict[str, Any], progress) -> bool:
+        """Record a document's row; False for a repeat of a document already seen."""
+        if not self.seen.is_new(row["doc_id"], row["fingerprint"]):
+            self.result.duplicate_documents += 1
+            return False
+        self.result.documents += 1
+        self.result.chunks += len(row["point_ids"])
+        progress.update(len(row["point_ids"]))
+        if row["error"] is not None:
+            self.result.failed.append(FailedBatch(doc_ids=[row["doc_id"]], chunks=len(row["point_ids"]),
+                                                  error=row["error"]))
+            return False
+        if self.write == "workers":
+            self.result.chunks_written += len(row["embedded"])
+            self.result.chunks_unchanged += len(row["point_ids"]) - len(row["embedded"])
+        return True
+
+    def _write(self, writer: PointWriter, rows: list[dict[str, Any]]) -> None:
+        """Write documents the actors embedded (mode "driver"), with the in-process engine's writer."""
+        chunks, vectors, sparse = [], [], []
+        for row in rows:
+            for i, pid in enumerate(row["embedded"]):
+                chunks.append(PendingChunk(pid, "", json.loads(row["payloads"][i]), row["source_root"]))
+                vectors.append(row["vectors"][i])
+                if row["sparse_indices"]:
+                    sparse.append((row["sparse_indices"][i], row["sparse_values"][i]))
+        # Every chunk of these documents: the stored ones (skipped by the actors) get their source
+        # root claimed here, exactly as the in-process engine does.
+        every = [PendingChunk(pid, "", {}, row["source_root"]) for row in rows for pid in row["point_ids"]]
+        todo = {c.point_id for c in writer.not_stored(every)}
+        missing = todo - {c.point_id for c in chunks}
+        if missing:
+            raise RuntimeError(f"{len(missing)} chunks were skipped as stored but are not in {self.collection!r}; "
+                               "was the collection written by another client during the run? Re-run the ingest")
+        keep = [i for i, c in enumerate(chunks) if c.point_id in todo]
+        points = writer.points([chunks[i] for i in keep], [vectors[i] for i in keep],
+                               [sparse[i] for i in keep] if sparse else None)
+        writer.write(points, {row["doc_id"]: list(row["point_ids"]) for row in rows})
+        self.result.chunks_written += len(points)
+        self.result.chunks_unchanged += len(every) - len(points)
+
+
+def _stored_ids(client: Any, collection: str) -> Iterator[str]:
+    offset = None
+    while True:
+        records, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=False,
+                                        with_vectors=False)
+        yield from (str(r.id) for r in records)
+        if offset is None:
+            return

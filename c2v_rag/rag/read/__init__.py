@@ -1,0 +1,1 @@
+"""Reading what callers pass to ingest into documents, and chunking them."""

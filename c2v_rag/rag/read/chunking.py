@@ -1,0 +1,114 @@
+"""Token-aware chunking with overlap, sized in the embedder's own decoder tokens.
+
+The splitting itself is LlamaIndex's ``SentenceSplitter`` (paragraphs, then sentences, then
+words), given the decoder tokenizer as its length function: a chunk of ``chunk_size`` tokens is
+exactly what the model will see, with no guess from a foreign tokenizer. The splitter and
+:func:`sections` live in :mod:`c2v_rag.encode.splitting`, which ``long_texts="chunk"`` shares.
+
+Chunks stream: a long document is cut into sections at paragraph breaks (:func:`sections`), and
+the splitter runs on one section at a time, so the first chunks reach the embedder after one
+section's work rather than the whole document's, and the splitter's intermediate lists never
+cover more than a section. A document shorter than a section (nearly all of them: a section is
+at least 64K characters) is split exactly as the splitter alone would; in a longer one, chunks
+do not overlap across a section break (a paragraph break, where overlap matters least).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from c2v_rag.encode.splitting import make_splitter, sections
+
+if TYPE_CHECKING:
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+# Room the prompt template (BOS, chat prefix, Contextual token, suffix, EOS) takes around a
+# document, plus slack: the splitter sums its pieces' token counts, and joined pieces can
+# tokenize a token or two longer. A chunk so never loses its tail to truncation.
+_TEMPLATE_ALLOWANCE = 16
+# A section is at least this many characters, and at least this many chunks' worth (at ~4
+# characters per token), so that section breaks are rare and the splitter sees whole passages.
+MIN_SECTION_CHARS = 65536
+_CHUNKS_PER_SECTION = 64
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document: its text, position among the document's chunks and char span."""
+
+    text: str
+    index: int
+    start_char: int | None
+    end_char: int | None
+
+
+def check_chunk_size(chunk_size: int, max_length: int) -> None:
+    """Refuse a chunk size that the model (bounded at ``max_length`` decoder tokens) would truncate."""
+    limit = max_length - _TEMPLATE_ALLOWANCE
+    if chunk_size > limit:
+        raise ValueError(
+            f"chunk_size={chunk_size} does not fit the model's max_length={max_length} "
+            f"(with the prompt template); use chunk_size <= {limit}"
+        )
+
+
+class TokenChunker:
+    """Splits a document's text into :class:`Chunk` objects for ``model``."""
+
+    def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int,
+                 section_chars: int | None = None) -> None:
+        self._setup(model.tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars)
+
+    @classmethod
+    def for_variant(cls, model: "str | Path | None", chunk_size: int, chunk_overlap: int) -> "TokenChunker":
+        """The chunker of a preset or variant directory without its weights: its config and its
+        decoder's tokenizer alone (what CPU workers that only chunk need)."""
+        from c2v_rag.hub.sources import load_tokenizer, resolve_reference
+        from c2v_rag.rag.embedding import variant_config
+
+        config = variant_config(model)
+        tokenizer = load_tokenizer(resolve_reference(config.decoder, config.decoder_revision),
+                                   trust_remote_code=config.trust_remote_code)
+        chunker = cls.__new__(cls)
+        chunker._setup(tokenizer, config.max_length, chunk_size, chunk_overlap, None)
+        return chunker
+
+    def _setup(self, tokenizer: Any, max_length: int, chunk_size: int, chunk_overlap: int,
+               section_chars: int | None) -> None:
+        check_chunk_size(chunk_size, max_length)
+        # Characters per streamed section (see the module docstring); None is the default size.
+        self._section_chars = section_chars
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.splitter = make_splitter(tokenizer, chunk_size, chunk_overlap)
+
+    @property
+    def section_chars(self) -> int:
+        if self._section_chars is not None:
+            return self._section_chars
+        return max(MIN_SECTION_CHARS, _CHUNKS_PER_SECTION * 4 * self.chunk_size)
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """All of ``text``'s chunks (see :meth:`iter_chunks`)."""
+        return list(self.iter_chunks(text))
+
+    def iter_chunks(self, text: str) -> Iterator[Chunk]:
+        """``text``'s chunks in order, produced one section at a time."""
+        if not text.strip():
+            return
+        index = 0
+        for offset, section in sections(text, self.section_chars):
+            cursor = 0
+            for piece in self.splitter.split_text(section):
+                # Offsets for citations; the splitter strips whitespace, so the piece is found from
+                # the previous start rather than computed.
+                start = section.find(piece, cursor)
+                if start < 0:
+                    yield Chunk(piece, index, None, None)
+                else:
+                    yield Chunk(piece, index, offset + start, offset + start + len(piece))
+                    cursor = start + 1
+                index += 1

@@ -1,0 +1,147 @@
+"""Turning what callers pass to ``ingest`` into a stream of :class:`SourceDocument`.
+
+Accepted inputs: strings, dicts (``text`` + ``metadata`` + optional ``id``), LlamaIndex Documents
+or Nodes, LangChain Documents, and paths to files or folders of ``.txt``, ``.md`` and ``.jsonl``.
+Documents are yielded one at a time, so a folder of millions of files is never held in memory.
+
+Every document gets a stable id, the key that lets a re-run replace a changed document's chunks:
+an explicit id when the input has one, the resolved path for files, ``path:line`` for JSONL
+records without an id, and a content hash otherwise. LlamaIndex Documents keep their ``id_``:
+load files with ``SimpleDirectoryReader(filename_as_id=True)``, whose default ids are random and
+would make every re-run look like new documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.encode.loop import check_unicode
+from c2v_rag.rag.read.files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
+from c2v_rag.rag.read.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SourceDocument", "iter_documents", "from_record", "content_doc_id", "names_existing_path",
+           "TEXT_SUFFIXES", "JSONL_SUFFIXES", "SUPPORTED_SUFFIXES"]
+
+
+def iter_documents(docs: Any, *, options: ReadOptions | None = None,
+                   log: ReadLog | None = None) -> Iterator[SourceDocument]:
+    """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
+
+    A single top-level string that names an existing file or folder is read as a path; inside
+    a list, strings are always texts (pass :class:`pathlib.Path` objects for paths), and a list
+    whose strings all look like paths is refused (:func:`check_not_path_strings`). The input's
+    type, and every path given at the top level or in a top-level list (existence, suffix, a
+    folder's supported files), are checked on the call, before any document is read.
+    ``options`` sets the file size limit and error handling; ``log`` collects what was skipped.
+    """
+    options = options or ReadOptions()
+    log = log if log is not None else ReadLog()
+    if isinstance(docs, str) and names_existing_path(docs):
+        return open_source(Path(docs), options, log)
+    if isinstance(docs, os.PathLike):
+        return open_source(Path(docs), options, log)
+    if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
+        return _from_item(docs, "docs", options, log)
+    if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
+        if isinstance(docs, (list, tuple)):
+            check_not_path_strings(docs)
+            # Open (check) every path now; their files are still read one at a time.
+            opened = {i: open_source(Path(item), options, log) for i, item in enumerate(docs)
+                      if isinstance(item, os.PathLike)}
+            return (doc for i, item in enumerate(docs)
+                    for doc in (opened[i] if i in opened else _from_item(item, f"docs[{i}]", options, log)))
+        return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]", options, log))
+    raise TypeError(
+        f"docs must be a string, a dict, a document object, a path or an iterable of them; "
+        f"got {type(docs).__name__}"
+    )
+
+
+def check_not_path_strings(docs: "list[Any] | tuple[Any, ...]") -> None:
+    """Refuse a list whose strings are all file paths rather than texts.
+
+    ``ingest(["a.md", "b.md", ...])`` would embed the path strings themselves (strings in a list
+    are texts) and every search would then return file names. Reading them as paths instead
+    would make the meaning of the same call depend on the file system: on a machine where the
+    files are missing, or after a typo, the names would again be embedded silently. So a list
+    whose strings each end in a readable suffix (``.md``, ``.txt``, ``.jsonl``...) or name an
+    existing file or folder with a separator or suffix in the name (``docs/a``, ``a.pdf``; a bare
+    word like ``"notes"`` stays a text even when such a folder exists) is an error naming the fix.
+
+    Raises:
+        ValueError: every string in ``docs`` looks like a path (at least one string).
+    """
+    strings = [item for item in docs if isinstance(item, str)]
+    if not strings or not all(_looks_like_path(s) for s in strings):
+        return
+    existing = sum(names_existing_path(s) for s in strings)
+    first = next(i for i, item in enumerate(docs) if isinstance(item, str))
+    sample = f"docs[{first}]={strings[0]!r}" + (f" and {len(strings) - 1} more" if len(strings) > 1 else "")
+    found = (f"all {len(strings)} of them name existing files or folders" if existing == len(strings)
+             else f"{existing} of {len(strings)} name existing files or folders, the others end in a file suffix")
+    raise ValueError(
+        f"the strings in docs look like file paths ({sample}); {found}. Strings inside a list are "
+        "embedded as texts, so these file names, not the files, would be stored. To read the files pass "
+        "pathlib.Path objects ([Path(p) for p in paths]) or their folder; to embed the strings as texts anyway "
+        "pass them as dicts ([{'text': s} for s in strings])."
+    )
+
+
+def _looks_like_path(text: str) -> bool:
+    text = text.strip()
+    if not text or "\n" in text or len(text) > 1024:
+        return False
+    if Path(text).suffix.lower() in SUPPORTED_SUFFIXES:
+        return True
+    return (os.sep in text or "/" in text or bool(Path(text).suffix)) and names_existing_path(text)
+
+
+def names_existing_path(text: str) -> bool:
+    """Whether a top-level string passed to ``ingest`` is read as a path (an existing one)."""
+    if "\n" in text or len(text) > 4096:
+        return False
+    try:
+        return Path(text).expanduser().exists()
+    except (OSError, ValueError):  # a long or odd string (or one with NUL) is no path
+        return False
+
+
+def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+    if isinstance(item, str):
+        check_unicode(item, where)
+        yield SourceDocument(content_doc_id(item), item)
+    elif isinstance(item, os.PathLike):
+        yield from open_source(Path(item), options, log)
+    elif isinstance(item, Mapping):
+        yield from_record(item, where)
+    elif (kind := _framework_kind(item)) == "langchain":
+        metadata = dict(item.metadata or {})
+        check_metadata(metadata, where)
+        doc_id = getattr(item, "id", None) or content_doc_id(item.page_content)
+        yield SourceDocument(str(doc_id), item.page_content, metadata, source_of(metadata))
+    elif kind == "llama_index":
+        metadata = dict(item.metadata or {})
+        check_metadata(metadata, where)
+        # A Document's id is its doc id; a chunk-level Node is treated as a document of its own
+        # (grouping nodes by ref_doc_id would delete siblings that are not in this input).
+        yield SourceDocument(str(item.node_id), item.get_content(), metadata, source_of(metadata))
+    else:
+        raise TypeError(
+            f"{where} is a {type(item).__name__}; expected a str, a dict with 'text', a LlamaIndex "
+            "Document/Node, a LangChain Document or a pathlib.Path"
+        )
+
+
+def _framework_kind(item: Any) -> str | None:
+    # Duck-typed so neither framework has to be installed to ingest plain inputs.
+    if hasattr(item, "page_content") and hasattr(item, "metadata"):
+        return "langchain"
+    if hasattr(item, "get_content") and hasattr(item, "node_id") and hasattr(item, "metadata"):
+        return "llama_index"
+    return None

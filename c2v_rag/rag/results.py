@@ -1,0 +1,64 @@
+"""What an ingest did: :class:`IngestResult`, with the batches that failed (:class:`FailedBatch`) and the inputs it
+skipped (:class:`SkippedInput`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class SkippedInput(BaseModel):
+    """A file or a JSONL record that was not ingested, and why."""
+
+    where: str
+    reason: str
+
+
+class FailedBatch(BaseModel):
+    """A batch that could not be embedded or written, after retries."""
+
+    doc_ids: list[str]
+    chunks: int
+    error: str
+
+
+class IngestResult(BaseModel):
+    """What an ingest did. ``chunks_unchanged`` were already stored and skipped."""
+
+    collection: str
+    location: str
+    documents: int = 0
+    duplicate_documents: int = 0
+    chunks: int = 0
+    chunks_written: int = 0
+    chunks_unchanged: int = 0
+    failed: list[FailedBatch] = Field(default_factory=list)
+    files_skipped: int = 0
+    records_skipped: int = 0
+    skipped: list[SkippedInput] = Field(default_factory=list, description="the first 1,000 skipped inputs")
+    documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
+    chunks_deleted: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Every batch that was read got stored. Inputs skipped on purpose (files that are not
+        text or over ``max_file_bytes``, and with ``on_error="continue"`` unreadable files and bad
+        records) do not make it False: they are counted in ``files_skipped``/``records_skipped``,
+        listed in ``skipped`` and were warned about one by one."""
+        return not self.failed
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        text = (f"{self.documents} documents, {self.chunks} chunks ({self.chunks_written} written, "
+                f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
+                f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+        if self.files_skipped or self.records_skipped:
+            text += f"; skipped {self.files_skipped} files and {self.records_skipped} records"
+        if self.documents_deleted:
+            text += f"; sync deleted {self.documents_deleted} documents ({self.chunks_deleted} chunks)"
+        if self.failed:
+            text += f"; {len(self.failed)} batches failed"
+        return text

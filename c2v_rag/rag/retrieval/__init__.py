@@ -1,0 +1,1 @@
+"""search: queries -> vectors -> Qdrant requests -> hits."""

@@ -1,0 +1,366 @@
+"""``search``, ``search_many`` and ``asearch``: embed queries with their instruction and read the
+nearest chunks from Qdrant, densely, by BM25, or both fused (``mode``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from c2v_rag.rag.store.aliases import aresolve_alias, resolve_alias
+from c2v_rag.rag.store.collection import (
+    QdrantConfig,
+    check_collection_name,
+    check_model,
+    collection_not_found,
+    fingerprint_of,
+    model_fingerprint,
+    require_collection,
+    stored_vector_params,
+)
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.embedding import Embedder
+from c2v_rag.rag.errors import CollectionMismatchError
+from c2v_rag.rag.store.filters import to_qdrant_filter
+from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.options import (
+    CommonSearchOptions,
+    ConnectionOptions,
+    ModelOptions,
+    SearchArguments,
+    SearchKwargs,
+    SearchOptions,
+    spell_out_kwargs,
+)
+from c2v_rag.rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
+from c2v_rag.rag.store.query import check_fusion, check_mode, query_request
+from c2v_rag.rag.store.sparse import BM25Encoder
+
+if TYPE_CHECKING:
+    from qdrant_client import AsyncQdrantClient, QdrantClient
+    from qdrant_client.http import models
+    from typing_extensions import Unpack
+
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+
+class SearchHit(BaseModel):
+    """One retrieved chunk: its score, id, text, document and metadata, and optionally its vector.
+
+    ``score`` is the cosine (dense), the BM25 score (sparse) or the reciprocal-rank fusion score
+    (hybrid). ``vector`` is the stored dense vector, present with ``with_vectors=True``.
+    """
+
+    id: str
+    score: float
+    text: str
+    doc_id: str | None = None
+    source: str | None = None
+    chunk_index: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = None
+
+    @classmethod
+    def from_point(cls, point: Any, dense_vector: str = "") -> "SearchHit":
+        payload = point.payload or {}
+        metadata = payload_metadata(payload)
+        doc_id = payload.get(DOC_ID_KEY, metadata.get(DOC_ID_KEY))
+        chunk_index = metadata.get("chunk_index")
+        return cls(
+            id=str(point.id), score=float(point.score), text=payload_text(payload),
+            doc_id=None if doc_id in (None, "None") else str(doc_id),
+            source=next((str(metadata[k]) for k in ("source", "file_path", "url") if metadata.get(k)), None),
+            chunk_index=chunk_index if isinstance(chunk_index, int) else None,
+            metadata=metadata,
+            vector=_dense_vector(getattr(point, "vector", None), dense_vector),
+        )
+
+
+def _dense_vector(vector: Any, name: str) -> list[float] | None:
+    if vector is None:
+        return None
+    if isinstance(vector, dict):
+        vector = vector.get(name)
+    return [float(x) for x in vector] if isinstance(vector, list) else None
+
+
+# search, search_many and asearch take their options as keyword arguments (SearchKwargs), declared
+# once beside the option models, rather than each repeating twenty parameters (PEP 692 lets type
+# checkers and IDEs check and complete them); help() and inspect.signature show them spelled out,
+# with the models' defaults.
+_spelled_out = spell_out_kwargs(SearchKwargs, ConnectionOptions, ModelOptions, SearchOptions)
+
+
+@_spelled_out
+def search(
+    query: str,
+    top_k: int = 5,
+    *,
+    options: SearchOptions | None = None,
+    client: QdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
+) -> list[SearchHit]:
+    """The ``top_k`` chunks nearest to ``query`` in a collection made by :func:`ingest`.
+
+    The query gets the retrieval instruction (``task`` or ``instruction``; otherwise the
+    variant's default, else MS MARCO's); documents were stored without one. ``examples`` are
+    in-context ``(query, response)`` pairs before the query's instruction (Causal2Vec "w/ ICL");
+    None uses the task's registered ones, ``[]`` none. ``model`` defaults
+    to the one the collection was built with; another model is refused. So does ``quantize``
+    (``"none"``/``"int8"``/``"auto"``): queries are embedded as the collection's documents were.
+
+    Keyword options (each documented on its field):
+
+    - the store, :class:`~c2v_rag.rag.options.ConnectionOptions`: ``qdrant_url``, ``path``,
+      ``api_key``, ``prefer_grpc``, ``store`` (the embedded engine, detected from an existing
+      directory when unset), ``qdrant``; as for :func:`ingest`;
+    - the model, :class:`~c2v_rag.rag.options.ModelOptions`: ``model``, ``device``, ``dtype``,
+      ``quantize``;
+    - the search, :class:`~c2v_rag.rag.options.SearchOptions`: ``collection`` (a collection or an
+      alias), ``task``, ``instruction``, ``examples``, ``filter`` (a ``qdrant_client.models.Filter``
+      or the dict form of :mod:`c2v_rag.rag.store.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
+      ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``), ``score_threshold``, ``mode``
+      (``"dense"``, ``"sparse"`` (BM25) or ``"hybrid"``: both, fused by ``fusion``, ``"rrf"`` or
+      ``"dbsf"``; the last two modes need a collection ingested with ``sparse="bm25"``),
+      ``with_vectors``, ``group_by_document`` (the ``top_k`` best documents, each as its best chunk).
+
+    ``options`` is a whole :class:`~c2v_rag.rag.options.SearchOptions`; search keywords given
+    as well replace its fields. ``client`` is an open ``QdrantClient`` to use (left open).
+    Collections written by LlamaIndex or LangChain can be searched too.
+    """
+    arguments = SearchArguments.from_call("search", kwargs, options)
+    _check_query(query)
+    return _search_many([query], top_k, arguments, client)[0]
+
+
+@_spelled_out
+def search_many(
+    queries: Sequence[str],
+    top_k: int = 5,
+    *,
+    options: SearchOptions | None = None,
+    client: QdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
+) -> list[list[SearchHit]]:
+    """:func:`search` for many queries: embedded in one batch, sent in one Qdrant request.
+
+    Takes :func:`search`'s options. Returns one list of hits per query, in the order of ``queries``.
+    """
+    return _search_many(queries, top_k, SearchArguments.from_call("search_many", kwargs, options), client)
+
+
+@_spelled_out
+async def asearch(
+    query: str,
+    top_k: int = 5,
+    *,
+    options: SearchOptions | None = None,
+    client: AsyncQdrantClient | None = None,
+    **kwargs: Unpack[SearchKwargs],
+) -> list[SearchHit]:
+    """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
+    embedding in a worker thread, so the event loop stays free. ``client`` is an open
+    ``AsyncQdrantClient`` to use (left open). Qdrant Edge has no async client: a search of an
+    Edge store runs whole in a worker thread. Takes :func:`search`'s options."""
+    arguments = SearchArguments.from_call("asearch", kwargs, options)
+    from qdrant_client import AsyncQdrantClient
+
+    require_rag("c2v_rag.asearch")
+    _check_query(query)
+    call = _SearchCall.check([query], top_k, arguments)
+    target = arguments.connection.resolve()
+    if target.is_edge and client is None:
+        return (await asyncio.to_thread(_search_sync, call, target, None))[0]
+    own_client = client is None
+    if client is None:
+        if not target.is_server:
+            target.path.mkdir(parents=True, exist_ok=True)
+        qdrant_client = AsyncQdrantClient(**target.client_kwargs())
+    else:
+        qdrant_client = client
+    try:
+        return (await _search_async(call, target, qdrant_client))[0]
+    finally:
+        if own_client:
+            await qdrant_client.close()
+
+
+def _search_many(queries: Sequence[str], top_k: int, arguments: SearchArguments,
+                 client: QdrantClient | None) -> list[list[SearchHit]]:
+    require_rag("c2v_rag.search")
+    call = _SearchCall.check(queries, top_k, arguments)
+    if not call.queries:
+        return []
+    return _search_sync(call, arguments.connection.resolve(), client)
+
+
+@dataclass
+class _SearchCall:
+    """One call of search_many or asearch, its arguments checked: all they share. The two differ
+    only in how they talk to Qdrant (:func:`_search_sync`, :func:`_search_async`)."""
+
+    queries: list[str]
+    top_k: int
+    options: SearchOptions
+    model: ModelOptions
+    query_filter: "models.Filter | None"
+
+    @classmethod
+    def check(cls, queries: Sequence[str], top_k: int, arguments: SearchArguments) -> "_SearchCall":
+        """The checks that need no store and no model, so a bad argument fails before either opens."""
+        queries = _check_queries(queries, top_k)
+        query_filter = to_qdrant_filter(arguments.search.filter)  # a bad filter fails before any model loads
+        check_fusion(arguments.search.fusion)
+        return cls(queries, top_k, arguments.search, arguments.model, query_filter)
+
+    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> "tuple[_Plan, list[models.QueryRequest]]":
+        """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
+        queries: blocking, as it loads the model and embeds."""
+        plan = _Plan.build(info, concrete, target, self.options, self.model)
+        return plan, plan.requests(self.queries, self.top_k, self.query_filter, self.options)
+
+
+def _search_sync(call: _SearchCall, target: QdrantConfig, client: QdrantClient | None) -> list[list[SearchHit]]:
+    own_client = client is None
+    qdrant_client = client if client is not None else target.connect()
+    try:
+        check_collection_name(call.options.collection)
+        concrete = resolve_alias(qdrant_client, call.options.collection)
+        plan, requests = call.plan(require_collection(qdrant_client, concrete, target), concrete, target)
+        return _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document)
+    finally:
+        if own_client:
+            qdrant_client.close()
+
+
+async def _search_async(call: _SearchCall, target: QdrantConfig,
+                        client: AsyncQdrantClient) -> list[list[SearchHit]]:
+    check_collection_name(call.options.collection)
+    concrete = await aresolve_alias(client, call.options.collection)
+    if not await client.collection_exists(concrete):
+        raise collection_not_found(call.options.collection, target)
+    plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
+    if call.options.group_by_document:
+        return [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
+    return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
+
+
+def _read(client: QdrantClient, concrete: str, layout: CollectionLayout, requests: list[models.QueryRequest],
+          group_by_document: bool) -> list[list[SearchHit]]:
+    """The hits of ``requests`` on ``concrete``: one Qdrant batch, or with ``group_by_document``
+    one grouped query each."""
+    if group_by_document:
+        return [_group_hits(client.query_points_groups(concrete, **grouped(r)), layout) for r in requests]
+    return [_hits(r, layout) for r in client.query_batch_points(concrete, requests)]
+
+
+def nearest_chunks(
+    client: "QdrantClient",
+    collection: str,
+    target: QdrantConfig,
+    vector: Sequence[float],
+    top_k: int,
+    options: CommonSearchOptions | None = None,
+) -> list[SearchHit]:
+    """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads,
+    filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
+    options = options or CommonSearchOptions()
+    concrete = resolve_alias(client, collection)
+    layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(options.filter),
+                            score_threshold=options.score_threshold)
+    return _read(client, concrete, layout, [request], options.group_by_document)[0]
+
+
+@dataclass
+class _Plan:
+    """What one search call needs, read once from one concrete collection."""
+
+    layout: CollectionLayout
+    mode: str
+    embedder: Embedder | None
+    sparse: BM25Encoder | None
+    fusion: str = "rrf"
+
+    @classmethod
+    def build(cls, info: Any, concrete: str, target: QdrantConfig, options: SearchOptions,
+              model: ModelOptions) -> "_Plan":
+        collection = options.collection  # the name asked for, an alias or ``concrete`` itself, for messages
+        stored = fingerprint_of(info)
+        layout = CollectionLayout.from_fingerprint(stored, target)
+        check_mode(options.mode, layout, collection, target.location)
+        params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
+        embedder = None
+        if options.mode != "sparse":
+            c2v = _model_for(stored, model)
+            # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
+            truncate_dim = (stored or {}).get("truncate_dim")
+            dim = truncate_dim or c2v.embedding_dim
+            if dim != params.size:
+                raise CollectionMismatchError(
+                    f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
+                    f"but the model makes {dim}-dimensional ones: search with the model that built it"
+                )
+            # A model other than the one that filled the collection gives incomparable vectors.
+            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
+            embedder = Embedder(c2v, task=options.task, query_instruction=options.instruction,
+                                query_examples=options.examples, normalize=True, truncate_dim=truncate_dim)
+        sparse = BM25Encoder(layout.bm25) if options.mode != "dense" else None
+        return cls(layout, options.mode, embedder, sparse, options.fusion)
+
+    def requests(self, queries: list[str], top_k: int, query_filter: "models.Filter | None",
+                 options: SearchOptions) -> "list[models.QueryRequest]":
+        dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
+        sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
+        return [query_request(self.layout, self.mode, top_k, dense=d, sparse=s, filter=query_filter,
+                              score_threshold=options.score_threshold, with_vectors=options.with_vectors,
+                              fusion=self.fusion)
+                for d, s in zip(dense, sparse)]
+
+
+def _hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+    return [SearchHit.from_point(p, layout.dense) for p in response.points]
+
+
+def _group_hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+    return [SearchHit.from_point(group.hits[0], layout.dense) for group in response.groups if group.hits]
+
+
+def grouped(request: "models.QueryRequest") -> dict[str, Any]:
+    """``query_points_groups`` arguments for ``request``: its ``limit`` best documents, one chunk each.
+
+    Qdrant groups server-side (or in embedded Qdrant) by the payload's ``doc_id``, after the
+    filter and, in hybrid mode, after fusion, so a document's rank is its best chunk's.
+    """
+    return {"group_by": DOC_ID_KEY, "group_size": 1, "query": request.query, "using": request.using,
+            "prefetch": request.prefetch, "query_filter": request.filter, "limit": request.limit,
+            "with_payload": request.with_payload, "with_vectors": request.with_vector,
+            "score_threshold": request.score_threshold}
+
+
+def _check_query(query: Any) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query must be a non-empty string, got {query!r}")
+
+
+def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
+    if isinstance(queries, str) or not isinstance(queries, Sequence):
+        raise TypeError(f"queries must be a list of strings, got {type(queries).__name__}; "
+                        "use search() for a single query")
+    for i, q in enumerate(queries):
+        if not isinstance(q, str) or not q.strip():
+            raise ValueError(f"queries[{i}] must be a non-empty string, got {q!r}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    return list(queries)
+
+
+def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> "Causal2Vec":
+    # The model and quantization that filled the collection, unless others are named: its query
+    # vectors, embedded as its documents were (int8 or float), are the only comparable ones.
+    recorded = (stored or {}).get("model")
+    return model.load(default_model=recorded if isinstance(recorded, str) else None,
+                      default_quantize=(stored or {}).get("quantize", "none"))

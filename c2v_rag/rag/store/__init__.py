@@ -1,0 +1,1 @@
+"""The vector store: Qdrant connections and backends, collections, points, aliases, sparse vectors."""

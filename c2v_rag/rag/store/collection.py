@@ -1,0 +1,492 @@
+"""Where the vectors live: the Qdrant connection, and creating or checking a collection.
+
+With no URL, Qdrant runs embedded in this process and keeps its files in a local directory (the
+embedded default, under the user data directory), on one of two engines (``store=``):
+qdrant-client's local mode (``"local"``, Python objects and exact search, for small stores and
+framework interop) or Qdrant Edge (``"edge"``, Qdrant's segment engine: HNSW, payload indexes,
+quantization; :mod:`c2v_rag.rag.store.edge_client`). An existing directory's engine is detected. With a URL
+it talks to a Qdrant server, where sharding, replication, float16 storage, quantization and
+on-disk vectors take effect; local mode accepts them and ignores them (a warning names the ones
+set), Edge honours all but sharding and replication.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
+from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
+from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionLayout
+from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
+from c2v_rag.rag.store.backends import STORES, check_collection_name, check_store_kind, store_kind
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models
+
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "c2v_rag"
+API_KEY_ENV = "QDRANT_API_KEY"
+LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
+# The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
+FINGERPRINT_METADATA_KEY = "c2v_rag"
+# What makes two models' vectors comparable; a collection records it when created.
+_FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
+                       "normalize_parts", "encoder_share", "weights", "truncate_dim", "quantize")
+# Fields whose absence from an older collection has a known meaning: those were all written in float.
+_FINGERPRINT_DEFAULTS = {"quantize": "none"}
+_SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
+                "on_disk", "on_disk_payload")
+# What Qdrant Edge ignores: it is one shard in one process.
+_EDGE_IGNORES = ("shard_number", "replication_factor", "write_consistency_factor")
+
+
+def default_local_path(store: str | None = None) -> Path:
+    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory
+    (``qdrant`` for local mode, ``qdrant-edge`` for ``store="edge"``: the engines' files differ)."""
+    env = os.environ.get(LOCAL_PATH_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("c2v_rag")) / ("qdrant-edge" if store == "edge" else "qdrant")
+
+
+class QdrantConfig(BaseModel):
+    """How to reach Qdrant and how a new collection stores its vectors.
+
+    ``url`` selects a server; otherwise ``path`` (or the default directory) holds an embedded
+    instance. The API key defaults to ``$QDRANT_API_KEY`` for servers and is never logged.
+    Storage options (``datatype``, ``quantization``, ``on_disk``, sharding, replication) apply
+    when a collection is created; the embedded mode ignores the server-only ones.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, description="Qdrant server URL, e.g. https://host:6333")
+    path: Path | None = Field(default=None, description="embedded Qdrant directory (no URL)")
+    store: Literal["local", "edge"] | None = Field(
+        default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
+                                  "Edge); None detects an existing directory's and makes new ones 'local'")
+    hnsw_m: int | None = Field(default=None, ge=4, description="HNSW edges per node of a new collection "
+                                                              "(Edge and servers; None: the backend's default)")
+    hnsw_ef_construct: int | None = Field(default=None, ge=4, description="HNSW build depth of a new collection")
+    hnsw_ef: int | None = Field(default=None, ge=1, description="HNSW search depth (Edge; recorded per collection)")
+    api_key: SecretStr | None = None
+    https: bool | None = None
+    prefer_grpc: bool = Field(default=False, description="talk gRPC to the server (faster uploads)")
+    grpc_port: int = Field(default=6334, ge=1, le=65535)
+    timeout: int = Field(default=60, ge=1, description="seconds per request")
+
+    vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default; "
+                                                     "a hybrid collection names it 'text-dense' unless set")
+    sparse_vector_name: str = Field(default=DEFAULT_SPARSE_NAME, min_length=1,
+                                    description="the sparse vector of a hybrid collection (LlamaIndex's default)")
+    distance: Literal["cosine", "dot", "euclid"] = "cosine"
+    datatype: Literal["float32", "float16"] = "float32"
+    quantization: Literal["int8", "binary"] | None = None
+    quantization_always_ram: bool = True
+    on_disk: bool = Field(default=False, description="keep original vectors on disk (memmap)")
+    on_disk_payload: bool | None = None
+    shard_number: int | None = Field(default=None, ge=1)
+    replication_factor: int | None = Field(default=None, ge=1)
+    write_consistency_factor: int | None = Field(default=None, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"qdrant_url={url!r} must look like http://host:6333 or https://host:6333")
+        return url
+
+    @model_validator(mode="after")
+    def _check_target(self) -> "QdrantConfig":
+        if self.url is not None and self.path is not None:
+            raise ValueError("pass either qdrant_url (a server) or path (embedded Qdrant), not both")
+        if self.url is not None and self.store is not None:
+            raise ValueError(f"store={self.store!r} picks an embedded engine, but qdrant_url names a server; "
+                             "pass one or the other")
+        return self
+
+    @classmethod
+    def resolve(
+        cls,
+        qdrant: "QdrantConfig | None" = None,
+        url: str | None = None,
+        path: str | Path | None = None,
+        api_key: str | None = None,
+        prefer_grpc: bool | None = None,
+        store: str | None = None,
+    ) -> "QdrantConfig":
+        """``qdrant`` with the given arguments laid over it, and the default local path filled in.
+
+        ``store`` (``"local"``, ``"edge"``) picks the embedded engine; a path another engine wrote
+        is refused here (:class:`~c2v_rag.rag.errors.StoreKindError`), before any model loads.
+        """
+        if store is not None and store not in STORES:
+            raise ValueError(f"store={store!r} is not an embedded engine; use one of {', '.join(STORES)} "
+                             "(or qdrant_url= for a server)")
+        base = (qdrant or cls()).model_dump()
+        updates = {"url": url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc, "store": store}
+        base.update({k: v for k, v in updates.items() if v is not None})
+        if url is not None and path is None:
+            base["path"] = None
+        if url is not None and store is None:
+            base["store"] = None
+        config = cls.model_validate(base)
+        if config.url is None and config.path is None:
+            config = config.model_copy(update={"path": default_local_path(config.store)})
+        if config.url is None:
+            found = store_kind(config.path)
+            if config.store is None:
+                config = config.model_copy(update={"store": found or "local"})
+            else:
+                check_store_kind(config.path, config.store)
+        return config
+
+    @property
+    def is_server(self) -> bool:
+        return self.url is not None
+
+    @property
+    def is_edge(self) -> bool:
+        """An embedded Qdrant Edge store."""
+        return self.url is None and self.store == "edge"
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for messages (never includes the API key)."""
+        if self.url is not None:
+            return self.url
+        return f"Qdrant Edge at {self.path}" if self.is_edge else f"embedded Qdrant at {self.path}"
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Arguments for ``QdrantClient`` (a server or local mode; Edge has its own client)."""
+        if self.is_edge:
+            raise ValueError(f"{self.location} is a Qdrant Edge store, which QdrantClient cannot open; "
+                             "use QdrantConfig.connect()")
+        if not self.is_server:
+            return {"path": str(self.path)}
+        key = self.api_key.get_secret_value() if self.api_key is not None else os.environ.get(API_KEY_ENV)
+        kwargs: dict[str, Any] = {"url": self.url, "prefer_grpc": self.prefer_grpc, "grpc_port": self.grpc_port,
+                                  "timeout": self.timeout}
+        if key:
+            kwargs["api_key"] = key
+        if self.https is not None:
+            kwargs["https"] = self.https
+        return kwargs
+
+    def connect(self) -> "QdrantClient":
+        """A client for the server or the embedded directory: a ``QdrantClient``, or for
+        ``store="edge"`` an :class:`~c2v_rag.rag.store.edge_client.EdgeClient` with the same calls (both
+        implement :class:`~c2v_rag.rag.store.backends.StoreClient`)."""
+        if self.is_edge:
+            from c2v_rag.rag.store.edge_client import EdgeClient
+
+            ignored = [name for name in _EDGE_IGNORES if getattr(self, name) is not None]
+            if ignored:
+                logger.warning("Qdrant Edge ignores the server options %s", ", ".join(ignored))
+            return EdgeClient(self.path, hnsw_m=self.hnsw_m, hnsw_ef_construct=self.hnsw_ef_construct,
+                              hnsw_ef=self.hnsw_ef)
+        from qdrant_client import QdrantClient
+
+        if not self.is_server:
+            check_store_kind(self.path, "local")
+            self.path.mkdir(parents=True, exist_ok=True)
+            ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
+            # Embedded Qdrant stores float32 whatever the collection says (measured in
+            # bench/vector_storage.py), so a float16 request there saves nothing.
+            if self.datatype != "float32":
+                ignored.append(f"datatype={self.datatype}")
+            if ignored:
+                logger.warning("Embedded Qdrant ignores the server options %s", ", ".join(ignored))
+        try:
+            return QdrantClient(**self.client_kwargs())
+        except RuntimeError as err:
+            if "already accessed" in str(err):
+                raise StoreLockedError(
+                    f"{self.location} is open in another client (this process or another one); embedded "
+                    "Qdrant allows one at a time. Close the other client, or run a Qdrant server and "
+                    "pass qdrant_url."
+                ) from err
+            raise
+
+    def vector_params(self, dim: int) -> "models.VectorParams":
+        from qdrant_client.http import models
+
+        return models.VectorParams(
+            size=dim,
+            distance=qdrant_distance(self.distance),
+            on_disk=self.on_disk or None,
+            datatype=models.Datatype.FLOAT16 if self.datatype == "float16" else None,
+        )
+
+    def quantization_config(self) -> "models.ScalarQuantization | models.BinaryQuantization | None":
+        from qdrant_client.http import models
+
+        if self.quantization == "int8":
+            return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=0.99, always_ram=self.quantization_always_ram))
+        if self.quantization == "binary":
+            return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(
+                always_ram=self.quantization_always_ram))
+        return None
+
+    def create_collection_kwargs(self, dim: int, layout: "CollectionLayout | None" = None) -> dict[str, Any]:
+        """Arguments for ``create_collection`` (minus the name and metadata); ``layout`` names the
+        vectors and adds the sparse one (default: one dense vector named ``vector_name``)."""
+        from qdrant_client.http import models
+
+        params = self.vector_params(dim)
+        dense = layout.dense if layout is not None else self.vector_name
+        kwargs: dict[str, Any] = {
+            "vectors_config": {dense: params} if dense or (layout is not None and layout.hybrid) else params,
+            "sparse_vectors_config": layout.sparse_vectors_config() if layout is not None else None,
+            "quantization_config": self.quantization_config(),
+            "shard_number": self.shard_number,
+            "replication_factor": self.replication_factor,
+            "write_consistency_factor": self.write_consistency_factor,
+            "on_disk_payload": self.on_disk_payload,
+            "hnsw_config": (models.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct)
+                            if self.hnsw_m or self.hnsw_ef_construct else None),
+        }
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def qdrant_distance(name: str) -> "models.Distance":
+    from qdrant_client.http import models
+
+    return {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT, "euclid": models.Distance.EUCLID}[name]
+
+
+def model_fingerprint(model: "Causal2Vec", reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
+    """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
+    return config_fingerprint(model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim,
+                              quantize=model.quantization)
+
+
+def config_fingerprint(config: Any, reference: str | None, weights: str | None = None,
+                       truncate_dim: int | None = None, quantize: str = "none") -> dict[str, Any]:
+    """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
+    is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
+    the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
+    (``"none"`` or ``"int8-token-sq"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
+
+    A collection records the kind it was created with; float and int8 vectors of one model may still share
+    it and search each other (:data:`~c2v_rag.core.devices.INTERCHANGEABLE_QUANTIZE`: measured harmless), while
+    the removed torch int8 (``"int8"``) is refused."""
+    truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
+    return {
+        "format": 1,
+        "model": reference,
+        "decoder": config.decoder,
+        "encoder": config.encoder,
+        "representation": config.representation,
+        "num_contextual_tokens": config.num_contextual_tokens,
+        "embedding_dim": truncate_dim or config.embedding_dim,
+        "normalize_parts": config.normalize_parts,
+        "encoder_share": config.encoder_share,
+        "weights": weights,
+        "truncate_dim": truncate_dim,
+        "quantize": quantize,
+    }
+
+
+def collection_fingerprint(client: "QdrantClient", name: str) -> dict[str, Any] | None:
+    """The model fingerprint a c2v_rag collection was created with, if any."""
+    return fingerprint_of(client.get_collection(name))
+
+
+def fingerprint_of(info: Any) -> dict[str, Any] | None:
+    """The model fingerprint recorded in a collection's info (``get_collection``), if any."""
+    metadata = getattr(info.config, "metadata", None) or {}
+    value = metadata.get(FINGERPRINT_METADATA_KEY)
+    return dict(value) if isinstance(value, dict) else None
+
+
+_UNVERIFIED_WARNED: set[tuple[str, str]] = set()
+_MIXED_NOTED: set[tuple[str, str]] = set()
+
+
+def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
+    """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one:
+    vectors of two models are not comparable even when their sizes agree."""
+    if stored is None:
+        return
+    # Collections written before a field was recorded lack it: compare what they have.
+    stored = {**_FINGERPRINT_DEFAULTS, **stored}
+    # float and int8 vectors of one model search each other alike (measured): that difference is no mismatch
+    kinds = {stored["quantize"], fingerprint.get("quantize")}
+    mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
+    differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)
+              and not (f == "quantize" and mixed)]
+    if mixed and (location, name) not in _MIXED_NOTED:
+        _MIXED_NOTED.add((location, name))  # once per collection
+        logger.info("collection %r at %s holds quantize=%r vectors; these are quantize=%r: the two kinds of "
+                    "one model search each other alike (measured), so they are used together", name, location,
+                    stored["quantize"], fingerprint.get("quantize"))
+    if "weights" not in stored and fingerprint.get("weights") and (location, name) not in _UNVERIFIED_WARNED:
+        _UNVERIFIED_WARNED.add((location, name))  # once per collection, not on every search
+        logger.warning(
+            "collection %r at %s predates weight fingerprints: c2v_rag cannot tell whether these weights "
+            "(%s) built it. If it was built with an earlier release of this model, re-ingest it.",
+            name, location, fingerprint["weights"])
+    if differ:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {location} was built with another model "
+            f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
+            f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
+            "models cannot be compared: use another collection, or the model that built it"
+            + (f" (quantize={stored['quantize']!r})." if "quantize" in differ else ".")
+            + (" Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were at "
+               "cosine 0.78 to float): re-ingest the collection." if "quantize" in differ
+               and stored.get("quantize") == LEGACY_INT8 else "")
+        )
+
+
+def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.VectorParams":
+    """The collection's params for ``config.vector_name``, or a clear error."""
+    vectors = info.config.params.vectors
+    if isinstance(vectors, dict):
+        if config.vector_name not in vectors:
+            raise CollectionMismatchError(
+                f"collection {name!r} at {config.location} has named vectors {sorted(vectors)} but none "
+                f"named {config.vector_name!r}; pass vector_name= one of them, or use another collection"
+            )
+        return vectors[config.vector_name]
+    if config.vector_name:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} has one unnamed vector; pass vector_name='' "
+            f"instead of {config.vector_name!r}"
+        )
+    return vectors
+
+
+def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+                     layout: "CollectionLayout | None" = None) -> None:
+    """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
+    the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
+    if layout is not None:
+        stored = CollectionLayout.from_fingerprint(collection_fingerprint(client, name),
+                                                   config.model_copy(update={"vector_name": ""}))
+        layout.check_against(stored, name, config.location)
+        config = config.model_copy(update={"vector_name": layout.dense})
+    else:
+        # The dense vector of a collection that records its layout (a hybrid one names it).
+        recorded = CollectionLayout.from_fingerprint(collection_fingerprint(client, name), config)
+        config = config.model_copy(update={"vector_name": recorded.dense})
+    info = client.get_collection(name)
+    params = stored_vector_params(info, name, config)
+    dim = fingerprint["embedding_dim"]
+    if params.size != dim:
+        stored_size = (collection_fingerprint(client, name) or {}).get("truncate_dim")
+        hint = (f"It was built with truncate_dim={stored_size} and this run asks for "
+                f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size} "
+                f"(--truncate-dim {stored_size}), use another collection (collection=...)"
+                if stored_size or fingerprint.get("truncate_dim") else "Use another collection (collection=...)")
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} stores {params.size}-dimensional vectors, but the "
+            f"model makes {dim}-dimensional ones. {hint} or the model that built it."
+        )
+    expected = qdrant_distance(config.distance)
+    if params.distance != expected:
+        raise CollectionMismatchError(
+            f"collection {name!r} at {config.location} uses {params.distance.value} distance, not "
+            f"{expected.value}; pass distance='{params.distance.value.lower()}' or use another collection"
+        )
+    check_model(collection_fingerprint(client, name), fingerprint, name, config.location)
+
+
+def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+                      layout: "CollectionLayout | None" = None,
+                      payload_indexes: "dict[str, str] | None" = None) -> bool:
+    """Create ``name`` for these vectors, or check the existing one; True when created.
+
+    ``layout`` (recorded in the collection) names the vectors and adds a sparse one;
+    ``payload_indexes`` maps metadata keys to Qdrant index types, created when missing.
+    """
+    check_collection_name(name)
+    if client.collection_exists(name):
+        check_collection(client, name, config, fingerprint, layout)
+        _create_payload_indexes(client, name, payload_indexes or {})
+        return False
+    from qdrant_client.http import models
+
+    kwargs = config.create_collection_kwargs(fingerprint["embedding_dim"], layout)
+    metadata = {**fingerprint, LAYOUT_KEY: layout.record()} if layout is not None else fingerprint
+    try:
+        client.create_collection(name, metadata={FINGERPRINT_METADATA_KEY: metadata}, **kwargs)
+    except Exception:
+        if client.collection_exists(name):  # created meanwhile by a concurrent ingest
+            check_collection(client, name, config, fingerprint, layout)
+            return False
+        raise
+    # Stale-chunk deletion filters on doc_id; on a server that filter needs an index to scale.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        client.create_payload_index(name, DOC_ID_KEY, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+    _create_payload_indexes(client, name, payload_indexes or {})
+    logger.info("Created collection %r at %s (%d dims, %s)", name, config.location,
+                fingerprint["embedding_dim"], config.distance)
+    return True
+
+
+def require_collection(client: "QdrantClient", name: str, config: QdrantConfig) -> Any:
+    """The collection's info, or :class:`CollectionNotFoundError` with the fix."""
+    check_collection_name(name)
+    if not client.collection_exists(name):
+        raise collection_not_found(name, config)
+    return client.get_collection(name)
+
+
+def collection_not_found(name: str, config: QdrantConfig) -> CollectionNotFoundError:
+    return CollectionNotFoundError(
+        f"collection {name!r} does not exist at {config.location}. Ingest documents first "
+        f"(c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}), "
+        "or name the collection you ingested into."
+    )
+
+
+# Metadata value types a payload index can be declared for, as ingest(payload_indexes=) names them.
+PAYLOAD_INDEX_TYPES = ("keyword", "integer", "float", "bool", "datetime", "text", "uuid")
+
+
+def check_payload_indexes(indexes: "dict[str, str] | None") -> dict[str, str]:
+    """``{metadata key: index type}``, checked; a clear error names a wrong type and the allowed ones."""
+    if not indexes:
+        return {}
+    if not isinstance(indexes, dict):
+        raise TypeError(f"payload_indexes must be a dict of metadata key -> index type, got {type(indexes).__name__}")
+    for key, kind in indexes.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"payload_indexes keys must be metadata key strings, got {key!r}")
+        if kind not in PAYLOAD_INDEX_TYPES:
+            raise ValueError(f"payload_indexes[{key!r}]={kind!r} is not an index type; use one of "
+                             f"{', '.join(PAYLOAD_INDEX_TYPES)}")
+    return dict(indexes)
+
+
+def payload_index_fields(indexes: dict[str, str]) -> dict[str, "models.PayloadSchemaType"]:
+    """Payload paths (metadata keys live under ``metadata.``) and their Qdrant schema types."""
+    from qdrant_client.http import models
+
+    return {metadata_field(key): models.PayloadSchemaType(kind) for key, kind in indexes.items()}
+
+
+def _create_payload_indexes(client: "QdrantClient", name: str, indexes: dict[str, str]) -> None:
+    # Filters on an unindexed field scan every point on a server; creating an index that exists
+    # already is a no-op there, so this runs on every ingest that declares them.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+        for field, schema in payload_index_fields(check_payload_indexes(indexes)).items():
+            client.create_payload_index(name, field, field_schema=schema, wait=True)

@@ -1,0 +1,146 @@
+"""Metadata filters: a small dict form translated to Qdrant's ``models.Filter``, or a Filter as is.
+
+The dict form covers what RAG filters mostly need, on the chunk metadata (the document's
+metadata plus ``source``, ``doc_id`` and ``chunk_index``)::
+
+    {"topic": "physics"}                          # equality (str, int or bool)
+    {"lang": ["en", "de"]}                        # any of these values
+    {"year": {"gte": 2020, "lt": 2024}}           # a range: gt, gte, lt, lte
+    {"date": {"gte": "2024-01-01"}}               # datetimes or ISO 8601 strings: a datetime range
+    {"topic": {"eq": "physics"}}                  # the same as the first line
+    {"lang": {"any": ["en", "de"]}}               # the same as the second line
+    {"must_not": {"topic": "retracted"}}          # none of these conditions may hold
+
+All conditions must hold. A ``qdrant_client.models.Filter`` passes through untouched, for
+everything else Qdrant can express (``should``, nested keys, geo, ``min_should``...); its keys
+are payload paths, so metadata keys there read ``metadata.<key>``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from c2v_rag.rag.store.point_schema import metadata_field
+
+if TYPE_CHECKING:
+    from qdrant_client.http import models
+
+MUST_NOT = "must_not"
+RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
+MATCH_OPERATORS = ("eq", "any")
+OPERATORS = MATCH_OPERATORS + RANGE_OPERATORS
+
+FilterLike = Mapping[str, Any]
+
+
+def to_qdrant_filter(filter: "FilterLike | models.Filter | None") -> "models.Filter | None":
+    """A Qdrant ``Filter`` for ``filter``: None, a ``models.Filter`` (returned as is) or the dict form.
+
+    Raises:
+        ValueError: an unknown operator (naming it and the allowed ones) or an empty condition.
+        TypeError: a value of a type the condition cannot take.
+    """
+    from qdrant_client.http import models
+
+    if filter is None:
+        return None
+    if isinstance(filter, models.Filter):
+        return filter
+    if not isinstance(filter, Mapping):
+        raise TypeError(f"filter must be a dict or a qdrant_client.models.Filter, got {type(filter).__name__}")
+    if not filter:
+        return None
+    must: list[Any] = []
+    must_not: list[Any] = []
+    for key, value in filter.items():
+        if key == MUST_NOT:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"filter['must_not'] must be a dict of conditions, got {type(value).__name__}")
+            must_not.extend(_conditions(value, "filter['must_not']"))
+        else:
+            must.extend(_condition(key, value, "filter"))
+    return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def _conditions(conditions: Mapping[str, Any], where: str) -> list[Any]:
+    out = []
+    for key, value in conditions.items():
+        if key == MUST_NOT:
+            raise ValueError(f"{where} cannot hold another 'must_not'; pass a qdrant_client.models.Filter to nest")
+        out.extend(_condition(key, value, where))
+    return out
+
+
+def _condition(key: str, value: Any, where: str) -> list[Any]:
+    from qdrant_client.http import models
+
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"{where} keys must be non-empty metadata key strings, got {key!r}")
+    field = metadata_field(key)
+    label = f"{where}[{key!r}]"
+    if isinstance(value, Mapping):
+        unknown = [op for op in value if op not in OPERATORS]
+        if unknown:
+            raise ValueError(f"{label} has the unknown operator {unknown[0]!r}; allowed operators: "
+                             f"{', '.join(OPERATORS)} (or a plain value for equality, a list for any-of)")
+        if not value:
+            raise ValueError(f"{label} is an empty condition; give a value or one of the operators {', '.join(OPERATORS)}")
+        out = []
+        if "eq" in value:
+            out.append(models.FieldCondition(key=field, match=_match_value(value["eq"], f"{label}['eq']")))
+        if "any" in value:
+            out.append(models.FieldCondition(key=field, match=_match_any(value["any"], f"{label}['any']")))
+        bounds = {op: value[op] for op in RANGE_OPERATORS if op in value}
+        if bounds:
+            out.append(models.FieldCondition(key=field, range=_range(bounds, label)))
+        return out
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [models.FieldCondition(key=field, match=_match_any(value, label))]
+    return [models.FieldCondition(key=field, match=_match_value(value, label))]
+
+
+def _match_value(value: Any, label: str):
+    from qdrant_client.http import models
+
+    if not isinstance(value, (str, int, bool)):
+        raise TypeError(f"{label} must be a str, int or bool to match, got {type(value).__name__}; "
+                        "use {'gte': ..., 'lte': ...} for floats and dates")
+    return models.MatchValue(value=value)
+
+
+def _match_any(values: Any, label: str):
+    from qdrant_client.http import models
+
+    if not isinstance(values, (list, tuple, set, frozenset)) or not values:
+        raise TypeError(f"{label} must be a non-empty list of str or int values, got {values!r}")
+    values = list(values)
+    # Qdrant's MatchAny takes strings or integers (bool is an int to Python, not to Qdrant).
+    if not (all(isinstance(v, str) for v in values)
+            or all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
+        raise TypeError(f"{label} must hold only strings or only integers, got {values!r}")
+    return models.MatchAny(any=values)
+
+
+def _range(bounds: Mapping[str, Any], label: str):
+    from qdrant_client.http import models
+
+    if all(_is_datetime(v) for v in bounds.values()):
+        return models.DatetimeRange(**bounds)
+    for op, v in bounds.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{label}[{op!r}] must be a number (or all bounds datetimes), got {v!r}")
+    return models.Range(**bounds)
+
+
+def _is_datetime(value: Any) -> bool:
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return True
+    if isinstance(value, str):
+        try:
+            _dt.datetime.fromisoformat(value)
+        except ValueError:
+            return False
+        return True
+    return False

@@ -1,0 +1,180 @@
+"""What a point is: its id, its payload and the names of its vectors, defined once for every writer and reader.
+
+A point is one chunk of one document.
+
+- **Id**: a UUID (Qdrant's id type) derived from the document id, the chunk's index and a hash of
+  its text and metadata (:func:`point_id`, :func:`content_hash`), so the same chunk of the same
+  document always lands on the same point and a re-run writes nothing twice.
+- **Payload**: one payload carries both frameworks' layouts, so LlamaIndex and LangChain can both
+  open the collection:
+
+  - LlamaIndex's ``QdrantVectorStore``: the node serialized by LlamaIndex itself (``_node_content``,
+    ``_node_type``, ``doc_id``/``ref_doc_id``/``document_id``, flat metadata); using LlamaIndex's own
+    ``node_to_metadata_dict`` keeps the node layout right across its versions;
+  - LangChain's ``QdrantVectorStore``: ``page_content`` and ``metadata``;
+
+  plus ``source_root``, the path a sync mirrors (:mod:`c2v_rag.rag.ingestion.sync`).
+- **Vectors**: one dense vector, unnamed in a dense-only collection and named
+  :data:`HYBRID_DENSE_NAME` next to a sparse one (:data:`DEFAULT_SPARSE_NAME`); which of them a
+  collection carries is its :class:`~c2v_rag.rag.store.vectors.CollectionLayout`.
+
+Writing points (skipping stored ones, deleting stale ones) is :mod:`c2v_rag.rag.ingestion.points`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+# ---------------------------------------------------------------------------------------- id
+
+# Fixed forever: changing it would give every stored chunk a new id, so a re-run would
+# duplicate whole collections.
+POINT_NAMESPACE = uuid.UUID("6c0c2a52-7d7e-5a3c-9a61-3f1d8e0b2c7a")
+
+
+def content_hash(text: str, metadata: Mapping[str, Any]) -> str:
+    """A hash of what a point stores: its text and its metadata.
+
+    Metadata is part of it so that editing a document's metadata alone also rewrites its points.
+    """
+    blob = json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False, default=str)
+    digest = hashlib.sha256()
+    digest.update(text.encode("utf-8"))
+    digest.update(b"\x00")
+    digest.update(blob.encode("utf-8"))
+    return digest.hexdigest()
+
+
+def point_id(doc_id: str, chunk_index: int, chunk_hash: str) -> str:
+    """A UUID (Qdrant's id type) from the document id, the chunk index and the content hash."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}\x1f{chunk_index}\x1f{chunk_hash}"))
+
+
+# ----------------------------------------------------------------------------------- payload
+
+CONTENT_KEY = "page_content"
+# The payload field holding a chunk's metadata (LangChain's layout); filters address metadata keys
+# below it, as ``metadata.<key>``.
+PAYLOAD_METADATA_KEY = "metadata"
+DOC_ID_KEY = "doc_id"
+CHUNK_INDEX_KEY = "chunk_index"
+# The file or folder a chunk was ingested from (the path the caller passed, resolved): what a
+# sync mirrors. Outside the metadata, so it is not part of the content hash (point ids stay put)
+# and a later ingest of the same file through another root can claim the points.
+SOURCE_ROOT_KEY = "source_root"
+# LlamaIndex's node fields in a payload.
+_NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
+# Bookkeeping keys the LLM need not read when LlamaIndex puts retrieved chunks in a prompt.
+HIDDEN_FROM_LLM = [DOC_ID_KEY, CHUNK_INDEX_KEY]
+# Keys the payload writer owns: user metadata under these names would be silently overwritten
+# by LlamaIndex's node serialization, or shadow LangChain's layout.
+RESERVED_METADATA_KEYS = frozenset({CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, *_NODE_KEYS})
+
+
+class DocumentFields(Protocol):
+    """What a point takes from its document (a :class:`~c2v_rag.rag.read.documents.SourceDocument`)."""
+
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    @property
+    def source(self) -> str | None: ...
+    @property
+    def source_root(self) -> str | None: ...
+
+
+class ChunkFields(Protocol):
+    """What a point takes from its chunk (a :class:`~c2v_rag.rag.read.chunking.Chunk`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def start_char(self) -> int | None: ...
+    @property
+    def end_char(self) -> int | None: ...
+
+
+def chunk_point(doc: DocumentFields, chunk: ChunkFields) -> tuple[str, dict[str, Any]]:
+    """The id and the payload of ``chunk``'s point."""
+    metadata = chunk_metadata(doc, chunk)
+    pid = point_id(doc.doc_id, chunk.index, content_hash(chunk.text, metadata))
+    return pid, chunk_payload(doc, chunk, pid, metadata)
+
+
+def chunk_metadata(doc: DocumentFields, chunk: ChunkFields) -> dict[str, Any]:
+    """The metadata a chunk's point carries: the document's, plus where the chunk sits."""
+    metadata = dict(doc.metadata)
+    if doc.source is not None:
+        metadata.setdefault("source", doc.source)
+    metadata[DOC_ID_KEY] = doc.doc_id
+    metadata[CHUNK_INDEX_KEY] = chunk.index
+    return metadata
+
+
+def chunk_payload(doc: DocumentFields, chunk: ChunkFields, point_id: str,
+                  metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload of one chunk's point (``metadata`` from :func:`chunk_metadata`)."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.utils import node_to_metadata_dict
+
+    node = TextNode(
+        id_=point_id,
+        text=chunk.text,
+        metadata=dict(metadata),
+        start_char_idx=chunk.start_char,
+        end_char_idx=chunk.end_char,
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc.doc_id)},
+        # The stored vector embeds the chunk text alone; LlamaIndex must not think otherwise.
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in metadata],
+    )
+    payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
+    # JSON-safe copies of the metadata values (datetimes become strings) come from the dump above.
+    payload[PAYLOAD_METADATA_KEY] = {key: payload[key] for key in metadata}
+    payload[CONTENT_KEY] = chunk.text
+    if doc.source_root is not None:
+        payload[SOURCE_ROOT_KEY] = doc.source_root
+    return payload
+
+
+def payload_text(payload: Mapping[str, Any]) -> str:
+    """The chunk text of a payload written by c2v_rag, LangChain or LlamaIndex."""
+    if isinstance(payload.get(CONTENT_KEY), str):
+        return payload[CONTENT_KEY]
+    node_json = payload.get("_node_content")
+    if isinstance(node_json, str):
+        try:
+            return str(json.loads(node_json).get("text", ""))
+        except ValueError:
+            return ""
+    return str(payload.get("text", ""))
+
+
+def payload_metadata(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata of a payload written by c2v_rag, LangChain or LlamaIndex."""
+    metadata = payload.get(PAYLOAD_METADATA_KEY)
+    if isinstance(metadata, Mapping):
+        return dict(metadata)
+    internal = {*_NODE_KEYS, CONTENT_KEY, "text"}
+    return {k: v for k, v in payload.items() if k not in internal}
+
+
+def metadata_field(key: str) -> str:
+    """The payload path of metadata key ``key``, as filters and payload indexes name it."""
+    return f"{PAYLOAD_METADATA_KEY}.{key}"
+
+
+# ----------------------------------------------------------------------------------- vectors
+
+# LlamaIndex QdrantVectorStore's defaults (llama_index/vector_stores/qdrant/base.py): a hybrid
+# collection names its vectors so, since LlamaIndex cannot be told to use an unnamed dense vector
+# next to a sparse one.
+HYBRID_DENSE_NAME = "text-dense"
+DEFAULT_SPARSE_NAME = "text-sparse-new"

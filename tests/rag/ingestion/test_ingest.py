@@ -1,0 +1,310 @@
+"""End-to-end ingest and search on embedded Qdrant with a tiny model.
+
+Every check compares against an independent computation: vectors recomputed with the model,
+a clean ingest of the same input, or the chunk ids recomputed from the chunker.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import closing
+
+import numpy as np
+import pytest
+
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+from qdrant_client.http import models
+
+import c2v_rag
+from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, CollectionNotFoundError, IngestError
+from c2v_rag.rag.read.chunking import TokenChunker
+from c2v_rag.rag.read.documents import iter_documents
+from rag_helpers import make_text, stored_points
+
+
+def expected_scores(model, payloads: dict[str, dict], query: str) -> dict[str, float]:
+    """Cosine of the query (with the default retrieval instruction) and every stored chunk."""
+    ids = list(payloads)
+    docs = model.encode_documents([payloads[i]["page_content"] for i in ids], normalize_embeddings=True)
+    q = model.encode_queries([query], task=DEFAULT_QUERY_TASK, normalize_embeddings=True)[0]
+    return dict(zip(ids, (docs @ q).tolist()))
+
+
+def chunk_sequence(model, corpus, config) -> list[tuple[str, str]]:
+    """(doc_id, chunk text) in ingest order, from the chunker alone."""
+    chunker = TokenChunker(model, config.chunk_size, config.chunk_overlap)
+    return [(d.doc_id, c.text) for d in iter_documents(corpus) for c in chunker.chunk(d.text)]
+
+
+def test_ingest_then_search_matches_an_independent_computation(tmp_path, tiny_variant, tiny_model, corpus,
+                                                              ingest_config):
+    result = c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    expected_chunks = chunk_sequence(tiny_model, corpus, ingest_config)
+    assert (result.documents, result.chunks, result.chunks_written) == (6, len(expected_chunks), len(expected_chunks))
+    assert result.ok and result.chunks_unchanged == 0
+
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        payloads = stored_points(client, "kb")
+        assert sorted((p["doc_id"], p["page_content"]) for p in payloads.values()) == sorted(expected_chunks)
+        # The stored vectors are the model's normalized document vectors.
+        point = client.retrieve("kb", [next(iter(payloads))], with_vectors=True)[0]
+        own = tiny_model.encode_documents(point.payload["page_content"], normalize_embeddings=True)
+        np.testing.assert_allclose(point.vector, own, rtol=1e-4, atol=1e-5)
+
+        query = corpus[2]["text"][:60]
+        scores = expected_scores(tiny_model, payloads, query)
+        hits = c2v_rag.search(query, top_k=4, collection="kb", client=client)  # model read from the collection
+    assert [round(h.score, 4) for h in hits] == [round(s, 4) for s in sorted(scores.values(), reverse=True)[:4]]
+    for hit in hits:
+        assert hit.score == pytest.approx(scores[hit.id], abs=1e-4)
+        assert hit.text == payloads[hit.id]["page_content"] and hit.doc_id == payloads[hit.id]["doc_id"]
+        assert hit.metadata["n"] == int(hit.doc_id.split("-")[1]) and hit.chunk_index is not None
+
+
+def test_search_filters_on_metadata(tmp_path, tiny_variant, corpus, ingest_config):
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    hits = c2v_rag.search("vitamin bone", top_k=50, path=tmp_path, collection="kb", filter={"topic": "odd"})
+    assert hits and {h.doc_id for h in hits} == {"doc-1", "doc-3", "doc-5"}
+    hits = c2v_rag.search("vitamin bone", top_k=50, path=tmp_path, collection="kb", filter={"n": [0, 4]})
+    assert {h.doc_id for h in hits} == {"doc-0", "doc-4"}
+
+
+def test_rerun_adds_nothing(tmp_path, tiny_variant, corpus, ingest_config):
+    first = c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        before = stored_points(client, "kb")
+    again = c2v_rag.ingest(corpus + corpus[:2], path=tmp_path, collection="kb", model=tiny_variant,
+                           config=ingest_config)
+    assert (again.chunks_written, again.chunks_unchanged, again.duplicate_documents) == (0, first.chunks, 2)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert stored_points(client, "kb") == before
+
+
+def test_changed_document_replaces_its_chunks_and_leaves_no_stale_ones(tmp_path, tiny_variant, corpus,
+                                                                     ingest_config):
+    c2v_rag.ingest(corpus, path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
+    changed = [dict(d) for d in corpus]
+    changed[1]["text"] = make_text(101, sentences=2)                     # shorter: fewer chunks
+    changed[2]["text"] = corpus[2]["text"] + " " + make_text(102, sentences=3)  # longer, same start
+    changed[3]["metadata"] = {"topic": "edited", "n": 3}                 # metadata only
+    result = c2v_rag.ingest(changed, path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
+    assert result.chunks_unchanged > 0 and result.chunks_written > 0
+    # A clean ingest of the changed corpus is the reference.
+    c2v_rag.ingest(changed, path=tmp_path / "b", collection="kb", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path / "a"))) as client:
+        incremental = stored_points(client, "kb")
+    with closing(QdrantClient(path=str(tmp_path / "b"))) as client:
+        clean = stored_points(client, "kb")
+    assert incremental.keys() == clean.keys()
+    assert {i: p["metadata"] for i, p in incremental.items()} == {i: p["metadata"] for i, p in clean.items()}
+    assert {p["metadata"]["topic"] for p in incremental.values() if p["doc_id"] == "doc-3"} == {"edited"}
+
+
+def test_duplicate_ids_with_different_content_are_refused(tmp_path, tiny_variant, ingest_config):
+    docs = [{"id": "same", "text": "first version"}, {"id": "same", "text": "second version"}]
+    with pytest.raises(ValueError, match="document id 'same' appears twice"):
+        c2v_rag.ingest(docs, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+
+
+def test_failed_batch_is_reported_and_a_rerun_resumes_without_duplicates(tmp_path, tiny_variant, tiny_model,
+                                                                        corpus, ingest_config, monkeypatch):
+    client = QdrantClient(path=str(tmp_path / "a"))
+    real_upsert, calls = client.upsert, []
+
+    def failing_second_upsert(*args, **kwargs):
+        calls.append(len(args[1]))
+        if len(calls) == 2:
+            raise RuntimeError("injected: disk full")
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", failing_second_upsert)
+    with pytest.raises(IngestError, match="injected: disk full") as info:
+        c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client)
+    chunks = chunk_sequence(tiny_model, corpus, ingest_config)
+    # The second batch holds chunks 4..7; the error names exactly their documents.
+    assert info.value.doc_ids == list(dict.fromkeys(doc for doc, _ in chunks[4:8]))
+    assert len(calls) == 2  # not retried (not transient) and nothing written after the failure
+    assert sorted(p["page_content"] for p in stored_points(client, "kb").values()) == sorted(t for _, t in chunks[:4])
+    assert info.value.result.chunks_written == 4
+
+    monkeypatch.setattr(client, "upsert", real_upsert)
+    resumed = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client)
+    assert (resumed.chunks_unchanged, resumed.chunks_written) == (4, len(chunks) - 4)
+    resumed_points = stored_points(client, "kb")
+    client.close()
+    c2v_rag.ingest(corpus, path=tmp_path / "b", collection="kb", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path / "b"))) as clean_client:
+        assert resumed_points == stored_points(clean_client, "kb")
+
+
+def test_transient_errors_are_retried(tmp_path, tiny_variant, corpus, ingest_config, monkeypatch):
+    client = QdrantClient(path=str(tmp_path))
+    real_upsert, calls = client.upsert, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) in (1, 3):
+            raise ConnectionError("connection reset")
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", flaky)
+    result = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client)
+    batches = -(-result.chunks // ingest_config.batch_size)
+    assert result.ok and len(calls) == batches + 2
+    assert len(stored_points(client, "kb")) == result.chunks
+    client.close()
+
+
+def test_embedding_the_next_batch_overlaps_uploading_the_previous_one(tmp_path, tiny_variant, tiny_model, corpus,
+                                                                     ingest_config, monkeypatch):
+    client = QdrantClient(path=str(tmp_path))
+    real_upsert, real_encode = client.upsert, tiny_model.encode_documents
+    second_batch_started, waits = threading.Event(), []
+    encodes = []
+
+    def encode(*args, **kwargs):
+        encodes.append(1)
+        if len(encodes) == 2:
+            second_batch_started.set()
+        return real_encode(*args, **kwargs)
+
+    def upsert(*args, **kwargs):
+        if not waits:  # the first upload waits until the second batch is being embedded
+            waits.append(second_batch_started.wait(timeout=20))
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_documents", encode)
+    monkeypatch.setattr(client, "upsert", upsert)
+    result = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client)
+    assert waits == [True] and result.ok and len(stored_points(client, "kb")) == result.chunks
+    client.close()
+
+
+def test_on_error_continue_records_the_batch_and_writes_the_rest(tmp_path, tiny_variant, tiny_model, corpus,
+                                                                 ingest_config, monkeypatch):
+    client = QdrantClient(path=str(tmp_path))
+    real_upsert, calls = client.upsert, []
+
+    def failing_first(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("injected")
+        return real_upsert(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", failing_first)
+    result = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client,
+                            on_error="continue")
+    chunks = chunk_sequence(tiny_model, corpus, ingest_config)
+    assert [f.doc_ids for f in result.failed] == [list(dict.fromkeys(d for d, _ in chunks[:4]))]
+    assert result.chunks_written == len(chunks) - 4 == len(stored_points(client, "kb"))
+    client.close()
+
+
+def test_existing_collection_with_other_vectors_is_refused_before_writing(tmp_path, tiny_variant, tiny_variant_qwen,
+                                                                         corpus, ingest_config):
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        client.create_collection("size", vectors_config=models.VectorParams(size=65, distance=models.Distance.COSINE))
+        client.create_collection("dist", vectors_config=models.VectorParams(size=64, distance=models.Distance.DOT))
+        client.create_collection("named", vectors_config={"text-dense": models.VectorParams(
+            size=64, distance=models.Distance.COSINE)})
+    for name, message in [("size", "stores 65-dimensional vectors, but the model makes 64"),
+                          ("dist", "uses Dot distance, not Cosine"), ("named", "has named vectors")]:
+        with pytest.raises(CollectionMismatchError, match=message):
+            c2v_rag.ingest(corpus, path=tmp_path, collection=name, model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:1], path=tmp_path, collection="llama", model=tiny_variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="built with another model"):
+        c2v_rag.ingest(corpus[1:], path=tmp_path, collection="llama", model=tiny_variant_qwen, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        counts = {n: client.count(n).count for n in ("size", "dist", "named", "llama")}
+    assert counts == {"size": 0, "dist": 0, "named": 0, "llama": len(c2v_rag.search(
+        "x", top_k=100, path=tmp_path, collection="llama"))}
+    assert all(h.doc_id == "doc-0" for h in c2v_rag.search("x", top_k=100, path=tmp_path, collection="llama"))
+
+
+def test_named_vector_collections_work_end_to_end(tmp_path, tiny_variant, corpus, ingest_config):
+    qdrant = c2v_rag.QdrantConfig(vector_name="text-dense", distance="dot")
+    result = c2v_rag.ingest(corpus, path=tmp_path, collection="nv", model=tiny_variant, config=ingest_config,
+                            qdrant=qdrant)
+    hits = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv", qdrant=qdrant)
+    assert result.chunks > 0 and len(hits) == 3
+    # The collection records its vector's name, so a search needs no vector_name...
+    again = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv")
+    assert [h.id for h in again] == [h.id for h in hits]
+    # ...and a wrong one is refused, naming the ones there are.
+    with pytest.raises(CollectionMismatchError, match=r"has named vectors \['text-dense'\] but none named 'other'"):
+        c2v_rag.search("q", path=tmp_path, collection="nv", qdrant=c2v_rag.QdrantConfig(vector_name="other"))
+
+
+def test_search_errors_name_the_fix(tmp_path, tiny_variant):
+    with pytest.raises(CollectionNotFoundError, match="does not exist .* Ingest documents first"):
+        c2v_rag.search("query", path=tmp_path, collection="missing", model=tiny_variant)
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        c2v_rag.search("  ", path=tmp_path, model=tiny_variant)
+    with pytest.raises(ValueError, match="not a valid collection name"):
+        c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
+
+
+def test_the_progress_bar_counts_chunks_as_they_are_embedded(tmp_path, tiny_variant, tiny_model, corpus,
+                                                             ingest_config, monkeypatch, capsys):
+    from tqdm.auto import tqdm
+
+    real_encode, seen = tiny_model.encode_documents, []
+
+    def encode(texts, *args, **kwargs):
+        # The bar as this batch starts: it must already count every chunk embedded before it.
+        [bar] = [b for b in list(tqdm._instances) if str(b.desc).startswith("Ingesting into progress")]
+        seen.append((bar.n, bar.unit, len(texts)))
+        return real_encode(texts, *args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_documents", encode)
+    config = ingest_config.model_copy(update={"show_progress": True})
+    result = c2v_rag.ingest(corpus, path=tmp_path, collection="progress", model=tiny_variant, config=config)
+    sizes = [n for _, _, n in seen]
+    assert len(seen) > 2 and sum(sizes) == result.chunks
+    assert [n for n, _, _ in seen] == [sum(sizes[:i]) for i in range(len(sizes))]
+    assert {unit for _, unit, _ in seen} == {"chunk"}
+    final = capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
+    assert f"{result.chunks}chunk" in final and "chunk/s" in final and "docs=6/6" in final
+
+
+def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_variant, corpus, ingest_config, caplog):
+    # Same base models, dims and readout, other weights: what a retrained preset under the same name
+    # looks like. Only the weights digest tells the two apart.
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from c2v_rag.rag.store.collection import FINGERPRINT_METADATA_KEY
+    from c2v_rag.hub.variants import PROJECTOR_FILE, weights_digest
+
+    retrained = tmp_path / "retrained"
+    shutil.copytree(tiny_variant, retrained)
+    state = load_file(str(retrained / PROJECTOR_FILE))
+    save_file({k: v + 0.01 for k, v in state.items()}, str(retrained / PROJECTOR_FILE))
+    assert weights_digest(retrained) != weights_digest(tiny_variant) is not None
+
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=r"built with another model \(weights="):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=retrained, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match="built with another model"):
+        c2v_rag.search("x", path=store, collection="kb", model=retrained)
+    assert len(c2v_rag.search("x", top_k=100, path=store, collection="kb", model=tiny_variant)) > 0
+
+    # A collection written before weights were recorded is searched, with one warning that says so.
+    with closing(QdrantClient(path=str(store))) as client:
+        info = client.get_collection("kb")
+        old = {k: v for k, v in info.config.metadata[FINGERPRINT_METADATA_KEY].items()
+               if k not in ("weights", "normalize_parts", "encoder_share")}
+        client.create_collection("old", vectors_config=info.config.params.vectors,
+                                 metadata={FINGERPRINT_METADATA_KEY: old})
+    with caplog.at_level("WARNING", logger="c2v_rag.rag.store.collection"):
+        assert c2v_rag.search("x", path=store, collection="old", model=retrained) == []
+        c2v_rag.search("y", path=store, collection="old", model=retrained)
+    assert [r.message.count("predates weight fingerprints") for r in caplog.records] == [1]
+    assert torch.equal(load_file(str(tiny_variant / PROJECTOR_FILE))[next(iter(state))], next(iter(state.values())))

@@ -1,0 +1,185 @@
+"""quantize="int8" end to end (issue 26): the option's checks, the CPU table "auto" follows, a collection that
+records the int8 method and takes float vectors beside them (but refuses the removed torch int8), and search
+that embeds queries as asked, else as the collection's documents were. Vectors are checked against the model's
+own encode; the int8 arithmetic itself against numpy in tests/cpu/test_int8.py."""
+
+from __future__ import annotations
+
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+for _module in ("qdrant_client", "tenacity"):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+
+import c2v_rag
+from c2v_rag import Causal2Vec
+from c2v_rag.core.devices import INT8_METHOD, LEGACY_INT8, cpu_class, cpu_has_native_bf16, int8_runtime_installed, \
+    resolve_compute_dtype, resolve_dtype, resolve_quantize
+from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, load_model
+from c2v_rag.rag.store.collection import check_model, collection_fingerprint
+from rag_helpers import stored_points
+
+CPU = torch.device("cpu")
+needs_int8_cpu = pytest.mark.skipif(not int8_runtime_installed(), reason="needs the int8 extra (onnx, onnxruntime)")
+
+
+@pytest.fixture(autouse=True)
+def _onnx_cache(tmp_path_factory, monkeypatch):
+    # int8 graphs are built once per model; keep them out of the user's cache
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path_factory.getbasetemp() / "c2v-cache"))
+
+
+def _flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "flags:")
+    return set(line.split(":", 1)[1].split())
+
+
+def test_bad_values_are_refused_naming_the_input_and_the_fix():
+    with pytest.raises(ValueError, match=r"quantize='int4' is not one of none, int8, auto"):
+        resolve_quantize("int4", CPU)
+    with pytest.raises(ValueError, match=r"CPU only.*device='cpu'"):
+        resolve_quantize("int8", torch.device("cuda"))
+    with pytest.raises(ValueError, match=r"dtype='bfloat16' cannot apply.*'float32'"):
+        resolve_compute_dtype("bfloat16", CPU, "int8")
+    assert resolve_quantize(None, CPU) == resolve_quantize("none", CPU) == "none"
+    assert resolve_quantize("auto", torch.device("cuda")) == "none"
+    # the recorded name loads as itself, so a collection's record round-trips
+    assert resolve_quantize("int8", CPU) == resolve_quantize(INT8_METHOD, CPU) == INT8_METHOD
+
+
+def test_auto_follows_the_cpu_table():
+    """The CPU class comes from /proc/cpuinfo; auto picks int8 where it was measured within the quality bound
+    and faster than the float default (AVX2, AVX-512 VNNI, avx512_bf16 without AMX), when the int8 extra is
+    installed, and bf16 stays the default dtype only where the CPU has bf16 instructions."""
+    flags = _flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags to compare with")
+    expected = ("amx" if flags & {"amx_bf16", "amx_tile", "amx_int8"} else "avx512_bf16" if "avx512_bf16" in flags
+                else "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else "other")
+    assert cpu_class() == expected
+    picks_int8 = expected in ("avx2", "avx512_vnni", "avx512_bf16") and int8_runtime_installed()
+    assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks_int8 else "none")
+    # torch's own bf16 check is true on any AVX-512 CPU, where bf16 is emulated: the flags decide
+    native = bool(flags & {"avx512_bf16", "amx_bf16"})
+    assert cpu_has_native_bf16() is native
+    assert resolve_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
+    # int8 computes around float32, so auto's dtype follows auto's quantize
+    assert resolve_compute_dtype("auto", CPU, "auto") == (torch.float32 if picks_int8 else resolve_dtype("auto", CPU))
+
+
+@pytest.mark.parametrize("flags, klass, native_bf16, auto_int8", [
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"},
+     "amx", True, False),                                                      # Sapphire Rapids: bf16 in tiles
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}, "avx512_bf16", True, True),  # Zen 4/5
+    ({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx512_vnni", False, True),
+    ({"avx2", "fma", "f16c"}, "avx2", False, True),
+    ({"sse4_2"}, "other", False, False),
+])
+def test_the_cpu_table_row_by_row(monkeypatch, flags, klass, native_bf16, auto_int8):
+    """Each row of docs/performance.md's table from a CPU's flags as /proc/cpuinfo lists them (the flag
+    sets of real CPUs); Cascade Lake's row is the one torch's own bf16 check gets wrong."""
+    from c2v_rag.core import devices
+
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset(flags))
+    devices.cpu_has_native_bf16.cache_clear()
+    try:
+        assert devices.cpu_class() == klass
+        assert devices.cpu_has_native_bf16() is native_bf16
+        assert resolve_dtype("auto", CPU) == (torch.bfloat16 if native_bf16 else torch.float32)
+        picks = auto_int8 and int8_runtime_installed()
+        assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks else "none")
+    finally:
+        devices.cpu_has_native_bf16.cache_clear()
+
+
+@needs_int8_cpu
+def test_a_quantized_model_cannot_be_quantized_again_or_trained_through_adapters(tiny_variant):
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    assert model.apply_quantization("int8") is model  # the same setting is a no-op
+    assert model.apply_quantization(INT8_METHOD) is model
+    with pytest.raises(ValueError, match="already quantized"):
+        model.apply_quantization("none")
+
+
+def test_float_and_int8_vectors_of_one_model_share_a_collection_and_older_collections_count_as_float():
+    recorded = {"decoder": "d", "encoder": "e", "embedding_dim": 8, "quantize": "none"}
+    check_model(recorded, {**recorded, "quantize": INT8_METHOD}, "docs", "here")  # measured harmless: allowed
+    check_model({**recorded, "quantize": INT8_METHOD}, recorded, "docs", "here")
+    older = {k: v for k, v in recorded.items() if k != "quantize"}
+    check_model(older, recorded, "docs", "here")  # float into an older (float) collection is fine
+    check_model(older, {**recorded, "quantize": INT8_METHOD}, "docs", "here")
+    # the kinds being interchangeable does not hide another difference
+    with pytest.raises(CollectionMismatchError, match=r"embedding_dim=8") as refused:
+        check_model(recorded, {**recorded, "embedding_dim": 4, "quantize": INT8_METHOD}, "docs", "here")
+    assert "quantize" not in str(refused.value)
+    # nor the removed torch int8, whatever the collection holds
+    for kind in (recorded, older):
+        with pytest.raises(CollectionMismatchError, match=r"quantize"):
+            check_model(kind, {**recorded, "quantize": LEGACY_INT8}, "docs", "here")
+
+
+def test_a_collection_of_the_removed_torch_int8_is_refused_with_the_fix():
+    recorded = {"decoder": "d", "encoder": "e", "embedding_dim": 8, "quantize": LEGACY_INT8}
+    with pytest.raises(CollectionMismatchError, match=r"torch's dynamic int8.*re-ingest the collection"):
+        check_model(recorded, {**recorded, "quantize": INT8_METHOD}, "docs", "here")
+    with pytest.raises(CollectionMismatchError) as refused:
+        check_model(recorded, {**recorded, "quantize": "none"}, "docs", "here")
+    assert "re-ingest" in str(refused.value)
+
+
+@needs_int8_cpu
+def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collection_was(tmp_path, tiny_variant,
+                                                                                        corpus, ingest_config):
+    c2v_rag.ingest(corpus, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config,
+                   quantize="int8")
+    int8_model = load_model(tiny_variant, device="cpu", quantize="int8")
+    float_model = load_model(tiny_variant, device="cpu")
+    query = corpus[2]["text"][:50]
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
+        payloads = stored_points(client, "q8")
+        ids = list(payloads)
+        texts = [payloads[i]["page_content"] for i in ids]
+        stored = np.array([p.vector for p in client.retrieve("q8", ids, with_vectors=True)], dtype=np.float32)
+        hits = c2v_rag.search(query, top_k=3, collection="q8", client=client)  # no quantize named: the collection's
+        float_hits = c2v_rag.search(query, top_k=3, collection="q8", client=client, quantize="none")
+    # Each token gets its own int8 scale, so a chunk's stored vector (embedded in an ingest batch) is the same
+    # chunk embedded alone, up to float rounding in the attention.
+    alone = int8_model.encode_documents(texts, batch_size=1, normalize_embeddings=True)
+    assert ((stored * alone).sum(1) > 0.999).all()
+    # A query is embedded alone, in the kind asked for (the collection's by default): the ranking is that
+    # vector against the stored ones.
+    for model, found in ((int8_model, hits), (float_model, float_hits)):
+        q = model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
+        expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]
+        assert [h.id for h in found] == [i for _, i in expected]
+        np.testing.assert_allclose([h.score for h in found], [sc for sc, _ in expected], atol=1e-4)
+    # float vectors go into the int8 collection too; it keeps recording the kind it was created with
+    extra = [{"id": "float-doc", "text": corpus[0]["text"]}]
+    c2v_rag.ingest(extra, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
+        added = {i: p for i, p in stored_points(client, "q8").items() if i not in payloads}
+        vectors = np.array([p.vector for p in client.retrieve("q8", list(added), with_vectors=True)], np.float32)
+    assert added and {p["doc_id"] for p in added.values()} == {"float-doc"}
+    expected = float_model.encode_documents([p["page_content"] for p in added.values()], batch_size=1,
+                                            normalize_embeddings=True)
+    assert ((vectors * expected).sum(1) > 0.9999).all()
+
+
+@needs_int8_cpu
+def test_the_cli_takes_quantize_on_ingest_embed_and_serve():
+    from c2v_rag.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["ingest", "x"], ["embed", "x", "--out", "y"], ["serve"], ["search", "q"], ["eval", "--data", "d"]):
+        assert parser.parse_args([*argv, "--quantize", "int8"]).quantize == "int8"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["ingest", "x", "--quantize", "int4"])

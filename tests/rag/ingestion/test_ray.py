@@ -1,0 +1,222 @@
+"""The Ray engine on a real local Ray cluster (2 CPUs), checked against the in-process engine.
+
+Every Ray run here is compared with an in-process run of the same input: the same point ids, the
+same payloads, vectors within float32 tolerance. One cluster serves the module; each Ray run
+starts its own actors, so the module keeps to a few runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from contextlib import closing
+
+import numpy as np
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.data", "pyarrow", "qdrant_edge"):
+    pytest.importorskip(_module)
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+from qdrant_client import QdrantClient
+
+import c2v_rag
+from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
+from c2v_rag.rag.store.edge_client import store_kind
+from rag_helpers import compare, make_text, points
+
+ACTOR_CLASS = "ChunkEmbedActor"
+# Two actors, small batches (several per actor), one reading/chunking task: the module's runs fit a
+# 2-CPU cluster and little memory.
+TWO_ACTORS = RayOptions(actors=2, docs_per_batch=2, chunk_tasks=1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster():
+    # Workers keep the driver's niceness (Ray would renice them to 15 otherwise, which starves
+    # them on a shared machine) and find c2v_rag where the driver does.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def sources(tmp_path):
+    """A folder with every format the engines read: .txt, .md, .jsonl and .parquet."""
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"note-{i}.txt").write_text(make_text(100 + i))
+    (folder / "readme.md").write_text("# Title\n\n" + make_text(200, sentences=9))
+    with (folder / "records.jsonl").open("w") as handle:
+        for i in range(4):
+            handle.write(json.dumps({"id": f"rec-{i}", "text": make_text(300 + i), "year": 2000 + i}) + "\n")
+    pq.write_table(pa.table({"id": [f"row-{i}" for i in range(4)], "text": [make_text(400 + i) for i in range(4)],
+                             "lang": ["en", "de", "en", "fr"]}), folder / "table.parquet")
+    return folder
+
+
+def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sources, tiny_variant, ingest_config):
+    local, on_ray = tmp_path / "local", tmp_path / "ray"
+    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
+    expected = c2v_rag.ingest(sources, path=local, **kwargs)
+    result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+    got, want = points(on_ray), points(local)
+    difference = compare(got, want)
+    print(f"\nray vs local: {result.documents}/{expected.documents} documents, {len(got)}/{len(want)} points, "
+          f"ids equal, payloads equal, max |vector difference| {difference:.2e}")
+    assert (result.documents, result.chunks, result.chunks_written) == (12, expected.chunks, expected.chunks)
+    assert result.ok and difference < 1e-5
+    assert {p["metadata"].get("lang") for p, _ in got.values()} >= {"en", "de", "fr"}  # Parquet columns
+
+    # A re-run adds nothing.
+    again = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+    assert (again.chunks_written, again.chunks_unchanged) == (0, expected.chunks)
+    assert sorted(points(on_ray)) == sorted(want)
+
+    # A changed document replaces its chunks; here the one actor writes itself (the worker path).
+    (sources / "note-1.txt").write_text(make_text(999))
+    c2v_rag.ingest(sources, path=local, **kwargs)
+    one_writer = RayOptions(actors=1, write="workers", chunk_tasks=1)
+    changed = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=one_writer, **kwargs)
+    assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
+    assert compare(points(on_ray), points(local)) < 1e-5
+
+
+def _every_point(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray, tuple]]:
+    """id -> (payload, dense vector, sparse (indices, values)) of a store of either embedded engine
+    (detected from the directory, as c2v_rag opens it)."""
+    with closing(QdrantConfig.resolve(path=path).connect()) as client:
+        found, offset = {}, None
+        while True:
+            batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
+            for p in batch:
+                sparse = next(v for v in p.vector.values() if hasattr(v, "indices"))
+                dense = next(v for v in p.vector.values() if not hasattr(v, "indices"))
+                found[str(p.id)] = (p.payload, np.asarray(dense, dtype=np.float32),
+                                    (list(sparse.indices), np.asarray(sparse.values, dtype=np.float32)))
+            if offset is None:
+                return found
+
+
+def test_ray_writes_an_edge_store_from_the_driver_and_from_the_one_writing_actor(tmp_path, sources, tiny_variant,
+                                                                                 ingest_config):
+    """Both of Ray's write modes on Qdrant Edge store what the in-process engine stores in local mode:
+    the driver writing the actors' vectors, and one actor writing itself (Edge, like local mode, lets
+    one process hold the directory, so the driver hands the store over and takes it back)."""
+    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, sparse="bm25")
+    c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)
+    want = _every_point(tmp_path / "local")
+    query = make_text(300)[:80]
+    expected_hits = [h.id for h in c2v_rag.search(query, top_k=5, path=tmp_path / "local", collection="kb")]
+    one_writer = RayOptions(actors=1, write="workers", chunk_tasks=1)
+    for name, options in (("driver", TWO_ACTORS), ("workers", one_writer)):
+        store = tmp_path / f"edge-{name}"
+        result = c2v_rag.ingest(sources, path=store, store="edge", engine="ray", ray=options, **kwargs)
+        got = _every_point(store)
+        assert result.ok and result.chunks_written == len(want) == len(got), name
+        assert store_kind(store) == "edge"
+        for pid, (payload, dense, (indices, values)) in want.items():
+            assert got[pid][0] == payload, (name, pid)
+            assert float(np.abs(got[pid][1] - dense).max()) < 1e-5, (name, pid)
+            assert got[pid][2][0] == indices and np.allclose(got[pid][2][1], values, atol=1e-6), (name, pid)
+        # The store was handed back: a search opens it and ranks what the actors wrote as local mode does.
+        assert [h.id for h in c2v_rag.search(query, top_k=5, path=store, collection="kb")] == expected_hits, name
+    # A changed document through the writing actor replaces its chunks on Edge as in local mode.
+    (sources / "note-1.txt").write_text(make_text(999))
+    c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)
+    changed = c2v_rag.ingest(sources, path=tmp_path / "edge-workers", store="edge", engine="ray", ray=one_writer,
+                             **kwargs)
+    assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
+    want, got = _every_point(tmp_path / "local"), _every_point(tmp_path / "edge-workers")
+    assert sorted(got) == sorted(want)
+    assert all(got[p][0] == want[p][0] and np.abs(got[p][1] - want[p][1]).max() < 1e-5 for p in want)
+    with pytest.raises(ValueError, match="needs actors=1"):
+        c2v_rag.ingest(sources, path=tmp_path / "edge-workers", engine="ray",
+                       ray=RayOptions(actors=2, write="workers"), **kwargs)
+
+
+def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_variant, corpus, ingest_config):
+    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config)
+    before = points(tmp_path)
+    with pytest.raises(CollectionMismatchError, match="distance"):
+        c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config,
+                       qdrant=QdrantConfig(distance="dot"), engine="ray")
+    with pytest.raises(ValueError, match="sync=True is not supported with engine='ray'"):
+        c2v_rag.ingest([tmp_path], collection="kb2", path=tmp_path / "other", model=str(tiny_variant),
+                       config=ingest_config, sync=True, engine="ray")
+    with pytest.raises(ValueError, match="needs actors=1"):
+        c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config,
+                       engine="ray", ray=RayOptions(actors=2, write="workers"))
+    assert points(tmp_path).keys() == before.keys()
+
+
+def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
+    local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
+    on_ray = c2v_rag.embed(sources, tmp_path / "ray", model=str(tiny_variant), config=ingest_config, engine="ray",
+                           ray=RayOptions(actors=1, docs_per_batch=3, chunk_tasks=1))
+    tables = [pq.read_table(r.files).sort_by("id") for r in (local, on_ray)]
+    assert (local.chunks, local.documents) == (on_ray.chunks, on_ray.documents) == (tables[0].num_rows, 12)
+    for column in ("id", "doc_id", "chunk_index", "text", "metadata"):
+        assert tables[0].column(column).to_pylist() == tables[1].column(column).to_pylist(), column
+    vectors = [np.asarray(t.column("vector").to_pylist(), dtype=np.float32) for t in tables]
+    assert pa.types.is_fixed_size_list(tables[1].schema.field("vector").type)
+    assert float(np.abs(vectors[0] - vectors[1]).max()) < 1e-5
+    # The rows are what ingest stores: the same point ids and vectors.
+    c2v_rag.ingest(sources, path=tmp_path / "store", collection="kb", model=str(tiny_variant), config=ingest_config)
+    stored = points(tmp_path / "store")
+    assert sorted(stored) == tables[0].column("id").to_pylist()
+    assert np.abs(np.stack([stored[i][1] for i in tables[0].column("id").to_pylist()]) - vectors[0]).max() < 1e-5
+    with pytest.raises(FileExistsError, match="already holds Parquet files"):
+        c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
+
+
+def _embed_actors() -> list[dict]:
+    from ray._private import state  # the GCS actor table; ray.util.state needs the dashboard
+
+    return [a for a in state.actors().values() if ACTOR_CLASS in a.get("ActorClassName", "")]
+
+
+def test_a_killed_actor_is_restarted_and_every_chunk_is_stored_once(tmp_path, tiny_variant, ingest_config):
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4), "metadata": {"n": i}} for i in range(40)]
+    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
+    clean = c2v_rag.ingest(docs, path=tmp_path / "clean", **kwargs)
+    known = {a["ActorID"] for a in _embed_actors()}
+    outcome: dict = {}
+
+    def run() -> None:
+        outcome["result"] = c2v_rag.ingest(docs, path=tmp_path / "killed", engine="ray",
+                                           ray=RayOptions(actors=2, docs_per_batch=1, chunk_tasks=1), **kwargs)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and thread.is_alive() and time.monotonic() < deadline:
+        alive = [a for a in _embed_actors() if a["ActorID"] not in known and a["State"] == "ALIVE" and a.get("Pid")]
+        if alive:
+            victim = alive[0]
+            os.kill(victim["Pid"], signal.SIGKILL)  # the actor dies with its batch in flight
+        time.sleep(0.02)
+    killed_mid_run = victim is not None and thread.is_alive()
+    thread.join(timeout=600)
+    assert killed_mid_run, "the run ended before an actor could be killed"
+    restarts = next(a for a in _embed_actors() if a["ActorID"] == victim["ActorID"])["NumRestarts"]
+
+    stored, reference = points(tmp_path / "killed"), points(tmp_path / "clean")
+    keys = [(p["doc_id"], p["metadata"]["chunk_index"]) for p, _ in stored.values()]
+    duplicates = len(keys) - len(set(keys))
+    lost = len(set(reference) - set(stored))
+    print(f"\nkilled actor {victim['ActorID'][:12]} (pid {victim['Pid']}), restarted {restarts}x: clean run "
+          f"{len(reference)} points, killed run {len(stored)} points ({outcome['result'].chunks_written} written); "
+          f"duplicates {duplicates}, lost {lost}")
+    assert restarts >= 1
+    assert outcome["result"].ok and outcome["result"].chunks == clean.chunks
+    assert duplicates == 0 and lost == 0 and compare(stored, reference) < 1e-5

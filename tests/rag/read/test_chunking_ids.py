@@ -1,0 +1,96 @@
+"""Chunking sized in the model's own tokens, and deterministic point ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+# The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
+for _module in ('llama_index.core',):
+    pytest.importorskip(_module)
+
+from c2v_rag.rag.read.chunking import TokenChunker
+from c2v_rag.rag.store.point_schema import content_hash, point_id
+from rag_helpers import make_text
+
+
+def test_chunks_fit_the_budget_overlap_and_map_back_to_the_text(tiny_model):
+    text = make_text(3, sentences=12)
+    chunker = TokenChunker(tiny_model, chunk_size=24, chunk_overlap=6)
+    chunks = chunker.chunk(text)
+    count = lambda s: len(tiny_model.tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    assert len(chunks) > 3
+    # The splitter sums the tokens of its pieces; joined, a piece boundary can tokenize a token
+    # or two longer, which the template allowance under max_length absorbs.
+    sizes = [count(c.text) for c in chunks]
+    assert max(sizes) <= 24 + 4 and sum(s <= 24 for s in sizes) >= 0.8 * len(sizes)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert text[chunk.start_char:chunk.end_char] == chunk.text
+    # Neighbours overlap (by whole pieces of at most chunk_overlap tokens, so not at a boundary
+    # after a long sentence): a chunk starts before the previous one ends.
+    overlapping = sum(b.start_char < a.end_char for a, b in zip(chunks, chunks[1:]))
+    assert overlapping >= (len(chunks) - 1) // 2
+    # Every word of the document is in some chunk.
+    covered = set().union(*(range(c.start_char, c.end_char) for c in chunks))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+
+
+def test_empty_text_has_no_chunks_and_oversized_chunks_are_refused(tiny_model):
+    assert TokenChunker(tiny_model, 24, 4).chunk("  \n ") == []
+    with pytest.raises(ValueError, match="does not fit the model's max_length=128"):
+        TokenChunker(tiny_model, 200, 20)
+    with pytest.raises(ValueError, match="chunk_overlap=24 must be smaller"):
+        TokenChunker(tiny_model, 24, 24)
+
+
+def test_point_ids_are_deterministic_uuids_of_doc_index_and_content():
+    h = content_hash("text", {"a": 1, "b": 2})
+    assert h == content_hash("text", {"b": 2, "a": 1})  # key order does not matter
+    assert h != content_hash("text", {"a": 1, "b": 3}) and h != content_hash("text!", {"a": 1, "b": 2})
+    pid = point_id("doc", 0, h)
+    assert uuid.UUID(pid).version == 5 and pid == point_id("doc", 0, h)
+    assert len({pid, point_id("doc2", 0, h), point_id("doc", 1, h), point_id("doc", 0, h[::-1])}) == 4
+
+
+def test_sections_cut_at_the_best_break_and_rejoin_to_the_text():
+    from c2v_rag.encode.splitting import sections
+
+    text = "\n\n".join(make_text(i, sentences=4) for i in range(30)) + " " + "x" * 500
+    pieces = list(sections(text, 800))
+    assert "".join(p for _, p in pieces) == text and len(pieces) > 5
+    assert all(text[offset:offset + len(p)] == p and len(p) <= 800 for offset, p in pieces)
+    # Every cut but the hard one inside the final 500-character word lands after a paragraph break.
+    assert sum(p.endswith("\n\n") for _, p in pieces[:-1]) >= len(pieces) - 3
+    assert list(sections("short", 800)) == [(0, "short")] and list(sections("", 800)) == []
+
+
+def test_long_documents_stream_in_sections_and_short_ones_split_as_before(tiny_model):
+    text = "\n\n".join(make_text(i, sentences=5) for i in range(40))
+    streaming = TokenChunker(tiny_model, chunk_size=24, chunk_overlap=4, section_chars=1500)
+    whole = TokenChunker(tiny_model, chunk_size=24, chunk_overlap=4)
+    assert len(text) > 4 * 1500 and len(text) < whole.section_chars
+    # Shorter than a section: exactly the splitter's own chunks.
+    assert [c.text for c in whole.chunk(text)] == whole.splitter.split_text(text)
+
+    calls = []
+
+    class Counting:  # the real splitter, with its calls counted
+        def __init__(self, inner):
+            self.inner = inner
+
+        def split_text(self, section):
+            calls.append(len(section))
+            return self.inner.split_text(section)
+
+    streaming.splitter = Counting(streaming.splitter)
+    chunks = streaming.iter_chunks(text)
+    first = next(chunks)
+    assert len(calls) == 1 and calls[0] <= 1500           # the first chunk came after one section's work
+    rest = [first, *chunks]
+    assert len(calls) > 4 and [c.index for c in rest] == list(range(len(rest)))
+    for chunk in rest:
+        assert text[chunk.start_char:chunk.end_char] == chunk.text
+    covered = set().union(*(range(c.start_char, c.end_char) for c in rest))
+    assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())

@@ -1,0 +1,139 @@
+"""The search options declared once (c2v_rag.rag.options): the keyword forms mirror the models, the
+public functions show and take them, and the CLI and /v1/search build the same SearchOptions."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
+    pytest.importorskip(_module)
+
+from c2v_rag.rag.store.collection import QdrantConfig
+from c2v_rag.rag.options import (
+    ConnectionKwargs,
+    ConnectionOptions,
+    ModelKwargs,
+    ModelOptions,
+    SearchKwargs,
+    SearchOptions,
+    SearchOptionsKwargs,
+)
+
+
+@pytest.mark.parametrize(("kwargs", "options"), [(ConnectionKwargs, ConnectionOptions), (ModelKwargs, ModelOptions),
+                                                 (SearchOptionsKwargs, SearchOptions)])
+def test_each_keyword_form_names_its_models_fields(kwargs, options):
+    assert set(kwargs.__annotations__) == set(options.model_fields)
+
+
+def test_search_functions_show_every_option_with_its_default():
+    import c2v_rag
+
+    fields = {**ConnectionOptions.model_fields, **ModelOptions.model_fields, **SearchOptions.model_fields}
+    assert set(SearchKwargs.__annotations__) == set(fields)
+    for function in (c2v_rag.search, c2v_rag.search_many, c2v_rag.asearch):
+        parameters = inspect.signature(function).parameters
+        assert list(parameters)[:2] in (["query", "top_k"], ["queries", "top_k"]) and parameters["top_k"].default == 5
+        assert {name: parameters[name].default for name in fields} == {n: f.default for n, f in fields.items()}
+        assert parameters["options"].default is None and parameters["client"].default is None
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in list(parameters.values())[2:])
+    # The defaults callers have always had.
+    defaults = inspect.signature(c2v_rag.search).parameters
+    assert (defaults["collection"].default, defaults["mode"].default, defaults["fusion"].default) == (
+        "c2v_rag", "dense", "rrf")
+    assert "group_by_document" in c2v_rag.search.__doc__ and "ConnectionOptions" in c2v_rag.search.__doc__
+
+
+def test_an_unknown_keyword_is_refused_as_python_refuses_one(tmp_path):
+    import c2v_rag
+
+    # Before anything else: no store, no model, not even the query is looked at.
+    with pytest.raises(TypeError, match=r"^search\(\) got an unexpected keyword argument 'topk'$"):
+        c2v_rag.search("", topk=3)
+    with pytest.raises(TypeError, match=r"^search_many\(\) got an unexpected keyword argument 'client_'$"):
+        c2v_rag.search_many(["q"], client_=None)
+    with pytest.raises(TypeError, match=r"^asearch\(\) got an unexpected keyword argument 'k'$"):
+        asyncio.run(c2v_rag.asearch("q", k=3))
+    with pytest.raises(TypeError, match="options must be a SearchOptions, got dict"):
+        c2v_rag.search("q", options={"mode": "hybrid"})
+
+
+def test_the_api_key_stays_out_of_repr_and_the_connection_resolves_as_qdrant_config_does(tmp_path):
+    given = ConnectionOptions.as_given({"api_key": "s3cret-key", "path": tmp_path, "mode": "dense"})
+    built = ConnectionOptions(api_key="s3cret-key", path=tmp_path, store="local")
+    for options in (given, built):
+        assert "s3cret-key" not in repr(options) and "s3cret-key" not in str(options)
+    assert given.resolve() == QdrantConfig.resolve(None, None, tmp_path, "s3cret-key", None, None)
+    server = ConnectionOptions(qdrant_url="http://localhost:6333", api_key="s3cret-key", prefer_grpc=True)
+    resolved = server.resolve()
+    assert resolved == QdrantConfig.resolve(None, "http://localhost:6333", None, "s3cret-key", True, None)
+    assert resolved.client_kwargs()["api_key"] == "s3cret-key"
+
+
+def test_keyword_options_are_checked_where_search_always_checked_them(tmp_path):
+    import c2v_rag
+
+    # A bad mode is no error until the collection is read: the missing collection is reported first.
+    from c2v_rag.rag.errors import CollectionNotFoundError
+
+    with pytest.raises(CollectionNotFoundError):
+        c2v_rag.search("q", path=tmp_path, collection="missing", mode="bm25")
+    # A bad filter fails before the store opens or a model loads, given as a keyword or in options.
+    for kwargs in ({"filter": {"n": {"like": 1}}}, {"options": SearchOptions(filter={"n": {"like": 1}})}):
+        with pytest.raises(ValueError, match="like"):
+            c2v_rag.search("q", path=tmp_path / "nothing", model=str(tmp_path / "no-model"), **kwargs)
+    # Keywords replace the fields of options.
+    with pytest.raises(CollectionNotFoundError, match="'other'"):
+        c2v_rag.search("q", path=tmp_path, options=SearchOptions(collection="kb", filter={"n": {"like": 1}}),
+                       collection="other", filter=None)
+
+
+def test_options_and_keywords_give_the_same_hits(tmp_path, tiny_variant, corpus, ingest_config):
+    import c2v_rag
+
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    query = corpus[3]["text"][:40]
+    fields = {"collection": "kb", "filter": {"topic": "odd"}, "group_by_document": True}
+    want = c2v_rag.search(query, 2, path=tmp_path, model=tiny_variant, **fields)
+    got = c2v_rag.search(query, 2, path=tmp_path, model=tiny_variant, options=SearchOptions(**fields))
+    assert [h.id for h in got] == [h.id for h in want] and len(want) == 2
+    assert all(h.metadata["topic"] == "odd" for h in got)
+
+
+def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
+    import c2v_rag.rag
+    from c2v_rag.cli import main
+    from c2v_rag.serving.schemas import SearchRequest
+
+    seen = {}
+
+    def fake_search(query, top_k, *, options, **kwargs):
+        seen.update(query=query, top_k=top_k, options=options, kwargs=kwargs)
+        return []
+
+    monkeypatch.setattr(c2v_rag.rag, "search", fake_search)
+    assert main(["search", "tides", "-k", "3", "--collection", "kb", "--task", "SciFact", "--example", "q", "r",
+                 "--filter", '{"year": {"gte": 2020}}', "--group-by-document", "--path", "store"]) == 0
+    body = SearchRequest.model_validate({"query": "tides", "top_k": 3, "task": "SciFact", "examples": [["q", "r"]],
+                                         "filter": {"year": {"gte": 2020}}, "group_by_document": True})
+    assert seen["options"] == body.search_options("kb")
+    assert seen["kwargs"] == {"model": None, "device": None, "dtype": None, "quantize": None, "qdrant_url": None,
+                              "path": "store", "prefer_grpc": None, "store": None}
+
+
+def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
+    from pydantic import ValidationError
+
+    from c2v_rag.serving.schemas import SearchRequest
+
+    assert list(SearchRequest.model_fields) == ["query", "top_k", "collection", "task", "examples", "filter",
+                                                "score_threshold", "group_by_document"]
+    for field in ("mode", "instruction", "with_vectors", "model"):
+        with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+            SearchRequest.model_validate({"query": "x", field: "y"})
+    with pytest.raises(ValidationError, match="valid dictionary"):
+        SearchRequest.model_validate({"query": "x", "filter": [1]})
+    assert SearchRequest(query="x").search_options("served").collection == "served"

@@ -1,0 +1,95 @@
+"""POST /v1/search against embedded Qdrant, over real HTTP, with a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity", "fastapi", "uvicorn", "httpx"):
+    pytest.importorskip(_module)
+
+import httpx
+
+import c2v_rag
+from c2v_rag.rag import Embedder, load_model
+from c2v_rag.serving import ServerConfig, ServerThread, create_app
+from rag_helpers import make_text
+
+
+def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
+                                                     ingest_config):
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="other_model", model=tiny_variant_qwen, config=ingest_config)
+    query = make_text(3)[:50]
+    # Embedded Qdrant takes one client per directory: the expected hits are read before the server opens it.
+    expected = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant)
+    odd = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, filter={"topic": "odd"})
+    scifact = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, task="SciFact")
+    documents = c2v_rag.search(query, top_k=6, path=tmp_path, collection="kb", model=tiny_variant,
+                               group_by_document=True)
+    # Grouping checked against an independent reading: every chunk ranked, then each document's first.
+    # (Whether the plain top 6 repeats a document depends on the tiny model's random weights and the CPU.)
+    every_chunk = c2v_rag.search(query, top_k=1000, path=tmp_path, collection="kb", model=tiny_variant)
+    assert len(every_chunk) > 6
+    best_chunk: dict = {}
+    for hit in every_chunk:  # ranked best first, so the first hit of a document is its best chunk
+        best_chunk.setdefault(hit.doc_id, hit)
+    best_per_document = list(best_chunk.values())[:6]
+    assert [h.id for h in documents] == [h.id for h in best_per_document]
+    assert [h.score for h in documents] == pytest.approx([h.score for h in best_per_document], abs=1e-6)
+
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        def search(**body) -> httpx.Response:
+            return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, **body})
+
+        for response, want in ((search(), expected), (search(filter={"topic": "odd"}), odd),
+                               (search(task="SciFact"), scifact), (search(group_by_document=True, top_k=6), documents)):
+            assert response.status_code == 200, response.text
+            hits = response.json()["data"]
+            assert [h["id"] for h in hits] == [h.id for h in want]
+            assert [h["score"] for h in hits] == pytest.approx([h.score for h in want], abs=1e-5)
+            assert hits[0]["text"] == want[0].text and hits[0]["metadata"] == want[0].metadata
+        assert response.json()["usage"]["prompt_tokens"] > 0
+
+        missing = search(collection="nothing_here")
+        assert missing.status_code == 404 and "does not exist" in missing.json()["error"]["message"]
+        mismatch = search(collection="other_model")
+        assert mismatch.status_code == 409 and "another model" in mismatch.json()["error"]["message"]
+        assert search(collection="bad name!").status_code == 400
+        assert search(filter={"topic": {"nested": 1}}).status_code == 400
+        assert search(top_k=0).status_code == 400
+        assert httpx.post(server.url + "/v1/search", json={"query": ""}).status_code == 400
+
+
+def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_variant, tiny_variant_qwen):
+    """/v1/search resolves an alias once: the collection it checked against the served model is the
+    one it searches, even when a reindex moves the alias to another model's collection in between."""
+    import asyncio
+
+    from c2v_rag.rag.store.aliases import alias_target, switch_alias
+    from c2v_rag.serving.search import CollectionSearcher
+
+    docs = [{"id": f"doc-{i}", "text": make_text(i)} for i in range(4)]
+    small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
+    c2v_rag.ingest(docs, path=tmp_path, collection="papers", model=tiny_variant, versioned=True, **small)
+    c2v_rag.ingest(docs[:1], path=tmp_path, collection="papers_v2", model=tiny_variant_qwen, **small)
+    query = make_text(2)[:50]
+    expected = c2v_rag.search(query, top_k=3, path=tmp_path, collection="papers", model=tiny_variant)
+
+    model = load_model(tiny_variant, device="cpu")
+    vector = Embedder(model, normalize=True).embed_queries([query])[0]  # the query vector search() makes
+    searcher = CollectionSearcher(model, ServerConfig(qdrant_path=tmp_path))
+
+    async def check_switch_search():
+        concrete = await searcher.check("papers")
+        switch_alias(searcher._connect(), "papers", "papers_v2")  # a reindex finishing mid-request
+        return concrete, await searcher.nearest(concrete, vector, 3)
+
+    try:
+        concrete, hits = asyncio.run(check_switch_search())
+        assert alias_target(searcher._connect(), "papers") == "papers_v2"
+    finally:
+        searcher.close()
+    assert concrete == "papers_v1"
+    assert [h.id for h in hits] == [h.id for h in expected]
+    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-5)
