@@ -7,7 +7,9 @@ import logging
 import pytest
 import torch
 
-from tiny_corpus import CORPUS  # test modules import it from there: tests/rag has a conftest of its own
+from tiny_corpus import CORPUS  # test modules import it from there
+
+pytest_plugins = ["rag_fixtures"]
 
 DECODER_SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 CHATML_TEMPLATE = (

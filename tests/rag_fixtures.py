@@ -1,4 +1,5 @@
-"""Fixtures for the RAG layer: tiny saved variants, a small corpus and ingest settings."""
+"""Fixtures for the RAG layer, its CLI, server and integrations: tiny saved variants, a small corpus and ingest
+settings (a plugin of tests/conftest.py)."""
 
 from __future__ import annotations
 
