@@ -68,8 +68,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) -> None:
     """Set torch's CPU thread pools for latency-bound work (serving, one search query).
 
-    One intra-op thread is the default because it was the measured best for single queries on a
-    machine where other processes hold cores (docs/serving.md, bench/serve_threads.py): with two,
+    One intra-op thread is the default because it serves single queries best on a machine where other
+    processes hold cores (docs/serving.md has the measurement): with two,
     each of the forward pass's hundreds of parallel regions waits at a barrier for a thread that
     is itself waiting for a busy core. ``None`` keeps torch's own choice. The inter-op pool can be
     sized only once per process, before it is used; a later call leaves it as it is.
@@ -85,27 +85,22 @@ def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) ->
             pass
 
 
-# ------------------------------------------------------------------ int8 weights (issue 26)
+# ------------------------------------------------------------------ int8 weights
 
 QUANTIZE_CHOICES: tuple[str, ...] = ("none", "int8", "auto")
 # The int8 method ``quantize="int8"`` applies (c2v_rag.cpu.int8: per-token int8 with SmoothQuant, in ONNX Runtime),
-# by the name collections record. Collections written before it hold "int8" (torch's dynamic int8, removed:
-# cosine 0.78 to float), a value no model applies any more, so they refuse these vectors.
+# by the name collections record. Older collections may hold "int8" (torch's dynamic int8, whose vectors were far
+# from the float ones), a value no model applies any more, so they refuse these vectors.
 INT8_METHOD = "int8-token-sq"
 LEGACY_INT8 = "int8"
-# Kinds of vector of one model that may share a collection and search each other: measured harmless
-# (SciFact dev and dev-1k: queries of one kind against documents of the other, or against a corpus holding
-# both, scored at most 0.002 nDCG@10 below float against float; docs/performance.md, "Mixing float and int8
-# vectors").
+# Kinds of vector of one model that may share a collection and search each other: mixing them scores like float
+# against float (docs/performance.md, "Mixing float and int8 vectors").
 INTERCHANGEABLE_QUANTIZE: frozenset[str] = frozenset({"none", INT8_METHOD})
 # CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
 # batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
-# (docs/performance.md, "int8 on CPU"). AVX2 only: recipe v6 with AVX2 kernels emulated 2.06x float32 (v3:
-# 1.7x there, 1.45-1.7x for v2 on a real AVX2-only EPYC). avx512_bf16 without AMX: recipe v6 2.08x bf16, 4.9x
-# float32 (a Zen 5 EPYC with avx512_bf16 and avx512_vnni); the same run's float32 and int8 use no bf16
-# instruction, so it stands for AVX-512 VNNI CPUs without bf16 too (there less: MKL's float32 GEMMs were
-# AVX2 ones on that AMD CPU). AMX CPUs multiply bf16 in tiles, much faster than avx512_bf16; int8 vs that
-# was not measured, so they keep bf16.
+# (docs/performance.md, "int8 on CPU", has each class's numbers). The avx512_bf16 run's float32 and int8 use no
+# bf16 instruction, so it stands for AVX-512 VNNI CPUs without bf16 too. AMX CPUs multiply bf16 in tiles, much
+# faster than avx512_bf16, and int8 has not been shown faster there, so they keep bf16.
 _INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2", "avx512_vnni", "avx512_bf16"})
 _INT8_PACKAGES = ("onnxruntime", "onnx")
 

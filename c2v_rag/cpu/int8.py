@@ -1,4 +1,4 @@
-"""int8 for CPU encoding (issue 26): ``Causal2Vec.from_pretrained(..., quantize="int8")``.
+"""int8 for CPU encoding: ``Causal2Vec.from_pretrained(..., quantize="int8")``.
 
 Not to be confused with :mod:`c2v_rag.encode.precision`, which rounds the *output* vectors
 (``encode(precision="int8")``); this module changes how the model *computes* them.
@@ -10,16 +10,16 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
 - **Per token.** Each row of a matmul's input is mapped affinely onto uint8 [0, 255] by its own minimum
   and maximum (one ``QuantizeLinear`` with a scale and zero point per row), so a text never shares a scale
   with its batch neighbours (torch's dynamic int8 scales the whole batch at once: its vectors sat at
-  cosine 0.78 to the float ones, and depended on the batch). The product runs on ONNX Runtime's U8S8
+  vectors far from the float ones, and dependent on the batch). The product runs on ONNX Runtime's U8S8
   ``MatMulInteger`` GEMM; the int32 result is rescaled per row and column.
 - **The zero point inside the GEMM.** ``(xq - z) @ wq = xq @ wq - z * colsum(wq)``: the second term is taken
   out in int32 by the GEMM itself, from a few more input columns that hold each row's z (u8) against weight
-  rows that sum to ``-colsum(wq)`` (within +-64 each, 20-36 rows for SmolLM2's layers: 4-6% more GEMM). Done in
-  float over the output instead, it costs a ``Mul`` and an ``Add`` over every [tokens, out] product, 13% of
-  the int8 decoder's time on an AVX-512 VNNI CPU, and subtracts two large numbers in float32.
+  rows that sum to ``-colsum(wq)`` (within +-64 each: a few percent more GEMM). Done in float over the output
+  instead, it costs a ``Mul`` and an ``Add`` over every [tokens, out] product, and subtracts two large numbers
+  in float32.
 - **One quantization per input.** Linear layers that read the same tensor (q/k/v after the input norm,
   gate/up after the post-attention norm) share its SmoothQuant factor and its quantized copy; each keeps
-  its own GEMM (one wide GEMM and a ``Split`` measured slower).
+  its own GEMM (one wide GEMM and a ``Split`` is slower: the split copies the output).
 - **7-bit weights**, int8 per output column in [-64, 64]: AVX2's ``vpmaddubsw`` adds pairs of u8 x s8
   products in saturating int16, which full-range weights overflow.
 - **SmoothQuant** (alpha :data:`SMOOTH_ALPHA`): per input channel k, ``s_k = max|x_k|^a / max|W_k|^(1-a)``;
@@ -27,20 +27,18 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   fewer outliers to straddle. The division is folded into the RMSNorm's weight where the norm feeds only
   those layers (else one ``Mul``; ``o_proj``). ``max|x_k|`` is measured by :func:`input_maxima` on the
   float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package.
-- ``down_proj`` too (since recipe v4). Its inputs are the extreme ones (per-channel maxima in the
-  thousands), so int8 there costs the most quality: worst cosine to float 0.9960 for the whole vector
-  against 0.9976 with it in float32, still inside the bound, for 1.17x the encode speed with AVX2 kernels
-  and 1.19x with VNNI; dev scores within 0.0024 of float32 (docs/performance.md, "Recipe v4"). It was
-  kept in float32 until the whole int8 path computed each text on its own bit for bit (the projector
-  row by row): before that, float noise from the batch flipped its roundings, and a text alone against
-  in a batch fell to cosine 0.9990 (docs/performance.md). :data:`KEEP_FLOAT` names layers to leave float.
+- ``down_proj`` too. Its inputs are the extreme ones (per-channel maxima in the thousands), so int8 there
+  costs the most quality, still inside the bound, for a clear speed-up (docs/performance.md, "int8 on CPU").
+  It relies on the whole int8 path computing each text on its own, bit for bit (the projector row by row):
+  otherwise float noise from the batch flips its roundings and a text's vector depends on its batch.
+  :data:`KEEP_FLOAT` names layers to leave float.
 - The attention runs in float32 as ONNX's ``Attention`` op over causal blocks of queries, so that it does
-  about the causal half of the work (:mod:`c2v_rag.cpu.onnx_attention`; recipe v5), where it applies; and the
-  last layer runs at the rows the embedding reads only (recipe v6; the same module).
+  about the causal half of the work (:mod:`c2v_rag.cpu.onnx_attention`), where it applies; and the last layer
+  runs at the rows the embedding reads only (the same module).
 
 The encoder stays float32 (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.cpu.onnx_encoder`),
-and the projector, Contextual-token slot write and readout in torch float32; the encoder is ~8% of the
-linear-layer FLOPs (but 14-21% of an int8 encode's CPU time). The graph is built once per model
+and the projector, Contextual-token slot write and readout in torch float32: int8 in the encoder gained
+little and cost quality (docs/performance.md). The graph is built once per model
 and cached on disk
 (:mod:`c2v_rag.cpu.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
 the calibration texts and this recipe; a later load reads the file without calibrating again.
@@ -173,7 +171,7 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
 
     Linear layers that read the same tensor (q/k/v, gate/up) share one SmoothQuant factor (from the
     largest of their weights' rows) and one quantized copy of it, each then with its own int8 GEMM
-    (one GEMM and a ``Split`` measured slower: the split copies the output). Where that tensor is an
+    (one GEMM and a ``Split`` is slower: the split copies the output). Where that tensor is an
     RMSNorm's output read by nothing else, ``1/s`` is folded into the norm's weight instead of a ``Mul``.
 
     ``fold_zero_point`` takes the zero point's share out inside the GEMM (:func:`_zero_point_rows`) instead

@@ -1,4 +1,4 @@
-"""The exported decoder's attention as ONNX's ``Attention`` op, computed causally in blocks (issue 26).
+"""The exported decoder's attention as ONNX's ``Attention`` op, computed causally in blocks.
 
 The legacy exporter writes each layer's attention out op by op: rotary embedding, ``repeat_kv`` (an
 ``Expand`` that copies K and V once per query head), the additive causal and padding mask over
@@ -10,29 +10,26 @@ feeds the output.
 **Causal work only.** ONNX Runtime's CPU attention kernels (``Attention``, ``GroupQueryAttention``) compute
 the full [T, T] scores and probabilities x V and mask the upper triangle after: twice the causal work.
 So a sequence of :data:`MIN_BLOCKED_LENGTH` tokens or more is cut into :data:`BLOCKS` blocks of queries,
-and block i attends to the keys up to its own end only, under a causal mask of [block, end] (62.5% of
+and block i attends to the keys up to its own end only, under a causal mask of [block, end] (5/8 of
 the square for 4 blocks). Shorter sequences run as one block, where the blocks' extra nodes cost more
 than they save (an ``If`` per layer picks). Each query's scores, softmax and weighted sum are computed
 over the same keys either way, with the masked ones contributing exact zeros: the output is bitwise the
-same however the sequence is cut (measured), so a text's vector still does not depend on its batch.
-Measured on SmolLM2-135M's heads against ``GroupQueryAttention`` with its rotary embedding
-(``bench/attention_blocks.py``): 1.3-1.8x the attention's speed at 64-512 tokens, 0.85-1.04x at 20-40 tokens,
-where the attention is a small part of the encode (docs/performance.md, "Recipe v5").
+same however the sequence is cut (tested), so a text's vector still does not depend on its batch. The
+speed against ``GroupQueryAttention`` is in docs/performance.md ("int8 on CPU", with ``bench/attention_blocks.py``).
 
 **No padding mask.** Rows are right-padded (``collate``), and with causal attention a real token only
 sees positions before it, all real: the padding never reaches a real token's state, in any layer. So
 the blocks need only the causal mask, the same for every row and head; the padding positions' own
 states are meaningless (as in any padded batch) and nothing reads them.
 
-**The last layer at the readout rows only** (:func:`last_layer_at_rows`, recipe v6). The embedding reads
+**The last layer at the readout rows only** (:func:`last_layer_at_rows`). The embedding reads
 the last layer's states at a few positions (the Contextual token and EOS). Under causal attention every
 layer but the last is needed at every position (its keys and values feed the next), but in the last one
 only the rows read need a query, ``o_proj`` and the MLP: the graph takes those positions as the input
 :data:`READOUT_INPUT` [B, R] and returns [B, R, d]. Each row is computed on its own (per-row norms and
 quantization, exact int32 GEMMs, the same keys summed), so the rows are bitwise the rows of the whole
 computation from R = 2 on (tested; with one row ONNX Runtime's attention takes another path and they differ
-by float rounding, ~1e-8), and a text's vector still does not depend on its batch. It saves about 1/30 of
-SmolLM2-135M's decoder.
+by float rounding), and a text's vector still does not depend on its batch. It saves most of one layer of L.
 
 It applies where this is exact: a causal decoder (not LLM2Vec's bidirectional one) whose q/k/v projections
 have no bias, with the default rotary
@@ -59,8 +56,10 @@ logger = logging.getLogger(__name__)
 POSITIONS_KEY = "c2v_positions"
 POSITIONS_FROM_LENGTHS = "arange"
 ATTENTION_OPSET = 23  # the first opset with the Attention op
-BLOCKS = 4  # 6 as fast at 200-512 tokens but slower at 64-100, 2 slower (docs/performance.md, "Recipe v5")
-MIN_BLOCKED_LENGTH = 64  # below this, one block: measured faster at 20 and 40 tokens, slower from 64 (AVX2)
+# The block count and the length from which blocks pay were chosen with bench/attention_blocks.py
+# (docs/performance.md, "int8 on CPU"): more blocks save more of the square but add nodes per layer.
+BLOCKS = 4
+MIN_BLOCKED_LENGTH = 64
 READOUT_INPUT = "readout_positions"  # [B, R] int64: the positions whose last-layer states the graph returns
 _PROJECTION = re.compile(r"layers\.(\d+)/self_attn/([qkvo])_proj/MatMul$")
 

@@ -1,4 +1,4 @@
-"""The decoder run by ONNX Runtime on a CPU, in float32 or with int8/int4 weights (issue 26).
+"""The decoder run by ONNX Runtime on a CPU, in float32 or with int8/int4 weights.
 
 :func:`onnx_decoder` exports a loaded transformers decoder (``Causal2Vec.decoder``) to ONNX once, optionally
 quantizes its matmuls with ONNX Runtime's tools, caches the file on disk and returns an :class:`OnnxDecoder`:
@@ -267,15 +267,12 @@ def cpu_session(path: Path, threads: int = 1, *, spinning: bool = False) -> Any:
     all graph optimizations, errors only in its log, and ``threads`` intra-op threads.
 
     One thread by default: the encode loop runs as many batches side by side instead, one core each
-    (:attr:`OnnxDecoder.batch_workers`). On 2 cores that encoded 1.15x (AVX2 kernels) to 1.33x (AVX-512)
-    as fast as one batch at a time on two intra-op threads, whose small kernels (the per-row quantization,
-    norms, slices) do not split; and a text alone took no longer on one thread than on two
-    (docs/performance.md, "Recipe v6 and threads").
+    (:attr:`OnnxDecoder.batch_workers`): faster than one batch at a time on several intra-op threads, whose
+    small kernels (the per-row quantization, norms, slices) do not split (docs/performance.md, "int8 on CPU").
 
     ``spinning`` off (the default): pool threads, where there are any, sleep when a kernel ends instead of
     spinning for the next. An int8 encode runs two sessions (encoder, decoder) and torch between them:
-    spinning threads held the cores the others were working on (2 intra-op threads on 2 cores: 1.12-1.35x
-    slower)."""
+    spinning threads hold the cores the others are working on."""
     ort = require("onnxruntime", "running an ONNX decoder", "int8")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -2,11 +2,10 @@
 
 ``quantize="int8"`` runs the decoder in ONNX Runtime (:mod:`c2v_rag.cpu.int8`); :func:`onnx_encoder` moves the
 encoder there too, unquantized: the same float32 arithmetic, so its states and the encoder's part of every
-vector stay what torch computes (cosine 0.9999999 on 32 mixed SciFact texts), while ONNX Runtime's fused
-kernels take 0.5x torch's CPU time on an AVX-512 CPU (and the same time on an AVX2-only one;
-docs/performance.md, "int8 on CPU"). The encoder is not quantized: per-token int8 with SmoothQuant (the
-decoder's recipe) measured 3.5x torch's speed but cosine 0.9969 for the encoder's own mean-pooled vector,
-the strongest part of the embedding.
+vector stay what torch computes (to float rounding), while ONNX Runtime's fused kernels are faster than
+torch's on AVX-512 CPUs (docs/performance.md, "int8 on CPU"). The encoder is not quantized: per-token int8
+with SmoothQuant (the decoder's recipe) cost too much quality in the encoder's own mean-pooled vector, the
+strongest part of the embedding.
 
 :class:`OnnxEncoder` is an ``nn.Module`` called as ``Causal2Vec`` calls its encoder (``input_ids``,
 ``attention_mask``) that returns an object with ``last_hidden_state``; it keeps the encoder's ``config``.

@@ -76,17 +76,12 @@ class EncodingModel(Protocol):
 def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
     """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM.
 
-    On CPU, small batches win (bench/encode_options.py, SciFact abstracts and claims mixed, one
-    core, bf16): 2,048 padded tokens encoded 2.0x faster than 8,192, and 1,024 another 1.06-1.18x
-    faster than 2,048 over three runs (512 no better on 200 texts; docs/performance.md). Smaller
-    batches pad less, since each spans a narrower range of lengths, and keep the activations that
-    attention and the elementwise ops stream through in cache; a 1,024-row GEMM still runs near
-    the measured peak.
+    On CPU, small batches win (docs/performance.md, with ``bench/encode_options.py``): smaller batches
+    pad less, since each spans a narrower range of lengths, and keep the activations that attention and
+    the elementwise ops stream through in cache, while a 1,024-row GEMM still runs near its peak.
 
     The int8 path (``quantization`` other than ``"none"``: ONNX Runtime, each row on its own) is faster
-    smaller still: 512 tokens encoded 1.03-1.07x as fast as 1,024 with AVX2 kernels and 1.05-1.07x with
-    VNNI, on ingest-sized chunks and on mixed abstracts and claims (docs/performance.md, "Recipe v4"). Its
-    vectors do not depend on the batch, so the budget changes only the speed.
+    smaller still. Its vectors do not depend on the batch, so the budget changes only the speed.
     """
     if device.type == "cuda":
         return 65536
