@@ -40,7 +40,6 @@ import torch
 from c2v_rag import Causal2Vec
 from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
 from c2v_rag.encode.loop import default_max_tokens
-from c2v_rag.nn.pooling import read_representation
 from common import measure, mixed_texts, single_thread_note
 
 BUDGET = default_max_tokens(torch.device("cpu"))  # the library's CPU default
@@ -98,8 +97,8 @@ def encoder_ahead(model: Causal2Vec, texts: list[str]) -> np.ndarray:
         for rows, batch, c in ahead:
             hidden = model.decoder(inputs_embeds=model.decoder_inputs(batch, c), attention_mask=batch.attention_mask,
                                    position_ids=batch.position_ids, use_cache=False).last_hidden_state
-            out[rows] = read_representation(model.config.representation, hidden, batch.context_positions,
-                                            batch.last_positions, model.config.num_contextual_tokens, c).float().numpy()
+            out[rows] = model.readout.read(hidden, batch.context_positions, batch.last_positions,
+                                           model.config.num_contextual_tokens, c).float().numpy()
     return out
 
 

@@ -4,6 +4,9 @@ This module is the facade, the top of the package's layers (``[tool.importlinter
 it re-exports names from the modules that define them, and no module inside the package imports it.
 """
 
+# First: it registers the representations that Causal2VecConfig validates its `representation` against
+# (c2v_rag.nn.readout), so every import of the package, of any module in it, registers them.
+from c2v_rag.nn import readout as _readout  # noqa: F401
 from c2v_rag.core.config import Causal2VecConfig, PromptFormat
 from c2v_rag.core.errors import C2VError, MissingPackageError, ModelSourceError, UnsupportedArchitectureError, VariantLoadError
 from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task

@@ -3,29 +3,71 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from c2v_rag.core.errors import VariantLoadError
 
 CONFIG_FILE = "causal2vec_config.json"
 """The file in a variant directory that holds its :class:`Causal2VecConfig`."""
 
-Representation = Literal["concat", "average", "last_token", "contextual", "eos_projector", "mean", "weighted_mean"]
-"""How the embedding is read off the decoder (paper, Table 12; LLM2Vec, Section 3.2):
 
-- ``concat``: [h_C; h_EOS], the Causal2Vec default (2d dims);
-- ``contextual``: h_C alone (d dims). Causal attention means h_C never sees the text tokens after it, so
-  it is the encoder's view of the text as read through the decoder (an ablation, and a cheap training stage);
-- ``average``: (h_C + h_EOS) / 2 (d dims);
-- ``last_token``: h_EOS alone (d dims);
-- ``eos_projector``: [h_EOS; C], the EOS state next to the projector output ("Concat-bi", 2d dims);
-- ``mean``: the mean of the text tokens' states, instruction and template excluded (LLM2Vec; d dims);
-- ``weighted_mean``: the same with weights growing with position, 1..k over the k text tokens
-  (SGPT's position-weighted mean, LLM2Vec's choice for causal models; d dims).
-"""
+class RepresentationFacts(Protocol):
+    """What validating a config needs to know of a representation (a way to read the embedding off the
+    decoder's last states); :class:`c2v_rag.nn.readout.Representation` declares these and computes the vectors.
+
+    The representations live in :data:`c2v_rag.nn.readout.REPRESENTATIONS`, a layer above this one: that
+    module hands its registry to :func:`use_representations` when imported, and the package's import
+    imports it, so a config is checked against every registered name without this layer importing it.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reads_contextual(self) -> bool:
+        """Whether it reads the Contextual token (h_C or C): a plain decoder has none to read, and echo
+        embeddings are read off the text's second copy instead."""
+        ...
+
+    @property
+    def two_part(self) -> bool:
+        """Whether it combines two vectors, which ``normalize_parts`` L2-normalizes first."""
+        ...
+
+    def parts(self, d: int) -> dict[str, int]:
+        """The named parts of its vector, in order, with their widths, given the decoder's width ``d``."""
+        ...
+
+
+_representations: Mapping[str, RepresentationFacts] = {}
+
+
+def use_representations(registry: Mapping[str, RepresentationFacts]) -> None:
+    """Validate ``representation`` against ``registry``, by name; :mod:`c2v_rag.nn.readout` passes its registry
+    when it is imported, which the package's import does, so every config is validated against it."""
+    global _representations
+    _representations = registry
+
+
+def representation_facts(name: str) -> RepresentationFacts:
+    """The registered representation ``name``, or a ValueError that lists the registered names."""
+    facts = _representations.get(name)
+    if facts is None:
+        raise ValueError(f"representation={name!r} is not a registered representation; use one of "
+                         f"{list(_representations) or 'none (import c2v_rag.nn.readout registers them)'}")
+    return facts
+
 
 READOUT_FIELDS = ("representation", "normalize_parts", "encoder_share")
 """Fields that say how the embedding is read off the decoder's states, not what the weights are: a
@@ -33,10 +75,6 @@ trained variant can change them (``Causal2Vec.set_readout``; a training stage co
 
 AttentionMode = Literal["causal", "bidirectional"]
 """``bidirectional`` lets every token attend to later ones too (LLM2Vec; Causal2Vec Table 15)."""
-
-POOLED_REPRESENTATIONS = ("mean", "weighted_mean")
-TWO_PART_REPRESENTATIONS = ("concat", "average", "eos_projector")
-"""Representations built from two vectors; ``normalize_parts`` L2-normalizes each before combining them."""
 
 DEFAULT_ECHO_TEMPLATE = "Rewrite the sentence: {text}\nRewritten sentence: {text}"
 """Echo embeddings' repetition prompt (Springer et al., 2024): the text twice; only the second copy is pooled."""
@@ -81,7 +119,13 @@ class Causal2VecConfig(BaseModel):
     encoder_revision: str | None = None
 
     num_contextual_tokens: int = Field(1, ge=0, description="0 gives the plain decoder baseline")
-    representation: Representation = "concat"
+    representation: str = Field(
+        "concat",
+        description=(
+            "how the embedding is read off the decoder's last states: the name of a registered representation "
+            "(c2v_rag.nn.readout.REPRESENTATIONS; concat = [h_C; h_EOS] is Causal2Vec's)"
+        ),
+    )
     normalize_parts: bool = Field(
         False,
         description=(
@@ -134,6 +178,12 @@ class Causal2VecConfig(BaseModel):
     encoder_adapter: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("representation")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        representation_facts(name)
+        return name
+
     @model_validator(mode="after")
     def _check(self) -> "Causal2VecConfig":
         if "{instruction}" not in self.instruction_template:
@@ -144,16 +194,18 @@ class Causal2VecConfig(BaseModel):
             raise ValueError(f"example_template={self.example_template!r} must contain '{{query}}' and '{{response}}'")
         if self.echo_template.count("{text}") != 2:
             raise ValueError(f"echo_template={self.echo_template!r} must contain '{{text}}' exactly twice")
-        if self.echo and self.representation not in ("last_token", *POOLED_REPRESENTATIONS):
+        representation = representation_facts(self.representation)
+        without_contextual = _either(name for name, facts in _representations.items() if not facts.reads_contextual)
+        if self.echo and representation.reads_contextual:
             raise ValueError(
-                f"echo=True reads the second copy of the text: use representation='mean', 'weighted_mean' or "
-                f"'last_token', not {self.representation!r}"
+                f"echo=True reads the second copy of the text: use representation={without_contextual}, not "
+                f"{self.representation!r}"
             )
         if self.num_contextual_tokens == 0:
-            if self.representation not in ("last_token", *POOLED_REPRESENTATIONS):
+            if representation.reads_contextual:
                 raise ValueError(
-                    "num_contextual_tokens=0 (plain decoder) supports representation='last_token', 'mean' or "
-                    f"'weighted_mean', got {self.representation!r}"
+                    f"num_contextual_tokens=0 (plain decoder) supports representation={without_contextual}, "
+                    f"got {self.representation!r}"
                 )
         elif self.encoder is None:
             raise ValueError("a Contextual token needs a bidirectional encoder: set encoder=...")
@@ -168,10 +220,10 @@ class Causal2VecConfig(BaseModel):
         if self.matryoshka_dims and sizes_known and self.matryoshka_dims[-1] >= self.embedding_dim:
             raise ValueError(f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding "
                              f"({self.embedding_dim} dims)")
-        if self.normalize_parts and self.representation not in TWO_PART_REPRESENTATIONS:
+        if self.normalize_parts and not representation.two_part:
+            two_part = tuple(name for name, facts in _representations.items() if facts.two_part)
             raise ValueError(
-                f"normalize_parts=True applies to the two-part representations {TWO_PART_REPRESENTATIONS}, "
-                f"not {self.representation!r}"
+                f"normalize_parts=True applies to the two-part representations {two_part}, not {self.representation!r}"
             )
         return self
 
@@ -184,10 +236,10 @@ class Causal2VecConfig(BaseModel):
         """Where each part of the embedding sits in the vector, and ``full`` for the whole.
 
         The layout is ``[encoder; first; second]``: ``encoder`` (MiniLM's own sentence vector, only with
-        ``encoder_share``), then the decoder readout, split in two for the two-part representations
-        (``concat``: ``contextual`` = h_C and ``eos`` = h_EOS; ``eos_projector``: ``eos`` and ``projector``
-        = C) and whole otherwise (named ``eos`` for ``last_token``, ``contextual`` for ``contextual``, else
-        after the representation). Each part, re-normalized, is an embedding of its own: the trainer
+        ``encoder_share``), then the decoder readout in the parts its representation names
+        (:meth:`RepresentationFacts.parts`: ``concat`` has ``contextual`` = h_C and ``eos`` = h_EOS,
+        ``eos_projector`` has ``eos`` and ``projector`` = C, ``last_token`` is one part ``eos``, the others
+        one part named after themselves). Each part, re-normalized, is an embedding of its own: the trainer
         scores parts by name (``objective.parts``), ``experiments/readout_parts.py`` evaluates them.
         """
         if self.decoder_hidden_size is None:
@@ -200,11 +252,9 @@ class Causal2VecConfig(BaseModel):
                 raise ValueError("encoder_hidden_size is unknown until the encoder is loaded")
             layout["encoder"] = slice(0, self.encoder_hidden_size)
             start = self.encoder_hidden_size
-        names = {"concat": ("contextual", "eos"), "eos_projector": ("eos", "projector"),
-                 "last_token": ("eos",)}.get(self.representation, (self.representation,))
-        for name in names:
-            layout[name] = slice(start, start + d)
-            start += d
+        for name, width in representation_facts(self.representation).parts(d).items():
+            layout[name] = slice(start, start + width)
+            start += width
         layout["full"] = slice(0, start)
         return layout
 
@@ -226,6 +276,12 @@ class Causal2VecConfig(BaseModel):
                              f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
                              "need (objective.matryoshka in the training recipe)")
         return None if truncate_dim == full else truncate_dim
+
+
+def _either(names: Iterable[str]) -> str:
+    """``'a', 'b' or 'c'``: the names quoted, for a message."""
+    quoted = [repr(name) for name in names]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
 def read_config(directory: Path) -> Causal2VecConfig:

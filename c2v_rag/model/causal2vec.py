@@ -26,8 +26,9 @@ from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
 from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import resolve_instruction
-from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, read_representation, readout_positions
+from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector
 from c2v_rag.nn.projector import ContextualProjector
+from c2v_rag.nn.readout import REPRESENTATIONS, Representation
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 
@@ -293,6 +294,11 @@ class Causal2Vec(nn.Module):
         self.prompts.max_length = value
 
     @property
+    def readout(self) -> Representation:
+        """The registered :class:`~c2v_rag.nn.readout.Representation` named by ``config.representation``."""
+        return REPRESENTATIONS[self.config.representation]
+
+    @property
     def device(self) -> torch.device:
         return next(self.decoder.parameters()).device
 
@@ -379,8 +385,8 @@ class Causal2Vec(nn.Module):
         # can compute its last layer at those rows alone (the int8 graph) then does, the other rows NaN
         rows = None
         if readout_only and getattr(self.decoder, "rows_only", False):
-            rows = readout_positions(self.config.representation, batch.context_positions, batch.last_positions,
-                                     self.config.num_contextual_tokens)
+            rows = self.readout.positions(batch.context_positions, batch.last_positions,
+                                          self.config.num_contextual_tokens)
         contextual = sentence = None
         if self.config.num_contextual_tokens and self.config.encoder_share:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
@@ -434,14 +440,12 @@ class Causal2Vec(nn.Module):
             sentence = mean_pool(states, batch.encoder_attention_mask)
             return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch, readout_only=True)
-        readout = read_representation(
-            self.config.representation, hidden, batch.context_positions,
-            batch.last_positions, self.config.num_contextual_tokens, contextual, batch.pool_mask,
-            normalize_parts=self.config.normalize_parts,
-        )
+        vector = self.readout.read(hidden, batch.context_positions, batch.last_positions,
+                                   self.config.num_contextual_tokens, contextual, batch.pool_mask,
+                                   normalize_parts=self.config.normalize_parts)
         if self.config.encoder_share:
-            readout = mix_encoder_vector(readout, sentence, self.config.encoder_share)
-        return readout if truncate_dim is None else readout[:, :truncate_dim]
+            vector = mix_encoder_vector(vector, sentence, self.config.encoder_share)
+        return vector if truncate_dim is None else vector[:, :truncate_dim]
 
     # ------------------------------------------------------------------ encode API
 
@@ -529,8 +533,9 @@ class Causal2Vec(nn.Module):
 
 
 def _reads_text(config: Causal2VecConfig) -> bool:
-    """Whether the embedding depends on the text tokens after C (all but a causal ``contextual`` readout)."""
-    return not (config.representation == "contextual" and config.attention == "causal")
+    """Whether the embedding depends on the text tokens after C: where its representation reads them, or where
+    attention is bidirectional and so even h_C sees them."""
+    return REPRESENTATIONS[config.representation].reads_text or config.attention != "causal"
 
 
 def _default_attention(device: torch.device) -> str:

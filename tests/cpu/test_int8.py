@@ -339,7 +339,6 @@ def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(tiny_model_f
     """The int8 graph's last layer runs at the positions the representation reads (C and EOS for concat, EOS
     for last_token; every row for mean, which pools them all), and the vectors are bit for bit those of the
     same graph run at every row."""
-    from c2v_rag.model import causal2vec as modeling
     from c2v_rag.cpu.onnx_attention import READOUT_INPUT
 
     model = tiny_model_factory("llama", representation=representation).eval()
@@ -352,7 +351,7 @@ def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(tiny_model_f
     vectors = model.encode(TEXTS, normalize_embeddings=True)
     rows = {"concat": 2, "last_token": 1}
     assert fed and all(r == rows.get(representation, length) for r, length in fed)
-    monkeypatch.setattr(modeling, "readout_positions", lambda *a: None)  # every row computed, then read
+    monkeypatch.setattr(model.readout, "positions", lambda *a: None)  # every row computed, then read
     every_row = model.encode(TEXTS, normalize_embeddings=True)
     if representation == "last_token":
         np.testing.assert_allclose(every_row, vectors, rtol=0, atol=1e-6)

@@ -1,4 +1,4 @@
-"""c2v_rag.nn.pooling.readout_positions says which positions read_representation reads: with every other row
+"""Representation.positions (c2v_rag.nn.readout) says which positions Representation.read reads: with every other row
 of the hidden states NaN (as the int8 decoder leaves them), each representation gives what it gives from
 the whole states; one of those rows NaN as well, and it shows."""
 
@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from c2v_rag.core.config import POOLED_REPRESENTATIONS
-from c2v_rag.nn.pooling import read_representation, readout_positions
+from c2v_rag.nn.readout import REPRESENTATIONS as REGISTERED
 
 REPRESENTATIONS = ["concat", "average", "last_token", "contextual", "eos_projector", "mean", "weighted_mean"]
 
@@ -23,11 +22,11 @@ def test_the_readout_reads_exactly_the_positions_it_names(representation, n_cont
     pool_mask = (torch.arange(9)[None] <= last[:, None]).long()
 
     def read(states: torch.Tensor) -> torch.Tensor:
-        return read_representation(representation, states, context, last, n_contextual, contextual, pool_mask,
-                                   normalize_parts=True)
+        return REGISTERED[representation].read(states, context, last, n_contextual, contextual, pool_mask,
+                                               normalize_parts=True)
 
-    rows = readout_positions(representation, context, last, n_contextual)
-    if representation in POOLED_REPRESENTATIONS:
+    rows = REGISTERED[representation].positions(context, last, n_contextual)
+    if REGISTERED[representation].pools_text:
         assert rows is None  # every row is read
         return
     expected = read(hidden)
@@ -39,3 +38,26 @@ def test_the_readout_reads_exactly_the_positions_it_names(representation, n_cont
         holed = sparse.clone()
         holed[0, rows[0, column]] = float("nan")
         assert read(holed)[0].isnan().any()
+
+
+def test_an_unknown_representation_is_refused_when_the_config_is_built_naming_the_registered_ones():
+    from c2v_rag.core.config import Causal2VecConfig
+
+    with pytest.raises(ValueError, match="representation='maxx' is not a registered representation") as refused:
+        Causal2VecConfig(decoder="x", encoder="y", representation="maxx")
+    assert all(repr(name) in str(refused.value) for name in REGISTERED)
+    config = Causal2VecConfig(decoder="x", encoder="y")
+    with pytest.raises(ValueError, match="not a registered representation"):
+        config.representation = "maxx"
+
+
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_the_config_layout_is_the_representation_s_parts_and_width(representation):
+    from c2v_rag.core.config import Causal2VecConfig
+
+    registered = REGISTERED[representation]
+    plain = {"num_contextual_tokens": 0, "encoder": None} if not registered.reads_contextual else {"encoder": "y"}
+    config = Causal2VecConfig(decoder="x", representation=representation, decoder_hidden_size=8, **plain)
+    layout = config.parts
+    assert [name for name in layout if name != "full"] == list(registered.parts(8))
+    assert config.embedding_dim == registered.width(8) == sum(registered.parts(8).values())
