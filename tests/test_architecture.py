@@ -34,7 +34,7 @@ def graph():
 def layer_modules() -> list[set[str]]:
     """The layers of pyproject.toml's layers contract, top first, as sets of module names under c2v_rag."""
     contracts = api.read_configuration(str(PYPROJECT))["contracts_options"]
-    (contract,) = [c for c in contracts if c["type"] == "layers"]
+    (contract,) = [c for c in contracts if c["id"] == "layers"]
     layers = [LayerField().parse(raw) for raw in contract["layers"]]
     return [{f"{PACKAGE}.{tail.name}" for tail in layer.module_tails} for layer in layers]
 
