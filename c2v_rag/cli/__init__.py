@@ -1,4 +1,4 @@
-"""The ``c2v-rag`` command line."""
+"""The ``c2v-rag`` command line: :func:`main` runs it, :func:`build_parser` builds its parser."""
 
 from c2v_rag.cli.app import build_parser, main
 

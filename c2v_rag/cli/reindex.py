@@ -1,0 +1,42 @@
+"""``c2v-rag reindex``: re-embed the collection behind an alias with another model, then switch the alias."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Literal
+
+from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_quiet, qdrant_args
+
+if TYPE_CHECKING:
+    from c2v_rag.cli.arguments import Subparsers
+
+# --sparse's words as reindex's ``sparse`` argument: keep the old collection's setting, BM25, or none.
+_SPARSE: dict[str, Literal["keep", "bm25"] | None] = {"keep": "keep", "bm25": "bm25", "none": None}
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "reindex", help="re-embed the collection behind an alias with another model, then switch the alias",
+        description="Fill NAME_v(n+1) from the chunks behind the alias --collection, embedded with --model, then "
+                    "point the alias at it in one step; searches keep running on the old one meanwhile.")
+    add_qdrant_options(parser)
+    parser.add_argument("--sparse", choices=["keep", "bm25", "none"], default="keep",
+                        help="BM25 sparse vectors: keep the old collection's setting (default), add or drop them")
+    parser.add_argument("--batch-size", type=int, default=256, help="chunks embedded and uploaded together")
+    parser.add_argument("--drop-previous", action="store_true", help="delete the old collection after the switch")
+    add_quiet(parser)
+    add_model_options(parser, "the new variant directory or preset (default: the default preset)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Reindex and print the summary."""
+    from c2v_rag.rag import reindex
+
+    qdrant = qdrant_args(args)
+    result = reindex(qdrant.pop("collection"), model=args.model, device=args.device, dtype=args.dtype,
+                     quantize=args.quantize, sparse=_SPARSE[args.sparse],
+                     batch_size=args.batch_size, drop_previous=args.drop_previous, show_progress=not args.quiet,
+                     **qdrant)
+    print(f"reindexed: {result.summary()}")
+    return 0

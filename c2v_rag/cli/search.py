@@ -1,0 +1,90 @@
+"""``c2v-rag search``: the chunks of an ingested collection nearest to a query, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_query_options, qdrant_args
+
+if TYPE_CHECKING:
+    from c2v_rag.cli.arguments import Subparsers
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("search", help="search an ingested collection",
+                                   description="Print the chunks nearest to QUERY: score, source and a snippet.")
+    parser.add_argument("query")
+    parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default 5)")
+    add_qdrant_options(parser)
+    add_query_options(parser, task_help="registered task whose instruction the query gets")
+    parser.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
+    parser.add_argument("--json", action="store_true", help="print the hits as JSON")
+    parser.add_argument("--filter", default=None, metavar="JSON",
+                        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, '
+                             '"must_not": {"lang": ["de"]}}\'')
+    parser.add_argument("--mode", choices=["dense", "sparse", "hybrid"], default="dense",
+                        help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)")
+    parser.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf",
+                        help="how --mode hybrid fuses the two lists: reciprocal rank (default) or "
+                             "distribution-based score fusion")
+    parser.add_argument("--group-by-document", action="store_true",
+                        help="the top-k documents, each shown by its best chunk, rather than the top-k chunks")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)")
+    add_model_options(parser, "variant directory or preset (default: the one the collection was built with)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search and print the hits: ranked lines with a snippet each, or ``--json``."""
+    import json
+
+    from c2v_rag.core.devices import configure_cpu_threads
+    from c2v_rag.rag import search
+    from c2v_rag.rag.options import SearchOptions
+
+    # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
+    configure_cpu_threads(args.threads)
+    connection = qdrant_args(args)
+    # The SearchOptions /v1/search builds too, here from the flags (argparse has checked mode and fusion).
+    options = SearchOptions(collection=connection.pop("collection"), task=args.task, instruction=args.instruction,
+                            examples=args.example, filter=_parse_filter(args.filter), mode=args.mode,
+                            fusion=args.fusion, group_by_document=args.group_by_document)
+    hits = search(args.query, args.top_k, options=options, model=args.model, device=args.device, dtype=args.dtype,
+                  quantize=args.quantize, **connection)
+    if args.json:
+        print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
+    else:
+        _print_hits(hits, args.snippet_chars)
+    return 0
+
+
+def _print_hits(hits: list[Any], snippet_chars: int) -> None:
+    """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text."""
+    import textwrap
+
+    if not hits:
+        print("no results")
+    for rank, hit in enumerate(hits, 1):
+        where = hit.source or hit.doc_id or hit.id
+        chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
+        print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}")
+        snippet = " ".join(hit.text.split())
+        print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
+
+
+def _parse_filter(text: str | None) -> dict[str, Any] | None:
+    """``--filter`` as a dict of metadata conditions; a ValueError that shows the syntax when it is not one."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--filter {text!r} is not JSON ({err.msg}); write it like "
+                         "--filter '{\"year\": {\"gte\": 2020}}'") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--filter must be a JSON object of metadata conditions, got {text!r}")
+    return value
