@@ -1001,14 +1001,15 @@ def throughput_preset(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     result = run_throughput(bench, deadline, lambda: Causal2Vec.from_pretrained(bench.variant, device=bench.device,
                                                                                 dtype="bfloat16"),
                             bench.preset_bases.decoder)
-    return {"shapes": "SmolLM2-135M-Instruct + all-MiniLM-L6-v2 (the preset)", "weights": weights_note(bench),
+    return {"shapes": shapes(bench, "SmolLM2-135M-Instruct + all-MiniLM-L6-v2 (the preset)"),
+            "weights": weights_note(bench),
             **result}
 
 
 def throughput_large(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     bench.drop_device_models()
     result = run_throughput(bench, deadline, bench.large_model, bench.large_bases.decoder)
-    return {"shapes": "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2, fresh projector", **result}
+    return {"shapes": shapes(bench, "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2, fresh projector"), **result}
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -1036,7 +1037,8 @@ def training_large(bench: Bench, deadline: Deadline) -> dict[str, Any]:
             break
     seconds = sorted(r["seconds"] for r in steps)[len(steps) // 2]
     result: dict[str, Any] = {
-        "shapes": "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2", "precision": "bf16", "batch": s.train_batch,
+        "shapes": shapes(bench, "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2"), "precision": "bf16",
+        "batch": s.train_batch,
         "mini_batch": s.train_mini_batch, "max_length": s.train_max_length,
         "lora": f"decoder r={lora.r} alpha={lora.alpha:g}, encoder r={encoder_lora.r} alpha={encoder_lora.alpha:g}",
         "gradient_checkpointing": True, "trainable_params": trainable, "timed_steps": len(steps),
@@ -1114,6 +1116,10 @@ def cut_status(cut: list[str], errors: Sequence[str] = ()) -> dict[str, Any]:
     if not (cut or errors):
         return {}
     return {"status": "partial", "cut": list(cut), **({"errors": list(errors)} if errors else {})}
+
+
+def shapes(bench: Bench, name: str) -> str:
+    return f"tiny stand-in for {name}" if bench.args.tiny else name
 
 
 def weights_note(bench: Bench) -> str:
