@@ -128,9 +128,9 @@ from common import peak_rss_kib, reset_peak_rss  # noqa: E402  (bench/common.py)
 
 # The c2v_rag names this script uses; all of them here, so that a move of a module changes only these lines.
 from c2v_rag import Causal2Vec, __version__ as C2V_VERSION  # noqa: E402
-from c2v_rag.config import Causal2VecConfig  # noqa: E402
-from c2v_rag.presets import resolve_variant_path  # noqa: E402
-from c2v_rag.sources import resolve_reference  # noqa: E402
+from c2v_rag.core.config import Causal2VecConfig  # noqa: E402
+from c2v_rag.hub.presets import resolve_variant_path  # noqa: E402
+from c2v_rag.hub.sources import resolve_reference  # noqa: E402
 from c2v_rag.training import TrainConfig, Trainer, info_nce  # noqa: E402
 
 H100_BF16_DENSE_TFLOPS = 989.0  # H100 SXM (and H200: the same chip's tensor cores), dense bf16, NVIDIA's datasheet
