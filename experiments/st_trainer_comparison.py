@@ -49,7 +49,7 @@ import torch
 
 from c2v_rag.training import load_config
 from c2v_rag.training.gradcache import ContrastiveStep, Embedder
-from c2v_rag.training.objectives import ContrastiveObjective
+from c2v_rag.training.objectives.contrastive import ContrastiveObjective
 from c2v_rag.training.sampling import HomogeneousBatchPlan, layout_step
 from c2v_rag.training.trainer import Trainer, build_model
 

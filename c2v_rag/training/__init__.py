@@ -17,7 +17,10 @@ from c2v_rag.training.evaluation import RetrievalEvaluator, STSEvaluator
 from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
 from c2v_rag.training.loss import info_nce
 from c2v_rag.training.mining import mine_hard_negatives
-from c2v_rag.training.objectives import build_objective, mntp_loss, mntp_mask, reconstruction_loss, simcse_pairs
+from c2v_rag.training.objectives.mntp import mntp_loss, mntp_mask
+from c2v_rag.training.objectives.reconstruction import reconstruction_loss
+from c2v_rag.training.objectives.registry import OBJECTIVES, ObjectiveConfig, build_objective
+from c2v_rag.training.objectives.simcse import simcse_pairs
 from c2v_rag.training.trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
 
 __all__ = [
@@ -35,6 +38,8 @@ __all__ = [
     "NonFiniteLossError",
     "info_nce",
     "mine_hard_negatives",
+    "OBJECTIVES",
+    "ObjectiveConfig",
     "build_objective",
     "mntp_loss",
     "mntp_mask",

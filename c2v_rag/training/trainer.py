@@ -40,7 +40,8 @@ from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset
 from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
 from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
 from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
-from c2v_rag.training.objectives import build_objective
+from c2v_rag.training.objectives.base import ObjectiveContext
+from c2v_rag.training.objectives.registry import build_objective
 from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.plotting import plot_loss_curve
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
@@ -350,7 +351,9 @@ class Trainer:
             module = DistributedDataParallel(self.embedder, device_ids=ids, broadcast_buffers=False)
         self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
                                        autocast=autocast_factory(self.precision, device))
-        self.objective = build_objective(cfg, self.model, self.stepper, device, self.ctx.enabled)
+        context = ObjectiveContext(self.model, self.stepper, device, temperature=train.temperature, seed=train.seed,
+                                   distributed=self.ctx.enabled)
+        self.objective = build_objective(cfg.objective, context)
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=train.lr, betas=train.betas, eps=train.eps,
                                            weight_decay=train.weight_decay)
@@ -510,7 +513,7 @@ class Trainer:
         if cfg.output.default_task is not None:
             model.config.default_task = cfg.output.default_task
         # The prefix sizes this run trained; sizes a continued variant had but this run did not train are dropped.
-        model.config.matryoshka_dims = sorted(cfg.objective.matryoshka)
+        model.config.matryoshka_dims = cfg.objective.prefix_sizes()
         model.config.metadata = {
             **model.config.metadata,
             "trained": True,
