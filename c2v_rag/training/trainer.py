@@ -39,7 +39,7 @@ from c2v_rag.training.config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, 
 from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
 from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
 from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, NonFiniteLossError
 from c2v_rag.training.objectives.base import ObjectiveContext
 from c2v_rag.training.objectives.registry import build_objective
 from c2v_rag.training.mining import mine_hard_negatives
@@ -342,13 +342,13 @@ class Trainer:
         self.plan = HomogeneousBatchPlan(self.groups, train.batch_size * self.ctx.world_size, seed=train.seed,
                                          weights=weights)
         self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
-        self.embedder = Embedder(self.model)
-        module: torch.nn.Module = self.embedder
+        self.forward_module = MultiBatchForward(self.model)
+        module: torch.nn.Module = self.forward_module
         if self.ctx.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [device.index] if device.type == "cuda" else None
-            module = DistributedDataParallel(self.embedder, device_ids=ids, broadcast_buffers=False)
+            module = DistributedDataParallel(self.forward_module, device_ids=ids, broadcast_buffers=False)
         self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
                                        autocast=autocast_factory(self.precision, device))
         context = ObjectiveContext(self.model, self.stepper, device, temperature=train.temperature, seed=train.seed,

@@ -15,7 +15,7 @@ import torch
 from c2v_rag import Causal2Vec
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.training import TrainConfig, train
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, make_batch
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, make_batch
 from c2v_rag.training.loss import over_views
 from c2v_rag.training.objectives.base import loss_views
 from c2v_rag.training.objectives.contrastive import ContrastiveObjective
@@ -68,7 +68,7 @@ def test_the_objective_sums_info_nce_over_parts_and_prefixes(tiny_model_factory)
     model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5).eval()
     section = objective_config(parts={"full": 1.0, "eos": 0.7}, matryoshka={10: 0.3, 40: 0.5})
     views = loss_views(section, model)
-    stepper = ContrastiveStep(model, Embedder(model))
+    stepper = ContrastiveStep(model, MultiBatchForward(model))
     objective = ContrastiveObjective(stepper, 0.05, torch.device("cpu"), views)
     queries, passages = TEXTS[:2], TEXTS[2:] + ["a dog naps on a carpet"]
     texts = StepTexts("x", queries, [None, None], passages, [None] * 3, targets=[2, 0],
