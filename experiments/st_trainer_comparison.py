@@ -48,8 +48,8 @@ from typing import Any
 import torch
 
 from c2v_rag.training import load_config
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder
-from c2v_rag.training.objectives import ContrastiveObjective
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward
+from c2v_rag.training.objectives.contrastive import ContrastiveObjective
 from c2v_rag.training.sampling import HomogeneousBatchPlan, layout_step
 from c2v_rag.training.trainer import Trainer, build_model
 
@@ -210,7 +210,7 @@ def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
 
     def ours(mini_batch_size):
         model.zero_grad(set_to_none=True)
-        stepper = ContrastiveStep(model, Embedder(model), mini_batch_size=mini_batch_size)
+        stepper = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=mini_batch_size)
         loss = ContrastiveObjective(stepper, cfg.temperature, model.device).backward(texts, step)
         return loss, grads(model)
 

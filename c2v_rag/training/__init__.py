@@ -14,10 +14,13 @@ the loss to LLM2Vec's MNTP or SimCSE stages or Anchor's reconstruction stage (``
 from c2v_rag.training.config import DatasetSection, TrainConfig, load_config
 from c2v_rag.training.data import Example, LoadedDataset, load_section, write_jsonl
 from c2v_rag.training.evaluation import RetrievalEvaluator, STSEvaluator
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, NonFiniteLossError
 from c2v_rag.training.loss import info_nce
 from c2v_rag.training.mining import mine_hard_negatives
-from c2v_rag.training.objectives import build_objective, mntp_loss, mntp_mask, reconstruction_loss, simcse_pairs
+from c2v_rag.training.objectives.mntp import mntp_loss, mntp_mask
+from c2v_rag.training.objectives.reconstruction import reconstruction_loss
+from c2v_rag.training.objectives.registry import OBJECTIVES, ObjectiveConfig, build_objective
+from c2v_rag.training.objectives.simcse import simcse_pairs
 from c2v_rag.training.trainer import Trainer, TrainingDivergedError, TrainResult, build_model, train
 
 __all__ = [
@@ -31,10 +34,12 @@ __all__ = [
     "RetrievalEvaluator",
     "STSEvaluator",
     "ContrastiveStep",
-    "Embedder",
+    "MultiBatchForward",
     "NonFiniteLossError",
     "info_nce",
     "mine_hard_negatives",
+    "OBJECTIVES",
+    "ObjectiveConfig",
     "build_objective",
     "mntp_loss",
     "mntp_mask",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from c2v_rag.core.config import READOUT_FIELDS
+from c2v_rag.training.objectives.registry import ObjectiveConfig, objective_config
 
 DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs"]
 Precision = Literal["auto", "fp32", "bf16", "bf16-autocast"]
@@ -202,54 +203,6 @@ class EvaluationSection(_Section):
     batch_size: int = Field(64, ge=1)
 
 
-class ObjectiveSection(_Section):
-    """What the run optimises (see :mod:`c2v_rag.training.objectives`).
-
-    ``contrastive`` (default) is supervised InfoNCE. LLM2Vec's stages are ``mntp`` (masking 20% of
-    the text tokens the BERT way, its choice for Llama-family models, Appendix D.1.1; Mistral used
-    80% the RoBERTa way) then ``simcse`` (dropout 0.3, Appendix D.1.2). Anchor's Stage I is
-    ``reconstruction`` with alpha = 0.2 (Eq. 5).
-    """
-
-    kind: Literal["contrastive", "simcse", "mntp", "reconstruction"] = "contrastive"
-    mask_probability: float = Field(0.2, gt=0, lt=1, description="mntp: share of text tokens to predict")
-    mask_strategy: Literal["bert", "roberta"] = Field("bert", description="mntp: 80/10/10 mask/random/keep, or all mask")
-    mask_token: str = Field("_", description="mntp: the stand-in mask token (LLM2Vec's underscore)")
-    dropout: float = Field(0.3, ge=0, lt=1, description="simcse: attention dropout in the decoder")
-    alpha: float = Field(0.2, ge=0, le=1, description="reconstruction: weight of EBQ2D; EBD2Q gets 1 - alpha")
-    parts: dict[str, float] = Field(
-        default_factory=lambda: {"full": 1.0},
-        description=(
-            "contrastive, simcse: which parts of the embedding the loss scores, each alone, with weights summed: "
-            "'full' (the whole vector) and the layout's parts ('encoder', 'contextual' = h_C, 'eos' = h_EOS...; "
-            "Causal2VecConfig.parts). Scoring a part alone gives it a gradient of its own: in a concat it "
-            "otherwise learns only what the whole needs from it"
-        ),
-    )
-    matryoshka: dict[int, float] = Field(
-        default_factory=dict,
-        description=(
-            "contrastive, simcse: prefix size -> weight; each prefix of the vector is scored as an embedding too "
-            "(Matryoshka), and the saved variant accepts these sizes as encode(truncate_dim=...)"
-        ),
-    )
-
-    @model_validator(mode="after")
-    def _check_views(self) -> "ObjectiveSection":
-        if not self.parts and not self.matryoshka:
-            raise ValueError("objective.parts and objective.matryoshka are both empty: the loss would score nothing")
-        for where, weights in (("parts", self.parts), ("matryoshka", self.matryoshka)):
-            bad = {k: w for k, w in weights.items() if not w > 0}
-            if bad:
-                raise ValueError(f"objective.{where} weights must be positive, got {bad}")
-        if self.matryoshka and min(self.matryoshka) < 1:
-            raise ValueError(f"objective.matryoshka sizes must be positive, got {sorted(self.matryoshka)}")
-        if self.kind not in ("contrastive", "simcse") and (self.matryoshka or self.parts != {"full": 1.0}):
-            raise ValueError(f"objective.parts and objective.matryoshka weight contrastive losses; objective.kind="
-                             f"{self.kind!r} has none. Remove them")
-        return self
-
-
 class TrainingSection(_Section):
     steps: int = Field(2000, ge=1)
     batch_size: int = Field(128, ge=1, description="queries per step on each process")
@@ -293,7 +246,8 @@ class TrainConfig(_Section):
     lora: LoraSection = Field(default_factory=LoraSection)
     encoder_lora: LoraSection = Field(default_factory=lambda: LoraSection(r=64, alpha=128))
     train_projector: bool = True
-    objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
+    # What the run optimises: the config of one objective, picked by objective.kind (c2v_rag.training.objectives).
+    objective: ObjectiveConfig = Field(default_factory=objective_config)
     datasets: list[DatasetSection] = Field(min_length=1)
     mining: MiningSection = Field(default_factory=MiningSection)
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)

@@ -33,11 +33,11 @@ class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; raised before anything is backpropagated."""
 
 
-class Embedder(nn.Module):
-    """Runs a Causal2Vec model on several batches in one call.
+class MultiBatchForward(nn.Module):
+    """The model's forward over several batches in one call: the module DistributedDataParallel wraps in training.
 
     One call per backward pass is what DistributedDataParallel expects, so a step's query and
-    passage batches go through a single forward.
+    passage batches go through a single forward. Each embedding comes back in float32.
     """
 
     def __init__(self, model: "Causal2Vec") -> None:
@@ -87,7 +87,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 class ContrastiveStep:
     """Computes a step's loss and accumulates its parameter gradients.
 
-    ``module`` is the :class:`Embedder` or its DistributedDataParallel wrapper; ``mini_batch_size``
+    ``module`` is the :class:`MultiBatchForward` or its DistributedDataParallel wrapper; ``mini_batch_size``
     None embeds queries and passages in one pass each, otherwise GradCache runs with mini-batches
     of that many texts. ``autocast`` returns the mixed-precision context for forward passes.
     """
@@ -169,7 +169,7 @@ class ContrastiveStep:
 
     def _run_cached(self, chunks: list[_Chunk], n_q: int, loss_fn: LossFn) -> float:
         total = sum(len(c.rows) for c in chunks)
-        inner = getattr(self.module, "module", self.module)  # the Embedder under DDP
+        inner = getattr(self.module, "module", self.module)  # the MultiBatchForward under DDP
         device = self.model.device
         cached: list[torch.Tensor] = []
         with torch.no_grad():

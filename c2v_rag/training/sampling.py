@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from c2v_rag.training.data import Example
+from c2v_rag.training.step_texts import StepTexts
 
 if TYPE_CHECKING:
     from c2v_rag.core.instructions import Instruction
@@ -95,25 +96,6 @@ class HomogeneousBatchPlan:
         name, examples = self.global_batch(step)
         per_rank = self.batch_size // world_size
         return PlannedBatch(name, examples[rank * per_rank : (rank + 1) * per_rank], examples, rank)
-
-
-@dataclass(frozen=True)
-class StepTexts:
-    """What one process embeds in a step, and how its queries score against the gathered passages.
-
-    Passages are laid out per process as ``[positives; hard negatives (example-major)]`` and
-    gathered in rank order, so ``targets``/``exclude`` index that global layout.
-    """
-
-    dataset: str
-    queries: list[str]
-    query_instructions: list[str | None]
-    passages: list[str]
-    passage_instructions: list[str | None]
-    targets: list[int]
-    exclude: list[list[bool]]
-    num_negatives: int
-    scores: list[float] | None = None  # per query: the gold score of (query, positive), cosent datasets only
 
 
 def choose_negatives(example: Example, k: int, rng: random.Random) -> list[tuple[str, str]]:

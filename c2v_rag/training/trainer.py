@@ -39,8 +39,9 @@ from c2v_rag.training.config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, 
 from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
 from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
 from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, NonFiniteLossError
-from c2v_rag.training.objectives import build_objective
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, NonFiniteLossError
+from c2v_rag.training.objectives.base import ObjectiveContext
+from c2v_rag.training.objectives.registry import build_objective
 from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.plotting import plot_loss_curve
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
@@ -341,16 +342,18 @@ class Trainer:
         self.plan = HomogeneousBatchPlan(self.groups, train.batch_size * self.ctx.world_size, seed=train.seed,
                                          weights=weights)
         self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
-        self.embedder = Embedder(self.model)
-        module: torch.nn.Module = self.embedder
+        self.forward_module = MultiBatchForward(self.model)
+        module: torch.nn.Module = self.forward_module
         if self.ctx.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [device.index] if device.type == "cuda" else None
-            module = DistributedDataParallel(self.embedder, device_ids=ids, broadcast_buffers=False)
+            module = DistributedDataParallel(self.forward_module, device_ids=ids, broadcast_buffers=False)
         self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
                                        autocast=autocast_factory(self.precision, device))
-        self.objective = build_objective(cfg, self.model, self.stepper, device, self.ctx.enabled)
+        context = ObjectiveContext(self.model, self.stepper, device, temperature=train.temperature, seed=train.seed,
+                                   distributed=self.ctx.enabled)
+        self.objective = build_objective(cfg.objective, context)
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=train.lr, betas=train.betas, eps=train.eps,
                                            weight_decay=train.weight_decay)
@@ -510,7 +513,7 @@ class Trainer:
         if cfg.output.default_task is not None:
             model.config.default_task = cfg.output.default_task
         # The prefix sizes this run trained; sizes a continued variant had but this run did not train are dropped.
-        model.config.matryoshka_dims = sorted(cfg.objective.matryoshka)
+        model.config.matryoshka_dims = cfg.objective.prefix_sizes()
         model.config.metadata = {
             **model.config.metadata,
             "trained": True,

@@ -20,7 +20,7 @@ from sentence_transformers.sentence_transformer.losses import (  # noqa: E402
 from c2v_rag import Causal2Vec  # noqa: E402
 from c2v_rag.model.st_module import Causal2VecModule  # noqa: E402
 from c2v_rag.training import TrainConfig, build_model, info_nce  # noqa: E402
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder  # noqa: E402
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward  # noqa: E402
 from tiny_corpus import CORPUS  # noqa: E402
 from train_helpers import disable_dropout  # noqa: E402
 
@@ -62,7 +62,7 @@ def test_st_ranking_losses_give_our_contrastive_gradients(tiny_recipe, tmp_path,
     n = len(ANCHORS)
     targets = torch.arange(n)
     # Ours: queries carry the instruction in the decoder template, passages none; InfoNCE at tau = 0.05.
-    loss = ContrastiveStep(model, Embedder(model)).run(
+    loss = ContrastiveStep(model, MultiBatchForward(model)).run(
         ANCHORS, [INSTRUCTION] * n, POSITIVES + NEGATIVES, [None] * (2 * n),
         lambda q, p: info_nce(q, p, targets, temperature=TEMPERATURE))
     ours = _grads(model)

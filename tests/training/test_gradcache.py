@@ -9,7 +9,7 @@ import torch
 
 from c2v_rag.training import TrainConfig, build_model, info_nce
 from train_helpers import disable_dropout
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, make_batch
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, make_batch
 
 QUERIES = [f"query number {i} about vitamin D and bone" + " loss" * (i % 4) for i in range(6)]
 PASSAGES = [f"passage {i}: " + "cats and dogs are pets. " * (1 + i % 3) for i in range(12)]
@@ -71,13 +71,13 @@ def test_gradcache_gives_the_full_batch_gradients(tiny_recipe):
     assert all(g.abs().sum() > 0 for g in reference.values())
     for mini_batch in (1, 4, 5):
         model.zero_grad(set_to_none=True)
-        step = ContrastiveStep(model, Embedder(model), mini_batch_size=mini_batch)
+        step = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=mini_batch)
         loss = step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
         assert loss == pytest.approx(reference_loss.item(), rel=1e-5)
         for name, grad in _grads(model).items():
             torch.testing.assert_close(grad, reference[name], rtol=1e-4, atol=1e-6, msg=f"{name} (mini_batch={mini_batch})")
     model.zero_grad(set_to_none=True)
-    whole = ContrastiveStep(model, Embedder(model), mini_batch_size=None)
+    whole = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=None)
     assert whole.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn) == pytest.approx(reference_loss.item(), rel=1e-5)
     for name, grad in _grads(model).items():
         torch.testing.assert_close(grad, reference[name], rtol=1e-4, atol=1e-6)
@@ -85,7 +85,7 @@ def test_gradcache_gives_the_full_batch_gradients(tiny_recipe):
 
 def test_gradcache_replays_dropout_masks(tiny_recipe):
     model = _model(tiny_recipe, lora={"dropout": 0.3}, encoder_lora={"dropout": 0.3})
-    step = ContrastiveStep(model, Embedder(model), mini_batch_size=4)
+    step = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4)
     step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
     # The graph pass re-created exactly the embeddings the loss was computed on.
     assert step.last_replay_error == 0.0
@@ -97,7 +97,7 @@ def test_gradient_checkpointing_keeps_gradients(tiny_recipe):
         raw = tiny_recipe(gradient_checkpointing=checkpointing)
         torch.manual_seed(0)
         model = disable_dropout(build_model(TrainConfig.model_validate(raw), torch.device("cpu"), "fp32"))
-        ContrastiveStep(model, Embedder(model), mini_batch_size=4).run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
+        ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4).run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
         grads.append(_grads(model))
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6)
@@ -113,7 +113,7 @@ def test_bf16_step_stays_close_to_fp32(tiny_recipe):
         if precision == "bf16":
             assert model.decoder.base_model.model.layers[0].self_attn.q_proj.base_layer.weight.dtype == torch.bfloat16
             assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
-        step = ContrastiveStep(model, Embedder(model), mini_batch_size=4,
+        step = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4,
                                autocast=autocast_factory(precision, torch.device("cpu")))
         losses[precision] = step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.05)
@@ -129,7 +129,7 @@ def test_gradcache_chunks_count_in_context_examples_in_the_length(tiny_recipe):
     long = InContextPrompt("Given a claim, retrieve documents", (("an example claim " * 20, "its abstract " * 30),))
     instructions = [long, "Given a claim, retrieve documents", long, "Given a claim, retrieve documents"]
     texts = ["the same length query"] * 4
-    step = ContrastiveStep(model, Embedder(model), mini_batch_size=2)
+    step = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=2)
     chunks = step._chunks(texts, instructions, offset=0)
     assert sorted(sorted(c.rows) for c in chunks) == [[0, 2], [1, 3]]
     padded = sum(int((c.batch.attention_mask == 0).sum()) for c in chunks)

@@ -9,7 +9,8 @@ import pytest
 from c2v_rag.core.instructions import InContextPrompt, shorten_example
 from c2v_rag.training import TrainConfig
 from c2v_rag.training.data import Example
-from c2v_rag.training.sampling import StepTexts, add_icl_examples
+from c2v_rag.training.sampling import add_icl_examples
+from c2v_rag.training.step_texts import StepTexts
 
 POOL = [Example(f"query {i} " + "word " * (i % 3) * 40, f"positive {i}", dataset="d", query_instruction="Find it")
         for i in range(30)]

@@ -15,11 +15,12 @@ import torch
 from c2v_rag import Causal2Vec
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.training import TrainConfig, train
-from c2v_rag.training.config import ObjectiveSection
-from c2v_rag.training.gradcache import ContrastiveStep, Embedder, make_batch
+from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, make_batch
 from c2v_rag.training.loss import over_views
-from c2v_rag.training.objectives import ContrastiveObjective, loss_views
-from c2v_rag.training.sampling import StepTexts
+from c2v_rag.training.objectives.base import loss_views
+from c2v_rag.training.objectives.contrastive import ContrastiveObjective
+from c2v_rag.training.objectives.registry import objective_config
+from c2v_rag.training.step_texts import StepTexts
 
 TEXTS = ["a cat sat on the mat", "the stock market fell sharply today", "tides follow the moon",
          "a kitten rests on a rug"]
@@ -65,9 +66,9 @@ def _info_nce_numpy(q: np.ndarray, p: np.ndarray, targets: list[int], tau: float
 
 def test_the_objective_sums_info_nce_over_parts_and_prefixes(tiny_model_factory):
     model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5).eval()
-    section = ObjectiveSection(parts={"full": 1.0, "eos": 0.7}, matryoshka={10: 0.3, 40: 0.5})
+    section = objective_config(parts={"full": 1.0, "eos": 0.7}, matryoshka={10: 0.3, 40: 0.5})
     views = loss_views(section, model)
-    stepper = ContrastiveStep(model, Embedder(model))
+    stepper = ContrastiveStep(model, MultiBatchForward(model))
     objective = ContrastiveObjective(stepper, 0.05, torch.device("cpu"), views)
     queries, passages = TEXTS[:2], TEXTS[2:] + ["a dog naps on a carpet"]
     texts = StepTexts("x", queries, [None, None], passages, [None] * 3, targets=[2, 0],
@@ -95,13 +96,13 @@ def test_one_full_view_is_the_plain_loss():
 def test_bad_parts_and_sizes_are_refused_with_the_fix(tiny_model_factory):
     model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5)
     with pytest.raises(ValueError, match=r"names \['h_eos'\].*its parts are \['contextual', 'encoder', 'eos', 'full'\]"):
-        loss_views(ObjectiveSection(parts={"h_eos": 1.0}), model)
+        loss_views(objective_config(parts={"h_eos": 1.0}), model)
     with pytest.raises(ValueError, match="not shorter than the embedding"):
-        loss_views(ObjectiveSection(matryoshka={model.embedding_dim: 1.0}), model)
+        loss_views(objective_config(matryoshka={model.embedding_dim: 1.0}), model)
     with pytest.raises(ValueError, match="weights must be positive"):
-        ObjectiveSection(parts={"full": 0.0})
+        objective_config(parts={"full": 0.0})
     with pytest.raises(ValueError, match="objective.kind='mntp' has none"):
-        ObjectiveSection(kind="mntp", matryoshka={8: 1.0})
+        objective_config(kind="mntp", matryoshka={8: 1.0})
 
 
 def test_a_run_with_parts_saves_the_trained_sizes_and_encode_takes_only_those(tiny_recipe):

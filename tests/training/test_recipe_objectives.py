@@ -10,15 +10,9 @@ import torch
 from c2v_rag import Causal2Vec
 from c2v_rag.training.gradcache import make_batch
 from c2v_rag.training.lm_head import lm_head_weight
-from c2v_rag.training.objectives import (
-    conditioned_lm_loss,
-    mntp_loss,
-    mntp_mask,
-    reconstruction_loss,
-    reconstruction_targets,
-    simcse_pairs,
-    single_token_id,
-)
+from c2v_rag.training.objectives.mntp import mntp_loss, mntp_mask, single_token_id
+from c2v_rag.training.objectives.reconstruction import conditioned_lm_loss, reconstruction_loss, reconstruction_targets
+from c2v_rag.training.objectives.simcse import simcse_pairs
 
 from train_helpers import disable_dropout
 
@@ -154,7 +148,7 @@ def test_simcse_step_uses_two_dropout_draws(tiny_recipe, tmp_path):
     from c2v_rag.training import Trainer
     from c2v_rag.training.config import TrainConfig
     from c2v_rag.training.loss import info_nce
-    from c2v_rag.training.sampling import StepTexts
+    from c2v_rag.training.step_texts import StepTexts
 
     raw = tiny_recipe()
     raw["model"]["config"] = {"num_contextual_tokens": 0, "representation": "mean"}
