@@ -125,59 +125,27 @@ def _embed_here(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptio
                 rows_per_file: int) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
     ``rows_per_file`` chunks (``ray`` is unused)."""
-    import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
+    from c2v_rag.rag.embedding import Embedder, load_model
+    from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, DocumentBatcher, IngestCore, StopAtFirstFailure
+    from c2v_rag.rag.ingestion.sinks import ParquetSink
     from c2v_rag.rag.read.chunking import TokenChunker
     from c2v_rag.rag.read.documents import iter_documents
-    from c2v_rag.rag.embedding import Embedder, load_model
-    from c2v_rag.rag.ingestion.parquet_rows import chunk_table
-    from c2v_rag.rag.ingestion.points import SeenDocuments, document_chunks, document_fingerprint
 
     documents = iter_documents(docs, options=read, log=log)
     c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
-    embedder = Embedder.for_documents(c2v, settings)
-    chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap)
-    result = EmbedResult(out=str(folder))
-    seen = SeenDocuments()
-    buffer: list[Any] = []
-    writer: Any = None
-    in_file = 0
+    batcher = DocumentBatcher(TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap), settings.batch_size)
     progress = tqdm(desc=f"Embedding into {folder}", unit="chunk", disable=not settings.show_progress)
-
-    def flush() -> None:
-        nonlocal writer, in_file, buffer
-        if not buffer:
-            return
-        table = chunk_table(buffer, embedder.embed_documents([c.text for c in buffer]), embedder.dim)
-        if writer is None or in_file >= rows_per_file:
-            if writer is not None:
-                writer.close()
-            path = folder / f"part-{len(result.files):05d}.parquet"
-            writer, in_file = pq.ParquetWriter(path, table.schema), 0
-            result.files.append(str(path))
-        writer.write_table(table)
-        in_file += table.num_rows
-        result.chunks += table.num_rows
-        progress.update(table.num_rows)
-        buffer = []
-
+    core = IngestCore(batcher, BatchEmbedder(Embedder.for_documents(c2v, settings)), StopAtFirstFailure(), progress)
+    sink = ParquetSink(folder, rows_per_file)
     try:
-        for doc in documents:
-            if not seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
-                result.duplicate_documents += 1
-                continue
-            result.documents += 1
-            for chunk in document_chunks(doc, chunker):
-                buffer.append(chunk)
-                if len(buffer) >= settings.batch_size:
-                    flush()
-        flush()
+        core.run(documents, sink)
     finally:
         progress.close()
-        if writer is not None:
-            writer.close()
-    return result
+        sink.close()
+    return EmbedResult(out=str(folder), files=sink.files, documents=batcher.documents,
+                       duplicate_documents=batcher.duplicate_documents, chunks=sink.rows)
 
 
 def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
@@ -187,12 +155,20 @@ def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOpt
     is unused)."""
     import pyarrow.parquet as pq
 
-    from c2v_rag.rag.ingestion.ray_dataflow import EmbedJob, RaySession, embed_stage, plan_sources, source_dataset, user_error
+    from c2v_rag.rag.ingestion.ray_dataflow import (
+        EmbedJob,
+        ExportRows,
+        RaySession,
+        embed_stage,
+        plan_sources,
+        source_dataset,
+        user_error,
+    )
 
     options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
     job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
-                           quantize=quantize, mode="export")
+                           quantize=quantize, sink=ExportRows())
     with RaySession(options) as ray_module:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).

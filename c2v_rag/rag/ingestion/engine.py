@@ -49,6 +49,18 @@ def choose_engine(engines: Mapping[str, T], engine: str) -> T:
     return engines[engine]
 
 
+@dataclass(frozen=True)
+class Quantization:
+    """``quantize=`` as the caller asked for it, and as it applies to the model that fills the collection."""
+
+    # None, "none", "int8" or "auto", as passed: what a model is loaded with. Loading resolves it for the
+    # device that loads it, so each Ray actor resolves "auto" for its own device.
+    requested: str | None
+    # "none" or the int8 method: a loaded model's own, else ``requested`` resolved for ``device``
+    # (:func:`~c2v_rag.rag.embedding.applied_quantization`). What the collection records and is checked against.
+    applied: str
+
+
 @dataclass
 class IngestPlan:
     """What ``ingest`` decided before the run, the same whichever engine runs it."""
@@ -59,15 +71,14 @@ class IngestPlan:
     # Built before the model loads, so that a missing bm25s fails fast; the Ray actors build their own.
     sparse_encoder: "BM25Encoder | None"
     # The model as the caller named it, what the collection records as its name (None for a loaded
-    # model), its config (no weights), its weights' digest and the quantization it runs with.
+    # model), its config (no weights), its weights' digest, and how it loads and runs.
     model: "str | Path | Causal2Vec | None"
     reference: str | None
     model_config: "Causal2VecConfig"
     weights: str | None
-    quantization: str
+    quantization: Quantization
     device: str | None
     dtype: str | None
-    quantize: str | None
     # The resolved paths a sync mirrors (empty without sync=True).
     roots: list[str] = field(default_factory=list)
 

@@ -29,7 +29,7 @@ from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.read.files import ReadLog
 from c2v_rag.rag.ingestion.config import IngestConfig
-from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
+from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, Quantization, choose_engine
 from c2v_rag.rag.results import FailedBatch, IngestResult
 from c2v_rag.rag.store.vectors import CollectionLayout
 from c2v_rag.rag.ingestion.local_engine import LocalEngine
@@ -155,14 +155,15 @@ def ingest(
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     reference = model_reference(model)
     model_config = variant_config(model)
-    weights, quantization = variant_weights(model), applied_quantization(model, quantize, device)
+    weights = variant_weights(model)
+    quantization = Quantization(requested=quantize, applied=applied_quantization(model, quantize, device))
     check_chunk_size(settings.chunk_size, model_config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionLayout.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
     plan = IngestPlan(settings=settings, target=target, layout=layout, sparse_encoder=sparse_encoder, model=model,
                       reference=reference, model_config=model_config, weights=weights, quantization=quantization,
-                      device=device, dtype=dtype, quantize=quantize, roots=roots)
+                      device=device, dtype=dtype, roots=roots)
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
     held = IngestStore(open_client(target, attempts=settings.retry_attempts, initial_wait=settings.retry_initial_wait,
@@ -174,7 +175,7 @@ def ingest(
                                        else (resolve_alias(held.client, collection), None))
         try:
             check_target(held.client, held.collection, target, model_config, reference, layout,
-                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization)
+                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization.applied)
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:

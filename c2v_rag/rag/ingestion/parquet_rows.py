@@ -9,22 +9,23 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from c2v_rag.rag.store.point_schema import CHUNK_INDEX_KEY, DOC_ID_KEY, PAYLOAD_METADATA_KEY
-from c2v_rag.rag.ingestion.points import PendingChunk
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from c2v_rag.rag.ingestion.pipeline import EmbeddedBatch
 
-def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table":
-    """The Parquet layout of ``embed``: one row per chunk with its point id, document id, chunk
+
+def chunk_table(embedded: "EmbeddedBatch") -> "pa.Table":
+    """The Parquet layout of ``embed``: one row per embedded chunk with its point id, document id, chunk
     index, text, metadata (a JSON object) and vector (``fixed_size_list<float32>[dim]``)."""
     import numpy as np
     import pyarrow as pa
 
-    flat = np.asarray(vectors, dtype=np.float32).reshape(-1)
+    chunks, vectors = embedded.chunks, np.asarray(embedded.vectors, dtype=np.float32)
     return pa.table({
         "id": pa.array([c.point_id for c in chunks], pa.string()),
         "doc_id": pa.array([c.payload[DOC_ID_KEY] for c in chunks], pa.string()),
@@ -32,5 +33,5 @@ def chunk_table(chunks: list[PendingChunk], vectors: Any, dim: int) -> "pa.Table
         "text": pa.array([c.text for c in chunks], pa.string()),
         "metadata": pa.array([json.dumps(c.payload[PAYLOAD_METADATA_KEY], ensure_ascii=False) for c in chunks],
                              pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), dim),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1]),
     })

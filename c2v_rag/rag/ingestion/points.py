@@ -3,9 +3,10 @@
 What a point holds (its id, payload and vector names) is :mod:`c2v_rag.rag.store.point_schema`; this
 module turns documents into such points and writes them.
 
-Both ingest engines go through here, so they cannot drift apart: the in-process pipeline
-(:mod:`c2v_rag.rag.ingestion.ingest`) and the Ray engine (:mod:`c2v_rag.rag.ingestion.ray_dataflow`), whose actors or
-driver call the same :class:`PointWriter`.
+Every engine goes through here, so they cannot drift apart: the chunks of the pipeline
+(:mod:`c2v_rag.rag.ingestion.pipeline`, and the Ray engine's chunking tasks) come from
+:func:`document_chunks`, and every write into a collection, by the in-process engine, a Ray actor or
+the Ray driver, is :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` calling the same :class:`PointWriter`.
 
 - :func:`document_chunks` turns a document into chunks with their deterministic point ids
   (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.rag.store.point_schema.chunk_point`);

@@ -3,8 +3,8 @@
 ``ingest(..., engine="ray")`` (whose driver side is :mod:`c2v_rag.rag.ingestion.ray_engine`) and
 ``embed(..., engine="ray")`` run the same steps as the in-process engine, spread over a cluster;
 they share every piece that decides a result (reading, chunking, point ids, payloads, the
-collection checks, :class:`~c2v_rag.rag.ingestion.points.PointWriter`), so a point is the same whichever
-engine wrote it.
+collection checks, the batch step of :mod:`c2v_rag.rag.ingestion.pipeline` and the Qdrant sink of
+:mod:`c2v_rag.rag.ingestion.sinks`), so a point is the same whichever engine wrote it.
 
 The dataflow, one way:
 
@@ -17,16 +17,19 @@ The dataflow, one way:
    GPU between forward passes, so it scales on its own (``chunk_tasks``).
 3. **Embed**: ``map_batches`` over a fixed pool of actors, each holding one model (one GPU per
    actor where there are GPUs; ``cpus_per_actor`` torch threads otherwise). A batch is a set of
-   whole documents, so every document's chunks are embedded, checked and written together.
-4. **Write**, where the store allows it:
+   whole documents, so every document's chunks are embedded, checked and written together: each
+   actor runs the in-process engine's batch step
+   (:class:`~c2v_rag.rag.ingestion.pipeline.BatchEmbedder`) into the run's sink.
+4. **Write**: the sink, chosen once on the driver (an :class:`ActorSink`), where the store allows it:
 
    - a Qdrant **server** (``qdrant_url``): every actor opens its own client and upserts its batches
-     itself, in parallel, deleting the stale chunks of the documents it completed: the driver only
-     gathers counts;
+     itself, in parallel, deleting the stale chunks of the documents it completed
+     (:class:`WriteFromActors`): the driver only gathers counts;
    - **embedded** Qdrant (a local path) can be opened by one process only, so the actors return
-     their vectors and the driver writes them (``write="driver"``, the default there). With one
-     actor, ``write="workers"`` lets that actor open the directory itself (the driver closes it
-     for the run).
+     their vectors and the driver writes them (:class:`ShipToDriver`, ``write="driver"``, the
+     default there). With one actor, ``write="workers"`` lets that actor open the directory itself
+     (the driver closes it for the run);
+   - ``embed``: the actors return Parquet rows and Ray Data writes the files (:class:`ExportRows`).
 
 Fault tolerance is Ray's: an actor that dies is restarted (``max_restarts``) and its batch is run
 again (``max_task_retries``). A retried batch writes the same point ids with the same content,
@@ -39,9 +42,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,7 +53,9 @@ from c2v_rag.core.extras import require
 from c2v_rag.rag.read.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.rag.read.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
+from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint
+from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -256,6 +262,102 @@ def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_ove
 
 # ------------------------------------------------------------------------------------ actors
 
+class ActorSink:
+    """Where an actor's embedded batches go (a :class:`~c2v_rag.rag.ingestion.pipeline.Sink`), and what the
+    actor returns to Ray for each batch.
+
+    Chosen once per run on the driver and sent to every actor in its :class:`EmbedJob`; the actor calls
+    :meth:`open` once, where it runs.
+    """
+
+    def open(self) -> None:
+        """Take what the sink needs in the actor (a store client); nothing by default."""
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        return list(chunks)  # nothing is stored yet, by default
+
+    def write(self, embedded: EmbeddedBatch) -> None:
+        """Nothing by default: the batch goes back to Ray in :meth:`rows`."""
+
+    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+        """What the actor returns for a batch it embedded and wrote."""
+        raise NotImplementedError
+
+    def failed(self, documents: "pa.Table", batch: ChunkBatch, err: Exception) -> "pa.Table":
+        """What the actor returns for a batch that failed; by default ``err`` is raised and fails the run."""
+        raise err
+
+
+class ExportRows(ActorSink):
+    """``embed(engine="ray")``: the actor returns its chunks' Parquet rows, and Ray Data writes the files; the
+    first failed batch stops the run, as it does in one process."""
+
+    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+        return chunk_table(embedded)
+
+
+class DocumentRows(ActorSink):
+    """``ingest(engine="ray")``: the actor returns one row per document (:func:`document_table`), which
+    the driver counts. A failed batch is reported in its documents' rows, to be recorded as the
+    in-process engine records it (``on_error``)."""
+
+    # Whether the embedded chunks' payloads and vectors travel back, for the driver to write.
+    ship: ClassVar[bool] = False
+
+    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+        return document_table(documents, embedded, ship=self.ship)
+
+    def failed(self, documents: "pa.Table", batch: ChunkBatch, err: Exception) -> "pa.Table":
+        logger.warning("Batch of documents %s failed: %s", batch.doc_ids[:10], err)
+        return document_table(documents, None, ship=self.ship, error=f"{type(err).__name__}: {err}")
+
+
+@dataclass
+class ShipToDriver(DocumentRows):
+    """``write="driver"``: the actors return what they embed and the driver writes it (an embedded store
+    opens in one process only)."""
+
+    # The point ids stored when the run began (a snapshot the driver took): not embedded again.
+    stored: frozenset[str] = frozenset()
+    ship: ClassVar[bool] = True
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        return [c for c in chunks if c.point_id not in self.stored]
+
+
+@dataclass
+class WriteFromActors(DocumentRows):
+    """``write="workers"``: every actor writes its batches into the collection itself, through the
+    in-process engine's :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` (a server; an embedded store
+    with one actor, which the driver hands over for the run)."""
+
+    target: "QdrantConfig"
+    collection: str
+    layout: "CollectionLayout"
+    # The run created the collection: nothing in it is stored or stale yet.
+    fresh: bool
+    retry: Retry
+    _store: QdrantSink | None = field(default=None, init=False, repr=False, compare=False)
+
+    def open(self) -> None:
+        # No lock: each actor holds its own client.
+        writer = PointWriter(self.target.connect(), self.collection, self.layout, retrying_call(self.retry),
+                             fresh=self.fresh)
+        self._store = QdrantSink(writer)
+
+    @property
+    def store(self) -> QdrantSink:
+        if self._store is None:
+            raise RuntimeError("WriteFromActors.open() connects to the store first")
+        return self._store
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        return self.store.not_stored(chunks)
+
+    def write(self, embedded: EmbeddedBatch) -> None:
+        self.store.write(embedded)
+
+
 @dataclass
 class EmbedJob:
     """Everything an actor needs to load its model and handle a batch (sent once, at its start)."""
@@ -270,46 +372,29 @@ class EmbedJob:
     task: str | None
     text_instruction: str | None
     threads: int
-    mode: Literal["vectors", "write", "export"]
+    sink: ActorSink
     truncate_dim: int | None = None
+    # quantize= as the caller passed it: each actor resolves it for its own device when it loads the model.
     quantize: str | None = None
-    layout: "CollectionLayout | None" = None
     bm25: "BM25Config | None" = None
-    # mode "write": the store the actor opens, and its retry policy.
-    target: "QdrantConfig | None" = None
-    collection: str | None = None
-    fresh: bool = False
-    retry: tuple[int, float, float] = (5, 0.5, 30.0)
-    # mode "vectors": point ids already stored (a snapshot the driver took), not embedded again.
-    stored: frozenset[str] = frozenset()
 
     @classmethod
     def for_run(cls, settings: "IngestConfig", options: "RayOptions", *, model: str | None, device: str | None,
-                dtype: str | None, mode: Literal["vectors", "write", "export"], quantize: str | None = None,
-                **store: Any) -> "EmbedJob":
+                dtype: str | None, sink: ActorSink, quantize: str | None = None,
+                bm25: "BM25Config | None" = None) -> "EmbedJob":
         """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
-        CPU of an actor, and for the modes that store, ``store`` (layout, target, collection...)."""
+        CPU of an actor, and the run's sink."""
         return cls(model=model, device=device, dtype=dtype, quantize=quantize, chunk_size=settings.chunk_size,
                    chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
                    max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
                    text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
-                   mode=mode, truncate_dim=settings.truncate_dim, **store)
-
-
-def retrying_call(attempts: int, initial_wait: float, max_wait: float):
-    """A :data:`~c2v_rag.rag.ingestion.points.Call` that retries each request with this policy (no lock: an actor
-    and the Ray driver each hold their own client)."""
-    from c2v_rag.rag.store.retry import call_with_retry
-
-    def call(fn, what):
-        return call_with_retry(fn, what=what, attempts=attempts, initial_wait=initial_wait, max_wait=max_wait)
-
-    return call
+                   sink=sink, truncate_dim=settings.truncate_dim, bm25=bm25)
 
 
 class ChunkEmbedActor:
-    """A Ray Data actor: loads the model once, then embeds (and, in mode "write", stores) batches
-    of whole, chunked documents."""
+    """A Ray Data actor: loads the model once, then runs the pipeline's batch step
+    (:class:`~c2v_rag.rag.ingestion.pipeline.BatchEmbedder`) on batches of whole, chunked documents, into
+    the run's sink."""
 
     def __init__(self, job: EmbedJob) -> None:
         import ray
@@ -323,70 +408,56 @@ class ChunkEmbedActor:
             device = "cuda" if ray.get_gpu_ids() else "cpu"
         if device == "cpu":
             torch.set_num_threads(job.threads)
-        self.job = job
         model = load_model(job.model, device=device, dtype=job.dtype, quantize=job.quantize)
-        self.embedder = Embedder.for_documents(model, job)
-        self.sparse = BM25Encoder(job.bm25) if job.bm25 is not None else None
-        self.writer = None
-        if job.mode == "write":
-            client = job.target.connect()
-            self.writer = PointWriter(client, job.collection, job.layout, retrying_call(*job.retry), fresh=job.fresh)
+        self.core = BatchEmbedder(Embedder.for_documents(model, job),
+                                  BM25Encoder(job.bm25) if job.bm25 is not None else None)
+        self.sink = job.sink
+        self.sink.open()
 
-    def __call__(self, batch: "pa.Table") -> "pa.Table":
-        docs = batch.select(["doc_id", "fingerprint", "source_root"]).to_pylist()
-        chunks = {}
-        for doc, ids, texts, payloads in zip(docs, batch.column("point_ids").to_pylist(),
-                                             batch.column("texts").to_pylist(), batch.column("payloads").to_pylist()):
-            chunks[doc["doc_id"]] = [PendingChunk(pid, text, json.loads(payload), doc["source_root"])
-                                     for pid, text, payload in zip(ids, texts, payloads)]
-        if self.job.mode == "export":
-            every = [c for cs in chunks.values() for c in cs]
-            return chunk_table(every, self.embedder.embed_documents([c.text for c in every]), self.embedder.dim)
-        return self._documents(docs, chunks)
-
-    def _documents(self, docs: list[dict[str, Any]], chunks: dict[str, list[PendingChunk]]) -> "pa.Table":
-        every = [c for d in docs for c in chunks[d["doc_id"]]]
-        error = None
-        todo: list[PendingChunk] = []
-        vectors: Any = []
-        sparse = None
+    def __call__(self, documents: "pa.Table") -> "pa.Table":
+        batch = chunk_batch(documents)
         try:
-            if self.writer is not None:
-                todo = self.writer.not_stored(every)
-            else:
-                todo = [c for c in every if c.point_id not in self.job.stored]
-            vectors = self.embedder.embed_documents([c.text for c in todo]) if todo else []
-            sparse = self.sparse.encode_documents([c.text for c in todo]) if self.sparse and todo else None
-            if self.writer is not None:
-                self.writer.write(self.writer.points(todo, vectors, sparse),
-                                  {d["doc_id"]: [c.point_id for c in chunks[d["doc_id"]]] for d in docs})
-        except Exception as err:  # reported per batch, as the in-process engine does (on_error)
-            logger.warning("Batch of documents %s failed: %s", [d["doc_id"] for d in docs][:10], err)
-            error = f"{type(err).__name__}: {err}"
-        return document_table(docs, chunks, todo, vectors, sparse, error, ship=self.writer is None)
+            embedded = self.core.embed(batch, self.sink)
+            self.sink.write(embedded)
+        except Exception as err:  # the sink says what a failed batch returns (or raises it)
+            return self.sink.failed(documents, batch, err)
+        return self.sink.rows(documents, embedded)
 
 
-def document_table(docs: list[dict[str, Any]], chunks: dict[str, list[PendingChunk]], todo: list[PendingChunk],
-                   vectors: Any, sparse: Any, error: str | None, *, ship: bool) -> "pa.Table":
-    """One row per document: its chunks' point ids, what was embedded, and (``ship``) the embedded
-    chunks' payloads and vectors for the driver to write."""
+def chunk_batch(documents: "pa.Table") -> ChunkBatch:
+    """The pipeline's batch of a Ray batch of chunked documents (:func:`_chunk_rows`' rows): every
+    document whole, so every one is completed in it."""
+    rows = documents.select(["doc_id", "source_root", "point_ids", "texts", "payloads"]).to_pylist()
+    return ChunkBatch.of_documents(
+        (row["doc_id"], [PendingChunk(pid, text, json.loads(payload), row["source_root"])
+                         for pid, text, payload in zip(row["point_ids"], row["texts"], row["payloads"],
+                                                       strict=True)])
+        for row in rows)
+
+
+def document_table(documents: "pa.Table", embedded: EmbeddedBatch | None, *, ship: bool,
+                   error: str | None = None) -> "pa.Table":
+    """One row per document of a batch: its chunks' point ids, the ones embedded, and (``ship``) their
+    payloads and vectors for the driver to write; ``error`` says why the batch failed (``embedded`` None)."""
     import pyarrow as pa
 
+    todo = embedded.chunks if embedded is not None else []
     where = {c.point_id: i for i, c in enumerate(todo)}
+    shipped = embedded if ship else None
+    sparse = shipped.sparse if shipped is not None else None
     rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "point_ids", "source_root", "embedded",
                                                   "payloads", "vectors", "sparse_indices", "sparse_values", "error")}
-    for doc in docs:
-        own = [where[c.point_id] for c in chunks[doc["doc_id"]] if c.point_id in where]
+    for doc in documents.select(["doc_id", "fingerprint", "point_ids", "source_root"]).to_pylist():
+        own = [where[pid] for pid in doc["point_ids"] if pid in where]
         rows["doc_id"].append(doc["doc_id"])
         rows["fingerprint"].append(doc["fingerprint"])
-        rows["point_ids"].append([c.point_id for c in chunks[doc["doc_id"]]])
+        rows["point_ids"].append(doc["point_ids"])
         rows["source_root"].append(doc["source_root"])
-        rows["embedded"].append([todo[i].point_id for i in own] if error is None else [])
-        ok = ship and error is None
-        rows["payloads"].append([json.dumps(todo[i].payload, ensure_ascii=False) for i in own] if ok else [])
-        rows["vectors"].append([[float(x) for x in vectors[i]] for i in own] if ok else [])
-        rows["sparse_indices"].append([list(sparse[i][0]) for i in own] if ok and sparse else [])
-        rows["sparse_values"].append([[float(x) for x in sparse[i][1]] for i in own] if ok and sparse else [])
+        rows["embedded"].append([todo[i].point_id for i in own])
+        rows["payloads"].append([json.dumps(todo[i].payload, ensure_ascii=False) for i in own] if shipped else [])
+        rows["vectors"].append([[float(x) for x in shipped.vectors[i]] for i in own] if shipped else [])
+        rows["sparse_indices"].append([list(sparse[i][0]) for i in own] if sparse else [])
+        rows["sparse_values"].append([[float(x) for x in sparse[i][1]] for i in own] if sparse else [])
         rows["error"].append(error)
     schema = pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()), ("point_ids", pa.list_(pa.string())),
                         ("source_root", pa.string()), ("embedded", pa.list_(pa.string())),

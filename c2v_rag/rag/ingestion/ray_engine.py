@@ -1,8 +1,10 @@
 """The Ray ingest engine (``engine="ray"``): the driver's side of an ingest over a Ray cluster.
 
 The cluster reads, chunks and embeds (:mod:`c2v_rag.rag.ingestion.ray_dataflow` has the dataflow); the driver
+chooses where the actors' batches go (the run's :class:`~c2v_rag.rag.ingestion.ray_dataflow.ActorSink`),
 counts every document, writes the embedded chunks where the actors cannot (``write="driver"``, an
-embedded store), and hands an embedded store to the one writing actor and back (``write="workers"``).
+embedded store: through the in-process engine's :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink`), and
+hands an embedded store to the one writing actor and back (``write="workers"``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
 from c2v_rag.rag.ingestion.ray_dataflow import (
+    ActorSink,
     EmbedJob,
     RayOptions,
     RaySession,
+    ShipToDriver,
     SourcePlan,
-    retrying_call,
+    WriteFromActors,
     embed_stage,
     plan_sources,
     require_ray,
@@ -34,8 +39,10 @@ from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
 from c2v_rag.rag.results import FailedBatch, IngestResult
 from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
 from c2v_rag.rag.ingestion.preflight import open_client
+from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -66,11 +73,12 @@ class RayEngine:
         # The actors load the model by its reference (a preset name or an absolute variant
         # directory, the same on every node); the driver needs its config alone.
         return config_fingerprint(plan.model_config, plan.reference, weights=plan.weights,
-                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization)
+                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization.applied)
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         ray_run = RayIngestRun(store.client, store.collection, plan.target, plan.settings, plan.layout,
-                               model=plan.reference, device=plan.device, dtype=plan.dtype, quantize=plan.quantize,
+                               model=plan.reference, device=plan.device, dtype=plan.dtype,
+                               quantize=plan.quantization.requested,
                                created=store.created, options=self.options, own_client=store.own_client)
         try:
             result = ray_run.execute(self.plan, self.read)
@@ -92,8 +100,8 @@ def check_ray_ingest(model: Any, settings: IngestConfig) -> None:
 
 
 class RayIngestRun:
-    """The driver's side of ``ingest(engine="ray")``: counts every document, and writes them in
-    mode "driver"."""
+    """The driver's side of ``ingest(engine="ray")``: counts every document, and writes them with
+    ``write="driver"``."""
 
     def __init__(self, client: Any, collection: str, target: QdrantConfig, settings: IngestConfig,
                  layout: CollectionLayout, *, model: str | None, device: str | None, dtype: str | None,
@@ -121,26 +129,25 @@ class RayIngestRun:
         self.seen = SeenDocuments()
         self.startup_seconds = 0.0
 
-    def _call(self, fn, what):
-        s = self.settings
-        return retrying_call(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait)(fn, what)
+    def _actor_sink(self) -> ActorSink:
+        """Where the actors' embedded batches go, chosen once for the run."""
+        if self.write == "workers":
+            return WriteFromActors(self.target, self.collection, self.layout, fresh=self.created,
+                                   retry=Retry.of(self.settings))
+        # The ids stored as the run begins, so that the actors embed nothing twice.
+        stored = frozenset() if self.created else frozenset(_stored_ids(self.client, self.collection))
+        return ShipToDriver(stored=stored)
 
     def _job(self) -> EmbedJob:
-        s = self.settings
-        stored: frozenset[str] = frozenset()
-        if self.write == "driver" and not self.created:
-            stored = frozenset(_stored_ids(self.client, self.collection))
-        return EmbedJob.for_run(
-            s, self.options, model=self.model, device=self.device, dtype=self.dtype, quantize=self.quantize,
-            mode="write" if self.write == "workers" else "vectors", layout=self.layout, bm25=self.layout.bm25,
-            target=self.target, collection=self.collection, fresh=self.created,
-            retry=(s.retry_attempts, s.retry_initial_wait, s.retry_max_wait), stored=stored)
+        return EmbedJob.for_run(self.settings, self.options, model=self.model, device=self.device, dtype=self.dtype,
+                                quantize=self.quantize, bm25=self.layout.bm25, sink=self._actor_sink())
 
     def execute(self, plan: SourcePlan, read: ReadOptions) -> IngestResult:
         started = time.perf_counter()
         job = self._job()
         handoff = self.write == "workers" and not self.target.is_server
-        writer = PointWriter(self.client, self.collection, self.layout, self._call, fresh=self.created)
+        sink = QdrantSink(PointWriter(self.client, self.collection, self.layout, retrying_call(Retry.of(self.settings)),
+                                      fresh=self.created))
         progress = tqdm(desc=f"Ingesting into {self.collection} on Ray", unit="chunk",
                         disable=not self.settings.show_progress)
         try:
@@ -156,7 +163,7 @@ class RayIngestRun:
                             if self._count(row, progress) and self.write == "driver":
                                 pending.append(row)
                                 if sum(len(r["embedded"]) for r in pending) >= self.settings.batch_size:
-                                    self._write(writer, pending)
+                                    self._write(sink, pending)
                                     pending = []
                         if self.result.failed and self.settings.on_error == "raise":
                             break
@@ -167,7 +174,7 @@ class RayIngestRun:
                     raise cause from None
                 finally:
                     if pending and not handoff:
-                        self._write(writer, pending)
+                        self._write(sink, pending)
         finally:
             progress.close()
             if handoff:
@@ -215,29 +222,29 @@ class RayIngestRun:
             self.result.chunks_unchanged += len(row["point_ids"]) - len(row["embedded"])
         return True
 
-    def _write(self, writer: PointWriter, rows: list[dict[str, Any]]) -> None:
-        """Write documents the actors embedded (mode "driver"), with the in-process engine's writer."""
-        chunks, vectors, sparse = [], [], []
-        for row in rows:
-            for i, pid in enumerate(row["embedded"]):
-                chunks.append(PendingChunk(pid, "", json.loads(row["payloads"][i]), row["source_root"]))
-                vectors.append(row["vectors"][i])
-                if row["sparse_indices"]:
-                    sparse.append((row["sparse_indices"][i], row["sparse_values"][i]))
-        # Every chunk of these documents: the stored ones (skipped by the actors) get their source
-        # root claimed here, exactly as the in-process engine does.
-        every = [PendingChunk(pid, "", {}, row["source_root"]) for row in rows for pid in row["point_ids"]]
-        todo = {c.point_id for c in writer.not_stored(every)}
-        missing = todo - {c.point_id for c in chunks}
+    def _write(self, sink: QdrantSink, rows: list[dict[str, Any]]) -> None:
+        """Write documents the actors embedded (``write="driver"``) through the in-process engine's sink."""
+        # Every chunk of these documents: the sink's check claims the source root of the stored ones
+        # (which the actors skipped), exactly as in the in-process engine.
+        batch = ChunkBatch.of_documents(
+            (row["doc_id"], [PendingChunk(pid, "", {}, row["source_root"]) for pid in row["point_ids"]])
+            for row in rows)
+        todo = sink.not_stored(batch.chunks)
+        shipped = {pid: (row, i) for row in rows for i, pid in enumerate(row["embedded"])}
+        missing = {c.point_id for c in todo} - shipped.keys()
         if missing:
             raise RuntimeError(f"{len(missing)} chunks were skipped as stored but are not in {self.collection!r}; "
                                "was the collection written by another client during the run? Re-run the ingest")
-        keep = [i for i, c in enumerate(chunks) if c.point_id in todo]
-        points = writer.points([chunks[i] for i in keep], [vectors[i] for i in keep],
-                               [sparse[i] for i in keep] if sparse else None)
-        writer.write(points, {row["doc_id"]: list(row["point_ids"]) for row in rows})
-        self.result.chunks_written += len(points)
-        self.result.chunks_unchanged += len(every) - len(points)
+        where = [shipped[c.point_id] for c in todo]
+        chunks = [PendingChunk(row["embedded"][i], "", json.loads(row["payloads"][i]), row["source_root"])
+                  for row, i in where]
+        vectors = np.asarray([row["vectors"][i] for row, i in where], dtype=np.float32)
+        sparse = ([(row["sparse_indices"][i], row["sparse_values"][i]) for row, i in where]
+                  if self.layout.bm25 is not None else None)
+        embedded = EmbeddedBatch(batch, chunks, vectors, sparse)
+        sink.write(embedded)
+        self.result.chunks_written += len(embedded.chunks)
+        self.result.chunks_unchanged += embedded.unchanged
 
 
 def _stored_ids(client: Any, collection: str) -> Iterator[str]:

@@ -1,0 +1,282 @@
+"""The ingest pipeline, written once: what happens to each document and each batch, whichever engine runs it.
+
+    documents -> deduplicated -> chunks (point ids, payloads) -> batches
+              -> the chunks the sink does not hold yet -> dense vectors -> BM25 vectors -> the sink
+
+- :class:`DocumentBatcher`: documents in, batches of ``batch_size`` chunks out, each document chunked as
+  it streams in; a document met again is skipped and two documents sharing an id with other content
+  are refused (:class:`~c2v_rag.rag.ingestion.points.SeenDocuments`).
+- :class:`BatchEmbedder`: one batch through the model. It asks the sink which chunks it does not hold
+  yet (so a re-run embeds nothing twice), embeds those, and adds their BM25 vectors when the run
+  stores them.
+- :class:`Sink`: where embedded batches go. :mod:`c2v_rag.rag.ingestion.sinks` has the Qdrant sink
+  (idempotent upserts, stale-chunk deletion, uploads on a background thread) and the Parquet sink;
+  the Ray actors' sinks (:mod:`c2v_rag.rag.ingestion.ray_dataflow`) also say what an actor returns.
+- :class:`IngestCore`: the loop over documents for the runs in this process (``ingest``'s local
+  engine and ``embed``'s): batch, embed, hand to the sink, with a failure policy and a progress bar.
+
+On Ray, Ray tasks read and chunk (with the same :func:`~c2v_rag.rag.ingestion.points.document_chunks`),
+a batch is a set of whole documents (:meth:`ChunkBatch.of_documents`), and every actor runs
+:class:`BatchEmbedder` into its sink, so a point or a Parquet row is the same whichever engine made it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import numpy as np
+
+from c2v_rag.rag.ingestion.points import PendingChunk, SeenDocuments, document_chunks, document_fingerprint
+from c2v_rag.rag.results import FailedBatch, IngestResult
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm
+
+    from c2v_rag.rag.embedding import Embedder
+    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.rag.read.source_document import SourceDocument
+    from c2v_rag.rag.store.sparse import BM25Encoder
+
+logger = logging.getLogger(__name__)
+
+# A BM25 vector: term indices and their weights.
+SparseVector = tuple[list[int], list[float]]
+
+
+@dataclass
+class ChunkBatch:
+    """Chunks embedded and written together, and the documents they come from."""
+
+    chunks: list[PendingChunk] = field(default_factory=list)
+    # The documents with a chunk here or completed here, in order: what a failed batch names.
+    doc_ids: list[str] = field(default_factory=list)
+    # doc id -> all its point ids, for the documents whose last chunk is in this batch (or before
+    # it): once the batch is stored, their other points are stale.
+    completed: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, doc_id: str, chunk: PendingChunk) -> None:
+        self.chunks.append(chunk)
+        self._name(doc_id)
+
+    def complete(self, doc_id: str, point_ids: list[str]) -> None:
+        """Every chunk of ``doc_id`` has been added (to this batch or an earlier one)."""
+        self._name(doc_id)
+        self.completed[doc_id] = point_ids
+
+    def _name(self, doc_id: str) -> None:
+        if not self.doc_ids or self.doc_ids[-1] != doc_id:
+            self.doc_ids.append(doc_id)
+
+    @classmethod
+    def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk]]]) -> "ChunkBatch":
+        """A batch of whole documents (doc id, its chunks), each completed in it. A document id met twice
+        is taken once, with its last chunks, in the place it was first met."""
+        whole = dict(documents)
+        batch = cls()
+        for doc_id, chunks in whole.items():
+            for chunk in chunks:
+                batch.add(doc_id, chunk)
+            batch.complete(doc_id, [c.point_id for c in chunks])
+        return batch
+
+
+@dataclass
+class EmbeddedBatch:
+    """A batch after the model: the chunks the sink did not hold yet, with their vectors in the same order."""
+
+    batch: ChunkBatch
+    chunks: list[PendingChunk]
+    # (len(chunks), dim) float32, unit length.
+    vectors: np.ndarray
+    # One BM25 vector per chunk when the run stores them, else None.
+    sparse: list[SparseVector] | None = None
+
+    @property
+    def unchanged(self) -> int:
+        """The batch's chunks the sink held already: neither embedded nor written again."""
+        return len(self.batch.chunks) - len(self.chunks)
+
+
+class Sink(Protocol):
+    """Where embedded batches go: a Qdrant collection, Parquet files, or the rows a Ray actor returns."""
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        """The chunks to embed, in order: those the sink does not hold yet (all of them for a sink that
+        cannot tell)."""
+        ...
+
+    def write(self, embedded: EmbeddedBatch) -> None:
+        """Store an embedded batch."""
+        ...
+
+
+class DocumentBatcher:
+    """Documents -> batches of ``batch_size`` chunks; a document is chunked as it streams in, so a batch
+    is handed on as soon as it is full, even in the middle of a long document.
+
+    Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
+    keeps the ids of the documents met (``seen``: what a sync compares the collection with).
+    """
+
+    def __init__(self, chunker: "TokenChunker", batch_size: int) -> None:
+        self.chunker = chunker
+        self.batch_size = batch_size
+        self.seen = SeenDocuments()
+        self.documents = 0
+        self.duplicate_documents = 0
+        self.chunks = 0
+        self._batch = ChunkBatch()
+
+    def add(self, doc: "SourceDocument") -> Iterator[ChunkBatch]:
+        """The batches ``doc``'s chunks fill, each as soon as it is full; none for a document met before.
+
+        Raises:
+            ValueError: the document's id was met before with other content.
+        """
+        if not self.seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
+            self.duplicate_documents += 1
+            return
+        self.documents += 1
+        ids: list[str] = []
+        for chunk in document_chunks(doc, self.chunker):
+            self._batch.add(doc.doc_id, chunk)
+            ids.append(chunk.point_id)
+            if len(self._batch.chunks) >= self.batch_size:
+                yield self._take()
+        self.chunks += len(ids)
+        self._batch.complete(doc.doc_id, ids)
+
+    def rest(self) -> ChunkBatch | None:
+        """The batch being filled, handed on as it is; None when it names no document."""
+        return self._take() if self._batch.doc_ids else None
+
+    def _take(self) -> ChunkBatch:
+        batch, self._batch = self._batch, ChunkBatch()
+        return batch
+
+
+class BatchEmbedder:
+    """One batch through the model: the chunks the sink does not hold yet -> dense vectors -> BM25 vectors."""
+
+    def __init__(self, embedder: "Embedder", sparse: "BM25Encoder | None" = None) -> None:
+        self.embedder = embedder
+        self.sparse = sparse
+
+    def embed(self, batch: ChunkBatch, sink: Sink) -> EmbeddedBatch:
+        todo = sink.not_stored(batch.chunks)
+        texts = [c.text for c in todo]
+        vectors = (self.embedder.embed_documents(texts) if todo
+                   else np.empty((0, self.embedder.dim), dtype=np.float32))
+        sparse = self.sparse.encode_documents(texts) if self.sparse is not None and todo else None
+        return EmbeddedBatch(batch, todo, vectors, sparse)
+
+
+class BatchFailures(Protocol):
+    """What a batch that could not be embedded or written does to the run."""
+
+    @property
+    def stopped(self) -> bool:
+        """Nothing more is to be embedded or written."""
+        ...
+
+    def record(self, batch: ChunkBatch, err: Exception) -> None:
+        """Called while ``err`` is being handled; may raise it."""
+        ...
+
+
+class FailedBatches:
+    """``ingest``'s policy: a failed batch (after retries) is recorded in ``result.failed``.
+
+    With ``on_error="continue"`` the run goes on; with "raise" the run stops (nothing more is embedded
+    or written) and ingest raises once what was embedded before the failure is stored. Either thread of
+    the local engine may record.
+    """
+
+    def __init__(self, result: IngestResult, on_error: Literal["raise", "continue"]) -> None:
+        self.result = result
+        self.on_error = on_error
+        # The documents a failed batch held: they keep their old points until a re-run stores them whole.
+        self.doc_ids: set[str] = set()
+        self._stop = threading.Event()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def record(self, batch: ChunkBatch, err: Exception) -> None:
+        # With on_error="raise" the IngestError says this; with "continue" it is the only trace.
+        level = logging.WARNING if self.on_error == "continue" else logging.INFO
+        logger.log(level, "Batch of documents %s failed: %s", batch.doc_ids[:10], err)
+        self.doc_ids.update(batch.doc_ids)
+        self.result.failed.append(FailedBatch(doc_ids=list(batch.doc_ids), chunks=len(batch.chunks),
+                                              error=f"{type(err).__name__}: {err}"))
+        if self.on_error == "raise":
+            self._stop.set()
+
+
+class StopAtFirstFailure:
+    """``embed``'s policy: the first batch that fails stops the run with its own error."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def record(self, batch: ChunkBatch, err: Exception) -> None:
+        self.stopped = True
+        raise err
+
+
+class IngestCore:
+    """Documents through the pipeline into a sink, in this process (``ingest``'s local engine, ``embed``'s).
+
+    Args:
+        batcher: documents -> batches.
+        embedder: a batch -> vectors.
+        failures: what a failed batch does.
+        progress: a bar counting chunks as they are embedded (stored ones once skipped).
+    """
+
+    def __init__(self, batcher: DocumentBatcher, embedder: BatchEmbedder, failures: BatchFailures,
+                 progress: "tqdm") -> None:
+        self.batcher = batcher
+        self.embedder = embedder
+        self.failures = failures
+        self.progress = progress
+
+    def run(self, documents: Iterable["SourceDocument"], sink: Sink) -> None:
+        """Every document into ``sink``, batch by batch, until the documents end or the failures stop the run.
+
+        An error while reading (a bad file or record, a document id clash) first hands on the batch read
+        before it, so that a re-run after the fix resumes past it, then propagates. Ctrl-C propagates at
+        once: nothing more is embedded.
+        """
+        try:
+            for doc in documents:
+                if self.failures.stopped:
+                    return
+                for batch in self.batcher.add(doc):
+                    self._send(batch, sink)
+        except Exception:
+            if not self.failures.stopped:
+                try:
+                    self._send(self.batcher.rest(), sink)
+                except Exception as err:  # the error that stopped the reading is the one to report
+                    logger.debug("Could not store the batch read before the error: %s", err)
+            raise
+        if not self.failures.stopped:
+            self._send(self.batcher.rest(), sink)
+
+    def _send(self, batch: ChunkBatch | None, sink: Sink) -> None:
+        if batch is None:
+            return
+        try:
+            embedded = self.embedder.embed(batch, sink)
+            # Chunks count as done once embedded (stored ones once skipped), so the bar moves with the work.
+            self.progress.update(len(batch.chunks))
+            sink.write(embedded)
+        except Exception as err:
+            self.failures.record(batch, err)
+
