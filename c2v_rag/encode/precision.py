@@ -15,10 +15,6 @@ def output_dtype(precision: str) -> np.dtype:
                      "uint8": np.uint8, "binary": np.int8, "ubinary": np.uint8}[precision])
 
 
-def output_width(dim: int, precision: str) -> int:
-    return (dim + 7) // 8 if precision in ("binary", "ubinary") else dim
-
-
 def quantize(embeddings: np.ndarray, precision: str, calibration: np.ndarray | None = None) -> np.ndarray:
     """Convert float32 embeddings [N, D] to ``precision``.
 

@@ -10,8 +10,6 @@ switch: no model class is copied or patched, so any transformers 5 release keeps
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from torch import nn
 
@@ -66,17 +64,6 @@ def set_attention_mode(decoder: nn.Module, mode: AttentionMode) -> None:
 def attention_mode(decoder: nn.Module) -> AttentionMode:
     """The mode ``decoder`` currently runs in."""
     return "causal" if getattr(base_model(decoder).config, "is_causal", True) else "bidirectional"
-
-
-@contextmanager
-def attention_mode_as(decoder: nn.Module, mode: AttentionMode) -> Iterator[None]:
-    """Run a block with ``decoder`` in ``mode``, restoring the previous mode afterwards."""
-    previous = attention_mode(decoder)
-    set_attention_mode(decoder, mode)
-    try:
-        yield
-    finally:
-        set_attention_mode(decoder, previous)
 
 
 def set_attention_dropout(decoder: nn.Module, probability: float) -> int:
