@@ -162,7 +162,7 @@ class Embedder:
     def for_documents(cls, model: "Causal2Vec", settings: Any) -> "Embedder":
         """The embedder an ingest, an embed run or a Ray actor writes documents with: unit vectors, and
         ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch`` and
-        ``truncate_dim`` (an :class:`~c2v_rag.rag.ingestion.ingest.IngestConfig` or a Ray ``EmbedJob``)."""
+        ``truncate_dim`` (an :class:`~c2v_rag.rag.ingestion.config.IngestConfig` or a Ray ``EmbedJob``)."""
         return cls(model, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
                    batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch,
                    truncate_dim=settings.truncate_dim)

@@ -6,26 +6,30 @@
 - :class:`SearchOptions`: what one search asks of a collection (:class:`CommonSearchOptions`: the
   part ``/v1/search`` takes as well).
 
-:func:`~c2v_rag.search`, :func:`~c2v_rag.search_many` and :func:`~c2v_rag.asearch` take every field
-as a keyword argument (:class:`SearchKwargs`), and :func:`~c2v_rag.search` also a whole
-``options=SearchOptions(...)``; the CLI's ``search`` and the server's ``/v1/search`` build a
-:class:`SearchOptions` too, so the three read the same fields with the same meanings.
+The public functions take these fields as explicit keyword parameters, with the models' defaults
+(tests/rag/test_options.py checks that the two agree), and turn them into one object per set at
+the entry point (``from_keywords``); from there the objects go down the call chain whole.
+:func:`~c2v_rag.search` also takes a whole ``options=SearchOptions(...)``; the CLI's ``search`` and
+the server's ``/v1/search`` build a :class:`SearchOptions` too, so the three read the same fields
+with the same meanings.
 
 Building an options object by hand validates its field types, as pydantic does. The keyword
-arguments of the search functions are taken as given instead (:meth:`ConnectionOptions.as_given`):
+arguments of the public functions are taken as given instead (``from_keywords``, :meth:`_Options.as_given`):
 their values are checked by the library where they always were (a bad filter before any model
 loads, a mode the collection cannot serve once the collection is read), with the library's messages.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ForwardRef, Literal, NamedTuple, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
 from c2v_rag.rag.store.query import Fusion, SearchMode
 
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from qdrant_client.http import models
 
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.rag.store.filters import FilterLike
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -45,14 +50,15 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     @classmethod
-    def as_given(cls, kwargs: Mapping[str, Any]) -> "Self":
-        """The fields of this set that ``kwargs`` names, as given, the others at their defaults.
+    def as_given(cls, values: Mapping[str, Any]) -> "Self":
+        """The fields of this set that ``values`` names, as given, the others at their defaults.
 
         Nothing is validated here (``model_construct``): a function taking these options as keyword
         arguments checks each value at the point it always did, so its errors and their order stay.
-        ``kwargs`` may hold other sets' fields; they are left to those.
+        ``values`` may hold other sets' fields (a flat set such as a retriever's, as ``dict(options)``);
+        they are left to those.
         """
-        return cls.model_construct(**{name: kwargs[name] for name in cls.model_fields if name in kwargs})
+        return cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
 
 
 class ConnectionOptions(_Options):
@@ -70,7 +76,7 @@ class ConnectionOptions(_Options):
     api_key: SecretStr | None = Field(
         default=None, description="the server's API key; None: $QDRANT_API_KEY. Never logged, not in repr")
     prefer_grpc: bool | None = Field(default=None, description="talk gRPC to the server; None: qdrant's setting")
-    store: Literal["local", "edge"] | None = Field(
+    store: StoreKind | None = Field(
         default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
                                   "Edge); None: an existing directory's, else local")
     qdrant: QdrantConfig | None = Field(
@@ -78,9 +84,16 @@ class ConnectionOptions(_Options):
                                   "when set, are laid over it")
 
     @classmethod
-    def as_given(cls, kwargs: Mapping[str, Any]) -> "Self":
+    def from_keywords(cls, *, qdrant_url: str | None, path: str | Path | None, api_key: str | SecretStr | None,
+                      prefer_grpc: bool | None, store: StoreKind | None, qdrant: QdrantConfig | None) -> "Self":
+        """The store a function's keyword arguments name, as given (:meth:`as_given`)."""
+        return cls.as_given({"qdrant_url": qdrant_url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc,
+                             "store": store, "qdrant": qdrant})
+
+    @classmethod
+    def as_given(cls, values: Mapping[str, Any]) -> "Self":
         """:meth:`_Options.as_given`, with a plain-string ``api_key`` wrapped, so repr never shows it."""
-        options = super().as_given(kwargs)
+        options = super().as_given(values)
         if isinstance(options.api_key, str):
             options.api_key = SecretStr(options.api_key)
         return options
@@ -96,7 +109,12 @@ class ConnectionOptions(_Options):
 
 class ModelOptions(_Options):
     """The model that embeds, and how it is loaded (:func:`~c2v_rag.rag.embedding.load_model`: once
-    per model, device, dtype and quantization, shared with every other caller)."""
+    per model, device, dtype and quantization, shared with every other caller).
+
+    Before the weights load, the same object says what a collection records about the model
+    (:meth:`reference`, :meth:`variant_config`, :meth:`weights_digest`, :meth:`applied_quantization`),
+    so an ingest checks the collection first.
+    """
 
     # Any: a loaded Causal2Vec is an object pydantic cannot describe, and naming its class here
     # would import the model layer (torch) with these options.
@@ -108,6 +126,12 @@ class ModelOptions(_Options):
     quantize: str | None = Field(
         default=None, description="'none', 'int8' (the decoder's linear layers in int8, CPU) or 'auto' (int8 where it met the "
                                   "quality bound); None: none (search: the collection's own; the other is refused)")
+
+    @classmethod
+    def from_keywords(cls, *, model: "str | Path | Causal2Vec | None", device: str | None, dtype: str | None,
+                      quantize: str | None) -> "Self":
+        """The model a function's keyword arguments name, as given (:meth:`as_given`)."""
+        return cls.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
 
     def load(self, *, default_model: str | None = None, default_quantize: str | None = None) -> "Causal2Vec":
         """The model: a loaded Causal2Vec as given, else the shared one for these options, with
@@ -121,6 +145,33 @@ class ModelOptions(_Options):
         model = self.model if self.model is not None else default_model
         quantize = self.quantize if self.quantize is not None else default_quantize
         return load_model(model, device=self.device, dtype=self.dtype, quantize=quantize)
+
+    def reference(self) -> str | None:
+        """What a collection records as the model's name (:func:`~c2v_rag.rag.embedding.model_reference`:
+        None for a loaded model); a ``model`` of another type is a TypeError."""
+        from c2v_rag.rag.embedding import model_reference
+
+        return model_reference(self.model)
+
+    def variant_config(self) -> "Causal2VecConfig":
+        """The model's config without its weights (:func:`~c2v_rag.rag.embedding.variant_config`)."""
+        from c2v_rag.rag.embedding import variant_config
+
+        return variant_config(self.model)
+
+    def weights_digest(self) -> str | None:
+        """The digest of the model's weight files, read before they load
+        (:func:`~c2v_rag.rag.embedding.variant_weights`)."""
+        from c2v_rag.rag.embedding import variant_weights
+
+        return variant_weights(self.model)
+
+    def applied_quantization(self) -> str:
+        """The quantization the model runs with, as a collection records it, before the weights load
+        (:func:`~c2v_rag.rag.embedding.applied_quantization`)."""
+        from c2v_rag.rag.embedding import applied_quantization
+
+        return applied_quantization(self.model, self.quantize, self.device)
 
 
 class CommonSearchOptions(_Options):
@@ -161,130 +212,56 @@ class SearchOptions(CommonSearchOptions):
                                    "(reciprocal rank) or 'dbsf' (distribution-based score fusion)")
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
 
-
-# The same fields as keyword arguments, for type checkers and IDEs (PEP 692: ``**kwargs:
-# Unpack[SearchKwargs]`` checks each keyword's name and type, and completes them). Why this form:
-# writing the twenty parameters on each function is the repetition these options remove, and a
-# decorator copying a template function's parameters onto the three (a ParamSpec) needs a cast per
-# function, for ``query`` against ``queries`` and async against sync, and leaves a template to keep.
-# A TypedDict has to be written out for checkers to read it (pydantic cannot generate one they
-# see), so each mirrors its model by name; tests/rag/test_options.py checks that they name the
-# same fields. Types are the ones callers pass (a Sequence of examples, a plain string API key),
-# which the models' fields accept; the defaults are the models' alone (spell_out_kwargs shows them).
-class StoreKwargs(TypedDict, total=False):
-    """:class:`ConnectionOptions` as keyword arguments, but for ``qdrant_url``, which ``ingest`` takes
-    positionally (a keyword that repeats a named parameter is an error for type checkers)."""
-
-    path: str | Path | None
-    api_key: str | SecretStr | None
-    prefer_grpc: bool | None
-    store: Literal["local", "edge"] | None
-    qdrant: QdrantConfig | None
-
-
-class ConnectionKwargs(StoreKwargs, total=False):
-    """:class:`ConnectionOptions` as keyword arguments."""
-
-    qdrant_url: str | None
-
-
-class ModelKwargs(TypedDict, total=False):
-    """:class:`ModelOptions` as keyword arguments."""
-
-    model: str | Path | Causal2Vec | None
-    device: str | None
-    dtype: str | None
-    quantize: str | None
-
-
-class SearchOptionsKwargs(TypedDict, total=False):
-    """:class:`SearchOptions` as keyword arguments."""
-
-    collection: str
-    task: str | None
-    instruction: str | None
-    examples: Sequence[tuple[str, str]] | None
-    filter: FilterLike | models.Filter | None
-    score_threshold: float | None
-    mode: SearchMode
-    fusion: Fusion
-    with_vectors: bool
-    group_by_document: bool
-
-
-class SearchKwargs(ConnectionKwargs, ModelKwargs, SearchOptionsKwargs, total=False):
-    """The keyword options of :func:`~c2v_rag.search`, :func:`~c2v_rag.search_many` and
-    :func:`~c2v_rag.asearch`: the fields of :class:`ConnectionOptions`, :class:`ModelOptions` and
-    :class:`SearchOptions`."""
-
-
-class IngestKwargs(StoreKwargs, ModelKwargs, total=False):
-    """The keyword options of :func:`~c2v_rag.ingest` shared with search: the store (``qdrant_url`` is
-    ``ingest``'s second positional parameter) and the model."""
-
-
-class SearchArguments(NamedTuple):
-    """A search call's keyword options, split into their three sets."""
-
-    connection: ConnectionOptions
-    model: ModelOptions
-    search: SearchOptions
-
     @classmethod
-    def from_call(cls, function: str, kwargs: Mapping[str, Any],
-                  options: SearchOptions | None = None) -> "SearchArguments":
-        """The options ``function`` was called with: ``kwargs`` as given (unchecked, see
-        :meth:`_Options.as_given`), the search fields among them laid over ``options`` when given.
-
-        Raises:
-            TypeError: a keyword no set has, worded as Python words it for a named parameter;
-                ``options`` that are not a :class:`SearchOptions`.
-        """
-        reject_unknown(function, kwargs, ConnectionOptions, ModelOptions, SearchOptions)
-        if options is None:
-            search = SearchOptions.as_given(kwargs)
-        elif isinstance(options, SearchOptions):
-            search = options.model_copy(update={k: v for k, v in kwargs.items() if k in SearchOptions.model_fields})
-        else:
-            raise TypeError(f"{function}() options must be a SearchOptions, got {type(options).__name__}")
-        return cls(ConnectionOptions.as_given(kwargs), ModelOptions.as_given(kwargs), search)
+    def from_keywords(cls, *, collection: str, task: str | None, instruction: str | None,
+                      examples: Sequence[tuple[str, str]] | None, filter: "FilterLike | models.Filter | None",
+                      score_threshold: float | None, mode: SearchMode, fusion: Fusion, with_vectors: bool,
+                      group_by_document: bool) -> "Self":
+        """The search a function's keyword arguments describe, as given (:meth:`as_given`)."""
+        return cls.as_given({"collection": collection, "task": task, "instruction": instruction, "examples": examples,
+                             "filter": filter, "score_threshold": score_threshold, "mode": mode, "fusion": fusion,
+                             "with_vectors": with_vectors, "group_by_document": group_by_document})
 
 
-def reject_unknown(function: str, kwargs: Mapping[str, Any], *option_sets: type[BaseModel]) -> None:
-    """A keyword in ``kwargs`` that no set in ``option_sets`` has is Python's TypeError for it."""
-    for name in kwargs:
-        if not any(name in options.model_fields for options in option_sets):
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+def search_keywords_over_options(function: _F) -> _F:
+    """Decorates a search function so that the search keywords a call names replace the fields of its
+    ``options=SearchOptions(...)``.
 
+    A search function takes the fields of :class:`SearchOptions` as explicit keyword parameters, or
+    whole as ``options=``, or both (the CLI passes a built :class:`SearchOptions` with the store and
+    model keywords), the keywords given winning. Only the call knows which keywords it gave: an
+    explicit ``filter=None`` replaces a filter and yet equals the default. So this wrapper lays the
+    given ones over ``options`` before the function runs, and leaves the function to read ``options``
+    whole, or its own search keywords when ``options`` is None.
 
-def spell_out_kwargs(kwargs_type: type, *option_sets: type[BaseModel]) -> Callable[[_F], _F]:
-    """A decorator: the function's ``**kwargs`` shown by ``help()`` and :func:`inspect.signature` as
-    the keyword arguments of ``kwargs_type`` they stand for, with the defaults of ``option_sets``.
+    The function's signature is its own (``functools.wraps``: ``help()`` and :func:`inspect.signature`
+    show its parameters), and every other keyword reaches it untouched, so an unknown one fails as
+    Python fails it for a named parameter.
 
-    The function itself is unchanged; only its ``__signature__`` is set, so help lists every option
-    with its default where it would otherwise say ``**kwargs``.
+    Raises:
+        TypeError: ``options`` that are not a :class:`SearchOptions`.
     """
-    defaults = {name: field.default for options in option_sets for name, field in options.model_fields.items()}
+    name = function.__name__
 
-    def spelled_out(function: _F) -> _F:
-        signature = inspect.signature(function)
-        named = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        # In the option sets' field order (qdrant_url first, as the models declare it), not the
-        # TypedDicts' inheritance order.
-        annotations = kwargs_type.__annotations__
-        keywords = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name],
-                                      annotation=_annotation(annotations[name]))
-                    for name in defaults if name in annotations]
-        first_keyword = next((i for i, p in enumerate(named) if p.kind is inspect.Parameter.KEYWORD_ONLY),
-                             len(named))
-        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=named[:first_keyword] + keywords + named[first_keyword:])
-        return function
+    def laid_over(kwargs: dict[str, Any]) -> dict[str, Any]:
+        options = kwargs.get("options")
+        if options is None:
+            return kwargs
+        if not isinstance(options, SearchOptions):
+            raise TypeError(f"{name}() options must be a SearchOptions, got {type(options).__name__}")
+        given = {key: kwargs.pop(key) for key in list(kwargs) if key in SearchOptions.model_fields}
+        kwargs["options"] = options.model_copy(update=given) if given else options
+        return kwargs
 
-    return spelled_out
+    if inspect.iscoroutinefunction(function):
+        @functools.wraps(function)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            return await function(*args, **laid_over(kwargs))
 
+        return cast(_F, call_async)
 
-def _annotation(annotation: Any) -> Any:
-    # TypedDict keeps a postponed annotation as a ForwardRef; help() shows its text, as it shows
-    # the other parameters' (this module and its callers use `from __future__ import annotations`).
-    return annotation.__forward_arg__ if isinstance(annotation, ForwardRef) else annotation
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **laid_over(kwargs))
+
+    return cast(_F, call)

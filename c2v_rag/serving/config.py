@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from c2v_rag.rag.options import ConnectionOptions
+from c2v_rag.rag.store.backends import StoreKind
+
 API_KEY_ENV = "C2V_RAG_API_KEY"
 
 
@@ -66,7 +69,7 @@ class ServerConfig(BaseModel):
     # -- /v1/search
     qdrant_url: str | None = Field(None, description="Qdrant server for /v1/search (API key: $QDRANT_API_KEY)")
     qdrant_path: Path | None = Field(None, description="embedded Qdrant directory for /v1/search")
-    qdrant_store: Literal["local", "edge"] | None = Field(
+    qdrant_store: StoreKind | None = Field(
         None, description="the embedded engine of qdrant_path (default: detected from the directory)")
     collection: str = Field("c2v_rag", description="default collection for /v1/search")
     prefer_grpc: bool = Field(False, description="talk gRPC to the Qdrant server")
@@ -80,3 +83,9 @@ class ServerConfig(BaseModel):
         if self.api_key is not None and not self.api_key.get_secret_value():
             self.api_key = None
         return self
+
+    def connection(self) -> ConnectionOptions:
+        """The store /v1/search reads, as the library's :class:`~c2v_rag.rag.options.ConnectionOptions`
+        (the API key of a Qdrant server comes from ``$QDRANT_API_KEY``: ``api_key`` is the server's own)."""
+        return ConnectionOptions(qdrant_url=self.qdrant_url, path=self.qdrant_path, prefer_grpc=self.prefer_grpc,
+                                 store=self.qdrant_store)

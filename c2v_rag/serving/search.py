@@ -14,7 +14,7 @@ from c2v_rag.encode.loop import truncate_rows
 from c2v_rag.rag.store.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
-from c2v_rag.rag.options import CommonSearchOptions, ConnectionOptions
+from c2v_rag.rag.options import CommonSearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit, nearest_chunks
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.schemas import ApiError
@@ -32,8 +32,7 @@ class CollectionSearcher:
 
     def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
         require_rag("c2v-rag serve --qdrant-url/--path")
-        self.target = ConnectionOptions(qdrant_url=config.qdrant_url, path=config.qdrant_path,
-                                        prefer_grpc=config.prefer_grpc, store=config.qdrant_store).resolve()
+        self.target = config.connection().resolve()
         self.model = model
         # Per concrete collection, the prefix size its vectors keep (Matryoshka; None: whole), read by check().
         self._sizes: dict[str, int | None] = {}

@@ -1,4 +1,4 @@
-"""The search options declared once (c2v_rag.rag.options): the keyword forms mirror the models, the
+"""The search options declared once (c2v_rag.rag.options): the keyword forms name the models' fields, the
 public functions show and take them, and the CLI and /v1/search build the same SearchOptions."""
 
 from __future__ import annotations
@@ -12,28 +12,22 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from c2v_rag.rag.store.collection import QdrantConfig
-from c2v_rag.rag.options import (
-    ConnectionKwargs,
-    ConnectionOptions,
-    ModelKwargs,
-    ModelOptions,
-    SearchKwargs,
-    SearchOptions,
-    SearchOptionsKwargs,
-)
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
 
 
-@pytest.mark.parametrize(("kwargs", "options"), [(ConnectionKwargs, ConnectionOptions), (ModelKwargs, ModelOptions),
-                                                 (SearchOptionsKwargs, SearchOptions)])
-def test_each_keyword_form_names_its_models_fields(kwargs, options):
-    assert set(kwargs.__annotations__) == set(options.model_fields)
+@pytest.mark.parametrize("options", [ConnectionOptions, ModelOptions, SearchOptions])
+def test_each_keyword_form_names_its_models_fields(options):
+    # The keyword form: what the public functions hand to from_keywords.
+    kwargs = inspect.signature(options.from_keywords).parameters
+    assert set(kwargs) == set(options.model_fields)
 
 
 def test_search_functions_show_every_option_with_its_default():
     import c2v_rag
 
     fields = {**ConnectionOptions.model_fields, **ModelOptions.model_fields, **SearchOptions.model_fields}
-    assert set(SearchKwargs.__annotations__) == set(fields)
+    for function in (c2v_rag.search, c2v_rag.search_many, c2v_rag.asearch):
+        assert set(list(inspect.signature(function).parameters)[2:]) == {*fields, "options", "client"}
     for function in (c2v_rag.search, c2v_rag.search_many, c2v_rag.asearch):
         parameters = inspect.signature(function).parameters
         assert list(parameters)[:2] in (["query", "top_k"], ["queries", "top_k"]) and parameters["top_k"].default == 5
@@ -45,6 +39,19 @@ def test_search_functions_show_every_option_with_its_default():
     assert (defaults["collection"].default, defaults["mode"].default, defaults["fusion"].default) == (
         "c2v_rag", "dense", "rrf")
     assert "group_by_document" in c2v_rag.search.__doc__ and "ConnectionOptions" in c2v_rag.search.__doc__
+    assert inspect.iscoroutinefunction(c2v_rag.asearch)
+
+
+@pytest.mark.parametrize(("name", "option_sets"), [
+    ("ingest", (ConnectionOptions, ModelOptions)), ("reindex", (ConnectionOptions, ModelOptions)),
+    ("embed", (ModelOptions,))])
+def test_ingest_reindex_and_embed_take_the_store_and_model_keywords_with_their_defaults(name, option_sets):
+    import c2v_rag
+
+    parameters = inspect.signature(getattr(c2v_rag, name)).parameters
+    fields = {n: f.default for options in option_sets for n, f in options.model_fields.items()}
+    assert {n: parameters[n].default for n in fields} == fields
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def test_an_unknown_keyword_is_refused_as_python_refuses_one(tmp_path):

@@ -15,7 +15,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -23,6 +23,8 @@ from c2v_rag.rag.store.aliases import alias_target, switch_alias
 from c2v_rag.rag.store.collection import (DEFAULT_COLLECTION, FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name,
                          collection_not_found)
 from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.options import ConnectionOptions
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.store.retry import call_with_retry
 
@@ -54,10 +56,10 @@ def migrate(
     *,
     source_path: str | Path | None = None,
     source_url: str | None = None,
-    source_store: Literal["local", "edge"] | None = None,
+    source_store: StoreKind | None = None,
     target_path: str | Path | None = None,
     target_url: str | None = None,
-    target_store: Literal["local", "edge"] | None = None,
+    target_store: StoreKind | None = None,
     target_collection: str | None = None,
     api_key: str | None = None,
     batch_size: int = 256,
@@ -87,8 +89,10 @@ def migrate(
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    src = QdrantConfig.resolve(source, source_url, source_path, api_key, store=source_store)
-    dst = QdrantConfig.resolve(target, target_url, target_path, api_key, store=target_store)
+    src = ConnectionOptions.from_keywords(qdrant_url=source_url, path=source_path, api_key=api_key, prefer_grpc=None,
+                                          store=source_store, qdrant=source).resolve()
+    dst = ConnectionOptions.from_keywords(qdrant_url=target_url, path=target_path, api_key=api_key, prefer_grpc=None,
+                                          store=target_store, qdrant=target).resolve()
     started = time.perf_counter()
     with _opened(src) as reader:
         concrete = alias_target(reader, collection) or collection

@@ -37,12 +37,15 @@ from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.store.vectors import CollectionLayout
 from c2v_rag.rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
-from c2v_rag.rag.embedding import resolve_model
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.retry import call_with_retry
 from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
+
+    from c2v_rag.rag.store.store_backend import StoreClient
 
     from c2v_rag.model.causal2vec import Causal2Vec
 
@@ -73,7 +76,7 @@ def reindex(
     path: str | Path | None = None,
     api_key: str | None = None,
     prefer_grpc: bool | None = None,
-    store: Literal["local", "edge"] | None = None,
+    store: StoreKind | None = None,
     device: str | None = None,
     dtype: str | None = None,
     quantize: str | None = None,
@@ -101,9 +104,12 @@ def reindex(
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    target = QdrantConfig.resolve(qdrant, qdrant_url, path, api_key, prefer_grpc, store)
+    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
+                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    target = connection.resolve()
     own_client = client is None
-    qdrant_client = target.connect() if own_client else client
+    qdrant_client: StoreClient = client if client is not None else target.connect()
     started = time.perf_counter()
     try:
         previous = alias_target(qdrant_client, collection)
@@ -125,7 +131,7 @@ def reindex(
         params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
         if params.distance.value.lower() in ("cosine", "dot", "euclid"):
             target = target.model_copy(update={"distance": params.distance.value.lower()})
-        reference, c2v = resolve_model(model, device, dtype, quantize)
+        reference, c2v = chosen.reference(), chosen.load()
         new = next_version(qdrant_client, collection)
         ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
         try:
@@ -151,7 +157,7 @@ def reindex(
             qdrant_client.close()
 
 
-def _copy_indexes(client: "QdrantClient", info: Any, new: str) -> None:
+def _copy_indexes(client: "StoreClient", info: Any, new: str) -> None:
     """The old collection's payload indexes (a server's; embedded Qdrant keeps none)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -160,7 +166,7 @@ def _copy_indexes(client: "QdrantClient", info: Any, new: str) -> None:
                 client.create_payload_index(new, field, field_schema=schema.data_type, wait=True)
 
 
-def _refill(client: "QdrantClient", previous: str, new: str, layout: CollectionLayout, embedder: Embedder,
+def _refill(client: "StoreClient", previous: str, new: str, layout: CollectionLayout, embedder: Embedder,
             sparse: BM25Encoder | None, batch_size: int, show_progress: bool) -> int:
     from qdrant_client.http import models
 

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,11 +27,8 @@ from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.read.files import ReadLog, ReadOptions
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
-from c2v_rag.rag.options import ModelKwargs, ModelOptions, reject_unknown, spell_out_kwargs
-from c2v_rag.rag.embedding import model_reference, variant_config
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from c2v_rag.rag.options import ModelOptions
+from c2v_rag.rag.embedding import model_reference
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +52,14 @@ class EmbedResult(BaseModel):
                 f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
 
 
-@spell_out_kwargs(ModelKwargs, ModelOptions)
 def embed(
     docs: Any,
     out: str | Path,
     *,
+    model: str | Path | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -70,7 +70,6 @@ def embed(
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
     rows_per_file: int = 100_000,
-    **kwargs: Unpack[ModelKwargs],
 ) -> EmbedResult:
     """Chunk and embed ``docs`` into Parquet files under ``out`` (a new or empty folder).
 
@@ -87,24 +86,22 @@ def embed(
     Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
     model. A folder that already holds Parquet files is refused (nothing is overwritten).
     """
-    reject_unknown("embed", kwargs, ModelOptions)
-    chosen = ModelOptions.as_given(kwargs)
-    model, device, dtype, quantize = chosen.model, chosen.device, chosen.dtype, chosen.quantize
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                                            batch_size=batch_size, on_error=on_error, show_progress=show_progress,
                                            truncate_dim=truncate_dim)
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
     write = choose_engine(_WRITERS, engine)
-    if model is not None and not isinstance(model, (str, Path)):
+    if chosen.model is not None and not isinstance(chosen.model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
     folder = _check_out(Path(out))
-    check_chunk_size(settings.chunk_size, variant_config(model).max_length)
+    check_chunk_size(settings.chunk_size, chosen.variant_config().max_length)
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()
-    result = write(docs, folder, settings, read, log, model=model, device=device, dtype=dtype, quantize=quantize,
-                   ray=ray, rows_per_file=rows_per_file)
+    result = write(docs, folder, settings, read, log, model=chosen.model, device=chosen.device, dtype=chosen.dtype,
+                   quantize=chosen.quantize, ray=ray, rows_per_file=rows_per_file)
     result.seconds = time.perf_counter() - started
     return result
 

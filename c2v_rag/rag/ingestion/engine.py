@@ -19,16 +19,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from c2v_rag.rag.errors import IngestError
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from c2v_rag.rag.store.store_backend import StoreClient
 
     from c2v_rag.core.config import Causal2VecConfig
-    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.options import ModelOptions
     from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.read.files import ReadLog, ReadOptions
     from c2v_rag.rag.ingestion.config import IngestConfig
@@ -49,18 +48,6 @@ def choose_engine(engines: Mapping[str, T], engine: str) -> T:
     return engines[engine]
 
 
-@dataclass(frozen=True)
-class Quantization:
-    """``quantize=`` as the caller asked for it, and as it applies to the model that fills the collection."""
-
-    # None, "none", "int8" or "auto", as passed: what a model is loaded with. Loading resolves it for the
-    # device that loads it, so each Ray actor resolves "auto" for its own device.
-    requested: str | None
-    # "none" or the int8 method: a loaded model's own, else ``requested`` resolved for ``device``
-    # (:func:`~c2v_rag.rag.embedding.applied_quantization`). What the collection records and is checked against.
-    applied: str
-
-
 @dataclass
 class IngestPlan:
     """What ``ingest`` decided before the run, the same whichever engine runs it."""
@@ -70,15 +57,15 @@ class IngestPlan:
     layout: "CollectionLayout"
     # Built before the model loads, so that a missing bm25s fails fast; the Ray actors build their own.
     sparse_encoder: "BM25Encoder | None"
-    # The model as the caller named it, what the collection records as its name (None for a loaded
-    # model), its config (no weights), its weights' digest, and how it loads and runs.
-    model: "str | Path | Causal2Vec | None"
+    # The model as the caller chose it (name or object, device, dtype, ``quantize`` as asked: each Ray actor
+    # resolves "auto" for its own device when it loads it).
+    model: "ModelOptions"
+    # What the collection records about that model: its name (None for a loaded model), its config (no
+    # weights), its weights' digest, and the quantization it runs with ("none" or the int8 method).
     reference: str | None
     model_config: "Causal2VecConfig"
     weights: str | None
-    quantization: Quantization
-    device: str | None
-    dtype: str | None
+    quantization: str
     # The resolved paths a sync mirrors (empty without sync=True).
     roots: list[str] = field(default_factory=list)
 
@@ -88,7 +75,7 @@ class IngestStore:
     """The store as the run holds it: the client (which an engine may reopen), and the collection."""
 
     # A QdrantClient, or an EdgeClient with the same calls (both implement stores.StoreClient).
-    client: "QdrantClient"
+    client: "StoreClient"
     # ingest opened the client (and closes it), rather than being handed one.
     own_client: bool
     collection: str = ""

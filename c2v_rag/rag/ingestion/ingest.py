@@ -29,23 +29,26 @@ from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.read.files import ReadLog
 from c2v_rag.rag.ingestion.config import IngestConfig
-from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, Quantization, choose_engine
-from c2v_rag.rag.results import FailedBatch, IngestResult
+from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
+from c2v_rag.rag.results import IngestResult
 from c2v_rag.rag.store.vectors import CollectionLayout
 from c2v_rag.rag.ingestion.local_engine import LocalEngine
-from c2v_rag.rag.options import ConnectionOptions, IngestKwargs, ModelOptions, reject_unknown, spell_out_kwargs
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_client, server_error
-from c2v_rag.rag.embedding import applied_quantization, model_reference, variant_config, variant_weights
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.ingestion.ray_engine import RayEngine
 from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
 from c2v_rag.rag.ingestion.sync import sync_roots
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
-    from typing_extensions import Unpack
+    from pathlib import Path
 
-# Kept importable from here, where they were defined before ingest's engines got modules of their own.
-__all__ = ["ingest", "IngestConfig", "IngestResult", "FailedBatch", "RayOptions", "applied_quantization", "ENGINES"]
+    from pydantic import SecretStr
+    from qdrant_client import QdrantClient
+
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+__all__ = ["ingest", "ENGINES"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +56,20 @@ logger = logging.getLogger(__name__)
 ENGINES: dict[str, Callable[..., IngestEngine]] = {"local": LocalEngine, "ray": RayEngine}
 
 
-@spell_out_kwargs(IngestKwargs, ConnectionOptions, ModelOptions)
 def ingest(
     docs: Any,
     qdrant_url: str | None = None,
     collection: str = DEFAULT_COLLECTION,
     *,
+    path: str | Path | None = None,
+    api_key: str | SecretStr | None = None,
+    prefer_grpc: bool | None = None,
+    store: StoreKind | None = None,
+    qdrant: QdrantConfig | None = None,
+    model: str | Path | Causal2Vec | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
@@ -73,7 +84,6 @@ def ingest(
     client: "QdrantClient | None" = None,
     engine: Literal["local", "ray"] = "local",
     ray: "RayOptions | str | None" = None,
-    **kwargs: Unpack[IngestKwargs],
 ) -> IngestResult:
     """Chunk, embed and store ``docs`` in a Qdrant collection; safe to re-run.
 
@@ -112,9 +122,12 @@ def ingest(
         truncate_dim: store shorter vectors (Matryoshka): one of the sizes the variant was trained
             for (``config.matryoshka_dims``). The collection records it and refuses another size;
             :func:`~c2v_rag.search` embeds queries at the size the collection stores.
+        path, prefer_grpc, store: the embedded Qdrant directory (``store``: its engine, detected from an
+            existing directory when unset), or gRPC to the server; ``device``, ``dtype``: how the model loads.
         config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
             The store and model keywords are :class:`~c2v_rag.rag.options.ConnectionOptions` and
-            :class:`~c2v_rag.rag.options.ModelOptions`, the ones :func:`~c2v_rag.search` takes.
+            :class:`~c2v_rag.rag.options.ModelOptions`, the ones :func:`~c2v_rag.search` takes; each
+            set becomes one object here, handed down whole.
         client: an open ``QdrantClient`` to use instead of connecting (left open).
         engine: ``"local"`` runs in this process; ``"ray"`` reads, chunks, embeds and writes on a Ray
             cluster (:mod:`c2v_rag.rag.ingestion.ray_dataflow`, ``pip install 'c2v-rag[ray]'``): the same point ids,
@@ -135,10 +148,9 @@ def ingest(
         call then resumes with no duplicates. Ctrl-C raises :class:`IngestInterrupted` (a
         ``KeyboardInterrupt``) once the batches already embedded are stored.
     """
-    reject_unknown("ingest", kwargs, ConnectionOptions, ModelOptions)
-    connection = ConnectionOptions.as_given({**kwargs, "qdrant_url": qdrant_url})
-    chosen = ModelOptions.as_given(kwargs)
-    model, device, dtype, quantize = chosen.model, chosen.device, chosen.dtype, chosen.quantize
+    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
+                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     require_rag("c2v_rag.ingest")
     settings = IngestConfig.with_overrides(
         config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
@@ -146,24 +158,24 @@ def ingest(
         truncate_dim=truncate_dim)
     target = connection.resolve()
     # The engine refuses what it cannot run (engine="ray": Ray missing, sync=True, a model object) at once.
-    runner = choose_engine(ENGINES, engine)(model=model, settings=settings, ray=ray)
+    runner = choose_engine(ENGINES, engine)(model=chosen.model, settings=settings, ray=ray)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
     read = settings.read_options()
     runner.open_input(docs, read, log)
     roots = sync_roots(docs) if settings.sync else []
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
-    reference = model_reference(model)
-    model_config = variant_config(model)
-    weights = variant_weights(model)
-    quantization = Quantization(requested=quantize, applied=applied_quantization(model, quantize, device))
+    reference = chosen.reference()
+    model_config = chosen.variant_config()
+    weights = chosen.weights_digest()
+    quantization = chosen.applied_quantization()
     check_chunk_size(settings.chunk_size, model_config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionLayout.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
-    plan = IngestPlan(settings=settings, target=target, layout=layout, sparse_encoder=sparse_encoder, model=model,
+    plan = IngestPlan(settings=settings, target=target, layout=layout, sparse_encoder=sparse_encoder, model=chosen,
                       reference=reference, model_config=model_config, weights=weights, quantization=quantization,
-                      device=device, dtype=dtype, roots=roots)
+                      roots=roots)
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
     held = IngestStore(open_client(target, attempts=settings.retry_attempts, initial_wait=settings.retry_initial_wait,
@@ -175,7 +187,7 @@ def ingest(
                                        else (resolve_alias(held.client, collection), None))
         try:
             check_target(held.client, held.collection, target, model_config, reference, layout,
-                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization.applied)
+                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization)
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from c2v_rag.rag.embedding import Embedder, load_model
+from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import IngestError, IngestInterrupted
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
@@ -58,9 +58,7 @@ class LocalEngine:
         self.total = _count_documents(docs)
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
-        c2v: Causal2Vec = (plan.model if plan.reference is None
-                           else load_model(plan.model, device=plan.device, dtype=plan.dtype,
-                                           quantize=plan.quantization.requested))
+        c2v: Causal2Vec = plan.model.load()
         self.embedder = Embedder.for_documents(c2v, plan.settings)
         self.chunker = TokenChunker(c2v, plan.settings.chunk_size, plan.settings.chunk_overlap)
         return model_fingerprint(c2v, plan.reference, plan.settings.truncate_dim)

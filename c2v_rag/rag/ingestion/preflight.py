@@ -10,7 +10,6 @@ behind. Every check here needs only the variant's config file, not its weights; 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from c2v_rag.rag.store.collection import QdrantConfig, check_collection, config_fingerprint
@@ -19,7 +18,7 @@ from c2v_rag.rag.store.retry import call_with_retry, is_transient
 from c2v_rag.rag.store.backends import check_collection_name
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from c2v_rag.rag.store.store_backend import StoreClient
 
     from c2v_rag.rag.store.vectors import CollectionLayout
 
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "QdrantClient":
+def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "StoreClient":
     """A client that has been answered: a locked embedded directory raises
     :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
     ``attempts`` tries :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`."""
@@ -64,7 +63,7 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
     return err
 
 
-def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
+def check_target(client: "StoreClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
                  reference: str | None, layout: "CollectionLayout | None" = None,
                  weights: str | None = None, truncate_dim: int | None = None, quantize: str = "none") -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
@@ -86,7 +85,7 @@ def check_target(client: "QdrantClient", collection: str, target: QdrantConfig, 
     return True
 
 
-def drop_if_empty(client: "QdrantClient", collection: str, target: QdrantConfig) -> bool:
+def drop_if_empty(client: "StoreClient", collection: str, target: QdrantConfig) -> bool:
     """Delete ``collection`` when it holds no point: a run that created it and then stopped."""
     try:
         if client.count(collection, exact=True).count == 0:

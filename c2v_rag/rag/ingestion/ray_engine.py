@@ -73,12 +73,12 @@ class RayEngine:
         # The actors load the model by its reference (a preset name or an absolute variant
         # directory, the same on every node); the driver needs its config alone.
         return config_fingerprint(plan.model_config, plan.reference, weights=plan.weights,
-                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization.applied)
+                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization)
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         ray_run = RayIngestRun(store.client, store.collection, plan.target, plan.settings, plan.layout,
-                               model=plan.reference, device=plan.device, dtype=plan.dtype,
-                               quantize=plan.quantization.requested,
+                               model=plan.reference, device=plan.model.device, dtype=plan.model.dtype,
+                               quantize=plan.model.quantize,
                                created=store.created, options=self.options, own_client=store.own_client)
         try:
             result = ray_run.execute(self.plan, self.read)

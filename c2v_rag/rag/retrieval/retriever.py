@@ -18,10 +18,9 @@ from typing import Any
 
 from pydantic import Field
 
-from c2v_rag.rag.store.collection import QdrantConfig
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchKwargs
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.options import SearchOptions as _SearchOptions  # this module's SearchOptions: RetrieverOptions' older name
-from c2v_rag.rag.retrieval.search import SearchHit, search
+from c2v_rag.rag.retrieval.search import SearchHit, search_with
 
 
 # One lock per embedded store directory: a store takes one client at a time, so the calls of a
@@ -30,29 +29,34 @@ _STORE_LOCKS: dict[str, threading.Lock] = {}
 _STORE_LOCKS_GUARD = threading.Lock()
 
 
-class RetrieverOptions(ConnectionOptions, ModelOptions, _SearchOptions):
+# Each base's from_keywords builds that base alone, so their signatures differ; a RetrieverOptions is built
+# from its fields, and splits them with as_given.
+class RetrieverOptions(ConnectionOptions, ModelOptions, _SearchOptions):  # type: ignore[misc]
     """Where and how a retriever searches: every option of :func:`c2v_rag.search` as one flat set of
     fields (the store's, the model's and the search's, documented on their option classes), plus
-    an open ``client``. The query and ``top_k`` come with each call."""
+    an open ``client``. The query and ``top_k`` come with each call, which splits the fields into
+    the three option objects and hands them to :func:`~c2v_rag.rag.retrieval.search.search_with` whole."""
 
     client: Any = Field(default=None, description="an open client to use (left open); None: open the store "
                                                   "for each query, so an embedded store stays free in between")
 
     def search_hits(self, query: str, top_k: int, filter: Any = None) -> list[SearchHit]:
         """:func:`c2v_rag.search` with these options (``filter``, when given, replaces the stored one)."""
-        with self._embedded_store_turn():
-            return self._search(query, top_k, filter)
-
-    def _search(self, query: str, top_k: int, filter: Any) -> list[SearchHit]:
-        kwargs: dict[str, Any] = {name: getattr(self, name) for name in SearchKwargs.__annotations__}
+        fields = dict(self)
+        connection = ConnectionOptions.as_given(fields)
+        options = _SearchOptions.as_given(fields)
         if filter is not None:
-            kwargs["filter"] = filter
-        return search(query, top_k, client=self.client, **kwargs)
+            options = options.model_copy(update={"filter": filter})
+        with self._embedded_store_turn(connection):
+            return search_with(query, top_k, connection, ModelOptions.as_given(fields), options, self.client)
 
-    def _embedded_store_turn(self) -> Any:
-        if self.client is not None or self.qdrant_url is not None or (self.qdrant is not None and self.qdrant.url):
+    def _embedded_store_turn(self, connection: ConnectionOptions) -> Any:
+        if self.client is not None or connection.qdrant_url is not None or (
+                connection.qdrant is not None and connection.qdrant.url):
             return contextlib.nullcontext()
-        target = QdrantConfig.resolve(self.qdrant, path=self.path, store=self.store)
+        target = connection.resolve()
+        if target.path is None:  # a backend that keeps no directory: nothing to take turns on
+            return contextlib.nullcontext()
         key = str(Path(target.path).expanduser().resolve())
         with _STORE_LOCKS_GUARD:
             return _STORE_LOCKS.setdefault(key, threading.Lock())

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from c2v_rag.rag.store.aliases import aresolve_alias, resolve_alias
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
+    DEFAULT_COLLECTION,
     QdrantConfig,
     check_collection_name,
     check_model,
@@ -30,21 +32,24 @@ from c2v_rag.rag.options import (
     CommonSearchOptions,
     ConnectionOptions,
     ModelOptions,
-    SearchArguments,
-    SearchKwargs,
     SearchOptions,
-    spell_out_kwargs,
+    search_keywords_over_options,
 )
 from c2v_rag.rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from c2v_rag.rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.rag.store.sparse import BM25Encoder
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import SecretStr
     from qdrant_client import AsyncQdrantClient, QdrantClient
     from qdrant_client.http import models
-    from typing_extensions import Unpack
 
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.store.filters import FilterLike
+    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.rag.store.query import Fusion, SearchMode
 
 
 class SearchHit(BaseModel):
@@ -87,21 +92,38 @@ def _dense_vector(vector: Any, name: str) -> list[float] | None:
     return [float(x) for x in vector] if isinstance(vector, list) else None
 
 
-# search, search_many and asearch take their options as keyword arguments (SearchKwargs), declared
-# once beside the option models, rather than each repeating twenty parameters (PEP 692 lets type
-# checkers and IDEs check and complete them); help() and inspect.signature show them spelled out,
-# with the models' defaults.
-_spelled_out = spell_out_kwargs(SearchKwargs, ConnectionOptions, ModelOptions, SearchOptions)
+# search, search_many and asearch take the fields of ConnectionOptions, ModelOptions and SearchOptions as
+# keyword parameters, with the same defaults (tests/rag/test_options.py checks that they agree), build one
+# object of each at entry, and hand those to _search_many whole.
 
 
-@_spelled_out
+@search_keywords_over_options
 def search(
     query: str,
     top_k: int = 5,
     *,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | SecretStr | None = None,
+    prefer_grpc: bool | None = None,
+    store: StoreKind | None = None,
+    qdrant: QdrantConfig | None = None,
+    model: str | Path | Causal2Vec | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    collection: str = DEFAULT_COLLECTION,
+    task: str | None = None,
+    instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
+    filter: FilterLike | models.Filter | None = None,
+    score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
+    with_vectors: bool = False,
+    group_by_document: bool = False,
     options: SearchOptions | None = None,
     client: QdrantClient | None = None,
-    **kwargs: Unpack[SearchKwargs],
 ) -> list[SearchHit]:
     """The ``top_k`` chunks nearest to ``query`` in a collection made by :func:`ingest`.
 
@@ -131,56 +153,116 @@ def search(
     as well replace its fields. ``client`` is an open ``QdrantClient`` to use (left open).
     Collections written by LlamaIndex or LangChain can be searched too.
     """
-    arguments = SearchArguments.from_call("search", kwargs, options)
+    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
+                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    if options is None:
+        options = SearchOptions.from_keywords(
+            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
+            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
+            group_by_document=group_by_document)
+    return search_with(query, top_k, connection, chosen, options, client)
+
+
+def search_with(query: str, top_k: int, connection: ConnectionOptions, model: ModelOptions, options: SearchOptions,
+                client: QdrantClient | None = None) -> list[SearchHit]:
+    """:func:`search` with its options as the three objects, for callers that hold them already (the
+    framework retrievers)."""
     _check_query(query)
-    return _search_many([query], top_k, arguments, client)[0]
+    return _search_many([query], top_k, connection, model, options, client)[0]
 
 
-@_spelled_out
+@search_keywords_over_options
 def search_many(
     queries: Sequence[str],
     top_k: int = 5,
     *,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | SecretStr | None = None,
+    prefer_grpc: bool | None = None,
+    store: StoreKind | None = None,
+    qdrant: QdrantConfig | None = None,
+    model: str | Path | Causal2Vec | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    collection: str = DEFAULT_COLLECTION,
+    task: str | None = None,
+    instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
+    filter: FilterLike | models.Filter | None = None,
+    score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
+    with_vectors: bool = False,
+    group_by_document: bool = False,
     options: SearchOptions | None = None,
     client: QdrantClient | None = None,
-    **kwargs: Unpack[SearchKwargs],
 ) -> list[list[SearchHit]]:
     """:func:`search` for many queries: embedded in one batch, sent in one Qdrant request.
 
     Takes :func:`search`'s options. Returns one list of hits per query, in the order of ``queries``.
     """
-    return _search_many(queries, top_k, SearchArguments.from_call("search_many", kwargs, options), client)
+    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
+                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    if options is None:
+        options = SearchOptions.from_keywords(
+            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
+            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
+            group_by_document=group_by_document)
+    return _search_many(queries, top_k, connection, chosen, options, client)
 
 
-@_spelled_out
+@search_keywords_over_options
 async def asearch(
     query: str,
     top_k: int = 5,
     *,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | SecretStr | None = None,
+    prefer_grpc: bool | None = None,
+    store: StoreKind | None = None,
+    qdrant: QdrantConfig | None = None,
+    model: str | Path | Causal2Vec | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    quantize: str | None = None,
+    collection: str = DEFAULT_COLLECTION,
+    task: str | None = None,
+    instruction: str | None = None,
+    examples: Sequence[tuple[str, str]] | None = None,
+    filter: FilterLike | models.Filter | None = None,
+    score_threshold: float | None = None,
+    mode: SearchMode = "dense",
+    fusion: Fusion = "rrf",
+    with_vectors: bool = False,
+    group_by_document: bool = False,
     options: SearchOptions | None = None,
     client: AsyncQdrantClient | None = None,
-    **kwargs: Unpack[SearchKwargs],
 ) -> list[SearchHit]:
     """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
     embedding in a worker thread, so the event loop stays free. ``client`` is an open
-    ``AsyncQdrantClient`` to use (left open). Qdrant Edge has no async client: a search of an
-    Edge store runs whole in a worker thread. Takes :func:`search`'s options."""
-    arguments = SearchArguments.from_call("asearch", kwargs, options)
-    from qdrant_client import AsyncQdrantClient
-
+    ``AsyncQdrantClient`` to use (left open). A backend without an async client (Qdrant Edge) is
+    searched whole in a worker thread. Takes :func:`search`'s options."""
+    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
+                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    if options is None:
+        options = SearchOptions.from_keywords(
+            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
+            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
+            group_by_document=group_by_document)
     require_rag("c2v_rag.asearch")
     _check_query(query)
-    call = _SearchCall.check([query], top_k, arguments)
-    target = arguments.connection.resolve()
-    if target.is_edge and client is None:
-        return (await asyncio.to_thread(_search_sync, call, target, None))[0]
+    call = _SearchCall.check([query], top_k, options, chosen)
+    target = connection.resolve()
     own_client = client is None
-    if client is None:
-        if not target.is_server:
-            target.path.mkdir(parents=True, exist_ok=True)
-        qdrant_client = AsyncQdrantClient(**target.client_kwargs())
-    else:
-        qdrant_client = client
+    qdrant_client = client if client is not None else target.connect_async()
+    if qdrant_client is None:
+        return (await asyncio.to_thread(_search_sync, call, target, None))[0]
     try:
         return (await _search_async(call, target, qdrant_client))[0]
     finally:
@@ -188,13 +270,13 @@ async def asearch(
             await qdrant_client.close()
 
 
-def _search_many(queries: Sequence[str], top_k: int, arguments: SearchArguments,
-                 client: QdrantClient | None) -> list[list[SearchHit]]:
+def _search_many(queries: Sequence[str], top_k: int, connection: ConnectionOptions, model: ModelOptions,
+                 options: SearchOptions, client: QdrantClient | None) -> list[list[SearchHit]]:
     require_rag("c2v_rag.search")
-    call = _SearchCall.check(queries, top_k, arguments)
+    call = _SearchCall.check(queries, top_k, options, model)
     if not call.queries:
         return []
-    return _search_sync(call, arguments.connection.resolve(), client)
+    return _search_sync(call, connection.resolve(), client)
 
 
 @dataclass
@@ -209,12 +291,12 @@ class _SearchCall:
     query_filter: "models.Filter | None"
 
     @classmethod
-    def check(cls, queries: Sequence[str], top_k: int, arguments: SearchArguments) -> "_SearchCall":
+    def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> "_SearchCall":
         """The checks that need no store and no model, so a bad argument fails before either opens."""
         queries = _check_queries(queries, top_k)
-        query_filter = to_qdrant_filter(arguments.search.filter)  # a bad filter fails before any model loads
-        check_fusion(arguments.search.fusion)
-        return cls(queries, top_k, arguments.search, arguments.model, query_filter)
+        query_filter = to_qdrant_filter(options.filter)  # a bad filter fails before any model loads
+        check_fusion(options.fusion)
+        return cls(queries, top_k, options, model, query_filter)
 
     def plan(self, info: Any, concrete: str, target: QdrantConfig) -> "tuple[_Plan, list[models.QueryRequest]]":
         """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
@@ -223,7 +305,7 @@ class _SearchCall:
         return plan, plan.requests(self.queries, self.top_k, self.query_filter, self.options)
 
 
-def _search_sync(call: _SearchCall, target: QdrantConfig, client: QdrantClient | None) -> list[list[SearchHit]]:
+def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
     own_client = client is None
     qdrant_client = client if client is not None else target.connect()
     try:
@@ -248,7 +330,7 @@ async def _search_async(call: _SearchCall, target: QdrantConfig,
     return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
 
 
-def _read(client: QdrantClient, concrete: str, layout: CollectionLayout, requests: list[models.QueryRequest],
+def _read(client: StoreClient, concrete: str, layout: CollectionLayout, requests: list[models.QueryRequest],
           group_by_document: bool) -> list[list[SearchHit]]:
     """The hits of ``requests`` on ``concrete``: one Qdrant batch, or with ``group_by_document``
     one grouped query each."""
@@ -258,7 +340,7 @@ def _read(client: QdrantClient, concrete: str, layout: CollectionLayout, request
 
 
 def nearest_chunks(
-    client: "QdrantClient",
+    client: StoreClient,
     collection: str,
     target: QdrantConfig,
     vector: Sequence[float],

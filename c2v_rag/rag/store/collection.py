@@ -1,13 +1,14 @@
 """Where the vectors live: the Qdrant connection, and creating or checking a collection.
 
 With no URL, Qdrant runs embedded in this process and keeps its files in a local directory (the
-embedded default, under the user data directory), on one of two engines (``store=``):
+embedded default, under the user data directory), on one of the embedded engines (``store=``):
 qdrant-client's local mode (``"local"``, Python objects and exact search, for small stores and
 framework interop) or Qdrant Edge (``"edge"``, Qdrant's segment engine: HNSW, payload indexes,
-quantization; :mod:`c2v_rag.rag.store.edge_client`). An existing directory's engine is detected. With a URL
-it talks to a Qdrant server, where sharding, replication, float16 storage, quantization and
-on-disk vectors take effect; local mode accepts them and ignores them (a warning names the ones
-set), Edge honours all but sharding and replication.
+quantization). An existing directory's engine is detected. With a URL it talks to a Qdrant server,
+where sharding, replication, float16 storage, quantization and on-disk vectors take effect; local
+mode accepts them and ignores them (a warning names the ones set), Edge honours all but sharding and
+replication. Each is a backend of :mod:`c2v_rag.rag.store.backends`' registry, which
+:meth:`QdrantConfig.connect` asks for the client.
 """
 
 from __future__ import annotations
@@ -22,13 +23,24 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
-from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError, StoreLockedError
+from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
 from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionLayout
 from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
-from c2v_rag.rag.store.backends import STORES, check_collection_name, check_store_kind, store_kind
+from c2v_rag.rag.store.backends import (
+    DEFAULT_STORE,
+    StoreKind,
+    backend_for,
+    backend_named,
+    check_collection_name,
+    check_store_kind,
+    check_store_name,
+    store_kind,
+)
+from c2v_rag.rag.store.server_backend import API_KEY_ENV  # noqa: F401 (kept importable from here)
+from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
 
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -36,7 +48,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_COLLECTION = "c2v_rag"
-API_KEY_ENV = "QDRANT_API_KEY"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 # The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
 FINGERPRINT_METADATA_KEY = "c2v_rag"
@@ -45,21 +56,18 @@ _FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_t
                        "normalize_parts", "encoder_share", "weights", "truncate_dim", "quantize")
 # Fields whose absence from an older collection has a known meaning: those were all written in float.
 _FINGERPRINT_DEFAULTS = {"quantize": "none"}
-_SERVER_ONLY = ("shard_number", "replication_factor", "write_consistency_factor", "quantization",
-                "on_disk", "on_disk_payload")
-# What Qdrant Edge ignores: it is one shard in one process.
-_EDGE_IGNORES = ("shard_number", "replication_factor", "write_consistency_factor")
 
 
 def default_local_path(store: str | None = None) -> Path:
-    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory
-    (``qdrant`` for local mode, ``qdrant-edge`` for ``store="edge"``: the engines' files differ)."""
+    """The embedded Qdrant directory: ``$C2V_RAG_QDRANT_PATH`` or the user data directory's folder for
+    the engine ``store`` names (``qdrant`` for local mode, ``qdrant-edge`` for ``store="edge"``: the
+    engines' files differ)."""
     env = os.environ.get(LOCAL_PATH_ENV)
     if env:
         return Path(env).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("c2v_rag")) / ("qdrant-edge" if store == "edge" else "qdrant")
+    return Path(platformdirs.user_data_dir("c2v_rag")) / backend_named(store or DEFAULT_STORE).default_directory
 
 
 class QdrantConfig(BaseModel):
@@ -75,7 +83,7 @@ class QdrantConfig(BaseModel):
 
     url: str | None = Field(default=None, description="Qdrant server URL, e.g. https://host:6333")
     path: Path | None = Field(default=None, description="embedded Qdrant directory (no URL)")
-    store: Literal["local", "edge"] | None = Field(
+    store: StoreKind | None = Field(
         default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
                                   "Edge); None detects an existing directory's and makes new ones 'local'")
     hnsw_m: int | None = Field(default=None, ge=4, description="HNSW edges per node of a new collection "
@@ -130,12 +138,12 @@ class QdrantConfig(BaseModel):
     ) -> "QdrantConfig":
         """``qdrant`` with the given arguments laid over it, and the default local path filled in.
 
-        ``store`` (``"local"``, ``"edge"``) picks the embedded engine; a path another engine wrote
-        is refused here (:class:`~c2v_rag.rag.errors.StoreKindError`), before any model loads.
+        ``store`` (``"local"``, ``"edge"``: a registered embedded engine) picks the embedded engine; a
+        path another engine wrote is refused here (:class:`~c2v_rag.rag.errors.StoreKindError`), before
+        any model loads.
         """
-        if store is not None and store not in STORES:
-            raise ValueError(f"store={store!r} is not an embedded engine; use one of {', '.join(STORES)} "
-                             "(or qdrant_url= for a server)")
+        if store is not None:
+            check_store_name(store)
         base = (qdrant or cls()).model_dump()
         updates = {"url": url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc, "store": store}
         base.update({k: v for k, v in updates.items() if v is not None})
@@ -144,15 +152,18 @@ class QdrantConfig(BaseModel):
         if url is not None and store is None:
             base["store"] = None
         config = cls.model_validate(base)
-        if config.url is None and config.path is None:
-            config = config.model_copy(update={"path": default_local_path(config.store)})
-        if config.url is None:
-            found = store_kind(config.path)
-            if config.store is None:
-                config = config.model_copy(update={"store": found or "local"})
-            else:
-                check_store_kind(config.path, config.store)
-        return config
+        if config.url is not None or not config.backend.uses_directory:
+            return config
+        path = config.path if config.path is not None else default_local_path(config.store)
+        if config.store is None:
+            return config.model_copy(update={"path": path, "store": store_kind(path) or DEFAULT_STORE})
+        check_store_kind(path, config.store)
+        return config.model_copy(update={"path": path})
+
+    @property
+    def backend(self) -> StoreBackend:
+        """The backend these settings name (:func:`~c2v_rag.rag.store.backends.backend_for`)."""
+        return backend_for(self)
 
     @property
     def is_server(self) -> bool:
@@ -160,66 +171,43 @@ class QdrantConfig(BaseModel):
 
     @property
     def is_edge(self) -> bool:
-        """An embedded Qdrant Edge store."""
+        """An embedded Qdrant Edge store: for the ingest engines that treat it apart (a Ray run builds its
+        HNSW graph once the writing actor has let go of the store)."""
         return self.url is None and self.store == "edge"
 
     @property
     def location(self) -> str:
         """Where the data lives, for messages (never includes the API key)."""
-        if self.url is not None:
-            return self.url
-        return f"Qdrant Edge at {self.path}" if self.is_edge else f"embedded Qdrant at {self.path}"
+        return self.backend.location(self)
 
     def client_kwargs(self) -> dict[str, Any]:
         """Arguments for ``QdrantClient`` (a server or local mode; Edge has its own client)."""
-        if self.is_edge:
-            raise ValueError(f"{self.location} is a Qdrant Edge store, which QdrantClient cannot open; "
-                             "use QdrantConfig.connect()")
-        if not self.is_server:
-            return {"path": str(self.path)}
-        key = self.api_key.get_secret_value() if self.api_key is not None else os.environ.get(API_KEY_ENV)
-        kwargs: dict[str, Any] = {"url": self.url, "prefer_grpc": self.prefer_grpc, "grpc_port": self.grpc_port,
-                                  "timeout": self.timeout}
-        if key:
-            kwargs["api_key"] = key
-        if self.https is not None:
-            kwargs["https"] = self.https
-        return kwargs
+        return self.backend.client_kwargs(self)
 
-    def connect(self) -> "QdrantClient":
-        """A client for the server or the embedded directory: a ``QdrantClient``, or for
-        ``store="edge"`` an :class:`~c2v_rag.rag.store.edge_client.EdgeClient` with the same calls (both
-        implement :class:`~c2v_rag.rag.store.backends.StoreClient`)."""
-        if self.is_edge:
-            from c2v_rag.rag.store.edge_client import EdgeClient
+    def connect(self) -> StoreClient:
+        """A client on the store these settings name, from their backend (a ``QdrantClient`` for a
+        server or local mode, an :class:`~c2v_rag.rag.store.edge_client.EdgeClient` for Edge; each
+        implements :class:`~c2v_rag.rag.store.store_backend.StoreClient`).
 
-            ignored = [name for name in _EDGE_IGNORES if getattr(self, name) is not None]
-            if ignored:
-                logger.warning("Qdrant Edge ignores the server options %s", ", ".join(ignored))
-            return EdgeClient(self.path, hnsw_m=self.hnsw_m, hnsw_ef_construct=self.hnsw_ef_construct,
-                              hnsw_ef=self.hnsw_ef)
-        from qdrant_client import QdrantClient
+        First, whatever the backend: its packages are checked, a directory another backend wrote is
+        refused, and the settings it ignores are named in a warning.
+        """
+        backend = self.backend
+        backend.require(self.location)
+        if backend.uses_directory:
+            check_store_kind(backend.directory(self), backend.name)
+        ignored = backend.ignored_options(self)
+        if ignored:
+            logger.warning("%s ignores the server options %s", backend.title[:1].upper() + backend.title[1:],
+                           ", ".join(ignored))
+        return backend.connect(self)
 
-        if not self.is_server:
-            check_store_kind(self.path, "local")
-            self.path.mkdir(parents=True, exist_ok=True)
-            ignored = [name for name in _SERVER_ONLY if getattr(self, name) not in (None, False)]
-            # Embedded Qdrant stores float32 whatever the collection says (measured in
-            # bench/vector_storage.py), so a float16 request there saves nothing.
-            if self.datatype != "float32":
-                ignored.append(f"datatype={self.datatype}")
-            if ignored:
-                logger.warning("Embedded Qdrant ignores the server options %s", ", ".join(ignored))
-        try:
-            return QdrantClient(**self.client_kwargs())
-        except RuntimeError as err:
-            if "already accessed" in str(err):
-                raise StoreLockedError(
-                    f"{self.location} is open in another client (this process or another one); embedded "
-                    "Qdrant allows one at a time. Close the other client, or run a Qdrant server and "
-                    "pass qdrant_url."
-                ) from err
-            raise
+    def connect_async(self) -> "AsyncQdrantClient | None":
+        """An ``AsyncQdrantClient`` on the store, or None for a backend without one (Edge), whose
+        searches run in a worker thread instead."""
+        backend = self.backend
+        backend.require(self.location)
+        return backend.connect_async(self)
 
     def vector_params(self, dim: int) -> "models.VectorParams":
         from qdrant_client.http import models
@@ -302,7 +290,7 @@ def config_fingerprint(config: Any, reference: str | None, weights: str | None =
     }
 
 
-def collection_fingerprint(client: "QdrantClient", name: str) -> dict[str, Any] | None:
+def collection_fingerprint(client: StoreClient, name: str) -> dict[str, Any] | None:
     """The model fingerprint a c2v_rag collection was created with, if any."""
     return fingerprint_of(client.get_collection(name))
 
@@ -372,7 +360,7 @@ def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.
     return vectors
 
 
-def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+def check_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
                      layout: "CollectionLayout | None" = None) -> None:
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
     the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
@@ -407,7 +395,7 @@ def check_collection(client: "QdrantClient", name: str, config: QdrantConfig, fi
     check_model(collection_fingerprint(client, name), fingerprint, name, config.location)
 
 
-def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, fingerprint: dict[str, Any],
+def ensure_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
                       layout: "CollectionLayout | None" = None,
                       payload_indexes: "dict[str, str] | None" = None) -> bool:
     """Create ``name`` for these vectors, or check the existing one; True when created.
@@ -441,7 +429,7 @@ def ensure_collection(client: "QdrantClient", name: str, config: QdrantConfig, f
     return True
 
 
-def require_collection(client: "QdrantClient", name: str, config: QdrantConfig) -> Any:
+def require_collection(client: StoreClient, name: str, config: QdrantConfig) -> Any:
     """The collection's info, or :class:`CollectionNotFoundError` with the fix."""
     check_collection_name(name)
     if not client.collection_exists(name):
@@ -483,7 +471,7 @@ def payload_index_fields(indexes: dict[str, str]) -> dict[str, "models.PayloadSc
     return {metadata_field(key): models.PayloadSchemaType(kind) for key, kind in indexes.items()}
 
 
-def _create_payload_indexes(client: "QdrantClient", name: str, indexes: dict[str, str]) -> None:
+def _create_payload_indexes(client: StoreClient, name: str, indexes: dict[str, str]) -> None:
     # Filters on an unindexed field scan every point on a server; creating an index that exists
     # already is a no-op there, so this runs on every ingest that declares them.
     with warnings.catch_warnings():

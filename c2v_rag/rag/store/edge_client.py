@@ -1,6 +1,6 @@
 """The Qdrant Edge backend: Qdrant's own segment engine (``qdrant-edge-py``) in this process.
 
-:class:`EdgeClient` implements the :class:`~c2v_rag.rag.store.backends.StoreClient` calls (the part of
+:class:`EdgeClient` implements the :class:`~c2v_rag.rag.store.store_backend.StoreClient` calls (the part of
 ``QdrantClient`` the package uses) on Qdrant Edge, so ingest, search, sync, reindex and migrate
 run unchanged on it. Requests and results are qdrant-client's own models, translated at this
 boundary and nowhere else (:mod:`c2v_rag.rag.store.edge_translation`).
@@ -40,16 +40,13 @@ from c2v_rag.rag.store.edge_translation import (
     to_edge_filter,
 )
 from c2v_rag.rag.store.edge_directory import FORMAT, EdgeCollection, EdgeStore, require_edge
-from c2v_rag.rag.store.backends import StoreClient, StoreKind, check_collection_name, check_store_kind, store_kind
+from c2v_rag.rag.store.store_backend import check_collection_name
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
 
-# Kept importable from here, where they were defined before the store interface, the store's files and
-# the model translation got modules of their own.
-__all__ = ["EdgeClient", "EdgeCollectionInfo", "auto_search_ef", "require_edge", "HNSW_M", "HNSW_EF_CONSTRUCT",
-           "HNSW_EF", "AUTO_EF_FROM", "AUTO_EF_AT_1M", "AUTO_EF_MAX", "StoreClient", "StoreKind",
-           "store_kind", "check_store_kind", "to_edge_filter"]
+__all__ = ["EdgeClient", "EdgeCollectionInfo", "auto_search_ef", "HNSW_M", "HNSW_EF_CONSTRUCT", "HNSW_EF", "AUTO_EF_FROM",
+           "AUTO_EF_AT_1M", "AUTO_EF_MAX"]
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.rag.errors import StoreLockedError
-from c2v_rag.rag.store.backends import EDGE_MARKER, check_store_kind
+from c2v_rag.rag.store.local_backend import LocalModeBackend
+from c2v_rag.rag.store.store_backend import wrong_store
 
 FORMAT = 1
+# The file that makes a directory a Qdrant Edge store.
+EDGE_MARKER = "c2v_edge.json"
+# What an Edge store is called in messages (:class:`~c2v_rag.rag.store.edge_backend.EdgeBackend`'s description).
+EDGE_DESCRIPTION = "a Qdrant Edge store (store='edge')"
 _COLLECTIONS = "collections"
 _COLLECTION_FILE = "collection.json"
 _SHARD = "shard"
@@ -85,7 +90,11 @@ class EdgeStore:
         import portalocker
 
         self.path = Path(path).expanduser()
-        check_store_kind(self.path, "edge")
+        # Edge's files beside local mode's would leave a directory neither engine reads. QdrantConfig.connect
+        # refuses every other backend's directory before this; opened directly, the sibling engine is refused here.
+        local = LocalModeBackend()
+        if local.holds(self.path):
+            raise wrong_store(self.path, local, "edge", EDGE_DESCRIPTION)
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.path / _LOCK, "a+")  # noqa: SIM115 (held until close)
         try:

@@ -27,7 +27,7 @@ from qdrant_client import QdrantClient
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
-from c2v_rag.rag.store.edge_client import store_kind
+from c2v_rag.rag.store.backends import store_kind
 from rag_helpers import compare, make_text, points
 
 ACTOR_CLASS = "ChunkEmbedActor"

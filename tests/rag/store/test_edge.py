@@ -26,7 +26,8 @@ from qdrant_client.http import models
 import c2v_rag
 from c2v_rag.rag import (DEFAULT_QUERY_TASK, CollectionMismatchError, QdrantConfig, QdrantUnreachableError,
                          StoreLockedError)
-from c2v_rag.rag.store.edge_client import EdgeClient, store_kind
+from c2v_rag.rag.store.backends import store_kind
+from c2v_rag.rag.store.edge_client import EdgeClient
 from c2v_rag.rag.errors import StoreKindError
 from rag_helpers import make_text, stored_points
 

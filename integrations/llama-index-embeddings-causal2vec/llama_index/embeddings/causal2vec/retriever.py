@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -10,9 +12,17 @@ from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
                                                   VectorStoreQueryMode)
 
+from c2v_rag.rag.store.backends import StoreKind
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
 from c2v_rag.rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
+from c2v_rag.rag.store.query import Fusion
 from c2v_rag.rag.retrieval.retriever import RetrieverOptions
 from c2v_rag.rag.retrieval.search import SearchHit
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+
+    from c2v_rag.model.causal2vec import Causal2Vec
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
 QUERY_MODES = {VectorStoreQueryMode.DEFAULT: "dense", VectorStoreQueryMode.SPARSE: "sparse",
@@ -40,19 +50,55 @@ class Causal2VecRetriever(BaseRetriever):
             nodes = retriever.retrieve("What causes spring tides?")
     """
 
-    def __init__(self, *, similarity_top_k: int = 4, filters: Any = None,
-                 vector_store_query_mode: VectorStoreQueryMode | str = VectorStoreQueryMode.DEFAULT,
-                 callback_manager: CallbackManager | None = None, verbose: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        similarity_top_k: int = 4,
+        filters: Any = None,
+        vector_store_query_mode: VectorStoreQueryMode | str = VectorStoreQueryMode.DEFAULT,
+        collection: str = DEFAULT_COLLECTION,
+        qdrant_url: str | None = None,
+        path: str | Path | None = None,
+        api_key: str | SecretStr | None = None,
+        prefer_grpc: bool | None = None,
+        store: StoreKind | None = None,
+        qdrant: QdrantConfig | None = None,
+        model: str | Path | Causal2Vec | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        quantize: str | None = None,
+        task: str | None = None,
+        instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None,
+        score_threshold: float | None = None,
+        fusion: Fusion = "rrf",
+        with_vectors: bool = False,
+        group_by_document: bool = False,
+        client: Any = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **unknown: Any,
+    ) -> None:
+        # An option this retriever does not take is a ValueError, as LlamaIndex's own classes (pydantic) refuse one.
+        if "mode" in unknown:
+            raise ValueError("pass vector_store_query_mode (LlamaIndex's name), not mode")
+        if unknown:
+            raise ValueError(f"Causal2VecRetriever has no option {', '.join(sorted(unknown))}: it takes "
+                             "similarity_top_k, filters, vector_store_query_mode and c2v_rag.search's options "
+                             "(RetrieverOptions)")
         if not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
         mode = VectorStoreQueryMode(vector_store_query_mode)
         if mode not in QUERY_MODES:
             raise ValueError(f"vector_store_query_mode={mode.value!r} is not supported; use one of "
                              f"{', '.join(m.value for m in QUERY_MODES)}")
-        if "mode" in options:
-            raise ValueError("pass vector_store_query_mode (LlamaIndex's name), not mode")
         self.similarity_top_k = similarity_top_k
-        self.options = RetrieverOptions(mode=QUERY_MODES[mode], filter=to_filter(filters), **options)
+        self.options = RetrieverOptions(
+            collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc,
+            store=store, qdrant=qdrant, model=model, device=device, dtype=dtype, quantize=quantize, task=task,
+            instruction=instruction, examples=examples, filter=to_filter(filters), score_threshold=score_threshold,
+            mode=QUERY_MODES[mode], fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document,
+            client=client)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
