@@ -1,4 +1,4 @@
-"""The int8 decoder's attention alone: block-causal ONNX ``Attention`` against ``GroupQueryAttention`` (issue 26).
+"""The int8 decoder's attention alone: block-causal ONNX ``Attention`` against ``GroupQueryAttention``.
 
     python bench/attention_blocks.py                          # SmolLM2-135M's heads: 9 query, 3 key/value, 64 values
     python bench/emulate_avx2.py -- bench/attention_blocks.py # the same with AVX2 kernels

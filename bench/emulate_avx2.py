@@ -1,4 +1,4 @@
-"""Run a benchmark with AVX2 kernels on an AVX-512 CPU: a stand-in for an AVX2-only machine (issue 26).
+"""Run a benchmark with AVX2 kernels on an AVX-512 CPU: a stand-in for an AVX2-only machine.
 
     python bench/emulate_avx2.py -- bench/int8.py --data ../shared/data --docs 12 --claims 4 --candidates int8
     python bench/emulate_avx2.py --check        # show that every library took its AVX2 path

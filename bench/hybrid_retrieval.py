@@ -9,7 +9,7 @@
 The dense side is ``--model``: all-MiniLM-L6-v2 alone by default (cheap on a CPU), or a Causal2Vec
 variant or preset (``default``), loaded as ``bench/long_texts.py`` loads them. Each abstract is one
 point (as in ``c2v-rag eval``: no chunking), laid out as ``ingest(..., sparse="bm25")`` lays a
-hybrid collection out (:class:`c2v_rag.rag.store.vectors.CollectionLayout`), in embedded Qdrant, and
+hybrid collection out (:class:`c2v_rag.rag.store.vectors.CollectionVectors`), in embedded Qdrant, and
 every query goes through the request that ``c2v_rag.search(mode=...)`` sends
 (:func:`c2v_rag.rag.store.query.query_request`). The dense row is therefore comparable with
 ``c2v-rag eval --baseline all-minilm-l6-v2`` (or ``c2v-rag eval VARIANT --max-length N``) on the same set.
@@ -44,7 +44,7 @@ def main() -> None:
 
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.vectors import CollectionVectors
     from c2v_rag.rag.store.query import query_request
     from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
 
@@ -73,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         client = QdrantClient(path=tmp)
         for label, bm25 in configs.items():
-            layout = CollectionLayout(dense="text-dense", sparse="text-sparse-new", bm25=bm25)
+            layout = CollectionVectors(dense="text-dense", sparse="text-sparse-new", bm25=bm25)
             sparse = BM25Encoder(bm25)
             name = f"scifact_{label.replace(' ', '_')}"
             client.create_collection(name, vectors_config={"text-dense": models.VectorParams(

@@ -1,4 +1,4 @@
-"""int8 vs the float default on a CPU, side by side in one run: speed ratios and vector agreement (issue 26).
+"""int8 vs the float default on a CPU, side by side in one run: speed ratios and vector agreement.
 
     python bench/int8.py --data ../shared/data --docs 24 --claims 8 --repeats 3
     python bench/int8.py --data ../shared/data --docs 24 --claims 8 --candidates torchao   # also torchao

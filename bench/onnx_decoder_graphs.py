@@ -1,4 +1,4 @@
-"""ONNX decoder graphs side by side, the decoder alone: CPU time and h_EOS agreement (issue 26).
+"""ONNX decoder graphs side by side, the decoder alone: CPU time and h_EOS agreement.
 
     python bench/onnx_decoder_graphs.py --data ../shared/data ~/.cache/c2v_rag/onnx/*/decoder-fp32.onnx \\
         ~/.cache/c2v_rag/onnx/*/decoder-int8-token-sq.onnx /tmp/variant.onnx

@@ -31,8 +31,8 @@ def add_runtime_options(parser: argparse.ArgumentParser, device_help: str | None
     parser.add_argument("--dtype", default=None, choices=DTYPES)
     parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
                         help="CPU only: the decoder's linear layers in int8 (ONNX Runtime, pip install 'c2v-rag[int8]'; "
-                             "1.4x float32 on an AVX2 CPU, vectors at cosine >= 0.998 to float); auto: int8 where it "
-                             "met the quality bound (docs/performance.md). Default: none (search: the collection's)")
+                             "speed and agreement with float in docs/performance.md); auto: int8 where it met the "
+                             "quality bound. Default: none (search: the collection's)")
 
 
 def add_query_options(parser: argparse.ArgumentParser, task_help: str) -> None:

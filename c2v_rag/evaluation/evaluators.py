@@ -11,7 +11,7 @@ from c2v_rag.evaluation.datasets import LabelledData, PairScoreData, RetrievalDa
 from c2v_rag.evaluation.metrics import evaluate_run
 
 
-class Embedder(Protocol):
+class EmbeddingModel(Protocol):
     """What the evaluators need: Causal2Vec and :class:`~c2v_rag.evaluation.baselines.BiEncoder` both fit."""
 
     def encode_queries(self, texts: list[str], *, task: str | None = None, **kwargs: Any) -> np.ndarray: ...
@@ -38,7 +38,7 @@ def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str
     return ranked
 
 
-def evaluate_retrieval(model: Embedder, data: RetrievalData, *, top_k: int = 100, long_texts: Any = None,
+def evaluate_retrieval(model: EmbeddingModel, data: RetrievalData, *, top_k: int = 100, long_texts: Any = None,
                        examples: list[tuple[str, str]] | None = None, **encode_kwargs: Any) -> dict[str, float]:
     """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus.
 
@@ -88,7 +88,7 @@ def search_maxp(query_vectors: np.ndarray, window_vectors: np.ndarray, owners: n
     return ranked
 
 
-def evaluate_sts(model: Embedder, data: PairScoreData, **encode_kwargs: Any) -> dict[str, float]:
+def evaluate_sts(model: EmbeddingModel, data: PairScoreData, **encode_kwargs: Any) -> dict[str, float]:
     """Spearman correlation of cosine similarities with the gold scores (symmetric: both sides instructed)."""
     from scipy.stats import spearmanr
 
@@ -98,7 +98,7 @@ def evaluate_sts(model: Embedder, data: PairScoreData, **encode_kwargs: Any) -> 
     return {"spearman": float(spearmanr(cosine, data.scores).statistic)}
 
 
-def evaluate_classification(model: Embedder, data: LabelledData, *, seeds: int = 10, max_iter: int = 100,
+def evaluate_classification(model: EmbeddingModel, data: LabelledData, *, seeds: int = 10, max_iter: int = 100,
                             **encode_kwargs: Any) -> dict[str, float]:
     """MTEB's few-shot protocol: logistic regression on n examples per label, averaged over seeds."""
     from sklearn.linear_model import LogisticRegression
@@ -123,7 +123,7 @@ def evaluate_classification(model: Embedder, data: LabelledData, *, seeds: int =
     return {"accuracy": float(np.mean(scores)), "accuracy_std": float(np.std(scores))}
 
 
-def evaluate(model: Embedder, data, *, examples: int = 0, **kwargs: Any) -> dict[str, float]:
+def evaluate(model: EmbeddingModel, data, *, examples: int = 0, **kwargs: Any) -> dict[str, float]:
     """Dispatch on the data's type; ``examples`` in-context examples (:func:`~c2v_rag.evaluation.datasets.pick_examples`)
     go on the queries of a retrieval set and on every input of a symmetric one."""
     if examples:

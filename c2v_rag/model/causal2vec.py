@@ -34,13 +34,12 @@ from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokeni
 
 logger = logging.getLogger(__name__)
 
-# The encoder and the projector compute in float32 whatever the decoder's dtype (issue 14). Their
-# output C enters every decoder position, and the decoder amplifies a change of C. In bf16 the
-# encoder's rounding follows the batch's padding (its attention runs over the padded length, through
-# another kernel path than an unpadded text): the same text alone and beside a longer one got a C up
-# to 0.009 apart, and an h_C at cosine 0.9996. In float32 the two agree to ~1e-6, and C is rounded to
-# the decoder's dtype once. The encoder is the small model (MiniLM: ~8% of the linear-layer FLOPs next
-# to SmolLM2-135M); the cost under bf16 is in docs/performance.md.
+# The encoder and the projector compute in float32 whatever the decoder's dtype. Their output C enters
+# every decoder position, and the decoder amplifies a change of C. In bf16 the encoder's rounding follows
+# the batch's padding (its attention runs over the padded length, through another kernel path than an
+# unpadded text), so the same text alone and beside a longer one would get visibly different vectors; in
+# float32 they agree to float rounding, and C is rounded to the decoder's dtype once. The encoder is the
+# small model, so this costs little (docs/performance.md).
 ENCODER_DTYPE = torch.float32
 
 
@@ -191,9 +190,8 @@ class Causal2Vec(nn.Module):
         ``quantize="int8"`` encodes on a CPU with the decoder's linear layers in int8 (:mod:`c2v_rag.cpu.int8`:
         per-token int8 with SmoothQuant) and the encoder in float32, both run by ONNX Runtime (``pip install
         'c2v-rag[int8]'``). The first load of a model calibrates and exports it (1-2 minutes), later loads
-        read the cached graphs. On the default preset it encodes 2.0x as fast as bf16 on an avx512_bf16 CPU
-        (4.8x float32) and 2.0x float32 with AVX2 kernels (emulated; about 1.8x expected on an AVX2-only
-        CPU), with vectors at cosine >= 0.994 to the float ones (docs/performance.md, "int8 on CPU"). It
+        read the cached graphs. Its speed-up and its vectors' agreement with the float ones, per CPU class, are
+        in docs/performance.md ("int8 on CPU"). It
         computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
         measured within the quality bound and faster (AVX2, AVX-512 VNNI, avx512_bf16 without AMX) when the
         int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for

@@ -241,9 +241,9 @@ class EmbedderOptions(BaseModel):
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: the decoder's linear layers in int8 (ONNX Runtime, the int8 extra; 1.4x float32 "
-                                  "on an AVX2 CPU, cosine >= 0.998 to float: docs/performance.md); auto: int8 where "
-                                  "it was measured within the quality bound. Use the collection's setting")
+        default=None, description="CPU: the decoder's linear layers in int8 (ONNX Runtime, the int8 extra; speed and "
+                                  "agreement with float in docs/performance.md); auto: int8 where it was measured "
+                                  "within the quality bound. Use the collection's setting")
     show_progress: bool = Field(default=False, description="progress bar while encoding")
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
     long_texts: LongTextMode = Field(

@@ -35,7 +35,7 @@ from c2v_rag.rag.store.collection import (
 )
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.embedding import Embedder
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.store.backends import StoreKind
@@ -122,9 +122,9 @@ def reindex(
                 "then reindex that alias."
             )
         info = qdrant_client.get_collection(previous)
-        source = CollectionLayout.from_fingerprint(fingerprint_of(info), target.model_copy(update={"vector_name": ""}))
+        source = CollectionVectors.from_fingerprint(fingerprint_of(info), target.model_copy(update={"vector_name": ""}))
         bm25 = source.bm25 if sparse == "keep" else resolve_sparse(sparse)
-        layout = CollectionLayout(
+        layout = CollectionVectors(
             dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
             sparse=(source.sparse or target.sparse_vector_name) if bm25 else None, bm25=bm25)
         # The new collection measures similarity as the old one did; storage options come from qdrant=.
@@ -166,7 +166,7 @@ def _copy_indexes(client: "StoreClient", info: Any, new: str) -> None:
                 client.create_payload_index(new, field, field_schema=schema.data_type, wait=True)
 
 
-def _refill(client: "StoreClient", previous: str, new: str, layout: CollectionLayout, embedder: Embedder,
+def _refill(client: "StoreClient", previous: str, new: str, layout: CollectionVectors, embedder: Embedder,
             sparse: BM25Encoder | None, batch_size: int, show_progress: bool) -> int:
     from qdrant_client.http import models
 

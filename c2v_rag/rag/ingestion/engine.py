@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from c2v_rag.rag.read.files import ReadLog, ReadOptions
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.results import IngestResult
-    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.vectors import CollectionVectors
     from c2v_rag.rag.store.sparse import BM25Encoder
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class IngestPlan:
 
     settings: "IngestConfig"
     target: "QdrantConfig"
-    layout: "CollectionLayout"
+    layout: "CollectionVectors"
     # Built before the model loads, so that a missing bm25s fails fast; the Ray actors build their own.
     sparse_encoder: "BM25Encoder | None"
     # The model as the caller chose it (name or object, device, dtype, ``quantize`` as asked: each Ray actor

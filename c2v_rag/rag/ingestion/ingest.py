@@ -31,7 +31,7 @@ from c2v_rag.rag.read.files import ReadLog
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
 from c2v_rag.rag.results import IngestResult
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.ingestion.local_engine import LocalEngine
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_client, server_error
@@ -171,7 +171,7 @@ def ingest(
     quantization = chosen.applied_quantization()
     check_chunk_size(settings.chunk_size, model_config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
-    layout = CollectionLayout.for_ingest(target, bm25)
+    layout = CollectionVectors.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
     plan = IngestPlan(settings=settings, target=target, layout=layout, sparse_encoder=sparse_encoder, model=chosen,
                       reference=reference, model_config=model_config, weights=weights, quantization=quantization,

@@ -33,7 +33,7 @@ from c2v_rag.rag.read.source_document import SourceDocument
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.rag.store.collection import QdrantConfig, model_fingerprint
 from c2v_rag.rag.store.sparse import BM25Encoder
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -104,7 +104,7 @@ class LocalIngestRun:
 
     def __init__(self, client, collection: str, target: QdrantConfig, settings: IngestConfig,
                  embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None,
-                 log: ReadLog, roots: list[str], *, layout: CollectionLayout | None = None,
+                 log: ReadLog, roots: list[str], *, layout: CollectionVectors | None = None,
                  sparse_encoder: BM25Encoder | None = None) -> None:
         self.settings = settings
         self.result = IngestResult(collection=collection, location=target.location)
@@ -113,7 +113,7 @@ class LocalIngestRun:
         # stored-chunk check while the previous batch uploads.
         lock = threading.Lock() if _is_embedded(client) else None
         # Nothing can be stored or stale in a collection this run created.
-        writer = PointWriter(client, collection, layout or CollectionLayout(dense=target.vector_name),
+        writer = PointWriter(client, collection, layout or CollectionVectors(dense=target.vector_name),
                              retrying_call(Retry.of(settings), lock), fresh=created)
         self.sink = QdrantSink(writer, failed_docs=self.failures.doc_ids)
         self.uploads = BackgroundWrites(self.sink, settings.prefetch_batches, self.failures, written=self._count)

@@ -29,7 +29,7 @@ from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_po
 if TYPE_CHECKING:
     from c2v_rag.rag.read.chunking import TokenChunker
     from c2v_rag.rag.read.source_document import SourceDocument
-    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
 T = TypeVar("T")
 # call(fn, what): runs a Qdrant request ``fn`` (with retries, under a lock where needed); ``what``
@@ -98,7 +98,7 @@ class PointWriter:
         fresh: the collection was created by this run, so nothing in it is stored or stale.
     """
 
-    def __init__(self, client: Any, collection: str, layout: "CollectionLayout", call: Call, *,
+    def __init__(self, client: Any, collection: str, layout: "CollectionVectors", call: Call, *,
                  fresh: bool) -> None:
         self.client = client
         self.collection = collection

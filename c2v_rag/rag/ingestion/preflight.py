@@ -20,7 +20,7 @@ from c2v_rag.rag.store.backends import check_collection_name
 if TYPE_CHECKING:
     from c2v_rag.rag.store.store_backend import StoreClient
 
-    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
     from c2v_rag.core.config import Causal2VecConfig
 
@@ -64,7 +64,7 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
 
 
 def check_target(client: "StoreClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
-                 reference: str | None, layout: "CollectionLayout | None" = None,
+                 reference: str | None, layout: "CollectionVectors | None" = None,
                  weights: str | None = None, truncate_dim: int | None = None, quantize: str = "none") -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 

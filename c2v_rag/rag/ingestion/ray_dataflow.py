@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.store.vectors import CollectionLayout
+    from c2v_rag.rag.store.vectors import CollectionVectors
     from c2v_rag.rag.store.sparse import BM25Config
 
 logger = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ class WriteFromActors(DocumentRows):
 
     target: "QdrantConfig"
     collection: str
-    layout: "CollectionLayout"
+    layout: "CollectionVectors"
     # The run created the collection: nothing in it is stored or stale yet.
     fresh: bool
     retry: Retry

@@ -38,7 +38,7 @@ from c2v_rag.rag.read.files import ReadLog, ReadOptions
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
 from c2v_rag.rag.results import FailedBatch, IngestResult
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
 from c2v_rag.rag.ingestion.preflight import open_client
@@ -104,7 +104,7 @@ class RayIngestRun:
     ``write="driver"``."""
 
     def __init__(self, client: Any, collection: str, target: QdrantConfig, settings: IngestConfig,
-                 layout: CollectionLayout, *, model: str | None, device: str | None, dtype: str | None,
+                 layout: CollectionVectors, *, model: str | None, device: str | None, dtype: str | None,
                  created: bool, quantize: str | None = None, options: RayOptions, own_client: bool) -> None:
         self.client = client
         self.collection = collection

@@ -27,7 +27,7 @@ from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.store.filters import to_qdrant_filter
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.options import (
     CommonSearchOptions,
     ConnectionOptions,
@@ -330,7 +330,7 @@ async def _search_async(call: _SearchCall, target: QdrantConfig,
     return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
 
 
-def _read(client: StoreClient, concrete: str, layout: CollectionLayout, requests: list[models.QueryRequest],
+def _read(client: StoreClient, concrete: str, layout: CollectionVectors, requests: list[models.QueryRequest],
           group_by_document: bool) -> list[list[SearchHit]]:
     """The hits of ``requests`` on ``concrete``: one Qdrant batch, or with ``group_by_document``
     one grouped query each."""
@@ -351,7 +351,7 @@ def nearest_chunks(
     filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
     options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
-    layout = CollectionLayout.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
     request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(options.filter),
                             score_threshold=options.score_threshold)
     return _read(client, concrete, layout, [request], options.group_by_document)[0]
@@ -361,7 +361,7 @@ def nearest_chunks(
 class _Plan:
     """What one search call needs, read once from one concrete collection."""
 
-    layout: CollectionLayout
+    layout: CollectionVectors
     mode: str
     embedder: Embedder | None
     sparse: BM25Encoder | None
@@ -372,7 +372,7 @@ class _Plan:
               model: ModelOptions) -> "_Plan":
         collection = options.collection  # the name asked for, an alias or ``concrete`` itself, for messages
         stored = fingerprint_of(info)
-        layout = CollectionLayout.from_fingerprint(stored, target)
+        layout = CollectionVectors.from_fingerprint(stored, target)
         check_mode(options.mode, layout, collection, target.location)
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
@@ -403,11 +403,11 @@ class _Plan:
                 for d, s in zip(dense, sparse)]
 
 
-def _hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+def _hits(response: Any, layout: CollectionVectors) -> list[SearchHit]:
     return [SearchHit.from_point(p, layout.dense) for p in response.points]
 
 
-def _group_hits(response: Any, layout: CollectionLayout) -> list[SearchHit]:
+def _group_hits(response: Any, layout: CollectionVectors) -> list[SearchHit]:
     return [SearchHit.from_point(group.hits[0], layout.dense) for group in response.groups if group.hits]
 
 

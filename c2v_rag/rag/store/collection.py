@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
-from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionLayout
+from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionVectors
 from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
 from c2v_rag.rag.store.backends import (
     DEFAULT_STORE,
@@ -230,7 +230,7 @@ class QdrantConfig(BaseModel):
                 always_ram=self.quantization_always_ram))
         return None
 
-    def create_collection_kwargs(self, dim: int, layout: "CollectionLayout | None" = None) -> dict[str, Any]:
+    def create_collection_kwargs(self, dim: int, layout: "CollectionVectors | None" = None) -> dict[str, Any]:
         """Arguments for ``create_collection`` (minus the name and metadata); ``layout`` names the
         vectors and adds the sparse one (default: one dense vector named ``vector_name``)."""
         from qdrant_client.http import models
@@ -336,8 +336,8 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
             "models cannot be compared: use another collection, or the model that built it"
             + (f" (quantize={stored['quantize']!r})." if "quantize" in differ else ".")
-            + (" Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were at "
-               "cosine 0.78 to float): re-ingest the collection." if "quantize" in differ
+            + (" Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were far "
+               "from the float ones): re-ingest the collection." if "quantize" in differ
                and stored.get("quantize") == LEGACY_INT8 else "")
         )
 
@@ -361,17 +361,17 @@ def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.
 
 
 def check_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
-                     layout: "CollectionLayout | None" = None) -> None:
+                     layout: "CollectionVectors | None" = None) -> None:
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
     the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
     if layout is not None:
-        stored = CollectionLayout.from_fingerprint(collection_fingerprint(client, name),
+        stored = CollectionVectors.from_fingerprint(collection_fingerprint(client, name),
                                                    config.model_copy(update={"vector_name": ""}))
         layout.check_against(stored, name, config.location)
         config = config.model_copy(update={"vector_name": layout.dense})
     else:
         # The dense vector of a collection that records its layout (a hybrid one names it).
-        recorded = CollectionLayout.from_fingerprint(collection_fingerprint(client, name), config)
+        recorded = CollectionVectors.from_fingerprint(collection_fingerprint(client, name), config)
         config = config.model_copy(update={"vector_name": recorded.dense})
     info = client.get_collection(name)
     params = stored_vector_params(info, name, config)
@@ -396,7 +396,7 @@ def check_collection(client: StoreClient, name: str, config: QdrantConfig, finge
 
 
 def ensure_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
-                      layout: "CollectionLayout | None" = None,
+                      layout: "CollectionVectors | None" = None,
                       payload_indexes: "dict[str, str] | None" = None) -> bool:
     """Create ``name`` for these vectors, or check the existing one; True when created.
 

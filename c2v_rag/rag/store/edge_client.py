@@ -53,9 +53,8 @@ logger = logging.getLogger(__name__)
 # Shipped HNSW settings (docs/stores.md has the recall measured at them on real MiniLM vectors).
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 128
-# The search ef of a collection of up to AUTO_EF_FROM points (measured: recall@10 >= 0.99 at 100k); larger
-# ones search deeper (auto_search_ef). AUTO_EF_AT_1M is the smallest swept ef with recall@10 >= 0.98 on the
-# 1M x 384 store of docs/stores.md (128: 0.910, 256: 0.949, 512: 0.965, 1024: 0.982 at p50 5.2 ms).
+# The search ef of a collection of up to AUTO_EF_FROM points; larger ones search deeper (auto_search_ef).
+# AUTO_EF_AT_1M is the smallest swept ef that kept recall@10 at 0.98 on docs/stores.md's million-point store.
 HNSW_EF = 128
 AUTO_EF_FROM = 100_000
 AUTO_EF_AT_1M = 1024
@@ -70,9 +69,9 @@ def auto_search_ef(points: int) -> int:
     """The search ef for a graph of ``points`` points when none was chosen: ``HNSW_EF`` up to
     ``AUTO_EF_FROM`` points, ``AUTO_EF_AT_1M`` at a million, log-linear between and beyond (capped).
 
-    One fixed ef cannot serve every size: at the shipped graph settings recall@10 at ef=128 is
-    above 0.99 at 100k points and 0.908 at a million (docs/stores.md), while a deeper search
-    costs latency that small collections do not need to pay.
+    One fixed ef cannot serve every size: at the shipped graph settings a shallow search keeps its recall
+    at 100k points but loses it at a million (docs/stores.md), while a deeper search costs latency that
+    small collections do not need to pay.
     """
     import math
 

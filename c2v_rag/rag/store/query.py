@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from c2v_rag.rag.errors import CollectionMismatchError
-from c2v_rag.rag.store.vectors import CollectionLayout
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
@@ -36,7 +36,7 @@ def check_fusion(fusion: str) -> str:
     return fusion
 
 
-def check_mode(mode: str, layout: CollectionLayout, collection: str, location: str) -> None:
+def check_mode(mode: str, layout: CollectionVectors, collection: str, location: str) -> None:
     """Refuse an unknown mode, or a sparse or hybrid search of a collection without sparse vectors."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} is not a search mode; use one of {', '.join(MODES)}")
@@ -48,7 +48,7 @@ def check_mode(mode: str, layout: CollectionLayout, collection: str, location: s
 
 
 def query_request(
-    layout: CollectionLayout,
+    layout: CollectionVectors,
     mode: str,
     top_k: int,
     *,

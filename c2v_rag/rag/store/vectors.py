@@ -7,7 +7,7 @@ unnamed dense vector next to a sparse one, while LangChain's ``QdrantVectorStore
 names (``vector_name="text-dense", sparse_vector_name="text-sparse-new"``). Both are settable
 through :class:`~c2v_rag.rag.QdrantConfig` (``vector_name``, ``sparse_vector_name``).
 
-The layout is recorded in the collection's metadata when it is created, so search reads the
+These are recorded in the collection's metadata when it is created, so search reads the
 names and the BM25 settings from the collection rather than from the caller.
 """
 
@@ -21,7 +21,7 @@ from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, HYBRID_DENSE_NAME
 from c2v_rag.rag.store.sparse import BM25Config
 
-__all__ = ["CollectionLayout", "VectorNames", "HYBRID_DENSE_NAME", "DEFAULT_SPARSE_NAME", "LAYOUT_KEY"]
+__all__ = ["CollectionVectors", "VectorNames", "HYBRID_DENSE_NAME", "DEFAULT_SPARSE_NAME", "LAYOUT_KEY"]
 
 LAYOUT_KEY = "layout"
 
@@ -36,7 +36,7 @@ class VectorNames(Protocol):
 
 
 @dataclass(frozen=True)
-class CollectionLayout:
+class CollectionVectors:
     """The dense vector's name (``""``: unnamed), and the sparse vector's name and settings."""
 
     dense: str = ""
@@ -48,7 +48,7 @@ class CollectionLayout:
         return self.sparse is not None
 
     @classmethod
-    def for_ingest(cls, config: VectorNames, bm25: BM25Config | None) -> "CollectionLayout":
+    def for_ingest(cls, config: VectorNames, bm25: BM25Config | None) -> "CollectionVectors":
         """The layout a new collection gets from the connection settings and ``sparse=``."""
         if bm25 is None:
             return cls(dense=config.vector_name)
@@ -60,7 +60,7 @@ class CollectionLayout:
                 "sparse": self.bm25.to_record() if self.bm25 is not None else None}
 
     @classmethod
-    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: VectorNames) -> "CollectionLayout":
+    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: VectorNames) -> "CollectionVectors":
         """The recorded layout of a c2v_rag collection; for others, the connection settings'
         dense vector and no sparse one."""
         record = (fingerprint or {}).get(LAYOUT_KEY)
@@ -73,7 +73,7 @@ class CollectionLayout:
         bm25 = BM25Config.from_record(record["sparse"]) if isinstance(record.get("sparse"), Mapping) else None
         return cls(dense=dense, sparse=sparse if isinstance(sparse, str) and bm25 is not None else None, bm25=bm25)
 
-    def check_against(self, stored: "CollectionLayout", name: str, location: str) -> None:
+    def check_against(self, stored: "CollectionVectors", name: str, location: str) -> None:
         """Refuse to write this layout's points into a collection laid out as ``stored``."""
         if self.sparse is not None and stored.sparse is None:
             raise CollectionMismatchError(
