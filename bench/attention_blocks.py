@@ -29,7 +29,6 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
-
 from common import speed_flags_note
 
 SHAPES = ((1, 20), (1, 40), (8, 64), (6, 100), (5, 200), (3, 330), (2, 512))
@@ -47,10 +46,21 @@ def _session(nodes, initializers, heads: int, kv_heads: int, head_dim: int, opse
     def io(name: str, width: int | None, kind=TensorProto.FLOAT):
         return helper.make_tensor_value_info(name, kind, ["b", "t"] + ([width] if width else []))
 
-    graph = helper.make_graph(nodes, "attention", [io("q", heads * head_dim), io("k", kv_heads * head_dim),
-                                                   io("v", kv_heads * head_dim), io("attention_mask", None, TensorProto.INT64)],
-                              [io("out", heads * head_dim)], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)])
+    graph = helper.make_graph(
+        nodes,
+        "attention",
+        [
+            io("q", heads * head_dim),
+            io("k", kv_heads * head_dim),
+            io("v", kv_heads * head_dim),
+            io("attention_mask", None, TensorProto.INT64),
+        ],
+        [io("out", heads * head_dim)],
+        initializers,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)]
+    )
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads, options.log_severity_level = 1, 1, 3
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -68,17 +78,29 @@ def gqa(heads: int, kv_heads: int, head_dim: int):
         helper.make_node("Shape", ["attention_mask"], ["total_1"], start=1, end=2),
         helper.make_node("Squeeze", ["total_1"], ["total_i64"]),
         helper.make_node("Cast", ["total_i64"], ["total"], to=TensorProto.INT32),
-        helper.make_node("GroupQueryAttention", ["q", "k", "v", "", "", "seqlens_k", "total", "cos", "sin"],
-                         ["out", "present_k", "present_v"], domain="com.microsoft", num_heads=heads,
-                         kv_num_heads=kv_heads, do_rotary=1, rotary_interleaved=0, scale=float(1 / np.sqrt(head_dim))),
+        helper.make_node(
+            "GroupQueryAttention",
+            ["q", "k", "v", "", "", "seqlens_k", "total", "cos", "sin"],
+            ["out", "present_k", "present_v"],
+            domain="com.microsoft",
+            num_heads=heads,
+            kv_num_heads=kv_heads,
+            do_rotary=1,
+            rotary_interleaved=0,
+            scale=float(1 / np.sqrt(head_dim)),
+        ),
     ]
-    constants = [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin"),
-                 numpy_helper.from_array(np.array([1], np.int64), "axis1"), numpy_helper.from_array(np.array(1, np.int64), "one")]
+    constants = [
+        numpy_helper.from_array(cos, "cos"),
+        numpy_helper.from_array(sin, "sin"),
+        numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+    ]
     return _session(nodes, constants, heads, kv_heads, head_dim, opset=17)
 
 
 def blocks(heads: int, kv_heads: int, head_dim: int, **constants):
-    """The library's block-causal attention (``c2v_rag.cpu.onnx_attention``), its constants overridden by ``constants``."""
+    """The library's block-causal attention (``c2v_rag.cpu.onnx_attention``), its constants overridden by ``constants``."""  # noqa: E501
     from onnx import helper
 
     from c2v_rag.cpu import onnx_attention
@@ -103,17 +125,26 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     dims = (args.heads, args.kv_heads, args.head_dim)
-    candidates = {"gqa": gqa(*dims), "blocks": blocks(*dims), "one-block": blocks(*dims, MIN_BLOCKED_LENGTH=10**9),
-                  "blocks-2": blocks(*dims, BLOCKS=2), "blocks-6": blocks(*dims, BLOCKS=6)}
-    print(f"CPU flags: {speed_flags_note()}; heads {dims}; one thread; speed vs gqa (medians of {args.repeats} "
-          f"repeats x {args.calls} calls)")
+    candidates = {
+        "gqa": gqa(*dims),
+        "blocks": blocks(*dims),
+        "one-block": blocks(*dims, MIN_BLOCKED_LENGTH=10**9),
+        "blocks-2": blocks(*dims, BLOCKS=2),
+        "blocks-6": blocks(*dims, BLOCKS=6),
+    }
+    print(
+        f"CPU flags: {speed_flags_note()}; heads {dims}; one thread; speed vs gqa (medians of {args.repeats} "
+        f"repeats x {args.calls} calls)"
+    )
     rng = np.random.default_rng(0)
     report = []
     for batch, length in SHAPES:
-        feeds = {"q": rng.standard_normal((batch, length, args.heads * args.head_dim), np.float32),
-                 "k": rng.standard_normal((batch, length, args.kv_heads * args.head_dim), np.float32),
-                 "v": rng.standard_normal((batch, length, args.kv_heads * args.head_dim), np.float32),
-                 "attention_mask": np.ones((batch, length), np.int64)}
+        feeds = {
+            "q": rng.standard_normal((batch, length, args.heads * args.head_dim), np.float32),
+            "k": rng.standard_normal((batch, length, args.kv_heads * args.head_dim), np.float32),
+            "v": rng.standard_normal((batch, length, args.kv_heads * args.head_dim), np.float32),
+            "attention_mask": np.ones((batch, length), np.int64),
+        }
         outputs = {name: session.run(["out"], feeds)[0] for name, session in candidates.items()}
         seconds: dict[str, list[float]] = {name: [] for name in candidates}
         for _ in range(args.repeats):
@@ -123,15 +154,23 @@ def main() -> None:
                     session.run(["out"], feeds)
                 seconds[name].append(time.process_time() - start)
         base = statistics.median(seconds["gqa"])
-        row = {"batch": batch, "length": length,
-               "speed_vs_gqa": {n: round(base / statistics.median(s), 3) for n, s in seconds.items()},
-               "max_abs_diff_to_gqa": {n: float(np.abs(o - outputs["gqa"]).max()) for n, o in outputs.items()},
-               "bitwise_as_one_block": {n: bool(np.array_equal(o, outputs["one-block"])) for n, o in outputs.items()
-                                        if n.startswith("blocks")}}
+        row = {
+            "batch": batch,
+            "length": length,
+            "speed_vs_gqa": {n: round(base / statistics.median(s), 3) for n, s in seconds.items()},
+            "max_abs_diff_to_gqa": {n: float(np.abs(o - outputs["gqa"]).max()) for n, o in outputs.items()},
+            "bitwise_as_one_block": {
+                n: bool(np.array_equal(o, outputs["one-block"])) for n, o in outputs.items() if n.startswith("blocks")
+            },
+        }
         report.append(row)
-        print(f"B {batch} x T {length}: " + ", ".join(f"{n} {v:.2f}x" for n, v in row["speed_vs_gqa"].items())
-              + f"; max |diff| to gqa {max(row['max_abs_diff_to_gqa'].values()):.1e}; blocked bitwise as one block: "
-              + str(all(row["bitwise_as_one_block"].values())), flush=True)
+        print(
+            f"B {batch} x T {length}: "
+            + ", ".join(f"{n} {v:.2f}x" for n, v in row["speed_vs_gqa"].items())
+            + f"; max |diff| to gqa {max(row['max_abs_diff_to_gqa'].values()):.1e}; blocked bitwise as one block: "
+            + str(all(row["bitwise_as_one_block"].values())),
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps({"flags": speed_flags_note(), "heads": dims, "shapes": report}, indent=2))
 

@@ -98,15 +98,21 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=24)
     parser.add_argument("--per-batch", type=int, default=6)
     parser.add_argument("--partners", type=int, default=2, help="long abstracts in every batch")
-    parser.add_argument("--partner-chars", type=int, default=None,
-                        help="cut the long abstracts to this many characters (cheaper batches where bf16 is emulated)")
+    parser.add_argument(
+        "--partner-chars",
+        type=int,
+        default=None,
+        help="cut the long abstracts to this many characters (cheaper batches where bf16 is emulated)",
+    )
     args = parser.parse_args()
     model = Causal2Vec.from_pretrained(args.model, device="cpu", dtype=args.dtype, quantize=args.quantize)
     texts = sample_texts(args.data, args.texts)
     partners = [p[: args.partner_chars] for p in long_partners(args.data, args.partners)]
     lengths = [p.length(model.config.num_contextual_tokens) for p in model.prepare(texts + partners, None)[0]]
-    print(f"{len(texts)} texts of {min(lengths)}-{max(lengths[:len(texts)])} decoder tokens, batched {args.per_batch} at "
-          f"a time with abstracts of {lengths[len(texts):]} decoder tokens; decoder dtype {model.dtype}")
+    print(
+        f"{len(texts)} texts of {min(lengths)}-{max(lengths[: len(texts)])} decoder tokens, batched {args.per_batch} at "  # noqa: E501
+        f"a time with abstracts of {lengths[len(texts) :]} decoder tokens; decoder dtype {model.dtype}"
+    )
     if model.dtype == torch.bfloat16 and not cpu_has_native_bf16():
         print("(this CPU has no bf16 matmuls: bf16 is emulated, so its times say nothing about bf16 hardware)")
     settings: dict[str, torch.dtype | None] = {"encoder in float32": torch.float32}
@@ -119,11 +125,15 @@ def main() -> None:
         with encoder_dtype(model, dtype) if dtype is not None else nullcontext():
             results[name] = measure(model, texts, partners, args.per_batch)
     for name, result in results.items():
-        print(f"{name}: " + ", ".join(f"{k} {v:.5f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+        print(
+            f"{name}: " + ", ".join(f"{k} {v:.5f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
+        )
     if len(results) == 2:
         first, second = results.values()
-        print(f"time, float32 encoder / decoder-dtype encoder: alone {second['alone s'] / first['alone s']:.2f}x, "
-              f"batched {second['batched s'] / first['batched s']:.2f}x")
+        print(
+            f"time, float32 encoder / decoder-dtype encoder: alone {second['alone s'] / first['alone s']:.2f}x, "
+            f"batched {second['batched s'] / first['batched s']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

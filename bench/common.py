@@ -47,6 +47,7 @@ def mixed_texts(data: Path, n_docs: int, n_queries: int, seed: int = 0) -> list[
 
 # ------------------------------------------------------------------ memory
 
+
 def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL("libc.so.6")
@@ -134,8 +135,10 @@ def single_thread_note() -> str:
 
     import torch
 
-    return (f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), "
-            f"CPU affinity {sorted(os.sched_getaffinity(0))}")
+    return (
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), "
+        f"CPU affinity {sorted(os.sched_getaffinity(0))}"
+    )
 
 
 def load(name: str):
@@ -164,7 +167,9 @@ def cached(encode, texts: list[str], cache: Path | None, tag: str, slice_size: i
             part = encode(texts[start : start + slice_size])
             np.save(folder / "partial.npy", part)
             (folder / "partial.npy").rename(path)
-            print(f"  {tag}: {min(start + slice_size, len(texts))}/{len(texts)} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+            print(
+                f"  {tag}: {min(start + slice_size, len(texts))}/{len(texts)} ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
         parts.append(np.load(path))
     return np.concatenate(parts) if parts else encode(texts)

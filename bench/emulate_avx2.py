@@ -44,8 +44,12 @@ _MLAS_PATCHES = (
 )
 # onnxruntime::CPUIDInfo: `sete r9b` records "the OS saves AVX-512 state" (XCR0 & 0xE6): a 4-byte nop
 # leaves it false (r9 was zeroed just before).
-_CPUIDINFO_PATCH = ("CPUIDInfo AVX-512 OS support (XCR0 & 0xE6)", bytes.fromhex("a8e6 410f94c1"), 2,
-                    bytes.fromhex("0f1f4000"))
+_CPUIDINFO_PATCH = (
+    "CPUIDInfo AVX-512 OS support (XCR0 & 0xE6)",
+    bytes.fromhex("a8e6 410f94c1"),
+    2,
+    bytes.fromhex("0f1f4000"),
+)
 # The MLAS branches sit within a few hundred bytes after the leaf-7.1 CPUID; the searches for the later
 # patterns start there, so an identical byte run elsewhere in the binary cannot be taken by mistake.
 _MLAS_WINDOW = 0x200
@@ -77,7 +81,7 @@ def _patch(data: bytearray) -> list[str]:
     name, pattern, at, new = _CPUIDINFO_PATCH
     located.append((name, _find_once(data, f"ONNX Runtime's CPUIDInfo ({name})", pattern) + at, new))
     for _, position, new in located:  # all found before any byte changes
-        data[position:position + len(new)] = new
+        data[position : position + len(new)] = new
     return [name for name, _, _ in located]
 
 
@@ -102,7 +106,7 @@ def patched_onnxruntime(root: Path) -> Path:
     return folder
 
 
-_SITECUSTOMIZE = '''\
+_SITECUSTOMIZE = """\
 # Written by bench/emulate_avx2.py: c2v_rag sees this CPU's flags without AVX-512, AVX-VNNI and AMX.
 # Importing c2v_rag.core.devices here (torch with it) costs each Python process of the run a second at start.
 try:
@@ -112,7 +116,7 @@ except ImportError:  # a process without c2v_rag on its path (a peer's venv): no
 else:
     _flags = _devices.cpu_flags()
     _devices.cpu_flags = lambda: frozenset(f for f in _flags if not f.startswith({prefixes!r}))
-'''
+"""
 
 
 def emulation_env(root: Path) -> dict[str, str]:
@@ -125,7 +129,7 @@ def emulation_env(root: Path) -> dict[str, str]:
     return env
 
 
-_CHECK = r'''
+_CHECK = r"""
 import time, numpy as np, onnxruntime as ort, torch
 from onnx import helper, TensorProto, numpy_helper
 import c2v_rag.core.devices as d
@@ -155,15 +159,22 @@ for name, run in (("ORT fp32 MatMul", lambda: fp32.run(None, {"x": x})),
     run(); start = time.process_time()
     for _ in range(20): run()
     print(f"{name}: {flops / (time.process_time() - start) / 1e9:.0f} GOP/s")
-'''
+"""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "c2v_rag" / "avx2-emulation",
-                        help="where the patched onnxruntime copy is kept")
-    parser.add_argument("--check", action="store_true",
-                        help="print each library's dispatch and GEMM rates, emulated and native, then exit")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache" / "c2v_rag" / "avx2-emulation",
+        help="where the patched onnxruntime copy is kept",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print each library's dispatch and GEMM rates, emulated and native, then exit",
+    )
     parser.add_argument("command", nargs="*", help="the script and its arguments, after --")
     args = parser.parse_args()
     if not args.check and not args.command:

@@ -36,24 +36,31 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import measure, mixed_texts, single_thread_note
 
 from c2v_rag import Causal2Vec
 from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
 from c2v_rag.encode.loop import default_max_tokens
-from common import measure, mixed_texts, single_thread_note
 
 BUDGET = default_max_tokens(torch.device("cpu"))  # the library's CPU default
 
 
-def batches(model: Causal2Vec, texts: list[str], *, max_tokens: int = BUDGET, sort: bool = True,
-            batch_size: int = 256) -> Iterator[tuple[list[int], Causal2VecBatch]]:
+def batches(
+    model: Causal2Vec, texts: list[str], *, max_tokens: int = BUDGET, sort: bool = True, batch_size: int = 256
+) -> Iterator[tuple[list[int], Causal2VecBatch]]:
     """The encode loop's batches, tokenized lazily batch by batch (so a thread can run ahead)."""
     pieces, enc_ids = model.prepare(texts, None) if sort else (None, None)
     if sort:
-        groups = plan_batches([p.length(model.config.num_contextual_tokens) for p in pieces],
-                              max_tokens=max_tokens, max_batch_size=batch_size)
+        groups = plan_batches(
+            [p.length(model.config.num_contextual_tokens) for p in pieces],
+            max_tokens=max_tokens,
+            max_batch_size=batch_size,
+        )
         for rows in groups:
-            yield rows, model.collate([pieces[r] for r in rows], None if enc_ids is None else [enc_ids[r] for r in rows])
+            yield (
+                rows,
+                model.collate([pieces[r] for r in rows], None if enc_ids is None else [enc_ids[r] for r in rows]),
+            )
         return
     for start in range(0, len(texts), batch_size):
         rows = list(range(start, min(start + batch_size, len(texts))))
@@ -87,6 +94,7 @@ def threaded(source: Iterator, depth: int = 2) -> Iterator:
 
 def encoder_ahead(model: Causal2Vec, texts: list[str]) -> np.ndarray:
     """Forward split in two: the encoder side of batch k+1 runs in a thread during decoder(k)."""
+
     def contextual(item):
         rows, batch = item
         return rows, batch, model.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
@@ -95,10 +103,19 @@ def encoder_ahead(model: Causal2Vec, texts: list[str]) -> np.ndarray:
     ahead = threaded(map(contextual, batches(model, texts)), depth=1)
     with torch.inference_mode():
         for rows, batch, c in ahead:
-            hidden = model.decoder(inputs_embeds=model.decoder_inputs(batch, c), attention_mask=batch.attention_mask,
-                                   position_ids=batch.position_ids, use_cache=False).last_hidden_state
-            out[rows] = model.readout.read(hidden, batch.context_positions, batch.last_positions,
-                                           model.config.num_contextual_tokens, c).float().numpy()
+            hidden = model.decoder(
+                inputs_embeds=model.decoder_inputs(batch, c),
+                attention_mask=batch.attention_mask,
+                position_ids=batch.position_ids,
+                use_cache=False,
+            ).last_hidden_state
+            out[rows] = (
+                model.readout.read(
+                    hidden, batch.context_positions, batch.last_positions, model.config.num_contextual_tokens, c
+                )
+                .float()
+                .numpy()
+            )
     return out
 
 
@@ -153,7 +170,7 @@ def main() -> None:
     results: dict[str, dict] = {n: {"cpu_seconds": [], "seconds": [], "working_mib": []} for n in variants}
     names = list(variants)
     for r in range(args.rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             m = measure(variants[name])
             for key in ("cpu_seconds", "seconds", "working_mib"):
                 results[name][key].append(getattr(m, key))
@@ -162,19 +179,35 @@ def main() -> None:
             print(f"  round {r + 1} {name:15s} cpu {m.cpu_seconds:6.1f} s  wall {m.seconds:6.1f} s", flush=True)
 
     base = min(results["default"]["cpu_seconds"])
-    print(f"\n{'variant':15s} {'cpu s':>7s} {'wall s':>7s} {'tok/cpu-s':>9s} {'vs default':>10s} "
-          f"{'working MiB':>11s} {'max |unit diff|':>15s}")
+    print(
+        f"\n{'variant':15s} {'cpu s':>7s} {'wall s':>7s} {'tok/cpu-s':>9s} {'vs default':>10s} "
+        f"{'working MiB':>11s} {'max |unit diff|':>15s}"
+    )
     for name, r in results.items():
         best = min(r["cpu_seconds"])
         r.update(best_cpu_seconds=best, speedup_vs_default=base / best)
-        print(f"{name:15s} {best:7.1f} {min(r['seconds']):7.1f} {tokens / best:9.0f} {base / best:9.2f}x "
-              f"{max(r['working_mib']):11.0f} {r['max_cos_diff']:15.2e}")
-    print(f"tokenize + collate: {100 * host.cpu_seconds / base:.1f}% of the default encode's CPU time "
-          "(the ceiling on what prefetching can hide)")
+        print(
+            f"{name:15s} {best:7.1f} {min(r['seconds']):7.1f} {tokens / best:9.0f} {base / best:9.2f}x "
+            f"{max(r['working_mib']):11.0f} {r['max_cos_diff']:15.2e}"
+        )
+    print(
+        f"tokenize + collate: {100 * host.cpu_seconds / base:.1f}% of the default encode's CPU time "
+        "(the ceiling on what prefetching can hide)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"texts": len(texts), "real_tokens": tokens, "compile_first_s": compile_seconds,
-                                         "tokenize_collate_cpu_s": host.cpu_seconds,
-                                         "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "texts": len(texts),
+                    "real_tokens": tokens,
+                    "compile_first_s": compile_seconds,
+                    "tokenize_collate_cpu_s": host.cpu_seconds,
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

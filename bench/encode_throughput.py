@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import torch
+from common import load_scifact_docs
 
 from c2v_rag import Causal2Vec
 from c2v_rag.encode.batching import plan_batches
-from common import load_scifact_docs
 
 
 def timed(fn) -> float:
@@ -32,8 +32,9 @@ def timed(fn) -> float:
 
 def bench_dtype(texts: list[str], dtype: str, max_tokens: int, decoder: str, encoder: str) -> dict:
     c2v = Causal2Vec.from_components(decoder, encoder, device="cpu", dtype=dtype)
-    plain = Causal2Vec.from_components(decoder, None, num_contextual_tokens=0, representation="last_token",
-                                       device="cpu", dtype=dtype)
+    plain = Causal2Vec.from_components(
+        decoder, None, num_contextual_tokens=0, representation="last_token", device="cpu", dtype=dtype
+    )
     c_pieces, enc_ids = c2v.prepare(texts, None)
     p_pieces, _ = plain.prepare(texts, None)
     groups = plan_batches([p.length(1) for p in c_pieces], max_tokens=max_tokens, max_batch_size=256)
@@ -48,12 +49,20 @@ def bench_dtype(texts: list[str], dtype: str, max_tokens: int, decoder: str, enc
         for k, group in enumerate(groups):
             cb = c2v.collate([c_pieces[i] for i in group], [enc_ids[i] for i in group])
             pb = plain.collate([p_pieces[i] for i in group], None)
-            runs = [("plain", lambda: plain(pb)), ("causal2vec", lambda: c2v(cb)),
-                    ("encoder+projector", lambda: c2v.contextual_tokens(cb.encoder_input_ids, cb.encoder_attention_mask))]
-            for name, fn in (runs if k % 2 == 0 else runs[::-1]):
+            runs = [
+                ("plain", lambda: plain(pb)),  # noqa: B023
+                ("causal2vec", lambda: c2v(cb)),  # noqa: B023
+                ("encoder+projector", lambda: c2v.contextual_tokens(cb.encoder_input_ids, cb.encoder_attention_mask)),  # noqa: B023
+            ]
+            for name, fn in runs if k % 2 == 0 else runs[::-1]:
                 totals[name] += timed(fn)
-    return {"dtype": dtype, "batches": len(groups), "real_tokens": real_tokens,
-            "encoder_tokens": encoder_tokens, **totals}
+    return {
+        "dtype": dtype,
+        "batches": len(groups),
+        "real_tokens": real_tokens,
+        "encoder_tokens": encoder_tokens,
+        **totals,
+    }
 
 
 def main() -> None:
@@ -68,27 +77,36 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = load_scifact_docs(args.data, args.n)
-    print(f"{len(texts)} SciFact documents, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"budget {args.max_tokens} padded tokens/batch")
-    header = (f"\n{'dtype':9} {'real tok':>9} {'plain s':>8} {'plain tok/s':>11} {'c2v s':>8} {'c2v tok/s':>10} "
-              f"{'c2v/plain':>9} {'enc+proj s':>10}")
+    print(
+        f"{len(texts)} SciFact documents, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"budget {args.max_tokens} padded tokens/batch"
+    )
+    header = (
+        f"\n{'dtype':9} {'real tok':>9} {'plain s':>8} {'plain tok/s':>11} {'c2v s':>8} {'c2v tok/s':>10} "
+        f"{'c2v/plain':>9} {'enc+proj s':>10}"
+    )
     results = []
     for dtype in args.dtypes:
         # Printed (and saved) as each dtype finishes: a long run that is stopped keeps what it measured.
         r = bench_dtype(texts, dtype, args.max_tokens, args.decoder, args.encoder)
         results.append(r)
         print(header if len(results) == 1 else "", end="")
-        print(f"\n{r['dtype']:9} {r['real_tokens']:9d} {r['plain']:8.1f} {r['real_tokens'] / r['plain']:11.0f} "
-              f"{r['causal2vec']:8.1f} {r['real_tokens'] / r['causal2vec']:10.0f} "
-              f"{r['causal2vec'] / r['plain']:9.3f} {r['encoder+projector']:10.1f}", flush=True)
+        print(
+            f"\n{r['dtype']:9} {r['real_tokens']:9d} {r['plain']:8.1f} {r['real_tokens'] / r['plain']:11.0f} "
+            f"{r['causal2vec']:8.1f} {r['real_tokens'] / r['causal2vec']:10.0f} "
+            f"{r['causal2vec'] / r['plain']:9.3f} {r['encoder+projector']:10.1f}",
+            flush=True,
+        )
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
     print()
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
-            print(f"{r['dtype']} vs {base['dtype']}: Causal2Vec {base['causal2vec'] / r['causal2vec']:.2f}x faster, "
-                  f"plain decoder {base['plain'] / r['plain']:.2f}x faster")
+            print(
+                f"{r['dtype']} vs {base['dtype']}: Causal2Vec {base['causal2vec'] / r['causal2vec']:.2f}x faster, "
+                f"plain decoder {base['plain'] / r['plain']:.2f}x faster"
+            )
 
 
 if __name__ == "__main__":

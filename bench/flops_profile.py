@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 import torch
+from common import measure, mixed_texts, single_thread_note
 from torch import nn
 
 from c2v_rag import Causal2Vec
 from c2v_rag.encode.batching import plan_batches
 from c2v_rag.encode.loop import default_max_tokens
-from common import measure, mixed_texts, single_thread_note
 
 
 def gemm_rate(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 2.0) -> float:
@@ -58,8 +58,18 @@ def kind(op: str) -> str:
         return "matmul"
     if "attention" in op or "sdpa" in op or "flash" in op:
         return "attention"
-    if op in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::cat",
-              "aten::index", "aten::index_put_", "aten::embedding", "aten::index_select"):
+    if op in (
+        "aten::copy_",
+        "aten::to",
+        "aten::_to_copy",
+        "aten::contiguous",
+        "aten::clone",
+        "aten::cat",
+        "aten::index",
+        "aten::index_put_",
+        "aten::embedding",
+        "aten::index_select",
+    ):
         return "copies/indexing"
     return "elementwise/other"
 
@@ -96,16 +106,22 @@ def main() -> None:
     dec_macs, enc_macs = linear_params(model.decoder), linear_params(model.encoder) + linear_params(model.projector)
     useful = 2 * (dec_macs * real_dec + enc_macs * real_enc)
     executed = 2 * (dec_macs * padded_dec + enc_macs * padded_enc)
-    print(f"\n{len(texts)} texts: decoder tokens {real_dec} real / {padded_dec} padded, encoder tokens "
-          f"{real_enc} real / {padded_enc} padded; linear MFLOP per token: decoder {2 * dec_macs / 1e6:.0f}, "
-          f"encoder+projector {2 * enc_macs / 1e6:.1f}", flush=True)
+    print(
+        f"\n{len(texts)} texts: decoder tokens {real_dec} real / {padded_dec} padded, encoder tokens "
+        f"{real_enc} real / {padded_enc} padded; linear MFLOP per token: decoder {2 * dec_macs / 1e6:.0f}, "
+        f"encoder+projector {2 * enc_macs / 1e6:.1f}",
+        flush=True,
+    )
 
     model.encode(texts[:8], show_progress_bar=False)  # warm-up
     m = measure(lambda: model.encode(texts, show_progress_bar=False))
     rate, rate_exec = useful / m.cpu_seconds / 1e9, executed / m.cpu_seconds / 1e9
-    print(f"encode: {m.cpu_seconds:.1f} cpu s ({m.seconds:.1f} wall s); linear-layer rate {rate:.1f} GFLOP/s on real "
-          f"tokens ({100 * rate / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}), {rate_exec:.1f} GFLOP/s "
-          f"executed incl. padding ({100 * rate_exec / peak:.0f}%)", flush=True)
+    print(
+        f"encode: {m.cpu_seconds:.1f} cpu s ({m.seconds:.1f} wall s); linear-layer rate {rate:.1f} GFLOP/s on real "
+        f"tokens ({100 * rate / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}), {rate_exec:.1f} GFLOP/s "
+        f"executed incl. padding ({100 * rate_exec / peak:.0f}%)",
+        flush=True,
+    )
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True) as prof:
         model.encode(texts, show_progress_bar=False)
@@ -115,26 +131,43 @@ def main() -> None:
     for event in averages:
         by_kind[kind(event.key)] = by_kind.get(kind(event.key), 0.0) + event.self_cpu_time_total
     total = sum(by_kind.values())
-    print("self CPU time by kind: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in
-                                                sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    print(
+        "self CPU time by kind: "
+        + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+    )
     # The matmuls' own rate: the profiler's FLOP count of each GEMM call over that call's time, i.e.
     # how close the matrix products run to the GEMM peak while the encode spends time in them.
     gemms = [e for e in averages if e.key in ("aten::mm", "aten::addmm", "aten::bmm") and e.flops]
     gemm_flops, gemm_us = sum(e.flops for e in gemms), sum(e.self_cpu_time_total for e in gemms)
     in_gemm = gemm_flops / (gemm_us * 1e-6) / 1e9
-    print(f"matmuls during encode: {gemm_flops / 1e9:.0f} GFLOP in {gemm_us / 1e6:.1f} s of their own time = "
-          f"{in_gemm:.0f} GFLOP/s ({100 * in_gemm / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}); "
-          f"{100 * gemm_us / total:.0f}% of the encode's time", flush=True)
+    print(
+        f"matmuls during encode: {gemm_flops / 1e9:.0f} GFLOP in {gemm_us / 1e6:.1f} s of their own time = "
+        f"{in_gemm:.0f} GFLOP/s ({100 * in_gemm / peak:.0f}% of the {args.dtype} GEMM peak {peak:.0f}); "
+        f"{100 * gemm_us / total:.0f}% of the encode's time",
+        flush=True,
+    )
     if args.json:
-        args.json.write_text(json.dumps({
-            "dtype": args.dtype, "gemm_gflops": peaks, "peak_gflops": peak, "texts": len(texts),
-            "decoder_tokens": {"real": real_dec, "padded": padded_dec},
-            "encoder_tokens": {"real": real_enc, "padded": padded_enc},
-            "cpu_seconds": m.cpu_seconds, "wall_seconds": m.seconds,
-            "gflops_real": rate, "gflops_executed": rate_exec,
-            "profile_share": {k: v / total for k, v in by_kind.items()},
-            "matmul_gflops_in_matmuls": in_gemm, "matmul_share": gemm_us / total,
-        }, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "dtype": args.dtype,
+                    "gemm_gflops": peaks,
+                    "peak_gflops": peak,
+                    "texts": len(texts),
+                    "decoder_tokens": {"real": real_dec, "padded": padded_dec},
+                    "encoder_tokens": {"real": real_enc, "padded": padded_enc},
+                    "cpu_seconds": m.cpu_seconds,
+                    "wall_seconds": m.seconds,
+                    "gflops_real": rate,
+                    "gflops_executed": rate_exec,
+                    "profile_share": {k: v / total for k, v in by_kind.items()},
+                    "matmul_gflops_in_matmuls": in_gemm,
+                    "matmul_share": gemm_us / total,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

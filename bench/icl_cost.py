@@ -16,14 +16,13 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from common import load, measure, single_thread_note, speed_flags_note
 
 
 def main() -> None:
+    from c2v_rag.core.instructions import resolve_instruction
     from c2v_rag.encode.loop import prepare_texts
     from c2v_rag.evaluation.datasets import pick_examples, scifact_dev
-    from c2v_rag.core.instructions import resolve_instruction
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -45,14 +44,16 @@ def main() -> None:
     model.encode_queries(queries, task=data.task)  # warm-up
     best: dict[int, float] = {}
     for round_ in range(args.rounds):
-        order = args.counts[round_ % len(args.counts):] + args.counts[: round_ % len(args.counts)]
+        order = args.counts[round_ % len(args.counts) :] + args.counts[: round_ % len(args.counts)]
         for k in order:
-            run = measure(lambda: model.encode_queries(queries, task=data.task, examples=examples[k]))
+            run = measure(lambda: model.encode_queries(queries, task=data.task, examples=examples[k]))  # noqa: B023
             best[k] = min(best.get(k, float("inf")), run.cpu_seconds)
             print(f"round {round_ + 1} examples {k}: {run.cpu_seconds:.2f} CPU s, {run.seconds:.2f} wall s", flush=True)
     base = best[args.counts[0]]
-    print(f"\n{args.model}, {len(queries)} SciFact dev claims, dtype {model.dtype}; {single_thread_note()}; "
-          f"CPU flags: {speed_flags_note()}")
+    print(
+        f"\n{args.model}, {len(queries)} SciFact dev claims, dtype {model.dtype}; {single_thread_note()}; "
+        f"CPU flags: {speed_flags_note()}"
+    )
     print("| examples | decoder tokens per query | best CPU s | cost vs 0 examples |\n|---|---|---|---|")
     for k in args.counts:
         print(f"| {k} | {tokens[k]:.1f} | {best[k]:.2f} | {best[k] / base:.2f}x |")

@@ -19,7 +19,7 @@ and each pipeline's CPU time per chunk as a multiple of MiniLM's (CPU seconds of
 wall clock on a shared machine counts other processes' time; the splitters cut differently), and its wall
 time per chunk so (what a user waits for, with several threads on an otherwise idle machine). Chunks: 200 model tokens, 20 overlap for c2v; the
 LlamaIndex splitter is given the same numbers in its own tokenizer's tokens.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -92,8 +92,17 @@ def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
         load_model(None, device="cpu", quantize=quantize).encode(["warm up"])
         Client.start = start = time.perf_counter()
         cpu = time.process_time()
-        result = c2v_rag.ingest([folder], client=client, collection="bench", device="cpu", quantize=quantize,
-                                chunk_size=200, chunk_overlap=20, batch_size=batch_size, show_progress=False)
+        result = c2v_rag.ingest(
+            [folder],
+            client=client,
+            collection="bench",
+            device="cpu",
+            quantize=quantize,
+            chunk_size=200,
+            chunk_overlap=20,
+            batch_size=batch_size,
+            show_progress=False,
+        )
         seconds, chunks = time.perf_counter() - start, result.chunks
     else:
         from llama_index.core import SimpleDirectoryReader
@@ -104,24 +113,34 @@ def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
 
         from c2v_rag.hub.sources import resolve_reference
 
-        embed = HuggingFaceEmbedding(model_name=resolve_reference("all-minilm-l6-v2").location, device="cpu",
-                                     embed_batch_size=batch_size)
+        embed = HuggingFaceEmbedding(
+            model_name=resolve_reference("all-minilm-l6-v2").location, device="cpu", embed_batch_size=batch_size
+        )
         embed.get_text_embedding("warm up")
         Client.start = start = time.perf_counter()
         cpu = time.process_time()
         documents = SimpleDirectoryReader(str(folder), required_exts=[".md"]).load_data()
-        pipeline = IngestionPipeline(transformations=[SentenceSplitter(chunk_size=200, chunk_overlap=20), embed],
-                                     vector_store=QdrantVectorStore(client=client, collection_name="bench"))
+        pipeline = IngestionPipeline(
+            transformations=[SentenceSplitter(chunk_size=200, chunk_overlap=20), embed],
+            vector_store=QdrantVectorStore(client=client, collection_name="bench"),
+        )
         nodes = pipeline.run(documents=documents)
         seconds, chunks = time.perf_counter() - start, len(nodes)
     cpu_seconds = time.process_time() - cpu
     stored = client.count("bench").count
     client.close()
     peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
-    return {"pipeline": name, "chunks": chunks, "stored": stored, "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 2),
-            "cpu_seconds": round(cpu_seconds, 2), "chunks_per_cpu_s": round(chunks / cpu_seconds, 2), "first_point_s": _FirstUpsert.seconds,
-            "peak_rss_mib": round(peak / 1024)}
+    return {
+        "pipeline": name,
+        "chunks": chunks,
+        "stored": stored,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 2),
+        "cpu_seconds": round(cpu_seconds, 2),
+        "chunks_per_cpu_s": round(chunks / cpu_seconds, 2),
+        "first_point_s": _FirstUpsert.seconds,
+        "peak_rss_mib": round(peak / 1024),
+    }
 
 
 def main() -> None:
@@ -143,16 +162,38 @@ def main() -> None:
     rows = []
     for name in args.pipelines:
         with tempfile.TemporaryDirectory(prefix="c2v-ingest-") as store:
-            out = subprocess.run([sys.executable, __file__, "--data", str(args.data), "--files", str(args.files),
-                                  "--folder", str(folder), "--batch-size", str(args.batch_size), "--child", name,
-                                  "--store", store], check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--data",
+                    str(args.data),
+                    "--files",
+                    str(args.files),
+                    "--folder",
+                    str(folder),
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--child",
+                    name,
+                    "--store",
+                    store,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
     base = next((r for r in rows if r["pipeline"] == "llamaindex-minilm"), None)
     for row in rows:
         if base is not None:
-            row["time_per_chunk_vs_minilm"] = round(row["cpu_seconds"] / base["cpu_seconds"] * base["chunks"] / row["chunks"], 2)
-            row["wall_time_per_chunk_vs_minilm"] = round(row["seconds"] / base["seconds"] * base["chunks"] / row["chunks"], 2)
+            row["time_per_chunk_vs_minilm"] = round(
+                row["cpu_seconds"] / base["cpu_seconds"] * base["chunks"] / row["chunks"], 2
+            )
+            row["wall_time_per_chunk_vs_minilm"] = round(
+                row["seconds"] / base["seconds"] * base["chunks"] / row["chunks"], 2
+            )
     print(json.dumps(rows, indent=2))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")

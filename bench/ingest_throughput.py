@@ -39,9 +39,18 @@ def run_c2v(records, args, store: Path) -> dict:
     import c2v_rag
 
     start = time.perf_counter()
-    result = c2v_rag.ingest(records, path=store, collection="bench", model=args.model, device=args.device,
-                            dtype=args.dtype, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                            batch_size=args.batch_size, show_progress=True)
+    result = c2v_rag.ingest(
+        records,
+        path=store,
+        collection="bench",
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        batch_size=args.batch_size,
+        show_progress=True,
+    )
     seconds = time.perf_counter() - start
     return {"chunks": result.chunks, "seconds": seconds}
 
@@ -53,8 +62,9 @@ def run_llama_index(records, args, store: Path) -> dict:
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
 
-    embed_model = Causal2VecEmbedding(model=args.model, device=args.device, dtype=args.dtype,
-                                      embed_batch_size=args.batch_size)
+    embed_model = Causal2VecEmbedding(
+        model=args.model, device=args.device, dtype=args.dtype, embed_batch_size=args.batch_size
+    )
     client = QdrantClient(path=str(store))
     pipeline = IngestionPipeline(
         transformations=[embed_model.text_splitter(args.chunk_size, args.chunk_overlap), embed_model],
@@ -81,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--chunk-overlap", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=256, help="chunks per encode call, both pipelines")
-    parser.add_argument("--order", choices=["c2v-first", "llama-index-first"], default="c2v-first",
-                        help="which pipeline runs first")
+    parser.add_argument(
+        "--order", choices=["c2v-first", "llama-index-first"], default="c2v-first", help="which pipeline runs first"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
 
@@ -91,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     records = load_scifact(args.data, args.n)
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     model.encode_documents([r["text"] for r in records[:4]])  # warm-up, outside both clocks
-    print(f"{len(records)} SciFact documents; model {args.model or 'default preset'} on {model.device} "
-          f"({model.dtype}); chunk_size={args.chunk_size} overlap={args.chunk_overlap} batch={args.batch_size}",
-          flush=True)
+    print(
+        f"{len(records)} SciFact documents; model {args.model or 'default preset'} on {model.device} "
+        f"({model.dtype}); chunk_size={args.chunk_size} overlap={args.chunk_overlap} batch={args.batch_size}",
+        flush=True,
+    )
 
     # On a shared machine the load drifts: run the pipelines in both orders to see how much.
     runners = [("c2v_rag.ingest", run_c2v), ("LlamaIndex IngestionPipeline", run_llama_index)]
@@ -115,11 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     if len(chunk_counts) != 1:
         print(f"warning: the pipelines made different chunk counts {sorted(chunk_counts)}", file=sys.stderr)
     if args.json:
-        args.json.write_text(json.dumps({
-            "documents": len(records), "model": args.model, "device": str(model.device), "dtype": str(model.dtype),
-            "chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap, "batch_size": args.batch_size,
-            "order": args.order, "machine": platform.platform(), "results": results, "ratio": ratio,
-        }, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "documents": len(records),
+                    "model": args.model,
+                    "device": str(model.device),
+                    "dtype": str(model.dtype),
+                    "chunk_size": args.chunk_size,
+                    "chunk_overlap": args.chunk_overlap,
+                    "batch_size": args.batch_size,
+                    "order": args.order,
+                    "machine": platform.platform(),
+                    "results": results,
+                    "ratio": ratio,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -57,10 +57,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import load_scifact_queries, mixed_texts, speed_flags
 
 from c2v_rag import Causal2Vec
 from c2v_rag.core.devices import cpu_class, dtype_name
-from common import load_scifact_queries, mixed_texts, speed_flags
 
 
 def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 1) -> dict[str, Causal2Vec]:
@@ -77,10 +77,13 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
             else:
                 decoder = onnx_decoder(base.decoder, name.removeprefix("ort-"), cache_dir=onnx_cache, threads=threads)
             # the same encoder, projector and tokenizers, the decoder's layers in ONNX Runtime
-            models[name] = Causal2Vec(base.config, decoder, base.tokenizer, base.encoder, base.encoder_tokenizer,
-                                      base.projector).eval()
+            models[name] = Causal2Vec(
+                base.config, decoder, base.tokenizer, base.encoder, base.encoder_tokenizer, base.projector
+            ).eval()
             continue
-        model = copy.deepcopy(base) if base.dtype == torch.float32 else Causal2Vec.from_pretrained(None, dtype="float32")
+        model = (
+            copy.deepcopy(base) if base.dtype == torch.float32 else Causal2Vec.from_pretrained(None, dtype="float32")
+        )
         if name == "fp32":
             if base.dtype == torch.float32:
                 raise SystemExit("fp32 is the float candidate here already (dtype='auto' is float32 on this CPU)")
@@ -109,8 +112,10 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
             quantize_(model.decoder, Int8DynamicActivationInt8WeightConfig())
             quantize_(model.encoder, Int8DynamicActivationInt8WeightConfig())
         else:
-            raise SystemExit(f"unknown candidate {name!r}: fp32, int8, int8-intra-op, int8-intra-op-spinning, int8-file:<path>, torch-dynamic, torchao, "
-                             "ort-<method>, ort-file:<path>")
+            raise SystemExit(
+                f"unknown candidate {name!r}: fp32, int8, int8-intra-op, int8-intra-op-spinning, int8-file:<path>, torch-dynamic, torchao, "  # noqa: E501
+                "ort-<method>, ort-file:<path>"
+            )
         models[name] = model
     return models
 
@@ -131,15 +136,24 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=8, help="SciFact claims in the mixed set")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--single", type=int, default=8, help="claims timed alone (latency)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads; under int8, batches run side by side")
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                        help="what the speed ratios divide: process CPU seconds (the work done; the default, for one "
-                             "thread) or wall seconds (what a user waits for with several threads on an idle machine)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads; under int8, batches run side by side"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="what the speed ratios divide: process CPU seconds (the work done; the default, for one "
+        "thread) or wall seconds (what a user waits for with several threads on an idle machine)",
+    )
     parser.add_argument("--candidates", nargs="+", default=["int8", "ort-fp32"])
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--onnx-cache", type=Path, default=None,
-                        help="where int8 and the ort- candidates keep their ONNX files (default: C2V_RAG_CACHE/onnx or ~/.cache)")
+    parser.add_argument(
+        "--onnx-cache",
+        type=Path,
+        default=None,
+        help="where int8 and the ort- candidates keep their ONNX files (default: C2V_RAG_CACHE/onnx or ~/.cache)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -159,8 +173,11 @@ def main() -> None:
             vectors[name] = models[name].encode(texts, normalize_embeddings=True)
             seconds[name].append(time.process_time() - cpu)
             wall[name].append(time.perf_counter() - start)
-        print(f"repeat {r + 1} (CPU s / wall s): " + ", ".join(f"{n} {seconds[n][-1]:.1f} / {wall[n][-1]:.1f}"
-                                                            for n in names), flush=True)
+        print(
+            f"repeat {r + 1} (CPU s / wall s): "
+            + ", ".join(f"{n} {seconds[n][-1]:.1f} / {wall[n][-1]:.1f}" for n in names),
+            flush=True,
+        )
 
     singles = load_scifact_queries(args.data, args.single)
     latency: dict[str, list[float]] = {n: [] for n in names}
@@ -171,25 +188,40 @@ def main() -> None:
             latency[name].append(time.process_time() - cpu if args.clock == "cpu" else time.perf_counter() - start)
 
     parts = models["float"].config.parts
-    report: dict = {"cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(),
-                    "flags": speed_flags(),
-                    "float_dtype": dtype_name(models["float"].dtype), "threads": args.threads, "clock": args.clock,
-                    "texts": len(texts), "real_tokens": tokens, "candidates": {}}
+    report: dict = {
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_class": cpu_class(),
+        "flags": speed_flags(),
+        "float_dtype": dtype_name(models["float"].dtype),
+        "threads": args.threads,
+        "clock": args.clock,
+        "texts": len(texts),
+        "real_tokens": tokens,
+        "candidates": {},
+    }
     timed = seconds if args.clock == "cpu" else wall
     t_float = statistics.median(timed["float"])
     l_float = statistics.median(latency["float"])
     for name in names:
         med = statistics.median(timed[name])
-        row = {"median_cpu_s": round(statistics.median(seconds[name]), 3),
-               "median_wall_s": round(statistics.median(wall[name]), 3), "real_tokens_per_s": round(tokens / med, 1),
-               "speed_vs_float": round(t_float / med, 3),
-               f"single_text_median_{args.clock}_ms": round(1000 * statistics.median(latency[name]), 1),
-               "single_text_speed_vs_float": round(l_float / statistics.median(latency[name]), 3)}
+        row = {
+            "median_cpu_s": round(statistics.median(seconds[name]), 3),
+            "median_wall_s": round(statistics.median(wall[name]), 3),
+            "real_tokens_per_s": round(tokens / med, 1),
+            "speed_vs_float": round(t_float / med, 3),
+            f"single_text_median_{args.clock}_ms": round(1000 * statistics.median(latency[name]), 1),
+            "single_text_speed_vs_float": round(l_float / statistics.median(latency[name]), 3),
+        }
         if name != "float":
             cos = cosines(vectors[name], vectors["float"])
-            row.update(cos_to_float_worst=round(float(cos.min()), 5), cos_to_float_mean=round(float(cos.mean()), 5),
-                       cos_to_float_worst_by_part={p: round(float(cosines(vectors[name][:, s], vectors["float"][:, s]).min()), 5)
-                                                   for p, s in parts.items()})
+            row.update(
+                cos_to_float_worst=round(float(cos.min()), 5),
+                cos_to_float_mean=round(float(cos.mean()), 5),
+                cos_to_float_worst_by_part={
+                    p: round(float(cosines(vectors[name][:, s], vectors["float"][:, s]).min()), 5)
+                    for p, s in parts.items()
+                },
+            )
         if "fp32" in vectors and name != "fp32":
             cos = cosines(vectors[name], vectors["fp32"])
             row.update(cos_to_fp32_worst=round(float(cos.min()), 5), cos_to_fp32_mean=round(float(cos.mean()), 5))

@@ -63,17 +63,31 @@ def main() -> None:
     model_dir = legacy_model_dir(Path(args.model), Path(tempfile.mkdtemp(prefix="l2v-model-")))
     # llm2vec's own recipe: bidirectional attention and mean pooling (no MNTP/SimCSE adapters
     # here: they change the weights, not the cost).
-    model = LLM2Vec.from_pretrained(str(model_dir), enable_bidirectional=True, pooling_mode="mean",
-                                    max_length=args.max_length, torch_dtype=getattr(torch, args.dtype),
-                                    device_map="cpu")
+    model = LLM2Vec.from_pretrained(
+        str(model_dir),
+        enable_bidirectional=True,
+        pooling_mode="mean",
+        max_length=args.max_length,
+        torch_dtype=getattr(torch, args.dtype),
+        device_map="cpu",
+    )
     model.eval()
     weights = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     model.encode(texts[:8], batch_size=args.batch_size, show_progress_bar=False)  # warm-up
     m = measure(lambda: model.encode(texts, batch_size=args.batch_size, show_progress_bar=False))
     if len(m.result) != len(texts):
         raise RuntimeError(f"llm2vec returned {len(m.result)} vectors for {len(texts)} texts")
-    print(json.dumps({"seconds": m.seconds, "cpu_seconds": m.cpu_seconds, "before_kib": m.before_kib,
-                      "peak_kib": m.peak_kib, "weight_mib": weights}))
+    print(
+        json.dumps(
+            {
+                "seconds": m.seconds,
+                "cpu_seconds": m.cpu_seconds,
+                "before_kib": m.before_kib,
+                "peak_kib": m.peak_kib,
+                "weight_mib": weights,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

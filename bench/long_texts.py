@@ -37,8 +37,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding scifact/ (BEIR layout)")
     parser.add_argument("--set", default="scifact-dev-1k", choices=["scifact-dev-1k", "scifact-dev"])
-    parser.add_argument("--model", action="append", required=True,
-                        help="a variant, a preset, 'default', or a bi-encoder such as all-minilm-l6-v2 (repeatable)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="a variant, a preset, 'default', or a bi-encoder such as all-minilm-l6-v2 (repeatable)",
+    )
     parser.add_argument("--overlap", type=int, default=None, help="tokens shared by neighbouring windows")
     parser.add_argument("--json", type=Path, default=None, help="also write the scores here")
     parser.add_argument("--cache", type=Path, default=None, help="keep computed vectors here, to resume a stopped run")
@@ -54,8 +58,7 @@ def main() -> None:
     print(f"{data.name}: {len(docs)} abstracts, {len(query_ids)} dev claims")
     results = {}
     for name in args.model:
-        results[name] = score_model(name, data, docs, doc_ids, queries, query_ids, qrels, args.overlap,
-                                    args.cache)
+        results[name] = score_model(name, data, docs, doc_ids, queries, query_ids, qrels, args.overlap, args.cache)
     print("\n| model | long texts | nDCG@10 | recall@100 | MRR@10 |\n|---|---|---:|---:|---:|")
     for name, rows in results.items():
         for row, scores in rows["scores"].items():
@@ -66,9 +69,9 @@ def main() -> None:
 
 
 def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, cache=None) -> dict:
+    from c2v_rag.encode.long_texts import LongTexts, pool_windows
     from c2v_rag.evaluation.evaluators import search, search_maxp
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.encode.long_texts import LongTexts, pool_windows
 
     model = load(name)
     policy = LongTexts(mode="chunk", **({} if overlap is None else {"overlap": overlap}))
@@ -79,18 +82,20 @@ def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, c
     assert len(split) == windows.split_inputs
     judged = {d for rels in qrels.values() for d in rels}
     split_judged = sum(doc_ids[i] in judged for i in split)
-    print(f"{name}: {len(split)} of {len(docs)} abstracts exceed the model's limit ({split_judged} of them judged "
-          f"relevant to a dev claim); {len(windows.texts)} windows, {counts[split].mean():.2f} per split abstract")
+    print(
+        f"{name}: {len(split)} of {len(docs)} abstracts exceed the model's limit ({split_judged} of them judged "
+        f"relevant to a dev claim); {len(windows.texts)} windows, {counts[split].mean():.2f} per split abstract"
+    )
 
     tag = f"{Path(name).name}-{data.name}"
     query_vectors = cached(lambda t: model.encode_queries(t, task=data.task), queries, cache, f"{tag}-queries")
-    window_vectors = cached(lambda t: model.encode_documents(t, task=data.task), windows.texts, cache,
-                            f"{tag}-windows")
+    window_vectors = cached(lambda t: model.encode_documents(t, task=data.task), windows.texts, cache, f"{tag}-windows")
     # Truncation differs from the windows only for the split documents: a whole one is its own window.
     truncated = pool_windows(window_vectors, windows, "max")
     if len(split):
-        truncated[split] = cached(lambda t: model.encode_documents(t, task=data.task), [docs[i] for i in split],
-                                  cache, f"{tag}-truncated")
+        truncated[split] = cached(
+            lambda t: model.encode_documents(t, task=data.task), [docs[i] for i in split], cache, f"{tag}-truncated"
+        )
     seconds = time.perf_counter() - started
 
     def run_of(ranked):
@@ -105,8 +110,14 @@ def score_model(name, data, docs, doc_ids, queries, query_ids, qrels, overlap, c
     for row, s in scores.items():
         print(f"  {row:12s} nDCG@10 {s['ndcg@10']:.4f}  recall@100 {s['recall@100']:.4f}  MRR@10 {s['mrr@10']:.4f}")
     print(f"  embedded in {seconds:.0f} s")
-    return {"split_documents": int(len(split)), "split_judged": int(split_judged), "documents": len(docs),
-            "windows": len(windows.texts), "seconds": seconds, "scores": scores}
+    return {
+        "split_documents": int(len(split)),
+        "split_judged": int(split_judged),
+        "documents": len(docs),
+        "windows": len(windows.texts),
+        "seconds": seconds,
+        "scores": scores,
+    }
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ inside ``[MiniLM; h_C]`` runs the decoder over the instruction and the Contextua
 the text after C cannot change h_C). Each size is timed on the same texts, round-robin in a rotating order, and
 ranked by its best round in process CPU seconds (``common.measure``); the vectors are checked against the whole
 vector cut to the same size (cosine of each row).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from common import load, measure, mixed_texts, single_thread_note, speed_flags_note
 
 
@@ -37,22 +36,29 @@ def main() -> None:
     full = model.encode_documents(texts, normalize_embeddings=True)  # warm-up, and the reference
     best: dict[int, float] = {}
     for round_ in range(args.rounds):
-        order = sizes[round_ % len(sizes):] + sizes[: round_ % len(sizes)]
+        order = sizes[round_ % len(sizes) :] + sizes[: round_ % len(sizes)]
         for size in order:
-            run = measure(lambda: model.encode_documents(texts, truncate_dim=size, normalize_embeddings=True))
+            run = measure(lambda: model.encode_documents(texts, truncate_dim=size, normalize_embeddings=True))  # noqa: B023
             best[size] = min(best.get(size, float("inf")), run.cpu_seconds)
             cut = full[:, :size] / np.linalg.norm(full[:, :size], axis=1, keepdims=True)
             worst = float((run.result * cut).sum(axis=1).min())
-            print(f"round {round_ + 1} size {size}: {run.cpu_seconds:.2f} CPU s, {run.seconds:.2f} wall s, "
-                  f"worst cosine to the cut whole vector {worst:.6f}", flush=True)
+            print(
+                f"round {round_ + 1} size {size}: {run.cpu_seconds:.2f} CPU s, {run.seconds:.2f} wall s, "
+                f"worst cosine to the cut whole vector {worst:.6f}",
+                flush=True,
+            )
     whole = best[max(sizes)]
-    print(f"\n{args.model}, {len(texts)} texts (SciFact: {args.docs} abstracts, {args.queries} claims), dtype "
-          f"{model.dtype}; {single_thread_note()}; CPU flags: {speed_flags_note()}")
+    print(
+        f"\n{args.model}, {len(texts)} texts (SciFact: {args.docs} abstracts, {args.queries} claims), dtype "
+        f"{model.dtype}; {single_thread_note()}; CPU flags: {speed_flags_note()}"
+    )
     print("| truncate_dim | what runs | best CPU s | speed vs the whole vector |\n|---|---|---|---|")
     for size in sizes:
         runs = {"encoder": "MiniLM only", "contextual": "MiniLM + decoder up to C", "all": "everything"}
-        print(f"| {size} | {runs[model.needs_for(None if size == max(sizes) else size)]} | {best[size]:.2f} | "
-              f"{whole / best[size]:.2f}x |")
+        print(
+            f"| {size} | {runs[model.needs_for(None if size == max(sizes) else size)]} | {best[size]:.2f} | "
+            f"{whole / best[size]:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,13 @@ def capture(data: Path, docs: int, claims: int) -> list[Batch]:
     forward = model.decoder.forward
 
     def record(*args, **kwargs):
-        batches.append((kwargs["inputs_embeds"].detach().float().numpy().copy(),
-                        kwargs["attention_mask"].numpy().astype(np.int64), kwargs["position_ids"].numpy().astype(np.int64)))
+        batches.append(
+            (
+                kwargs["inputs_embeds"].detach().float().numpy().copy(),
+                kwargs["attention_mask"].numpy().astype(np.int64),
+                kwargs["position_ids"].numpy().astype(np.int64),
+            )
+        )
         return forward(*args, **kwargs)
 
     model.decoder.forward = record
@@ -60,8 +65,9 @@ def capture(data: Path, docs: int, claims: int) -> list[Batch]:
 
 def last_states(sess, batch: Batch) -> np.ndarray:
     embeds, mask, positions = batch
-    hidden = sess.run(["last_hidden_state"], {"inputs_embeds": embeds, "attention_mask": mask,
-                                              "position_ids": positions})[0]
+    hidden = sess.run(
+        ["last_hidden_state"], {"inputs_embeds": embeds, "attention_mask": mask, "position_ids": positions}
+    )[0]
     return hidden[np.arange(len(mask)), mask.sum(1) - 1]
 
 
@@ -82,9 +88,18 @@ def openvino_runs(fp32_graph: Path, kinds: list[str], calibration: list[Batch]) 
     core = ov.Core()
 
     def compiled(model, precision: str) -> OpenVinoRun:
-        return OpenVinoRun(core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1,
-                                                             "PERFORMANCE_HINT": "LATENCY",
-                                                             "INFERENCE_PRECISION_HINT": precision}))
+        return OpenVinoRun(
+            core.compile_model(
+                model,
+                "CPU",
+                {
+                    "INFERENCE_NUM_THREADS": 1,
+                    "NUM_STREAMS": 1,
+                    "PERFORMANCE_HINT": "LATENCY",
+                    "INFERENCE_PRECISION_HINT": precision,
+                },
+            )
+        )
 
     runs = {}
     for kind in kinds:
@@ -93,12 +108,14 @@ def openvino_runs(fp32_graph: Path, kinds: list[str], calibration: list[Batch]) 
             runs[f"openvino-{kind}"] = compiled(model, kind)
         elif kind == "int8-static":
             feeds = [{"inputs_embeds": e, "attention_mask": m, "position_ids": p} for e, m, p in calibration[:4]]
-            quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
-                                      subset_size=len(feeds))
+            quantized = nncf.quantize(
+                model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds)
+            )
             runs["openvino-int8-static"] = compiled(quantized, "f32")
         elif kind == "w8-bf16":
             runs["openvino-w8-bf16"] = compiled(
-                nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), "bf16")
+                nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), "bf16"
+            )
         else:
             raise SystemExit(f"unknown --openvino kind {kind!r}: f32, bf16, int8-static, w8-bf16")
     return runs
@@ -130,23 +147,35 @@ def main() -> None:
         for path in names if repeat % 2 == 0 else names[::-1]:
             start = time.process_time()
             for batch in batches:
-                sessions[path].run(["last_hidden_state"], {"inputs_embeds": batch[0], "attention_mask": batch[1],
-                                                           "position_ids": batch[2]})
+                sessions[path].run(
+                    ["last_hidden_state"],
+                    {"inputs_embeds": batch[0], "attention_mask": batch[1], "position_ids": batch[2]},
+                )
             seconds[path].append(time.process_time() - start)
     reference = names[0]
     rng = np.random.default_rng(0)
     for path in names:
         sess = sessions[path]
         to_first = np.concatenate([cosine(a, b) for a, b in zip(states[path], states[reference])])
-        alone = [cosine(last_states(sess, (e[r:r + 1, :n], m[r:r + 1, :n], p[r:r + 1, :n]))[0], state[r])
-                 for (e, m, p), state in zip(batches, states[path]) for r, n in enumerate(m.sum(1))]
-        noisy = np.concatenate([
-            cosine(last_states(sess, ((e * (1 + 1e-6 * rng.standard_normal(e.shape))).astype(np.float32), m, p)), state)
-            for (e, m, p), state in zip(batches, states[path])])
+        alone = [
+            cosine(last_states(sess, (e[r : r + 1, :n], m[r : r + 1, :n], p[r : r + 1, :n]))[0], state[r])
+            for (e, m, p), state in zip(batches, states[path])
+            for r, n in enumerate(m.sum(1))
+        ]
+        noisy = np.concatenate(
+            [
+                cosine(
+                    last_states(sess, ((e * (1 + 1e-6 * rng.standard_normal(e.shape))).astype(np.float32), m, p)), state
+                )
+                for (e, m, p), state in zip(batches, states[path])
+            ]
+        )
         median = statistics.median(seconds[path])
-        print(f"{path}: {median:.2f} CPU s, {statistics.median(seconds[reference]) / median:.2f}x the first; h_EOS "
-              f"cosine to the first worst {to_first.min():.5f} mean {to_first.mean():.5f}; alone vs batch worst "
-              f"{min(alone):.6f}; perturbed 1e-6 worst {noisy.min():.6f}")
+        print(
+            f"{path}: {median:.2f} CPU s, {statistics.median(seconds[reference]) / median:.2f}x the first; h_EOS "
+            f"cosine to the first worst {to_first.min():.5f} mean {to_first.mean():.5f}; alone vs batch worst "
+            f"{min(alone):.6f}; perturbed 1e-6 worst {noisy.min():.6f}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from common import Measurement, measure, mixed_texts, single_thread_note
 
 MAX_LENGTH = 512
@@ -59,9 +58,15 @@ def c2v_runner(dtype: str, *, plain: bool, echo: bool = False) -> tuple[Callable
     from c2v_rag import Causal2Vec
 
     if plain:
-        model = Causal2Vec.from_components("smollm2-135m-instruct", None, num_contextual_tokens=0,
-                                           representation="last_token", device="cpu", dtype=dtype,
-                                           max_length=2 * MAX_LENGTH if echo else MAX_LENGTH)
+        model = Causal2Vec.from_components(
+            "smollm2-135m-instruct",
+            None,
+            num_contextual_tokens=0,
+            representation="last_token",
+            device="cpu",
+            dtype=dtype,
+            max_length=2 * MAX_LENGTH if echo else MAX_LENGTH,
+        )
     else:
         model = Causal2Vec.from_pretrained(None, device="cpu", dtype=dtype)
     weights = weight_mib(model.decoder, model.encoder, model.projector)
@@ -86,8 +91,9 @@ def naive_hf_runner(dtype: str) -> tuple[Callable[[list[str]], np.ndarray], floa
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), 32):
-                batch = tokenizer(texts[start : start + 32], padding=True, truncation=True,
-                                  max_length=MAX_LENGTH, return_tensors="pt")
+                batch = tokenizer(
+                    texts[start : start + 32], padding=True, truncation=True, max_length=MAX_LENGTH, return_tensors="pt"
+                )
                 hidden = model(**batch).last_hidden_state
                 last = batch["attention_mask"].sum(1) - 1
                 out.append(hidden[torch.arange(hidden.size(0)), last].float().numpy())
@@ -99,8 +105,9 @@ def naive_hf_runner(dtype: str) -> tuple[Callable[[list[str]], np.ndarray], floa
 def st_runner(dtype: str) -> tuple[Callable[[list[str]], np.ndarray], float]:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(decoder_dir(), device="cpu", local_files_only=True,
-                                model_kwargs={"dtype": getattr(torch, dtype)})
+    model = SentenceTransformer(
+        decoder_dir(), device="cpu", local_files_only=True, model_kwargs={"dtype": getattr(torch, dtype)}
+    )
     model.max_seq_length = MAX_LENGTH
     pooling = [m for m in model if type(m).__name__ == "Pooling"]
     modes = getattr(pooling[0], "pooling_mode", None) if pooling else None
@@ -114,9 +121,23 @@ def st_runner(dtype: str) -> tuple[Callable[[list[str]], np.ndarray], float]:
 def run_llm2vec(python: str, texts_file: Path, dtype: str, model_dir: str) -> dict:
     """One llm2vec round in its own venv; the worker times its own encode (load excluded)."""
     worker = Path(__file__).with_name("llm2vec_worker.py")
-    proc = subprocess.run([python, str(worker), "--texts", str(texts_file), "--model", model_dir,
-                           "--dtype", dtype, "--max-length", str(MAX_LENGTH)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    proc = subprocess.run(
+        [
+            python,
+            str(worker),
+            "--texts",
+            str(texts_file),
+            "--model",
+            model_dir,
+            "--dtype",
+            dtype,
+            "--max-length",
+            str(MAX_LENGTH),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"llm2vec worker failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -144,14 +165,19 @@ def main() -> None:
 
     texts = mixed_texts(args.data, args.docs, args.queries)
     tokens = real_tokens(texts)
-    print(f"{len(texts)} texts ({args.docs} abstracts + {args.queries} claims, shuffled), {tokens} real tokens; "
-          f"{args.dtype}; {single_thread_note()}", flush=True)
+    print(
+        f"{len(texts)} texts ({args.docs} abstracts + {args.queries} claims, shuffled), {tokens} real tokens; "
+        f"{args.dtype}; {single_thread_note()}",
+        flush=True,
+    )
 
-    builders = {"causal2vec": lambda: c2v_runner(args.dtype, plain=False),
-                "plain": lambda: c2v_runner(args.dtype, plain=True),
-                "echo": lambda: c2v_runner(args.dtype, plain=True, echo=True),
-                "naive-hf": lambda: naive_hf_runner(args.dtype),
-                "st-lasttoken": lambda: st_runner(args.dtype)}
+    builders = {
+        "causal2vec": lambda: c2v_runner(args.dtype, plain=False),
+        "plain": lambda: c2v_runner(args.dtype, plain=True),
+        "echo": lambda: c2v_runner(args.dtype, plain=True, echo=True),
+        "naive-hf": lambda: naive_hf_runner(args.dtype),
+        "st-lasttoken": lambda: st_runner(args.dtype),
+    }
     names = [n for n in builders if not args.only or n in args.only]
     runners, weights = {}, {}
     for name in names:
@@ -166,35 +192,58 @@ def main() -> None:
         results["llm2vec"] = {"seconds": [], "cpu_seconds": [], "working_mib": []}
     order = list(results)
     for r in range(args.rounds):
-        for name in order[r % len(order):] + order[: r % len(order)]:
+        for name in order[r % len(order) :] + order[: r % len(order)]:
             if name == "llm2vec":
                 out = run_llm2vec(args.llm2vec_python, texts_file, args.dtype, decoder_dir())
                 m = Measurement(out["seconds"], out["cpu_seconds"], out["before_kib"], out["peak_kib"])
                 weights["llm2vec"] = out["weight_mib"]
             else:
-                m = measure(lambda: runners[name](texts))
+                m = measure(lambda: runners[name](texts))  # noqa: B023
             for key in ("seconds", "cpu_seconds", "working_mib"):
                 results[name][key].append(getattr(m, key))
-            print(f"  round {r + 1} {name:13s} wall {m.seconds:7.1f} s  cpu {m.cpu_seconds:7.1f} s  "
-                  f"{tokens / m.cpu_seconds:6.0f} tok/cpu-s  working {m.working_mib:6.0f} MiB", flush=True)
+            print(
+                f"  round {r + 1} {name:13s} wall {m.seconds:7.1f} s  cpu {m.cpu_seconds:7.1f} s  "
+                f"{tokens / m.cpu_seconds:6.0f} tok/cpu-s  working {m.working_mib:6.0f} MiB",
+                flush=True,
+            )
     texts_file.unlink()
 
     # Ranked by CPU seconds (see common.measure); the best round of each configuration.
     best = {n: min(r["cpu_seconds"]) for n, r in results.items()}
-    print(f"\n{'configuration':14s} {'cpu s':>7s} {'wall s':>7s} {'tok/s':>7s} {'texts/s':>8s} {'weights MiB':>11s} "
-          f"{'working MiB':>11s} {'c2v speed-up':>12s}")
+    print(
+        f"\n{'configuration':14s} {'cpu s':>7s} {'wall s':>7s} {'tok/s':>7s} {'texts/s':>8s} {'weights MiB':>11s} "
+        f"{'working MiB':>11s} {'c2v speed-up':>12s}"
+    )
     for name, r in results.items():
-        r.update(best_cpu_seconds=best[name], tokens_per_s=tokens / best[name], weights_mib=weights[name],
-                 peak_working_mib=max(r["working_mib"]))
+        r.update(
+            best_cpu_seconds=best[name],
+            tokens_per_s=tokens / best[name],
+            weights_mib=weights[name],
+            peak_working_mib=max(r["working_mib"]),
+        )
         ratio = best[name] / best["causal2vec"] if "causal2vec" in best else float("nan")
-        print(f"{name:14s} {best[name]:7.1f} {min(r['seconds']):7.1f} {tokens / best[name]:7.0f} "
-              f"{len(texts) / best[name]:8.2f} {weights[name]:11.0f} {r['peak_working_mib']:11.0f} {ratio:11.2f}x")
+        print(
+            f"{name:14s} {best[name]:7.1f} {min(r['seconds']):7.1f} {tokens / best[name]:7.0f} "
+            f"{len(texts) / best[name]:8.2f} {weights[name]:11.0f} {r['peak_working_mib']:11.0f} {ratio:11.2f}x"
+        )
     if "causal2vec" in best and "plain" in best:
         print(f"\nCausal2Vec time / plain decoder time (same batching): {best['causal2vec'] / best['plain']:.3f}")
     if args.json:
-        args.json.write_text(json.dumps({"texts": len(texts), "docs": args.docs, "queries": args.queries,
-                                         "real_tokens": tokens, "dtype": args.dtype, "threads": torch.get_num_threads(),
-                                         "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "texts": len(texts),
+                    "docs": args.docs,
+                    "queries": args.queries,
+                    "real_tokens": tokens,
+                    "dtype": args.dtype,
+                    "threads": torch.get_num_threads(),
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -45,9 +45,10 @@ def write_corpus(data: Path, n: int, folder: Path, per_file: int) -> Path:
         rows = [json.loads(line) for _, line in zip(range(n), source)]
     for start in range(0, len(rows), per_file):
         with (out / f"part-{start // per_file:05d}.jsonl").open("w", encoding="utf-8") as target:
-            for row in rows[start:start + per_file]:
-                target.write(json.dumps({"id": str(row["_id"]), "title": row.get("title", ""),
-                                         "text": row["text"]}) + "\n")
+            for row in rows[start : start + per_file]:
+                target.write(
+                    json.dumps({"id": str(row["_id"]), "title": row.get("title", ""), "text": row["text"]}) + "\n"
+                )
     return out
 
 
@@ -55,10 +56,19 @@ def ingest(corpus: Path, store: Path, args, engine: str = "local", actors: int =
     import c2v_rag
     from c2v_rag.rag import RayOptions
 
-    options = dict(collection="bench", model=args.model, dtype=args.dtype, chunk_size=args.chunk_size,
-                   chunk_overlap=args.chunk_overlap, batch_size=args.batch_size, show_progress=False)
+    options = dict(
+        collection="bench",
+        model=args.model,
+        dtype=args.dtype,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        batch_size=args.batch_size,
+        show_progress=False,
+    )
     if engine == "ray":
-        options.update(engine="ray", ray=RayOptions(actors=actors, cpus_per_actor=1, docs_per_batch=args.docs_per_batch))
+        options.update(
+            engine="ray", ray=RayOptions(actors=actors, cpus_per_actor=1, docs_per_batch=args.docs_per_batch)
+        )
     start = time.perf_counter()
     result = c2v_rag.ingest(corpus, path=store, **options)
     return time.perf_counter() - start, result
@@ -75,10 +85,18 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="chunks per encode call (both engines)")
     parser.add_argument("--docs-per-batch", type=int, default=16, help="documents per Ray batch")
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2], help="Ray actor counts to run")
-    parser.add_argument("--ray-cpus", type=int, default=None,
-                        help="CPUs the local Ray cluster offers (default: the cores this process may use)")
-    parser.add_argument("--local-threads", type=int, default=None,
-                        help="torch threads of the single process (default: the largest actor count)")
+    parser.add_argument(
+        "--ray-cpus",
+        type=int,
+        default=None,
+        help="CPUs the local Ray cluster offers (default: the cores this process may use)",
+    )
+    parser.add_argument(
+        "--local-threads",
+        type=int,
+        default=None,
+        help="torch threads of the single process (default: the largest actor count)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -100,8 +118,15 @@ def main() -> None:
         torch.set_num_threads(local_threads)
         load_model(args.model, dtype=args.dtype).encode_documents(["warm-up"])  # loaded before the clock
         seconds, result = ingest(corpus, folder / "local", args)
-        rows = [{"engine": f"local ({local_threads} thread{'s' * (local_threads > 1)})", "actors": 0,
-                 "chunks": result.chunks, "seconds": seconds, "fixed": 0.0}]
+        rows = [
+            {
+                "engine": f"local ({local_threads} thread{'s' * (local_threads > 1)})",
+                "actors": 0,
+                "chunks": result.chunks,
+                "seconds": seconds,
+                "fixed": 0.0,
+            }
+        ]
         torch.set_num_threads(1)
 
         begin = time.perf_counter()
@@ -112,8 +137,15 @@ def main() -> None:
             for actors in args.actors:
                 fixed, _ = ingest(tiny, folder / f"fixed-{actors}", args, "ray", actors)
                 seconds, result = ingest(corpus, folder / f"ray-{actors}", args, "ray", actors)
-                rows.append({"engine": f"ray x{actors}", "actors": actors, "chunks": result.chunks,
-                             "seconds": seconds, "fixed": fixed})
+                rows.append(
+                    {
+                        "engine": f"ray x{actors}",
+                        "actors": actors,
+                        "chunks": result.chunks,
+                        "seconds": seconds,
+                        "fixed": fixed,
+                    }
+                )
         finally:
             ray.shutdown()
 
@@ -127,20 +159,29 @@ def main() -> None:
         if base is not None and row["actors"]:
             row["efficiency"] = row["steady_chunks_per_s"] / (row["actors"] * base["steady_chunks_per_s"])
     local = rows[0]
-    print(f"{args.n} SciFact abstracts, {local['chunks']} chunks; {platform.processor() or platform.machine()}, "
-          f"{cores} cores usable, Ray offered {ray_cpus} CPUs; ray.init {startup:.1f} s")
-    print(f"{'engine':22s} {'chunks':>7s} {'wall s':>8s} {'fixed s':>8s} {'chunks/s':>9s} {'steady/s':>9s} "
-          f"{'x local':>8s} {'efficiency':>10s}")
+    print(
+        f"{args.n} SciFact abstracts, {local['chunks']} chunks; {platform.processor() or platform.machine()}, "
+        f"{cores} cores usable, Ray offered {ray_cpus} CPUs; ray.init {startup:.1f} s"
+    )
+    print(
+        f"{'engine':22s} {'chunks':>7s} {'wall s':>8s} {'fixed s':>8s} {'chunks/s':>9s} {'steady/s':>9s} "
+        f"{'x local':>8s} {'efficiency':>10s}"
+    )
     for row in rows:
         efficiency = f"{row['efficiency']:.2f}" if "efficiency" in row else "-"
-        print(f"{row['engine']:22s} {row['chunks']:7d} {row['seconds']:8.1f} {row['fixed']:8.1f} "
-              f"{row['chunks_per_s']:9.2f} {row['steady_chunks_per_s']:9.2f} "
-              f"{row['steady_chunks_per_s'] / local['chunks_per_s']:8.2f} {efficiency:>10s}")
+        print(
+            f"{row['engine']:22s} {row['chunks']:7d} {row['seconds']:8.1f} {row['fixed']:8.1f} "
+            f"{row['chunks_per_s']:9.2f} {row['steady_chunks_per_s']:9.2f} "
+            f"{row['steady_chunks_per_s'] / local['chunks_per_s']:8.2f} {efficiency:>10s}"
+        )
     if any(r["chunks"] != local["chunks"] for r in rows):
         sys.exit("error: the engines produced different chunk counts")
     if args.json:
-        args.json.write_text(json.dumps({"n": args.n, "ray_init_seconds": startup, "cores": cores,
-                                         "ray_cpus": ray_cpus, "rows": rows}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"n": args.n, "ray_init_seconds": startup, "cores": cores, "ray_cpus": ray_cpus, "rows": rows}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import load_scifact_docs, load_scifact_queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,8 +48,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_clients(url: str, texts: list[str], expected: np.ndarray, concurrency: int, atol: float,
-                      timeout_s: float) -> dict:
+async def run_clients(
+    url: str, texts: list[str], expected: np.ndarray, concurrency: int, atol: float, timeout_s: float
+) -> dict:
     import httpx
 
     order = list(range(len(texts)))
@@ -84,9 +84,15 @@ async def run_clients(url: str, texts: list[str], expected: np.ndarray, concurre
         await asyncio.wait_for(asyncio.gather(*(client(http) for _ in range(concurrency))), timeout_s)
         wall = time.perf_counter() - start
     ms = np.array(latencies) * 1000
-    return {"requests": len(texts), "wall_s": wall, "tokens": tokens, "errors": len(errors),
-            "error_samples": errors[:5], "p50_ms": float(np.percentile(ms, 50)),
-            "p99_ms": float(np.percentile(ms, 99))}
+    return {
+        "requests": len(texts),
+        "wall_s": wall,
+        "tokens": tokens,
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+    }
 
 
 def free_port() -> int:
@@ -99,8 +105,23 @@ def start_server(model: str | None, max_wait_ms: float) -> tuple[subprocess.Pope
     import httpx
 
     port = free_port()
-    cmd = [sys.executable, "-m", "c2v_rag.cli", "serve", *([model] if model else []), "--host", "127.0.0.1",
-           "--port", str(port), "--model-name", "bench", "--max-wait-ms", str(max_wait_ms), "--threads", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "c2v_rag.cli",
+        "serve",
+        *([model] if model else []),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model-name",
+        "bench",
+        "--max-wait-ms",
+        str(max_wait_ms),
+        "--threads",
+        "1",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("C2V_RAG_API_KEY", None)
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -121,8 +142,12 @@ def offline(model, texts: list[str]) -> dict:
     tokens = sum(p.length(model.config.num_contextual_tokens) for p in pieces)
     cpu, start = time.process_time(), time.perf_counter()
     vectors = model.encode_documents(texts, normalize_embeddings=True)
-    return {"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu, "tokens": tokens,
-            "vectors": vectors}
+    return {
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": time.process_time() - cpu,
+        "tokens": tokens,
+        "vectors": vectors,
+    }
 
 
 def main() -> None:
@@ -171,17 +196,23 @@ def report(rows: list[dict], args) -> None:
     best_offline = max(r["tokens"] / r["wall_s"] for r in offline_rows)
     best_offline_cpu = max(r["tokens"] / r["cpu_s"] for r in offline_rows)
     one = next((r for r in rows if r["phase"] == "server, concurrency 1"), None)
-    print(f"\n{args.texts} texts, {rows[0]['tokens']} prompt tokens; server: 1 intra-op thread, "
-          f"max_wait_ms={args.max_wait_ms}; one text per request")
-    print("| phase | wall s | tokens/s | tokens/CPU s | p50 ms | p99 ms | errors | vs one-at-a-time | vs offline (wall) | vs offline (CPU) |")
+    print(
+        f"\n{args.texts} texts, {rows[0]['tokens']} prompt tokens; server: 1 intra-op thread, "
+        f"max_wait_ms={args.max_wait_ms}; one text per request"
+    )
+    print(
+        "| phase | wall s | tokens/s | tokens/CPU s | p50 ms | p99 ms | errors | vs one-at-a-time | vs offline (wall) | vs offline (CPU) |"  # noqa: E501
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         tps, tpc = r["tokens"] / r["wall_s"], r["tokens"] / r["cpu_s"]
         gain = f"{tps / (one['tokens'] / one['wall_s']):.2f}x" if one and "p50_ms" in r else ""
         p50 = f"{r['p50_ms']:.0f}" if "p50_ms" in r else ""
         p99 = f"{r['p99_ms']:.0f}" if "p99_ms" in r else ""
-        print(f"| {r['phase']} | {r['wall_s']:.1f} | {tps:.0f} | {tpc:.0f} | {p50} | {p99} | {r.get('errors', '')} "
-              f"| {gain} | {tps / best_offline:.0%} | {tpc / best_offline_cpu:.0%} |")
+        print(
+            f"| {r['phase']} | {r['wall_s']:.1f} | {tps:.0f} | {tpc:.0f} | {p50} | {p99} | {r.get('errors', '')} "
+            f"| {gain} | {tps / best_offline:.0%} | {tpc / best_offline_cpu:.0%} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -20,7 +20,10 @@ import sys
 from pathlib import Path
 
 SETTINGS = [  # (intra-op threads, OMP_WAIT_POLICY or None for libgomp's default)
-    (1, None), (1, "PASSIVE"), (2, None), (2, "PASSIVE"),
+    (1, None),
+    (1, "PASSIVE"),
+    (2, None),
+    (2, "PASSIVE"),
 ]
 
 
@@ -44,9 +47,15 @@ def measure(threads: int, queries: list[str], model: str | None) -> dict:
         c2v.encode_queries(q)
         latencies.append(time.perf_counter() - start)
     ms = np.array(latencies) * 1000
-    return {"threads": torch.get_num_threads(), "interop": torch.get_num_interop_threads(),
-            "n": len(ms), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-            "mean_ms": float(ms.mean()), "max_ms": float(ms.max())}
+    return {
+        "threads": torch.get_num_threads(),
+        "interop": torch.get_num_interop_threads(),
+        "n": len(ms),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+        "max_ms": float(ms.max()),
+    }
 
 
 def main() -> None:
@@ -68,14 +77,25 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
         if policy is not None:
             env["OMP_WAIT_POLICY"] = policy
-        cmd = [sys.executable, __file__, "--data", str(args.data), "--queries", str(args.queries),
-               "--child", str(threads)] + (["--model", args.model] if args.model else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--data",
+            str(args.data),
+            "--queries",
+            str(args.queries),
+            "--child",
+            str(threads),
+        ] + (["--model", args.model] if args.model else [])
         result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         row = {"wait_policy": policy or "default", **json.loads(result.stdout.strip().splitlines()[-1])}
         rows.append(row)
-        print(f"threads={row['threads']} interop={row['interop']} OMP_WAIT_POLICY={row['wait_policy']:8s} "
-              f"p50={row['p50_ms']:.0f} ms  p99={row['p99_ms']:.0f} ms  max={row['max_ms']:.0f} ms  "
-              f"(n={row['n']})", flush=True)
+        print(
+            f"threads={row['threads']} interop={row['interop']} OMP_WAIT_POLICY={row['wait_policy']:8s} "
+            f"p50={row['p50_ms']:.0f} ms  p99={row['p99_ms']:.0f} ms  max={row['max_ms']:.0f} ms  "
+            f"(n={row['n']})",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

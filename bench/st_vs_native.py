@@ -29,7 +29,7 @@ def scifact_texts(data: Path, n: int) -> list[str]:
         docs.append(f"{row['title']} {row['text']}")
         if len(docs) == n // 2:
             break
-    mixed = [t for pair in zip(claims, docs) for t in pair] + claims[len(docs):]
+    mixed = [t for pair in zip(claims, docs) for t in pair] + claims[len(docs) :]
     return mixed[:n]
 
 
@@ -64,12 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     st = SentenceTransformer(path, device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32})
 
     print(f"{len(texts)} SciFact texts ({args.n - args.n // 2} claims, {args.n // 2} abstracts), float32, {path}")
-    for side, ours, theirs in (("query", native.encode_queries, st.encode_query),
-                               ("document", native.encode_documents, st.encode_document)):
+    for side, ours, theirs in (
+        ("query", native.encode_queries, st.encode_query),
+        ("document", native.encode_documents, st.encode_document),
+    ):
         a, b = ours(texts), theirs(texts)
         unit = np.abs(a / np.linalg.norm(a, axis=1, keepdims=True) - b / np.linalg.norm(b, axis=1, keepdims=True))
-        print(f"  as {side}: max |ST - native| {np.abs(a - b).max():.2e} (largest |component| {np.abs(a).max():.1f}); "
-              f"unit-normalized {unit.max():.2e}")
+        print(
+            f"  as {side}: max |ST - native| {np.abs(a - b).max():.2e} (largest |component| {np.abs(a).max():.1f}); "
+            f"unit-normalized {unit.max():.2e}"
+        )
     if args.alone:
         # The floor for any batching: our own vectors with each text encoded alone against the batched ones.
         batched = native.encode_documents(texts)
@@ -79,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t_native = best_time(lambda: native.encode_documents(texts), args.repeats)
     t_st = best_time(lambda: st.encode_document(texts), args.repeats)
-    print(f"  encode_documents: native {t_native:.2f} s, sentence-transformers {t_st:.2f} s "
-          f"(ST / native = {t_st / t_native:.2f}; threads: {torch.get_num_threads()})")
+    print(
+        f"  encode_documents: native {t_native:.2f} s, sentence-transformers {t_st:.2f} s "
+        f"(ST / native = {t_st / t_native:.2f}; threads: {torch.get_num_threads()})"
+    )
     return 0
 
 

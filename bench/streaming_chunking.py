@@ -24,9 +24,11 @@ from itertools import islice
 
 from common import measure, single_thread_note
 
-_WORDS = ("tide moon sun gravity ocean water level spring neap orbit earth force pull bulge coast harbour "
-          "measure record station height range cycle lunar solar phase align opposite quarter daily twice "
-          "current flow basin resonance amplitude period hour minute wave shore estuary river delta").split()
+_WORDS = (
+    "tide moon sun gravity ocean water level spring neap orbit earth force pull bulge coast harbour "
+    "measure record station height range cycle lunar solar phase align opposite quarter daily twice "
+    "current flow basin resonance amplitude period hour minute wave shore estuary river delta"
+).split()
 
 
 def markdown(megabytes: float, seed: int = 0) -> str:
@@ -39,13 +41,19 @@ def markdown(megabytes: float, seed: int = 0) -> str:
             section += 1
             block = f"## Section {section}: {' '.join(rng.choices(_WORDS, k=4)).title()}"
         elif kind < 0.16:
-            block = "\n".join(f"- {' '.join(rng.choices(_WORDS, k=rng.randint(5, 12)))}" for _ in range(rng.randint(3, 6)))
+            block = "\n".join(
+                f"- {' '.join(rng.choices(_WORDS, k=rng.randint(5, 12)))}" for _ in range(rng.randint(3, 6))
+            )
         elif kind < 0.20:
-            block = "```python\n" + "\n".join(f"x{i} = {rng.randint(0, 999)}  # {rng.choice(_WORDS)}"
-                                              for i in range(rng.randint(3, 8))) + "\n```"
+            block = (
+                "```python\n"
+                + "\n".join(f"x{i} = {rng.randint(0, 999)}  # {rng.choice(_WORDS)}" for i in range(rng.randint(3, 8)))
+                + "\n```"
+            )
         else:
-            block = " ".join(" ".join(rng.choices(_WORDS, k=rng.randint(8, 20))).capitalize() + "."
-                             for _ in range(rng.randint(3, 8)))
+            block = " ".join(
+                " ".join(rng.choices(_WORDS, k=rng.randint(8, 20))).capitalize() + "." for _ in range(rng.randint(3, 8))
+            )
         parts.append(block)
         size += len(block) + 2
     return "\n\n".join(parts)
@@ -76,7 +84,9 @@ def main() -> None:
         chunks, cursor = [], 0
         for index, piece in enumerate(chunker.splitter.split_text(text)):
             start = text.find(piece, cursor)
-            chunks.append(Chunk(piece, index, start, start + len(piece)) if start >= 0 else Chunk(piece, index, None, None))
+            chunks.append(
+                Chunk(piece, index, start, start + len(piece)) if start >= 0 else Chunk(piece, index, None, None)
+            )
             cursor = start + 1 if start >= 0 else cursor
         return chunks
 
@@ -84,29 +94,33 @@ def main() -> None:
         return len(model.encode_documents([c.text for c in chunks], batch_size=args.batch_size))
 
     # One-off costs (the splitter's sentence tokenizer, first tokenizer calls) out of every clock.
-    embed(whole_text_chunks(text[:20_000])[:args.batch_size])
+    embed(whole_text_chunks(text[:20_000])[: args.batch_size])
     embed(list(islice(chunker.iter_chunks(text[:20_000]), args.batch_size)))
 
     runs = {
         "first chunk, before (whole text)": lambda: len(whole_text_chunks(text)[:1]),
         "first chunk, after (streamed)": lambda: len(list(islice(chunker.iter_chunks(text), 1))),
-        "first batch, before (whole text)": lambda: embed(whole_text_chunks(text)[:args.batch_size]),
+        "first batch, before (whole text)": lambda: embed(whole_text_chunks(text)[: args.batch_size]),
         "first batch, after (streamed)": lambda: embed(list(islice(chunker.iter_chunks(text), args.batch_size))),
         "all chunks, before (whole text)": lambda: len(whole_text_chunks(text)),
         "all chunks, after (streamed)": lambda: sum(1 for _ in chunker.iter_chunks(text)),
     }
     results = {name: measure(fn) for name, fn in runs.items()}
 
-    print(f"document: {len(text):,} characters of Markdown ({len(text.encode()) / 1e6:.2f} MB), "
-          f"chunk_size={args.chunk_size}, first batch {args.batch_size} chunks; {single_thread_note()}")
+    print(
+        f"document: {len(text):,} characters of Markdown ({len(text.encode()) / 1e6:.2f} MB), "
+        f"chunk_size={args.chunk_size}, first batch {args.batch_size} chunks; {single_thread_note()}"
+    )
     print(f"{'run':36s} {'wall s':>8s} {'CPU s':>8s} {'peak RSS growth MiB':>20s} {'chunks':>8s}")
     for name, m in results.items():
         print(f"{name:36s} {m.seconds:8.2f} {m.cpu_seconds:8.2f} {m.working_mib:20.1f} {m.result:8d}")
     for what in ("first chunk", "first batch", "all chunks"):
         before, after = results[f"{what}, before (whole text)"], results[f"{what}, after (streamed)"]
-        print(f"{what}: after/before wall {after.seconds / before.seconds:.3f}, CPU "
-              f"{after.cpu_seconds / before.cpu_seconds:.3f}, peak RSS growth "
-              f"{after.working_mib:.1f} vs {before.working_mib:.1f} MiB")
+        print(
+            f"{what}: after/before wall {after.seconds / before.seconds:.3f}, CPU "
+            f"{after.cpu_seconds / before.cpu_seconds:.3f}, peak RSS growth "
+            f"{after.working_mib:.1f} vs {before.working_mib:.1f} MiB"
+        )
     print(f"(the text itself: {sys.getsizeof(text) / 2**20:.1f} MiB as a Python str)")
 
 

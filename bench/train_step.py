@@ -26,15 +26,25 @@ PRECISIONS = ["fp32", "bf16-autocast", "bf16"]
 
 def measure(args, precision: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        config = TrainConfig.model_validate({
-            "model": {"decoder": args.decoder, "encoder": args.encoder, "max_length": args.max_length},
-            "datasets": [{"name": "nli", "format": "triplets_tsv", "path": args.data, "task": "NLI"}],
-            "training": {"steps": 1000, "batch_size": args.batch_size, "mini_batch_size": args.mini_batch_size,
-                         "hard_negatives": args.hard_negatives,
-                         "precision": precision, "gradient_checkpointing": not args.no_checkpointing,
-                         "warmup_steps": 10, "progress_bar": False, "device": "cpu", "save_every": 0},
-            "output": {"dir": tmp},
-        })
+        config = TrainConfig.model_validate(
+            {
+                "model": {"decoder": args.decoder, "encoder": args.encoder, "max_length": args.max_length},
+                "datasets": [{"name": "nli", "format": "triplets_tsv", "path": args.data, "task": "NLI"}],
+                "training": {
+                    "steps": 1000,
+                    "batch_size": args.batch_size,
+                    "mini_batch_size": args.mini_batch_size,
+                    "hard_negatives": args.hard_negatives,
+                    "precision": precision,
+                    "gradient_checkpointing": not args.no_checkpointing,
+                    "warmup_steps": 10,
+                    "progress_bar": False,
+                    "device": "cpu",
+                    "save_every": 0,
+                },
+                "output": {"dir": tmp},
+            }
+        )
         trainer = Trainer(config)
         trainer.setup()
         times, texts = [], 0
@@ -47,8 +57,13 @@ def measure(args, precision: str) -> dict:
         del trainer
         gc.collect()
     median = statistics.median(times)
-    return {"precision": precision, "s_per_step": median, "examples_per_s": args.batch_size / median,
-            "texts_per_s": texts / median, "all": times}
+    return {
+        "precision": precision,
+        "s_per_step": median,
+        "examples_per_s": args.batch_size / median,
+        "texts_per_s": texts / median,
+        "all": times,
+    }
 
 
 def main() -> None:
@@ -66,13 +81,17 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=PRECISIONS, choices=PRECISIONS)
     args = parser.parse_args()
     shape = "triplets (anchor, positive, hard negative)" if args.hard_negatives else "pairs (anchor, positive)"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size} {shape}, "
-          f"max_length {args.max_length}, gradient checkpointing {'off' if args.no_checkpointing else 'on'}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size} {shape}, "
+        f"max_length {args.max_length}, gradient checkpointing {'off' if args.no_checkpointing else 'on'}"
+    )
     rows = [measure(args, p) for p in args.precisions]
     print(f"{'precision':<15}{'s/step':>9}{'examples/s':>12}{'texts/s':>10}   steps (s)")
     for r in rows:
-        print(f"{r['precision']:<15}{r['s_per_step']:>9.2f}{r['examples_per_s']:>12.2f}{r['texts_per_s']:>10.1f}   "
-              + " ".join(f"{t:.2f}" for t in r["all"]))
+        print(
+            f"{r['precision']:<15}{r['s_per_step']:>9.2f}{r['examples_per_s']:>12.2f}{r['texts_per_s']:>10.1f}   "
+            + " ".join(f"{t:.2f}" for t in r["all"])
+        )
 
 
 if __name__ == "__main__":

@@ -121,7 +121,10 @@ def main() -> None:
     rows = {
         "qdrant float32": (qdrant_search(docs, queries, "float32", k), 4 * dim),
         "qdrant float16 (embedded)": (qdrant_search(docs, queries, "float16", k), 4 * dim),
-        "float16 (server storage)": (top_k(unit(queries) @ unit(docs.astype(np.float16).astype(np.float32)).T, k), 2 * dim),
+        "float16 (server storage)": (
+            top_k(unit(queries) @ unit(docs.astype(np.float16).astype(np.float32)).T, k),
+            2 * dim,
+        ),
         "int8 scalar": (int8_scalar(docs, queries, k), dim),
         "binary": (binary(docs, queries, k), dim // 8),
         "binary + rescore x4": (binary_rescored(docs, queries, k), dim // 8),
@@ -138,8 +141,10 @@ def main() -> None:
         print(f"{name:27s} {size:12d} {ndcg:8.4f} {ndcg - base:+10.4f}")
     print("\nbinary + rescore keeps the float32 vectors as well (on disk or in RAM) for the reorder.")
     if args.json:
-        args.json.write_text(json.dumps({"queries": len(query_ids), "docs": len(doc_ids), "dim": dim,
-                                         "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"queries": len(query_ids), "docs": len(doc_ids), "dim": dim, "results": results}, indent=2)
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -53,33 +53,68 @@ class Row:
 _SMALL_LORA = ["lora.r=8", "lora.alpha=32"]  # the mixture's adapter size, so stages continue one adapter
 
 ROWS = [
-    Row("a", "decoder alone, last token",
-        ["model.config.num_contextual_tokens=0", "model.config.representation=last_token"]),
+    Row(
+        "a",
+        "decoder alone, last token",
+        ["model.config.num_contextual_tokens=0", "model.config.representation=last_token"],
+    ),
     Row("b", "contextual token, last token", ["model.config.representation=last_token"]),
     Row("c", "contextual token, concat (Causal2Vec)", []),
     Row("d", "all-MiniLM-L6-v2 alone (untrained reference)", baseline="all-minilm-l6-v2"),
     Row("e", "contextual token, average", ["model.config.representation=average"]),
     Row("f", "contextual token, concat, encoder frozen", ["encoder_lora.enabled=false"]),
     # Issue 6's questions, against row (b): bidirectional attention (Table 15), several tokens (Table 5).
-    Row("g", "contextual token, last token, bidirectional",
-        ["model.config.representation=last_token", "model.config.attention=bidirectional"]),
-    Row("h", "4 contextual tokens, last token",
-        ["model.config.representation=last_token", "model.config.num_contextual_tokens=4"]),
+    Row(
+        "g",
+        "contextual token, last token, bidirectional",
+        ["model.config.representation=last_token", "model.config.attention=bidirectional"],
+    ),
+    Row(
+        "h",
+        "4 contextual tokens, last token",
+        ["model.config.representation=last_token", "model.config.num_contextual_tokens=4"],
+    ),
     # The other papers' recipes (issue 6). Their extra stages run first, with the mixture's LoRA size; the
     # mixture stage is the same 100 contrastive steps as every other row.
-    Row("i", "LLM2Vec: bidirectional, mean; MNTP, SimCSE, then the mixture", stages=[
-        Stage("mntp", "llm2vec_mntp.yaml", {0: "nli/snli_dev_triplets.tsv"}, _SMALL_LORA),
-        Stage("simcse", "llm2vec_simcse.yaml", {0: "nli/snli_dev_triplets.tsv"})]),
-    Row("j", "Anchor: last token; reconstruction (Stage I), then the mixture", stages=[
-        # The dev claims stay out of Stage I as they stay out of the mixture.
-        Stage("reconstruction", "anchor_reconstruction.yaml", {0: "scifact"},
-              _SMALL_LORA + ["datasets.0.dev_fraction=0.2", "datasets.0.dev_seed=0"])]),
-    Row("k", "Echo: decoder alone, mean over the second copy",
-        ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.echo=true",
-         "model.config.representation=mean", "model.max_length=128"], eval_max_length=512),
+    Row(
+        "i",
+        "LLM2Vec: bidirectional, mean; MNTP, SimCSE, then the mixture",
+        stages=[
+            Stage("mntp", "llm2vec_mntp.yaml", {0: "nli/snli_dev_triplets.tsv"}, _SMALL_LORA),
+            Stage("simcse", "llm2vec_simcse.yaml", {0: "nli/snli_dev_triplets.tsv"}),
+        ],
+    ),
+    Row(
+        "j",
+        "Anchor: last token; reconstruction (Stage I), then the mixture",
+        stages=[
+            # The dev claims stay out of Stage I as they stay out of the mixture.
+            Stage(
+                "reconstruction",
+                "anchor_reconstruction.yaml",
+                {0: "scifact"},
+                _SMALL_LORA + ["datasets.0.dev_fraction=0.2", "datasets.0.dev_seed=0"],
+            )
+        ],
+    ),
+    Row(
+        "k",
+        "Echo: decoder alone, mean over the second copy",
+        [
+            "model.encoder=null",
+            "model.config.num_contextual_tokens=0",
+            "model.config.echo=true",
+            "model.config.representation=mean",
+            "model.max_length=128",
+        ],
+        eval_max_length=512,
+    ),
     # Row (i) without its two changes (bidirectional attention after MNTP + SimCSE): causal, mean pooling.
-    Row("l", "decoder alone, mean pooling, causal",
-        ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.representation=mean"]),
+    Row(
+        "l",
+        "decoder alone, mean pooling, causal",
+        ["model.encoder=null", "model.config.num_contextual_tokens=0", "model.config.representation=mean"],
+    ),
     # Row (b) pooled as Echo and LLM2Vec pool: the mean over the text tokens.
     Row("m", "contextual token, mean pooling", ["model.config.representation=mean"]),
     # Issue 12: row (c) with h_C and h_EOS each L2-normalized before the concat, so neither half's norm
@@ -87,18 +122,30 @@ ROWS = [
     Row("n", "contextual token, concat, halves normalized", ["model.config.normalize_parts=true"]),
     # ... and C started at the norm of a word embedding: torch's default init makes it ~4x shorter, so h_C
     # hardly depends on the text at first (pairwise cosine 0.86 over SciFact abstracts).
-    Row("o", "contextual token, concat, halves normalized, C scaled",
-        ["model.config.normalize_parts=true", "model.projector_scale=word_embeddings"]),
+    Row(
+        "o",
+        "contextual token, concat, halves normalized, C scaled",
+        ["model.config.normalize_parts=true", "model.projector_scale=word_embeddings"],
+    ),
     # Issue 25: row (o) with every part scored alone beside the whole (objective.parts): h_EOS and h_C each get
     # a gradient of their own instead of only what the concat needs from them.
-    Row("p", "contextual token, concat, halves normalized, C scaled, every part scored",
-        ["model.config.normalize_parts=true", "model.projector_scale=word_embeddings",
-         "objective.parts={full: 1.0, eos: 1.0, contextual: 0.5}"]),
+    Row(
+        "p",
+        "contextual token, concat, halves normalized, C scaled, every part scored",
+        [
+            "model.config.normalize_parts=true",
+            "model.projector_scale=word_embeddings",
+            "objective.parts={full: 1.0, eos: 1.0, contextual: 0.5}",
+        ],
+    ),
 ]
 
 
-MIXTURE_DATA = dict(enumerate(
-    ["nli/snli_dev_triplets.tsv", "stsb/stsb.train.tsv", "scifact", "banking77/train.csv", "emotion/train.txt"]))
+MIXTURE_DATA = dict(
+    enumerate(
+        ["nli/snli_dev_triplets.tsv", "stsb/stsb.train.tsv", "scifact", "banking77/train.csv", "emotion/train.txt"]
+    )
+)
 
 
 def data_overrides(data: Path, paths: dict[int, str] = MIXTURE_DATA) -> list[str]:
@@ -118,8 +165,20 @@ def train_and_score(row: Row, args: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cli = [sys.executable, "-m", "c2v_rag.cli"]
     if row.baseline:
-        run(cli + ["eval", "--baseline", row.baseline, "--data", str(args.data), "--sets", *args.sets,
-                   "--json", str(out / "eval.json")])
+        run(
+            cli
+            + [
+                "eval",
+                "--baseline",
+                row.baseline,
+                "--data",
+                str(args.data),
+                "--sets",
+                *args.sets,
+                "--json",
+                str(out / "eval.json"),
+            ]
+        )
     else:
         start: Path | None = None
         for stage in row.stages:
@@ -132,8 +191,21 @@ def train_and_score(row: Row, args: argparse.Namespace) -> dict:
         if args.steps:
             overrides.append(f"training.steps={args.steps}")
         _train(cli, RECIPE, variant, overrides + args.overrides)
-        run(cli + ["eval", str(variant), "--data", str(args.data), "--sets", *args.sets,
-                   "--max-length", str(row.eval_max_length or args.max_length), "--json", str(out / "eval.json")])
+        run(
+            cli
+            + [
+                "eval",
+                str(variant),
+                "--data",
+                str(args.data),
+                "--sets",
+                *args.sets,
+                "--max-length",
+                str(row.eval_max_length or args.max_length),
+                "--json",
+                str(out / "eval.json"),
+            ]
+        )
     scores = next(iter(json.loads((out / "eval.json").read_text()).values()))
     scores_path.write_text(json.dumps(scores, indent=2) + "\n")
     return scores
@@ -152,8 +224,7 @@ def _train(cli: list[str], recipe: Path, out: Path, overrides: list[str]) -> Non
     # A run stopped midway continues from its last checkpoint; anything else there is overwritten.
     stopped = any((out / "checkpoints").glob("step-*"))
     overrides = overrides + [f"output.dir={out}"] + ([] if stopped else ["output.overwrite=true"])
-    run(cli + ["train", str(recipe)] + [a for o in overrides for a in ("--set", o)]
-        + (["--resume"] if stopped else []))
+    run(cli + ["train", str(recipe)] + [a for o in overrides for a in ("--set", o)] + (["--resume"] if stopped else []))
 
 
 def history(row: Row, out: Path) -> list[dict]:
@@ -173,16 +244,26 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
     from c2v_rag.training.plotting import smooth
 
     sets = args.sets
-    lines = ["| row | variant | " + " | ".join(f"{s} ({MAIN_METRIC[s]})" for s in sets) + " | average | first/last-10 loss |",
-             "|---|---|" + "---|" * (len(sets) + 2)]
+    lines = [
+        "| row | variant | "
+        + " | ".join(f"{s} ({MAIN_METRIC[s]})" for s in sets)
+        + " | average | first/last-10 loss |",
+        "|---|---|" + "---|" * (len(sets) + 2),
+    ]
     histories = {row: history(row, args.out) for row in results}
     for row, scores in results.items():
         mains = [scores[s]["main"] for s in sets]
         steps = histories[row]
-        loss = (f"{sum(h['loss'] for h in steps[:10]) / 10:.2f} → {sum(h['loss'] for h in steps[-10:]) / 10:.2f}"
-                if len(steps) >= 20 else "untrained")
-        lines.append(f"| {row.key} | {row.name} | " + " | ".join(f"{m:.4f}" for m in mains)
-                     + f" | {sum(mains) / len(mains):.4f} | {loss} |")
+        loss = (
+            f"{sum(h['loss'] for h in steps[:10]) / 10:.2f} → {sum(h['loss'] for h in steps[-10:]) / 10:.2f}"
+            if len(steps) >= 20
+            else "untrained"
+        )
+        lines.append(
+            f"| {row.key} | {row.name} | "
+            + " | ".join(f"{m:.4f}" for m in mains)
+            + f" | {sum(mains) / len(mains):.4f} | {loss} |"
+        )
     table = "\n".join(lines)
     (args.out / "table.md").write_text(table + "\n")
     print(table, flush=True)
@@ -193,11 +274,14 @@ def write_report(results: dict[Row, dict], args: argparse.Namespace) -> None:
     for i, (row, scores) in enumerate(results.items()):
         color = colors[i % len(colors)]
         values = [scores[s]["main"] for s in sets] + [sum(scores[s]["main"] for s in sets) / len(sets)]
-        bars.bar([x + i * width for x in range(len(sets) + 1)], values, width, color=color,
-                 label=f"({row.key}) {row.name}")
+        bars.bar(
+            [x + i * width for x in range(len(sets) + 1)], values, width, color=color, label=f"({row.key}) {row.name}"
+        )
         steps = histories[row]
         if steps:
-            curves.plot([h["step"] for h in steps], smooth([h["loss"] for h in steps]), color=color, label=f"({row.key})")
+            curves.plot(
+                [h["step"] for h in steps], smooth([h["loss"] for h in steps]), color=color, label=f"({row.key})"
+            )
     bars.set_xticks([x + 0.4 - width / 2 for x in range(len(sets) + 1)], sets + ["average"])
     bars.set_ylabel("main metric")
     curves.set_xlabel("step")
@@ -215,12 +299,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", default=["a", "b", "c", "d"], help="row keys (a-o; default a b c d)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "ablation")
     parser.add_argument("--sets", nargs="+", default=EVAL_SETS)
-    parser.add_argument("--max-length", type=int, default=256,
-                        help="decoder tokens per text when scoring (default 256, the bi-encoder's own limit)")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=256,
+        help="decoder tokens per text when scoring (default 256, the bi-encoder's own limit)",
+    )
     parser.add_argument("--steps", type=int, default=None, help="override the recipe's step count (every row alike)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra recipe override for every trained row (e.g. training.gradient_checkpointing=true, "
-                             "which saves memory and leaves the maths unchanged)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra recipe override for every trained row (e.g. training.gradient_checkpointing=true, "
+        "which saves memory and leaves the maths unchanged)",
+    )
     parser.add_argument("--plot", type=Path, default=REPO / "docs" / "ablations.png")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table from finished rows")
     args = parser.parse_args(argv)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
 from collections import Counter
 from pathlib import Path
+
+import tomllib
 
 PACKAGE = "c2v_rag"
 
@@ -126,7 +127,13 @@ def longest_function(mods: dict[str, Path]) -> tuple[int, str]:
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
-                best = max(best, (n, f"{m}.{node.name} ({f.relative_to(f.parents[len(m.split('.')) - 1]).as_posix()}:{node.lineno})"))
+                best = max(
+                    best,
+                    (
+                        n,
+                        f"{m}.{node.name} ({f.relative_to(f.parents[len(m.split('.')) - 1]).as_posix()}:{node.lineno})",
+                    ),
+                )
     return best
 
 
@@ -141,7 +148,9 @@ def main(root: Path) -> None:
     per_package: Counter[str] = Counter()
     for m, n in lines.items():
         parts = m.split(".")
-        per_package[parts[1] if len(parts) > 2 or mods[m].name == "__init__.py" and len(parts) > 1 else "(root modules)"] += n
+        per_package[
+            parts[1] if len(parts) > 2 or mods[m].name == "__init__.py" and len(parts) > 1 else "(root modules)"
+        ] += n
     print("lines per top-level package:")
     for package, n in sorted(per_package.items()):
         print(f"  {package:40s} {n:6d}")

@@ -55,8 +55,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--set", default="scifact-dev-1k", choices=["scifact-dev-1k", "scifact-dev"])
     parser.add_argument("--max-length", type=int, default=256, help="decoder tokens, as in c2v-rag eval")
-    parser.add_argument("--graph", action="append", default=[], metavar="NAME=PATH",
-                        help="another int8 decoder graph to pair (repeatable)")
+    parser.add_argument(
+        "--graph",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another int8 decoder graph to pair (repeatable)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -76,8 +81,11 @@ def main() -> None:
         docs = model.encode_documents(doc_texts, task=data.task)
         seconds[name] = time.perf_counter() - start
         vectors[name] = (np.asarray(queries, np.float32), np.asarray(docs, np.float32))
-        print(f"{name}: {len(query_texts)} queries + {len(doc_texts)} documents in {seconds[name]:.0f} s "
-              f"({dtype_name(model.dtype)}, quantize={model.quantization})", flush=True)
+        print(
+            f"{name}: {len(query_texts)} queries + {len(doc_texts)} documents in {seconds[name]:.0f} s "
+            f"({dtype_name(model.dtype)}, quantize={model.quantization})",
+            flush=True,
+        )
 
     names = list(vectors)
     cells: dict[str, dict[str, dict[str, float]]] = {}
@@ -96,7 +104,7 @@ def main() -> None:
             mixed_corpus[q_kind] = evaluate_run(run, qrels)
     cosines = {}
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             per_text = np.concatenate([(unit(vectors[a][s]) * unit(vectors[b][s])).sum(1) for s in (0, 1)])
             cosines[f"{a} vs {b}"] = {"worst": float(per_text.min()), "mean": float(per_text.mean())}
 
@@ -117,10 +125,22 @@ def main() -> None:
         print(f"  {pair}: worst {c['worst']:.5f}, mean {c['mean']:.5f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "cpu": platform.processor() or platform.machine(), "cpu_class": cpu_class(), "set": args.set,
-            "max_length": args.max_length, "graphs": graphs, "cells": cells, "mixed_corpus": mixed_corpus,
-            "cosines": cosines, "seconds": seconds}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cpu": platform.processor() or platform.machine(),
+                    "cpu_class": cpu_class(),
+                    "set": args.set,
+                    "max_length": args.max_length,
+                    "graphs": graphs,
+                    "cells": cells,
+                    "mixed_corpus": mixed_corpus,
+                    "cosines": cosines,
+                    "seconds": seconds,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--smooth", type=float, default=None, metavar="ALPHA", help="SmoothQuant strength (0.5)")
     parser.add_argument("--keep-float", nargs="*", default=[], help="node-name parts kept float (down_proj)")
-    parser.add_argument("--calibration-data", type=Path, default=None,
-                        help="the shared data folder: calibrate on SciFact instead of the packaged texts")
+    parser.add_argument(
+        "--calibration-data",
+        type=Path,
+        default=None,
+        help="the shared data folder: calibrate on SciFact instead of the packaged texts",
+    )
     parser.add_argument("--onnx-cache", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -46,8 +50,11 @@ def main() -> None:
     maxima = None
     if args.smooth is not None:
         if args.calibration_data is not None:
-            maxima = input_maxima(model, load_scifact_docs(args.calibration_data, 132)[100:],
-                                  load_scifact_queries(args.calibration_data, 116)[100:])
+            maxima = input_maxima(
+                model,
+                load_scifact_docs(args.calibration_data, 132)[100:],
+                load_scifact_queries(args.calibration_data, 116)[100:],
+            )
         else:
             maxima = input_maxima(model)
     proto = onnx.load(str(source))

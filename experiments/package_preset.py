@@ -30,10 +30,10 @@ DATA_LICENSES = {
     "snli_dev": "SNLI dev triplets (nli/snli_dev_triplets.tsv), CC BY-SA 4.0",
     "snli_test": "SNLI test triplets (nli/snli_test_triplets.tsv), CC BY-SA 4.0",
     "stsb": "STS-B train pairs (stsb/stsb.train.tsv): those scoring >= 4.0 as positives, or every pair with its "
-            "score under the cosent loss; CC BY-SA 4.0",
+    "score under the cosent loss; CC BY-SA 4.0",
     "scifact": "SciFact train claims minus the 20% dev claims, BM25-mined negatives (scifact/), CC BY 4.0 / ODC-By 1.0",
     "banking77": "Banking77 train, same-intent pairs (banking77/train.csv; recipes since issue 12 leave out the 20% "
-                 "rows that banking77-dev scores on), CC BY 4.0",
+    "rows that banking77-dev scores on), CC BY 4.0",
     "emotion": "Emotion train, same-label pairs (emotion/train.txt), research and educational use only",
 }
 
@@ -65,8 +65,10 @@ def representation_line(config: dict) -> str:
         line += " with each part L2-normalized"
     share = config.get("encoder_share") or 0.0
     if share:
-        line += (f"; next to it, the encoder's own mean-pooled vector carries {share:.0%} of the cosine "
-                 f"(`encoder_share: {share}`)")
+        line += (
+            f"; next to it, the encoder's own mean-pooled vector carries {share:.0%} of the cosine "
+            f"(`encoder_share: {share}`)"
+        )
     return line + "."
 
 
@@ -80,10 +82,14 @@ def earlier_stage_lines(stages: list[tuple[dict, str]]) -> list[str]:
     for i, (stage_recipe, file_name) in enumerate(stages, start=1):
         training = stage_recipe["training"]
         representation = stage_recipe["model"].get("config", {}).get("representation", "concat")
-        lines.append(f"- Stage {i} (`{file_name}`): {training['steps']} steps of {training['batch_size']}, "
-                     f"representation `{representation}`, data {', '.join(sorted(dataset_names(stage_recipe)))}.")
+        lines.append(
+            f"- Stage {i} (`{file_name}`): {training['steps']} steps of {training['batch_size']}, "
+            f"representation `{representation}`, data {', '.join(sorted(dataset_names(stage_recipe)))}."
+        )
     if lines:
-        lines.append(f"- Stage {len(stages) + 1} (`train_config.yaml`), continuing stage {len(stages)}'s weights, as follows.")
+        lines.append(
+            f"- Stage {len(stages) + 1} (`train_config.yaml`), continuing stage {len(stages)}'s weights, as follows."
+        )
     return lines
 
 
@@ -92,15 +98,22 @@ def stage_recipes(stage: Path) -> list[dict]:
     order (``train_config_stage<i>.yaml``, then ``train_config.yaml``)."""
     import yaml
 
-    earlier = sorted(stage.glob("train_config_stage*.yaml"), key=lambda f: int(f.stem.removeprefix("train_config_stage")))
+    earlier = sorted(
+        stage.glob("train_config_stage*.yaml"), key=lambda f: int(f.stem.removeprefix("train_config_stage"))
+    )
     return [yaml.safe_load(f.read_text()) for f in [*earlier, stage / "train_config.yaml"]]
 
 
-PART_COLUMNS = {"encoder part (encoder_share=1)": "its encoder part alone",
-                "decoder part (encoder_share=0)": "its decoder part alone"}
-PART_ROWS = {"encoder part (encoder_share=1)": "encoder part (MiniLM + LoRA)",
-             "decoder part (encoder_share=0)": "decoder part [h_C; h_EOS]",
-             "h_C alone": "h_C alone", "h_EOS alone": "h_EOS alone"}
+PART_COLUMNS = {
+    "encoder part (encoder_share=1)": "its encoder part alone",
+    "decoder part (encoder_share=0)": "its decoder part alone",
+}
+PART_ROWS = {
+    "encoder part (encoder_share=1)": "encoder part (MiniLM + LoRA)",
+    "decoder part (encoder_share=0)": "decoder part [h_C; h_EOS]",
+    "h_C alone": "h_C alone",
+    "h_EOS alone": "h_EOS alone",
+}
 
 
 def read_parts(files: list[Path]) -> dict[str, dict]:
@@ -119,8 +132,12 @@ def parts_table(parts: dict[str, dict], sets: list[str]) -> list[str]:
     """Every part and Matryoshka size read alone off the same weights, one row each."""
     if not parts:
         return []
-    lines = ["## Each part and size alone (the same weights; `experiments/readout_parts.py`)", "",
-             "| part | " + " | ".join(sets) + " | average |", "|---|" + "---|" * (len(sets) + 1)]
+    lines = [
+        "## Each part and size alone (the same weights; `experiments/readout_parts.py`)",
+        "",
+        "| part | " + " | ".join(sets) + " | average |",
+        "|---|" + "---|" * (len(sets) + 1),
+    ]
     for part, by_set in parts.items():
         label = PART_ROWS.get(part) or part.split(" (")[0].replace("prefix", "first") + " values (`truncate_dim`)"
         values = [by_set[s]["main"] for s in sets]
@@ -128,15 +145,26 @@ def parts_table(parts: dict[str, dict], sets: list[str]) -> list[str]:
     return [*lines, ""]
 
 
-def model_card(name: str, config: dict, scores: dict, reference: dict | None, recipe: dict, recipe_name: str,
-               stages: list[tuple[dict, str]] = (), parts: dict[str, dict] | None = None) -> str:
+def model_card(
+    name: str,
+    config: dict,
+    scores: dict,
+    reference: dict | None,
+    recipe: dict,
+    recipe_name: str,
+    stages: list[tuple[dict, str]] = (),
+    parts: dict[str, dict] | None = None,
+) -> str:
     training = config["metadata"]["training"]
     sets = list(scores)
     every_part = {p: v for p, v in (parts or {}).items() if all(s in v for s in sets)}
     parts = {p: v for p, v in every_part.items() if p in PART_COLUMNS}
-    rows = [f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
-            + (f"{reference[s]['main']:.4f} |" if reference else "– |")
-            + "".join(f" {v[s]['main']:.4f} |" for v in parts.values()) for s in sets]
+    rows = [
+        f"| {s} ({MAIN_METRIC[s]}) | {scores[s]['main']:.4f} | "
+        + (f"{reference[s]['main']:.4f} |" if reference else "– |")
+        + "".join(f" {v[s]['main']:.4f} |" for v in parts.values())
+        for s in sets
+    ]
     ours = sum(scores[s]["main"] for s in sets) / len(sets)
     theirs = sum(reference[s]["main"] for s in sets) / len(sets) if reference else None
     lines = [
@@ -150,15 +178,29 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         f"- Steps: {training['steps']}, batch {training['batch_size']} queries (+1 hard negative where the data has "
         f"one), precision {training['precision']}, seed {recipe['training']['seed']}.",
         representation_line(config),
-        *([f"- Shorter vectors (Matryoshka): the first {', '.join(map(str, config['matryoshka_dims']))} values were "
-           "trained to embed on their own: `encode(..., truncate_dim=N)`, `dimensions` in `/v1/embeddings`, "
-           "`ingest(..., truncate_dim=N)`."] if config.get("matryoshka_dims") else []),
-        *([f"- Loss: every view scored alone and summed, parts {recipe['objective']['parts']}, prefixes "
-           f"{recipe['objective']['matryoshka']} (`objective` in `train_config.yaml`)."]
-          if recipe.get("objective", {}).get("matryoshka") or len(recipe.get("objective", {}).get("parts", {})) > 1
-          else []),
+        *(
+            [
+                f"- Shorter vectors (Matryoshka): the first {', '.join(map(str, config['matryoshka_dims']))} values were "  # noqa: E501
+                "trained to embed on their own: `encode(..., truncate_dim=N)`, `dimensions` in `/v1/embeddings`, "
+                "`ingest(..., truncate_dim=N)`."
+            ]
+            if config.get("matryoshka_dims")
+            else []
+        ),
+        *(
+            [
+                f"- Loss: every view scored alone and summed, parts {recipe['objective']['parts']}, prefixes "
+                f"{recipe['objective']['matryoshka']} (`objective` in `train_config.yaml`)."
+            ]
+            if recipe.get("objective", {}).get("matryoshka") or len(recipe.get("objective", {}).get("parts", {})) > 1
+            else []
+        ),
         f"- LoRA: decoder r={recipe['lora']['r']}, "
-        + (f"encoder r={recipe['encoder_lora']['r']}" if recipe["encoder_lora"].get("enabled", True) else "encoder frozen")
+        + (
+            f"encoder r={recipe['encoder_lora']['r']}"
+            if recipe["encoder_lora"].get("enabled", True)
+            else "encoder frozen"
+        )
         + "; projector trained in full. Adapters stored in bfloat16.",
         "- `loss.png`: the training loss per step.",
         f"- Queries with no task get the `{config['default_task']}` instruction; documents get none.",
@@ -171,21 +213,29 @@ def model_card(name: str, config: dict, scores: dict, reference: dict | None, re
         "| dev set | this preset | all-MiniLM-L6-v2 alone |" + "".join(f" {PART_COLUMNS[p]} |" for p in parts),
         "|---|---|---|" + "---|" * len(parts),
         *rows,
-        f"| average | {ours:.4f} | " + (f"{theirs:.4f} |" if theirs is not None else "– |")
+        f"| average | {ours:.4f} | "
+        + (f"{theirs:.4f} |" if theirs is not None else "– |")
         + "".join(f" {sum(v[s]['main'] for s in sets) / len(sets):.4f} |" for v in parts.values()),
         "",
         "all-MiniLM-L6-v2 is scored on its normalized vectors, as sentence-transformers ships it and MTEB scores it."
-        + (" The part columns read the same weights with `--readout encoder_share=1` (the encoder's own vector, "
-           "trained here with its LoRA) and `encoder_share=0` (the decoder's [h_C; h_EOS])." if parts else ""),
+        + (
+            " The part columns read the same weights with `--readout encoder_share=1` (the encoder's own vector, "
+            "trained here with its LoRA) and `encoder_share=0` (the decoder's [h_C; h_EOS])."
+            if parts
+            else ""
+        ),
         "",
         *parts_table(every_part, sets),
     ]
     if theirs is not None:
         behind = [s for s in sets if scores[s]["main"] < reference[s]["main"]]
         verdict = "ahead of" if ours > theirs else "**behind**"
-        lines += [f"This preset is {verdict} all-MiniLM-L6-v2 alone (its encoder, untrained) on the dev average"
-                  + (f", and behind it on {', '.join(behind)}" if behind else ", and ahead on every dev set")
-                  + "; docs/ablations.md has the details.", ""]
+        lines += [
+            f"This preset is {verdict} all-MiniLM-L6-v2 alone (its encoder, untrained) on the dev average"
+            + (f", and behind it on {', '.join(behind)}" if behind else ", and ahead on every dev set")
+            + "; docs/ablations.md has the details.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -194,15 +244,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", type=Path, required=True, help="the trained variant directory")
     parser.add_argument("--scores", type=Path, required=True, help="its dev scores (experiments/ablations.py)")
     parser.add_argument("--reference", type=Path, default=None, help="the bi-encoder's dev scores, for the card")
-    parser.add_argument("--parts", type=Path, action="append", default=[],
-                        help="experiments/readout_parts.py JSON (repeatable): the encoder and decoder parts' scores")
+    parser.add_argument(
+        "--parts",
+        type=Path,
+        action="append",
+        default=[],
+        help="experiments/readout_parts.py JSON (repeatable): the encoder and decoder parts' scores",
+    )
     parser.add_argument("--data", type=Path, required=True, help="the data root the recipe read from")
     parser.add_argument("--name", default=DEFAULT_PRESET)
     parser.add_argument("--recipe", required=True, help="the recipe file the variant was trained with, for the card")
-    parser.add_argument("--stage", dest="stages", type=Path, action="append", default=[], metavar="VARIANT",
-                        help="an earlier stage's variant that --variant continued (repeat, in training order), or "
-                             "the packaged preset it continued (its own stages come along); each recipe as run "
-                             "ships as train_config_stage<i>.yaml")
+    parser.add_argument(
+        "--stage",
+        dest="stages",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="VARIANT",
+        help="an earlier stage's variant that --variant continued (repeat, in training order), or "
+        "the packaged preset it continued (its own stages come along); each recipe as run "
+        "ships as train_config_stage<i>.yaml",
+    )
     args = parser.parse_args(argv)
 
     import yaml
@@ -241,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         (staging / file_name).write_text(yaml.safe_dump(stage_recipe, sort_keys=False))
         stages.append((stage_recipe, file_name))
     (staging / "dev_scores.json").write_text(json.dumps(scores, indent=2) + "\n")
-    (staging / "README.md").write_text(model_card(args.name, config, scores, reference, recipe, args.recipe, stages,
-                                                      read_parts(args.parts)))
+    (staging / "README.md").write_text(
+        model_card(args.name, config, scores, reference, recipe, args.recipe, stages, read_parts(args.parts))
+    )
     write_st_files(staging)  # the preset is a sentence-transformers model too
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -260,13 +323,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from c2v_rag import Causal2Vec
 
-    texts = ["Spring tides happen when the Sun and Moon align.", "Vitamin D deficiency is linked to rickets.",
-             "i feel so happy today", "How do I reset my card PIN?"]
+    texts = [
+        "Spring tides happen when the Sun and Moon align.",
+        "Vitamin D deficiency is linked to rickets.",
+        "i feel so happy today",
+        "How do I reset my card PIN?",
+    ]
     packaged = Causal2Vec.from_pretrained(args.name, dtype="float32").encode(texts, normalize_embeddings=True)
     source = Causal2Vec.from_pretrained(str(args.variant), dtype="float32").encode(texts, normalize_embeddings=True)
     cosine = (packaged * source).sum(axis=1)
-    print(f"packaged vs source variant, float32: min cosine {cosine.min():.6f}, "
-          f"max |diff| {np.abs(packaged - source).max():.2e}")
+    print(
+        f"packaged vs source variant, float32: min cosine {cosine.min():.6f}, "
+        f"max |diff| {np.abs(packaged - source).max():.2e}"
+    )
     return 0
 
 

@@ -26,8 +26,9 @@ def part_states(model: Causal2Vec, texts: list[str], batch_size: int = 10) -> tu
     h_c, h_eos = [], []
     with torch.no_grad():
         for start in range(0, len(texts), batch_size):
-            batch = model.collate(pieces[start:start + batch_size],
-                                  encoder_ids[start:start + batch_size] if encoder_ids else None)
+            batch = model.collate(
+                pieces[start : start + batch_size], encoder_ids[start : start + batch_size] if encoder_ids else None
+            )
             hidden, _ = model.decoder_states(batch)
             rows = torch.arange(hidden.size(0))
             h_c.append(hidden[rows, batch.context_positions].float())
@@ -40,9 +41,14 @@ def describe(x: torch.Tensor) -> dict:
     unit = torch.nn.functional.normalize(x, dim=-1)
     off_diagonal = ~torch.eye(len(x), dtype=torch.bool)
     top = x.abs().mean(0).topk(3)
-    return {"norm_mean": norms.mean().item(), "norm_min": norms.min().item(), "norm_max": norms.max().item(),
-            "top_dims": top.indices.tolist(), "top_dim_mean_abs": [round(v, 2) for v in top.values.tolist()],
-            "pairwise_cos_mean": (unit @ unit.T)[off_diagonal].mean().item()}
+    return {
+        "norm_mean": norms.mean().item(),
+        "norm_min": norms.min().item(),
+        "norm_max": norms.max().item(),
+        "top_dims": top.indices.tolist(),
+        "top_dim_mean_abs": [round(v, 2) for v in top.values.tolist()],
+        "pairwise_cos_mean": (unit @ unit.T)[off_diagonal].mean().item(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         h_c, h_eos = part_states(model, texts)
         off_diagonal = ~torch.eye(len(texts), dtype=torch.bool)
         c_dot, eos_dot = (h_c @ h_c.T)[off_diagonal], (h_eos @ h_eos.T)[off_diagonal]
-        results[name] = {"h_C": describe(h_c), "h_EOS": describe(h_eos),
-                         "h_C_share_of_concat_dot": (c_dot / (c_dot + eos_dot)).mean().item()}
+        results[name] = {
+            "h_C": describe(h_c),
+            "h_EOS": describe(h_eos),
+            "h_C_share_of_concat_dot": (c_dot / (c_dot + eos_dot)).mean().item(),
+        }
         r = results[name]
-        print(f"{name}: |h_C| {r['h_C']['norm_mean']:.1f} ({r['h_C']['norm_min']:.1f}-{r['h_C']['norm_max']:.1f}), "
-              f"|h_EOS| {r['h_EOS']['norm_mean']:.1f} ({r['h_EOS']['norm_min']:.1f}-{r['h_EOS']['norm_max']:.1f}); "
-              f"h_C's top dims {r['h_C']['top_dims']} at {r['h_C']['top_dim_mean_abs']}; pairwise cos h_C "
-              f"{r['h_C']['pairwise_cos_mean']:.3f}, h_EOS {r['h_EOS']['pairwise_cos_mean']:.3f}; h_C's share of "
-              f"the unnormalized concat dot product {r['h_C_share_of_concat_dot']:.2f}", flush=True)
+        print(
+            f"{name}: |h_C| {r['h_C']['norm_mean']:.1f} ({r['h_C']['norm_min']:.1f}-{r['h_C']['norm_max']:.1f}), "
+            f"|h_EOS| {r['h_EOS']['norm_mean']:.1f} ({r['h_EOS']['norm_min']:.1f}-{r['h_EOS']['norm_max']:.1f}); "
+            f"h_C's top dims {r['h_C']['top_dims']} at {r['h_C']['top_dim_mean_abs']}; pairwise cos h_C "
+            f"{r['h_C']['pairwise_cos_mean']:.3f}, h_EOS {r['h_EOS']['pairwise_cos_mean']:.3f}; h_C's share of "
+            f"the unnormalized concat dot product {r['h_C_share_of_concat_dot']:.2f}",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)

@@ -54,13 +54,17 @@ def part_slices(model: Causal2Vec) -> dict[str, slice]:
     half, and every trained Matryoshka prefix."""
     config = model.config
     if config.representation != "concat" or not config.normalize_parts:
-        raise SystemExit(f"parts are defined for a normalized concat readout, not {config.representation!r} "
-                         f"(normalize_parts={config.normalize_parts})")
+        raise SystemExit(
+            f"parts are defined for a normalized concat readout, not {config.representation!r} "
+            f"(normalize_parts={config.normalize_parts})"
+        )
     parts = config.parts
     views = {"full": parts["full"]}
     if "encoder" in parts:
-        views |= {"encoder part (encoder_share=1)": parts["encoder"],
-                  "decoder part (encoder_share=0)": slice(parts["contextual"].start, parts["eos"].stop)}
+        views |= {
+            "encoder part (encoder_share=1)": parts["encoder"],
+            "decoder part (encoder_share=0)": slice(parts["contextual"].start, parts["eos"].stop),
+        }
     views |= {"h_C alone": parts["contextual"], "h_EOS alone": parts["eos"]}
     views |= {f"prefix {n} (truncate_dim={n})": slice(0, n) for n in config.matryoshka_dims}
     return views
@@ -74,8 +78,9 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    model = Causal2Vec.from_pretrained(None if args.variant == "default" else args.variant, device="cpu",
-                                       dtype="float32")
+    model = Causal2Vec.from_pretrained(
+        None if args.variant == "default" else args.variant, device="cpu", dtype="float32"
+    )
     if args.max_length:
         model.max_seq_length = args.max_length
     suite = load_suite(args.sets, args.data)

@@ -60,27 +60,41 @@ ROOT = Path(__file__).resolve().parents[1]
 # What sentence-transformers (with transformers' Trainer and accelerate under it) would take over, per
 # module of c2v_rag/training, and what stays ours. "partly": the line count splits as noted.
 MODULE_ROLES: dict[str, tuple[str, str]] = {
-    "trainer.py": ("partly", "loop, optimizer/scheduler, precision, logging, divergence stop -> HF Trainer; "
-                             "build_model (LoRA + projector), prepare_data (mining cache), _finish (variant "
-                             "metadata) stay"),
-    "gradcache.py": ("replaced", "ContrastiveStep / GradCache -> MultipleNegativesRankingLoss / "
-                                 "CachedMultipleNegativesRankingLoss; make_batch -> Causal2VecModule.preprocess"),
+    "trainer.py": (
+        "partly",
+        "loop, optimizer/scheduler, precision, logging, divergence stop -> HF Trainer; "
+        "build_model (LoRA + projector), prepare_data (mining cache), _finish (variant "
+        "metadata) stay",
+    ),
+    "gradcache.py": (
+        "replaced",
+        "ContrastiveStep / GradCache -> MultipleNegativesRankingLoss / "
+        "CachedMultipleNegativesRankingLoss; make_batch -> Causal2VecModule.preprocess",
+    ),
     "loss.py": ("replaced", "info_nce -> MNRL (scale = 1/temperature); ST has no per-query exclusion mask"),
-    "distributed.py": ("replaced", "process group, gather_with_grad -> accelerate, "
-                                   "MNRL(gather_across_devices=True)"),
+    "distributed.py": ("replaced", "process group, gather_with_grad -> accelerate, MNRL(gather_across_devices=True)"),
     "checkpoint.py": ("replaced", "optimizer/scheduler/RNG checkpoints and resume -> HF Trainer checkpoints"),
-    "sampling.py": ("partly", "homogeneous batches -> ProportionalBatchSampler (no per-dataset weight); "
-                              "layout_step's exclusion of known positives has no ST counterpart "
-                              "(NO_DUPLICATES drops instead)"),
-    "evaluation.py": ("replaced", "STS / retrieval dev scores -> EmbeddingSimilarityEvaluator, "
-                                  "InformationRetrievalEvaluator"),
+    "sampling.py": (
+        "partly",
+        "homogeneous batches -> ProportionalBatchSampler (no per-dataset weight); "
+        "layout_step's exclusion of known positives has no ST counterpart "
+        "(NO_DUPLICATES drops instead)",
+    ),
+    "evaluation.py": (
+        "replaced",
+        "STS / retrieval dev scores -> EmbeddingSimilarityEvaluator, InformationRetrievalEvaluator",
+    ),
     "plotting.py": ("replaced", "loss curve -> report_to (tensorboard, wandb...) / trainer_state.json"),
-    "config.py": ("partly", "the recipe format stays; its training section maps onto "
-                            "SentenceTransformerTrainingArguments"),
+    "config.py": (
+        "partly",
+        "the recipe format stays; its training section maps onto SentenceTransformerTrainingArguments",
+    ),
     "data.py": ("ours", "formats (BEIR, TSV, labelled, scored pairs), passage keys, dev splits"),
     "mining.py": ("ours", "BM25 mining (ST's mine_hard_negatives is embedding-based only)"),
-    "objectives.py": ("ours", "MNTP, reconstruction (token-level LM losses); SimCSE = MNRL on (s, s) "
-                              "with attention dropout"),
+    "objectives.py": (
+        "ours",
+        "MNTP, reconstruction (token-level LM losses); SimCSE = MNRL on (s, s) with attention dropout",
+    ),
     "lm_head.py": ("ours", "the decoder's LM head for MNTP and reconstruction"),
     "__init__.py": ("ours", "exports"),
 }
@@ -92,10 +106,17 @@ MODULE_ROLES: dict[str, tuple[str, str]] = {
 def recipe_config(args: argparse.Namespace, output_dir: Path):
     """The recipe with the comparison's settings: small batch, fp32, no evaluation, nothing saved."""
     overrides = [
-        f"training.batch_size={args.batch_size}", f"model.max_length={args.max_length}",
-        "training.precision=fp32", "training.gradient_checkpointing=false", "training.save_every=0",
-        "training.progress_bar=false", "training.device=cpu", "training.steps=100000",
-        "evaluation.sts_path=null", "evaluation.retrieval_dataset=null", f"output.dir={output_dir}",
+        f"training.batch_size={args.batch_size}",
+        f"model.max_length={args.max_length}",
+        "training.precision=fp32",
+        "training.gradient_checkpointing=false",
+        "training.save_every=0",
+        "training.progress_bar=false",
+        "training.device=cpu",
+        "training.steps=100000",
+        "evaluation.sts_path=null",
+        "evaluation.retrieval_dataset=null",
+        f"output.dir={output_dir}",
         *args.set,
     ]
     return load_config(args.recipe, overrides)
@@ -122,8 +143,10 @@ def st_datasets(trainer: Trainer) -> tuple[dict[str, Any], dict[str, dict[str, s
     for name, examples in sorted(trainer.groups.items()):
         k = trainer.negatives[name]
         if any(len(e.negatives) != k for e in examples):
-            raise ValueError(f"dataset {name}: examples carry more than {k} negatives, so the two trainers "
-                             "would draw different ones; mine or keep exactly k")
+            raise ValueError(
+                f"dataset {name}: examples carry more than {k} negatives, so the two trainers "
+                "would draw different ones; mine or keep exactly k"
+            )
         q_instr = {e.query_instruction for e in examples}
         p_instr = {e.passage_instruction for e in examples}
         if len(q_instr) != 1 or len(p_instr) != 1:
@@ -180,8 +203,10 @@ def compare(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str,
 
 def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
     from sentence_transformers.sentence_transformer.data_collator import SentenceTransformerDataCollator
-    from sentence_transformers.sentence_transformer.losses import (CachedMultipleNegativesRankingLoss,
-                                                                   MultipleNegativesRankingLoss)
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
 
     model, cfg = trainer.model, trainer.config.training
     model.eval()  # dropout off: both paths compute the same function
@@ -195,8 +220,9 @@ def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
     skipped = []
     for candidate in range(50):
         batch = trainer.plan.batch(candidate)
-        laid = layout_step(batch, num_negatives=trainer.negatives[batch.dataset], seed=cfg.seed, step=candidate,
-                           world_size=1)
+        laid = layout_step(
+            batch, num_negatives=trainer.negatives[batch.dataset], seed=cfg.seed, step=candidate, world_size=1
+        )
         if not any(any(row) for row in laid.exclude):
             step, texts = candidate, laid
             break
@@ -205,8 +231,14 @@ def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
         raise RuntimeError("every one of the first 50 batches masks a known positive")
     k = trainer.negatives[texts.dataset]
     n = len(texts.queries)
-    out: dict[str, Any] = {"step": step, "dataset": texts.dataset, "queries": n, "hard_negatives": k,
-                           "skipped_batches_with_exclusions": skipped, "temperature": cfg.temperature}
+    out: dict[str, Any] = {
+        "step": step,
+        "dataset": texts.dataset,
+        "queries": n,
+        "hard_negatives": k,
+        "skipped_batches_with_exclusions": skipped,
+        "temperature": cfg.temperature,
+    }
 
     def ours(mini_batch_size):
         model.zero_grad(set_to_none=True)
@@ -221,12 +253,20 @@ def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
     st_model = st_wrap(model)
     _, prompts = st_datasets(trainer)
     collator = SentenceTransformerDataCollator(preprocess_fn=st_model.preprocess, prompts=prompts)
-    rows = [{"dataset_name": texts.dataset, "anchor": texts.queries[i], "positive": texts.passages[i],
-             **{f"negative_{j + 1}": texts.passages[n + i * k + j] for j in range(k)}} for i in range(n)]
+    rows = [
+        {
+            "dataset_name": texts.dataset,
+            "anchor": texts.queries[i],
+            "positive": texts.passages[i],
+            **{f"negative_{j + 1}": texts.passages[n + i * k + j] for j in range(k)},
+        }
+        for i in range(n)
+    ]
     features = collator(rows)
     columns = ["anchor", "positive"] + [f"negative_{j + 1}" for j in range(k)]
-    sentence_features = [{key[len(c) + 1:]: value for key, value in features.items() if key.startswith(c + "_")}
-                         for c in columns]
+    sentence_features = [
+        {key[len(c) + 1 :]: value for key, value in features.items() if key.startswith(c + "_")} for c in columns
+    ]
 
     def st(loss_module):
         model.zero_grad(set_to_none=True)
@@ -236,13 +276,21 @@ def part_gradients(trainer: Trainer, args) -> dict[str, Any]:
 
     scale = 1.0 / cfg.temperature
     loss_mnrl, g_mnrl = st(MultipleNegativesRankingLoss(st_model, scale=scale))
-    loss_cmnrl, g_cmnrl = st(CachedMultipleNegativesRankingLoss(st_model, scale=scale,
-                                                                 mini_batch_size=args.mini_batch_size))
+    loss_cmnrl, g_cmnrl = st(
+        CachedMultipleNegativesRankingLoss(st_model, scale=scale, mini_batch_size=args.mini_batch_size)
+    )
     model.zero_grad(set_to_none=True)
-    out["losses"] = {"ours": loss_ours, "ours_gradcache": loss_ours_gc, "st_mnrl": loss_mnrl,
-                     "st_cached_mnrl": loss_cmnrl}
-    out["grad_vs_ours"] = {"ours_gradcache": compare(g_ours, g_ours_gc), "st_mnrl": compare(g_ours, g_mnrl),
-                           "st_cached_mnrl": compare(g_ours, g_cmnrl)}
+    out["losses"] = {
+        "ours": loss_ours,
+        "ours_gradcache": loss_ours_gc,
+        "st_mnrl": loss_mnrl,
+        "st_cached_mnrl": loss_cmnrl,
+    }
+    out["grad_vs_ours"] = {
+        "ours_gradcache": compare(g_ours, g_ours_gc),
+        "st_mnrl": compare(g_ours, g_mnrl),
+        "st_cached_mnrl": compare(g_ours, g_cmnrl),
+    }
     out["trainable_tensors"] = len(g_ours)
     out["trainable_parameters"] = sum(g.numel() for g in g_ours.values())
     out["mini_batch_size"] = args.mini_batch_size
@@ -297,17 +345,33 @@ def part_step_time(trainer: Trainer, args, workdir: Path) -> dict[str, Any]:
             clock["last"] = now()  # ST's next step: data, collate, forward, backward, optimizer
 
     training_args = SentenceTransformerTrainingArguments(
-        output_dir=str(workdir / "st-timing"), max_steps=total, per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.lr, warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
-        adam_beta1=cfg.betas[0], adam_beta2=cfg.betas[1], adam_epsilon=cfg.eps,
+        output_dir=str(workdir / "st-timing"),
+        max_steps=total,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.lr,
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        adam_beta1=cfg.betas[0],
+        adam_beta2=cfg.betas[1],
+        adam_epsilon=cfg.eps,
         max_grad_norm=cfg.max_grad_norm or 1e30,  # ours always computes the norm; clipping at 1e30 does too
-        seed=cfg.seed, use_cpu=True, dataloader_num_workers=0, report_to="none", save_strategy="no",
-        logging_steps=1, disable_tqdm=True, prompts=prompts,
+        seed=cfg.seed,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        prompts=prompts,
         multi_dataset_batch_sampler=plan_batch_sampler(trainer.plan, names, total),
     )
     st_trainer = SentenceTransformerTrainer(
-        model=st_model, args=training_args, train_dataset={name: tables[name] for name in names},
-        loss=MultipleNegativesRankingLoss(st_model, scale=1.0 / cfg.temperature), callbacks=[Interleave()])
+        model=st_model,
+        args=training_args,
+        train_dataset={name: tables[name] for name in names},
+        loss=MultipleNegativesRankingLoss(st_model, scale=1.0 / cfg.temperature),
+        callbacks=[Interleave()],
+    )
     st_trainer.train()
     st_losses = [entry["loss"] for entry in st_trainer.state.log_history if "loss" in entry]
     st_norms = [entry["grad_norm"] for entry in st_trainer.state.log_history if "grad_norm" in entry]
@@ -315,23 +379,39 @@ def part_step_time(trainer: Trainer, args, workdir: Path) -> dict[str, Any]:
     ours_median, st_median = statistics.median(ours_times[w:]), statistics.median(st_times[w:])
     ours_cpu_median, st_cpu_median = statistics.median(ours_cpu[w:]), statistics.median(st_cpu[w:])
     pair_ratios = [s / o for s, o in zip(st_cpu[w:], ours_cpu[w:])]
-    return {"batch_size": cfg.batch_size, "max_length": trainer.model.max_seq_length, "warmup": args.warmup,
-            "steps": args.steps, "ours_s": ours_times, "st_s": st_times, "ours_median_s": ours_median,
-            "st_median_s": st_median, "st_over_ours": st_median / ours_median,
-            "ours_cpu_s": ours_cpu, "st_cpu_s": st_cpu, "ours_cpu_median_s": ours_cpu_median,
-            "st_cpu_median_s": st_cpu_median, "st_over_ours_cpu": st_cpu_median / ours_cpu_median,
-            "st_over_ours_cpu_per_step": pair_ratios,
-            "ours_losses": ours_losses, "st_losses": st_losses, "ours_grad_norms": ours_norms,
-            "st_grad_norms": st_norms,
-            "datasets": [trainer.plan.global_batch(s)[0] for s in range(total)]}
+    return {
+        "batch_size": cfg.batch_size,
+        "max_length": trainer.model.max_seq_length,
+        "warmup": args.warmup,
+        "steps": args.steps,
+        "ours_s": ours_times,
+        "st_s": st_times,
+        "ours_median_s": ours_median,
+        "st_median_s": st_median,
+        "st_over_ours": st_median / ours_median,
+        "ours_cpu_s": ours_cpu,
+        "st_cpu_s": st_cpu,
+        "ours_cpu_median_s": ours_cpu_median,
+        "st_cpu_median_s": st_cpu_median,
+        "st_over_ours_cpu": st_cpu_median / ours_cpu_median,
+        "st_over_ours_cpu_per_step": pair_ratios,
+        "ours_losses": ours_losses,
+        "st_losses": st_losses,
+        "ours_grad_norms": ours_norms,
+        "st_grad_norms": st_norms,
+        "datasets": [trainer.plan.global_batch(s)[0] for s in range(total)],
+    }
 
 
 # ------------------------------------------------------------------------------------------------ 3. train
 
 
 def part_train(trainer: Trainer, args, workdir: Path, out_dir: Path) -> dict[str, Any]:
-    from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
-                                       SentenceTransformerTrainingArguments)
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.base.sampler import BatchSamplers, MultiDatasetBatchSamplers
     from sentence_transformers.sentence_transformer.losses import CachedMultipleNegativesRankingLoss
 
@@ -347,17 +427,32 @@ def part_train(trainer: Trainer, args, workdir: Path, out_dir: Path) -> dict[str
         torch.manual_seed(cfg.seed)
         st_model = st_wrap(build_model(trainer.config, torch.device("cpu"), "fp32"))
         training_args = SentenceTransformerTrainingArguments(
-            output_dir=str(checkpoints), max_steps=steps, per_device_train_batch_size=cfg.batch_size,
-            learning_rate=cfg.lr, warmup_steps=cfg.warmup_steps, max_grad_norm=cfg.max_grad_norm or 1e30,
-            seed=cfg.seed, use_cpu=True, dataloader_num_workers=0, report_to="none", save_strategy="steps",
-            save_steps=half, logging_steps=1, disable_tqdm=True, prompts=prompts,
+            output_dir=str(checkpoints),
+            max_steps=steps,
+            per_device_train_batch_size=cfg.batch_size,
+            learning_rate=cfg.lr,
+            warmup_steps=cfg.warmup_steps,
+            max_grad_norm=cfg.max_grad_norm or 1e30,
+            seed=cfg.seed,
+            use_cpu=True,
+            dataloader_num_workers=0,
+            report_to="none",
+            save_strategy="steps",
+            save_steps=half,
+            logging_steps=1,
+            disable_tqdm=True,
+            prompts=prompts,
             batch_sampler=BatchSamplers.NO_DUPLICATES,
             multi_dataset_batch_sampler=MultiDatasetBatchSamplers.PROPORTIONAL,
         )
         st_trainer = SentenceTransformerTrainer(
-            model=st_model, args=training_args, train_dataset=tables,
-            loss=CachedMultipleNegativesRankingLoss(st_model, scale=1.0 / cfg.temperature,
-                                                    mini_batch_size=args.mini_batch_size))
+            model=st_model,
+            args=training_args,
+            train_dataset=tables,
+            loss=CachedMultipleNegativesRankingLoss(
+                st_model, scale=1.0 / cfg.temperature, mini_batch_size=args.mini_batch_size
+            ),
+        )
         start = time.perf_counter()
         st_trainer.train(resume_from_checkpoint=resume)
         seconds = time.perf_counter() - start
@@ -371,8 +466,9 @@ def part_train(trainer: Trainer, args, workdir: Path, out_dir: Path) -> dict[str
     st_model.save(str(out_dir))
     probe = [t for table in tables.values() for t in table["anchor"][:3]]
     mine = st_model.encode(probe, convert_to_tensor=True)
-    reloaded = SentenceTransformer(str(out_dir), device="cpu", trust_remote_code=True,
-                                   model_kwargs={"dtype": torch.float32})
+    reloaded = SentenceTransformer(
+        str(out_dir), device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32}
+    )
     native = Causal2Vec.from_pretrained(out_dir, device="cpu", dtype="float32")
     # The training-time bound (model.max_length) is saved in the ST module's settings only; the variant
     # keeps its own max_length for inference, as our trainer's output does.
@@ -393,8 +489,11 @@ def part_train(trainer: Trainer, args, workdir: Path, out_dir: Path) -> dict[str
         _, resumed, _ = run(str(checkpoint))
         result["resume"] = {"ok": True, "losses": resumed}
     except Exception as err:  # noqa: BLE001 - the finding is what fails and how
-        result["resume"] = {"ok": False, "error": f"{type(err).__name__}: {str(err)[:600]}",
-                            "where": traceback.format_exc().strip().splitlines()[-3:]}
+        result["resume"] = {
+            "ok": False,
+            "error": f"{type(err).__name__}: {str(err)[:600]}",
+            "where": traceback.format_exc().strip().splitlines()[-3:],
+        }
     return result
 
 
@@ -405,8 +504,14 @@ def part_lines() -> dict[str, Any]:
     rows = []
     for path in sorted((ROOT / "c2v_rag" / "training").glob("*.py")):
         role, note = MODULE_ROLES.get(path.name, ("?", ""))
-        rows.append({"module": path.name, "lines": len(path.read_text(encoding="utf-8").splitlines()),
-                     "role": role, "note": note})
+        rows.append(
+            {
+                "module": path.name,
+                "lines": len(path.read_text(encoding="utf-8").splitlines()),
+                "role": role,
+                "note": note,
+            }
+        )
     totals: dict[str, int] = {}
     for row in rows:
         totals[row["role"]] = totals.get(row["role"], 0) + row["lines"]
@@ -428,8 +533,12 @@ def part_exclusions(recipes: list[str], steps: int = 500) -> dict[str, Any]:
     for recipe in recipes:
         cfg = load_config(recipe)
         groups = group_by_dataset([load_section(s) for s in cfg.datasets])
-        plan = HomogeneousBatchPlan(groups, cfg.training.batch_size, seed=cfg.training.seed,
-                                    weights={s.display_name: s.weight for s in cfg.datasets})
+        plan = HomogeneousBatchPlan(
+            groups,
+            cfg.training.batch_size,
+            seed=cfg.training.seed,
+            weights={s.display_name: s.weight for s in cfg.datasets},
+        )
         stats: dict[str, dict[str, int]] = {}
         for step in range(steps):
             batch = plan.batch(step)
@@ -455,11 +564,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="timed steps of each trainer")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--train-steps", type=int, default=6, help="steps of the end-to-end ST run")
-    parser.add_argument("--parts", nargs="+", default=["gradients", "time", "train", "lines", "exclusions"],
-                        choices=["gradients", "time", "train", "lines", "exclusions"])
-    parser.add_argument("--exclusion-recipes", nargs="+",
-                        default=[str(ROOT / "recipes" / "scifact_nli_cpu.yaml"),
-                                 str(ROOT / "recipes" / "default_preset_1_contextual.yaml")])
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        default=["gradients", "time", "train", "lines", "exclusions"],
+        choices=["gradients", "time", "train", "lines", "exclusions"],
+    )
+    parser.add_argument(
+        "--exclusion-recipes",
+        nargs="+",
+        default=[
+            str(ROOT / "recipes" / "scifact_nli_cpu.yaml"),
+            str(ROOT / "recipes" / "default_preset_1_contextual.yaml"),
+        ],
+    )
     parser.add_argument("--out", default="runs/st-trainer-comparison")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override")
     args = parser.parse_args()
@@ -470,9 +588,13 @@ def main() -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"recipe": args.recipe, "sentence_transformers": sentence_transformers.__version__,
-                               "transformers": transformers.__version__, "torch": torch.__version__,
-                               "threads": torch.get_num_threads()}
+    results: dict[str, Any] = {
+        "recipe": args.recipe,
+        "sentence_transformers": sentence_transformers.__version__,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         trainer = None

@@ -6,15 +6,12 @@ import logging
 
 import pytest
 import torch
-
 from tiny_corpus import CORPUS  # test modules import it from there
 
 pytest_plugins = ["rag_fixtures"]
 
 DECODER_SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
-CHATML_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-)
+CHATML_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
 
 
 def build_decoder_tokenizer(*, add_bos: bool, chatml: bool):
@@ -24,8 +21,9 @@ def build_decoder_tokenizer(*, add_bos: bool, chatml: bool):
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=DECODER_SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=DECODER_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(CORPUS, trainer)
     if add_bos:
         bos = tok.token_to_id("<s>")
@@ -33,7 +31,11 @@ def build_decoder_tokenizer(*, add_bos: bool, chatml: bool):
             single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
         )
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
         padding_side="right",
     )
     if chatml:
@@ -52,23 +54,46 @@ def build_encoder_tokenizer():
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
         special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", padding_side="right", model_max_length=64,
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        padding_side="right",
+        model_max_length=64,
     )
 
 
 def _decoder_config(family: str, vocab: int, tokenizer):
-    from transformers import (GemmaConfig, GPT2Config, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config,
-                              Qwen3Config)
+    from transformers import (
+        Gemma3TextConfig,
+        GemmaConfig,
+        GPT2Config,
+        LlamaConfig,
+        MistralConfig,
+        Qwen2Config,
+        Qwen3Config,
+    )
 
-    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-               pad_token_id=tokenizer.pad_token_id)
-    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, **ids)
+    ids = dict(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        **ids,
+    )
     if family == "llama":
         return LlamaConfig(**common)
     if family == "mistral":
@@ -86,10 +111,15 @@ def _decoder_config(family: str, vocab: int, tokenizer):
     raise ValueError(family)
 
 
-FAMILIES = {"llama": dict(add_bos=True, chatml=False), "mistral": dict(add_bos=True, chatml=False),
-            "qwen2": dict(add_bos=False, chatml=True), "qwen3": dict(add_bos=False, chatml=True),
-            "gemma": dict(add_bos=True, chatml=False), "gemma3": dict(add_bos=True, chatml=False),
-            "gpt2": dict(add_bos=False, chatml=False)}
+FAMILIES = {
+    "llama": dict(add_bos=True, chatml=False),
+    "mistral": dict(add_bos=True, chatml=False),
+    "qwen2": dict(add_bos=False, chatml=True),
+    "qwen3": dict(add_bos=False, chatml=True),
+    "gemma": dict(add_bos=True, chatml=False),
+    "gemma3": dict(add_bos=True, chatml=False),
+    "gpt2": dict(add_bos=False, chatml=False),
+}
 
 
 @pytest.fixture(scope="session")
@@ -102,9 +132,15 @@ def tiny_dirs(tmp_path_factory):
     dirs = {}
     torch.manual_seed(0)
     enc_tok = build_encoder_tokenizer()
-    bert_config = BertConfig(vocab_size=len(enc_tok), hidden_size=24, num_hidden_layers=2,
-                             num_attention_heads=4, intermediate_size=48, max_position_embeddings=64,
-                             pad_token_id=enc_tok.pad_token_id)
+    bert_config = BertConfig(
+        vocab_size=len(enc_tok),
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+        pad_token_id=enc_tok.pad_token_id,
+    )
     bert = AutoModel.from_config(bert_config).eval()
     dirs["bert"] = root / "bert"
     bert.save_pretrained(dirs["bert"])
@@ -139,8 +175,11 @@ def tiny_model_factory(tiny_dirs):
 # ------------------------------------------------------------------------------ training fixtures
 
 TRAIN_PAIRS = [
-    (f"claim {i}: " + CORPUS[i % 7][: 20 + i % 13], f"evidence {i} " + CORPUS[(i + 3) % 7][i % 9 :],
-     f"unrelated {i} " + CORPUS[(i + 5) % 7][: 30])
+    (
+        f"claim {i}: " + CORPUS[i % 7][: 20 + i % 13],
+        f"evidence {i} " + CORPUS[(i + 3) % 7][i % 9 :],
+        f"unrelated {i} " + CORPUS[(i + 5) % 7][:30],
+    )
     for i in range(48)
 ]
 
@@ -155,7 +194,9 @@ def tiny_train_data(tmp_path):
     jsonl = tmp_path / "pairs.jsonl"
     with jsonl.open("w") as handle:
         for a, p, n in TRAIN_PAIRS[24:]:
-            handle.write(json.dumps({"query": a, "positive": p, "negatives": [n], "instruction": "Find the evidence"}) + "\n")
+            handle.write(
+                json.dumps({"query": a, "positive": p, "negatives": [n], "instruction": "Find the evidence"}) + "\n"
+            )
     return {"triplets": tsv, "jsonl": jsonl}
 
 
@@ -164,8 +205,18 @@ def tiny_recipe(tiny_dirs, tiny_train_data, tmp_path):
     """A training config dict for the tiny llama model; tests tweak it before validating."""
 
     def make(**training):
-        settings = dict(steps=4, batch_size=4, lr=1e-3, warmup_steps=1, precision="fp32",
-                        gradient_checkpointing=False, save_every=0, progress_bar=False, device="cpu", seed=3)
+        settings = dict(
+            steps=4,
+            batch_size=4,
+            lr=1e-3,
+            warmup_steps=1,
+            precision="fp32",
+            gradient_checkpointing=False,
+            save_every=0,
+            progress_bar=False,
+            device="cpu",
+            seed=3,
+        )
         settings.update(training)
         return {
             "model": {"decoder": str(tiny_dirs["llama"]), "encoder": str(tiny_dirs["bert"])},

@@ -4,7 +4,6 @@ settings (a plugin of tests/conftest.py)."""
 from __future__ import annotations
 
 import pytest
-
 from rag_helpers import make_text
 
 
@@ -34,13 +33,16 @@ def tiny_model(tiny_variant):
 @pytest.fixture
 def corpus():
     """Six documents with ids and metadata, each a few chunks long at chunk_size=24."""
-    return [{"id": f"doc-{i}", "text": make_text(i), "metadata": {"topic": "odd" if i % 2 else "even", "n": i}}
-            for i in range(6)]
+    return [
+        {"id": f"doc-{i}", "text": make_text(i), "metadata": {"topic": "odd" if i % 2 else "even", "n": i}}
+        for i in range(6)
+    ]
 
 
 @pytest.fixture
 def ingest_config():
     from c2v_rag.rag import IngestConfig
 
-    return IngestConfig(chunk_size=24, chunk_overlap=4, batch_size=4, show_progress=False,
-                        retry_initial_wait=0.0, retry_max_wait=0.0)
+    return IngestConfig(
+        chunk_size=24, chunk_overlap=4, batch_size=4, show_progress=False, retry_initial_wait=0.0, retry_max_wait=0.0
+    )

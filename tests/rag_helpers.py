@@ -22,8 +22,7 @@ def make_text(seed: int, sentences: int = 6) -> str:
     """Distinct pseudo-sentences from the tiny tokenizers' vocabulary (no two chunks alike)."""
     rng = random.Random(seed)
     return " ".join(
-        " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 10))).capitalize() + "."
-        for _ in range(sentences)
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 10))).capitalize() + "." for _ in range(sentences)
     )
 
 

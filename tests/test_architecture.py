@@ -58,33 +58,54 @@ def import_cycles(graph) -> list[list[str]]:
 def test_the_layers_contract_is_kept():
     # In a subprocess: import-linter's CLI configures logging with dictConfig, which would disable the
     # loggers of every module imported before it (and the log assertions of later tests in this process).
-    run = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
-                          f"sys.exit(lint_imports(config_filename={str(PYPROJECT)!r}, no_cache=True, no_logo=True))"],
-                         capture_output=True, text=True, cwd=PYPROJECT.parent, check=False)
-    assert run.returncode == 0, (f"an import goes up the layers of pyproject.toml's [tool.importlinter]:\n"
-                                 f"{run.stdout}{run.stderr}")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports; "
+            f"sys.exit(lint_imports(config_filename={str(PYPROJECT)!r}, no_cache=True, no_logo=True))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PYPROJECT.parent,
+        check=False,
+    )
+    assert run.returncode == 0, (
+        f"an import goes up the layers of pyproject.toml's [tool.importlinter]:\n{run.stdout}{run.stderr}"
+    )
 
 
 def test_no_module_imports_another_in_a_circle(graph):
     cycles = import_cycles(graph)
     assert not cycles, "modules that import each other (directly or through others):\n" + "\n".join(
-        f"  {len(cycle)}: {', '.join(cycle)}" for cycle in cycles)
+        f"  {len(cycle)}: {', '.join(cycle)}" for cycle in cycles
+    )
 
 
 def test_no_module_imports_the_package_root(graph):
     # The root is the facade; a module that imports it would depend on everything it re-exports.
-    lines = [f"  {d['importer']}:{d['line_number']}: {d['line_contents']}"
-             for importer in sorted(graph.find_modules_that_directly_import(PACKAGE))
-             for d in graph.get_import_details(importer=importer, imported=PACKAGE)]
+    lines = [
+        f"  {d['importer']}:{d['line_number']}: {d['line_contents']}"
+        for importer in sorted(graph.find_modules_that_directly_import(PACKAGE))
+        for d in graph.get_import_details(importer=importer, imported=PACKAGE)
+    ]
     assert not lines, f"import from the module that defines the name, not from {PACKAGE}:\n" + "\n".join(lines)
 
 
 def test_the_layers_below_rag_reach_no_application(graph):
     layers = layer_modules()
-    below = [module for index, layer in enumerate(layers) if f"{PACKAGE}.rag" in layer
-             for lower in layers[index + 1:] for module in lower]
+    below = [
+        module
+        for index, layer in enumerate(layers)
+        if f"{PACKAGE}.rag" in layer
+        for lower in layers[index + 1 :]
+        for module in lower
+    ]
     assert {f"{PACKAGE}.model", f"{PACKAGE}.core"} <= set(below)
-    chains = [" -> ".join(chain) for module in sorted(below) for application in APPLICATIONS
-              if (chain := graph.find_shortest_chain(importer=module, imported=application, as_packages=True))]
+    chains = [
+        " -> ".join(chain)
+        for module in sorted(below)
+        for application in APPLICATIONS
+        if (chain := graph.find_shortest_chain(importer=module, imported=application, as_packages=True))
+    ]
     assert not chains, "the model and foundation layers import the layers built on them:\n" + "\n".join(chains)
-

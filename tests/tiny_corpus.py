@@ -20,8 +20,10 @@ def write_scifact(data_root, docs: dict[str, str], queries: dict[str, str], rele
 
     folder = Path(data_root) / "scifact"
     (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in docs.items()))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
-    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"{q}\t{d}\t1\n" for q, d in relevant.items()))
+    (folder / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in relevant.items())
+    )

@@ -30,8 +30,20 @@ class Command(Protocol):
         """Do the command; the exit code (a failure may raise instead: :func:`main` reports it)."""
 
 
-COMMANDS: tuple[Command, ...] = (compare, evaluate, ingest, embed, reindex, migrate, search, serve, train, push,
-                                 presets, tasks)
+COMMANDS: tuple[Command, ...] = (
+    compare,
+    evaluate,
+    ingest,
+    embed,
+    reindex,
+    migrate,
+    search,
+    serve,
+    train,
+    push,
+    presets,
+    tasks,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; every failure is one ``error:`` line and an exit code (``errors.py``)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     one_line_warnings()
     try:
         return args.func(args)

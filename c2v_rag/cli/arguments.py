@@ -29,32 +29,49 @@ def add_runtime_options(parser: argparse.ArgumentParser, device_help: str | None
     """``--device``, ``--dtype`` and ``--quantize``: where and in which precision the model runs."""
     parser.add_argument("--device", default=None, help=device_help)
     parser.add_argument("--dtype", default=None, choices=DTYPES)
-    parser.add_argument("--quantize", default=None, choices=["none", "int8", "auto"],
-                        help="CPU only: the decoder's linear layers in int8 (ONNX Runtime, pip install 'c2v-rag[int8]'; "
-                             "speed and agreement with float in docs/performance.md); auto: int8 where it met the "
-                             "quality bound. Default: none (search: the collection's)")
+    parser.add_argument(
+        "--quantize",
+        default=None,
+        choices=["none", "int8", "auto"],
+        help="CPU only: the decoder's linear layers in int8 (ONNX Runtime, pip install 'c2v-rag[int8]'; "
+        "speed and agreement with float in docs/performance.md); auto: int8 where it met the "
+        "quality bound. Default: none (search: the collection's)",
+    )
 
 
 def add_query_options(parser: argparse.ArgumentParser, task_help: str) -> None:
     """``--task``, ``--instruction`` and ``--example``: the prompt a query is embedded with."""
     parser.add_argument("--task", default=None, help=task_help)
     parser.add_argument("--instruction", default=None, help="a literal query instruction instead of --task")
-    parser.add_argument("--example", nargs=2, action="append", default=None, metavar=("QUERY", "RESPONSE"),
-                        help="an in-context example for the query (Causal2Vec w/ ICL), repeatable; default: the "
-                             "task's registered examples")
+    parser.add_argument(
+        "--example",
+        nargs=2,
+        action="append",
+        default=None,
+        metavar=("QUERY", "RESPONSE"),
+        help="an in-context example for the query (Causal2Vec w/ ICL), repeatable; default: the "
+        "task's registered examples",
+    )
 
 
 def add_truncate_dim(parser: argparse.ArgumentParser) -> None:
     """``--truncate-dim``: store shorter (Matryoshka) vectors."""
-    parser.add_argument("--truncate-dim", type=int, default=None, metavar="N",
-                        help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
-                             "960 for the default preset (search embeds queries at the collection's size)")
+    parser.add_argument(
+        "--truncate-dim",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
+        "960 for the default preset (search embeds queries at the collection's size)",
+    )
 
 
 def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     """``--chunk-size`` and ``--chunk-overlap``: how files are split before they are embedded."""
     parser.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
-    parser.add_argument("--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)")
+    parser.add_argument(
+        "--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)"
+    )
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:
@@ -64,14 +81,26 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
 
 def add_qdrant_options(parser: argparse.ArgumentParser) -> None:
     """Where the Qdrant store is: a server, or an embedded directory and its engine, and the collection."""
-    parser.add_argument("--qdrant-url", default=None, metavar="URL",
-                        help="Qdrant server, e.g. https://host:6333 (API key from $QDRANT_API_KEY); "
-                             "default: embedded Qdrant in a local directory")
-    parser.add_argument("--path", default=None, metavar="LOCALDIR",
-                        help="embedded Qdrant directory (default: $C2V_RAG_QDRANT_PATH or the user data dir)")
-    parser.add_argument("--store", choices=["local", "edge"], default=None,
-                        help="embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant Edge: HNSW, "
-                             "for large stores); default: an existing directory's, else local")
+    parser.add_argument(
+        "--qdrant-url",
+        default=None,
+        metavar="URL",
+        help="Qdrant server, e.g. https://host:6333 (API key from $QDRANT_API_KEY); "
+        "default: embedded Qdrant in a local directory",
+    )
+    parser.add_argument(
+        "--path",
+        default=None,
+        metavar="LOCALDIR",
+        help="embedded Qdrant directory (default: $C2V_RAG_QDRANT_PATH or the user data dir)",
+    )
+    parser.add_argument(
+        "--store",
+        choices=["local", "edge"],
+        default=None,
+        help="embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant Edge: HNSW, "
+        "for large stores); default: an existing directory's, else local",
+    )
     parser.add_argument("--collection", default=None, metavar="NAME", help="collection name (default: c2v_rag)")
     parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
 
@@ -80,20 +109,39 @@ def qdrant_args(args: argparse.Namespace) -> dict[str, Any]:
     """The store keywords the ``c2v_rag.rag`` functions take, from :func:`add_qdrant_options`' flags."""
     from c2v_rag.rag.store.collection import DEFAULT_COLLECTION
 
-    return {"qdrant_url": args.qdrant_url, "path": args.path, "collection": args.collection or DEFAULT_COLLECTION,
-            "prefer_grpc": args.grpc or None, "store": args.store}
+    return {
+        "qdrant_url": args.qdrant_url,
+        "path": args.path,
+        "collection": args.collection or DEFAULT_COLLECTION,
+        "prefer_grpc": args.grpc or None,
+        "store": args.store,
+    }
 
 
 def add_ray_options(parser: argparse.ArgumentParser) -> None:
     """``--ray`` and the actors' resources: embed on a Ray cluster instead of this process."""
-    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                        help="run on a Ray cluster: ADDRESS ('auto', HOST:6379, ray://HOST:10001), or none for "
-                             "$RAY_ADDRESS or a local one (pip install 'c2v-rag[ray]')")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run on a Ray cluster: ADDRESS ('auto', HOST:6379, ray://HOST:10001), or none for "
+        "$RAY_ADDRESS or a local one (pip install 'c2v-rag[ray]')",
+    )
     parser.add_argument("--actors", type=int, default=None, help="with --ray: embedding actors (default 1)")
-    parser.add_argument("--gpus-per-actor", type=float, default=None,
-                        help="with --ray: GPUs per actor (default 1 when the cluster has GPUs, else 0)")
-    parser.add_argument("--cpus-per-actor", type=float, default=None,
-                        help="with --ray: CPUs per actor, its torch threads on CPU (default 1)")
+    parser.add_argument(
+        "--gpus-per-actor",
+        type=float,
+        default=None,
+        help="with --ray: GPUs per actor (default 1 when the cluster has GPUs, else 0)",
+    )
+    parser.add_argument(
+        "--cpus-per-actor",
+        type=float,
+        default=None,
+        help="with --ray: CPUs per actor, its torch threads on CPU (default 1)",
+    )
 
 
 def ray_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,9 +16,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("query")
     parser.add_argument("documents", nargs="+")
     add_query_options(parser, task_help="registered task name, e.g. SciFact (see 'c2v-rag tasks')")
-    parser.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk"],
-                        help="documents longer than the model reads: truncate them (default) or embed overlapping "
-                             "windows, mean-pooled into one vector")
+    parser.add_argument(
+        "--long-texts",
+        default="truncate",
+        choices=["truncate", "chunk"],
+        help="documents longer than the model reads: truncate them (default) or embed overlapping "
+        "windows, mean-pooled into one vector",
+    )
     add_model_options(parser)
     return parser
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import (add_chunk_options, add_model_options, add_quiet, add_ray_options, add_truncate_dim,
-                                   ray_args)
+from c2v_rag.cli.arguments import (
+    add_chunk_options,
+    add_model_options,
+    add_quiet,
+    add_ray_options,
+    add_truncate_dim,
+    ray_args,
+)
 from c2v_rag.cli.errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -15,16 +21,22 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "embed", help="chunk and embed files into Parquet (ids, text, metadata, vector), with no vector store",
+        "embed",
+        help="chunk and embed files into Parquet (ids, text, metadata, vector), with no vector store",
         description="Chunk and embed .txt, .md, .jsonl and .parquet files (or folders of them) into Parquet files "
-                    "under --out: one row per chunk with the point id ingest would give it, the document id, chunk "
-                    "index, text, metadata (JSON) and the vector. On this machine, or on Ray with --ray.")
+        "under --out: one row per chunk with the point id ingest would give it, the document id, chunk "
+        "index, text, metadata (JSON) and the vector. On this machine, or on Ray with --ray.",
+    )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl, .parquet")
     parser.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")
     add_chunk_options(parser)
     parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")
-    parser.add_argument("--on-error", choices=["raise", "continue"], default=None,
-                        help="stop at the first unreadable file or bad record (default), or skip it and go on")
+    parser.add_argument(
+        "--on-error",
+        choices=["raise", "continue"],
+        default=None,
+        help="stop at the first unreadable file or bad record (default), or skip it and go on",
+    )
     add_quiet(parser)
     add_truncate_dim(parser)
     add_ray_options(parser)
@@ -38,9 +50,20 @@ def run(args: argparse.Namespace) -> int:
 
     from c2v_rag.rag.ingestion.embed import embed
 
-    result = embed([Path(p) for p in args.paths], args.out, model=args.model, device=args.device, dtype=args.dtype,
-                   quantize=args.quantize, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap,
-                   batch_size=args.batch_size, on_error=args.on_error, show_progress=not args.quiet,
-                   truncate_dim=args.truncate_dim, **ray_args(args))
+    result = embed(
+        [Path(p) for p in args.paths],
+        args.out,
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        quantize=args.quantize,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        batch_size=args.batch_size,
+        on_error=args.on_error,
+        show_progress=not args.quiet,
+        truncate_dim=args.truncate_dim,
+        **ray_args(args),
+    )
     print(f"embedded {result.summary()}")
     return EXIT_OK

@@ -19,26 +19,57 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("eval", help="score variants on dev sets carved from the shared data")
     parser.add_argument("variants", nargs="*", help="variant directories or presets ('default' for the default preset)")
     parser.add_argument("--data", required=True, help="folder with scifact/, stsb/, emotion/, banking77/")
-    parser.add_argument("--sets", nargs="+", default=["stsb-dev", "scifact-dev", "emotion-val"],
-                        help="dev sets: stsb-dev, scifact-dev, scifact-dev-1k, emotion-val, banking77-dev")
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        default=["stsb-dev", "scifact-dev", "emotion-val"],
+        help="dev sets: stsb-dev, scifact-dev, scifact-dev-1k, emotion-val, banking77-dev",
+    )
     parser.add_argument("--baseline", nargs="*", help="also score bi-encoders alone, e.g. all-minilm-l6-v2")
     parser.add_argument("--json", help="write all scores to this file")
-    parser.add_argument("--max-length", type=int, default=None,
-                        help="bound the decoder sequence while scoring (default: the variant's own)")
-    parser.add_argument("--readout", action="append", metavar="FIELD=VALUE",
-                        help="score the variants with another readout of the same weights, e.g. "
-                             "representation=contextual or normalize_parts=true (repeatable)")
-    parser.add_argument("--long-texts", default="truncate", choices=["truncate", "chunk", "maxp"],
-                        help="documents longer than the model reads: truncate them (default), chunk them into "
-                             "windows pooled into one vector, or maxp: score each by its best window")
-    parser.add_argument("--chunk-pooling", default=None, choices=["max", "mean"],
-                        help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max")
-    parser.add_argument("--truncate-dim", type=int, default=None, metavar="N",
-                        help="score the first N values (a Matryoshka size the variants were trained for)")
-    parser.add_argument("--examples", type=int, nargs="+", default=[0], metavar="K",
-                        help="K in-context examples per query (Causal2Vec w/ ICL), drawn from the set's train side: "
-                             "train claims for scifact-dev*, other labels' texts for classification sets (default 0). "
-                             "Several counts (--examples 0 1 3) give a row each and encode a retrieval corpus once")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="bound the decoder sequence while scoring (default: the variant's own)",
+    )
+    parser.add_argument(
+        "--readout",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="score the variants with another readout of the same weights, e.g. "
+        "representation=contextual or normalize_parts=true (repeatable)",
+    )
+    parser.add_argument(
+        "--long-texts",
+        default="truncate",
+        choices=["truncate", "chunk", "maxp"],
+        help="documents longer than the model reads: truncate them (default), chunk them into "
+        "windows pooled into one vector, or maxp: score each by its best window",
+    )
+    parser.add_argument(
+        "--chunk-pooling",
+        default=None,
+        choices=["max", "mean"],
+        help="with --long-texts chunk: pool the windows' unit vectors by mean (default) or max",
+    )
+    parser.add_argument(
+        "--truncate-dim",
+        type=int,
+        default=None,
+        metavar="N",
+        help="score the first N values (a Matryoshka size the variants were trained for)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        nargs="+",
+        default=[0],
+        metavar="K",
+        help="K in-context examples per query (Causal2Vec w/ ICL), drawn from the set's train side: "
+        "train claims for scifact-dev*, other labels' texts for classification sets (default 0). "
+        "Several counts (--examples 0 1 3) give a row each and encode a retrieval corpus once",
+    )
     add_runtime_options(parser, device_help=None)
     return parser
 
@@ -70,15 +101,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score_variant(variant: str, args: argparse.Namespace, suite: Any, readout: dict[str, Any],
-                   long_texts: dict[str, str] | None) -> dict[str, Any]:
+def _score_variant(
+    variant: str, args: argparse.Namespace, suite: Any, readout: dict[str, Any], long_texts: dict[str, str] | None
+) -> dict[str, Any]:
     """One row per ``--examples`` count for ``variant``, named after the settings it was scored with."""
     from c2v_rag.evaluation import run_suite
     from c2v_rag.evaluation.suites import SharedDocuments
     from c2v_rag.model.causal2vec import Causal2Vec
 
-    model = Causal2Vec.from_pretrained(None if variant == "default" else variant, device=args.device, dtype=args.dtype,
-                                       quantize=args.quantize)
+    model = Causal2Vec.from_pretrained(
+        None if variant == "default" else variant, device=args.device, dtype=args.dtype, quantize=args.quantize
+    )
     if args.max_length is not None:
         model.max_seq_length = args.max_length
     name = variant
@@ -95,13 +128,15 @@ def _score_variant(variant: str, args: argparse.Namespace, suite: Any, readout: 
     rows = {}
     for count in args.examples:
         label = name + (f" ({count} in-context examples)" if count else "")
-        rows[label] = run_suite(shared, suite, show_progress_bar=args.verbose, examples=count,
-                                **_long_texts_kwargs(long_texts), **size)
+        rows[label] = run_suite(
+            shared, suite, show_progress_bar=args.verbose, examples=count, **_long_texts_kwargs(long_texts), **size
+        )
     return rows
 
 
-def _score_baseline(baseline: str, args: argparse.Namespace, suite: Any,
-                    long_texts: dict[str, str] | None) -> dict[str, Any]:
+def _score_baseline(
+    baseline: str, args: argparse.Namespace, suite: Any, long_texts: dict[str, str] | None
+) -> dict[str, Any]:
     """The row of the bi-encoder ``baseline`` scored alone."""
     from c2v_rag.evaluation import BiEncoder, run_suite
 
@@ -140,6 +175,8 @@ def _parse_readout(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in READOUT_FIELDS:
-            raise SystemExit(f"c2v-rag eval: --readout {item!r} must be FIELD=VALUE with FIELD one of {list(READOUT_FIELDS)}")
+            raise SystemExit(
+                f"c2v-rag eval: --readout {item!r} must be FIELD=VALUE with FIELD one of {list(READOUT_FIELDS)}"
+            )
         fields[key] = yaml.safe_load(value)
     return fields

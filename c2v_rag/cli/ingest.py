@@ -8,8 +8,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import (add_chunk_options, add_model_options, add_qdrant_options, add_quiet,
-                                   add_ray_options, add_truncate_dim, qdrant_args, ray_args)
+from c2v_rag.cli.arguments import (
+    add_chunk_options,
+    add_model_options,
+    add_qdrant_options,
+    add_quiet,
+    add_ray_options,
+    add_truncate_dim,
+    qdrant_args,
+    ray_args,
+)
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
 
 if TYPE_CHECKING:
@@ -18,34 +26,65 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "ingest", help="chunk, embed and store files in Qdrant (re-runs add nothing)",
+        "ingest",
+        help="chunk, embed and store files in Qdrant (re-runs add nothing)",
         description="Chunk, embed and store .txt, .md and .jsonl files (or folders of them) in a Qdrant "
-                    "collection. Re-running skips stored chunks and replaces changed documents; without --sync "
-                    "nothing is ever deleted. Exit codes: 0 done, 1 some batches failed (--on-error continue), "
-                    "2 bad input or setup (nothing written), 3 failed midway (re-run to resume), 130 interrupted.")
+        "collection. Re-running skips stored chunks and replaces changed documents; without --sync "
+        "nothing is ever deleted. Exit codes: 0 done, 1 some batches failed (--on-error continue), "
+        "2 bad input or setup (nothing written), 3 failed midway (re-run to resume), 130 interrupted.",
+    )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl")
     add_qdrant_options(parser)
     add_chunk_options(parser)
-    parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded and uploaded together (default 256)")
-    parser.add_argument("--on-error", choices=["raise", "continue"], default=None,
-                        help="stop at the first failed batch, unreadable file or bad JSONL record (default), "
-                             "or report it, skip it and go on")
-    parser.add_argument("--sync", action="store_true",
-                        help="make the collection mirror PATHs: delete the points of files gone from them "
-                             "(never points from other paths; nothing when a PATH is missing or a file unreadable)")
-    parser.add_argument("--retries", type=int, default=None, metavar="N",
-                        help="attempts per Qdrant request, reaching the server included (default 5)")
-    parser.add_argument("--max-file-mb", type=float, default=None, metavar="MB",
-                        help="skip .txt/.md files larger than this, with a warning (default 64)")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="chunks embedded and uploaded together (default 256)"
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=["raise", "continue"],
+        default=None,
+        help="stop at the first failed batch, unreadable file or bad JSONL record (default), "
+        "or report it, skip it and go on",
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="make the collection mirror PATHs: delete the points of files gone from them "
+        "(never points from other paths; nothing when a PATH is missing or a file unreadable)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="attempts per Qdrant request, reaching the server included (default 5)",
+    )
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="skip .txt/.md files larger than this, with a warning (default 64)",
+    )
     add_quiet(parser)
-    parser.add_argument("--sparse", choices=["bm25"], default=None,
-                        help="also store BM25 sparse vectors, for search --mode sparse|hybrid")
-    parser.add_argument("--versioned", action="store_true",
-                        help="--collection is an alias: a new one gets NAME_v1 behind it once written "
-                             "(see c2v-rag reindex)")
-    parser.add_argument("--payload-index", action="append", metavar="KEY=TYPE",
-                        help="index a metadata key for filters on a server: keyword, integer, float, bool, "
-                             "datetime, text, uuid (repeatable)")
+    parser.add_argument(
+        "--sparse",
+        choices=["bm25"],
+        default=None,
+        help="also store BM25 sparse vectors, for search --mode sparse|hybrid",
+    )
+    parser.add_argument(
+        "--versioned",
+        action="store_true",
+        help="--collection is an alias: a new one gets NAME_v1 behind it once written (see c2v-rag reindex)",
+    )
+    parser.add_argument(
+        "--payload-index",
+        action="append",
+        metavar="KEY=TYPE",
+        help="index a metadata key for filters on a server: keyword, integer, float, bool, "
+        "datetime, text, uuid (repeatable)",
+    )
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
@@ -61,12 +100,24 @@ def run(args: argparse.Namespace) -> int:
     fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = ingest(
-        [Path(p) for p in args.paths], model=args.model, device=args.device, dtype=args.dtype,
-        quantize=args.quantize, chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, batch_size=args.batch_size,
-        on_error=args.on_error, sync=args.sync, show_progress=not args.quiet, sparse=args.sparse,
-        versioned=args.versioned, payload_indexes=_parse_payload_indexes(args.payload_index or []), config=config,
+        [Path(p) for p in args.paths],
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        quantize=args.quantize,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        batch_size=args.batch_size,
+        on_error=args.on_error,
+        sync=args.sync,
+        show_progress=not args.quiet,
+        sparse=args.sparse,
+        versioned=args.versioned,
+        payload_indexes=_parse_payload_indexes(args.payload_index or []),
+        config=config,
         truncate_dim=args.truncate_dim,
-        **qdrant_args(args), **ray_args(args),
+        **qdrant_args(args),
+        **ray_args(args),
     )
     print(f"ingested {result.summary()}")
     return EXIT_OK if result.ok else EXIT_PARTIAL

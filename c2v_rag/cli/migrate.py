@@ -13,15 +13,21 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "migrate", help="copy a collection to another store (local mode, Qdrant Edge, a server) without re-embedding",
+        "migrate",
+        help="copy a collection to another store (local mode, Qdrant Edge, a server) without re-embedding",
         description="Copy --collection (or the collection an alias names, and the alias) from the store given by "
-                    "--path/--qdrant-url to the one given by --to-path/--to-url: ids, payloads and vectors unchanged. "
-                    "Run it again to resume a stopped copy.")
+        "--path/--qdrant-url to the one given by --to-path/--to-url: ids, payloads and vectors unchanged. "
+        "Run it again to resume a stopped copy.",
+    )
     add_qdrant_options(parser)  # the source
     parser.add_argument("--to-path", default=None, metavar="LOCALDIR", help="the target embedded store")
     parser.add_argument("--to-url", default=None, metavar="URL", help="the target Qdrant server")
-    parser.add_argument("--to-store", choices=["local", "edge"], default=None,
-                        help="the target's embedded engine (default: an existing directory's, else local)")
+    parser.add_argument(
+        "--to-store",
+        choices=["local", "edge"],
+        default=None,
+        help="the target's embedded engine (default: an existing directory's, else local)",
+    )
     parser.add_argument("--to-collection", default=None, metavar="NAME", help="the copy's name (default: the same)")
     parser.add_argument("--batch-size", type=int, default=256, help="points copied per request")
     return parser
@@ -32,8 +38,16 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag import migrate
 
     source = qdrant_args(args)
-    result = migrate(source["collection"], source_path=source["path"], source_url=source["qdrant_url"],
-                     source_store=source["store"], target_path=args.to_path, target_url=args.to_url,
-                     target_store=args.to_store, target_collection=args.to_collection, batch_size=args.batch_size)
+    result = migrate(
+        source["collection"],
+        source_path=source["path"],
+        source_url=source["qdrant_url"],
+        source_store=source["store"],
+        target_path=args.to_path,
+        target_url=args.to_url,
+        target_store=args.to_store,
+        target_collection=args.to_collection,
+        batch_size=args.batch_size,
+    )
     print(f"migrated: {result.summary()}")
     return 0

@@ -14,9 +14,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("variant", help="variant directory or preset name")
     parser.add_argument("repo_id", help="the Hub model repo, e.g. your-name/c2v-smollm2-scifact")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
-    parser.add_argument("--license", default="apache-2.0", help="the licence to publish under (check your data's terms)")
-    parser.add_argument("--dry-run", metavar="FOLDER", default=None,
-                        help="write what would be uploaded (card included) to FOLDER instead of uploading")
+    parser.add_argument(
+        "--license", default="apache-2.0", help="the licence to publish under (check your data's terms)"
+    )
+    parser.add_argument(
+        "--dry-run",
+        metavar="FOLDER",
+        default=None,
+        help="write what would be uploaded (card included) to FOLDER instead of uploading",
+    )
     return parser
 
 

@@ -16,12 +16,18 @@ _SPARSE: dict[str, Literal["keep", "bm25"] | None] = {"keep": "keep", "bm25": "b
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "reindex", help="re-embed the collection behind an alias with another model, then switch the alias",
+        "reindex",
+        help="re-embed the collection behind an alias with another model, then switch the alias",
         description="Fill NAME_v(n+1) from the chunks behind the alias --collection, embedded with --model, then "
-                    "point the alias at it in one step; searches keep running on the old one meanwhile.")
+        "point the alias at it in one step; searches keep running on the old one meanwhile.",
+    )
     add_qdrant_options(parser)
-    parser.add_argument("--sparse", choices=["keep", "bm25", "none"], default="keep",
-                        help="BM25 sparse vectors: keep the old collection's setting (default), add or drop them")
+    parser.add_argument(
+        "--sparse",
+        choices=["keep", "bm25", "none"],
+        default="keep",
+        help="BM25 sparse vectors: keep the old collection's setting (default), add or drop them",
+    )
     parser.add_argument("--batch-size", type=int, default=256, help="chunks embedded and uploaded together")
     parser.add_argument("--drop-previous", action="store_true", help="delete the old collection after the switch")
     add_quiet(parser)
@@ -34,9 +40,17 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag import reindex
 
     qdrant = qdrant_args(args)
-    result = reindex(qdrant.pop("collection"), model=args.model, device=args.device, dtype=args.dtype,
-                     quantize=args.quantize, sparse=_SPARSE[args.sparse],
-                     batch_size=args.batch_size, drop_previous=args.drop_previous, show_progress=not args.quiet,
-                     **qdrant)
+    result = reindex(
+        qdrant.pop("collection"),
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        quantize=args.quantize,
+        sparse=_SPARSE[args.sparse],
+        batch_size=args.batch_size,
+        drop_previous=args.drop_previous,
+        show_progress=not args.quiet,
+        **qdrant,
+    )
     print(f"reindexed: {result.summary()}")
     return 0

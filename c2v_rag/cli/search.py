@@ -12,26 +12,46 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("search", help="search an ingested collection",
-                                   description="Print the chunks nearest to QUERY: score, source and a snippet.")
+    parser = subparsers.add_parser(
+        "search",
+        help="search an ingested collection",
+        description="Print the chunks nearest to QUERY: score, source and a snippet.",
+    )
     parser.add_argument("query")
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default 5)")
     add_qdrant_options(parser)
     add_query_options(parser, task_help="registered task whose instruction the query gets")
     parser.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
     parser.add_argument("--json", action="store_true", help="print the hits as JSON")
-    parser.add_argument("--filter", default=None, metavar="JSON",
-                        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, '
-                             '"must_not": {"lang": ["de"]}}\'')
-    parser.add_argument("--mode", choices=["dense", "sparse", "hybrid"], default="dense",
-                        help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)")
-    parser.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf",
-                        help="how --mode hybrid fuses the two lists: reciprocal rank (default) or "
-                             "distribution-based score fusion")
-    parser.add_argument("--group-by-document", action="store_true",
-                        help="the top-k documents, each shown by its best chunk, rather than the top-k chunks")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)")
+    parser.add_argument(
+        "--filter",
+        default=None,
+        metavar="JSON",
+        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, "must_not": {"lang": ["de"]}}\'',
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["dense", "sparse", "hybrid"],
+        default="dense",
+        help="dense vectors (default), BM25, or both fused (needs ingest --sparse bm25)",
+    )
+    parser.add_argument(
+        "--fusion",
+        choices=["rrf", "dbsf"],
+        default="rrf",
+        help="how --mode hybrid fuses the two lists: reciprocal rank (default) or distribution-based score fusion",
+    )
+    parser.add_argument(
+        "--group-by-document",
+        action="store_true",
+        help="the top-k documents, each shown by its best chunk, rather than the top-k chunks",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)",
+    )
     add_model_options(parser, "variant directory or preset (default: the one the collection was built with)")
     return parser
 
@@ -48,11 +68,26 @@ def run(args: argparse.Namespace) -> int:
     configure_cpu_threads(args.threads)
     connection = qdrant_args(args)
     # The SearchOptions /v1/search builds too, here from the flags (argparse has checked mode and fusion).
-    options = SearchOptions(collection=connection.pop("collection"), task=args.task, instruction=args.instruction,
-                            examples=args.example, filter=_parse_filter(args.filter), mode=args.mode,
-                            fusion=args.fusion, group_by_document=args.group_by_document)
-    hits = search(args.query, args.top_k, options=options, model=args.model, device=args.device, dtype=args.dtype,
-                  quantize=args.quantize, **connection)
+    options = SearchOptions(
+        collection=connection.pop("collection"),
+        task=args.task,
+        instruction=args.instruction,
+        examples=args.example,
+        filter=_parse_filter(args.filter),
+        mode=args.mode,
+        fusion=args.fusion,
+        group_by_document=args.group_by_document,
+    )
+    hits = search(
+        args.query,
+        args.top_k,
+        options=options,
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        quantize=args.quantize,
+        **connection,
+    )
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
     else:
@@ -83,8 +118,9 @@ def _parse_filter(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"--filter {text!r} is not JSON ({err.msg}); write it like "
-                         "--filter '{\"year\": {\"gte\": 2020}}'") from None
+        raise ValueError(
+            f'--filter {text!r} is not JSON ({err.msg}); write it like --filter \'{{"year": {{"gte": 2020}}}}\''
+        ) from None
     if not isinstance(value, dict):
         raise ValueError(f"--filter must be a JSON object of metadata conditions, got {text!r}")
     return value

@@ -13,30 +13,61 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "serve", help="serve embeddings over HTTP (OpenAI's /v1/embeddings API) and search",
+        "serve",
+        help="serve embeddings over HTTP (OpenAI's /v1/embeddings API) and search",
         description="An OpenAI-compatible embeddings server with dynamic batching, plus /v1/search against "
-                    "Qdrant, /health and /metrics (Prometheus). docs/serving.md has the API and the limits.")
-    parser.add_argument("variant", nargs="?", default=None, metavar="VARIANT",
-                        help="variant directory or preset (default: the default preset)")
+        "Qdrant, /health and /metrics (Prometheus). docs/serving.md has the API and the limits.",
+    )
+    parser.add_argument(
+        "variant",
+        nargs="?",
+        default=None,
+        metavar="VARIANT",
+        help="variant directory or preset (default: the default preset)",
+    )
     parser.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=None, help="port (default 8080)")
-    parser.add_argument("--api-key", default=None,
-                        help="require 'Authorization: Bearer KEY' (default: $C2V_RAG_API_KEY; prefer the variable, "
-                             "since a command line is visible to other users)")
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' (default: $C2V_RAG_API_KEY; prefer the variable, "
+        "since a command line is visible to other users)",
+    )
     parser.add_argument("--model-name", default=None, help="the model id clients send (default: the variant's name)")
-    parser.add_argument("--default-input-type", choices=["query", "document"], default=None,
-                        help="for requests without input_type (plain OpenAI clients); default document")
-    parser.add_argument("--max-wait-ms", type=float, default=None,
-                        help="longest a request waits for others to share its batch (default 5)")
-    parser.add_argument("--max-batch-tokens", type=int, default=None,
-                        help="padded tokens per forward pass (default: 1,024 on CPU, 65,536 on GPU)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op CPU threads (default 1: measured best for latency on a shared machine)")
+    parser.add_argument(
+        "--default-input-type",
+        choices=["query", "document"],
+        default=None,
+        help="for requests without input_type (plain OpenAI clients); default document",
+    )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=None,
+        help="longest a request waits for others to share its batch (default 5)",
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="padded tokens per forward pass (default: 1,024 on CPU, 65,536 on GPU)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op CPU threads (default 1: measured best for latency on a shared machine)",
+    )
     parser.add_argument("--max-texts", type=int, default=None, help="inputs per request (default 2048; more: 413)")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="decoder tokens per request (default 262144; more: 413)")
-    parser.add_argument("--max-queued-texts", type=int, default=None,
-                        help="texts waiting for the model (default 8192; more: 503 with Retry-After)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="decoder tokens per request (default 262144; more: 413)"
+    )
+    parser.add_argument(
+        "--max-queued-texts",
+        type=int,
+        default=None,
+        help="texts waiting for the model (default 8192; more: 503 with Retry-After)",
+    )
     add_qdrant_options(parser)
     # VARIANT names the model; --model, as the other commands spell it, is accepted too but not listed.
     add_model_options(parser, argparse.SUPPRESS)
@@ -48,14 +79,28 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.serving.config import ServerConfig
     from c2v_rag.serving.server import serve
 
-    fields = {"host": args.host, "port": args.port, "model": args.variant or args.model, "model_name": args.model_name,
-              "device": args.device, "dtype": args.dtype, "quantize": args.quantize, "api_key": args.api_key,
-              "default_input_type": args.default_input_type, "max_wait_ms": args.max_wait_ms,
-              "max_batch_tokens": args.max_batch_tokens, "threads": args.threads or None,
-              "max_texts_per_request": args.max_texts, "max_tokens_per_request": args.max_tokens,
-              "max_queued_texts": args.max_queued_texts, "qdrant_url": args.qdrant_url,
-              "qdrant_path": args.path, "qdrant_store": args.store, "collection": args.collection,
-              "prefer_grpc": args.grpc or None}
+    fields = {
+        "host": args.host,
+        "port": args.port,
+        "model": args.variant or args.model,
+        "model_name": args.model_name,
+        "device": args.device,
+        "dtype": args.dtype,
+        "quantize": args.quantize,
+        "api_key": args.api_key,
+        "default_input_type": args.default_input_type,
+        "max_wait_ms": args.max_wait_ms,
+        "max_batch_tokens": args.max_batch_tokens,
+        "threads": args.threads or None,
+        "max_texts_per_request": args.max_texts,
+        "max_tokens_per_request": args.max_tokens,
+        "max_queued_texts": args.max_queued_texts,
+        "qdrant_url": args.qdrant_url,
+        "qdrant_path": args.path,
+        "qdrant_store": args.store,
+        "collection": args.collection,
+        "prefer_grpc": args.grpc or None,
+    }
     config = ServerConfig(**{k: v for k, v in fields.items() if v is not None})
     serve(config)
     return 0

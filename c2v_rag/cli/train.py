@@ -15,10 +15,22 @@ if TYPE_CHECKING:
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("train", help="fine-tune a variant from a YAML recipe (see recipes/)")
     parser.add_argument("config", help="the YAML training recipe")
-    parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
-                        help="continue from the latest checkpoint in output.dir, or from CHECKPOINT")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a recipe value, e.g. --set training.steps=100 --set datasets.0.path=DIR")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue from the latest checkpoint in output.dir, or from CHECKPOINT",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe value, e.g. --set training.steps=100 --set datasets.0.path=DIR",
+    )
     return parser
 
 

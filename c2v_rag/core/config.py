@@ -64,8 +64,10 @@ def representation_facts(name: str) -> RepresentationFacts:
     """The registered representation ``name``, or a ValueError that lists the registered names."""
     facts = _representations.get(name)
     if facts is None:
-        raise ValueError(f"representation={name!r} is not a registered representation; use one of "
-                         f"{list(_representations) or 'none (import c2v_rag.nn.readout registers them)'}")
+        raise ValueError(
+            f"representation={name!r} is not a registered representation; use one of "
+            f"{list(_representations) or 'none (import c2v_rag.nn.readout registers them)'}"
+        )
     return facts
 
 
@@ -157,8 +159,9 @@ class Causal2VecConfig(BaseModel):
     prompt_format: PromptFormat | Literal["auto"] = "auto"
     instruction_template: str = "{instruction}\n"
     example_template: str = Field(
-        DEFAULT_EXAMPLE_TEMPLATE, description="one in-context example (bge-en-icl's layout); placeholders "
-                                              "{instruction}, {query}, {response}")
+        DEFAULT_EXAMPLE_TEMPLATE,
+        description="one in-context example (bge-en-icl's layout); placeholders {instruction}, {query}, {response}",
+    )
     example_separator: str = Field("\n\n", description="between examples, and between the last one and the instruction")
 
     query_instruction: str | None = Field(
@@ -185,11 +188,9 @@ class Causal2VecConfig(BaseModel):
         return name
 
     @model_validator(mode="after")
-    def _check(self) -> "Causal2VecConfig":
+    def _check(self) -> Causal2VecConfig:
         if "{instruction}" not in self.instruction_template:
-            raise ValueError(
-                f"instruction_template={self.instruction_template!r} must contain '{{instruction}}'"
-            )
+            raise ValueError(f"instruction_template={self.instruction_template!r} must contain '{{instruction}}'")
         if "{query}" not in self.example_template or "{response}" not in self.example_template:
             raise ValueError(f"example_template={self.example_template!r} must contain '{{query}}' and '{{response}}'")
         if self.echo_template.count("{text}") != 2:
@@ -215,11 +216,14 @@ class Causal2VecConfig(BaseModel):
                 "encoder (num_contextual_tokens=0); set encoder_share=0"
             )
         if self.matryoshka_dims != sorted(set(self.matryoshka_dims)) or any(n < 1 for n in self.matryoshka_dims):
-            raise ValueError(f"matryoshka_dims={self.matryoshka_dims} must be distinct positive sizes in increasing order")
+            raise ValueError(
+                f"matryoshka_dims={self.matryoshka_dims} must be distinct positive sizes in increasing order"
+            )
         sizes_known = self.decoder_hidden_size is not None and (not self.encoder_share or self.encoder_hidden_size)
         if self.matryoshka_dims and sizes_known and self.matryoshka_dims[-1] >= self.embedding_dim:
-            raise ValueError(f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding "
-                             f"({self.embedding_dim} dims)")
+            raise ValueError(
+                f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding ({self.embedding_dim} dims)"
+            )
         if self.normalize_parts and not representation.two_part:
             two_part = tuple(name for name, facts in _representations.items() if facts.two_part)
             raise ValueError(
@@ -270,11 +274,16 @@ class Causal2VecConfig(BaseModel):
             return None
         full, allowed = self.embedding_dim, self.vector_sizes
         if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or truncate_dim not in allowed:
-            trained = (f"was trained for the prefix sizes {allowed}" if self.matryoshka_dims else
-                       f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works")
-            raise ValueError(f"truncate_dim={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
-                             f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
-                             "need (objective.matryoshka in the training recipe)")
+            trained = (
+                f"was trained for the prefix sizes {allowed}"
+                if self.matryoshka_dims
+                else f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works"
+            )
+            raise ValueError(
+                f"truncate_dim={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
+                f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
+                "need (objective.matryoshka in the training recipe)"
+            )
         return None if truncate_dim == full else truncate_dim
 
 

@@ -8,8 +8,14 @@ from typing import Literal
 
 import torch
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-           "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
@@ -162,8 +168,10 @@ def resolve_quantize(name: str | None, device: torch.device) -> str:
             return "none"
         return INT8_METHOD
     if device.type != "cpu":
-        raise ValueError(f"quantize='int8' runs on a CPU only, not on {device}: pass device='cpu', "
-                         "or drop quantize to use the GPU in bf16/fp16")
+        raise ValueError(
+            f"quantize='int8' runs on a CPU only, not on {device}: pass device='cpu', "
+            "or drop quantize to use the GPU in bf16/fp16"
+        )
     return INT8_METHOD
 
 
@@ -174,6 +182,8 @@ def resolve_compute_dtype(dtype: str | torch.dtype, device: torch.device, quanti
         return resolve_dtype(dtype, device)
     chosen = torch.float32 if dtype == "auto" else resolve_dtype(dtype, device)
     if chosen != torch.float32:
-        raise ValueError(f"quantize={quantize!r} computes in float32 around its int8 matmuls, so dtype="
-                         f"{dtype_name(chosen)!r} cannot apply: pass dtype='auto' or 'float32', or drop quantize")
+        raise ValueError(
+            f"quantize={quantize!r} computes in float32 around its int8 matmuls, so dtype="
+            f"{dtype_name(chosen)!r} cannot apply: pass dtype='auto' or 'float32', or drop quantize"
+        )
     return chosen

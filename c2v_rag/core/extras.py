@@ -19,16 +19,26 @@ def extra_command(extra: str) -> str:
     return f"pip install 'c2v-rag[{extra}]'"
 
 
-def missing_package(feature: str, package: str, command: str, *, needs: str = "needs",
-                    note: str = "") -> MissingPackageError:
+def missing_package(
+    feature: str, package: str, command: str, *, needs: str = "needs", note: str = ""
+) -> MissingPackageError:
     """The error for ``feature`` when ``package`` (a phrase: ``"the package 'bm25s'"``, ``"Ray Data"``) is
     not installed; ``command`` installs it, ``note`` follows it (a second way out, on its own line)."""
     return MissingPackageError(
-        f"{feature} {needs} {package}, which is not installed. Install it with:\n    {command}{note}")
+        f"{feature} {needs} {package}, which is not installed. Install it with:\n    {command}{note}"
+    )
 
 
-def require(module: str, feature: str, extra: str | None = None, *, distribution: str | None = None,
-            package: str | None = None, command: str | None = None, needs: str = "needs") -> ModuleType:
+def require(
+    module: str,
+    feature: str,
+    extra: str | None = None,
+    *,
+    distribution: str | None = None,
+    package: str | None = None,
+    command: str | None = None,
+    needs: str = "needs",
+) -> ModuleType:
     """Import ``module``, or raise :func:`missing_package`'s error for ``feature``.
 
     Args:

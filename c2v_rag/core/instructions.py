@@ -51,100 +51,143 @@ class Task:
 _K = TaskKind
 # Table 16: instructions used for MTEB evaluation.
 _EVALUATION: list[tuple[str, TaskKind, str]] = [
-    ("AmazonCounterfactualClassification", _K.CLASSIFICATION,
-     "Classify a given Amazon customer review text as either counterfactual or not-counterfactual."),
-    ("AmazonPolarityClassification", _K.CLASSIFICATION,
-     "Classify Amazon reviews into positive or negative sentiment"),
-    ("AmazonReviewsClassification", _K.CLASSIFICATION,
-     "Classify the given Amazon review into its appropriate rating category"),
-    ("Banking77Classification", _K.CLASSIFICATION,
-     "Given a online banking query, find the corresponding intents"),
-    ("EmotionClassification", _K.CLASSIFICATION,
-     "Classify the emotion expressed in the given Twitter message into one of the six emotions: "
-     "anger, fear, joy, love, sadness, and surprise."),
-    ("ImdbClassification", _K.CLASSIFICATION,
-     "Classify the sentiment expressed in the given movie review text from the IMDB dataset."),
-    ("MassiveIntentClassification", _K.CLASSIFICATION,
-     "Given a user utterance as query, find the user intents"),
-    ("MassiveScenarioClassification", _K.CLASSIFICATION,
-     "Given a user utterance as query, find the user scenarios"),
-    ("MTOPDomainClassification", _K.CLASSIFICATION,
-     "Classify the intent domain of the given utterance in task-oriented conversation"),
-    ("MTOPIntentClassification", _K.CLASSIFICATION,
-     "Classify the intent of the given utterance in task-oriented conversation"),
-    ("ToxicConversationsClassification", _K.CLASSIFICATION,
-     "Classify the given comments as either toxic or not toxic"),
-    ("TweetSentimentExtractionClassification", _K.CLASSIFICATION,
-     "Classify the sentiment of a given tweet as either positive, negative, or neutral"),
-    ("ArxivClusteringP2P", _K.CLUSTERING,
-     "Identify the main and secondary category of Arxiv papers based on the titles and abstracts."),
-    ("ArxivClusteringS2S", _K.CLUSTERING,
-     "Identify the main and secondary category of Arxiv papers based on the titles"),
-    ("BiorxivClusteringP2P", _K.CLUSTERING,
-     "Identify the main category of Biorxiv papers based on the titles and abstracts"),
-    ("BiorxivClusteringS2S", _K.CLUSTERING,
-     "Identify the main category of Biorxiv papers based on the titles"),
-    ("MedrxivClusteringP2P", _K.CLUSTERING,
-     "Identify the main category of Medrxiv papers based on the titles and abstracts"),
-    ("MedrxivClusteringS2S", _K.CLUSTERING,
-     "Identify the main category of Medrxiv papers based on the titles"),
-    ("RedditClustering", _K.CLUSTERING,
-     "Identify the topic or theme of Reddit posts based on the titles"),
-    ("RedditClusteringP2P", _K.CLUSTERING,
-     "Identify the topic or theme of Reddit posts based on the titles and posts"),
-    ("StackExchangeClustering", _K.CLUSTERING,
-     "Identify the topic or theme of StackExchange posts based on the titles"),
-    ("StackExchangeClusteringP2P", _K.CLUSTERING,
-     "Identify the topic or theme of StackExchange posts based on the given paragraphs"),
-    ("TwentyNewsgroupsClustering", _K.CLUSTERING,
-     "Identify the topic or theme of the given news articles"),
-    ("SprintDuplicateQuestions", _K.PAIR_CLASSIFICATION,
-     "Retrieve duplicate questions from Sprint forum"),
-    ("TwitterSemEval2015", _K.PAIR_CLASSIFICATION,
-     "Retrieve tweets that are semantically similar to the given tweet"),
-    ("TwitterURLCorpus", _K.PAIR_CLASSIFICATION,
-     "Retrieve tweets that are semantically similar to the given tweet"),
+    (
+        "AmazonCounterfactualClassification",
+        _K.CLASSIFICATION,
+        "Classify a given Amazon customer review text as either counterfactual or not-counterfactual.",
+    ),
+    ("AmazonPolarityClassification", _K.CLASSIFICATION, "Classify Amazon reviews into positive or negative sentiment"),
+    (
+        "AmazonReviewsClassification",
+        _K.CLASSIFICATION,
+        "Classify the given Amazon review into its appropriate rating category",
+    ),
+    ("Banking77Classification", _K.CLASSIFICATION, "Given a online banking query, find the corresponding intents"),
+    (
+        "EmotionClassification",
+        _K.CLASSIFICATION,
+        "Classify the emotion expressed in the given Twitter message into one of the six emotions: "
+        "anger, fear, joy, love, sadness, and surprise.",
+    ),
+    (
+        "ImdbClassification",
+        _K.CLASSIFICATION,
+        "Classify the sentiment expressed in the given movie review text from the IMDB dataset.",
+    ),
+    ("MassiveIntentClassification", _K.CLASSIFICATION, "Given a user utterance as query, find the user intents"),
+    ("MassiveScenarioClassification", _K.CLASSIFICATION, "Given a user utterance as query, find the user scenarios"),
+    (
+        "MTOPDomainClassification",
+        _K.CLASSIFICATION,
+        "Classify the intent domain of the given utterance in task-oriented conversation",
+    ),
+    (
+        "MTOPIntentClassification",
+        _K.CLASSIFICATION,
+        "Classify the intent of the given utterance in task-oriented conversation",
+    ),
+    ("ToxicConversationsClassification", _K.CLASSIFICATION, "Classify the given comments as either toxic or not toxic"),
+    (
+        "TweetSentimentExtractionClassification",
+        _K.CLASSIFICATION,
+        "Classify the sentiment of a given tweet as either positive, negative, or neutral",
+    ),
+    (
+        "ArxivClusteringP2P",
+        _K.CLUSTERING,
+        "Identify the main and secondary category of Arxiv papers based on the titles and abstracts.",
+    ),
+    (
+        "ArxivClusteringS2S",
+        _K.CLUSTERING,
+        "Identify the main and secondary category of Arxiv papers based on the titles",
+    ),
+    (
+        "BiorxivClusteringP2P",
+        _K.CLUSTERING,
+        "Identify the main category of Biorxiv papers based on the titles and abstracts",
+    ),
+    ("BiorxivClusteringS2S", _K.CLUSTERING, "Identify the main category of Biorxiv papers based on the titles"),
+    (
+        "MedrxivClusteringP2P",
+        _K.CLUSTERING,
+        "Identify the main category of Medrxiv papers based on the titles and abstracts",
+    ),
+    ("MedrxivClusteringS2S", _K.CLUSTERING, "Identify the main category of Medrxiv papers based on the titles"),
+    ("RedditClustering", _K.CLUSTERING, "Identify the topic or theme of Reddit posts based on the titles"),
+    ("RedditClusteringP2P", _K.CLUSTERING, "Identify the topic or theme of Reddit posts based on the titles and posts"),
+    (
+        "StackExchangeClustering",
+        _K.CLUSTERING,
+        "Identify the topic or theme of StackExchange posts based on the titles",
+    ),
+    (
+        "StackExchangeClusteringP2P",
+        _K.CLUSTERING,
+        "Identify the topic or theme of StackExchange posts based on the given paragraphs",
+    ),
+    ("TwentyNewsgroupsClustering", _K.CLUSTERING, "Identify the topic or theme of the given news articles"),
+    ("SprintDuplicateQuestions", _K.PAIR_CLASSIFICATION, "Retrieve duplicate questions from Sprint forum"),
+    ("TwitterSemEval2015", _K.PAIR_CLASSIFICATION, "Retrieve tweets that are semantically similar to the given tweet"),
+    ("TwitterURLCorpus", _K.PAIR_CLASSIFICATION, "Retrieve tweets that are semantically similar to the given tweet"),
     ("AskUbuntuDupQuestions", _K.RERANKING, "Retrieve duplicate questions from AskUbuntu forum"),
-    ("MindSmallReranking", _K.RERANKING,
-     "Retrieve relevant news articles based on user browsing history"),
-    ("SciDocsRR", _K.RERANKING,
-     "Given a title of a scientific paper, retrieve the titles of other relevant papers"),
-    ("StackOverflowDupQuestions", _K.RERANKING,
-     "Retrieve duplicate questions from StackOverflow forum"),
+    ("MindSmallReranking", _K.RERANKING, "Retrieve relevant news articles based on user browsing history"),
+    ("SciDocsRR", _K.RERANKING, "Given a title of a scientific paper, retrieve the titles of other relevant papers"),
+    ("StackOverflowDupQuestions", _K.RERANKING, "Retrieve duplicate questions from StackOverflow forum"),
     ("ArguAna", _K.RETRIEVAL, "Given a claim, find documents that refute the claim"),
-    ("ClimateFEVER", _K.RETRIEVAL,
-     "Given a claim about climate change, retrieve documents that support or refute the claim."),
-    ("CQADupstackRetrieval", _K.RETRIEVAL,
-     "Given a question, retrieve detailed question descriptions from Stackexchange that are "
-     "duplicates to the given question."),
+    (
+        "ClimateFEVER",
+        _K.RETRIEVAL,
+        "Given a claim about climate change, retrieve documents that support or refute the claim.",
+    ),
+    (
+        "CQADupstackRetrieval",
+        _K.RETRIEVAL,
+        "Given a question, retrieve detailed question descriptions from Stackexchange that are "
+        "duplicates to the given question.",
+    ),
     ("DBPedia", _K.RETRIEVAL, "Given a query, retrieve relevant entity descriptions from DBPedia"),
     ("FEVER", _K.RETRIEVAL, "Given a claim, retrieve documents that support or refute the claim"),
-    ("FiQA2018", _K.RETRIEVAL,
-     "Given a financial question, retrieve user replies that best answer the question"),
-    ("HotpotQA", _K.RETRIEVAL,
-     "Given a multi-hop question, retrieve documents that can help answer the question"),
-    ("MSMARCO", _K.RETRIEVAL,
-     "Given a web search query, retrieve relevant passages that answer the query"),
-    ("NFCorpus", _K.RETRIEVAL,
-     "Given a question, retrieve relevant documents that best answer the question"),
+    ("FiQA2018", _K.RETRIEVAL, "Given a financial question, retrieve user replies that best answer the question"),
+    ("HotpotQA", _K.RETRIEVAL, "Given a multi-hop question, retrieve documents that can help answer the question"),
+    ("MSMARCO", _K.RETRIEVAL, "Given a web search query, retrieve relevant passages that answer the query"),
+    ("NFCorpus", _K.RETRIEVAL, "Given a question, retrieve relevant documents that best answer the question"),
     ("NQ", _K.RETRIEVAL, "Given a question, retrieve Wikipedia passages that answer the question"),
-    ("QuoraRetrieval", _K.RETRIEVAL,
-     "Given a question, retrieve questions that are semantically equivalent to the given question."),
-    ("SCIDOCS", _K.RETRIEVAL,
-     "Given a scientific paper title, retrieve paper abstracts that are cited by the given paper"),
-    ("SciFact", _K.RETRIEVAL,
-     "Given a scientific claim, retrieve documents that support or refute the claim"),
-    ("Touche2020", _K.RETRIEVAL,
-     "Given a question, retrieve detailed and persuasive arguments that answer the question"),
+    (
+        "QuoraRetrieval",
+        _K.RETRIEVAL,
+        "Given a question, retrieve questions that are semantically equivalent to the given question.",
+    ),
+    (
+        "SCIDOCS",
+        _K.RETRIEVAL,
+        "Given a scientific paper title, retrieve paper abstracts that are cited by the given paper",
+    ),
+    ("SciFact", _K.RETRIEVAL, "Given a scientific claim, retrieve documents that support or refute the claim"),
+    (
+        "Touche2020",
+        _K.RETRIEVAL,
+        "Given a question, retrieve detailed and persuasive arguments that answer the question",
+    ),
     ("TRECCOVID", _K.RETRIEVAL, "Given a query on COVID-19, retrieve documents that answer the query"),
-    ("SummEval", _K.SUMMARIZATION,
-     "Given a news summary, retrieve other semantically similar summaries"),
+    ("SummEval", _K.SUMMARIZATION, "Given a news summary, retrieve other semantically similar summaries"),
 ]
 
 # "STS*" in Table 16: one instruction for every STS dataset.
 STS_INSTRUCTION = "Retrieve semantically similar text."
-_STS_DATASETS = ["STS", "STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16", "STS17",
-                 "STS22", "SICK-R", "BIOSSES"]
+_STS_DATASETS = [
+    "STS",
+    "STSBenchmark",
+    "STS12",
+    "STS13",
+    "STS14",
+    "STS15",
+    "STS16",
+    "STS17",
+    "STS22",
+    "SICK-R",
+    "BIOSSES",
+]
 
 # Table 8: instructions used for the public retrieval training sets.
 _TRAINING: list[tuple[str, str]] = [
@@ -175,9 +218,12 @@ def _build_registry() -> dict[str, Task]:
 
 
 _REGISTRY: dict[str, Task] = _build_registry()
-_ALIASES = {"toxicconversationsclassif.": "toxicconversationsclassification",
-            "tweetsentimentclassification": "tweetsentimentextractionclassification",
-            "stsb": "stsbenchmark", "sts-b": "stsbenchmark"}
+_ALIASES = {
+    "toxicconversationsclassif.": "toxicconversationsclassification",
+    "tweetsentimentclassification": "tweetsentimentextractionclassification",
+    "stsb": "stsbenchmark",
+    "sts-b": "stsbenchmark",
+}
 
 
 def get_task(name: str) -> Task:
@@ -193,8 +239,13 @@ def get_task(name: str) -> Task:
         ) from None
 
 
-def register_task(name: str, instruction: str, kind: TaskKind | str = TaskKind.RETRIEVAL, *,
-                  examples: Iterable[Sequence[str]] | None = None) -> Task:
+def register_task(
+    name: str,
+    instruction: str,
+    kind: TaskKind | str = TaskKind.RETRIEVAL,
+    *,
+    examples: Iterable[Sequence[str]] | None = None,
+) -> Task:
     """Add (or replace) a task so that ``task=name`` works everywhere, e.g. for a domain variant.
 
     ``examples`` are ``(query, response)`` pairs that every input getting the task's instruction also
@@ -232,14 +283,20 @@ Instruction = str | InContextPrompt | None
 def check_examples(examples: Iterable[Sequence[str]], *, where: str) -> tuple[Example, ...]:
     """``examples`` as a tuple of ``(query, response)`` string pairs, or a ValueError naming the bad one."""
     if isinstance(examples, (str, bytes, dict)) or not isinstance(examples, Iterable):
-        raise ValueError(f"examples for {where} must be a list of (query, response) pairs, "
-                         f"not a {type(examples).__name__}")
+        raise ValueError(
+            f"examples for {where} must be a list of (query, response) pairs, not a {type(examples).__name__}"
+        )
     pairs = []
     for i, pair in enumerate(examples):
-        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2 \
-                or not all(isinstance(x, str) and x.strip() for x in pair):
-            raise ValueError(f"example {i} for {where} must be a (query, response) pair of non-empty strings, "
-                             f"got {pair!r:.120}")
+        if (
+            isinstance(pair, (str, bytes))
+            or not isinstance(pair, Sequence)
+            or len(pair) != 2
+            or not all(isinstance(x, str) and x.strip() for x in pair)
+        ):
+            raise ValueError(
+                f"example {i} for {where} must be a (query, response) pair of non-empty strings, got {pair!r:.120}"
+            )
         pairs.append((pair[0], pair[1]))
     return tuple(pairs)
 
@@ -256,7 +313,10 @@ def shorten_example(text: str, max_words: int = EXAMPLE_MAX_WORDS) -> str:
 
 
 def resolve_instruction(
-    *, task: str | None, instruction: str | None, is_query: bool,
+    *,
+    task: str | None,
+    instruction: str | None,
+    is_query: bool,
     examples: Iterable[Sequence[str]] | None = None,
 ) -> Instruction:
     """The instruction an input gets, or None; with in-context examples, an :class:`InContextPrompt`.
@@ -279,10 +339,13 @@ def resolve_instruction(
         text = t.instruction if (is_query or t.symmetric) else None
     if text is None:
         if given:
-            side = (f"documents of the {t.kind.value} task {t.name!r}" if t is not None
-                    else "inputs without an instruction")
-            raise ValueError(f"{side} get no in-context examples (only what gets an instruction does): pass "
-                             "examples= when encoding queries, or give an instruction")
+            side = (
+                f"documents of the {t.kind.value} task {t.name!r}" if t is not None else "inputs without an instruction"
+            )
+            raise ValueError(
+                f"{side} get no in-context examples (only what gets an instruction does): pass "
+                "examples= when encoding queries, or give an instruction"
+            )
         return None
     chosen = given if given is not None else (t.examples if t is not None and instruction is None else ())
     if not chosen:

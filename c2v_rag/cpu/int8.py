@@ -91,8 +91,10 @@ def recipe_key(model: Any) -> str:
     the recipe's constants, the model's config, and the weights that make the decoder's inputs (the
     encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
     :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
-    digest = hashlib.sha256(f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
-                            f"{CALIBRATION_TASKS}\n".encode())
+    digest = hashlib.sha256(
+        f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
+        f"{CALIBRATION_TASKS}\n".encode()
+    )
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.model_dump_json().encode())
     hash_weights(digest, model.decoder.get_input_embeddings(), "decoder.embeddings.")
@@ -103,8 +105,9 @@ def recipe_key(model: Any) -> str:
     return digest.hexdigest()[:24]
 
 
-def input_maxima(model: Any, documents: Sequence[str] | None = None, queries: Sequence[str] | None = None, *,
-                 batch_size: int = 8) -> dict[str, np.ndarray]:
+def input_maxima(
+    model: Any, documents: Sequence[str] | None = None, queries: Sequence[str] | None = None, *, batch_size: int = 8
+) -> dict[str, np.ndarray]:
     """``max |x_k|`` per input channel of each ``nn.Linear`` in ``model.decoder``, by module name, over
     every position the decoder sees while ``model`` (float) encodes the calibration texts (the packaged
     ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`."""
@@ -116,10 +119,10 @@ def input_maxima(model: Any, documents: Sequence[str] | None = None, queries: Se
         def record(module, inputs, output):
             x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).abs().amax(0).float()
             amax[name] = torch.maximum(amax[name], x) if name in amax else x
+
         return record
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.decoder.named_modules()
-               if isinstance(m, nn.Linear)]
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.decoder.named_modules() if isinstance(m, nn.Linear)]
     # The long calibration passages would trip encode's once-per-model truncation warning, which is about
     # the user's texts, not these.
     warned, model.truncation_warned = model.truncation_warned, True
@@ -140,7 +143,7 @@ def _module_name(node_name: str) -> str:
     return node_name.strip("/").removeprefix("decoder/").removesuffix("/MatMul").replace("/", ".")
 
 
-def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: dict[str, Any]) -> str | None:
+def _foldable_scale(graph: onnx.GraphProto, x: str, group: list[Any], inits: dict[str, Any]) -> str | None:
     """The name of the per-channel weight initializer of the ``Mul`` that makes ``x`` (an RMSNorm's gamma),
     when dividing it by SmoothQuant's ``s`` changes nothing but ``group``'s input: the initializer is used
     by that ``Mul`` alone and ``x`` feeds only ``group`` and ``Shape`` nodes. Else None."""
@@ -153,16 +156,25 @@ def _foldable_scale(graph: "onnx.GraphProto", x: str, group: list[Any], inits: d
     if {id(n) for n in users} != {id(n) for n in group}:
         return None
     for name in source.input:
-        if name in inits and numpy_helper.to_array(inits[name]).ndim == 1 and \
-                sum(name in n.input for n in graph.node) == 1:
+        if (
+            name in inits
+            and numpy_helper.to_array(inits[name]).ndim == 1
+            and sum(name in n.input for n in graph.node) == 1
+        ):
             return name
     return None
 
 
-def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarray] | None, *,
-                           alpha: float = SMOOTH_ALPHA, keep_float: tuple[str, ...] = KEEP_FLOAT,
-                           levels: int = WEIGHT_LEVELS, fold_zero_point: bool = FOLD_ZERO_POINT,
-                           opset: int = 17) -> int:
+def rewrite_per_token_int8(
+    graph: onnx.GraphProto,
+    maxima: dict[str, np.ndarray] | None,
+    *,
+    alpha: float = SMOOTH_ALPHA,
+    keep_float: tuple[str, ...] = KEEP_FLOAT,
+    levels: int = WEIGHT_LEVELS,
+    fold_zero_point: bool = FOLD_ZERO_POINT,
+    opset: int = 17,
+) -> int:
     """Replace, in place, every ``MatMul`` of ``graph`` whose second input is a weight initializer (the
     linear layers; not the attention's activation x activation matmuls), except names containing one of
     ``keep_float``, by the per-token int8 subgraph of the module doc. ``maxima`` (from
@@ -195,8 +207,11 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
         added.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    zero, top, eps = const("i8_zero", np.array(0.0, np.float32)), const("i8_255", np.array(255.0, np.float32)), \
-        const("i8_eps", np.array(1e-8, np.float32))
+    zero, top, eps = (
+        const("i8_zero", np.array(0.0, np.float32)),
+        const("i8_255", np.array(255.0, np.float32)),
+        const("i8_eps", np.array(1e-8, np.float32)),
+    )
     flat = const("i8_flat", np.array([-1], np.int64))
     # each row's own range: the reductions over axis 1, written as the model's opset has it
     axis_input = [const("i8_axis1", np.array([1], np.int64))] if opset >= 18 else []
@@ -215,17 +230,19 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
         x = group[0].input[0]
 
         def op(kind: str, inputs: list[str], suffix: str, **attrs) -> str:
-            nodes.append(helper.make_node(kind, inputs, [prefix + suffix], name=prefix + suffix, **attrs))
-            return prefix + suffix
+            nodes.append(helper.make_node(kind, inputs, [prefix + suffix], name=prefix + suffix, **attrs))  # noqa: B023
+            return prefix + suffix  # noqa: B023
 
         if maxima is not None:
             keys = [_module_name(n.name) for n in group]
             missing = [(n.name, k) for n, k in zip(group, keys) if k not in maxima]
             if missing:
-                raise ValueError(f"no calibration maxima for the ONNX node {missing[0][0]!r} (module {missing[0][1]!r}): "
-                                 "the export's node names do not follow the decoder's module names")
+                raise ValueError(
+                    f"no calibration maxima for the ONNX node {missing[0][0]!r} (module {missing[0][1]!r}): "
+                    "the export's node names do not follow the decoder's module names"
+                )
             a = np.maximum(np.max([maxima[k] for k in keys], axis=0).astype(np.float32), 1e-5)
-            s = np.clip(a ** alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None).astype(np.float32)
+            s = np.clip(a**alpha / np.maximum(np.abs(w).max(1), 1e-5) ** (1 - alpha), 1e-5, None).astype(np.float32)
             w = w * s[:, None]
             inv_s = (1.0 / s).astype(np.float32)
             gamma = _foldable_scale(graph, x, group, inits)
@@ -243,42 +260,86 @@ def rewrite_per_token_int8(graph: "onnx.GraphProto", maxima: dict[str, np.ndarra
         scale = op("Max", [op("Div", [op("Sub", [high, low], "_range"), top], "_scale0"), eps], "_scale")
         zero_point = op("Round", [op("Div", [op("Neg", [low], "_neg"), scale], "_zp0")], "_zp")
         zero_point_u8 = op("Cast", [op("Clip", [zero_point, zero, top], "_zp_clip")], "_zp_u8", to=TensorProto.UINT8)
-        xq = op("QuantizeLinear", [rows, op("Reshape", [scale, flat], "_scale_1d"),
-                                   op("Reshape", [zero_point_u8, flat], "_zp_1d")], "_xq", axis=0)
+        xq = op(
+            "QuantizeLinear",
+            [rows, op("Reshape", [scale, flat], "_scale_1d"), op("Reshape", [zero_point_u8, flat], "_zp_1d")],
+            "_xq",
+            axis=0,
+        )
         # x ~ (xq - zero_point) * scale: the zero point's share of the product, per row and output column
         if fold_zero_point:
             # each row's zero point repeated in `extra` more input columns, against weight rows that sum to
             # minus each column's sum: the GEMM subtracts zero_point x colsum exactly, in int32
             extra = _zero_point_width(wq, levels)
-            xq = op("Concat", [xq, op("Expand", [zero_point_u8, const(prefix + "_zp_cols", np.array([1, extra], np.int64))],
-                                      "_zp_wide")], "_xq_zp", axis=1)
+            xq = op(
+                "Concat",
+                [
+                    xq,
+                    op(
+                        "Expand",
+                        [zero_point_u8, const(prefix + "_zp_cols", np.array([1, extra], np.int64))],
+                        "_zp_wide",
+                    ),
+                ],
+                "_xq_zp",
+                axis=1,
+            )
         else:
             offset = op("Mul", [op("Neg", [zero_point], "_nzp"), scale], "_low")
             colsum = (wq.astype(np.float32) * w_scale).sum(0).astype(np.float32)
-        lead = op("Slice", [op("Shape", [group[0].input[0]], "_shape"), const(prefix + "_0", np.array([0], np.int64)),
-                            const(prefix + "_end", np.array([-1], np.int64))], "_lead")
+        lead = op(
+            "Slice",
+            [
+                op("Shape", [group[0].input[0]], "_shape"),
+                const(prefix + "_0", np.array([0], np.int64)),
+                const(prefix + "_end", np.array([-1], np.int64)),
+            ],
+            "_lead",
+        )
         start = 0
         for j, member in enumerate(group):
             width = weights[j].shape[1]
             cols = slice(start, start + width)
             start += width
             tag = f"_{j}"
-            w_int = np.concatenate([wq[:, cols], _zero_point_rows(wq[:, cols], extra, levels)]) if fold_zero_point \
+            w_int = (
+                np.concatenate([wq[:, cols], _zero_point_rows(wq[:, cols], extra, levels)])
+                if fold_zero_point
                 else wq[:, cols]
-            acc = op("Cast", [op("MatMulInteger", [xq, const(prefix + tag + "_wq", w_int)], tag + "_acc_i32")],
-                     tag + "_acc", to=TensorProto.FLOAT)
+            )
+            acc = op(
+                "Cast",
+                [op("MatMulInteger", [xq, const(prefix + tag + "_wq", w_int)], tag + "_acc_i32")],
+                tag + "_acc",
+                to=TensorProto.FLOAT,
+            )
             both = op("Mul", [scale, const(prefix + tag + "_w_scale", w_scale[cols].reshape(1, width))], tag + "_both")
             out = op("Mul", [acc, both], tag + "_y")
             if not fold_zero_point:
-                out = op("Add", [out, op("Mul", [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
-                                          tag + "_offset")], tag + "_y2")
-            shape = op("Concat", [lead, const(prefix + tag + "_width", np.array([width], np.int64))], tag + "_out_shape",
-                       axis=0)
+                out = op(
+                    "Add",
+                    [
+                        out,
+                        op(
+                            "Mul",
+                            [offset, const(prefix + tag + "_colsum", colsum[cols].reshape(1, width))],
+                            tag + "_offset",
+                        ),
+                    ],
+                    tag + "_y2",
+                )
+            shape = op(
+                "Concat",
+                [lead, const(prefix + tag + "_width", np.array([width], np.int64))],
+                tag + "_out_shape",
+                axis=0,
+            )
             nodes.append(helper.make_node("Reshape", [out, shape], [member.output[0]], name=prefix + tag + "_out"))
     del graph.node[:]
     graph.node.extend(nodes)
-    initializers = [numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i
-                    for i in graph.initializer] + added
+    initializers = [
+        numpy_helper.from_array(folded[i.name], i.name) if i.name in folded else i for i in graph.initializer
+    ] + added
     del graph.initializer[:]
     graph.initializer.extend(initializers)
     drop_unused_initializers(graph)
@@ -320,5 +381,6 @@ def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | No
         onnx.save_model(proto, str(target))
         return target
 
-    return onnx_decoder(model.decoder, INT8_METHOD, cache_dir=cache_dir, threads=threads,
-                        transform=build, key_extra=recipe_key(model))
+    return onnx_decoder(
+        model.decoder, INT8_METHOD, cache_dir=cache_dir, threads=threads, transform=build, key_extra=recipe_key(model)
+    )

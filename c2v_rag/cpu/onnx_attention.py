@@ -129,8 +129,9 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
     drop_unused_initializers(graph)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
-                                   POSITIONS_KEY: POSITIONS_FROM_LENGTHS})
+    helper.set_model_props(
+        model, {**{p.key: p.value for p in model.metadata_props}, POSITIONS_KEY: POSITIONS_FROM_LENGTHS}
+    )
     return len(layers)
 
 
@@ -177,24 +178,38 @@ def last_layer_at_rows(model: Any) -> bool:
     attrs = {a.name: helper.get_attribute_value(a) for a in whole.attribute}
     width = branch.output[0].type.tensor_type.shape.dim[2].dim_value  # q heads x head size
     axes, v_shape = f"{tag}_rows_axes", f"{tag}_rows_v_shape"
-    graph.initializer.extend([
-        helper.make_tensor(axes, TensorProto.INT64, [2], [1, 3]),
-        helper.make_tensor(v_shape, TensorProto.INT64, [3], [0, 0, width * attrs["kv_num_heads"] // attrs["q_num_heads"]]),
-    ])
+    graph.initializer.extend(
+        [
+            helper.make_tensor(axes, TensorProto.INT64, [2], [1, 3]),
+            helper.make_tensor(
+                v_shape, TensorProto.INT64, [3], [0, 0, width * attrs["kv_num_heads"] // attrs["q_num_heads"]]
+            ),
+        ]
+    )
     rotary_attrs = {a.name: helper.get_attribute_value(a) for a in rotary_q.attribute}
     new = [
         node("Unsqueeze", [READOUT_INPUT, "attn_minus1"], "_rows_nd"),  # [B, R, 1]: GatherND's indices
         node("GatherND", [rotary_q.input[0], tag + "_rows_nd"], "_rows_q", batch_dims=1),
-        node("RotaryEmbedding", [tag + "_rows_q", READOUT_INPUT, "attn_cos", "attn_sin"], "_rows_q_rot",
-             domain="com.microsoft", **rotary_attrs),
+        node(
+            "RotaryEmbedding",
+            [tag + "_rows_q", READOUT_INPUT, "attn_cos", "attn_sin"],
+            "_rows_q_rot",
+            domain="com.microsoft",
+            **rotary_attrs,
+        ),
         # [B, 1, R, T]: row r sees the keys at positions <= its own
         node("Unsqueeze", [READOUT_INPUT, axes], "_rows_4d"),
         node("LessOrEqual", ["attn_positions", tag + "_rows_4d"], "_rows_mask"),
         # V's width stated (a no-op Reshape): ONNX's shape inference makes the Attention's output width 0 where
         # V's is unknown (as after the int8 rewrite), and ONNX Runtime then refuses the o_proj Mul after it
         node("Reshape", [parts["v"].output[0], v_shape], "_rows_v"),
-        helper.make_node("Attention", [tag + "_rows_q_rot", rotary_k.output[0], tag + "_rows_v", tag + "_rows_mask"],
-                         list(attention.output), name=tag + "_rows", **attrs),
+        helper.make_node(
+            "Attention",
+            [tag + "_rows_q_rot", rotary_k.output[0], tag + "_rows_v", tag + "_rows_mask"],
+            list(attention.output),
+            name=tag + "_rows",
+            **attrs,
+        ),
     ]
     residual = next(name for name in residual_add.input if name != o_out)
     new.append(node("GatherND", [residual, tag + "_rows_nd"], "_rows_residual", batch_dims=1))
@@ -233,8 +248,15 @@ class _Blocks:
         cos, sin = tables
         self._const("attn_cos", cos), self._const("attn_sin", sin)
         # attn_0 .. attn_<BLOCKS>: [i], the block multiples (attn_0 and attn_1 also serve as axes and offsets)
-        for name, value in (("0s", 0), ("1s", 1), ("minus1", [-1]), ("blocks", [BLOCKS]), ("round_up", [BLOCKS - 1]),
-                            ("min_blocked", [MIN_BLOCKED_LENGTH]), *((str(i), [i]) for i in range(BLOCKS + 1))):
+        for name, value in (
+            ("0s", 0),
+            ("1s", 1),
+            ("minus1", [-1]),
+            ("blocks", [BLOCKS]),
+            ("round_up", [BLOCKS - 1]),
+            ("min_blocked", [MIN_BLOCKED_LENGTH]),
+            *((str(i), [i]) for i in range(BLOCKS + 1)),
+        ):
             self._const(f"attn_{name}", np.array(value, np.int64))
 
         def node(op: str, inputs: list[str], output: str, **attrs: Any) -> Any:
@@ -281,14 +303,29 @@ class _Blocks:
         tag = f"attn_layer_{index}"
         rotary = {"domain": "com.microsoft", "interleaved": 0}
         nodes = [
-            helper.make_node("RotaryEmbedding", [q, "attn_0", "attn_cos", "attn_sin"], [tag + "_q"], name=tag + "_q",
-                             num_heads=self.heads, **rotary),
-            helper.make_node("RotaryEmbedding", [k, "attn_0", "attn_cos", "attn_sin"], [tag + "_k"], name=tag + "_k",
-                             num_heads=self.kv_heads, **rotary),
+            helper.make_node(
+                "RotaryEmbedding",
+                [q, "attn_0", "attn_cos", "attn_sin"],
+                [tag + "_q"],
+                name=tag + "_q",
+                num_heads=self.heads,
+                **rotary,
+            ),
+            helper.make_node(
+                "RotaryEmbedding",
+                [k, "attn_0", "attn_cos", "attn_sin"],
+                [tag + "_k"],
+                name=tag + "_k",
+                num_heads=self.kv_heads,
+                **rotary,
+            ),
         ]
         q, k = tag + "_q", tag + "_k"
-        whole = [helper.make_node("Attention", [q, k, v, "attn_whole_mask"], [tag + "_whole"], name=tag + "_whole",
-                                  **self.attrs)]
+        whole = [
+            helper.make_node(
+                "Attention", [q, k, v, "attn_whole_mask"], [tag + "_whole"], name=tag + "_whole", **self.attrs
+            )
+        ]
         cut, pieces = [], []
         for i in range(BLOCKS):
             piece, end = f"{tag}_block_{i}", f"attn_end_{i}"
@@ -296,16 +333,24 @@ class _Blocks:
                 helper.make_node("Slice", [q, f"attn_start_{i}", end, "attn_1"], [piece + "_q"], name=piece + "_q"),
                 helper.make_node("Slice", [k, "attn_0", end, "attn_1"], [piece + "_k"], name=piece + "_k"),
                 helper.make_node("Slice", [v, "attn_0", end, "attn_1"], [piece + "_v"], name=piece + "_v"),
-                helper.make_node("Attention", [piece + "_q", piece + "_k", piece + "_v", f"attn_block_{i}_mask"],
-                                 [piece], name=piece, **self.attrs),
+                helper.make_node(
+                    "Attention",
+                    [piece + "_q", piece + "_k", piece + "_v", f"attn_block_{i}_mask"],
+                    [piece],
+                    name=piece,
+                    **self.attrs,
+                ),
             ]
             pieces.append(piece)
         cut.append(helper.make_node("Concat", pieces, [tag + "_blocks"], name=tag + "_blocks", axis=1))
 
         # ONNX's shape inference gives Attention's 3-D output a last dimension of 0 where V's is unknown (a
         # Slice's output), and ONNX Runtime then warns at load that the real one differs: widths declared
-        widths = {"q": self.heads * self.head_dim, "k": self.kv_heads * self.head_dim,
-                  "v": self.kv_heads * self.head_dim}
+        widths = {
+            "q": self.heads * self.head_dim,
+            "k": self.kv_heads * self.head_dim,
+            "v": self.kv_heads * self.head_dim,
+        }
 
         def declared(name: str, width: int) -> Any:
             return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", None, width])
@@ -314,9 +359,16 @@ class _Blocks:
             inner = [declared(n.output[0], widths[n.output[0][-1]]) for n in body if n.op_type == "Slice"]
             return helper.make_graph(body, name, [], [declared(result, widths["q"])], value_info=inner)
 
-        nodes.append(helper.make_node("If", ["attn_one_block"], [output], name=tag,
-                                      then_branch=branch(tag + "_one", whole, tag + "_whole"),
-                                      else_branch=branch(tag + "_cut", cut, tag + "_blocks")))
+        nodes.append(
+            helper.make_node(
+                "If",
+                ["attn_one_block"],
+                [output],
+                name=tag,
+                then_branch=branch(tag + "_one", whole, tag + "_whole"),
+                else_branch=branch(tag + "_cut", cut, tag + "_blocks"),
+            )
+        )
         return nodes
 
 
@@ -341,7 +393,9 @@ def _raise_opset(model: Any, version: int) -> None:
     graph.name = model.graph.name
     for field in ("node", "input", "output", "value_info"):
         getattr(graph, field).extend(getattr(model.graph, field))
-    graph.input.extend(helper.make_tensor_value_info(w.name, w.data_type, list(w.dims)) for w in model.graph.initializer)
+    graph.input.extend(
+        helper.make_tensor_value_info(w.name, w.data_type, list(w.dims)) for w in model.graph.initializer
+    )
     converted = version_converter.convert_version(skeleton, version)
     for field in ("node", "value_info"):
         model.graph.ClearField(field)

@@ -40,8 +40,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 from c2v_rag.core.extras import require
+from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,7 @@ def eager_attention(model: nn.Module):
     finally:
         config._attn_implementation = previous
 
+
 EXAMPLE_SHAPE = (2, 12)  # the traced example's [B, T]; both are free in the graph
 
 
@@ -139,8 +140,9 @@ def example_mask() -> torch.Tensor:
     return mask
 
 
-def export_last_hidden(model: nn.Module, role: str, names: tuple[str, ...], args: tuple[torch.Tensor, ...],
-                       path: Path, **fixed: Any) -> Path:
+def export_last_hidden(
+    model: nn.Module, role: str, names: tuple[str, ...], args: tuple[torch.Tensor, ...], path: Path, **fixed: Any
+) -> Path:
     """Trace ``model`` (the ``role``: decoder or encoder; float32, eval) on the example ``args``, given as
     ``names``, into an ONNX graph at ``path`` whose one output is ``last_hidden_state``; B and T free."""
     require("onnx", f"exporting the {role} to ONNX", "int8")
@@ -150,8 +152,13 @@ def export_last_hidden(model: nn.Module, role: str, names: tuple[str, ...], args
     with eager_attention(model), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and the tracer's notes
         torch.onnx.export(
-            _LastHidden(model, role, names, **fixed).eval(), args, str(path), dynamo=False, opset_version=OPSET,
-            input_names=list(names), output_names=["last_hidden_state"],
+            _LastHidden(model, role, names, **fixed).eval(),
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=list(names),
+            output_names=["last_hidden_state"],
             dynamic_axes={name: {0: "batch", 1: "length"} for name in (*names, "last_hidden_state")},
         )
     return path
@@ -163,8 +170,11 @@ def export_decoder(decoder: nn.Module, path: Path) -> Path:
     d = decoder.get_input_embeddings().weight.shape[1]
     batch, length = EXAMPLE_SHAPE
     generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
-    args = (torch.randn(batch, length, d, generator=generator), example_mask(),
-            torch.arange(length).expand(batch, length).contiguous())
+    args = (
+        torch.randn(batch, length, d, generator=generator),
+        example_mask(),
+        torch.arange(length).expand(batch, length).contiguous(),
+    )
     return export_last_hidden(decoder, "decoder", _INPUTS, args, path, use_cache=False)
 
 
@@ -172,8 +182,12 @@ def quantize_onnx(source: Path, target: Path, method: str) -> Path:
     """Write ``source``'s graph with its matmul weights quantized by ``method`` (see the module doc) to ``target``."""
     with _root_logging_kept():
         require("onnxruntime.quantization", f"the ONNX decoder method {method!r}", "int8")
-        require("onnxruntime.quantization.matmul_nbits_quantizer", f"the ONNX decoder method {method!r}", "int8",
-                distribution="onnx-ir")
+        require(
+            "onnxruntime.quantization.matmul_nbits_quantizer",
+            f"the ONNX decoder method {method!r}",
+            "int8",
+            distribution="onnx-ir",
+        )
     with _quiet("onnxruntime.quantization", "root"):
         return _quantize(source, target, method)
 
@@ -231,8 +245,14 @@ def write_atomically(target: Path, build) -> Path:
     return target
 
 
-def cached_onnx(decoder: nn.Module, method: str, cache_dir: Path | None = None, *,
-                transform: Callable[[Path, Path], Path] | None = None, key_extra: str = "") -> Path:
+def cached_onnx(
+    decoder: nn.Module,
+    method: str,
+    cache_dir: Path | None = None,
+    *,
+    transform: Callable[[Path, Path], Path] | None = None,
+    key_extra: str = "",
+) -> Path:
     """The ONNX file of ``decoder`` with ``method``, exported (and quantized) on first use, then read from disk.
 
     ``transform(fp32_export, target)`` builds a method this module does not know (``c2v_rag.cpu.int8``'s); then
@@ -315,9 +335,15 @@ class OnnxDecoder(nn.Module):
     def get_input_embeddings(self) -> nn.Module:
         return self.embed_tokens
 
-    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, use_cache: bool = False,
-                readout_positions: torch.Tensor | None = None, **kwargs) -> HiddenStates:
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        use_cache: bool = False,
+        readout_positions: torch.Tensor | None = None,
+        **kwargs,
+    ) -> HiddenStates:
         """The last hidden states [B, T, d]. ``readout_positions`` [B, R]: only those rows are needed; where
         :attr:`rows_only`, only they are computed in the last layer and the other rows are NaN (else all are
         computed)."""
@@ -328,9 +354,13 @@ class OnnxDecoder(nn.Module):
             attention_mask = torch.ones(batch, length, dtype=torch.long)
         if position_ids is None:
             position_ids = torch.arange(length).expand(batch, length)
-        elif self.positions_from_lengths and not torch.equal(position_ids.cpu(), torch.arange(length).expand(batch, length)):
-            raise ValueError(f"this ONNX decoder ({self.path.name}) places every row at positions 0..T-1 (right "
-                             "padding); position_ids other than that need the torch decoder (quantize='none')")
+        elif self.positions_from_lengths and not torch.equal(
+            position_ids.cpu(), torch.arange(length).expand(batch, length)
+        ):
+            raise ValueError(
+                f"this ONNX decoder ({self.path.name}) places every row at positions 0..T-1 (right "
+                "padding); position_ids other than that need the torch decoder (quantize='none')"
+            )
         feeds = {
             "inputs_embeds": np.ascontiguousarray(inputs_embeds.detach().to("cpu", torch.float32).numpy()),
             "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64)),
@@ -349,9 +379,15 @@ class OnnxDecoder(nn.Module):
         return HiddenStates(hidden)
 
 
-def onnx_decoder(decoder: nn.Module, method: str = "nbits8-b32", *, cache_dir: Path | None = None,
-                 threads: int | None = None, transform: Callable[[Path, Path], Path] | None = None,
-                 key_extra: str = "") -> OnnxDecoder:
+def onnx_decoder(
+    decoder: nn.Module,
+    method: str = "nbits8-b32",
+    *,
+    cache_dir: Path | None = None,
+    threads: int | None = None,
+    transform: Callable[[Path, Path], Path] | None = None,
+    key_extra: str = "",
+) -> OnnxDecoder:
     """``decoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime with ``method``
     (``transform``/``key_extra``: see :func:`cached_onnx`)."""
     require("onnxruntime", f"the ONNX decoder ({method})", "int8")

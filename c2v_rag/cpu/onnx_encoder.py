@@ -24,9 +24,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from c2v_rag.cpu.onnx_decoder import (EXAMPLE_SHAPE, OPSET, HiddenStates, check_exportable, config_json, cpu_session,
-                           example_mask, export_last_hidden, hash_weights, onnx_cache_dir, write_atomically)
 from c2v_rag.core.extras import require
+from c2v_rag.cpu.onnx_decoder import (
+    EXAMPLE_SHAPE,
+    OPSET,
+    HiddenStates,
+    check_exportable,
+    config_json,
+    cpu_session,
+    example_mask,
+    export_last_hidden,
+    hash_weights,
+    onnx_cache_dir,
+    write_atomically,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +73,19 @@ class OnnxEncoder(nn.Module):
         # one thread per call: the encode loop runs batches side by side (OnnxDecoder.batch_workers)
         self.session = cpu_session(self.path)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> HiddenStates:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any
+    ) -> HiddenStates:
         if kwargs.get("output_hidden_states") or kwargs.get("output_attentions"):
             raise ValueError("the ONNX encoder returns the last hidden state only")
         if kwargs.get("token_type_ids") is not None or kwargs.get("inputs_embeds") is not None:
             raise ValueError("the ONNX encoder reads input_ids and attention_mask only")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        feeds = {"input_ids": np.ascontiguousarray(input_ids.detach().cpu().numpy().astype(np.int64)),
-                 "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64))}
+        feeds = {
+            "input_ids": np.ascontiguousarray(input_ids.detach().cpu().numpy().astype(np.int64)),
+            "attention_mask": np.ascontiguousarray(attention_mask.detach().cpu().numpy().astype(np.int64)),
+        }
         (hidden,) = self.session.run(["last_hidden_state"], feeds)
         return HiddenStates(torch.from_numpy(hidden))
 

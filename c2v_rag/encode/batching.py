@@ -86,7 +86,7 @@ class Causal2VecBatch:
     def num_real_tokens(self) -> int:
         return int(self.attention_mask.sum())
 
-    def to(self, device: torch.device) -> "Causal2VecBatch":
+    def to(self, device: torch.device) -> Causal2VecBatch:
         for name, value in vars(self).items():
             if isinstance(value, torch.Tensor):
                 setattr(self, name, value.to(device, non_blocking=True))

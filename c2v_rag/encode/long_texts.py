@@ -49,15 +49,18 @@ class LongTexts(BaseModel):
 
     mode: LongTextMode = Field(default="truncate", description="'truncate' or 'chunk'")
     pooling: ChunkPooling = Field(
-        default="mean", description="how a chunked text's window vectors (each L2-normalized) become one: "
-                                   "'mean' or elementwise 'max'")
+        default="mean",
+        description="how a chunked text's window vectors (each L2-normalized) become one: 'mean' or elementwise 'max'",
+    )
     overlap: int | None = Field(
-        default=None, ge=0, description="tokens neighbouring windows may share; None: an eighth of the window")
+        default=None, ge=0, description="tokens neighbouring windows may share; None: an eighth of the window"
+    )
     window: int | None = Field(
-        default=None, ge=8, description="tokens per window; None: the most the model reads whole")
+        default=None, ge=8, description="tokens per window; None: the most the model reads whole"
+    )
 
 
-def resolve_long_texts(value: "str | LongTexts | Mapping[str, Any] | None") -> LongTexts:
+def resolve_long_texts(value: str | LongTexts | Mapping[str, Any] | None) -> LongTexts:
     """A :class:`LongTexts` from ``"truncate"``, ``"chunk"``, a dict of its fields or one itself."""
     if value is None:
         return LongTexts()
@@ -102,13 +105,16 @@ def check_window(window: int | None, limit: int, who: str) -> int:
     if window is None:
         return largest
     if window > largest:
-        raise ValueError(f"long_texts window={window} does not fit {who} ({limit} tokens of text, "
-                         f"less {WINDOW_SLACK} of slack); use window <= {largest}")
+        raise ValueError(
+            f"long_texts window={window} does not fit {who} ({limit} tokens of text, "
+            f"less {WINDOW_SLACK} of slack); use window <= {largest}"
+        )
     return window
 
 
-def split_long_texts(texts: Sequence[str], fits: Sequence[bool], tokenizers: Sequence[Any],
-                     window: int, overlap: int | None) -> Windows:
+def split_long_texts(
+    texts: Sequence[str], fits: Sequence[bool], tokenizers: Sequence[Any], window: int, overlap: int | None
+) -> Windows:
     """Keep each text that ``fits`` whole; split the others into windows of ``window`` tokens.
 
     A window's length is its longest count among ``tokenizers`` (Hugging Face tokenizers, without
@@ -127,8 +133,9 @@ def split_long_texts(texts: Sequence[str], fits: Sequence[bool], tokenizers: Seq
             if splitter is None:
                 splitter = make_splitter(tokenizers, window, overlap, feature="long_texts='chunk'")
             # Sections bound the splitter's work on a book-sized text, as at ingest.
-            parts = [p for _, section in sections(text, max(65536, 256 * window))
-                     for p in splitter.split_text(section)] or [text]
+            parts = [
+                p for _, section in sections(text, max(65536, 256 * window)) for p in splitter.split_text(section)
+            ] or [text]
         pieces.extend(parts)
         owners.extend([i] * len(parts))
     return Windows(pieces, np.asarray(owners, dtype=np.int64), len(texts))

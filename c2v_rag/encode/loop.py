@@ -16,12 +16,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
-from c2v_rag.encode.long_texts import LongTexts, Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
-from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder
+from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
+from c2v_rag.encode.long_texts import (
+    LongTexts,
+    Windows,
+    check_window,
+    pool_windows,
+    resolve_long_texts,
+    split_long_texts,
+)
 from c2v_rag.encode.precision import quantize
+from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder
 
 logger = logging.getLogger("c2v_rag")
 
@@ -65,8 +72,9 @@ class EncodingModel(Protocol):
 
     def train(self, mode: bool = True) -> Any: ...
 
-    def prepare(self, texts: Sequence[str], instruction: Instruction, *,
-                truncate_dim: int | None = None) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
+    def prepare(
+        self, texts: Sequence[str], instruction: Instruction, *, truncate_dim: int | None = None
+    ) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
 
@@ -136,7 +144,7 @@ def encode_texts(
     convert_to_numpy: bool = True,
     convert_to_tensor: bool = False,
     device: str | torch.device | None = None,
-    long_texts: "str | LongTexts | None" = None,
+    long_texts: str | LongTexts | None = None,
     truncate_dim: int | None = None,
 ) -> np.ndarray | torch.Tensor:
     """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
@@ -175,8 +183,9 @@ def encode_texts(
     return result
 
 
-def long_text_windows(model: EncodingModel, texts: Sequence[str], instruction: Instruction,
-                      long_texts: "str | LongTexts | None" = "chunk") -> Windows:
+def long_text_windows(
+    model: EncodingModel, texts: Sequence[str], instruction: Instruction, long_texts: str | LongTexts | None = "chunk"
+) -> Windows:
     """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
     windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
     policy = resolve_long_texts(long_texts)
@@ -201,7 +210,8 @@ def truncate_rows(vectors: np.ndarray, dim: int | None) -> np.ndarray:
     if dim is None or dim == vectors.shape[-1]:
         return vectors
     return normalize_rows(np.array(vectors[..., :dim], dtype=np.float32, copy=True, ndmin=2)).reshape(
-        *vectors.shape[:-1], dim)
+        *vectors.shape[:-1], dim
+    )
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -235,7 +245,7 @@ class PreparedTexts:
         return len(self.pieces)
 
     @classmethod
-    def concat(cls, parts: Sequence["PreparedTexts"]) -> "PreparedTexts":
+    def concat(cls, parts: Sequence[PreparedTexts]) -> PreparedTexts:
         """One set of inputs holding every part's texts, in order."""
         has_encoder = bool(parts) and parts[0].encoder_ids is not None
         return cls(
@@ -247,8 +257,9 @@ class PreparedTexts:
         )
 
 
-def prepare_texts(model: EncodingModel, texts: Sequence[str], instruction: Instruction, *,
-                  truncate_dim: int | None = None) -> PreparedTexts:
+def prepare_texts(
+    model: EncodingModel, texts: Sequence[str], instruction: Instruction, *, truncate_dim: int | None = None
+) -> PreparedTexts:
     """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
     ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
     pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim)
@@ -257,8 +268,9 @@ def prepare_texts(model: EncodingModel, texts: Sequence[str], instruction: Instr
     encoder_truncated = [False] * len(pieces)
     if enc_ids is not None and limit is not None:
         encoder_truncated = [len(e) >= limit for e in enc_ids]
-    return PreparedTexts(pieces, enc_ids, [p.length(n_ctx) for p in pieces],
-                         [p.truncated for p in pieces], encoder_truncated)
+    return PreparedTexts(
+        pieces, enc_ids, [p.length(n_ctx) for p in pieces], [p.truncated for p in pieces], encoder_truncated
+    )
 
 
 def embed_prepared(
@@ -281,8 +293,9 @@ def embed_prepared(
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
     targets = range(len(prepared)) if rows is None else rows
-    plan = plan_batches(prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size,
-                        max_pad_fraction=max_pad_fraction)
+    plan = plan_batches(
+        prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size, max_pad_fraction=max_pad_fraction
+    )
 
     def forward(batch_rows: list[int]) -> tuple[list[int], np.ndarray, int]:
         with torch.inference_mode():  # per thread: the workers below need it too
@@ -314,8 +327,16 @@ def _forward_all(forward: Callable[[list[int]], Any], plan: list[list[int]], wor
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run(model: EncodingModel, texts: Sequence[str], instruction: Instruction, out: np.ndarray, max_tokens: int,
-         batch_size: int, show: bool, truncate_dim: int | None = None) -> tuple[int, int]:
+def _run(
+    model: EncodingModel,
+    texts: Sequence[str],
+    instruction: Instruction,
+    out: np.ndarray,
+    max_tokens: int,
+    batch_size: int,
+    show: bool,
+    truncate_dim: int | None = None,
+) -> tuple[int, int]:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
@@ -327,8 +348,16 @@ def _run(model: EncodingModel, texts: Sequence[str], instruction: Instruction, o
             prepared = prepare_texts(model, [texts[i] for i in window], instruction, truncate_dim=truncate_dim)
             decoder_truncated += sum(prepared.decoder_truncated)
             encoder_truncated += sum(prepared.encoder_truncated)
-            embed_prepared(model, prepared, out, window, max_tokens=max_tokens, batch_size=batch_size,
-                           on_batch=lambda n, _tokens: progress.update(n), truncate_dim=truncate_dim)
+            embed_prepared(
+                model,
+                prepared,
+                out,
+                window,
+                max_tokens=max_tokens,
+                batch_size=batch_size,
+                on_batch=lambda n, _tokens: progress.update(n),
+                truncate_dim=truncate_dim,
+            )
     finally:
         progress.close()
         model.train(was_training)
@@ -341,8 +370,9 @@ def report_truncation(model: EncodingModel, truncated: tuple[int, int], total: i
     decoder_truncated, encoder_truncated = truncated
     if not (decoder_truncated or encoder_truncated):
         return
-    message = ("%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction "
-               "and EOS are kept)")
+    message = (
+        "%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction and EOS are kept)"
+    )
     args: tuple = (decoder_truncated, total, model.max_seq_length)
     if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
         message += "; %d exceeded the encoder's limit of %d tokens"
@@ -352,4 +382,3 @@ def report_truncation(model: EncodingModel, truncated: tuple[int, int], total: i
     level = logging.DEBUG if model.truncation_warned else logging.WARNING
     model.truncation_warned = True
     logger.log(level, message, *args)
-

@@ -11,8 +11,16 @@ PRECISIONS: tuple[str, ...] = ("float32", "float16", "int8", "uint8", "binary", 
 
 
 def output_dtype(precision: str) -> np.dtype:
-    return np.dtype({"float32": np.float32, "float16": np.float16, "int8": np.int8,
-                     "uint8": np.uint8, "binary": np.int8, "ubinary": np.uint8}[precision])
+    return np.dtype(
+        {
+            "float32": np.float32,
+            "float16": np.float16,
+            "int8": np.int8,
+            "uint8": np.uint8,
+            "binary": np.int8,
+            "ubinary": np.uint8,
+        }[precision]
+    )
 
 
 def quantize(embeddings: np.ndarray, precision: str, calibration: np.ndarray | None = None) -> np.ndarray:

@@ -32,8 +32,10 @@ EXAMPLE_CACHE_SIZE = 1024
 _KNOWN_FORMATS: list[tuple[str, PromptFormat]] = [
     ("<|im_start|>", PromptFormat(name="chatml", prefix="<|im_start|>user\n", suffix="<|im_end|>")),
     ("<start_of_turn>", PromptFormat(name="gemma", prefix="<start_of_turn>user\n", suffix="<end_of_turn>")),
-    ("<|start_header_id|>", PromptFormat(
-        name="llama3", prefix="<|start_header_id|>user<|end_header_id|>\n\n", suffix="<|eot_id|>")),
+    (
+        "<|start_header_id|>",
+        PromptFormat(name="llama3", prefix="<|start_header_id|>user<|end_header_id|>\n\n", suffix="<|eot_id|>"),
+    ),
     ("[INST]", PromptFormat(name="inst", prefix="[INST] ", suffix=" [/INST]")),
 ]
 
@@ -130,8 +132,10 @@ class PromptBuilder:
         """The in-context examples as the decoder reads them, ending in the separator; "" without examples."""
         if not isinstance(instruction, InContextPrompt):
             return ""
-        blocks = [self.example_template.format(instruction=instruction.instruction, query=q, response=r)
-                  for q, r in instruction.examples]
+        blocks = [
+            self.example_template.format(instruction=instruction.instruction, query=q, response=r)
+            for q, r in instruction.examples
+        ]
         return self.example_separator.join(blocks) + self.example_separator
 
     def example_ids(self, instruction: Instruction) -> list[int]:
@@ -170,7 +174,9 @@ class PromptBuilder:
             )
         return budget
 
-    def build(self, texts: list[str], instruction: Instruction, *, keep_text: bool | None = None) -> list[DecoderPieces]:
+    def build(
+        self, texts: list[str], instruction: Instruction, *, keep_text: bool | None = None
+    ) -> list[DecoderPieces]:
         """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot.
 
         ``keep_text=False`` leaves the text out (only what comes before the slot is read); None follows
@@ -180,8 +186,9 @@ class PromptBuilder:
         instr = self.instruction_ids(instruction)
         examples = self.example_ids(instruction)
         budget = self.text_budget(instruction)
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts and keep_text else \
-            [[] for _ in texts]
+        encoded = (
+            self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts and keep_text else [[] for _ in texts]
+        )
         pieces = []
         for ids in encoded:
             truncated = keep_text and len(ids) > budget

@@ -24,8 +24,9 @@ def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, featur
     every chunk fits each of them (the decoder and the encoder of a Causal2Vec model). Without
     ``llama-index-core`` it raises :class:`~c2v_rag.core.errors.MissingPackageError` naming ``feature``.
     """
-    SentenceSplitter = require("llama_index.core.node_parser", feature, "qdrant",
-                               distribution="llama-index-core").SentenceSplitter
+    SentenceSplitter = require(
+        "llama_index.core.node_parser", feature, "qdrant", distribution="llama-index-core"
+    ).SentenceSplitter
 
     if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")

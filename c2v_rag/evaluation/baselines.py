@@ -8,10 +8,16 @@ import numpy as np
 import torch
 
 from c2v_rag.core.devices import resolve_device
-from c2v_rag.encode.loop import check_texts
 from c2v_rag.encode.long_texts import Windows, check_window, pool_windows, resolve_long_texts, split_long_texts
+from c2v_rag.encode.loop import check_texts
+from c2v_rag.hub.sources import (
+    encoder_length_limit,
+    load_backbone,
+    load_tokenizer,
+    normalizes_embeddings,
+    resolve_reference,
+)
 from c2v_rag.nn.pooling import mean_pool
-from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, normalizes_embeddings, resolve_reference
 
 
 class BiEncoder:
@@ -43,8 +49,13 @@ class BiEncoder:
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
-                enc = self.tokenizer([texts[i] for i in rows], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
+                enc = self.tokenizer(
+                    [texts[i] for i in rows],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
                 states = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
                 pooled = mean_pool(states, enc["attention_mask"]).float()
                 if self.normalize:
@@ -53,7 +64,7 @@ class BiEncoder:
         return out[0] if single else out
 
     def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk", **_: Any) -> Windows:
-        """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.encode.long_texts`)."""
+        """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.encode.long_texts`)."""  # noqa: E501
         policy = resolve_long_texts(long_texts)
         texts, _ = check_texts(texts)
         specials = len(self.tokenizer("")["input_ids"])

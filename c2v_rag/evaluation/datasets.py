@@ -95,7 +95,9 @@ def read_beir(folder: str | Path, split: str = "train") -> RetrievalData:
     return RetrievalData(corpus, queries, qrels, name=folder.name)
 
 
-def split_queries(data: RetrievalData, *, dev_fraction: float = 0.2, seed: int = 0) -> tuple[RetrievalData, RetrievalData]:
+def split_queries(
+    data: RetrievalData, *, dev_fraction: float = 0.2, seed: int = 0
+) -> tuple[RetrievalData, RetrievalData]:
     """Hold out a seeded fraction of the judged queries: ``(train, dev)`` share the corpus.
 
     The split is by query text, not id: one text judged under two ids must not sit on both
@@ -108,16 +110,21 @@ def split_queries(data: RetrievalData, *, dev_fraction: float = 0.2, seed: int =
     held = set(texts[: round(len(texts) * dev_fraction)])
     parts = []
     for keep in ({q for q in judged if data.queries[q] not in held}, {q for q in judged if data.queries[q] in held}):
-        parts.append(RetrievalData(
-            data.corpus, {q: t for q, t in data.queries.items() if q in keep},
-            {q: {d: g for d, g in data.qrels[q].items() if g > 0} for q in sorted(keep)},
-            name=data.name, task=data.task,
-        ))
+        parts.append(
+            RetrievalData(
+                data.corpus,
+                {q: t for q, t in data.queries.items() if q in keep},
+                {q: {d: g for d, g in data.qrels[q].items() if g > 0} for q in sorted(keep)},
+                name=data.name,
+                task=data.task,
+            )
+        )
     return parts[0], parts[1]
 
 
-def scifact_dev(data_root: str | Path, *, dev_fraction: float = 0.2, seed: int = 0,
-                corpus_size: int | None = None) -> RetrievalData:
+def scifact_dev(
+    data_root: str | Path, *, dev_fraction: float = 0.2, seed: int = 0, corpus_size: int | None = None
+) -> RetrievalData:
     """SciFact dev: a seeded 20% of the train claims, searched against the 5,183-abstract corpus.
 
     ``corpus_size`` shrinks the corpus for CPU-sized runs: every document judged for a dev claim
@@ -126,8 +133,12 @@ def scifact_dev(data_root: str | Path, *, dev_fraction: float = 0.2, seed: int =
     train, dev = split_queries(read_beir(Path(data_root) / "scifact"), dev_fraction=dev_fraction, seed=seed)
     dev.name, dev.task = "scifact-dev", "SciFact"
     # In-context examples come from the train claims only, never from the held-out ones.
-    dev.example_pairs = [(train.queries[q], train.corpus[d]) for q, rels in train.qrels.items()
-                         for d in sorted(rels)[:1] if d in train.corpus]
+    dev.example_pairs = [
+        (train.queries[q], train.corpus[d])
+        for q, rels in train.qrels.items()
+        for d in sorted(rels)[:1]
+        if d in train.corpus
+    ]
     if corpus_size is not None and corpus_size < len(dev.corpus):
         judged = {d for rels in dev.qrels.values() for d in rels if d in dev.corpus}
         others = sorted(set(dev.corpus) - judged)
@@ -224,8 +235,10 @@ def pick_examples(data, k: int, *, seed: int = 0) -> list[tuple[str, str]]:
     else:
         pool = []
     if len(pool) < k:
-        raise ValueError(f"{data.name!r} has {len(pool)} in-context example(s) to draw from, fewer than {k}: "
-                         "in-context examples work on retrieval sets with train queries and on classification sets")
+        raise ValueError(
+            f"{data.name!r} has {len(pool)} in-context example(s) to draw from, fewer than {k}: "
+            "in-context examples work on retrieval sets with train queries and on classification sets"
+        )
     if isinstance(data, RetrievalData):
         pool = rng.sample(pool, k)
     return [(shorten_example(q), shorten_example(r)) for q, r in pool[:k]]

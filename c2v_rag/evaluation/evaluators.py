@@ -25,8 +25,9 @@ def _unit(vectors: np.ndarray) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.as_tensor(np.asarray(vectors, dtype=np.float32)), dim=-1)
 
 
-def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], top_k: int,
-           chunk: int = 1024) -> list[list[str]]:
+def search(
+    query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str], top_k: int, chunk: int = 1024
+) -> list[list[str]]:
     """Exact cosine top-k, in query chunks so the score matrix stays small."""
     docs = _unit(doc_vectors)
     queries = _unit(query_vectors)
@@ -38,8 +39,15 @@ def search(query_vectors: np.ndarray, doc_vectors: np.ndarray, doc_ids: list[str
     return ranked
 
 
-def evaluate_retrieval(model: EmbeddingModel, data: RetrievalData, *, top_k: int = 100, long_texts: Any = None,
-                       examples: list[tuple[str, str]] | None = None, **encode_kwargs: Any) -> dict[str, float]:
+def evaluate_retrieval(
+    model: EmbeddingModel,
+    data: RetrievalData,
+    *,
+    top_k: int = 100,
+    long_texts: Any = None,
+    examples: list[tuple[str, str]] | None = None,
+    **encode_kwargs: Any,
+) -> dict[str, float]:
     """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus.
 
     ``long_texts`` is how long documents are read: ``"truncate"`` (the default) or ``"chunk"`` (one
@@ -73,8 +81,9 @@ def _maxp_windows(long_texts: Any) -> dict[str, Any] | None:
     return None
 
 
-def search_maxp(query_vectors: np.ndarray, window_vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str],
-                top_k: int) -> list[list[str]]:
+def search_maxp(
+    query_vectors: np.ndarray, window_vectors: np.ndarray, owners: np.ndarray, doc_ids: list[str], top_k: int
+) -> list[list[str]]:
     """Exact cosine top-k of documents, each scored by its best window (MaxP)."""
     queries, windows = _unit(query_vectors), _unit(window_vectors)
     index = torch.as_tensor(owners, dtype=torch.int64)
@@ -83,7 +92,8 @@ def search_maxp(query_vectors: np.ndarray, window_vectors: np.ndarray, owners: n
     for start in range(0, len(queries), 256):
         scores = queries[start : start + 256] @ windows.T
         best = torch.full((scores.size(0), len(doc_ids)), -torch.inf).scatter_reduce(
-            1, index.expand_as(scores), scores, reduce="amax")
+            1, index.expand_as(scores), scores, reduce="amax"
+        )
         ranked.extend([doc_ids[i] for i in row] for row in best.topk(k, dim=1).indices.tolist())
     return ranked
 
@@ -98,8 +108,9 @@ def evaluate_sts(model: EmbeddingModel, data: PairScoreData, **encode_kwargs: An
     return {"spearman": float(spearmanr(cosine, data.scores).statistic)}
 
 
-def evaluate_classification(model: EmbeddingModel, data: LabelledData, *, seeds: int = 10, max_iter: int = 100,
-                            **encode_kwargs: Any) -> dict[str, float]:
+def evaluate_classification(
+    model: EmbeddingModel, data: LabelledData, *, seeds: int = 10, max_iter: int = 100, **encode_kwargs: Any
+) -> dict[str, float]:
     """MTEB's few-shot protocol: logistic regression on n examples per label, averaged over seeds."""
     from sklearn.linear_model import LogisticRegression
 
@@ -125,7 +136,7 @@ def evaluate_classification(model: EmbeddingModel, data: LabelledData, *, seeds:
 
 def evaluate(model: EmbeddingModel, data, *, examples: int = 0, **kwargs: Any) -> dict[str, float]:
     """Dispatch on the data's type; ``examples`` in-context examples (:func:`~c2v_rag.evaluation.datasets.pick_examples`)
-    go on the queries of a retrieval set and on every input of a symmetric one."""
+    go on the queries of a retrieval set and on every input of a symmetric one."""  # noqa: E501
     if examples:
         from c2v_rag.evaluation.datasets import pick_examples
 
@@ -133,8 +144,10 @@ def evaluate(model: EmbeddingModel, data, *, examples: int = 0, **kwargs: Any) -
     if isinstance(data, RetrievalData):
         return evaluate_retrieval(model, data, **kwargs)
     if _maxp_windows(kwargs.get("long_texts")) is not None:
-        raise ValueError(f"long_texts='maxp' scores a document by its best window, so it applies to retrieval "
-                         f"sets only, not to {data.name!r}: use 'truncate' or 'chunk' there")
+        raise ValueError(
+            f"long_texts='maxp' scores a document by its best window, so it applies to retrieval "
+            f"sets only, not to {data.name!r}: use 'truncate' or 'chunk' there"
+        )
     if isinstance(data, PairScoreData):
         return evaluate_sts(model, data, **kwargs)
     if isinstance(data, LabelledData):

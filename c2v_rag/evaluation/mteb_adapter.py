@@ -46,16 +46,23 @@ _STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}
 class MTEBEncoder:
     """Wraps a Causal2Vec model with the ``encode(inputs, *, task_metadata, prompt_type, ...)`` signature."""
 
-    def __init__(self, model, *, name: str | None = None, revision: str | None = None,
-                 examples: Mapping[str, Sequence[tuple[str, str]]] | Literal["registered"] | None = None,
-                 **encode_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model,
+        *,
+        name: str | None = None,
+        revision: str | None = None,
+        examples: Mapping[str, Sequence[tuple[str, str]]] | Literal["registered"] | None = None,
+        **encode_kwargs: Any,
+    ) -> None:
         """``name`` ("organization/model", as mteb requires) and ``revision`` label the results;
         they default to the base models' names and "no_revision_available". ``examples``: in-context
         examples for what gets an instruction, ``"registered"`` (each task's registered ones) or a mapping
         from mteb task name to ``(query, response)`` pairs; None: none."""
         if isinstance(examples, str) and examples != "registered":
-            raise ValueError(f"examples={examples!r}: pass 'registered', a mapping of task name to "
-                             "(query, response) pairs, or None")
+            raise ValueError(
+                f"examples={examples!r}: pass 'registered', a mapping of task name to (query, response) pairs, or None"
+            )
         self.model = model
         self.examples = examples
         base = f"{Path(model.config.decoder).name}+{Path(model.config.encoder or 'none').name}"
@@ -71,11 +78,17 @@ class MTEBEncoder:
         from mteb.models import ModelMeta
         from mteb.models.model_meta import ScoringFunction
 
-        return ModelMeta.create_empty(overwrites=dict(
-            name=self.name, revision=self.revision, embed_dim=self.model.embedding_dim,
-            max_tokens=self.model.max_seq_length, similarity_fn_name=ScoringFunction.COSINE,
-            framework=["PyTorch"], use_instructions=True,
-        ))
+        return ModelMeta.create_empty(
+            overwrites=dict(
+                name=self.name,
+                revision=self.revision,
+                embed_dim=self.model.embedding_dim,
+                max_tokens=self.model.max_seq_length,
+                similarity_fn_name=ScoringFunction.COSINE,
+                framework=["PyTorch"],
+                use_instructions=True,
+            )
+        )
 
     @staticmethod
     def instruction_for(task_name: str, task_type: str, prompt_type: Any) -> str | None:
@@ -87,8 +100,16 @@ class MTEBEncoder:
         except KeyError:
             return STS_INSTRUCTION if task_type in _STS_LIKE_TYPES else None
 
-    def encode(self, inputs, *, task_metadata, hf_split: str | None = None, hf_subset: str | None = None,
-               prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
+    def encode(
+        self,
+        inputs,
+        *,
+        task_metadata,
+        hf_split: str | None = None,
+        hf_subset: str | None = None,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
         texts = [text for batch in inputs for text in batch["text"]]
         instruction = self.instruction_for(task_metadata.name, task_metadata.type, prompt_type)
         examples = self.examples_for(task_metadata.name) if instruction else ()
@@ -114,8 +135,14 @@ class MTEBEncoder:
         return (a_n * b_n).sum(1)
 
 
-def local_retrieval_task(name: str, corpus: dict[str, str], queries: dict[str, str],
-                         relevant: dict[str, dict[str, int]], *, description: str = "a local retrieval task"):
+def local_retrieval_task(
+    name: str,
+    corpus: dict[str, str],
+    queries: dict[str, str],
+    relevant: dict[str, dict[str, int]],
+    *,
+    description: str = "a local retrieval task",
+):
     """An mteb retrieval task (one ``test`` split) built from local data, so ``mteb.evaluate`` runs offline.
 
     ``corpus`` and ``queries`` map ids to texts; ``relevant`` maps each query id to ``{doc id: grade}``.
@@ -133,10 +160,23 @@ def local_retrieval_task(name: str, corpus: dict[str, str], queries: dict[str, s
 
     class LocalRetrieval(AbsTaskRetrieval):
         metadata = TaskMetadata(
-            name=name, type="Retrieval", main_score="ndcg_at_10", description=description, reference=None,
-            dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
-            eval_langs=["eng-Latn"], date=("2025-01-01", "2025-01-01"), dialect=[], domains=[], task_subtypes=[],
-            license="cc-by-4.0", annotations_creators="derived", modalities=["text"], sample_creation="found",
+            name=name,
+            type="Retrieval",
+            main_score="ndcg_at_10",
+            description=description,
+            reference=None,
+            dataset={"path": "local", "revision": "local"},
+            category="t2t",
+            eval_splits=["test"],
+            eval_langs=["eng-Latn"],
+            date=("2025-01-01", "2025-01-01"),
+            dialect=[],
+            domains=[],
+            task_subtypes=[],
+            license="cc-by-4.0",
+            annotations_creators="derived",
+            modalities=["text"],
+            sample_creation="found",
             bibtex_citation="",
         )
 

@@ -17,7 +17,13 @@ LOADERS: dict[str, Callable[[Path], Any]] = {
     "emotion-val": emotion_dev,
     "banking77-dev": banking77_dev,
 }
-MAIN_METRIC = {"scifact-dev": "ndcg@10", "scifact-dev-1k": "ndcg@10", "stsb-dev": "spearman", "emotion-val": "accuracy", "banking77-dev": "accuracy"}
+MAIN_METRIC = {
+    "scifact-dev": "ndcg@10",
+    "scifact-dev-1k": "ndcg@10",
+    "stsb-dev": "spearman",
+    "emotion-val": "accuracy",
+    "banking77-dev": "accuracy",
+}
 DEV_SUITE = ("stsb-dev", "scifact-dev", "emotion-val")
 """The dev sets of the ablations: STS-B dev, held-out SciFact train claims, Emotion val."""
 
@@ -73,5 +79,7 @@ def format_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = [header, "|" + "---|" * (len(sets) + 2)]
     for model_name, results in rows.items():
         mains = [results[s]["main"] for s in sets]
-        lines.append(f"| {model_name} | " + " | ".join(f"{m:.4f}" for m in mains) + f" | {sum(mains) / len(mains):.4f} |")
+        lines.append(
+            f"| {model_name} | " + " | ".join(f"{m:.4f}" for m in mains) + f" | {sum(mains) / len(mains):.4f} |"
+        )
     return "\n".join(lines)

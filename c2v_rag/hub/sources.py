@@ -51,8 +51,11 @@ class PackagedSource:
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
             raise missing_package(
-                f"base model {self.alias!r}", f"the package {self.distribution!r}", self.pip_command,
-                note=f"\n(or pass the hub id {self.hub_id!r} on a machine that reaches the Hugging Face hub)")
+                f"base model {self.alias!r}",
+                f"the package {self.distribution!r}",
+                self.pip_command,
+                note=f"\n(or pass the hub id {self.hub_id!r} on a machine that reaches the Hugging Face hub)",
+            )
         return Path(next(iter(spec.submodule_search_locations))) / self.subdir
 
 
@@ -171,9 +174,7 @@ def _check_safetensors(source: ResolvedSource) -> None:
     if not source.is_local:
         return
     root = Path(source.location)
-    if not any(root.glob("*.safetensors")) and any(
-        root.glob(p) for p in ("*.bin", "*.pt", "*.pth", "*.ckpt")
-    ):
+    if not any(root.glob("*.safetensors")) and any(root.glob(p) for p in ("*.bin", "*.pt", "*.pth", "*.ckpt")):
         raise ModelSourceError(
             f"{root} holds only pickle weights (.bin/.pt); c2v_rag loads safetensors only. Convert "
             "them once in a trusted environment with model.save_pretrained(dir, safe_serialization=True)."

@@ -111,8 +111,7 @@ def variant_revision(path: str | Path) -> str:
     """A content hash of a variant's config and weights (12 hex digits): its revision when it has no git one."""
     directory = Path(path)
     digest = hashlib.sha256()
-    files = [directory / CONFIG_FILE, directory / "projector.safetensors",
-             *sorted(directory.glob("*_adapter/*"))]
+    files = [directory / CONFIG_FILE, directory / "projector.safetensors", *sorted(directory.glob("*_adapter/*"))]
     for file in files:
         if file.is_file():
             digest.update(file.relative_to(directory).as_posix().encode())
@@ -126,10 +125,13 @@ def _versions() -> dict[str, str]:
 
     # sentence-transformers reads prompts from 5.0 on; it warns when a model names a newer version
     # than the installed one, so the floor is written rather than whatever happens to be installed.
-    return {"sentence_transformers": "5.0.0", "transformers": transformers.__version__,
-            "pytorch": torch.__version__.split("+")[0], "c2v_rag": __version__}
+    return {
+        "sentence_transformers": "5.0.0",
+        "transformers": transformers.__version__,
+        "pytorch": torch.__version__.split("+")[0],
+        "c2v_rag": __version__,
+    }
 
 
 def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-

@@ -56,8 +56,13 @@ class VariantModel(Protocol):
     def device(self) -> torch.device: ...
 
     @classmethod
-    def from_config(cls: type[ModelT], config: Causal2VecConfig, *, device: str | torch.device | None,
-                    dtype: str | torch.dtype | None) -> ModelT: ...
+    def from_config(
+        cls: type[ModelT],
+        config: Causal2VecConfig,
+        *,
+        device: str | torch.device | None,
+        dtype: str | torch.dtype | None,
+    ) -> ModelT: ...
 
     def to(self: ModelT, device: torch.device) -> ModelT: ...
 
@@ -110,8 +115,9 @@ def weights_digest(directory: Path) -> str | None:
     base models, dims and readout (a retrained preset under the same name, say). None when the
     directory adds no weights.
     """
-    files = [directory / PROJECTOR_FILE] + [directory / f"{role}_adapter" / ADAPTER_FILES[1]
-                                             for role in ("decoder", "encoder")]
+    files = [directory / PROJECTOR_FILE] + [
+        directory / f"{role}_adapter" / ADAPTER_FILES[1] for role in ("decoder", "encoder")
+    ]
     digest = hashlib.sha256()
     found = False
     for file in files:
@@ -124,9 +130,16 @@ def weights_digest(directory: Path) -> str | None:
     return digest.hexdigest()[:16] if found else None
 
 
-def load_variant(cls: type[ModelT], name_or_path: str | Path | None, *, device: str | torch.device | None,
-                 dtype: str | torch.dtype | None, merge_adapters: bool, quantize: str | None = None) -> ModelT:
-    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``)."""
+def load_variant(
+    cls: type[ModelT],
+    name_or_path: str | Path | None,
+    *,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+    merge_adapters: bool,
+    quantize: str | None = None,
+) -> ModelT:
+    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``)."""  # noqa: E501
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None

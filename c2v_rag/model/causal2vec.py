@@ -21,16 +21,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from c2v_rag.nn.attention import set_attention_mode
-from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
 from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import resolve_instruction
+from c2v_rag.encode.batching import Causal2VecBatch, collate
+from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
+from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+from c2v_rag.nn.attention import set_attention_mode
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector
 from c2v_rag.nn.projector import ContextualProjector
 from c2v_rag.nn.readout import REPRESENTATIONS, Representation
-from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
-from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Causal2Vec(nn.Module):
         quantize: str | None = None,
         seed: int = 0,
         **config_fields: Any,
-    ) -> "Causal2Vec":
+    ) -> Causal2Vec:
         """Assemble an untrained variant from base models, with a freshly initialised projector.
 
         ``decoder``/``encoder`` are packaged aliases, local directories or hub ids. Extra keyword
@@ -131,7 +131,7 @@ class Causal2Vec(nn.Module):
         dtype: str | torch.dtype | None = None,
         quantize: str | None = None,
         seed: int = 0,
-    ) -> "Causal2Vec":
+    ) -> Causal2Vec:
         """Load the base models named by ``config`` and build a model with a fresh projector.
 
         ``quantize`` is :meth:`from_pretrained`'s.
@@ -143,8 +143,9 @@ class Causal2Vec(nn.Module):
 
         dec_source = resolve_reference(config.decoder, config.decoder_revision)
         tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
-        decoder = load_backbone(dec_source, dtype=torch_dtype, attn_implementation=attn,
-                                trust_remote_code=config.trust_remote_code)
+        decoder = load_backbone(
+            dec_source, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=config.trust_remote_code
+        )
         d = _hidden_size(decoder.config)
         _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
         config.decoder_hidden_size = d
@@ -153,8 +154,7 @@ class Causal2Vec(nn.Module):
         if config.num_contextual_tokens:
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
             enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
-            encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE,
-                                    trust_remote_code=config.trust_remote_code)
+            encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE, trust_remote_code=config.trust_remote_code)
             k = _hidden_size(encoder.config)
             _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
             config.encoder_hidden_size = k
@@ -180,7 +180,7 @@ class Causal2Vec(nn.Module):
         dtype: str | torch.dtype | None = None,
         quantize: str | None = None,
         merge_adapters: bool = True,
-    ) -> "Causal2Vec":
+    ) -> Causal2Vec:
         """Load a saved variant directory or a named preset (the default preset when None).
 
         Only safetensors are read. A missing or corrupt file raises
@@ -197,13 +197,14 @@ class Causal2Vec(nn.Module):
         int8 extra is installed; ``None``/``"none"`` keeps the float weights. A quantized model is for
         inference only. Collections record the choice (their fingerprint's ``quantize``); float and int8
         vectors of one model may share a collection (measured harmless), the removed torch int8 may not.
-        """
+        """  # noqa: E501
         from c2v_rag.hub.variants import load_variant
 
-        return load_variant(cls, name_or_path, device=device, dtype=dtype, quantize=quantize,
-                            merge_adapters=merge_adapters)
+        return load_variant(
+            cls, name_or_path, device=device, dtype=dtype, quantize=quantize, merge_adapters=merge_adapters
+        )
 
-    def apply_quantization(self, quantize: str | None, *, cache_dir: Path | None = None) -> "Causal2Vec":
+    def apply_quantization(self, quantize: str | None, *, cache_dir: Path | None = None) -> Causal2Vec:
         """Apply ``quantize`` (see :meth:`from_pretrained`) to this loaded float model, in place; returns it.
 
         Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8-token-sq"``): int8 replaces
@@ -224,8 +225,9 @@ class Causal2Vec(nn.Module):
         if self.training:
             raise ValueError("quantize='int8' is for inference: call model.eval() first")
         if self.dtype != torch.float32:
-            raise ValueError(f"int8 quantization starts from float32 weights, got {self.dtype}: load with "
-                             "dtype='float32'")
+            raise ValueError(
+                f"int8 quantization starts from float32 weights, got {self.dtype}: load with dtype='float32'"
+            )
         from c2v_rag.cpu.int8 import int8_decoder
         from c2v_rag.cpu.onnx_encoder import onnx_encoder
 
@@ -245,8 +247,9 @@ class Causal2Vec(nn.Module):
 
         return save_variant(self, Path(path))
 
-    def push_to_hub(self, repo_id: str, *, token: str | None = None, private: bool = False,
-                    license: str = "apache-2.0") -> str:
+    def push_to_hub(
+        self, repo_id: str, *, token: str | None = None, private: bool = False, license: str = "apache-2.0"
+    ) -> str:
         """Save this variant and upload it to the Hub model repo ``repo_id`` with a generated model card
         (:func:`c2v_rag.hub.publish.push_to_hub`); returns the commit URL."""
         import tempfile
@@ -254,8 +257,9 @@ class Causal2Vec(nn.Module):
         from c2v_rag.hub.publish import push_to_hub
 
         with tempfile.TemporaryDirectory(prefix="c2v-variant-") as tmp:
-            return push_to_hub(self.save_pretrained(Path(tmp) / "variant"), repo_id, token=token,
-                               private=private, license=license)
+            return push_to_hub(
+                self.save_pretrained(Path(tmp) / "variant"), repo_id, token=token, private=private, license=license
+            )
 
     def set_readout(self, **fields: Any) -> None:
         """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``, ``encoder_share``).
@@ -263,7 +267,7 @@ class Causal2Vec(nn.Module):
         The weights stay as they are; the config is re-validated and the decoder input follows (a
         ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
         A changed readout has another layout, so the trained Matryoshka sizes (``matryoshka_dims``) are dropped.
-        """
+        """  # noqa: E501
         unknown = set(fields) - set(READOUT_FIELDS)
         if unknown:
             raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
@@ -326,15 +330,20 @@ class Causal2Vec(nn.Module):
         pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text)
         enc_ids = None
         if self.config.num_contextual_tokens:
-            enc_ids = self.encoder_tokenizer(
-                list(texts), truncation=True, max_length=self.encoder_max_length
-            )["input_ids"]
+            enc_ids = self.encoder_tokenizer(list(texts), truncation=True, max_length=self.encoder_max_length)[
+                "input_ids"
+            ]
         return pieces, enc_ids
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids) -> Causal2VecBatch:
         enc_pad = self.encoder_tokenizer.pad_token_id if self.encoder_tokenizer is not None else 0
-        return collate(pieces, encoder_ids, num_contextual_tokens=self.config.num_contextual_tokens,
-                       pad_id=self.pad_id, encoder_pad_id=enc_pad or 0)
+        return collate(
+            pieces,
+            encoder_ids,
+            num_contextual_tokens=self.config.num_contextual_tokens,
+            pad_id=self.pad_id,
+            encoder_pad_id=enc_pad or 0,
+        )
 
     def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
         """C [B, n, d] from the encoder and the projector."""
@@ -383,8 +392,9 @@ class Causal2Vec(nn.Module):
         # can compute its last layer at those rows alone (the int8 graph) then does, the other rows NaN
         rows = None
         if readout_only and getattr(self.decoder, "rows_only", False):
-            rows = self.readout.positions(batch.context_positions, batch.last_positions,
-                                          self.config.num_contextual_tokens)
+            rows = self.readout.positions(
+                batch.context_positions, batch.last_positions, self.config.num_contextual_tokens
+            )
         contextual = sentence = None
         if self.config.num_contextual_tokens and self.config.encoder_share:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
@@ -422,8 +432,12 @@ class Causal2Vec(nn.Module):
         parts = self.config.parts
         if "encoder" in parts and truncate_dim <= parts["encoder"].stop:
             return "encoder"
-        if ("contextual" in parts and self.config.attention == "causal" and not self.config.echo
-                and truncate_dim <= parts["contextual"].stop):
+        if (
+            "contextual" in parts
+            and self.config.attention == "causal"
+            and not self.config.echo
+            and truncate_dim <= parts["contextual"].stop
+        ):
             return "contextual"
         return "all"
 
@@ -438,9 +452,15 @@ class Causal2Vec(nn.Module):
             sentence = mean_pool(states, batch.encoder_attention_mask)
             return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch, readout_only=True)
-        vector = self.readout.read(hidden, batch.context_positions, batch.last_positions,
-                                   self.config.num_contextual_tokens, contextual, batch.pool_mask,
-                                   normalize_parts=self.config.normalize_parts)
+        vector = self.readout.read(
+            hidden,
+            batch.context_positions,
+            batch.last_positions,
+            self.config.num_contextual_tokens,
+            contextual,
+            batch.pool_mask,
+            normalize_parts=self.config.normalize_parts,
+        )
         if self.config.encoder_share:
             vector = mix_encoder_vector(vector, sentence, self.config.encoder_share)
         return vector if truncate_dim is None else vector[:, :truncate_dim]
@@ -486,8 +506,9 @@ class Causal2Vec(nn.Module):
         resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query, examples=examples)
         return encode_texts(self, sentences, resolved, **kwargs)
 
-    def long_text_windows(self, texts: Sequence[str], *, instruction: str | None = None,
-                          long_texts: Any = "chunk") -> Any:
+    def long_text_windows(
+        self, texts: Sequence[str], *, instruction: str | None = None, long_texts: Any = "chunk"
+    ) -> Any:
         """The texts that ``long_texts="chunk"`` embeds: each text that fits whole, and overlapping windows
         of each longer one (a :class:`~c2v_rag.encode.long_texts.Windows`; ``owners`` maps them back)."""
         from c2v_rag.encode.loop import check_texts, long_text_windows
@@ -495,8 +516,13 @@ class Causal2Vec(nn.Module):
         return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts)
 
     def encode_queries(
-        self, queries: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
-        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
+        self,
+        queries: str | Sequence[str],
+        *,
+        task: str | None = None,
+        instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None,
+        **kwargs: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed search queries with the task's instruction (or the variant's default one).
 
@@ -510,8 +536,13 @@ class Causal2Vec(nn.Module):
         return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
 
     def encode_documents(
-        self, documents: str | Sequence[str], *, task: str | None = None, instruction: str | None = None,
-        examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
+        self,
+        documents: str | Sequence[str],
+        *,
+        task: str | None = None,
+        instruction: str | None = None,
+        examples: Sequence[tuple[str, str]] | None = None,
+        **kwargs: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones.
 

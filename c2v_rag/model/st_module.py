@@ -14,20 +14,25 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules import InputModule
 
+from c2v_rag.core.instructions import Instruction, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch
 from c2v_rag.encode.loop import check_texts
-from c2v_rag.core.instructions import Instruction, resolve_instruction
-from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.hub.st_files import MODULE_CONFIG_FILE, variant_revision
+from c2v_rag.model.causal2vec import Causal2Vec
 
 # The tensors of a Causal2VecBatch, carried through sentence-transformers' feature dict, by feature key.
 # The encoder's ids travel as "encoder_token_ids": SentenceTransformerTrainer splits a batch into its
 # columns at every key ending in "_input_ids", so "anchor_encoder_input_ids" would become a column
 # "anchor_encoder" of its own and the anchor would reach the model without encoder ids.
-_FEATURE_KEYS = {"input_ids": "input_ids", "attention_mask": "attention_mask",
-                 "context_positions": "context_positions", "last_positions": "last_positions",
-                 "encoder_input_ids": "encoder_token_ids", "encoder_attention_mask": "encoder_attention_mask",
-                 "pool_mask": "pool_mask"}
+_FEATURE_KEYS = {
+    "input_ids": "input_ids",
+    "attention_mask": "attention_mask",
+    "context_positions": "context_positions",
+    "last_positions": "last_positions",
+    "encoder_input_ids": "encoder_token_ids",
+    "encoder_attention_mask": "encoder_attention_mask",
+    "pool_mask": "pool_mask",
+}
 
 
 class Causal2VecModule(InputModule):
@@ -62,7 +67,7 @@ class Causal2VecModule(InputModule):
         local_files_only: bool = False,
         model_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> "Causal2VecModule":
+    ) -> Causal2VecModule:
         """Build the variant in ``model_name_or_path`` (a directory or a hub repo id).
 
         ``model_kwargs={"dtype": ...}`` (``torch.float32``, ``"bfloat16"``...) overrides the
@@ -78,12 +83,23 @@ class Causal2VecModule(InputModule):
             )
         if isinstance(dtype, torch.dtype):
             dtype = str(dtype).removeprefix("torch.")
-        directory = cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token,
-                                      cache_folder=cache_folder, revision=revision,
-                                      local_files_only=local_files_only)
+        directory = cls.load_dir_path(
+            model_name_or_path,
+            subfolder=subfolder,
+            token=token,
+            cache_folder=cache_folder,
+            revision=revision,
+            local_files_only=local_files_only,
+        )
         module = cls(Causal2Vec.from_pretrained(directory, dtype=dtype), directory)
-        settings = cls.load_config(model_name_or_path, subfolder=subfolder, token=token,
-                                   cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+        settings = cls.load_config(
+            model_name_or_path,
+            subfolder=subfolder,
+            token=token,
+            cache_folder=cache_folder,
+            revision=revision,
+            local_files_only=local_files_only,
+        )
         if settings.get("max_seq_length") is not None:
             module.max_seq_length = int(settings["max_seq_length"])
         return module
@@ -113,8 +129,9 @@ class Causal2VecModule(InputModule):
 
     get_sentence_embedding_dimension = get_embedding_dimension  # sentence-transformers 5's name
 
-    def preprocess(self, inputs, prompt: str | None = None,
-                   examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> dict[str, torch.Tensor]:
+    def preprocess(
+        self, inputs, prompt: str | None = None, examples: Sequence[tuple[str, str]] | None = None, **kwargs: Any
+    ) -> dict[str, torch.Tensor]:
         """Token ids for the decoder (around the Contextual slot) and the encoder; ``prompt`` is the instruction.
 
         ``examples`` (``SentenceTransformer.encode(..., prompt=..., examples=[(query, response), ...])``, which

@@ -37,7 +37,8 @@ def check_bidirectional_support(decoder: nn.Module) -> None:
     model = base_model(decoder)
     module = sys.modules.get(type(model).__module__)
     uses_masking_utils = module is not None and any(
-        getattr(getattr(module, name, None), "__module__", "") == "transformers.masking_utils" for name in _MASK_BUILDERS
+        getattr(getattr(module, name, None), "__module__", "") == "transformers.masking_utils"
+        for name in _MASK_BUILDERS
     )
     name = type(model).__name__
     if not uses_masking_utils or not _attention_modules(model):

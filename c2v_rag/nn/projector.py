@@ -42,8 +42,12 @@ class ContextualProjector(nn.Module):
 
     def forward(self, encoder_states: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
         if self.row_by_row and encoder_states.size(0) > 1:
-            return torch.cat([self._project(encoder_states[i:i + 1], encoder_mask[i:i + 1])
-                              for i in range(encoder_states.size(0))])
+            return torch.cat(
+                [
+                    self._project(encoder_states[i : i + 1], encoder_mask[i : i + 1])
+                    for i in range(encoder_states.size(0))
+                ]
+            )
         return self._project(encoder_states, encoder_mask)
 
     def _project(self, encoder_states: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
@@ -52,8 +56,11 @@ class ContextualProjector(nn.Module):
         else:
             queries = self.queries.unsqueeze(0).expand(encoder_states.size(0), -1, -1)
             pooled, _ = self.cross_attention(
-                queries, encoder_states, encoder_states,
-                key_padding_mask=encoder_mask == 0, need_weights=False,
+                queries,
+                encoder_states,
+                encoder_states,
+                key_padding_mask=encoder_mask == 0,
+                need_weights=False,
             )
         return self.fc2(self.act(self.fc1(pooled)))
 

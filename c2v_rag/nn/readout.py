@@ -56,16 +56,24 @@ class Representation(ABC):
         return sum(self.parts(d).values())
 
     @abstractmethod
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         """The positions [B, R] whose last hidden states :meth:`read` reads, in no particular order, or None
         where it reads them all. A decoder that can compute its last layer at some rows only
         (``OnnxDecoder.rows_only``) is given these; the other rows may then hold anything."""
 
     @abstractmethod
-    def read(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None,
-             pool_mask: torch.Tensor | None = None, normalize_parts: bool = False) -> torch.Tensor:
+    def read(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+        pool_mask: torch.Tensor | None = None,
+        normalize_parts: bool = False,
+    ) -> torch.Tensor:
         """The embeddings [B, width(d)] from the decoder's last hidden states ``hidden`` [B, T, d].
 
         ``context_positions`` [B] is where the Contextual tokens start, ``last_positions`` [B] the EOS;
@@ -123,17 +131,30 @@ class TwoPartRepresentation(Representation):
     two_part = True
 
     @abstractmethod
-    def pair(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The two vectors [B, d] and [B, d], in the order of the vector's parts."""
 
     @abstractmethod
     def combine(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         """One vector from the two."""
 
-    def read(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None,
-             pool_mask: torch.Tensor | None = None, normalize_parts: bool = False) -> torch.Tensor:
+    def read(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+        pool_mask: torch.Tensor | None = None,
+        normalize_parts: bool = False,
+    ) -> torch.Tensor:
         first, second = self.pair(hidden, context_positions, last_positions, num_contextual_tokens, contextual_tokens)
         if normalize_parts:
             # In fp32: bf16 norms of vectors with massive activations lose the small dimensions.
@@ -152,13 +173,21 @@ class PooledRepresentation(Representation):
     def pool(self, hidden: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
         """One vector [B, d] from ``hidden`` [B, T, d] over the positions where ``pool_mask`` [B, T] is 1."""
 
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         return None
 
-    def read(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None,
-             pool_mask: torch.Tensor | None = None, normalize_parts: bool = False) -> torch.Tensor:
+    def read(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+        pool_mask: torch.Tensor | None = None,
+        normalize_parts: bool = False,
+    ) -> torch.Tensor:
         if pool_mask is None:
             raise ValueError(f"representation={self.name!r} needs the batch's pool_mask")
         return self.pool(hidden, pool_mask)
@@ -175,13 +204,20 @@ class Concat(TwoPartRepresentation):
     part_names: tuple[str, ...] = ("contextual", "eos")
     reads_contextual = True
 
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         contextual = contextual_positions(context_positions, num_contextual_tokens)
         return torch.cat([contextual, last_positions[:, None]], dim=1)  # [B, n] + [B, 1] -> [B, n + 1]
 
-    def pair(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return contextual_state(hidden, context_positions, num_contextual_tokens), eos_state(hidden, last_positions)
 
     def combine(self, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
@@ -206,13 +242,21 @@ class LastToken(Representation):
     name = "last_token"
     part_names = ("eos",)
 
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         return last_positions[:, None]  # [B] -> [B, 1]
 
-    def read(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None,
-             pool_mask: torch.Tensor | None = None, normalize_parts: bool = False) -> torch.Tensor:
+    def read(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+        pool_mask: torch.Tensor | None = None,
+        normalize_parts: bool = False,
+    ) -> torch.Tensor:
         return eos_state(hidden, last_positions)  # [B, T, d] -> [B, d]
 
 
@@ -225,13 +269,21 @@ class Contextual(Representation):
     reads_contextual = True
     reads_text = False
 
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         return contextual_positions(context_positions, num_contextual_tokens)  # [B] -> [B, n]
 
-    def read(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None,
-             pool_mask: torch.Tensor | None = None, normalize_parts: bool = False) -> torch.Tensor:
+    def read(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+        pool_mask: torch.Tensor | None = None,
+        normalize_parts: bool = False,
+    ) -> torch.Tensor:
         return contextual_state(hidden, context_positions, num_contextual_tokens)  # [B, T, d] -> [B, d]
 
 
@@ -244,12 +296,19 @@ class EosProjector(TwoPartRepresentation):
     part_names = ("eos", "projector")
     reads_contextual = True
 
-    def positions(self, context_positions: torch.Tensor, last_positions: torch.Tensor,
-                  num_contextual_tokens: int) -> torch.Tensor | None:
+    def positions(
+        self, context_positions: torch.Tensor, last_positions: torch.Tensor, num_contextual_tokens: int
+    ) -> torch.Tensor | None:
         return last_positions[:, None]  # [B] -> [B, 1]
 
-    def pair(self, hidden: torch.Tensor, context_positions: torch.Tensor, last_positions: torch.Tensor,
-             num_contextual_tokens: int, contextual_tokens: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair(
+        self,
+        hidden: torch.Tensor,
+        context_positions: torch.Tensor,
+        last_positions: torch.Tensor,
+        num_contextual_tokens: int,
+        contextual_tokens: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if contextual_tokens is None:
             raise ValueError("representation='eos_projector' needs the Contextual tokens C")
         h_eos = eos_state(hidden, last_positions)

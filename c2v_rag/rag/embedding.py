@@ -29,14 +29,15 @@ DEFAULT_QUERY_TASK = "MSMARCO-Passage"
 
 ModelRef = str | Path | None
 
-_cache: dict[tuple[str, str, str, str], "Causal2Vec"] = {}
+_cache: dict[tuple[str, str, str, str], Causal2Vec] = {}
 _cache_lock = threading.Lock()
 _LOCK_ATTR = "_c2v_rag_encode_lock"
 _VIEWS_ATTR = "_c2v_rag_length_views"
 
 
-def _model_key(model: ModelRef, device: str | None, dtype: str | None,
-               quantize: str | None = None) -> tuple[str, str, str, str]:
+def _model_key(
+    model: ModelRef, device: str | None, dtype: str | None, quantize: str | None = None
+) -> tuple[str, str, str, str]:
     from c2v_rag.core.devices import resolve_device, resolve_quantize
     from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 
@@ -55,7 +56,7 @@ def load_model(
     dtype: str | None = None,
     max_length: int | None = None,
     quantize: str | None = None,
-) -> "Causal2Vec":
+) -> Causal2Vec:
     """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
 
     Every caller naming the same model, device, dtype and quantization (``quantize``, resolved:
@@ -68,8 +69,9 @@ def load_model(
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:
-            loaded = Causal2Vec.from_pretrained(key[0] if model is not None else None, device=device, dtype=dtype,
-                                                quantize=key[3])
+            loaded = Causal2Vec.from_pretrained(
+                key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
+            )
             _cache[key] = loaded
     return with_max_length(loaded, max_length)
 
@@ -80,7 +82,7 @@ def clear_model_cache() -> None:
         _cache.clear()
 
 
-def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec":
+def with_max_length(model: Causal2Vec, max_length: int | None) -> Causal2Vec:
     """``model`` truncating at ``max_length`` decoder tokens, sharing its weights and lock."""
     if max_length is None or max_length == model.config.max_length:
         return model
@@ -101,7 +103,7 @@ def with_max_length(model: "Causal2Vec", max_length: int | None) -> "Causal2Vec"
     return view
 
 
-def encode_lock(model: "Causal2Vec") -> threading.Lock:
+def encode_lock(model: Causal2Vec) -> threading.Lock:
     """The lock that serializes encode calls on ``model``.
 
     HF fast tokenizers raise "Already borrowed" when one instance is used from two threads, and
@@ -131,7 +133,7 @@ class Embedder:
 
     def __init__(
         self,
-        model: "Causal2Vec",
+        model: Causal2Vec,
         *,
         task: str | None = None,
         query_instruction: str | None = None,
@@ -141,7 +143,7 @@ class Embedder:
         show_progress: bool = False,
         batch_size: int = 256,
         max_tokens_per_batch: int | None = None,
-        long_texts: "str | LongTexts" = "truncate",
+        long_texts: str | LongTexts = "truncate",
         truncate_dim: int | None = None,
     ) -> None:
         if task is not None and query_instruction is not None:
@@ -159,13 +161,19 @@ class Embedder:
         self.max_tokens_per_batch = max_tokens_per_batch
 
     @classmethod
-    def for_documents(cls, model: "Causal2Vec", settings: Any) -> "Embedder":
+    def for_documents(cls, model: Causal2Vec, settings: Any) -> Embedder:
         """The embedder an ingest, an embed run or a Ray actor writes documents with: unit vectors, and
         ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch`` and
         ``truncate_dim`` (an :class:`~c2v_rag.rag.ingestion.config.IngestConfig` or a Ray ``EmbedJob``)."""
-        return cls(model, task=settings.task, text_instruction=settings.text_instruction, normalize=True,
-                   batch_size=settings.batch_size, max_tokens_per_batch=settings.max_tokens_per_batch,
-                   truncate_dim=settings.truncate_dim)
+        return cls(
+            model,
+            task=settings.task,
+            text_instruction=settings.text_instruction,
+            normalize=True,
+            batch_size=settings.batch_size,
+            max_tokens_per_batch=settings.max_tokens_per_batch,
+            truncate_dim=settings.truncate_dim,
+        )
 
     @property
     def truncate_dim(self) -> int | None:
@@ -202,9 +210,14 @@ class Embedder:
         return {"task": self.task, "examples": examples}
 
     def _kwargs(self) -> dict[str, Any]:
-        return dict(normalize_embeddings=self.normalize, show_progress_bar=self.show_progress,
-                    batch_size=self.batch_size, max_tokens_per_batch=self.max_tokens_per_batch,
-                    long_texts=resolve_long_texts(self.long_texts), truncate_dim=self.truncate_dim)
+        return dict(
+            normalize_embeddings=self.normalize,
+            show_progress_bar=self.show_progress,
+            batch_size=self.batch_size,
+            max_tokens_per_batch=self.max_tokens_per_batch,
+            long_texts=resolve_long_texts(self.long_texts),
+            truncate_dim=self.truncate_dim,
+        )
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 document vectors."""
@@ -227,34 +240,41 @@ class Embedder:
 class EmbedderOptions(BaseModel):
     """The options the LlamaIndex and LangChain embedding classes share (pydantic fields)."""
 
-    model: str | None = Field(
-        default=None, description="variant directory or preset name; None is the default preset"
-    )
+    model: str | None = Field(default=None, description="variant directory or preset name; None is the default preset")
     task: str | None = Field(default=None, description="registered task whose instruction queries get")
     query_instruction: str | None = Field(default=None, description="literal query instruction instead of task")
     text_instruction: str | None = Field(default=None, description="instruction for documents too; none by default")
     query_examples: list[tuple[str, str]] | None = Field(
-        default=None, description="in-context (query, response) pairs before the query instruction (Causal2Vec "
-                                  "w/ ICL); None: the task's registered ones, []: none")
+        default=None,
+        description="in-context (query, response) pairs before the query instruction (Causal2Vec "
+        "w/ ICL); None: the task's registered ones, []: none",
+    )
     max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
     normalize: bool = Field(default=True, description="unit-length vectors")
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: the decoder's linear layers in int8 (ONNX Runtime, the int8 extra; speed and "
-                                  "agreement with float in docs/performance.md); auto: int8 where it was measured "
-                                  "within the quality bound. Use the collection's setting")
+        default=None,
+        description="CPU: the decoder's linear layers in int8 (ONNX Runtime, the int8 extra; speed and "
+        "agreement with float in docs/performance.md); auto: int8 where it was measured "
+        "within the quality bound. Use the collection's setting",
+    )
     show_progress: bool = Field(default=False, description="progress bar while encoding")
     max_tokens_per_batch: int | None = Field(default=None, ge=1, description="padded tokens per forward pass")
     long_texts: LongTextMode = Field(
-        default="truncate", description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
-                                        "overlapping windows whose unit vectors are mean-pooled into one")
+        default="truncate",
+        description="a text longer than the model reads: 'truncate' it, or 'chunk' it into "
+        "overlapping windows whose unit vectors are mean-pooled into one",
+    )
     dimensions: int | None = Field(
-        default=None, ge=1, description="shorter vectors (Matryoshka): one of the sizes the variant was trained "
-                                         "for (its matryoshka_dims), as OpenAI's embedding classes name it")
+        default=None,
+        ge=1,
+        description="shorter vectors (Matryoshka): one of the sizes the variant was trained "
+        "for (its matryoshka_dims), as OpenAI's embedding classes name it",
+    )
 
     @model_validator(mode="after")
-    def _check_prompt(self) -> "EmbedderOptions":
+    def _check_prompt(self) -> EmbedderOptions:
         from c2v_rag.core.instructions import get_task
 
         if self.task is not None and self.query_instruction is not None:
@@ -268,28 +288,42 @@ class EmbedderOptions(BaseModel):
             check_examples(self.query_examples, where="query_examples")
         return self
 
-    def loaded_model(self) -> "Causal2Vec":
+    def loaded_model(self) -> Causal2Vec:
         """The shared model these options name (loaded on first use)."""
-        return load_model(self.model, device=self.device, dtype=self.dtype, max_length=self.max_length,
-                          quantize=self.quantize)
+        return load_model(
+            self.model, device=self.device, dtype=self.dtype, max_length=self.max_length, quantize=self.quantize
+        )
 
     def embedder(self, batch_size: int = 256) -> Embedder:
         """An :class:`Embedder` over the shared model; cheap, so it is built per call and never
         stored: a stored one would drag the weights into pickles and ``to_dict``."""
         return Embedder(
-            self.loaded_model(), task=self.task, query_instruction=self.query_instruction,
-            text_instruction=self.text_instruction, query_examples=self.query_examples, normalize=self.normalize,
-            show_progress=self.show_progress, batch_size=batch_size,
-            max_tokens_per_batch=self.max_tokens_per_batch, long_texts=self.long_texts,
+            self.loaded_model(),
+            task=self.task,
+            query_instruction=self.query_instruction,
+            text_instruction=self.text_instruction,
+            query_examples=self.query_examples,
+            normalize=self.normalize,
+            show_progress=self.show_progress,
+            batch_size=batch_size,
+            max_tokens_per_batch=self.max_tokens_per_batch,
+            long_texts=self.long_texts,
             truncate_dim=self.dimensions,
         )
 
 
 # sentence-transformers' encode() keywords that the framework classes accept in encode_kwargs /
 # query_encode_kwargs (as LangChain's HuggingFaceEmbeddings does), and the Embedder option each sets.
-ENCODE_KWARGS = {"batch_size": "batch_size", "normalize_embeddings": "normalize",
-                 "show_progress_bar": "show_progress", "max_tokens_per_batch": "max_tokens_per_batch",
-                 "long_texts": "long_texts", "truncate_dim": "truncate_dim", "prompt": None, "prompt_name": None}
+ENCODE_KWARGS = {
+    "batch_size": "batch_size",
+    "normalize_embeddings": "normalize",
+    "show_progress_bar": "show_progress",
+    "max_tokens_per_batch": "max_tokens_per_batch",
+    "long_texts": "long_texts",
+    "truncate_dim": "truncate_dim",
+    "prompt": None,
+    "prompt_name": None,
+}
 PROMPT_NAMES = ("query", "document")
 
 
@@ -299,8 +333,10 @@ def check_encode_kwargs(kwargs: dict[str, Any], field: str) -> None:
     if unknown:
         raise ValueError(f"{field} has {unknown}, which Causal2Vec does not use; accepted: {sorted(ENCODE_KWARGS)}")
     if kwargs.get("prompt_name") not in (None, *PROMPT_NAMES):
-        raise ValueError(f"{field}['prompt_name'] must be one of {PROMPT_NAMES}, got {kwargs['prompt_name']!r}; "
-                         "pass prompt='<instruction>' for any other instruction")
+        raise ValueError(
+            f"{field}['prompt_name'] must be one of {PROMPT_NAMES}, got {kwargs['prompt_name']!r}; "
+            "pass prompt='<instruction>' for any other instruction"
+        )
     if "prompt" in kwargs and "prompt_name" in kwargs:
         raise ValueError(f"{field} has both prompt and prompt_name: pass one")
     if "long_texts" in kwargs:
@@ -333,11 +369,11 @@ def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Litera
     return embedder
 
 
-def model_reference(model: "str | Path | Causal2Vec | None") -> str | None:
+def model_reference(model: str | Path | Causal2Vec | None) -> str | None:
     """What a collection records as its model: the preset name or the resolved variant directory
     (None for a model object, which has no name to reload it by)."""
-    from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.hub.presets import DEFAULT_PRESET
+    from c2v_rag.model.causal2vec import Causal2Vec
 
     if isinstance(model, Causal2Vec):
         return None
@@ -349,33 +385,33 @@ def model_reference(model: "str | Path | Causal2Vec | None") -> str | None:
     return str(as_path.resolve()) if as_path.is_dir() else str(model)
 
 
-def variant_config(model: "str | Path | Causal2Vec | None") -> "Causal2VecConfig":
+def variant_config(model: str | Path | Causal2Vec | None) -> Causal2VecConfig:
     """The model's config without its weights: read from the variant directory or preset.
 
     A missing or corrupt variant raises :class:`~c2v_rag.core.errors.VariantLoadError` here, before
     anything else is done.
     """
-    from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.core.config import read_config
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.model.causal2vec import Causal2Vec
 
     if isinstance(model, Causal2Vec):
         return model.config
     return read_config(resolve_variant_path(model))
 
 
-def variant_weights(model: "str | Path | Causal2Vec | None") -> str | None:
+def variant_weights(model: str | Path | Causal2Vec | None) -> str | None:
     """The model's :func:`~c2v_rag.hub.variants.weights_digest`, read from its files before they load."""
-    from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.hub.variants import weights_digest
+    from c2v_rag.model.causal2vec import Causal2Vec
 
     if isinstance(model, Causal2Vec):
         return model.weights_digest
     return weights_digest(resolve_variant_path(model))
 
 
-def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str | None, device: str | None) -> str:
+def applied_quantization(model: str | Path | Causal2Vec | None, quantize: str | None, device: str | None) -> str:
     """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
     ``quantize`` resolved for ``device``."""
     from c2v_rag.core.devices import resolve_device, resolve_quantize
@@ -383,16 +419,18 @@ def applied_quantization(model: "str | Path | Causal2Vec | None", quantize: str 
 
     if isinstance(model, Causal2Vec):
         if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
-            raise ValueError(f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
-                             f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)")
+            raise ValueError(
+                f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)"
+            )
         return model.quantization
     return resolve_quantize(quantize, resolve_device(device))
 
 
-def resolve_model(model: "str | Path | Causal2Vec | None", device: str | None, dtype: str | None,
-                  quantize: str | None = None) -> tuple[str | None, "Causal2Vec"]:
+def resolve_model(
+    model: str | Path | Causal2Vec | None, device: str | None, dtype: str | None, quantize: str | None = None
+) -> tuple[str | None, Causal2Vec]:
     """The model's reference as a collection records it (None for a loaded model), and the model
     (loaded, or shared with other callers: :func:`~c2v_rag.rag.embedding.load_model`)."""
     reference = model_reference(model)
-    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype,
-                                                                    quantize=quantize))
+    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype, quantize=quantize))

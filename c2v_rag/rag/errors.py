@@ -25,7 +25,7 @@ class IngestError(C2VError, RuntimeError):
     written, and nothing is duplicated. ``result`` holds the counts of the partial run.
     """
 
-    def __init__(self, message: str, doc_ids: list[str], result: "IngestResult | None" = None) -> None:
+    def __init__(self, message: str, doc_ids: list[str], result: IngestResult | None = None) -> None:
         super().__init__(message)
         self.doc_ids = doc_ids
         self.result = result
@@ -54,6 +54,6 @@ class IngestInterrupted(KeyboardInterrupt):
     same ingest resumes: stored chunks are skipped.
     """
 
-    def __init__(self, message: str, result: "IngestResult | None" = None) -> None:
+    def __init__(self, message: str, result: IngestResult | None = None) -> None:
         super().__init__(message)
         self.result = result

@@ -34,11 +34,11 @@ from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
 from c2v_rag.rag.store.query import Fusion, SearchMode
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
     from qdrant_client.http import models
+    from typing_extensions import Self
 
-    from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.store.filters import FilterLike
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -50,7 +50,7 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     @classmethod
-    def as_given(cls, values: Mapping[str, Any]) -> "Self":
+    def as_given(cls, values: Mapping[str, Any]) -> Self:
         """The fields of this set that ``values`` names, as given, the others at their defaults.
 
         Nothing is validated here (``model_construct``): a function taking these options as keyword
@@ -69,29 +69,51 @@ class ConnectionOptions(_Options):
     """
 
     qdrant_url: str | None = Field(
-        default=None, description="a Qdrant server, e.g. https://host:6333; None: embedded Qdrant in path")
+        default=None, description="a Qdrant server, e.g. https://host:6333; None: embedded Qdrant in path"
+    )
     path: str | Path | None = Field(
-        default=None, description="the embedded Qdrant directory; None: $C2V_RAG_QDRANT_PATH or the user data "
-                                  "directory")
+        default=None, description="the embedded Qdrant directory; None: $C2V_RAG_QDRANT_PATH or the user data directory"
+    )
     api_key: SecretStr | None = Field(
-        default=None, description="the server's API key; None: $QDRANT_API_KEY. Never logged, not in repr")
+        default=None, description="the server's API key; None: $QDRANT_API_KEY. Never logged, not in repr"
+    )
     prefer_grpc: bool | None = Field(default=None, description="talk gRPC to the server; None: qdrant's setting")
     store: StoreKind | None = Field(
-        default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
-                                  "Edge); None: an existing directory's, else local")
+        default=None,
+        description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
+        "Edge); None: an existing directory's, else local",
+    )
     qdrant: QdrantConfig | None = Field(
-        default=None, description="the full QdrantConfig (timeouts, vector names, storage); the fields above, "
-                                  "when set, are laid over it")
+        default=None,
+        description="the full QdrantConfig (timeouts, vector names, storage); the fields above, "
+        "when set, are laid over it",
+    )
 
     @classmethod
-    def from_keywords(cls, *, qdrant_url: str | None, path: str | Path | None, api_key: str | SecretStr | None,
-                      prefer_grpc: bool | None, store: StoreKind | None, qdrant: QdrantConfig | None) -> "Self":
+    def from_keywords(
+        cls,
+        *,
+        qdrant_url: str | None,
+        path: str | Path | None,
+        api_key: str | SecretStr | None,
+        prefer_grpc: bool | None,
+        store: StoreKind | None,
+        qdrant: QdrantConfig | None,
+    ) -> Self:
         """The store a function's keyword arguments name, as given (:meth:`as_given`)."""
-        return cls.as_given({"qdrant_url": qdrant_url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc,
-                             "store": store, "qdrant": qdrant})
+        return cls.as_given(
+            {
+                "qdrant_url": qdrant_url,
+                "path": path,
+                "api_key": api_key,
+                "prefer_grpc": prefer_grpc,
+                "store": store,
+                "qdrant": qdrant,
+            }
+        )
 
     @classmethod
-    def as_given(cls, values: Mapping[str, Any]) -> "Self":
+    def as_given(cls, values: Mapping[str, Any]) -> Self:
         """:meth:`_Options.as_given`, with a plain-string ``api_key`` wrapped, so repr never shows it."""
         options = super().as_given(values)
         if isinstance(options.api_key, str):
@@ -119,21 +141,26 @@ class ModelOptions(_Options):
     # Any: a loaded Causal2Vec is an object pydantic cannot describe, and naming its class here
     # would import the model layer (torch) with these options.
     model: Any = Field(
-        default=None, description="a preset name, a variant directory or a loaded Causal2Vec; None: the default "
-                                  "preset (search: the model the collection was built with; another is refused)")
+        default=None,
+        description="a preset name, a variant directory or a loaded Causal2Vec; None: the default "
+        "preset (search: the model the collection was built with; another is refused)",
+    )
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None: cuda when present")
     dtype: str | None = Field(default=None, description="auto, float32, bfloat16 or float16; None: auto")
     quantize: str | None = Field(
-        default=None, description="'none', 'int8' (the decoder's linear layers in int8, CPU) or 'auto' (int8 where it met the "
-                                  "quality bound); None: none (search: the collection's own; the other is refused)")
+        default=None,
+        description="'none', 'int8' (the decoder's linear layers in int8, CPU) or 'auto' (int8 where it met the "
+        "quality bound); None: none (search: the collection's own; the other is refused)",
+    )
 
     @classmethod
-    def from_keywords(cls, *, model: "str | Path | Causal2Vec | None", device: str | None, dtype: str | None,
-                      quantize: str | None) -> "Self":
+    def from_keywords(
+        cls, *, model: str | Path | Causal2Vec | None, device: str | None, dtype: str | None, quantize: str | None
+    ) -> Self:
         """The model a function's keyword arguments name, as given (:meth:`as_given`)."""
         return cls.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
 
-    def load(self, *, default_model: str | None = None, default_quantize: str | None = None) -> "Causal2Vec":
+    def load(self, *, default_model: str | None = None, default_quantize: str | None = None) -> Causal2Vec:
         """The model: a loaded Causal2Vec as given, else the shared one for these options, with
         ``default_model``/``default_quantize`` standing in for those left None (search passes the
         collection's own, the only ones whose query vectors compare with its points)."""
@@ -153,7 +180,7 @@ class ModelOptions(_Options):
 
         return model_reference(self.model)
 
-    def variant_config(self) -> "Causal2VecConfig":
+    def variant_config(self) -> Causal2VecConfig:
         """The model's config without its weights (:func:`~c2v_rag.rag.embedding.variant_config`)."""
         from c2v_rag.rag.embedding import variant_config
 
@@ -179,21 +206,30 @@ class CommonSearchOptions(_Options):
     query's task and in-context examples, and which points come back."""
 
     task: str | None = Field(
-        default=None, description="a registered task whose instruction the query gets ('c2v-rag tasks' lists them); "
-                                  "None: the variant's default, else MS MARCO's. Documents were stored without one")
+        default=None,
+        description="a registered task whose instruction the query gets ('c2v-rag tasks' lists them); "
+        "None: the variant's default, else MS MARCO's. Documents were stored without one",
+    )
     examples: list[tuple[str, str]] | None = Field(
-        default=None, description="in-context (query, response) pairs before the query's instruction (Causal2Vec "
-                                  "w/ ICL); None: the task's registered ones, []: none")
+        default=None,
+        description="in-context (query, response) pairs before the query's instruction (Causal2Vec "
+        "w/ ICL); None: the task's registered ones, []: none",
+    )
     filter: Any = Field(
-        default=None, description="a qdrant_client.models.Filter (used as is) or the dict form of "
-                                  "c2v_rag.rag.store.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
-                                  "{'year': {'gte': 2020}}, {'must_not': {...}}")
+        default=None,
+        description="a qdrant_client.models.Filter (used as is) or the dict form of "
+        "c2v_rag.rag.store.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
+        "{'year': {'gte': 2020}}, {'must_not': {...}}",
+    )
     score_threshold: float | None = Field(
-        default=None, description="leave out hits scoring below it (the mode's score: cosine, BM25 or fused)")
+        default=None, description="leave out hits scoring below it (the mode's score: cosine, BM25 or fused)"
+    )
     group_by_document: bool = Field(
-        default=False, description="the top_k best documents rather than chunks: each hit is a document's best "
-                                   "chunk, with its score (MaxP: a long document ranks by its best passage, and no "
-                                   "document fills several places); points without a doc_id are left out")
+        default=False,
+        description="the top_k best documents rather than chunks: each hit is a document's best "
+        "chunk, with its score (MaxP: a long document ranks by its best passage, and no "
+        "document fills several places); points without a doc_id are left out",
+    )
 
 
 class SearchOptions(CommonSearchOptions):
@@ -201,26 +237,53 @@ class SearchOptions(CommonSearchOptions):
     retrieval mode and what each hit carries. The query and ``top_k`` belong to the call."""
 
     collection: str = Field(
-        default=DEFAULT_COLLECTION, description="a collection or an alias (resolved once per call, so a reindex "
-                                                "switching the alias meanwhile is never half-seen)")
+        default=DEFAULT_COLLECTION,
+        description="a collection or an alias (resolved once per call, so a reindex "
+        "switching the alias meanwhile is never half-seen)",
+    )
     instruction: str | None = Field(default=None, description="a literal query instruction instead of task")
     mode: SearchMode = Field(
-        default="dense", description="'dense' (the model's vectors), 'sparse' (BM25) or 'hybrid' (both, fused); the "
-                                     "last two need a collection ingested with sparse='bm25'")
+        default="dense",
+        description="'dense' (the model's vectors), 'sparse' (BM25) or 'hybrid' (both, fused); the "
+        "last two need a collection ingested with sparse='bm25'",
+    )
     fusion: Fusion = Field(
-        default="rrf", description="how mode='hybrid' merges the dense and the BM25 lists, both in Qdrant: 'rrf' "
-                                   "(reciprocal rank) or 'dbsf' (distribution-based score fusion)")
+        default="rrf",
+        description="how mode='hybrid' merges the dense and the BM25 lists, both in Qdrant: 'rrf' "
+        "(reciprocal rank) or 'dbsf' (distribution-based score fusion)",
+    )
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
 
     @classmethod
-    def from_keywords(cls, *, collection: str, task: str | None, instruction: str | None,
-                      examples: Sequence[tuple[str, str]] | None, filter: "FilterLike | models.Filter | None",
-                      score_threshold: float | None, mode: SearchMode, fusion: Fusion, with_vectors: bool,
-                      group_by_document: bool) -> "Self":
+    def from_keywords(
+        cls,
+        *,
+        collection: str,
+        task: str | None,
+        instruction: str | None,
+        examples: Sequence[tuple[str, str]] | None,
+        filter: FilterLike | models.Filter | None,
+        score_threshold: float | None,
+        mode: SearchMode,
+        fusion: Fusion,
+        with_vectors: bool,
+        group_by_document: bool,
+    ) -> Self:
         """The search a function's keyword arguments describe, as given (:meth:`as_given`)."""
-        return cls.as_given({"collection": collection, "task": task, "instruction": instruction, "examples": examples,
-                             "filter": filter, "score_threshold": score_threshold, "mode": mode, "fusion": fusion,
-                             "with_vectors": with_vectors, "group_by_document": group_by_document})
+        return cls.as_given(
+            {
+                "collection": collection,
+                "task": task,
+                "instruction": instruction,
+                "examples": examples,
+                "filter": filter,
+                "score_threshold": score_threshold,
+                "mode": mode,
+                "fusion": fusion,
+                "with_vectors": with_vectors,
+                "group_by_document": group_by_document,
+            }
+        )
 
 
 def search_keywords_over_options(function: _F) -> _F:
@@ -254,6 +317,7 @@ def search_keywords_over_options(function: _F) -> _F:
         return kwargs
 
     if inspect.iscoroutinefunction(function):
+
         @functools.wraps(function)
         async def call_async(*args: Any, **kwargs: Any) -> Any:
             return await function(*args, **laid_over(kwargs))

@@ -52,9 +52,11 @@ class IngestResult(BaseModel):
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        text = (f"{self.documents} documents, {self.chunks} chunks ({self.chunks_written} written, "
-                f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
-                f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+        text = (
+            f"{self.documents} documents, {self.chunks} chunks ({self.chunks_written} written, "
+            f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
+            f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
+        )
         if self.files_skipped or self.records_skipped:
             text += f"; skipped {self.files_skipped} files and {self.records_skipped} records"
         if self.documents_deleted:

@@ -15,8 +15,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
@@ -44,8 +44,9 @@ def served_name(config: ServerConfig) -> str:
     return Path(config.model).name if config.model else DEFAULT_PRESET
 
 
-def instruction_for(model: "Causal2Vec", input_type: str, task: str | None,
-                    examples: list[tuple[str, str]] | None = None) -> "Instruction":
+def instruction_for(
+    model: Causal2Vec, input_type: str, task: str | None, examples: list[tuple[str, str]] | None = None
+) -> Instruction:
     """The instruction an input type gets: the RAG layer's policy, so /v1/search and ingest agree.
 
     Queries get ``task``'s instruction, else the variant's default, else MS MARCO's; documents get
@@ -54,15 +55,16 @@ def instruction_for(model: "Causal2Vec", input_type: str, task: str | None,
     """
     try:
         if input_type == "query":
-            return resolve_instruction(**Embedder(model, task=task, query_examples=examples).query_prompt(),
-                                       is_query=True)
+            return resolve_instruction(
+                **Embedder(model, task=task, query_examples=examples).query_prompt(), is_query=True
+            )
         # Explicit examples for documents of a retrieval task are refused here, not dropped.
         return resolve_instruction(task=task, instruction=None, is_query=False, examples=examples)
     except ValueError as err:
         raise ApiError(400, f"'examples': {err}", param="examples") from None
 
 
-def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastAPI:
+def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI:
     """An app serving ``model``: OpenAI's embeddings API, /v1/search, /health and /metrics.
 
     Start it with any ASGI server (``c2v-rag serve`` uses uvicorn); the batcher starts and, on
@@ -72,13 +74,19 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
     name = served_name(config)
     metrics = ServerMetrics()
     batcher = DynamicBatcher(
-        model, max_wait_s=config.max_wait_ms / 1000, batch_size=config.batch_size,
+        model,
+        max_wait_s=config.max_wait_ms / 1000,
+        batch_size=config.batch_size,
         max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device, model.quantization),
-        max_pad_fraction=config.max_pad_fraction if config.max_pad_fraction is not None else
-        (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
-        max_round_texts=config.max_round_texts, max_queued_texts=config.max_queued_texts,
-        max_tokens_per_request=config.max_tokens_per_request, normalize=config.normalize,
-        threads=config.threads, metrics=metrics,
+        max_pad_fraction=config.max_pad_fraction
+        if config.max_pad_fraction is not None
+        else (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
+        max_round_texts=config.max_round_texts,
+        max_queued_texts=config.max_queued_texts,
+        max_tokens_per_request=config.max_tokens_per_request,
+        normalize=config.normalize,
+        threads=config.threads,
+        metrics=metrics,
     )
     searcher = None
     if config.qdrant_url or config.qdrant_path:
@@ -109,16 +117,24 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         metrics.in_progress.inc()
         try:
             if key is not None and route not in _OPEN_PATHS and not _authorized(request, key):
-                response = _error_response(ApiError(
-                    401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
-                    type="authentication_error", code="invalid_api_key",
-                    headers={"WWW-Authenticate": "Bearer"}))
+                response = _error_response(
+                    ApiError(
+                        401,
+                        "missing or wrong API key: send the header 'Authorization: Bearer <key>'",
+                        type="authentication_error",
+                        code="invalid_api_key",
+                        headers={"WWW-Authenticate": "Bearer"},
+                    )
+                )
             else:
                 response = await call_next(request)
         except Exception as err:  # not an ApiError: a bug or a failed forward pass
             logger.exception("Unhandled error on %s %s", request.method, request.url.path)
-            response = _error_response(ApiError(
-                500, f"internal error: {type(err).__name__}; the server log has the details", type="server_error"))
+            response = _error_response(
+                ApiError(
+                    500, f"internal error: {type(err).__name__}; the server log has the details", type="server_error"
+                )
+            )
         finally:
             metrics.in_progress.dec()
         metrics.requests.labels(route, str(response.status_code)).inc()
@@ -147,9 +163,13 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         try:
             return await batcher.embed(texts, instruction)
         except QueueFullError as err:
-            raise ApiError(503, f"the server is at capacity ({err}): retry after {config.retry_after_s} s",
-                           type="server_overloaded", code="queue_full",
-                           headers={"Retry-After": str(config.retry_after_s)}) from None
+            raise ApiError(
+                503,
+                f"the server is at capacity ({err}): retry after {config.retry_after_s} s",
+                type="server_overloaded",
+                code="queue_full",
+                headers={"Retry-After": str(config.retry_after_s)},
+            ) from None
         except RequestTooLargeError as err:
             raise ApiError(413, str(err), param="input", code="too_many_tokens") from None
         except ValueError as err:  # an instruction that leaves no room for text
@@ -161,21 +181,33 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         try:
             get_task(task)
         except KeyError:
-            raise ApiError(400, f"'task': unknown task {task!r}: use a registered name ('c2v-rag tasks' lists "
-                                "them, e.g. SciFact, NFCorpus, STSBenchmark) or leave it out", param="task") from None
+            raise ApiError(
+                400,
+                f"'task': unknown task {task!r}: use a registered name ('c2v-rag tasks' lists "
+                "them, e.g. SciFact, NFCorpus, STSBenchmark) or leave it out",
+                param="task",
+            ) from None
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         body: EmbeddingRequest = await read(request, EmbeddingRequest)
         if body.model is not None and body.model != name:
-            raise ApiError(404, f"model {body.model!r} is not served here; this server serves {name!r} "
-                                "(GET /v1/models)", param="model", code="model_not_found")
+            raise ApiError(
+                404,
+                f"model {body.model!r} is not served here; this server serves {name!r} (GET /v1/models)",
+                param="model",
+                code="model_not_found",
+            )
         sizes = model.config.vector_sizes
         if body.dimensions is not None and body.dimensions not in sizes:
-            raise ApiError(400, f"'dimensions': {name} makes vectors of {' or '.join(map(str, sizes))} dimensions, "
-                                f"the sizes it was trained for (Matryoshka), not {body.dimensions}; pass one of them or leave "
-                                "'dimensions' out for the whole vector", param="dimensions",
-                           code="unsupported_dimensions")
+            raise ApiError(
+                400,
+                f"'dimensions': {name} makes vectors of {' or '.join(map(str, sizes))} dimensions, "
+                f"the sizes it was trained for (Matryoshka), not {body.dimensions}; pass one of them or leave "
+                "'dimensions' out for the whole vector",
+                param="dimensions",
+                code="unsupported_dimensions",
+            )
         dimensions = model.config.check_truncate_dim(body.dimensions)
         texts, _ = check_input(body.input, config.max_texts_per_request)
         check_task(body.task)
@@ -187,10 +219,17 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         metrics.truncated.inc(sum(result.truncated))
         # A Matryoshka prefix is a slice of the whole vector, re-normalized: requests of every size share batches.
         vectors = truncate_rows(result.vectors, dimensions)
-        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format),
-                 "truncated": cut} for i, (v, cut) in enumerate(zip(vectors, result.truncated))]
-        payload = {"object": "list", "data": data, "model": name, "input_type": input_type,
-                   "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        data = [
+            {"object": "embedding", "index": i, "embedding": _encode_vector(v, body.encoding_format), "truncated": cut}
+            for i, (v, cut) in enumerate(zip(vectors, result.truncated))
+        ]
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": name,
+            "input_type": input_type,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         headers = {"X-Truncated-Inputs": str(sum(result.truncated))}
         return Response(json.dumps(payload), media_type="application/json", headers=headers)
 
@@ -198,8 +237,11 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
     async def search(request: Request):
         body: SearchRequest = await read(request, SearchRequest)
         if searcher is None:
-            raise ApiError(404, "search is not configured on this server: start it with --qdrant-url URL or "
-                                "--path QDRANT_DIR", code="search_not_configured")
+            raise ApiError(
+                404,
+                "search is not configured on this server: start it with --qdrant-url URL or --path QDRANT_DIR",
+                code="search_not_configured",
+            )
         options = body.search_options(config.collection)
         check_task(options.task)
         concrete = await searcher.check(options.collection)
@@ -207,17 +249,31 @@ def create_app(model: "Causal2Vec", config: ServerConfig | None = None) -> FastA
         hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, options)
         metrics.texts.inc(1)
         metrics.tokens.inc(result.tokens[0])
-        return {"object": "list", "model": name, "collection": options.collection,
-                "data": [h.model_dump(exclude={"vector"}) for h in hits],
-                "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]}}
+        return {
+            "object": "list",
+            "model": name,
+            "collection": options.collection,
+            "data": [h.model_dump(exclude={"vector"}) for h in hits],
+            "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]},
+        }
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{
-            "id": name, "object": "model", "created": 0, "owned_by": "c2v_rag",
-            "dimensions": model.embedding_dim, "max_input_tokens": model.max_seq_length,
-            "matryoshka_dimensions": model.config.vector_sizes,
-            "default_input_type": config.default_input_type}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "c2v_rag",
+                    "dimensions": model.embedding_dim,
+                    "max_input_tokens": model.max_seq_length,
+                    "matryoshka_dimensions": model.config.vector_sizes,
+                    "default_input_type": config.default_input_type,
+                }
+            ],
+        }
 
     @app.get("/health")
     async def health():
@@ -243,8 +299,12 @@ def _error_response(err: ApiError) -> JSONResponse:
 
 
 def _too_large_body(size: int, limit: int) -> ApiError:
-    return ApiError(413, f"the request body is {size} bytes, more than this server's limit of {limit}: send "
-                         "fewer or shorter texts per request", code="request_too_large")
+    return ApiError(
+        413,
+        f"the request body is {size} bytes, more than this server's limit of {limit}: send "
+        "fewer or shorter texts per request",
+        code="request_too_large",
+    )
 
 
 def _encode_vector(vector, encoding_format: str) -> Any:

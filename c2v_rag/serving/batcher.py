@@ -24,9 +24,9 @@ from c2v_rag.core.devices import configure_cpu_threads
 from c2v_rag.encode.loop import PreparedTexts, embed_prepared, normalize_rows, prepare_texts
 
 if TYPE_CHECKING:
+    from c2v_rag.core.instructions import Instruction
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.serving.metrics import ServerMetrics
-    from c2v_rag.core.instructions import Instruction
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class EmbedResult:
 @dataclass
 class _Job:
     texts: list[str]
-    instruction: "Instruction"
+    instruction: Instruction
     future: asyncio.Future
     enqueued: float = field(default_factory=time.perf_counter)
 
@@ -83,7 +83,7 @@ class DynamicBatcher:
 
     def __init__(
         self,
-        model: "Causal2Vec",
+        model: Causal2Vec,
         *,
         max_wait_s: float,
         max_batch_tokens: int,
@@ -94,7 +94,7 @@ class DynamicBatcher:
         max_tokens_per_request: int,
         normalize: bool = True,
         threads: int | None = 1,
-        metrics: "ServerMetrics | None" = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.model = model
         self.max_wait_s = max_wait_s
@@ -119,8 +119,12 @@ class DynamicBatcher:
         self.model.eval()
         self._queue = asyncio.Queue()
         # torch's intra-op thread count is per thread: set it in the thread that runs the model.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-encode",
-                                            initializer=configure_cpu_threads, initargs=(self.threads, None))
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="c2v-encode",
+            initializer=configure_cpu_threads,
+            initargs=(self.threads, None),
+        )
         self._worker = asyncio.create_task(self._run(), name="c2v-batcher")
 
     async def stop(self) -> None:
@@ -134,7 +138,7 @@ class DynamicBatcher:
 
     # ------------------------------------------------------------------ requests
 
-    async def embed(self, texts: list[str], instruction: "Instruction") -> EmbedResult:
+    async def embed(self, texts: list[str], instruction: Instruction) -> EmbedResult:
         """The vectors of ``texts`` (one instruction for all), computed in a shared batch."""
         if self._worker is None:
             raise RuntimeError("the batcher is not running: call start() first")
@@ -222,14 +226,22 @@ class DynamicBatcher:
             if tokens > self.max_tokens_per_request:
                 outcomes[i] = RequestTooLargeError(
                     f"the input holds {tokens} tokens, more than this server's limit of "
-                    f"{self.max_tokens_per_request} per request: split it into smaller requests")
+                    f"{self.max_tokens_per_request} per request: split it into smaller requests"
+                )
                 continue
             admitted.append((i, prepared))
         merged = PreparedTexts.concat([p for _, p in admitted])
         out = np.zeros((len(merged), self.model.embedding_dim), dtype=np.float32)
         if len(merged):
-            embed_prepared(self.model, merged, out, max_tokens=self.max_batch_tokens, batch_size=self.batch_size,
-                           max_pad_fraction=self.max_pad_fraction, on_batch=self._observe_batch)
+            embed_prepared(
+                self.model,
+                merged,
+                out,
+                max_tokens=self.max_batch_tokens,
+                batch_size=self.batch_size,
+                max_pad_fraction=self.max_pad_fraction,
+                on_batch=self._observe_batch,
+            )
         if self.normalize:
             normalize_rows(out)
         offset = 0

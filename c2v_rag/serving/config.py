@@ -32,35 +32,48 @@ class ServerConfig(BaseModel):
     device: str | None = None
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     quantize: Literal["none", "int8", "auto"] | None = Field(
-        default=None, description="CPU: the decoder's linear layers in int8 (docs/performance.md, 'int8 on CPU'); "
-                                  "use the setting the collection was ingested with")
+        default=None,
+        description="CPU: the decoder's linear layers in int8 (docs/performance.md, 'int8 on CPU'); "
+        "use the setting the collection was ingested with",
+    )
     api_key: SecretStr | None = Field(
-        None, description=f"Bearer token clients must send; default ${API_KEY_ENV}; never logged")
+        None, description=f"Bearer token clients must send; default ${API_KEY_ENV}; never logged"
+    )
 
     # -- what an input type means
     default_input_type: Literal["query", "document"] = Field(
-        "document", description="for clients that send no input_type (plain OpenAI clients): documents get "
-                                "no instruction, as when ingesting")
+        "document",
+        description="for clients that send no input_type (plain OpenAI clients): documents get "
+        "no instruction, as when ingesting",
+    )
     normalize: bool = Field(True, description="unit-length vectors, as OpenAI's are (cosine = dot product)")
 
     # -- dynamic batching
     max_wait_ms: float = Field(5.0, ge=0, description="longest a request waits for others to share its batch")
     max_batch_tokens: int | None = Field(
-        None, ge=1, description="padded decoder tokens per forward pass (default: encode's, by device)")
+        None, ge=1, description="padded decoder tokens per forward pass (default: encode's, by device)"
+    )
     batch_size: int = Field(256, ge=1, description="texts per forward pass, at most")
     max_pad_fraction: float | None = Field(
-        None, ge=0, le=1, description="a text is padded by at most this fraction of its batch's longest "
-                                      "(default: 0.25 on CPU, where padding is pure loss; no limit on GPU)")
+        None,
+        ge=0,
+        le=1,
+        description="a text is padded by at most this fraction of its batch's longest "
+        "(default: 0.25 on CPU, where padding is pure loss; no limit on GPU)",
+    )
     max_round_texts: int = Field(
-        2048, ge=1, description="texts merged into one batching round; later requests wait for the next")
+        2048, ge=1, description="texts merged into one batching round; later requests wait for the next"
+    )
 
     # -- limits
     max_texts_per_request: int = Field(2048, ge=1, description="more inputs in one request: 413")
     max_tokens_per_request: int = Field(
-        262_144, ge=1, description="more decoder tokens (after truncation) in one request: 413")
+        262_144, ge=1, description="more decoder tokens (after truncation) in one request: 413"
+    )
     max_request_bytes: int = Field(16 * 2**20, ge=1, description="larger request bodies: 413")
     max_queued_texts: int = Field(
-        8192, ge=1, description="texts waiting for the model; beyond it requests get 503 with Retry-After")
+        8192, ge=1, description="texts waiting for the model; beyond it requests get 503 with Retry-After"
+    )
     retry_after_s: int = Field(1, ge=1, description="the Retry-After a 503 carries")
 
     # -- CPU threads (docs/serving.md has the measurements behind the default)
@@ -70,14 +83,15 @@ class ServerConfig(BaseModel):
     qdrant_url: str | None = Field(None, description="Qdrant server for /v1/search (API key: $QDRANT_API_KEY)")
     qdrant_path: Path | None = Field(None, description="embedded Qdrant directory for /v1/search")
     qdrant_store: StoreKind | None = Field(
-        None, description="the embedded engine of qdrant_path (default: detected from the directory)")
+        None, description="the embedded engine of qdrant_path (default: detected from the directory)"
+    )
     collection: str = Field("c2v_rag", description="default collection for /v1/search")
     prefer_grpc: bool = Field(False, description="talk gRPC to the Qdrant server")
 
     graceful_shutdown_s: float = Field(30.0, ge=0, description="how long in-flight requests may take on shutdown")
 
     @model_validator(mode="after")
-    def _key_from_env(self) -> "ServerConfig":
+    def _key_from_env(self) -> ServerConfig:
         if self.api_key is None and os.environ.get(API_KEY_ENV):
             self.api_key = SecretStr(os.environ[API_KEY_ENV])
         if self.api_key is not None and not self.api_key.get_secret_value():
@@ -87,5 +101,6 @@ class ServerConfig(BaseModel):
     def connection(self) -> ConnectionOptions:
         """The store /v1/search reads, as the library's :class:`~c2v_rag.rag.options.ConnectionOptions`
         (the API key of a Qdrant server comes from ``$QDRANT_API_KEY``: ``api_key`` is the server's own)."""
-        return ConnectionOptions(qdrant_url=self.qdrant_url, path=self.qdrant_path, prefer_grpc=self.prefer_grpc,
-                                 store=self.qdrant_store)
+        return ConnectionOptions(
+            qdrant_url=self.qdrant_url, path=self.qdrant_path, prefer_grpc=self.prefer_grpc, store=self.qdrant_store
+        )

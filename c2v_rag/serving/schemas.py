@@ -18,8 +18,16 @@ from c2v_rag.rag.options import CommonSearchOptions, SearchOptions
 class ApiError(Exception):
     """An HTTP error with OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str = "invalid_request_error", headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -42,11 +50,14 @@ class EmbeddingRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(None, ge=1)
     input_type: Literal["query", "document"] | None = Field(
-        None, description="extension: queries get the task's instruction, documents none (asymmetric tasks)")
+        None, description="extension: queries get the task's instruction, documents none (asymmetric tasks)"
+    )
     task: str | None = Field(None, description="extension: a registered task name (c2v-rag tasks)")
     examples: list[tuple[str, str]] | None = Field(
-        None, description="extension: in-context [query, response] pairs before the query instruction (Causal2Vec "
-                          "w/ ICL); null: the task's registered ones, []: none. Queries only (and symmetric tasks)")
+        None,
+        description="extension: in-context [query, response] pairs before the query instruction (Causal2Vec "
+        "w/ ICL); null: the task's registered ones, []: none. Queries only (and symmetric tasks)",
+    )
 
 
 class _SearchQuery(BaseModel):
@@ -70,8 +81,11 @@ class SearchRequest(CommonSearchOptions, _SearchQuery):
     """
 
     # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
-    filter: dict[str, Any] | None = Field(None, description="metadata conditions: equality, a list for any-of, "
-                                                            "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.store.filters)")
+    filter: dict[str, Any] | None = Field(
+        None,
+        description="metadata conditions: equality, a list for any-of, "
+        "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.store.filters)",
+    )
 
     def search_options(self, default_collection: str) -> SearchOptions:
         """The library's options for this request, with ``default_collection`` where it names none."""
@@ -84,18 +98,25 @@ def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ApiError(400, f"the request body is not valid UTF-8 (byte {err.start}): send JSON encoded "
-                            "as UTF-8", code="invalid_encoding") from None
+        raise ApiError(
+            400,
+            f"the request body is not valid UTF-8 (byte {err.start}): send JSON encoded as UTF-8",
+            code="invalid_encoding",
+        ) from None
     if not text.strip():
         raise ApiError(400, "the request body is empty: send a JSON object", code="invalid_json")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ApiError(400, f"the request body is not valid JSON: {err.msg} at line {err.lineno} column "
-                            f"{err.colno}", code="invalid_json") from None
+        raise ApiError(
+            400,
+            f"the request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}",
+            code="invalid_json",
+        ) from None
     if not isinstance(data, dict):
-        raise ApiError(400, f"the request body must be a JSON object, not a JSON {_json_type(data)}",
-                       code="invalid_json")
+        raise ApiError(
+            400, f"the request body must be a JSON object, not a JSON {_json_type(data)}", code="invalid_json"
+        )
     try:
         return schema.model_validate(data)
     except ValidationError as err:
@@ -113,13 +134,19 @@ def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
     elif isinstance(value, list):
         single = False
     else:
-        raise ApiError(400, f"'input' must be a string or a list of strings, not a JSON {_json_type(value)}",
-                       param="input")
+        raise ApiError(
+            400, f"'input' must be a string or a list of strings, not a JSON {_json_type(value)}", param="input"
+        )
     if not value:
         raise ApiError(400, "'input' is an empty list: send at least one string", param="input")
     if len(value) > max_texts:
-        raise ApiError(413, f"'input' holds {len(value)} texts, more than this server's limit of {max_texts} "
-                            "per request: split it into smaller requests", param="input", code="too_many_inputs")
+        raise ApiError(
+            413,
+            f"'input' holds {len(value)} texts, more than this server's limit of {max_texts} "
+            "per request: split it into smaller requests",
+            param="input",
+            code="too_many_inputs",
+        )
     for i, item in enumerate(value):
         where = "'input'" if single else f"'input[{i}]'"
         if isinstance(item, str):
@@ -131,13 +158,24 @@ def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
                 raise ApiError(400, str(err), param="input") from None
             continue
         if isinstance(item, (int, list)) and not isinstance(item, bool):
-            raise ApiError(400, f"{where} is token ids; this server embeds text: send strings (LangChain: "
-                                "OpenAIEmbeddings(check_embedding_ctx_length=False))", param="input",
-                           code="token_ids_unsupported")
+            raise ApiError(
+                400,
+                f"{where} is token ids; this server embeds text: send strings (LangChain: "
+                "OpenAIEmbeddings(check_embedding_ctx_length=False))",
+                param="input",
+                code="token_ids_unsupported",
+            )
         raise ApiError(400, f"{where} must be a string, not a JSON {_json_type(item)}", param="input")
     return value, single
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

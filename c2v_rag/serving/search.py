@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from c2v_rag.rag.store.aliases import resolve_alias
 from c2v_rag.encode.loop import truncate_rows
-from c2v_rag.rag.store.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
-from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
+from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import CommonSearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit, nearest_chunks
+from c2v_rag.rag.store.aliases import resolve_alias
+from c2v_rag.rag.store.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.schemas import ApiError
 
@@ -30,7 +30,7 @@ class CollectionSearcher:
     use; its calls run in a thread of their own, off the event loop and off the model's thread.
     """
 
-    def __init__(self, model: "Causal2Vec", config: ServerConfig) -> None:
+    def __init__(self, model: Causal2Vec, config: ServerConfig) -> None:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = config.connection().resolve()
         self.model = model
@@ -54,6 +54,7 @@ class CollectionSearcher:
         The caller searches the name returned, so an alias switched by a reindex between the check
         and the search cannot pair this check with the other collection's points.
         """
+
         def run() -> str:
             client = self._connect()
             concrete = resolve_alias(client, collection)
@@ -72,15 +73,17 @@ class CollectionSearcher:
         except CollectionNotFoundError as err:
             raise ApiError(404, str(err), param="collection", code="collection_not_found") from None
 
-    async def nearest(self, collection: str, vector: Sequence[float], top_k: int,
-                      options: CommonSearchOptions | None = None) -> list[SearchHit]:
+    async def nearest(
+        self, collection: str, vector: Sequence[float], top_k: int, options: CommonSearchOptions | None = None
+    ) -> list[SearchHit]:
         """The nearest chunks of ``collection``: the concrete name :meth:`check` returned, filtered and
         grouped by ``options``. ``vector`` is the served model's whole query vector; it is cut to the
         prefix the collection stores."""
         vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
         try:
-            return await self._call(lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k,
-                                                           options))
+            return await self._call(
+                lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k, options)
+            )
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

@@ -17,14 +17,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _uvicorn_config(app: "FastAPI", config: ServerConfig, **overrides):
+def _uvicorn_config(app: FastAPI, config: ServerConfig, **overrides):
     import uvicorn
 
     # Uvicorn handles SIGTERM/SIGINT: it stops accepting, lets in-flight requests finish (up to
     # timeout_graceful_shutdown), then runs the lifespan shutdown, which drains the batcher.
     # Its access log records method, path and status, never headers: the API key stays out.
-    options = dict(host=config.host, port=config.port, timeout_graceful_shutdown=config.graceful_shutdown_s,
-                   log_level="info", access_log=False, lifespan="on")
+    options = dict(
+        host=config.host,
+        port=config.port,
+        timeout_graceful_shutdown=config.graceful_shutdown_s,
+        log_level="info",
+        access_log=False,
+        lifespan="on",
+    )
     options.update(overrides)
     return uvicorn.Config(app, **options)
 
@@ -36,12 +42,14 @@ def serve(config: ServerConfig) -> None:
     from c2v_rag.model.causal2vec import Causal2Vec
 
     configure_cpu_threads(config.threads)
-    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype,
-                                       quantize=config.quantize)
+    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype, quantize=config.quantize)
     app = create_app(model, config)
     if config.host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
-        logger.warning("Listening on %s with no API key: anyone who can reach this port can use it "
-                       "(set --api-key or $C2V_RAG_API_KEY)", config.host)
+        logger.warning(
+            "Listening on %s with no API key: anyone who can reach this port can use it "
+            "(set --api-key or $C2V_RAG_API_KEY)",
+            config.host,
+        )
     logger.warning("Serving %s on http://%s:%d", served_name(config), config.host, config.port)
     uvicorn.Server(_uvicorn_config(app, config)).run()
 
@@ -53,7 +61,7 @@ class ServerThread:
     server down as SIGTERM would, in-flight requests first.
     """
 
-    def __init__(self, app: "FastAPI", config: ServerConfig | None = None, *, startup_timeout_s: float = 60) -> None:
+    def __init__(self, app: FastAPI, config: ServerConfig | None = None, *, startup_timeout_s: float = 60) -> None:
         import uvicorn
 
         config = (config or ServerConfig()).model_copy(update={"port": 0})
@@ -62,7 +70,7 @@ class ServerThread:
         self._startup_timeout_s = startup_timeout_s
         self.url = ""
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         deadline = time.monotonic() + self._startup_timeout_s
         while not self._server.started:

@@ -108,8 +108,7 @@ def rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     tensors["numpy.keys"] = torch.from_numpy(np.asarray(keys, dtype=np.int64))
     version, internal, gauss = random.getstate()
-    scalars = {"numpy": [kind, int(pos), int(has_gauss), float(cached)],
-               "python": [version, list(internal), gauss]}
+    scalars = {"numpy": [kind, int(pos), int(has_gauss), float(cached)], "python": [version, list(internal), gauss]}
     return tensors, scalars
 
 

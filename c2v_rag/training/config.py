@@ -62,7 +62,9 @@ class ModelSection(_Section):
     decoder: str | None = None
     encoder: str | None = "all-minilm-l6-v2"
     config: dict[str, Any] = Field(default_factory=dict)
-    max_length: int | None = Field(None, ge=8, description="decoder length bound while training (overrides the variant's)")
+    max_length: int | None = Field(
+        None, ge=8, description="decoder length bound while training (overrides the variant's)"
+    )
     projector_seed: int = 0
     projector_scale: Literal["default", "word_embeddings"] = Field(
         "default",
@@ -73,7 +75,7 @@ class ModelSection(_Section):
     )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelSection":
+    def _one_source(self) -> ModelSection:
         for reserved in ("dtype", "decoder", "encoder"):
             if reserved in self.config:
                 where = "training.precision" if reserved == "dtype" else f"model.{reserved}"
@@ -135,31 +137,40 @@ class DatasetSection(_Section):
     dev_seed: int = 0
     weight: float = Field(1.0, gt=0, description="relative share of this dataset's batches")
     icl_examples: int = Field(
-        0, ge=0, description="Causal2Vec w/ ICL (bge-en-icl's training): each query gets a random number, 0 to "
-                             "this many, of in-context (query, positive) examples drawn from this dataset's other "
-                             "examples; queries without an instruction get none. 0: off")
+        0,
+        ge=0,
+        description="Causal2Vec w/ ICL (bge-en-icl's training): each query gets a random number, 0 to "
+        "this many, of in-context (query, positive) examples drawn from this dataset's other "
+        "examples; queries without an instruction get none. 0: off",
+    )
     hard_negatives: int | None = Field(None, ge=0, description="overrides training.hard_negatives")
     loss: Literal["info_nce", "cosent"] = Field(
         "info_nce",
         description="info_nce: positives against in-batch and hard negatives; cosent (scored_pairs only): "
-                    "order the batch's pair cosines like their gold scores, so graded similarity is learned "
-                    "rather than only near-paraphrases",
+        "order the batch's pair cosines like their gold scores, so graded similarity is learned "
+        "rather than only near-paraphrases",
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "DatasetSection":
+    def _check(self) -> DatasetSection:
         if self.task is not None and self.instruction is not None:
             raise ValueError(f"dataset {self.path!r}: set 'task' or 'instruction', not both")
         if self.loss == "cosent":
             if self.format != "scored_pairs":
-                raise ValueError(f"dataset {self.path!r}: loss 'cosent' needs scored pairs (format: scored_pairs), "
-                                 f"not format {self.format!r}; use loss 'info_nce' there")
+                raise ValueError(
+                    f"dataset {self.path!r}: loss 'cosent' needs scored pairs (format: scored_pairs), "
+                    f"not format {self.format!r}; use loss 'info_nce' there"
+                )
             if self.min_score is not None:
-                raise ValueError(f"dataset {self.path!r}: loss 'cosent' learns from every score, so 'min_score' "
-                                 "does not apply; remove it")
+                raise ValueError(
+                    f"dataset {self.path!r}: loss 'cosent' learns from every score, so 'min_score' "
+                    "does not apply; remove it"
+                )
             if self.hard_negatives:
-                raise ValueError(f"dataset {self.path!r}: loss 'cosent' compares the batch's pairs with each "
-                                 "other and takes no hard negatives; remove 'hard_negatives'")
+                raise ValueError(
+                    f"dataset {self.path!r}: loss 'cosent' compares the batch's pairs with each "
+                    "other and takes no hard negatives; remove 'hard_negatives'"
+                )
         elif self.format == "scored_pairs" and self.min_score is None:
             raise ValueError(
                 f"dataset {self.path!r}: a scored_pairs dataset needs 'min_score', the lowest score that makes "
@@ -207,7 +218,8 @@ class TrainingSection(_Section):
     steps: int = Field(2000, ge=1)
     batch_size: int = Field(128, ge=1, description="queries per step on each process")
     mini_batch_size: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="texts per forward pass with gradient caching (GradCache); None embeds a step in one pass",
     )
     hard_negatives: int = Field(1, ge=0, description="hard negatives per query (where the data has them)")
@@ -264,7 +276,7 @@ class TrainConfig(_Section):
         return datasets
 
     @model_validator(mode="after")
-    def _check(self) -> "TrainConfig":
+    def _check(self) -> TrainConfig:
         ev = self.evaluation
         if ev.retrieval_dataset is not None:
             match = [d for d in self.datasets if d.display_name == ev.retrieval_dataset]

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
-from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.core.jsonl import iter_jsonl
+from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
 from c2v_rag.training.config import DatasetSection
 
 logger = logging.getLogger(__name__)
@@ -123,9 +123,7 @@ def load_section(section: DatasetSection) -> LoadedDataset:
     return loaded
 
 
-def split_by_query(
-    examples: list[Example], fraction: float, seed: int
-) -> tuple[list[Example], list[Example]]:
+def split_by_query(examples: list[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
     """Hold out ``fraction`` of the distinct queries (with all their examples), deterministically.
 
     Splitting by query, not by example, keeps a held-out query's other positives out of training.
@@ -155,8 +153,10 @@ def load_jsonl(section: DatasetSection) -> LoadedDataset:
                 raise ValueError(f"{where}: '{name}' must be a non-empty string (got {record.get(name)!r})")
         unknown = set(record) - {"query", "positive", "negatives", "instruction", "task", "dataset", "symmetric"}
         if unknown:
-            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; expected query, positive, "
-                             "negatives, instruction or task, dataset")
+            raise ValueError(
+                f"{where}: unknown field(s) {sorted(unknown)}; expected query, positive, "
+                "negatives, instruction or task, dataset"
+            )
         negatives = record.get("negatives") or []
         if isinstance(negatives, str):
             negatives = [negatives]
@@ -166,8 +166,9 @@ def load_jsonl(section: DatasetSection) -> LoadedDataset:
             raise ValueError(f"{where}: give 'task' or 'instruction', not both")
         if record.get("task") is not None or record.get("instruction") is not None:
             try:
-                instructions = resolve_pair(record.get("task"), record.get("instruction"),
-                                            record.get("symmetric", section.symmetric), False)
+                instructions = resolve_pair(
+                    record.get("task"), record.get("instruction"), record.get("symmetric", section.symmetric), False
+                )
             except KeyError as err:
                 raise ValueError(f"{where}: {err.args[0]}") from None
         else:
@@ -206,8 +207,18 @@ def load_beir(section: DatasetSection) -> LoadedDataset:
     for q in train_ids:
         relevant = frozenset(d for d, s in qrels[q].items() if s > 0 and d in corpus)
         for doc in sorted(relevant):
-            examples.append(Example(queries[q], corpus[doc], (), section.display_name, qi, pi,
-                                    positive_key=doc, known_positive_keys=relevant))
+            examples.append(
+                Example(
+                    queries[q],
+                    corpus[doc],
+                    (),
+                    section.display_name,
+                    qi,
+                    pi,
+                    positive_key=doc,
+                    known_positive_keys=relevant,
+                )
+            )
     dev = None
     if dev_ids:
         dev = RetrievalDev(
@@ -220,9 +231,28 @@ def load_beir(section: DatasetSection) -> LoadedDataset:
     return LoadedDataset(section.display_name, examples, corpus=corpus, dev=dev)
 
 
-_HEADER_NAMES = {"anchor", "positive", "negative", "query", "passage", "pos", "neg", "question", "answer",
-                 "sentence1", "sentence2", "text", "label", "category", "label_name", "premise", "hypothesis",
-                 "score", "genre", "subset"}
+_HEADER_NAMES = {
+    "anchor",
+    "positive",
+    "negative",
+    "query",
+    "passage",
+    "pos",
+    "neg",
+    "question",
+    "answer",
+    "sentence1",
+    "sentence2",
+    "text",
+    "label",
+    "category",
+    "label_name",
+    "premise",
+    "hypothesis",
+    "score",
+    "genre",
+    "subset",
+}
 
 
 def _sniff_delimiter(path: Path, first_line: str) -> str:
@@ -270,13 +300,16 @@ def load_tsv(section: DatasetSection) -> LoadedDataset:
     positives: dict[str, set[str]] = defaultdict(set)
     for query, positive, _ in raw:
         positives[query].add(positive)
-    examples = [Example(q, p, n, section.display_name, qi, pi, known_positive_keys=frozenset(positives[q]))
-                for q, p, n in raw]
+    examples = [
+        Example(q, p, n, section.display_name, qi, pi, known_positive_keys=frozenset(positives[q])) for q, p, n in raw
+    ]
     train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
     return LoadedDataset(section.display_name, train, held_out=held)
 
 
-def _column(header: list[str] | None, column: str | int | None, defaults: Iterable[str], fallback: int, path: Path) -> int:
+def _column(
+    header: list[str] | None, column: str | int | None, defaults: Iterable[str], fallback: int, path: Path
+) -> int:
     if isinstance(column, int):
         return column
     if header is None:
@@ -284,10 +317,12 @@ def _column(header: list[str] | None, column: str | int | None, defaults: Iterab
             raise ValueError(f"{path} has no header row, so column {column!r} must be given as a number")
         return fallback
     lowered = [h.strip().lower() for h in header]
-    for name in ([column] if column is not None else list(defaults)):
+    for name in [column] if column is not None else list(defaults):
         if name.lower() in lowered:
             return lowered.index(name.lower())
-    raise ValueError(f"{path}: no column named {column or list(defaults)} in header {header}; set text_column/label_column")
+    raise ValueError(
+        f"{path}: no column named {column or list(defaults)} in header {header}; set text_column/label_column"
+    )
 
 
 def load_labelled(section: DatasetSection) -> LoadedDataset:
@@ -335,8 +370,19 @@ def load_labelled(section: DatasetSection) -> LoadedDataset:
         other = label
         while other == label:
             other = rng.choice(labels)
-        examples.append(Example(anchor, positive, (rng.choice(usable[other]),), section.display_name, qi, pi,
-                                positive_key=label, negative_keys=(other,), known_positive_keys=frozenset([label])))
+        examples.append(
+            Example(
+                anchor,
+                positive,
+                (rng.choice(usable[other]),),
+                section.display_name,
+                qi,
+                pi,
+                positive_key=label,
+                negative_keys=(other,),
+                known_positive_keys=frozenset([label]),
+            )
+        )
     logger.info("%s: %d pairs from %d rows; %d rows held out", section.display_name, len(examples), len(rows), held)
     return LoadedDataset(section.display_name, examples)
 
@@ -374,8 +420,9 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
             pairs.append((a, b))
     if section.loss == "cosent":
         if len({score for _, _, score in pairs}) < 2:
-            raise ValueError(f"{path}: loss 'cosent' ranks pairs by score, but the file has fewer than two "
-                             "distinct scores")
+            raise ValueError(
+                f"{path}: loss 'cosent' ranks pairs by score, but the file has fewer than two distinct scores"
+            )
         examples = [Example(a, b, (), section.display_name, qi, pi, score=score) for a, b, score in pairs]
         train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
         return LoadedDataset(section.display_name, train, held_out=held)
@@ -387,8 +434,11 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
     for a, b in pairs:
         partners[a].update((a, b))
         partners[b].update((a, b))
-    examples = [Example(q, p, (), section.display_name, qi, pi, known_positive_keys=frozenset(partners[q]))
-                for a, b in pairs for q, p in ((a, b), (b, a))]
+    examples = [
+        Example(q, p, (), section.display_name, qi, pi, known_positive_keys=frozenset(partners[q]))
+        for a, b in pairs
+        for q, p in ((a, b), (b, a))
+    ]
     train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
     return LoadedDataset(section.display_name, train, held_out=held)
 
@@ -431,9 +481,14 @@ def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
     with tmp.open("w", encoding="utf-8") as handle:
         for e in examples:
             record = {
-                "query": e.query, "positive": e.positive, "negatives": list(e.negatives), "dataset": e.dataset,
-                "query_instruction": e.query_instruction, "passage_instruction": e.passage_instruction,
-                "positive_key": e.positive_key, "negative_keys": list(e.negative_keys),
+                "query": e.query,
+                "positive": e.positive,
+                "negatives": list(e.negatives),
+                "dataset": e.dataset,
+                "query_instruction": e.query_instruction,
+                "passage_instruction": e.passage_instruction,
+                "positive_key": e.positive_key,
+                "negative_keys": list(e.negative_keys),
                 "known_positive_keys": sorted(e.known_positive_keys),
             }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -445,7 +500,17 @@ def read_examples(path: str | Path) -> list[Example]:
     """Read what :func:`dump_examples` wrote."""
     out = []
     for _, r in iter_jsonl(Path(path)):
-        out.append(Example(r["query"], r["positive"], tuple(r["negatives"]), r["dataset"], r["query_instruction"],
-                           r["passage_instruction"], r["positive_key"], tuple(r["negative_keys"]),
-                           frozenset(r["known_positive_keys"])))
+        out.append(
+            Example(
+                r["query"],
+                r["positive"],
+                tuple(r["negatives"]),
+                r["dataset"],
+                r["query_instruction"],
+                r["passage_instruction"],
+                r["positive_key"],
+                tuple(r["negative_keys"]),
+                frozenset(r["known_positive_keys"]),
+            )
+        )
     return out

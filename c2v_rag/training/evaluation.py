@@ -52,16 +52,24 @@ class RetrievalEvaluator:
             ids = positives + random.Random(self.seed).sample(others, self.corpus_limit)
         self.doc_ids = ids
 
-    def __call__(self, model: "Causal2Vec") -> dict[str, float]:
+    def __call__(self, model: Causal2Vec) -> dict[str, float]:
         query_ids = list(self.dev.queries)
         previous = model.max_seq_length
         if self.max_length is not None:
             model.max_seq_length = self.max_length
         try:
-            q = model.encode([self.dev.queries[i] for i in query_ids], instruction=self.dev.query_instruction or "",
-                             batch_size=self.batch_size, normalize_embeddings=True)
-            d = model.encode([self.dev.corpus[i] for i in self.doc_ids], instruction=self.dev.passage_instruction or "",
-                             batch_size=self.batch_size, normalize_embeddings=True)
+            q = model.encode(
+                [self.dev.queries[i] for i in query_ids],
+                instruction=self.dev.query_instruction or "",
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+            )
+            d = model.encode(
+                [self.dev.corpus[i] for i in self.doc_ids],
+                instruction=self.dev.passage_instruction or "",
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+            )
         finally:
             model.max_seq_length = previous
         rankings = search(q, d, self.doc_ids, top_k=10)
@@ -79,8 +87,9 @@ class STSEvaluator:
     batch_size: int = 64
 
     @classmethod
-    def from_tsv(cls, path: str | Path, *, instruction: str | None, limit: int | None = None,
-                 name: str = "sts", seed: int = 0) -> "STSEvaluator":
+    def from_tsv(
+        cls, path: str | Path, *, instruction: str | None, limit: int | None = None, name: str = "sts", seed: int = 0
+    ) -> STSEvaluator:
         """Read an STS-B style TSV with ``score``, ``sentence1`` and ``sentence2`` columns."""
         data = read_stsb(Path(path).expanduser(), name=name)
         pairs = list(zip(data.first, data.second, data.scores))
@@ -88,7 +97,7 @@ class STSEvaluator:
             pairs = random.Random(seed).sample(pairs, limit)
         return cls(pairs, instruction, name)
 
-    def __call__(self, model: "Causal2Vec") -> dict[str, float]:
+    def __call__(self, model: Causal2Vec) -> dict[str, float]:
         from scipy.stats import spearmanr
 
         kwargs = dict(instruction=self.instruction or "", batch_size=self.batch_size, normalize_embeddings=True)
@@ -98,7 +107,7 @@ class STSEvaluator:
         return {f"{self.name}/spearman": float(spearmanr(cosine, [p[2] for p in self.pairs]).statistic)}
 
 
-def run_evaluators(model: "Causal2Vec", evaluators: Sequence[Evaluator]) -> dict[str, float]:
+def run_evaluators(model: Causal2Vec, evaluators: Sequence[Evaluator]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for evaluator in evaluators:
         metrics.update(evaluator(model))

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from c2v_rag.encode.batching import Causal2VecBatch
 from c2v_rag.core.instructions import InContextPrompt, Instruction
+from c2v_rag.encode.batching import Causal2VecBatch
 from c2v_rag.training.ddp import all_finite
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class MultiBatchForward(nn.Module):
     passage batches go through a single forward. Each embedding comes back in float32.
     """
 
-    def __init__(self, model: "Causal2Vec") -> None:
+    def __init__(self, model: Causal2Vec) -> None:
         super().__init__()
         self.model = model
 
@@ -48,7 +48,7 @@ class MultiBatchForward(nn.Module):
         return [self.model(batch).float() for batch in batches]
 
 
-def make_batch(model: "Causal2Vec", texts: Sequence[str], instructions: Sequence[str | None]) -> Causal2VecBatch:
+def make_batch(model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None]) -> Causal2VecBatch:
     """Tokenize texts, each with its own instruction, into one model-ready batch."""
     if len(texts) != len(instructions):
         raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions")
@@ -94,7 +94,7 @@ class ContrastiveStep:
 
     def __init__(
         self,
-        model: "Causal2Vec",
+        model: Causal2Vec,
         module: nn.Module,
         *,
         mini_batch_size: int | None = None,
@@ -161,8 +161,7 @@ class ContrastiveStep:
             reps = self.module([c.batch for c in chunks])
         # Scatter through index_put keeps the graph: rows go back to the caller's order.
         full = torch.zeros((total, reps[0].size(1)), dtype=reps[0].dtype, device=reps[0].device)
-        full = full.index_put((torch.tensor([r for c in chunks for r in c.rows], device=full.device),),
-                              torch.cat(reps))
+        full = full.index_put((torch.tensor([r for c in chunks for r in c.rows], device=full.device),), torch.cat(reps))
         loss = self._loss(loss_fn, full, n_q)
         loss.backward()
         return float(loss.detach())

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from c2v_rag.nn.attention import base_model
 from c2v_rag.hub.sources import resolve_reference
+from c2v_rag.nn.attention import base_model
 
 _HEAD_KEYS = ("lm_head.weight", "model.lm_head.weight", "output.weight")
 
@@ -53,7 +53,9 @@ def lm_head_weight(decoder: nn.Module, reference: str, revision: str | None = No
             "head (AutoModelForCausalLM.save_pretrained)."
         )
     if weight.shape != embedding.shape:
-        raise ValueError(f"lm_head.weight of {reference!r} has shape {tuple(weight.shape)}, expected {tuple(embedding.shape)}")
+        raise ValueError(
+            f"lm_head.weight of {reference!r} has shape {tuple(weight.shape)}, expected {tuple(embedding.shape)}"
+        )
     return weight.to(device=embedding.device, dtype=embedding.dtype)
 
 

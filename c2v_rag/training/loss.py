@@ -28,7 +28,9 @@ def info_nce(
     Computed in float32 whatever the embedding dtype.
     """
     if queries.dim() != 2 or passages.dim() != 2 or queries.size(1) != passages.size(1):
-        raise ValueError(f"expected queries [B, d] and passages [M, d], got {tuple(queries.shape)} and {tuple(passages.shape)}")
+        raise ValueError(
+            f"expected queries [B, d] and passages [M, d], got {tuple(queries.shape)} and {tuple(passages.shape)}"
+        )
     q = F.normalize(queries.float(), dim=-1)
     p = F.normalize(passages.float(), dim=-1)
     logits = q @ p.T / temperature
@@ -59,7 +61,9 @@ def distributed_info_nce(
     return info_nce(queries, gather_with_grad(passages), targets, temperature=temperature, exclude=exclude)
 
 
-def cosent(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, *, temperature: float = 0.05) -> torch.Tensor:
+def cosent(
+    first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, *, temperature: float = 0.05
+) -> torch.Tensor:
     """CoSENT (Su, 2022): log(1 + sum over pairs i, j with score_i > score_j of exp((cos_j - cos_i) / tau)).
 
     ``first`` and ``second`` [B, d] are the two sides of B scored pairs, ``scores`` [B] their gold
@@ -69,8 +73,10 @@ def cosent(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, *, t
     (DDP averages the gradients): no gather is needed since no pair is compared across processes.
     """
     if first.shape != second.shape or first.dim() != 2 or scores.shape != first.shape[:1]:
-        raise ValueError(f"expected first and second [B, d] and scores [B], got {tuple(first.shape)}, "
-                         f"{tuple(second.shape)} and {tuple(scores.shape)}")
+        raise ValueError(
+            f"expected first and second [B, d] and scores [B], got {tuple(first.shape)}, "
+            f"{tuple(second.shape)} and {tuple(scores.shape)}"
+        )
     cos = F.cosine_similarity(first.float(), second.float(), dim=-1) / temperature
     scores = scores.to(cos.device)
     # diff[i, j] = cos_j - cos_i, penalized where pair i should score above pair j.

@@ -47,7 +47,7 @@ def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int)
 
 
 def model_rankings(
-    model: "Causal2Vec",
+    model: Causal2Vec,
     queries: Sequence[str],
     query_instruction: str | None,
     pool_texts: Sequence[str],
@@ -58,10 +58,20 @@ def model_rankings(
 ) -> np.ndarray:
     """Indices [len(queries), depth] of the pool texts nearest each query by the model's cosine."""
     depth = min(depth, len(pool_texts))
-    q = model.encode(list(queries), instruction=query_instruction or "", batch_size=batch_size,
-                     normalize_embeddings=True, show_progress_bar=len(queries) > 256)
-    p = model.encode(list(pool_texts), instruction=passage_instruction or "", batch_size=batch_size,
-                     normalize_embeddings=True, show_progress_bar=len(pool_texts) > 256)
+    q = model.encode(
+        list(queries),
+        instruction=query_instruction or "",
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        show_progress_bar=len(queries) > 256,
+    )
+    p = model.encode(
+        list(pool_texts),
+        instruction=passage_instruction or "",
+        batch_size=batch_size,
+        normalize_embeddings=True,
+        show_progress_bar=len(pool_texts) > 256,
+    )
     qt, pt = torch.from_numpy(q), torch.from_numpy(p)
     out = []
     for start in range(0, len(qt), 1024):  # bounds the score matrix for large query sets
@@ -77,7 +87,7 @@ def mine_hard_negatives(
     depth: int = 30,
     skip_top: int = 0,
     corpus: dict[str, str] | None = None,
-    model: "Causal2Vec | None" = None,
+    model: Causal2Vec | None = None,
     seed: int = 0,
 ) -> list[Example]:
     """Copies of ``examples`` with ``num_negatives`` mined hard negatives each (replacing theirs).

@@ -43,8 +43,13 @@ def plot_loss_curve(
         for i, name in enumerate(datasets):
             own = [(h["step"], h["loss"]) for h in history if h.get("dataset") == name]
             ax.plot([s for s, _ in own], [v for _, v in own], color=colors[i % 10], alpha=0.25, linewidth=1)
-            ax.plot([s for s, _ in own], smooth([v for _, v in own], alpha=0.3) if len(own) > 2 else [v for _, v in own],
-                    color=colors[i % 10], linewidth=2, label=f"{name} (EMA)")
+            ax.plot(
+                [s for s, _ in own],
+                smooth([v for _, v in own], alpha=0.3) if len(own) > 2 else [v for _, v in own],
+                color=colors[i % 10],
+                linewidth=2,
+                label=f"{name} (EMA)",
+            )
     else:
         ax.plot(steps, losses, color="tab:blue", alpha=0.35, linewidth=1, label="loss")
         if len(losses) > 2:

@@ -154,8 +154,16 @@ def _scores(examples: list[Example]) -> list[float] | None:
     return [float(e.score) for e in examples]
 
 
-def add_icl_examples(texts: StepTexts, local: list[Example], pool: list[Example], *, max_examples: int, seed: int,
-                     step: int, fits: Callable[[Instruction], bool] | None = None) -> StepTexts:
+def add_icl_examples(
+    texts: StepTexts,
+    local: list[Example],
+    pool: list[Example],
+    *,
+    max_examples: int,
+    seed: int,
+    step: int,
+    fits: Callable[[Instruction], bool] | None = None,
+) -> StepTexts:
     """``texts`` with in-context examples before each query's instruction (bge-en-icl's training recipe).
 
     Each query draws a count uniformly from ``0..max_examples`` and that many ``(query, positive)`` pairs of

@@ -40,9 +40,9 @@ from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset
 from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
 from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
 from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, NonFiniteLossError
+from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.objectives.base import ObjectiveContext
 from c2v_rag.training.objectives.registry import build_objective
-from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.plotting import plot_loss_curve
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
 
@@ -110,8 +110,14 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         if section.config:  # readout fields only (checked by ModelSection): a stage may read h_C, the next concat
             model.set_readout(**section.config)
     else:
-        model = Causal2Vec.from_components(section.decoder, section.encoder, device=device, dtype=weight_dtype,
-                                           seed=section.projector_seed, **section.config)
+        model = Causal2Vec.from_components(
+            section.decoder,
+            section.encoder,
+            device=device,
+            dtype=weight_dtype,
+            seed=section.projector_seed,
+            **section.config,
+        )
         if section.projector_scale == "word_embeddings" and model.projector is not None:
             factor = match_word_embedding_norm(model)
             logger.info("projector output rescaled by %.2f to the word embeddings' norm", factor)
@@ -124,14 +130,17 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         if hasattr(model.decoder, "peft_config"):
             _unfreeze_lora(model.decoder)
         else:
-            model.decoder = get_peft_model(model.decoder, _lora_config(config.lora, DECODER_LORA_TARGETS, model.decoder))
+            model.decoder = get_peft_model(
+                model.decoder, _lora_config(config.lora, DECODER_LORA_TARGETS, model.decoder)
+            )
     train_encoder = bool(model.config.num_contextual_tokens and config.encoder_lora.enabled)
     if model.encoder is not None and train_encoder:
         if hasattr(model.encoder, "peft_config"):
             _unfreeze_lora(model.encoder)
         else:
             model.encoder = get_peft_model(
-                model.encoder, _lora_config(config.encoder_lora, ENCODER_LORA_TARGETS, model.encoder))
+                model.encoder, _lora_config(config.encoder_lora, ENCODER_LORA_TARGETS, model.encoder)
+            )
     if model.projector is not None:
         model.projector.float()
         for param in model.projector.parameters():
@@ -213,8 +222,15 @@ def prepare_data(
             logger.info("mining %d hard negatives per query for %s with %s", mining.num_negatives, name, mining.method)
             was_training = model.training
             mined = mine_hard_negatives(
-                groups[name], method=mining.method, num_negatives=mining.num_negatives, depth=mining.depth,
-                skip_top=mining.skip_top, corpus=corpora.get(name), model=model, seed=mining.seed)
+                groups[name],
+                method=mining.method,
+                num_negatives=mining.num_negatives,
+                depth=mining.depth,
+                skip_top=mining.skip_top,
+                corpus=corpora.get(name),
+                model=model,
+                seed=mining.seed,
+            )
             model.train(was_training)
             dump_examples(mined, path)
         barrier()
@@ -235,8 +251,14 @@ def negatives_per_dataset(config: TrainConfig, groups: dict[str, list]) -> dict[
         k = config.training.hard_negatives if k is None else k
         available = min(len(e.negatives) for e in examples)
         if available < k:
-            logger.warning("dataset %s: %d hard negative(s) per query requested, but some examples have only %d; "
-                           "using %d (set mining.method to mine more)", name, k, available, available)
+            logger.warning(
+                "dataset %s: %d hard negative(s) per query requested, but some examples have only %d; "
+                "using %d (set mining.method to mine more)",
+                name,
+                k,
+                available,
+                available,
+            )
         out[name] = min(k, available)
     return out
 
@@ -248,8 +270,15 @@ def build_evaluators(config: TrainConfig, loaded: Sequence[LoadedDataset]) -> li
     evaluators: list[Evaluator] = []
     if ev.retrieval_dataset is not None:
         dataset = next(d for d in loaded if d.name == ev.retrieval_dataset)
-        evaluators.append(RetrievalEvaluator(dataset.dev, name=dataset.name, corpus_limit=ev.retrieval_corpus_limit,
-                                             max_length=ev.retrieval_max_length, batch_size=ev.batch_size))
+        evaluators.append(
+            RetrievalEvaluator(
+                dataset.dev,
+                name=dataset.name,
+                corpus_limit=ev.retrieval_corpus_limit,
+                max_length=ev.retrieval_max_length,
+                batch_size=ev.batch_size,
+            )
+        )
     if ev.sts_path is not None:
         instruction = resolve_instruction(task=ev.sts_task, instruction=None, is_query=True)
         evaluators.append(STSEvaluator.from_tsv(ev.sts_path, instruction=instruction, limit=ev.sts_limit))
@@ -276,8 +305,13 @@ Callback = Callable[["Trainer", int], None]
 
 def _config_fingerprint(config: TrainConfig) -> str:
     # What shapes the optimisation; the output and logging options may change on resume.
-    relevant = config.model_dump(exclude={"output": True, "evaluation": True,
-                                          "training": {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"}})
+    relevant = config.model_dump(
+        exclude={
+            "output": True,
+            "evaluation": True,
+            "training": {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"},
+        }
+    )
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -288,8 +322,9 @@ class Trainer:
     step as ``callback(trainer, step)``.
     """
 
-    def __init__(self, config: TrainConfig, *, evaluators: Sequence[Evaluator] = (),
-                 callbacks: Sequence[Callback] = ()) -> None:
+    def __init__(
+        self, config: TrainConfig, *, evaluators: Sequence[Evaluator] = (), callbacks: Sequence[Callback] = ()
+    ) -> None:
         self.config = config
         self.extra_evaluators = list(evaluators)
         self.callbacks = list(callbacks)
@@ -332,15 +367,21 @@ class Trainer:
         torch.manual_seed(train.seed)
         self.model = build_model(cfg, device, self.precision)
         trainable, total = count_parameters(self.model)
-        logger.info("training %s of %s parameters (%.2f%%), precision %s", f"{trainable:,}", f"{total:,}",
-                    100 * trainable / total, self.precision)
+        logger.info(
+            "training %s of %s parameters (%.2f%%), precision %s",
+            f"{trainable:,}",
+            f"{total:,}",
+            100 * trainable / total,
+            self.precision,
+        )
         with autocast_factory(self.precision, device)():
             self.groups, self.loaded = prepare_data(cfg, self.model, self.output_dir, self.ctx)
         self.negatives = negatives_per_dataset(cfg, self.groups)
         self.icl_examples = {s.display_name: s.icl_examples for s in cfg.datasets}
         weights = {s.display_name: s.weight for s in cfg.datasets}
-        self.plan = HomogeneousBatchPlan(self.groups, train.batch_size * self.ctx.world_size, seed=train.seed,
-                                         weights=weights)
+        self.plan = HomogeneousBatchPlan(
+            self.groups, train.batch_size * self.ctx.world_size, seed=train.seed, weights=weights
+        )
         self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
         self.forward_module = MultiBatchForward(self.model)
         module: torch.nn.Module = self.forward_module
@@ -349,21 +390,29 @@ class Trainer:
 
             ids = [device.index] if device.type == "cuda" else None
             module = DistributedDataParallel(self.forward_module, device_ids=ids, broadcast_buffers=False)
-        self.stepper = ContrastiveStep(self.model, module, mini_batch_size=train.mini_batch_size,
-                                       autocast=autocast_factory(self.precision, device))
-        context = ObjectiveContext(self.model, self.stepper, device, temperature=train.temperature, seed=train.seed,
-                                   distributed=self.ctx.enabled)
+        self.stepper = ContrastiveStep(
+            self.model, module, mini_batch_size=train.mini_batch_size, autocast=autocast_factory(self.precision, device)
+        )
+        context = ObjectiveContext(
+            self.model,
+            self.stepper,
+            device,
+            temperature=train.temperature,
+            seed=train.seed,
+            distributed=self.ctx.enabled,
+        )
         self.objective = build_objective(cfg.objective, context)
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=train.lr, betas=train.betas, eps=train.eps,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.parameters, lr=train.lr, betas=train.betas, eps=train.eps, weight_decay=train.weight_decay
+        )
         from transformers import get_linear_schedule_with_warmup
 
         if train.warmup_steps >= train.steps:
-            logger.warning("warmup_steps=%d >= steps=%d: the learning rate never reaches its peak",
-                           train.warmup_steps, train.steps)
-        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, train.warmup_steps,
-                                                         train.total_schedule_steps)
+            logger.warning(
+                "warmup_steps=%d >= steps=%d: the learning rate never reaches its peak", train.warmup_steps, train.steps
+            )
+        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, train.warmup_steps, train.total_schedule_steps)
         self.fingerprint = _config_fingerprint(cfg)
         if resume:
             self._resume(resume)
@@ -381,10 +430,13 @@ class Trainer:
         if state.get("fingerprint") != self.fingerprint:
             raise CheckpointError(
                 f"{directory} was written by a run with different model, data or optimisation settings; "
-                "resume with the recipe it was trained with, or start a new output.dir")
+                "resume with the recipe it was trained with, or start a new output.dir"
+            )
         if state.get("world_size") != self.ctx.world_size:
-            raise CheckpointError(f"{directory} was trained with {state.get('world_size')} process(es), not "
-                                  f"{self.ctx.world_size}: the batches would differ")
+            raise CheckpointError(
+                f"{directory} was trained with {state.get('world_size')} process(es), not "
+                f"{self.ctx.world_size}: the batches would differ"
+            )
         self.step = state["step"]
         self.history = state.get("history", [])
         self.evaluations = state.get("evaluations", [])
@@ -415,12 +467,20 @@ class Trainer:
     def _train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config.training
         batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
-        texts = layout_step(batch, num_negatives=self.negatives[batch.dataset], seed=cfg.seed, step=step,
-                            world_size=self.ctx.world_size)
+        texts = layout_step(
+            batch, num_negatives=self.negatives[batch.dataset], seed=cfg.seed, step=step, world_size=self.ctx.world_size
+        )
         icl = self.icl_examples.get(batch.dataset, 0)
         if icl:
-            texts = add_icl_examples(texts, batch.local, self.groups[batch.dataset], max_examples=icl, seed=cfg.seed,
-                                     step=step, fits=self._examples_fit)
+            texts = add_icl_examples(
+                texts,
+                batch.local,
+                self.groups[batch.dataset],
+                max_examples=icl,
+                seed=cfg.seed,
+                step=step,
+                fits=self._examples_fit,
+            )
         self.optimizer.zero_grad(set_to_none=True)
         start = time.perf_counter()
         loss = self.objective.backward(texts, step)
@@ -432,18 +492,33 @@ class Trainer:
         self.scheduler.step()
         elapsed = time.perf_counter() - start
         examples = len(texts.queries) * self.ctx.world_size
-        return {"step": step + 1, "loss": all_reduce_mean(loss, self.device), "lr": lr, "grad_norm": float(norm),
-                "dataset": batch.dataset, "seconds": elapsed, "examples_per_s": examples / elapsed,
-                "texts_per_s": (len(texts.queries) + len(texts.passages)) * self.ctx.world_size / elapsed}
+        return {
+            "step": step + 1,
+            "loss": all_reduce_mean(loss, self.device),
+            "lr": lr,
+            "grad_norm": float(norm),
+            "dataset": batch.dataset,
+            "seconds": elapsed,
+            "examples_per_s": examples / elapsed,
+            "texts_per_s": (len(texts.queries) + len(texts.passages)) * self.ctx.world_size / elapsed,
+        }
 
     def _save(self) -> Path | None:
         path = None
         if self.ctx.is_main:
             path = save_checkpoint(
-                self.checkpoint_root / checkpoint_name(self.step), model=self.model, optimizer=self.optimizer,
-                scheduler=self.scheduler, step=self.step,
-                extra={"history": self.history, "evaluations": self.evaluations, "fingerprint": self.fingerprint,
-                       "world_size": self.ctx.world_size})
+                self.checkpoint_root / checkpoint_name(self.step),
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                step=self.step,
+                extra={
+                    "history": self.history,
+                    "evaluations": self.evaluations,
+                    "fingerprint": self.fingerprint,
+                    "world_size": self.ctx.world_size,
+                },
+            )
             prune_checkpoints(self.checkpoint_root, self.config.training.keep_checkpoints)
             self._write_logs()
         barrier()
@@ -463,8 +538,14 @@ class Trainer:
         cfg = self.config.training
         if self.step == 0 and not self.evaluations:
             self.evaluate()
-        progress = tqdm(total=cfg.steps, initial=self.step, desc="train", unit="step",
-                        disable=not (cfg.progress_bar and self.ctx.is_main), dynamic_ncols=True)
+        progress = tqdm(
+            total=cfg.steps,
+            initial=self.step,
+            desc="train",
+            unit="step",
+            disable=not (cfg.progress_bar and self.ctx.is_main),
+            dynamic_ncols=True,
+        )
         try:
             while self.step < cfg.steps:
                 for callback in self.callbacks:
@@ -476,8 +557,11 @@ class Trainer:
                 self.step += 1
                 self.history.append(record)
                 if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                    progress.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
-                                         samples_s=f"{record['examples_per_s']:.1f}")
+                    progress.set_postfix(
+                        loss=f"{record['loss']:.4f}",
+                        lr=f"{record['lr']:.2e}",
+                        samples_s=f"{record['examples_per_s']:.1f}",
+                    )
                 progress.update(1)
                 if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
                     self._save()
@@ -530,16 +614,23 @@ class Trainer:
         model.config = original
         import yaml
 
-        (self.output_dir / CONFIG_COPY).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False),
-                                                   encoding="utf-8")
-        (self.output_dir / METRICS_FILE).write_text(json.dumps({"evaluations": self.evaluations}, indent=2) + "\n",
-                                                    encoding="utf-8")
+        (self.output_dir / CONFIG_COPY).write_text(
+            yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8"
+        )
+        (self.output_dir / METRICS_FILE).write_text(
+            json.dumps({"evaluations": self.evaluations}, indent=2) + "\n", encoding="utf-8"
+        )
         self._write_logs()
         barrier()
 
 
-def train(config: TrainConfig, *, resume: bool | str | Path = False, evaluators: Sequence[Evaluator] = (),
-          callbacks: Sequence[Callback] = ()) -> TrainResult:
+def train(
+    config: TrainConfig,
+    *,
+    resume: bool | str | Path = False,
+    evaluators: Sequence[Evaluator] = (),
+    callbacks: Sequence[Callback] = (),
+) -> TrainResult:
     """Run a whole training as configured; return its history. See :class:`Trainer`."""
     trainer = Trainer(config, evaluators=evaluators, callbacks=callbacks)
     trainer.setup(resume=resume)

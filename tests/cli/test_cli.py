@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
+
+from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.cli import main
-from rag_helpers import make_text
 
 
 @pytest.fixture
@@ -19,19 +20,49 @@ def folder(tmp_path):
     (docs / "nested").mkdir(parents=True)
     (docs / "a.txt").write_text(make_text(1), encoding="utf-8")
     (docs / "nested" / "b.md").write_text(make_text(2), encoding="utf-8")
-    (docs / "c.jsonl").write_text('{"id": "c1", "text": "%s"}\n' % make_text(3), encoding="utf-8")
+    (docs / "c.jsonl").write_text(f'{{"id": "c1", "text": "{make_text(3)}"}}\n', encoding="utf-8")
     return docs
 
 
 def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant, capsys):
     store = str(tmp_path / "qdrant")
     args = ["--path", store, "--collection", "cli"]
-    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24",
-                 "--chunk-overlap", "4", "-q"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(folder),
+                *args,
+                "--model",
+                str(tiny_variant),
+                "--chunk-size",
+                "24",
+                "--chunk-overlap",
+                "4",
+                "-q",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("ingested 3 documents, 25 chunks (25 written, 0 unchanged) into 'cli'")
-    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24",
-                 "--chunk-overlap", "4", "-q"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(folder),
+                *args,
+                "--model",
+                str(tiny_variant),
+                "--chunk-size",
+                "24",
+                "--chunk-overlap",
+                "4",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert "(0 written, 25 unchanged)" in capsys.readouterr().out
 
     query = make_text(2)[:40]
@@ -44,7 +75,10 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
         assert header.startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  (chunk {hit.chunk_index})")
         assert snippet.startswith("    ") and " ".join(hit.text.split())[:20] in snippet
     assert {h.source.rsplit("/", 1)[1] for h in c2v_rag.search(query, top_k=100, path=store, collection="cli")} == {
-        "a.txt", "b.md", "c.jsonl"}
+        "a.txt",
+        "b.md",
+        "c.jsonl",
+    }
     # --group-by-document: one line pair per document, each its best chunk.
     assert main(["search", query, *args, "--top-k", "3", "--group-by-document"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -55,20 +89,49 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
 
 
 def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
-    assert main(["search", "anything", "--path", str(tmp_path), "--collection", "nothing_here",
-                 "--model", str(tiny_variant)]) == 2
+    assert (
+        main(
+            [
+                "search",
+                "anything",
+                "--path",
+                str(tmp_path),
+                "--collection",
+                "nothing_here",
+                "--model",
+                str(tiny_variant),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: collection 'nothing_here' does not exist") and "c2v-rag ingest PATH" in err
     assert main(["ingest", str(tmp_path / "missing"), "--path", str(tmp_path), "--model", str(tiny_variant)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("command", "expected"), [
-    ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size", "--sparse", "--versioned"]),
-    ("search", ["query", "--top-k", "--qdrant-url", "--collection", "--path", "--task", "--filter", "--mode",
-                "--fusion", "--group-by-document"]),
-    ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
-])
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ingest", ["PATH", "--qdrant-url", "--collection", "--path", "--chunk-size", "--sparse", "--versioned"]),
+        (
+            "search",
+            [
+                "query",
+                "--top-k",
+                "--qdrant-url",
+                "--collection",
+                "--path",
+                "--task",
+                "--filter",
+                "--mode",
+                "--fusion",
+                "--group-by-document",
+            ],
+        ),
+        ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
+    ],
+)
 def test_help(command, expected, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -76,24 +139,61 @@ def test_help(command, expected, capsys):
     assert info.value.code == 0 and all(option in out for option in expected)
 
 
-def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder, tmp_path, tiny_variant,
-                                                                        tiny_variant_qwen, capsys):
+def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(
+    folder, tmp_path, tiny_variant, tiny_variant_qwen, capsys
+):
     import json
 
     store = str(tmp_path / "qdrant")
     args = ["--path", store, "--collection", "kb"]
-    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24", "--chunk-overlap",
-                 "4", "-q", "--sparse", "bm25", "--versioned", "--payload-index", "doc_id=keyword"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(folder),
+                *args,
+                "--model",
+                str(tiny_variant),
+                "--chunk-size",
+                "24",
+                "--chunk-overlap",
+                "4",
+                "-q",
+                "--sparse",
+                "bm25",
+                "--versioned",
+                "--payload-index",
+                "doc_id=keyword",
+            ]
+        )
+        == 0
+    )
     assert "25 chunks (25 written, 0 unchanged) into 'kb_v1'" in capsys.readouterr().out
 
     query = make_text(3)[:40]
     everything = c2v_rag.search(query, top_k=50, path=store, collection="kb", mode="hybrid")
     assert "c1" in {h.doc_id for h in everything}
-    assert main(["search", query, *args, "--mode", "hybrid", "--filter", '{"must_not": {"doc_id": "c1"}}', "--json",
-                 "-k", "50"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                query,
+                *args,
+                "--mode",
+                "hybrid",
+                "--filter",
+                '{"must_not": {"doc_id": "c1"}}',
+                "--json",
+                "-k",
+                "50",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
-    want = c2v_rag.search(query, top_k=50, path=store, collection="kb", mode="hybrid",
-                          filter={"must_not": {"doc_id": "c1"}})
+    want = c2v_rag.search(
+        query, top_k=50, path=store, collection="kb", mode="hybrid", filter={"must_not": {"doc_id": "c1"}}
+    )
     assert printed and [h["id"] for h in printed] == [h.id for h in want]
     assert "c1" not in {h["doc_id"] for h in printed} and len(printed) < len(everything)
     assert main(["search", query, *args, "--mode", "hybrid", "--fusion", "dbsf", "--json", "-k", "5"]) == 0
@@ -101,8 +201,9 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder,
     assert [h["score"] for h in json.loads(capsys.readouterr().out)] == pytest.approx([h.score for h in dbsf])
 
     assert main(["reindex", *args, "--model", str(tiny_variant_qwen), "-q"]) == 0
-    assert capsys.readouterr().out.startswith("reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched "
-                                              "from 'kb_v1'")
+    assert capsys.readouterr().out.startswith(
+        "reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched from 'kb_v1'"
+    )
     assert main(["search", query, *args, "--mode", "sparse", "-k", "2"]) == 0  # model read from kb_v2
     assert len(capsys.readouterr().out.splitlines()) == 4
 
@@ -115,8 +216,24 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(folder,
 def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_variant, capsys):
     pq = pytest.importorskip("pyarrow.parquet")
     out = tmp_path / "vectors"
-    assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), "--chunk-size", "24",
-                 "--chunk-overlap", "4", "-q"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                str(folder),
+                "--out",
+                str(out),
+                "--model",
+                str(tiny_variant),
+                "--chunk-size",
+                "24",
+                "--chunk-overlap",
+                "4",
+                "-q",
+            ]
+        )
+        == 0
+    )
     table = pq.read_table(out)
     assert "embedded" in capsys.readouterr().out and table.num_rows > 0
     assert table.column_names == ["id", "doc_id", "chunk_index", "text", "metadata", "vector"]

@@ -25,11 +25,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
+from rag_helpers import make_text, stored_points
 
 import c2v_rag
 from c2v_rag.cli import main
 from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
-from rag_helpers import make_text, stored_points
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sekrit-api-key-42"
@@ -37,10 +37,15 @@ CHUNKS = ("--chunk-size", "24", "--chunk-overlap", "4")  # the tiny variants tak
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "QDRANT_API_KEY": SECRET, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "c2v_rag.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "QDRANT_API_KEY": SECRET,
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "c2v_rag.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -109,8 +114,9 @@ def test_an_unreachable_server_is_named_after_the_retries(folder, broken_variant
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     start = time.monotonic()
-    proc = run_cli("ingest", str(folder), "--qdrant-url", url, "--retries", "2", "--model", str(broken_variant), "-q",
-                   *CHUNKS)
+    proc = run_cli(
+        "ingest", str(folder), "--qdrant-url", url, "--retries", "2", "--model", str(broken_variant), "-q", *CHUNKS
+    )
     line = one_error_line(proc)
     assert proc.returncode == EXIT_BAD_INPUT and time.monotonic() - start < 120
     assert line.startswith(f"error: cannot reach Qdrant at {url} after 2 attempts")
@@ -140,8 +146,9 @@ def test_an_http_error_from_the_server_is_one_line(folder, broken_variant, statu
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}"
-        proc = run_cli("ingest", str(folder), "--qdrant-url", url, "--retries", "1", "--model", str(broken_variant),
-                       "-q", *CHUNKS)
+        proc = run_cli(
+            "ingest", str(folder), "--qdrant-url", url, "--retries", "1", "--model", str(broken_variant), "-q", *CHUNKS
+        )
     finally:
         server.shutdown()
     line = one_error_line(proc)
@@ -150,8 +157,9 @@ def test_an_http_error_from_the_server_is_one_line(folder, broken_variant, statu
 
 
 def test_verbose_adds_the_traceback(tmp_path, broken_variant):
-    proc = run_cli("-v", "ingest", str(tmp_path / "typo"), "--path", str(tmp_path / "s"), "--model",
-                   str(broken_variant))
+    proc = run_cli(
+        "-v", "ingest", str(tmp_path / "typo"), "--path", str(tmp_path / "s"), "--model", str(broken_variant)
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == EXIT_BAD_INPUT and "Traceback (most recent call last):" in proc.stderr
     assert lines[-1].startswith("error: ") and "typo does not exist" in lines[-1]
@@ -165,9 +173,33 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest
     store = tmp_path / "store"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "c2v_rag.cli", "-v", "ingest", str(docs), "--path", str(store), "--collection", "kb",
-         "--model", str(tiny_variant), "--chunk-size", "24", "--chunk-overlap", "4", "--batch-size", "4", "-q"],
-        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "c2v_rag.cli",
+            "-v",
+            "ingest",
+            str(docs),
+            "--path",
+            str(store),
+            "--collection",
+            "kb",
+            "--model",
+            str(tiny_variant),
+            "--chunk-size",
+            "24",
+            "--chunk-overlap",
+            "4",
+            "--batch-size",
+            "4",
+            "-q",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     seen = []
     for line in proc.stderr:  # once the collection exists, batches are being embedded and written
         seen.append(line)

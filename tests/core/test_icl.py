@@ -9,13 +9,15 @@ import pytest
 import torch
 from decoder_probe import captured_inputs
 
-from c2v_rag.encode.loop import prepare_texts
 from c2v_rag.core.instructions import InContextPrompt, get_task, register_task, resolve_instruction
+from c2v_rag.encode.loop import prepare_texts
 
 INSTRUCTION = "Given a scientific claim, retrieve documents that support or refute the claim"
 TEXT = "Vitamin D deficiency is linked to bone loss."
-EXAMPLES = [("cats purr when happy", "Purring signals a content cat."),
-            ("the market fell", "Stocks dropped after the announcement.")]
+EXAMPLES = [
+    ("cats purr when happy", "Purring signals a content cat."),
+    ("the market fell", "Stocks dropped after the announcement."),
+]
 
 
 def _head_and_c(model, texts, instruction):
@@ -35,8 +37,11 @@ def test_examples_sit_before_the_instruction_and_c_right_before_the_text(tiny_mo
     # Independent expectation, written out as bge-en-icl's README does: blocks joined by a blank line.
     blocks = "\n\n".join(f"<instruct>{INSTRUCTION}\n<query>{q}\n<response>{r}" for q, r in EXAMPLES) + "\n\n"
     bos = [tok.bos_token_id] if family == "llama" else []
-    expected_head = bos + tok(fmt.prefix + blocks, add_special_tokens=False)["input_ids"] \
+    expected_head = (
+        bos
+        + tok(fmt.prefix + blocks, add_special_tokens=False)["input_ids"]
         + tok(INSTRUCTION + "\n", add_special_tokens=False)["input_ids"]
+    )
 
     batch, c_pos, c_row, contextual = _head_and_c(model, [TEXT], prompt)
     assert batch.input_ids[0, :c_pos].tolist() == expected_head
@@ -71,8 +76,9 @@ def test_examples_change_the_query_and_empty_examples_change_nothing(tiny_model_
     if enc is not None:
         np.testing.assert_allclose(with_examples[:, enc], plain[:, enc], atol=1e-6)
     # A batch of one and a batch of two agree: examples ride in each input's own tokens.
-    np.testing.assert_allclose(model.encode_queries(texts[1:], task="SciFact", examples=EXAMPLES),
-                               with_examples[1:], atol=1e-5)
+    np.testing.assert_allclose(
+        model.encode_queries(texts[1:], task="SciFact", examples=EXAMPLES), with_examples[1:], atol=1e-5
+    )
 
 
 def test_registered_examples_apply_where_the_instruction_does(tiny_model_factory):
@@ -83,10 +89,14 @@ def test_registered_examples_apply_where_the_instruction_does(tiny_model_factory
     texts = [TEXT, "Cats and dogs are popular pets."]
 
     # Queries: the registered examples, the same as passing them; examples=[] turns them off.
-    np.testing.assert_array_equal(model.encode_queries(texts, task="IclRetrievalTest"),
-                                  model.encode_queries(texts, instruction="Find the evidence", examples=EXAMPLES))
-    np.testing.assert_array_equal(model.encode_queries(texts, task="IclRetrievalTest", examples=[]),
-                                  model.encode_queries(texts, instruction="Find the evidence"))
+    np.testing.assert_array_equal(
+        model.encode_queries(texts, task="IclRetrievalTest"),
+        model.encode_queries(texts, instruction="Find the evidence", examples=EXAMPLES),
+    )
+    np.testing.assert_array_equal(
+        model.encode_queries(texts, task="IclRetrievalTest", examples=[]),
+        model.encode_queries(texts, instruction="Find the evidence"),
+    )
     # Documents of a retrieval task: neither instruction nor examples, and asking for examples is an error.
     np.testing.assert_array_equal(model.encode_documents(texts, task="IclRetrievalTest"), model.encode_documents(texts))
     with pytest.raises(ValueError, match="IclRetrievalTest.*encoding queries"):
@@ -94,7 +104,8 @@ def test_registered_examples_apply_where_the_instruction_does(tiny_model_factory
     # A symmetric task: every input is a query, so documents get the examples too.
     np.testing.assert_array_equal(
         model.encode_documents(texts, task="IclStsTest"),
-        model.encode(texts, instruction="Retrieve semantically similar text.", examples=EXAMPLES[:1]))
+        model.encode(texts, instruction="Retrieve semantically similar text.", examples=EXAMPLES[:1]),
+    )
 
     with pytest.raises(ValueError, match=r"example 0 for task 'Bad'.*pair"):
         register_task("Bad", "x", examples=[("only a query",)])
@@ -135,10 +146,12 @@ def test_token_budget_batching_counts_the_examples(tiny_model_factory):
     batch = model.collate(with_ex.pieces, with_ex.encoder_ids)
     assert batch.attention_mask.sum(1).tolist() == with_ex.lengths
     # And a budget that fits one prompted input per batch gives the same vectors as one big batch.
-    one_each = model.encode_queries(texts, instruction=INSTRUCTION, examples=EXAMPLES,
-                                    max_tokens_per_batch=max(with_ex.lengths))
-    np.testing.assert_allclose(one_each, model.encode_queries(texts, instruction=INSTRUCTION, examples=EXAMPLES),
-                               atol=1e-5)
+    one_each = model.encode_queries(
+        texts, instruction=INSTRUCTION, examples=EXAMPLES, max_tokens_per_batch=max(with_ex.lengths)
+    )
+    np.testing.assert_allclose(
+        one_each, model.encode_queries(texts, instruction=INSTRUCTION, examples=EXAMPLES), atol=1e-5
+    )
 
 
 def test_embeddings_endpoint_takes_examples(tiny_model_factory):
@@ -156,21 +169,28 @@ def test_embeddings_endpoint_takes_examples(tiny_model_factory):
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="k" * 20)
 
         def embed(**extra) -> np.ndarray:
-            return np.array([d.embedding for d in client.embeddings.create(input=texts, model="tiny",
-                                                                           extra_body=extra).data])
+            return np.array(
+                [d.embedding for d in client.embeddings.create(input=texts, model="tiny", extra_body=extra).data]
+            )
 
         np.testing.assert_allclose(
             embed(input_type="query", task="SciFact", examples=[list(e) for e in EXAMPLES]),
-            model.encode_queries(texts, task="SciFact", examples=EXAMPLES, normalize_embeddings=True), atol=1e-5)
+            model.encode_queries(texts, task="SciFact", examples=EXAMPLES, normalize_embeddings=True),
+            atol=1e-5,
+        )
         # Documents of a retrieval task get none: a 400 naming the field.
-        response = httpx.post(server.url + "/v1/embeddings", headers={"Authorization": "Bearer " + "k" * 20},
-                              json={"input": texts, "input_type": "document", "task": "SciFact",
-                                    "examples": EXAMPLES})
+        response = httpx.post(
+            server.url + "/v1/embeddings",
+            headers={"Authorization": "Bearer " + "k" * 20},
+            json={"input": texts, "input_type": "document", "task": "SciFact", "examples": EXAMPLES},
+        )
         assert response.status_code == 400 and response.json()["error"]["param"] == "examples"
         # Too many examples for max_length: a 400 naming the task.
-        response = httpx.post(server.url + "/v1/embeddings", headers={"Authorization": "Bearer " + "k" * 20},
-                              json={"input": texts, "input_type": "query", "task": "SciFact",
-                                    "examples": EXAMPLES * 3})
+        response = httpx.post(
+            server.url + "/v1/embeddings",
+            headers={"Authorization": "Bearer " + "k" * 20},
+            json={"input": texts, "input_type": "query", "task": "SciFact", "examples": EXAMPLES * 3},
+        )
         assert response.status_code == 400 and "task 'SciFact'" in response.json()["error"]["message"]
 
 
@@ -180,14 +200,14 @@ def test_tasks_command_lists_registered_examples(capsys):
     register_task("IclCliTest", "Find the evidence", examples=[("a claim", "its evidence")])
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out
-    line = out.splitlines()[[i for i, l in enumerate(out.splitlines()) if l.startswith("IclCliTest")][0] + 1]
+    line = out.splitlines()[[i for i, l in enumerate(out.splitlines()) if l.startswith("IclCliTest")][0] + 1]  # noqa: E741
     assert "'a claim' -> 'its evidence'" in line
 
 
 def _tiny_scifact(root) -> int:
     from tiny_corpus import CORPUS, write_scifact
 
-    docs = {f"d{i}": " ".join(CORPUS[i % 7: i % 7 + 2]) for i in range(12)}
+    docs = {f"d{i}": " ".join(CORPUS[i % 7 : i % 7 + 2]) for i in range(12)}
     write_scifact(root, docs, {f"q{i}": CORPUS[i % 7][:30] for i in range(10)}, {f"q{i}": f"d{i}" for i in range(10)})
     return len(docs)
 
@@ -229,8 +249,26 @@ def test_eval_scores_several_example_counts_and_encodes_the_corpus_once(tiny_mod
     assert counting.documents == n_docs  # the second count reused the corpus vectors
 
     out = tmp_path / "rows.json"
-    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
-                 "--examples", "0", "1", "--dtype", "float32", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(variant),
+                "--data",
+                str(tmp_path / "data"),
+                "--sets",
+                "scifact-dev",
+                "--examples",
+                "0",
+                "1",
+                "--dtype",
+                "float32",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = json.loads(out.read_text())
     assert list(rows) == [str(variant), f"{variant} (1 in-context examples)"]
     for k, row in zip((0, 1), rows.values()):

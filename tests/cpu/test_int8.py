@@ -15,15 +15,19 @@ import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from c2v_rag import Causal2Vec  # noqa: E402
+from c2v_rag.core.devices import INT8_METHOD  # noqa: E402
 from c2v_rag.cpu import int8 as int8_module  # noqa: E402
 from c2v_rag.cpu import onnx_decoder as od  # noqa: E402
 from c2v_rag.cpu import onnx_encoder as onnx_encoder_module  # noqa: E402
 from c2v_rag.cpu.onnx_encoder import OnnxEncoder  # noqa: E402
 from c2v_rag.nn.projector import ContextualProjector  # noqa: E402
-from c2v_rag.core.devices import INT8_METHOD  # noqa: E402
 
-TEXTS = ["short", "a somewhat longer text about proteins and the cells that make them",
-         "three words here", "and one more sentence, of middling length, to pad the batch"]
+TEXTS = [
+    "short",
+    "a somewhat longer text about proteins and the cells that make them",
+    "three words here",
+    "and one more sentence, of middling length, to pad the batch",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +43,12 @@ def _linear_graph(w: np.ndarray, name: str = "/layers.0/mlp/up_proj/MatMul", ops
     k, m = w.shape
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name=name)
     graph = helper.make_graph(
-        [node], "linear",
+        [node],
+        "linear",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", k])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "t", m])],
-        [numpy_helper.from_array(w.astype(np.float32), "w")])
+        [numpy_helper.from_array(w.astype(np.float32), "w")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset < 21 else 10)
 
 
@@ -80,8 +86,8 @@ def test_the_rewrite_computes_per_token_int8_as_written_out_by_hand(smooth, fold
     maxima = np.abs(x).reshape(-1, 48).max(0) if smooth else None
     model = _linear_graph(w, opset=opset)
     replaced = int8_module.rewrite_per_token_int8(
-        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5, fold_zero_point=fold,
-        opset=opset)
+        model.graph, {"layers.0.mlp.up_proj": maxima} if smooth else None, alpha=0.5, fold_zero_point=fold, opset=opset
+    )
     onnx.checker.check_model(model, full_check=True)  # valid at its opset (the reductions' axes)
     assert replaced == 1
     # folded, the zero point's share is taken out inside the integer GEMM: no float pass over the output
@@ -152,19 +158,34 @@ def test_layers_reading_one_norm_share_its_quantization_and_fold_smoothquant_int
     gamma = rng.uniform(0.5, 2, size=32).astype(np.float32)
     x = rng.normal(size=(2, 6, 32)).astype(np.float32)
     x[..., 5] *= 30
-    nodes = [helper.make_node("Mul", ["x", "gamma"], ["normed"], name="/layers.0/input_layernorm/Mul_1"),
-             helper.make_node("MatMul", ["normed", "wq"], ["q"], name="/layers.0/self_attn/q_proj/MatMul"),
-             helper.make_node("MatMul", ["normed", "wk"], ["k"], name="/layers.0/self_attn/k_proj/MatMul")]
+    nodes = [
+        helper.make_node("Mul", ["x", "gamma"], ["normed"], name="/layers.0/input_layernorm/Mul_1"),
+        helper.make_node("MatMul", ["normed", "wq"], ["q"], name="/layers.0/self_attn/q_proj/MatMul"),
+        helper.make_node("MatMul", ["normed", "wk"], ["k"], name="/layers.0/self_attn/k_proj/MatMul"),
+    ]
     graph = helper.make_graph(
-        nodes, "qk", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", 32])],
-        [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["b", "t", 24]),
-         helper.make_tensor_value_info("k", TensorProto.FLOAT, ["b", "t", 8])],
-        [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(wq_, "wq"), numpy_helper.from_array(wk, "wk")])
+        nodes,
+        "qk",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", 32])],
+        [
+            helper.make_tensor_value_info("q", TensorProto.FLOAT, ["b", "t", 24]),
+            helper.make_tensor_value_info("k", TensorProto.FLOAT, ["b", "t", 8]),
+        ],
+        [
+            numpy_helper.from_array(gamma, "gamma"),
+            numpy_helper.from_array(wq_, "wq"),
+            numpy_helper.from_array(wk, "wk"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     normed = x * gamma
     amax = np.abs(normed).reshape(-1, 32).max(0)
-    assert int8_module.rewrite_per_token_int8(
-        model.graph, {"layers.0.self_attn.q_proj": amax, "layers.0.self_attn.k_proj": amax}) == 2
+    assert (
+        int8_module.rewrite_per_token_int8(
+            model.graph, {"layers.0.self_attn.q_proj": amax, "layers.0.self_attn.k_proj": amax}
+        )
+        == 2
+    )
     ops = [n.op_type for n in model.graph.node]
     assert ops.count("QuantizeLinear") == 1 and ops.count("MatMulInteger") == 2
     assert not any(name.endswith("_inv_s") for n in model.graph.node for name in n.input)  # no Mul by 1/s
@@ -173,8 +194,7 @@ def test_layers_reading_one_norm_share_its_quantization_and_fold_smoothquant_int
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got_q, got_k = session.run(["q", "k"], {"x": x})
     both = _per_token_int8_by_hand(normed, np.concatenate([wq_, wk], axis=1), amax, 0.5).reshape(2, 6, 32)
-    np.testing.assert_allclose(np.concatenate([got_q, got_k], axis=-1), both, rtol=1e-4,
-                               atol=1e-4 * np.abs(both).max())
+    np.testing.assert_allclose(np.concatenate([got_q, got_k], axis=-1), both, rtol=1e-4, atol=1e-4 * np.abs(both).max())
 
 
 def test_smoothquant_brings_an_outlier_channel_closer_to_the_float_product():
@@ -223,8 +243,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_free(tiny_variant, tmp_path,
-                                                                                 monkeypatch):
+def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_free(tiny_variant, tmp_path, monkeypatch):
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
     float_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
@@ -261,7 +280,7 @@ def test_the_projector_row_by_row_gives_each_text_the_same_c_alone_or_in_a_batch
         projector.row_by_row = True
         rows = projector(states, mask)
         for i, n in enumerate(mask.sum(1).tolist()):  # bitwise: what the text gets alone, unpadded
-            assert torch.equal(rows[i], projector(states[i:i + 1, :n], mask[i:i + 1, :n])[0])
+            assert torch.equal(rows[i], projector(states[i : i + 1, :n], mask[i : i + 1, :n])[0])
     torch.testing.assert_close(rows, batched, rtol=0, atol=1e-5)  # the same function, only per row
 
 
@@ -320,8 +339,9 @@ def test_int8_keeps_a_bidirectional_decoder_bidirectional(tiny_model_factory, tm
     bidirectional attention with its padding mask, so the vectors stay close to float's, alone or batched."""
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
     path = tmp_path / "llm2vec-like"
-    tiny_model_factory("llama", num_contextual_tokens=0, representation="mean", encoder=None,
-                       attention="bidirectional", max_length=128).save_pretrained(path)
+    tiny_model_factory(
+        "llama", num_contextual_tokens=0, representation="mean", encoder=None, attention="bidirectional", max_length=128
+    ).save_pretrained(path)
     float_model = Causal2Vec.from_pretrained(path, device="cpu")
     model = Causal2Vec.from_pretrained(path, device="cpu", quantize="int8")
     ops = {n.op_type for n in onnx.load(str(model.decoder.path)).graph.node}
@@ -334,8 +354,9 @@ def test_int8_keeps_a_bidirectional_decoder_bidirectional(tiny_model_factory, tm
 
 
 @pytest.mark.parametrize("representation", ["concat", "last_token", "mean"])
-def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(tiny_model_factory, tmp_path, monkeypatch,
-                                                                    representation):
+def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(
+    tiny_model_factory, tmp_path, monkeypatch, representation
+):
     """The int8 graph's last layer runs at the positions the representation reads (C and EOS for concat, EOS
     for last_token; every row for mean, which pools them all), and the vectors are bit for bit those of the
     same graph run at every row."""
@@ -346,8 +367,13 @@ def test_int8_computes_the_last_layer_at_the_rows_the_readout_reads(tiny_model_f
     assert model.decoder.rows_only and READOUT_INPUT in {i.name for i in model.decoder.session.get_inputs()}
     fed = []
     run = model.decoder.session.run
-    monkeypatch.setattr(model.decoder.session, "run", lambda names, feeds: fed.append(
-        (feeds[READOUT_INPUT].shape[1], feeds["attention_mask"].shape[1])) or run(names, feeds))
+    monkeypatch.setattr(
+        model.decoder.session,
+        "run",
+        lambda names, feeds: (
+            fed.append((feeds[READOUT_INPUT].shape[1], feeds["attention_mask"].shape[1])) or run(names, feeds)
+        ),
+    )
     vectors = model.encode(TEXTS, normalize_embeddings=True)
     rows = {"concat": 2, "last_token": 1}
     assert fed and all(r == rows.get(representation, length) for r, length in fed)
@@ -373,8 +399,9 @@ def test_int8_runs_batches_side_by_side_one_core_each_with_the_same_vectors(tiny
     one_at_a_time = model.encode(texts, max_tokens_per_batch=64)
     callers: set[str] = set()
     run = model.decoder.session.run
-    monkeypatch.setattr(model.decoder.session, "run", lambda *a: callers.add(threading.current_thread().name)
-                        or run(*a))
+    monkeypatch.setattr(
+        model.decoder.session, "run", lambda *a: callers.add(threading.current_thread().name) or run(*a)
+    )
     model.decoder.threads = 3
     assert model.batch_workers == 3
     side_by_side = model.encode(texts, max_tokens_per_batch=64)

@@ -15,16 +15,30 @@ import onnxruntime as ort  # noqa: E402
 from transformers import LlamaConfig, LlamaModel  # noqa: E402
 
 from c2v_rag.cpu import onnx_decoder as od  # noqa: E402
+from c2v_rag.cpu.onnx_attention import (  # noqa: E402
+    MIN_BLOCKED_LENGTH,
+    POSITIONS_FROM_LENGTHS,
+    POSITIONS_KEY,
+    READOUT_INPUT,
+    fuse_attention,
+    last_layer_at_rows,
+)
 from c2v_rag.nn.attention import set_attention_mode  # noqa: E402
-from c2v_rag.cpu.onnx_attention import (MIN_BLOCKED_LENGTH, POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT,  # noqa: E402
-                                    fuse_attention, last_layer_at_rows)
 
 
 def _llama(head_dim: int, **extra) -> LlamaModel:
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=40, hidden_size=4 * head_dim, num_attention_heads=4, num_key_value_heads=2,
-                         num_hidden_layers=2, intermediate_size=96, max_position_embeddings=256, rope_theta=10000.0,
-                         **extra)
+    config = LlamaConfig(
+        vocab_size=40,
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        intermediate_size=96,
+        max_position_embeddings=256,
+        rope_theta=10000.0,
+        **extra,
+    )
     return LlamaModel(config).eval()
 
 
@@ -42,8 +56,9 @@ def _session(model) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-@pytest.mark.parametrize(("lengths", "cut"), [([11, 4, 7], False), ([150, 3, 97, 64], True)],
-                         ids=["one-block", "cut-into-blocks"])
+@pytest.mark.parametrize(
+    ("lengths", "cut"), [([11, 4, 7], False), ([150, 3, 97, 64], True)], ids=["one-block", "cut-into-blocks"]
+)
 def test_fused_attention_computes_what_the_torch_decoder_computes(tmp_path, capfd, lengths, cut):
     decoder = _llama(head_dim=16)
     exported = onnx.load(str(od.export_decoder(decoder, tmp_path / "decoder.onnx")))
@@ -80,9 +95,14 @@ def test_a_text_gets_the_same_states_bit_for_bit_however_its_sequence_is_cut(tmp
     embeds, mask, positions = _batch([length, 200], 64)
 
     def run(rows: slice, width: int) -> np.ndarray:
-        return session.run(None, {"inputs_embeds": embeds[rows, :width].numpy(),
-                                  "attention_mask": mask[rows, :width].numpy(),
-                                  "position_ids": positions[rows, :width].numpy()})[0]
+        return session.run(
+            None,
+            {
+                "inputs_embeds": embeds[rows, :width].numpy(),
+                "attention_mask": mask[rows, :width].numpy(),
+                "position_ids": positions[rows, :width].numpy(),
+            },
+        )[0]
 
     alone, together = run(slice(0, 1), length), run(slice(0, 2), 200)
     np.testing.assert_array_equal(alone[0], together[0, :length])

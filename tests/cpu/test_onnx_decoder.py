@@ -18,8 +18,12 @@ pytest.importorskip("onnx")
 
 from c2v_rag.cpu import onnx_decoder as od  # noqa: E402
 
-TEXTS = ["short", "a somewhat longer text about proteins and the cells that make them",
-         "three words here", "and one more sentence, of middling length, to pad the batch"]
+TEXTS = [
+    "short",
+    "a somewhat longer text about proteins and the cells that make them",
+    "three words here",
+    "and one more sentence, of middling length, to pad the batch",
+]
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -27,8 +31,9 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _with_decoder(model: Causal2Vec, decoder) -> Causal2Vec:
-    return Causal2Vec(model.config, decoder, model.tokenizer, model.encoder, model.encoder_tokenizer,
-                      model.projector).eval()
+    return Causal2Vec(
+        model.config, decoder, model.tokenizer, model.encoder, model.encoder_tokenizer, model.projector
+    ).eval()
 
 
 def test_fp32_export_matches_torch_in_a_batch_and_alone_and_is_cached(tiny_model_factory, tmp_path, monkeypatch):
@@ -97,11 +102,14 @@ REAL_TEXTS = [
     "Vitamin D deficiency increases the risk of bone fractures.",
     "Low serum vitamin D was associated with higher fracture rates in elderly patients. " * 3,
     "The central bank raised interest rates by a quarter point.",
-    ("Background: Mutations in the BRCA1 gene predispose carriers to breast and ovarian cancer. Methods: We "
-     "sequenced tumours from 212 patients and compared expression profiles with matched normal tissue. "
-     "Results: Loss of heterozygosity was found in 61% of tumours, and homologous recombination deficiency "
-     "scores were higher in carriers. Conclusions: BRCA1 loss shapes the mutational landscape of these "
-     "tumours and predicts response to platinum chemotherapy. ") * 2,
+    (
+        "Background: Mutations in the BRCA1 gene predispose carriers to breast and ovarian cancer. Methods: We "
+        "sequenced tumours from 212 patients and compared expression profiles with matched normal tissue. "
+        "Results: Loss of heterozygosity was found in 61% of tumours, and homologous recombination deficiency "
+        "scores were higher in carriers. Conclusions: BRCA1 loss shapes the mutational landscape of these "
+        "tumours and predicts response to platinum chemotherapy. "
+    )
+    * 2,
     "ATP synthase couples proton flow to phosphorylation.",
     "Microglia prune synapses during development through complement signalling in the mouse brain.",
 ]
@@ -113,13 +121,17 @@ def preset():
 
 
 @pytest.mark.real_weights
-@pytest.mark.parametrize(("method", "to_float", "alone_vs_batch"), [
-    ("fp32", 0.99999, 0.99999),
-    # measured on 16 SciFact texts: 0.99913 worst, 0.99972 alone vs batch (docs/performance.md); the targets:
-    ("nbits8-b32", 0.99, 0.999),
-])
-def test_the_preset_through_onnx_runtime_stays_within_the_bounds(preset, tmp_path_factory, method, to_float,
-                                                                 alone_vs_batch):
+@pytest.mark.parametrize(
+    ("method", "to_float", "alone_vs_batch"),
+    [
+        ("fp32", 0.99999, 0.99999),
+        # measured on 16 SciFact texts: 0.99913 worst, 0.99972 alone vs batch (docs/performance.md); the targets:
+        ("nbits8-b32", 0.99, 0.999),
+    ],
+)
+def test_the_preset_through_onnx_runtime_stays_within_the_bounds(
+    preset, tmp_path_factory, method, to_float, alone_vs_batch
+):
     decoder = od.onnx_decoder(preset.decoder, method, cache_dir=tmp_path_factory.mktemp("onnx"))
     ort_model = _with_decoder(preset, decoder)
     reference = preset.encode(REAL_TEXTS, normalize_embeddings=True)

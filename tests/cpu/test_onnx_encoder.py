@@ -14,8 +14,12 @@ pytest.importorskip("onnx")
 from c2v_rag.cpu import onnx_encoder as oe  # noqa: E402
 from c2v_rag.hub.sources import resolve_reference  # noqa: E402
 
-TEXTS = ["short", "a somewhat longer text about proteins and the cells that make them, and then some more words",
-         "three words here", "Vitamin D deficiency increases the risk of bone fractures in the elderly."]
+TEXTS = [
+    "short",
+    "a somewhat longer text about proteins and the cells that make them, and then some more words",
+    "three words here",
+    "Vitamin D deficiency increases the risk of bone fractures in the elderly.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +69,9 @@ def test_the_onnx_encoder_refuses_what_it_cannot_run(minilm, tmp_path):
         encoder(input_ids=ids, output_hidden_states=True)
     with pytest.raises(ValueError, match="input_ids and attention_mask only"):
         encoder(input_ids=ids, token_type_ids=torch.ones_like(ids))
-    np.testing.assert_allclose(encoder(input_ids=ids).last_hidden_state.numpy(),
-                               encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state.numpy())
+    np.testing.assert_allclose(
+        encoder(input_ids=ids).last_hidden_state.numpy(),
+        encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state.numpy(),
+    )
     with pytest.raises(ValueError, match="float32 weights"):
         oe.export_encoder(type(bert)(bert.config).to(torch.bfloat16), tmp_path / "x.onnx")

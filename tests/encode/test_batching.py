@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from c2v_rag.encode.batching import pad_right, plan_batches
 from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.encode.batching import pad_right, plan_batches
 
 
 def test_plan_batches_covers_every_index_within_budget():
@@ -31,9 +31,19 @@ def test_max_pad_fraction_splits_where_a_text_would_be_padded_too_much():
     assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64) == [list(range(7))]
     # 76 is padded by 24% of 100, 74 by 26%: a new batch starts at 74, and again at 20.
     assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64, max_pad_fraction=0.25) == [
-        [0, 1, 2], [3], [4, 5, 6]]
+        [0, 1, 2],
+        [3],
+        [4, 5, 6],
+    ]
     assert plan_batches(lengths, max_tokens=10_000, max_batch_size=64, max_pad_fraction=0.0) == [
-        [0], [1], [2], [3], [4], [5], [6]]
+        [0],
+        [1],
+        [2],
+        [3],
+        [4],
+        [5],
+        [6],
+    ]
     with pytest.raises(ValueError):
         plan_batches(lengths, max_tokens=10, max_batch_size=1, max_pad_fraction=1.5)
 

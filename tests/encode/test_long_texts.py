@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from tiny_corpus import CORPUS, write_scifact
 
-from c2v_rag.encode.loop import prepare_texts
 from c2v_rag.encode.long_texts import LongTexts
+from c2v_rag.encode.loop import prepare_texts
 
 LONG = " ".join(CORPUS[:7] * 2)  # ~200 tokens: several windows at max_length=48
 SHORT = CORPUS[0]
@@ -105,11 +105,12 @@ def test_maxp_ranks_documents_by_their_best_window():
 
 
 def test_retrieval_eval_takes_each_long_text_mode(model):
-    from c2v_rag.evaluation.datasets import RetrievalData, PairScoreData
+    from c2v_rag.evaluation.datasets import PairScoreData, RetrievalData
     from c2v_rag.evaluation.evaluators import evaluate
 
-    data = RetrievalData(corpus={"long": LONG, "short": CORPUS[3]}, queries={"q": "Cats and dogs"},
-                         qrels={"q": {"short": 1}})
+    data = RetrievalData(
+        corpus={"long": LONG, "short": CORPUS[3]}, queries={"q": "Cats and dogs"}, qrels={"q": {"short": 1}}
+    )
     for mode in ("truncate", "chunk", "maxp"):
         scores = evaluate(model, data, long_texts=mode)
         assert 0 <= scores["ndcg@10"] <= 1
@@ -127,16 +128,34 @@ def test_eval_cli_long_texts_scores_as_the_evaluator_does(model, tmp_path):
     from c2v_rag.evaluation.evaluators import evaluate_retrieval
 
     docs = {f"d{i}": " ".join(CORPUS[i % 7 : i % 7 + 3] * (1 + i % 3)) for i in range(12)}
-    write_scifact(tmp_path / "data", docs, {f"q{i}": CORPUS[i % 7][:30] for i in range(10)},
-                  {f"q{i}": f"d{i}" for i in range(10)})
+    write_scifact(
+        tmp_path / "data", docs, {f"q{i}": CORPUS[i % 7][:30] for i in range(10)}, {f"q{i}": f"d{i}" for i in range(10)}
+    )
     variant = tmp_path / "variant"
     model.save_pretrained(variant)
     reloaded = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
     data = scifact_dev(tmp_path / "data")
     for mode in ("chunk", "maxp"):
         out = tmp_path / f"{mode}.json"
-        assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
-                     "--long-texts", mode, "--dtype", "float32", "--json", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    str(variant),
+                    "--data",
+                    str(tmp_path / "data"),
+                    "--sets",
+                    "scifact-dev",
+                    "--long-texts",
+                    mode,
+                    "--dtype",
+                    "float32",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         (row,) = json.loads(out.read_text()).values()
         expected = evaluate_retrieval(reloaded, data, long_texts=mode)
         assert row["scifact-dev"]["ndcg@10"] == pytest.approx(expected["ndcg@10"])

@@ -20,7 +20,9 @@ def test_contextual_token_sits_right_after_the_instruction(tiny_model_factory, f
 
     # Independent expectation: the fixture's llama tokenizer prepends BOS, the qwen2 one does not.
     bos = [tok.bos_token_id] if family == "llama" else []
-    expected_head = bos + tok(fmt.prefix + (INSTRUCTION + "\n" if instructed else ""), add_special_tokens=False)["input_ids"]
+    expected_head = (
+        bos + tok(fmt.prefix + (INSTRUCTION + "\n" if instructed else ""), add_special_tokens=False)["input_ids"]
+    )
     c_pos = len(expected_head)
 
     seen, batch, contextual = captured_inputs(model, [TEXT], instruction)

@@ -7,8 +7,16 @@ import random
 import numpy as np
 import pytest
 
-from c2v_rag.evaluation import (LabelledData, PairScoreData, RetrievalData, evaluate_classification,
-                                evaluate_retrieval, evaluate_run, evaluate_sts, split_queries)
+from c2v_rag.evaluation import (
+    LabelledData,
+    PairScoreData,
+    RetrievalData,
+    evaluate_classification,
+    evaluate_retrieval,
+    evaluate_run,
+    evaluate_sts,
+    split_queries,
+)
 
 
 def _random_fixture(seed: int):
@@ -75,7 +83,9 @@ def test_sts_evaluator_is_spearman_of_cosines():
     first = [f"a{i}" for i in range(30)]
     second = [f"b{i}" for i in range(30)]
     table = {t: rng.normal(size=8) for t in first + second}
-    cos = [float(table[a] @ table[b] / np.linalg.norm(table[a]) / np.linalg.norm(table[b])) for a, b in zip(first, second)]
+    cos = [
+        float(table[a] @ table[b] / np.linalg.norm(table[a]) / np.linalg.norm(table[b])) for a, b in zip(first, second)
+    ]
     rank = lambda xs: np.argsort(np.argsort(xs))
     gold = list(rng.normal(size=30))
     expected = 1 - 6 * np.sum((rank(cos) - rank(gold)) ** 2) / (30 * (30**2 - 1))  # no ties
@@ -95,7 +105,9 @@ def test_classification_protocol_separable_vs_random_labels():
         table[text] = centers[label] + rng.normal(size=4) * 0.3
     data = LabelledData(texts[:200], labels[:200], texts[200:], labels[200:], samples_per_label=4)
     assert evaluate_classification(LookupEmbedder(table), data, seeds=3)["accuracy"] == pytest.approx(1.0)
-    shuffled = LabelledData(texts[:200], labels[:200], texts[200:], list(rng.permutation(labels[200:])), samples_per_label=4)
+    shuffled = LabelledData(
+        texts[:200], labels[:200], texts[200:], list(rng.permutation(labels[200:])), samples_per_label=4
+    )
     assert evaluate_classification(LookupEmbedder(table), shuffled, seeds=3)["accuracy"] < 0.6
 
 

@@ -9,12 +9,11 @@ import torch
 mteb = pytest.importorskip("mteb")
 pytest.importorskip("sentence_transformers")
 from sentence_transformers import SentenceTransformer  # noqa: E402
+from tiny_corpus import CORPUS  # noqa: E402
 
 from c2v_rag import get_task  # noqa: E402
 from c2v_rag.evaluation.mteb_adapter import local_retrieval_task  # noqa: E402
 from c2v_rag.hub.st_files import variant_revision  # noqa: E402
-
-from tiny_corpus import CORPUS  # noqa: E402
 
 DOCS = {f"d{i}": text for i, text in enumerate(CORPUS[:7])}
 QUERIES = {"q0": "vitamin D and bone loss", "q1": "the stock market fell", "q4": "how proteins fold"}
@@ -49,8 +48,9 @@ def variant(tiny_model_factory, tmp_path_factory):
 
 def test_mteb_evaluate_a_variant_as_a_sentence_transformers_model(variant):
     path, model = variant
-    st_model = SentenceTransformer(str(path), device="cpu", trust_remote_code=True,
-                                   model_kwargs={"dtype": torch.float32})
+    st_model = SentenceTransformer(
+        str(path), device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32}
+    )
     result = mteb.evaluate(st_model, local_task(), cache=None, show_progress_bar=False)
 
     assert (result.model_name, result.model_revision) == ("c2v_rag/tiny-c2v", variant_revision(path))
@@ -59,8 +59,9 @@ def test_mteb_evaluate_a_variant_as_a_sentence_transformers_model(variant):
     # The task is not in the paper's table: queries get the retrieval prompt (the variant's query
     # instruction), documents none, exactly as encode_queries / encode_documents give them.
     score = result.task_results[0].get_score()
-    expected = ndcg_at_10(model.encode_queries(list(QUERIES.values()), task="SciFact"),
-                          model.encode_documents(list(DOCS.values())))
+    expected = ndcg_at_10(
+        model.encode_queries(list(QUERIES.values()), task="SciFact"), model.encode_documents(list(DOCS.values()))
+    )
     assert score == pytest.approx(expected, abs=1e-4)
     uninstructed = ndcg_at_10(model.encode(list(QUERIES.values())), model.encode_documents(list(DOCS.values())))
     print(f"nDCG@10 {score:.4f} (queries without instruction: {uninstructed:.4f})")
@@ -119,8 +120,9 @@ def test_mteb_encoder_gives_queries_in_context_examples(variant):
 
 def test_sentence_transformers_encode_takes_examples(variant, monkeypatch):
     path, model = variant
-    st_model = SentenceTransformer(str(path), device="cpu", trust_remote_code=True,
-                                   model_kwargs={"dtype": torch.float32})
+    st_model = SentenceTransformer(
+        str(path), device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32}
+    )
     st_model.max_seq_length = 200  # room for the example, as in the test above
     monkeypatch.setattr(model, "max_seq_length", 200)  # the shared model gets its length back even on failure
     examples = [("cats purr when happy", "Purring signals a content cat.")]

@@ -7,13 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from tiny_corpus import CORPUS
 
 from c2v_rag import Causal2Vec
 from c2v_rag.cli import main as cli_main
 from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 from c2v_rag.hub.publish import model_card, prepare_upload
-
-from tiny_corpus import CORPUS
 
 hub = pytest.importorskip("huggingface_hub")
 
@@ -28,28 +27,48 @@ def test_the_presets_card_carries_hub_metadata_and_its_dev_scores():
     shipped = json.loads((PRESETS_DIR / DEFAULT_PRESET / "dev_scores.json").read_text())
     results = {r.dataset_split: r.metric_value for r in data.eval_results}  # huggingface_hub parses model-index
     assert results == {name: round(scores["main"], 4) for name, scores in shipped.items()}
-    for how in ("Causal2Vec.from_pretrained", "SentenceTransformer(", "HuggingFaceEmbedding(", "HuggingFaceEmbeddings("):
+    for how in (
+        "Causal2Vec.from_pretrained",
+        "SentenceTransformer(",
+        "HuggingFaceEmbedding(",
+        "HuggingFaceEmbeddings(",
+    ):
         assert how in card.text
 
 
 def test_the_upload_folder_loads_as_a_variant_and_as_a_sentence_transformers_model(tiny_model_factory, tmp_path):
     st = pytest.importorskip("sentence_transformers")
-    model = tiny_model_factory("llama", default_task="SciFact",
-                               metadata={"training": {"datasets": ["scifact"]}, "dev_scores": {"scifact-dev": 0.25}})
+    model = tiny_model_factory(
+        "llama",
+        default_task="SciFact",
+        metadata={"training": {"datasets": ["scifact"]}, "dev_scores": {"scifact-dev": 0.25}},
+    )
     model.save_pretrained(tmp_path / "variant")
     (tmp_path / "variant" / "checkpoints").mkdir()  # training leftovers stay out of the upload
     folder = prepare_upload(tmp_path / "variant", tmp_path / "upload", "someone/tiny")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([
-        "README.md", "causal2vec_config.json", "projector.safetensors", "modules.json",
-        "config_sentence_transformers.json", "causal2vec_st_module.json"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [
+            "README.md",
+            "causal2vec_config.json",
+            "projector.safetensors",
+            "modules.json",
+            "config_sentence_transformers.json",
+            "causal2vec_st_module.json",
+        ]
+    )
     data = hub.ModelCard.load(folder / "README.md").data
     assert [(r.task_type, r.metric_type, r.metric_value) for r in data.eval_results] == [
-        ("Retrieval", "ndcg_at_10", 0.25)]
+        ("Retrieval", "ndcg_at_10", 0.25)
+    ]
     texts = CORPUS[:4]
-    np.testing.assert_allclose(Causal2Vec.from_pretrained(folder, device="cpu", dtype="float32").encode_queries(texts),
-                               model.encode_queries(texts), atol=1e-6)
-    loaded = st.SentenceTransformer(str(folder), device="cpu", trust_remote_code=True,
-                                    model_kwargs={"dtype": torch.float32})
+    np.testing.assert_allclose(
+        Causal2Vec.from_pretrained(folder, device="cpu", dtype="float32").encode_queries(texts),
+        model.encode_queries(texts),
+        atol=1e-6,
+    )
+    loaded = st.SentenceTransformer(
+        str(folder), device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32}
+    )
     np.testing.assert_allclose(loaded.encode_query(texts), model.encode_queries(texts), atol=1e-5)
     with pytest.raises(FileExistsError, match="not empty"):
         prepare_upload(tmp_path / "variant", folder, "someone/tiny")

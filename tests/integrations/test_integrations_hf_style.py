@@ -11,9 +11,9 @@ pytest.importorskip("langchain_core")
 
 from langchain_causal2vec import Causal2VecEmbeddings  # noqa: E402
 from llama_index.embeddings.causal2vec import Causal2VecEmbedding  # noqa: E402
+from rag_helpers import make_text  # noqa: E402
 
 from c2v_rag.rag import DEFAULT_QUERY_TASK  # noqa: E402
-from rag_helpers import make_text  # noqa: E402
 
 TEXTS = [make_text(i, sentences=2) for i in range(4)]
 
@@ -33,12 +33,19 @@ def test_llama_index_model_name_loads_that_variant(tiny_variant, tiny_variant_qw
 
 
 def test_llama_index_hugging_face_names(tiny_variant, tiny_model, capsys):
-    emb = Causal2VecEmbedding(model_name=str(tiny_variant), show_progress_bar=True, embed_batch_size=5000,
-                              query_instruction="Find pets", text_instruction="Represent the text")
+    emb = Causal2VecEmbedding(
+        model_name=str(tiny_variant),
+        show_progress_bar=True,
+        embed_batch_size=5000,
+        query_instruction="Find pets",
+        text_instruction="Represent the text",
+    )
     assert emb.show_progress and emb.embed_batch_size == 5000
-    np.testing.assert_allclose(emb.get_query_embedding("cats"),
-                               tiny_model.encode_queries("cats", instruction="Find pets", normalize_embeddings=True),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        emb.get_query_embedding("cats"),
+        tiny_model.encode_queries("cats", instruction="Find pets", normalize_embeddings=True),
+        atol=1e-5,
+    )
     emb.get_text_embedding_batch(TEXTS)
     assert "Encoding" in capsys.readouterr().err  # the progress bar was asked for, and shown
     with pytest.raises(ValueError, match="no_such_option"):
@@ -46,13 +53,17 @@ def test_llama_index_hugging_face_names(tiny_variant, tiny_model, capsys):
 
 
 def test_langchain_hugging_face_arguments(tiny_variant, tiny_model):
-    emb = Causal2VecEmbeddings(model_name=str(tiny_variant), model_kwargs={"device": "cpu", "dtype": "float32"},
-                               encode_kwargs={"normalize_embeddings": False, "batch_size": 2},
-                               query_encode_kwargs={"prompt": "Find pets", "normalize_embeddings": False})
+    emb = Causal2VecEmbeddings(
+        model_name=str(tiny_variant),
+        model_kwargs={"device": "cpu", "dtype": "float32"},
+        encode_kwargs={"normalize_embeddings": False, "batch_size": 2},
+        query_encode_kwargs={"prompt": "Find pets", "normalize_embeddings": False},
+    )
     assert (emb.model, emb.device, emb.dtype) == (str(tiny_variant), "cpu", "float32")
     np.testing.assert_allclose(emb.embed_documents(TEXTS), tiny_model.encode_documents(TEXTS), atol=1e-5)
-    np.testing.assert_allclose(emb.embed_query("cats"), tiny_model.encode_queries("cats", instruction="Find pets"),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        emb.embed_query("cats"), tiny_model.encode_queries("cats", instruction="Find pets"), atol=1e-5
+    )
     # As in HuggingFaceEmbeddings, queries fall back to encode_kwargs; prompt_name picks a side's instruction.
     sym = Causal2VecEmbeddings(model_name=str(tiny_variant), encode_kwargs={"prompt_name": "query"})
     query_instruction = tiny_model.encode_queries(TEXTS[:1], task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
@@ -60,14 +71,17 @@ def test_langchain_hugging_face_arguments(tiny_variant, tiny_model):
     np.testing.assert_allclose([sym.embed_query(TEXTS[0])], query_instruction, atol=1e-5)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"model_kwargs": {"trust_remote_code": True}}, "model_kwargs has \\['trust_remote_code'\\]"),
-    ({"encode_kwargs": {"convert_to_numpy": True}}, "encode_kwargs has \\['convert_to_numpy'\\]"),
-    ({"query_encode_kwargs": {"prompt_name": "SciFact"}}, "prompt_name'\\] must be one of"),
-    ({"model_kwargs": {"dtype": "int4"}}, "dtype 'int4' is not one of"),
-    ({"device": "cuda", "model_kwargs": {"device": "cpu"}}, "differ: pass one"),
-    ({"no_such_option": 1}, "no_such_option"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model_kwargs": {"trust_remote_code": True}}, "model_kwargs has \\['trust_remote_code'\\]"),
+        ({"encode_kwargs": {"convert_to_numpy": True}}, "encode_kwargs has \\['convert_to_numpy'\\]"),
+        ({"query_encode_kwargs": {"prompt_name": "SciFact"}}, "prompt_name'\\] must be one of"),
+        ({"model_kwargs": {"dtype": "int4"}}, "dtype 'int4' is not one of"),
+        ({"device": "cuda", "model_kwargs": {"device": "cpu"}}, "differ: pass one"),
+        ({"no_such_option": 1}, "no_such_option"),
+    ],
+)
 def test_langchain_refuses_what_it_would_not_use(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Causal2VecEmbeddings(**kwargs)

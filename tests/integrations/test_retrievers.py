@@ -16,8 +16,10 @@ import pytest
 for _module in ("qdrant_client", "tenacity", "qdrant_edge", "llama_index.vector_stores.qdrant", "langchain_qdrant"):
     pytest.importorskip(_module)
 
-from langchain_causal2vec import Causal2VecEmbeddings, Causal2VecRetriever as LangChainRetriever
-from llama_index.embeddings.causal2vec import Causal2VecEmbedding, Causal2VecRetriever as LlamaRetriever
+from langchain_causal2vec import Causal2VecEmbeddings
+from langchain_causal2vec import Causal2VecRetriever as LangChainRetriever
+from llama_index.embeddings.causal2vec import Causal2VecEmbedding
+from llama_index.embeddings.causal2vec import Causal2VecRetriever as LlamaRetriever
 from qdrant_client import QdrantClient
 
 import c2v_rag
@@ -26,16 +28,20 @@ import c2v_rag
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory, tiny_variant):
     """Six documents with BM25 vectors in a local-mode store and in an Edge store (read-only in the tests)."""
-    from c2v_rag.rag import IngestConfig
     from rag_helpers import make_text
 
-    corpus = [{"id": f"doc-{i}", "text": make_text(i), "metadata": {"topic": "odd" if i % 2 else "even", "n": i}}
-              for i in range(6)]
+    from c2v_rag.rag import IngestConfig
+
+    corpus = [
+        {"id": f"doc-{i}", "text": make_text(i), "metadata": {"topic": "odd" if i % 2 else "even", "n": i}}
+        for i in range(6)
+    ]
     config = IngestConfig(chunk_size=24, chunk_overlap=4, batch_size=4, show_progress=False)
     root = tmp_path_factory.mktemp("retrievers")
     for store in ("local", "edge"):
-        c2v_rag.ingest(corpus, path=root / store, store=store, collection="kb", model=tiny_variant, config=config,
-                       sparse="bm25")
+        c2v_rag.ingest(
+            corpus, path=root / store, store=store, collection="kb", model=tiny_variant, config=config, sparse="bm25"
+        )
     return {"local": root / "local", "edge": root / "edge"}
 
 
@@ -52,15 +58,19 @@ def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(sto
     monkeypatch.setattr(Settings, "_transformations", None)
     # The frameworks' own stores read local mode; remember their answers, then close the store.
     with closing(QdrantClient(path=str(stores["local"]))) as client:
-        index = VectorStoreIndex.from_vector_store(LlamaStore(client=client, collection_name="kb",
-                                                              dense_vector_name="text-dense"),
-                                                   embed_model=Causal2VecEmbedding(model=str(tiny_variant)))
+        index = VectorStoreIndex.from_vector_store(
+            LlamaStore(client=client, collection_name="kb", dense_vector_name="text-dense"),
+            embed_model=Causal2VecEmbedding(model=str(tiny_variant)),
+        )
         llama_ref = index.as_retriever(similarity_top_k=4).retrieve(QUERY)
         odd = MetadataFilters(filters=[ExactMatchFilter(key="topic", value="odd")])
         llama_odd = index.as_retriever(similarity_top_k=20, filters=odd).retrieve(QUERY)
-        lc_ref = LangChainStore(client=client, collection_name="kb", vector_name="text-dense",
-                                embedding=Causal2VecEmbeddings(model=str(tiny_variant))
-                                ).similarity_search_with_score(QUERY, k=4)
+        lc_ref = LangChainStore(
+            client=client,
+            collection_name="kb",
+            vector_name="text-dense",
+            embedding=Causal2VecEmbeddings(model=str(tiny_variant)),
+        ).similarity_search_with_score(QUERY, k=4)
     assert len(llama_ref) == 4 and {r.node.ref_doc_id for r in llama_odd} == {"doc-1", "doc-3", "doc-5"}
 
     for store, where in stores.items():
@@ -79,8 +89,11 @@ def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(sto
         assert [d.metadata["_id"] for d in docs] == [d.metadata["_id"] for d, _ in lc_ref], store
         np.testing.assert_allclose([d.metadata["_score"] for d in docs], [s for _, s in lc_ref], atol=1e-5)
         for mine, (ref, _) in zip(docs, lc_ref):
-            assert (mine.page_content, mine.metadata["n"], mine.id) == (ref.page_content, ref.metadata["n"],
-                                                                        ref.metadata["_id"])
+            assert (mine.page_content, mine.metadata["n"], mine.id) == (
+                ref.page_content,
+                ref.metadata["n"],
+                ref.metadata["_id"],
+            )
 
 
 @pytest.mark.parametrize("store", ["local", "edge"])
@@ -90,15 +103,36 @@ def test_hybrid_filters_and_grouping_are_c2v_rag_search(stores, store):
     where = stores[store]
     for mode in ("dense", "sparse", "hybrid"):
         for group in (False, True):
-            want = c2v_rag.search(QUERY, top_k=3, path=where, collection="kb", mode=mode, group_by_document=group,
-                                  filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}})
+            want = c2v_rag.search(
+                QUERY,
+                top_k=3,
+                path=where,
+                collection="kb",
+                mode=mode,
+                group_by_document=group,
+                filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}},
+            )
             llama = LlamaRetriever(
-                path=where, collection="kb", similarity_top_k=3, vector_store_query_mode=mode if mode != "dense"
-                else "default", group_by_document=group, filters=MetadataFilters(filters=[
-                    MetadataFilter(key="n", operator=FilterOperator.GTE, value=1),
-                    MetadataFilter(key="topic", operator=FilterOperator.NE, value="odd")])).retrieve(QUERY)
-            chain = LangChainRetriever(path=where, collection="kb", k=3, retrieval_mode=mode, group_by_document=group,
-                                       filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}}).invoke(QUERY)
+                path=where,
+                collection="kb",
+                similarity_top_k=3,
+                vector_store_query_mode=mode if mode != "dense" else "default",
+                group_by_document=group,
+                filters=MetadataFilters(
+                    filters=[
+                        MetadataFilter(key="n", operator=FilterOperator.GTE, value=1),
+                        MetadataFilter(key="topic", operator=FilterOperator.NE, value="odd"),
+                    ]
+                ),
+            ).retrieve(QUERY)
+            chain = LangChainRetriever(
+                path=where,
+                collection="kb",
+                k=3,
+                retrieval_mode=mode,
+                group_by_document=group,
+                filter={"n": {"gte": 1}, "must_not": {"topic": "odd"}},
+            ).invoke(QUERY)
             assert want and {h.doc_id for h in want} <= {"doc-2", "doc-4"}
             assert [n.node.node_id for n in llama] == [h.id for h in want] == [d.id for d in chain], (mode, group)
             assert [n.score for n in llama] == [h.score for h in want] == [d.metadata["_score"] for d in chain]
@@ -115,7 +149,9 @@ def test_the_retrievers_run_inside_each_frameworks_pipelines(stores, monkeypatch
     monkeypatch.setattr(Settings, "_llm", MockLLM())  # no LLM is installed; the retrieval is what is tested
     engine = RetrieverQueryEngine.from_args(
         LlamaRetriever(path=where, collection="kb", similarity_top_k=2, vector_store_query_mode="hybrid"),
-        llm=MockLLM(), response_mode="no_text")
+        llm=MockLLM(),
+        response_mode="no_text",
+    )
     assert [n.node.node_id for n in engine.query(QUERY).source_nodes] == [h.id for h in want]
     assert [n.node.node_id for n in asyncio.run(engine.aquery(QUERY)).source_nodes] == [h.id for h in want]
 

@@ -84,10 +84,14 @@ def test_representations_are_consistent(tiny_model_factory):
     texts = ["one text", "another, longer text about proteins and structures"]
     concat = tiny_model_factory("llama").encode(texts)
     d = concat.shape[1] // 2
-    np.testing.assert_allclose(tiny_model_factory("llama", representation="average").encode(texts),
-                               (concat[:, :d] + concat[:, d:]) / 2, atol=1e-6)
-    np.testing.assert_allclose(tiny_model_factory("llama", representation="last_token").encode(texts),
-                               concat[:, d:], atol=1e-6)
+    np.testing.assert_allclose(
+        tiny_model_factory("llama", representation="average").encode(texts),
+        (concat[:, :d] + concat[:, d:]) / 2,
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        tiny_model_factory("llama", representation="last_token").encode(texts), concat[:, d:], atol=1e-6
+    )
     eos_proj = tiny_model_factory("llama", representation="eos_projector")
     got = eos_proj.encode(texts)
     np.testing.assert_allclose(got[:, :d], concat[:, d:], atol=1e-6)
@@ -129,13 +133,19 @@ def test_normalize_parts_gives_each_half_unit_norm(tiny_model_factory):
     raw = tiny_model_factory("llama").encode(texts)
     d = raw.shape[1] // 2
     got = tiny_model_factory("llama", normalize_parts=True).encode(texts)
-    expected = np.concatenate([raw[:, :d] / np.linalg.norm(raw[:, :d], axis=1, keepdims=True),
-                               raw[:, d:] / np.linalg.norm(raw[:, d:], axis=1, keepdims=True)], axis=1)
+    expected = np.concatenate(
+        [
+            raw[:, :d] / np.linalg.norm(raw[:, :d], axis=1, keepdims=True),
+            raw[:, d:] / np.linalg.norm(raw[:, d:], axis=1, keepdims=True),
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(got, expected, atol=1e-6)
     # The cosine of two such vectors is the mean of the halves' cosines: neither half's norm weighs more.
     cos = lambda x, y: float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))  # noqa: E731
-    assert cos(got[0], got[1]) == pytest.approx((cos(raw[0, :d], raw[1, :d]) + cos(raw[0, d:], raw[1, d:])) / 2,
-                                                abs=1e-6)
+    assert cos(got[0], got[1]) == pytest.approx(
+        (cos(raw[0, :d], raw[1, :d]) + cos(raw[0, d:], raw[1, d:])) / 2, abs=1e-6
+    )
     average = tiny_model_factory("llama", representation="average", normalize_parts=True).encode(texts)
     np.testing.assert_allclose(average, (expected[:, :d] + expected[:, d:]) / 2, atol=1e-6)
 
@@ -220,7 +230,6 @@ def test_encoder_share_needs_an_encoder():
         Causal2VecConfig(decoder="x", encoder="y", encoder_share=1.0)
 
 
-
 @pytest.mark.real_weights
 def test_bf16_decoder_gets_the_same_contextual_token_alone_or_beside_a_longer_text(tiny_dirs):
     """Issue 14: the encoder and projector compute in float32 under a bf16 decoder. With MiniLM in bf16,
@@ -228,8 +237,9 @@ def test_bf16_decoder_gets_the_same_contextual_token_alone_or_beside_a_longer_te
     rounding follows the padding); every decoder position reads C, so the whole vector moved."""
     from c2v_rag import Causal2Vec
 
-    model = Causal2Vec.from_components(str(tiny_dirs["llama"]), "all-minilm-l6-v2", device="cpu", dtype="bfloat16",
-                                       encoder_share=0.5)
+    model = Causal2Vec.from_components(
+        str(tiny_dirs["llama"]), "all-minilm-l6-v2", device="cpu", dtype="bfloat16", encoder_share=0.5
+    )
     assert model.dtype == torch.bfloat16
     long_text = " ".join(MIXED_TEXTS)
     worst = 0.0

@@ -58,8 +58,12 @@ def test_encoder_pooling_matches_minilm_mean_pooling(real_model):
         states = bert(**enc).last_hidden_state
         ref = (states * enc["attention_mask"][..., None]).sum(1) / enc["attention_mask"].sum(1, keepdim=True)
         batch = real_model.collate(*real_model.prepare(DOCS[:2], None))
-        ours = real_model.encoder(input_ids=batch.encoder_input_ids, attention_mask=batch.encoder_attention_mask).last_hidden_state
-        ours = (ours * batch.encoder_attention_mask[..., None]).sum(1) / batch.encoder_attention_mask.sum(1, keepdim=True)
+        ours = real_model.encoder(
+            input_ids=batch.encoder_input_ids, attention_mask=batch.encoder_attention_mask
+        ).last_hidden_state
+        ours = (ours * batch.encoder_attention_mask[..., None]).sum(1) / batch.encoder_attention_mask.sum(
+            1, keepdim=True
+        )
     torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-4)
     # and MiniLM alone ranks the relevant document first
     q = torch.nn.functional.normalize(ref, dim=-1)
@@ -79,8 +83,14 @@ def test_batched_equals_single_on_real_weights(real_model):
 
 
 def test_plain_decoder_equals_hugging_face_on_real_weights():
-    model = Causal2Vec.from_components("smollm2-135m-instruct", None, num_contextual_tokens=0,
-                                       representation="last_token", device="cpu", dtype="float32")
+    model = Causal2Vec.from_components(
+        "smollm2-135m-instruct",
+        None,
+        num_contextual_tokens=0,
+        representation="last_token",
+        device="cpu",
+        dtype="float32",
+    )
     got = model.encode(QUERY, instruction="Retrieve semantically similar text.")
     prompt = "<|im_start|>user\nRetrieve semantically similar text.\n" + QUERY + "<|im_end|>"
     ids = model.tokenizer(prompt, return_tensors="pt")["input_ids"]

@@ -12,11 +12,10 @@ import torch
 st = pytest.importorskip("sentence_transformers")
 from packaging.version import Version  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
+from tiny_corpus import CORPUS  # noqa: E402
 
 from c2v_rag import Causal2Vec, get_task  # noqa: E402
 from c2v_rag.hub.st_files import MODULES_FILE, ST_CONFIG_FILE, st_prompts, write_st_files  # noqa: E402
-
-from tiny_corpus import CORPUS  # noqa: E402
 
 TEXTS = CORPUS[:7]
 SCIFACT = get_task("SciFact").instruction
@@ -47,8 +46,12 @@ def test_encode_query_and_document_are_causal2vecs(variant):
     # The prompt reached the decoder template: queries and documents differ, and a prompt given by
     # hand is the instruction of Causal2Vec.encode.
     assert np.abs(queries - docs).max() > 1e-3
-    np.testing.assert_allclose(st_model.encode(TEXTS[:3], prompt="Find pets"),
-                               model.encode(TEXTS[:3], instruction="Find pets"), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        st_model.encode(TEXTS[:3], prompt="Find pets"),
+        model.encode(TEXTS[:3], instruction="Find pets"),
+        atol=1e-5,
+        rtol=0,
+    )
     assert st_model.get_embedding_dimension() == model.embedding_dim
     assert st_model.max_seq_length == 96
     assert st_model.prompts["query"] == SCIFACT and st_model.prompts["document"] == ""
@@ -69,8 +72,11 @@ def test_a_variant_saved_before_the_st_files_loads_and_can_be_converted(variant,
     shutil.copytree(path, old)
     for name in (MODULES_FILE, ST_CONFIG_FILE, "causal2vec_st_module.json"):
         (old / name).unlink()
-    np.testing.assert_allclose(Causal2Vec.from_pretrained(old, device="cpu", dtype="float32").encode_queries(TEXTS),
-                               model.encode_queries(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(
+        Causal2Vec.from_pretrained(old, device="cpu", dtype="float32").encode_queries(TEXTS),
+        model.encode_queries(TEXTS),
+        atol=1e-6,
+    )
     write_st_files(old)
     np.testing.assert_allclose(load_st(old).encode_query(TEXTS), model.encode_queries(TEXTS), atol=1e-5, rtol=0)
 
@@ -122,13 +128,18 @@ def test_an_st_evaluator_scores_the_native_vectors(variant):
 def test_langchain_huggingface_embeddings(variant):
     hf = pytest.importorskip("langchain_huggingface")
     path, model = variant
-    emb = hf.HuggingFaceEmbeddings(model_name=str(path), model_kwargs={"device": "cpu", **TRUST},
-                                   encode_kwargs={"normalize_embeddings": True},
-                                   query_encode_kwargs={"prompt_name": "query", "normalize_embeddings": True})
-    np.testing.assert_allclose(emb.embed_documents(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True),
-                               atol=1e-5, rtol=0)
-    np.testing.assert_allclose(emb.embed_query(TEXTS[0]), model.encode_queries(TEXTS[0], normalize_embeddings=True),
-                               atol=1e-5, rtol=0)
+    emb = hf.HuggingFaceEmbeddings(
+        model_name=str(path),
+        model_kwargs={"device": "cpu", **TRUST},
+        encode_kwargs={"normalize_embeddings": True},
+        query_encode_kwargs={"prompt_name": "query", "normalize_embeddings": True},
+    )
+    np.testing.assert_allclose(
+        emb.embed_documents(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True), atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        emb.embed_query(TEXTS[0]), model.encode_queries(TEXTS[0], normalize_embeddings=True), atol=1e-5, rtol=0
+    )
 
 
 def test_llama_index_huggingface_embedding(variant):
@@ -137,10 +148,12 @@ def test_llama_index_huggingface_embedding(variant):
     # LlamaIndex passes its own query/text prompts, "" by default, which win over the saved ones:
     # the query instruction is given by name here.
     emb = hf.HuggingFaceEmbedding(model_name=str(path), device="cpu", query_instruction=SCIFACT, **TRUST)
-    np.testing.assert_allclose(emb.get_text_embedding_batch(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True),
-                               atol=1e-5, rtol=0)
-    np.testing.assert_allclose(emb.get_query_embedding(TEXTS[0]),
-                               model.encode_queries(TEXTS[0], normalize_embeddings=True), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        emb.get_text_embedding_batch(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True), atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        emb.get_query_embedding(TEXTS[0]), model.encode_queries(TEXTS[0], normalize_embeddings=True), atol=1e-5, rtol=0
+    )
 
 
 @pytest.mark.real_weights
@@ -149,8 +162,12 @@ def test_the_preset_through_sentence_transformers():
 
     path = PRESETS_DIR / DEFAULT_PRESET
     native = Causal2Vec.from_pretrained(path, device="cpu", dtype="float32")
-    texts = ["What causes spring tides?", "Spring tides happen when the Sun and the Moon line up.",
-             "Vitamin D deficiency is linked to rickets.", "How do I reset my card PIN?"]
+    texts = [
+        "What causes spring tides?",
+        "Spring tides happen when the Sun and the Moon line up.",
+        "Vitamin D deficiency is linked to rickets.",
+        "How do I reset my card PIN?",
+    ]
     st_model = load_st(path)
     queries, docs = st_model.encode_query(texts), st_model.encode_document(texts)
     np.testing.assert_allclose(queries, native.encode_queries(texts), atol=1e-5, rtol=0)

@@ -11,18 +11,19 @@ import torch
 
 pytest.importorskip("sentence_transformers")
 datasets = pytest.importorskip("datasets")
-from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,  # noqa: E402
-                                   SentenceTransformerTrainingArguments)
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments  # noqa: E402
 from sentence_transformers.base.sampler import MultiDatasetBatchSamplers  # noqa: E402
 from sentence_transformers.sentence_transformer.losses import (  # noqa: E402
-    CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss)
+    CachedMultipleNegativesRankingLoss,
+    MultipleNegativesRankingLoss,
+)
+from tiny_corpus import CORPUS  # noqa: E402
+from train_helpers import disable_dropout  # noqa: E402
 
 from c2v_rag import Causal2Vec  # noqa: E402
 from c2v_rag.model.st_module import Causal2VecModule  # noqa: E402
 from c2v_rag.training import TrainConfig, build_model, info_nce  # noqa: E402
 from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward  # noqa: E402
-from tiny_corpus import CORPUS  # noqa: E402
-from train_helpers import disable_dropout  # noqa: E402
 
 INSTRUCTION = "Given a claim, retrieve documents"
 TEMPERATURE = 0.05
@@ -49,11 +50,22 @@ def _grads(model) -> dict[str, torch.Tensor]:
 def _st_trainer(model, tmp_path, loss_factory, **args) -> SentenceTransformerTrainer:
     st_model = SentenceTransformer(modules=[Causal2VecModule(model)], device="cpu")
     table = datasets.Dataset.from_dict({"anchor": ANCHORS, "positive": POSITIVES, "negative": NEGATIVES})
-    settings = dict(output_dir=str(tmp_path / "st"), use_cpu=True, report_to="none", prompts=PROMPTS,
-                    per_device_train_batch_size=len(ANCHORS), disable_tqdm=True, save_strategy="no")
+    settings = dict(
+        output_dir=str(tmp_path / "st"),
+        use_cpu=True,
+        report_to="none",
+        prompts=PROMPTS,
+        per_device_train_batch_size=len(ANCHORS),
+        disable_tqdm=True,
+        save_strategy="no",
+    )
     settings.update(args)
-    return SentenceTransformerTrainer(model=st_model, args=SentenceTransformerTrainingArguments(**settings),
-                                      train_dataset=table, loss=loss_factory(st_model))
+    return SentenceTransformerTrainer(
+        model=st_model,
+        args=SentenceTransformerTrainingArguments(**settings),
+        train_dataset=table,
+        loss=loss_factory(st_model),
+    )
 
 
 @pytest.mark.parametrize("loss_class", [MultipleNegativesRankingLoss, CachedMultipleNegativesRankingLoss])
@@ -63,8 +75,12 @@ def test_st_ranking_losses_give_our_contrastive_gradients(tiny_recipe, tmp_path,
     targets = torch.arange(n)
     # Ours: queries carry the instruction in the decoder template, passages none; InfoNCE at tau = 0.05.
     loss = ContrastiveStep(model, MultiBatchForward(model)).run(
-        ANCHORS, [INSTRUCTION] * n, POSITIVES + NEGATIVES, [None] * (2 * n),
-        lambda q, p: info_nce(q, p, targets, temperature=TEMPERATURE))
+        ANCHORS,
+        [INSTRUCTION] * n,
+        POSITIVES + NEGATIVES,
+        [None] * (2 * n),
+        lambda q, p: info_nce(q, p, targets, temperature=TEMPERATURE),
+    )
     ours = _grads(model)
     model.zero_grad(set_to_none=True)
     # sentence-transformers: its collator (the prompt reaches the module as the instruction), its column
@@ -88,15 +104,29 @@ def test_st_trainer_trains_a_variant_that_reloads(tiny_recipe, tmp_path):
     model = _model(tiny_recipe)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     st_model = SentenceTransformer(modules=[Causal2VecModule(model)], device="cpu")
-    tables = {"claims": datasets.Dataset.from_dict({"anchor": ANCHORS, "positive": POSITIVES, "negative": NEGATIVES}),
-              "pairs": datasets.Dataset.from_dict({"anchor": NEGATIVES, "positive": POSITIVES[::-1]})}
+    tables = {
+        "claims": datasets.Dataset.from_dict({"anchor": ANCHORS, "positive": POSITIVES, "negative": NEGATIVES}),
+        "pairs": datasets.Dataset.from_dict({"anchor": NEGATIVES, "positive": POSITIVES[::-1]}),
+    }
     prompts = {"claims": PROMPTS, "pairs": {"anchor": "Retrieve semantically similar text"}}
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path / "st"), use_cpu=True, report_to="none", prompts=prompts, max_steps=2,
-        per_device_train_batch_size=3, learning_rate=1e-3, disable_tqdm=True, save_strategy="no",
-        multi_dataset_batch_sampler=MultiDatasetBatchSamplers.PROPORTIONAL)
-    trainer = SentenceTransformerTrainer(model=st_model, args=args, train_dataset=tables,
-                                         loss=MultipleNegativesRankingLoss(st_model, scale=1 / TEMPERATURE))
+        output_dir=str(tmp_path / "st"),
+        use_cpu=True,
+        report_to="none",
+        prompts=prompts,
+        max_steps=2,
+        per_device_train_batch_size=3,
+        learning_rate=1e-3,
+        disable_tqdm=True,
+        save_strategy="no",
+        multi_dataset_batch_sampler=MultiDatasetBatchSamplers.PROPORTIONAL,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=st_model,
+        args=args,
+        train_dataset=tables,
+        loss=MultipleNegativesRankingLoss(st_model, scale=1 / TEMPERATURE),
+    )
     trainer.train()
     assert trainer.state.global_step == 2
     changed = [n for n, p in model.named_parameters() if p.requires_grad and not torch.equal(p, before[n])]
@@ -105,10 +135,13 @@ def test_st_trainer_trains_a_variant_that_reloads(tiny_recipe, tmp_path):
     st_model.save(str(tmp_path / "variant"))
     texts = CORPUS[:4]
     trained = st_model.encode_query(texts, prompt=INSTRUCTION, convert_to_tensor=True)
-    reloaded = SentenceTransformer(str(tmp_path / "variant"), device="cpu", trust_remote_code=True,
-                                   model_kwargs={"dtype": torch.float32})
+    reloaded = SentenceTransformer(
+        str(tmp_path / "variant"), device="cpu", trust_remote_code=True, model_kwargs={"dtype": torch.float32}
+    )
     native = Causal2Vec.from_pretrained(tmp_path / "variant", device="cpu", dtype="float32")
-    torch.testing.assert_close(reloaded.encode(texts, prompt=INSTRUCTION, convert_to_tensor=True), trained,
-                               atol=1e-5, rtol=0)
-    torch.testing.assert_close(native.encode(texts, instruction=INSTRUCTION, convert_to_tensor=True), trained,
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        reloaded.encode(texts, prompt=INSTRUCTION, convert_to_tensor=True), trained, atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        native.encode(texts, instruction=INSTRUCTION, convert_to_tensor=True), trained, atol=1e-5, rtol=0
+    )

@@ -22,8 +22,9 @@ def test_the_readout_reads_exactly_the_positions_it_names(representation, n_cont
     pool_mask = (torch.arange(9)[None] <= last[:, None]).long()
 
     def read(states: torch.Tensor) -> torch.Tensor:
-        return REGISTERED[representation].read(states, context, last, n_contextual, contextual, pool_mask,
-                                               normalize_parts=True)
+        return REGISTERED[representation].read(
+            states, context, last, n_contextual, contextual, pool_mask, normalize_parts=True
+        )
 
     rows = REGISTERED[representation].positions(context, last, n_contextual)
     if REGISTERED[representation].pools_text:

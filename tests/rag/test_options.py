@@ -11,8 +11,8 @@ import pytest
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
-from c2v_rag.rag.store.collection import QdrantConfig
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
+from c2v_rag.rag.store.collection import QdrantConfig
 
 
 @pytest.mark.parametrize("options", [ConnectionOptions, ModelOptions, SearchOptions])
@@ -37,14 +37,22 @@ def test_search_functions_show_every_option_with_its_default():
     # The defaults callers have always had.
     defaults = inspect.signature(c2v_rag.search).parameters
     assert (defaults["collection"].default, defaults["mode"].default, defaults["fusion"].default) == (
-        "c2v_rag", "dense", "rrf")
+        "c2v_rag",
+        "dense",
+        "rrf",
+    )
     assert "group_by_document" in c2v_rag.search.__doc__ and "ConnectionOptions" in c2v_rag.search.__doc__
     assert inspect.iscoroutinefunction(c2v_rag.asearch)
 
 
-@pytest.mark.parametrize(("name", "option_sets"), [
-    ("ingest", (ConnectionOptions, ModelOptions)), ("reindex", (ConnectionOptions, ModelOptions)),
-    ("embed", (ModelOptions,))])
+@pytest.mark.parametrize(
+    ("name", "option_sets"),
+    [
+        ("ingest", (ConnectionOptions, ModelOptions)),
+        ("reindex", (ConnectionOptions, ModelOptions)),
+        ("embed", (ModelOptions,)),
+    ],
+)
 def test_ingest_reindex_and_embed_take_the_store_and_model_keywords_with_their_defaults(name, option_sets):
     import c2v_rag
 
@@ -94,8 +102,13 @@ def test_keyword_options_are_checked_where_search_always_checked_them(tmp_path):
             c2v_rag.search("q", path=tmp_path / "nothing", model=str(tmp_path / "no-model"), **kwargs)
     # Keywords replace the fields of options.
     with pytest.raises(CollectionNotFoundError, match="'other'"):
-        c2v_rag.search("q", path=tmp_path, options=SearchOptions(collection="kb", filter={"n": {"like": 1}}),
-                       collection="other", filter=None)
+        c2v_rag.search(
+            "q",
+            path=tmp_path,
+            options=SearchOptions(collection="kb", filter={"n": {"like": 1}}),
+            collection="other",
+            filter=None,
+        )
 
 
 def test_options_and_keywords_give_the_same_hits(tmp_path, tiny_variant, corpus, ingest_config):
@@ -122,13 +135,50 @@ def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
         return []
 
     monkeypatch.setattr(c2v_rag.rag, "search", fake_search)
-    assert main(["search", "tides", "-k", "3", "--collection", "kb", "--task", "SciFact", "--example", "q", "r",
-                 "--filter", '{"year": {"gte": 2020}}', "--group-by-document", "--path", "store"]) == 0
-    body = SearchRequest.model_validate({"query": "tides", "top_k": 3, "task": "SciFact", "examples": [["q", "r"]],
-                                         "filter": {"year": {"gte": 2020}}, "group_by_document": True})
+    assert (
+        main(
+            [
+                "search",
+                "tides",
+                "-k",
+                "3",
+                "--collection",
+                "kb",
+                "--task",
+                "SciFact",
+                "--example",
+                "q",
+                "r",
+                "--filter",
+                '{"year": {"gte": 2020}}',
+                "--group-by-document",
+                "--path",
+                "store",
+            ]
+        )
+        == 0
+    )
+    body = SearchRequest.model_validate(
+        {
+            "query": "tides",
+            "top_k": 3,
+            "task": "SciFact",
+            "examples": [["q", "r"]],
+            "filter": {"year": {"gte": 2020}},
+            "group_by_document": True,
+        }
+    )
     assert seen["options"] == body.search_options("kb")
-    assert seen["kwargs"] == {"model": None, "device": None, "dtype": None, "quantize": None, "qdrant_url": None,
-                              "path": "store", "prefer_grpc": None, "store": None}
+    assert seen["kwargs"] == {
+        "model": None,
+        "device": None,
+        "dtype": None,
+        "quantize": None,
+        "qdrant_url": None,
+        "path": "store",
+        "prefer_grpc": None,
+        "store": None,
+    }
 
 
 def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
@@ -136,8 +186,16 @@ def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
 
     from c2v_rag.serving.schemas import SearchRequest
 
-    assert list(SearchRequest.model_fields) == ["query", "top_k", "collection", "task", "examples", "filter",
-                                                "score_threshold", "group_by_document"]
+    assert list(SearchRequest.model_fields) == [
+        "query",
+        "top_k",
+        "collection",
+        "task",
+        "examples",
+        "filter",
+        "score_threshold",
+        "group_by_document",
+    ]
     for field in ("mode", "instruction", "with_vectors", "model"):
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
             SearchRequest.model_validate({"query": "x", field: "y"})

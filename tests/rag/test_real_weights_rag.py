@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 import c2v_rag

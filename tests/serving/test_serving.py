@@ -55,8 +55,9 @@ def model(tiny_model_factory):
 
 @pytest.fixture(scope="module")
 def server(model):
-    config = ServerConfig(model_name=NAME, api_key=KEY, max_texts_per_request=8, max_tokens_per_request=300,
-                          max_request_bytes=20_000)
+    config = ServerConfig(
+        model_name=NAME, api_key=KEY, max_texts_per_request=8, max_tokens_per_request=300, max_request_bytes=20_000
+    )
     with ServerThread(create_app(model, config), config) as running:
         yield running
 
@@ -103,15 +104,23 @@ def test_input_type_and_task_pick_the_instruction(server, model):
 
     atol = tolerance(model)
     # Queries get the task's instruction; without a task, the RAG default (the tiny variant names none).
-    np.testing.assert_allclose(embed(input_type="query", task="SciFact"),
-                               model.encode_queries(TEXTS, task="SciFact", normalize_embeddings=True), atol=atol)
-    np.testing.assert_allclose(embed(input_type="query"),
-                               model.encode_queries(TEXTS, task=DEFAULT_QUERY_TASK, normalize_embeddings=True),
-                               atol=atol)
+    np.testing.assert_allclose(
+        embed(input_type="query", task="SciFact"),
+        model.encode_queries(TEXTS, task="SciFact", normalize_embeddings=True),
+        atol=atol,
+    )
+    np.testing.assert_allclose(
+        embed(input_type="query"),
+        model.encode_queries(TEXTS, task=DEFAULT_QUERY_TASK, normalize_embeddings=True),
+        atol=atol,
+    )
     # Documents get none, unless the task is symmetric: then every input gets it.
     np.testing.assert_allclose(embed(input_type="document", task="SciFact"), embed(), atol=atol)
-    np.testing.assert_allclose(embed(input_type="document", task="STSBenchmark"),
-                               model.encode(TEXTS, task="STSBenchmark", normalize_embeddings=True), atol=atol)
+    np.testing.assert_allclose(
+        embed(input_type="document", task="STSBenchmark"),
+        model.encode(TEXTS, task="STSBenchmark", normalize_embeddings=True),
+        atol=atol,
+    )
     assert not np.allclose(embed(input_type="query"), embed(), atol=1e-3)  # the instruction matters
 
 
@@ -119,13 +128,16 @@ def test_langchain_openai_embeddings(server, model):
     pytest.importorskip("langchain_openai")
     from langchain_openai import OpenAIEmbeddings
 
-    embeddings = OpenAIEmbeddings(model=NAME, base_url=server.url + "/v1", api_key=KEY,
-                                  check_embedding_ctx_length=False)
+    embeddings = OpenAIEmbeddings(
+        model=NAME, base_url=server.url + "/v1", api_key=KEY, check_embedding_ctx_length=False
+    )
     atol = tolerance(model)
-    np.testing.assert_allclose(embeddings.embed_documents(TEXTS),
-                               model.encode_documents(TEXTS, normalize_embeddings=True), atol=atol)
-    np.testing.assert_allclose(embeddings.embed_query(TEXTS[0]),
-                               model.encode_documents(TEXTS[0], normalize_embeddings=True), atol=atol)
+    np.testing.assert_allclose(
+        embeddings.embed_documents(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True), atol=atol
+    )
+    np.testing.assert_allclose(
+        embeddings.embed_query(TEXTS[0]), model.encode_documents(TEXTS[0], normalize_embeddings=True), atol=atol
+    )
     aio = asyncio.run(embeddings.aembed_documents(TEXTS[:2]))
     np.testing.assert_allclose(aio, model.encode_documents(TEXTS[:2], normalize_embeddings=True), atol=atol)
 
@@ -137,10 +149,12 @@ def test_llama_index_openai_embedding(server, model):
     # model_name= takes any name (model= checks it against OpenAI's own list).
     embedding = OpenAIEmbedding(model_name=NAME, api_base=server.url + "/v1", api_key=KEY, embed_batch_size=4)
     atol = tolerance(model)
-    np.testing.assert_allclose(embedding.get_text_embedding_batch(TEXTS),
-                               model.encode_documents(TEXTS, normalize_embeddings=True), atol=atol)
-    np.testing.assert_allclose(embedding.get_query_embedding(TEXTS[3]),
-                               model.encode_documents(TEXTS[3], normalize_embeddings=True), atol=atol)
+    np.testing.assert_allclose(
+        embedding.get_text_embedding_batch(TEXTS), model.encode_documents(TEXTS, normalize_embeddings=True), atol=atol
+    )
+    np.testing.assert_allclose(
+        embedding.get_query_embedding(TEXTS[3]), model.encode_documents(TEXTS[3], normalize_embeddings=True), atol=atol
+    )
 
 
 # ------------------------------------------------------------------ batching
@@ -149,13 +163,19 @@ def test_llama_index_openai_embedding(server, model):
 def test_concurrent_requests_share_batches_and_each_gets_its_own_rows(model):
     # A long window, so requests sent together surely meet in one round.
     config = ServerConfig(model_name=NAME, max_wait_ms=3000, max_round_texts=4096)
-    requests = [(TEXTS[i % 5:] + TEXTS[: i % 3], "query" if i % 2 else "document") for i in range(16)]
+    requests = [(TEXTS[i % 5 :] + TEXTS[: i % 3], "query" if i % 2 else "document") for i in range(16)]
     with ServerThread(create_app(model, config), config) as running:
+
         async def send_all():
             async with httpx.AsyncClient(base_url=running.url, timeout=120) as client:
-                return await asyncio.gather(*(
-                    client.post("/v1/embeddings", json={"input": texts, "input_type": kind, "encoding_format": "base64"})
-                    for texts, kind in requests))
+                return await asyncio.gather(
+                    *(
+                        client.post(
+                            "/v1/embeddings", json={"input": texts, "input_type": kind, "encoding_format": "base64"}
+                        )
+                        for texts, kind in requests
+                    )
+                )
 
         responses = asyncio.run(send_all())
         metrics = httpx.get(running.url + "/metrics").text
@@ -173,12 +193,16 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_rows(model):
 
 
 def test_full_queue_gets_503_with_retry_after(model):
-    config = ServerConfig(model_name=NAME, max_wait_ms=5000, max_queued_texts=4, max_texts_per_request=4,
-                          retry_after_s=7)
+    config = ServerConfig(
+        model_name=NAME, max_wait_ms=5000, max_queued_texts=4, max_texts_per_request=4, retry_after_s=7
+    )
     with ServerThread(create_app(model, config), config) as running:
         first = {}
-        sender = threading.Thread(target=lambda: first.update(r=httpx.post(
-            running.url + "/v1/embeddings", json={"input": TEXTS[:4]}, timeout=60)))
+        sender = threading.Thread(
+            target=lambda: first.update(
+                r=httpx.post(running.url + "/v1/embeddings", json={"input": TEXTS[:4]}, timeout=60)
+            )
+        )
         sender.start()
         # The first request waits out its window for company, holding the queue full.
         while httpx.get(running.url + "/health").json()["queued_texts"] < 4:
@@ -266,12 +290,21 @@ def test_models_health_and_metrics(server, model):
     usage = post(server, {"input": TEXTS}).json()["usage"]
     after = httpx.get(server.url + "/metrics")
     assert after.headers["content-type"].startswith("text/plain")
-    assert (_metric(after.text, "c2v_rag_prompt_tokens_total") - _metric(before, "c2v_rag_prompt_tokens_total")
-            == usage["prompt_tokens"])
-    assert (_metric(after.text, "c2v_rag_embedded_texts_total") - _metric(before, "c2v_rag_embedded_texts_total")
-            == len(TEXTS))
-    for name in ("c2v_rag_requests_total", "c2v_rag_request_seconds_bucket", "c2v_rag_batch_texts_bucket",
-                 "c2v_rag_batch_padded_tokens_bucket", "c2v_rag_queue_texts", "c2v_rag_queue_wait_seconds_bucket"):
+    assert (
+        _metric(after.text, "c2v_rag_prompt_tokens_total") - _metric(before, "c2v_rag_prompt_tokens_total")
+        == usage["prompt_tokens"]
+    )
+    assert _metric(after.text, "c2v_rag_embedded_texts_total") - _metric(before, "c2v_rag_embedded_texts_total") == len(
+        TEXTS
+    )
+    for name in (
+        "c2v_rag_requests_total",
+        "c2v_rag_request_seconds_bucket",
+        "c2v_rag_batch_texts_bucket",
+        "c2v_rag_batch_padded_tokens_bucket",
+        "c2v_rag_queue_texts",
+        "c2v_rag_queue_wait_seconds_bucket",
+    ):
         assert name in after.text
 
 
@@ -299,7 +332,11 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
     env = {**os.environ, "C2V_RAG_API_KEY": KEY, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-m", "c2v_rag.cli", "-v", "serve", str(variant), "--port", str(port), "--max-texts", "2048"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -309,11 +346,22 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"] == "variant"
+        assert (
+            httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
+            == "variant"
+        )
         texts = [f"{TEXTS[i % 5]} {i}" for i in range(512)]
         result = {}
-        sender = threading.Thread(target=lambda: result.update(r=httpx.post(
-            url + "/v1/embeddings", json={"input": texts}, headers={"Authorization": f"Bearer {KEY}"}, timeout=300)))
+        sender = threading.Thread(
+            target=lambda: result.update(
+                r=httpx.post(
+                    url + "/v1/embeddings",
+                    json={"input": texts},
+                    headers={"Authorization": f"Bearer {KEY}"},
+                    timeout=300,
+                )
+            )
+        )
         sender.start()
         # SIGTERM while the request is in flight (this /metrics request counts itself as one).
         while _metric(httpx.get(url + "/metrics").text, "c2v_rag_requests_in_progress") < 2:
@@ -344,12 +392,15 @@ def test_default_preset_served_to_the_openai_client():
     with ServerThread(create_app(model, config), config) as running:
         client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused")
         got = client.embeddings.create(input=texts, model="c2v-smollm2-135m-minilm")
-        query = client.embeddings.create(input=texts[0], model="c2v-smollm2-135m-minilm",
-                                         extra_body={"input_type": "query"})
+        query = client.embeddings.create(
+            input=texts[0], model="c2v-smollm2-135m-minilm", extra_body={"input_type": "query"}
+        )
     atol = 2e-2 if model.dtype == torch.bfloat16 else 1e-4
-    np.testing.assert_allclose([d.embedding for d in got.data],
-                               model.encode_documents(texts, normalize_embeddings=True), atol=atol)
+    np.testing.assert_allclose(
+        [d.embedding for d in got.data], model.encode_documents(texts, normalize_embeddings=True), atol=atol
+    )
     # The preset names its own default task (SciFact): query vectors get its instruction.
-    np.testing.assert_allclose(query.data[0].embedding,
-                               model.encode_queries(texts[0], normalize_embeddings=True), atol=atol)
+    np.testing.assert_allclose(
+        query.data[0].embedding, model.encode_queries(texts[0], normalize_embeddings=True), atol=atol
+    )
     assert got.usage.prompt_tokens == got.usage.total_tokens > 0

@@ -8,15 +8,14 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "fastapi", "uvi
     pytest.importorskip(_module)
 
 import httpx
+from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.rag import Embedder, load_model
 from c2v_rag.serving import ServerConfig, ServerThread, create_app
-from rag_helpers import make_text
 
 
-def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
-                                                     ingest_config):
+def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config):
     c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
     c2v_rag.ingest(corpus[:2], path=tmp_path, collection="other_model", model=tiny_variant_qwen, config=ingest_config)
     query = make_text(3)[:50]
@@ -24,8 +23,9 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
     expected = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant)
     odd = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, filter={"topic": "odd"})
     scifact = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, task="SciFact")
-    documents = c2v_rag.search(query, top_k=6, path=tmp_path, collection="kb", model=tiny_variant,
-                               group_by_document=True)
+    documents = c2v_rag.search(
+        query, top_k=6, path=tmp_path, collection="kb", model=tiny_variant, group_by_document=True
+    )
     # Grouping checked against an independent reading: every chunk ranked, then each document's first.
     # (Whether the plain top 6 repeats a document depends on the tiny model's random weights and the CPU.)
     every_chunk = c2v_rag.search(query, top_k=1000, path=tmp_path, collection="kb", model=tiny_variant)
@@ -39,11 +39,16 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
 
     config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
     with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+
         def search(**body) -> httpx.Response:
             return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, **body})
 
-        for response, want in ((search(), expected), (search(filter={"topic": "odd"}), odd),
-                               (search(task="SciFact"), scifact), (search(group_by_document=True, top_k=6), documents)):
+        for response, want in (
+            (search(), expected),
+            (search(filter={"topic": "odd"}), odd),
+            (search(task="SciFact"), scifact),
+            (search(group_by_document=True, top_k=6), documents),
+        ):
             assert response.status_code == 200, response.text
             hits = response.json()["data"]
             assert [h["id"] for h in hits] == [h.id for h in want]

@@ -35,11 +35,15 @@ def test_cosent_falls_as_cosines_follow_the_scores():
 
 def test_a_recipe_trains_on_scored_pairs_with_cosent(tiny_recipe, tmp_path):
     sts = tmp_path / "sts.tsv"
-    rows = [f"news\tx\t{i % 6}.0\tsentence {i} about topic {i % 3}\tanother sentence {i} on topic {i % 2}" for i in range(16)]
+    rows = [
+        f"news\tx\t{i % 6}.0\tsentence {i} about topic {i % 3}\tanother sentence {i} on topic {i % 2}"
+        for i in range(16)
+    ]
     sts.write_text("genre\tsubset\tscore\tsentence1\tsentence2\n" + "\n".join(rows) + "\n")
     raw = tiny_recipe(steps=4)
-    raw["datasets"] = [{"name": "sts", "format": "scored_pairs", "path": str(sts), "loss": "cosent",
-                        "task": "STSBenchmark"}]
+    raw["datasets"] = [
+        {"name": "sts", "format": "scored_pairs", "path": str(sts), "loss": "cosent", "task": "STSBenchmark"}
+    ]
     result = train(TrainConfig.model_validate(raw))
     losses = [r["loss"] for r in result.history if "loss" in r]
     assert len(losses) == 4 and all(math.isfinite(x) and x > 0 for x in losses)

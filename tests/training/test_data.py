@@ -10,7 +10,7 @@ import pytest
 
 from c2v_rag.core.instructions import get_task
 from c2v_rag.training.config import DatasetSection
-from c2v_rag.training.data import Example, load_section, read_examples, dump_examples, write_jsonl
+from c2v_rag.training.data import Example, dump_examples, load_section, read_examples, write_jsonl
 from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.sampling import HomogeneousBatchPlan, layout_step
 
@@ -26,8 +26,12 @@ def beir_dir(tmp_path):
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
     docs = {f"d{i}": (f"title {i}", f"text about topic {i % 5}") for i in range(20)}
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items()))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"question {i}"}) + "\n" for i in range(10)))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in docs.items())
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"question {i}"}) + "\n" for i in range(10))
+    )
     rows = ["query-id\tcorpus-id\tscore"] + [f"q{i}\td{i}\t1" for i in range(10)] + ["q0\td10\t1", "q1\td11\t0"]
     (root / "qrels" / "train.tsv").write_text("\n".join(rows) + "\n")
     return root
@@ -72,11 +76,23 @@ def test_tsv_loaders_detect_headers_and_report_bad_rows(tmp_path):
 
 def test_jsonl_records_and_errors(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [
-        {"query": "q1", "positive": "p1", "negatives": "n1", "task": "STSBenchmark"},
-        {"query": "q2", "positive": "p2", "negatives": ["n2", "n3"], "instruction": "Find it", "dataset": "other"},
-        {"query": "q3", "positive": "p3"},
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"query": "q1", "positive": "p1", "negatives": "n1", "task": "STSBenchmark"},
+                {
+                    "query": "q2",
+                    "positive": "p2",
+                    "negatives": ["n2", "n3"],
+                    "instruction": "Find it",
+                    "dataset": "other",
+                },
+                {"query": "q3", "positive": "p3"},
+            ]
+        )
+        + "\n"
+    )
     examples = load_section(_section(format="jsonl", path=str(path), name="main")).examples
     by_query = {e.query: e for e in examples}
     sts = get_task("STSBenchmark").instruction
@@ -86,7 +102,9 @@ def test_jsonl_records_and_errors(tmp_path):
     assert by_query["q2"].dataset == "other" and by_query["q3"].dataset == "main"
     assert by_query["q3"].query_instruction is None
     # The export format reads back; the internal dump keeps keys.
-    assert len(load_section(_section(format="jsonl", path=str(write_jsonl(examples, tmp_path / "x.jsonl")))).examples) == 3
+    assert (
+        len(load_section(_section(format="jsonl", path=str(write_jsonl(examples, tmp_path / "x.jsonl")))).examples) == 3
+    )
     assert read_examples(dump_examples(examples, tmp_path / "y.jsonl")) == examples
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"query": "q", "positive": ""}) + "\n")
@@ -119,11 +137,15 @@ def test_scored_pairs_keep_high_scores_in_both_directions(tmp_path):
         "news\tx\t1.0\tA cat sleeps.\tThe stock fell.\n"
         "news\tx\t4.0\tA man plays a guitar.\tSomeone plays the guitar.\n"
     )
-    examples = load_section(_section(format="scored_pairs", path=str(path), min_score=4.0, task="STSBenchmark")).examples
+    examples = load_section(
+        _section(format="scored_pairs", path=str(path), min_score=4.0, task="STSBenchmark")
+    ).examples
     pairs = {(e.query, e.positive) for e in examples}
     assert pairs == {
-        ("A man plays a guitar.", "A man is playing guitar."), ("A man is playing guitar.", "A man plays a guitar."),
-        ("A man plays a guitar.", "Someone plays the guitar."), ("Someone plays the guitar.", "A man plays a guitar."),
+        ("A man plays a guitar.", "A man is playing guitar."),
+        ("A man is playing guitar.", "A man plays a guitar."),
+        ("A man plays a guitar.", "Someone plays the guitar."),
+        ("Someone plays the guitar.", "A man plays a guitar."),
     }
     hub = next(e for e in examples if e.query == "A man plays a guitar.")
     # Every partner of a sentence, and the sentence itself, is off limits as an in-batch negative.
@@ -153,8 +175,12 @@ def test_batches_are_homogeneous_shuffled_and_deterministic():
     # An epoch covers every example of a dataset once.
     seen = [e.query for s in range(plan.epoch_length) for e in plan.global_batch(s)[1] if e.dataset == "a"]
     assert sorted(seen) == sorted(e.query for e in data["a"])
-    assert [plan.global_batch(s)[1] for s in range(8)] == [HomogeneousBatchPlan(data, 8, seed=1).global_batch(s)[1] for s in range(8)]
-    assert [plan.global_batch(s)[1] for s in range(8)] != [HomogeneousBatchPlan(data, 8, seed=2).global_batch(s)[1] for s in range(8)]
+    assert [plan.global_batch(s)[1] for s in range(8)] == [
+        HomogeneousBatchPlan(data, 8, seed=1).global_batch(s)[1] for s in range(8)
+    ]
+    assert [plan.global_batch(s)[1] for s in range(8)] != [
+        HomogeneousBatchPlan(data, 8, seed=2).global_batch(s)[1] for s in range(8)
+    ]
     shards = [plan.batch(3, rank=r, world_size=2).local for r in range(2)]
     assert shards[0] + shards[1] == plan.global_batch(3)[1]
     with pytest.raises(ValueError, match="fewer than one batch"):
@@ -162,11 +188,17 @@ def test_batches_are_homogeneous_shuffled_and_deterministic():
 
 
 def test_layout_targets_and_exclusions():
-    examples = [Example("q0", "p0", ("n0",), "d"), Example("q0", "p0b", ("n1",), "d", known_positive_keys=frozenset({"p0b", "p0"})),
-                Example("q2", "p2", ("p0",), "d"), Example("q3", "p3", ("n3",), "d")]
+    examples = [
+        Example("q0", "p0", ("n0",), "d"),
+        Example("q0", "p0b", ("n1",), "d", known_positive_keys=frozenset({"p0b", "p0"})),
+        Example("q2", "p2", ("p0",), "d"),
+        Example("q3", "p3", ("n3",), "d"),
+    ]
     plan = HomogeneousBatchPlan({"d": examples}, 4, seed=0)
     world = 2
-    layouts = [layout_step(plan.batch(0, r, world), num_negatives=1, seed=0, step=0, world_size=world) for r in range(world)]
+    layouts = [
+        layout_step(plan.batch(0, r, world), num_negatives=1, seed=0, step=0, world_size=world) for r in range(world)
+    ]
     global_passages = [p for lay in layouts for p in lay.passages]
     for rank, lay in enumerate(layouts):
         for i, (target, exclude) in enumerate(zip(lay.targets, lay.exclude)):
@@ -184,20 +216,34 @@ def test_bm25_mining_picks_lexical_neighbours_and_excludes_positives():
         "other": "the stock market fell sharply today",
         "pets": "cats and dogs are popular pets",
     }
-    example = Example("vitamin d bone loss", corpus["pos"], (), "s", positive_key="pos", known_positive_keys=frozenset({"pos"}))
+    example = Example(
+        "vitamin d bone loss", corpus["pos"], (), "s", positive_key="pos", known_positive_keys=frozenset({"pos"})
+    )
     [mined] = mine_hard_negatives([example], method="bm25", depth=1, corpus=corpus)
     assert mined.negative_keys == ("hard",) and mined.negatives == (corpus["hard"],)
     # When "hard" is also a known positive of the query, it is skipped.
-    example2 = Example("vitamin d bone loss", corpus["hard"], (), "s", positive_key="hard", known_positive_keys=frozenset({"pos", "hard"}))
+    example2 = Example(
+        "vitamin d bone loss",
+        corpus["hard"],
+        (),
+        "s",
+        positive_key="hard",
+        known_positive_keys=frozenset({"pos", "hard"}),
+    )
     mined = mine_hard_negatives([example, example2], method="bm25", depth=1, corpus=corpus)
     assert all(m.negative_keys[0] not in {"pos", "hard"} for m in mined)
 
 
 def test_model_mining_takes_the_nearest_non_positive(tiny_model_factory):
     model = tiny_model_factory()
-    pool = {f"k{i}": text for i, text in enumerate(["a cat sat", "stock prices fell", "dogs are pets", "bone loss", "proteins fold"])}
-    examples = [Example("cats and dogs", pool["k0"], (), "s", positive_key="k0"),
-                Example("market news", pool["k1"], (), "s", positive_key="k1")]
+    pool = {
+        f"k{i}": text
+        for i, text in enumerate(["a cat sat", "stock prices fell", "dogs are pets", "bone loss", "proteins fold"])
+    }
+    examples = [
+        Example("cats and dogs", pool["k0"], (), "s", positive_key="k0"),
+        Example("market news", pool["k1"], (), "s", positive_key="k1"),
+    ]
     mined = mine_hard_negatives(examples, method="model", model=model, depth=1, corpus=pool)
     keys = list(pool)
     p = model.encode(list(pool.values()), normalize_embeddings=True)
@@ -226,7 +272,9 @@ def test_cosent_keeps_every_pair_once_with_its_score(tmp_path):
         "news\tx\t1.0\tA cat sleeps.\tThe stock fell.\n"
         "news\tx\t0.0\tA dog runs.\tA dog runs.\n"
     )
-    examples = load_section(_section(format="scored_pairs", path=str(path), loss="cosent", task="STSBenchmark")).examples
+    examples = load_section(
+        _section(format="scored_pairs", path=str(path), loss="cosent", task="STSBenchmark")
+    ).examples
     assert [(e.query, e.positive, e.score) for e in examples] == [
         ("A man plays a guitar.", "A man is playing guitar.", 4.6),
         ("A cat sleeps.", "The stock fell.", 1.0),
@@ -238,11 +286,14 @@ def test_cosent_keeps_every_pair_once_with_its_score(tmp_path):
     assert [e for e in step.scores] == [next(x.score for x in examples if x.query == q) for q in step.queries]
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(format="triplets_tsv"), "needs scored pairs"),
-    (dict(format="scored_pairs", min_score=4.0), "min_score"),
-    (dict(format="scored_pairs", hard_negatives=1), "hard_negatives"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(format="triplets_tsv"), "needs scored pairs"),
+        (dict(format="scored_pairs", min_score=4.0), "min_score"),
+        (dict(format="scored_pairs", hard_negatives=1), "hard_negatives"),
+    ],
+)
 def test_cosent_refuses_settings_it_cannot_use(tmp_path, kw, message):
     with pytest.raises(ValueError, match=message):
         _section(path=str(tmp_path / "x.tsv"), loss="cosent", **kw)

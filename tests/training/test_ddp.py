@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from train_helpers import no_dropout_callback
 
 from c2v_rag.training import TrainConfig, Trainer
 from c2v_rag.training.ddp import gather_with_grad
-from train_helpers import no_dropout_callback
 
 
 def _free_port() -> int:
@@ -23,8 +23,9 @@ def _free_port() -> int:
 
 
 def _env(rank: int, world: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
 
 
@@ -77,8 +78,7 @@ def test_two_process_ddp_matches_one_process_full_batch(tiny_recipe, tmp_path, m
     raw["output"]["dir"] = str(tmp_path / "ddp")
     out = tmp_path / "out"
     out.mkdir()
-    mp.start_processes(_train_worker, args=(2, _free_port(), json.dumps(raw), str(out)), nprocs=2,
-                       start_method="spawn")
+    mp.start_processes(_train_worker, args=(2, _free_port(), json.dumps(raw), str(out)), nprocs=2, start_method="spawn")
     ddp_grads = load_file(str(out / "grads.safetensors"))
     ddp_record = json.loads((out / "record.json").read_text())
 
@@ -115,11 +115,28 @@ def test_torchrun_cli_trains_with_two_processes(tiny_recipe, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(raw))
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
     done = subprocess.run(
-        [torchrun, "--nproc_per_node", "2", "--master_port", str(_free_port()), "-m", "c2v_rag.cli", "train", str(recipe)],
-        env=env, capture_output=True, text=True, timeout=540)
+        [
+            torchrun,
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(_free_port()),
+            "-m",
+            "c2v_rag.cli",
+            "train",
+            str(recipe),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("variant written to") == 2  # both ranks finish; rank 0 wrote it
     out = Path(raw["output"]["dir"])

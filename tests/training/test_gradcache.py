@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+from train_helpers import disable_dropout
 
 from c2v_rag.training import TrainConfig, build_model, info_nce
-from train_helpers import disable_dropout
 from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, make_batch
 
 QUERIES = [f"query number {i} about vitamin D and bone" + " loss" * (i % 4) for i in range(6)]
@@ -75,7 +75,9 @@ def test_gradcache_gives_the_full_batch_gradients(tiny_recipe):
         loss = step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
         assert loss == pytest.approx(reference_loss.item(), rel=1e-5)
         for name, grad in _grads(model).items():
-            torch.testing.assert_close(grad, reference[name], rtol=1e-4, atol=1e-6, msg=f"{name} (mini_batch={mini_batch})")
+            torch.testing.assert_close(
+                grad, reference[name], rtol=1e-4, atol=1e-6, msg=f"{name} (mini_batch={mini_batch})"
+            )
     model.zero_grad(set_to_none=True)
     whole = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=None)
     assert whole.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn) == pytest.approx(reference_loss.item(), rel=1e-5)
@@ -97,7 +99,9 @@ def test_gradient_checkpointing_keeps_gradients(tiny_recipe):
         raw = tiny_recipe(gradient_checkpointing=checkpointing)
         torch.manual_seed(0)
         model = disable_dropout(build_model(TrainConfig.model_validate(raw), torch.device("cpu"), "fp32"))
-        ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4).run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
+        ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4).run(
+            QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn
+        )
         grads.append(_grads(model))
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6)
@@ -113,8 +117,12 @@ def test_bf16_step_stays_close_to_fp32(tiny_recipe):
         if precision == "bf16":
             assert model.decoder.base_model.model.layers[0].self_attn.q_proj.base_layer.weight.dtype == torch.bfloat16
             assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
-        step = ContrastiveStep(model, MultiBatchForward(model), mini_batch_size=4,
-                               autocast=autocast_factory(precision, torch.device("cpu")))
+        step = ContrastiveStep(
+            model,
+            MultiBatchForward(model),
+            mini_batch_size=4,
+            autocast=autocast_factory(precision, torch.device("cpu")),
+        )
         losses[precision] = step.run(QUERIES, Q_INSTR, PASSAGES, P_INSTR, _loss_fn)
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.05)
 
@@ -133,5 +141,7 @@ def test_gradcache_chunks_count_in_context_examples_in_the_length(tiny_recipe):
     chunks = step._chunks(texts, instructions, offset=0)
     assert sorted(sorted(c.rows) for c in chunks) == [[0, 2], [1, 3]]
     padded = sum(int((c.batch.attention_mask == 0).sum()) for c in chunks)
-    interleaved = [make_batch(model, [texts[i] for i in rows], [instructions[i] for i in rows]) for rows in ([0, 1], [2, 3])]
+    interleaved = [
+        make_batch(model, [texts[i] for i in rows], [instructions[i] for i in rows]) for rows in ([0, 1], [2, 3])
+    ]
     assert padded < sum(int((b.attention_mask == 0).sum()) for b in interleaved)

@@ -12,13 +12,23 @@ from c2v_rag.training.data import Example
 from c2v_rag.training.sampling import add_icl_examples
 from c2v_rag.training.step_texts import StepTexts
 
-POOL = [Example(f"query {i} " + "word " * (i % 3) * 40, f"positive {i}", dataset="d", query_instruction="Find it")
-        for i in range(30)]
+POOL = [
+    Example(f"query {i} " + "word " * (i % 3) * 40, f"positive {i}", dataset="d", query_instruction="Find it")
+    for i in range(30)
+]
 
 
 def _texts(local, instructions):
-    return StepTexts("d", [e.query for e in local], list(instructions), [e.positive for e in local],
-                     [None] * len(local), list(range(len(local))), [[False] * len(local)] * len(local), 0)
+    return StepTexts(
+        "d",
+        [e.query for e in local],
+        list(instructions),
+        [e.positive for e in local],
+        [None] * len(local),
+        list(range(len(local))),
+        [[False] * len(local)] * len(local),
+        0,
+    )
 
 
 def test_each_query_draws_zero_to_k_examples_of_its_own_dataset():
@@ -43,8 +53,7 @@ def test_each_query_draws_zero_to_k_examples_of_its_own_dataset():
     # The count is uniform over 0..k; the same seed and step draw the same, another step draws otherwise.
     assert add_icl_examples(texts, local, POOL, max_examples=3, seed=1, step=5) == out
     many = [add_icl_examples(texts, local, POOL, max_examples=3, seed=1, step=s) for s in range(40)]
-    seen = {len(p.examples) if isinstance(p, InContextPrompt) else 0
-            for o in many for p in o.query_instructions[:7]}
+    seen = {len(p.examples) if isinstance(p, InContextPrompt) else 0 for o in many for p in o.query_instructions[:7]}
     assert seen == {0, 1, 2, 3}
     assert add_icl_examples(texts, local, POOL, max_examples=0, seed=1, step=5) is texts
 
@@ -85,6 +94,6 @@ def test_a_draw_that_does_not_fit_is_shortened_not_an_error():
     shortened = 0
     for before, after in zip(plain.query_instructions, cut.query_instructions):
         kept = getattr(after, "examples", ())
-        assert tuple(getattr(before, "examples", ()))[:len(kept)] == tuple(kept)
+        assert tuple(getattr(before, "examples", ()))[: len(kept)] == tuple(kept)
         shortened += len(kept) < len(getattr(before, "examples", ()))
     assert shortened, "the budget was meant to cut at least one draw; the test data no longer exercises it"

@@ -32,7 +32,9 @@ def test_training_writes_a_loadable_variant(tiny_recipe, tmp_path):
     # The final variant and the last checkpoint's variant hold the same weights.
     ckpt = list_checkpoints(out / "checkpoints")[-1]
     from_ckpt = Causal2Vec.from_pretrained(ckpt / "variant", device="cpu", dtype="float32")
-    torch.testing.assert_close(torch.from_numpy(from_ckpt.encode(["x y z"])), torch.from_numpy(loaded.encode(["x y z"])))
+    torch.testing.assert_close(
+        torch.from_numpy(from_ckpt.encode(["x y z"])), torch.from_numpy(loaded.encode(["x y z"]))
+    )
 
 
 def test_resume_continues_exactly(tiny_recipe, tmp_path):
@@ -109,9 +111,12 @@ def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
     trainer.setup()
     # Before any step, the model under training embeds like the saved variant (adapters unmerged, trainable).
     assert any("lora_" in n for n, p in trainer.model.named_parameters() if p.requires_grad)
-    assert trainer.model.projector.fc1.weight.dtype == torch.float32 and trainer.model.projector.fc1.weight.requires_grad
+    assert (
+        trainer.model.projector.fc1.weight.dtype == torch.float32 and trainer.model.projector.fc1.weight.requires_grad
+    )
     texts = ["vitamin D and bone loss", "cats and dogs"]
-    torch.testing.assert_close(torch.from_numpy(trainer.model.encode(texts)), torch.from_numpy(trained.encode(texts)),
-                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        torch.from_numpy(trainer.model.encode(texts)), torch.from_numpy(trained.encode(texts)), rtol=1e-4, atol=1e-5
+    )
     trainer.fit()
     assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]

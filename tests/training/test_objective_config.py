@@ -29,11 +29,17 @@ def test_the_presets_saved_configs_validate(path):
 
 
 def test_a_field_of_another_kind_is_refused_naming_its_kind():
-    with pytest.raises(ValueError, match=r"objective.dropout is a field of objective.kind 'simcse'.*; "
-                                         r"objective.kind='contrastive' has none. Remove it"):
+    with pytest.raises(
+        ValueError,
+        match=r"objective.dropout is a field of objective.kind 'simcse'.*; "
+        r"objective.kind='contrastive' has none. Remove it",
+    ):
         objective_config(dropout=0.3)
-    with pytest.raises(ValueError, match=r"objective.parts is a field of objective.kind 'contrastive'.* 'simcse'.*; "
-                                         r"objective.kind='reconstruction' has none.* takes alpha"):
+    with pytest.raises(
+        ValueError,
+        match=r"objective.parts is a field of objective.kind 'contrastive'.* 'simcse'.*; "
+        r"objective.kind='reconstruction' has none.* takes alpha",
+    ):
         objective_config(kind="reconstruction", parts={"full": 1.0})
     with pytest.raises(ValueError, match="objective.mask_prob is not a field of any objective.kind"):
         objective_config(kind="mntp", mask_prob=0.1)
@@ -44,13 +50,31 @@ def test_a_field_of_another_kind_is_refused_naming_its_kind():
 
 
 def test_a_mapping_of_every_kind_side_by_side_keeps_only_the_named_kinds_fields():
-    side_by_side = {"mask_probability": 0.2, "mask_strategy": "bert", "mask_token": "_", "dropout": 0.3,
-                    "alpha": 0.2, "parts": {"full": 1.0}, "matryoshka": {}}
+    side_by_side = {
+        "mask_probability": 0.2,
+        "mask_strategy": "bert",
+        "mask_token": "_",
+        "dropout": 0.3,
+        "alpha": 0.2,
+        "parts": {"full": 1.0},
+        "matryoshka": {},
+    }
     assert objective_config(kind="simcse", **{**side_by_side, "dropout": 0.1}).model_dump() == {
-        "kind": "simcse", "parts": {"full": 1.0}, "matryoshka": {}, "dropout": 0.1}
+        "kind": "simcse",
+        "parts": {"full": 1.0},
+        "matryoshka": {},
+        "dropout": 0.1,
+    }
     assert objective_config(kind="mntp", **side_by_side).model_dump() == {
-        "kind": "mntp", "mask_probability": 0.2, "mask_strategy": "bert", "mask_token": "_"}
+        "kind": "mntp",
+        "mask_probability": 0.2,
+        "mask_strategy": "bert",
+        "mask_token": "_",
+    }
     # A field of another kind away from its default set something that would not apply: refused.
-    with pytest.raises(ValueError, match="objective.matryoshka is a field of objective.kind 'contrastive'.* "
-                                         "'simcse'.*; objective.kind='mntp' has none"):
+    with pytest.raises(
+        ValueError,
+        match="objective.matryoshka is a field of objective.kind 'contrastive'.* "
+        "'simcse'.*; objective.kind='mntp' has none",
+    ):
         objective_config(kind="mntp", **{**side_by_side, "matryoshka": {8: 1.0}})

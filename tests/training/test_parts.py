@@ -22,8 +22,12 @@ from c2v_rag.training.objectives.contrastive import ContrastiveObjective
 from c2v_rag.training.objectives.registry import objective_config
 from c2v_rag.training.step_texts import StepTexts
 
-TEXTS = ["a cat sat on the mat", "the stock market fell sharply today", "tides follow the moon",
-         "a kitten rests on a rug"]
+TEXTS = [
+    "a cat sat on the mat",
+    "the stock market fell sharply today",
+    "tides follow the moon",
+    "a kitten rests on a rug",
+]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -34,16 +38,23 @@ def test_parts_are_the_encoder_vector_h_c_and_h_eos(tiny_model_factory):
     model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5).eval()
     d, k = model.config.decoder_hidden_size, model.config.encoder_hidden_size
     parts = model.config.parts
-    assert parts == {"encoder": slice(0, k), "contextual": slice(k, k + d), "eos": slice(k + d, k + 2 * d),
-                     "full": slice(0, k + 2 * d)}
+    assert parts == {
+        "encoder": slice(0, k),
+        "contextual": slice(k, k + d),
+        "eos": slice(k + d, k + 2 * d),
+        "full": slice(0, k + 2 * d),
+    }
     batch = make_batch(model, TEXTS, [None] * len(TEXTS))
     with torch.no_grad():
         full = model(batch).numpy()
         hidden, _ = model.decoder_states(batch)
         _, sentence = model.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
     rows = np.arange(len(TEXTS))
-    expected = {"encoder": sentence.numpy(), "contextual": hidden.numpy()[rows, batch.context_positions.numpy()],
-                "eos": hidden.numpy()[rows, batch.last_positions.numpy()]}
+    expected = {
+        "encoder": sentence.numpy(),
+        "contextual": hidden.numpy()[rows, batch.context_positions.numpy()],
+        "eos": hidden.numpy()[rows, batch.last_positions.numpy()],
+    }
     for name, vectors in expected.items():
         np.testing.assert_allclose(_unit(full[:, parts[name]]), _unit(vectors), atol=1e-5, err_msg=name)
 
@@ -53,7 +64,11 @@ def test_layouts_of_the_other_representations():
     assert Causal2VecConfig(**base).parts == {"contextual": slice(0, 8), "eos": slice(8, 16), "full": slice(0, 16)}
     assert Causal2VecConfig(**base, representation="last_token").parts == {"eos": slice(0, 8), "full": slice(0, 8)}
     assert Causal2VecConfig(**base, representation="eos_projector", encoder_share=0.2).parts == {
-        "encoder": slice(0, 4), "eos": slice(4, 12), "projector": slice(12, 20), "full": slice(0, 20)}
+        "encoder": slice(0, 4),
+        "eos": slice(4, 12),
+        "projector": slice(12, 20),
+        "full": slice(0, 20),
+    }
     assert Causal2VecConfig(**base, representation="mean").parts == {"mean": slice(0, 8), "full": slice(0, 8)}
 
 
@@ -71,16 +86,27 @@ def test_the_objective_sums_info_nce_over_parts_and_prefixes(tiny_model_factory)
     stepper = ContrastiveStep(model, MultiBatchForward(model))
     objective = ContrastiveObjective(stepper, 0.05, torch.device("cpu"), views)
     queries, passages = TEXTS[:2], TEXTS[2:] + ["a dog naps on a carpet"]
-    texts = StepTexts("x", queries, [None, None], passages, [None] * 3, targets=[2, 0],
-                      exclude=[[False] * 3, [False] * 3], num_negatives=0)
+    texts = StepTexts(
+        "x",
+        queries,
+        [None, None],
+        passages,
+        [None] * 3,
+        targets=[2, 0],
+        exclude=[[False] * 3, [False] * 3],
+        num_negatives=0,
+    )
     got = objective.backward(texts, step=0)
     with torch.no_grad():
         q = model(make_batch(model, queries, [None, None])).numpy()
         p = model(make_batch(model, passages, [None] * 3)).numpy()
     eos = model.config.parts["eos"]
-    expected = (1.0 * _info_nce_numpy(q, p, [2, 0], 0.05) + 0.7 * _info_nce_numpy(q[:, eos], p[:, eos], [2, 0], 0.05)
-                + 0.3 * _info_nce_numpy(q[:, :10], p[:, :10], [2, 0], 0.05)
-                + 0.5 * _info_nce_numpy(q[:, :40], p[:, :40], [2, 0], 0.05))
+    expected = (
+        1.0 * _info_nce_numpy(q, p, [2, 0], 0.05)
+        + 0.7 * _info_nce_numpy(q[:, eos], p[:, eos], [2, 0], 0.05)
+        + 0.3 * _info_nce_numpy(q[:, :10], p[:, :10], [2, 0], 0.05)
+        + 0.5 * _info_nce_numpy(q[:, :40], p[:, :40], [2, 0], 0.05)
+    )
     assert math.isclose(got, expected, rel_tol=1e-4)
     # and the gradient reached the decoder's and the encoder's trainable weights through the parts
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.decoder.parameters())
@@ -95,7 +121,9 @@ def test_one_full_view_is_the_plain_loss():
 
 def test_bad_parts_and_sizes_are_refused_with_the_fix(tiny_model_factory):
     model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5)
-    with pytest.raises(ValueError, match=r"names \['h_eos'\].*its parts are \['contextual', 'encoder', 'eos', 'full'\]"):
+    with pytest.raises(
+        ValueError, match=r"names \['h_eos'\].*its parts are \['contextual', 'encoder', 'eos', 'full'\]"
+    ):
         loss_views(objective_config(parts={"h_eos": 1.0}), model)
     with pytest.raises(ValueError, match="not shorter than the embedding"):
         loss_views(objective_config(matryoshka={model.embedding_dim: 1.0}), model)
@@ -131,22 +159,46 @@ def test_a_run_with_parts_saves_the_trained_sizes_and_encode_takes_only_those(ti
 def test_eval_cli_scores_a_trained_size_as_the_evaluator_does(tiny_model_factory, tmp_path, capsys):
     import json
 
+    from tiny_corpus import CORPUS, write_scifact
+
     from c2v_rag.cli import main
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.evaluators import evaluate_retrieval
-    from tiny_corpus import CORPUS, write_scifact
 
-    write_scifact(tmp_path / "data", {f"d{i}": CORPUS[i % 7][i:] for i in range(12)},
-                  {f"q{i}": CORPUS[i % 7][:30] for i in range(10)}, {f"q{i}": f"d{i}" for i in range(10)})
+    write_scifact(
+        tmp_path / "data",
+        {f"d{i}": CORPUS[i % 7][i:] for i in range(12)},
+        {f"q{i}": CORPUS[i % 7][:30] for i in range(10)},
+        {f"q{i}": f"d{i}" for i in range(10)},
+    )
     variant = tmp_path / "variant"
     tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5, matryoshka_dims=[16]).save_pretrained(variant)
     model = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
     out = tmp_path / "scores.json"
-    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev", "--truncate-dim",
-                 "16", "--dtype", "float32", "--json", str(out)]) == 0
-    (name, row), = json.loads(out.read_text()).items()
+    assert (
+        main(
+            [
+                "eval",
+                str(variant),
+                "--data",
+                str(tmp_path / "data"),
+                "--sets",
+                "scifact-dev",
+                "--truncate-dim",
+                "16",
+                "--dtype",
+                "float32",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    ((name, row),) = json.loads(out.read_text()).items()
     expected = evaluate_retrieval(model, scifact_dev(tmp_path / "data"), truncate_dim=16)
     assert name.endswith("(truncate_dim=16)") and row["scifact-dev"]["ndcg@10"] == pytest.approx(expected["ndcg@10"])
-    assert main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev",
-                 "--truncate-dim", "20"]) == 2
+    assert (
+        main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev", "--truncate-dim", "20"])
+        == 2
+    )
     assert "truncate_dim=20: this variant was trained for the prefix sizes [16, 88]" in capsys.readouterr().err

@@ -11,8 +11,11 @@ from c2v_rag import Causal2Vec, UnsupportedArchitectureError
 from c2v_rag.nn.attention import attention_mode, set_attention_mode
 
 FAMILIES = ["llama", "mistral", "qwen2"]
-TEXTS = ["Vitamin D deficiency is linked to bone loss.", "Cats and dogs are pets.",
-         "The stock market fell sharply after the announcement of the new policy."]
+TEXTS = [
+    "Vitamin D deficiency is linked to bone loss.",
+    "Cats and dogs are pets.",
+    "The stock market fell sharply after the announcement of the new policy.",
+]
 
 
 def _ids(model: Causal2Vec, text: str) -> torch.Tensor:
@@ -50,8 +53,9 @@ def test_bidirectional_lets_earlier_tokens_see_later_ones(tiny_model_factory, fa
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bidirectional_still_masks_padding(tiny_model_factory, family):
-    model = tiny_model_factory(family, num_contextual_tokens=0, representation="mean", encoder=None,
-                               attention="bidirectional")
+    model = tiny_model_factory(
+        family, num_contextual_tokens=0, representation="mean", encoder=None, attention="bidirectional"
+    )
     batched = model.encode(TEXTS, batch_size=3)
     single = np.stack([model.encode(t) for t in TEXTS])
     np.testing.assert_allclose(batched, single, atol=1e-5, rtol=1e-4)
@@ -64,8 +68,9 @@ def test_bidirectional_in_causal2vec_changes_the_embedding(tiny_model_factory):
     bidir = tiny_model_factory("llama", attention="bidirectional")
     a, b = causal.encode(TEXTS), bidir.encode(TEXTS)
     assert np.abs(a - b).max() > 1e-4
-    np.testing.assert_allclose(bidir.encode(TEXTS, batch_size=3), np.stack([bidir.encode(t) for t in TEXTS]),
-                               atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        bidir.encode(TEXTS, batch_size=3), np.stack([bidir.encode(t) for t in TEXTS]), atol=1e-5, rtol=1e-4
+    )
 
 
 def test_unsupported_architecture_is_named():
@@ -116,8 +121,9 @@ def test_mean_pooling_skips_the_instruction(tiny_model_factory, representation):
 
 def test_mean_pooling_batched_equals_single_with_contextual_token(tiny_model_factory):
     model = tiny_model_factory("llama", representation="mean")
-    np.testing.assert_allclose(model.encode(TEXTS, batch_size=3), np.stack([model.encode(t) for t in TEXTS]),
-                               atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(
+        model.encode(TEXTS, batch_size=3), np.stack([model.encode(t) for t in TEXTS]), atol=1e-5, rtol=1e-4
+    )
 
 
 def test_config_rejects_mean_with_echo_concat():
@@ -126,8 +132,9 @@ def test_config_rejects_mean_with_echo_concat():
     with pytest.raises(ValueError, match="echo=True"):
         Causal2VecConfig(decoder="x", encoder="y", echo=True, representation="concat")
     with pytest.raises(ValueError, match="exactly twice"):
-        Causal2VecConfig(decoder="x", encoder=None, num_contextual_tokens=0, representation="mean",
-                         echo_template="{text} only once")
+        Causal2VecConfig(
+            decoder="x", encoder=None, num_contextual_tokens=0, representation="mean", echo_template="{text} only once"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ Echo
@@ -150,10 +157,11 @@ def test_echo_pools_only_the_second_copy(tiny_model_factory):
 
 def test_echo_doubles_the_sequence_and_truncates_both_copies_alike(tiny_model_factory):
     plain = tiny_model_factory("llama", num_contextual_tokens=0, representation="mean", encoder=None, max_length=24)
-    echo = tiny_model_factory("llama", num_contextual_tokens=0, representation="mean", encoder=None, max_length=48,
-                              echo=True)
+    echo = tiny_model_factory(
+        "llama", num_contextual_tokens=0, representation="mean", encoder=None, max_length=48, echo=True
+    )
     long_text = TEXTS[2] * 3
-    p, = echo.prepare([long_text], None)[0]
+    (p,) = echo.prepare([long_text], None)[0]
     assert p.length(0) <= 48 and p.truncated
     start, end = p.text_span
     copy = p.tail[start:end]
@@ -166,11 +174,14 @@ def test_echo_doubles_the_sequence_and_truncates_both_copies_alike(tiny_model_fa
 # ------------------------------------------------------------------------------------------------ save/load
 
 
-@pytest.mark.parametrize("fields", [
-    dict(num_contextual_tokens=0, representation="weighted_mean", encoder=None, attention="bidirectional"),
-    dict(num_contextual_tokens=0, representation="mean", encoder=None, echo=True),
-    dict(num_contextual_tokens=4, representation="concat", attention="bidirectional"),
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(num_contextual_tokens=0, representation="weighted_mean", encoder=None, attention="bidirectional"),
+        dict(num_contextual_tokens=0, representation="mean", encoder=None, echo=True),
+        dict(num_contextual_tokens=4, representation="concat", attention="bidirectional"),
+    ],
+)
 def test_recipe_variants_round_trip(tiny_model_factory, tmp_path, fields):
     model = tiny_model_factory("llama", **fields)
     if model.projector is not None:

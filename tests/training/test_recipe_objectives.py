@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from train_helpers import disable_dropout
 
 from c2v_rag import Causal2Vec
 from c2v_rag.training.gradcache import make_batch
@@ -14,10 +15,12 @@ from c2v_rag.training.objectives.mntp import mntp_loss, mntp_mask, single_token_
 from c2v_rag.training.objectives.reconstruction import conditioned_lm_loss, reconstruction_loss, reconstruction_targets
 from c2v_rag.training.objectives.simcse import simcse_pairs
 
-from train_helpers import disable_dropout
-
-TEXTS = ["Vitamin D deficiency is linked to bone loss.", "Cats and dogs are pets.",
-         "The stock market fell sharply after the announcement of the new policy.", "Proteins fold."]
+TEXTS = [
+    "Vitamin D deficiency is linked to bone loss.",
+    "Cats and dogs are pets.",
+    "The stock market fell sharply after the announcement of the new policy.",
+    "Proteins fold.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +51,9 @@ def _pair(causal_lm_dir, **fields):
 def test_lm_head_is_read_from_the_checkpoint(causal_lm_dir, tiny_dirs):
     model, reference = _pair(causal_lm_dir)
     torch.testing.assert_close(lm_head_weight(model.decoder, str(causal_lm_dir)), reference.lm_head.weight)
-    bare = Causal2Vec.from_components(str(tiny_dirs["llama"]), None, device="cpu", dtype="float32",
-                                      num_contextual_tokens=0, representation="mean")
+    bare = Causal2Vec.from_components(
+        str(tiny_dirs["llama"]), None, device="cpu", dtype="float32", num_contextual_tokens=0, representation="mean"
+    )
     with pytest.raises(ValueError, match="untied output embeddings"):
         lm_head_weight(bare.decoder, str(tiny_dirs["llama"]))
 
@@ -57,15 +61,17 @@ def test_lm_head_is_read_from_the_checkpoint(causal_lm_dir, tiny_dirs):
 def test_mntp_masks_only_text_tokens(causal_lm_dir):
     model, _ = _pair(causal_lm_dir)
     batch = make_batch(model, TEXTS * 8, ["Retrieve similar text."] * 32)
-    corrupted, chosen = mntp_mask(batch, probability=0.5, strategy="bert", mask_id=7, vocab_size=50,
-                                  generator=torch.Generator().manual_seed(0))
+    corrupted, chosen = mntp_mask(
+        batch, probability=0.5, strategy="bert", mask_id=7, vocab_size=50, generator=torch.Generator().manual_seed(0)
+    )
     assert chosen.any()
     assert not (chosen & (batch.pool_mask == 0)).any()  # never the instruction, template or padding
     assert torch.equal(corrupted[~chosen], batch.input_ids[~chosen])
     replaced = (corrupted[chosen] == 7).float().mean()
     assert 0.65 < replaced < 0.95  # BERT's 80% share of mask tokens
-    roberta, chosen_r = mntp_mask(batch, probability=0.5, strategy="roberta", mask_id=7, vocab_size=50,
-                                  generator=torch.Generator().manual_seed(0))
+    roberta, chosen_r = mntp_mask(
+        batch, probability=0.5, strategy="roberta", mask_id=7, vocab_size=50, generator=torch.Generator().manual_seed(0)
+    )
     assert (roberta[chosen_r] == 7).all()
 
 
@@ -73,8 +79,9 @@ def test_mntp_masks_only_text_tokens(causal_lm_dir):
 def test_mntp_loss_matches_hand_computed_cross_entropy(causal_lm_dir, attention):
     model, reference = _pair(causal_lm_dir, attention=attention)
     batch = make_batch(model, TEXTS, [None] * len(TEXTS))
-    corrupted, chosen = mntp_mask(batch, probability=0.3, strategy="bert", mask_id=9, vocab_size=100,
-                                  generator=torch.Generator().manual_seed(3))
+    corrupted, chosen = mntp_mask(
+        batch, probability=0.3, strategy="bert", mask_id=9, vocab_size=100, generator=torch.Generator().manual_seed(3)
+    )
     head = lm_head_weight(model.decoder, str(causal_lm_dir))
     with torch.no_grad():
         got = mntp_loss(model, batch, corrupted, chosen, head)
@@ -106,8 +113,9 @@ def test_reconstruction_loss_matches_manual_teacher_forcing(causal_lm_dir):
     d_batch = make_batch(model, documents, [None] * 2)
     head = lm_head_weight(model.decoder, str(causal_lm_dir))
     with torch.no_grad():
-        total, q2d, d2q = reconstruction_loss(model, q_batch, d_batch, queries, documents, alpha=0.2, head=head,
-                                              max_length=64)
+        total, q2d, d2q = reconstruction_loss(
+            model, q_batch, d_batch, queries, documents, alpha=0.2, head=head, max_length=64
+        )
         e_q, e_d = model(q_batch), model(d_batch)
 
     def by_hand(prefixes, texts):
@@ -133,8 +141,12 @@ def test_reconstruction_targets_are_cut_to_fit(causal_lm_dir):
     assert len(target) == 15 and target[-1] == model.tokenizer.eos_token_id
     # The embedding plus 14 inputs: the whole decoder input stays within max_length.
     with torch.no_grad():
-        loss = conditioned_lm_loss(model, torch.zeros(1, model.config.decoder_hidden_size), [target],
-                                   lm_head_weight(model.decoder, str(causal_lm_dir)))
+        loss = conditioned_lm_loss(
+            model,
+            torch.zeros(1, model.config.decoder_hidden_size),
+            [target],
+            lm_head_weight(model.decoder, str(causal_lm_dir)),
+        )
     assert torch.isfinite(loss)
 
 
@@ -158,7 +170,9 @@ def test_simcse_step_uses_two_dropout_draws(tiny_recipe, tmp_path):
     trainer = Trainer(TrainConfig.model_validate(raw))
     trainer.setup()
     model = trainer.model
-    drops = {m.attention_dropout for m in model.decoder.modules() if isinstance(getattr(m, "attention_dropout", None), float)}
+    drops = {
+        m.attention_dropout for m in model.decoder.modules() if isinstance(getattr(m, "attention_dropout", None), float)
+    }
     assert drops == {0.3}
     batch = make_batch(model, TEXTS, [None] * 4)
     with torch.no_grad():
@@ -217,8 +231,15 @@ def test_anchor_stage_one_then_contrastive(causal_lm_dir, tiny_recipe, tmp_path)
     from c2v_rag.training import train
     from c2v_rag.training.config import TrainConfig
 
-    stage1 = _recipe(tiny_recipe, causal_lm_dir, tmp_path, "anchor1", {"kind": "reconstruction", "alpha": 0.2},
-                     num_contextual_tokens=0, representation="last_token")
+    stage1 = _recipe(
+        tiny_recipe,
+        causal_lm_dir,
+        tmp_path,
+        "anchor1",
+        {"kind": "reconstruction", "alpha": 0.2},
+        num_contextual_tokens=0,
+        representation="last_token",
+    )
     stage1["model"]["encoder"] = None
     first = train(TrainConfig.model_validate(stage1))
     assert all(np.isfinite(r["loss"]) for r in first.history)
@@ -236,8 +257,16 @@ def test_reconstruction_refuses_a_wide_or_bidirectional_embedding(causal_lm_dir,
     wide["model"]["encoder"] = str(tiny_dirs["bert"])
     with pytest.raises(ValueError, match="decoder's width"):
         Trainer(TrainConfig.model_validate(wide)).setup()
-    bidir = _recipe(tiny_recipe, causal_lm_dir, tmp_path, "bidir", {"kind": "reconstruction"},
-                    num_contextual_tokens=0, representation="last_token", attention="bidirectional")
+    bidir = _recipe(
+        tiny_recipe,
+        causal_lm_dir,
+        tmp_path,
+        "bidir",
+        {"kind": "reconstruction"},
+        num_contextual_tokens=0,
+        representation="last_token",
+        attention="bidirectional",
+    )
     bidir["model"]["encoder"] = None
     with pytest.raises(ValueError, match="causal attention"):
         Trainer(TrainConfig.model_validate(bidir)).setup()
@@ -247,8 +276,15 @@ def test_several_contextual_tokens_train_save_and_load(tiny_recipe, tiny_dirs, t
     from c2v_rag.training import Trainer
     from c2v_rag.training.config import TrainConfig
 
-    raw = _recipe(tiny_recipe, tiny_dirs["llama"], tmp_path, "multi", {"kind": "contrastive"},
-                  num_contextual_tokens=4, attention="bidirectional")
+    raw = _recipe(
+        tiny_recipe,
+        tiny_dirs["llama"],
+        tmp_path,
+        "multi",
+        {"kind": "contrastive"},
+        num_contextual_tokens=4,
+        attention="bidirectional",
+    )
     trainer = Trainer(TrainConfig.model_validate(raw))
     trainer.setup()
     queries_before = trainer.model.projector.queries.detach().clone()

@@ -25,51 +25,95 @@ def test_recipes_validate(recipe):
 
 def test_overrides_and_bad_config_errors(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"decoder": "d"}, "datasets": [{"format": "jsonl", "path": "x.jsonl"}], "output": {"dir": "o"}}))
+    recipe.write_text(
+        yaml.safe_dump(
+            {"model": {"decoder": "d"}, "datasets": [{"format": "jsonl", "path": "x.jsonl"}], "output": {"dir": "o"}}
+        )
+    )
     config = load_config(recipe, ["training.steps=7", "datasets.0.task=SciFact", "training.mini_batch_size=null"])
     assert config.training.steps == 7 and config.datasets[0].task == "SciFact"
     assert config.training.total_schedule_steps == 14
     with pytest.raises(ValueError, match="not an index"):
         load_config(recipe, ["datasets.3.path=y"])
     with pytest.raises(ValueError, match="either 'variant'"):
-        TrainConfig.model_validate({"model": {}, "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}})
+        TrainConfig.model_validate(
+            {"model": {}, "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}}
+        )
     with pytest.raises(ValueError, match=r"model.config \['echo'\] cannot change a variant"):
         load_config(recipe, ["model.decoder=null", "model.variant=runs/v", "model.config.echo=true"])
     continued = load_config(recipe, ["model.decoder=null", "model.variant=runs/v", "model.config={}"])
     assert continued.model.variant == "runs/v" and continued.model.config == {}
     with pytest.raises(ValueError, match="training.precision"):
-        TrainConfig.model_validate({"model": {"decoder": "d", "config": {"dtype": "bfloat16"}},
-                                    "datasets": [{"format": "jsonl", "path": "x"}], "output": {"dir": "o"}})
+        TrainConfig.model_validate(
+            {
+                "model": {"decoder": "d", "config": {"dtype": "bfloat16"}},
+                "datasets": [{"format": "jsonl", "path": "x"}],
+                "output": {"dir": "o"},
+            }
+        )
     assert main(["train", str(tmp_path / "missing.yaml")]) == 2
     recipe.write_text("model: {decoder: d}\ndatasets: []\noutput: {dir: o}\n")
     assert main(["train", str(recipe)]) == 2
     with pytest.raises(ValueError, match="retrieval_dataset"):
-        TrainConfig.model_validate({"model": {"decoder": "d"}, "datasets": [{"format": "jsonl", "path": "x"}],
-                                    "evaluation": {"retrieval_dataset": "x"}, "output": {"dir": "o"}})
+        TrainConfig.model_validate(
+            {
+                "model": {"decoder": "d"},
+                "datasets": [{"format": "jsonl", "path": "x"}],
+                "evaluation": {"retrieval_dataset": "x"},
+                "output": {"dir": "o"},
+            }
+        )
 
 
 @pytest.mark.skipif(not (DATA / "scifact" / "corpus.jsonl").is_file(), reason="shared SciFact data not present")
 def test_cli_trains_on_scifact_with_bm25_mining_and_dev_metrics(tiny_dirs, tmp_path, capsys):
     out = tmp_path / "run"
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"decoder": str(tiny_dirs["qwen2"]), "encoder": str(tiny_dirs["bert"]), "max_length": 48},
-        "lora": {"r": 4, "alpha": 8},
-        "encoder_lora": {"r": 2, "alpha": 4},
-        "datasets": [
-            {"name": "scifact", "format": "beir", "path": str(DATA / "scifact"), "task": "SciFact",
-             "dev_fraction": 0.2, "limit": 64},
-            {"name": "snli", "format": "triplets_tsv", "path": str(DATA / "nli" / "snli_dev_triplets.tsv"),
-             "task": "NLI", "limit": 64},
-        ],
-        "mining": {"method": "bm25", "datasets": ["scifact"], "depth": 10},
-        "evaluation": {"sts_path": str(DATA / "stsb" / "stsb.dev.tsv"), "sts_limit": 40,
-                       "retrieval_dataset": "scifact", "retrieval_corpus_limit": 30, "retrieval_max_length": 48},
-        "training": {"steps": 3, "batch_size": 8, "precision": "fp32", "warmup_steps": 1, "progress_bar": False,
-                     "device": "cpu", "gradient_checkpointing": True, "save_every": 2},
-        "output": {"dir": str(out), "default_task": "SciFact"},
-    }))
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"decoder": str(tiny_dirs["qwen2"]), "encoder": str(tiny_dirs["bert"]), "max_length": 48},
+                "lora": {"r": 4, "alpha": 8},
+                "encoder_lora": {"r": 2, "alpha": 4},
+                "datasets": [
+                    {
+                        "name": "scifact",
+                        "format": "beir",
+                        "path": str(DATA / "scifact"),
+                        "task": "SciFact",
+                        "dev_fraction": 0.2,
+                        "limit": 64,
+                    },
+                    {
+                        "name": "snli",
+                        "format": "triplets_tsv",
+                        "path": str(DATA / "nli" / "snli_dev_triplets.tsv"),
+                        "task": "NLI",
+                        "limit": 64,
+                    },
+                ],
+                "mining": {"method": "bm25", "datasets": ["scifact"], "depth": 10},
+                "evaluation": {
+                    "sts_path": str(DATA / "stsb" / "stsb.dev.tsv"),
+                    "sts_limit": 40,
+                    "retrieval_dataset": "scifact",
+                    "retrieval_corpus_limit": 30,
+                    "retrieval_max_length": 48,
+                },
+                "training": {
+                    "steps": 3,
+                    "batch_size": 8,
+                    "precision": "fp32",
+                    "warmup_steps": 1,
+                    "progress_bar": False,
+                    "device": "cpu",
+                    "gradient_checkpointing": True,
+                    "save_every": 2,
+                },
+                "output": {"dir": str(out), "default_task": "SciFact"},
+            }
+        )
+    )
     assert main(["train", str(recipe)]) == 0
     assert "variant written to" in capsys.readouterr().out
     mined = [json.loads(line) for line in (out / "mined" / "scifact.jsonl").open()]
@@ -88,7 +132,10 @@ def test_a_continued_variant_may_change_only_its_readout():
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "default_preset_2_concat.yaml"
     config = load_config(recipe)
     assert config.model.variant and config.model.config == {
-        "representation": "concat", "normalize_parts": True, "encoder_share": 0.5}
+        "representation": "concat",
+        "normalize_parts": True,
+        "encoder_share": 0.5,
+    }
     with pytest.raises(ValueError, match="only the readout fields"):
         load_config(recipe, ["model.config.num_contextual_tokens=4"])
 

@@ -19,13 +19,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from c2v_rag.rag.store.aliases import alias_target, switch_alias
-from c2v_rag.rag.store.collection import (DEFAULT_COLLECTION, FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name,
-                         collection_not_found)
+from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import ConnectionOptions
+from c2v_rag.rag.store.aliases import alias_target, switch_alias
 from c2v_rag.rag.store.backends import StoreKind
-from c2v_rag.rag.errors import CollectionMismatchError
+from c2v_rag.rag.store.collection import (
+    DEFAULT_COLLECTION,
+    FINGERPRINT_METADATA_KEY,
+    QdrantConfig,
+    check_collection_name,
+    collection_not_found,
+)
 from c2v_rag.rag.store.retry import call_with_retry
 
 logger = logging.getLogger(__name__)
@@ -46,9 +51,11 @@ class MigrateResult(BaseModel):
     seconds: float
 
     def summary(self) -> str:
-        return (f"{self.points} points of {self.collection!r} at {self.source} copied into "
-                f"{self.target_collection!r} at {self.target} in {self.seconds:.1f} s"
-                + (f"; alias {self.alias!r} points at it" if self.alias else ""))
+        return (
+            f"{self.points} points of {self.collection!r} at {self.source} copied into "
+            f"{self.target_collection!r} at {self.target} in {self.seconds:.1f} s"
+            + (f"; alias {self.alias!r} points at it" if self.alias else "")
+        )
 
 
 def migrate(
@@ -89,10 +96,12 @@ def migrate(
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    src = ConnectionOptions.from_keywords(qdrant_url=source_url, path=source_path, api_key=api_key, prefer_grpc=None,
-                                          store=source_store, qdrant=source).resolve()
-    dst = ConnectionOptions.from_keywords(qdrant_url=target_url, path=target_path, api_key=api_key, prefer_grpc=None,
-                                          store=target_store, qdrant=target).resolve()
+    src = ConnectionOptions.from_keywords(
+        qdrant_url=source_url, path=source_path, api_key=api_key, prefer_grpc=None, store=source_store, qdrant=source
+    ).resolve()
+    dst = ConnectionOptions.from_keywords(
+        qdrant_url=target_url, path=target_path, api_key=api_key, prefer_grpc=None, store=target_store, qdrant=target
+    ).resolve()
     started = time.perf_counter()
     with _opened(src) as reader:
         concrete = alias_target(reader, collection) or collection
@@ -101,34 +110,51 @@ def migrate(
         name = target_collection or concrete
         check_collection_name(name)
         if src.location == dst.location and name == concrete:
-            raise ValueError(f"source and target are both {concrete!r} at {src.location}; pass another "
-                             "target_path/target_url or target_collection")
+            raise ValueError(
+                f"source and target are both {concrete!r} at {src.location}; pass another "
+                "target_path/target_url or target_collection"
+            )
         info = reader.get_collection(concrete)
         total = reader.count(concrete, exact=True).count
         with _opened(dst) as writer:
             _ensure_copy(writer, name, info, dst, src.location, concrete)
             copied, offset = 0, None
             while True:
-                records, offset = reader.scroll(concrete, limit=batch_size, offset=offset, with_payload=True,
-                                                with_vectors=True)
+                records, offset = reader.scroll(
+                    concrete, limit=batch_size, offset=offset, with_payload=True, with_vectors=True
+                )
                 if records:
                     from qdrant_client.http import models
 
                     points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
-                    call_with_retry(lambda points=points: writer.upsert(name, points, wait=True),
-                                    what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0)
+                    call_with_retry(
+                        lambda points=points: writer.upsert(name, points, wait=True),
+                        what=f"copying {len(points)} points",
+                        attempts=5,
+                        initial_wait=0.5,
+                        max_wait=30.0,
+                    )
                     copied += len(points)
                 if offset is None:
                     break
             stored = writer.count(name, exact=True).count
             if stored < total:
-                raise RuntimeError(f"{name!r} at {dst.location} holds {stored} points after copying {copied} of "
-                                   f"{total}; run the same migrate again to finish")
+                raise RuntimeError(
+                    f"{name!r} at {dst.location} holds {stored} points after copying {copied} of "
+                    f"{total}; run the same migrate again to finish"
+                )
             alias = collection if collection != concrete else None
             if alias is not None:
                 switch_alias(writer, alias, name)
-    result = MigrateResult(collection=concrete, source=src.location, target_collection=name, target=dst.location,
-                           points=copied, alias=alias, seconds=time.perf_counter() - started)
+    result = MigrateResult(
+        collection=concrete,
+        source=src.location,
+        target_collection=name,
+        target=dst.location,
+        points=copied,
+        alias=alias,
+        seconds=time.perf_counter() - started,
+    )
     logger.info("Migrated: %s", result.summary())
     return result
 
@@ -150,8 +176,9 @@ class _opened:
         self.client.close()
 
 
-def _ensure_copy(writer: Any, name: str, info: Any, target: QdrantConfig, source_location: str,
-                 source_name: str) -> None:
+def _ensure_copy(
+    writer: Any, name: str, info: Any, target: QdrantConfig, source_location: str, source_name: str
+) -> None:
     """Create the target collection like the source (vectors, sparse vectors, metadata, payload
     indexes), or check that an existing one is a copy of it (a resumed migration)."""
     params = info.config.params
@@ -162,14 +189,23 @@ def _ensure_copy(writer: Any, name: str, info: Any, target: QdrantConfig, source
         if theirs != metadata.get(FINGERPRINT_METADATA_KEY) or _shape(existing.config.params) != _shape(params):
             raise CollectionMismatchError(
                 f"collection {name!r} at {target.location} exists and is not a copy of {source_name!r} at "
-                f"{source_location} (other vectors or another model); pass target_collection= a new name")
+                f"{source_location} (other vectors or another model); pass target_collection= a new name"
+            )
         return
     from qdrant_client.http import models
 
-    writer.create_collection(name, vectors_config=params.vectors, sparse_vectors_config=params.sparse_vectors,
-                             metadata=metadata or None, quantization_config=target.quantization_config(),
-                             hnsw_config=(models.HnswConfigDiff(m=target.hnsw_m, ef_construct=target.hnsw_ef_construct)
-                                          if target.hnsw_m or target.hnsw_ef_construct else None))
+    writer.create_collection(
+        name,
+        vectors_config=params.vectors,
+        sparse_vectors_config=params.sparse_vectors,
+        metadata=metadata or None,
+        quantization_config=target.quantization_config(),
+        hnsw_config=(
+            models.HnswConfigDiff(m=target.hnsw_m, ef_construct=target.hnsw_ef_construct)
+            if target.hnsw_m or target.hnsw_ef_construct
+            else None
+        ),
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
         indexes = {"doc_id": models.PayloadSchemaType.KEYWORD}
@@ -181,5 +217,7 @@ def _ensure_copy(writer: Any, name: str, info: Any, target: QdrantConfig, source
 def _shape(params: Any) -> Any:
     """Vector names, sizes and distances, and sparse vector names: what must agree for a copy."""
     vectors = params.vectors if isinstance(params.vectors, dict) else {"": params.vectors}
-    return ({n: (v.size, str(getattr(v.distance, "value", v.distance)).lower()) for n, v in vectors.items()},
-            sorted(params.sparse_vectors or {}))
+    return (
+        {n: (v.size, str(getattr(v.distance, "value", v.distance)).lower()) for n, v in vectors.items()},
+        sorted(params.sparse_vectors or {}),
+    )

@@ -22,7 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.rag.embedding import Embedder
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.store.aliases import alias_target, next_version, switch_alias
+from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
     DEFAULT_COLLECTION,
     QdrantConfig,
@@ -33,21 +37,16 @@ from c2v_rag.rag.store.collection import (
     model_fingerprint,
     stored_vector_params,
 )
-from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.embedding import Embedder
-from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions
-from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.retry import call_with_retry
 from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
-    from c2v_rag.rag.store.store_backend import StoreClient
-
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.store.store_backend import StoreClient
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +62,17 @@ class ReindexResult(BaseModel):
     dropped_previous: bool = False
 
     def summary(self) -> str:
-        return (f"{self.chunks} chunks re-embedded into {self.collection!r}; alias {self.alias!r} switched from "
-                f"{self.previous!r} in {self.seconds:.1f} s"
-                + (f"; {self.previous!r} deleted" if self.dropped_previous else ""))
+        return (
+            f"{self.chunks} chunks re-embedded into {self.collection!r}; alias {self.alias!r} switched from "
+            f"{self.previous!r} in {self.seconds:.1f} s"
+            + (f"; {self.previous!r} deleted" if self.dropped_previous else "")
+        )
 
 
 def reindex(
     collection: str = DEFAULT_COLLECTION,
     *,
-    model: "str | Path | Causal2Vec | None" = None,
+    model: str | Path | Causal2Vec | None = None,
     qdrant_url: str | None = None,
     path: str | Path | None = None,
     api_key: str | None = None,
@@ -80,12 +81,12 @@ def reindex(
     device: str | None = None,
     dtype: str | None = None,
     quantize: str | None = None,
-    sparse: "Literal['keep', 'bm25'] | BM25Config | None" = "keep",
+    sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
     batch_size: int = 256,
     drop_previous: bool = False,
     show_progress: bool = True,
     qdrant: QdrantConfig | None = None,
-    client: "QdrantClient | None" = None,
+    client: QdrantClient | None = None,
 ) -> ReindexResult:
     """Re-embed the chunks behind alias ``collection`` with ``model`` and switch the alias to them.
 
@@ -104,8 +105,9 @@ def reindex(
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
-                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    connection = ConnectionOptions.from_keywords(
+        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
+    )
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     target = connection.resolve()
     own_client = client is None
@@ -126,7 +128,9 @@ def reindex(
         bm25 = source.bm25 if sparse == "keep" else resolve_sparse(sparse)
         layout = CollectionVectors(
             dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
-            sparse=(source.sparse or target.sparse_vector_name) if bm25 else None, bm25=bm25)
+            sparse=(source.sparse or target.sparse_vector_name) if bm25 else None,
+            bm25=bm25,
+        )
         # The new collection measures similarity as the old one did; storage options come from qdrant=.
         params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
         if params.distance.value.lower() in ("cosine", "dot", "euclid"):
@@ -136,12 +140,22 @@ def reindex(
         ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
         try:
             _copy_indexes(qdrant_client, info, new)
-            chunks = _refill(qdrant_client, previous, new, layout, Embedder(c2v, normalize=True, batch_size=batch_size),
-                             BM25Encoder(bm25) if bm25 else None, batch_size, show_progress)
+            chunks = _refill(
+                qdrant_client,
+                previous,
+                new,
+                layout,
+                Embedder(c2v, normalize=True, batch_size=batch_size),
+                BM25Encoder(bm25) if bm25 else None,
+                batch_size,
+                show_progress,
+            )
             stored = qdrant_client.count(new, exact=True).count
             if stored != chunks:
-                raise RuntimeError(f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
-                                   f"{collection!r} was left on {previous!r}")
+                raise RuntimeError(
+                    f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
+                    f"{collection!r} was left on {previous!r}"
+                )
         except BaseException:
             # A half-built collection is never published; drop it so a re-run starts clean.
             qdrant_client.delete_collection(new)
@@ -150,14 +164,20 @@ def reindex(
         logger.info("Alias %r now points at %r (was %r)", collection, new, previous)
         if drop_previous:
             qdrant_client.delete_collection(previous)
-        return ReindexResult(alias=collection, previous=previous, collection=new, chunks=chunks,
-                             seconds=time.perf_counter() - started, dropped_previous=drop_previous)
+        return ReindexResult(
+            alias=collection,
+            previous=previous,
+            collection=new,
+            chunks=chunks,
+            seconds=time.perf_counter() - started,
+            dropped_previous=drop_previous,
+        )
     finally:
         if own_client:
             qdrant_client.close()
 
 
-def _copy_indexes(client: "StoreClient", info: Any, new: str) -> None:
+def _copy_indexes(client: StoreClient, info: Any, new: str) -> None:
     """The old collection's payload indexes (a server's; embedded Qdrant keeps none)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -166,8 +186,16 @@ def _copy_indexes(client: "StoreClient", info: Any, new: str) -> None:
                 client.create_payload_index(new, field, field_schema=schema.data_type, wait=True)
 
 
-def _refill(client: "StoreClient", previous: str, new: str, layout: CollectionVectors, embedder: Embedder,
-            sparse: BM25Encoder | None, batch_size: int, show_progress: bool) -> int:
+def _refill(
+    client: StoreClient,
+    previous: str,
+    new: str,
+    layout: CollectionVectors,
+    embedder: Embedder,
+    sparse: BM25Encoder | None,
+    batch_size: int,
+    show_progress: bool,
+) -> int:
     from qdrant_client.http import models
 
     total = client.count(previous, exact=True).count
@@ -175,16 +203,24 @@ def _refill(client: "StoreClient", previous: str, new: str, layout: CollectionVe
     written, offset = 0, None
     try:
         while True:
-            records, offset = client.scroll(previous, limit=batch_size, offset=offset, with_payload=True,
-                                            with_vectors=False)
+            records, offset = client.scroll(
+                previous, limit=batch_size, offset=offset, with_payload=True, with_vectors=False
+            )
             if records:
                 texts = [payload_text(r.payload or {}) for r in records]
                 dense = embedder.embed_documents(texts)
                 pairs = sparse.encode_documents(texts) if sparse is not None else [None] * len(texts)
-                points = [models.PointStruct(id=r.id, vector=layout.point_vector(d, p), payload=r.payload)
-                          for r, d, p in zip(records, dense, pairs)]
-                call_with_retry(lambda: client.upsert(new, points, wait=True), what=f"uploading {len(points)} chunks",
-                                attempts=5, initial_wait=0.5, max_wait=30.0)
+                points = [
+                    models.PointStruct(id=r.id, vector=layout.point_vector(d, p), payload=r.payload)
+                    for r, d, p in zip(records, dense, pairs)
+                ]
+                call_with_retry(
+                    lambda: client.upsert(new, points, wait=True),  # noqa: B023
+                    what=f"uploading {len(points)} chunks",
+                    attempts=5,
+                    initial_wait=0.5,
+                    max_wait=30.0,
+                )
                 written += len(points)
                 progress.update(len(points))
             if offset is None:

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from c2v_rag.rag.store.collection import check_payload_indexes
 from c2v_rag.rag.read.files import ReadOptions
 from c2v_rag.rag.read.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
+from c2v_rag.rag.store.collection import check_payload_indexes
 from c2v_rag.rag.store.sparse import BM25Config, resolve_sparse
 
 
@@ -34,26 +34,33 @@ class IngestConfig(BaseModel):
     sync: bool = Field(
         default=False,
         description="make the collection mirror the given files and folders: delete the points of documents "
-                    "gone from them (never points from other sources; never after a failed or partial read)",
+        "gone from them (never points from other sources; never after a failed or partial read)",
     )
     max_file_bytes: int | None = Field(
-        default=DEFAULT_MAX_FILE_BYTES, ge=1,
+        default=DEFAULT_MAX_FILE_BYTES,
+        ge=1,
         description=".txt/.md files larger than this are skipped with a warning (None: no limit); .jsonl is streamed",
     )
     max_undecodable_share: float = Field(
-        default=DEFAULT_MAX_UNDECODABLE_SHARE, ge=0, le=1,
+        default=DEFAULT_MAX_UNDECODABLE_SHARE,
+        ge=0,
+        le=1,
         description="files with a larger share of bytes that are not UTF-8 are skipped as not text",
     )
     show_progress: bool = True
     sparse: BM25Config | None = Field(
-        default=None, description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for "
-                                  "sparse and hybrid search")
+        default=None,
+        description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for sparse and hybrid search",
+    )
     payload_indexes: dict[str, str] = Field(
-        default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)")
+        default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)"
+    )
     truncate_dim: int | None = Field(
-        default=None, ge=1,
+        default=None,
+        ge=1,
         description="store shorter vectors (Matryoshka): one of the sizes the variant was trained for; the "
-                    "collection records it, and search embeds queries at the same size")
+        "collection records it, and search embeds queries at the same size",
+    )
 
     @field_validator("sparse", mode="before")
     @classmethod
@@ -61,7 +68,7 @@ class IngestConfig(BaseModel):
         return resolve_sparse(value) if value is None or isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _check(self) -> "IngestConfig":
+    def _check(self) -> IngestConfig:
         check_payload_indexes(self.payload_indexes)
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(f"chunk_overlap={self.chunk_overlap} must be smaller than chunk_size={self.chunk_size}")
@@ -70,13 +77,15 @@ class IngestConfig(BaseModel):
         return self
 
     @classmethod
-    def with_overrides(cls, config: "IngestConfig | None", **overrides: Any) -> "IngestConfig":
+    def with_overrides(cls, config: IngestConfig | None, **overrides: Any) -> IngestConfig:
         """``config`` (or the defaults) with the keyword arguments that are not None laid over it,
         validated together: how ``ingest`` and ``embed`` merge their keywords with ``config=``."""
         return cls.model_validate(
-            {**(config or cls()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+            {**(config or cls()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        )
 
     def read_options(self) -> ReadOptions:
         """What reading the sources needs of these settings."""
-        return ReadOptions(max_file_bytes=self.max_file_bytes, max_undecodable_share=self.max_undecodable_share,
-                           on_error=self.on_error)
+        return ReadOptions(
+            max_file_bytes=self.max_file_bytes, max_undecodable_share=self.max_undecodable_share, on_error=self.on_error
+        )

@@ -22,13 +22,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from c2v_rag.rag.read.chunking import check_chunk_size
-from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
+from c2v_rag.rag.embedding import model_reference
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
+from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.rag.embedding import model_reference
+from c2v_rag.rag.read.chunking import check_chunk_size
+from c2v_rag.rag.read.files import ReadLog, ReadOptions
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,10 @@ class EmbedResult(BaseModel):
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        return (f"{self.documents} documents, {self.chunks} chunks into {len(self.files)} Parquet files under "
-                f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+        return (
+            f"{self.documents} documents, {self.chunks} chunks into {len(self.files)} Parquet files under "
+            f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
+        )
 
 
 def embed(
@@ -66,7 +68,7 @@ def embed(
     on_error: Literal["raise", "continue"] | None = None,
     show_progress: bool | None = None,
     truncate_dim: int | None = None,
-    config: "Any | None" = None,
+    config: Any | None = None,
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
     rows_per_file: int = 100_000,
@@ -87,9 +89,15 @@ def embed(
     model. A folder that already holds Parquet files is refused (nothing is overwritten).
     """
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
-    settings = IngestConfig.with_overrides(config, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                           batch_size=batch_size, on_error=on_error, show_progress=show_progress,
-                                           truncate_dim=truncate_dim)
+    settings = IngestConfig.with_overrides(
+        config,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        batch_size=batch_size,
+        on_error=on_error,
+        show_progress=show_progress,
+        truncate_dim=truncate_dim,
+    )
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
     write = choose_engine(_WRITERS, engine)
@@ -100,8 +108,19 @@ def embed(
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()
-    result = write(docs, folder, settings, read, log, model=chosen.model, device=chosen.device, dtype=chosen.dtype,
-                   quantize=chosen.quantize, ray=ray, rows_per_file=rows_per_file)
+    result = write(
+        docs,
+        folder,
+        settings,
+        read,
+        log,
+        model=chosen.model,
+        device=chosen.device,
+        dtype=chosen.dtype,
+        quantize=chosen.quantize,
+        ray=ray,
+        rows_per_file=rows_per_file,
+    )
     result.seconds = time.perf_counter() - started
     return result
 
@@ -111,15 +130,27 @@ def _check_out(folder: Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
     if folder.is_dir() and any(folder.glob("*.parquet")):
-        raise FileExistsError(f"{folder} already holds Parquet files; pass a new or empty folder (nothing is "
-                              "overwritten)")
+        raise FileExistsError(
+            f"{folder} already holds Parquet files; pass a new or empty folder (nothing is overwritten)"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
-def _embed_here(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
-                device: str | None, dtype: str | None, quantize: str | None, ray: Any,
-                rows_per_file: int) -> EmbedResult:
+def _embed_here(
+    docs: Any,
+    folder: Path,
+    settings: IngestConfig,
+    read: ReadOptions,
+    log: ReadLog,
+    *,
+    model: Any,
+    device: str | None,
+    dtype: str | None,
+    quantize: str | None,
+    ray: Any,
+    rows_per_file: int,
+) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
     ``rows_per_file`` chunks (``ray`` is unused)."""
     from tqdm.auto import tqdm
@@ -141,13 +172,29 @@ def _embed_here(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptio
     finally:
         progress.close()
         sink.close()
-    return EmbedResult(out=str(folder), files=sink.files, documents=batcher.documents,
-                       duplicate_documents=batcher.duplicate_documents, chunks=sink.rows)
+    return EmbedResult(
+        out=str(folder),
+        files=sink.files,
+        documents=batcher.documents,
+        duplicate_documents=batcher.duplicate_documents,
+        chunks=sink.rows,
+    )
 
 
-def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOptions, log: ReadLog, *, model: Any,
-                  device: str | None, dtype: str | None, quantize: str | None, ray: "RayOptions | str | None",
-                  rows_per_file: int) -> EmbedResult:
+def _embed_on_ray(
+    docs: Any,
+    folder: Path,
+    settings: IngestConfig,
+    read: ReadOptions,
+    log: ReadLog,
+    *,
+    model: Any,
+    device: str | None,
+    dtype: str | None,
+    quantize: str | None,
+    ray: RayOptions | str | None,
+    rows_per_file: int,
+) -> EmbedResult:
     """``engine="ray"``: the actors embed and Ray Data writes the files (named by Ray; ``rows_per_file``
     is unused)."""
     import pyarrow.parquet as pq
@@ -164,13 +211,21 @@ def _embed_on_ray(docs: Any, folder: Path, settings: IngestConfig, read: ReadOpt
 
     options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
-    job = EmbedJob.for_run(settings, options, model=model_reference(model), device=device, dtype=dtype,
-                           quantize=quantize, sink=ExportRows())
+    job = EmbedJob.for_run(
+        settings,
+        options,
+        model=model_reference(model),
+        device=device,
+        dtype=dtype,
+        quantize=quantize,
+        sink=ExportRows(),
+    )
     with RaySession(options) as ray_module:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
             embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
-                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors)
+                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors
+            )
         except ray_module.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:

@@ -24,16 +24,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from c2v_rag.rag.errors import IngestError
 
 if TYPE_CHECKING:
-    from c2v_rag.rag.store.store_backend import StoreClient
-
     from c2v_rag.core.config import Causal2VecConfig
-    from c2v_rag.rag.options import ModelOptions
-    from c2v_rag.rag.store.collection import QdrantConfig
-    from c2v_rag.rag.read.files import ReadLog, ReadOptions
     from c2v_rag.rag.ingestion.config import IngestConfig
+    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.read.files import ReadLog, ReadOptions
     from c2v_rag.rag.results import IngestResult
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.store.sparse import BM25Encoder
+    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 
@@ -52,18 +51,18 @@ def choose_engine(engines: Mapping[str, T], engine: str) -> T:
 class IngestPlan:
     """What ``ingest`` decided before the run, the same whichever engine runs it."""
 
-    settings: "IngestConfig"
-    target: "QdrantConfig"
-    layout: "CollectionVectors"
+    settings: IngestConfig
+    target: QdrantConfig
+    layout: CollectionVectors
     # Built before the model loads, so that a missing bm25s fails fast; the Ray actors build their own.
-    sparse_encoder: "BM25Encoder | None"
+    sparse_encoder: BM25Encoder | None
     # The model as the caller chose it (name or object, device, dtype, ``quantize`` as asked: each Ray actor
     # resolves "auto" for its own device when it loads it).
-    model: "ModelOptions"
+    model: ModelOptions
     # What the collection records about that model: its name (None for a loaded model), its config (no
     # weights), its weights' digest, and the quantization it runs with ("none" or the int8 method).
     reference: str | None
-    model_config: "Causal2VecConfig"
+    model_config: Causal2VecConfig
     weights: str | None
     quantization: str
     # The resolved paths a sync mirrors (empty without sync=True).
@@ -75,7 +74,7 @@ class IngestStore:
     """The store as the run holds it: the client (which an engine may reopen), and the collection."""
 
     # A QdrantClient, or an EdgeClient with the same calls (both implement stores.StoreClient).
-    client: "StoreClient"
+    client: StoreClient
     # ingest opened the client (and closes it), rather than being handed one.
     own_client: bool
     collection: str = ""
@@ -87,7 +86,7 @@ class IngestStore:
 class IngestEngine(Protocol):
     """How an ingest's chunk -> embed -> write steps run; see the module docstring for the order."""
 
-    def open_input(self, docs: Any, read: "ReadOptions", log: "ReadLog") -> None:
+    def open_input(self, docs: Any, read: ReadOptions, log: ReadLog) -> None:
         """Check and list ``docs`` (types, paths, suffixes, folders' files) without reading a file;
         ``log`` collects what the reading skips."""
         ...
@@ -97,13 +96,13 @@ class IngestEngine(Protocol):
         embeds in this process)."""
         ...
 
-    def run(self, plan: IngestPlan, store: IngestStore) -> "IngestResult":
+    def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         """Chunk, embed and write every document into ``store.collection``; with ``on_error="raise"`` a
         failed batch raises :class:`~c2v_rag.rag.errors.IngestError` (see :func:`raise_failed`)."""
         ...
 
 
-def raise_failed(result: "IngestResult", settings: "IngestConfig") -> None:
+def raise_failed(result: IngestResult, settings: IngestConfig) -> None:
     """With ``on_error="raise"``, a failed batch becomes an :class:`IngestError` naming its documents."""
     if result.failed and settings.on_error == "raise":
         failed = result.failed[0]
@@ -112,8 +111,12 @@ def raise_failed(result: "IngestResult", settings: "IngestConfig") -> None:
             f"a batch of {failed.chunks} chunks from documents [{shown}] failed: {failed.error}. "
             f"Stored so far: {result.chunks_written} chunks. Re-run the same ingest to resume; "
             "stored chunks are skipped and nothing is duplicated.",
-            failed.doc_ids, result,
+            failed.doc_ids,
+            result,
         )
     if result.failed:
-        logger.warning("Ingest finished with %d failed batches (documents: %s); re-run to retry them",
-                       len(result.failed), ", ".join(d for f in result.failed for d in f.doc_ids[:5]))
+        logger.warning(
+            "Ingest finished with %d failed batches (documents: %s); re-run to retry them",
+            len(result.failed),
+            ", ".join(d for f in result.failed for d in f.doc_ids[:5]),
+        )

@@ -22,23 +22,23 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_target
-from c2v_rag.rag.read.chunking import check_chunk_size
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, ensure_collection
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
-from c2v_rag.rag.read.files import ReadLog
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
-from c2v_rag.rag.results import IngestResult
-from c2v_rag.rag.store.vectors import CollectionVectors
 from c2v_rag.rag.ingestion.local_engine import LocalEngine
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions
 from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_client, server_error
-from c2v_rag.rag.store.backends import StoreKind
+from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.ingestion.ray_engine import RayEngine
-from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
 from c2v_rag.rag.ingestion.sync import sync_roots
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions
+from c2v_rag.rag.read.chunking import check_chunk_size
+from c2v_rag.rag.read.files import ReadLog
+from c2v_rag.rag.results import IngestResult
+from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_target
+from c2v_rag.rag.store.backends import StoreKind
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, ensure_collection
+from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,14 +76,14 @@ def ingest(
     on_error: Literal["raise", "continue"] | None = None,
     sync: bool | None = None,
     show_progress: bool | None = None,
-    sparse: "Literal['bm25'] | BM25Config | None" = None,
+    sparse: Literal["bm25"] | BM25Config | None = None,
     payload_indexes: dict[str, str] | None = None,
     versioned: bool = False,
     truncate_dim: int | None = None,
     config: IngestConfig | None = None,
-    client: "QdrantClient | None" = None,
+    client: QdrantClient | None = None,
     engine: Literal["local", "ray"] = "local",
-    ray: "RayOptions | str | None" = None,
+    ray: RayOptions | str | None = None,
 ) -> IngestResult:
     """Chunk, embed and store ``docs`` in a Qdrant collection; safe to re-run.
 
@@ -148,14 +148,23 @@ def ingest(
         call then resumes with no duplicates. Ctrl-C raises :class:`IngestInterrupted` (a
         ``KeyboardInterrupt``) once the batches already embedded are stored.
     """
-    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
-                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    connection = ConnectionOptions.from_keywords(
+        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
+    )
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     require_rag("c2v_rag.ingest")
     settings = IngestConfig.with_overrides(
-        config, chunk_size=chunk_size, chunk_overlap=chunk_overlap, batch_size=batch_size, on_error=on_error,
-        sync=sync, show_progress=show_progress, sparse=sparse, payload_indexes=payload_indexes,
-        truncate_dim=truncate_dim)
+        config,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        batch_size=batch_size,
+        on_error=on_error,
+        sync=sync,
+        show_progress=show_progress,
+        sparse=sparse,
+        payload_indexes=payload_indexes,
+        truncate_dim=truncate_dim,
+    )
     target = connection.resolve()
     # The engine refuses what it cannot run (engine="ray": Ray missing, sync=True, a model object) at once.
     runner = choose_engine(ENGINES, engine)(model=chosen.model, settings=settings, ray=ray)
@@ -173,29 +182,58 @@ def ingest(
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionVectors.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
-    plan = IngestPlan(settings=settings, target=target, layout=layout, sparse_encoder=sparse_encoder, model=chosen,
-                      reference=reference, model_config=model_config, weights=weights, quantization=quantization,
-                      roots=roots)
+    plan = IngestPlan(
+        settings=settings,
+        target=target,
+        layout=layout,
+        sparse_encoder=sparse_encoder,
+        model=chosen,
+        reference=reference,
+        model_config=model_config,
+        weights=weights,
+        quantization=quantization,
+        roots=roots,
+    )
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
-    held = IngestStore(open_client(target, attempts=settings.retry_attempts, initial_wait=settings.retry_initial_wait,
-                                   max_wait=settings.retry_max_wait) if own_client else client, own_client)
+    held = IngestStore(
+        open_client(
+            target,
+            attempts=settings.retry_attempts,
+            initial_wait=settings.retry_initial_wait,
+            max_wait=settings.retry_max_wait,
+        )
+        if own_client
+        else client,
+        own_client,
+    )
     try:
         # An alias is written through to its collection; versioned=True publishes the alias only
         # once the collection is complete.
-        held.collection, publish_as = (versioned_target(held.client, collection) if versioned
-                                       else (resolve_alias(held.client, collection), None))
+        held.collection, publish_as = (
+            versioned_target(held.client, collection) if versioned else (resolve_alias(held.client, collection), None)
+        )
         try:
-            check_target(held.client, held.collection, target, model_config, reference, layout,
-                         weights=weights, truncate_dim=settings.truncate_dim, quantize=quantization)
+            check_target(
+                held.client,
+                held.collection,
+                target,
+                model_config,
+                reference,
+                layout,
+                weights=weights,
+                truncate_dim=settings.truncate_dim,
+                quantize=quantization,
+            )
         except Exception as err:
             store_error = server_error(target, err, 1)
             if store_error is err:
                 raise
             raise store_error from err
         # 4. The model, then the run.
-        held.created = ensure_collection(held.client, held.collection, target, runner.fingerprint(plan), layout,
-                                         settings.payload_indexes)
+        held.created = ensure_collection(
+            held.client, held.collection, target, runner.fingerprint(plan), layout, settings.payload_indexes
+        )
         result = runner.run(plan, held)
         return _publish(held.client, held.collection, target, held.created, result, publish_as)
     except BaseException:
@@ -207,8 +245,9 @@ def ingest(
             held.client.close()
 
 
-def _publish(client, collection: str, target: QdrantConfig, created: bool, result: IngestResult,
-             publish_as: str | None) -> IngestResult:
+def _publish(
+    client, collection: str, target: QdrantConfig, created: bool, result: IngestResult, publish_as: str | None
+) -> IngestResult:
     """After a run: drop a collection it created and left empty; switch a versioned alias."""
     if created and result.chunks_written == 0 and result.failed:
         drop_if_empty(client, collection, target)
@@ -216,6 +255,10 @@ def _publish(client, collection: str, target: QdrantConfig, created: bool, resul
         if result.ok:
             switch_alias(client, publish_as, collection)
         else:
-            logger.warning("Alias %r not created: %d batches failed; re-run the ingest to finish %r and "
-                           "publish it", publish_as, len(result.failed), collection)
+            logger.warning(
+                "Alias %r not created: %d batches failed; re-run the ingest to finish %r and publish it",
+                publish_as,
+                len(result.failed),
+                collection,
+            )
     return result

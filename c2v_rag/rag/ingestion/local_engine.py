@@ -66,9 +66,20 @@ class LocalEngine:
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         if self.embedder is None or self.chunker is None:
             raise RuntimeError("LocalEngine.run needs the model: call fingerprint(plan) first")
-        run = LocalIngestRun(store.client, store.collection, plan.target, plan.settings, self.embedder, self.chunker,
-                             store.created, self.total, self.log, plan.roots, layout=plan.layout,
-                             sparse_encoder=plan.sparse_encoder)
+        run = LocalIngestRun(
+            store.client,
+            store.collection,
+            plan.target,
+            plan.settings,
+            self.embedder,
+            self.chunker,
+            store.created,
+            self.total,
+            self.log,
+            plan.roots,
+            layout=plan.layout,
+            sparse_encoder=plan.sparse_encoder,
+        )
         result = run.execute(self.documents)
         suggest_edge(store.client, store.collection, plan.target, result)
         return result
@@ -88,7 +99,12 @@ def suggest_edge(client: Any, collection: str, target: QdrantConfig, result: Ing
         logger.warning(
             "collection %r holds %d points in qdrant-client's local mode, which searches them by brute force in "
             "Python; Qdrant Edge indexes them (HNSW): c2v-rag migrate --path %s --collection %s --to-path NEWDIR "
-            "--to-store edge, then use NEWDIR (docs/stores.md)", collection, points, target.path, collection)
+            "--to-store edge, then use NEWDIR (docs/stores.md)",
+            collection,
+            points,
+            target.path,
+            collection,
+        )
 
 
 def _count_documents(docs: Any) -> int | None:
@@ -102,10 +118,22 @@ def _count_documents(docs: Any) -> int | None:
 class LocalIngestRun:
     """One in-process run: chunks and embeds on the calling thread, uploads on a background one."""
 
-    def __init__(self, client, collection: str, target: QdrantConfig, settings: IngestConfig,
-                 embedder: Embedder, chunker: TokenChunker, created: bool, total: int | None,
-                 log: ReadLog, roots: list[str], *, layout: CollectionVectors | None = None,
-                 sparse_encoder: BM25Encoder | None = None) -> None:
+    def __init__(
+        self,
+        client,
+        collection: str,
+        target: QdrantConfig,
+        settings: IngestConfig,
+        embedder: Embedder,
+        chunker: TokenChunker,
+        created: bool,
+        total: int | None,
+        log: ReadLog,
+        roots: list[str],
+        *,
+        layout: CollectionVectors | None = None,
+        sparse_encoder: BM25Encoder | None = None,
+    ) -> None:
         self.settings = settings
         self.result = IngestResult(collection=collection, location=target.location)
         self.failures = FailedBatches(self.result, settings.on_error)
@@ -113,15 +141,24 @@ class LocalIngestRun:
         # stored-chunk check while the previous batch uploads.
         lock = threading.Lock() if _is_embedded(client) else None
         # Nothing can be stored or stale in a collection this run created.
-        writer = PointWriter(client, collection, layout or CollectionVectors(dense=target.vector_name),
-                             retrying_call(Retry.of(settings), lock), fresh=created)
+        writer = PointWriter(
+            client,
+            collection,
+            layout or CollectionVectors(dense=target.vector_name),
+            retrying_call(Retry.of(settings), lock),
+            fresh=created,
+        )
         self.sink = QdrantSink(writer, failed_docs=self.failures.doc_ids)
         self.uploads = BackgroundWrites(self.sink, settings.prefetch_batches, self.failures, written=self._count)
         # Counts chunks as they are embedded; tqdm's rate is then chunks/s. The chunk total is
         # unknown until every document is chunked, so the documents seen so far go in the postfix.
         self.progress = tqdm(desc=f"Ingesting into {collection}", unit="chunk", disable=not settings.show_progress)
-        self.core = IngestCore(DocumentBatcher(chunker, settings.batch_size), BatchEmbedder(embedder, sparse_encoder),
-                               self.failures, self.progress)
+        self.core = IngestCore(
+            DocumentBatcher(chunker, settings.batch_size),
+            BatchEmbedder(embedder, sparse_encoder),
+            self.failures,
+            self.progress,
+        )
         self.total_documents = total
         self.started = time.perf_counter()
         self.log = log
@@ -136,14 +173,19 @@ class LocalIngestRun:
             self._finish()
             raise IngestInterrupted(
                 f"interrupted; {self.result.chunks_written} chunks were stored. Re-run the same ingest to "
-                "resume: stored chunks are skipped and nothing is duplicated.", self.result) from None
+                "resume: stored chunks are skipped and nothing is duplicated.",
+                self.result,
+            ) from None
         except Exception as err:
             # A bad file or record (or document): the core handed on what was read before it, so that a
             # re-run after the fix resumes past it.
             self._finish()
             # The caller reports the error itself; this adds what survives it.
-            logger.info("Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
-                        self.result.chunks_written, err)
+            logger.info(
+                "Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
+                self.result.chunks_written,
+                err,
+            )
             raise
         self._finish()
         raise_failed(self.result, self.settings)
@@ -175,15 +217,20 @@ class LocalIngestRun:
 
     def _sync(self) -> None:
         if self.result.failed:
-            logger.warning("Sync skipped: %d batches failed, so this run is not a complete picture of the sources; "
-                           "re-run to store them and sync", len(self.result.failed))
+            logger.warning(
+                "Sync skipped: %d batches failed, so this run is not a complete picture of the sources; "
+                "re-run to store them and sync",
+                len(self.result.failed),
+            )
             return
         try:
             report = self.sink.delete_gone(self.roots, self.core.batcher.seen, self.log)
         except Exception as err:
             raise IngestError(
                 f"every document was stored, but deleting the ones gone from the sources failed: "
-                f"{type(err).__name__}: {err}. Re-run the same ingest to finish the sync.", [], self.result,
+                f"{type(err).__name__}: {err}. Re-run the same ingest to finish the sync.",
+                [],
+                self.result,
             ) from err
         self.result.documents_deleted = report.documents_deleted
         self.result.chunks_deleted = report.chunks_deleted

@@ -72,7 +72,7 @@ class ChunkBatch:
             self.doc_ids.append(doc_id)
 
     @classmethod
-    def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk]]]) -> "ChunkBatch":
+    def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk]]]) -> ChunkBatch:
         """A batch of whole documents (doc id, its chunks), each completed in it. A document id met twice
         is taken once, with its last chunks, in the place it was first met."""
         whole = dict(documents)
@@ -122,7 +122,7 @@ class DocumentBatcher:
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
     """
 
-    def __init__(self, chunker: "TokenChunker", batch_size: int) -> None:
+    def __init__(self, chunker: TokenChunker, batch_size: int) -> None:
         self.chunker = chunker
         self.batch_size = batch_size
         self.seen = SeenDocuments()
@@ -131,7 +131,7 @@ class DocumentBatcher:
         self.chunks = 0
         self._batch = ChunkBatch()
 
-    def add(self, doc: "SourceDocument") -> Iterator[ChunkBatch]:
+    def add(self, doc: SourceDocument) -> Iterator[ChunkBatch]:
         """The batches ``doc``'s chunks fill, each as soon as it is full; none for a document met before.
 
         Raises:
@@ -162,15 +162,14 @@ class DocumentBatcher:
 class BatchEmbedder:
     """One batch through the model: the chunks the sink does not hold yet -> dense vectors -> BM25 vectors."""
 
-    def __init__(self, embedder: "Embedder", sparse: "BM25Encoder | None" = None) -> None:
+    def __init__(self, embedder: Embedder, sparse: BM25Encoder | None = None) -> None:
         self.embedder = embedder
         self.sparse = sparse
 
     def embed(self, batch: ChunkBatch, sink: Sink) -> EmbeddedBatch:
         todo = sink.not_stored(batch.chunks)
         texts = [c.text for c in todo]
-        vectors = (self.embedder.embed_documents(texts) if todo
-                   else np.empty((0, self.embedder.dim), dtype=np.float32))
+        vectors = self.embedder.embed_documents(texts) if todo else np.empty((0, self.embedder.dim), dtype=np.float32)
         sparse = self.sparse.encode_documents(texts) if self.sparse is not None and todo else None
         return EmbeddedBatch(batch, todo, vectors, sparse)
 
@@ -212,8 +211,9 @@ class FailedBatches:
         level = logging.WARNING if self.on_error == "continue" else logging.INFO
         logger.log(level, "Batch of documents %s failed: %s", batch.doc_ids[:10], err)
         self.doc_ids.update(batch.doc_ids)
-        self.result.failed.append(FailedBatch(doc_ids=list(batch.doc_ids), chunks=len(batch.chunks),
-                                              error=f"{type(err).__name__}: {err}"))
+        self.result.failed.append(
+            FailedBatch(doc_ids=list(batch.doc_ids), chunks=len(batch.chunks), error=f"{type(err).__name__}: {err}")
+        )
         if self.on_error == "raise":
             self._stop.set()
 
@@ -239,14 +239,15 @@ class IngestCore:
         progress: a bar counting chunks as they are embedded (stored ones once skipped).
     """
 
-    def __init__(self, batcher: DocumentBatcher, embedder: BatchEmbedder, failures: BatchFailures,
-                 progress: "tqdm") -> None:
+    def __init__(
+        self, batcher: DocumentBatcher, embedder: BatchEmbedder, failures: BatchFailures, progress: tqdm
+    ) -> None:
         self.batcher = batcher
         self.embedder = embedder
         self.failures = failures
         self.progress = progress
 
-    def run(self, documents: Iterable["SourceDocument"], sink: Sink) -> None:
+    def run(self, documents: Iterable[SourceDocument], sink: Sink) -> None:
         """Every document into ``sink``, batch by batch, until the documents end or the failures stop the run.
 
         An error while reading (a bad file or record, a document id clash) first hands on the batch read
@@ -279,4 +280,3 @@ class IngestCore:
             sink.write(embedded)
         except Exception as err:
             self.failures.record(batch, err)
-

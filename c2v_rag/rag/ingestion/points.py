@@ -47,14 +47,14 @@ class PendingChunk:
     source_root: str | None = None
 
 
-def document_chunks(doc: "SourceDocument", chunker: "TokenChunker") -> Iterator[PendingChunk]:
+def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
     for chunk in chunker.iter_chunks(doc.text):
         pid, payload = chunk_point(doc, chunk)
         yield PendingChunk(pid, chunk.text, payload, doc.source_root)
 
 
-def document_fingerprint(doc: "SourceDocument") -> str:
+def document_fingerprint(doc: SourceDocument) -> str:
     """16 hex digits of the document's content: tells a repeated document from an id clash."""
     return content_hash(doc.text, doc.metadata)[:16]
 
@@ -83,8 +83,10 @@ class SeenDocuments:
             self._fingerprints[doc_id] = fingerprint
             return True
         if previous != fingerprint:
-            raise ValueError(f"document id {doc_id!r} appears twice in the input with different content"
-                             f"{f' (second one from {source})' if source else ''}; document ids must be unique")
+            raise ValueError(
+                f"document id {doc_id!r} appears twice in the input with different content"
+                f"{f' (second one from {source})' if source else ''}; document ids must be unique"
+            )
         return False
 
 
@@ -98,8 +100,7 @@ class PointWriter:
         fresh: the collection was created by this run, so nothing in it is stored or stale.
     """
 
-    def __init__(self, client: Any, collection: str, layout: "CollectionVectors", call: Call, *,
-                 fresh: bool) -> None:
+    def __init__(self, client: Any, collection: str, layout: CollectionVectors, call: Call, *, fresh: bool) -> None:
         self.client = client
         self.collection = collection
         self.layout = layout
@@ -114,24 +115,36 @@ class PointWriter:
         if self.fresh or not chunks:
             return list(chunks)
         ids = [c.point_id for c in chunks]
-        records = self.call(lambda: self.client.retrieve(self.collection, ids, with_payload=[SOURCE_ROOT_KEY],
-                                                         with_vectors=False), "checking stored chunks")
+        records = self.call(
+            lambda: self.client.retrieve(self.collection, ids, with_payload=[SOURCE_ROOT_KEY], with_vectors=False),
+            "checking stored chunks",
+        )
         stored = {str(r.id) for r in records}
         claims = roots_to_claim(records, {c.point_id: c.source_root for c in chunks})
         for root, claimed in claims.items():
-            self.call(lambda root=root, claimed=claimed: self.client.set_payload(
-                self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True),
-                f"recording the source root of {len(claimed)} stored chunks")
+            self.call(
+                lambda root=root, claimed=claimed: self.client.set_payload(
+                    self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True
+                ),
+                f"recording the source root of {len(claimed)} stored chunks",
+            )
         return [c for c in chunks if c.point_id not in stored]
 
-    def points(self, chunks: Sequence[PendingChunk], vectors: Any,
-               sparse: Sequence[tuple[list[int], list[float]]] | None = None) -> list[Any]:
+    def points(
+        self,
+        chunks: Sequence[PendingChunk],
+        vectors: Any,
+        sparse: Sequence[tuple[list[int], list[float]]] | None = None,
+    ) -> list[Any]:
         """``PointStruct``s of embedded ``chunks`` (``vectors`` in the same order)."""
         from qdrant_client.http import models
 
-        return [models.PointStruct(id=c.point_id, vector=self.layout.point_vector(v, sparse[i] if sparse else None),
-                                   payload=c.payload)
-                for i, (c, v) in enumerate(zip(chunks, vectors))]
+        return [
+            models.PointStruct(
+                id=c.point_id, vector=self.layout.point_vector(v, sparse[i] if sparse else None), payload=c.payload
+            )
+            for i, (c, v) in enumerate(zip(chunks, vectors))
+        ]
 
     def write(self, points: Sequence[Any], completed: dict[str, list[str]]) -> None:
         """Upsert ``points``; then, for each document in ``completed`` (doc id -> all its point ids,
@@ -139,13 +152,16 @@ class PointWriter:
         from qdrant_client.http import models
 
         if points:
-            self.call(lambda: self.client.upsert(self.collection, list(points), wait=True),
-                      f"uploading {len(points)} chunks")
+            self.call(
+                lambda: self.client.upsert(self.collection, list(points), wait=True), f"uploading {len(points)} chunks"
+            )
         if completed and not self.fresh:
             keep: list[Any] = [pid for ids in completed.values() for pid in ids]
             stale = models.Filter(
                 must=[models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=list(completed)))],
                 must_not=[models.HasIdCondition(has_id=keep)] if keep else None,
             )
-            self.call(lambda: self.client.delete(self.collection, models.FilterSelector(filter=stale), wait=True),
-                      f"deleting stale chunks of {len(completed)} documents")
+            self.call(
+                lambda: self.client.delete(self.collection, models.FilterSelector(filter=stale), wait=True),
+                f"deleting stale chunks of {len(completed)} documents",
+            )

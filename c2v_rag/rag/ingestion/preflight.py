@@ -12,30 +12,34 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from c2v_rag.rag.store.collection import QdrantConfig, check_collection, config_fingerprint
 from c2v_rag.rag.errors import QdrantRequestError, QdrantUnreachableError
-from c2v_rag.rag.store.retry import call_with_retry, is_transient
 from c2v_rag.rag.store.backends import check_collection_name
+from c2v_rag.rag.store.collection import QdrantConfig, check_collection, config_fingerprint
+from c2v_rag.rag.store.retry import call_with_retry, is_transient
 
 if TYPE_CHECKING:
-    from c2v_rag.rag.store.store_backend import StoreClient
-
-    from c2v_rag.rag.store.vectors import CollectionVectors
-
     from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 
 
-def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> "StoreClient":
+def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max_wait: float) -> StoreClient:
     """A client that has been answered: a locked embedded directory raises
     :class:`~c2v_rag.rag.errors.StoreLockedError`, a server that does not answer after
     ``attempts`` tries :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`."""
     client = target.connect()
     if target.is_server:
         try:
-            call_with_retry(client.get_collections, what=f"reaching Qdrant at {target.location}", attempts=attempts,
-                            initial_wait=initial_wait, max_wait=max_wait, log_level=logging.INFO)
+            call_with_retry(
+                client.get_collections,
+                what=f"reaching Qdrant at {target.location}",
+                attempts=attempts,
+                initial_wait=initial_wait,
+                max_wait=max_wait,
+                log_level=logging.INFO,
+            )
         except Exception as err:
             client.close()
             raise server_error(target, err, attempts) from err
@@ -63,9 +67,17 @@ def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> Bas
     return err
 
 
-def check_target(client: "StoreClient", collection: str, target: QdrantConfig, config: "Causal2VecConfig",
-                 reference: str | None, layout: "CollectionVectors | None" = None,
-                 weights: str | None = None, truncate_dim: int | None = None, quantize: str = "none") -> bool:
+def check_target(
+    client: StoreClient,
+    collection: str,
+    target: QdrantConfig,
+    config: Causal2VecConfig,
+    reference: str | None,
+    layout: CollectionVectors | None = None,
+    weights: str | None = None,
+    truncate_dim: int | None = None,
+    quantize: str = "none",
+) -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
@@ -77,23 +89,24 @@ def check_target(client: "StoreClient", collection: str, target: QdrantConfig, c
     if not client.collection_exists(collection):
         return False
     try:
-        fingerprint = config_fingerprint(config, reference, weights=weights, truncate_dim=truncate_dim,
-                                         quantize=quantize)
+        fingerprint = config_fingerprint(
+            config, reference, weights=weights, truncate_dim=truncate_dim, quantize=quantize
+        )
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
     check_collection(client, collection, target, fingerprint, layout)
     return True
 
 
-def drop_if_empty(client: "StoreClient", collection: str, target: QdrantConfig) -> bool:
+def drop_if_empty(client: StoreClient, collection: str, target: QdrantConfig) -> bool:
     """Delete ``collection`` when it holds no point: a run that created it and then stopped."""
     try:
         if client.count(collection, exact=True).count == 0:
             client.delete_collection(collection)
-            logger.info("Removed the empty collection %r at %s that the stopped run had created", collection,
-                        target.location)
+            logger.info(
+                "Removed the empty collection %r at %s that the stopped run had created", collection, target.location
+            )
             return True
     except Exception as err:  # the cleanup must not hide the error that stopped the run
         logger.warning("Could not remove the empty collection %r at %s: %s", collection, target.location, err)
     return False
-

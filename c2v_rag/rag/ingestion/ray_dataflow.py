@@ -50,20 +50,20 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from c2v_rag.core.extras import require
-from c2v_rag.rag.read.documents import SourceDocument, iter_documents, names_existing_path
-from c2v_rag.rag.read.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
+from c2v_rag.rag.read.documents import SourceDocument, iter_documents, names_existing_path
+from c2v_rag.rag.read.files import ReadLog, ReadOptions, list_source, read_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.store.sparse import BM25Config
+    from c2v_rag.rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 
@@ -80,23 +80,30 @@ class RayOptions(BaseModel):
     address: str | None = Field(default=None, description="'auto', 'HOST:6379' or 'ray://HOST:10001'")
     actors: int = Field(default=1, ge=1, description="embedding actors, each holding one model")
     gpus_per_actor: float | None = Field(
-        default=None, ge=0, description="None: 1 when the cluster has GPUs, else 0 (CPU actors)")
+        default=None, ge=0, description="None: 1 when the cluster has GPUs, else 0 (CPU actors)"
+    )
     cpus_per_actor: float = Field(default=1, gt=0, description="CPUs reserved per actor; its torch threads on CPU")
     docs_per_batch: int = Field(default=64, ge=1, description="documents an actor chunks, embeds and writes at once")
     chunk_tasks: int | None = Field(
-        default=None, ge=1, description="tasks reading and chunking at once (None: 2 per actor)")
+        default=None, ge=1, description="tasks reading and chunking at once (None: 2 per actor)"
+    )
     chunk_cpus: float | None = Field(
-        default=None, ge=0, description="CPUs per reading/chunking task; None: 1 when the cluster has CPUs beyond "
-                                        "the actors', else 0 (they share the actors' CPUs rather than wait)")
+        default=None,
+        ge=0,
+        description="CPUs per reading/chunking task; None: 1 when the cluster has CPUs beyond "
+        "the actors', else 0 (they share the actors' CPUs rather than wait)",
+    )
     write: Literal["auto", "driver", "workers"] = Field(
-        default="auto", description="who upserts: 'auto' is the actors for a server, the driver for a local path")
+        default="auto", description="who upserts: 'auto' is the actors for a server, the driver for a local path"
+    )
     max_restarts: int = Field(default=-1, ge=-1, description="restarts of a dead actor (-1: no limit)")
     max_task_retries: int = Field(default=-1, ge=-1, description="retries of a batch whose actor died (-1: no limit)")
     runtime_env: dict[str, Any] | None = Field(
-        default=None, description="ray.init runtime_env when this call connects, e.g. {'pip': ['c2v-rag[qdrant]']}")
+        default=None, description="ray.init runtime_env when this call connects, e.g. {'pip': ['c2v-rag[qdrant]']}"
+    )
 
     @classmethod
-    def resolve(cls, ray: "RayOptions | str | None") -> "RayOptions":
+    def resolve(cls, ray: RayOptions | str | None) -> RayOptions:
         """Options from ``RayOptions``, an address string, or None (the defaults)."""
         if isinstance(ray, RayOptions):
             return ray
@@ -129,8 +136,12 @@ class RaySession:
         begin = time.perf_counter()
         if not ray.is_initialized():
             address = self.options.address or os.environ.get("RAY_ADDRESS")
-            ray.init(address=address, runtime_env=self.options.runtime_env, logging_level=logging.WARNING,
-                     include_dashboard=False if address is None else None)
+            ray.init(
+                address=address,
+                runtime_env=self.options.runtime_env,
+                logging_level=logging.WARNING,
+                include_dashboard=False if address is None else None,
+            )
             self.started = address is None
         elif self.options.address is not None:
             logger.info("Ray is already initialized in this process; address=%r is not used", self.options.address)
@@ -145,6 +156,7 @@ class RaySession:
 
 
 # ------------------------------------------------------------------------------------ sources
+
 
 @dataclass
 class SourcePlan:
@@ -186,9 +198,13 @@ def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
 
 def _doc_row(doc: SourceDocument) -> dict[str, Any]:
     # Metadata travels as JSON: Arrow cannot hold dicts whose keys and types differ between rows.
-    return {"doc_id": doc.doc_id, "text": doc.text, "metadata": json.dumps(doc.metadata, ensure_ascii=False,
-                                                                           default=str),
-            "source": doc.source, "source_root": doc.source_root}
+    return {
+        "doc_id": doc.doc_id,
+        "text": doc.text,
+        "metadata": json.dumps(doc.metadata, ensure_ascii=False, default=str),
+        "source": doc.source,
+        "source_root": doc.source_root,
+    }
 
 
 def _row_doc(row: dict[str, Any]) -> SourceDocument:
@@ -204,7 +220,7 @@ def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str,
     return docs
 
 
-def source_dataset(plan: SourcePlan, read: ReadOptions, job: "EmbedJob", options: "RayOptions"):
+def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: RayOptions):
     """The documents, chunked: a Ray Dataset of one row per document with its chunks' point ids,
     texts and payloads. Reading and chunking share their tasks (Ray fuses the two steps)."""
     import ray
@@ -215,14 +231,20 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: "EmbedJob", options
         # 0: the tasks share the actors' CPUs; asking for one that the actors hold would wait forever.
         cpus = 1 if spare >= 1 else 0
     tasks = dict(num_cpus=cpus, compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
-    chunk = dict(fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
-                 batch_size=options.docs_per_batch, batch_format="pyarrow", **tasks)
+    chunk = dict(
+        fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
+        batch_size=options.docs_per_batch,
+        batch_format="pyarrow",
+        **tasks,
+    )
     parts = []
     if plan.files:
-        files = ray.data.from_items([{"file": f, "root": r} for f, r in plan.files],
-                                    override_num_blocks=min(len(plan.files), 1000))
-        parts.append(files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks)
-                     .map_batches(_chunk_rows, **chunk))
+        files = ray.data.from_items(
+            [{"file": f, "root": r} for f, r in plan.files], override_num_blocks=min(len(plan.files), 1000)
+        )
+        parts.append(
+            files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks).map_batches(_chunk_rows, **chunk)
+        )
     if plan.inline:
         parts.append(ray.data.from_items([_doc_row(d) for d in plan.inline]).map_batches(_chunk_rows, **chunk))
     if not parts:
@@ -233,7 +255,7 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: "EmbedJob", options
 _chunkers: dict[tuple[str | None, int, int], Any] = {}
 
 
-def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_overlap: int) -> "pa.Table":
+def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int) -> pa.Table:
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
 
@@ -243,8 +265,9 @@ def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_ove
     if key not in _chunkers:  # once per worker process: the tokenizer, never the weights
         _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap)
     chunker = _chunkers[key]
-    rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "source_root", "point_ids", "texts",
-                                                  "payloads")}
+    rows: dict[str, list[Any]] = {
+        k: [] for k in ("doc_id", "fingerprint", "source_root", "point_ids", "texts", "payloads")
+    }
     for record in batch.to_pylist():
         doc = _row_doc(record)
         chunks = list(document_chunks(doc, chunker))
@@ -255,12 +278,23 @@ def _chunk_rows(batch: "pa.Table", model: str | None, chunk_size: int, chunk_ove
         rows["texts"].append([c.text for c in chunks])
         rows["payloads"].append([json.dumps(c.payload, ensure_ascii=False) for c in chunks])
     strings = pa.list_(pa.string())
-    return pa.table(rows, schema=pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()),
-                                            ("source_root", pa.string()), ("point_ids", strings),
-                                            ("texts", strings), ("payloads", strings)]))
+    return pa.table(
+        rows,
+        schema=pa.schema(
+            [
+                ("doc_id", pa.string()),
+                ("fingerprint", pa.string()),
+                ("source_root", pa.string()),
+                ("point_ids", strings),
+                ("texts", strings),
+                ("payloads", strings),
+            ]
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------ actors
+
 
 class ActorSink:
     """Where an actor's embedded batches go (a :class:`~c2v_rag.rag.ingestion.pipeline.Sink`), and what the
@@ -279,11 +313,11 @@ class ActorSink:
     def write(self, embedded: EmbeddedBatch) -> None:
         """Nothing by default: the batch goes back to Ray in :meth:`rows`."""
 
-    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+    def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
         """What the actor returns for a batch it embedded and wrote."""
         raise NotImplementedError
 
-    def failed(self, documents: "pa.Table", batch: ChunkBatch, err: Exception) -> "pa.Table":
+    def failed(self, documents: pa.Table, batch: ChunkBatch, err: Exception) -> pa.Table:
         """What the actor returns for a batch that failed; by default ``err`` is raised and fails the run."""
         raise err
 
@@ -292,7 +326,7 @@ class ExportRows(ActorSink):
     """``embed(engine="ray")``: the actor returns its chunks' Parquet rows, and Ray Data writes the files; the
     first failed batch stops the run, as it does in one process."""
 
-    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+    def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
         return chunk_table(embedded)
 
 
@@ -304,10 +338,10 @@ class DocumentRows(ActorSink):
     # Whether the embedded chunks' payloads and vectors travel back, for the driver to write.
     ship: ClassVar[bool] = False
 
-    def rows(self, documents: "pa.Table", embedded: EmbeddedBatch) -> "pa.Table":
+    def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
         return document_table(documents, embedded, ship=self.ship)
 
-    def failed(self, documents: "pa.Table", batch: ChunkBatch, err: Exception) -> "pa.Table":
+    def failed(self, documents: pa.Table, batch: ChunkBatch, err: Exception) -> pa.Table:
         logger.warning("Batch of documents %s failed: %s", batch.doc_ids[:10], err)
         return document_table(documents, None, ship=self.ship, error=f"{type(err).__name__}: {err}")
 
@@ -331,9 +365,9 @@ class WriteFromActors(DocumentRows):
     in-process engine's :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` (a server; an embedded store
     with one actor, which the driver hands over for the run)."""
 
-    target: "QdrantConfig"
+    target: QdrantConfig
     collection: str
-    layout: "CollectionVectors"
+    layout: CollectionVectors
     # The run created the collection: nothing in it is stored or stale yet.
     fresh: bool
     retry: Retry
@@ -341,8 +375,9 @@ class WriteFromActors(DocumentRows):
 
     def open(self) -> None:
         # No lock: each actor holds its own client.
-        writer = PointWriter(self.target.connect(), self.collection, self.layout, retrying_call(self.retry),
-                             fresh=self.fresh)
+        writer = PointWriter(
+            self.target.connect(), self.collection, self.layout, retrying_call(self.retry), fresh=self.fresh
+        )
         self._store = QdrantSink(writer)
 
     @property
@@ -376,19 +411,39 @@ class EmbedJob:
     truncate_dim: int | None = None
     # quantize= as the caller passed it: each actor resolves it for its own device when it loads the model.
     quantize: str | None = None
-    bm25: "BM25Config | None" = None
+    bm25: BM25Config | None = None
 
     @classmethod
-    def for_run(cls, settings: "IngestConfig", options: "RayOptions", *, model: str | None, device: str | None,
-                dtype: str | None, sink: ActorSink, quantize: str | None = None,
-                bm25: "BM25Config | None" = None) -> "EmbedJob":
+    def for_run(
+        cls,
+        settings: IngestConfig,
+        options: RayOptions,
+        *,
+        model: str | None,
+        device: str | None,
+        dtype: str | None,
+        sink: ActorSink,
+        quantize: str | None = None,
+        bm25: BM25Config | None = None,
+    ) -> EmbedJob:
         """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
         CPU of an actor, and the run's sink."""
-        return cls(model=model, device=device, dtype=dtype, quantize=quantize, chunk_size=settings.chunk_size,
-                   chunk_overlap=settings.chunk_overlap, batch_size=settings.batch_size,
-                   max_tokens_per_batch=settings.max_tokens_per_batch, task=settings.task,
-                   text_instruction=settings.text_instruction, threads=max(1, int(options.cpus_per_actor)),
-                   sink=sink, truncate_dim=settings.truncate_dim, bm25=bm25)
+        return cls(
+            model=model,
+            device=device,
+            dtype=dtype,
+            quantize=quantize,
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            batch_size=settings.batch_size,
+            max_tokens_per_batch=settings.max_tokens_per_batch,
+            task=settings.task,
+            text_instruction=settings.text_instruction,
+            threads=max(1, int(options.cpus_per_actor)),
+            sink=sink,
+            truncate_dim=settings.truncate_dim,
+            bm25=bm25,
+        )
 
 
 class ChunkEmbedActor:
@@ -409,12 +464,13 @@ class ChunkEmbedActor:
         if device == "cpu":
             torch.set_num_threads(job.threads)
         model = load_model(job.model, device=device, dtype=job.dtype, quantize=job.quantize)
-        self.core = BatchEmbedder(Embedder.for_documents(model, job),
-                                  BM25Encoder(job.bm25) if job.bm25 is not None else None)
+        self.core = BatchEmbedder(
+            Embedder.for_documents(model, job), BM25Encoder(job.bm25) if job.bm25 is not None else None
+        )
         self.sink = job.sink
         self.sink.open()
 
-    def __call__(self, documents: "pa.Table") -> "pa.Table":
+    def __call__(self, documents: pa.Table) -> pa.Table:
         batch = chunk_batch(documents)
         try:
             embedded = self.core.embed(batch, self.sink)
@@ -424,19 +480,25 @@ class ChunkEmbedActor:
         return self.sink.rows(documents, embedded)
 
 
-def chunk_batch(documents: "pa.Table") -> ChunkBatch:
+def chunk_batch(documents: pa.Table) -> ChunkBatch:
     """The pipeline's batch of a Ray batch of chunked documents (:func:`_chunk_rows`' rows): every
     document whole, so every one is completed in it."""
     rows = documents.select(["doc_id", "source_root", "point_ids", "texts", "payloads"]).to_pylist()
     return ChunkBatch.of_documents(
-        (row["doc_id"], [PendingChunk(pid, text, json.loads(payload), row["source_root"])
-                         for pid, text, payload in zip(row["point_ids"], row["texts"], row["payloads"],
-                                                       strict=True)])
-        for row in rows)
+        (
+            row["doc_id"],
+            [
+                PendingChunk(pid, text, json.loads(payload), row["source_root"])
+                for pid, text, payload in zip(row["point_ids"], row["texts"], row["payloads"], strict=True)
+            ],
+        )
+        for row in rows
+    )
 
 
-def document_table(documents: "pa.Table", embedded: EmbeddedBatch | None, *, ship: bool,
-                   error: str | None = None) -> "pa.Table":
+def document_table(
+    documents: pa.Table, embedded: EmbeddedBatch | None, *, ship: bool, error: str | None = None
+) -> pa.Table:
     """One row per document of a batch: its chunks' point ids, the ones embedded, and (``ship``) their
     payloads and vectors for the driver to write; ``error`` says why the batch failed (``embedded`` None)."""
     import pyarrow as pa
@@ -445,8 +507,21 @@ def document_table(documents: "pa.Table", embedded: EmbeddedBatch | None, *, shi
     where = {c.point_id: i for i, c in enumerate(todo)}
     shipped = embedded if ship else None
     sparse = shipped.sparse if shipped is not None else None
-    rows: dict[str, list[Any]] = {k: [] for k in ("doc_id", "fingerprint", "point_ids", "source_root", "embedded",
-                                                  "payloads", "vectors", "sparse_indices", "sparse_values", "error")}
+    rows: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "doc_id",
+            "fingerprint",
+            "point_ids",
+            "source_root",
+            "embedded",
+            "payloads",
+            "vectors",
+            "sparse_indices",
+            "sparse_values",
+            "error",
+        )
+    }
     for doc in documents.select(["doc_id", "fingerprint", "point_ids", "source_root"]).to_pylist():
         own = [where[pid] for pid in doc["point_ids"] if pid in where]
         rows["doc_id"].append(doc["doc_id"])
@@ -459,11 +534,20 @@ def document_table(documents: "pa.Table", embedded: EmbeddedBatch | None, *, shi
         rows["sparse_indices"].append([list(sparse[i][0]) for i in own] if sparse else [])
         rows["sparse_values"].append([[float(x) for x in sparse[i][1]] for i in own] if sparse else [])
         rows["error"].append(error)
-    schema = pa.schema([("doc_id", pa.string()), ("fingerprint", pa.string()), ("point_ids", pa.list_(pa.string())),
-                        ("source_root", pa.string()), ("embedded", pa.list_(pa.string())),
-                        ("payloads", pa.list_(pa.string())), ("vectors", pa.list_(pa.list_(pa.float32()))),
-                        ("sparse_indices", pa.list_(pa.list_(pa.int64()))),
-                        ("sparse_values", pa.list_(pa.list_(pa.float32()))), ("error", pa.string())])
+    schema = pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("fingerprint", pa.string()),
+            ("point_ids", pa.list_(pa.string())),
+            ("source_root", pa.string()),
+            ("embedded", pa.list_(pa.string())),
+            ("payloads", pa.list_(pa.string())),
+            ("vectors", pa.list_(pa.list_(pa.float32()))),
+            ("sparse_indices", pa.list_(pa.list_(pa.int64()))),
+            ("sparse_values", pa.list_(pa.list_(pa.float32()))),
+            ("error", pa.string()),
+        ]
+    )
     return pa.table(rows, schema=schema)
 
 
@@ -476,12 +560,20 @@ def embed_stage(dataset, job: EmbedJob, options: RayOptions):
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     # -1 (no limit) is what Ray Data gives actor pools by default; only other values are passed,
     # through the extra remote arguments that Ray deprecates but still has no named parameter for.
-    retries = {key: value for key, value in (("max_restarts", options.max_restarts),
-                                             ("max_task_retries", options.max_task_retries)) if value != -1}
+    retries = {
+        key: value
+        for key, value in (("max_restarts", options.max_restarts), ("max_task_retries", options.max_task_retries))
+        if value != -1
+    }
     return dataset.map_batches(
-        ChunkEmbedActor, fn_constructor_kwargs={"job": job}, batch_size=options.docs_per_batch,
-        batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=options.actors),
-        num_cpus=options.cpus_per_actor, num_gpus=gpus or None, **retries,
+        ChunkEmbedActor,
+        fn_constructor_kwargs={"job": job},
+        batch_size=options.docs_per_batch,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=options.actors),
+        num_cpus=options.cpus_per_actor,
+        num_gpus=gpus or None,
+        **retries,
     )
 
 

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
+from c2v_rag.rag.errors import StoreLockedError
+from c2v_rag.rag.ingestion.config import IngestConfig
+from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
+from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch
+from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
+from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.ray_dataflow import (
     ActorSink,
     EmbedJob,
@@ -33,16 +38,11 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
     source_dataset,
     user_error,
 )
-from c2v_rag.rag.errors import StoreLockedError
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
-from c2v_rag.rag.ingestion.config import IngestConfig
-from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
-from c2v_rag.rag.results import FailedBatch, IngestResult
-from c2v_rag.rag.store.vectors import CollectionVectors
-from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch
-from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
-from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
+from c2v_rag.rag.read.files import ReadLog, ReadOptions
+from c2v_rag.rag.results import FailedBatch, IngestResult
+from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -58,7 +58,7 @@ class RayEngine:
     ``sync=True``, a loaded model object).
     """
 
-    def __init__(self, *, model: Any, settings: IngestConfig, ray: "RayOptions | str | None" = None) -> None:
+    def __init__(self, *, model: Any, settings: IngestConfig, ray: RayOptions | str | None = None) -> None:
         require_ray("ingest(engine='ray')")
         self.options = RayOptions.resolve(ray)
         check_ray_ingest(model, settings)
@@ -72,14 +72,29 @@ class RayEngine:
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
         # The actors load the model by its reference (a preset name or an absolute variant
         # directory, the same on every node); the driver needs its config alone.
-        return config_fingerprint(plan.model_config, plan.reference, weights=plan.weights,
-                                  truncate_dim=plan.settings.truncate_dim, quantize=plan.quantization)
+        return config_fingerprint(
+            plan.model_config,
+            plan.reference,
+            weights=plan.weights,
+            truncate_dim=plan.settings.truncate_dim,
+            quantize=plan.quantization,
+        )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
-        ray_run = RayIngestRun(store.client, store.collection, plan.target, plan.settings, plan.layout,
-                               model=plan.reference, device=plan.model.device, dtype=plan.model.dtype,
-                               quantize=plan.model.quantize,
-                               created=store.created, options=self.options, own_client=store.own_client)
+        ray_run = RayIngestRun(
+            store.client,
+            store.collection,
+            plan.target,
+            plan.settings,
+            plan.layout,
+            model=plan.reference,
+            device=plan.model.device,
+            dtype=plan.model.dtype,
+            quantize=plan.model.quantize,
+            created=store.created,
+            options=self.options,
+            own_client=store.own_client,
+        )
         try:
             result = ray_run.execute(self.plan, self.read)
         finally:
@@ -91,21 +106,38 @@ class RayEngine:
 def check_ray_ingest(model: Any, settings: IngestConfig) -> None:
     """What ``engine="ray"`` cannot do, refused before anything runs."""
     if settings.sync:
-        raise ValueError("sync=True is not supported with engine='ray': a sync needs one process to see every "
-                         "document read. Ingest with engine='ray', then run the same ingest with sync=True on "
-                         "the local engine (every chunk is stored already, so it embeds nothing)")
+        raise ValueError(
+            "sync=True is not supported with engine='ray': a sync needs one process to see every "
+            "document read. Ingest with engine='ray', then run the same ingest with sync=True on "
+            "the local engine (every chunk is stored already, so it embeds nothing)"
+        )
     if model is not None and not isinstance(model, (str, Path)):
-        raise TypeError("engine='ray' loads the model in every actor from its name: pass a preset name or a "
-                        "variant directory (save a loaded model with save_pretrained(dir)), not a model object")
+        raise TypeError(
+            "engine='ray' loads the model in every actor from its name: pass a preset name or a "
+            "variant directory (save a loaded model with save_pretrained(dir)), not a model object"
+        )
 
 
 class RayIngestRun:
     """The driver's side of ``ingest(engine="ray")``: counts every document, and writes them with
     ``write="driver"``."""
 
-    def __init__(self, client: Any, collection: str, target: QdrantConfig, settings: IngestConfig,
-                 layout: CollectionVectors, *, model: str | None, device: str | None, dtype: str | None,
-                 created: bool, quantize: str | None = None, options: RayOptions, own_client: bool) -> None:
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        target: QdrantConfig,
+        settings: IngestConfig,
+        layout: CollectionVectors,
+        *,
+        model: str | None,
+        device: str | None,
+        dtype: str | None,
+        created: bool,
+        quantize: str | None = None,
+        options: RayOptions,
+        own_client: bool,
+    ) -> None:
         self.client = client
         self.collection = collection
         self.target = target
@@ -121,10 +153,13 @@ class RayIngestRun:
                 raise ValueError(
                     f"write='workers' with embedded Qdrant ({target.location}) needs actors=1: an embedded "
                     "directory opens in one process only. Use write='driver' (the default there), or a Qdrant "
-                    "server (qdrant_url) for parallel writes")
+                    "server (qdrant_url) for parallel writes"
+                )
             if not own_client:
-                raise ValueError("write='workers' with embedded Qdrant needs ingest to open the store itself "
-                                 "(pass path=, not client=)")
+                raise ValueError(
+                    "write='workers' with embedded Qdrant needs ingest to open the store itself "
+                    "(pass path=, not client=)"
+                )
         self.result = IngestResult(collection=collection, location=target.location)
         self.seen = SeenDocuments()
         self.startup_seconds = 0.0
@@ -132,24 +167,37 @@ class RayIngestRun:
     def _actor_sink(self) -> ActorSink:
         """Where the actors' embedded batches go, chosen once for the run."""
         if self.write == "workers":
-            return WriteFromActors(self.target, self.collection, self.layout, fresh=self.created,
-                                   retry=Retry.of(self.settings))
+            return WriteFromActors(
+                self.target, self.collection, self.layout, fresh=self.created, retry=Retry.of(self.settings)
+            )
         # The ids stored as the run begins, so that the actors embed nothing twice.
         stored = frozenset() if self.created else frozenset(_stored_ids(self.client, self.collection))
         return ShipToDriver(stored=stored)
 
     def _job(self) -> EmbedJob:
-        return EmbedJob.for_run(self.settings, self.options, model=self.model, device=self.device, dtype=self.dtype,
-                                quantize=self.quantize, bm25=self.layout.bm25, sink=self._actor_sink())
+        return EmbedJob.for_run(
+            self.settings,
+            self.options,
+            model=self.model,
+            device=self.device,
+            dtype=self.dtype,
+            quantize=self.quantize,
+            bm25=self.layout.bm25,
+            sink=self._actor_sink(),
+        )
 
     def execute(self, plan: SourcePlan, read: ReadOptions) -> IngestResult:
         started = time.perf_counter()
         job = self._job()
         handoff = self.write == "workers" and not self.target.is_server
-        sink = QdrantSink(PointWriter(self.client, self.collection, self.layout, retrying_call(Retry.of(self.settings)),
-                                      fresh=self.created))
-        progress = tqdm(desc=f"Ingesting into {self.collection} on Ray", unit="chunk",
-                        disable=not self.settings.show_progress)
+        sink = QdrantSink(
+            PointWriter(
+                self.client, self.collection, self.layout, retrying_call(Retry.of(self.settings)), fresh=self.created
+            )
+        )
+        progress = tqdm(
+            desc=f"Ingesting into {self.collection} on Ray", unit="chunk", disable=not self.settings.show_progress
+        )
         try:
             with RaySession(self.options) as ray:
                 self.startup_seconds = time.perf_counter() - started
@@ -187,7 +235,7 @@ class RayIngestRun:
         self.result.seconds = time.perf_counter() - started
         return self.result
 
-    def _reopen_after_handoff(self) -> "QdrantClient":
+    def _reopen_after_handoff(self) -> QdrantClient:
         """The embedded store again, once the actor that wrote into it has let go.
 
         Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
@@ -198,8 +246,9 @@ class RayIngestRun:
         deadline = time.monotonic() + HANDOFF_WAIT_S
         while True:
             try:
-                return open_client(self.target, attempts=s.retry_attempts, initial_wait=s.retry_initial_wait,
-                                   max_wait=s.retry_max_wait)
+                return open_client(
+                    self.target, attempts=s.retry_attempts, initial_wait=s.retry_initial_wait, max_wait=s.retry_max_wait
+                )
             except StoreLockedError:
                 if time.monotonic() > deadline:
                     raise
@@ -214,8 +263,9 @@ class RayIngestRun:
         self.result.chunks += len(row["point_ids"])
         progress.update(len(row["point_ids"]))
         if row["error"] is not None:
-            self.result.failed.append(FailedBatch(doc_ids=[row["doc_id"]], chunks=len(row["point_ids"]),
-                                                  error=row["error"]))
+            self.result.failed.append(
+                FailedBatch(doc_ids=[row["doc_id"]], chunks=len(row["point_ids"]), error=row["error"])
+            )
             return False
         if self.write == "workers":
             self.result.chunks_written += len(row["embedded"])
@@ -227,20 +277,26 @@ class RayIngestRun:
         # Every chunk of these documents: the sink's check claims the source root of the stored ones
         # (which the actors skipped), exactly as in the in-process engine.
         batch = ChunkBatch.of_documents(
-            (row["doc_id"], [PendingChunk(pid, "", {}, row["source_root"]) for pid in row["point_ids"]])
-            for row in rows)
+            (row["doc_id"], [PendingChunk(pid, "", {}, row["source_root"]) for pid in row["point_ids"]]) for row in rows
+        )
         todo = sink.not_stored(batch.chunks)
         shipped = {pid: (row, i) for row in rows for i, pid in enumerate(row["embedded"])}
         missing = {c.point_id for c in todo} - shipped.keys()
         if missing:
-            raise RuntimeError(f"{len(missing)} chunks were skipped as stored but are not in {self.collection!r}; "
-                               "was the collection written by another client during the run? Re-run the ingest")
+            raise RuntimeError(
+                f"{len(missing)} chunks were skipped as stored but are not in {self.collection!r}; "
+                "was the collection written by another client during the run? Re-run the ingest"
+            )
         where = [shipped[c.point_id] for c in todo]
-        chunks = [PendingChunk(row["embedded"][i], "", json.loads(row["payloads"][i]), row["source_root"])
-                  for row, i in where]
+        chunks = [
+            PendingChunk(row["embedded"][i], "", json.loads(row["payloads"][i]), row["source_root"]) for row, i in where
+        ]
         vectors = np.asarray([row["vectors"][i] for row, i in where], dtype=np.float32)
-        sparse = ([(row["sparse_indices"][i], row["sparse_values"][i]) for row, i in where]
-                  if self.layout.bm25 is not None else None)
+        sparse = (
+            [(row["sparse_indices"][i], row["sparse_values"][i]) for row, i in where]
+            if self.layout.bm25 is not None
+            else None
+        )
         embedded = EmbeddedBatch(batch, chunks, vectors, sparse)
         sink.write(embedded)
         self.result.chunks_written += len(embedded.chunks)
@@ -250,8 +306,7 @@ class RayIngestRun:
 def _stored_ids(client: Any, collection: str) -> Iterator[str]:
     offset = None
     while True:
-        records, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=False,
-                                        with_vectors=False)
+        records, offset = client.scroll(collection, limit=4096, offset=offset, with_payload=False, with_vectors=False)
         yield from (str(r.id) for r in records)
         if offset is None:
             return

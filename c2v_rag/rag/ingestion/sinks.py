@@ -43,7 +43,7 @@ class Retry:
     max_wait: float
 
     @classmethod
-    def of(cls, settings: "IngestConfig") -> "Retry":
+    def of(cls, settings: IngestConfig) -> Retry:
         return cls(settings.retry_attempts, settings.retry_initial_wait, settings.retry_max_wait)
 
 
@@ -59,8 +59,9 @@ def retrying_call(retry: Retry, lock: threading.Lock | None = None) -> Call:
             with guard:
                 return fn()
 
-        return call_with_retry(locked, what=what, attempts=retry.attempts, initial_wait=retry.initial_wait,
-                               max_wait=retry.max_wait)
+        return call_with_retry(
+            locked, what=what, attempts=retry.attempts, initial_wait=retry.initial_wait, max_wait=retry.max_wait
+        )
 
     return call
 
@@ -88,7 +89,7 @@ class QdrantSink:
         completed = {d: ids for d, ids in embedded.batch.completed.items() if d not in self.failed_docs}
         self.writer.write(points, completed)
 
-    def delete_gone(self, roots: Iterable[str], seen: Container[str], log: "ReadLog") -> SyncReport:
+    def delete_gone(self, roots: Iterable[str], seen: Container[str], log: ReadLog) -> SyncReport:
         """The sync: delete the points under ``roots`` whose document was not ``seen`` this run
         (:mod:`c2v_rag.rag.ingestion.sync` says what it never deletes)."""
         w = self.writer
@@ -103,8 +104,9 @@ class BackgroundWrites:
     dropped. ``written(batch)`` is called on the thread after each batch is stored.
     """
 
-    def __init__(self, sink: Sink, prefetch: int, failures: BatchFailures,
-                 written: Callable[[EmbeddedBatch], None]) -> None:
+    def __init__(
+        self, sink: Sink, prefetch: int, failures: BatchFailures, written: Callable[[EmbeddedBatch], None]
+    ) -> None:
         self.sink = sink
         self.failures = failures
         self.written = written
@@ -184,4 +186,3 @@ class ParquetSink:
         if self._file is not None:
             self._file.close()
             self._file = None
-

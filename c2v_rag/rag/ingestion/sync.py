@@ -76,14 +76,15 @@ def sync_roots(docs: Any) -> list[str]:
     return roots
 
 
-def ensure_root_index(client: "QdrantClient", collection: str) -> None:
+def ensure_root_index(client: QdrantClient, collection: str) -> None:
     """A keyword index on the source root, so a server filters on it without a full scan."""
     from qdrant_client.http import models
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
-        client.create_payload_index(collection, SOURCE_ROOT_KEY, field_schema=models.PayloadSchemaType.KEYWORD,
-                                    wait=True)
+        client.create_payload_index(
+            collection, SOURCE_ROOT_KEY, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+        )
 
 
 def roots_to_claim(records: Iterable[Any], roots_by_id: dict[str, str | None]) -> dict[str, list[str]]:
@@ -101,7 +102,7 @@ def roots_to_claim(records: Iterable[Any], roots_by_id: dict[str, str | None]) -
 
 
 def delete_gone_documents(
-    client: "QdrantClient",
+    client: QdrantClient,
     collection: str,
     roots: Iterable[str],
     seen: Container[str],
@@ -123,9 +124,14 @@ def delete_gone_documents(
         offset = None
         while True:
             points, offset = call(
-                lambda offset=offset: client.scroll(collection, scroll_filter=models.Filter(must=[in_root]),
-                                                    limit=_SCROLL_PAGE, offset=offset,
-                                                    with_payload=[DOC_ID_KEY, "source"], with_vectors=False),
+                lambda offset=offset: client.scroll(
+                    collection,
+                    scroll_filter=models.Filter(must=[in_root]),  # noqa: B023
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=[DOC_ID_KEY, "source"],
+                    with_vectors=False,
+                ),
                 f"listing the points under {root}",
             )
             for point in points:
@@ -141,16 +147,22 @@ def delete_gone_documents(
                 break
         doc_ids = sorted(gone)
         for start in range(0, len(doc_ids), _DELETE_DOCS_PER_CALL):
-            batch = doc_ids[start:start + _DELETE_DOCS_PER_CALL]
-            selector = models.FilterSelector(filter=models.Filter(must=[
-                in_root, models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=batch))]))
-            call(lambda selector=selector: client.delete(collection, selector, wait=True),
-                 f"deleting {len(batch)} documents gone from {root}")
+            batch = doc_ids[start : start + _DELETE_DOCS_PER_CALL]
+            selector = models.FilterSelector(
+                filter=models.Filter(
+                    must=[in_root, models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=batch))]
+                )
+            )
+            call(
+                lambda selector=selector: client.delete(collection, selector, wait=True),
+                f"deleting {len(batch)} documents gone from {root}",
+            )
         if doc_ids:
             logger.info("Sync deleted %d documents (%d chunks) gone from %s", len(doc_ids), sum(gone.values()), root)
         if kept:
-            logger.warning("Sync kept %d documents under %s whose files could not be read completely this run",
-                           len(kept), root)
+            logger.warning(
+                "Sync kept %d documents under %s whose files could not be read completely this run", len(kept), root
+            )
         report.documents_deleted += len(doc_ids)
         report.chunks_deleted += sum(gone.values())
         report.documents_kept_unread += len(kept)

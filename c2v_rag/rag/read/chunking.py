@@ -58,26 +58,29 @@ def check_chunk_size(chunk_size: int, max_length: int) -> None:
 class TokenChunker:
     """Splits a document's text into :class:`Chunk` objects for ``model``."""
 
-    def __init__(self, model: "Causal2Vec", chunk_size: int, chunk_overlap: int,
-                 section_chars: int | None = None) -> None:
+    def __init__(
+        self, model: Causal2Vec, chunk_size: int, chunk_overlap: int, section_chars: int | None = None
+    ) -> None:
         self._setup(model.tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars)
 
     @classmethod
-    def for_variant(cls, model: "str | Path | None", chunk_size: int, chunk_overlap: int) -> "TokenChunker":
+    def for_variant(cls, model: str | Path | None, chunk_size: int, chunk_overlap: int) -> TokenChunker:
         """The chunker of a preset or variant directory without its weights: its config and its
         decoder's tokenizer alone (what CPU workers that only chunk need)."""
         from c2v_rag.hub.sources import load_tokenizer, resolve_reference
         from c2v_rag.rag.embedding import variant_config
 
         config = variant_config(model)
-        tokenizer = load_tokenizer(resolve_reference(config.decoder, config.decoder_revision),
-                                   trust_remote_code=config.trust_remote_code)
+        tokenizer = load_tokenizer(
+            resolve_reference(config.decoder, config.decoder_revision), trust_remote_code=config.trust_remote_code
+        )
         chunker = cls.__new__(cls)
         chunker._setup(tokenizer, config.max_length, chunk_size, chunk_overlap, None)
         return chunker
 
-    def _setup(self, tokenizer: Any, max_length: int, chunk_size: int, chunk_overlap: int,
-               section_chars: int | None) -> None:
+    def _setup(
+        self, tokenizer: Any, max_length: int, chunk_size: int, chunk_overlap: int, section_chars: int | None
+    ) -> None:
         check_chunk_size(chunk_size, max_length)
         # Characters per streamed section (see the module docstring); None is the default size.
         self._section_chars = section_chars

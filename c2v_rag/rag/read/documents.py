@@ -25,12 +25,21 @@ from c2v_rag.rag.read.source_document import SourceDocument, check_metadata, con
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SourceDocument", "iter_documents", "from_record", "content_doc_id", "names_existing_path",
-           "TEXT_SUFFIXES", "JSONL_SUFFIXES", "SUPPORTED_SUFFIXES"]
+__all__ = [
+    "SourceDocument",
+    "iter_documents",
+    "from_record",
+    "content_doc_id",
+    "names_existing_path",
+    "TEXT_SUFFIXES",
+    "JSONL_SUFFIXES",
+    "SUPPORTED_SUFFIXES",
+]
 
 
-def iter_documents(docs: Any, *, options: ReadOptions | None = None,
-                   log: ReadLog | None = None) -> Iterator[SourceDocument]:
+def iter_documents(
+    docs: Any, *, options: ReadOptions | None = None, log: ReadLog | None = None
+) -> Iterator[SourceDocument]:
     """Yield :class:`SourceDocument` for every input; see the module docstring for the forms.
 
     A single top-level string that names an existing file or folder is read as a path; inside
@@ -52,18 +61,21 @@ def iter_documents(docs: Any, *, options: ReadOptions | None = None,
         if isinstance(docs, (list, tuple)):
             check_not_path_strings(docs)
             # Open (check) every path now; their files are still read one at a time.
-            opened = {i: open_source(Path(item), options, log) for i, item in enumerate(docs)
-                      if isinstance(item, os.PathLike)}
-            return (doc for i, item in enumerate(docs)
-                    for doc in (opened[i] if i in opened else _from_item(item, f"docs[{i}]", options, log)))
+            opened = {
+                i: open_source(Path(item), options, log) for i, item in enumerate(docs) if isinstance(item, os.PathLike)
+            }
+            return (
+                doc
+                for i, item in enumerate(docs)
+                for doc in (opened[i] if i in opened else _from_item(item, f"docs[{i}]", options, log))
+            )
         return (doc for i, item in enumerate(docs) for doc in _from_item(item, f"docs[{i}]", options, log))
     raise TypeError(
-        f"docs must be a string, a dict, a document object, a path or an iterable of them; "
-        f"got {type(docs).__name__}"
+        f"docs must be a string, a dict, a document object, a path or an iterable of them; got {type(docs).__name__}"
     )
 
 
-def check_not_path_strings(docs: "list[Any] | tuple[Any, ...]") -> None:
+def check_not_path_strings(docs: list[Any] | tuple[Any, ...]) -> None:
     """Refuse a list whose strings are all file paths rather than texts.
 
     ``ingest(["a.md", "b.md", ...])`` would embed the path strings themselves (strings in a list
@@ -83,8 +95,11 @@ def check_not_path_strings(docs: "list[Any] | tuple[Any, ...]") -> None:
     existing = sum(names_existing_path(s) for s in strings)
     first = next(i for i, item in enumerate(docs) if isinstance(item, str))
     sample = f"docs[{first}]={strings[0]!r}" + (f" and {len(strings) - 1} more" if len(strings) > 1 else "")
-    found = (f"all {len(strings)} of them name existing files or folders" if existing == len(strings)
-             else f"{existing} of {len(strings)} name existing files or folders, the others end in a file suffix")
+    found = (
+        f"all {len(strings)} of them name existing files or folders"
+        if existing == len(strings)
+        else f"{existing} of {len(strings)} name existing files or folders, the others end in a file suffix"
+    )
     raise ValueError(
         f"the strings in docs look like file paths ({sample}); {found}. Strings inside a list are "
         "embedded as texts, so these file names, not the files, would be stored. To read the files pass "

@@ -21,10 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from c2v_rag.rag.results import SkippedInput
-
-from c2v_rag.rag.read.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE, NotText, binary_signature, decode_text
+from c2v_rag.rag.read.sniffing import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_UNDECODABLE_SHARE,
+    NotText,
+    binary_signature,
+    decode_text,
+)
 from c2v_rag.rag.read.source_document import SourceDocument, from_record
+from c2v_rag.rag.results import SkippedInput
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +103,9 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
     """The resolved root of a file or folder the caller named, and its supported files, checked."""
     path = path.expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of .txt, .md, .jsonl or "
-                                ".parquet files")
+        raise FileNotFoundError(
+            f"{path} does not exist; pass a file or a folder of .txt, .md, .jsonl or .parquet files"
+        )
     root = path.resolve()
     if root.is_dir():
         files = list_files(root, options, log)
@@ -127,8 +133,10 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
     def unreadable(err: OSError) -> None:
         where = err.filename or root
         if options.on_error == "raise":
-            raise PermissionError(f"cannot list {where}: {err.strerror or err}; fix its permissions, or pass "
-                                  "on_error='continue' (--on-error continue) to skip it") from err
+            raise PermissionError(
+                f"cannot list {where}: {err.strerror or err}; fix its permissions, or pass "
+                "on_error='continue' (--on-error continue) to skip it"
+            ) from err
         log.skip_file(where, f"the folder cannot be listed ({err.strerror or err})")
 
     for folder, dirs, names in os.walk(root, onerror=unreadable):
@@ -167,8 +175,10 @@ def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Sou
     resolved = file.resolve()
     size = resolved.stat().st_size
     if options.max_file_bytes is not None and size > options.max_file_bytes:
-        log.skip_file(resolved, f"it is {size:,} bytes, over the limit of {options.max_file_bytes:,} "
-                                "(max_file_bytes / --max-file-mb)")
+        log.skip_file(
+            resolved,
+            f"it is {size:,} bytes, over the limit of {options.max_file_bytes:,} (max_file_bytes / --max-file-mb)",
+        )
         return None
     text = decode_text(resolved.read_bytes(), options.max_undecodable_share)
     if isinstance(text, NotText):
@@ -196,12 +206,14 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
             raise err
         log.skip_record(f"{resolved}:{number}", resolved, str(err))
 
-    yield from _record_documents(((f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line)),
-                                 resolved, root, options, log)
+    yield from _record_documents(
+        ((f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line)), resolved, root, options, log
+    )
 
 
-def _record_documents(records: Iterator[tuple[str, dict]], resolved: Path, root: str, options: ReadOptions,
-                      log: ReadLog) -> Iterator[SourceDocument]:
+def _record_documents(
+    records: Iterator[tuple[str, dict]], resolved: Path, root: str, options: ReadOptions, log: ReadLog
+) -> Iterator[SourceDocument]:
     """Documents from ``(where, record)`` pairs (JSONL lines, Parquet rows); a bad record is skipped
     and logged, or raised under ``on_error="raise"``."""
     for where, record in records:
@@ -227,7 +239,9 @@ def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> 
     if head != b"PAR1":
         log.skip_file(resolved, "not a Parquet file (no PAR1 signature)")
         return
-    rows = (record for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024)
-            for record in batch.to_pylist())
-    yield from _record_documents(((f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1)),
-                                 resolved, root, options, log)
+    rows = (
+        record for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024) for record in batch.to_pylist()
+    )
+    yield from _record_documents(
+        ((f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1)), resolved, root, options, log
+    )

@@ -34,7 +34,7 @@ class SourceDocument:
     source: str | None = None
     source_root: str | None = None
 
-    def with_root(self, root: str) -> "SourceDocument":
+    def with_root(self, root: str) -> SourceDocument:
         return dataclasses.replace(self, source_root=root)
 
 
@@ -69,8 +69,9 @@ def check_metadata(metadata: Mapping[str, Any], where: str) -> None:
             check_unicode(value, f"{where}[metadata][{key!r}]")
 
 
-def from_record(record: Mapping[str, Any], where: str, default_id: str | None = None,
-                source: str | None = None) -> SourceDocument:
+def from_record(
+    record: Mapping[str, Any], where: str, default_id: str | None = None, source: str | None = None
+) -> SourceDocument:
     """A document from a dict or a JSONL record.
 
     The text is the first of ``text``, ``page_content``, ``content``, ``body``; a ``title`` is put

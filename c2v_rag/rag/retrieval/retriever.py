@@ -19,9 +19,10 @@ from typing import Any
 from pydantic import Field
 
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions
-from c2v_rag.rag.options import SearchOptions as _SearchOptions  # this module's SearchOptions: RetrieverOptions' older name
+from c2v_rag.rag.options import (
+    SearchOptions as _SearchOptions,  # this module's SearchOptions: RetrieverOptions' older name
+)
 from c2v_rag.rag.retrieval.search import SearchHit, search_with
-
 
 # One lock per embedded store directory: a store takes one client at a time, so the calls of a
 # retriever used from several threads (LangChain's batch, asyncio's worker threads) take turns.
@@ -37,8 +38,11 @@ class RetrieverOptions(ConnectionOptions, ModelOptions, _SearchOptions):  # type
     an open ``client``. The query and ``top_k`` come with each call, which splits the fields into
     the three option objects and hands them to :func:`~c2v_rag.rag.retrieval.search.search_with` whole."""
 
-    client: Any = Field(default=None, description="an open client to use (left open); None: open the store "
-                                                  "for each query, so an embedded store stays free in between")
+    client: Any = Field(
+        default=None,
+        description="an open client to use (left open); None: open the store "
+        "for each query, so an embedded store stays free in between",
+    )
 
     def search_hits(self, query: str, top_k: int, filter: Any = None) -> list[SearchHit]:
         """:func:`c2v_rag.search` with these options (``filter``, when given, replaces the stored one)."""
@@ -51,8 +55,11 @@ class RetrieverOptions(ConnectionOptions, ModelOptions, _SearchOptions):  # type
             return search_with(query, top_k, connection, ModelOptions.as_given(fields), options, self.client)
 
     def _embedded_store_turn(self, connection: ConnectionOptions) -> Any:
-        if self.client is not None or connection.qdrant_url is not None or (
-                connection.qdrant is not None and connection.qdrant.url):
+        if (
+            self.client is not None
+            or connection.qdrant_url is not None
+            or (connection.qdrant is not None and connection.qdrant.url)
+        ):
             return contextlib.nullcontext()
         target = connection.resolve()
         if target.path is None:  # a backend that keeps no directory: nothing to take turns on

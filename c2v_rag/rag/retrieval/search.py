@@ -10,6 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from c2v_rag.rag.embedding import Embedder
+from c2v_rag.rag.errors import CollectionMismatchError
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.options import (
+    CommonSearchOptions,
+    ConnectionOptions,
+    ModelOptions,
+    SearchOptions,
+    search_keywords_over_options,
+)
 from c2v_rag.rag.store.aliases import aresolve_alias, resolve_alias
 from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
@@ -23,21 +33,11 @@ from c2v_rag.rag.store.collection import (
     require_collection,
     stored_vector_params,
 )
-from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.embedding import Embedder
-from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.store.filters import to_qdrant_filter
-from c2v_rag.rag.store.vectors import CollectionVectors
-from c2v_rag.rag.options import (
-    CommonSearchOptions,
-    ConnectionOptions,
-    ModelOptions,
-    SearchOptions,
-    search_keywords_over_options,
-)
 from c2v_rag.rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from c2v_rag.rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.rag.store.sparse import BM25Encoder
+from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.store.filters import FilterLike
-    from c2v_rag.rag.store.store_backend import StoreClient
     from c2v_rag.rag.store.query import Fusion, SearchMode
+    from c2v_rag.rag.store.store_backend import StoreClient
 
 
 class SearchHit(BaseModel):
@@ -69,13 +69,15 @@ class SearchHit(BaseModel):
     vector: list[float] | None = None
 
     @classmethod
-    def from_point(cls, point: Any, dense_vector: str = "") -> "SearchHit":
+    def from_point(cls, point: Any, dense_vector: str = "") -> SearchHit:
         payload = point.payload or {}
         metadata = payload_metadata(payload)
         doc_id = payload.get(DOC_ID_KEY, metadata.get(DOC_ID_KEY))
         chunk_index = metadata.get("chunk_index")
         return cls(
-            id=str(point.id), score=float(point.score), text=payload_text(payload),
+            id=str(point.id),
+            score=float(point.score),
+            text=payload_text(payload),
             doc_id=None if doc_id in (None, "None") else str(doc_id),
             source=next((str(metadata[k]) for k in ("source", "file_path", "url") if metadata.get(k)), None),
             chunk_index=chunk_index if isinstance(chunk_index, int) else None,
@@ -153,19 +155,34 @@ def search(
     as well replace its fields. ``client`` is an open ``QdrantClient`` to use (left open).
     Collections written by LlamaIndex or LangChain can be searched too.
     """
-    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
-                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    connection = ConnectionOptions.from_keywords(
+        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
+    )
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     if options is None:
         options = SearchOptions.from_keywords(
-            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
-            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
-            group_by_document=group_by_document)
+            collection=collection,
+            task=task,
+            instruction=instruction,
+            examples=examples,
+            filter=filter,
+            score_threshold=score_threshold,
+            mode=mode,
+            fusion=fusion,
+            with_vectors=with_vectors,
+            group_by_document=group_by_document,
+        )
     return search_with(query, top_k, connection, chosen, options, client)
 
 
-def search_with(query: str, top_k: int, connection: ConnectionOptions, model: ModelOptions, options: SearchOptions,
-                client: QdrantClient | None = None) -> list[SearchHit]:
+def search_with(
+    query: str,
+    top_k: int,
+    connection: ConnectionOptions,
+    model: ModelOptions,
+    options: SearchOptions,
+    client: QdrantClient | None = None,
+) -> list[SearchHit]:
     """:func:`search` with its options as the three objects, for callers that hold them already (the
     framework retrievers)."""
     _check_query(query)
@@ -204,14 +221,23 @@ def search_many(
 
     Takes :func:`search`'s options. Returns one list of hits per query, in the order of ``queries``.
     """
-    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
-                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    connection = ConnectionOptions.from_keywords(
+        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
+    )
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     if options is None:
         options = SearchOptions.from_keywords(
-            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
-            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
-            group_by_document=group_by_document)
+            collection=collection,
+            task=task,
+            instruction=instruction,
+            examples=examples,
+            filter=filter,
+            score_threshold=score_threshold,
+            mode=mode,
+            fusion=fusion,
+            with_vectors=with_vectors,
+            group_by_document=group_by_document,
+        )
     return _search_many(queries, top_k, connection, chosen, options, client)
 
 
@@ -247,14 +273,23 @@ async def asearch(
     embedding in a worker thread, so the event loop stays free. ``client`` is an open
     ``AsyncQdrantClient`` to use (left open). A backend without an async client (Qdrant Edge) is
     searched whole in a worker thread. Takes :func:`search`'s options."""
-    connection = ConnectionOptions.from_keywords(qdrant_url=qdrant_url, path=path, api_key=api_key,
-                                                 prefer_grpc=prefer_grpc, store=store, qdrant=qdrant)
+    connection = ConnectionOptions.from_keywords(
+        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
+    )
     chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
     if options is None:
         options = SearchOptions.from_keywords(
-            collection=collection, task=task, instruction=instruction, examples=examples, filter=filter,
-            score_threshold=score_threshold, mode=mode, fusion=fusion, with_vectors=with_vectors,
-            group_by_document=group_by_document)
+            collection=collection,
+            task=task,
+            instruction=instruction,
+            examples=examples,
+            filter=filter,
+            score_threshold=score_threshold,
+            mode=mode,
+            fusion=fusion,
+            with_vectors=with_vectors,
+            group_by_document=group_by_document,
+        )
     require_rag("c2v_rag.asearch")
     _check_query(query)
     call = _SearchCall.check([query], top_k, options, chosen)
@@ -270,8 +305,14 @@ async def asearch(
             await qdrant_client.close()
 
 
-def _search_many(queries: Sequence[str], top_k: int, connection: ConnectionOptions, model: ModelOptions,
-                 options: SearchOptions, client: QdrantClient | None) -> list[list[SearchHit]]:
+def _search_many(
+    queries: Sequence[str],
+    top_k: int,
+    connection: ConnectionOptions,
+    model: ModelOptions,
+    options: SearchOptions,
+    client: QdrantClient | None,
+) -> list[list[SearchHit]]:
     require_rag("c2v_rag.search")
     call = _SearchCall.check(queries, top_k, options, model)
     if not call.queries:
@@ -288,17 +329,17 @@ class _SearchCall:
     top_k: int
     options: SearchOptions
     model: ModelOptions
-    query_filter: "models.Filter | None"
+    query_filter: models.Filter | None
 
     @classmethod
-    def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> "_SearchCall":
+    def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> _SearchCall:
         """The checks that need no store and no model, so a bad argument fails before either opens."""
         queries = _check_queries(queries, top_k)
         query_filter = to_qdrant_filter(options.filter)  # a bad filter fails before any model loads
         check_fusion(options.fusion)
         return cls(queries, top_k, options, model, query_filter)
 
-    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> "tuple[_Plan, list[models.QueryRequest]]":
+    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, list[models.QueryRequest]]:
         """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
         queries: blocking, as it loads the model and embeds."""
         plan = _Plan.build(info, concrete, target, self.options, self.model)
@@ -318,8 +359,7 @@ def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | 
             qdrant_client.close()
 
 
-async def _search_async(call: _SearchCall, target: QdrantConfig,
-                        client: AsyncQdrantClient) -> list[list[SearchHit]]:
+async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQdrantClient) -> list[list[SearchHit]]:
     check_collection_name(call.options.collection)
     concrete = await aresolve_alias(client, call.options.collection)
     if not await client.collection_exists(concrete):
@@ -330,8 +370,13 @@ async def _search_async(call: _SearchCall, target: QdrantConfig,
     return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
 
 
-def _read(client: StoreClient, concrete: str, layout: CollectionVectors, requests: list[models.QueryRequest],
-          group_by_document: bool) -> list[list[SearchHit]]:
+def _read(
+    client: StoreClient,
+    concrete: str,
+    layout: CollectionVectors,
+    requests: list[models.QueryRequest],
+    group_by_document: bool,
+) -> list[list[SearchHit]]:
     """The hits of ``requests`` on ``concrete``: one Qdrant batch, or with ``group_by_document``
     one grouped query each."""
     if group_by_document:
@@ -352,8 +397,14 @@ def nearest_chunks(
     options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
     layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
-    request = query_request(layout, "dense", top_k, dense=vector, filter=to_qdrant_filter(options.filter),
-                            score_threshold=options.score_threshold)
+    request = query_request(
+        layout,
+        "dense",
+        top_k,
+        dense=vector,
+        filter=to_qdrant_filter(options.filter),
+        score_threshold=options.score_threshold,
+    )
     return _read(client, concrete, layout, [request], options.group_by_document)[0]
 
 
@@ -368,8 +419,9 @@ class _Plan:
     fusion: str = "rrf"
 
     @classmethod
-    def build(cls, info: Any, concrete: str, target: QdrantConfig, options: SearchOptions,
-              model: ModelOptions) -> "_Plan":
+    def build(
+        cls, info: Any, concrete: str, target: QdrantConfig, options: SearchOptions, model: ModelOptions
+    ) -> _Plan:
         collection = options.collection  # the name asked for, an alias or ``concrete`` itself, for messages
         stored = fingerprint_of(info)
         layout = CollectionVectors.from_fingerprint(stored, target)
@@ -388,19 +440,36 @@ class _Plan:
                 )
             # A model other than the one that filled the collection gives incomparable vectors.
             check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
-            embedder = Embedder(c2v, task=options.task, query_instruction=options.instruction,
-                                query_examples=options.examples, normalize=True, truncate_dim=truncate_dim)
+            embedder = Embedder(
+                c2v,
+                task=options.task,
+                query_instruction=options.instruction,
+                query_examples=options.examples,
+                normalize=True,
+                truncate_dim=truncate_dim,
+            )
         sparse = BM25Encoder(layout.bm25) if options.mode != "dense" else None
         return cls(layout, options.mode, embedder, sparse, options.fusion)
 
-    def requests(self, queries: list[str], top_k: int, query_filter: "models.Filter | None",
-                 options: SearchOptions) -> "list[models.QueryRequest]":
+    def requests(
+        self, queries: list[str], top_k: int, query_filter: models.Filter | None, options: SearchOptions
+    ) -> list[models.QueryRequest]:
         dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
         sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
-        return [query_request(self.layout, self.mode, top_k, dense=d, sparse=s, filter=query_filter,
-                              score_threshold=options.score_threshold, with_vectors=options.with_vectors,
-                              fusion=self.fusion)
-                for d, s in zip(dense, sparse)]
+        return [
+            query_request(
+                self.layout,
+                self.mode,
+                top_k,
+                dense=d,
+                sparse=s,
+                filter=query_filter,
+                score_threshold=options.score_threshold,
+                with_vectors=options.with_vectors,
+                fusion=self.fusion,
+            )
+            for d, s in zip(dense, sparse)
+        ]
 
 
 def _hits(response: Any, layout: CollectionVectors) -> list[SearchHit]:
@@ -411,16 +480,24 @@ def _group_hits(response: Any, layout: CollectionVectors) -> list[SearchHit]:
     return [SearchHit.from_point(group.hits[0], layout.dense) for group in response.groups if group.hits]
 
 
-def grouped(request: "models.QueryRequest") -> dict[str, Any]:
+def grouped(request: models.QueryRequest) -> dict[str, Any]:
     """``query_points_groups`` arguments for ``request``: its ``limit`` best documents, one chunk each.
 
     Qdrant groups server-side (or in embedded Qdrant) by the payload's ``doc_id``, after the
     filter and, in hybrid mode, after fusion, so a document's rank is its best chunk's.
     """
-    return {"group_by": DOC_ID_KEY, "group_size": 1, "query": request.query, "using": request.using,
-            "prefetch": request.prefetch, "query_filter": request.filter, "limit": request.limit,
-            "with_payload": request.with_payload, "with_vectors": request.with_vector,
-            "score_threshold": request.score_threshold}
+    return {
+        "group_by": DOC_ID_KEY,
+        "group_size": 1,
+        "query": request.query,
+        "using": request.using,
+        "prefetch": request.prefetch,
+        "query_filter": request.filter,
+        "limit": request.limit,
+        "with_payload": request.with_payload,
+        "with_vectors": request.with_vector,
+        "score_threshold": request.score_threshold,
+    }
 
 
 def _check_query(query: Any) -> None:
@@ -430,8 +507,9 @@ def _check_query(query: Any) -> None:
 
 def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     if isinstance(queries, str) or not isinstance(queries, Sequence):
-        raise TypeError(f"queries must be a list of strings, got {type(queries).__name__}; "
-                        "use search() for a single query")
+        raise TypeError(
+            f"queries must be a list of strings, got {type(queries).__name__}; use search() for a single query"
+        )
     for i, q in enumerate(queries):
         if not isinstance(q, str) or not q.strip():
             raise ValueError(f"queries[{i}] must be a non-empty string, got {q!r}")
@@ -440,9 +518,11 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return list(queries)
 
 
-def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> "Causal2Vec":
+def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:
     # The model and quantization that filled the collection, unless others are named: its query
     # vectors, embedded as its documents were (int8 or float), are the only comparable ones.
     recorded = (stored or {}).get("model")
-    return model.load(default_model=recorded if isinstance(recorded, str) else None,
-                      default_quantize=(stored or {}).get("quantize", "none"))
+    return model.load(
+        default_model=recorded if isinstance(recorded, str) else None,
+        default_quantize=(stored or {}).get("quantize", "none"),
+    )

@@ -22,23 +22,23 @@ def _lookup(aliases, name: str) -> str:
     return name
 
 
-def resolve_alias(client: "StoreClient", name: str) -> str:
+def resolve_alias(client: StoreClient, name: str) -> str:
     """The collection ``name`` points to when it is an alias, else ``name`` itself."""
     return _lookup(client.get_aliases(), name)
 
 
-async def aresolve_alias(client: "AsyncQdrantClient", name: str) -> str:
+async def aresolve_alias(client: AsyncQdrantClient, name: str) -> str:
     """:func:`resolve_alias` for an ``AsyncQdrantClient``."""
     return _lookup(await client.get_aliases(), name)
 
 
-def alias_target(client: "StoreClient", name: str) -> str | None:
+def alias_target(client: StoreClient, name: str) -> str | None:
     """The collection alias ``name`` points to, or None when ``name`` is no alias."""
     target = resolve_alias(client, name)
     return None if target == name else target
 
 
-def switch_alias(client: "StoreClient", alias: str, collection: str) -> None:
+def switch_alias(client: StoreClient, alias: str, collection: str) -> None:
     """Point ``alias`` at ``collection`` in one request: Qdrant applies the delete and the create
     together, so a reader sees the old collection or the new one, never neither."""
     from qdrant_client.http import models
@@ -46,24 +46,25 @@ def switch_alias(client: "StoreClient", alias: str, collection: str) -> None:
     operations: list = []
     if alias_target(client, alias) is not None:
         operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
-    operations.append(models.CreateAliasOperation(
-        create_alias=models.CreateAlias(collection_name=collection, alias_name=alias)))
+    operations.append(
+        models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection, alias_name=alias))
+    )
     client.update_collection_aliases(change_aliases_operations=operations)
 
 
-def _versions(client: "StoreClient", alias: str) -> list[int]:
+def _versions(client: StoreClient, alias: str) -> list[int]:
     import re
 
     pattern = re.compile(rf"^{re.escape(alias)}_v(\d+)$")
     return [int(m.group(1)) for c in client.get_collections().collections if (m := pattern.match(c.name))]
 
 
-def next_version(client: "StoreClient", alias: str) -> str:
+def next_version(client: StoreClient, alias: str) -> str:
     """``{alias}_v{n}``, one past the highest version that exists (``_v1`` for the first)."""
     return f"{alias}_v{max(_versions(client, alias), default=0) + 1}"
 
 
-def versioned_target(client: "StoreClient", name: str) -> tuple[str, str | None]:
+def versioned_target(client: StoreClient, name: str) -> tuple[str, str | None]:
     """Where a ``versioned=True`` ingest writes: the alias' collection when ``name`` is an alias
     (and no alias to create), else ``{name}_v1`` and the alias to point at it once written. A
     versioned ingest that stopped before publishing left ``{name}_vN`` unaliased: a re-run resumes it."""

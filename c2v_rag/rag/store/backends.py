@@ -23,16 +23,31 @@ from c2v_rag.rag.store.server_backend import ServerBackend
 from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient, check_collection_name, wrong_store
 
 # Kept importable from here, where they were defined before a backend got a class of its own.
-__all__ = ["STORE_BACKENDS", "StoreKind", "DEFAULT_STORE", "SERVER", "backend_named", "backend_for",
-           "embedded_stores", "store_kind", "check_store_kind", "check_store_name", "StoreBackend", "StoreClient",
-           "check_collection_name"]
+__all__ = [
+    "STORE_BACKENDS",
+    "StoreKind",
+    "DEFAULT_STORE",
+    "SERVER",
+    "backend_named",
+    "backend_for",
+    "embedded_stores",
+    "store_kind",
+    "check_store_kind",
+    "check_store_name",
+    "StoreBackend",
+    "StoreClient",
+    "check_collection_name",
+]
 
 # name -> backend. The order is the order in which store_kind asks the embedded ones about a directory.
-STORE_BACKENDS: dict[str, StoreBackend] = {backend.name: backend for backend in (
-    ServerBackend(),
-    LocalModeBackend(),
-    EdgeBackend(),
-)}
+STORE_BACKENDS: dict[str, StoreBackend] = {
+    backend.name: backend
+    for backend in (
+        ServerBackend(),
+        LocalModeBackend(),
+        EdgeBackend(),
+    )
+}
 # The backend of a qdrant_url=, and the embedded one for a new directory when store= is not given.
 SERVER = "server"
 DEFAULT_STORE = "local"
@@ -46,8 +61,10 @@ def embedded_stores() -> tuple[str, ...]:
 def check_store_name(store: str) -> str:
     """``store``, or a ValueError when it names no embedded backend (a server is picked by ``qdrant_url=``)."""
     if store not in embedded_stores():
-        raise ValueError(f"store={store!r} is not an embedded engine; use one of {', '.join(embedded_stores())} "
-                         "(or qdrant_url= for a server)")
+        raise ValueError(
+            f"store={store!r} is not an embedded engine; use one of {', '.join(embedded_stores())} "
+            "(or qdrant_url= for a server)"
+        )
     return store
 
 

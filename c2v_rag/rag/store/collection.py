@@ -24,8 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
-from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionVectors
-from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
 from c2v_rag.rag.store.backends import (
     DEFAULT_STORE,
     StoreKind,
@@ -36,8 +34,10 @@ from c2v_rag.rag.store.backends import (
     check_store_name,
     store_kind,
 )
+from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
 from c2v_rag.rag.store.server_backend import API_KEY_ENV  # noqa: F401 (kept importable from here)
 from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient
+from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
@@ -52,8 +52,18 @@ LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 # The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
 FINGERPRINT_METADATA_KEY = "c2v_rag"
 # What makes two models' vectors comparable; a collection records it when created.
-_FINGERPRINT_FIELDS = ("decoder", "encoder", "representation", "num_contextual_tokens", "embedding_dim",
-                       "normalize_parts", "encoder_share", "weights", "truncate_dim", "quantize")
+_FINGERPRINT_FIELDS = (
+    "decoder",
+    "encoder",
+    "representation",
+    "num_contextual_tokens",
+    "embedding_dim",
+    "normalize_parts",
+    "encoder_share",
+    "weights",
+    "truncate_dim",
+    "quantize",
+)
 # Fields whose absence from an older collection has a known meaning: those were all written in float.
 _FINGERPRINT_DEFAULTS = {"quantize": "none"}
 
@@ -84,10 +94,15 @@ class QdrantConfig(BaseModel):
     url: str | None = Field(default=None, description="Qdrant server URL, e.g. https://host:6333")
     path: Path | None = Field(default=None, description="embedded Qdrant directory (no URL)")
     store: StoreKind | None = Field(
-        default=None, description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
-                                  "Edge); None detects an existing directory's and makes new ones 'local'")
-    hnsw_m: int | None = Field(default=None, ge=4, description="HNSW edges per node of a new collection "
-                                                              "(Edge and servers; None: the backend's default)")
+        default=None,
+        description="the embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant "
+        "Edge); None detects an existing directory's and makes new ones 'local'",
+    )
+    hnsw_m: int | None = Field(
+        default=None,
+        ge=4,
+        description="HNSW edges per node of a new collection (Edge and servers; None: the backend's default)",
+    )
     hnsw_ef_construct: int | None = Field(default=None, ge=4, description="HNSW build depth of a new collection")
     hnsw_ef: int | None = Field(default=None, ge=1, description="HNSW search depth (Edge; recorded per collection)")
     api_key: SecretStr | None = None
@@ -96,10 +111,16 @@ class QdrantConfig(BaseModel):
     grpc_port: int = Field(default=6334, ge=1, le=65535)
     timeout: int = Field(default=60, ge=1, description="seconds per request")
 
-    vector_name: str = Field(default="", description="'' is the unnamed vector both frameworks open by default; "
-                                                     "a hybrid collection names it 'text-dense' unless set")
-    sparse_vector_name: str = Field(default=DEFAULT_SPARSE_NAME, min_length=1,
-                                    description="the sparse vector of a hybrid collection (LlamaIndex's default)")
+    vector_name: str = Field(
+        default="",
+        description="'' is the unnamed vector both frameworks open by default; "
+        "a hybrid collection names it 'text-dense' unless set",
+    )
+    sparse_vector_name: str = Field(
+        default=DEFAULT_SPARSE_NAME,
+        min_length=1,
+        description="the sparse vector of a hybrid collection (LlamaIndex's default)",
+    )
     distance: Literal["cosine", "dot", "euclid"] = "cosine"
     datatype: Literal["float32", "float16"] = "float32"
     quantization: Literal["int8", "binary"] | None = None
@@ -118,24 +139,25 @@ class QdrantConfig(BaseModel):
         return url
 
     @model_validator(mode="after")
-    def _check_target(self) -> "QdrantConfig":
+    def _check_target(self) -> QdrantConfig:
         if self.url is not None and self.path is not None:
             raise ValueError("pass either qdrant_url (a server) or path (embedded Qdrant), not both")
         if self.url is not None and self.store is not None:
-            raise ValueError(f"store={self.store!r} picks an embedded engine, but qdrant_url names a server; "
-                             "pass one or the other")
+            raise ValueError(
+                f"store={self.store!r} picks an embedded engine, but qdrant_url names a server; pass one or the other"
+            )
         return self
 
     @classmethod
     def resolve(
         cls,
-        qdrant: "QdrantConfig | None" = None,
+        qdrant: QdrantConfig | None = None,
         url: str | None = None,
         path: str | Path | None = None,
         api_key: str | None = None,
         prefer_grpc: bool | None = None,
         store: str | None = None,
-    ) -> "QdrantConfig":
+    ) -> QdrantConfig:
         """``qdrant`` with the given arguments laid over it, and the default local path filled in.
 
         ``store`` (``"local"``, ``"edge"``: a registered embedded engine) picks the embedded engine; a
@@ -198,18 +220,19 @@ class QdrantConfig(BaseModel):
             check_store_kind(backend.directory(self), backend.name)
         ignored = backend.ignored_options(self)
         if ignored:
-            logger.warning("%s ignores the server options %s", backend.title[:1].upper() + backend.title[1:],
-                           ", ".join(ignored))
+            logger.warning(
+                "%s ignores the server options %s", backend.title[:1].upper() + backend.title[1:], ", ".join(ignored)
+            )
         return backend.connect(self)
 
-    def connect_async(self) -> "AsyncQdrantClient | None":
+    def connect_async(self) -> AsyncQdrantClient | None:
         """An ``AsyncQdrantClient`` on the store, or None for a backend without one (Edge), whose
         searches run in a worker thread instead."""
         backend = self.backend
         backend.require(self.location)
         return backend.connect_async(self)
 
-    def vector_params(self, dim: int) -> "models.VectorParams":
+    def vector_params(self, dim: int) -> models.VectorParams:
         from qdrant_client.http import models
 
         return models.VectorParams(
@@ -219,18 +242,22 @@ class QdrantConfig(BaseModel):
             datatype=models.Datatype.FLOAT16 if self.datatype == "float16" else None,
         )
 
-    def quantization_config(self) -> "models.ScalarQuantization | models.BinaryQuantization | None":
+    def quantization_config(self) -> models.ScalarQuantization | models.BinaryQuantization | None:
         from qdrant_client.http import models
 
         if self.quantization == "int8":
-            return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
-                type=models.ScalarType.INT8, quantile=0.99, always_ram=self.quantization_always_ram))
+            return models.ScalarQuantization(
+                scalar=models.ScalarQuantizationConfig(
+                    type=models.ScalarType.INT8, quantile=0.99, always_ram=self.quantization_always_ram
+                )
+            )
         if self.quantization == "binary":
-            return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(
-                always_ram=self.quantization_always_ram))
+            return models.BinaryQuantization(
+                binary=models.BinaryQuantizationConfig(always_ram=self.quantization_always_ram)
+            )
         return None
 
-    def create_collection_kwargs(self, dim: int, layout: "CollectionVectors | None" = None) -> dict[str, Any]:
+    def create_collection_kwargs(self, dim: int, layout: CollectionVectors | None = None) -> dict[str, Any]:
         """Arguments for ``create_collection`` (minus the name and metadata); ``layout`` names the
         vectors and adds the sparse one (default: one dense vector named ``vector_name``)."""
         from qdrant_client.http import models
@@ -245,26 +272,35 @@ class QdrantConfig(BaseModel):
             "replication_factor": self.replication_factor,
             "write_consistency_factor": self.write_consistency_factor,
             "on_disk_payload": self.on_disk_payload,
-            "hnsw_config": (models.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct)
-                            if self.hnsw_m or self.hnsw_ef_construct else None),
+            "hnsw_config": (
+                models.HnswConfigDiff(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct)
+                if self.hnsw_m or self.hnsw_ef_construct
+                else None
+            ),
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def qdrant_distance(name: str) -> "models.Distance":
+def qdrant_distance(name: str) -> models.Distance:
     from qdrant_client.http import models
 
     return {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT, "euclid": models.Distance.EUCLID}[name]
 
 
-def model_fingerprint(model: "Causal2Vec", reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
+def model_fingerprint(model: Causal2Vec, reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
-    return config_fingerprint(model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim,
-                              quantize=model.quantization)
+    return config_fingerprint(
+        model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim, quantize=model.quantization
+    )
 
 
-def config_fingerprint(config: Any, reference: str | None, weights: str | None = None,
-                       truncate_dim: int | None = None, quantize: str = "none") -> dict[str, Any]:
+def config_fingerprint(
+    config: Any,
+    reference: str | None,
+    weights: str | None = None,
+    truncate_dim: int | None = None,
+    quantize: str = "none",
+) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
@@ -316,19 +352,30 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
     # float and int8 vectors of one model search each other alike (measured): that difference is no mismatch
     kinds = {stored["quantize"], fingerprint.get("quantize")}
     mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
-    differ = [f for f in _FINGERPRINT_FIELDS if f in stored and stored[f] != fingerprint.get(f)
-              and not (f == "quantize" and mixed)]
+    differ = [
+        f
+        for f in _FINGERPRINT_FIELDS
+        if f in stored and stored[f] != fingerprint.get(f) and not (f == "quantize" and mixed)
+    ]
     if mixed and (location, name) not in _MIXED_NOTED:
         _MIXED_NOTED.add((location, name))  # once per collection
-        logger.info("collection %r at %s holds quantize=%r vectors; these are quantize=%r: the two kinds of "
-                    "one model search each other alike (measured), so they are used together", name, location,
-                    stored["quantize"], fingerprint.get("quantize"))
+        logger.info(
+            "collection %r at %s holds quantize=%r vectors; these are quantize=%r: the two kinds of "
+            "one model search each other alike (measured), so they are used together",
+            name,
+            location,
+            stored["quantize"],
+            fingerprint.get("quantize"),
+        )
     if "weights" not in stored and fingerprint.get("weights") and (location, name) not in _UNVERIFIED_WARNED:
         _UNVERIFIED_WARNED.add((location, name))  # once per collection, not on every search
         logger.warning(
             "collection %r at %s predates weight fingerprints: c2v_rag cannot tell whether these weights "
             "(%s) built it. If it was built with an earlier release of this model, re-ingest it.",
-            name, location, fingerprint["weights"])
+            name,
+            location,
+            fingerprint["weights"],
+        )
     if differ:
         raise CollectionMismatchError(
             f"collection {name!r} at {location} was built with another model "
@@ -336,13 +383,16 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
             "models cannot be compared: use another collection, or the model that built it"
             + (f" (quantize={stored['quantize']!r})." if "quantize" in differ else ".")
-            + (" Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were far "
-               "from the float ones): re-ingest the collection." if "quantize" in differ
-               and stored.get("quantize") == LEGACY_INT8 else "")
+            + (
+                " Its quantize='int8' is torch's dynamic int8, which c2v_rag no longer applies (its vectors were far "
+                "from the float ones): re-ingest the collection."
+                if "quantize" in differ and stored.get("quantize") == LEGACY_INT8
+                else ""
+            )
         )
 
 
-def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.VectorParams":
+def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> models.VectorParams:
     """The collection's params for ``config.vector_name``, or a clear error."""
     vectors = info.config.params.vectors
     if isinstance(vectors, dict):
@@ -360,13 +410,19 @@ def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> "models.
     return vectors
 
 
-def check_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
-                     layout: "CollectionVectors | None" = None) -> None:
+def check_collection(
+    client: StoreClient,
+    name: str,
+    config: QdrantConfig,
+    fingerprint: dict[str, Any],
+    layout: CollectionVectors | None = None,
+) -> None:
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
     the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
     if layout is not None:
-        stored = CollectionVectors.from_fingerprint(collection_fingerprint(client, name),
-                                                   config.model_copy(update={"vector_name": ""}))
+        stored = CollectionVectors.from_fingerprint(
+            collection_fingerprint(client, name), config.model_copy(update={"vector_name": ""})
+        )
         layout.check_against(stored, name, config.location)
         config = config.model_copy(update={"vector_name": layout.dense})
     else:
@@ -378,10 +434,13 @@ def check_collection(client: StoreClient, name: str, config: QdrantConfig, finge
     dim = fingerprint["embedding_dim"]
     if params.size != dim:
         stored_size = (collection_fingerprint(client, name) or {}).get("truncate_dim")
-        hint = (f"It was built with truncate_dim={stored_size} and this run asks for "
-                f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size} "
-                f"(--truncate-dim {stored_size}), use another collection (collection=...)"
-                if stored_size or fingerprint.get("truncate_dim") else "Use another collection (collection=...)")
+        hint = (
+            f"It was built with truncate_dim={stored_size} and this run asks for "
+            f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size} "
+            f"(--truncate-dim {stored_size}), use another collection (collection=...)"
+            if stored_size or fingerprint.get("truncate_dim")
+            else "Use another collection (collection=...)"
+        )
         raise CollectionMismatchError(
             f"collection {name!r} at {config.location} stores {params.size}-dimensional vectors, but the "
             f"model makes {dim}-dimensional ones. {hint} or the model that built it."
@@ -395,9 +454,14 @@ def check_collection(client: StoreClient, name: str, config: QdrantConfig, finge
     check_model(collection_fingerprint(client, name), fingerprint, name, config.location)
 
 
-def ensure_collection(client: StoreClient, name: str, config: QdrantConfig, fingerprint: dict[str, Any],
-                      layout: "CollectionVectors | None" = None,
-                      payload_indexes: "dict[str, str] | None" = None) -> bool:
+def ensure_collection(
+    client: StoreClient,
+    name: str,
+    config: QdrantConfig,
+    fingerprint: dict[str, Any],
+    layout: CollectionVectors | None = None,
+    payload_indexes: dict[str, str] | None = None,
+) -> bool:
     """Create ``name`` for these vectors, or check the existing one; True when created.
 
     ``layout`` (recorded in the collection) names the vectors and adds a sparse one;
@@ -424,8 +488,13 @@ def ensure_collection(client: StoreClient, name: str, config: QdrantConfig, fing
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
         client.create_payload_index(name, DOC_ID_KEY, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
     _create_payload_indexes(client, name, payload_indexes or {})
-    logger.info("Created collection %r at %s (%d dims, %s)", name, config.location,
-                fingerprint["embedding_dim"], config.distance)
+    logger.info(
+        "Created collection %r at %s (%d dims, %s)",
+        name,
+        config.location,
+        fingerprint["embedding_dim"],
+        config.distance,
+    )
     return True
 
 
@@ -449,7 +518,7 @@ def collection_not_found(name: str, config: QdrantConfig) -> CollectionNotFoundE
 PAYLOAD_INDEX_TYPES = ("keyword", "integer", "float", "bool", "datetime", "text", "uuid")
 
 
-def check_payload_indexes(indexes: "dict[str, str] | None") -> dict[str, str]:
+def check_payload_indexes(indexes: dict[str, str] | None) -> dict[str, str]:
     """``{metadata key: index type}``, checked; a clear error names a wrong type and the allowed ones."""
     if not indexes:
         return {}
@@ -459,12 +528,13 @@ def check_payload_indexes(indexes: "dict[str, str] | None") -> dict[str, str]:
         if not isinstance(key, str) or not key:
             raise TypeError(f"payload_indexes keys must be metadata key strings, got {key!r}")
         if kind not in PAYLOAD_INDEX_TYPES:
-            raise ValueError(f"payload_indexes[{key!r}]={kind!r} is not an index type; use one of "
-                             f"{', '.join(PAYLOAD_INDEX_TYPES)}")
+            raise ValueError(
+                f"payload_indexes[{key!r}]={kind!r} is not an index type; use one of {', '.join(PAYLOAD_INDEX_TYPES)}"
+            )
     return dict(indexes)
 
 
-def payload_index_fields(indexes: dict[str, str]) -> dict[str, "models.PayloadSchemaType"]:
+def payload_index_fields(indexes: dict[str, str]) -> dict[str, models.PayloadSchemaType]:
     """Payload paths (metadata keys live under ``metadata.``) and their Qdrant schema types."""
     from qdrant_client.http import models
 

@@ -23,8 +23,10 @@ class EdgeBackend(StoreBackend):
     default_directory: ClassVar[str] = "qdrant-edge"
     # qdrant-client too: requests and results are its models; portalocker holds the store's lock.
     requires: ClassVar[tuple[Requirement, ...]] = (
-        QDRANT_CLIENT, Requirement("qdrant_edge", "qdrant-edge-py", "edge"),
-        Requirement("portalocker", "portalocker", "edge"))
+        QDRANT_CLIENT,
+        Requirement("qdrant_edge", "qdrant-edge-py", "edge"),
+        Requirement("portalocker", "portalocker", "edge"),
+    )
     # One shard in one process.
     ignores: ClassVar[tuple[str, ...]] = ("shard_number", "replication_factor", "write_consistency_factor")
 
@@ -34,5 +36,9 @@ class EdgeBackend(StoreBackend):
     def connect(self, settings: StoreSettings) -> StoreClient:
         from c2v_rag.rag.store.edge_client import EdgeClient
 
-        return EdgeClient(self.directory(settings), hnsw_m=settings.hnsw_m, hnsw_ef_construct=settings.hnsw_ef_construct,
-                          hnsw_ef=settings.hnsw_ef)
+        return EdgeClient(
+            self.directory(settings),
+            hnsw_m=settings.hnsw_m,
+            hnsw_ef_construct=settings.hnsw_ef_construct,
+            hnsw_ef=settings.hnsw_ef,
+        )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.rag.store.edge_directory import FORMAT, EdgeCollection, EdgeStore, require_edge
 from c2v_rag.rag.store.edge_translation import (
     as_list,
     client_id,
@@ -39,14 +40,22 @@ from c2v_rag.rag.store.edge_translation import (
     select_payload,
     to_edge_filter,
 )
-from c2v_rag.rag.store.edge_directory import FORMAT, EdgeCollection, EdgeStore, require_edge
 from c2v_rag.rag.store.store_backend import check_collection_name
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
 
-__all__ = ["EdgeClient", "EdgeCollectionInfo", "auto_search_ef", "HNSW_M", "HNSW_EF_CONSTRUCT", "HNSW_EF", "AUTO_EF_FROM",
-           "AUTO_EF_AT_1M", "AUTO_EF_MAX"]
+__all__ = [
+    "EdgeClient",
+    "EdgeCollectionInfo",
+    "auto_search_ef",
+    "HNSW_M",
+    "HNSW_EF_CONSTRUCT",
+    "HNSW_EF",
+    "AUTO_EF_FROM",
+    "AUTO_EF_AT_1M",
+    "AUTO_EF_MAX",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +100,22 @@ class EdgeClient:
     the one recorded for the collection, else :func:`auto_search_ef` of its size.
     """
 
-    def __init__(self, path: str | Path, *, hnsw_m: int | None = None, hnsw_ef_construct: int | None = None,
-                 hnsw_ef: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        hnsw_m: int | None = None,
+        hnsw_ef_construct: int | None = None,
+        hnsw_ef: int | None = None,
+    ) -> None:
         require_edge("store='edge'")
         self._store = EdgeStore(path)
         self.path = self._store.path
-        self.hnsw = {"m": hnsw_m or HNSW_M, "ef_construct": hnsw_ef_construct or HNSW_EF_CONSTRUCT,
-                     "search_ef": hnsw_ef}
+        self.hnsw = {
+            "m": hnsw_m or HNSW_M,
+            "ef_construct": hnsw_ef_construct or HNSW_EF_CONSTRUCT,
+            "search_ef": hnsw_ef,
+        }
         self._hnsw_ef = hnsw_ef
 
     # ------------------------------------------------------------------ collections
@@ -105,38 +123,62 @@ class EdgeClient:
     def collection_exists(self, collection_name: str) -> bool:
         return self._store.exists(collection_name)
 
-    def get_collections(self) -> "models.CollectionsResponse":
+    def get_collections(self) -> models.CollectionsResponse:
         from qdrant_client.http import models
 
-        return models.CollectionsResponse(collections=[models.CollectionDescription(name=n)
-                                                       for n in self._store.names()])
+        return models.CollectionsResponse(
+            collections=[models.CollectionDescription(name=n) for n in self._store.names()]
+        )
 
-    def get_collection(self, collection_name: str) -> "EdgeCollectionInfo":
+    def get_collection(self, collection_name: str) -> EdgeCollectionInfo:
         from qdrant_client.http import models
 
         col = self._store.collection(collection_name)
         spec = col.spec
         distances = {d.value.lower(): d for d in models.Distance}
-        dense = {name: models.VectorParams(size=p["size"], distance=distances[p["distance"]],
-                                           datatype=models.Datatype(p["datatype"]) if p.get("datatype") else None,
-                                           on_disk=p.get("on_disk"))
-                 for name, p in spec["vectors"].items()}
-        sparse = {name: models.SparseVectorParams(modifier=models.Modifier.IDF if p.get("idf") else None)
-                  for name, p in (spec.get("sparse_vectors") or {}).items()}
+        dense = {
+            name: models.VectorParams(
+                size=p["size"],
+                distance=distances[p["distance"]],
+                datatype=models.Datatype(p["datatype"]) if p.get("datatype") else None,
+                on_disk=p.get("on_disk"),
+            )
+            for name, p in spec["vectors"].items()
+        }
+        sparse = {
+            name: models.SparseVectorParams(modifier=models.Modifier.IDF if p.get("idf") else None)
+            for name, p in (spec.get("sparse_vectors") or {}).items()
+        }
         vectors: Any = dense[""] if list(dense) == [""] else dense
         info = col.shard.info()
-        schema = {key: models.PayloadIndexInfo(data_type=models.PayloadSchemaType(kind), points=0)
-                  for key, kind in col.payload_indexes.items()}
+        schema = {
+            key: models.PayloadIndexInfo(data_type=models.PayloadSchemaType(kind), points=0)
+            for key, kind in col.payload_indexes.items()
+        }
         return EdgeCollectionInfo(
-            config=EdgeCollectionConfig(params=EdgeCollectionParams(vectors=vectors, sparse_vectors=sparse or None),
-                                        metadata=spec.get("metadata"), hnsw=dict(spec["hnsw"])),
-            points_count=info.points_count, segments_count=info.segments_count,
-            indexed_vectors_count=info.indexed_vectors_count, payload_schema=schema)
+            config=EdgeCollectionConfig(
+                params=EdgeCollectionParams(vectors=vectors, sparse_vectors=sparse or None),
+                metadata=spec.get("metadata"),
+                hnsw=dict(spec["hnsw"]),
+            ),
+            points_count=info.points_count,
+            segments_count=info.segments_count,
+            indexed_vectors_count=info.indexed_vectors_count,
+            payload_schema=schema,
+        )
 
-    def create_collection(self, collection_name: str, vectors_config: Any = None, *,
-                          sparse_vectors_config: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
-                          quantization_config: Any = None, on_disk_payload: bool | None = None,
-                          hnsw_config: Any = None, **ignored: Any) -> bool:
+    def create_collection(
+        self,
+        collection_name: str,
+        vectors_config: Any = None,
+        *,
+        sparse_vectors_config: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        quantization_config: Any = None,
+        on_disk_payload: bool | None = None,
+        hnsw_config: Any = None,
+        **ignored: Any,
+    ) -> bool:
         """Create a collection from qdrant-client's ``VectorParams`` (one or a dict of named ones),
         ``SparseVectorParams`` and quantization models. Sharding and replication options mean
         nothing in one process and are ignored, as in local mode."""
@@ -147,15 +189,25 @@ class EdgeClient:
         named = vectors_config if isinstance(vectors_config, dict) else {"": vectors_config}
         hnsw = dict(self.hnsw)
         if hnsw_config is not None:  # a models.HnswConfigDiff
-            hnsw.update({k: v for k, v in (("m", hnsw_config.m), ("ef_construct", hnsw_config.ef_construct))
-                         if v is not None})
+            hnsw.update(
+                {k: v for k, v in (("m", hnsw_config.m), ("ef_construct", hnsw_config.ef_construct)) if v is not None}
+            )
         spec = {
             "format": FORMAT,
-            "vectors": {name: {"size": p.size, "distance": enum_value(p.distance),
-                               "datatype": enum_value(p.datatype) if p.datatype else None, "on_disk": p.on_disk}
-                        for name, p in named.items() if p is not None},
-            "sparse_vectors": {name: {"idf": p.modifier is not None and enum_value(p.modifier) == "idf"}
-                               for name, p in (sparse_vectors_config or {}).items()},
+            "vectors": {
+                name: {
+                    "size": p.size,
+                    "distance": enum_value(p.distance),
+                    "datatype": enum_value(p.datatype) if p.datatype else None,
+                    "on_disk": p.on_disk,
+                }
+                for name, p in named.items()
+                if p is not None
+            },
+            "sparse_vectors": {
+                name: {"idf": p.modifier is not None and enum_value(p.modifier) == "idf"}
+                for name, p in (sparse_vectors_config or {}).items()
+            },
             "quantization": quantization_record(quantization_config),
             "on_disk_payload": on_disk_payload,
             "hnsw": hnsw,
@@ -168,8 +220,7 @@ class EdgeClient:
     def delete_collection(self, collection_name: str, **_: Any) -> bool:
         return self._store.delete(collection_name)
 
-    def create_payload_index(self, collection_name: str, field_name: str, field_schema: Any = None,
-                             **_: Any) -> None:
+    def create_payload_index(self, collection_name: str, field_name: str, field_schema: Any = None, **_: Any) -> None:
         """A real payload index (Edge has them, unlike local mode), recorded for ``payload_schema``."""
         edge = require_edge("store='edge'")
         col = self._store.collection(collection_name)
@@ -192,8 +243,9 @@ class EdgeClient:
             col.shard.update(edge.UpdateOperation.upsert_points(converted))
             col.dirty, col.points = True, None
 
-    def retrieve(self, collection_name: str, ids: Sequence[Any], with_payload: Any = True,
-                 with_vectors: Any = False, **_: Any) -> list["models.Record"]:
+    def retrieve(
+        self, collection_name: str, ids: Sequence[Any], with_payload: Any = True, with_vectors: Any = False, **_: Any
+    ) -> list[models.Record]:
         col = self._store.collection(collection_name)
         records = col.shard.retrieve([edge_id(i) for i in ids], with_payload=with_payload, with_vector=with_vectors)
         return [client_record(col.plain_vector, r) for r in records]
@@ -219,29 +271,44 @@ class EdgeClient:
         col.shard.update(operation)
         col.dirty, col.points = True, None
 
-    def scroll(self, collection_name: str, scroll_filter: Any = None, limit: int = 10, offset: Any = None,
-               with_payload: Any = True, with_vectors: Any = False, **_: Any) -> tuple[list["models.Record"], Any]:
+    def scroll(
+        self,
+        collection_name: str,
+        scroll_filter: Any = None,
+        limit: int = 10,
+        offset: Any = None,
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        **_: Any,
+    ) -> tuple[list[models.Record], Any]:
         edge = require_edge("store='edge'")
         col = self._store.collection(collection_name)
-        records, next_offset = col.shard.scroll(edge.ScrollRequest(
-            offset=edge_id(offset) if offset is not None else None, limit=limit,
-            filter=to_edge_filter(edge, scroll_filter), with_payload=with_payload, with_vector=with_vectors))
+        records, next_offset = col.shard.scroll(
+            edge.ScrollRequest(
+                offset=edge_id(offset) if offset is not None else None,
+                limit=limit,
+                filter=to_edge_filter(edge, scroll_filter),
+                with_payload=with_payload,
+                with_vector=with_vectors,
+            )
+        )
         next_id = client_id(next_offset) if next_offset is not None else None
         return [client_record(col.plain_vector, r) for r in records], next_id
 
-    def count(self, collection_name: str, count_filter: Any = None, exact: bool = True,
-              **_: Any) -> "models.CountResult":
+    def count(self, collection_name: str, count_filter: Any = None, exact: bool = True, **_: Any) -> models.CountResult:
         from qdrant_client.http import models
 
         edge = require_edge("store='edge'")
         col = self._store.collection(collection_name)
-        return models.CountResult(count=col.shard.count(edge.CountRequest(exact=True,
-                                                                        filter=to_edge_filter(edge, count_filter))))
+        return models.CountResult(
+            count=col.shard.count(edge.CountRequest(exact=True, filter=to_edge_filter(edge, count_filter)))
+        )
 
     # ------------------------------------------------------------------ queries
 
-    def query_batch_points(self, collection_name: str, requests: Sequence["models.QueryRequest"],
-                           **_: Any) -> list["models.QueryResponse"]:
+    def query_batch_points(
+        self, collection_name: str, requests: Sequence[models.QueryRequest], **_: Any
+    ) -> list[models.QueryResponse]:
         from qdrant_client.http import models
 
         edge = require_edge("store='edge'")
@@ -253,27 +320,64 @@ class EdgeClient:
         deeper = [r.model_copy(update={"limit": n + _TIE_MARGIN}) for r, n in zip(requests, wanted)]
         converted = [self._edge_request(edge, col, r) for r in deeper]
         results = col.shard.query_batch(edge.QueryBatchRequest(converted)) if converted else []
-        return [models.QueryResponse(points=sorted((client_scored(col.plain_vector, p) for p in points),
-                                                   key=lambda point: (-point.score, str(point.id)))[:n])
-                for points, n in zip(results, wanted)]
+        return [
+            models.QueryResponse(
+                points=sorted(
+                    (client_scored(col.plain_vector, p) for p in points),
+                    key=lambda point: (-point.score, str(point.id)),
+                )[:n]
+            )
+            for points, n in zip(results, wanted)
+        ]
 
-    def query_points(self, collection_name: str, query: Any = None, *, using: str | None = None,
-                     prefetch: Any = None, query_filter: Any = None, limit: int = 10, with_payload: Any = True,
-                     with_vectors: Any = False, score_threshold: float | None = None, search_params: Any = None,
-                     **_: Any) -> "models.QueryResponse":
+    def query_points(
+        self,
+        collection_name: str,
+        query: Any = None,
+        *,
+        using: str | None = None,
+        prefetch: Any = None,
+        query_filter: Any = None,
+        limit: int = 10,
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        score_threshold: float | None = None,
+        search_params: Any = None,
+        **_: Any,
+    ) -> models.QueryResponse:
         """``QdrantClient.query_points`` for the request forms c2v_rag builds."""
         from qdrant_client.http import models
 
-        request = models.QueryRequest(query=query, using=using, prefetch=prefetch, filter=query_filter, limit=limit,
-                                      with_payload=with_payload, with_vector=with_vectors,
-                                      score_threshold=score_threshold, params=search_params)
+        request = models.QueryRequest(
+            query=query,
+            using=using,
+            prefetch=prefetch,
+            filter=query_filter,
+            limit=limit,
+            with_payload=with_payload,
+            with_vector=with_vectors,
+            score_threshold=score_threshold,
+            params=search_params,
+        )
         return self.query_batch_points(collection_name, [request])[0]
 
-    def query_points_groups(self, collection_name: str, group_by: str, query: Any = None, *,
-                            using: str | None = None, prefetch: Any = None, query_filter: Any = None,
-                            limit: int = 10, group_size: int = 3, with_payload: Any = True, with_vectors: Any = False,
-                            score_threshold: float | None = None, search_params: Any = None,
-                            **_: Any) -> "models.GroupsResult":
+    def query_points_groups(
+        self,
+        collection_name: str,
+        group_by: str,
+        query: Any = None,
+        *,
+        using: str | None = None,
+        prefetch: Any = None,
+        query_filter: Any = None,
+        limit: int = 10,
+        group_size: int = 3,
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        score_threshold: float | None = None,
+        search_params: Any = None,
+        **_: Any,
+    ) -> models.GroupsResult:
         """Grouped results as a server returns them: the ``limit`` best groups by their best point.
 
         Edge has no group query: this over-fetches points in score order (after the filter and
@@ -285,10 +389,18 @@ class EdgeClient:
         selected = True if with_payload is True else ([group_by] if not with_payload else with_payload)
         depth = max(limit * group_size * _GROUP_OVERFETCH, 16)
         while True:
-            points = self.query_points(collection_name, query, using=using, prefetch=prefetch,
-                                       query_filter=query_filter, limit=depth, with_payload=True,
-                                       with_vectors=with_vectors, score_threshold=score_threshold,
-                                       search_params=search_params).points
+            points = self.query_points(
+                collection_name,
+                query,
+                using=using,
+                prefetch=prefetch,
+                query_filter=query_filter,
+                limit=depth,
+                with_payload=True,
+                with_vectors=with_vectors,
+                score_threshold=score_threshold,
+                search_params=search_params,
+            ).points
             groups: dict[Any, list[Any]] = {}
             for point in points:
                 key = (point.payload or {}).get(group_by)
@@ -302,8 +414,12 @@ class EdgeClient:
                 break
             depth *= 2
         chosen = list(groups.items())[:limit]  # dicts keep insertion order: best point first
-        return models.GroupsResult(groups=[
-            models.PointGroup(id=key, hits=[select_payload(p, selected) for p in members]) for key, members in chosen])
+        return models.GroupsResult(
+            groups=[
+                models.PointGroup(id=key, hits=[select_payload(p, selected) for p in members])
+                for key, members in chosen
+            ]
+        )
 
     def search_ef(self, collection_name: str) -> int:
         """The search ef a query of ``collection_name`` runs with when it sets none (see the class)."""
@@ -314,25 +430,36 @@ class EdgeClient:
             col.points = col.shard.info().points_count
         return auto_search_ef(col.points)
 
-    def _edge_request(self, edge: Any, col: EdgeCollection, request: "models.QueryRequest") -> Any:
+    def _edge_request(self, edge: Any, col: EdgeCollection, request: models.QueryRequest) -> Any:
         params = request.params
         ef = (params.hnsw_ef if params is not None and params.hnsw_ef else None) or self.search_ef(col.name)
-        search = edge.SearchParams(hnsw_ef=ef, exact=bool(params.exact) if params is not None and params.exact
-                                   else False, quantization=quantization_search(edge, col.spec, params))
+        search = edge.SearchParams(
+            hnsw_ef=ef,
+            exact=bool(params.exact) if params is not None and params.exact else False,
+            quantization=quantization_search(edge, col.spec, params),
+        )
         return edge.QueryRequest(
-            limit=request.limit or 10, offset=request.offset, query=edge_query(edge, request.query, request.using),
+            limit=request.limit or 10,
+            offset=request.offset,
+            query=edge_query(edge, request.query, request.using),
             prefetches=[edge_prefetch(edge, p, search) for p in as_list(request.prefetch)] or None,
             with_vector=request.with_vector if request.with_vector is not None else False,
             with_payload=request.with_payload if request.with_payload is not None else True,
-            filter=to_edge_filter(edge, request.filter), score_threshold=request.score_threshold, params=search)
+            filter=to_edge_filter(edge, request.filter),
+            score_threshold=request.score_threshold,
+            params=search,
+        )
 
     # ------------------------------------------------------------------ aliases
 
-    def get_aliases(self) -> "models.CollectionsAliasesResponse":
+    def get_aliases(self) -> models.CollectionsAliasesResponse:
         from qdrant_client.http import models
 
-        return models.CollectionsAliasesResponse(aliases=[
-            models.AliasDescription(alias_name=a, collection_name=c) for a, c in sorted(self._store.aliases.items())])
+        return models.CollectionsAliasesResponse(
+            aliases=[
+                models.AliasDescription(alias_name=a, collection_name=c) for a, c in sorted(self._store.aliases.items())
+            ]
+        )
 
     def update_collection_aliases(self, change_aliases_operations: Sequence[Any], **_: Any) -> bool:
         """Apply the operations together: the marker file is replaced atomically, so a reader of the
@@ -346,8 +473,10 @@ class EdgeClient:
             elif isinstance(op, models.CreateAliasOperation):
                 name = op.create_alias.collection_name
                 if not self.collection_exists(name):
-                    raise ValueError(f"cannot point alias {op.create_alias.alias_name!r} at {name!r}: no such "
-                                     f"collection in Qdrant Edge at {self.path}")
+                    raise ValueError(
+                        f"cannot point alias {op.create_alias.alias_name!r} at {name!r}: no such "
+                        f"collection in Qdrant Edge at {self.path}"
+                    )
                 aliases[op.create_alias.alias_name] = name
             elif isinstance(op, models.RenameAliasOperation):
                 aliases[op.rename_alias.new_alias_name] = aliases.pop(op.rename_alias.old_alias_name)
@@ -376,7 +505,7 @@ class EdgeClient:
         finally:
             self._store.close()
 
-    def __enter__(self) -> "EdgeClient":
+    def __enter__(self) -> EdgeClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:

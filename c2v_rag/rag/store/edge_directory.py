@@ -162,8 +162,9 @@ class EdgeStore:
             shard = edge.EdgeShard.load(str(directory / _SHARD))
         except Exception as err:
             if "WouldBlock" in str(err):
-                raise StoreLockedError(f"collection {name!r} of Qdrant Edge at {self.path} is open elsewhere: "
-                                       "close the other client") from err
+                raise StoreLockedError(
+                    f"collection {name!r} of Qdrant Edge at {self.path} is open elsewhere: close the other client"
+                ) from err
             raise
         opened = EdgeCollection(name, directory, spec, shard, payload_indexes=dict(spec.get("payload_indexes", {})))
         self.opened[name] = opened

@@ -45,8 +45,9 @@ def quantization_search(edge: Any, spec: dict[str, Any], params: Any) -> Any:
     """
     asked = getattr(params, "quantization", None) if params is not None else None
     if asked is not None:
-        return edge.QuantizationSearchParams(ignore=bool(asked.ignore), rescore=asked.rescore,
-                                             oversampling=asked.oversampling)
+        return edge.QuantizationSearchParams(
+            ignore=bool(asked.ignore), rescore=asked.rescore, oversampling=asked.oversampling
+        )
     kind = (spec.get("quantization") or {}).get("kind")
     if kind is None:
         return None
@@ -54,28 +55,47 @@ def quantization_search(edge: Any, spec: dict[str, Any], params: Any) -> Any:
 
 
 def edge_config(edge: Any, spec: dict[str, Any]) -> Any:
-    distances = {"cosine": edge.Distance.Cosine, "dot": edge.Distance.Dot, "euclid": edge.Distance.Euclid,
-                 "manhattan": edge.Distance.Manhattan}
-    datatypes = {"float32": edge.VectorStorageDatatype.Float32, "float16": edge.VectorStorageDatatype.Float16,
-                 "uint8": edge.VectorStorageDatatype.Uint8}
-    vectors = {name: edge.EdgeVectorParams(size=p["size"], distance=distances[p["distance"]], on_disk=p.get("on_disk"),
-                                           datatype=datatypes[p["datatype"]] if p.get("datatype") else None)
-               for name, p in spec["vectors"].items()}
-    sparse = {name: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf if p["idf"] else None)
-              for name, p in spec["sparse_vectors"].items()}
+    distances = {
+        "cosine": edge.Distance.Cosine,
+        "dot": edge.Distance.Dot,
+        "euclid": edge.Distance.Euclid,
+        "manhattan": edge.Distance.Manhattan,
+    }
+    datatypes = {
+        "float32": edge.VectorStorageDatatype.Float32,
+        "float16": edge.VectorStorageDatatype.Float16,
+        "uint8": edge.VectorStorageDatatype.Uint8,
+    }
+    vectors = {
+        name: edge.EdgeVectorParams(
+            size=p["size"],
+            distance=distances[p["distance"]],
+            on_disk=p.get("on_disk"),
+            datatype=datatypes[p["datatype"]] if p.get("datatype") else None,
+        )
+        for name, p in spec["vectors"].items()
+    }
+    sparse = {
+        name: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf if p["idf"] else None)
+        for name, p in spec["sparse_vectors"].items()
+    }
     quant = spec.get("quantization")
     quantization = None
     if quant and quant["kind"] == "int8":
-        quantization = edge.ScalarQuantizationConfig(edge.ScalarType.Int8, quantile=quant.get("quantile"),
-                                                     always_ram=quant.get("always_ram"))
+        quantization = edge.ScalarQuantizationConfig(
+            edge.ScalarType.Int8, quantile=quant.get("quantile"), always_ram=quant.get("always_ram")
+        )
     elif quant and quant["kind"] == "binary":
         quantization = edge.BinaryQuantizationConfig(always_ram=quant.get("always_ram"))
     hnsw = spec["hnsw"]
     return edge.EdgeConfig(
-        vectors=vectors or None, sparse_vectors=sparse or None, on_disk_payload=spec.get("on_disk_payload"),
+        vectors=vectors or None,
+        sparse_vectors=sparse or None,
+        on_disk_payload=spec.get("on_disk_payload"),
         # full_scan_threshold (KB): below it a filtered search scans instead of walking the graph, Qdrant's default.
         hnsw_config=edge.HnswIndexConfig(m=hnsw["m"], ef_construct=hnsw["ef_construct"], full_scan_threshold=10_000),
-        quantization_config=quantization)
+        quantization_config=quantization,
+    )
 
 
 def edge_id(point_id: Any) -> Any:
@@ -93,9 +113,14 @@ def edge_vector(edge: Any, vector: Any) -> Any:
     from qdrant_client.http import models
 
     if isinstance(vector, dict):
-        return {name: (edge.SparseVector(list(v.indices), [float(x) for x in v.values])
-                       if isinstance(v, models.SparseVector) else [float(x) for x in v])
-                for name, v in vector.items()}
+        return {
+            name: (
+                edge.SparseVector(list(v.indices), [float(x) for x in v.values])
+                if isinstance(v, models.SparseVector)
+                else [float(x) for x in v]
+            )
+            for name, v in vector.items()
+        }
     return {"": [float(x) for x in vector]}
 
 
@@ -106,27 +131,36 @@ def client_vector(plain: bool, vector: Any) -> Any:
         return None
     if not isinstance(vector, dict):
         return vector
-    out = {name: (models.SparseVector(indices=list(v.indices), values=list(v.values)) if hasattr(v, "indices")
-                  else list(v)) for name, v in vector.items()}
+    out = {
+        name: (
+            models.SparseVector(indices=list(v.indices), values=list(v.values)) if hasattr(v, "indices") else list(v)
+        )
+        for name, v in vector.items()
+    }
     if plain and "" in out:
         return out[""]
     return out
 
 
-def client_record(plain: bool, record: Any) -> "models.Record":
+def client_record(plain: bool, record: Any) -> models.Record:
     from qdrant_client.http import models
 
     return models.Record(id=client_id(record.id), payload=record.payload, vector=client_vector(plain, record.vector))
 
 
-def client_scored(plain: bool, point: Any) -> "models.ScoredPoint":
+def client_scored(plain: bool, point: Any) -> models.ScoredPoint:
     from qdrant_client.http import models
 
-    return models.ScoredPoint(id=client_id(point.id), version=point.version, score=point.score,
-                              payload=point.payload, vector=client_vector(plain, point.vector))
+    return models.ScoredPoint(
+        id=client_id(point.id),
+        version=point.version,
+        score=point.score,
+        payload=point.payload,
+        vector=client_vector(plain, point.vector),
+    )
 
 
-def select_payload(point: "models.ScoredPoint", selected: Any) -> "models.ScoredPoint":
+def select_payload(point: models.ScoredPoint, selected: Any) -> models.ScoredPoint:
     if selected is True or point.payload is None:
         return point
     if selected is False:
@@ -156,31 +190,42 @@ def edge_query(edge: Any, query: Any, using: str | None) -> Any:
     if isinstance(query, models.RrfQuery):
         return edge.Fusion.Rrf(k=query.rrf.k if query.rrf.k is not None else 2, weights=query.rrf.weights)
     if isinstance(query, models.SparseVector):
-        return edge.Query.Nearest(edge.SparseVector(list(query.indices), [float(v) for v in query.values]),
-                                  using=using)
+        return edge.Query.Nearest(edge.SparseVector(list(query.indices), [float(v) for v in query.values]), using=using)
     if isinstance(query, (list, tuple)) or hasattr(query, "tolist"):
         values = query.tolist() if hasattr(query, "tolist") else query
         return edge.Query.Nearest([float(v) for v in values], using=using or "")
-    raise ValueError(f"the Qdrant Edge backend does not translate queries of type {type(query).__name__}; "
-                     "use a dense vector, a SparseVector or a fusion")
+    raise ValueError(
+        f"the Qdrant Edge backend does not translate queries of type {type(query).__name__}; "
+        "use a dense vector, a SparseVector or a fusion"
+    )
 
 
-def edge_prefetch(edge: Any, prefetch: "models.Prefetch", search: Any) -> Any:
-    return edge.Prefetch(limit=prefetch.limit or 10, query=edge_query(edge, prefetch.query, prefetch.using),
-                         prefetches=[edge_prefetch(edge, p, search) for p in as_list(prefetch.prefetch)] or None,
-                         params=search, filter=to_edge_filter(edge, prefetch.filter),
-                         score_threshold=prefetch.score_threshold)
+def edge_prefetch(edge: Any, prefetch: models.Prefetch, search: Any) -> Any:
+    return edge.Prefetch(
+        limit=prefetch.limit or 10,
+        query=edge_query(edge, prefetch.query, prefetch.using),
+        prefetches=[edge_prefetch(edge, p, search) for p in as_list(prefetch.prefetch)] or None,
+        params=search,
+        filter=to_edge_filter(edge, prefetch.filter),
+        score_threshold=prefetch.score_threshold,
+    )
 
 
-def to_edge_filter(edge: Any, flt: "models.Filter | None") -> Any:
+def to_edge_filter(edge: Any, flt: models.Filter | None) -> Any:
     """A qdrant-client ``Filter`` (what :func:`~c2v_rag.rag.store.filters.to_qdrant_filter` makes, or a raw one)
     as Edge's: the same conditions, nested filters included."""
     if flt is None:
         return None
-    return edge.Filter(must=_conditions(edge, flt.must), should=_conditions(edge, flt.should),
-                       must_not=_conditions(edge, flt.must_not),
-                       min_should=(edge.MinShould(_conditions(edge, flt.min_should.conditions) or [],
-                                                  flt.min_should.min_count) if flt.min_should else None))
+    return edge.Filter(
+        must=_conditions(edge, flt.must),
+        should=_conditions(edge, flt.should),
+        must_not=_conditions(edge, flt.must_not),
+        min_should=(
+            edge.MinShould(_conditions(edge, flt.min_should.conditions) or [], flt.min_should.min_count)
+            if flt.min_should
+            else None
+        ),
+    )
 
 
 def _conditions(edge: Any, conditions: Any) -> list[Any] | None:
@@ -222,14 +267,14 @@ def _condition(edge: Any, condition: Any) -> Any:
             kwargs["geo_radius"] = edge.GeoRadius(edge.GeoPoint(lon=g.center.lon, lat=g.center.lat), g.radius)
         if condition.geo_bounding_box is not None:
             b = condition.geo_bounding_box
-            kwargs["geo_bounding_box"] = edge.GeoBoundingBox(edge.GeoPoint(lon=b.top_left.lon, lat=b.top_left.lat),
-                                                             edge.GeoPoint(lon=b.bottom_right.lon,
-                                                                           lat=b.bottom_right.lat))
+            kwargs["geo_bounding_box"] = edge.GeoBoundingBox(
+                edge.GeoPoint(lon=b.top_left.lon, lat=b.top_left.lat),
+                edge.GeoPoint(lon=b.bottom_right.lon, lat=b.bottom_right.lat),
+            )
         if not kwargs:
             raise ValueError(f"the Qdrant Edge backend cannot translate the condition on {condition.key!r}")
         return edge.FieldCondition(key=condition.key, **kwargs)
-    raise ValueError(f"the Qdrant Edge backend does not translate filter conditions of type "
-                     f"{type(condition).__name__}")
+    raise ValueError(f"the Qdrant Edge backend does not translate filter conditions of type {type(condition).__name__}")
 
 
 def _match(edge: Any, match: Any) -> Any:
@@ -253,6 +298,5 @@ def _range(edge: Any, rng: Any) -> Any:
 
     bounds = {op: getattr(rng, op) for op in ("gt", "gte", "lt", "lte")}
     if isinstance(rng, models.DatetimeRange):
-        return edge.RangeDateTime(**{op: (v.isoformat() if hasattr(v, "isoformat") else v)
-                                     for op, v in bounds.items()})
+        return edge.RangeDateTime(**{op: (v.isoformat() if hasattr(v, "isoformat") else v) for op, v in bounds.items()})
     return edge.RangeFloat(**bounds)

@@ -35,7 +35,7 @@ OPERATORS = MATCH_OPERATORS + RANGE_OPERATORS
 FilterLike = Mapping[str, Any]
 
 
-def to_qdrant_filter(filter: "FilterLike | models.Filter | None") -> "models.Filter | None":
+def to_qdrant_filter(filter: FilterLike | models.Filter | None) -> models.Filter | None:
     """A Qdrant ``Filter`` for ``filter``: None, a ``models.Filter`` (returned as is) or the dict form.
 
     Raises:
@@ -83,10 +83,14 @@ def _condition(key: str, value: Any, where: str) -> list[Any]:
     if isinstance(value, Mapping):
         unknown = [op for op in value if op not in OPERATORS]
         if unknown:
-            raise ValueError(f"{label} has the unknown operator {unknown[0]!r}; allowed operators: "
-                             f"{', '.join(OPERATORS)} (or a plain value for equality, a list for any-of)")
+            raise ValueError(
+                f"{label} has the unknown operator {unknown[0]!r}; allowed operators: "
+                f"{', '.join(OPERATORS)} (or a plain value for equality, a list for any-of)"
+            )
         if not value:
-            raise ValueError(f"{label} is an empty condition; give a value or one of the operators {', '.join(OPERATORS)}")
+            raise ValueError(
+                f"{label} is an empty condition; give a value or one of the operators {', '.join(OPERATORS)}"
+            )
         out = []
         if "eq" in value:
             out.append(models.FieldCondition(key=field, match=_match_value(value["eq"], f"{label}['eq']")))
@@ -105,8 +109,10 @@ def _match_value(value: Any, label: str):
     from qdrant_client.http import models
 
     if not isinstance(value, (str, int, bool)):
-        raise TypeError(f"{label} must be a str, int or bool to match, got {type(value).__name__}; "
-                        "use {'gte': ..., 'lte': ...} for floats and dates")
+        raise TypeError(
+            f"{label} must be a str, int or bool to match, got {type(value).__name__}; "
+            "use {'gte': ..., 'lte': ...} for floats and dates"
+        )
     return models.MatchValue(value=value)
 
 
@@ -117,8 +123,9 @@ def _match_any(values: Any, label: str):
         raise TypeError(f"{label} must be a non-empty list of str or int values, got {values!r}")
     values = list(values)
     # Qdrant's MatchAny takes strings or integers (bool is an int to Python, not to Qdrant).
-    if not (all(isinstance(v, str) for v in values)
-            or all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
+    if not (
+        all(isinstance(v, str) for v in values) or all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    ):
         raise TypeError(f"{label} must hold only strings or only integers, got {values!r}")
     return models.MatchAny(any=values)
 

@@ -23,8 +23,14 @@ class LocalModeBackend(StoreBackend):
     name: ClassVar[str] = "local"
     description: ClassVar[str] = "a qdrant-client local-mode store (store='local')"
     title: ClassVar[str] = "embedded Qdrant"
-    ignores: ClassVar[tuple[str, ...]] = ("shard_number", "replication_factor", "write_consistency_factor",
-                                          "quantization", "on_disk", "on_disk_payload")
+    ignores: ClassVar[tuple[str, ...]] = (
+        "shard_number",
+        "replication_factor",
+        "write_consistency_factor",
+        "quantization",
+        "on_disk",
+        "on_disk_payload",
+    )
 
     def holds(self, path: Path) -> bool:
         # Local mode writes meta.json and keeps its collections under collection/.

@@ -118,8 +118,9 @@ def chunk_metadata(doc: DocumentFields, chunk: ChunkFields) -> dict[str, Any]:
     return metadata
 
 
-def chunk_payload(doc: DocumentFields, chunk: ChunkFields, point_id: str,
-                  metadata: Mapping[str, Any]) -> dict[str, Any]:
+def chunk_payload(
+    doc: DocumentFields, chunk: ChunkFields, point_id: str, metadata: Mapping[str, Any]
+) -> dict[str, Any]:
     """The payload of one chunk's point (``metadata`` from :func:`chunk_metadata`)."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
     from llama_index.core.vector_stores.utils import node_to_metadata_dict

@@ -54,17 +54,21 @@ def query_request(
     *,
     dense: Sequence[float] | None = None,
     sparse: tuple[list[int], list[float]] | None = None,
-    filter: "models.Filter | None" = None,
+    filter: models.Filter | None = None,
     score_threshold: float | None = None,
     with_vectors: bool = False,
     fusion: str = "rrf",
-) -> "models.QueryRequest":
+) -> models.QueryRequest:
     """One ``QueryRequest`` (for ``query_batch_points``) in ``layout`` for ``mode`` (``fusion``: how
     a hybrid request merges its two lists)."""
     from qdrant_client.http import models
 
-    common: dict[str, Any] = {"limit": top_k, "with_payload": True, "with_vector": with_vectors,
-                              "score_threshold": score_threshold}
+    common: dict[str, Any] = {
+        "limit": top_k,
+        "with_payload": True,
+        "with_vector": with_vectors,
+        "score_threshold": score_threshold,
+    }
     dense_using = layout.dense or None
     if mode == "dense":
         return models.QueryRequest(query=_floats(dense), using=dense_using, filter=filter, **common)
@@ -73,8 +77,10 @@ def query_request(
         return models.QueryRequest(query=sparse_query, using=layout.sparse, filter=filter, **common)
     depth = max(PREFETCH_MIN, PREFETCH_FACTOR * top_k)
     # The filter goes on each prefetch: the fusion then merges only candidates that pass it.
-    prefetch = [models.Prefetch(query=_floats(dense), using=dense_using, filter=filter, limit=depth),
-                models.Prefetch(query=sparse_query, using=layout.sparse, filter=filter, limit=depth)]
+    prefetch = [
+        models.Prefetch(query=_floats(dense), using=dense_using, filter=filter, limit=depth),
+        models.Prefetch(query=sparse_query, using=layout.sparse, filter=filter, limit=depth),
+    ]
     fused = {"rrf": models.Fusion.RRF, "dbsf": models.Fusion.DBSF}[check_fusion(fusion)]
     return models.QueryRequest(prefetch=prefetch, query=models.FusionQuery(fusion=fused), filter=filter, **common)
 

@@ -44,8 +44,15 @@ def is_transient(err: BaseException) -> bool:
     return isinstance(err, httpx.TransportError)
 
 
-def call_with_retry(fn: Callable[[], T], *, what: str, attempts: int, initial_wait: float, max_wait: float,
-                    log_level: int = logging.WARNING) -> T:
+def call_with_retry(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    attempts: int,
+    initial_wait: float,
+    max_wait: float,
+    log_level: int = logging.WARNING,
+) -> T:
     """Call ``fn`` until it succeeds, retrying transient errors with jittered exponential backoff.
 
     Each retry is logged at ``log_level`` (a caller that reports the final failure itself lowers it).
@@ -53,8 +60,15 @@ def call_with_retry(fn: Callable[[], T], *, what: str, attempts: int, initial_wa
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
     def log_retry(state) -> None:
-        logger.log(log_level, "%s failed (attempt %d of %d): %s; retrying in %.1f s", what, state.attempt_number,
-                   attempts, state.outcome.exception(), state.next_action.sleep)
+        logger.log(
+            log_level,
+            "%s failed (attempt %d of %d): %s; retrying in %.1f s",
+            what,
+            state.attempt_number,
+            attempts,
+            state.outcome.exception(),
+            state.next_action.sleep,
+        )
 
     retrying = Retrying(
         stop=stop_after_attempt(attempts),

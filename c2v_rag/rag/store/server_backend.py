@@ -31,8 +31,12 @@ class ServerBackend(StoreBackend):
 
     def client_kwargs(self, settings: StoreSettings) -> dict[str, Any]:
         key = settings.api_key.get_secret_value() if settings.api_key is not None else os.environ.get(API_KEY_ENV)
-        kwargs: dict[str, Any] = {"url": settings.url, "prefer_grpc": settings.prefer_grpc,
-                                  "grpc_port": settings.grpc_port, "timeout": settings.timeout}
+        kwargs: dict[str, Any] = {
+            "url": settings.url,
+            "prefer_grpc": settings.prefer_grpc,
+            "grpc_port": settings.grpc_port,
+            "timeout": settings.timeout,
+        }
         if key:
             kwargs["api_key"] = key
         if settings.https is not None:

@@ -58,18 +58,19 @@ class BM25Config(BaseModel):
         return self.model_dump()
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> "BM25Config":
+    def from_record(cls, record: Mapping[str, Any]) -> BM25Config:
         return cls.model_validate(dict(record))
 
 
-def resolve_sparse(sparse: "str | BM25Config | None") -> BM25Config | None:
+def resolve_sparse(sparse: str | BM25Config | None) -> BM25Config | None:
     """``sparse=`` of :func:`~c2v_rag.ingest` as a config: None, ``"bm25"`` or a :class:`BM25Config`."""
     if sparse is None or isinstance(sparse, BM25Config):
         return sparse
     if sparse == "bm25":
         return BM25Config()
-    raise ValueError(f"sparse={sparse!r} is not supported; use one of {list(SPARSE_KINDS)} or None "
-                     "(or a c2v_rag.rag.BM25Config)")
+    raise ValueError(
+        f"sparse={sparse!r} is not supported; use one of {list(SPARSE_KINDS)} or None (or a c2v_rag.rag.BM25Config)"
+    )
 
 
 def term_index(term: str) -> int:
@@ -93,8 +94,9 @@ class BM25Encoder:
         if not texts:
             return []
         stopwords = None if self.config.stopwords == "none" else "en"
-        tokens = self._bm25s.tokenize(list(texts), lower=True, stopwords=stopwords, stemmer=self._stemmer,
-                                      return_ids=False, show_progress=False)
+        tokens = self._bm25s.tokenize(
+            list(texts), lower=True, stopwords=stopwords, stemmer=self._stemmer, return_ids=False, show_progress=False
+        )
         return [list(t) for t in tokens]
 
     def encode_documents(self, texts: Sequence[str]) -> list[tuple[list[int], list[float]]]:
@@ -147,7 +149,7 @@ def langchain_sparse_embeddings(config: BM25Config | None = None) -> Any:
     return C2VBM25SparseEmbeddings()
 
 
-def to_sparse_vector(pair: tuple[list[int], list[float]]) -> "models.SparseVector":
+def to_sparse_vector(pair: tuple[list[int], list[float]]) -> models.SparseVector:
     from qdrant_client.http import models
 
     return models.SparseVector(indices=pair[0], values=pair[1])

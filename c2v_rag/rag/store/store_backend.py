@@ -41,8 +41,9 @@ class StoreClient(Protocol):
     def get_collections(self) -> Any: ...
     def create_collection(self, collection_name: str, vectors_config: Any, **kwargs: Any) -> bool: ...
     def delete_collection(self, collection_name: str, **kwargs: Any) -> bool: ...
-    def create_payload_index(self, collection_name: str, field_name: str, field_schema: Any = None,
-                             **kwargs: Any) -> Any: ...
+    def create_payload_index(
+        self, collection_name: str, field_name: str, field_schema: Any = None, **kwargs: Any
+    ) -> Any: ...
     def upsert(self, collection_name: str, points: Any, **kwargs: Any) -> Any: ...
     def retrieve(self, collection_name: str, ids: Sequence[Any], **kwargs: Any) -> list[Any]: ...
     def set_payload(self, collection_name: str, payload: dict[str, Any], points: Any, **kwargs: Any) -> Any: ...
@@ -144,8 +145,10 @@ class StoreBackend(ABC):
 
     def client_kwargs(self, settings: StoreSettings) -> dict[str, Any]:
         """The arguments of a ``QdrantClient`` on this store; a backend qdrant-client cannot open refuses."""
-        raise ValueError(f"{self.location(settings)} is {self.description}, which QdrantClient cannot open; "
-                         "use QdrantConfig.connect()")
+        raise ValueError(
+            f"{self.location(settings)} is {self.description}, which QdrantClient cannot open; "
+            "use QdrantConfig.connect()"
+        )
 
     def location(self, settings: StoreSettings) -> str:
         """Where the data lives, for messages (never the API key)."""
@@ -155,8 +158,10 @@ class StoreBackend(ABC):
         """The directory the store is kept in: ``settings.path``, which
         :meth:`QdrantConfig.resolve <c2v_rag.rag.store.collection.QdrantConfig.resolve>` fills in."""
         if settings.path is None:
-            raise ValueError(f"{self.description} is kept in a directory: pass path= (or let QdrantConfig.resolve "
-                             "fill in the default one)")
+            raise ValueError(
+                f"{self.description} is kept in a directory: pass path= (or let QdrantConfig.resolve "
+                "fill in the default one)"
+            )
         return Path(settings.path)
 
     def ignored_options(self, settings: StoreSettings) -> list[str]:

@@ -48,7 +48,7 @@ class CollectionVectors:
         return self.sparse is not None
 
     @classmethod
-    def for_ingest(cls, config: VectorNames, bm25: BM25Config | None) -> "CollectionVectors":
+    def for_ingest(cls, config: VectorNames, bm25: BM25Config | None) -> CollectionVectors:
         """The layout a new collection gets from the connection settings and ``sparse=``."""
         if bm25 is None:
             return cls(dense=config.vector_name)
@@ -56,11 +56,14 @@ class CollectionVectors:
 
     def record(self) -> dict[str, Any]:
         """What the collection's metadata stores."""
-        return {"dense_vector": self.dense, "sparse_vector": self.sparse,
-                "sparse": self.bm25.to_record() if self.bm25 is not None else None}
+        return {
+            "dense_vector": self.dense,
+            "sparse_vector": self.sparse,
+            "sparse": self.bm25.to_record() if self.bm25 is not None else None,
+        }
 
     @classmethod
-    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: VectorNames) -> "CollectionVectors":
+    def from_fingerprint(cls, fingerprint: Mapping[str, Any] | None, config: VectorNames) -> CollectionVectors:
         """The recorded layout of a c2v_rag collection; for others, the connection settings'
         dense vector and no sparse one."""
         record = (fingerprint or {}).get(LAYOUT_KEY)
@@ -73,7 +76,7 @@ class CollectionVectors:
         bm25 = BM25Config.from_record(record["sparse"]) if isinstance(record.get("sparse"), Mapping) else None
         return cls(dense=dense, sparse=sparse if isinstance(sparse, str) and bm25 is not None else None, bm25=bm25)
 
-    def check_against(self, stored: "CollectionVectors", name: str, location: str) -> None:
+    def check_against(self, stored: CollectionVectors, name: str, location: str) -> None:
         """Refuse to write this layout's points into a collection laid out as ``stored``."""
         if self.sparse is not None and stored.sparse is None:
             raise CollectionMismatchError(
@@ -83,7 +86,8 @@ class CollectionVectors:
         if self.sparse is None and stored.sparse is not None:
             raise CollectionMismatchError(
                 f"collection {name!r} at {location} holds {stored.bm25.kind if stored.bm25 else 'sparse'} sparse "
-                f"vectors too; pass sparse='bm25' to ingest so new chunks get them")
+                f"vectors too; pass sparse='bm25' to ingest so new chunks get them"
+            )
         if self.sparse is not None and (self.sparse, self.bm25) != (stored.sparse, stored.bm25):
             raise CollectionMismatchError(
                 f"collection {name!r} at {location} stores sparse vector {stored.sparse!r} with "

@@ -71,7 +71,7 @@ class EmbeddingViewsConfig(BaseObjectiveConfig):
     )
 
     @model_validator(mode="after")
-    def _check_views(self) -> "EmbeddingViewsConfig":
+    def _check_views(self) -> EmbeddingViewsConfig:
         if not self.parts and not self.matryoshka:
             raise ValueError("objective.parts and objective.matryoshka are both empty: the loss would score nothing")
         for where, weights in (("parts", self.parts), ("matryoshka", self.matryoshka)):
@@ -90,19 +90,23 @@ View = tuple[slice, float]
 """A column range of the embedding and the weight of the loss scored on it."""
 
 
-def loss_views(config: EmbeddingViewsConfig, model: "Causal2Vec") -> list[View]:
+def loss_views(config: EmbeddingViewsConfig, model: Causal2Vec) -> list[View]:
     """The (column range, weight) pairs ``objective.parts`` and ``objective.matryoshka`` name, checked against the
     model's embedding layout."""
     layout = model.config.parts
     unknown = sorted(set(config.parts) - set(layout))
     if unknown:
-        raise ValueError(f"objective.parts names {unknown}, which this model's embedding does not have; its parts are "
-                         f"{sorted(layout)} (representation={model.config.representation!r}, "
-                         f"encoder_share={model.config.encoder_share})")
+        raise ValueError(
+            f"objective.parts names {unknown}, which this model's embedding does not have; its parts are "
+            f"{sorted(layout)} (representation={model.config.representation!r}, "
+            f"encoder_share={model.config.encoder_share})"
+        )
     too_long = sorted(n for n in config.matryoshka if n >= model.embedding_dim)
     if too_long:
-        raise ValueError(f"objective.matryoshka sizes {too_long} are not shorter than the embedding "
-                         f"({model.embedding_dim} dims); a prefix must be")
+        raise ValueError(
+            f"objective.matryoshka sizes {too_long} are not shorter than the embedding "
+            f"({model.embedding_dim} dims); a prefix must be"
+        )
     views = [(layout[name], weight) for name, weight in config.parts.items()]
     return views + [(slice(0, n), weight) for n, weight in sorted(config.matryoshka.items())]
 
@@ -111,7 +115,7 @@ def loss_views(config: EmbeddingViewsConfig, model: "Causal2Vec") -> list[View]:
 class ObjectiveContext:
     """What an objective is built for besides its own config: the model, the step runner, and the run's settings."""
 
-    model: "Causal2Vec"
+    model: Causal2Vec
     stepper: ContrastiveStep
     """Embeds a step's queries and passages and backpropagates a loss on them, whole or with GradCache."""
     device: torch.device
@@ -150,7 +154,7 @@ class Objective(ABC, Generic[ConfigT]):
 
     @classmethod
     @abstractmethod
-    def from_config(cls, config: ConfigT, context: ObjectiveContext) -> "Objective[ConfigT]":
+    def from_config(cls, config: ConfigT, context: ObjectiveContext) -> Objective[ConfigT]:
         """The objective ``config`` describes, for the model and run of ``context``."""
 
     @abstractmethod
@@ -163,4 +167,3 @@ def check_finite(loss: torch.Tensor) -> torch.Tensor:
     if not math.isfinite(float(loss.detach())):
         raise NonFiniteLossError(f"the loss is {float(loss.detach())}")
     return loss
-

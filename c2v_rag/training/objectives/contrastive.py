@@ -41,12 +41,13 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
 
     config_type = ContrastiveConfig
 
-    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device,
-                 views: Sequence[View] = WHOLE_VECTOR) -> None:
+    def __init__(
+        self, stepper: ContrastiveStep, temperature: float, device: torch.device, views: Sequence[View] = WHOLE_VECTOR
+    ) -> None:
         self.stepper, self.temperature, self.device, self.views = stepper, temperature, device, list(views)
 
     @classmethod
-    def from_config(cls, config: ContrastiveConfig, context: ObjectiveContext) -> "ContrastiveObjective":
+    def from_config(cls, config: ContrastiveConfig, context: ObjectiveContext) -> ContrastiveObjective:
         return cls(context.stepper, context.temperature, context.device, loss_views(config, context.model))
 
     def backward(self, texts: StepTexts, step: int) -> float:
@@ -60,8 +61,13 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
                 # partners, and no pair is compared across processes.
                 return cosent(q, p, scores, temperature=self.temperature)
 
-            return self.stepper.run(texts.queries, texts.query_instructions, texts.passages,
-                                    texts.passage_instructions, over_views(ranking_loss, self.views))
+            return self.stepper.run(
+                texts.queries,
+                texts.query_instructions,
+                texts.passages,
+                texts.passage_instructions,
+                over_views(ranking_loss, self.views),
+            )
         targets = torch.tensor(texts.targets, device=self.device)  # [B]: each query's positive among the M
         known = torch.tensor(texts.exclude, device=self.device)  # [B, M]: known positives, not negatives
         exclude = known if known.any() else None
@@ -70,5 +76,10 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
             # q [B, d] against this process's passages p [M / processes, d], gathered to [M, d].
             return distributed_info_nce(q, p, targets, temperature=self.temperature, exclude=exclude)
 
-        return self.stepper.run(texts.queries, texts.query_instructions, texts.passages, texts.passage_instructions,
-                                over_views(loss_fn, self.views))
+        return self.stepper.run(
+            texts.queries,
+            texts.query_instructions,
+            texts.passages,
+            texts.passage_instructions,
+            over_views(loss_fn, self.views),
+        )

@@ -38,8 +38,10 @@ class MNTPConfig(BaseObjectiveConfig):
 def single_token_id(tokenizer, token: str) -> int:
     ids = tokenizer(token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        raise ValueError(f"objective.mask_token={token!r} is {len(ids)} tokens for this tokenizer; pick one that is a "
-                         "single token (LLM2Vec uses '_')")
+        raise ValueError(
+            f"objective.mask_token={token!r} is {len(ids)} tokens for this tokenizer; pick one that is a "
+            "single token (LLM2Vec uses '_')"
+        )
     return int(ids[0])
 
 
@@ -81,8 +83,9 @@ def mntp_mask(
     return corrupted.to(device), chosen.to(device)
 
 
-def mntp_loss(model: "Causal2Vec", batch: Causal2VecBatch, corrupted: torch.Tensor, chosen: torch.Tensor,
-              head: torch.Tensor) -> torch.Tensor:
+def mntp_loss(
+    model: Causal2Vec, batch: Causal2VecBatch, corrupted: torch.Tensor, chosen: torch.Tensor, head: torch.Tensor
+) -> torch.Tensor:
     """Mean cross-entropy of each chosen token's original id, predicted from the state just before it."""
     hidden, _ = model.decoder_states(batch, corrupted)  # [B, T, h]
     rows, cols = chosen.nonzero(as_tuple=True)  # N chosen positions
@@ -102,22 +105,28 @@ class MNTPObjective(Objective[MNTPConfig]):
     multi_process = False
     gradient_cache = False
 
-    def __init__(self, model: "Causal2Vec", config: MNTPConfig, autocast: Callable[[], "AbstractContextManager"],
-                 seed: int) -> None:
+    def __init__(
+        self, model: Causal2Vec, config: MNTPConfig, autocast: Callable[[], AbstractContextManager], seed: int
+    ) -> None:
         self.model, self.config, self.autocast, self.seed = model, config, autocast, seed
         self.head = lm_head_weight(model.decoder, model.config.decoder, model.config.decoder_revision)  # [vocab, h]
         self.mask_id = single_token_id(model.tokenizer, config.mask_token)
 
     @classmethod
-    def from_config(cls, config: MNTPConfig, context: ObjectiveContext) -> "MNTPObjective":
+    def from_config(cls, config: MNTPConfig, context: ObjectiveContext) -> MNTPObjective:
         return cls(context.model, config, context.autocast, context.seed)
 
     def backward(self, texts: StepTexts, step: int) -> float:
         sentences = list(dict.fromkeys(texts.queries + texts.passages[: len(texts.queries)]))
         batch = make_batch(self.model, sentences, [None] * len(sentences))
-        corrupted, chosen = mntp_mask(batch, probability=self.config.mask_probability,
-                                      strategy=self.config.mask_strategy, mask_id=self.mask_id,
-                                      vocab_size=self.head.size(0), generator=step_generator(self.seed, step))
+        corrupted, chosen = mntp_mask(
+            batch,
+            probability=self.config.mask_probability,
+            strategy=self.config.mask_strategy,
+            mask_id=self.mask_id,
+            vocab_size=self.head.size(0),
+            generator=step_generator(self.seed, step),
+        )
         with self.autocast():
             loss = check_finite(mntp_loss(self.model, batch, corrupted, chosen, self.head))
         loss.backward()

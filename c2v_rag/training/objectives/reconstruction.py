@@ -34,14 +34,15 @@ class ReconstructionConfig(BaseObjectiveConfig):
     alpha: float = Field(0.2, ge=0, le=1, description="weight of EBQ2D; EBD2Q gets 1 - alpha")
 
 
-def reconstruction_targets(model: "Causal2Vec", texts: Sequence[str], max_length: int) -> list[list[int]]:
+def reconstruction_targets(model: Causal2Vec, texts: Sequence[str], max_length: int) -> list[list[int]]:
     """The token ids to reconstruct: the bare text, cut to fit after the embedding, then EOS."""
     encoded = model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     return [ids[: max_length - 2] + [model.prompts.eos_id] for ids in encoded]
 
 
-def conditioned_lm_loss(model: "Causal2Vec", prefix: torch.Tensor, targets: list[list[int]],
-                        head: torch.Tensor) -> torch.Tensor:
+def conditioned_lm_loss(
+    model: Causal2Vec, prefix: torch.Tensor, targets: list[list[int]], head: torch.Tensor
+) -> torch.Tensor:
     """Teacher-forced cross-entropy of ``targets`` given one prefix vector per row (Anchor, Eq. 3).
 
     The decoder reads ``[e; t_1 .. t_{m-1}]``; its state at position k predicts ``t_{k+1}``, so the
@@ -53,15 +54,24 @@ def conditioned_lm_loss(model: "Causal2Vec", prefix: torch.Tensor, targets: list
     inputs = torch.cat([prefix.unsqueeze(1).to(words.dtype), words], dim=1)  # [B, m, h]: the prefix [B, h] first
     attention = torch.cat([torch.ones_like(mask[:, :1]), mask[:, :-1]], dim=1)  # [B, m]
     positions = torch.arange(inputs.size(1), device=inputs.device).expand(inputs.size(0), -1)
-    hidden = model.decoder(inputs_embeds=inputs, attention_mask=attention, position_ids=positions,
-                           use_cache=False).last_hidden_state  # [B, m, h]: position k predicts target k
+    hidden = model.decoder(
+        inputs_embeds=inputs, attention_mask=attention, position_ids=positions, use_cache=False
+    ).last_hidden_state  # [B, m, h]: position k predicts target k
     rows, cols = mask.bool().nonzero(as_tuple=True)
     return F.cross_entropy(token_logits(hidden[rows, cols], head), ids[rows, cols])
 
 
-def reconstruction_loss(model: "Causal2Vec", q_batch: Causal2VecBatch, d_batch: Causal2VecBatch,
-                        queries: Sequence[str], documents: Sequence[str], *, alpha: float, head: torch.Tensor,
-                        max_length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def reconstruction_loss(
+    model: Causal2Vec,
+    q_batch: Causal2VecBatch,
+    d_batch: Causal2VecBatch,
+    queries: Sequence[str],
+    documents: Sequence[str],
+    *,
+    alpha: float,
+    head: torch.Tensor,
+    max_length: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``alpha * L_Q2D + (1 - alpha) * L_D2Q`` (Anchor, Eq. 5), with both parts."""
     e_q, e_d = model(q_batch), model(d_batch)  # [B, h] each
     q2d = conditioned_lm_loss(model, e_q, reconstruction_targets(model, documents, max_length), head)
@@ -76,8 +86,13 @@ class ReconstructionObjective(Objective[ReconstructionConfig]):
     multi_process = False
     gradient_cache = False
 
-    def __init__(self, model: "Causal2Vec", config: ReconstructionConfig,
-                 autocast: Callable[[], "AbstractContextManager"], max_length: int) -> None:
+    def __init__(
+        self,
+        model: Causal2Vec,
+        config: ReconstructionConfig,
+        autocast: Callable[[], AbstractContextManager],
+        max_length: int,
+    ) -> None:
         if model.embedding_dim != model.config.decoder_hidden_size:
             raise ValueError(
                 f"objective.kind=reconstruction feeds the embedding back into the decoder, so it must have the "
@@ -85,13 +100,15 @@ class ReconstructionObjective(Objective[ReconstructionConfig]):
                 f"gives {model.embedding_dim}. Use 'last_token' (Anchor's [EOS]), 'mean', 'weighted_mean' or 'average'."
             )
         if attention_mode(model.decoder) != "causal":
-            raise ValueError("objective.kind=reconstruction trains generation, which needs causal attention; "
-                             "build the variant with attention='causal'")
+            raise ValueError(
+                "objective.kind=reconstruction trains generation, which needs causal attention; "
+                "build the variant with attention='causal'"
+            )
         self.model, self.config, self.autocast, self.max_length = model, config, autocast, max_length
         self.head = lm_head_weight(model.decoder, model.config.decoder, model.config.decoder_revision)  # [vocab, h]
 
     @classmethod
-    def from_config(cls, config: ReconstructionConfig, context: ObjectiveContext) -> "ReconstructionObjective":
+    def from_config(cls, config: ReconstructionConfig, context: ObjectiveContext) -> ReconstructionObjective:
         return cls(context.model, config, context.autocast, context.model.max_seq_length)
 
     def backward(self, texts: StepTexts, step: int) -> float:
@@ -100,7 +117,15 @@ class ReconstructionObjective(Objective[ReconstructionConfig]):
         q_batch = make_batch(self.model, texts.queries, texts.query_instructions)
         d_batch = make_batch(self.model, documents, texts.passage_instructions[:n])
         with self.autocast():
-            loss, _, _ = reconstruction_loss(self.model, q_batch, d_batch, texts.queries, documents,
-                                             alpha=self.config.alpha, head=self.head, max_length=self.max_length)
+            loss, _, _ = reconstruction_loss(
+                self.model,
+                q_batch,
+                d_batch,
+                texts.queries,
+                documents,
+                alpha=self.config.alpha,
+                head=self.head,
+                max_length=self.max_length,
+            )
         check_finite(loss).backward()
         return float(loss.detach())

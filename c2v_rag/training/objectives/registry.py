@@ -7,7 +7,7 @@ its :class:`~c2v_rag.training.objectives.base.Objective`) and its line in :data:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 
@@ -52,8 +52,11 @@ def _owners(field: str) -> list[str]:
 
 
 def _is_default(field: str, value: Any) -> bool:
-    return any(value == config.model_fields[field].get_default(call_default_factory=True)
-               for config in CONFIGS.values() if field in config.model_fields)
+    return any(
+        value == config.model_fields[field].get_default(call_default_factory=True)
+        for config in CONFIGS.values()
+        if field in config.model_fields
+    )
 
 
 def _listed(kinds: list[str]) -> str:
@@ -82,15 +85,17 @@ def _checked_fields(raw: Any) -> Any:
     for field in foreign:
         owners = _owners(field)
         if owners:
-            problems.append(f"objective.{field} is a field of objective.kind {_listed(owners)}; "
-                            f"objective.kind={kind!r} has none")
+            problems.append(
+                f"objective.{field} is a field of objective.kind {_listed(owners)}; objective.kind={kind!r} has none"
+            )
         else:
             problems.append(f"objective.{field} is not a field of any objective.kind")
     if problems:
         own = sorted(set(config.model_fields) - {"kind"})
         takes = f"takes {', '.join(own)}" if own else "takes no other field"
-        raise ValueError(f"{'; '.join(problems)}. Remove {'it' if len(problems) == 1 else 'them'} "
-                         f"(objective.kind={kind!r} {takes})")
+        raise ValueError(
+            f"{'; '.join(problems)}. Remove {'it' if len(problems) == 1 else 'them'} (objective.kind={kind!r} {takes})"
+        )
     return raw
 
 
@@ -99,7 +104,7 @@ if TYPE_CHECKING:
     ObjectiveConfig = BaseObjectiveConfig
 else:
     ObjectiveConfig = Annotated[
-        Union[tuple(objective.config_type for objective in OBJECTIVES.values())],
+        tuple(objective.config_type for objective in OBJECTIVES.values()),
         Field(discriminator="kind"),
         BeforeValidator(_checked_fields),
     ]

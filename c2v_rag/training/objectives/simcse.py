@@ -51,15 +51,22 @@ class SimCSEObjective(Objective[SimCSEConfig]):
 
     config_type = SimCSEConfig
 
-    def __init__(self, stepper: ContrastiveStep, temperature: float, device: torch.device, dropout: float,
-                 views: Sequence[View] = WHOLE_VECTOR) -> None:
+    def __init__(
+        self,
+        stepper: ContrastiveStep,
+        temperature: float,
+        device: torch.device,
+        dropout: float,
+        views: Sequence[View] = WHOLE_VECTOR,
+    ) -> None:
         self.contrastive = ContrastiveObjective(stepper, temperature, device, views)
         set_attention_dropout(stepper.model.decoder, dropout)
 
     @classmethod
-    def from_config(cls, config: SimCSEConfig, context: ObjectiveContext) -> "SimCSEObjective":
-        return cls(context.stepper, context.temperature, context.device, config.dropout,
-                   loss_views(config, context.model))
+    def from_config(cls, config: SimCSEConfig, context: ObjectiveContext) -> SimCSEObjective:
+        return cls(
+            context.stepper, context.temperature, context.device, config.dropout, loss_views(config, context.model)
+        )
 
     def backward(self, texts: StepTexts, step: int) -> float:
         # B sentences -> B queries and the same B sentences as passages: targets [B] = 0..B-1, exclude [B, B].

@@ -45,25 +45,31 @@ class Causal2VecEmbeddings(EmbedderOptions, Embeddings):
 
     batch_size: int = Field(default=1024, ge=1, description="texts per call into the encoder")
     model_name: str | None = Field(default=None, description="HuggingFaceEmbeddings' name for `model`")
-    model_kwargs: dict[str, Any] = Field(default_factory=dict, description="device and dtype, as in HuggingFaceEmbeddings")
+    model_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="device and dtype, as in HuggingFaceEmbeddings"
+    )
     encode_kwargs: dict[str, Any] = Field(default_factory=dict, description="encode options for documents")
     query_encode_kwargs: dict[str, Any] = Field(default_factory=dict, description="encode options for queries")
 
     @model_validator(mode="after")
-    def _hugging_face_style(self) -> "Causal2VecEmbeddings":
+    def _hugging_face_style(self) -> Causal2VecEmbeddings:
         if self.model_name is not None:
             if self.model is not None and self.model != self.model_name:
                 raise ValueError(f"model={self.model!r} and model_name={self.model_name!r} differ: pass one")
             self.model = self.model_name
         unknown = sorted(set(self.model_kwargs) - set(MODEL_KWARGS))
         if unknown:
-            raise ValueError(f"model_kwargs has {unknown}, which a Causal2Vec variant does not use; "
-                             f"accepted: {sorted(MODEL_KWARGS)} (set other options in the variant's config)")
+            raise ValueError(
+                f"model_kwargs has {unknown}, which a Causal2Vec variant does not use; "
+                f"accepted: {sorted(MODEL_KWARGS)} (set other options in the variant's config)"
+            )
         for key, value in self.model_kwargs.items():
             field = MODEL_KWARGS[key]
             value = str(value).removeprefix("torch.")  # torch.float32 -> "float32"
             if getattr(self, field) not in (None, value):
-                raise ValueError(f"{field}={getattr(self, field)!r} and model_kwargs[{key!r}]={value!r} differ: pass one")
+                raise ValueError(
+                    f"{field}={getattr(self, field)!r} and model_kwargs[{key!r}]={value!r} differ: pass one"
+                )
             setattr(self, field, value)
         self.model_kwargs = {key: str(value).removeprefix("torch.") for key, value in self.model_kwargs.items()}
         check_encode_kwargs(self.encode_kwargs, "encode_kwargs")
@@ -79,8 +85,11 @@ class Causal2VecEmbeddings(EmbedderOptions, Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a query with its instruction."""
-        return apply_encode_kwargs(self.embedder(), self.query_encode_kwargs or self.encode_kwargs, "query").embed_query(
-            text).tolist()
+        return (
+            apply_encode_kwargs(self.embedder(), self.query_encode_kwargs or self.encode_kwargs, "query")
+            .embed_query(text)
+            .tolist()
+        )
 
     # Encoding is CPU/GPU-bound: it runs in a worker thread so the event loop stays free.
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -94,5 +103,5 @@ class Causal2VecEmbeddings(EmbedderOptions, Embeddings):
         return self.model_dump()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Causal2VecEmbeddings":
+    def from_dict(cls, data: dict[str, Any]) -> Causal2VecEmbeddings:
         return cls.model_validate(data)

@@ -44,7 +44,7 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     retrieval_mode: str | None = Field(default=None, description="dense, sparse or hybrid (sets mode)")
 
     @model_validator(mode="after")
-    def _mode(self) -> "Causal2VecRetriever":
+    def _mode(self) -> Causal2VecRetriever:
         if self.retrieval_mode is not None:
             value = str(getattr(self.retrieval_mode, "value", self.retrieval_mode)).lower()
             if value not in RETRIEVAL_MODES:
@@ -52,12 +52,14 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
             self.mode = RETRIEVAL_MODES[value]  # type: ignore[assignment]
         return self
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: int | None = None, filter: Any = None) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, filter: Any = None
+    ) -> list[Document]:
         return [self._document(hit) for hit in self.search_hits(query, k or self.k, filter)]
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None, filter: Any = None) -> list[Document]:
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None, filter: Any = None
+    ) -> list[Document]:
         return [self._document(hit) for hit in await self.asearch_hits(query, k or self.k, filter)]
 
     def _document(self, hit: SearchHit) -> Document:

@@ -5,7 +5,6 @@ The behaviour on real vectors is tested in the c2v_rag repository (tests/rag/tes
 
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
-
 from llama_index.embeddings.causal2vec import Causal2VecEmbedding
 
 
@@ -15,8 +14,14 @@ def test_class():
 
 
 def test_hugging_face_style_arguments_without_loading():
-    emb = Causal2VecEmbedding(model_name="some/variant", show_progress_bar=True, embed_batch_size=4096,
-                              device="cpu", query_instruction="Find", text_instruction="Doc")
+    emb = Causal2VecEmbedding(
+        model_name="some/variant",
+        show_progress_bar=True,
+        embed_batch_size=4096,
+        device="cpu",
+        query_instruction="Find",
+        text_instruction="Doc",
+    )
     assert (emb.model, emb.show_progress, emb.embed_batch_size) == ("some/variant", True, 4096)
     with pytest.raises(ValueError, match="unknown_field"):
         Causal2VecEmbedding(unknown_field=1)

@@ -12,11 +12,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
+from rag_helpers import make_text, stored_points
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, CollectionNotFoundError
 from c2v_rag.rag.store.aliases import alias_target
-from rag_helpers import make_text, stored_points
 
 SMALL = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
 QUERY = "vitamin deficiency and bone loss"
@@ -44,8 +44,9 @@ def test_versioned_ingest_writes_a_version_behind_an_alias(tmp_path, tiny_varian
         c2v_rag.ingest(docs(0, 1), path=tmp_path, collection="plain", model=tiny_variant, versioned=True, **SMALL)
 
 
-def test_reindex_switches_the_alias_while_a_reader_keeps_getting_full_answers(tmp_path, tiny_variant,
-                                                                             tiny_variant_qwen):
+def test_reindex_switches_the_alias_while_a_reader_keeps_getting_full_answers(
+    tmp_path, tiny_variant, tiny_variant_qwen
+):
     c2v_rag.ingest(docs(0, 8), path=tmp_path, collection="papers", model=tiny_variant, versioned=True, **SMALL)
     client = QdrantClient(path=str(tmp_path))  # embedded Qdrant: one client, shared by reader and reindex
     reads: list[tuple[float, list[tuple[str, float]]]] = []
@@ -95,8 +96,9 @@ def test_reindex_switches_the_alias_while_a_reader_keeps_getting_full_answers(tm
     client.close()
 
 
-def test_a_failed_reindex_leaves_the_alias_and_no_half_built_collection(tmp_path, tiny_variant, tiny_variant_qwen,
-                                                                        monkeypatch):
+def test_a_failed_reindex_leaves_the_alias_and_no_half_built_collection(
+    tmp_path, tiny_variant, tiny_variant_qwen, monkeypatch
+):
     c2v_rag.ingest(docs(0, 4), path=tmp_path, collection="papers", model=tiny_variant, versioned=True, **SMALL)
     client = QdrantClient(path=str(tmp_path))
     real_upsert = client.upsert
@@ -115,8 +117,9 @@ def test_a_failed_reindex_leaves_the_alias_and_no_half_built_collection(tmp_path
     assert [c.name for c in client.get_collections().collections] == ["papers_v1"]
     assert c2v_rag.search(QUERY, top_k=3, collection="papers", client=client)  # still served by v1
     monkeypatch.setattr(client, "upsert", real_upsert)
-    done = c2v_rag.reindex("papers", model=tiny_variant_qwen, client=client, show_progress=False, sparse="bm25",
-                           drop_previous=True)
+    done = c2v_rag.reindex(
+        "papers", model=tiny_variant_qwen, client=client, show_progress=False, sparse="bm25", drop_previous=True
+    )
     assert (done.collection, done.dropped_previous) == ("papers_v2", True)
     assert [c.name for c in client.get_collections().collections] == ["papers_v2"]
     assert len(c2v_rag.search(QUERY, top_k=3, collection="papers", client=client, mode="hybrid")) == 3

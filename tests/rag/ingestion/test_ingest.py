@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
+from rag_helpers import make_text, stored_points
 
 import c2v_rag
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, CollectionNotFoundError, IngestError
 from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.rag.read.documents import iter_documents
-from rag_helpers import make_text, stored_points
 
 
 def expected_scores(model, payloads: dict[str, dict], query: str) -> dict[str, float]:
@@ -40,8 +40,9 @@ def chunk_sequence(model, corpus, config) -> list[tuple[str, str]]:
     return [(d.doc_id, c.text) for d in iter_documents(corpus) for c in chunker.chunk(d.text)]
 
 
-def test_ingest_then_search_matches_an_independent_computation(tmp_path, tiny_variant, tiny_model, corpus,
-                                                              ingest_config):
+def test_ingest_then_search_matches_an_independent_computation(
+    tmp_path, tiny_variant, tiny_model, corpus, ingest_config
+):
     result = c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
     expected_chunks = chunk_sequence(tiny_model, corpus, ingest_config)
     assert (result.documents, result.chunks, result.chunks_written) == (6, len(expected_chunks), len(expected_chunks))
@@ -77,20 +78,20 @@ def test_rerun_adds_nothing(tmp_path, tiny_variant, corpus, ingest_config):
     first = c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
     with closing(QdrantClient(path=str(tmp_path))) as client:
         before = stored_points(client, "kb")
-    again = c2v_rag.ingest(corpus + corpus[:2], path=tmp_path, collection="kb", model=tiny_variant,
-                           config=ingest_config)
+    again = c2v_rag.ingest(
+        corpus + corpus[:2], path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config
+    )
     assert (again.chunks_written, again.chunks_unchanged, again.duplicate_documents) == (0, first.chunks, 2)
     with closing(QdrantClient(path=str(tmp_path))) as client:
         assert stored_points(client, "kb") == before
 
 
-def test_changed_document_replaces_its_chunks_and_leaves_no_stale_ones(tmp_path, tiny_variant, corpus,
-                                                                     ingest_config):
+def test_changed_document_replaces_its_chunks_and_leaves_no_stale_ones(tmp_path, tiny_variant, corpus, ingest_config):
     c2v_rag.ingest(corpus, path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
     changed = [dict(d) for d in corpus]
-    changed[1]["text"] = make_text(101, sentences=2)                     # shorter: fewer chunks
+    changed[1]["text"] = make_text(101, sentences=2)  # shorter: fewer chunks
     changed[2]["text"] = corpus[2]["text"] + " " + make_text(102, sentences=3)  # longer, same start
-    changed[3]["metadata"] = {"topic": "edited", "n": 3}                 # metadata only
+    changed[3]["metadata"] = {"topic": "edited", "n": 3}  # metadata only
     result = c2v_rag.ingest(changed, path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
     assert result.chunks_unchanged > 0 and result.chunks_written > 0
     # A clean ingest of the changed corpus is the reference.
@@ -110,8 +111,9 @@ def test_duplicate_ids_with_different_content_are_refused(tmp_path, tiny_variant
         c2v_rag.ingest(docs, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
 
 
-def test_failed_batch_is_reported_and_a_rerun_resumes_without_duplicates(tmp_path, tiny_variant, tiny_model,
-                                                                        corpus, ingest_config, monkeypatch):
+def test_failed_batch_is_reported_and_a_rerun_resumes_without_duplicates(
+    tmp_path, tiny_variant, tiny_model, corpus, ingest_config, monkeypatch
+):
     client = QdrantClient(path=str(tmp_path / "a"))
     real_upsert, calls = client.upsert, []
 
@@ -159,8 +161,9 @@ def test_transient_errors_are_retried(tmp_path, tiny_variant, corpus, ingest_con
     client.close()
 
 
-def test_embedding_the_next_batch_overlaps_uploading_the_previous_one(tmp_path, tiny_variant, tiny_model, corpus,
-                                                                     ingest_config, monkeypatch):
+def test_embedding_the_next_batch_overlaps_uploading_the_previous_one(
+    tmp_path, tiny_variant, tiny_model, corpus, ingest_config, monkeypatch
+):
     client = QdrantClient(path=str(tmp_path))
     real_upsert, real_encode = client.upsert, tiny_model.encode_documents
     second_batch_started, waits = threading.Event(), []
@@ -184,8 +187,9 @@ def test_embedding_the_next_batch_overlaps_uploading_the_previous_one(tmp_path, 
     client.close()
 
 
-def test_on_error_continue_records_the_batch_and_writes_the_rest(tmp_path, tiny_variant, tiny_model, corpus,
-                                                                 ingest_config, monkeypatch):
+def test_on_error_continue_records_the_batch_and_writes_the_rest(
+    tmp_path, tiny_variant, tiny_model, corpus, ingest_config, monkeypatch
+):
     client = QdrantClient(path=str(tmp_path))
     real_upsert, calls = client.upsert, []
 
@@ -196,23 +200,29 @@ def test_on_error_continue_records_the_batch_and_writes_the_rest(tmp_path, tiny_
         return real_upsert(*args, **kwargs)
 
     monkeypatch.setattr(client, "upsert", failing_first)
-    result = c2v_rag.ingest(corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client,
-                            on_error="continue")
+    result = c2v_rag.ingest(
+        corpus, collection="kb", model=tiny_variant, config=ingest_config, client=client, on_error="continue"
+    )
     chunks = chunk_sequence(tiny_model, corpus, ingest_config)
     assert [f.doc_ids for f in result.failed] == [list(dict.fromkeys(d for d, _ in chunks[:4]))]
     assert result.chunks_written == len(chunks) - 4 == len(stored_points(client, "kb"))
     client.close()
 
 
-def test_existing_collection_with_other_vectors_is_refused_before_writing(tmp_path, tiny_variant, tiny_variant_qwen,
-                                                                         corpus, ingest_config):
+def test_existing_collection_with_other_vectors_is_refused_before_writing(
+    tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config
+):
     with closing(QdrantClient(path=str(tmp_path))) as client:
         client.create_collection("size", vectors_config=models.VectorParams(size=65, distance=models.Distance.COSINE))
         client.create_collection("dist", vectors_config=models.VectorParams(size=64, distance=models.Distance.DOT))
-        client.create_collection("named", vectors_config={"text-dense": models.VectorParams(
-            size=64, distance=models.Distance.COSINE)})
-    for name, message in [("size", "stores 65-dimensional vectors, but the model makes 64"),
-                          ("dist", "uses Dot distance, not Cosine"), ("named", "has named vectors")]:
+        client.create_collection(
+            "named", vectors_config={"text-dense": models.VectorParams(size=64, distance=models.Distance.COSINE)}
+        )
+    for name, message in [
+        ("size", "stores 65-dimensional vectors, but the model makes 64"),
+        ("dist", "uses Dot distance, not Cosine"),
+        ("named", "has named vectors"),
+    ]:
         with pytest.raises(CollectionMismatchError, match=message):
             c2v_rag.ingest(corpus, path=tmp_path, collection=name, model=tiny_variant, config=ingest_config)
     c2v_rag.ingest(corpus[:1], path=tmp_path, collection="llama", model=tiny_variant, config=ingest_config)
@@ -220,15 +230,20 @@ def test_existing_collection_with_other_vectors_is_refused_before_writing(tmp_pa
         c2v_rag.ingest(corpus[1:], path=tmp_path, collection="llama", model=tiny_variant_qwen, config=ingest_config)
     with closing(QdrantClient(path=str(tmp_path))) as client:
         counts = {n: client.count(n).count for n in ("size", "dist", "named", "llama")}
-    assert counts == {"size": 0, "dist": 0, "named": 0, "llama": len(c2v_rag.search(
-        "x", top_k=100, path=tmp_path, collection="llama"))}
+    assert counts == {
+        "size": 0,
+        "dist": 0,
+        "named": 0,
+        "llama": len(c2v_rag.search("x", top_k=100, path=tmp_path, collection="llama")),
+    }
     assert all(h.doc_id == "doc-0" for h in c2v_rag.search("x", top_k=100, path=tmp_path, collection="llama"))
 
 
 def test_named_vector_collections_work_end_to_end(tmp_path, tiny_variant, corpus, ingest_config):
     qdrant = c2v_rag.QdrantConfig(vector_name="text-dense", distance="dot")
-    result = c2v_rag.ingest(corpus, path=tmp_path, collection="nv", model=tiny_variant, config=ingest_config,
-                            qdrant=qdrant)
+    result = c2v_rag.ingest(
+        corpus, path=tmp_path, collection="nv", model=tiny_variant, config=ingest_config, qdrant=qdrant
+    )
     hits = c2v_rag.search(corpus[0]["text"], top_k=3, path=tmp_path, collection="nv", qdrant=qdrant)
     assert result.chunks > 0 and len(hits) == 3
     # The collection records its vector's name, so a search needs no vector_name...
@@ -248,8 +263,9 @@ def test_search_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
 
 
-def test_the_progress_bar_counts_chunks_as_they_are_embedded(tmp_path, tiny_variant, tiny_model, corpus,
-                                                             ingest_config, monkeypatch, capsys):
+def test_the_progress_bar_counts_chunks_as_they_are_embedded(
+    tmp_path, tiny_variant, tiny_model, corpus, ingest_config, monkeypatch, capsys
+):
     from tqdm.auto import tqdm
 
     real_encode, seen = tiny_model.encode_documents, []
@@ -279,8 +295,8 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     import torch
     from safetensors.torch import load_file, save_file
 
-    from c2v_rag.rag.store.collection import FINGERPRINT_METADATA_KEY
     from c2v_rag.hub.variants import PROJECTOR_FILE, weights_digest
+    from c2v_rag.rag.store.collection import FINGERPRINT_METADATA_KEY
 
     retrained = tmp_path / "retrained"
     shutil.copytree(tiny_variant, retrained)
@@ -299,10 +315,14 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     # A collection written before weights were recorded is searched, with one warning that says so.
     with closing(QdrantClient(path=str(store))) as client:
         info = client.get_collection("kb")
-        old = {k: v for k, v in info.config.metadata[FINGERPRINT_METADATA_KEY].items()
-               if k not in ("weights", "normalize_parts", "encoder_share")}
-        client.create_collection("old", vectors_config=info.config.params.vectors,
-                                 metadata={FINGERPRINT_METADATA_KEY: old})
+        old = {
+            k: v
+            for k, v in info.config.metadata[FINGERPRINT_METADATA_KEY].items()
+            if k not in ("weights", "normalize_parts", "encoder_share")
+        }
+        client.create_collection(
+            "old", vectors_config=info.config.params.vectors, metadata={FINGERPRINT_METADATA_KEY: old}
+        )
     with caplog.at_level("WARNING", logger="c2v_rag.rag.store.collection"):
         assert c2v_rag.search("x", path=store, collection="old", model=retrained) == []
         c2v_rag.search("y", path=store, collection="old", model=retrained)

@@ -16,14 +16,22 @@ for _module in ("qdrant_client", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
+from rag_helpers import stored_points
 
 import c2v_rag
 from c2v_rag import Causal2Vec
-from c2v_rag.core.devices import INT8_METHOD, LEGACY_INT8, cpu_class, cpu_has_native_bf16, int8_runtime_installed, \
-    resolve_compute_dtype, resolve_dtype, resolve_quantize
+from c2v_rag.core.devices import (
+    INT8_METHOD,
+    LEGACY_INT8,
+    cpu_class,
+    cpu_has_native_bf16,
+    int8_runtime_installed,
+    resolve_compute_dtype,
+    resolve_dtype,
+    resolve_quantize,
+)
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, load_model
 from c2v_rag.rag.store.collection import check_model, collection_fingerprint
-from rag_helpers import stored_points
 
 CPU = torch.device("cpu")
 needs_int8_cpu = pytest.mark.skipif(not int8_runtime_installed(), reason="needs the int8 extra (onnx, onnxruntime)")
@@ -61,8 +69,17 @@ def test_auto_follows_the_cpu_table():
     flags = _flags()
     if not flags:
         pytest.skip("no /proc/cpuinfo flags to compare with")
-    expected = ("amx" if flags & {"amx_bf16", "amx_tile", "amx_int8"} else "avx512_bf16" if "avx512_bf16" in flags
-                else "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else "other")
+    expected = (
+        "amx"
+        if flags & {"amx_bf16", "amx_tile", "amx_int8"}
+        else "avx512_bf16"
+        if "avx512_bf16" in flags
+        else "avx512_vnni"
+        if "avx512_vnni" in flags
+        else "avx2"
+        if "avx2" in flags
+        else "other"
+    )
     assert cpu_class() == expected
     picks_int8 = expected in ("avx2", "avx512_vnni", "avx512_bf16") and int8_runtime_installed()
     assert resolve_quantize("auto", CPU) == (INT8_METHOD if picks_int8 else "none")
@@ -74,14 +91,21 @@ def test_auto_follows_the_cpu_table():
     assert resolve_compute_dtype("auto", CPU, "auto") == (torch.float32 if picks_int8 else resolve_dtype("auto", CPU))
 
 
-@pytest.mark.parametrize("flags, klass, native_bf16, auto_int8", [
-    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"},
-     "amx", True, False),                                                      # Sapphire Rapids: bf16 in tiles
-    ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}, "avx512_bf16", True, True),  # Zen 4/5
-    ({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx512_vnni", False, True),
-    ({"avx2", "fma", "f16c"}, "avx2", False, True),
-    ({"sse4_2"}, "other", False, False),
-])
+@pytest.mark.parametrize(
+    "flags, klass, native_bf16, auto_int8",
+    [
+        (
+            {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"},
+            "amx",
+            True,
+            False,
+        ),  # Sapphire Rapids: bf16 in tiles
+        ({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}, "avx512_bf16", True, True),  # Zen 4/5
+        ({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}, "avx512_vnni", False, True),
+        ({"avx2", "fma", "f16c"}, "avx2", False, True),
+        ({"sse4_2"}, "other", False, False),
+    ],
+)
 def test_the_cpu_table_row_by_row(monkeypatch, flags, klass, native_bf16, auto_int8):
     """Each row of docs/performance.md's table from a CPU's flags as /proc/cpuinfo lists them (the flag
     sets of real CPUs); Cascade Lake's row is the one torch's own bf16 check gets wrong."""
@@ -135,10 +159,10 @@ def test_a_collection_of_the_removed_torch_int8_is_refused_with_the_fix():
 
 
 @needs_int8_cpu
-def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collection_was(tmp_path, tiny_variant,
-                                                                                        corpus, ingest_config):
-    c2v_rag.ingest(corpus, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config,
-                   quantize="int8")
+def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collection_was(
+    tmp_path, tiny_variant, corpus, ingest_config
+):
+    c2v_rag.ingest(corpus, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config, quantize="int8")
     int8_model = load_model(tiny_variant, device="cpu", quantize="int8")
     float_model = load_model(tiny_variant, device="cpu")
     query = corpus[2]["text"][:50]
@@ -169,8 +193,9 @@ def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collec
         added = {i: p for i, p in stored_points(client, "q8").items() if i not in payloads}
         vectors = np.array([p.vector for p in client.retrieve("q8", list(added), with_vectors=True)], np.float32)
     assert added and {p["doc_id"] for p in added.values()} == {"float-doc"}
-    expected = float_model.encode_documents([p["page_content"] for p in added.values()], batch_size=1,
-                                            normalize_embeddings=True)
+    expected = float_model.encode_documents(
+        [p["page_content"] for p in added.values()], batch_size=1, normalize_embeddings=True
+    )
     assert ((vectors * expected).sum(1) > 0.9999).all()
 
 

@@ -23,12 +23,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.dat
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
-from qdrant_client import QdrantClient
+from rag_helpers import compare, make_text, points
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
 from c2v_rag.rag.store.backends import store_kind
-from rag_helpers import compare, make_text, points
 
 ACTOR_CLASS = "ChunkEmbedActor"
 # Two actors, small batches (several per actor), one reading/chunking task: the module's runs fit a
@@ -58,8 +57,16 @@ def sources(tmp_path):
     with (folder / "records.jsonl").open("w") as handle:
         for i in range(4):
             handle.write(json.dumps({"id": f"rec-{i}", "text": make_text(300 + i), "year": 2000 + i}) + "\n")
-    pq.write_table(pa.table({"id": [f"row-{i}" for i in range(4)], "text": [make_text(400 + i) for i in range(4)],
-                             "lang": ["en", "de", "en", "fr"]}), folder / "table.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"row-{i}" for i in range(4)],
+                "text": [make_text(400 + i) for i in range(4)],
+                "lang": ["en", "de", "en", "fr"],
+            }
+        ),
+        folder / "table.parquet",
+    )
     return folder
 
 
@@ -70,8 +77,10 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sour
     result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
     got, want = points(on_ray), points(local)
     difference = compare(got, want)
-    print(f"\nray vs local: {result.documents}/{expected.documents} documents, {len(got)}/{len(want)} points, "
-          f"ids equal, payloads equal, max |vector difference| {difference:.2e}")
+    print(
+        f"\nray vs local: {result.documents}/{expected.documents} documents, {len(got)}/{len(want)} points, "
+        f"ids equal, payloads equal, max |vector difference| {difference:.2e}"
+    )
     assert (result.documents, result.chunks, result.chunks_written) == (12, expected.chunks, expected.chunks)
     assert result.ok and difference < 1e-5
     assert {p["metadata"].get("lang") for p, _ in got.values()} >= {"en", "de", "fr"}  # Parquet columns
@@ -100,14 +109,18 @@ def _every_point(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarr
             for p in batch:
                 sparse = next(v for v in p.vector.values() if hasattr(v, "indices"))
                 dense = next(v for v in p.vector.values() if not hasattr(v, "indices"))
-                found[str(p.id)] = (p.payload, np.asarray(dense, dtype=np.float32),
-                                    (list(sparse.indices), np.asarray(sparse.values, dtype=np.float32)))
+                found[str(p.id)] = (
+                    p.payload,
+                    np.asarray(dense, dtype=np.float32),
+                    (list(sparse.indices), np.asarray(sparse.values, dtype=np.float32)),
+                )
             if offset is None:
                 return found
 
 
-def test_ray_writes_an_edge_store_from_the_driver_and_from_the_one_writing_actor(tmp_path, sources, tiny_variant,
-                                                                                 ingest_config):
+def test_ray_writes_an_edge_store_from_the_driver_and_from_the_one_writing_actor(
+    tmp_path, sources, tiny_variant, ingest_config
+):
     """Both of Ray's write modes on Qdrant Edge store what the in-process engine stores in local mode:
     the driver writing the actors' vectors, and one actor writing itself (Edge, like local mode, lets
     one process hold the directory, so the driver hands the store over and takes it back)."""
@@ -132,36 +145,65 @@ def test_ray_writes_an_edge_store_from_the_driver_and_from_the_one_writing_actor
     # A changed document through the writing actor replaces its chunks on Edge as in local mode.
     (sources / "note-1.txt").write_text(make_text(999))
     c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)
-    changed = c2v_rag.ingest(sources, path=tmp_path / "edge-workers", store="edge", engine="ray", ray=one_writer,
-                             **kwargs)
+    changed = c2v_rag.ingest(
+        sources, path=tmp_path / "edge-workers", store="edge", engine="ray", ray=one_writer, **kwargs
+    )
     assert changed.ok and changed.chunks_written > 0 and changed.chunks_unchanged > 0
     want, got = _every_point(tmp_path / "local"), _every_point(tmp_path / "edge-workers")
     assert sorted(got) == sorted(want)
     assert all(got[p][0] == want[p][0] and np.abs(got[p][1] - want[p][1]).max() < 1e-5 for p in want)
     with pytest.raises(ValueError, match="needs actors=1"):
-        c2v_rag.ingest(sources, path=tmp_path / "edge-workers", engine="ray",
-                       ray=RayOptions(actors=2, write="workers"), **kwargs)
+        c2v_rag.ingest(
+            sources, path=tmp_path / "edge-workers", engine="ray", ray=RayOptions(actors=2, write="workers"), **kwargs
+        )
 
 
 def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_variant, corpus, ingest_config):
     c2v_rag.ingest(corpus[:2], path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config)
     before = points(tmp_path)
     with pytest.raises(CollectionMismatchError, match="distance"):
-        c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config,
-                       qdrant=QdrantConfig(distance="dot"), engine="ray")
+        c2v_rag.ingest(
+            corpus,
+            path=tmp_path,
+            collection="kb",
+            model=str(tiny_variant),
+            config=ingest_config,
+            qdrant=QdrantConfig(distance="dot"),
+            engine="ray",
+        )
     with pytest.raises(ValueError, match="sync=True is not supported with engine='ray'"):
-        c2v_rag.ingest([tmp_path], collection="kb2", path=tmp_path / "other", model=str(tiny_variant),
-                       config=ingest_config, sync=True, engine="ray")
+        c2v_rag.ingest(
+            [tmp_path],
+            collection="kb2",
+            path=tmp_path / "other",
+            model=str(tiny_variant),
+            config=ingest_config,
+            sync=True,
+            engine="ray",
+        )
     with pytest.raises(ValueError, match="needs actors=1"):
-        c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=str(tiny_variant), config=ingest_config,
-                       engine="ray", ray=RayOptions(actors=2, write="workers"))
+        c2v_rag.ingest(
+            corpus,
+            path=tmp_path,
+            collection="kb",
+            model=str(tiny_variant),
+            config=ingest_config,
+            engine="ray",
+            ray=RayOptions(actors=2, write="workers"),
+        )
     assert points(tmp_path).keys() == before.keys()
 
 
 def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
-    on_ray = c2v_rag.embed(sources, tmp_path / "ray", model=str(tiny_variant), config=ingest_config, engine="ray",
-                           ray=RayOptions(actors=1, docs_per_batch=3, chunk_tasks=1))
+    on_ray = c2v_rag.embed(
+        sources,
+        tmp_path / "ray",
+        model=str(tiny_variant),
+        config=ingest_config,
+        engine="ray",
+        ray=RayOptions(actors=1, docs_per_batch=3, chunk_tasks=1),
+    )
     tables = [pq.read_table(r.files).sort_by("id") for r in (local, on_ray)]
     assert (local.chunks, local.documents) == (on_ray.chunks, on_ray.documents) == (tables[0].num_rows, 12)
     for column in ("id", "doc_id", "chunk_index", "text", "metadata"):
@@ -192,8 +234,13 @@ def test_a_killed_actor_is_restarted_and_every_chunk_is_stored_once(tmp_path, ti
     outcome: dict = {}
 
     def run() -> None:
-        outcome["result"] = c2v_rag.ingest(docs, path=tmp_path / "killed", engine="ray",
-                                           ray=RayOptions(actors=2, docs_per_batch=1, chunk_tasks=1), **kwargs)
+        outcome["result"] = c2v_rag.ingest(
+            docs,
+            path=tmp_path / "killed",
+            engine="ray",
+            ray=RayOptions(actors=2, docs_per_batch=1, chunk_tasks=1),
+            **kwargs,
+        )
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -214,9 +261,11 @@ def test_a_killed_actor_is_restarted_and_every_chunk_is_stored_once(tmp_path, ti
     keys = [(p["doc_id"], p["metadata"]["chunk_index"]) for p, _ in stored.values()]
     duplicates = len(keys) - len(set(keys))
     lost = len(set(reference) - set(stored))
-    print(f"\nkilled actor {victim['ActorID'][:12]} (pid {victim['Pid']}), restarted {restarts}x: clean run "
-          f"{len(reference)} points, killed run {len(stored)} points ({outcome['result'].chunks_written} written); "
-          f"duplicates {duplicates}, lost {lost}")
+    print(
+        f"\nkilled actor {victim['ActorID'][:12]} (pid {victim['Pid']}), restarted {restarts}x: clean run "
+        f"{len(reference)} points, killed run {len(stored)} points ({outcome['result'].chunks_written} written); "
+        f"duplicates {duplicates}, lost {lost}"
+    )
     assert restarts >= 1
     assert outcome["result"].ok and outcome["result"].chunks == clean.chunks
     assert duplicates == 0 and lost == 0 and compare(stored, reference) < 1e-5

@@ -18,11 +18,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.dat
     pytest.importorskip(_module)
 
 import ray
+from rag_helpers import compare, make_text, points
 from ray.cluster_utils import Cluster
 
 import c2v_rag
 from c2v_rag.rag import RayOptions
-from rag_helpers import compare, make_text, points
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,8 @@ def two_nodes():
 
 
 def test_ingest_joins_a_two_node_cluster_by_address_and_stores_what_one_process_stores(
-        tmp_path, two_nodes, tiny_variant, ingest_config):
+    tmp_path, two_nodes, tiny_variant, ingest_config
+):
     docs = [{"id": f"doc-{i}", "text": make_text(500 + i, sentences=4), "metadata": {"i": i}} for i in range(8)]
     kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
     expected = c2v_rag.ingest(docs, path=tmp_path / "local", **kwargs)

@@ -16,9 +16,9 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
+from rag_helpers import make_text, stored_points
 
 import c2v_rag
-from rag_helpers import make_text, stored_points
 
 
 @pytest.fixture
@@ -56,9 +56,9 @@ def test_sync_mirrors_deleted_renamed_and_moved_files(tmp_path, ingest_into):
     first = ingest_into(folder, store, sync=True)
     assert first.documents == 5 and first.documents_deleted == 0
 
-    (folder / "a.txt").unlink()                                     # deleted
-    (folder / "b.md").rename(folder / "b2.md")                     # renamed
-    shutil.move(str(folder / "sub"), str(folder / "moved"))        # a folder moved inside the root
+    (folder / "a.txt").unlink()  # deleted
+    (folder / "b.md").rename(folder / "b2.md")  # renamed
+    shutil.move(str(folder / "sub"), str(folder / "moved"))  # a folder moved inside the root
     # Without sync (the default) an ingest only adds: the old documents stay.
     plain = ingest_into(folder, store)
     assert plain.documents_deleted == 0 and {"a.txt", "b.md", "d.txt", "b2.md"} <= docs_of(store)
@@ -78,13 +78,13 @@ def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ingest_into([tmp_path / "dcos"], store, sync=True)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        ingest_into([folder, tmp_path / "typo"], store, sync=True)   # one good path does not make it run
+        ingest_into([folder, tmp_path / "typo"], store, sync=True)  # one good path does not make it run
     with pytest.raises(ValueError, match="sync=True mirrors files and folders"):
-        ingest_into(str(tmp_path / "dcos"), store, sync=True)       # a string that is no path is a text
+        ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a string that is no path is a text
     for name in ("a.txt", "b.txt"):
         (folder / name).unlink()
     with pytest.raises(ValueError, match="no .txt, .md, .jsonl or .parquet files"):
-        ingest_into(folder, store, sync=True)                       # an emptied folder is refused too
+        ingest_into(folder, store, sync=True)  # an emptied folder is refused too
     assert points(store) == before
 
 
@@ -98,10 +98,10 @@ def test_two_sources_sharing_a_collection_keep_each_others_points(tmp_path, inge
     assert docs_of(store) == {"a.txt", "b.txt", "c.txt", "d.txt", "note"}
 
     (one / "a.txt").unlink()
-    result = ingest_into(one, store, sync=True)                     # sees only one/: two/ and the note stay
+    result = ingest_into(one, store, sync=True)  # sees only one/: two/ and the note stay
     assert result.documents_deleted == 1 and docs_of(store) == {"b.txt", "c.txt", "d.txt", "note"}
     (two / "d.txt").unlink()
-    ingest_into([two / "c.txt"], store, sync=True)                  # a file root: d.txt is not its business
+    ingest_into([two / "c.txt"], store, sync=True)  # a file root: d.txt is not its business
     assert docs_of(store) == {"b.txt", "c.txt", "d.txt", "note"}
     ingest_into(two, store, sync=True)
     assert docs_of(store) == {"b.txt", "c.txt", "note"}
@@ -109,17 +109,19 @@ def test_two_sources_sharing_a_collection_keep_each_others_points(tmp_path, inge
 
 def test_files_that_cannot_be_read_keep_their_points(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
-    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n{"id": "r2", "text": "%s"}\n'
-                                    % (make_text(5, 1), make_text(6, 1)), encoding="utf-8")
+    (folder / "r.jsonl").write_text(
+        f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n{{"id": "r2", "text": "{make_text(6, 1)}"}}\n',
+        encoding="utf-8",
+    )
     store = tmp_path / "store"
     ingest_into(folder, store, sync=True)
-    (folder / "a.txt").write_bytes(b"\x00\x01binary now" * 10)        # not text: skipped, kept
-    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n{broken\n' % make_text(5, 1), encoding="utf-8")
+    (folder / "a.txt").write_bytes(b"\x00\x01binary now" * 10)  # not text: skipped, kept
+    (folder / "r.jsonl").write_text(f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n{{broken\n', encoding="utf-8")  # noqa: E501
     result = ingest_into(folder, store, sync=True, on_error="continue")
     assert (result.files_skipped, result.records_skipped, result.documents_deleted) == (1, 1, 0)
     assert docs_of(store) == {"a.txt", "b.txt", "r1", "r2"}
     # Once the JSONL file reads cleanly, the record removed from it is deleted.
-    (folder / "r.jsonl").write_text('{"id": "r1", "text": "%s"}\n' % make_text(5, 1), encoding="utf-8")
+    (folder / "r.jsonl").write_text(f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n', encoding="utf-8")
     result = ingest_into(folder, store, sync=True)
     assert result.documents_deleted == 1 and docs_of(store) == {"a.txt", "b.txt", "r1"}
 
@@ -127,8 +129,8 @@ def test_files_that_cannot_be_read_keep_their_points(tmp_path, ingest_into):
 def test_a_file_read_through_another_root_is_claimed_by_it(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "sub/b.txt", "sub/c.txt"])
     store = tmp_path / "store"
-    ingest_into(folder / "sub", store)                              # recorded under docs/sub
-    ingest_into(folder, store, sync=True)                           # unchanged chunks now under docs
+    ingest_into(folder / "sub", store)  # recorded under docs/sub
+    ingest_into(folder, store, sync=True)  # unchanged chunks now under docs
     roots = {p["source_root"] for p in points(store).values()}
     assert roots == {str(folder.resolve())}
     (folder / "sub" / "c.txt").unlink()

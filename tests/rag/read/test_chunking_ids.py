@@ -7,12 +7,13 @@ import uuid
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('llama_index.core',):
+for _module in ("llama_index.core",):
     pytest.importorskip(_module)
+
+from rag_helpers import make_text
 
 from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.rag.store.point_schema import content_hash, point_id
-from rag_helpers import make_text
 
 
 def test_chunks_fit_the_budget_overlap_and_map_back_to_the_text(tiny_model):
@@ -27,7 +28,7 @@ def test_chunks_fit_the_budget_overlap_and_map_back_to_the_text(tiny_model):
     assert max(sizes) <= 24 + 4 and sum(s <= 24 for s in sizes) >= 0.8 * len(sizes)
     assert [c.index for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
-        assert text[chunk.start_char:chunk.end_char] == chunk.text
+        assert text[chunk.start_char : chunk.end_char] == chunk.text
     # Neighbours overlap (by whole pieces of at most chunk_overlap tokens, so not at a boundary
     # after a long sentence): a chunk starts before the previous one ends.
     overlapping = sum(b.start_char < a.end_char for a, b in zip(chunks, chunks[1:]))
@@ -60,7 +61,7 @@ def test_sections_cut_at_the_best_break_and_rejoin_to_the_text():
     text = "\n\n".join(make_text(i, sentences=4) for i in range(30)) + " " + "x" * 500
     pieces = list(sections(text, 800))
     assert "".join(p for _, p in pieces) == text and len(pieces) > 5
-    assert all(text[offset:offset + len(p)] == p and len(p) <= 800 for offset, p in pieces)
+    assert all(text[offset : offset + len(p)] == p and len(p) <= 800 for offset, p in pieces)
     # Every cut but the hard one inside the final 500-character word lands after a paragraph break.
     assert sum(p.endswith("\n\n") for _, p in pieces[:-1]) >= len(pieces) - 3
     assert list(sections("short", 800)) == [(0, "short")] and list(sections("", 800)) == []
@@ -87,10 +88,10 @@ def test_long_documents_stream_in_sections_and_short_ones_split_as_before(tiny_m
     streaming.splitter = Counting(streaming.splitter)
     chunks = streaming.iter_chunks(text)
     first = next(chunks)
-    assert len(calls) == 1 and calls[0] <= 1500           # the first chunk came after one section's work
+    assert len(calls) == 1 and calls[0] <= 1500  # the first chunk came after one section's work
     rest = [first, *chunks]
     assert len(calls) > 4 and [c.index for c in rest] == list(range(len(rest)))
     for chunk in rest:
-        assert text[chunk.start_char:chunk.end_char] == chunk.text
+        assert text[chunk.start_char : chunk.end_char] == chunk.text
     covered = set().union(*(range(c.start_char, c.end_char) for c in rest))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())

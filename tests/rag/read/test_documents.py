@@ -29,14 +29,18 @@ def test_folder_reads_txt_md_jsonl_and_skips_hidden_and_other_files(tmp_path: Pa
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.md").write_text("# Title\nmarkdown", encoding="utf-8")
     (tmp_path / "c.jsonl").write_text(
-        json.dumps({"_id": "x1", "text": "first"}) + "\n\n" + json.dumps({"text": "no id"}) + "\n", encoding="utf-8")
+        json.dumps({"_id": "x1", "text": "first"}) + "\n\n" + json.dumps({"text": "no id"}) + "\n", encoding="utf-8"
+    )
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "d.txt").write_text("hidden", encoding="utf-8")
     (tmp_path / "e.pdf").write_bytes(b"%PDF")
     docs = list(iter_documents(tmp_path))
     jsonl = (tmp_path / "c.jsonl").resolve()
     assert [d.doc_id for d in docs] == [
-        (tmp_path / "a.txt").resolve().as_posix(), "x1", f"{jsonl}:3", (tmp_path / "sub" / "b.md").resolve().as_posix(),
+        (tmp_path / "a.txt").resolve().as_posix(),
+        "x1",
+        f"{jsonl}:3",
+        (tmp_path / "sub" / "b.md").resolve().as_posix(),
     ]
     assert [d.text for d in docs] == ["plain text", "first", "no id", "# Title\nmarkdown"]
     assert docs[0].source == str((tmp_path / "a.txt").resolve()) and docs[0].metadata["file_name"] == "a.txt"
@@ -57,14 +61,20 @@ def test_framework_documents():
     from llama_index.core import Document as LIDocument
     from llama_index.core.schema import TextNode
 
-    docs = list(iter_documents([
-        LIDocument(text="llama doc", id_="li-1", metadata={"file_path": "/x/a.txt"}),
-        TextNode(text="a node", id_="node-1"),
-        LCDocument(page_content="chain doc", metadata={"source": "s.txt"}, id="lc-1"),
-        LCDocument(page_content="no id"),
-    ]))
+    docs = list(
+        iter_documents(
+            [
+                LIDocument(text="llama doc", id_="li-1", metadata={"file_path": "/x/a.txt"}),
+                TextNode(text="a node", id_="node-1"),
+                LCDocument(page_content="chain doc", metadata={"source": "s.txt"}, id="lc-1"),
+                LCDocument(page_content="no id"),
+            ]
+        )
+    )
     assert [(d.doc_id, d.text, d.source) for d in docs] == [
-        ("li-1", "llama doc", "/x/a.txt"), ("node-1", "a node", None), ("lc-1", "chain doc", "s.txt"),
+        ("li-1", "llama doc", "/x/a.txt"),
+        ("node-1", "a node", None),
+        ("lc-1", "chain doc", "s.txt"),
         (content_doc_id("no id"), "no id", None),
     ]
 

@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("qdrant_client")
 
+from rag_helpers import make_text
+
 import c2v_rag
 from c2v_rag.rag.read.documents import iter_documents
-from rag_helpers import make_text
 
 
 @pytest.fixture
@@ -45,17 +46,22 @@ def test_the_fixes_the_error_names_work(folder, tiny_variant, ingest_config, tmp
     assert [d.text for d in as_paths] == [p.read_text() for p in paths]
     as_texts = list(iter_documents([{"text": str(p)} for p in paths]))
     assert [d.text for d in as_texts] == [str(p) for p in paths]
-    result = c2v_rag.ingest([Path(p) for p in paths], path=tmp_path / "s", collection="kb", model=tiny_variant,
-                            config=ingest_config)
-    assert result.documents == 3 and all(h.source and h.source.endswith(".md")
-                                         for h in c2v_rag.search("vitamin", path=tmp_path / "s", collection="kb"))
+    result = c2v_rag.ingest(
+        [Path(p) for p in paths], path=tmp_path / "s", collection="kb", model=tiny_variant, config=ingest_config
+    )
+    assert result.documents == 3 and all(
+        h.source and h.source.endswith(".md") for h in c2v_rag.search("vitamin", path=tmp_path / "s", collection="kb")
+    )
 
 
-@pytest.mark.parametrize("texts", [
-    ["Cats and dogs are popular pets.", "See notes.md for the details."],  # one ordinary sentence is enough
-    ["vitamin deficiency", "bone loss"],
-    [".", "~"],  # existing, but no separator or suffix: a bare word or symbol stays a text
-])
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["Cats and dogs are popular pets.", "See notes.md for the details."],  # one ordinary sentence is enough
+        ["vitamin deficiency", "bone loss"],
+        [".", "~"],  # existing, but no separator or suffix: a bare word or symbol stays a text
+    ],
+)
 def test_texts_are_still_texts(texts):
     assert [d.text for d in iter_documents(texts)] == texts
 

@@ -12,32 +12,35 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from rag_helpers import make_text
 
 from c2v_rag.rag.read.documents import iter_documents
 from c2v_rag.rag.read.files import ReadLog, ReadOptions
 from c2v_rag.rag.read.sniffing import NotText, decode_text
-from rag_helpers import make_text
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "it is a PDF"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "it is a PNG image"),
-    (b"PK\x03\x04\x14\x00\x06\x00", "it is a ZIP archive"),
-    (b"\x7fELF\x02\x01\x01", "it is an ELF executable"),
-    ("plain words in UTF-16".encode("utf-16"), "NUL bytes"),
-    (b"text with a \x00 inside", "NUL bytes"),
-    (bytes(range(128, 256)) * 8, "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "it is a PDF"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "it is a PNG image"),
+        (b"PK\x03\x04\x14\x00\x06\x00", "it is a ZIP archive"),
+        (b"\x7fELF\x02\x01\x01", "it is an ELF executable"),
+        ("plain words in UTF-16".encode("utf-16"), "NUL bytes"),
+        (b"text with a \x00 inside", "NUL bytes"),
+        (bytes(range(128, 256)) * 8, "not valid UTF-8"),
+    ],
+)
 def test_binary_data_is_not_text(data, reason):
     result = decode_text(data)
     assert isinstance(result, NotText) and reason in result.reason
 
 
 def test_text_is_text_and_a_few_stray_bytes_are_replaced():
-    assert decode_text("Grüße, 東京 \ufffd".encode("utf-8")) == "Grüße, 東京 \ufffd"   # a literal U+FFFD is fine
+    assert decode_text("Grüße, 東京 \ufffd".encode("utf-8")) == "Grüße, 東京 \ufffd"  # a literal U+FFFD is fine
     assert decode_text(b"\xef\xbb\xbfwith a BOM") == "with a BOM"
     latin1 = ("A mostly English text with one caf\xe9 in it. " * 5).encode("latin-1")
-    assert decode_text(latin1).count("\ufffd") == 5                             # 5 bad bytes of 230
+    assert decode_text(latin1).count("\ufffd") == 5  # 5 bad bytes of 230
     assert isinstance(decode_text(latin1, max_undecodable_share=0.01), NotText)
     assert decode_text(b"") == ""
 
@@ -62,7 +65,7 @@ def test_a_folder_skips_what_is_not_text_with_one_warning_each(tmp_path: Path, c
 
 BAD_LINES = [
     ('{"id": "ok1", "text": "first"}', None),
-    ('{not json', "is not valid JSON"),
+    ("{not json", "is not valid JSON"),
     ('["a", "list"]', "must be a JSON object, got list"),
     ('{"id": "x", "body_text": "no text key"}', "has no text"),
     (b'{"id": "y", "text": "caf\xe9"}', "is not valid UTF-8"),
@@ -88,7 +91,7 @@ def test_bad_jsonl_records_are_reported_by_line_and_skipped(tmp_path: Path, capl
     assert all(reason in s.reason for (_, reason), s in zip(expected, log.skipped))
     assert log.records_skipped == 5 and len(caplog.records) == 5 and log.covers(str(resolved))
     with pytest.raises(ValueError, match=r"records\.jsonl:2 is not valid JSON"):
-        list(iter_documents(file))                                   # on_error="raise", the default
+        list(iter_documents(file))  # on_error="raise", the default
 
 
 @pytest.fixture
@@ -130,7 +133,7 @@ def test_with_raise_a_bad_record_stops_the_run_but_keeps_what_came_before(tmp_pa
         rag(file, store)
     stored = count(store)
     reference = rag(good, tmp_path / "clean")
-    assert stored == reference.chunks > ingest_config.batch_size      # every record before the bad one
+    assert stored == reference.chunks > ingest_config.batch_size  # every record before the bad one
     file.write_text("".join(json.dumps(r) + "\n" for r in good), encoding="utf-8")
     resumed = rag(file, store)
     assert (resumed.chunks_unchanged, resumed.chunks_written) == (stored, 0)

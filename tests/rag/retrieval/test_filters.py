@@ -15,18 +15,23 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
+from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.rag import to_qdrant_filter
 from c2v_rag.rag.store.filters import OPERATORS
-from rag_helpers import make_text
 
 N_DOCS = 8
 
 
 def meta(i: int) -> dict:
-    return {"topic": "odd" if i % 2 else "even", "n": i, "score": i * 0.5, "lang": ["en", "de", "fr"][i % 3],
-            "published": f"2024-{i + 1:02d}-15T00:00:00Z"}
+    return {
+        "topic": "odd" if i % 2 else "even",
+        "n": i,
+        "score": i * 0.5,
+        "lang": ["en", "de", "fr"][i % 3],
+        "published": f"2024-{i + 1:02d}-15T00:00:00Z",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +42,14 @@ def store(tmp_path_factory, tiny_variant):
     path = tmp_path_factory.mktemp("filters")
     docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=2), "metadata": meta(i)} for i in range(N_DOCS)]
     config = IngestConfig(chunk_size=24, chunk_overlap=4, batch_size=16, show_progress=False)
-    c2v_rag.ingest(docs, path=path, collection="kb", model=tiny_variant, config=config,
-                   payload_indexes={"n": "integer", "topic": "keyword"})
+    c2v_rag.ingest(
+        docs,
+        path=path,
+        collection="kb",
+        model=tiny_variant,
+        config=config,
+        payload_indexes={"n": "integer", "topic": "keyword"},
+    )
     with closing(QdrantClient(path=str(path))) as client:
         yield client
 
@@ -61,9 +72,14 @@ CASES = [
     ({"n": {"gte": 2, "lt": 5}}, lambda m: 2 <= m["n"] < 5),
     ({"score": {"lte": 1.5}}, lambda m: m["score"] <= 1.5),
     ({"must_not": {"topic": "odd"}}, lambda m: m["topic"] != "odd"),
-    ({"n": {"gte": 1}, "must_not": {"lang": ["en"], "n": 7}}, lambda m: m["n"] >= 1 and m["lang"] != "en" and m["n"] != 7),
-    ({"published": {"gte": "2024-03-01", "lt": dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)}},
-     lambda m: "2024-03" <= m["published"][:7] < "2024-06"),
+    (
+        {"n": {"gte": 1}, "must_not": {"lang": ["en"], "n": 7}},
+        lambda m: m["n"] >= 1 and m["lang"] != "en" and m["n"] != 7,
+    ),
+    (
+        {"published": {"gte": "2024-03-01", "lt": dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)}},
+        lambda m: "2024-03" <= m["published"][:7] < "2024-06",
+    ),
 ]
 
 
@@ -75,42 +91,52 @@ def test_dict_filters_keep_exactly_the_matching_documents(store, filter, predica
 
 
 def test_a_qdrant_filter_is_used_as_is(store):
-    odd_or_small = models.Filter(should=[
-        models.FieldCondition(key="metadata.topic", match=models.MatchValue(value="odd")),
-        models.FieldCondition(key="metadata.n", range=models.Range(lt=2)),
-    ])
+    odd_or_small = models.Filter(
+        should=[
+            models.FieldCondition(key="metadata.topic", match=models.MatchValue(value="odd")),
+            models.FieldCondition(key="metadata.n", range=models.Range(lt=2)),
+        ]
+    )
     assert to_qdrant_filter(odd_or_small) is odd_or_small
     assert found(store, odd_or_small) == expected(lambda m: m["topic"] == "odd" or m["n"] < 2)
 
 
 def test_search_many_applies_the_filter_to_every_query(store):
-    results = c2v_rag.search_many(["vitamin bone", "stock market"], top_k=200, collection="kb", client=store,
-                                  filter={"n": {"lt": 3}})
+    results = c2v_rag.search_many(
+        ["vitamin bone", "stock market"], top_k=200, collection="kb", client=store, filter={"n": {"lt": 3}}
+    )
     assert [{h.doc_id for h in hits} for hits in results] == [expected(lambda m: m["n"] < 3)] * 2
 
 
-@pytest.mark.parametrize(("filter", "error", "message"), [
-    ({"n": {"like": 3}}, ValueError, "unknown operator 'like'; allowed operators: " + ", ".join(OPERATORS)),
-    ({"n": {}}, ValueError, "empty condition"),
-    ({"n": {"gte": "three"}}, TypeError, r"filter\['n'\]\['gte'\] must be a number"),
-    ({"n": 1.5}, TypeError, "must be a str, int or bool to match"),
-    ({"n": [1, "a"]}, TypeError, "only strings or only integers"),
-    ({"must_not": "odd"}, TypeError, "must be a dict of conditions"),
-    ({"must_not": {"must_not": {"n": 1}}}, ValueError, "cannot hold another 'must_not'"),
-    ("topic=odd", TypeError, "filter must be a dict or a qdrant_client.models.Filter"),
-])
+@pytest.mark.parametrize(
+    ("filter", "error", "message"),
+    [
+        ({"n": {"like": 3}}, ValueError, "unknown operator 'like'; allowed operators: " + ", ".join(OPERATORS)),
+        ({"n": {}}, ValueError, "empty condition"),
+        ({"n": {"gte": "three"}}, TypeError, r"filter\['n'\]\['gte'\] must be a number"),
+        ({"n": 1.5}, TypeError, "must be a str, int or bool to match"),
+        ({"n": [1, "a"]}, TypeError, "only strings or only integers"),
+        ({"must_not": "odd"}, TypeError, "must be a dict of conditions"),
+        ({"must_not": {"must_not": {"n": 1}}}, ValueError, "cannot hold another 'must_not'"),
+        ("topic=odd", TypeError, "filter must be a dict or a qdrant_client.models.Filter"),
+    ],
+)
 def test_bad_filters_name_the_input_and_the_fix(filter, error, message, tmp_path):
     with pytest.raises(error, match=message):
         to_qdrant_filter(filter)
     # search refuses it before touching Qdrant or loading a model (neither exists here).
     with pytest.raises(error, match=message):
-        c2v_rag.search("q", path=tmp_path / "nothing", collection="none", model=str(tmp_path / "no-model"),
-                       filter=filter)
+        c2v_rag.search(
+            "q", path=tmp_path / "nothing", collection="none", model=str(tmp_path / "no-model"), filter=filter
+        )
 
 
 def test_bad_payload_index_types_are_refused(tmp_path, tiny_variant):
-    with pytest.raises(ValueError, match=r"payload_indexes\['n'\]='int' is not an index type; use one of keyword, "
-                                         "integer, float"):
+    with pytest.raises(
+        ValueError,
+        match=r"payload_indexes\['n'\]='int' is not an index type; use one of keyword, "
+        "integer, float",
+    ):
         c2v_rag.ingest(["text"], path=tmp_path, collection="kb", model=tiny_variant, payload_indexes={"n": "int"})
 
 
@@ -119,5 +145,7 @@ def test_payload_indexes_are_sent_for_metadata_keys():
     from c2v_rag.rag.store.collection import payload_index_fields
 
     assert payload_index_fields({"n": "integer", "topic": "keyword", "when": "datetime"}) == {
-        "metadata.n": models.PayloadSchemaType.INTEGER, "metadata.topic": models.PayloadSchemaType.KEYWORD,
-        "metadata.when": models.PayloadSchemaType.DATETIME}
+        "metadata.n": models.PayloadSchemaType.INTEGER,
+        "metadata.topic": models.PayloadSchemaType.KEYWORD,
+        "metadata.when": models.PayloadSchemaType.DATETIME,
+    }

@@ -12,9 +12,9 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
+from rag_helpers import make_text
 
 import c2v_rag
-from rag_helpers import make_text
 
 QUERY = "vitamin bone proteins"
 
@@ -52,11 +52,11 @@ def test_grouped_hits_are_each_documents_best_chunk(store, mode):
 
 def test_grouping_applies_the_filter_and_search_many(store):
     client, _ = store
-    grouped = c2v_rag.search(QUERY, top_k=10, collection="kb", client=client, group_by_document=True,
-                             filter={"n": {"gte": 3}})
+    grouped = c2v_rag.search(
+        QUERY, top_k=10, collection="kb", client=client, group_by_document=True, filter={"n": {"gte": 3}}
+    )
     assert sorted(h.doc_id for h in grouped) == ["doc-3", "doc-4", "doc-5"]
-    many = c2v_rag.search_many([QUERY, "stock market"], top_k=3, collection="kb", client=client,
-                               group_by_document=True)
+    many = c2v_rag.search_many([QUERY, "stock market"], top_k=3, collection="kb", client=client, group_by_document=True)
     assert [len(hits) for hits in many] == [3, 3]
     assert all(len({h.doc_id for h in hits}) == 3 for hits in many)
 

@@ -16,11 +16,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "bm25s", "Stemm
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
+from rag_helpers import make_text, stored_points
 
 import c2v_rag
-from c2v_rag.rag import BM25Config, BM25Encoder, CollectionMismatchError, DEFAULT_QUERY_TASK
+from c2v_rag.rag import DEFAULT_QUERY_TASK, BM25Config, BM25Encoder, CollectionMismatchError
 from c2v_rag.rag.store.sparse import term_index
-from rag_helpers import make_text, stored_points
 
 QUERY = "vitamin deficiency and bone loss in older adults"
 SMALL = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
@@ -54,8 +54,9 @@ def test_bm25_weights_follow_the_formula():
     assert sorted(q_indices) == sorted({term_index("cat"), term_index("dog")}) and q_values == [1.0, 1.0]
     assert encoder.encode_documents([""]) == [([], [])]
     # The hash is fixed forever: stored vectors must stay queryable across releases.
-    assert term_index("vitamin") == int.from_bytes(__import__("hashlib").blake2b(b"vitamin", digest_size=4).digest(),
-                                                   "little")
+    assert term_index("vitamin") == int.from_bytes(
+        __import__("hashlib").blake2b(b"vitamin", digest_size=4).digest(), "little"
+    )
 
 
 def test_hybrid_collection_layout_and_stored_sparse_vectors(hybrid):
@@ -78,8 +79,9 @@ def bm25_scores(payloads: dict[str, dict], query: str) -> dict[str, float]:
     docs = [dict(zip(*pair)) for pair in encoder.encode_documents([payloads[i]["page_content"] for i in ids])]
     query_terms = encoder.encode_queries([query])[0][0]
     n = len(docs)
-    idf = {t: math.log((n - sum(t in d for d in docs) + 0.5) / (sum(t in d for d in docs) + 0.5) + 1)
-           for t in query_terms}
+    idf = {
+        t: math.log((n - sum(t in d for d in docs) + 0.5) / (sum(t in d for d in docs) + 0.5) + 1) for t in query_terms
+    }
     return {i: sum(idf[t] * d.get(t, 0.0) for t in query_terms) for i, d in zip(ids, docs)}
 
 
@@ -147,10 +149,11 @@ def test_hybrid_mode_fuses_by_distribution_based_scores_when_asked(hybrid):
 def test_modes_take_filters_and_search_many_matches_search(hybrid):
     queries = [QUERY, "stock market announcement", "cats and dogs are popular pets"]
     for mode in ("dense", "sparse", "hybrid"):
-        many = c2v_rag.search_many(queries, top_k=3, collection="kb", client=hybrid, mode=mode,
-                                   filter={"n": {"lt": 5}})
-        one_by_one = [c2v_rag.search(q, top_k=3, collection="kb", client=hybrid, mode=mode, filter={"n": {"lt": 5}})
-                      for q in queries]
+        many = c2v_rag.search_many(queries, top_k=3, collection="kb", client=hybrid, mode=mode, filter={"n": {"lt": 5}})
+        one_by_one = [
+            c2v_rag.search(q, top_k=3, collection="kb", client=hybrid, mode=mode, filter={"n": {"lt": 5}})
+            for q in queries
+        ]
         assert [[h.id for h in r] for r in many] == [[h.id for h in r] for r in one_by_one]
         assert all(h.metadata["n"] < 5 for r in many for h in r)
         # Sparse search finds only chunks sharing a term with the query; the others fill top_k.
@@ -175,10 +178,17 @@ def test_search_many_embeds_all_queries_in_one_batch(hybrid, tiny_model, monkeyp
 
 
 def test_asearch_gives_what_search_gives(tmp_path, tiny_variant):
-    c2v_rag.ingest([make_text(i, sentences=2) for i in range(5)], path=tmp_path, collection="kb",
-                   model=tiny_variant, sparse="bm25", **SMALL)
-    want = {m: c2v_rag.search(QUERY, top_k=3, path=tmp_path, collection="kb", mode=m)
-            for m in ("dense", "sparse", "hybrid")}
+    c2v_rag.ingest(
+        [make_text(i, sentences=2) for i in range(5)],
+        path=tmp_path,
+        collection="kb",
+        model=tiny_variant,
+        sparse="bm25",
+        **SMALL,
+    )
+    want = {
+        m: c2v_rag.search(QUERY, top_k=3, path=tmp_path, collection="kb", mode=m) for m in ("dense", "sparse", "hybrid")
+    }
 
     async def run_all():
         return {m: await c2v_rag.asearch(QUERY, top_k=3, path=tmp_path, collection="kb", mode=m) for m in want}
@@ -190,26 +200,28 @@ def test_asearch_gives_what_search_gives(tmp_path, tiny_variant):
 
 
 def test_mode_errors_name_the_fix(tmp_path, tiny_variant, hybrid):
-    c2v_rag.ingest(["some text about bone loss"], path=tmp_path, collection="dense_only", model=tiny_variant,
-                   **SMALL)
-    with pytest.raises(CollectionMismatchError, match="has no sparse vectors, so mode='hybrid' cannot run.*sparse='bm25'"):
+    c2v_rag.ingest(["some text about bone loss"], path=tmp_path, collection="dense_only", model=tiny_variant, **SMALL)
+    with pytest.raises(
+        CollectionMismatchError, match="has no sparse vectors, so mode='hybrid' cannot run.*sparse='bm25'"
+    ):
         c2v_rag.search("bone", path=tmp_path, collection="dense_only", mode="hybrid")
     with pytest.raises(ValueError, match="mode='bm25' is not a search mode; use one of dense, sparse, hybrid"):
         c2v_rag.search("bone", collection="kb", client=hybrid, mode="bm25")
     with pytest.raises(CollectionMismatchError, match="has no sparse vectors; it was created without sparse="):
-        c2v_rag.ingest(["more text"], path=tmp_path, collection="dense_only", model=tiny_variant, sparse="bm25",
-                       **SMALL)
+        c2v_rag.ingest(
+            ["more text"], path=tmp_path, collection="dense_only", model=tiny_variant, sparse="bm25", **SMALL
+        )
     with pytest.raises(ValueError, match="sparse='splade' is not supported"):
         c2v_rag.ingest(["more text"], path=tmp_path, collection="x", model=tiny_variant, sparse="splade", **SMALL)
 
 
 def test_a_hybrid_collection_refuses_chunks_without_sparse_vectors(tmp_path, tiny_variant):
-    c2v_rag.ingest(["bone loss"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25",
-                   **SMALL)
+    c2v_rag.ingest(["bone loss"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25", **SMALL)
     with pytest.raises(CollectionMismatchError, match="holds bm25 sparse vectors too; pass sparse='bm25'"):
         c2v_rag.ingest(["more"], path=tmp_path, collection="kb", model=tiny_variant, **SMALL)
-    again = c2v_rag.ingest(["bone loss", "more"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25",
-                           **SMALL)
+    again = c2v_rag.ingest(
+        ["bone loss", "more"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25", **SMALL
+    )
     assert (again.chunks_unchanged, again.chunks_written) == (1, 1)
 
 
@@ -224,8 +236,13 @@ def test_llama_index_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant,
 
     encoder = BM25Encoder()
     # enable_hybrid with the package's BM25 functions: no fastembed model to download.
-    store = QdrantVectorStore(client=hybrid, collection_name="kb", enable_hybrid=True,
-                              sparse_doc_fn=encoder.llama_index_doc_fn, sparse_query_fn=encoder.llama_index_query_fn)
+    store = QdrantVectorStore(
+        client=hybrid,
+        collection_name="kb",
+        enable_hybrid=True,
+        sparse_doc_fn=encoder.llama_index_doc_fn,
+        sparse_query_fn=encoder.llama_index_query_fn,
+    )
     assert (store.dense_vector_name, store.sparse_vector_name) == ("text-dense", "text-sparse-new")
     index = VectorStoreIndex.from_vector_store(store, embed_model=Causal2VecEmbedding(model=str(tiny_variant)))
 
@@ -248,9 +265,15 @@ def test_langchain_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant):
     from c2v_rag.rag.store.sparse import langchain_sparse_embeddings
 
     def store(mode):
-        return QdrantVectorStore(client=hybrid, collection_name="kb", embedding=Causal2VecEmbeddings(model=str(tiny_variant)),
-                                 retrieval_mode=mode, sparse_embedding=langchain_sparse_embeddings(),
-                                 vector_name="text-dense", sparse_vector_name="text-sparse-new")
+        return QdrantVectorStore(
+            client=hybrid,
+            collection_name="kb",
+            embedding=Causal2VecEmbeddings(model=str(tiny_variant)),
+            retrieval_mode=mode,
+            sparse_embedding=langchain_sparse_embeddings(),
+            vector_name="text-dense",
+            sparse_vector_name="text-sparse-new",
+        )
 
     for mode, ours in ((RetrievalMode.DENSE, "dense"), (RetrievalMode.SPARSE, "sparse")):
         found = store(mode).similarity_search_with_score(QUERY, k=4)
@@ -264,14 +287,16 @@ def test_langchain_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant):
     assert len(found) == 4 and {d.metadata["_id"] for d, _ in found} <= {h.id for h in dense + sparse}
 
 
-def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(tmp_path, tiny_variant, tiny_model,
-                                                                          monkeypatch):
+def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(
+    tmp_path, tiny_variant, tiny_model, monkeypatch
+):
     import threading
 
     from qdrant_client import AsyncQdrantClient
 
-    c2v_rag.ingest([make_text(i, sentences=2) for i in range(4)], path=tmp_path, collection="kb",
-                   model=tiny_variant, **SMALL)
+    c2v_rag.ingest(
+        [make_text(i, sentences=2) for i in range(4)], path=tmp_path, collection="kb", model=tiny_variant, **SMALL
+    )
     want = c2v_rag.search(QUERY, top_k=2, path=tmp_path, collection="kb", model=tiny_model)
     released, waits = threading.Event(), []
     real = tiny_model.encode_queries
@@ -286,8 +311,9 @@ def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(tmp_pa
     async def main():
         client = AsyncQdrantClient(path=str(tmp_path))
         try:
-            task = asyncio.create_task(c2v_rag.asearch(QUERY, top_k=2, collection="kb", model=tiny_model,
-                                                       client=client))
+            task = asyncio.create_task(
+                c2v_rag.asearch(QUERY, top_k=2, collection="kb", model=tiny_model, client=client)
+            )
             await asyncio.sleep(0.05)
             released.set()
             return await task

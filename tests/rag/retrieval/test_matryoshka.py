@@ -15,11 +15,11 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "langchain_core
 
 import httpx
 from qdrant_client import QdrantClient
+from rag_helpers import stored_points
 
 import c2v_rag
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError
 from c2v_rag.rag.store.collection import collection_fingerprint
-from rag_helpers import stored_points
 
 SIZES = [16, 40]  # inside the encoder's 24 values, and inside [encoder; h_C] (24 + 32)
 
@@ -28,8 +28,7 @@ SIZES = [16, 40]  # inside the encoder's 24 values, and inside [encoder; h_C] (2
 def matryoshka_variant(tiny_model_factory, tmp_path_factory):
     """A saved tiny variant laid out [encoder 24; h_C 32; h_EOS 32] that declares two trained prefixes."""
     path = tmp_path_factory.mktemp("variant-matryoshka")
-    model = tiny_model_factory("llama", max_length=128, normalize_parts=True, encoder_share=0.5,
-                               matryoshka_dims=SIZES)
+    model = tiny_model_factory("llama", max_length=128, normalize_parts=True, encoder_share=0.5, matryoshka_dims=SIZES)
     model.save_pretrained(path)
     return path
 
@@ -39,10 +38,12 @@ def model(matryoshka_variant):
     return c2v_rag.rag.load_model(matryoshka_variant, device="cpu")
 
 
-def test_ingest_stores_the_prefix_and_search_embeds_queries_at_that_size(tmp_path, matryoshka_variant, model, corpus,
-                                                                         ingest_config):
-    c2v_rag.ingest(corpus, path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config,
-                   truncate_dim=40)
+def test_ingest_stores_the_prefix_and_search_embeds_queries_at_that_size(
+    tmp_path, matryoshka_variant, model, corpus, ingest_config
+):
+    c2v_rag.ingest(
+        corpus, path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config, truncate_dim=40
+    )
     with closing(QdrantClient(path=str(tmp_path))) as client:
         assert client.get_collection("short").config.params.vectors.size == 40
         assert collection_fingerprint(client, "short")["truncate_dim"] == 40
@@ -50,8 +51,9 @@ def test_ingest_stores_the_prefix_and_search_embeds_queries_at_that_size(tmp_pat
         ids = list(payloads)
         texts = [payloads[i]["page_content"] for i in ids]
         point = client.retrieve("short", [ids[0]], with_vectors=True)[0]
-        np.testing.assert_allclose(point.vector, model.encode_documents(texts[0], truncate_dim=40,
-                                                                         normalize_embeddings=True), atol=1e-5)
+        np.testing.assert_allclose(
+            point.vector, model.encode_documents(texts[0], truncate_dim=40, normalize_embeddings=True), atol=1e-5
+        )
         query = corpus[3]["text"][:50]
         hits = c2v_rag.search(query, top_k=3, collection="short", client=client)  # no size named: the collection's
     docs = model.encode_documents(texts, truncate_dim=40, normalize_embeddings=True)
@@ -61,19 +63,24 @@ def test_ingest_stores_the_prefix_and_search_embeds_queries_at_that_size(tmp_pat
     np.testing.assert_allclose([h.score for h in hits], [s for s, _ in expected], atol=1e-4)
 
 
-def test_a_size_mismatch_or_an_untrained_size_is_refused_before_the_model_loads(tmp_path, matryoshka_variant, corpus,
-                                                                                 ingest_config):
-    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config,
-                   truncate_dim=16)
+def test_a_size_mismatch_or_an_untrained_size_is_refused_before_the_model_loads(
+    tmp_path, matryoshka_variant, corpus, ingest_config
+):
+    c2v_rag.ingest(
+        corpus[:2], path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config, truncate_dim=16
+    )
     # The same config with weights that cannot load: only a check made before loading can answer.
     broken = tmp_path / "broken"
     shutil.copytree(matryoshka_variant, broken)
     (broken / "projector.safetensors").write_bytes(b"not safetensors at all")
     with pytest.raises(CollectionMismatchError, match=r"truncate_dim=16.*truncate_dim=None"):
         c2v_rag.ingest(corpus[2:], path=tmp_path, collection="short", model=broken, config=ingest_config)
-    with pytest.raises(ValueError, match=r"truncate_dim=20: this variant was trained for the prefix sizes \[16, 40, 88\]"):
-        c2v_rag.ingest(corpus[2:], path=tmp_path, collection="other", model=broken, config=ingest_config,
-                       truncate_dim=20)
+    with pytest.raises(
+        ValueError, match=r"truncate_dim=20: this variant was trained for the prefix sizes \[16, 40, 88\]"
+    ):
+        c2v_rag.ingest(
+            corpus[2:], path=tmp_path, collection="other", model=broken, config=ingest_config, truncate_dim=20
+        )
 
 
 def test_both_framework_adapters_take_dimensions(matryoshka_variant, model):
@@ -106,8 +113,9 @@ def test_the_server_shortens_vectors_to_the_dimensions_asked(model):
         for size in (*SIZES, model.embedding_dim):
             response = client.embeddings.create(input=texts, model="tiny", dimensions=size)
             got = np.array([d.embedding for d in response.data])
-            np.testing.assert_allclose(got, model.encode_documents(texts, truncate_dim=size, normalize_embeddings=True),
-                                       atol=1e-5)
+            np.testing.assert_allclose(
+                got, model.encode_documents(texts, truncate_dim=size, normalize_embeddings=True), atol=1e-5
+            )
         refused = httpx.post(running.url + "/v1/embeddings", json={"input": "a", "dimensions": 20})
         assert refused.status_code == 400 and "16 or 40 or 88" in refused.json()["error"]["message"]
         listed = httpx.get(running.url + "/v1/models").json()["data"][0]
@@ -117,8 +125,9 @@ def test_the_server_shortens_vectors_to_the_dimensions_asked(model):
 def test_the_server_searches_a_short_collection_at_its_size(tmp_path, matryoshka_variant, model, corpus, ingest_config):
     from c2v_rag.serving import ServerConfig, ServerThread, create_app
 
-    c2v_rag.ingest(corpus, path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config,
-                   truncate_dim=16)
+    c2v_rag.ingest(
+        corpus, path=tmp_path, collection="short", model=matryoshka_variant, config=ingest_config, truncate_dim=16
+    )
     query = corpus[1]["text"][:40]
     expected = c2v_rag.search(query, top_k=3, collection="short", path=tmp_path, model=matryoshka_variant)
     config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="short")
@@ -128,18 +137,32 @@ def test_the_server_searches_a_short_collection_at_its_size(tmp_path, matryoshka
     np.testing.assert_allclose([h["score"] for h in found], [h.score for h in expected], atol=1e-5)
 
 
-def test_a_short_collection_on_qdrant_edge_searches_as_local_mode_does(tmp_path, matryoshka_variant, corpus,
-                                                                       ingest_config):
+def test_a_short_collection_on_qdrant_edge_searches_as_local_mode_does(
+    tmp_path, matryoshka_variant, corpus, ingest_config
+):
     pytest.importorskip("qdrant_edge")
     query = corpus[4]["text"][:50]
     hits = {}
     for store in ("local", "edge"):
         path = tmp_path / store
-        c2v_rag.ingest(corpus, path=path, store=store, collection="short", model=matryoshka_variant,
-                       config=ingest_config, truncate_dim=40)
+        c2v_rag.ingest(
+            corpus,
+            path=path,
+            store=store,
+            collection="short",
+            model=matryoshka_variant,
+            config=ingest_config,
+            truncate_dim=40,
+        )
         hits[store] = c2v_rag.search(query, top_k=4, collection="short", path=path, store=store)
     assert [h.id for h in hits["edge"]] == [h.id for h in hits["local"]]
     np.testing.assert_allclose([h.score for h in hits["edge"]], [h.score for h in hits["local"]], atol=1e-5)
     with pytest.raises(CollectionMismatchError, match="truncate_dim=40"):
-        c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="short", model=matryoshka_variant,
-                       config=ingest_config)
+        c2v_rag.ingest(
+            corpus,
+            path=tmp_path / "edge",
+            store="edge",
+            collection="short",
+            model=matryoshka_variant,
+            config=ingest_config,
+        )

@@ -7,7 +7,6 @@ return the same points, payloads, vectors and scores.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -22,14 +21,19 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "qdrant_edge"):
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
+from rag_helpers import make_text
 
 import c2v_rag
-from c2v_rag.rag import (DEFAULT_QUERY_TASK, CollectionMismatchError, QdrantConfig, QdrantUnreachableError,
-                         StoreLockedError)
+from c2v_rag.rag import (
+    DEFAULT_QUERY_TASK,
+    CollectionMismatchError,
+    QdrantConfig,
+    QdrantUnreachableError,
+    StoreLockedError,
+)
+from c2v_rag.rag.errors import StoreKindError
 from c2v_rag.rag.store.backends import store_kind
 from c2v_rag.rag.store.edge_client import EdgeClient
-from c2v_rag.rag.errors import StoreKindError
-from rag_helpers import make_text, stored_points
 
 
 def edge_points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
@@ -62,8 +66,9 @@ def same_points(a: dict, b: dict) -> None:
 
 
 def test_edge_stores_the_points_local_mode_stores(tmp_path, tiny_variant, corpus, ingest_config):
-    edge = c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
-                          config=ingest_config)
+    edge = c2v_rag.ingest(
+        corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant, config=ingest_config
+    )
     local = c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
     assert edge.ok and (edge.chunks, edge.chunks_written) == (local.chunks, local.chunks_written) and edge.chunks > 6
     assert edge.location == f"Qdrant Edge at {tmp_path / 'edge'}"
@@ -99,8 +104,9 @@ def test_edge_dense_search_matches_exact_cosine(tmp_path, tiny_variant, tiny_mod
 def two_stores(tmp_path, tiny_variant, corpus, ingest_config):
     """The corpus with BM25 vectors in an Edge store and in a local-mode store."""
     for store, where in (("edge", tmp_path / "edge"), ("local", tmp_path / "local")):
-        c2v_rag.ingest(corpus, path=where, store=store, collection="kb", model=tiny_variant, config=ingest_config,
-                       sparse="bm25")
+        c2v_rag.ingest(
+            corpus, path=where, store=store, collection="kb", model=tiny_variant, config=ingest_config, sparse="bm25"
+        )
     return tmp_path / "edge", tmp_path / "local"
 
 
@@ -123,8 +129,12 @@ FILTERS = [
     {"topic": "odd"},
     {"n": [0, 4]},
     {"n": {"gte": 2, "lt": 5}, "must_not": {"topic": "even"}},
-    models.Filter(should=[models.FieldCondition(key="metadata.n", match=models.MatchValue(value=1)),
-                          models.FieldCondition(key="doc_id", match=models.MatchValue(value="doc-5"))]),
+    models.Filter(
+        should=[
+            models.FieldCondition(key="metadata.n", match=models.MatchValue(value=1)),
+            models.FieldCondition(key="doc_id", match=models.MatchValue(value="doc-5")),
+        ]
+    ),
     models.Filter(must_not=[models.FieldCondition(key="metadata.n", match=models.MatchExcept(**{"except": [2, 3]}))]),
 ]
 
@@ -163,8 +173,9 @@ def test_edge_hybrid_is_the_rrf_of_its_dense_and_bm25_lists(two_stores, flt):
     # against the fusion of the store's own two lists, within what its ties allow (the prefetch depth is 50).
     edge, _ = two_stores
     query = "vitamin deficiency bone loss in older adults"
-    lists = [c2v_rag.search(query, top_k=50, path=edge, collection="kb", mode=m, filter=flt)
-             for m in ("dense", "sparse")]
+    lists = [
+        c2v_rag.search(query, top_k=50, path=edge, collection="kb", mode=m, filter=flt) for m in ("dense", "sparse")
+    ]
     fused = rrf_bounds(*lists)
     hits = c2v_rag.search(query, top_k=5, path=edge, collection="kb", mode="hybrid", filter=flt)
     assert hits and [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -174,8 +185,9 @@ def test_edge_hybrid_is_the_rrf_of_its_dense_and_bm25_lists(two_stores, flt):
     # no point is sure to score above the best hit
     assert hits[0].score >= max(lo for lo, _ in fused.values()) - 1e-6
     # Grouped by document: each document once, at one of its chunks' fused scores, best documents first.
-    groups = c2v_rag.search(query, top_k=3, path=edge, collection="kb", mode="hybrid", filter=flt,
-                            group_by_document=True)
+    groups = c2v_rag.search(
+        query, top_k=3, path=edge, collection="kb", mode="hybrid", filter=flt, group_by_document=True
+    )
     docs = {h.id: h.doc_id for lst in lists for h in lst}
     assert len({h.doc_id for h in groups}) == len(groups) == min(3, len(set(docs.values())))
     assert [h.score for h in groups] == sorted((h.score for h in groups), reverse=True)
@@ -188,13 +200,13 @@ def test_edge_filter_keeps_only_matching_points(two_stores):
     edge, _ = two_stores
     hits = c2v_rag.search("vitamin bone", top_k=50, path=edge, collection="kb", filter={"topic": "odd"})
     assert hits and {h.doc_id for h in hits} == {"doc-1", "doc-3", "doc-5"}
-    hits = c2v_rag.search("vitamin bone", top_k=50, path=edge, collection="kb", mode="hybrid",
-                          filter={"n": {"gte": 4}})
+    hits = c2v_rag.search("vitamin bone", top_k=50, path=edge, collection="kb", mode="hybrid", filter={"n": {"gte": 4}})
     assert {h.doc_id for h in hits} == {"doc-4", "doc-5"}
 
 
-def test_edge_rerun_adds_nothing_and_a_changed_document_leaves_no_stale_chunks(tmp_path, tiny_variant, corpus,
-                                                                              ingest_config):
+def test_edge_rerun_adds_nothing_and_a_changed_document_leaves_no_stale_chunks(
+    tmp_path, tiny_variant, corpus, ingest_config
+):
     store = tmp_path / "edge"
     first = c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
     again = c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config)
@@ -202,8 +214,9 @@ def test_edge_rerun_adds_nothing_and_a_changed_document_leaves_no_stale_chunks(t
     changed = [dict(d) for d in corpus]
     changed[3]["text"] = make_text(99, sentences=3)
     c2v_rag.ingest(changed, path=store, collection="kb", model=tiny_variant, config=ingest_config)
-    c2v_rag.ingest(changed, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
-                   config=ingest_config)
+    c2v_rag.ingest(
+        changed, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant, config=ingest_config
+    )
     same_points(edge_points(tmp_path / "clean"), edge_points(store))
 
 
@@ -230,11 +243,16 @@ def test_an_open_edge_store_is_locked_with_a_clear_error(tmp_path, tiny_variant,
             c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config)
     # Released on close: the ingest runs.
     assert c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config).ok
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); from c2v_rag.rag.store.edge_client import EdgeClient; "
-            "EdgeClient(sys.argv[1])")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[2]); from c2v_rag.rag.store.edge_client import EdgeClient; "
+        "EdgeClient(sys.argv[1])"
+    )
     with EdgeClient(store):  # another process sees the lock too
-        out = subprocess.run([sys.executable, "-c", code, str(store), str(Path(c2v_rag.__file__).parents[1])],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(store), str(Path(c2v_rag.__file__).parents[1])],
+            capture_output=True,
+            text=True,
+        )
     assert out.returncode != 0 and "StoreLockedError" in out.stderr
 
 
@@ -283,16 +301,28 @@ _KILLED_INGEST = textwrap.dedent("""
 def test_nothing_is_lost_when_an_edge_ingest_is_killed(tmp_path, tiny_variant, ingest_config):
     texts = [make_text(i, sentences=8) for i in range(8)]
     store = tmp_path / "killed"
-    run = subprocess.run([sys.executable, "-c", _KILLED_INGEST, str(Path(c2v_rag.__file__).parents[1]), str(store),
-                          str(tiny_variant), *texts], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILLED_INGEST,
+            str(Path(c2v_rag.__file__).parents[1]),
+            str(store),
+            str(tiny_variant),
+            *texts,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == -9, run.stderr[-2000:]
     survived = edge_points(store)  # the lock died with the process; the WAL kept every stored batch
     assert len(survived) >= 12
     docs = [{"id": f"doc-{i}", "text": t} for i, t in enumerate(texts)]
     resumed = c2v_rag.ingest(docs, path=store, collection="kb", model=tiny_variant, config=ingest_config)
     assert resumed.chunks_unchanged == len(survived) and resumed.chunks_written == resumed.chunks - len(survived)
-    c2v_rag.ingest(docs, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
-                   config=ingest_config)
+    c2v_rag.ingest(
+        docs, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant, config=ingest_config
+    )
     same_points(edge_points(tmp_path / "clean"), edge_points(store))
 
 
@@ -307,16 +337,19 @@ def test_edge_sync_mirrors_a_folder(tmp_path, tiny_variant, ingest_config):
     (folder / "n2.md").rename(folder / "renamed.md")
     result = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, sync=True)
     assert result.documents_deleted == 2
-    c2v_rag.ingest(folder, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant,
-                   config=ingest_config)
+    c2v_rag.ingest(
+        folder, path=tmp_path / "clean", store="edge", collection="kb", model=tiny_variant, config=ingest_config
+    )
     same_points(edge_points(tmp_path / "clean"), edge_points(store))
 
 
-def test_edge_versioned_ingest_and_reindex_switch_the_alias(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
-                                                            ingest_config):
+def test_edge_versioned_ingest_and_reindex_switch_the_alias(
+    tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config
+):
     store = tmp_path / "edge"
-    first = c2v_rag.ingest(corpus, path=store, store="edge", collection="papers", model=tiny_variant,
-                           config=ingest_config, versioned=True)
+    first = c2v_rag.ingest(
+        corpus, path=store, store="edge", collection="papers", model=tiny_variant, config=ingest_config, versioned=True
+    )
     assert first.collection == "papers_v1"
     before = c2v_rag.search("vitamin bone", top_k=3, path=store, collection="papers")
     result = c2v_rag.reindex("papers", path=store, model=tiny_variant_qwen, show_progress=False, drop_previous=True)
@@ -335,12 +368,21 @@ def test_edge_versioned_ingest_and_reindex_switch_the_alias(tmp_path, tiny_varia
 
 
 @pytest.mark.parametrize("direction", ["local->edge", "edge->local"])
-def test_migrate_copies_points_unchanged_and_the_copy_searches_the_same(tmp_path, tiny_variant, corpus, ingest_config,
-                                                                       direction):
+def test_migrate_copies_points_unchanged_and_the_copy_searches_the_same(
+    tmp_path, tiny_variant, corpus, ingest_config, direction
+):
     source_store, target_store = direction.split("->")
     source, target = tmp_path / source_store, tmp_path / f"copy-{target_store}"
-    c2v_rag.ingest(corpus, path=source, store=source_store, collection="papers", model=tiny_variant,
-                   config=ingest_config, sparse="bm25", versioned=True)
+    c2v_rag.ingest(
+        corpus,
+        path=source,
+        store=source_store,
+        collection="papers",
+        model=tiny_variant,
+        config=ingest_config,
+        sparse="bm25",
+        versioned=True,
+    )
     result = c2v_rag.migrate("papers", source_path=source, target_path=target, target_store=target_store)
     assert (result.collection, result.target_collection, result.alias) == ("papers_v1", "papers_v1", "papers")
     read = {"local": local_points, "edge": edge_points}
@@ -358,11 +400,13 @@ def test_migrate_copies_points_unchanged_and_the_copy_searches_the_same(tmp_path
         c2v_rag.migrate("papers", source_path=source, target_path=source)
 
 
-def test_migrate_refuses_a_target_collection_that_is_not_a_copy(tmp_path, tiny_variant, tiny_variant_qwen, corpus,
-                                                                ingest_config):
+def test_migrate_refuses_a_target_collection_that_is_not_a_copy(
+    tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config
+):
     c2v_rag.ingest(corpus[:2], path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
-    c2v_rag.ingest(corpus[:2], path=tmp_path / "b", store="edge", collection="kb", model=tiny_variant_qwen,
-                   config=ingest_config)
+    c2v_rag.ingest(
+        corpus[:2], path=tmp_path / "b", store="edge", collection="kb", model=tiny_variant_qwen, config=ingest_config
+    )
     with pytest.raises(CollectionMismatchError, match="is not a copy of 'kb'"):
         c2v_rag.migrate("kb", source_path=tmp_path / "a", target_path=tmp_path / "b")
 
@@ -374,8 +418,11 @@ def test_migrate_names_an_unreachable_server_url_and_writes_nothing(tmp_path, ti
     store = tmp_path / "edge"
     c2v_rag.ingest(corpus[:2], path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config)
     before = edge_points(store)
-    ends = ({"source_path": store, "target_url": url} if end == "target"
-            else {"source_url": url, "target_path": tmp_path / "copy", "target_store": "edge"})
+    ends = (
+        {"source_path": store, "target_url": url}
+        if end == "target"
+        else {"source_url": url, "target_path": tmp_path / "copy", "target_store": "edge"}
+    )
     with pytest.raises(QdrantUnreachableError, match=r"cannot reach Qdrant at http://127\.0\.0\.1:9 after 3 attempts"):
         c2v_rag.migrate("kb", **ends)
     assert edge_points(store).keys() == before.keys()
@@ -390,8 +437,28 @@ def test_cli_ingest_search_and_migrate_with_store_edge(tmp_path, tiny_variant, c
     for i in range(3):
         (folder / f"n{i}.md").write_text(make_text(i, sentences=3))
     edge, local = tmp_path / "edge", tmp_path / "local"
-    assert main(["ingest", str(folder), "--path", str(edge), "--store", "edge", "--collection", "kb", "--model",
-                 str(tiny_variant), "--chunk-size", "24", "--chunk-overlap", "4", "-q"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(folder),
+                "--path",
+                str(edge),
+                "--store",
+                "edge",
+                "--collection",
+                "kb",
+                "--model",
+                str(tiny_variant),
+                "--chunk-size",
+                "24",
+                "--chunk-overlap",
+                "4",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert f"Qdrant Edge at {edge}" in capsys.readouterr().out
     assert main(["search", "vitamin bone", "--path", str(edge), "--collection", "kb", "--json"]) == 0
     import json
@@ -428,17 +495,23 @@ def test_ties_come_back_in_one_order_every_time(tmp_path, tiny_variant, corpus, 
     """RRF gives points with swapped ranks equal scores, and Edge orders ties arbitrarily: c2v_rag orders them
     by (score, id) after over-fetching, so the same query always gets the same hits in the same order."""
     store = tmp_path / "edge"
-    c2v_rag.ingest(corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config,
-                   sparse="bm25")
+    c2v_rag.ingest(
+        corpus, path=store, store="edge", collection="kb", model=tiny_variant, config=ingest_config, sparse="bm25"
+    )
     client = QdrantConfig.resolve(None, None, store, store="edge").connect()
     tied = 0
     try:
         # Whether two points tie varies from run to run (most likely with Edge's order of equal BM25 scores), so
         # many queries make sure some tie: with one per document, about 1 run in 5 had none.
-        queries = [doc["text"][start:start + 40] for doc in corpus for start in (0, 40, 80, 120)]
+        queries = [doc["text"][start : start + 40] for doc in corpus for start in (0, 40, 80, 120)]
         for query in queries:
-            runs = [[(h.id, h.score) for h in c2v_rag.search(query, top_k=12, collection="kb", client=client,
-                                                             mode="hybrid")] for _ in range(8)]
+            runs = [
+                [
+                    (h.id, h.score)
+                    for h in c2v_rag.search(query, top_k=12, collection="kb", client=client, mode="hybrid")
+                ]
+                for _ in range(8)
+            ]
             assert all(run == runs[0] for run in runs), query
             assert runs[0] == sorted(runs[0], key=lambda hit: (-hit[1], hit[0])), query
             scores = [s for _, s in runs[0]]
@@ -448,8 +521,9 @@ def test_ties_come_back_in_one_order_every_time(tmp_path, tiny_variant, corpus, 
     assert tied, "no query had a tie: the test would not exercise the order of ties"
 
 
-def test_a_large_local_mode_collection_suggests_edge(tmp_path, tiny_variant, corpus, ingest_config, monkeypatch,
-                                                    caplog):
+def test_a_large_local_mode_collection_suggests_edge(
+    tmp_path, tiny_variant, corpus, ingest_config, monkeypatch, caplog
+):
     import logging
 
     from c2v_rag.rag.ingestion import local_engine as local_ingest
@@ -457,8 +531,9 @@ def test_a_large_local_mode_collection_suggests_edge(tmp_path, tiny_variant, cor
     monkeypatch.setattr(local_ingest, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
     with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.ingestion.local_engine"):
         c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
-        c2v_rag.ingest(corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant,
-                       config=ingest_config)
+        c2v_rag.ingest(
+            corpus, path=tmp_path / "edge", store="edge", collection="kb", model=tiny_variant, config=ingest_config
+        )
     hints = [r.getMessage() for r in caplog.records if "--to-store edge" in r.getMessage()]
     assert len(hints) == 1 and str(tmp_path / "local") in hints[0]
 
@@ -467,8 +542,10 @@ def _segment_configs(store: Path, collection: str) -> list[dict]:
     """The vector-data config each of the collection's segments was written with (Edge's own segment.json)."""
     import json
 
-    return [json.loads(f.read_text())["config"]["vector_data"][""]
-            for f in sorted((store / "collections" / collection / "shard" / "segments").glob("*/segment.json"))]
+    return [
+        json.loads(f.read_text())["config"]["vector_data"][""]
+        for f in sorted((store / "collections" / collection / "shard" / "segments").glob("*/segment.json"))
+    ]
 
 
 def _unit_vectors(n: int, dims: int, seed: int) -> np.ndarray:
@@ -480,25 +557,35 @@ def _fill(config: QdrantConfig, vectors: np.ndarray) -> None:
     with closing(config.connect()) as client:  # close() builds what the engine builds (graph, quantization)
         client.create_collection("kb", **config.create_collection_kwargs(vectors.shape[1]))
         for start in range(0, len(vectors), 1024):
-            client.upsert("kb", [models.PointStruct(id=start + i, vector=v.tolist())
-                                 for i, v in enumerate(vectors[start:start + 1024])])
+            client.upsert(
+                "kb",
+                [
+                    models.PointStruct(id=start + i, vector=v.tolist())
+                    for i, v in enumerate(vectors[start : start + 1024])
+                ],
+            )
 
 
 def test_edge_stores_float16_and_on_disk_vectors_as_asked(tmp_path):
     vectors = _unit_vectors(300, 64, seed=1)
-    plain, compact = QdrantConfig(path=tmp_path / "plain", store="edge"), \
-        QdrantConfig(path=tmp_path / "f16", store="edge", datatype="float16", on_disk=True)
+    plain, compact = (
+        QdrantConfig(path=tmp_path / "plain", store="edge"),
+        QdrantConfig(path=tmp_path / "f16", store="edge", datatype="float16", on_disk=True),
+    )
     for config in (plain, compact):
         _fill(config, vectors)
     as_float16 = vectors.astype(np.float16).astype(np.float32)
     assert np.abs(as_float16 - vectors).max() > 1e-5  # the two storages are distinguishable here
     for config, want in ((plain, vectors), (compact, as_float16)):
         with closing(config.connect()) as client:
-            stored = {int(r.id): np.asarray(r.vector, dtype=np.float32)
-                      for r in client.retrieve("kb", list(range(len(vectors))), with_vectors=True)}
+            stored = {
+                int(r.id): np.asarray(r.vector, dtype=np.float32)
+                for r in client.retrieve("kb", list(range(len(vectors))), with_vectors=True)
+            }
             np.testing.assert_array_equal(np.stack([stored[i] for i in range(len(vectors))]), want)
             assert client.get_collection("kb").config.params.vectors.datatype == (
-                models.Datatype.FLOAT16 if config is compact else None)
+                models.Datatype.FLOAT16 if config is compact else None
+            )
             # Scores are the cosine of what is stored: float16 vectors score as float16 vectors.
             hit = client.query_points("kb", vectors[7].tolist(), limit=1).points[0]
             assert hit.id == 7 and abs(hit.score - float(want[7] @ vectors[7])) < 1e-4
@@ -516,8 +603,9 @@ def test_edge_quantizes_as_asked_and_rescores_with_the_original_vectors(tmp_path
     # The indexed segments hold the points and their quantized copy; Edge keeps one empty appendable
     # segment besides for new writes (quantized too with binary, which Edge maintains as it appends).
     indexed = [c for c in _segment_configs(tmp_path / quantization, "kb") if c["index"]["type"] == "hnsw"]
-    assert indexed and all((c["quantization_config"] or {}).keys() == {"scalar" if quantization == "int8" else "binary"}
-                           for c in indexed)
+    assert indexed and all(
+        (c["quantization_config"] or {}).keys() == {"scalar" if quantization == "int8" else "binary"} for c in indexed
+    )
     exact = np.argsort(-(queries @ vectors.T), axis=1)[:, :10]
     with closing(config.connect()) as client:
         info = client.get_collection("kb")
@@ -549,8 +637,9 @@ def test_search_ef_is_the_chosen_one_else_grows_with_the_collection(tmp_path):
     with closing(EdgeClient(tmp_path / "chosen", hnsw_ef=300)) as client:
         assert client.search_ef("kb") == 300  # a reader's own choice wins
         # ... and a request's search params win over both (the answer is the same at this size: exact).
-        hits = client.query_points("kb", vectors[3].tolist(), limit=3,
-                                   search_params=models.SearchParams(hnsw_ef=16)).points
+        hits = client.query_points(
+            "kb", vectors[3].tolist(), limit=3, search_params=models.SearchParams(hnsw_ef=16)
+        ).points
         assert hits[0].id == 3
     sizes = [1_000, AUTO_EF_FROM, 300_000, 1_000_000, 3_000_000]
     efs = [auto_search_ef(n) for n in sizes]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
-for _module in ('qdrant_client', 'llama_index.core', 'tenacity'):
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
@@ -24,18 +24,36 @@ from c2v_rag.rag.store.collection import ensure_collection, model_fingerprint
 
 
 def test_collection_arguments_for_a_server():
-    config = QdrantConfig(url="https://qdrant.example:6333", datatype="float16", quantization="int8", on_disk=True,
-                          on_disk_payload=True, shard_number=4, replication_factor=2, write_consistency_factor=2)
+    config = QdrantConfig(
+        url="https://qdrant.example:6333",
+        datatype="float16",
+        quantization="int8",
+        on_disk=True,
+        on_disk_payload=True,
+        shard_number=4,
+        replication_factor=2,
+        write_consistency_factor=2,
+    )
     kwargs = config.create_collection_kwargs(1152)
     assert kwargs == {
-        "vectors_config": models.VectorParams(size=1152, distance=models.Distance.COSINE, on_disk=True,
-                                              datatype=models.Datatype.FLOAT16),
-        "quantization_config": models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
-            type=models.ScalarType.INT8, quantile=0.99, always_ram=True)),
-        "shard_number": 4, "replication_factor": 2, "write_consistency_factor": 2, "on_disk_payload": True,
+        "vectors_config": models.VectorParams(
+            size=1152, distance=models.Distance.COSINE, on_disk=True, datatype=models.Datatype.FLOAT16
+        ),
+        "quantization_config": models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+        ),
+        "shard_number": 4,
+        "replication_factor": 2,
+        "write_consistency_factor": 2,
+        "on_disk_payload": True,
     }
-    binary = QdrantConfig(url="http://h:6333", quantization="binary", quantization_always_ram=False,
-                          vector_name="text-dense", distance="dot").create_collection_kwargs(8)
+    binary = QdrantConfig(
+        url="http://h:6333",
+        quantization="binary",
+        quantization_always_ram=False,
+        vector_name="text-dense",
+        distance="dot",
+    ).create_collection_kwargs(8)
     assert binary == {
         "vectors_config": {"text-dense": models.VectorParams(size=8, distance=models.Distance.DOT)},
         "quantization_config": models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=False)),
@@ -43,10 +61,17 @@ def test_collection_arguments_for_a_server():
 
 
 def test_client_arguments_and_the_api_key(monkeypatch):
-    config = QdrantConfig(url="https://qdrant.example:6333", api_key="s3cret-key", prefer_grpc=True, https=True,
-                          timeout=30)
-    assert config.client_kwargs() == {"url": "https://qdrant.example:6333", "api_key": "s3cret-key",
-                                      "prefer_grpc": True, "grpc_port": 6334, "timeout": 30, "https": True}
+    config = QdrantConfig(
+        url="https://qdrant.example:6333", api_key="s3cret-key", prefer_grpc=True, https=True, timeout=30
+    )
+    assert config.client_kwargs() == {
+        "url": "https://qdrant.example:6333",
+        "api_key": "s3cret-key",
+        "prefer_grpc": True,
+        "grpc_port": 6334,
+        "timeout": 30,
+        "https": True,
+    }
     assert "s3cret-key" not in repr(config) and "s3cret-key" not in config.location
     assert "s3cret-key" not in config.model_dump_json()
     monkeypatch.setenv("QDRANT_API_KEY", "from-env")
@@ -54,11 +79,14 @@ def test_client_arguments_and_the_api_key(monkeypatch):
     assert "api_key" not in QdrantConfig(path="/tmp/x").client_kwargs()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"url": "qdrant.example:6333"}, "must look like http://host:6333"),
-    ({"url": "http://h:6333", "path": "/tmp/q"}, "not both"),
-    ({"url": "http://h:6333", "quantization": "pq"}, "quantization"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "qdrant.example:6333"}, "must look like http://host:6333"),
+        ({"url": "http://h:6333", "path": "/tmp/q"}, "not both"),
+        ({"url": "http://h:6333", "quantization": "pq"}, "quantization"),
+    ],
+)
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         QdrantConfig(**kwargs)
@@ -70,7 +98,12 @@ def test_resolve_lays_arguments_over_the_config(tmp_path, monkeypatch):
     base = QdrantConfig(path=tmp_path / "p", quantization="int8")
     server = QdrantConfig.resolve(base, url="http://h:6333", api_key="k", prefer_grpc=True)
     assert (server.url, server.path, server.api_key.get_secret_value(), server.prefer_grpc, server.quantization) == (
-        "http://h:6333", None, "k", True, "int8")
+        "http://h:6333",
+        None,
+        "k",
+        True,
+        "int8",
+    )
 
 
 def test_ensure_collection_sends_the_server_settings_and_indexes_doc_id(tiny_model):
@@ -86,8 +119,9 @@ def test_ensure_collection_sends_the_server_settings_and_indexes_doc_id(tiny_mod
         def create_payload_index(self, name, field_name, field_schema, wait):
             calls.append(("create_payload_index", name, field_name, field_schema))
 
-    config = QdrantConfig(url="http://h:6333", datatype="float16", quantization="binary", shard_number=2,
-                          replication_factor=3)
+    config = QdrantConfig(
+        url="http://h:6333", datatype="float16", quantization="binary", shard_number=2, replication_factor=3
+    )
     fingerprint = model_fingerprint(tiny_model, "/variants/tiny")
     assert ensure_collection(RecordingClient(), "docs", config, fingerprint) is True
     assert calls == [
@@ -97,8 +131,9 @@ def test_ensure_collection_sends_the_server_settings_and_indexes_doc_id(tiny_mod
     assert fingerprint["embedding_dim"] == 64 and fingerprint["model"] == "/variants/tiny"
 
 
-def test_ingest_over_the_server_path_connects_with_its_settings(tiny_variant, corpus, ingest_config, monkeypatch,
-                                                               caplog):
+def test_ingest_over_the_server_path_connects_with_its_settings(
+    tiny_variant, corpus, ingest_config, monkeypatch, caplog
+):
     import qdrant_client
 
     made = []
@@ -109,10 +144,24 @@ def test_ingest_over_the_server_path_connects_with_its_settings(tiny_variant, co
 
     monkeypatch.setattr(qdrant_client, "QdrantClient", fake_client)
     caplog.set_level(logging.DEBUG)
-    result = c2v_rag.ingest(corpus, "https://qdrant.example:6333", "remote", api_key="s3cret-key", prefer_grpc=True,
-                            model=tiny_variant, config=ingest_config)
-    assert made == [{"url": "https://qdrant.example:6333", "api_key": "s3cret-key", "prefer_grpc": True,
-                     "grpc_port": 6334, "timeout": 60}]
+    result = c2v_rag.ingest(
+        corpus,
+        "https://qdrant.example:6333",
+        "remote",
+        api_key="s3cret-key",
+        prefer_grpc=True,
+        model=tiny_variant,
+        config=ingest_config,
+    )
+    assert made == [
+        {
+            "url": "https://qdrant.example:6333",
+            "api_key": "s3cret-key",
+            "prefer_grpc": True,
+            "grpc_port": 6334,
+            "timeout": 60,
+        }
+    ]
     assert result.location == "https://qdrant.example:6333" and result.chunks_written == result.chunks > 0
     assert "s3cret-key" not in caplog.text and "s3cret-key" not in result.summary()
 
@@ -140,8 +189,10 @@ def test_importing_c2v_rag_needs_no_optional_package():
 
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys; sys.modules.update(qdrant_client=None, llama_index=None, tenacity=None); "
-            "import c2v_rag, c2v_rag.rag; print(callable(c2v_rag.ingest), c2v_rag.QdrantConfig().distance)")
+    code = (
+        "import sys; sys.modules.update(qdrant_client=None, llama_index=None, tenacity=None); "
+        "import c2v_rag, c2v_rag.rag; print(callable(c2v_rag.ingest), c2v_rag.QdrantConfig().distance)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["True", "cosine"]
 
@@ -155,8 +206,17 @@ def test_only_transient_errors_are_retried():
     def answer(status: int) -> UnexpectedResponse:
         return UnexpectedResponse(status_code=status, reason_phrase="", content=b"", headers=httpx.Headers())
 
-    assert all(is_transient(e) for e in [ConnectionError(), TimeoutError(), answer(503), answer(429),
-                                         ResponseHandlingException(OSError("reset")), httpx.ConnectError("x")])
+    assert all(
+        is_transient(e)
+        for e in [
+            ConnectionError(),
+            TimeoutError(),
+            answer(503),
+            answer(429),
+            ResponseHandlingException(OSError("reset")),
+            httpx.ConnectError("x"),
+        ]
+    )
     assert not any(is_transient(e) for e in [answer(400), answer(404), ValueError("bad"), RuntimeError("x")])
 
 

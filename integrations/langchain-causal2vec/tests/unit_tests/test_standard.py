@@ -4,9 +4,8 @@ Construction only (the model loads on first use); the standard integration tests
 local variant in the c2v_rag repository (tests/integrations/test_integrations_hf_style.py).
 """
 
-from langchain_tests.unit_tests import EmbeddingsUnitTests
-
 from langchain_causal2vec import Causal2VecEmbeddings
+from langchain_tests.unit_tests import EmbeddingsUnitTests
 
 
 class TestCausal2VecEmbeddingsStandard(EmbeddingsUnitTests):

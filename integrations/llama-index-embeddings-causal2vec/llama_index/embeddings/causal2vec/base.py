@@ -8,9 +8,9 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import ConfigDict, Field, model_validator
 
+from c2v_rag.encode.splitting import make_splitter
 from c2v_rag.hub.presets import DEFAULT_PRESET
 from c2v_rag.rag.embedding import EmbedderOptions
-from c2v_rag.encode.splitting import make_splitter
 
 # The encoder batches by token budget after sorting by length; LlamaIndex's own batches only
 # need to be large enough not to get in its way.
@@ -42,8 +42,7 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
 
     model_config = ConfigDict(extra="forbid")
 
-    embed_batch_size: int = Field(default=DEFAULT_EMBED_BATCH_SIZE, gt=0,
-                                  description="texts per call into the encoder")
+    embed_batch_size: int = Field(default=DEFAULT_EMBED_BATCH_SIZE, gt=0, description="texts per call into the encoder")
 
     @model_validator(mode="before")
     @classmethod
@@ -57,7 +56,7 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
         return data
 
     @model_validator(mode="after")
-    def _name_model(self) -> "Causal2VecEmbedding":
+    def _name_model(self) -> Causal2VecEmbedding:
         if self.model_name == "unknown":
             self.model_name = self.model or DEFAULT_PRESET
         elif self.model is None:

@@ -9,15 +9,20 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
-from llama_index.core.vector_stores.types import (FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
-                                                  VectorStoreQueryMode)
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQueryMode,
+)
 
+from c2v_rag.rag.retrieval.retriever import RetrieverOptions
+from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
 from c2v_rag.rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
 from c2v_rag.rag.store.query import Fusion
-from c2v_rag.rag.retrieval.retriever import RetrieverOptions
-from c2v_rag.rag.retrieval.search import SearchHit
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -25,8 +30,11 @@ if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
-QUERY_MODES = {VectorStoreQueryMode.DEFAULT: "dense", VectorStoreQueryMode.SPARSE: "sparse",
-               VectorStoreQueryMode.HYBRID: "hybrid"}
+QUERY_MODES = {
+    VectorStoreQueryMode.DEFAULT: "dense",
+    VectorStoreQueryMode.SPARSE: "sparse",
+    VectorStoreQueryMode.HYBRID: "hybrid",
+}
 
 
 class Causal2VecRetriever(BaseRetriever):
@@ -83,22 +91,43 @@ class Causal2VecRetriever(BaseRetriever):
         if "mode" in unknown:
             raise ValueError("pass vector_store_query_mode (LlamaIndex's name), not mode")
         if unknown:
-            raise ValueError(f"Causal2VecRetriever has no option {', '.join(sorted(unknown))}: it takes "
-                             "similarity_top_k, filters, vector_store_query_mode and c2v_rag.search's options "
-                             "(RetrieverOptions)")
+            raise ValueError(
+                f"Causal2VecRetriever has no option {', '.join(sorted(unknown))}: it takes "
+                "similarity_top_k, filters, vector_store_query_mode and c2v_rag.search's options "
+                "(RetrieverOptions)"
+            )
         if not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
         mode = VectorStoreQueryMode(vector_store_query_mode)
         if mode not in QUERY_MODES:
-            raise ValueError(f"vector_store_query_mode={mode.value!r} is not supported; use one of "
-                             f"{', '.join(m.value for m in QUERY_MODES)}")
+            raise ValueError(
+                f"vector_store_query_mode={mode.value!r} is not supported; use one of "
+                f"{', '.join(m.value for m in QUERY_MODES)}"
+            )
         self.similarity_top_k = similarity_top_k
         self.options = RetrieverOptions(
-            collection=collection, qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc,
-            store=store, qdrant=qdrant, model=model, device=device, dtype=dtype, quantize=quantize, task=task,
-            instruction=instruction, examples=examples, filter=to_filter(filters), score_threshold=score_threshold,
-            mode=QUERY_MODES[mode], fusion=fusion, with_vectors=with_vectors, group_by_document=group_by_document,
-            client=client)
+            collection=collection,
+            qdrant_url=qdrant_url,
+            path=path,
+            api_key=api_key,
+            prefer_grpc=prefer_grpc,
+            store=store,
+            qdrant=qdrant,
+            model=model,
+            device=device,
+            dtype=dtype,
+            quantize=quantize,
+            task=task,
+            instruction=instruction,
+            examples=examples,
+            filter=to_filter(filters),
+            score_threshold=score_threshold,
+            mode=QUERY_MODES[mode],
+            fusion=fusion,
+            with_vectors=with_vectors,
+            group_by_document=group_by_document,
+            client=client,
+        )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -112,9 +141,13 @@ class Causal2VecRetriever(BaseRetriever):
 def to_node(hit: SearchHit) -> NodeWithScore:
     """A hit as LlamaIndex's scored node: the chunk's id, text and metadata, its document as the source."""
     # As the stored node says: the vector embeds the text alone, and bookkeeping stays out of prompts.
-    node = TextNode(id_=hit.id, text=hit.text, metadata=dict(hit.metadata),
-                    excluded_embed_metadata_keys=list(hit.metadata),
-                    excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in hit.metadata])
+    node = TextNode(
+        id_=hit.id,
+        text=hit.text,
+        metadata=dict(hit.metadata),
+        excluded_embed_metadata_keys=list(hit.metadata),
+        excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in hit.metadata],
+    )
     if hit.doc_id is not None:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=hit.doc_id)
     return NodeWithScore(node=node, score=hit.score)
@@ -150,18 +183,25 @@ def _condition(item: MetadataFilter, models: Any) -> tuple[Any, bool]:
     if op in ranges:
         return models.FieldCondition(key=key, range=models.Range(**{ranges[op]: value})), False
     if op in (FilterOperator.EQ, FilterOperator.NE):
-        match = (models.FieldCondition(key=key, range=models.Range(gte=value, lte=value)) if isinstance(value, float)
-                 else models.FieldCondition(key=key, match=models.MatchValue(value=value)))
+        match = (
+            models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
+            if isinstance(value, float)
+            else models.FieldCondition(key=key, match=models.MatchValue(value=value))
+        )
         return match, op == FilterOperator.NE
     if op in (FilterOperator.IN, FilterOperator.ANY):
         return models.FieldCondition(key=key, match=models.MatchAny(any=list(value))), False
     if op == FilterOperator.NIN:
         return models.FieldCondition(key=key, match=models.MatchAny(any=list(value))), True
     if op == FilterOperator.ALL:
-        return models.Filter(must=[models.FieldCondition(key=key, match=models.MatchValue(value=v)) for v in value]), False
+        return models.Filter(
+            must=[models.FieldCondition(key=key, match=models.MatchValue(value=v)) for v in value]
+        ), False
     if op == FilterOperator.TEXT_MATCH:
         return models.FieldCondition(key=key, match=models.MatchText(text=str(value))), False
     if op == FilterOperator.IS_EMPTY:
         return models.IsEmptyCondition(is_empty=models.PayloadField(key=key)), False
-    raise ValueError(f"MetadataFilter on {item.key!r}: the operator {op.value!r} has no Qdrant filter here; use "
-                     f"one of {', '.join(o.value for o in (*ranges, FilterOperator.EQ, FilterOperator.NE, FilterOperator.IN, FilterOperator.NIN, FilterOperator.ANY, FilterOperator.ALL, FilterOperator.TEXT_MATCH, FilterOperator.IS_EMPTY))}")
+    raise ValueError(
+        f"MetadataFilter on {item.key!r}: the operator {op.value!r} has no Qdrant filter here; use "
+        f"one of {', '.join(o.value for o in (*ranges, FilterOperator.EQ, FilterOperator.NE, FilterOperator.IN, FilterOperator.NIN, FilterOperator.ANY, FilterOperator.ALL, FilterOperator.TEXT_MATCH, FilterOperator.IS_EMPTY))}"  # noqa: E501
+    )
