@@ -16,6 +16,7 @@ from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task,
 from c2v_rag.encode.long_texts import LongTexts
 from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
 from c2v_rag.model.causal2vec import Causal2Vec
+
 # Registers the representations that Causal2VecConfig validates `representation` against, so that importing
 # any module of the package (which runs this file first) makes them known before a config is built.
 from c2v_rag.nn import readout as _readout  # noqa: F401

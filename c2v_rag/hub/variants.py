@@ -45,12 +45,18 @@ ModelT = TypeVar("ModelT", bound="VariantModel")
 class VariantModel(Protocol):
     """What loading and saving a variant use of a model; :class:`~c2v_rag.model.causal2vec.Causal2Vec` is one."""
 
-    config: Causal2VecConfig
-    decoder: torch.nn.Module
-    encoder: torch.nn.Module | None
-    projector: torch.nn.Module | None
     adapter_sources: dict[str, Path]
     weights_digest: str | None
+
+    # Read-only here (properties), so that a model may narrow their types.
+    @property
+    def config(self) -> Causal2VecConfig: ...
+    @property
+    def decoder(self) -> torch.nn.Module: ...
+    @property
+    def encoder(self) -> torch.nn.Module | None: ...
+    @property
+    def projector(self) -> torch.nn.Module | None: ...
 
     @property
     def device(self) -> torch.device: ...

@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from torch import nn
 
 from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
 from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
-from c2v_rag.core.instructions import resolve_instruction
+from c2v_rag.core.instructions import InContextPrompt, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
@@ -152,6 +152,8 @@ class Causal2Vec(nn.Module):
 
         encoder = enc_tokenizer = projector = None
         if config.num_contextual_tokens:
+            if config.encoder is None:
+                raise ValueError("num_contextual_tokens > 0 needs an encoder: set config.encoder")
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
             enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
             encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE, trust_remote_code=config.trust_remote_code)
@@ -319,7 +321,7 @@ class Causal2Vec(nn.Module):
     # ------------------------------------------------------------------ tensors
 
     def prepare(
-        self, texts: Sequence[str], instruction: str | None, *, truncate_dim: int | None = None
+        self, texts: Sequence[str], instruction: str | InContextPrompt | None, *, truncate_dim: int | None = None
     ) -> tuple[list[DecoderPieces], list[list[int]] | None]:
         """Tokenize texts for the decoder (around the slot) and, when used, for the encoder.
 
@@ -345,23 +347,38 @@ class Causal2Vec(nn.Module):
             encoder_pad_id=enc_pad or 0,
         )
 
-    def contextual_tokens(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
+    def contextual_tokens(
+        self, encoder_input_ids: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """C [B, n, d] from the encoder and the projector."""
-        return self.projector(self._encoder_states(encoder_input_ids, encoder_attention_mask), encoder_attention_mask)
+        states, mask = self._encoder_states(encoder_input_ids, encoder_attention_mask)
+        return self._projector()(states, mask)
 
     def encoder_outputs(
-        self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor
+        self, encoder_input_ids: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states), from one encoder pass."""
-        states = self._encoder_states(encoder_input_ids, encoder_attention_mask)
-        return self.projector(states, encoder_attention_mask), mean_pool(states, encoder_attention_mask)
+        states, mask = self._encoder_states(encoder_input_ids, encoder_attention_mask)
+        return self._projector()(states, mask), mean_pool(states, mask)
 
-    def _encoder_states(self, encoder_input_ids: torch.Tensor, encoder_attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask).last_hidden_state
+    def _encoder_states(
+        self, encoder_input_ids: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The encoder's last states [B, S, k] and the mask they were computed under [B, S]."""
+        if self.encoder is None or encoder_input_ids is None or encoder_attention_mask is None:
+            raise ValueError("this model has no Contextual token (num_contextual_tokens=0): it runs no encoder")
+        out = self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask)
+        return out.last_hidden_state, encoder_attention_mask
+
+    def _projector(self) -> ContextualProjector:
+        if self.projector is None:
+            raise ValueError("this model has no Contextual token (num_contextual_tokens=0): it has no projector")
+        return self.projector
 
     def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
         """Word embeddings of the batch with C written into its slots, by position."""
-        embedding = self.decoder.get_input_embeddings()
+        # A transformers model's method; nn.Module's typing sees attributes as tensors or modules.
+        embedding: nn.Module = cast(Any, self.decoder).get_input_embeddings()
         embeds = embedding(batch.input_ids)
         if contextual is None:
             return embeds
@@ -448,9 +465,8 @@ class Causal2Vec(nn.Module):
         prepared with the same ``truncate_dim``); see :meth:`needs_for`.
         """
         if self.needs_for(truncate_dim) == "encoder":
-            states = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
-            sentence = mean_pool(states, batch.encoder_attention_mask)
-            return encoder_part(sentence, self.config.encoder_share)[:, :truncate_dim]
+            states, mask = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
+            return encoder_part(mean_pool(states, mask), self.config.encoder_share)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch, readout_only=True)
         vector = self.readout.read(
             hidden,
@@ -462,6 +478,7 @@ class Causal2Vec(nn.Module):
             normalize_parts=self.config.normalize_parts,
         )
         if self.config.encoder_share:
+            assert sentence is not None, "encoder_share mixes in the encoder's vector, which _states computed"
             vector = mix_encoder_vector(vector, sentence, self.config.encoder_share)
         return vector if truncate_dim is None else vector[:, :truncate_dim]
 

@@ -127,8 +127,12 @@ def migrate(
                     from qdrant_client.http import models
 
                     points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
+
+                    def upsert(points: list[Any] = points) -> Any:
+                        return writer.upsert(name, points, wait=True)
+
                     call_with_retry(
-                        lambda points=points: writer.upsert(name, points, wait=True),
+                        upsert,
                         what=f"copying {len(points)} points",
                         attempts=5,
                         initial_wait=0.5,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -38,6 +38,7 @@ from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_tar
 from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, ensure_collection
 from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
+from c2v_rag.rag.store.store_backend import StoreClient
 from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
@@ -196,17 +197,17 @@ def ingest(
     )
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
-    held = IngestStore(
+    opened: StoreClient = (
         open_client(
             target,
             attempts=settings.retry_attempts,
             initial_wait=settings.retry_initial_wait,
             max_wait=settings.retry_max_wait,
         )
-        if own_client
-        else client,
-        own_client,
+        if client is None
+        else cast(StoreClient, client)
     )
+    held = IngestStore(opened, own_client)
     try:
         # An alias is written through to its collection; versioned=True publishes the alias only
         # once the collection is complete.
