@@ -43,7 +43,9 @@ def imported(mods: dict[str, Path], current: str, node: ast.Import | ast.ImportF
                 base = base[:-1]
             base = base[: len(base) - (node.level - 1)]
             prefix = ".".join(base + ([node.module] if node.module else []))
-        names = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+        submodules = [f"{prefix}.{a.name}" for a in node.names]
+        # `from pkg import module` depends on the module, not on pkg's __init__ (as grimp counts it).
+        names = submodules if all(m in mods for m in submodules) else [prefix, *submodules]
     found = set()
     for name in names:
         while name and name not in mods:

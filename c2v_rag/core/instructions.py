@@ -313,11 +313,7 @@ def shorten_example(text: str, max_words: int = EXAMPLE_MAX_WORDS) -> str:
 
 
 def resolve_instruction(
-    *,
-    task: str | None,
-    instruction: str | None,
-    is_query: bool,
-    examples: Iterable[Sequence[str]] | None = None,
+    *, task: str | None, instruction: str | None, is_query: bool, examples: Iterable[Sequence[str]] | None = None
 ) -> Instruction:
     """The instruction an input gets, or None; with in-context examples, an :class:`InContextPrompt`.
 

@@ -56,11 +56,7 @@ class ContextualProjector(nn.Module):
         else:
             queries = self.queries.unsqueeze(0).expand(encoder_states.size(0), -1, -1)
             pooled, _ = self.cross_attention(
-                queries,
-                encoder_states,
-                encoder_states,
-                key_padding_mask=encoder_mask == 0,
-                need_weights=False,
+                queries, encoder_states, encoder_states, key_padding_mask=encoder_mask == 0, need_weights=False
             )
         return self.fc2(self.act(self.fc1(pooled)))
 

@@ -127,13 +127,7 @@ def restore_rng(tensors: dict[str, torch.Tensor], scalars: dict[str, Any]) -> No
 
 
 def save_checkpoint(
-    directory: Path,
-    *,
-    model,
-    optimizer: torch.optim.Optimizer,
-    scheduler,
-    step: int,
-    extra: dict[str, Any],
+    directory: Path, *, model, optimizer: torch.optim.Optimizer, scheduler, step: int, extra: dict[str, Any]
 ) -> Path:
     """Write a checkpoint atomically: into a temporary sibling, renamed once complete."""
     directory.parent.mkdir(parents=True, exist_ok=True)

@@ -16,11 +16,7 @@ def smooth(values: Sequence[float], alpha: float = 0.1) -> list[float]:
 
 
 def plot_loss_curve(
-    history: Sequence[dict],
-    path: str | Path,
-    *,
-    evaluations: Sequence[dict] = (),
-    title: str = "Causal2Vec training",
+    history: Sequence[dict], path: str | Path, *, evaluations: Sequence[dict] = (), title: str = "Causal2Vec training"
 ) -> Path:
     """Plot ``history`` records ``{step, loss, lr, dataset?}`` (and ``evaluations`` ``{step, metric: value}``); a
     run over several datasets gets one curve per dataset."""

@@ -132,11 +132,7 @@ def migrate(
                         return writer.upsert(name, points, wait=True)
 
                     call_with_retry(
-                        upsert,
-                        what=f"copying {len(points)} points",
-                        attempts=5,
-                        initial_wait=0.5,
-                        max_wait=30.0,
+                        upsert, what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0
                     )
                     copied += len(points)
                 if offset is None:

@@ -41,12 +41,7 @@ __all__ = [
 
 # name -> backend. The order is the order in which store_kind asks the embedded ones about a directory.
 STORE_BACKENDS: dict[str, StoreBackend] = {
-    backend.name: backend
-    for backend in (
-        ServerBackend(),
-        LocalModeBackend(),
-        EdgeBackend(),
-    )
+    backend.name: backend for backend in (ServerBackend(), LocalModeBackend(), EdgeBackend())
 }
 # The backend of a qdrant_url=, and the embedded one for a new directory when store= is not given.
 SERVER = "server"

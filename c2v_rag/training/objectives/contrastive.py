@@ -14,13 +14,7 @@ import torch
 
 from c2v_rag.training.gradcache import ContrastiveStep
 from c2v_rag.training.loss import cosent, distributed_info_nce, over_views
-from c2v_rag.training.objectives.base import (
-    EmbeddingViewsConfig,
-    Objective,
-    ObjectiveContext,
-    View,
-    loss_views,
-)
+from c2v_rag.training.objectives.base import EmbeddingViewsConfig, Objective, ObjectiveContext, View, loss_views
 from c2v_rag.training.step_texts import StepTexts
 
 WHOLE_VECTOR: tuple[View, ...] = ((slice(None), 1.0),)

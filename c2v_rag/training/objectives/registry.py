@@ -29,10 +29,7 @@ def _by_kind(*objectives: type[Objective[Any]]) -> dict[str, type[Objective[Any]
 
 
 OBJECTIVES: dict[str, type[Objective[Any]]] = _by_kind(
-    ContrastiveObjective,
-    SimCSEObjective,
-    MNTPObjective,
-    ReconstructionObjective,
+    ContrastiveObjective, SimCSEObjective, MNTPObjective, ReconstructionObjective
 )
 """The objective classes, by the ``kind`` that names them."""
 

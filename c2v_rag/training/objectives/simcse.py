@@ -15,13 +15,7 @@ from pydantic import Field
 
 from c2v_rag.nn.attention import set_attention_dropout
 from c2v_rag.training.gradcache import ContrastiveStep
-from c2v_rag.training.objectives.base import (
-    EmbeddingViewsConfig,
-    Objective,
-    ObjectiveContext,
-    View,
-    loss_views,
-)
+from c2v_rag.training.objectives.base import EmbeddingViewsConfig, Objective, ObjectiveContext, View, loss_views
 from c2v_rag.training.objectives.contrastive import WHOLE_VECTOR, ContrastiveObjective
 from c2v_rag.training.step_texts import StepTexts
 

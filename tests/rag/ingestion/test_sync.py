@@ -110,8 +110,7 @@ def test_two_sources_sharing_a_collection_keep_each_others_points(tmp_path, inge
 def test_files_that_cannot_be_read_keep_their_points(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     (folder / "r.jsonl").write_text(
-        f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n{{"id": "r2", "text": "{make_text(6, 1)}"}}\n',
-        encoding="utf-8",
+        f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n{{"id": "r2", "text": "{make_text(6, 1)}"}}\n', encoding="utf-8"
     )
     store = tmp_path / "store"
     ingest_into(folder, store, sync=True)
