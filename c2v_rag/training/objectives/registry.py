@@ -7,7 +7,7 @@ its :class:`~c2v_rag.training.objectives.base.Objective`) and its line in :data:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 
@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     ObjectiveConfig = BaseObjectiveConfig
 else:
     ObjectiveConfig = Annotated[
-        tuple(objective.config_type for objective in OBJECTIVES.values()),
+        Union[tuple(objective.config_type for objective in OBJECTIVES.values())],  # noqa: UP007 (built at run time)
         Field(discriminator="kind"),
         BeforeValidator(_checked_fields),
     ]
