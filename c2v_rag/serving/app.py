@@ -70,53 +70,84 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
     Start it with any ASGI server (``c2v-rag serve`` uses uvicorn); the batcher starts and, on
     shutdown, drains with the app's lifespan.
     """
-    config = config or ServerConfig()
-    name = served_name(config)
-    metrics = ServerMetrics()
-    batcher = DynamicBatcher(
-        model,
-        max_wait_s=config.max_wait_ms / 1000,
-        batch_size=config.batch_size,
-        max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device, model.quantization),
-        max_pad_fraction=config.max_pad_fraction
-        if config.max_pad_fraction is not None
-        else (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
-        max_round_texts=config.max_round_texts,
-        max_queued_texts=config.max_queued_texts,
-        max_tokens_per_request=config.max_tokens_per_request,
-        normalize=config.normalize,
-        threads=config.threads,
-        metrics=metrics,
-    )
-    searcher = None
-    if config.qdrant_url or config.qdrant_path:
-        from c2v_rag.serving.search import CollectionSearcher
-
-        searcher = CollectionSearcher(model, config)
-    key = config.api_key.get_secret_value().encode() if config.api_key else None
+    service = EmbeddingService(model, config or ServerConfig())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await batcher.start()
-        logger.info("Serving %s (%d dims)%s", name, model.embedding_dim, "; API key required" if key else "")
+        await service.start()
         try:
             yield
         finally:
-            await batcher.stop()  # the ASGI server has already let in-flight requests finish
-            if searcher is not None:
-                searcher.close()
+            await service.stop()  # the ASGI server has already let in-flight requests finish
 
     app = FastAPI(title="c2v_rag embeddings", version="1", lifespan=lifespan)
-    app.state.batcher = batcher
-    app.state.metrics = metrics
+    app.state.batcher = service.batcher
+    app.state.metrics = service.metrics
+    app.middleware("http")(service.guard_and_measure)
+    app.exception_handler(ApiError)(service.api_error)
+    app.exception_handler(StarletteHTTPException)(service.http_error)
+    app.post("/v1/embeddings")(service.embeddings)
+    app.post("/v1/search")(service.search)
+    app.get("/v1/models")(service.models)
+    app.get("/health")(service.health)
+    app.get("/metrics")(service.prometheus)
+    service.routes = {route.path for route in app.routes}
+    return app
 
-    @app.middleware("http")
-    async def guard_and_measure(request: Request, call_next):
+
+class EmbeddingService:
+    """What the app's routes do, over one model: the batcher, the metrics, the optional collection search and
+    the API key."""
+
+    def __init__(self, model: Causal2Vec, config: ServerConfig) -> None:
+        self.model = model
+        self.config = config
+        self.name = served_name(config)
+        self.metrics = ServerMetrics()
+        self.batcher = DynamicBatcher(
+            model,
+            max_wait_s=config.max_wait_ms / 1000,
+            batch_size=config.batch_size,
+            max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device, model.quantization),
+            max_pad_fraction=config.max_pad_fraction
+            if config.max_pad_fraction is not None
+            else (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
+            max_round_texts=config.max_round_texts,
+            max_queued_texts=config.max_queued_texts,
+            max_tokens_per_request=config.max_tokens_per_request,
+            normalize=config.normalize,
+            threads=config.threads,
+            metrics=self.metrics,
+        )
+        self.searcher: Any = None
+        if config.qdrant_url or config.qdrant_path:
+            from c2v_rag.serving.search import CollectionSearcher
+
+            self.searcher = CollectionSearcher(model, config)
+        self.key = config.api_key.get_secret_value().encode() if config.api_key else None
+        # The app's paths, for the metrics' route label (any other path counts as "other").
+        self.routes: set[str] = set()
+
+    async def start(self) -> None:
+        await self.batcher.start()
+        logger.info(
+            "Serving %s (%d dims)%s", self.name, self.model.embedding_dim, "; API key required" if self.key else ""
+        )
+
+    async def stop(self) -> None:
+        await self.batcher.stop()
+        if self.searcher is not None:
+            self.searcher.close()
+
+    # ------------------------------------------------------------------ around every request
+
+    async def guard_and_measure(self, request: Request, call_next):
         start = time.perf_counter()
-        route = request.url.path if request.url.path in _ROUTES else "other"
+        route = request.url.path if request.url.path in self.routes else "other"
+        metrics = self.metrics
         metrics.in_progress.inc()
         try:
-            if key is not None and route not in _OPEN_PATHS and not _authorized(request, key):
+            if self.key is not None and route not in _OPEN_PATHS and not _authorized(request, self.key):
                 response = _error_response(
                     ApiError(
                         401,
@@ -141,56 +172,45 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
         metrics.request_seconds.labels(route).observe(time.perf_counter() - start)
         return response
 
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, err: ApiError):
+    async def api_error(self, request: Request, err: ApiError):
         return _error_response(err)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, err: StarletteHTTPException):
+    async def http_error(self, request: Request, err: StarletteHTTPException):
         hint = " (see GET /v1/models, POST /v1/embeddings, POST /v1/search)" if err.status_code == 404 else ""
         return _error_response(ApiError(err.status_code, f"{err.detail}: {request.method} {request.url.path}{hint}"))
 
-    async def read(request: Request, schema):
+    async def read(self, request: Request, schema):
+        limit = self.config.max_request_bytes
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > config.max_request_bytes:
-            raise _too_large_body(int(declared), config.max_request_bytes)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large_body(int(declared), limit)
         raw = await request.body()
-        if len(raw) > config.max_request_bytes:
-            raise _too_large_body(len(raw), config.max_request_bytes)
+        if len(raw) > limit:
+            raise _too_large_body(len(raw), limit)
         return parse_body(raw, schema)
 
-    async def embed(texts: list[str], instruction: str | None):
+    async def embed(self, texts: list[str], instruction: str | None):
         try:
-            return await batcher.embed(texts, instruction)
+            return await self.batcher.embed(texts, instruction)
         except QueueFullError as err:
+            retry = self.config.retry_after_s
             raise ApiError(
                 503,
-                f"the server is at capacity ({err}): retry after {config.retry_after_s} s",
+                f"the server is at capacity ({err}): retry after {retry} s",
                 type="server_overloaded",
                 code="queue_full",
-                headers={"Retry-After": str(config.retry_after_s)},
+                headers={"Retry-After": str(retry)},
             ) from None
         except RequestTooLargeError as err:
             raise ApiError(413, str(err), param="input", code="too_many_tokens") from None
         except ValueError as err:  # an instruction that leaves no room for text
             raise ApiError(400, str(err)) from None
 
-    def check_task(task: str | None) -> None:
-        if task is None:
-            return
-        try:
-            get_task(task)
-        except KeyError:
-            raise ApiError(
-                400,
-                f"'task': unknown task {task!r}: use a registered name ('c2v-rag tasks' lists "
-                "them, e.g. SciFact, NFCorpus, STSBenchmark) or leave it out",
-                param="task",
-            ) from None
+    # ------------------------------------------------------------------ routes
 
-    @app.post("/v1/embeddings")
-    async def embeddings(request: Request):
-        body: EmbeddingRequest = await read(request, EmbeddingRequest)
+    async def embeddings(self, request: Request):
+        body: EmbeddingRequest = await self.read(request, EmbeddingRequest)
+        model, name = self.model, self.name
         if body.model is not None and body.model != name:
             raise ApiError(
                 404,
@@ -209,14 +229,14 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
                 code="unsupported_dimensions",
             )
         dimensions = model.config.check_truncate_dim(body.dimensions)
-        texts, _ = check_input(body.input, config.max_texts_per_request)
-        check_task(body.task)
-        input_type = body.input_type or config.default_input_type
-        result = await embed(texts, instruction_for(model, input_type, body.task, body.examples))
+        texts, _ = check_input(body.input, self.config.max_texts_per_request)
+        _check_task(body.task)
+        input_type = body.input_type or self.config.default_input_type
+        result = await self.embed(texts, instruction_for(model, input_type, body.task, body.examples))
         tokens = sum(result.tokens)
-        metrics.texts.inc(len(texts))
-        metrics.tokens.inc(tokens)
-        metrics.truncated.inc(sum(result.truncated))
+        self.metrics.texts.inc(len(texts))
+        self.metrics.tokens.inc(tokens)
+        self.metrics.truncated.inc(sum(result.truncated))
         # A Matryoshka prefix is a slice of the whole vector, re-normalized: requests of every size share batches.
         vectors = truncate_rows(result.vectors, dimensions)
         data = [
@@ -233,59 +253,67 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
         headers = {"X-Truncated-Inputs": str(sum(result.truncated))}
         return Response(json.dumps(payload), media_type="application/json", headers=headers)
 
-    @app.post("/v1/search")
-    async def search(request: Request):
-        body: SearchRequest = await read(request, SearchRequest)
-        if searcher is None:
+    async def search(self, request: Request):
+        body: SearchRequest = await self.read(request, SearchRequest)
+        if self.searcher is None:
             raise ApiError(
                 404,
                 "search is not configured on this server: start it with --qdrant-url URL or --path QDRANT_DIR",
                 code="search_not_configured",
             )
-        options = body.search_options(config.collection)
-        check_task(options.task)
-        concrete = await searcher.check(options.collection)
-        result = await embed([body.query], instruction_for(model, "query", options.task, options.examples))
-        hits = await searcher.nearest(concrete, result.vectors[0], body.top_k, options)
-        metrics.texts.inc(1)
-        metrics.tokens.inc(result.tokens[0])
+        options = body.search_options(self.config.collection)
+        _check_task(options.task)
+        concrete = await self.searcher.check(options.collection)
+        result = await self.embed([body.query], instruction_for(self.model, "query", options.task, options.examples))
+        hits = await self.searcher.nearest(concrete, result.vectors[0], body.top_k, options)
+        self.metrics.texts.inc(1)
+        self.metrics.tokens.inc(result.tokens[0])
         return {
             "object": "list",
-            "model": name,
+            "model": self.name,
             "collection": options.collection,
             "data": [h.model_dump(exclude={"vector"}) for h in hits],
             "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]},
         }
 
-    @app.get("/v1/models")
-    async def models():
+    async def models(self):
+        model = self.model
         return {
             "object": "list",
             "data": [
                 {
-                    "id": name,
+                    "id": self.name,
                     "object": "model",
                     "created": 0,
                     "owned_by": "c2v_rag",
                     "dimensions": model.embedding_dim,
                     "max_input_tokens": model.max_seq_length,
                     "matryoshka_dimensions": model.config.vector_sizes,
-                    "default_input_type": config.default_input_type,
+                    "default_input_type": self.config.default_input_type,
                 }
             ],
         }
 
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "model": name, "queued_texts": batcher.queued_texts}
+    async def health(self):
+        return {"status": "ok", "model": self.name, "queued_texts": self.batcher.queued_texts}
 
-    @app.get("/metrics")
-    async def prometheus():
-        content, media_type = metrics.render()
+    async def prometheus(self):
+        content, media_type = self.metrics.render()
         return Response(content, media_type=media_type)
 
-    _ROUTES = {route.path for route in app.routes}
-    return app
+
+def _check_task(task: str | None) -> None:
+    if task is None:
+        return
+    try:
+        get_task(task)
+    except KeyError:
+        raise ApiError(
+            400,
+            f"'task': unknown task {task!r}: use a registered name ('c2v-rag tasks' lists "
+            "them, e.g. SciFact, NFCorpus, STSBenchmark) or leave it out",
+            param="task",
+        ) from None
 
 
 def _authorized(request: Request, key: bytes) -> bool:
