@@ -94,8 +94,8 @@ def test_metrics_match_trec_eval():
     # trec_eval ranks by score, so the ranking becomes descending scores.
     trec_run = {q: {doc: float(len(docs) - i) for i, doc in enumerate(docs)} for q, docs in run.items()}
     reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recip_rank", "recall.10"}).evaluate(trec_run)
-    for query in qrels:
-        ours = metrics.query_metrics(run[query], qrels[query])
+    for query, judged in qrels.items():
+        ours = metrics.query_metrics(run[query], judged)
         assert ours["ndcg@10"] == pytest.approx(reference[query]["ndcg_cut_10"])
         assert ours["recall@10"] == pytest.approx(reference[query]["recall_10"])
         if query != "q3":  # trec_eval's recip_rank has no cut-off: f at rank 11 counts there, not in MRR@10

@@ -8,7 +8,10 @@ the same bytes on every machine with the same package versions, from:
   to plain text by groff, keeping the sections that say what the page is for (NAME, SYNOPSIS,
   DESCRIPTION).
 - ``jargon``: the Jargon File 4.4.7 (Debian package ``dict-jargon``): informal, humorous lexicon
-  prose about hacker slang and culture. One document per entry.
+  prose about hacker slang and culture. One document per entry of at least 12 words.
+
+Every document ends at the first paragraph break past :data:`MAX_CHARS` characters, so a corpus is
+about two of ingest's 200-token chunks a document: what one shared CPU core embeds in tens of minutes.
 
 Usage::
 
@@ -23,7 +26,6 @@ a rebuilt folder differs from it.
 from __future__ import annotations
 
 import argparse
-import base64
 import gzip
 import hashlib
 import json
@@ -37,6 +39,8 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 BENCHMARKS = ("manpages", "jargon")
+# Documents (both benchmarks) end at the first paragraph break past this many characters (~2 chunks).
+MAX_CHARS = 1500
 
 
 class MissingPackage(RuntimeError):
@@ -102,12 +106,10 @@ MAN_PACKAGES = ("manpages", "manpages-dev")
 # English pages only: /usr/share/man/manN/, not the translations under /usr/share/man/<lang>/.
 _MAN_PATH = re.compile(r"^/usr/share/man/(man\d)/([^/]+)\.gz$")
 # The sections that say what a page is for. ERRORS, EXAMPLES, VERSIONS, STANDARDS, NOTES, BUGS and the
-# COLOPHON are left out, and DESCRIPTION is cut (below): whole pages would be ~10,000 chunks of ingest's
-# 200 tokens, hours to embed on one shared CPU core; the opening of a page states what the function or
-# file is for, which is what a user's task question asks.
+# COLOPHON are left out, and the page is cut at MAX_CHARS: whole pages run to tens of thousands of
+# characters (fcntl(2), proc(5)), hours of embedding on one shared CPU core, while the opening of a page
+# states what the function or file is for, which is what a user's task question asks.
 _MAN_SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION")
-# Documents (both benchmarks) end at the first paragraph break past this many characters: ~2 chunks.
-MAX_CHARS = 1500
 _GROFF = ["groff", "-t", "-man", "-Tutf8", "-P-cbou", "-rLL=2000n", "-rHY=0", "-dAD=l"]
 
 

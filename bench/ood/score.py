@@ -37,9 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its siblings import by name
 
-import build  # noqa: E402
-import metrics  # noqa: E402
-import questions  # noqa: E402
+import build
+import metrics
+import questions
 
 TOP_K = 10
 COLLECTION = "ood"
@@ -197,8 +197,9 @@ def task_label(model: Any, task: str | None, instruction: str | None) -> str:
 
 def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str], cache: Path) -> dict[str, list[str]]:
     """all-MiniLM-L6-v2 on the stored chunks, each document scored by its best chunk (cached on disk)."""
-    from c2v_rag.evaluation.baselines import BiEncoder
     from tqdm import tqdm
+
+    from c2v_rag.evaluation.baselines import BiEncoder
 
     digest = hashlib.sha256("\x00".join(chunk_texts).encode()).hexdigest()[:20]
     path = cache / corpus.name / f"minilm-{digest}.npy"
@@ -363,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     models = {reference: load_model(reference) for reference in args.model}
     report: dict[str, Any] = {"command": " ".join(["python", "bench/ood/score.py", *(argv or sys.argv[1:])]),
                               "cpu_flags": cpu_flags(), "benchmarks": {}}
-    import c2v_rag
     import torch
+
+    import c2v_rag
 
     report["versions"] = {"c2v_rag": c2v_rag.__version__, "torch": torch.__version__, "python": platform.python_version()}
     for corpus in corpora:
