@@ -12,7 +12,9 @@ same ``run_suite`` as ``c2v-rag eval`` and equals it.
         --sets stsb-dev scifact-dev-1k --max-length 256 --json runs/eval/stage4_parts_a.json
 
 Trained Matryoshka prefixes (``matryoshka_dims``) are scored the same way: a prefix re-normalized is what
-``encode(truncate_dim=N)`` returns.
+``encode(truncate_dim=N)`` returns. ``--shares 0.7 0.9`` also scores the vector another ``encoder_share`` gives:
+each part re-normalized and weighted ``[sqrt(s); sqrt((1 - s) / 2); sqrt((1 - s) / 2)]``, which is what
+``c2v-rag eval VARIANT --readout encoder_share=s`` scores.
 """
 
 from __future__ import annotations
@@ -28,19 +30,35 @@ from c2v_rag.evaluation import load_suite, run_suite
 from c2v_rag.evaluation.suites import format_table
 
 
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
+
+
+class Mix:
+    """The vector another ``encoder_share`` gives, from the stored one: each part re-normalized and weighted."""
+
+    def __init__(self, parts: dict[str, slice], share: float) -> None:
+        self.parts = parts
+        self.weights = {"encoder": share, "contextual": (1 - share) / 2, "eos": (1 - share) / 2}
+
+    def __call__(self, vectors: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.sqrt(w) * unit(vectors[:, self.parts[name]]) for name, w in self.weights.items()], 1)
+
+
 class SlicedEmbedder:
     """The evaluators' interface over one model; vectors are computed once and every view slices them."""
 
     def __init__(self, model: Causal2Vec) -> None:
-        self.model, self.cache, self.view = model, {}, slice(None)
+        self.model, self.cache = model, {}
+        self.view: slice | Mix = slice(None)
 
     def _encode(self, side: str, texts: list[str], task: str | None, kwargs) -> np.ndarray:
         key = (side, task, tuple(texts))
         if key not in self.cache:
             encode = self.model.encode_queries if side == "query" else self.model.encode_documents
             self.cache[key] = encode(texts, task=task, **kwargs)
-        part = self.cache[key][:, self.view]
-        return part / np.linalg.norm(part, axis=1, keepdims=True).clip(min=1e-12)
+        vectors = self.cache[key]
+        return unit(self.view(vectors) if isinstance(self.view, Mix) else vectors[:, self.view])
 
     def encode_queries(self, texts, *, task=None, **kwargs):
         return self._encode("query", texts, task, kwargs)
@@ -49,7 +67,7 @@ class SlicedEmbedder:
         return self._encode("document", texts, task, kwargs)
 
 
-def part_slices(model: Causal2Vec) -> dict[str, slice]:
+def part_slices(model: Causal2Vec, shares: list[float]) -> dict[str, slice | Mix]:
     """The views to score: the whole vector, each part of the layout (``Causal2VecConfig.parts``), the decoder's
     half, and every trained Matryoshka prefix."""
     config = model.config
@@ -59,7 +77,7 @@ def part_slices(model: Causal2Vec) -> dict[str, slice]:
             f"(normalize_parts={config.normalize_parts})"
         )
     parts = config.parts
-    views = {"full": parts["full"]}
+    views: dict[str, slice | Mix] = {"full": parts["full"]}
     if "encoder" in parts:
         views |= {
             "encoder part (encoder_share=1)": parts["encoder"],
@@ -67,6 +85,8 @@ def part_slices(model: Causal2Vec) -> dict[str, slice]:
         }
     views |= {"h_C alone": parts["contextual"], "h_EOS alone": parts["eos"]}
     views |= {f"prefix {n} (truncate_dim={n})": slice(0, n) for n in config.matryoshka_dims}
+    if shares and "encoder" in parts:
+        views |= {f"encoder_share={s:g}": Mix(parts, s) for s in shares}
     return views
 
 
@@ -77,6 +97,8 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["stsb-dev", "scifact-dev-1k", "emotion-val", "banking77-dev"])
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--shares", type=float, nargs="*", default=[], help="also score these encoder_share mixes")
+    parser.add_argument("--only-shares", action="store_true", help="score the full vector and the mixes only")
     args = parser.parse_args()
     model = Causal2Vec.from_pretrained(
         None if args.variant == "default" else args.variant, device="cpu", dtype="float32"
@@ -85,7 +107,10 @@ def main() -> None:
         model.max_seq_length = args.max_length
     suite = load_suite(args.sets, args.data)
     embedder, rows = SlicedEmbedder(model), {}
-    for name, view in part_slices(model).items():
+    views = part_slices(model, args.shares)
+    if args.only_shares:
+        views = {k: v for k, v in views.items() if k == "full" or k.startswith("encoder_share=")}
+    for name, view in views.items():
         embedder.view = view
         rows[f"{args.variant}: {name}"] = run_suite(embedder, suite)
         print(format_table({k: rows[k] for k in [f"{args.variant}: {name}"]}), flush=True)

@@ -57,8 +57,12 @@ def test_benchmark_files_agree(name):
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_no_question_gives_its_answer_away(name):
     bench = questions.load(name, OOD)
-    leaks = {(q, d): problems for q, judged in bench.qrels.items() for d in judged
-             if (problems := questions.leaks(bench.queries[q], bench.judged[d]))}
+    leaks = {
+        (q, d): problems
+        for q, judged in bench.qrels.items()
+        for d in judged
+        if (problems := questions.leaks(bench.queries[q], bench.judged[d]))
+    }
     assert not leaks
 
 
@@ -68,7 +72,12 @@ def test_leak_check_catches_title_words_and_heavy_overlap():
     assert questions.leaks("how do I create a child process?", fork)  # 3 of 3 content words in the summary
     assert not questions.leaks("how does a running program split itself into two copies?", fork)
     assert questions.leaks("which services does this box offer?", {"id": "man5/services.5", "title": "services(5)"})
-    assert [questions.stem(w) for w in ("processes", "running", "created", "files")] == ["process", "run", "creat", "fil"]
+    assert [questions.stem(w) for w in ("processes", "running", "created", "files")] == [
+        "process",
+        "run",
+        "creat",
+        "fil",
+    ]
 
 
 def test_metrics_match_a_hand_computed_ranking():
@@ -76,7 +85,9 @@ def test_metrics_match_a_hand_computed_ranking():
     scores = metrics.query_metrics(["d3", "d1", "d2", "d4"], {"d1": 2, "d2": 1, "d5": 0})
     dcg = 2 / math.log2(3) + 1 / math.log2(4)
     ideal = 2 / math.log2(2) + 1 / math.log2(3)
-    assert scores == pytest.approx({"mrr@10": 0.5, "ndcg@10": dcg / ideal, "hit@1": 0.0, "hit@5": 1.0, "recall@10": 1.0})
+    assert scores == pytest.approx(
+        {"mrr@10": 0.5, "ndcg@10": dcg / ideal, "hit@1": 0.0, "hit@5": 1.0, "recall@10": 1.0}
+    )
     missed = metrics.query_metrics(["d9"] * 1, {"d1": 1})
     assert missed == {"mrr@10": 0.0, "ndcg@10": 0.0, "hit@1": 0.0, "hit@5": 0.0, "recall@10": 0.0}
     both = metrics.evaluate({"a": ["d1"], "b": ["x", "y", "d2"]}, {"a": {"d1": 1}, "b": {"d2": 1, "d3": 1}})

@@ -64,18 +64,22 @@ def default_out() -> Path:
 
 # ------------------------------------------------------------------------------------ packages
 
+
 def package_version(package: str) -> str:
     """The installed version of a Debian package; :class:`MissingPackage` (with the command) if absent."""
     try:
-        result = subprocess.run(["dpkg-query", "-W", "-f", "${Status}\t${Version}", package],
-                                capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Status}\t${Version}", package], capture_output=True, text=True, check=False
+        )
     except FileNotFoundError as error:
-        raise MissingPackage("dpkg-query not found: these benchmarks are built from Debian packages "
-                             "(a Debian or Ubuntu system)") from error
+        raise MissingPackage(
+            "dpkg-query not found: these benchmarks are built from Debian packages (a Debian or Ubuntu system)"
+        ) from error
     status, _, version = result.stdout.partition("\t")
     if result.returncode != 0 or not status.endswith("installed"):
-        raise MissingPackage(f"the Debian package {package!r} is not installed: "
-                             f"sudo apt-get update && sudo apt-get install -y {package}")
+        raise MissingPackage(
+            f"the Debian package {package!r} is not installed: sudo apt-get update && sudo apt-get install -y {package}"
+        )
     return version
 
 
@@ -89,8 +93,10 @@ def require_packages(packages: tuple[str, ...]) -> dict[str, str]:
         except MissingPackage:
             missing.append(package)
     if missing:
-        raise MissingPackage(f"missing Debian package(s) {', '.join(missing)}: "
-                             f"sudo apt-get update && sudo apt-get install -y {' '.join(packages)}")
+        raise MissingPackage(
+            f"missing Debian package(s) {', '.join(missing)}: "
+            f"sudo apt-get update && sudo apt-get install -y {' '.join(packages)}"
+        )
     return versions
 
 
@@ -210,7 +216,7 @@ def jargon_documents() -> Iterator[Document]:
         headword, offset, length = line.split("\t")
         if headword.startswith("00-database"):
             continue
-        raw = data[dictd_number(offset):dictd_number(offset) + dictd_number(length)].decode("utf-8")
+        raw = data[dictd_number(offset) : dictd_number(offset) + dictd_number(length)].decode("utf-8")
         document = jargon_document(raw)
         if document is None:
             continue
@@ -240,6 +246,7 @@ def jargon_document(raw: str) -> tuple[str, str] | None:
 
 # ------------------------------------------------------------------------------------ writing
 
+
 @dataclass(frozen=True)
 class Source:
     """How one benchmark's documents are made: its packages and its document generator."""
@@ -250,9 +257,11 @@ class Source:
 
 
 SOURCES: dict[str, Source] = {
-    "manpages": Source(MAN_PACKAGES, man_documents,
-                       "various free licenses per page (Linux man-pages project; see "
-                       "/usr/share/doc/manpages/copyright)"),
+    "manpages": Source(
+        MAN_PACKAGES,
+        man_documents,
+        "various free licenses per page (Linux man-pages project; see /usr/share/doc/manpages/copyright)",
+    ),
     "jargon": Source(JARGON_PACKAGES, jargon_documents, "public domain (Jargon File 4.4.7)"),
 }
 
@@ -280,8 +289,13 @@ def build(name: str, out: Path) -> dict[str, object]:
         path = target / "docs" / f"{document.id}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(document.text, encoding="utf-8")
-    manifest = {"benchmark": name, "packages": versions, "documents": len(documents),
-                "digest": corpus_digest(documents), "license": source.license}
+    manifest = {
+        "benchmark": name,
+        "packages": versions,
+        "documents": len(documents),
+        "digest": corpus_digest(documents),
+        "license": source.license,
+    }
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
 

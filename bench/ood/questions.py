@@ -26,7 +26,8 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 
 # Function words carry no topic: they are not counted as shared content words.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further get gets got had has have having he
 her here hers him his how i if in into is it its itself just me more most my no nor not now of off on once
@@ -35,7 +36,8 @@ this those through to too under until up very was we were what when where which 
 would you your yours yourself one ones something someone thing things way ways without want wants make makes
 made use used using tell let lets kind called call word term name say said mean means whether another much
 many every also
-""".split())  # noqa: SIM905 (a word list reads better as text)
+""".split()
+)  # noqa: SIM905 (a word list reads better as text)
 # At most this share of a question's content words may appear in its answer's title and summary.
 MAX_TITLE_SHARE = 0.25
 

@@ -71,19 +71,24 @@ class Row:
 
 # ------------------------------------------------------------------------------------ corpus
 
+
 def load_corpus(name: str, docs_root: Path) -> Corpus:
     """The documents ``build.py`` wrote for ``name`` and the committed questions; every judged
     document must be among them."""
     folder = docs_root / name / "docs"
     if not folder.is_dir():
         raise SystemExit(f"error: no documents in {folder}: run `python bench/ood/build.py --out {docs_root}` first")
-    docs = {str(p.relative_to(folder).with_suffix("")): p.read_text(encoding="utf-8")
-            for p in sorted(folder.rglob("*.md"))}
+    docs = {
+        str(p.relative_to(folder).with_suffix("")): p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.md"))
+    }
     digest = build.corpus_digest([build.Document(i, t) for i, t in docs.items()])
     bench = questions.load(name)
     if digest != bench.corpus["digest"]:
-        warnings.warn(f"{name}: the built corpus differs from the one the questions were judged on "
-                      f"(other package versions?): scores are not comparable with the README's", stacklevel=2)
+        warnings.warn(
+            f"{name}: the built corpus differs from the one the questions were judged on "
+            f"(other package versions?): scores are not comparable with the README's",
+            stacklevel=2,
+        )
     missing = sorted({d for judged in bench.qrels.values() for d in judged} - docs.keys())
     if missing:
         raise SystemExit(f"error: {name}: judged documents missing from the built corpus: {missing[:5]}")
@@ -96,6 +101,7 @@ def query_ids(corpus: Corpus) -> list[str]:
 
 # ------------------------------------------------------------------------------------ Causal2Vec
 
+
 def load_model(reference: str) -> Any:
     from c2v_rag import DEFAULT_PRESET, Causal2Vec
 
@@ -105,7 +111,9 @@ def load_model(reference: str) -> Any:
 def model_key(model: Any, reference: str) -> str:
     """What identifies a model's document vectors: its weights' digest and its whole configuration
     (a variant without a digest, as a base model has, is keyed by its reference instead)."""
-    weights = model.weights_digest or f"reference:{Path(reference).resolve() if Path(reference).exists() else reference}"
+    weights = (
+        model.weights_digest or f"reference:{Path(reference).resolve() if Path(reference).exists() else reference}"
+    )
     return hashlib.sha256((weights + model.config.model_dump_json()).encode()).hexdigest()[:16]
 
 
@@ -113,8 +121,16 @@ def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, trun
     """The embedded Qdrant folder for these document vectors."""
     import c2v_rag
 
-    key = json.dumps({"model": model_key(model, reference), "corpus": corpus.digest, "truncate_dim": truncate_dim,
-                      "chunk": [CHUNK_SIZE, CHUNK_OVERLAP], "c2v_rag": c2v_rag.__version__}, sort_keys=True)
+    key = json.dumps(
+        {
+            "model": model_key(model, reference),
+            "corpus": corpus.digest,
+            "truncate_dim": truncate_dim,
+            "chunk": [CHUNK_SIZE, CHUNK_OVERLAP],
+            "c2v_rag": c2v_rag.__version__,
+        },
+        sort_keys=True,
+    )
     return cache / corpus.name / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
@@ -128,22 +144,38 @@ def ensure_ingested(folder: Path, corpus: Corpus, model: Any, truncate_dim: int 
         return 0.0
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    result = c2v_rag.ingest([{"id": i, "text": t} for i, t in corpus.docs.items()], collection=COLLECTION,
-                            path=folder / "qdrant", model=model, truncate_dim=truncate_dim, chunk_size=CHUNK_SIZE,
-                            chunk_overlap=CHUNK_OVERLAP, show_progress=True)
+    result = c2v_rag.ingest(
+        [{"id": i, "text": t} for i, t in corpus.docs.items()],
+        collection=COLLECTION,
+        path=folder / "qdrant",
+        model=model,
+        truncate_dim=truncate_dim,
+        chunk_size=CHUNK_SIZE,
+        chunk_overlap=CHUNK_OVERLAP,
+        show_progress=True,
+    )
     seconds = time.perf_counter() - started
     done.write_text(json.dumps({"seconds": seconds, "result": str(result)}) + "\n", encoding="utf-8")
     return seconds
 
 
-def c2v_rankings(folder: Path, corpus: Corpus, model: Any, task: str | None, instruction: str | None) -> dict[str, list[str]]:
+def c2v_rankings(
+    folder: Path, corpus: Corpus, model: Any, task: str | None, instruction: str | None
+) -> dict[str, list[str]]:
     """Each question's top documents through ``search_many(group_by_document=True)``."""
     import c2v_rag
 
     ids = query_ids(corpus)
-    hits = c2v_rag.search_many([corpus.bench.queries[q] for q in ids], top_k=TOP_K, collection=COLLECTION,
-                               path=folder / "qdrant", model=model, task=task, instruction=instruction,
-                               group_by_document=True)
+    hits = c2v_rag.search_many(
+        [corpus.bench.queries[q] for q in ids],
+        top_k=TOP_K,
+        collection=COLLECTION,
+        path=folder / "qdrant",
+        model=model,
+        task=task,
+        instruction=instruction,
+        group_by_document=True,
+    )
     return {q: [hit.doc_id for hit in found] for q, found in zip(ids, hits)}
 
 
@@ -160,8 +192,14 @@ def stored_points(folder: Path) -> tuple[list[str], list[str], np.ndarray]:
             points, offset = client.scroll(COLLECTION, limit=1024, offset=offset, with_payload=True, with_vectors=True)
             for point in points:
                 payload = point.payload or {}
-                rows.append((str(payload["doc_id"]), int(payload.get("metadata", {}).get("chunk_index", 0)),
-                             str(payload["page_content"]), list(point.vector)))
+                rows.append(
+                    (
+                        str(payload["doc_id"]),
+                        int(payload.get("metadata", {}).get("chunk_index", 0)),
+                        str(payload["page_content"]),
+                        list(point.vector),
+                    )
+                )
             if offset is None:
                 break
     finally:
@@ -170,16 +208,27 @@ def stored_points(folder: Path) -> tuple[list[str], list[str], np.ndarray]:
     return [r[0] for r in rows], [r[2] for r in rows], np.asarray([r[3] for r in rows], dtype=np.float32)
 
 
-def prefix_rankings(points: tuple[list[str], list[str], np.ndarray], corpus: Corpus, model: Any, dim: int,
-                    task: str | None, instruction: str | None) -> dict[str, list[str]]:
+def prefix_rankings(
+    points: tuple[list[str], list[str], np.ndarray],
+    corpus: Corpus,
+    model: Any,
+    dim: int,
+    task: str | None,
+    instruction: str | None,
+) -> dict[str, list[str]]:
     """The ranking ``ingest(truncate_dim=dim)`` + ``search_many`` gives, from the full collection's stored
     vectors: a Matryoshka vector is the full one's first ``dim`` values, so their cosines are the
     prefixes'. (Measured on 345 chunks of both benchmarks: cosine >= 0.999998 to the vectors an
     ingest at 384 stores; ``--truncate-ingest`` ingests at each size instead.)"""
     model.config.check_truncate_dim(dim)
     ids = query_ids(corpus)
-    queries = model.encode_queries([corpus.bench.queries[q] for q in ids], task=task, instruction=instruction,
-                                   truncate_dim=dim, normalize_embeddings=True)
+    queries = model.encode_queries(
+        [corpus.bench.queries[q] for q in ids],
+        task=task,
+        instruction=instruction,
+        truncate_dim=dim,
+        normalize_embeddings=True,
+    )
     docs = points[2][:, :dim]
     docs = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     return {q: best_documents(row, points[0]) for q, row in zip(ids, np.asarray(queries) @ docs.T)}
@@ -195,6 +244,7 @@ def task_label(model: Any, task: str | None, instruction: str | None) -> str:
 
 # ------------------------------------------------------------------------------------ baselines
 
+
 def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str], cache: Path) -> dict[str, list[str]]:
     """all-MiniLM-L6-v2 on the stored chunks, each document scored by its best chunk (cached on disk)."""
     from tqdm import tqdm
@@ -208,8 +258,10 @@ def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str
         vectors = np.load(path)
     else:
         batch = 64
-        parts = [encoder.encode(chunk_texts[i:i + batch], batch_size=batch)
-                 for i in tqdm(range(0, len(chunk_texts), batch), desc=f"{corpus.name}: all-minilm-l6-v2", unit="batch")]
+        parts = [
+            encoder.encode(chunk_texts[i : i + batch], batch_size=batch)
+            for i in tqdm(range(0, len(chunk_texts), batch), desc=f"{corpus.name}: all-minilm-l6-v2", unit="batch")
+        ]
         vectors = np.concatenate(parts)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, vectors)
@@ -238,15 +290,20 @@ def bm25_rankings(corpus: Corpus) -> dict[str, list[str]]:
     stemmer = Stemmer.Stemmer("english")
     doc_ids = list(corpus.docs)
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(list(corpus.docs.values()), stopwords="en", stemmer=stemmer, show_progress=False),
-                    show_progress=False)
+    retriever.index(
+        bm25s.tokenize(list(corpus.docs.values()), stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
     ids = query_ids(corpus)
-    tokens = bm25s.tokenize([corpus.bench.queries[q] for q in ids], stopwords="en", stemmer=stemmer, show_progress=False)
+    tokens = bm25s.tokenize(
+        [corpus.bench.queries[q] for q in ids], stopwords="en", stemmer=stemmer, show_progress=False
+    )
     found, _ = retriever.retrieve(tokens, k=TOP_K, show_progress=False)
     return {q: [doc_ids[i] for i in row] for q, row in zip(ids, found)}
 
 
 # ------------------------------------------------------------------------------------ running
+
 
 def parse_dim(text: str) -> int | None:
     return None if text in ("full", "none", "0") else int(text)
@@ -259,8 +316,13 @@ def prompts(args: argparse.Namespace) -> list[tuple[str | None, str | None]]:
     return pairs or [(None, None)]
 
 
-def score_model(corpus: Corpus, args: argparse.Namespace, reference: str, model: Any,
-                points: list[tuple[list[str], list[str], np.ndarray]]) -> list[Row]:
+def score_model(
+    corpus: Corpus,
+    args: argparse.Namespace,
+    reference: str,
+    model: Any,
+    points: list[tuple[list[str], list[str], np.ndarray]],
+) -> list[Row]:
     """One model's rows: every size of ``--truncate-dim`` under every query prompt. The full-size
     collection is always ingested (its chunks feed the baselines; its vectors the derived prefixes);
     ``points`` receives its stored chunks the first time."""
@@ -283,10 +345,21 @@ def score_model(corpus: Corpus, args: argparse.Namespace, reference: str, model:
                 rankings = prefix_rankings(stored, corpus, model, dim, task, instruction)
             else:
                 rankings = c2v_rankings(folder, corpus, model, task, instruction)
-            settings = {"model": reference, "truncate_dim": dim, "query_prompt": task_label(model, task, instruction),
-                        "scored_by": how}
-            rows.append(Row(f"c2v {reference}", settings, metrics.evaluate(rankings, corpus.bench.qrels), rankings,
-                            {"ingest": round(seconds, 1), "queries": round(time.perf_counter() - started, 1)}))
+            settings = {
+                "model": reference,
+                "truncate_dim": dim,
+                "query_prompt": task_label(model, task, instruction),
+                "scored_by": how,
+            }
+            rows.append(
+                Row(
+                    f"c2v {reference}",
+                    settings,
+                    metrics.evaluate(rankings, corpus.bench.qrels),
+                    rankings,
+                    {"ingest": round(seconds, 1), "queries": round(time.perf_counter() - started, 1)},
+                )
+            )
     return rows
 
 
@@ -299,23 +372,34 @@ def score_benchmark(corpus: Corpus, args: argparse.Namespace, models: dict[str, 
     if not args.no_baselines:
         chunk_docs, chunk_texts, _ = points[0]
         rankings = minilm_rankings(corpus, chunk_docs, chunk_texts, args.cache)
-        rows.append(Row("all-minilm-l6-v2", {"chunks": len(chunk_texts)}, metrics.evaluate(rankings, corpus.bench.qrels),
-                        rankings))
+        rows.append(
+            Row(
+                "all-minilm-l6-v2",
+                {"chunks": len(chunk_texts)},
+                metrics.evaluate(rankings, corpus.bench.qrels),
+                rankings,
+            )
+        )
         rankings = bm25_rankings(corpus)
-        rows.append(Row("BM25 (bm25s)", {"unit": "whole document"}, metrics.evaluate(rankings, corpus.bench.qrels),
-                        rankings))
+        rows.append(
+            Row("BM25 (bm25s)", {"unit": "whole document"}, metrics.evaluate(rankings, corpus.bench.qrels), rankings)
+        )
     return rows
 
 
 def table(corpus: Corpus, rows: list[Row]) -> str:
     """A Markdown table of the rows' scores."""
     head = f"**{corpus.name}**: {len(corpus.docs)} documents, {len(corpus.bench.qrels)} questions\n\n"
-    lines = ["| system | query prompt | dims | " + " | ".join(METRIC_NAMES) + " |",
-             "|---|---|---|" + "---|" * len(METRIC_NAMES)]
+    lines = [
+        "| system | query prompt | dims | " + " | ".join(METRIC_NAMES) + " |",
+        "|---|---|---|" + "---|" * len(METRIC_NAMES),
+    ]
     for row in rows:
         prompt = row.settings.get("query_prompt", "-")
         dims = row.settings.get("truncate_dim") or ("full" if row.system.startswith("c2v") else "-")
-        lines.append(f"| {row.system} | {prompt} | {dims} | " + " | ".join(f"{row.scores[m]:.4f}" for m in METRIC_NAMES) + " |")
+        lines.append(
+            f"| {row.system} | {prompt} | {dims} | " + " | ".join(f"{row.scores[m]:.4f}" for m in METRIC_NAMES) + " |"
+        )
     return head + "\n".join(lines)
 
 
@@ -330,19 +414,35 @@ def cpu_flags() -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", help="'default' (the default preset), a preset name or a "
-                        "variant directory; repeatable (default: default)")
-    parser.add_argument("--task", action="append", help="query task for the c2v rows ('default': the variant's "
-                        "default task); repeatable, each a row")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        help="'default' (the default preset), a preset name or a variant directory; repeatable (default: default)",
+    )
+    parser.add_argument(
+        "--task",
+        action="append",
+        help="query task for the c2v rows ('default': the variant's default task); repeatable, each a row",
+    )
     parser.add_argument("--instruction", action="append", help="a literal query instruction; repeatable, each a row")
-    parser.add_argument("--truncate-dim", action="append", type=parse_dim,
-                        help="'full' or a Matryoshka size the variant was trained for (384, 960); repeatable")
-    parser.add_argument("--truncate-ingest", action="store_true",
-                        help="ingest a collection at each --truncate-dim size (the user's path, slower) instead of "
-                        "scoring prefixes of the full collection's vectors")
-    parser.add_argument("--bench", action="append", choices=build.BENCHMARKS, help="benchmark(s) to score (default: all)")
+    parser.add_argument(
+        "--truncate-dim",
+        action="append",
+        type=parse_dim,
+        help="'full' or a Matryoshka size the variant was trained for (384, 960); repeatable",
+    )
+    parser.add_argument(
+        "--truncate-ingest",
+        action="store_true",
+        help="ingest a collection at each --truncate-dim size (the user's path, slower) instead of "
+        "scoring prefixes of the full collection's vectors",
+    )
+    parser.add_argument(
+        "--bench", action="append", choices=build.BENCHMARKS, help="benchmark(s) to score (default: all)"
+    )
     parser.add_argument("--docs", type=Path, default=None, help="the folder build.py wrote (default: its default)")
     parser.add_argument("--cache", type=Path, default=None, help="ingested collections and baseline vectors")
     parser.add_argument("--no-baselines", action="store_true", help="skip the all-minilm-l6-v2 and BM25 rows")
@@ -362,20 +462,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     corpora = [load_corpus(name, args.docs) for name in args.bench or build.BENCHMARKS]
     models = {reference: load_model(reference) for reference in args.model}
-    report: dict[str, Any] = {"command": " ".join(["python", "bench/ood/score.py", *(argv or sys.argv[1:])]),
-                              "cpu_flags": cpu_flags(), "benchmarks": {}}
+    report: dict[str, Any] = {
+        "command": " ".join(["python", "bench/ood/score.py", *(argv or sys.argv[1:])]),
+        "cpu_flags": cpu_flags(),
+        "benchmarks": {},
+    }
     import torch
 
     import c2v_rag
 
-    report["versions"] = {"c2v_rag": c2v_rag.__version__, "torch": torch.__version__, "python": platform.python_version()}
+    report["versions"] = {
+        "c2v_rag": c2v_rag.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
     for corpus in corpora:
         rows = score_benchmark(corpus, args, models)
         print(table(corpus, rows), "\n", flush=True)
         report["benchmarks"][corpus.name] = {
-            "documents": len(corpus.docs), "questions": len(corpus.bench.qrels), "corpus_digest": corpus.digest,
-            "rows": [{"system": r.system, **r.settings, "scores": r.scores, "seconds": r.seconds,
-                      "rankings": r.rankings} for r in rows]}
+            "documents": len(corpus.docs),
+            "questions": len(corpus.bench.qrels),
+            "corpus_digest": corpus.digest,
+            "rows": [
+                {"system": r.system, **r.settings, "scores": r.scores, "seconds": r.seconds, "rankings": r.rankings}
+                for r in rows
+            ],
+        }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
