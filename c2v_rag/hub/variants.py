@@ -190,6 +190,8 @@ def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool
             setattr(config, f"{role}_adapter", target.name)
         else:
             setattr(config, f"{role}_adapter", None)
+            continue
+        _name_base(target, getattr(config, role))
     if model.projector is not None:
         # Stored in float32 whatever the compute dtype: upcasting is lossless and loads into any dtype.
         state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.projector.state_dict().items()}
@@ -200,3 +202,16 @@ def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool
         write_st_files(path, config)
     model.weights_digest = weights_digest(path)
     return path
+
+
+def _name_base(adapter_dir: Path, reference: str | None) -> None:
+    """Write the base model's reference as the config names it (a packaged alias, a hub id) into the adapter's
+    ``adapter_config.json``, where peft records the local folder it loaded the base from: a variant then carries
+    no path of the machine that saved it, and peft finds nothing to warn about where it is loaded."""
+    config_file = adapter_dir / ADAPTER_FILES[0]
+    if reference is None or not config_file.is_file():
+        return
+    adapter = json.loads(config_file.read_text(encoding="utf-8"))
+    if adapter.get("base_model_name_or_path") != reference:
+        adapter["base_model_name_or_path"] = reference
+        config_file.write_text(json.dumps(adapter, indent=2) + "\n", encoding="utf-8")

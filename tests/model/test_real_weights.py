@@ -200,3 +200,41 @@ def test_the_minilm_reference_scores_the_vectors_sentence_transformers_gives():
     reference = SentenceTransformer(resolve_reference("all-minilm-l6-v2").location, device="cpu").encode(texts)
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def _absolute_paths(folder) -> list[str]:
+    """Every string value of the folder's JSON files that is an absolute path, with the file it is in."""
+    import os
+    from pathlib import Path
+
+    found = []
+
+    def walk(value, where):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item, where)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, where)
+        elif isinstance(value, str) and (os.path.isabs(value) or value.startswith("~")):
+            found.append(f"{where}: {value}")
+
+    for file in Path(folder).rglob("*.json"):
+        walk(json.loads(file.read_text()), file.relative_to(folder))
+    return found
+
+
+@pytest.mark.parametrize("merge_adapters", [True, False])
+def test_a_saved_variant_names_its_packaged_bases_by_alias(tmp_path, merge_adapters):
+    """The adapters record the packaged bases by alias, not the folders they were loaded from on this machine."""
+    model = Causal2Vec.from_pretrained(device="cpu", dtype="float32", merge_adapters=merge_adapters)
+    model.save_pretrained(tmp_path / "v")
+    assert _absolute_paths(tmp_path / "v") == []
+    decoder = json.loads((tmp_path / "v" / "decoder_adapter" / "adapter_config.json").read_text())
+    assert decoder["base_model_name_or_path"] == "smollm2-135m-instruct"
+
+
+def test_the_shipped_preset_holds_no_local_path():
+    from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
+
+    assert _absolute_paths(PRESETS_DIR / DEFAULT_PRESET) == []
