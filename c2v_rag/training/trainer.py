@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from c2v_rag.core.devices import cpu_has_native_bf16, resolve_device
+from c2v_rag.core.extras import require
 from c2v_rag.core.instructions import Instruction
 from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.nn.projector import match_word_embedding_norm
@@ -53,6 +54,27 @@ HISTORY_FILE = "history.jsonl"
 LOSS_PLOT = "loss.png"
 METRICS_FILE = "metrics.json"
 CONFIG_COPY = "train_config.yaml"
+
+
+def check_training_packages(config: TrainConfig) -> None:
+    """Import what training needs beyond the core install (the ``train`` extra), or raise the error that names
+    ``pip install 'c2v-rag[train]'``: matplotlib for the loss plot, and bm25s where a dataset mines with BM25."""
+    require("matplotlib", "training (the loss plot)", "train")
+    if config.mining.method == "bm25":
+        require("bm25s", "BM25 mining of hard negatives", "train")
+
+
+class WarmupThenLinear:
+    """The learning-rate factor of step k (0-based): linear warmup that starts above zero, ``(k + 1) / (warmup +
+    1)``, so that the first step already trains, then linear decay to zero at ``total``."""
+
+    def __init__(self, warmup: int, total: int) -> None:
+        self.warmup, self.total = warmup, total
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / (self.warmup + 1)
+        return max(0.0, (self.total - step) / max(1, self.total - self.warmup))
 
 
 class TrainingDivergedError(RuntimeError):
@@ -352,6 +374,8 @@ class Trainer:
         )
 
     def setup(self, resume: bool | str | Path = False) -> None:
+        # Every package the run needs, before any work: a missing one found after a step would stop the run.
+        check_training_packages(self.config)
         cfg = self.config
         train = cfg.training
         device = resolve_device(train.device)
@@ -406,13 +430,13 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.parameters, lr=train.lr, betas=train.betas, eps=train.eps, weight_decay=train.weight_decay
         )
-        from transformers import get_linear_schedule_with_warmup
-
         if train.warmup_steps >= train.steps:
             logger.warning(
                 "warmup_steps=%d >= steps=%d: the learning rate never reaches its peak", train.warmup_steps, train.steps
             )
-        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, train.warmup_steps, train.total_schedule_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, WarmupThenLinear(train.warmup_steps, train.total_schedule_steps)
+        )
         self.fingerprint = _config_fingerprint(cfg)
         if resume:
             self._resume(resume)
@@ -529,7 +553,10 @@ class Trainer:
             for record in self.history:
                 handle.write(json.dumps(record) + "\n")
         if self.history:
-            plot_loss_curve(self.history, self.output_dir / LOSS_PLOT, evaluations=self.evaluations)
+            try:
+                plot_loss_curve(self.history, self.output_dir / LOSS_PLOT, evaluations=self.evaluations)
+            except Exception as err:  # the checkpoint and the history are written; a plot is not worth a run
+                logger.warning("The loss plot %s was not written: %s: %s", LOSS_PLOT, type(err).__name__, err)
 
     def fit(self) -> TrainResult:
         """Train to ``training.steps``; return the history. Call :meth:`setup` first."""

@@ -120,3 +120,48 @@ def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
     )
     trainer.fit()
     assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]
+
+
+def test_warmup_trains_from_the_first_step(tiny_recipe):
+    config = TrainConfig.model_validate(tiny_recipe(steps=4, warmup_steps=1, lr=1e-3))
+    result = train(config)
+    lrs = [h["lr"] for h in result.history]
+    assert lrs[0] > 0, f"the first step trained at lr {lrs[0]}"
+    assert lrs[0] < lrs[1] == pytest.approx(1e-3)  # warmup, then the peak, then linear decay
+    assert lrs[1] > lrs[2] > lrs[3] > 0
+
+
+def test_a_missing_training_extra_stops_before_any_step(tiny_recipe, tmp_path):
+    """Without matplotlib (the train extra), training refuses at setup, naming the install, and writes nothing."""
+    import json
+    import subprocess
+    import sys
+
+    raw = tiny_recipe(steps=2)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps(raw))
+    code = (
+        "import sys, json; sys.modules['matplotlib'] = None\n"
+        "from c2v_rag.training import TrainConfig, train\n"
+        f"train(TrainConfig.model_validate(json.load(open({str(recipe)!r}))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode != 0
+    assert "pip install 'c2v-rag[train]'" in run.stderr
+    out = tmp_path / "run"
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_failing_loss_plot_is_a_warning_not_a_lost_run(tiny_recipe, monkeypatch, caplog):
+    from c2v_rag.training import trainer
+
+    def broken_plot(*args, **kwargs):
+        raise RuntimeError("no display")
+
+    monkeypatch.setattr(trainer, "plot_loss_curve", broken_plot)
+    config = TrainConfig.model_validate(tiny_recipe(steps=2, save_every=1))
+    with caplog.at_level("WARNING", logger="c2v_rag.training.trainer"):
+        result = train(config)
+    assert (result.output_dir / "decoder_adapter" / "adapter_model.safetensors").is_file()
+    assert list_checkpoints(result.output_dir / "checkpoints")
+    assert any("loss plot" in r.getMessage() for r in caplog.records)
