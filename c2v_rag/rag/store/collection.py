@@ -389,6 +389,9 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
                 if "quantize" in differ and stored.get("quantize") == LEGACY_INT8
                 else ""
             )
+            + f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
+            "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); otherwise ingest "
+            "the documents again into a new collection."
         )
 
 

@@ -91,7 +91,10 @@ def test_reindex_switches_the_alias_while_a_reader_keeps_getting_full_answers(
     assert stored_points(client, "papers_v2") == stored_points(client, "papers_v1")
     assert result.chunks == len(stored_points(client, "papers_v1"))
     # A model never queries another model's vectors: the old one is refused on the new collection.
-    with pytest.raises(CollectionMismatchError, match="'papers_v2' .* was built with another model"):
+    with pytest.raises(
+        CollectionMismatchError,
+        match="'papers_v2' .* was built with another model.*c2v-rag reindex --collection papers_v2",
+    ):
         c2v_rag.search(QUERY, collection="papers", client=client, model=tiny_variant)
     client.close()
 
