@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
 
 logger = logging.getLogger(__name__)
+request_log = logging.getLogger("c2v_rag.serving.requests")
 
 # On CPU a forward pass costs about the same per token whatever the batch size, so a short text
 # padded to a long one's length is wasted work (bench/serve_load.py: rounds of a few mixed-length
@@ -168,8 +169,11 @@ class EmbeddingService:
             )
         finally:
             metrics.in_progress.dec()
+        seconds = time.perf_counter() - start
         metrics.requests.labels(route, str(response.status_code)).inc()
-        metrics.request_seconds.labels(route).observe(time.perf_counter() - start)
+        metrics.request_seconds.labels(route).observe(seconds)
+        # Method, path, status and time only: never headers (the API key) or bodies (users' texts).
+        request_log.info("%s %s %d %.1f ms", request.method, request.url.path, response.status_code, 1000 * seconds)
         return response
 
     async def api_error(self, request: Request, err: ApiError):

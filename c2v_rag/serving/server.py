@@ -41,6 +41,8 @@ def serve(config: ServerConfig) -> None:
 
     from c2v_rag.model.causal2vec import Causal2Vec
 
+    # A server's log is its record: start-up and each request at INFO, whatever the command line's level.
+    logging.getLogger("c2v_rag.serving").setLevel(logging.INFO)
     configure_cpu_threads(config.threads)
     model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype, quantize=config.quantize)
     app = create_app(model, config)
@@ -50,7 +52,7 @@ def serve(config: ServerConfig) -> None:
             "(set --api-key or $C2V_RAG_API_KEY)",
             config.host,
         )
-    logger.warning("Serving %s on http://%s:%d", served_name(config), config.host, config.port)
+    logger.info("Serving %s on http://%s:%d", served_name(config), config.host, config.port)
     uvicorn.Server(_uvicorn_config(app, config)).run()
 
 

@@ -331,7 +331,8 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
     port = _free_port()
     env = {**os.environ, "C2V_RAG_API_KEY": KEY, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "c2v_rag.cli", "-v", "serve", str(variant), "--port", str(port), "--max-texts", "2048"],
+        # No -v: a server logs its start and its requests at INFO whatever the command line's level.
+        [sys.executable, "-m", "c2v_rag.cli", "serve", str(variant), "--port", str(port), "--max-texts", "2048"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -378,6 +379,7 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
     # (systemd counts that as a clean stop).
     assert process.returncode == -signal.SIGTERM and "Application shutdown complete" in output
     assert "Serving variant on http://127.0.0.1" in output and KEY not in output
+    assert "INFO c2v_rag.serving.requests: POST /v1/embeddings 200" in output  # the request log, at INFO
 
 
 @pytest.mark.real_weights
@@ -399,7 +401,7 @@ def test_default_preset_served_to_the_openai_client():
     np.testing.assert_allclose(
         [d.embedding for d in got.data], model.encode_documents(texts, normalize_embeddings=True), atol=atol
     )
-    # The preset names its own default task (SciFact): query vectors get its instruction.
+    # The preset names its own default task: query vectors get its instruction.
     np.testing.assert_allclose(
         query.data[0].embedding, model.encode_queries(texts[0], normalize_embeddings=True), atol=atol
     )
