@@ -251,3 +251,19 @@ def test_bf16_decoder_gets_the_same_contextual_token_alone_or_beside_a_longer_te
             want = model.encoder_outputs(alone.encoder_input_ids, alone.encoder_attention_mask)
         worst = max(worst, *(float((g[1] - w[0]).abs().max()) for g, w in zip(got, want)))
     assert worst <= 1e-5, worst
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_prefix_is_the_whole_vector_cut_under_every_dtype(tiny_model_factory, dtype):
+    """truncate_dim=k (the encoder's part) computes the encoder alone; the whole vector's first k values, re-
+    normalized, must be the same numbers. The encoder computes in float32 under any decoder dtype, so the mix
+    must keep its part in float32 too rather than round it to the decoder's dtype."""
+    texts = ["one text", "another, longer text about proteins and structures", "a third"]
+    probe = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5)
+    k, c = probe.config.parts["encoder"].stop, probe.config.parts["contextual"].stop
+    model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5, matryoshka_dims=[k, c], dtype=dtype)
+    assert model.dtype == getattr(torch, dtype)
+    full = model.encode(texts, instruction=INSTRUCTION, normalize_embeddings=True)
+    short = model.encode(texts, instruction=INSTRUCTION, truncate_dim=k, normalize_embeddings=True)
+    cut = full[:, :k] / np.linalg.norm(full[:, :k], axis=1, keepdims=True)
+    np.testing.assert_allclose(short, cut, atol=1e-6)
