@@ -288,7 +288,7 @@ class Deadline:
 
 # ------------------------------------------------------------------------------------------------ texts
 
-CORPUS_GLOBS = ("README.md", "docs/*.md", "examples/docs/*.md", "examples/docs/*.txt")
+CORPUS_GLOBS = ("README.md", "docs/*.md", "bench/results/notes/*.md", "examples/docs/*.md", "examples/docs/*.txt")
 # A document's length in characters, drawn per document: this Markdown (code spans, numbers) runs ~2.8 characters
 # per SmolLM2 token, so ~50 to ~500 tokens, a few cut at the preset's 512.
 DOCUMENT_CHARS = (150, 1400)

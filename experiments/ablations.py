@@ -8,7 +8,7 @@ is reused, so an interrupted run picks up where it stopped.
     python experiments/ablations.py --data ../shared/data --rows a c      # some rows
     python experiments/ablations.py --data ../shared/data --report-only   # rewrite the table and plot
 
-It writes runs/ablation/<row>/ (variants, history, scores) and docs/ablations.md + docs/ablations.png.
+It writes runs/ablation/<row>/ (variants, history, scores) and bench/results/notes/ablations.md + ablations.png.
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         help="extra recipe override for every trained row (e.g. training.gradient_checkpointing=true, "
         "which saves memory and leaves the maths unchanged)",
     )
-    parser.add_argument("--plot", type=Path, default=REPO / "docs" / "ablations.png")
+    parser.add_argument("--plot", type=Path, default=REPO / "bench" / "results" / "notes" / "ablations.png")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table from finished rows")
     args = parser.parse_args(argv)
     args.data = args.data.resolve()

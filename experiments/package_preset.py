@@ -208,7 +208,7 @@ def model_card(
         "## Training data (../shared/data)",
         *[f"- {DATA_LICENSES.get(d, d)}" for d in training["datasets"]],
         "",
-        "## Dev scores (never trained on; `c2v-rag eval --max-length 256`, see docs/ablations.md)",
+        "## Dev scores (never trained on; `c2v-rag eval --max-length 256`, see bench/results/notes/ablations.md)",
         "",
         "| dev set | this preset | all-MiniLM-L6-v2 alone |" + "".join(f" {PART_COLUMNS[p]} |" for p in parts),
         "|---|---|---|" + "---|" * len(parts),
@@ -233,7 +233,7 @@ def model_card(
         lines += [
             f"This preset is {verdict} all-MiniLM-L6-v2 alone (its encoder, untrained) on the dev average"
             + (f", and behind it on {', '.join(behind)}" if behind else ", and ahead on every dev set")
-            + "; docs/ablations.md has the details.",
+            + "; bench/results/notes/ablations.md has the details.",
             "",
         ]
     return "\n".join(lines)

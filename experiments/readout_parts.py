@@ -37,12 +37,13 @@ def unit(x: np.ndarray) -> np.ndarray:
 class Mix:
     """The vector another ``encoder_share`` gives, from the stored one: each part re-normalized and weighted."""
 
-    def __init__(self, parts: dict[str, slice], share: float) -> None:
-        self.parts = parts
+    def __init__(self, parts: dict[str, slice], share: float, prefix: int | None = None) -> None:
+        self.parts, self.prefix = parts, prefix
         self.weights = {"encoder": share, "contextual": (1 - share) / 2, "eos": (1 - share) / 2}
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.sqrt(w) * unit(vectors[:, self.parts[name]]) for name, w in self.weights.items()], 1)
+        mixed = np.concatenate([np.sqrt(w) * unit(vectors[:, self.parts[name]]) for name, w in self.weights.items()], 1)
+        return mixed[:, : self.prefix]
 
 
 class SlicedEmbedder:
@@ -87,6 +88,7 @@ def part_slices(model: Causal2Vec, shares: list[float]) -> dict[str, slice | Mix
     views |= {f"prefix {n} (truncate_dim={n})": slice(0, n) for n in config.matryoshka_dims}
     if shares and "encoder" in parts:
         views |= {f"encoder_share={s:g}": Mix(parts, s) for s in shares}
+        views |= {f"encoder_share={s:g}, prefix {n}": Mix(parts, s, n) for s in shares for n in config.matryoshka_dims}
     return views
 
 
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--shares", type=float, nargs="*", default=[], help="also score these encoder_share mixes")
     parser.add_argument("--only-shares", action="store_true", help="score the full vector and the mixes only")
+    parser.add_argument("--views", nargs="*", default=[], help="score only these views, by name")
     args = parser.parse_args()
     model = Causal2Vec.from_pretrained(
         None if args.variant == "default" else args.variant, device="cpu", dtype="float32"
@@ -110,6 +113,8 @@ def main() -> None:
     views = part_slices(model, args.shares)
     if args.only_shares:
         views = {k: v for k, v in views.items() if k == "full" or k.startswith("encoder_share=")}
+    if args.views:
+        views = {k: v for k, v in views.items() if k in args.views}
     for name, view in views.items():
         embedder.view = view
         rows[f"{args.variant}: {name}"] = run_suite(embedder, suite)

@@ -43,9 +43,18 @@ def part_views(model: Any, vectors: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def mixes(shares: list[float]) -> dict[str, dict[str, float]]:
-    """The weights to score: ``encoder_share`` s (h_C and h_EOS equal), and each decoder part alone beside the
-    encoder at the preset's share."""
+    """The weights to score: ``encoder_share`` s (h_C and h_EOS equal), the prefix without h_EOS of each, and each
+    decoder part alone beside the encoder at an even share."""
     out = {f"encoder_share={s:g}": {"encoder": s, "contextual": (1 - s) / 2, "eos": (1 - s) / 2} for s in shares}
+    # The prefix [encoder; h_C] (truncate_dim=960 for the preset) of each share's vector, re-normalized.
+    out |= {
+        f"encoder_share={s:g}, prefix [encoder; h_C]": {
+            "encoder": s / (s + (1 - s) / 2),
+            "contextual": (1 - s) / 2 / (s + (1 - s) / 2),
+            "eos": 0.0,
+        }
+        for s in shares
+    }
     out["encoder 0.5 + h_C 0.5"] = {"encoder": 0.5, "contextual": 0.5, "eos": 0.0}
     out["encoder 0.5 + h_EOS 0.5"] = {"encoder": 0.5, "contextual": 0.0, "eos": 0.5}
     return out

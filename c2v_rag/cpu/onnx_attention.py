@@ -387,7 +387,7 @@ def _raise_opset(model: Any, version: int) -> None:
         return
     # The converter copies its model several times over and reads no weight here: it gets the graph without
     # them (540 MB for SmolLM2-135M), graph inputs of their type and shape standing in. With the weights in,
-    # the preset's first int8 load peaked 1.6 GB higher (docs/performance.md, "Recipe v5").
+    # the preset's first int8 load peaked 1.6 GB higher (bench/results/notes/int8-history.md).
     skeleton = ModelProto(ir_version=model.ir_version, opset_import=model.opset_import)
     graph = skeleton.graph
     graph.name = model.graph.name

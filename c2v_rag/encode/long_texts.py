@@ -8,7 +8,7 @@
   model whole, each window is embedded as a text of its own, and the windows' unit vectors are
   pooled into one vector per text: their mean (``pooling="mean"``, the default) or elementwise max
   (``"max"``; on SciFact dev it lost 2.6 points of nDCG@10 to truncation with all-MiniLM-L6-v2, where
-  the mean tied it: docs/retrieval.md, "Long documents"). A text
+  the mean tied it: docs/ingest-and-search.md, "Long documents"). A text
   that fits is embedded exactly as with ``"truncate"``.
 
 The windows come from the ingest chunker's splitter (LlamaIndex's ``SentenceSplitter``, see

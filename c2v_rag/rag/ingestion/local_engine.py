@@ -86,7 +86,7 @@ class LocalEngine:
 
 
 # Above this many points local mode's brute-force search and in-memory points get slow and large
-# (112 ms a query and 2.2 GB at 20,000 x 1,536; qdrant-client warns there too): docs/stores.md.
+# (112 ms a query and 2.2 GB at 20,000 x 1,536; qdrant-client warns there too): docs/ingest-and-search.md, "Stores".
 LOCAL_MODE_POINTS_HINT = 20_000
 
 
@@ -99,7 +99,7 @@ def suggest_edge(client: Any, collection: str, target: QdrantConfig, result: Ing
         logger.warning(
             "collection %r holds %d points in qdrant-client's local mode, which searches them by brute force in "
             "Python; Qdrant Edge indexes them (HNSW): c2v-rag migrate --path %s --collection %s --to-path NEWDIR "
-            "--to-store edge, then use NEWDIR (docs/stores.md)",
+            "--to-store edge, then use NEWDIR (docs/ingest-and-search.md, Stores)",
             collection,
             points,
             target.path,

@@ -59,11 +59,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Shipped HNSW settings (docs/stores.md has the recall measured at them on real MiniLM vectors).
+# Shipped HNSW settings (docs/performance.md, "Stores", has the recall measured at them on real MiniLM vectors).
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 128
 # The search ef of a collection of up to AUTO_EF_FROM points; larger ones search deeper (auto_search_ef).
-# AUTO_EF_AT_1M is the smallest swept ef that kept recall@10 at 0.98 on docs/stores.md's million-point store.
+# AUTO_EF_AT_1M is the smallest swept ef that kept recall@10 at 0.98 on docs/performance.md's million-point store ("Stores").
 HNSW_EF = 128
 AUTO_EF_FROM = 100_000
 AUTO_EF_AT_1M = 1024
@@ -79,7 +79,7 @@ def auto_search_ef(points: int) -> int:
     ``AUTO_EF_FROM`` points, ``AUTO_EF_AT_1M`` at a million, log-linear between and beyond (capped).
 
     One fixed ef cannot serve every size: at the shipped graph settings a shallow search keeps its recall
-    at 100k points but loses it at a million (docs/stores.md), while a deeper search costs latency that
+    at 100k points but loses it at a million (docs/performance.md, "Stores"), while a deeper search costs latency that
     small collections do not need to pay.
     """
     import math
