@@ -1,7 +1,7 @@
 """sentence-transformers' trainer on our model: its losses give our contrastive gradients, and it trains.
 
-The measured comparison on a real recipe is experiments/st_trainer_comparison.py (bench/results/notes/training-experiments.md,
-"Our trainer vs SentenceTransformerTrainer").
+The measured comparison on a real recipe is experiments/st_trainer_comparison.py
+(bench/results/notes/training-experiments.md, "Our trainer vs SentenceTransformerTrainer").
 """
 
 from __future__ import annotations

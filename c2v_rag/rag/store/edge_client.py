@@ -63,7 +63,8 @@ logger = logging.getLogger(__name__)
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 128
 # The search ef of a collection of up to AUTO_EF_FROM points; larger ones search deeper (auto_search_ef).
-# AUTO_EF_AT_1M is the smallest swept ef that kept recall@10 at 0.98 on docs/performance.md's million-point store ("Stores").
+# AUTO_EF_AT_1M is the smallest swept ef that kept recall@10 at 0.98 on the million-point store of
+# docs/performance.md ("Stores").
 HNSW_EF = 128
 AUTO_EF_FROM = 100_000
 AUTO_EF_AT_1M = 1024
