@@ -181,7 +181,7 @@ def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool
         module = getattr(model, role)
         target = path / f"{role}_adapter"
         if hasattr(module, "peft_config"):
-            module.save_pretrained(str(target), safe_serialization=True)
+            module.save_pretrained(str(target), safe_serialization=True, save_embedding_layers=False)
             setattr(config, f"{role}_adapter", target.name)
         elif role in model.adapter_sources:
             source = model.adapter_sources[role]

@@ -172,4 +172,4 @@ def test_the_preset_through_sentence_transformers():
     queries, docs = st_model.encode_query(texts), st_model.encode_document(texts)
     np.testing.assert_allclose(queries, native.encode_queries(texts), atol=1e-5, rtol=0)
     np.testing.assert_allclose(docs, native.encode_documents(texts), atol=1e-5, rtol=0)
-    assert st_model.prompts["query"] == SCIFACT
+    assert st_model.prompts["query"] == get_task("MSMARCO-Passage").instruction  # the preset's default task
