@@ -4,23 +4,28 @@ This module is the facade, the top of the package's layers (``[tool.importlinter
 it re-exports names from the modules that define them, and no module inside the package imports it.
 """
 
-from c2v_rag.core.config import Causal2VecConfig, PromptFormat
-from c2v_rag.core.errors import (
-    C2VError,
-    MissingPackageError,
-    ModelSourceError,
-    UnsupportedArchitectureError,
-    VariantLoadError,
-)
-from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
-from c2v_rag.encode.long_texts import LongTexts
-from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
-from c2v_rag.model.causal2vec import Causal2Vec
+from __future__ import annotations
 
-# Registers the representations that Causal2VecConfig validates `representation` against, so that importing
-# any module of the package (which runs this file first) makes them known before a config is built.
-from c2v_rag.nn import readout as _readout  # noqa: F401
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from c2v_rag.core.config import register_representations_on_use
 from c2v_rag.version import __version__
+
+if TYPE_CHECKING:
+    from c2v_rag.core.config import Causal2VecConfig, PromptFormat
+    from c2v_rag.core.errors import (
+        C2VError,
+        MissingPackageError,
+        ModelSourceError,
+        UnsupportedArchitectureError,
+        VariantLoadError,
+    )
+    from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
+    from c2v_rag.encode.long_texts import LongTexts
+    from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag import IngestConfig, QdrantConfig, asearch, embed, ingest, migrate, reindex, search, search_many
 
 __all__ = [
     "__version__",
@@ -52,17 +57,53 @@ __all__ = [
     "QdrantConfig",
 ]
 
-# The RAG layer is loaded on first use: importing c2v_rag stays light, and works without the
-# optional qdrant/llama-index packages, which ingest and search ask for when called. The facade sits
-# above every layer, so this reach into c2v_rag.rag points down, as all its imports do.
-_RAG_EXPORTS = frozenset(
-    {"ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "IngestConfig", "QdrantConfig"}
-)
+# Every name is loaded on first use, from the module that defines it: importing c2v_rag (which importing any
+# module of the package does first) stays light, so that `c2v-rag --help` needs no torch and a command loads
+# only what it uses; the RAG layer also works without the optional qdrant/llama-index packages, which ingest
+# and search ask for when called. The facade sits above every layer, so these imports point down.
+_EXPORTS = {
+    "Causal2Vec": "c2v_rag.model.causal2vec",
+    "Causal2VecConfig": "c2v_rag.core.config",
+    "PromptFormat": "c2v_rag.core.config",
+    "C2VError": "c2v_rag.core.errors",
+    "MissingPackageError": "c2v_rag.core.errors",
+    "ModelSourceError": "c2v_rag.core.errors",
+    "UnsupportedArchitectureError": "c2v_rag.core.errors",
+    "VariantLoadError": "c2v_rag.core.errors",
+    "InContextPrompt": "c2v_rag.core.instructions",
+    "Task": "c2v_rag.core.instructions",
+    "TaskKind": "c2v_rag.core.instructions",
+    "get_task": "c2v_rag.core.instructions",
+    "list_tasks": "c2v_rag.core.instructions",
+    "register_task": "c2v_rag.core.instructions",
+    "LongTexts": "c2v_rag.encode.long_texts",
+    "DEFAULT_PRESET": "c2v_rag.hub.presets",
+    "list_presets": "c2v_rag.hub.presets",
+    **{
+        name: "c2v_rag.rag"
+        for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate")
+        + ("IngestConfig", "QdrantConfig")
+    },
+}
 
 
-def __getattr__(name: str):
-    if name in _RAG_EXPORTS:
-        from c2v_rag import rag
+def _register_representations() -> None:
+    # Importing it registers the representations that Causal2VecConfig validates `representation` against (and
+    # imports torch): run before the first config is validated, by whichever module validates it.
+    from c2v_rag.nn import readout  # noqa: F401
 
-        return getattr(rag, name)
-    raise AttributeError(f"module 'c2v_rag' has no attribute {name!r}")
+
+register_representations_on_use(_register_representations)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'c2v_rag' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found here directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

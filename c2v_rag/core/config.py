@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -21,7 +22,9 @@ class RepresentationFacts(Protocol):
 
     The representations live in :data:`c2v_rag.nn.readout.REPRESENTATIONS`, a layer above this one: that
     module hands its registry to :func:`use_representations` when imported, and the package's import
-    imports it, so a config is checked against every registered name without this layer importing it.
+    arranges for it to be imported before the first config is validated
+    (:func:`register_representations_on_use`), so a config is checked against every registered name
+    without this layer importing it.
     """
 
     @property
@@ -44,22 +47,45 @@ class RepresentationFacts(Protocol):
 
 
 _representations: Mapping[str, RepresentationFacts] = {}
+# What registers them, called before the first config is validated. The package's facade sets it rather than
+# importing the registry itself, because that import brings torch, which a command that validates no config
+# (``c2v-rag --help``) should not wait for.
+_register: Callable[[], None] | None = None
+_register_lock = threading.Lock()
 
 
 def use_representations(registry: Mapping[str, RepresentationFacts]) -> None:
     """Validate ``representation`` against ``registry``, by name; :mod:`c2v_rag.nn.readout` passes its registry
-    when it is imported, which the package's import does, so every config is validated against it."""
+    when it is imported, which happens before any config is validated (:func:`register_representations_on_use`)."""
     global _representations
     _representations = registry
 
 
+def register_representations_on_use(register: Callable[[], None]) -> None:
+    """Have ``register`` (which calls :func:`use_representations`) run once, before the first config is
+    validated; ``c2v_rag/__init__.py`` passes the import of :mod:`c2v_rag.nn.readout`."""
+    global _register
+    _register = register
+
+
+def _registry() -> Mapping[str, RepresentationFacts]:
+    global _register
+    if _register is not None:
+        with _register_lock:  # two threads validating the first configs both wait for the one registry
+            if _register is not None:
+                _register()
+                _register = None
+    return _representations
+
+
 def representation_facts(name: str) -> RepresentationFacts:
     """The registered representation ``name``, or a ValueError that lists the registered names."""
-    facts = _representations.get(name)
+    registry = _registry()
+    facts = registry.get(name)
     if facts is None:
         raise ValueError(
             f"representation={name!r} is not a registered representation; use one of "
-            f"{list(_representations) or 'none (import c2v_rag.nn.readout registers them)'}"
+            f"{list(registry) or 'none (import c2v_rag.nn.readout registers them)'}"
         )
     return facts
 
@@ -189,7 +215,7 @@ class Causal2VecConfig(BaseModel):
         if self.echo_template.count("{text}") != 2:
             raise ValueError(f"echo_template={self.echo_template!r} must contain '{{text}}' exactly twice")
         representation = representation_facts(self.representation)
-        without_contextual = _either(name for name, facts in _representations.items() if not facts.reads_contextual)
+        without_contextual = _either(name for name, facts in _registry().items() if not facts.reads_contextual)
         if self.echo and representation.reads_contextual:
             raise ValueError(
                 f"echo=True reads the second copy of the text: use representation={without_contextual}, not "
@@ -218,7 +244,7 @@ class Causal2VecConfig(BaseModel):
                 f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding ({self.embedding_dim} dims)"
             )
         if self.normalize_parts and not representation.two_part:
-            two_part = tuple(name for name, facts in _representations.items() if facts.two_part)
+            two_part = tuple(name for name, facts in _registry().items() if facts.two_part)
             raise ValueError(
                 f"normalize_parts=True applies to the two-part representations {two_part}, not {self.representation!r}"
             )

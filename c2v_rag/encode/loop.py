@@ -6,10 +6,12 @@ names only what it uses of one: :class:`EncodingModel`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -79,6 +81,69 @@ class EncodingModel(Protocol):
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
 
     def __call__(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """What encoding cut: of ``texts`` inputs, how many were longer than the decoder reads (``decoder``:
+    over ``max_length`` tokens) and than the encoder reads (``encoder``: over ``encoder_max_length``
+    tokens, None for a model without one). A text may count in both. Summed over calls with ``+``."""
+
+    texts: int = 0
+    decoder: int = 0
+    encoder: int = 0
+    max_length: int = 0
+    encoder_max_length: int | None = None
+
+    def __add__(self, other: Truncation) -> Truncation:
+        # The limits are the model's: the same in every call a sum covers.
+        return replace(
+            other,
+            texts=self.texts + other.texts,
+            decoder=self.decoder + other.decoder,
+            encoder=self.encoder + other.encoder,
+        )
+
+    def message(self, what: str = "texts") -> str | None:
+        """The warning for what was cut, naming only the side that cut (None when nothing was)."""
+        parts = []
+        if self.decoder:
+            parts.append(
+                f"{self.decoder} of {self.texts} {what} exceeded max_length={self.max_length} decoder tokens and "
+                "were truncated (the instruction and EOS are kept)"
+            )
+        if self.encoder:
+            parts.append(
+                f"{self.encoder} of {self.texts} {what} exceeded the encoder's limit of {self.encoder_max_length} "
+                "tokens and were truncated for the encoder"
+            )
+        return "; ".join(parts) + "." if parts else None
+
+
+class EncodeObserver(Protocol):
+    """Follows the encode calls made while it is set (:func:`observing`): an ingest's progress bar."""
+
+    def encoded(self, done: int, of: int) -> None:
+        """``done`` of the call's ``of`` inputs are embedded; called after each forward pass."""
+
+    def truncated(self, cut: Truncation) -> None:
+        """What one call cut; the observer reports it (the call logs nothing)."""
+
+
+# Set around the encode calls of one caller (a context variable, so only that thread's calls are
+# followed): a progress bar can move within one long call, and truncation is reported once per run
+# rather than per call, without a callback in encode's public signature.
+_observer: ContextVar[EncodeObserver | None] = ContextVar("c2v_rag_encode_observer", default=None)
+
+
+@contextlib.contextmanager
+def observing(observer: EncodeObserver) -> Iterator[None]:
+    """Send the progress and the truncation of the encode calls made inside to ``observer``."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
 
 
 def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
@@ -167,8 +232,12 @@ def encode_texts(
         inputs = texts if windows is None else windows.texts
         vectors = out if windows is None else np.zeros((len(inputs), dim), dtype=np.float32)
         show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
-        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim)
-        report_truncation(model, truncated, len(inputs))
+        observer = _observer.get()
+        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim, observer)
+        if observer is not None:
+            observer.truncated(truncated)
+        else:
+            report_truncation(model, truncated)
         if windows is not None:
             out = pool_windows(vectors, windows, policy.pooling)
     if normalize_embeddings:
@@ -264,13 +333,26 @@ def prepare_texts(
     ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
     pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim)
     n_ctx = model.config.num_contextual_tokens
-    limit = model.encoder_max_length
-    encoder_truncated = [False] * len(pieces)
-    if enc_ids is not None and limit is not None:
-        encoder_truncated = [len(e) >= limit for e in enc_ids]
+    encoder_truncated = _encoder_truncated(model, texts, enc_ids)
     return PreparedTexts(
         pieces, enc_ids, [p.length(n_ctx) for p in pieces], [p.truncated for p in pieces], encoder_truncated
     )
+
+
+def _encoder_truncated(model: EncodingModel, texts: Sequence[str], enc_ids: list[list[int]] | None) -> list[bool]:
+    """Per text: whether the encoder's tokens were cut at its limit. A text that fills the limit exactly was
+    not: only those at the limit are tokenized again, whole, to tell."""
+    limit = model.encoder_max_length
+    cut = [False] * len(texts)
+    if enc_ids is None or limit is None:
+        return cut
+    full = [i for i, ids in enumerate(enc_ids) if len(ids) >= limit]
+    if full:
+        # verbose=False: the tokenizer's own "longer than the maximum" notice is what is being checked here.
+        whole = model.encoder_tokenizer([texts[i] for i in full], verbose=False)["input_ids"]
+        for i, ids in zip(full, whole):
+            cut[i] = len(ids) > limit
+    return cut
 
 
 def embed_prepared(
@@ -336,12 +418,22 @@ def _run(
     batch_size: int,
     show: bool,
     truncate_dim: int | None = None,
-) -> tuple[int, int]:
+    observer: EncodeObserver | None = None,
+) -> Truncation:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
     model.eval()
     progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
+    done = 0
+
+    def on_batch(n: int, _tokens: int) -> None:
+        nonlocal done
+        done += n
+        progress.update(n)
+        if observer is not None:
+            observer.encoded(done, len(texts))
+
     try:
         for start in range(0, len(order), _WINDOW):
             window = order[start : start + _WINDOW]
@@ -355,30 +447,22 @@ def _run(
                 window,
                 max_tokens=max_tokens,
                 batch_size=batch_size,
-                on_batch=lambda n, _tokens: progress.update(n),
+                on_batch=on_batch,
                 truncate_dim=truncate_dim,
             )
     finally:
         progress.close()
         model.train(was_training)
-    return decoder_truncated, encoder_truncated
+    return Truncation(len(texts), decoder_truncated, encoder_truncated, model.max_seq_length, model.encoder_max_length)
 
 
-def report_truncation(model: EncodingModel, truncated: tuple[int, int], total: int) -> None:
-    """Log how many of ``total`` texts the decoder and the encoder truncated (``truncated``): at WARNING
-    the first time for ``model`` (its ``truncation_warned``), at DEBUG after that."""
-    decoder_truncated, encoder_truncated = truncated
-    if not (decoder_truncated or encoder_truncated):
+def report_truncation(model: EncodingModel, truncated: Truncation) -> None:
+    """Log what the decoder and the encoder truncated, if anything: at WARNING the first time for ``model``
+    (its ``truncation_warned``), at DEBUG after that."""
+    message = truncated.message()
+    if message is None:
         return
-    message = (
-        "%d of %d texts exceeded max_length=%d decoder tokens and were truncated (the instruction and EOS are kept)"
-    )
-    args: tuple = (decoder_truncated, total, model.max_seq_length)
-    if model.encoder_max_length is not None:  # the plain decoder has no encoder to mention
-        message += "; %d exceeded the encoder's limit of %d tokens"
-        args += (encoder_truncated, model.encoder_max_length)
-    message += "."
-    # Reported once per model: an ingestion loop calling encode per batch would otherwise flood the log.
+    # Reported once per model: a loop calling encode per batch would otherwise flood the log.
     level = logging.DEBUG if model.truncation_warned else logging.WARNING
     model.truncation_warned = True
-    logger.log(level, message, *args)
+    logger.log(level, message)

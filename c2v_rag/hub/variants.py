@@ -24,6 +24,7 @@ import json
 import logging
 import shutil
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -31,7 +32,9 @@ import torch
 
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
 from c2v_rag.core.errors import VariantLoadError
+from c2v_rag.hub.merged import find_merged, merged_key, store_merged
 from c2v_rag.hub.presets import resolve_variant_path
+from c2v_rag.hub.sources import resolve_reference
 from c2v_rag.hub.st_files import write_st_files
 
 logger = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class VariantModel(Protocol):
         *,
         device: str | torch.device | None,
         dtype: str | torch.dtype | None,
+        backbones: Mapping[str, Path] | None = None,
     ) -> ModelT: ...
 
     def to(self: ModelT, device: torch.device) -> ModelT: ...
@@ -145,29 +149,51 @@ def load_variant(
     merge_adapters: bool,
     quantize: str | None = None,
 ) -> ModelT:
-    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``)."""  # noqa: E501
+    """A ``cls`` model built from the variant directory or preset ``name_or_path`` (see ``Causal2Vec.from_pretrained``).
+
+    Merged adapters are read from the cache of merged backbones when it holds them (:mod:`c2v_rag.hub.merged`),
+    and put there when it does not: the same tensors either way.
+    """  # noqa: E501
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
     # Quantized after the adapters merge into the float weights (below), so checked for dtype first.
     from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 
-    dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, resolve_device(device), quantize)
-    model = cls.from_config(config, device=device, dtype=dtype)
+    target = resolve_device(device)
+    dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
+    digest = weights_digest(directory)
+    adapters = {
+        role: directory / relative
+        for role in ("decoder", "encoder")
+        if (relative := getattr(config, f"{role}_adapter"))
+    }
+    keys: dict[str, str | None] = {}
+    if merge_adapters:
+        keys = {role: _merged_key(config, digest, role, path, dtype, target) for role, path in adapters.items()}
+    cached = {role: found for role, key in keys.items() if (found := find_merged(key)) is not None}
+    model = cls.from_config(config, device=device, dtype=dtype, backbones=cached)
     if projector_state is not None:
         try:
             model.projector.load_state_dict(projector_state)
         except RuntimeError as err:
             raise VariantLoadError(f"{directory / PROJECTOR_FILE} does not match the config: {err}") from err
-    for role in ("decoder", "encoder"):
-        relative = getattr(config, f"{role}_adapter")
-        if relative:
-            adapter_dir = directory / relative
+    for role, adapter_dir in adapters.items():
+        if role not in cached:
             setattr(model, role, _attach_adapter(getattr(model, role), adapter_dir, merge_adapters))
             if merge_adapters:
-                model.adapter_sources[role] = adapter_dir
-    model.weights_digest = weights_digest(directory)
+                store_merged(getattr(model, role), keys[role])
+        if merge_adapters:
+            model.adapter_sources[role] = adapter_dir
+    model.weights_digest = digest
     return model.to(model.device).eval().apply_quantization(quantize)
+
+
+def _merged_key(
+    config: Causal2VecConfig, digest: str | None, role: str, adapter: Path, dtype: torch.dtype, device: torch.device
+) -> str | None:
+    base = resolve_reference(getattr(config, role), getattr(config, f"{role}_revision"))
+    return merged_key(digest, role, adapter, base, dtype, device)
 
 
 def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool = True) -> Path:

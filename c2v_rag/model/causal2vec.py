@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -26,7 +26,7 @@ from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import InContextPrompt, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
-from c2v_rag.hub.sources import encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector
 from c2v_rag.nn.projector import ContextualProjector
@@ -131,20 +131,27 @@ class Causal2Vec(nn.Module):
         dtype: str | torch.dtype | None = None,
         quantize: str | None = None,
         seed: int = 0,
+        backbones: Mapping[str, Path] | None = None,
     ) -> Causal2Vec:
         """Load the base models named by ``config`` and build a model with a fresh projector.
 
-        ``quantize`` is :meth:`from_pretrained`'s.
+        ``quantize`` is :meth:`from_pretrained`'s. ``backbones`` maps ``"decoder"``/``"encoder"`` to a
+        directory to read that backbone's weights from instead of its base model's (a copy with its adapter
+        merged in, :mod:`c2v_rag.hub.merged`); the tokenizers and the config's references stay the base's.
         """
         config = config.model_copy(deep=True)
         target = resolve_device(device)
         torch_dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
         attn = config.attn_implementation or _default_attention(target)
+        weights = {role: ResolvedSource(str(path)) for role, path in (backbones or {}).items()}
 
         dec_source = resolve_reference(config.decoder, config.decoder_revision)
         tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
         decoder = load_backbone(
-            dec_source, dtype=torch_dtype, attn_implementation=attn, trust_remote_code=config.trust_remote_code
+            weights.get("decoder", dec_source),
+            dtype=torch_dtype,
+            attn_implementation=attn,
+            trust_remote_code=config.trust_remote_code,
         )
         d = _hidden_size(decoder.config)
         _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
@@ -156,7 +163,9 @@ class Causal2Vec(nn.Module):
                 raise ValueError("num_contextual_tokens > 0 needs an encoder: set config.encoder")
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
             enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
-            encoder = load_backbone(enc_source, dtype=ENCODER_DTYPE, trust_remote_code=config.trust_remote_code)
+            encoder = load_backbone(
+                weights.get("encoder", enc_source), dtype=ENCODER_DTYPE, trust_remote_code=config.trust_remote_code
+            )
             k = _hidden_size(encoder.config)
             _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
             config.encoder_hidden_size = k

@@ -9,9 +9,9 @@ and names the parts of that vector (:meth:`~Representation.parts`: the layout th
 
 The config lives in ``core``, below this layer, and may not import it, yet must refuse an unknown name
 when it is built. So this module hands :data:`REPRESENTATIONS` to :func:`c2v_rag.core.config.use_representations`
-when imported, and ``c2v_rag/__init__.py`` imports it first, before any module of the package can be used;
-the config then checks names and the static facts (``reads_contextual``, ``two_part``, ``parts``) against
-that one registry.
+when imported, and ``c2v_rag/__init__.py`` has it imported before the first config is validated
+(:func:`c2v_rag.core.config.register_representations_on_use`); the config then checks names and the static facts
+(``reads_contextual``, ``two_part``, ``parts``) against that one registry.
 """
 
 from __future__ import annotations

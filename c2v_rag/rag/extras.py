@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from types import ModuleType
 
+from c2v_rag.core.extras import extra_command, missing_package
 from c2v_rag.core.extras import require as require_package
 
 # module -> (distribution, extra of c2v-rag that brings it)
@@ -14,6 +16,9 @@ _PACKAGES = {
 }
 # Imported only by the features that need them, not checked up front.
 _OPTIONAL = {"pyarrow.parquet": ("pyarrow", "parquet")}
+# Checked up front but not imported there: only chunking uses it (ingest imports it then, through
+# c2v_rag.encode.splitting), and its import takes seconds that a search would otherwise wait for.
+_FOUND_ONLY = frozenset({"llama_index.core"})
 
 
 def require(module: str, feature: str) -> ModuleType:
@@ -25,4 +30,18 @@ def require(module: str, feature: str) -> ModuleType:
 def require_rag(feature: str) -> None:
     """Check every package that ingestion and search use, before any work starts."""
     for module in _PACKAGES:
-        require(module, feature)
+        if module in _FOUND_ONLY:
+            _find(module, feature)
+        else:
+            require(module, feature)
+
+
+def _find(module: str, feature: str) -> None:
+    """Raise :func:`require`'s error when ``module`` is not installed, without importing it."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # its parent package is missing (or blocked in sys.modules)
+        found = False
+    if not found:
+        distribution, extra = _PACKAGES[module]
+        raise missing_package(feature, f"the package {distribution!r}", extra_command(extra))

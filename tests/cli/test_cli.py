@@ -139,6 +139,41 @@ def test_help(command, expected, capsys):
     assert info.value.code == 0 and all(option in out for option in expected)
 
 
+def run_python(code: str) -> str:
+    """``code`` in a fresh interpreter (what a command imports shows only there), its stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_help_loads_no_model_library():
+    code = (
+        "import sys\nfrom c2v_rag.cli import main\n"
+        "for argv in (['--help'], ['search', '--help'], ['ingest', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print('LOADED', sorted(m for m in ('torch', 'transformers', 'numpy', 'qdrant_client') if m in sys.modules))"
+    )
+    assert run_python(code).splitlines()[-1] == "LOADED []"
+
+
+def test_search_loads_neither_the_chunker_nor_peft(folder, tmp_path, tiny_variant, capsys):
+    store = str(tmp_path / "qdrant")
+    assert main(["ingest", str(folder), "--path", store, "--model", str(tiny_variant), "--chunk-size", "24", "-q"]) == 0
+    capsys.readouterr()
+    code = (
+        "import sys\nfrom c2v_rag.cli import main\n"
+        f"main(['search', 'vitamin bone loss', '--path', {store!r}, '--json'])\n"
+        "print('LOADED', sorted(m for m in ('llama_index.core', 'peft') if m in sys.modules))"
+    )
+    out = run_python(code)
+    assert out.splitlines()[-1] == "LOADED []" and '"score"' in out
+
+
 def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(
     folder, tmp_path, tiny_variant, tiny_variant_qwen, capsys
 ):

@@ -120,8 +120,10 @@ def embed(
         quantize=chosen.quantize,
         ray=ray,
         rows_per_file=rows_per_file,
+        started=started,
     )
-    result.seconds = time.perf_counter() - started
+    # The local writer counts its seconds itself, when its progress bar shows them.
+    result.seconds = result.seconds or time.perf_counter() - started
     return result
 
 
@@ -150,34 +152,50 @@ def _embed_here(
     quantize: str | None,
     ray: Any,
     rows_per_file: int,
+    started: float,
 ) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
-    ``rows_per_file`` chunks (``ray`` is unused)."""
-    from tqdm.auto import tqdm
-
+    ``rows_per_file`` chunks (``ray`` is unused). The run's seconds count from ``started``."""
     from c2v_rag.rag.embedding import Embedder, load_model
-    from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, DocumentBatcher, IngestCore, StopAtFirstFailure
+    from c2v_rag.rag.ingestion.pipeline import (
+        BatchEmbedder,
+        DocumentBatcher,
+        IngestCore,
+        IngestProgress,
+        StopAtFirstFailure,
+    )
     from c2v_rag.rag.ingestion.sinks import ParquetSink
     from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.rag.read.documents import iter_documents
+    from c2v_rag.rag.read.documents import input_size, iter_documents
 
     documents = iter_documents(docs, options=read, log=log)
+    size = input_size(docs, log)  # counted before the model loads and anything is read
     c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
-    batcher = DocumentBatcher(TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap), settings.batch_size)
-    progress = tqdm(desc=f"Embedding into {folder}", unit="chunk", disable=not settings.show_progress)
+    batcher = DocumentBatcher(
+        TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap),
+        settings.batch_size,
+        (lambda: log.files_done) if size.unit == "file" else None,
+    )
+    # On the summary's clock (from ``started``), so that the bar's chunk rate is the summary's.
+    progress = IngestProgress(f"Embedding into {folder}", size, show=settings.show_progress, started=started)
     core = IngestCore(batcher, BatchEmbedder(Embedder.for_documents(c2v, settings)), StopAtFirstFailure(), progress)
     sink = ParquetSink(folder, rows_per_file)
+    seconds = 0.0
     try:
         core.run(documents, sink)
     finally:
-        progress.close()
-        sink.close()
+        try:
+            sink.close()
+        finally:
+            seconds = time.perf_counter() - started
+            progress.close(sink.rows, seconds)
     return EmbedResult(
         out=str(folder),
         files=sink.files,
         documents=batcher.documents,
         duplicate_documents=batcher.duplicate_documents,
         chunks=sink.rows,
+        seconds=seconds,
     )
 
 
@@ -194,9 +212,10 @@ def _embed_on_ray(
     quantize: str | None,
     ray: RayOptions | str | None,
     rows_per_file: int,
+    started: float,
 ) -> EmbedResult:
     """``engine="ray"``: the actors embed and Ray Data writes the files (named by Ray; ``rows_per_file``
-    is unused)."""
+    and ``started`` are unused)."""
     import pyarrow.parquet as pq
 
     from c2v_rag.rag.ingestion.ray_dataflow import (

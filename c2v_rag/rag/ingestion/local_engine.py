@@ -11,23 +11,27 @@ A bounded queue between the two keeps memory flat on any corpus size.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
-
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import IngestError, IngestInterrupted
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
-from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, DocumentBatcher, EmbeddedBatch, FailedBatches, IngestCore
+from c2v_rag.rag.ingestion.pipeline import (
+    BatchEmbedder,
+    DocumentBatcher,
+    EmbeddedBatch,
+    FailedBatches,
+    IngestCore,
+    IngestProgress,
+)
 from c2v_rag.rag.ingestion.points import PointWriter
 from c2v_rag.rag.ingestion.sinks import BackgroundWrites, QdrantSink, Retry, retrying_call
 from c2v_rag.rag.read.chunking import TokenChunker
-from c2v_rag.rag.read.documents import iter_documents
+from c2v_rag.rag.read.documents import InputSize, input_size, iter_documents
 from c2v_rag.rag.read.files import ReadLog, ReadOptions
 from c2v_rag.rag.read.source_document import SourceDocument
 from c2v_rag.rag.results import IngestResult
@@ -48,14 +52,15 @@ class LocalEngine:
         # Nothing to refuse: every model form and every setting runs here (``ray=`` is unused).
         self.documents: Iterator[SourceDocument] = iter(())
         self.log = ReadLog()
-        self.total: int | None = None
+        self.size = InputSize("doc", None)
         self.embedder: Embedder | None = None
         self.chunker: TokenChunker | None = None
 
     def open_input(self, docs: Any, read: ReadOptions, log: ReadLog) -> None:
         self.documents = iter_documents(docs, options=read, log=log)
         self.log = log
-        self.total = _count_documents(docs)
+        # The paths were listed as they were opened: the progress bar's total is known before any reading.
+        self.size = input_size(docs, log)
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
         c2v: Causal2Vec = plan.model.load()
@@ -74,7 +79,7 @@ class LocalEngine:
             self.embedder,
             self.chunker,
             store.created,
-            self.total,
+            self.size,
             self.log,
             plan.roots,
             layout=plan.layout,
@@ -107,14 +112,6 @@ def suggest_edge(client: Any, collection: str, target: QdrantConfig, result: Ing
         )
 
 
-def _count_documents(docs: Any) -> int | None:
-    """The number of documents when known up front, for the progress bar: a list without paths
-    (a path may hold any number of documents)."""
-    if isinstance(docs, (list, tuple)) and not any(isinstance(d, os.PathLike) for d in docs):
-        return len(docs)
-    return None
-
-
 class LocalIngestRun:
     """One in-process run: chunks and embeds on the calling thread, uploads on a background one."""
 
@@ -127,7 +124,7 @@ class LocalIngestRun:
         embedder: Embedder,
         chunker: TokenChunker,
         created: bool,
-        total: int | None,
+        size: InputSize,
         log: ReadLog,
         roots: list[str],
         *,
@@ -150,17 +147,18 @@ class LocalIngestRun:
         )
         self.sink = QdrantSink(writer, failed_docs=self.failures.doc_ids)
         self.uploads = BackgroundWrites(self.sink, settings.prefetch_batches, self.failures, written=self._count)
-        # Counts chunks as they are embedded; tqdm's rate is then chunks/s. The chunk total is
-        # unknown until every document is chunked, so the documents seen so far go in the postfix.
-        self.progress = tqdm(desc=f"Ingesting into {collection}", unit="chunk", disable=not settings.show_progress)
+        self.started = time.perf_counter()
+        # The summary's seconds are counted from the same start, so the bar's rate agrees with it.
+        self.progress = IngestProgress(
+            f"Ingesting into {collection}", size, show=settings.show_progress, started=self.started
+        )
+        files_done = (lambda: log.files_done) if size.unit == "file" else None
         self.core = IngestCore(
-            DocumentBatcher(chunker, settings.batch_size),
+            DocumentBatcher(chunker, settings.batch_size, files_done),
             BatchEmbedder(embedder, sparse_encoder),
             self.failures,
             self.progress,
         )
-        self.total_documents = total
-        self.started = time.perf_counter()
         self.log = log
         self.roots = roots
 
@@ -194,26 +192,24 @@ class LocalIngestRun:
         return self.result
 
     def _finish(self) -> None:
-        """Let the uploader write what is queued and stop; then record the counts."""
-        self.uploads.close()
-        self.progress.close()
-        batcher = self.core.batcher
-        self.result.documents = batcher.documents
-        self.result.duplicate_documents = batcher.duplicate_documents
-        self.result.chunks = batcher.chunks
-        self.result.seconds = time.perf_counter() - self.started
-        self.result.files_skipped = self.log.files_skipped
-        self.result.records_skipped = self.log.records_skipped
-        self.result.skipped = list(self.log.skipped)
+        """Let the uploader write what is queued and stop; then record the counts, and show them on the bar."""
+        try:
+            self.uploads.close()
+        finally:
+            batcher = self.core.batcher
+            self.result.documents = batcher.documents
+            self.result.duplicate_documents = batcher.duplicate_documents
+            self.result.chunks = batcher.chunks
+            self.result.seconds = time.perf_counter() - self.started
+            self.result.files_skipped = self.log.files_skipped
+            self.result.records_skipped = self.log.records_skipped
+            self.result.skipped = list(self.log.skipped)
+            self.progress.close(self.result.chunks, self.result.seconds)
 
     def _count(self, embedded: EmbeddedBatch) -> None:
         """On the upload thread, once a batch is stored."""
         self.result.chunks_written += len(embedded.chunks)
         self.result.chunks_unchanged += embedded.unchanged
-        stored = self.result.chunks_written + self.result.chunks_unchanged
-        documents = self.core.batcher.documents
-        docs = f"{documents}" + (f"/{self.total_documents}" if self.total_documents else "")
-        self.progress.set_postfix(docs=docs, stored=stored, refresh=False)
 
     def _sync(self) -> None:
         if self.result.failed:

@@ -13,7 +13,8 @@
   (idempotent upserts, stale-chunk deletion, uploads on a background thread) and the Parquet sink;
   the Ray actors' sinks (:mod:`c2v_rag.rag.ingestion.ray_dataflow`) also say what an actor returns.
 - :class:`IngestCore`: the loop over documents for the runs in this process (``ingest``'s local
-  engine and ``embed``'s): batch, embed, hand to the sink, with a failure policy and a progress bar.
+  engine and ``embed``'s): batch, embed, hand to the sink, with a failure policy and a progress bar
+  (:class:`IngestProgress`).
 
 On Ray, Ray tasks read and chunk (with the same :func:`~c2v_rag.rag.ingestion.points.document_chunks`),
 a batch is a set of whole documents (:meth:`ChunkBatch.of_documents`), and every actor runs
@@ -22,20 +23,25 @@ a batch is a set of whole documents (:meth:`ChunkBatch.of_documents`), and every
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from c2v_rag.encode.loop import Truncation, observing
 from c2v_rag.rag.ingestion.points import PendingChunk, SeenDocuments, document_chunks, document_fingerprint
+from c2v_rag.rag.read.documents import InputSize
 from c2v_rag.rag.results import FailedBatch, IngestResult
 
 if TYPE_CHECKING:
-    from tqdm.auto import tqdm
-
     from c2v_rag.rag.embedding import Embedder
     from c2v_rag.rag.read.chunking import TokenChunker
     from c2v_rag.rag.read.source_document import SourceDocument
@@ -57,6 +63,9 @@ class ChunkBatch:
     # doc id -> all its point ids, for the documents whose last chunk is in this batch (or before
     # it): once the batch is stored, their other points are stale.
     completed: dict[str, list[str]] = field(default_factory=dict)
+    # For progress: the inputs (files, or documents) read whole when the batch was handed on; all their
+    # chunks are in this batch or an earlier one.
+    inputs_done: int = 0
 
     def add(self, doc_id: str, chunk: PendingChunk) -> None:
         self.chunks.append(chunk)
@@ -120,16 +129,25 @@ class DocumentBatcher:
 
     Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
+    ``files_done`` says how many input files have been read whole (:attr:`~c2v_rag.rag.read.files.ReadLog.files_done`)
+    when the input is files; each batch is stamped with it, or else with the documents chunked whole.
     """
 
-    def __init__(self, chunker: TokenChunker, batch_size: int) -> None:
+    def __init__(self, chunker: TokenChunker, batch_size: int, files_done: Callable[[], int] | None = None) -> None:
         self.chunker = chunker
         self.batch_size = batch_size
+        self.files_done = files_done
         self.seen = SeenDocuments()
         self.documents = 0
         self.duplicate_documents = 0
         self.chunks = 0
+        self._documents_done = 0
         self._batch = ChunkBatch()
+
+    @property
+    def inputs_done(self) -> int:
+        """The inputs read whole so far: files when the input is files, else documents."""
+        return self.files_done() if self.files_done is not None else self._documents_done
 
     def add(self, doc: SourceDocument) -> Iterator[ChunkBatch]:
         """The batches ``doc``'s chunks fill, each as soon as it is full; none for a document met before.
@@ -139,6 +157,7 @@ class DocumentBatcher:
         """
         if not self.seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
             self.duplicate_documents += 1
+            self._documents_done += 1
             return
         self.documents += 1
         ids: list[str] = []
@@ -148,6 +167,7 @@ class DocumentBatcher:
             if len(self._batch.chunks) >= self.batch_size:
                 yield self._take()
         self.chunks += len(ids)
+        self._documents_done += 1
         self._batch.complete(doc.doc_id, ids)
 
     def rest(self) -> ChunkBatch | None:
@@ -156,6 +176,7 @@ class DocumentBatcher:
 
     def _take(self) -> ChunkBatch:
         batch, self._batch = self._batch, ChunkBatch()
+        batch.inputs_done = self.inputs_done
         return batch
 
 
@@ -229,6 +250,154 @@ class StopAtFirstFailure:
         raise err
 
 
+class IngestProgress:
+    """The progress bar of a run in this process: inputs done out of those known before reading, with the
+    chunks so far and their rate in the postfix.
+
+    It counts inputs (files, or documents when the input is not files) because their number is known
+    before anything is read, so the bar has a total, a percentage and an ETA from the start; the chunks
+    are known only as the documents are chunked. An input is done once all its chunks are embedded (or
+    found stored). Within a batch the count moves with each forward pass, the inputs the batch completes
+    spread over its chunks, so a batch that takes minutes still moves the bar every few seconds.
+
+    The rate is the chunks over the time since ``started``: the unit and the clock of the run's summary,
+    whose figures the last refresh shows (:meth:`close`).
+
+    While the bar is open, log records and warnings printed to the console go above it, not into its
+    line; what the encoder and the decoder truncated is summed over the run and warned once it closes.
+    """
+
+    def __init__(self, desc: str, size: InputSize, *, show: bool, started: float | None = None) -> None:
+        self.started = time.perf_counter() if started is None else started
+        self.truncation = Truncation()
+        self.inputs = 0  # done with the batches done
+        self.chunks = 0  # embedded or found stored, in the batches done
+        self._batch: ChunkBatch | None = None
+        self._output = contextlib.ExitStack()
+        unit = "files" if size.unit == "file" else "docs"
+        # tqdm's own rate would be inputs/s; the postfix carries the chunk rate the summary reports instead.
+        bar_format = (
+            "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
+            if size.total is None
+            else "{l_bar}{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
+        )
+        # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
+        # every update may redraw (at most every mininterval), even one that only changes the postfix.
+        self.bar = tqdm(desc=desc, total=size.total, bar_format=bar_format, disable=not show, smoothing=0, miniters=0)
+        if not self.bar.disable:
+            self.bar.start_t -= time.perf_counter() - self.started  # elapsed on the rate's clock
+            self._output.enter_context(_printed_above_bars())
+
+    @contextlib.contextmanager
+    def embedding(self, batch: ChunkBatch) -> Iterator[None]:
+        """Around one batch's trip through the model: the bar follows its forward passes."""
+        self._batch = batch
+        try:
+            with observing(self):
+                yield
+        finally:
+            self._batch = None
+
+    def encoded(self, done: int, of: int) -> None:
+        """:class:`~c2v_rag.encode.loop.EncodeObserver`: ``done`` of the ``of`` chunks to embed are embedded."""
+        batch = self._batch
+        if batch is None or not batch.chunks:
+            return
+        # The sink held the batch's other chunks already: they are done without the model.
+        chunks = min(len(batch.chunks), len(batch.chunks) - of + done)
+        share = chunks / len(batch.chunks)
+        self._show(self.inputs + int((batch.inputs_done - self.inputs) * share), self.chunks + chunks)
+
+    def truncated(self, cut: Truncation) -> None:
+        """:class:`~c2v_rag.encode.loop.EncodeObserver`: what one call cut, summed for the warning at the end."""
+        self.truncation += cut
+
+    def embedded(self, batch: ChunkBatch) -> None:
+        """``batch`` is through the model: its chunks and the inputs it completes are done."""
+        self.inputs = max(self.inputs, batch.inputs_done)
+        self.chunks += len(batch.chunks)
+        self._show(self.inputs, self.chunks)
+
+    def finish(self, inputs_done: int) -> None:
+        """Every input was read (and every batch sent): those that gave no chunk are done too."""
+        self.inputs = max(self.inputs, inputs_done)
+        self._show(self.inputs, self.chunks)
+
+    def close(self, chunks: int | None = None, seconds: float | None = None) -> None:
+        """Close the bar, showing ``chunks`` in ``seconds`` (the summary's figures) when given; then warn of
+        what was truncated, if anything."""
+        try:
+            if not self.bar.disable:
+                self._show(self.bar.n, self.chunks if chunks is None else chunks, seconds)
+            self.bar.close()
+        finally:
+            self._output.close()
+        message = self.truncation.message("chunks")
+        if message is not None:
+            logger.warning("%s", message)
+
+    def _show(self, inputs: int, chunks: int, seconds: float | None = None) -> None:
+        if self.bar.disable:
+            return
+        seconds = time.perf_counter() - self.started if seconds is None else seconds
+        rate = chunks / seconds if seconds > 0 else 0.0
+        self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
+        self.bar.update(inputs - self.bar.n)
+
+
+@contextlib.contextmanager
+def _printed_above_bars() -> Iterator[None]:
+    """Log records and warnings written to the console go above the open bars (tqdm clears them, writes,
+    redraws them), instead of into a bar's line. Each console log handler, and the one logging falls back
+    to without any, is wrapped for the duration; its level, filters and format stay its own. What is put
+    back is only what is still this call's, so that runs overlapping in threads leave nothing wrapped."""
+    wrapped = [
+        (logger_, _AboveBars(handler), handler)
+        for logger_ in (logging.getLogger(), logging.getLogger("c2v_rag"))
+        for handler in logger_.handlers
+        if _is_console(handler)
+    ]
+    for logger_, wrapper, handler in wrapped:
+        logger_.handlers = [wrapper if h is handler else h for h in logger_.handlers]
+    last_resort = logging.lastResort
+    if last_resort is not None and not isinstance(last_resort, _AboveBars):
+        logging.lastResort = _AboveBars(last_resort)
+    ours = logging.lastResort
+    show_warning = warnings.showwarning
+
+    def warning_above(*args: Any, **kwargs: Any) -> None:
+        with tqdm.external_write_mode(file=sys.stderr):
+            show_warning(*args, **kwargs)
+
+    warnings.showwarning = warning_above
+    try:
+        yield
+    finally:
+        if warnings.showwarning is warning_above:
+            warnings.showwarning = show_warning
+        if logging.lastResort is ours:
+            logging.lastResort = last_resort
+        for logger_, wrapper, handler in wrapped:
+            logger_.handlers = [handler if h is wrapper else h for h in logger_.handlers]
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    return isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr)
+
+
+class _AboveBars(logging.Handler):
+    """``handler``, writing with the progress bars cleared."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__(handler.level)
+        self.handler = handler
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stream = getattr(self.handler, "stream", None) or sys.stderr
+        with tqdm.external_write_mode(file=stream):
+            self.handler.handle(record)
+
+
 class IngestCore:
     """Documents through the pipeline into a sink, in this process (``ingest``'s local engine, ``embed``'s).
 
@@ -236,11 +405,11 @@ class IngestCore:
         batcher: documents -> batches.
         embedder: a batch -> vectors.
         failures: what a failed batch does.
-        progress: a bar counting chunks as they are embedded (stored ones once skipped).
+        progress: the bar, moved as batches go through the model (stored chunks once skipped).
     """
 
     def __init__(
-        self, batcher: DocumentBatcher, embedder: BatchEmbedder, failures: BatchFailures, progress: tqdm
+        self, batcher: DocumentBatcher, embedder: BatchEmbedder, failures: BatchFailures, progress: IngestProgress
     ) -> None:
         self.batcher = batcher
         self.embedder = embedder
@@ -269,14 +438,16 @@ class IngestCore:
             raise
         if not self.failures.stopped:
             self._send(self.batcher.rest(), sink)
+            self.progress.finish(self.batcher.inputs_done)
 
     def _send(self, batch: ChunkBatch | None, sink: Sink) -> None:
         if batch is None:
             return
         try:
-            embedded = self.embedder.embed(batch, sink)
+            with self.progress.embedding(batch):
+                embedded = self.embedder.embed(batch, sink)
             # Chunks count as done once embedded (stored ones once skipped), so the bar moves with the work.
-            self.progress.update(len(batch.chunks))
+            self.progress.embedded(batch)
             sink.write(embedded)
         except Exception as err:
             self.failures.record(batch, err)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from c2v_rag.encode.loop import check_unicode
 from c2v_rag.rag.read.files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SourceDocument",
     "iter_documents",
+    "InputSize",
+    "input_size",
     "from_record",
     "content_doc_id",
     "names_existing_path",
@@ -73,6 +76,38 @@ def iter_documents(
     raise TypeError(
         f"docs must be a string, a dict, a document object, a path or an iterable of them; got {type(docs).__name__}"
     )
+
+
+@dataclass(frozen=True)
+class InputSize:
+    """How much input a run reads, as far as it is known before the reading: what a progress bar counts.
+
+    ``unit`` is ``"file"`` when the input is files and folders (a file may hold many documents), else
+    ``"doc"``; ``total`` is None when it is not known up front (an iterator, paths mixed with texts).
+    """
+
+    unit: Literal["file", "doc"]
+    total: int | None
+
+
+def input_size(docs: Any, log: ReadLog) -> InputSize:
+    """The size of ``docs`` once :func:`iter_documents` has opened it with ``log``: every path given at
+    the top level or in a top-level list is listed then, so its files are counted without reading one."""
+    if _names_path(docs):
+        return InputSize("file", log.files_listed)
+    if isinstance(docs, (list, tuple)):
+        paths = sum(isinstance(item, os.PathLike) for item in docs)
+        if paths == len(docs) and docs:
+            return InputSize("file", log.files_listed)
+        # Each item that is not a path is one document.
+        return InputSize("doc", None if paths else len(docs))
+    if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
+        return InputSize("doc", 1)
+    return InputSize("doc", None)
+
+
+def _names_path(docs: Any) -> bool:
+    return isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))
 
 
 def check_not_path_strings(docs: list[Any] | tuple[Any, ...]) -> None:

@@ -62,6 +62,10 @@ class ReadLog:
     skipped: list[SkippedInput] = field(default_factory=list)
     # Resolved files and folders some of whose documents may be missing from this read.
     incomplete: set[str] = field(default_factory=set)
+    # For progress: the files the sources were found to hold when opened (before any is read), and
+    # those done with so far (read to the end, skipped, or unreadable and skipped).
+    files_listed: int = 0
+    files_done: int = 0
 
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
         self.files_skipped += 1
@@ -90,6 +94,7 @@ class ReadLog:
 def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """The documents of a file or folder the caller named; the checks run now, the reading lazily."""
     root, files = list_source(path, options, log)
+    log.files_listed += len(files)
     return _read_files(files, root, options, log)
 
 
@@ -169,6 +174,9 @@ def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog
             if options.on_error == "raise":
                 raise
             log.skip_file(file.resolve(), f"it cannot be read ({err.strerror or err})")
+        # Counted once the consumer asks for the next document: every document of this file has been
+        # handed on by then.
+        log.files_done += 1
 
 
 def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> SourceDocument | None:

@@ -263,30 +263,6 @@ def test_search_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
 
 
-def test_the_progress_bar_counts_chunks_as_they_are_embedded(
-    tmp_path, tiny_variant, tiny_model, corpus, ingest_config, monkeypatch, capsys
-):
-    from tqdm.auto import tqdm
-
-    real_encode, seen = tiny_model.encode_documents, []
-
-    def encode(texts, *args, **kwargs):
-        # The bar as this batch starts: it must already count every chunk embedded before it.
-        [bar] = [b for b in list(tqdm._instances) if str(b.desc).startswith("Ingesting into progress")]
-        seen.append((bar.n, bar.unit, len(texts)))
-        return real_encode(texts, *args, **kwargs)
-
-    monkeypatch.setattr(tiny_model, "encode_documents", encode)
-    config = ingest_config.model_copy(update={"show_progress": True})
-    result = c2v_rag.ingest(corpus, path=tmp_path, collection="progress", model=tiny_variant, config=config)
-    sizes = [n for _, _, n in seen]
-    assert len(seen) > 2 and sum(sizes) == result.chunks
-    assert [n for n, _, _ in seen] == [sum(sizes[:i]) for i in range(len(sizes))]
-    assert {unit for _, unit, _ in seen} == {"chunk"}
-    final = capsys.readouterr().err.replace("\r", "\n").splitlines()[-1]
-    assert f"{result.chunks}chunk" in final and "chunk/s" in final and "docs=6/6" in final
-
-
 def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_variant, corpus, ingest_config, caplog):
     # Same base models, dims and readout, other weights: what a retrained preset under the same name
     # looks like. Only the weights digest tells the two apart.

@@ -1,0 +1,138 @@
+"""A cache of variants' backbones with their LoRA adapters merged in, read instead of merging at every load.
+
+Loading a variant with ``merge_adapters=True`` merges each adapter into its base weights through peft:
+importing peft and computing ``W + s * B @ A`` for every adapted matrix takes seconds on a CPU, every time
+a process loads the model (every ``c2v-rag search``). The merged backbone is saved once, in Hugging Face
+layout (``config.json``, ``model.safetensors``), under ``$C2V_RAG_CACHE/merged`` (else the user cache
+directory), and later loads read it in place of the base model: the same tensors, bit for bit, so the
+same vectors.
+
+An entry is named by a digest of everything its tensors depend on: the variant's own weights
+(:func:`~c2v_rag.hub.variants.weights_digest`, which covers the adapters' weights), the adapter's config (its
+scaling and target modules), the base model's files (names, sizes, modification times), the backbone's role,
+the dtype and device type the merge ran in, and the versions of c2v_rag, torch, transformers and peft.
+Changing any of them names another entry, so a stale one is never read; the least recently used entries
+are removed once the cache outgrows :data:`MAX_CACHE_BYTES`. A base that is a hub id (not a local directory)
+is not cached: its files are not known before it loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from c2v_rag.hub.sources import ResolvedSource, cache_dir
+from c2v_rag.version import __version__
+
+logger = logging.getLogger(__name__)
+
+# An entry is as large as its base model in the dtype it was merged in: this keeps a few variants and dtypes.
+MAX_CACHE_BYTES = 4 << 30
+_BASE_FILES = ("*.safetensors", "*.json")
+
+
+def merged_dir() -> Path:
+    """Where merged backbones are kept: ``$C2V_RAG_CACHE/merged``, else ``<user cache dir>/c2v_rag/merged``."""
+    return cache_dir() / "merged"
+
+
+def merged_key(
+    weights_digest: str | None, role: str, adapter: Path, base: ResolvedSource, dtype: torch.dtype, device: torch.device
+) -> str | None:
+    """The name of the entry for ``role``'s backbone merged with the variant's ``adapter`` (its folder), or None
+    when it cannot be cached (a base on the hub, a variant without weights of its own, an unreadable adapter)."""
+    if weights_digest is None or not base.is_local:
+        return None
+    try:
+        adapter_config = (adapter / "adapter_config.json").read_bytes()
+    except OSError:
+        return None  # loading reports it
+    root = Path(base.location)
+    digest = hashlib.sha256(adapter_config + b"\0")
+    for part in (
+        weights_digest,
+        role,
+        str(root),
+        str(dtype),
+        device.type,
+        __version__,
+        torch.__version__,
+        _version("transformers"),
+        _version("peft"),
+    ):
+        digest.update(part.encode() + b"\0")
+    for file in sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)}):
+        stat = file.stat()
+        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    return f"{role}-{digest.hexdigest()[:20]}"
+
+
+def find_merged(key: str | None) -> Path | None:
+    """The entry ``key`` when it is complete (written whole, then renamed into place), marked as just used."""
+    if key is None:
+        return None
+    entry = merged_dir() / key
+    if not ((entry / "config.json").is_file() and any(entry.glob("*.safetensors"))):
+        return None
+    try:
+        os.utime(entry)  # its last use, for the eviction
+    except OSError:
+        pass
+    return entry
+
+
+def store_merged(module: torch.nn.Module, key: str | None) -> None:
+    """Save ``module`` (a backbone, adapters merged) as the entry ``key``; a cache that cannot be written is
+    skipped with a note in the log (the model is loaded all the same)."""
+    if key is None:
+        return
+    root = merged_dir()
+    target = root / key
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        # Written into a sibling temporary folder and renamed, so that an interrupted or concurrent write
+        # never leaves a partial entry behind under the name a load looks for.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
+            module.save_pretrained(tmp, safe_serialization=True)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if find_merged(key) is None:  # another process has not written it meanwhile
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _evict(root, keep=target)
+    except OSError as err:
+        logger.info("Could not cache the merged %s weights in %s (%s); the next load merges them again", key, root, err)
+
+
+def _evict(root: Path, keep: Path) -> None:
+    """Remove the least recently used entries while the cache holds more than :data:`MAX_CACHE_BYTES`."""
+    entries = []
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.name.startswith("."):
+            size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+            entries.append((entry.stat().st_mtime, size, entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= MAX_CACHE_BYTES:
+            break
+        if entry != keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"

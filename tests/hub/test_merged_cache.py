@@ -1,0 +1,146 @@
+"""The cache of merged backbones: a variant's adapters are merged once, later loads read the merged weights and
+give the same vectors bit for bit, and an entry is never read once anything it was made from has changed."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from c2v_rag import Causal2Vec
+from c2v_rag.hub import merged, variants
+from c2v_rag.hub.sources import ResolvedSource
+
+TEXTS = ["a query about vitamin D", "Proteins fold into structures " * 20]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "merged"
+
+
+@pytest.fixture
+def lora_variant(tiny_model_factory, tmp_path):
+    """A saved variant with LoRA adapters on the decoder and the encoder, both changing the vectors."""
+    from peft import LoraConfig, get_peft_model
+
+    model = tiny_model_factory("llama")
+    model.decoder = get_peft_model(model.decoder, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    model.encoder = get_peft_model(model.encoder, LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"]))
+    with torch.no_grad():
+        for module in (model.decoder, model.encoder):
+            for name, param in module.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(std=0.5)  # peft starts B at zero: the adapter would change nothing
+    return model.save_pretrained(tmp_path / "variant")
+
+
+def load(path, **kwargs):
+    return Causal2Vec.from_pretrained(path, device="cpu", dtype="float32", **kwargs)
+
+
+def no_merging(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the adapter was merged again instead of read from the cache")
+
+    monkeypatch.setattr(variants, "_attach_adapter", refuse)
+
+
+def test_a_merged_load_is_cached_and_read_back_bit_for_bit(lora_variant, cache, monkeypatch):
+    first = load(lora_variant)  # merges through peft, and stores both backbones
+    assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["decoder", "encoder"]
+    with monkeypatch.context() as patch:
+        no_merging(patch)
+        again = load(lora_variant)
+    np.testing.assert_array_equal(again.encode_queries(TEXTS), first.encode_queries(TEXTS))
+    np.testing.assert_array_equal(again.encode_documents(TEXTS), first.encode_documents(TEXTS))
+    for name, tensor in first.state_dict().items():
+        assert torch.equal(again.state_dict()[name], tensor), name
+    # What the model records of its variant does not depend on where its weights were read from.
+    assert again.weights_digest == first.weights_digest
+    assert again.adapter_sources == first.adapter_sources
+    assert again.config.decoder == first.config.decoder and again.config.encoder == first.config.encoder
+    # The adapters are in the cached weights: applied unmerged they give the same vectors, to float rounding.
+    unmerged = load(lora_variant, merge_adapters=False)
+    np.testing.assert_allclose(unmerged.encode_queries(TEXTS), first.encode_queries(TEXTS), atol=1e-5)
+
+
+def test_an_unmerged_load_neither_reads_nor_writes_the_cache(lora_variant, cache):
+    load(lora_variant, merge_adapters=False)
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+@pytest.mark.parametrize("change", ["adapter_weights", "adapter_config"])
+def test_a_changed_adapter_is_merged_again(lora_variant, cache, change):
+    before = load(lora_variant).encode_queries(TEXTS)
+    decoder_adapter = lora_variant / "decoder_adapter"
+    if change == "adapter_weights":
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(decoder_adapter / "adapter_model.safetensors")
+        save_file(
+            {k: v * 2 if "lora_B" in k else v for k, v in state.items()}, decoder_adapter / "adapter_model.safetensors"
+        )
+    else:
+        config = json.loads((decoder_adapter / "adapter_config.json").read_text())
+        config["lora_alpha"] = 16  # the scaling changes; the weights file does not
+        (decoder_adapter / "adapter_config.json").write_text(json.dumps(config))
+    after = load(lora_variant).encode_queries(TEXTS)
+    assert np.abs(after - before).max() > 1e-3  # the change was read, not the old entry
+    # The new entry is the one read now: identical to the load that made it.
+    assert len([p for p in cache.iterdir() if p.name.startswith("decoder-")]) == 2
+    np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), after)
+
+
+def test_the_key_follows_the_base_model_the_dtype_and_the_device(tiny_dirs, lora_variant, cache):
+    base = ResolvedSource(str(tiny_dirs["llama"]))
+    adapter = lora_variant / "decoder_adapter"
+    key = merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cpu"))
+    assert key == merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cpu"))
+    others = [
+        merged.merged_key("abd", "decoder", adapter, base, torch.float32, torch.device("cpu")),
+        merged.merged_key("abc", "encoder", adapter, base, torch.float32, torch.device("cpu")),
+        merged.merged_key("abc", "decoder", adapter, base, torch.bfloat16, torch.device("cpu")),
+        merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cuda")),
+    ]
+    assert key not in others and len(set(others)) == len(others)
+    weights = next(tiny_dirs["llama"].glob("*.safetensors"))
+    stat = weights.stat()
+    try:
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the base was replaced
+        assert merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cpu")) != key
+    finally:
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # A hub id's files are not known before it loads, and a variant without weights has no digest: not cached.
+    remote = ResolvedSource("owner/model", is_local=False)
+    assert merged.merged_key("abc", "decoder", adapter, remote, torch.float32, torch.device("cpu")) is None
+    assert merged.merged_key(None, "decoder", adapter, base, torch.float32, torch.device("cpu")) is None
+
+
+def test_the_least_recently_used_entries_go_beyond_the_budget(lora_variant, cache, monkeypatch):
+    load(lora_variant)
+    decoder, encoder = sorted(cache.iterdir())
+    os.utime(decoder, (1, 1))  # the decoder's entry was used longest ago
+    size = {e: sum(f.stat().st_size for f in e.iterdir()) for e in (decoder, encoder)}
+    module = torch.nn.Module()
+    module.save_pretrained = lambda path, **kwargs: (path / "config.json").write_text("{}")  # a stand-in backbone
+    # Room for the encoder's entry and the new one: the decoder's goes.
+    monkeypatch.setattr(merged, "MAX_CACHE_BYTES", size[encoder] + 2)
+    merged.store_merged(module, "decoder-newer")
+    assert sorted(p.name for p in cache.iterdir()) == sorted([encoder.name, "decoder-newer"])
+    # Room for none: every older entry goes, never the one just written.
+    monkeypatch.setattr(merged, "MAX_CACHE_BYTES", 0)
+    merged.store_merged(module, "decoder-newest")
+    assert [p.name for p in cache.iterdir()] == ["decoder-newest"]
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(lora_variant, tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("C2V_RAG_CACHE", str(blocked))  # merged/ cannot be made under a file
+    first = load(lora_variant)
+    np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), first.encode_queries(TEXTS))

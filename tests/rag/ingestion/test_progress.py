@@ -1,0 +1,152 @@
+"""The ingest progress bar as a user reads it: a total known before anything is embedded, a percentage, movement
+within a long batch, warnings printed above the bar rather than into it, a chunk rate that agrees with the
+summary, and one truncation warning that counts what the encoder cut as well as the decoder."""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import sys
+import warnings
+
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
+    pytest.importorskip(_module)
+
+from rag_helpers import make_text
+
+import c2v_rag
+from c2v_rag.cli.errors import one_line_warnings
+from c2v_rag.rag.ingestion.pipeline import IngestProgress
+from c2v_rag.rag.read.chunking import TokenChunker
+
+
+def write_files(folder, n: int, sentences: int = 6):
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"doc{i:02d}.md").write_text(f"# Note {i}\n\n{make_text(i, sentences)}\n", encoding="utf-8")
+    return folder
+
+
+def screens(err: str) -> list[str]:
+    """What the terminal showed, redraw by redraw: tqdm redraws a line after each carriage return."""
+    return [part for line in err.split("\n") for part in line.split("\r") if part.strip()]
+
+
+def test_the_bar_counts_files_out_of_a_total_known_before_embedding(tmp_path, tiny_variant, ingest_config, capsys):
+    folder = write_files(tmp_path / "notes", 7)
+    config = ingest_config.model_copy(update={"show_progress": True})
+    result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="files", model=tiny_variant, config=config)
+    bars = [s for s in screens(capsys.readouterr().err) if s.startswith("Ingesting into files")]
+    # The first draw, before any chunk is embedded, already has the total and a percentage.
+    assert "  0%|" in bars[0] and "0/7 files" in bars[0]
+    final = bars[-1]
+    assert "100%|" in final and "7/7 files" in final
+    # The rate is the summary's: the same chunks over the same seconds, printed alike.
+    chunks, rate = re.search(r"(\d+) chunks, ([\d.]+) chunks/s\]", final).groups()
+    assert int(chunks) == result.chunks and f"({rate} chunks/s)" in result.summary()
+
+
+def test_a_list_of_texts_is_counted_in_documents(tmp_path, tiny_variant, corpus, ingest_config, capsys):
+    config = ingest_config.model_copy(update={"show_progress": True})
+    c2v_rag.ingest(corpus, path=tmp_path, collection="docs", model=tiny_variant, config=config)
+    final = [s for s in screens(capsys.readouterr().err) if s.startswith("Ingesting into docs")][-1]
+    assert "100%|" in final and "6/6 docs" in final
+
+
+def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, monkeypatch):
+    # One batch holds every chunk; small forward passes make many updates inside it.
+    folder = write_files(tmp_path / "notes", 12)
+    shown: list[tuple[int, int]] = []
+    real_show = IngestProgress._show
+
+    def show(self, inputs, chunks, seconds=None):
+        shown.append((inputs, chunks))
+        real_show(self, inputs, chunks, seconds)
+
+    monkeypatch.setattr(IngestProgress, "_show", show)
+    config = ingest_config.model_copy(update={"batch_size": 10_000, "max_tokens_per_batch": 64})
+    result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="one", model=tiny_variant, config=config)
+    assert shown[-1] == (12, result.chunks)
+    within = [s for s in shown if 0 < s[1] < result.chunks]
+    assert len(within) >= 3, shown  # updates before the batch is through
+    assert any(0 < files < 12 for files, _ in within), shown  # ...that move the file count too
+    assert shown == sorted(shown)  # never backwards
+
+
+def test_warnings_during_ingest_print_above_the_bar(
+    tmp_path, tiny_variant, tiny_model, ingest_config, monkeypatch, capsys
+):
+    handler = logging.StreamHandler(sys.stderr)  # a console handler, as logging.basicConfig (the CLI) adds
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    real_encode = tiny_model.encode_documents
+
+    def encode(texts, *args, **kwargs):
+        logging.getLogger("c2v_rag.test").warning("a logged notice mid-run")
+        warnings.warn("a Python warning mid-run", UserWarning, stacklevel=1)
+        return real_encode(texts, *args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode_documents", encode)
+    folder = write_files(tmp_path / "notes", 5)
+    config = ingest_config.model_copy(update={"show_progress": True})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            one_line_warnings()  # the CLI's "warning: ..." lines on stderr, undone when the block ends
+            c2v_rag.ingest(folder, path=tmp_path / "qd", collection="warn", model=tiny_variant, config=config)
+        handler_after = logging.getLogger().handlers[-1]
+    finally:
+        logging.getLogger().removeHandler(handler)
+    err = capsys.readouterr().err
+    shown = screens(err)
+    logged = [s for s in shown if "a logged notice mid-run" in s]
+    warned = [s for s in shown if "a Python warning mid-run" in s]
+    assert logged and warned
+    # Each starts its own line (the bar was cleared first) and shares it with no bar.
+    assert all(s.startswith("WARNING c2v_rag.test:") for s in logged), logged
+    assert all(s.startswith("warning: a Python warning") for s in warned), warned
+    assert all("Ingesting into" not in s and "files [" not in s for s in logged + warned), shown
+    # The bar was drawn again after them, and the console handler is the one the test added again.
+    assert shown[-1].startswith("Ingesting into warn") and "5/5 files" in shown[-1]
+    assert handler_after is handler
+
+
+def truncation_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "truncated" in r.getMessage()]
+
+
+def test_no_truncation_warning_when_nothing_was_cut(tmp_path, tiny_variant, corpus, ingest_config, caplog):
+    with caplog.at_level(logging.DEBUG, logger="c2v_rag"):
+        c2v_rag.ingest(corpus, path=tmp_path, collection="short", model=tiny_variant, config=ingest_config)
+    assert truncation_warnings(caplog) == []
+
+
+def test_the_truncation_warning_counts_the_encoders_cuts_once_per_run(
+    tmp_path, tiny_variant, tiny_model, ingest_config, caplog
+):
+    # Chunks of 100 decoder tokens fit the decoder (max_length=128). The tiny encoder (64 tokens) reads
+    # words in fewer tokens than the decoder, so prose fits it; "a.b.c." takes as many, so those chunks do not.
+    config = ingest_config.model_copy(update={"chunk_size": 100, "chunk_overlap": 0, "batch_size": 3})
+    rng = random.Random(0)
+    dotted = [" ".join(".".join(rng.sample("abcdefgh", 3)) + "." for _ in range(60)) for _ in range(2)]
+    docs = [{"id": f"prose-{i}", "text": make_text(i, 30)} for i in range(2)]
+    docs += [{"id": f"dotted-{i}", "text": text} for i, text in enumerate(dotted)]
+    chunker = TokenChunker(tiny_model, config.chunk_size, config.chunk_overlap)
+    chunks = [c.text for d in docs for c in chunker.chunk(d["text"])]
+    limit = tiny_model.encoder_max_length
+    cut = sum(len(tiny_model.encoder_tokenizer(t, verbose=False)["input_ids"]) > limit for t in chunks)
+    assert 0 < cut < len(chunks) and len(chunks) > config.batch_size  # what this test needs of its input
+    with caplog.at_level(logging.DEBUG, logger="c2v_rag"):
+        for run in range(2):  # the same model again: every run reports its own cuts
+            caplog.clear()
+            result = c2v_rag.ingest(
+                docs, path=tmp_path / f"qd{run}", collection="long", model=tiny_variant, config=config
+            )
+            assert result.chunks == len(chunks)
+            assert truncation_warnings(caplog) == [
+                f"{cut} of {len(chunks)} chunks exceeded the encoder's limit of {limit} tokens and were truncated "
+                "for the encoder."
+            ]
