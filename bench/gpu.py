@@ -124,6 +124,9 @@ def use_carried_wheels() -> list[str]:
 sys.path[:0] = [str(REPO), str(REPO / "bench")]  # bench/ for common.py, also when not run as a script
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_name, "1")
+# c2v_rag's weight caches (the merged-backbone cache among them) in a folder of the run's own: without
+# $C2V_RAG_CACHE it would ask platformdirs for the user cache directory, and the GPU machine lacks platformdirs.
+os.environ.setdefault("C2V_RAG_CACHE", tempfile.mkdtemp(prefix="c2v-gpu-cache-"))
 CARRIED_WHEELS = use_carried_wheels()
 
 import numpy as np  # noqa: E402
