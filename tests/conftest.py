@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
 from tiny_corpus import CORPUS  # test modules import it from there
+
+# The tests load many throwaway variants: kept merged, they would fill the user's cache of merged adapters
+# (c2v_rag.hub.merged). Its own tests turn it on, in a temporary folder.
+os.environ.setdefault("C2V_RAG_MERGED_CACHE", "0")
 
 pytest_plugins = ["rag_fixtures"]
 

@@ -13,7 +13,8 @@ scaling and target modules), the base model's files (names, sizes, modification 
 the dtype and device type the merge ran in, and the versions of c2v_rag, torch, transformers and peft.
 Changing any of them names another entry, so a stale one is never read; the least recently used entries
 are removed once the cache outgrows :data:`MAX_CACHE_BYTES`. A base that is a hub id (not a local directory)
-is not cached: its files are not known before it loads.
+is not cached: its files are not known before it loads. ``C2V_RAG_MERGED_CACHE=0`` turns the cache off: every
+load merges, as without it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ MAX_CACHE_BYTES = 4 << 30
 _BASE_FILES = ("*.safetensors", "*.json")
 
 
-def merged_dir() -> Path:
-    """Where merged backbones are kept: ``$C2V_RAG_CACHE/merged``, else ``<user cache dir>/c2v_rag/merged``."""
+def merged_dir() -> Path | None:
+    """Where merged backbones are kept: ``$C2V_RAG_CACHE/merged``, else ``<user cache dir>/c2v_rag/merged``;
+    None when ``$C2V_RAG_MERGED_CACHE`` turns the cache off."""
+    if os.environ.get("C2V_RAG_MERGED_CACHE", "").strip().lower() in ("0", "off", "false", "no"):
+        return None
     return cache_dir() / "merged"
 
 
@@ -76,9 +80,10 @@ def merged_key(
 
 def find_merged(key: str | None) -> Path | None:
     """The entry ``key`` when it is complete (written whole, then renamed into place), marked as just used."""
-    if key is None:
+    root = merged_dir()
+    if key is None or root is None:
         return None
-    entry = merged_dir() / key
+    entry = root / key
     if not ((entry / "config.json").is_file() and any(entry.glob("*.safetensors"))):
         return None
     try:
@@ -91,9 +96,9 @@ def find_merged(key: str | None) -> Path | None:
 def store_merged(module: torch.nn.Module, key: str | None) -> None:
     """Save ``module`` (a backbone, adapters merged) as the entry ``key``; a cache that cannot be written is
     skipped with a note in the log (the model is loaded all the same)."""
-    if key is None:
-        return
     root = merged_dir()
+    if key is None or root is None:
+        return
     target = root / key
     try:
         root.mkdir(parents=True, exist_ok=True)

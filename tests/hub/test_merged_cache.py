@@ -20,6 +20,7 @@ TEXTS = ["a query about vitamin D", "Proteins fold into structures " * 20]
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)  # tests/conftest.py turns it off for the others
     return tmp_path / "cache" / "merged"
 
 
@@ -72,6 +73,16 @@ def test_a_merged_load_is_cached_and_read_back_bit_for_bit(lora_variant, cache, 
 def test_an_unmerged_load_neither_reads_nor_writes_the_cache(lora_variant, cache):
     load(lora_variant, merge_adapters=False)
     assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_the_cache_can_be_turned_off(lora_variant, cache, monkeypatch):
+    monkeypatch.setenv("C2V_RAG_MERGED_CACHE", "0")
+    first = load(lora_variant)
+    assert not cache.exists()
+    load(lora_variant)  # merged again: nothing was kept
+    assert not cache.exists()
+    monkeypatch.delenv("C2V_RAG_MERGED_CACHE")
+    np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), first.encode_queries(TEXTS))
 
 
 @pytest.mark.parametrize("change", ["adapter_weights", "adapter_config"])
@@ -142,5 +153,6 @@ def test_a_cache_that_cannot_be_written_is_skipped(lora_variant, tmp_path, monke
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
     monkeypatch.setenv("C2V_RAG_CACHE", str(blocked))  # merged/ cannot be made under a file
+    monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)
     first = load(lora_variant)
     np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), first.encode_queries(TEXTS))

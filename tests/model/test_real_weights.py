@@ -238,3 +238,18 @@ def test_the_shipped_preset_holds_no_local_path():
     from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 
     assert _absolute_paths(PRESETS_DIR / DEFAULT_PRESET) == []
+
+
+def test_the_preset_read_from_the_merged_cache_embeds_bit_for_bit_as_merged_by_peft(tmp_path, monkeypatch):
+    # The cache in a temporary folder; the dequantized base stays where it is (C2V_RAG_CACHE untouched).
+    from c2v_rag.hub import merged, variants
+
+    monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)
+    monkeypatch.setattr(merged, "merged_dir", lambda: tmp_path)
+    by_peft = Causal2Vec.from_pretrained(None, device="cpu")
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["decoder", "encoder"]
+    monkeypatch.setattr(variants, "_attach_adapter", lambda *a, **k: pytest.fail("merged again"))
+    cached = Causal2Vec.from_pretrained(None, device="cpu")
+    texts = [QUERY, *DOCS]
+    np.testing.assert_array_equal(cached.encode_queries(texts), by_peft.encode_queries(texts))
+    np.testing.assert_array_equal(cached.encode_documents(texts), by_peft.encode_documents(texts))
