@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag import IngestConfig, QdrantConfig, asearch, embed, ingest, migrate, reindex, search, search_many
+    from c2v_rag.training.adapt.config import AdaptConfig
+    from c2v_rag.training.adapt.report import AdaptReport
+    from c2v_rag.training.adapt.run import adapt
 
 __all__ = [
     "__version__",
@@ -55,6 +58,9 @@ __all__ = [
     "migrate",
     "IngestConfig",
     "QdrantConfig",
+    "adapt",
+    "AdaptConfig",
+    "AdaptReport",
 ]
 
 # Every name is loaded on first use, from the module that defines it: importing c2v_rag (which importing any
@@ -63,6 +69,9 @@ __all__ = [
 # and search ask for when called. The facade sits above every layer, so these imports point down.
 _EXPORTS = {
     "Causal2Vec": "c2v_rag.model.causal2vec",
+    "adapt": "c2v_rag.training.adapt.run",
+    "AdaptConfig": "c2v_rag.training.adapt.config",
+    "AdaptReport": "c2v_rag.training.adapt.report",
     "Causal2VecConfig": "c2v_rag.core.config",
     "PromptFormat": "c2v_rag.core.config",
     "C2VError": "c2v_rag.core.errors",

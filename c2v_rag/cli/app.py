@@ -12,7 +12,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from c2v_rag.cli import compare, embed, ingest, migrate, presets, push, reindex, search, serve, tasks, train
+from c2v_rag.cli import adapt, compare, embed, ingest, migrate, presets, push, reindex, search, serve, tasks, train
 from c2v_rag.cli import eval as evaluate
 from c2v_rag.cli.errors import one_line_warnings, report
 
@@ -31,6 +31,7 @@ class Command(Protocol):
 
 
 COMMANDS: tuple[Command, ...] = (
+    adapt,
     compare,
     evaluate,
     ingest,

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from c2v_rag.core.config import READOUT_FIELDS
 from c2v_rag.training.objectives.registry import ObjectiveConfig, objective_config
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
-DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs"]
+DatasetFormat = Literal["jsonl", "beir", "pairs_tsv", "triplets_tsv", "labelled", "scored_pairs", "corpus"]
 Precision = Literal["auto", "fp32", "bf16", "bf16-autocast"]
 """How training computes:
 
@@ -108,7 +109,11 @@ class DatasetSection(_Section):
     - ``scored_pairs``: sentence pairs with a similarity score (STS-B layout: columns ``sentence1``,
       ``sentence2``, ``score``); pairs scoring at least ``min_score`` become positives, or, with
       ``loss: cosent``, every pair keeps its score and the batch learns to rank the pairs' cosines
-      in the order of their scores (CoSENT).
+      in the order of their scores (CoSENT);
+    - ``corpus``: documents alone (whatever ``ingest`` reads: a folder, files, JSONL). Pseudo-pairs are made from
+      them as the ``pseudo_pairs`` block says (crops, headings, LLM questions; see
+      :class:`~c2v_rag.training.pseudo.config.PseudoPairsConfig`) and kept as a BEIR folder at ``pairs_dir``
+      (default: ``<output.dir>/pairs/<name>``), which a later run with the same documents and settings reuses.
 
     ``task`` names a registered task (its instruction and whether it is symmetric); ``instruction``
     gives a literal one, with ``symmetric`` saying whether passages get it too.
@@ -144,6 +149,8 @@ class DatasetSection(_Section):
         "examples; queries without an instruction get none. 0: off",
     )
     hard_negatives: int | None = Field(None, ge=0, description="overrides training.hard_negatives")
+    pseudo_pairs: PseudoPairsConfig | None = Field(None, description="format corpus: how pairs are made")
+    pairs_dir: str | None = Field(None, description="format corpus: where the pairs made are kept")
     loss: Literal["info_nce", "cosent"] = Field(
         "info_nce",
         description="info_nce: positives against in-batch and hard negatives; cosent (scored_pairs only): "
@@ -153,6 +160,11 @@ class DatasetSection(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> DatasetSection:
+        if self.format != "corpus" and (self.pseudo_pairs is not None or self.pairs_dir is not None):
+            raise ValueError(
+                f"dataset {self.path!r}: 'pseudo_pairs' and 'pairs_dir' apply to format 'corpus' only, "
+                f"not {self.format!r}"
+            )
         if self.task is not None and self.instruction is not None:
             raise ValueError(f"dataset {self.path!r}: set 'task' or 'instruction', not both")
         if self.loss == "cosent":
@@ -195,6 +207,12 @@ class MiningSection(_Section):
     num_negatives: int = Field(1, ge=1)
     depth: int = Field(30, ge=1)
     skip_top: int = Field(0, ge=0, description="skip the very top ranks, where unlabelled positives hide")
+    margin: float | None = Field(
+        None,
+        ge=0,
+        description="drop a candidate whose cosine to the query (by the model before training) is above the "
+        "positive's minus this margin: it is likely an unlabelled positive (sentence-transformers' absolute_margin)",
+    )
     datasets: list[str] | None = Field(None, description="dataset names to mine for (default: those without negatives)")
     seed: int = 0
 

@@ -16,11 +16,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from c2v_rag.core.instructions import get_task, resolve_instruction
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
 from c2v_rag.training.config import DatasetSection
+
+if TYPE_CHECKING:
+    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.training.pseudo.beir_cache import PairSet
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +110,11 @@ def load_section(section: DatasetSection) -> LoadedDataset:
     path = Path(section.path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"dataset {section.display_name!r}: {path} does not exist; fix 'path' in the config")
+    if section.format == "corpus":
+        raise ValueError(
+            f"dataset {section.display_name!r}: format 'corpus' makes its pairs with the model's tokenizer; "
+            "load it with load_corpus (the trainer does)"
+        )
     loader = {
         "jsonl": load_jsonl,
         "beir": load_beir,
@@ -514,3 +524,50 @@ def read_examples(path: str | Path) -> list[Example]:
             )
         )
     return out
+
+
+def load_corpus(
+    section: DatasetSection, chunker: TokenChunker, pairs_dir: Path, *, show_progress: bool = True
+) -> LoadedDataset:
+    """A ``format: corpus`` section: pseudo-pairs made from (or read back for) its documents. Each pair's positive is
+    its chunk less what the query was cut from; the key is the chunk's id, so that neither mining nor the
+    in-batch negatives ever take a query's own chunk as a negative. Held-out chunks stay out of the pool."""
+    from c2v_rag.training.pseudo.config import PseudoPairsConfig
+    from c2v_rag.training.pseudo.make import make_pairs
+
+    config = section.pseudo_pairs or PseudoPairsConfig()
+    pairs = make_pairs(Path(section.path).expanduser(), chunker, config, pairs_dir, show_progress=show_progress)
+    qi, pi = section_instructions(section, default_symmetric=False)
+    examples = [
+        Example(
+            p.query,
+            p.positive,
+            (),
+            section.display_name,
+            qi,
+            pi,
+            positive_key=p.chunk_id,
+            known_positive_keys=frozenset([p.chunk_id]),
+        )
+        for p in pairs.train
+    ]
+    corpus = pairs.train_corpus
+    dev = None
+    if pairs.heldout:
+        dev = RetrievalDev(
+            {f"heldout-{i}": p.query for i, p in enumerate(pairs.heldout)},
+            {f"heldout-{i}": {p.chunk_id: 1} for i, p in enumerate(pairs.heldout)},
+            gate_corpus(pairs),
+            qi,
+            pi,
+        )
+    return LoadedDataset(section.display_name, examples, corpus=corpus, dev=dev)
+
+
+def gate_corpus(pairs: PairSet) -> dict[str, str]:
+    """Chunk id -> text to score held-out queries against: every chunk, a held-out query's own chunk less what the
+    query was cut from (a crop's sentence, a heading line), so that no held-out query is found by its copy."""
+    corpus = {c.id: c.text for c in pairs.chunks}
+    for p in pairs.heldout:
+        corpus[p.chunk_id] = p.positive
+    return corpus

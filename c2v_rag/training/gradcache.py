@@ -43,13 +43,18 @@ class MultiBatchForward(nn.Module):
     def __init__(self, model: Causal2Vec) -> None:
         super().__init__()
         self.model = model
+        # The width of the embedding prefix the loss reads (None: all of it); see ContrastiveStep.read_prefix.
+        self.truncate_dim: int | None = None
 
     def forward(self, batches: list[Causal2VecBatch]) -> list[torch.Tensor]:
-        return [self.model(batch).float() for batch in batches]
+        return [self.model(batch, truncate_dim=self.truncate_dim).float() for batch in batches]
 
 
-def make_batch(model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None]) -> Causal2VecBatch:
-    """Tokenize texts, each with its own instruction, into one model-ready batch."""
+def make_batch(
+    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None], truncate_dim: int | None = None
+) -> Causal2VecBatch:
+    """Tokenize texts, each with its own instruction, into one model-ready batch (for the prefix of
+    ``truncate_dim`` values when given: see :meth:`Causal2Vec.needs_for`)."""
     if len(texts) != len(instructions):
         raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions")
     pieces: list = [None] * len(texts)
@@ -58,7 +63,7 @@ def make_batch(model: Causal2Vec, texts: Sequence[str], instructions: Sequence[s
     for i, instruction in enumerate(instructions):
         groups.setdefault(instruction, []).append(i)
     for instruction, rows in groups.items():
-        group_pieces, group_enc = model.prepare([texts[i] for i in rows], instruction)
+        group_pieces, group_enc = model.prepare([texts[i] for i in rows], instruction, truncate_dim=truncate_dim)
         for j, row in enumerate(rows):
             pieces[row] = group_pieces[j]
             if enc_ids is not None:
@@ -105,6 +110,18 @@ class ContrastiveStep:
         self.mini_batch_size = mini_batch_size
         self.autocast = autocast
         self.last_replay_error: float | None = None
+        self.truncate_dim: int | None = None
+
+    def read_prefix(self, width: int) -> None:
+        """Embed only the first ``width`` values from now on, when the model computes them from less than the
+        whole forward pass (a prefix inside the encoder's part needs no decoder; see
+        :meth:`Causal2Vec.needs_for`): a loss that reads only those values then trains at that cost, with the
+        same gradients."""
+        if width >= self.model.embedding_dim or self.model.needs_for(width) == "all":
+            return
+        self.truncate_dim = width
+        inner = getattr(self.module, "module", self.module)
+        inner.truncate_dim = width
 
     # ----------------------------------------------------------------------------------- helpers
 
@@ -116,7 +133,9 @@ class ContrastiveStep:
         chunks = []
         for start in range(0, len(order), size):
             rows = order[start : start + size]
-            batch = make_batch(self.model, [texts[i] for i in rows], [instructions[i] for i in rows])
+            batch = make_batch(
+                self.model, [texts[i] for i in rows], [instructions[i] for i in rows], truncate_dim=self.truncate_dim
+            )
             chunks.append(_Chunk([offset + r for r in rows], batch))
         return chunks
 

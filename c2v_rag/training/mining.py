@@ -46,36 +46,32 @@ def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int)
     return np.asarray(indices)
 
 
-def model_rankings(
+def embed_for_mining(
     model: Causal2Vec,
     queries: Sequence[str],
     query_instruction: str | None,
     pool_texts: Sequence[str],
     passage_instruction: str | None,
-    depth: int,
     *,
+    truncate_dim: int | None = None,
     batch_size: int = 64,
-) -> np.ndarray:
-    """Indices [len(queries), depth] of the pool texts nearest each query by the model's cosine."""
-    depth = min(depth, len(pool_texts))
-    q = model.encode(
-        list(queries),
-        instruction=query_instruction or "",
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        show_progress_bar=len(queries) > 256,
-    )
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unit vectors of the queries [Q, d] and of the pool [P, d] by the model (the prefix of ``truncate_dim``
+    values when given: the part of the vector the loss trains)."""
+    kwargs = {"batch_size": batch_size, "normalize_embeddings": True, "truncate_dim": truncate_dim}
+    q = model.encode(list(queries), instruction=query_instruction or "", show_progress_bar=len(queries) > 256, **kwargs)
     p = model.encode(
-        list(pool_texts),
-        instruction=passage_instruction or "",
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        show_progress_bar=len(pool_texts) > 256,
+        list(pool_texts), instruction=passage_instruction or "", show_progress_bar=len(pool_texts) > 256, **kwargs
     )
-    qt, pt = torch.from_numpy(q), torch.from_numpy(p)
+    return torch.from_numpy(q), torch.from_numpy(p)
+
+
+def model_rankings(query_vectors: torch.Tensor, pool_vectors: torch.Tensor, depth: int) -> np.ndarray:
+    """Indices [len(queries), depth] of the pool vectors nearest each query vector by cosine (unit vectors)."""
+    depth = min(depth, len(pool_vectors))
     out = []
-    for start in range(0, len(qt), 1024):  # bounds the score matrix for large query sets
-        out.append(torch.topk(qt[start : start + 1024] @ pt.T, depth, dim=1).indices)
+    for start in range(0, len(query_vectors), 1024):  # bounds the score matrix for large query sets
+        out.append(torch.topk(query_vectors[start : start + 1024] @ pool_vectors.T, depth, dim=1).indices)
     return torch.cat(out).numpy()
 
 
@@ -89,17 +85,20 @@ def mine_hard_negatives(
     corpus: dict[str, str] | None = None,
     model: Causal2Vec | None = None,
     seed: int = 0,
+    margin: float | None = None,
+    truncate_dim: int | None = None,
 ) -> list[Example]:
     """Copies of ``examples`` with ``num_negatives`` mined hard negatives each (replacing theirs).
 
     ``corpus`` (key -> text) is the pool to mine from; by default the dataset's own passages.
     A query with too few non-positive candidates gets random non-positive passages from the pool
-    to make up the count.
+    to make up the count. ``margin`` drops the candidates the model scores within ``margin`` of the
+    query's positive (or above it): likely positives nobody labelled.
     """
     if method not in ("bm25", "model"):
         raise ValueError(f"mining method {method!r} is not 'bm25' or 'model'")
-    if method == "model" and model is None:
-        raise ValueError("mining with method='model' needs the model")
+    if (method == "model" or margin is not None) and model is None:
+        raise ValueError("mining with method='model' or a margin needs the model")
     if not examples:
         return []
     pool = passage_pool(examples, corpus)
@@ -112,16 +111,30 @@ def mine_hard_negatives(
     if len(keys) - max(len(v) for v in known.values()) < num_negatives:
         raise ValueError(f"the passage pool ({len(keys)}) is too small to mine {num_negatives} negatives per query")
     want = skip_top + depth + max(len(v) for v in known.values())
+    q_vectors = p_vectors = None
+    if method == "model" or margin is not None:
+        assert model is not None
+        first = examples[0]
+        q_vectors, p_vectors = embed_for_mining(
+            model, queries, first.query_instruction, texts, first.passage_instruction, truncate_dim=truncate_dim
+        )
     if method == "bm25":
         ranked = bm25_rankings(queries, texts, want)
     else:
-        first = examples[0]
-        ranked = model_rankings(model, queries, first.query_instruction, texts, first.passage_instruction, want)
+        assert q_vectors is not None and p_vectors is not None
+        ranked = model_rankings(q_vectors, p_vectors, want)
+    index = {k: i for i, k in enumerate(keys)}
     rng = random.Random(seed)
     by_query: dict[str, list[tuple[str, str]]] = {}
-    filled = 0
-    for query, row in zip(queries, ranked):
+    filled = dropped = 0
+    for row_number, (query, row) in enumerate(zip(queries, ranked)):
         candidates = [keys[i] for i in row if keys[i] not in known[query]][skip_top : skip_top + depth]
+        if margin is not None and q_vectors is not None and p_vectors is not None:
+            scores = p_vectors @ q_vectors[row_number]
+            positive = max(float(scores[index[k]]) for k in known[query] if k in index)
+            close = {k for k in candidates if float(scores[index[k]]) > positive - margin}
+            dropped += len(close)
+            candidates = [k for k in candidates if k not in close]
         picked = rng.sample(candidates, min(num_negatives, len(candidates)))
         while len(picked) < num_negatives:
             key = keys[rng.randrange(len(keys))]
@@ -131,4 +144,6 @@ def mine_hard_negatives(
         by_query[query] = [(k, pool[k]) for k in picked]
     if filled:
         logger.warning("mining: %d negatives were random passages (too few ranked candidates)", filled)
+    if dropped:
+        logger.info("mining: %d candidates within the margin of their positive were not used", dropped)
     return [with_negatives(e, by_query[e.query]) for e in examples]

@@ -28,6 +28,7 @@ from c2v_rag.core.extras import require
 from c2v_rag.core.instructions import Instruction
 from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.nn.projector import match_word_embedding_norm
+from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.training.checkpoint import (
     CheckpointError,
     checkpoint_name,
@@ -36,15 +37,23 @@ from c2v_rag.training.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from c2v_rag.training.config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, LoraSection, TrainConfig
-from c2v_rag.training.data import LoadedDataset, dump_examples, group_by_dataset, load_section, read_examples
+from c2v_rag.training.config import DECODER_LORA_TARGETS, ENCODER_LORA_TARGETS, DatasetSection, LoraSection, TrainConfig
+from c2v_rag.training.data import (
+    LoadedDataset,
+    dump_examples,
+    group_by_dataset,
+    load_corpus,
+    load_section,
+    read_examples,
+)
 from c2v_rag.training.ddp import DistributedContext, all_reduce_mean, barrier, init_distributed
 from c2v_rag.training.evaluation import Evaluator, RetrievalEvaluator, STSEvaluator, run_evaluators
 from c2v_rag.training.gradcache import ContrastiveStep, MultiBatchForward, NonFiniteLossError
 from c2v_rag.training.mining import mine_hard_negatives
-from c2v_rag.training.objectives.base import ObjectiveContext
+from c2v_rag.training.objectives.base import EmbeddingViewsConfig, ObjectiveContext, loss_views
 from c2v_rag.training.objectives.registry import build_objective
 from c2v_rag.training.plotting import plot_loss_curve
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
 
 logger = logging.getLogger(__name__)
@@ -227,7 +236,7 @@ def prepare_data(
     Mined examples are cached under ``output_dir/mined``: a resumed run (and every process of a
     multi-process run) trains on exactly the negatives mined at the start.
     """
-    loaded = [load_section(s) for s in config.datasets]
+    loaded = [load_dataset(s, model, output_dir, ctx) for s in config.datasets]
     groups = group_by_dataset(loaded)
     mining = config.mining
     if mining.method == "none":
@@ -252,12 +261,44 @@ def prepare_data(
                 corpus=corpora.get(name),
                 model=model,
                 seed=mining.seed,
+                margin=mining.margin,
+                truncate_dim=loss_reach(config, model),
             )
             model.train(was_training)
             dump_examples(mined, path)
         barrier()
         groups[name] = read_examples(path)
     return groups, loaded
+
+
+def load_dataset(
+    section: DatasetSection, model: Causal2Vec, output_dir: Path, ctx: DistributedContext
+) -> LoadedDataset:
+    """One dataset section; a ``corpus`` one has its pseudo-pairs made by the main process (chunked with the
+    model's tokenizer) while the others wait, then read by all."""
+    if section.format != "corpus":
+        return load_section(section)
+    config = section.pseudo_pairs or PseudoPairsConfig()
+    chunker = TokenChunker(model, config.chunk_size, config.chunk_overlap)
+    pairs_dir = Path(section.pairs_dir) if section.pairs_dir else output_dir / "pairs" / section.display_name
+    if ctx.is_main:
+        loaded = load_corpus(section, chunker, pairs_dir)
+    barrier()
+    if not ctx.is_main:
+        loaded = load_corpus(section, chunker, pairs_dir, show_progress=False)
+    logger.info("dataset %s: %d pseudo-pairs", loaded.name, len(loaded.examples))
+    return loaded
+
+
+def loss_reach(config: TrainConfig, model: Causal2Vec) -> int | None:
+    """The width of the embedding prefix the loss reads, when it reads a prefix only (None: the whole vector)."""
+    if not isinstance(config.objective, EmbeddingViewsConfig):
+        return None
+    stops = [view.stop for view, _ in loss_views(config.objective, model)]
+    if any(stop is None for stop in stops):
+        return None
+    reach = max(stop for stop in stops if stop is not None)
+    return reach if reach < model.embedding_dim else None
 
 
 def negatives_per_dataset(config: TrainConfig, groups: dict[str, list]) -> dict[str, int]:

@@ -42,7 +42,10 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
 
     @classmethod
     def from_config(cls, config: ContrastiveConfig, context: ObjectiveContext) -> ContrastiveObjective:
-        return cls(context.stepper, context.temperature, context.device, loss_views(config, context.model))
+        views = loss_views(config, context.model)
+        reach = max((view.stop if view.stop is not None else context.model.embedding_dim) for view, _ in views)
+        context.stepper.read_prefix(reach)  # a loss on the encoder's part alone skips the decoder's forward
+        return cls(context.stepper, context.temperature, context.device, views)
 
     def backward(self, texts: StepTexts, step: int) -> float:
         # B queries on this process; M passages on every process together ([positives; hard negatives] per

@@ -1,0 +1,64 @@
+"""The settings of ``c2v-rag adapt``: what to start from, how pairs are made, how long to train, and the gate."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
+
+DEFAULT_START = "c2v-smollm2-135m-minilm"
+
+
+class AdaptTraining(BaseModel):
+    """How the variant is trained. ``parts``: ``encoder`` trains LoRA on the encoder against the encoder's part of
+    the embedding alone (no decoder pass: the CPU default); ``decoder`` LoRA on the decoder against the whole
+    vector; ``both``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parts: Literal["encoder", "decoder", "both"] = "encoder"
+    steps: int = Field(150, ge=1)
+    batch_size: int = Field(32, ge=2)
+    lr: float = Field(1e-4, gt=0)
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: float = Field(32.0, gt=0)
+    general_share: float = Field(
+        0.3, ge=0, lt=1, description="share of the batches drawn from the general data (STS-B, NLI), against drift"
+    )
+    hard_negatives: int = Field(1, ge=0)
+    margin: float | None = Field(0.05, ge=0, description="mining: drop candidates scored within this of the positive")
+    precision: Literal["auto", "fp32", "bf16", "bf16-autocast"] = "auto"
+    seed: int = 0
+    device: str | None = None
+
+
+class AdaptGate(BaseModel):
+    """What the variant must show to be kept: a higher nDCG@10 than its start on the held-out chunks' queries, and
+    STS-B dev within ``sts_tolerance`` of its start."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sts_tolerance: float = Field(0.005, ge=0)
+    corpus_size: int = Field(
+        1000,
+        ge=10,
+        description="chunks the held-out queries are scored against: their own, each query's BM25 top 10, then "
+        "random ones (each costs an encoding per model)",
+    )
+    sts_limit: int | None = Field(None, ge=10, description="STS-B dev pairs scored (default: all 1,500)")
+
+
+class AdaptConfig(BaseModel):
+    """Everything ``adapt`` does, as configuration (``c2v-rag adapt --config FILE`` reads it from YAML)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str = Field(DEFAULT_START, description="the variant or preset to adapt (--from)")
+    task: str | None = Field(None, description="the query task (instruction); default: the start's default task")
+    pairs: PseudoPairsConfig = Field(default_factory=PseudoPairsConfig)
+    training: AdaptTraining = Field(default_factory=AdaptTraining)
+    gate: AdaptGate = Field(default_factory=AdaptGate)
+    general_data: str | None = None
+    overwrite: bool = False

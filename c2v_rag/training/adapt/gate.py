@@ -1,0 +1,83 @@
+"""The gate an adapted variant must pass: better than its start on held-out chunks, no worse on STS-B dev.
+
+The held-out queries are scored against a fixed set of chunks: their own (less what the query was cut from),
+each query's BM25 top 10 (the distractors that make a retriever's ranking matter), and random chunks up to
+``corpus_size``. Both models see the same set.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
+from c2v_rag.evaluation.evaluators import evaluate_retrieval, evaluate_sts
+from c2v_rag.training.data import gate_corpus
+from c2v_rag.training.pseudo.beir_cache import PairSet
+
+_DISTRACTORS_PER_QUERY = 10
+
+
+def gate_data(pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0) -> RetrievalData:
+    """The held-out queries, their judgements, and the chunks they are scored against."""
+    from c2v_rag.training.mining import bm25_rankings
+
+    full = gate_corpus(pairs)
+    ids = list(full)
+    queries = {f"heldout-{i}": p.query for i, p in enumerate(pairs.heldout)}
+    qrels = {f"heldout-{i}": {p.chunk_id: 1} for i, p in enumerate(pairs.heldout)}
+    chosen: dict[str, None] = dict.fromkeys(p.chunk_id for p in pairs.heldout)
+    if queries and len(ids) > len(chosen):
+        ranked = bm25_rankings(list(queries.values()), [full[i] for i in ids], _DISTRACTORS_PER_QUERY + 1)
+        for row in ranked:
+            for index in row:
+                if len(chosen) >= corpus_size:
+                    break
+                chosen.setdefault(ids[index])
+    rest = [i for i in ids if i not in chosen]
+    random.Random(seed).shuffle(rest)
+    for chunk_id in rest[: max(0, corpus_size - len(chosen))]:
+        chosen.setdefault(chunk_id)
+    return RetrievalData({i: full[i] for i in chosen}, queries, qrels, name="heldout", task=task)
+
+
+@dataclass
+class GateScores:
+    ndcg_at_10: float
+    mrr_at_10: float
+    sts_spearman: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
+
+
+def score(
+    model: Any, data: RetrievalData, sts_path: Path, *, sts_limit: int | None, batch_size: int = 32
+) -> GateScores:
+    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it)."""
+    retrieval = evaluate_retrieval(model, data, batch_size=batch_size, show_progress_bar=True)
+    sts = read_stsb(sts_path, name="stsb-dev")
+    if sts_limit is not None:
+        sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
+    spearman = evaluate_sts(model, sts, batch_size=batch_size, show_progress_bar=True)["spearman"]
+    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman)
+
+
+def decide(before: GateScores, after: GateScores, *, sts_tolerance: float) -> tuple[bool, list[str]]:
+    """Whether the variant passes, and why (or why not), in words with the numbers."""
+    reasons = []
+    gain = after.ndcg_at_10 - before.ndcg_at_10
+    better = gain > 0
+    reasons.append(
+        f"held-out nDCG@10 {before.ndcg_at_10:.4f} -> {after.ndcg_at_10:.4f} ({gain:+.4f}): "
+        + ("better than the start" if better else "not better than the start")
+    )
+    drop = before.sts_spearman - after.sts_spearman
+    steady = drop <= sts_tolerance
+    reasons.append(
+        f"STS-B dev {before.sts_spearman:.4f} -> {after.sts_spearman:.4f} ({-drop:+.4f}): "
+        + (f"within {sts_tolerance}" if steady else f"lost more than {sts_tolerance}")
+    )
+    return better and steady, reasons

@@ -1,0 +1,52 @@
+"""What ``adapt`` did, as JSON (``adapt_report.json`` in its output folder) and as a printed table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class AdaptReport(BaseModel):
+    start: str
+    output: str
+    kept: bool
+    """Whether the adapted variant passed the gate and is the result (else: use ``start``)."""
+    reasons: list[str] = Field(default_factory=list)
+    pairs: dict[str, Any] = Field(default_factory=dict)
+    """Chunks, held-out chunks, and pairs made, kept and dropped (with reasons) by source."""
+    before: dict[str, float] = Field(default_factory=dict)
+    after: dict[str, float] = Field(default_factory=dict)
+    seconds: dict[str, float] = Field(default_factory=dict)
+    """Wall time per phase."""
+    cpu: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    def table(self) -> str:
+        """The report for a terminal: pairs by source, scores before and after, time per phase, the verdict."""
+        lines = [
+            f"Pairs made from {self.pairs.get('chunks', '?')} chunks ({self.pairs.get('heldout_chunks', 0)} held out)"
+        ]
+        lines.append(f"  {'source':<10} {'made':>7} {'kept':>7}  dropped")
+        for source, counts in sorted(self.pairs.get("by_source", {}).items()):
+            dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(counts["dropped"].items(), key=lambda x: -x[1]))
+            lines.append(f"  {source:<10} {counts['made']:>7} {counts['kept']:>7}  {dropped or '-'}")
+        train, heldout = self.pairs.get("train_pairs", 0), self.pairs.get("heldout_pairs", 0)
+        lines.append(f"  training pairs {train}, held-out queries {heldout}")
+        if self.before:
+            lines.append(f"Scores ({'start':>8} -> {'adapted':>8})")
+            for key in self.before:
+                after = self.after.get(key)
+                shown = f"{after:.4f}" if after is not None else "-"
+                delta = f"{after - self.before[key]:+.4f}" if after is not None else ""
+                lines.append(f"  {key:<18} {self.before[key]:.4f} -> {shown:>8}  {delta}")
+        lines.append("Time: " + ", ".join(f"{phase} {secs / 60:.1f} min" for phase, secs in self.seconds.items()))
+        lines.extend(f"  {reason}" for reason in self.reasons)
+        verdict = (
+            f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"
+            if self.kept
+            else f"NOT KEPT: the adapted variant did not pass the gate; keep using {self.start} "
+            f"(the candidate stays in {self.output}/candidate for inspection)"
+        )
+        lines.append(verdict)
+        return "\n".join(lines)

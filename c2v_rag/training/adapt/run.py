@@ -1,0 +1,309 @@
+"""``adapt``: a domain variant from documents alone.
+
+Phases, each with a progress bar: make pseudo-pairs from the documents (read and chunked as ``ingest`` does),
+train a LoRA variant on them mixed with general data, score it and its start on the held-out chunks and on
+STS-B dev, and keep it only if it passes the gate. The output folder holds the pairs (``pairs/``, a BEIR
+folder), the trained candidate (``candidate/``), the report (``adapt_report.json``) and, when kept, the variant
+itself: ``ingest --model DIR`` and ``Causal2Vec.from_pretrained(DIR)`` load it.
+
+A run cut short resumes: the pairs are reused when the documents and settings are the same, and training
+continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.training.adapt.config import AdaptConfig
+from c2v_rag.training.adapt.report import AdaptReport
+
+logger = logging.getLogger(__name__)
+
+REPORT_FILE = "adapt_report.json"
+PAIRS_DIR = "pairs"
+CANDIDATE_DIR = "candidate"
+DOCUMENTS_FILE = "documents.jsonl"
+# What stays in candidate/ when the variant is published into the output folder.
+_NOT_PUBLISHED = {"checkpoints", "mined", "pairs"}
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file; name a folder for the adapted variant")
+    ours = {PAIRS_DIR, CANDIDATE_DIR, REPORT_FILE}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours) if out.is_dir() else []
+    if foreign and not overwrite:
+        raise FileExistsError(
+            f"--out {out} already holds {', '.join(foreign[:5])}: a finished adapt run or other files. Name a new "
+            "folder, or pass --overwrite to replace what adapt wrote there"
+        )
+
+
+def _document_source(docs: Any, pairs_dir: Path) -> str:
+    """A path training can read the documents from: the path given, else the documents written as JSONL."""
+    from c2v_rag.rag.read.documents import iter_documents, names_existing_path
+
+    if isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs)):
+        return str(Path(docs).expanduser().resolve())
+    pairs_dir.mkdir(parents=True, exist_ok=True)
+    target = pairs_dir / DOCUMENTS_FILE
+    tmp = target.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for doc in iter_documents(docs):
+            handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
+            handle.write("\n")
+    tmp.replace(target)
+    return str(target)
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU's name, cores and the instruction-set flags that decide its speed (for the report)."""
+    flags: list[str] = []
+    name = platform.processor()
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        for line in text.splitlines():
+            if line.startswith("flags") and not flags:
+                flags = sorted({f for f in line.split(":", 1)[1].split() if f in _FLAGS or f.startswith("amx")})
+            if line.startswith("model name") and not name:
+                name = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import torch
+
+    return {"name": name, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "flags": flags}
+
+
+_FLAGS = {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "fma"}
+
+
+def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, task: str | None) -> Any:
+    """The training recipe ``adapt`` runs: the corpus's pseudo-pairs mixed with general data, LoRA where
+    ``training.parts`` says, mined negatives with the margin filter."""
+    from c2v_rag.rag.embedding import variant_config
+    from c2v_rag.training.config import (
+        DatasetSection,
+        LoraSection,
+        MiningSection,
+        ModelSection,
+        OutputSection,
+        TrainConfig,
+        TrainingSection,
+    )
+    from c2v_rag.training.objectives.contrastive import ContrastiveConfig
+
+    t = config.training
+    start = variant_config(config.start)
+    if t.parts == "encoder":
+        encoder_part = start.parts.get("encoder")
+        if encoder_part is None:
+            raise ValueError(
+                f"{config.start}'s embedding has no encoder part (encoder_share={start.encoder_share}), so "
+                "training.parts 'encoder' would train nothing it uses; use --train decoder"
+            )
+        # The encoder's part is a prefix of the vector: trained alone, the decoder never runs.
+        objective = ContrastiveConfig(parts={}, matryoshka={encoder_part.stop: 1.0})
+    else:
+        objective = ContrastiveConfig(parts={"full": 1.0}, matryoshka={})
+    general_weight = t.general_share / (1 + len(general.nli)) if t.general_share else 0
+    datasets = [
+        DatasetSection(
+            name="corpus",
+            format="corpus",
+            path=documents,
+            task=task,
+            pseudo_pairs=config.pairs,
+            pairs_dir=str(out / PAIRS_DIR),
+            weight=1 - t.general_share,
+        )
+    ]
+    if t.general_share:
+        datasets.append(
+            DatasetSection(
+                name="stsb",
+                format="scored_pairs",
+                path=str(general.stsb_train),
+                task="STSBenchmark",
+                loss="cosent",
+                weight=general_weight,
+            )
+        )
+        datasets += [
+            DatasetSection(name=f"nli_{i}", format="triplets_tsv", path=str(p), task="NLI", weight=general_weight)
+            for i, p in enumerate(general.nli)
+        ]
+    lora = LoraSection(enabled=t.parts != "encoder", r=t.lora_r, alpha=t.lora_alpha)
+    encoder_lora = LoraSection(enabled=t.parts != "decoder", r=t.lora_r, alpha=t.lora_alpha)
+    return TrainConfig(
+        model=ModelSection(variant=config.start),
+        lora=lora,
+        encoder_lora=encoder_lora,
+        train_projector=False,
+        objective=objective,
+        datasets=datasets,
+        mining=MiningSection(
+            method="model" if t.hard_negatives else "none",
+            num_negatives=max(1, t.hard_negatives),
+            depth=30,
+            margin=t.margin,
+            datasets=["corpus"] if t.hard_negatives else None,
+            seed=t.seed,
+        ),
+        training=TrainingSection(
+            steps=t.steps,
+            batch_size=t.batch_size,
+            hard_negatives=t.hard_negatives,
+            lr=t.lr,
+            warmup_steps=max(1, t.steps // 10),
+            max_grad_norm=1.0,
+            precision=t.precision,
+            gradient_checkpointing=t.parts != "encoder",
+            seed=t.seed,
+            save_every=25,
+            keep_checkpoints=1,
+            device=t.device,
+        ),
+        output=OutputSection(dir=str(out / CANDIDATE_DIR), default_task=task, overwrite=False),
+    )
+
+
+def _publish(candidate: Path, out: Path) -> None:
+    """Copy the candidate's variant files into the output folder (training leftovers stay behind)."""
+    for item in candidate.iterdir():
+        if item.name in _NOT_PUBLISHED:
+            continue
+        target = out / item.name
+        if item.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+
+
+def adapt(
+    docs: Any,
+    out: str | os.PathLike[str],
+    *,
+    config: AdaptConfig | None = None,
+    start: str | None = None,
+    generator: str | None = None,
+    generator_url: str | None = None,
+    generator_model: str | None = None,
+    steps: int | None = None,
+    general_data: str | None = None,
+    overwrite: bool | None = None,
+) -> AdaptReport:
+    """Adapt a variant to ``docs`` (whatever ``ingest`` reads) and write it to ``out``; return the report.
+
+    ``config`` holds every setting (:class:`AdaptConfig`); the keywords override its most used ones:
+    ``start`` (the variant to adapt, default the preset), ``generator`` (``local``, ``openai`` or ``none``)
+    with ``generator_url`` and ``generator_model`` for ``openai``, ``steps``, ``general_data`` (a folder with
+    STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``overwrite``.
+    """
+    from c2v_rag.core.extras import require
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.embedding import variant_config
+    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.training.adapt.gate import decide, gate_data, score
+    from c2v_rag.training.adapt.general_data import find_general_data
+    from c2v_rag.training.pseudo.make import generator_options, make_pairs
+    from c2v_rag.training.trainer import Trainer, check_training_packages
+
+    config = _with_overrides(
+        config or AdaptConfig(),
+        start=start,
+        generator=generator,
+        generator_url=generator_url,
+        generator_model=generator_model,
+        steps=steps,
+        general_data=general_data,
+        overwrite=overwrite,
+    )
+    out = Path(out).expanduser()
+    seconds: dict[str, float] = {}
+    # Everything that can be checked is checked before the first document is read.
+    _check_output(out, config.overwrite)
+    require("llama_index.core", "chunking documents as ingest does", "qdrant")
+    start_config = variant_config(config.start)
+    task = config.task or start_config.default_task
+    general = find_general_data(config.general_data)
+    if config.pairs.generator != "none" and config.pairs.max_generated:
+        from c2v_rag.training.pseudo.generation import build_generator
+
+        build_generator(**generator_options(config.pairs)).check()
+    out.mkdir(parents=True, exist_ok=True)
+    documents = _document_source(docs, out / PAIRS_DIR)
+    recipe = train_config(config, documents, out, general, task)
+    check_training_packages(recipe)
+
+    clock = time.perf_counter()
+    chunker = TokenChunker.for_variant(config.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
+    pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR)
+    seconds["pairs"] = time.perf_counter() - clock
+    logger.info("%d training pairs, %d held-out queries", len(pairs.train), len(pairs.heldout))
+    if not pairs.heldout:
+        raise ValueError(
+            "no held-out chunk kept a query, so the gate cannot score the variant: give more documents, or raise "
+            "pairs.holdout_fraction"
+        )
+
+    clock = time.perf_counter()
+    trainer = Trainer(recipe)
+    candidate = Path(recipe.output.dir)
+    resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
+    if (candidate / "modules.json").is_file() and not resume:
+        logger.info("reusing the trained candidate in %s", candidate)
+    else:
+        if candidate.exists() and not resume:
+            shutil.rmtree(candidate)
+        trainer.setup(resume=resume)
+        trainer.fit()
+    seconds["training"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    data = gate_data(pairs, corpus_size=config.gate.corpus_size, task=task, seed=config.training.seed)
+    scores = {}
+    for name, source in (("before", config.start), ("after", str(candidate))):
+        model = Causal2Vec.from_pretrained(source, device=config.training.device)
+        scores[name] = score(model, data, general.stsb_dev, sts_limit=config.gate.sts_limit)
+        del model
+    kept, reasons = decide(scores["before"], scores["after"], sts_tolerance=config.gate.sts_tolerance)
+    seconds["gate"] = time.perf_counter() - clock
+    if kept:
+        _publish(candidate, out)
+    report = AdaptReport(
+        start=config.start,
+        output=str(out),
+        kept=kept,
+        reasons=reasons,
+        pairs=pairs.report,
+        before=scores["before"].as_dict(),
+        after=scores["after"].as_dict(),
+        seconds=seconds,
+        cpu=cpu_facts(),
+        settings=config.model_dump(mode="json"),
+    )
+    (out / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def _with_overrides(config: AdaptConfig, **values: Any) -> AdaptConfig:
+    data = config.model_dump()
+    pairs, training = data["pairs"], data["training"]
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key in ("generator", "generator_url", "generator_model"):
+            pairs[key] = value
+        elif key == "steps":
+            training[key] = value
+        else:
+            data[key] = value
+    return AdaptConfig.model_validate(data)

@@ -1,0 +1,215 @@
+"""Make pseudo-pairs from a corpus: chunk it as ``ingest`` does, hold out chunks for the gate, cut and generate
+queries, filter them, and write the result as a BEIR folder (:mod:`~c2v_rag.training.pseudo.beir_cache`).
+
+A folder made with the same documents and settings is read back instead of made again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from c2v_rag.rag.read.chunking import TokenChunker
+from c2v_rag.rag.read.documents import input_size
+from c2v_rag.rag.read.files import ReadLog
+from c2v_rag.training.pseudo.beir_cache import PairSet, read_pairs, read_settings, write_pairs
+from c2v_rag.training.pseudo.chunks import CorpusChunk, iter_chunks
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
+from c2v_rag.training.pseudo.crops import inverse_cloze
+from c2v_rag.training.pseudo.filters import FilterReport, apply_filters
+from c2v_rag.training.pseudo.headings import heading_pair
+from c2v_rag.training.pseudo.pairs import PseudoPair
+
+logger = logging.getLogger(__name__)
+
+# The gate prefers the queries most like a user's: an LLM's question, then an author's heading, then a crop.
+_GATE_PREFERENCE = {"generated": 0, "heading": 1, "crop": 2}
+# A chunk shorter than this has too little text to hold out or to ask about.
+_MIN_CHUNK_WORDS = 25
+
+
+def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:
+    """Every chunk of ``docs``, with a progress bar over the files (or documents) read."""
+    log = ReadLog()
+    from c2v_rag.rag.read.documents import iter_documents
+
+    # Opening checks every path before any reading; the size it finds is the bar's total.
+    opened = iter_documents(docs, log=log)
+    size = input_size(docs, log)
+    chunks: list[CorpusChunk] = []
+    with tqdm(total=size.total, desc="Reading and chunking", unit=size.unit, disable=not show_progress) as bar:
+        done = 0
+
+        def advance(_: int) -> None:
+            nonlocal done
+            now = log.files_done if size.unit == "file" else done + 1
+            bar.update(now - bar.n)
+            done += 1
+
+        chunks.extend(iter_chunks(opened, chunker, on_document=advance))
+        if size.unit == "file":
+            bar.update(log.files_done - bar.n)
+    if not chunks:
+        raise ValueError("the documents gave no text to make training pairs from")
+    return chunks
+
+
+def corpus_digest(chunks: Sequence[CorpusChunk]) -> str:
+    digest = hashlib.sha256()
+    for c in chunks:
+        digest.update(c.id.encode())
+        digest.update(b"\0")
+        digest.update(c.text.encode())
+        digest.update(b"\1")
+    return digest.hexdigest()
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def choose_heldout(chunks: Sequence[CorpusChunk], config: PseudoPairsConfig) -> set[str]:
+    """Chunk ids held out for the gate: ``holdout_fraction`` of the chunks with enough text, at most ``max_holdout``."""
+    if config.holdout_fraction <= 0:
+        return set()
+    eligible = sorted(c.id for c in chunks if _words(c.text) >= _MIN_CHUNK_WORDS)
+    n = min(config.max_holdout, round(config.holdout_fraction * len(eligible)))
+    return set(random.Random(config.seed).sample(eligible, n)) if n else set()
+
+
+def cheap_pairs(chunks: Sequence[CorpusChunk], config: PseudoPairsConfig) -> list[PseudoPair]:
+    """Crop and heading pairs of every chunk."""
+    rng = random.Random(config.seed + 1)
+    pairs = []
+    for chunk in chunks:
+        if config.headings:
+            pair = heading_pair(chunk, first_of_document=chunk.id.endswith("#0"))
+            if pair is not None:
+                pairs.append(pair)
+        for _ in range(config.crops_per_chunk):
+            pair = inverse_cloze(chunk, rng)
+            if pair is not None:
+                pairs.append(pair)
+    return pairs
+
+
+def generation_targets(
+    chunks: Sequence[CorpusChunk], heldout: set[str], config: PseudoPairsConfig
+) -> list[CorpusChunk]:
+    """The chunks an LLM writes for: held-out ones first (up to half the budget, so the gate has questions of
+    that kind), the rest drawn from the training chunks."""
+    budget = config.max_generated
+    rng = random.Random(config.seed + 2)
+    usable = [c for c in chunks if _words(c.text) >= _MIN_CHUNK_WORDS]
+    held = [c for c in usable if c.id in heldout]
+    train = [c for c in usable if c.id not in heldout]
+    take_held = rng.sample(held, min(len(held), budget // 2))
+    take_train = rng.sample(train, min(len(train), budget - len(take_held)))
+    return take_held + take_train
+
+
+def generated_pairs(
+    targets: Sequence[CorpusChunk], config: PseudoPairsConfig, *, show_progress: bool = True
+) -> list[PseudoPair]:
+    """One LLM question per target chunk (none where the generator gave nothing)."""
+    from c2v_rag.training.pseudo.generation import build_generator
+
+    if not targets:
+        return []
+    generator = build_generator(**generator_options(config))
+    generator.check()
+    with tqdm(total=len(targets), desc="Writing questions", unit="chunk", disable=not show_progress) as bar:
+        out = generator.generate([c.text for c in targets], progress=bar.update)
+    return [
+        PseudoPair(g.text, c.id, "generated", c.text, g.mean_logprob) for c, g in zip(targets, out) if g is not None
+    ]
+
+
+def generator_options(config: PseudoPairsConfig) -> dict[str, Any]:
+    """The keyword arguments of :func:`~c2v_rag.training.pseudo.generation.build_generator` for ``config``."""
+    if config.generator == "openai":
+        return {"kind": "openai", "url": config.generator_url, "model": config.generator_model}
+    return {"kind": config.generator, "batch_size": config.generator_batch_size}
+
+
+def split_pairs(
+    pairs: Sequence[PseudoPair], heldout: set[str], config: PseudoPairsConfig
+) -> tuple[list[PseudoPair], list[PseudoPair]]:
+    """(training pairs, one gate pair per held-out chunk)."""
+    train = [p for p in pairs if p.chunk_id not in heldout]
+    best: dict[str, PseudoPair] = {}
+    for p in pairs:
+        if p.chunk_id in heldout:
+            kept = best.get(p.chunk_id)
+            if kept is None or _GATE_PREFERENCE[p.source] < _GATE_PREFERENCE[kept.source]:
+                best[p.chunk_id] = p
+    if config.max_pairs is not None and len(train) > config.max_pairs:
+        train = random.Random(config.seed + 3).sample(train, config.max_pairs)
+    return train, [best[k] for k in sorted(best)]
+
+
+def make_pairs(
+    docs: Any, chunker: TokenChunker, config: PseudoPairsConfig, folder: str | Path, *, show_progress: bool = True
+) -> PairSet:
+    """Pseudo-pairs of ``docs``, written to (or, when made before with the same inputs, read from) ``folder``."""
+    folder = Path(folder)
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    chunks = read_corpus(docs, chunker, show_progress=show_progress)
+    timings["read"] = time.perf_counter() - start
+    settings = {"config": config.model_dump(mode="json"), "corpus": corpus_digest(chunks), "chunks": len(chunks)}
+    if read_settings(folder) == settings:
+        logger.info("reusing the pseudo-pairs in %s (same documents and settings)", folder)
+        pairs = read_pairs(folder)
+        pairs.report.setdefault("reused", True)
+        return pairs
+    heldout = choose_heldout(chunks, config)
+    start = time.perf_counter()
+    candidates = cheap_pairs(chunks, config)
+    timings["crops_and_headings"] = time.perf_counter() - start
+    if config.generator != "none" and config.max_generated:
+        start = time.perf_counter()
+        candidates += generated_pairs(generation_targets(chunks, heldout, config), config, show_progress=show_progress)
+        timings["generation"] = time.perf_counter() - start
+    start = time.perf_counter()
+    report = FilterReport()
+    kept = apply_filters(
+        candidates,
+        report,
+        min_words=config.min_words,
+        max_words=config.max_words,
+        min_logprob=config.min_logprob,
+        round_trip_k=config.round_trip_k,
+        chunk_ids=[c.id for c in chunks],
+        chunk_texts=[c.text for c in chunks],
+    )
+    timings["filters"] = time.perf_counter() - start
+    train, gate = split_pairs(kept, heldout, config)
+    if not train:
+        raise ValueError(
+            f"no training pair survived the filters ({report.as_dict()}); the documents may be too short for crops "
+            "and have no headings: enable a generator or lower min_words"
+        )
+    pair_set = PairSet(
+        chunks,
+        heldout,
+        train,
+        gate,
+        {
+            "chunks": len(chunks),
+            "heldout_chunks": len(heldout),
+            "by_source": report.as_dict(),
+            "train_pairs": len(train),
+            "heldout_pairs": len(gate),
+            "seconds": timings,
+        },
+    )
+    write_pairs(folder, pair_set, settings)
+    return pair_set
