@@ -41,6 +41,9 @@ class AdaptGate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     sts_tolerance: float = Field(0.005, ge=0)
+    min_gain: float = Field(
+        0.0, description="held-out nDCG@10 the variant must gain over its start to be kept (above this, not equal)"
+    )
     corpus_size: int = Field(
         1000,
         ge=10,

@@ -65,11 +65,13 @@ def score(
     return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman)
 
 
-def decide(before: GateScores, after: GateScores, *, sts_tolerance: float) -> tuple[bool, list[str]]:
+def decide(
+    before: GateScores, after: GateScores, *, sts_tolerance: float, min_gain: float = 0.0
+) -> tuple[bool, list[str]]:
     """Whether the variant passes, and why (or why not), in words with the numbers."""
     reasons = []
     gain = after.ndcg_at_10 - before.ndcg_at_10
-    better = gain > 0
+    better = gain > min_gain
     reasons.append(
         f"held-out nDCG@10 {before.ndcg_at_10:.4f} -> {after.ndcg_at_10:.4f} ({gain:+.4f}): "
         + ("better than the start" if better else "not better than the start")

@@ -274,7 +274,9 @@ def adapt(
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
         scores[name] = score(model, data, general.stsb_dev, sts_limit=config.gate.sts_limit)
         del model
-    kept, reasons = decide(scores["before"], scores["after"], sts_tolerance=config.gate.sts_tolerance)
+    kept, reasons = decide(
+        scores["before"], scores["after"], sts_tolerance=config.gate.sts_tolerance, min_gain=config.gate.min_gain
+    )
     seconds["gate"] = time.perf_counter() - clock
     if kept:
         _publish(candidate, out)

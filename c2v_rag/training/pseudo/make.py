@@ -7,6 +7,7 @@ A folder made with the same documents and settings is read back instead of made 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.rag.read.documents import input_size
 from c2v_rag.rag.read.files import ReadLog
@@ -115,21 +117,67 @@ def generation_targets(
     return take_held + take_train
 
 
+GENERATED_FILE = "generated.jsonl"
+# What decides a generated question besides the passage: the rest of describe() (batch size, device, where the
+# weights were found) changes the cost, not the text.
+_GENERATION_KEYS = ("kind", "model", "url", "max_passage_tokens", "max_new_tokens", "temperature", "seed", "prompt")
+
+
+def _generation_key(description: dict[str, Any], passage: str) -> str:
+    settings = json.dumps({k: description.get(k) for k in _GENERATION_KEYS}, sort_keys=True)
+    return hashlib.sha256((settings + "\0" + passage).encode()).hexdigest()
+
+
 def generated_pairs(
-    targets: Sequence[CorpusChunk], config: PseudoPairsConfig, *, show_progress: bool = True
+    targets: Sequence[CorpusChunk], config: PseudoPairsConfig, *, cache: Path | None = None, show_progress: bool = True
 ) -> list[PseudoPair]:
-    """One LLM question per target chunk (none where the generator gave nothing)."""
-    from c2v_rag.training.pseudo.generation import build_generator
+    """One LLM question per target chunk (none where the generator gave nothing).
+
+    Questions are kept in ``cache`` (JSONL) as they come, keyed by the generator's settings and the passage:
+    a run cut short, or one that changes only the filters or the other sources, asks the generator only for
+    what it has not written yet.
+    """
+    from c2v_rag.training.pseudo.generation import GeneratedQuery, build_generator
 
     if not targets:
         return []
     generator = build_generator(**generator_options(config))
     generator.check()
-    with tqdm(total=len(targets), desc="Writing questions", unit="chunk", disable=not show_progress) as bar:
-        out = generator.generate([c.text for c in targets], progress=bar.update)
-    return [
-        PseudoPair(g.text, c.id, "generated", c.text, g.mean_logprob) for c, g in zip(targets, out) if g is not None
-    ]
+    description = generator.describe()
+    keys = [_generation_key(description, c.text) for c in targets]
+    known: dict[str, GeneratedQuery | None] = {}
+    if cache is not None and cache.is_file():
+        for _, record in iter_jsonl(cache):
+            text = record.get("text")
+            known[record["key"]] = None if text is None else GeneratedQuery(text, record.get("mean_logprob"))
+    todo = [i for i, key in enumerate(keys) if key not in known]
+    with tqdm(
+        total=len(targets),
+        initial=len(targets) - len(todo),
+        desc="Writing questions",
+        unit="chunk",
+        disable=not show_progress,
+    ) as bar:
+        # Batches of the generator's own size, each saved before the next starts.
+        step = max(1, getattr(generator, "batch_size", 16)) * 4
+        for start in range(0, len(todo), step):
+            rows = todo[start : start + step]
+            out = generator.generate([targets[i].text for i in rows], progress=bar.update)
+            for i, result in zip(rows, out):
+                known[keys[i]] = result
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                with cache.open("a", encoding="utf-8") as handle:
+                    for i, result in zip(rows, out):
+                        record = {"key": keys[i], "text": None if result is None else result.text}
+                        record["mean_logprob"] = None if result is None else result.mean_logprob
+                        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    pairs = []
+    for chunk, key in zip(targets, keys):
+        result = known[key]
+        if result is not None:
+            pairs.append(PseudoPair(result.text, chunk.id, "generated", chunk.text, result.mean_logprob))
+    return pairs
 
 
 def generator_options(config: PseudoPairsConfig) -> dict[str, Any]:
@@ -156,9 +204,17 @@ def split_pairs(
 
 
 def make_pairs(
-    docs: Any, chunker: TokenChunker, config: PseudoPairsConfig, folder: str | Path, *, show_progress: bool = True
+    docs: Any,
+    chunker: TokenChunker,
+    config: PseudoPairsConfig,
+    folder: str | Path,
+    *,
+    show_progress: bool = True,
+    generation_cache: Path | None = None,
 ) -> PairSet:
-    """Pseudo-pairs of ``docs``, written to (or, when made before with the same inputs, read from) ``folder``."""
+    """Pseudo-pairs of ``docs``, written to (or, when made before with the same inputs, read from) ``folder``.
+
+    Generated questions are kept in ``generation_cache`` (default ``folder/generated.jsonl``) and reused."""
     folder = Path(folder)
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -176,7 +232,9 @@ def make_pairs(
     timings["crops_and_headings"] = time.perf_counter() - start
     if config.generator != "none" and config.max_generated:
         start = time.perf_counter()
-        candidates += generated_pairs(generation_targets(chunks, heldout, config), config, show_progress=show_progress)
+        targets = generation_targets(chunks, heldout, config)
+        cache = generation_cache or folder / GENERATED_FILE
+        candidates += generated_pairs(targets, config, cache=cache, show_progress=show_progress)
         timings["generation"] = time.perf_counter() - start
     start = time.perf_counter()
     report = FilterReport()

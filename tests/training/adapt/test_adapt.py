@@ -1,0 +1,147 @@
+"""adapt end to end on a tiny variant: pairs, training, the gate, the report, and what the output folder holds
+when the variant is kept or not; the CLI's exit codes; errors before any work."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rag_helpers import make_text
+
+from c2v_rag.training.adapt.config import AdaptConfig, AdaptGate, AdaptTraining
+from c2v_rag.training.adapt.gate import GateScores, decide
+from c2v_rag.training.adapt.general_data import GeneralDataError, find_general_data
+from c2v_rag.training.adapt.run import adapt
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
+
+pytest.importorskip("bm25s")
+pytest.importorskip("llama_index.core")
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def start(tiny_model_factory, tmp_path_factory):
+    """A tiny variant whose embedding mixes in the encoder's vector, as the preset's does."""
+    path = tmp_path_factory.mktemp("start")
+    tiny_model_factory("llama", max_length=256, representation="concat", encoder_share=0.5).save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def general(tmp_path):
+    """General data in the documented layout: STS-B style train and dev, one NLI triplet file."""
+    root = tmp_path / "general"
+    (root / "stsb").mkdir(parents=True)
+    (root / "nli").mkdir()
+    rows = [(f"{(i * 7) % 6 / 1.2:.2f}", make_text(500 + i, 1), make_text(600 + i, 1)) for i in range(40)]
+    for name in ("stsb.train.tsv", "stsb.dev.tsv"):
+        (root / "stsb" / name).write_text(
+            "genre\tsubset\tscore\tsentence1\tsentence2\n" + "".join(f"g\ts\t{s}\t{a}\t{b}\n" for s, a, b in rows)
+        )
+    (root / "nli" / "snli_dev_triplets.tsv").write_text(
+        "anchor\tpositive\tnegative\n"
+        + "".join(f"{make_text(700 + i, 1)}\t{make_text(800 + i, 1)}\t{make_text(900 + i, 1)}\n" for i in range(20))
+    )
+    return root
+
+
+@pytest.fixture
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(16):
+        (docs / f"page{i}.md").write_text(f"# Page {i} about things\n\n{make_text(i, 8)}\n")
+    return docs
+
+
+def config(general, **gate) -> AdaptConfig:
+    return AdaptConfig(
+        pairs=PseudoPairsConfig(generator="none", min_words=2, round_trip_k=None, holdout_fraction=0.25),
+        training=AdaptTraining(steps=3, batch_size=4, precision="fp32", device="cpu"),
+        gate=AdaptGate(corpus_size=20, sts_limit=20, **gate),
+        general_data=str(general),
+    )
+
+
+def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, general, tmp_path):
+    from c2v_rag import Causal2Vec
+
+    out = tmp_path / "adapted"
+    # A gate that any variant passes: the path a kept variant takes, whatever three steps did.
+    report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start))
+    assert report.kept
+    assert set(report.before) == set(report.after) == {"ndcg@10", "mrr@10", "stsb_dev_spearman"}
+    assert report.pairs["train_pairs"] > 0 and report.pairs["heldout_pairs"] > 0
+    assert set(report.seconds) == {"pairs", "training", "gate"}
+    saved = json.loads((out / "adapt_report.json").read_text())
+    assert saved["kept"] and saved["pairs"]["by_source"]["crop"]["kept"] > 0
+    assert (out / "pairs" / "qrels" / "train.tsv").is_file() and not (out / "checkpoints").exists()
+    adapted = Causal2Vec.from_pretrained(out, device="cpu")
+    original = Causal2Vec.from_pretrained(start, device="cpu")
+    texts = [make_text(1, 2), make_text(2, 2)]
+    # The encoder's LoRA trained: the encoder's part of the vector moved.
+    width = original.config.parts["encoder"].stop
+    moved = abs(adapted.encode(texts)[:, :width] - original.encode(texts)[:, :width]).max()
+    assert adapted.config.matryoshka_dims == [width]  # the prefix it trained is one it serves
+    assert moved > 1e-6
+    assert "KEPT" in report.table() and str(out) in report.table()
+
+
+def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, tmp_path):
+    out = tmp_path / "adapted"
+    report = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
+    assert not report.kept
+    assert not (out / "modules.json").exists() and (out / "candidate" / "modules.json").is_file()
+    assert any("not better than the start" in r for r in report.reasons)
+    assert "NOT KEPT" in report.table()
+
+
+def test_rerun_reuses_the_pairs_and_the_trained_candidate(start, folder, general, tmp_path):
+    out = tmp_path / "adapted"
+    first = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
+    again = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
+    assert again.pairs.get("reused") and again.before == first.before and again.after == first.after
+
+
+def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        adapt(folder, out, config=config(general), start=str(start))
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    with pytest.raises(GeneralDataError, match="stsb.dev.tsv"):
+        find_general_data(tmp_path)
+
+
+def test_decide_needs_a_gain_and_a_steady_sts():
+    before = GateScores(0.50, 0.40, 0.80)
+    assert decide(before, GateScores(0.52, 0.41, 0.797), sts_tolerance=0.005)[0]
+    kept, reasons = decide(before, GateScores(0.52, 0.41, 0.79), sts_tolerance=0.005)
+    assert not kept and "lost more than 0.005" in reasons[1]
+    assert not decide(before, GateScores(0.50, 0.41, 0.81), sts_tolerance=0.005)[0]
+
+
+def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
+    import yaml
+
+    from c2v_rag.cli.app import main
+
+    settings = config(general, min_gain=1.0).model_dump(mode="json")
+    path = tmp_path / "adapt.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    code = main(["adapt", str(folder), "--out", str(tmp_path / "cli"), "--from", str(start), "--config", str(path)])
+    assert code == 1 and "NOT KEPT" in capsys.readouterr().out
+    code = main(
+        [
+            "adapt",
+            str(tmp_path / "missing"),
+            "--out",
+            str(tmp_path / "cli2"),
+            "--from",
+            str(start),
+            "--config",
+            str(path),
+        ]
+    )
+    assert code == 2

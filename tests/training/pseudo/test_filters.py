@@ -1,0 +1,83 @@
+"""Filters drop the junk a small generator writes and keep real questions; the round trip ranks with real BM25."""
+
+from __future__ import annotations
+
+import pytest
+
+from c2v_rag.training.pseudo.filters import FilterReport, apply_filters, meta_reason, round_trip_ranks
+from c2v_rag.training.pseudo.pairs import PseudoPair
+
+pytest.importorskip("bm25s")
+
+CHUNKS = {
+    "a#0": "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen inside chloroplasts.",
+    "b#0": "The stock market fell sharply after the central bank raised interest rates again.",
+    "c#0": "Glaciers carve U-shaped valleys as they slide downhill under their own weight over centuries.",
+}
+
+
+def pair(query: str, chunk: str = "a#0", source: str = "generated", logprob: float | None = -0.8) -> PseudoPair:
+    return PseudoPair(query, chunk, source, CHUNKS[chunk], logprob)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Here is a more detailed explanation of the process.",
+        "The claim supports the claim.",
+        "What's your question?",
+        "What is the search question?",
+        "What is the answer to this question?",
+        "According to the text, what happens?",
+        "sugar sugar sugar sugar sugar",
+    ],
+)
+def test_meta_and_degenerate_text_is_dropped(query):
+    assert meta_reason(pair(query)) is not None
+
+
+def test_a_real_question_is_kept():
+    assert meta_reason(pair("How do plants make sugar from sunlight?")) is None
+
+
+def test_round_trip_rank_is_the_own_chunks_bm25_rank():
+    ids, texts = list(CHUNKS), list(CHUNKS.values())
+    ranks = round_trip_ranks(
+        [pair("how do valleys form under glaciers", "c#0"), pair("glaciers valleys", "a#0")], ids, texts
+    )
+    assert ranks[0] == 1 and ranks[1] > 1
+
+
+def test_apply_filters_counts_every_drop_by_source_and_reason():
+    pairs = [
+        pair("How do plants make sugar from sunlight?"),
+        pair("How do plants make sugar from sunlight?", "b#0"),  # the same question for another chunk
+        pair("Why?"),
+        pair("What slides downhill and carves valleys?", "c#0", logprob=-3.0),
+        pair("Which bank decision made share prices drop?", "a#0"),  # its own chunk is not where BM25 looks
+        PseudoPair("Photosynthesis turns light into sugar.", "a#0", "crop", "rest", None),
+    ]
+    report = FilterReport()
+    kept = apply_filters(
+        pairs,
+        report,
+        min_words=3,
+        max_words=40,
+        min_logprob=-1.5,
+        round_trip_k=1,
+        chunk_ids=list(CHUNKS),
+        chunk_texts=list(CHUNKS.values()),
+    )
+    assert [p.query for p in kept] == [
+        "How do plants make sugar from sunlight?",
+        "Photosynthesis turns light into sugar.",
+    ]
+    counts = report.as_dict()
+    assert counts["generated"]["made"] == 5 and counts["generated"]["kept"] == 1
+    assert counts["generated"]["dropped"] == {
+        "duplicate query": 1,
+        "too short": 1,
+        "low log-prob": 1,
+        "own chunk not in BM25 top 1": 1,
+    }
+    assert counts["crop"] == {"made": 1, "kept": 1, "dropped": {}}

@@ -1,0 +1,112 @@
+"""make_pairs on a folder: chunks as ingest cuts them, a held-out split, a BEIR folder the evaluation reader reads,
+reuse when nothing changed, and generated questions kept across runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+import pytest
+from rag_helpers import make_text
+
+from c2v_rag.evaluation.datasets import read_beir
+from c2v_rag.rag.read.chunking import TokenChunker
+from c2v_rag.training.pseudo.config import PseudoPairsConfig
+from c2v_rag.training.pseudo.generation import GENERATORS, GeneratedQuery, QueryGenerator, register
+from c2v_rag.training.pseudo.make import make_pairs
+
+pytest.importorskip("bm25s")
+pytest.importorskip("llama_index.core")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        sections = "\n\n".join(
+            f"## Part {chr(65 + j)} of {i}\n\n{make_text(i * 10 + j, sentences=5)}" for j in range(2)
+        )
+        (docs / f"page{i}.md").write_text(f"# Page {i} title words\n\n{make_text(i, 4)}\n\n{sections}\n")
+    return docs
+
+
+@pytest.fixture
+def chunker(tiny_model_factory):
+    return TokenChunker(tiny_model_factory("llama", max_length=256), chunk_size=200, chunk_overlap=16)
+
+
+class FirstWords(QueryGenerator):
+    """A deterministic generator: the first five words of the passage as a question. It counts its calls."""
+
+    name = "first-words"
+    calls: list[int] = []
+
+    def __init__(self, batch_size: int = 4) -> None:
+        self.batch_size = batch_size
+
+    def check(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "model": "rule", "prompt": "first five words"}
+
+    def generate(
+        self, passages: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> list[GeneratedQuery | None]:
+        FirstWords.calls.append(len(passages))
+        if progress is not None:
+            progress(len(passages))
+        return [GeneratedQuery("Which " + " ".join(p.split()[:5]).lower() + "?", -0.5) for p in passages]
+
+
+def test_pairs_are_written_as_a_beir_folder_with_a_held_out_split(folder, chunker, tmp_path):
+    config = PseudoPairsConfig(generator="none", holdout_fraction=0.2, min_words=2, round_trip_k=None)
+    pairs = make_pairs(folder, chunker, config, tmp_path / "pairs", show_progress=False)
+    assert pairs.train and pairs.heldout
+    assert {p.chunk_id for p in pairs.train}.isdisjoint(pairs.heldout_chunks)
+    assert all(p.chunk_id in pairs.heldout_chunks for p in pairs.heldout)
+    assert len({p.chunk_id for p in pairs.heldout}) == len(pairs.heldout)  # one gate query per held-out chunk
+    assert {p.source for p in pairs.train} == {"crop", "heading"}
+    # The folder reads as BEIR with the project's own (independent) reader.
+    train = read_beir(tmp_path / "pairs", "train")
+    assert len(train.qrels) == len(pairs.train) and len(train.corpus) == len(pairs.chunks)
+    heldout = read_beir(tmp_path / "pairs", "heldout")
+    assert {d for rel in heldout.qrels.values() for d in rel} == {p.chunk_id for p in pairs.heldout}
+    report = json.loads((tmp_path / "pairs" / "report.json").read_text())
+    assert report["train_pairs"] == len(pairs.train) and report["chunks"] == len(pairs.chunks)
+
+
+def test_same_documents_and_settings_reuse_the_folder_and_a_change_remakes_it(folder, chunker, tmp_path):
+    config = PseudoPairsConfig(generator="none", min_words=2, round_trip_k=None)
+    first = make_pairs(folder, chunker, config, tmp_path / "pairs", show_progress=False)
+    stamp = (tmp_path / "pairs" / "queries.jsonl").stat().st_mtime_ns
+    again = make_pairs(folder, chunker, config, tmp_path / "pairs", show_progress=False)
+    assert again.report.get("reused") and [p.query for p in again.train] == [p.query for p in first.train]
+    assert (tmp_path / "pairs" / "queries.jsonl").stat().st_mtime_ns == stamp
+    (folder / "page0.md").write_text("# Changed\n\n" + make_text(99, 6))
+    changed = make_pairs(folder, chunker, config, tmp_path / "pairs", show_progress=False)
+    assert not changed.report.get("reused")
+
+
+def test_generated_questions_are_cached_and_asked_for_only_once(folder, chunker, tmp_path, monkeypatch):
+    register(FirstWords)
+    try:
+        monkeypatch.setattr(
+            "c2v_rag.training.pseudo.make.generator_options", lambda config: {"kind": "first-words", "batch_size": 4}
+        )
+        FirstWords.calls.clear()
+        cache = tmp_path / "generated.jsonl"
+        config = PseudoPairsConfig(
+            generator="local", max_generated=10, min_words=2, round_trip_k=None, min_logprob=None
+        )
+        pairs = make_pairs(folder, chunker, config, tmp_path / "a", show_progress=False, generation_cache=cache)
+        generated = [p for p in pairs.train + pairs.heldout if p.source == "generated"]
+        assert sum(FirstWords.calls) == 10 and generated
+        assert all(p.query.startswith("Which ") and p.mean_logprob == -0.5 for p in generated)
+        # Other filters, another folder, the same generator: nothing is generated again.
+        other = config.model_copy(update={"crops_per_chunk": 0})
+        make_pairs(folder, chunker, other, tmp_path / "b", show_progress=False, generation_cache=cache)
+        assert sum(FirstWords.calls) == 10
+    finally:
+        GENERATORS.pop("first-words", None)
