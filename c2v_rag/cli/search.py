@@ -53,6 +53,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="intra-op CPU threads (default 1: measured fastest for one query on a busy machine)",
     )
     add_model_options(parser, "variant directory or preset (default: the one the collection was built with)")
+    # run() closes the store it opened before returning, so the process may end without its teardown (app.py).
+    parser.set_defaults(exit_fast=True)
     return parser
 
 

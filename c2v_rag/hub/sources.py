@@ -12,6 +12,7 @@ Only safetensors weights are loaded; ``trust_remote_code`` is off unless asked f
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -19,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,11 +207,29 @@ def load_backbone(
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
-        model = AutoModel.from_pretrained(source.location, dtype=dtype, use_safetensors=True, **kwargs)
+        with _no_loading_bar(source):
+            model = AutoModel.from_pretrained(source.location, dtype=dtype, use_safetensors=True, **kwargs)
     except OSError as err:
         hint = "" if source.is_local else " (is the machine offline? pass a local directory or a packaged alias)"
         raise ModelSourceError(f"could not load model weights from {source.location!r}{hint}: {err}") from err
     return model.eval()
+
+
+@contextlib.contextmanager
+def _no_loading_bar(source: ResolvedSource) -> Iterator[None]:
+    """Around the load of a local model: no "Loading weights" bar from transformers. It fills in a fraction of a
+    second and, printed before every search's hits and above ingest's own bar, told the user nothing. A hub
+    model keeps its bars: they show the download."""
+    from transformers.utils import logging as hf_logging
+
+    if not source.is_local or not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
 
 
 def _sentence_transformers_file(source: ResolvedSource, name: str) -> dict | list | None:

@@ -276,3 +276,27 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     assert "already holds Parquet files" in capsys.readouterr().err
     assert main(["ingest", str(folder), "--actors", "2", "--path", str(tmp_path / "q")]) == 2
     assert "--actors, --gpus-per-actor and --cpus-per-actor need --ray" in capsys.readouterr().err
+
+
+def test_search_run_as_the_program_ends_the_process_once_its_output_is_flushed(tmp_path, monkeypatch, capsys):
+    from c2v_rag.cli import app
+
+    exits: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(app.os, "_exit", fake_exit)
+    monkeypatch.setattr(app.sys, "gettrace", lambda: None)  # as without coverage
+    args = ["search", "anything", "--path", str(tmp_path), "--collection", "nothing_here"]
+    # Called with arguments (tests, other programs): it returns, and the caller's process goes on.
+    assert main(args) == 2 and exits == []
+    # Called as the program (argv None): the process ends with the same code, the error line already out.
+    monkeypatch.setattr(app.sys, "argv", ["c2v-rag", *args])
+    with pytest.raises(SystemExit):
+        main()
+    assert exits == [2] and "nothing_here" in capsys.readouterr().err
+    # Under a profiler the normal exit runs, so that it can write its results.
+    monkeypatch.setattr(app.sys, "getprofile", lambda: object())
+    assert main() == 2 and exits == [2]

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
 import sys
 import threading
 import time
@@ -283,7 +285,15 @@ class IngestProgress:
         )
         # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
         # every update may redraw (at most every mininterval), even one that only changes the postfix.
-        self.bar = tqdm(desc=desc, total=size.total, bar_format=bar_format, disable=not show, smoothing=0, miniters=0)
+        self.bar = tqdm(
+            desc=desc,
+            total=size.total,
+            bar_format=bar_format,
+            disable=not show,
+            smoothing=0,
+            miniters=0,
+            **_unsized_terminal(sys.stderr),
+        )
         if not self.bar.disable:
             self.bar.start_t -= time.perf_counter() - self.started  # elapsed on the rate's clock
             self._output.enter_context(_printed_above_bars())
@@ -343,6 +353,25 @@ class IngestProgress:
         rate = chunks / seconds if seconds > 0 else 0.0
         self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
         self.bar.update(inputs - self.bar.n)
+
+
+def _unsized_terminal(stream: Any) -> dict[str, int]:
+    """tqdm's ``ncols`` and ``nrows`` where ``stream`` is a terminal that reports no size, else none (tqdm measures).
+
+    A pseudo-terminal nobody sized (``script`` or ``docker exec -t`` run from a pipe, some CI runners) reports
+    0 or -1 columns and rows: tqdm then cuts each line of its bar to nothing and counts the bar as below the
+    screen, so the user saw blank lines and no bar at all.
+    """
+    try:
+        if not stream.isatty():
+            return {}
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return {}
+    if size.columns > 0 and size.lines > 0:
+        return {}
+    fallback = shutil.get_terminal_size((100, 24))
+    return {"ncols": fallback.columns, "nrows": fallback.lines}
 
 
 @contextlib.contextmanager

@@ -150,3 +150,28 @@ def test_the_truncation_warning_counts_the_encoders_cuts_once_per_run(
                 f"{cut} of {len(chunks)} chunks exceeded the encoder's limit of {limit} tokens and were truncated "
                 "for the encoder."
             ]
+
+
+def test_a_terminal_that_reports_no_size_still_shows_the_bar():
+    import io
+    import os
+
+    from tqdm import tqdm
+
+    from c2v_rag.rag.ingestion.pipeline import _unsized_terminal
+
+    leader, follower = os.openpty()  # a new pseudo-terminal has 0 columns and 0 rows, like an unsized `script`
+    try:
+        with os.fdopen(follower, "w", closefd=False) as tty:
+            size = _unsized_terminal(tty)
+            assert size["ncols"] > 0 and size["nrows"] > 0
+            with tqdm(total=3, desc="Ingesting into x", file=tty, mininterval=0, **size) as bar:
+                bar.update(1)
+            tty.flush()
+        drawn = os.read(leader, 1 << 16).decode()
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert "Ingesting into x:  33%|" in drawn  # at the terminal's own size (0 x 0) tqdm drew nothing
+    # Not a terminal: tqdm measures as usual.
+    assert _unsized_terminal(io.StringIO()) == {}
