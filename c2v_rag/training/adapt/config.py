@@ -45,7 +45,7 @@ class AdaptGate(BaseModel):
         0.0, description="held-out nDCG@10 the variant must gain over its start to be kept (above this, not equal)"
     )
     corpus_size: int = Field(
-        1000,
+        500,
         ge=10,
         description="chunks the held-out queries are scored against: their own, each query's BM25 top 10, then "
         "random ones (each costs an encoding per model)",

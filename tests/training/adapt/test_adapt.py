@@ -85,6 +85,16 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     assert adapted.config.matryoshka_dims == [width]  # the prefix it trained is one it serves
     assert moved > 1e-6
     assert "KEPT" in report.table() and str(out) in report.table()
+    # A collection built with the start refuses the adapted variant, and says how to move it.
+    import c2v_rag
+
+    store = tmp_path / "qdrant"
+    c2v_rag.ingest(folder, collection="docs", path=store, model=str(start), device="cpu", show_progress=False)
+    with pytest.raises(Exception, match="c2v-rag reindex"):
+        c2v_rag.ingest(folder, collection="docs", path=store, model=str(out), device="cpu", show_progress=False)
+    c2v_rag.ingest(folder, collection="docs-adapted", path=store, model=str(out), device="cpu", show_progress=False)
+    hits = c2v_rag.search(make_text(3, 1), collection="docs-adapted", path=store, model=str(out), device="cpu")
+    assert hits
 
 
 def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, tmp_path):
