@@ -230,7 +230,7 @@ def adapt(
     seconds: dict[str, float] = {}
     # Everything that can be checked is checked before the first document is read.
     _check_output(out, config.overwrite)
-    require("llama_index.core", "chunking documents as ingest does", "qdrant")
+    require("llama_index.core", "chunking documents as ingest does", "adapt")
     start_config = variant_config(config.start)
     task = config.task or start_config.default_task
     general = find_general_data(config.general_data)
