@@ -57,7 +57,7 @@ def per_query_ndcg(model, data, eval_dim: int | None) -> dict[str, float]:
 
 def bm25_ndcg(data) -> dict[str, float]:
     from c2v_rag.evaluation.metrics import ndcg_at_k
-    from c2v_rag.training.mining import bm25_rankings
+    from c2v_rag.training.bm25 import bm25_rankings
 
     qids = data.judged_query_ids
     ranked = bm25_rankings([data.queries[i] for i in qids], [data.corpus[i] for i in data.doc_ids], 10)
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> None:
     from c2v_rag.rag.read.chunking import TokenChunker
     from c2v_rag.training.adapt.config import AdaptConfig, AdaptTraining
     from c2v_rag.training.adapt.general_data import find_general_data
-    from c2v_rag.training.adapt.run import PAIRS_DIR, train_config
+    from c2v_rag.training.adapt.run import train_config
     from c2v_rag.training.pseudo.make import make_pairs
     from c2v_rag.training.trainer import Trainer
 
@@ -154,7 +154,7 @@ def summary(args: argparse.Namespace) -> None:
         records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
         base = next((r for r in records if r["condition"] == "start"), None)
         print(f"\n{folder.name}")
-        print(f"| condition | seed | nDCG@10 | vs start | p (paired bootstrap, one-sided) |")
+        print("| condition | seed | nDCG@10 | vs start | p (paired bootstrap, one-sided) |")
         print("|---|---|---|---|---|")
         for r in sorted(records, key=lambda r: (CONDITIONS.index(r["condition"]), r["seed"])):
             delta, p = paired_bootstrap(base["per_query"], r["per_query"]) if base and r is not base else (0.0, 1.0)
@@ -167,7 +167,8 @@ def summary(args: argparse.Namespace) -> None:
                 pooled = {f"{r['seed']}:{k}": v for r in rs for k, v in r["per_query"].items()}
                 pooled_base = {f"{r['seed']}:{k}": base["per_query"][k] for r in rs for k in r["per_query"]}
                 delta, p = paired_bootstrap(pooled_base, pooled)
-                print(f"{condition}: {len(rs)} seeds, mean {np.mean([r['ndcg@10'] for r in rs]):.4f}, {delta:+.4f} vs start, p {p:.4f}")
+                mean = np.mean([r["ndcg@10"] for r in rs])
+                print(f"{condition}: {len(rs)} seeds, mean {mean:.4f}, {delta:+.4f} vs start, p {p:.4f}")
 
 
 def main() -> None:

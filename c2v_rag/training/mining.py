@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from c2v_rag.training.bm25 import bm25_rankings
 from c2v_rag.training.data import Example, with_negatives
 
 if TYPE_CHECKING:
@@ -31,19 +32,6 @@ def passage_pool(examples: Sequence[Example], corpus: dict[str, str] | None = No
         for key, text in zip(e.negative_keys, e.negatives):
             pool.setdefault(key, text)
     return pool
-
-
-def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int) -> np.ndarray:
-    """Indices [len(queries), depth] of the best-scoring pool texts for each query, by BM25 (bm25s)."""
-    from c2v_rag.core.extras import require
-
-    bm25s = require("bm25s", "BM25 mining", "train")
-    depth = min(depth, len(pool_texts))
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(list(pool_texts), stopwords="en", show_progress=False), show_progress=False)
-    tokens = bm25s.tokenize(list(queries), stopwords="en", show_progress=False)
-    indices, _ = retriever.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
-    return np.asarray(indices)
 
 
 def embed_for_mining(

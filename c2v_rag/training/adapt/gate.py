@@ -22,7 +22,7 @@ _DISTRACTORS_PER_QUERY = 10
 
 def gate_data(pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0) -> RetrievalData:
     """The held-out queries, their judgements, and the chunks they are scored against."""
-    from c2v_rag.training.mining import bm25_rankings
+    from c2v_rag.training.bm25 import bm25_rankings
 
     full = gate_corpus(pairs)
     ids = list(full)

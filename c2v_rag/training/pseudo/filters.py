@@ -59,7 +59,7 @@ def logprob_reason(pair: PseudoPair, min_logprob: float | None) -> str | None:
 def round_trip_ranks(pairs: Sequence[PseudoPair], chunk_ids: Sequence[str], chunk_texts: Sequence[str]) -> list[int]:
     """Each pair's chunk's BM25 rank (1 = first) among ``chunk_texts`` for its query; a rank past the search
     depth is ``len(chunk_texts) + 1``."""
-    from c2v_rag.training.mining import bm25_rankings
+    from c2v_rag.training.bm25 import bm25_rankings
 
     if not pairs:
         return []

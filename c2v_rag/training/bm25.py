@@ -1,0 +1,20 @@
+"""BM25 rankings (bm25s): mining's candidates, the pseudo-query round trip and the gate's distractors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def bm25_rankings(queries: Sequence[str], pool_texts: Sequence[str], depth: int) -> np.ndarray:
+    """Indices [len(queries), depth] of the best-scoring pool texts for each query, by BM25 (bm25s)."""
+    from c2v_rag.core.extras import require
+
+    bm25s = require("bm25s", "BM25 mining", "train")
+    depth = min(depth, len(pool_texts))
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(list(pool_texts), stopwords="en", show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(list(queries), stopwords="en", show_progress=False)
+    indices, _ = retriever.retrieve(tokens, k=depth, show_progress=False, n_threads=1)
+    return np.asarray(indices)
