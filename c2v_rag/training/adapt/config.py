@@ -20,7 +20,7 @@ class AdaptTraining(BaseModel):
 
     parts: Literal["encoder", "decoder", "both"] = "encoder"
     steps: int = Field(150, ge=1)
-    batch_size: int = Field(32, ge=2)
+    batch_size: int = Field(16, ge=2)
     lr: float = Field(1e-4, gt=0)
     lora_r: int = Field(16, ge=1)
     lora_alpha: float = Field(32.0, gt=0)

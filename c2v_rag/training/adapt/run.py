@@ -30,8 +30,9 @@ REPORT_FILE = "adapt_report.json"
 PAIRS_DIR = "pairs"
 CANDIDATE_DIR = "candidate"
 DOCUMENTS_FILE = "documents.jsonl"
+RECIPE_FILE = "adapt_recipe.json"
 # What stays in candidate/ when the variant is published into the output folder.
-_NOT_PUBLISHED = {"checkpoints", "mined", "pairs"}
+_NOT_PUBLISHED = {"checkpoints", "mined", "pairs", RECIPE_FILE}
 
 
 def _check_output(out: Path, overwrite: bool) -> None:
@@ -174,6 +175,25 @@ def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, t
     )
 
 
+def _candidate_matches(candidate: Path, recipe: Any, *, overwrite: bool) -> bool:
+    """Whether ``candidate`` holds a finished training of ``recipe`` (to reuse). A candidate of other settings is
+    removed under ``overwrite`` and refused otherwise: resuming it would train something else."""
+    saved = candidate / RECIPE_FILE
+    if not saved.is_file():
+        if candidate.exists() and any(candidate.iterdir()):
+            shutil.rmtree(candidate)  # an older run's leftovers, with no record of what they were
+        return False
+    if saved.read_text(encoding="utf-8").strip() != recipe.model_dump_json(indent=2).strip():
+        if not overwrite:
+            raise FileExistsError(
+                f"{candidate} holds a training with other settings (steps, data, model...). Pass --overwrite to "
+                "start it over, or name another --out"
+            )
+        shutil.rmtree(candidate)
+        return False
+    return (candidate / "modules.json").is_file()
+
+
 def _publish(candidate: Path, out: Path) -> None:
     """Copy the candidate's variant files into the output folder (training leftovers stay behind)."""
     for item in candidate.iterdir():
@@ -255,15 +275,16 @@ def adapt(
         )
 
     clock = time.perf_counter()
-    trainer = Trainer(recipe)
     candidate = Path(recipe.output.dir)
-    resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
-    if (candidate / "modules.json").is_file() and not resume:
+    if _candidate_matches(candidate, recipe, overwrite=config.overwrite):
         logger.info("reusing the trained candidate in %s", candidate)
     else:
+        resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
         if candidate.exists() and not resume:
             shutil.rmtree(candidate)
+        trainer = Trainer(recipe)
         trainer.setup(resume=resume)
+        (candidate / RECIPE_FILE).write_text(recipe.model_dump_json(indent=2) + "\n", encoding="utf-8")
         trainer.fit()
     seconds["training"] = time.perf_counter() - clock
 

@@ -155,3 +155,16 @@ def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
         ]
     )
     assert code == 2
+
+
+def test_other_settings_do_not_reuse_the_candidate(start, folder, general, tmp_path):
+    out = tmp_path / "adapted"
+    adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
+    changed = config(general, min_gain=1.0)
+    changed.training.steps = 4
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        adapt(folder, out, config=changed, start=str(start))
+    changed.overwrite = True
+    report = adapt(folder, out, config=changed, start=str(start))
+    history = (out / "candidate" / "history.jsonl").read_text().splitlines()
+    assert len(history) == 4 and report.pairs.get("reused")
