@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -186,10 +187,54 @@ def _check_safetensors(source: ResolvedSource) -> None:
 def load_tokenizer(source: ResolvedSource, *, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
+    kwargs = _load_kwargs(source, trust_remote_code)
+    config = None if trust_remote_code else _tokenizer_config_stand_in(source)
+    if config is not None:
+        kwargs["config"] = config
     try:
-        return AutoTokenizer.from_pretrained(source.location, **_load_kwargs(source, trust_remote_code))
+        return AutoTokenizer.from_pretrained(source.location, **kwargs)
     except OSError as err:
         raise ModelSourceError(f"could not load the tokenizer of {source.location!r}: {err}") from err
+
+
+# Model types whose configuration classes AutoTokenizer would otherwise import; verified to pick the same tokenizer
+# with the stand-in below (tests/hub/test_plain_forward.py)
+_STAND_IN_MODEL_TYPES = ("llama", "bert")
+
+
+def _tokenizer_config_stand_in(source: ResolvedSource) -> SimpleNamespace | None:
+    """What ``AutoTokenizer`` reads of the model's config (model type, name, declared tokenizer class), read from a
+    local ``config.json``, or None to let it load the config itself.
+
+    Loading the config the usual way imports the model's configuration module, and through it (Llama's, in
+    transformers 5) much of transformers' modeling stack: about a second of every search. The tokenizer chosen
+    depends only on these fields, taken as they are, where the tokenizer's own config names its class and no
+    remote code is involved; elsewhere AutoTokenizer decides as always. ``C2V_RAG_PLAIN_FORWARD=0`` turns it off.
+    """
+    from c2v_rag.hub.plain_weights import plain_forward_enabled
+
+    if not source.is_local or not plain_forward_enabled():
+        return None
+    root = Path(source.location)
+    try:
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+        tokenizer_config = json.loads((root / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(config, dict)
+        or not isinstance(tokenizer_config, dict)
+        or config.get("model_type") not in _STAND_IN_MODEL_TYPES
+        or not tokenizer_config.get("tokenizer_class")
+        or "auto_map" in config
+        or "auto_map" in tokenizer_config
+    ):
+        return None
+    fields = {"model_type": config["model_type"], "_name_or_path": source.location}
+    fields["tokenizer_class"] = config.get("tokenizer_class")
+    if "model_name" in config:
+        fields["model_name"] = config["model_name"]
+    return SimpleNamespace(**fields)
 
 
 def load_backbone(

@@ -24,7 +24,7 @@ import json
 import logging
 import shutil
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -33,6 +33,7 @@ import torch
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
 from c2v_rag.core.errors import VariantLoadError
 from c2v_rag.hub.merged import find_merged, merged_key, store_merged
+from c2v_rag.hub.plain_weights import plain_forward_enabled
 from c2v_rag.hub.presets import resolve_variant_path
 from c2v_rag.hub.sources import resolve_reference
 from c2v_rag.hub.st_files import write_st_files
@@ -72,6 +73,7 @@ class VariantModel(Protocol):
         device: str | torch.device | None,
         dtype: str | torch.dtype | None,
         backbones: Mapping[str, Path] | None = None,
+        plain: Collection[str] = (),
     ) -> ModelT: ...
 
     def to(self: ModelT, device: torch.device) -> ModelT: ...
@@ -153,12 +155,16 @@ def load_variant(
 
     Merged adapters are read from the cache of merged backbones when it holds them (:mod:`c2v_rag.hub.merged`),
     and put there when it does not: the same tensors either way.
+
+    A backbone whose weights are final once read (no adapter, or its merged copy from the cache) may run the
+    plain-torch forward (:mod:`c2v_rag.nn.plain`, where it is exact; ``C2V_RAG_PLAIN_FORWARD=0`` turns it off):
+    it needs no import of transformers' modeling code, seconds of every process that loads a model.
     """  # noqa: E501
     directory = resolve_variant_path(name_or_path)
     config = read_config(directory)
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
     # Quantized after the adapters merge into the float weights (below), so checked for dtype first.
-    from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
+    from c2v_rag.core.devices import resolve_compute_dtype, resolve_device, resolve_quantize
 
     target = resolve_device(device)
     dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
@@ -172,7 +178,10 @@ def load_variant(
     if merge_adapters:
         keys = {role: _merged_key(config, digest, role, path, dtype, target) for role, path in adapters.items()}
     cached = {role: found for role, key in keys.items() if (found := find_merged(key)) is not None}
-    model = cls.from_config(config, device=device, dtype=dtype, backbones=cached)
+    plain = [role for role in ("decoder", "encoder") if role not in adapters or role in cached]
+    if not (merge_adapters and plain_forward_enabled()) or resolve_quantize(quantize, target) != "none":
+        plain = []  # adapters to attach, or int8 to export: both work on transformers' modules
+    model = cls.from_config(config, device=device, dtype=dtype, backbones=cached, plain=plain)
     if projector_state is not None:
         try:
             model.projector.load_state_dict(projector_state)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -26,8 +26,10 @@ from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import InContextPrompt, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
+from c2v_rag.hub.plain_weights import load_plain_backbone
 from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
+from c2v_rag.nn.plain import PlainBackbone
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector
 from c2v_rag.nn.projector import ContextualProjector
 from c2v_rag.nn.readout import REPRESENTATIONS, Representation
@@ -132,26 +134,32 @@ class Causal2Vec(nn.Module):
         quantize: str | None = None,
         seed: int = 0,
         backbones: Mapping[str, Path] | None = None,
+        plain: Collection[str] = (),
     ) -> Causal2Vec:
         """Load the base models named by ``config`` and build a model with a fresh projector.
 
         ``quantize`` is :meth:`from_pretrained`'s. ``backbones`` maps ``"decoder"``/``"encoder"`` to a
         directory to read that backbone's weights from instead of its base model's (a copy with its adapter
         merged in, :mod:`c2v_rag.hub.merged`); the tokenizers and the config's references stay the base's.
+        ``plain`` names the roles (``"decoder"``, ``"encoder"``) that may run the plain-torch inference forward
+        (:mod:`c2v_rag.nn.plain`) where it computes exactly what transformers would; ``from_pretrained`` asks for
+        it, for the weights it does not change after loading.
         """
         config = config.model_copy(deep=True)
         target = resolve_device(device)
         torch_dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
         attn = config.attn_implementation or _default_attention(target)
         weights = {role: ResolvedSource(str(path)) for role, path in (backbones or {}).items()}
+        plain = plain if _plain_applies(config, target, attn, quantize) else ()
 
         dec_source = resolve_reference(config.decoder, config.decoder_revision)
         tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
-        decoder = load_backbone(
+        decoder = _load_backbone(
             weights.get("decoder", dec_source),
             dtype=torch_dtype,
             attn_implementation=attn,
             trust_remote_code=config.trust_remote_code,
+            plain="decoder" in plain,
         )
         d = _hidden_size(decoder.config)
         _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
@@ -163,8 +171,11 @@ class Causal2Vec(nn.Module):
                 raise ValueError("num_contextual_tokens > 0 needs an encoder: set config.encoder")
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
             enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
-            encoder = load_backbone(
-                weights.get("encoder", enc_source), dtype=ENCODER_DTYPE, trust_remote_code=config.trust_remote_code
+            encoder = _load_backbone(
+                weights.get("encoder", enc_source),
+                dtype=ENCODER_DTYPE,
+                trust_remote_code=config.trust_remote_code,
+                plain="encoder" in plain,
             )
             k = _hidden_size(encoder.config)
             _check_size("encoder", config.encoder, config.encoder_hidden_size, k)
@@ -239,6 +250,7 @@ class Causal2Vec(nn.Module):
             raise ValueError(
                 f"int8 quantization starts from float32 weights, got {self.dtype}: load with dtype='float32'"
             )
+        self.use_transformers_backbones()  # the ONNX export traces transformers' modules
         from c2v_rag.cpu.int8 import int8_decoder
         from c2v_rag.cpu.onnx_encoder import onnx_encoder
 
@@ -251,6 +263,31 @@ class Causal2Vec(nn.Module):
             self.projector.row_by_row = True
         self.quantization = applied
         return self
+
+    def use_transformers_backbones(self) -> Causal2Vec:
+        """Replace a plain-torch backbone (:mod:`c2v_rag.nn.plain`) by the transformers model of the same weights,
+        on the same device and in the same dtype; returns this model. Training, adapters and the ONNX export
+        need transformers' modules; :meth:`train` and int8 quantization call this, so callers rarely need to."""
+        for role in ("decoder", "encoder"):
+            module = getattr(self, role)
+            if isinstance(module, PlainBackbone):
+                parameter = next(module.parameters())
+                replacement = load_backbone(
+                    ResolvedSource(module.source),
+                    dtype=parameter.dtype,
+                    # the decoder's plain forward stands in for sdpa only (_plain_applies); the encoder loads
+                    # with transformers' default, as from_config loads it
+                    attn_implementation="sdpa" if role == "decoder" else None,
+                )
+                setattr(self, role, replacement.to(parameter.device).train(module.training))
+        return self
+
+    def train(self, mode: bool = True) -> Causal2Vec:
+        """Set training mode (``nn.Module.train``); a plain-torch backbone, inference-only, is replaced by its
+        transformers model first (:meth:`use_transformers_backbones`), which applies dropout as training expects."""
+        if mode:
+            self.use_transformers_backbones()
+        return super().train(mode)
 
     def save_pretrained(self, path: str | Path) -> Path:
         """Write this variant (config, projector, adapters) to ``path``; base weights stay referenced."""
@@ -591,6 +628,40 @@ def _reads_text(config: Causal2VecConfig) -> bool:
     """Whether the embedding depends on the text tokens after C: where its representation reads them, or where
     attention is bidirectional and so even h_C sees them."""
     return REPRESENTATIONS[config.representation].reads_text or config.attention != "causal"
+
+
+def _plain_applies(config: Causal2VecConfig, device: torch.device, attn: str, quantize: str | None) -> bool:
+    """Whether the plain-torch forward may stand in for transformers' here: what it reproduces exactly is
+    inference on a CPU, with sdpa attention, causal, on float weights (int8 exports transformers' modules)."""
+    from c2v_rag.core.devices import resolve_quantize
+
+    return (
+        device.type == "cpu"
+        and attn == "sdpa"
+        and config.attention == "causal"
+        and not config.echo
+        and not config.trust_remote_code
+        and resolve_quantize(quantize, device) == "none"
+    )
+
+
+def _load_backbone(
+    source: ResolvedSource,
+    *,
+    dtype: torch.dtype,
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+    plain: bool = False,
+) -> nn.Module:
+    """The backbone at ``source``: its plain-torch forward when ``plain`` and it has an exact one (a local Llama or
+    BERT folder; see :func:`~c2v_rag.hub.plain_weights.load_plain_backbone`), else transformers' model."""
+    if plain and source.is_local:
+        module = load_plain_backbone(source.location, dtype=dtype)
+        if module is not None:
+            return module
+    return load_backbone(
+        source, dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code
+    )
 
 
 def _default_attention(device: torch.device) -> str:

@@ -59,8 +59,12 @@ def test_a_merged_load_is_cached_and_read_back_bit_for_bit(lora_variant, cache, 
         again = load(lora_variant)
     np.testing.assert_array_equal(again.encode_queries(TEXTS), first.encode_queries(TEXTS))
     np.testing.assert_array_equal(again.encode_documents(TEXTS), first.encode_documents(TEXTS))
+    weights = again.state_dict()
     for name, tensor in first.state_dict().items():
-        assert torch.equal(again.state_dict()[name], tensor), name
+        if name.startswith("encoder.pooler."):  # BERT's pooler, which the plain forward (read here) does not run
+            assert name not in weights
+            continue
+        assert torch.equal(weights[name], tensor), name
     # What the model records of its variant does not depend on where its weights were read from.
     assert again.weights_digest == first.weights_digest
     assert again.adapter_sources == first.adapter_sources
