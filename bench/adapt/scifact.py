@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> None:
         if mined.is_file() and args.condition != "general" and not (candidate / "mined").exists():
             (candidate / "mined").mkdir(parents=True, exist_ok=True)
             shutil.copy2(mined, candidate / "mined" / "corpus.jsonl")
-        resume = (candidate / "checkpoints").is_dir()
+        # The copied negatives (or an earlier run's checkpoints) are this run's own: resume, never refuse them.
+        resume = (candidate / "checkpoints").is_dir() or (candidate / "mined").is_dir()
         if not (candidate / "modules.json").is_file():
             trainer = Trainer(recipe)
             trainer.setup(resume=resume)
