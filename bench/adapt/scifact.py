@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> None:
         pairs = make_pairs(str(corpus), chunker, config.pairs, pairs_dir, generation_cache=runs / "generated.jsonl")
         record["pairs"] = pairs.report
         out = runs / f"{start_name}-{args.condition}-seed{args.seed}"
-        recipe = train_config(config, str(corpus), out, general, task)
+        recipe = train_config(config, str(corpus), out, general, task, train_pairs=len(pairs.train))
         # The pairs folder of this condition, shared by its seeds (and the mined negatives with it).
         recipe.datasets[0].pairs_dir = str(pairs_dir)
         if args.condition == "general":

@@ -85,9 +85,22 @@ def cpu_facts() -> dict[str, Any]:
 _FLAGS = {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "fma"}
 
 
-def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, task: str | None) -> Any:
+def _data_rows(path: Path) -> int:
+    """Rows of a general-data file: its non-empty lines less the header."""
+    with path.open(encoding="utf-8") as handle:
+        return max(1, sum(1 for line in handle if line.strip()) - 1)
+
+
+def train_config(
+    config: AdaptConfig, documents: str, out: Path, general: Any, task: str | None, train_pairs: int = 1
+) -> Any:
     """The training recipe ``adapt`` runs: the corpus's pseudo-pairs mixed with general data, LoRA where
-    ``training.parts`` says, mined negatives with the margin filter."""
+    ``training.parts`` says, mined negatives with the margin filter.
+
+    A dataset's ``weight`` scales its batches by its size (:class:`~c2v_rag.training.sampling.HomogeneousBatchPlan`),
+    so the weights here divide each share by the dataset's size: ``general_share`` of the batches come from the
+    general data, split evenly between its files, whatever the corpus's size (``train_pairs`` pairs).
+    """
     from c2v_rag.rag.embedding import variant_config
     from c2v_rag.training.config import (
         DatasetSection,
@@ -113,7 +126,11 @@ def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, t
         objective = ContrastiveConfig(parts={}, matryoshka={encoder_part.stop: 1.0})
     else:
         objective = ContrastiveConfig(parts={"full": 1.0}, matryoshka={})
-    general_weight = t.general_share / (1 + len(general.nli)) if t.general_share else 0
+    general_files = [general.stsb_train, *general.nli]
+    # A weight w gives a dataset of n examples round(w * n / batch_size) batches an epoch: w = share * steps *
+    # batch_size / n makes one epoch the run's steps, each dataset its share of them.
+    epoch = t.steps * t.batch_size
+    general_weight = {p: t.general_share / len(general_files) * epoch / _data_rows(p) for p in general_files}
     datasets = [
         DatasetSection(
             name="corpus",
@@ -122,7 +139,7 @@ def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, t
             task=task,
             pseudo_pairs=config.pairs,
             pairs_dir=str(out / PAIRS_DIR),
-            weight=1 - t.general_share,
+            weight=(1 - t.general_share) * epoch / max(1, train_pairs),
         )
     ]
     if t.general_share:
@@ -133,11 +150,11 @@ def train_config(config: AdaptConfig, documents: str, out: Path, general: Any, t
                 path=str(general.stsb_train),
                 task="STSBenchmark",
                 loss="cosent",
-                weight=general_weight,
+                weight=general_weight[general.stsb_train],
             )
         )
         datasets += [
-            DatasetSection(name=f"nli_{i}", format="triplets_tsv", path=str(p), task="NLI", weight=general_weight)
+            DatasetSection(name=f"nli_{i}", format="triplets_tsv", path=str(p), task="NLI", weight=general_weight[p])
             for i, p in enumerate(general.nli)
         ]
     lora = LoraSection(enabled=t.parts != "encoder", r=t.lora_r, alpha=t.lora_alpha)
@@ -267,6 +284,7 @@ def adapt(
     chunker = TokenChunker.for_variant(config.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
     pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR)
     seconds["pairs"] = time.perf_counter() - clock
+    recipe = train_config(config, documents, out, general, task, train_pairs=len(pairs.train))
     logger.info("%d training pairs, %d held-out queries", len(pairs.train), len(pairs.heldout))
     if not pairs.heldout:
         raise ValueError(

@@ -168,3 +168,22 @@ def test_other_settings_do_not_reuse_the_candidate(start, folder, general, tmp_p
     report = adapt(folder, out, config=changed, start=str(start))
     history = (out / "candidate" / "history.jsonl").read_text().splitlines()
     assert len(history) == 4 and report.pairs.get("reused")
+
+
+@pytest.mark.parametrize("train_pairs", [300, 30000])
+def test_general_share_is_the_share_of_batches_whatever_the_corpus_size(start, general, tmp_path, train_pairs):
+    from c2v_rag.training.adapt.general_data import find_general_data
+    from c2v_rag.training.adapt.run import train_config
+    from c2v_rag.training.data import Example
+    from c2v_rag.training.sampling import HomogeneousBatchPlan
+
+    settings = AdaptConfig(start=str(start), training=AdaptTraining(steps=100, batch_size=4, general_share=0.3))
+    recipe = train_config(settings, "docs", tmp_path, find_general_data(general), None, train_pairs=train_pairs)
+    sizes = {"corpus": train_pairs, "stsb": 40, "nli_0": 20}
+    plan = HomogeneousBatchPlan(
+        {name: [Example(f"q{i}", f"p{i}") for i in range(n)] for name, n in sizes.items()},
+        4,
+        seed=0,
+        weights={d.display_name: d.weight for d in recipe.datasets},
+    )
+    assert plan.batches_per_epoch == {"corpus": 70, "stsb": 15, "nli_0": 15}
