@@ -41,6 +41,11 @@ class AdaptReport(BaseModel):
                 delta = f"{after - self.before[key]:+.4f}" if after is not None else ""
                 lines.append(f"  {key:<18} {self.before[key]:.4f} -> {shown:>8}  {delta}")
         lines.append("Time: " + ", ".join(f"{phase} {secs / 60:.1f} min" for phase, secs in self.seconds.items()))
+        if self.cpu:
+            flags = " ".join(self.cpu.get("flags", [])) or "no AVX2/AVX-512 flags"
+            lines.append(
+                f"  on {self.cpu.get('name') or 'a CPU'}, {self.cpu.get('torch_threads')} torch threads; {flags}"
+            )
         lines.extend(f"  {reason}" for reason in self.reasons)
         verdict = (
             f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"
