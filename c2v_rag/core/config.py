@@ -283,10 +283,8 @@ class Causal2VecConfig(BaseModel):
 
     @property
     def vector_sizes(self) -> list[int]:
-        """The sizes this variant embeds at: its trained Matryoshka prefixes, the whole vector, and the encoder's
-        part when the vector mixes one in (it is the encoder's own sentence vector, an embedding by itself)."""
-        encoder = self.parts.get("encoder") if self.encoder_share else None
-        return sorted({*self.matryoshka_dims, self.embedding_dim, *([encoder.stop] if encoder is not None else [])})
+        """The sizes this variant embeds at: its trained Matryoshka prefixes and the whole vector."""
+        return sorted({*self.matryoshka_dims, self.embedding_dim})
 
     def check_truncate_dim(self, truncate_dim: int | None) -> int | None:
         """``truncate_dim`` if the variant was trained for that prefix size (or it is the full size), else a

@@ -46,12 +46,23 @@ def embed_for_mining(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Unit vectors of the queries [Q, d] and of the pool [P, d] by the model (the prefix of ``truncate_dim``
     values when given: the part of the vector the loss trains)."""
-    kwargs = {"batch_size": batch_size, "normalize_embeddings": True, "truncate_dim": truncate_dim}
+    # A prefix the variant serves is computed from what it needs (the encoder's part: no decoder); another one
+    # (a variant not yet trained for it) is cut from the whole vector, the same values.
+    served = truncate_dim is None or truncate_dim in model.config.vector_sizes
+    kwargs = {
+        "batch_size": batch_size,
+        "normalize_embeddings": served,
+        "truncate_dim": truncate_dim if served else None,
+    }
     q = model.encode(list(queries), instruction=query_instruction or "", show_progress_bar=len(queries) > 256, **kwargs)
     p = model.encode(
         list(pool_texts), instruction=passage_instruction or "", show_progress_bar=len(pool_texts) > 256, **kwargs
     )
-    return torch.from_numpy(q), torch.from_numpy(p)
+    q_vectors, p_vectors = torch.from_numpy(q), torch.from_numpy(p)
+    if not served:
+        q_vectors = torch.nn.functional.normalize(q_vectors[:, :truncate_dim].float(), dim=-1)
+        p_vectors = torch.nn.functional.normalize(p_vectors[:, :truncate_dim].float(), dim=-1)
+    return q_vectors, p_vectors
 
 
 def model_rankings(query_vectors: torch.Tensor, pool_vectors: torch.Tensor, depth: int) -> np.ndarray:
