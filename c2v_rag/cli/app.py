@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from c2v_rag.cli import adapt, compare, embed, ingest, migrate, presets, push, reindex, search, serve, tasks, train
 from c2v_rag.cli import eval as evaluate
-from c2v_rag.cli.errors import one_line_warnings, report
+from c2v_rag.cli.errors import EXIT_OUTPUT_CLOSED, one_line_warnings, output_closed, report, silence_stdout
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -72,8 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     one_line_warnings()
     try:
         code = args.func(args)
+        sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the interpreter's teardown
     except (Exception, KeyboardInterrupt) as err:
-        code = report(err, args.verbose)
+        if output_closed(err):
+            silence_stdout()
+            code = EXIT_OUTPUT_CLOSED
+        else:
+            code = report(err, args.verbose)
     if argv is None and getattr(args, "exit_fast", False):
         exit_now(code)
     return code

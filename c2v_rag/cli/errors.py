@@ -12,6 +12,8 @@ The exit code tells a script what to do next:
 3      failed midway (a batch failed after retries, or an unexpected error): what was
        stored stays stored; re-running the same command resumes
 130    interrupted (Ctrl-C); re-running the same command resumes
+141    the reader of the output went away (``c2v-rag search ... | head -1``): the status a
+       shell gives a program that SIGPIPE ends; nothing is printed
 =====  ==================================================================================
 
 ``-v`` adds the traceback under the line. Messages never contain an API key: errors name the
@@ -20,6 +22,8 @@ server by its URL only.
 
 from __future__ import annotations
 
+import os
+import select
 import sys
 import traceback
 import warnings
@@ -31,6 +35,7 @@ EXIT_PARTIAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 3
 EXIT_INTERRUPTED = 130
+EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
 
 
 def classify(err: BaseException) -> tuple[str, int]:
@@ -63,6 +68,26 @@ def _qdrant_response(err: BaseException) -> str | None:
         return None
     detail = " ".join(err.content.decode("utf-8", errors="replace").split())[:300] if err.content else ""
     return f"Qdrant answered {err.status_code} {err.reason_phrase}{f': {detail}' if detail else ''}"
+
+
+def output_closed(err: BaseException) -> bool:
+    """Whether ``err`` is stdout's reader having gone away (a pipe into ``head``), not another broken pipe
+    (a server's socket): a pipe with no reader polls as an error."""
+    if not isinstance(err, BrokenPipeError):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout is no file
+        return False
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush does not fail again, loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def report(err: BaseException, verbose: bool) -> int:

@@ -300,3 +300,30 @@ def test_search_run_as_the_program_ends_the_process_once_its_output_is_flushed(t
     # Under a profiler the normal exit runs, so that it can write its results.
     monkeypatch.setattr(app.sys, "getprofile", lambda: object())
     assert main() == 2 and exits == [2]
+
+
+def test_search_into_a_closed_pipe_ends_quietly_with_the_sigpipe_status(folder, tmp_path, tiny_variant):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from c2v_rag.cli.errors import EXIT_OUTPUT_CLOSED, output_closed
+
+    store = str(tmp_path / "qdrant")
+    common = ["--path", store, "--collection", "pipe"]
+    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
+    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "c2v_rag.cli", "search", "a question", *common, "--top-k", "5"]
+    # `| head -1` that has already gone: the reader's end is closed before the command prints anything.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=repo)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == EXIT_OUTPUT_CLOSED and err == ""
+    # Read to the end, the same search prints its results and exits 0.
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=repo, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
+    # Any other broken pipe (a server's socket) is an error like any other: stdout here is still open.
+    assert not output_closed(BrokenPipeError()) and not output_closed(ValueError())
