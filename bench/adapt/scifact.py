@@ -42,6 +42,26 @@ def pairs_config(condition: str, max_generated: int):
     return PseudoPairsConfig(max_generated=max_generated, **sources)
 
 
+def subset_of_default(default_mined: Path, train: list, target: Path) -> str | None:
+    """Write ``target``: the default condition's mined examples for exactly the pairs of ``train`` (a subset of the
+    default's: the same chunks are held out whatever the sources). Mining depends on the query and the start model
+    only, so this is the mining of ``train`` alone, without its cost; None (mine as usual) when a pair is missing."""
+    if not default_mined.is_file():
+        return None
+    wanted = {(p.query, p.chunk_id) for p in train}
+    rows = []
+    with default_mined.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if (row["query"], row["positive_key"]) in wanted:
+                rows.append(line)
+    if len(rows) != len(wanted):
+        print(f"{len(wanted) - len(rows)} of {len(wanted)} pairs are not in {default_mined.name}: mining them all")
+        return None
+    target.write_text("".join(rows), encoding="utf-8")
+    return default_mined.name
+
+
 def per_query_ndcg(model, data, eval_dim: int | None) -> dict[str, float]:
     import torch
 
@@ -107,6 +127,7 @@ def run(args: argparse.Namespace) -> None:
         chunker = TokenChunker.for_variant(args.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
         pairs = make_pairs(str(corpus), chunker, config.pairs, pairs_dir, generation_cache=runs / "generated.jsonl")
         record["pairs"] = pairs.report
+        record["general_share"] = 1.0 if args.condition == "general" else config.training.general_share
         out = runs / f"{start_name}-{args.condition}-seed{args.seed}"
         recipe = train_config(config, str(corpus), out, general, task, train_pairs=len(pairs.train))
         # The pairs folder of this condition, shared by its seeds (and the mined negatives with it).
@@ -118,6 +139,8 @@ def run(args: argparse.Namespace) -> None:
             for d in recipe.datasets:
                 d.weight = d.weight / total
         mined = runs / f"mined-{start_name}-{condition}.jsonl"
+        if condition != "default" and not mined.is_file():
+            record["negatives_from"] = subset_of_default(runs / f"mined-{start_name}-default.jsonl", pairs.train, mined)
         candidate = Path(recipe.output.dir)
         if mined.is_file() and args.condition != "general" and not (candidate / "mined").exists():
             (candidate / "mined").mkdir(parents=True, exist_ok=True)
@@ -126,10 +149,12 @@ def run(args: argparse.Namespace) -> None:
         resume = (candidate / "checkpoints").is_dir() or (candidate / "mined").is_dir()
         if not (candidate / "modules.json").is_file():
             trainer = Trainer(recipe)
-            trainer.setup(resume=resume)
+            trainer.setup(resume=resume)  # mines the negatives, once per start and condition
+            if args.condition != "general" and not mined.is_file():
+                partial = mined.with_suffix(".partial")  # renamed whole: another condition may be waiting for it
+                shutil.copy2(candidate / "mined" / "corpus.jsonl", partial)
+                partial.replace(mined)
             trainer.fit()
-        if args.condition != "general" and not mined.is_file():
-            shutil.copy2(candidate / "mined" / "corpus.jsonl", mined)
         record["train_seconds"] = time.perf_counter() - clock
         model = Causal2Vec.from_pretrained(str(candidate))
         scores = per_query_ndcg(model, data, eval_dim)
@@ -149,6 +174,18 @@ def paired_bootstrap(a: dict[str, float], b: dict[str, float], n: int = 10000, s
     return float(diff.mean()), float((means <= 0).mean())
 
 
+def label(record: dict) -> str:
+    """The condition, with the share of general batches where a run's differs from the default's."""
+    from c2v_rag.training.adapt.config import AdaptTraining
+
+    share = record.get("general_share")
+    if record["condition"] in ("start", "bm25", "general") or share is None:
+        return record["condition"]
+    if share == AdaptTraining().general_share:
+        return record["condition"]
+    return f"{record['condition']} ({share:.0%} general batches)"
+
+
 def summary(args: argparse.Namespace) -> None:
     root = REPO / "bench" / "results" / "adapt" / "scifact"
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -157,12 +194,12 @@ def summary(args: argparse.Namespace) -> None:
         print(f"\n{folder.name}")
         print("| condition | seed | nDCG@10 | vs start | p (paired bootstrap, one-sided) |")
         print("|---|---|---|---|---|")
-        for r in sorted(records, key=lambda r: (CONDITIONS.index(r["condition"]), r["seed"])):
+        for r in sorted(records, key=lambda r: (CONDITIONS.index(r["condition"]), label(r), r["seed"])):
             delta, p = paired_bootstrap(base["per_query"], r["per_query"]) if base and r is not base else (0.0, 1.0)
-            print(f"| {r['condition']} | {r['seed']} | {r['ndcg@10']:.4f} | {delta:+.4f} | {p:.3f} |")
+            print(f"| {label(r)} | {r['seed']} | {r['ndcg@10']:.4f} | {delta:+.4f} | {p:.3f} |")
         groups: dict[str, list[dict]] = {}
         for r in records:
-            groups.setdefault(r["condition"], []).append(r)
+            groups.setdefault(label(r), []).append(r)
         for condition, rs in groups.items():
             if len(rs) > 1 and base:
                 pooled = {f"{r['seed']}:{k}": v for r in rs for k, v in r["per_query"].items()}

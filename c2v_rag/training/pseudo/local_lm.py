@@ -201,3 +201,50 @@ class LocalLMGenerator(QueryGenerator):
             mean = float(row_logprobs[:length].mean())
             results.append(GeneratedQuery(question, mean if math.isfinite(mean) else None))
         return results
+
+    def query_logprobs(
+        self, pairs: Sequence[tuple[str, str]], *, progress: Progress | None = None
+    ) -> list[float | None]:
+        """For each ``(query, passage)``: the mean per-token log-probability of the query as this model's reply
+        to the generation prompt for the passage, ``log P(query | passage) / len(query)``; None for an empty one.
+
+        This scores relevance the way UPR and the query-likelihood rerankers do: how readily the model would
+        have asked this question of this passage. Pairs are scored ``batch_size`` at a time, longest first,
+        right-padded (the query's tokens sit after each row's own prompt, so no position shifts).
+        """
+        results: list[float | None] = [None] * len(pairs)
+        todo = [i for i, (query, passage) in enumerate(pairs) if query.strip() and passage.strip()]
+        if len(todo) < len(pairs) and progress is not None:
+            progress(len(pairs) - len(todo))
+        if not todo:
+            return results
+        self._check_device()
+        self._load()
+        tok, model = self._tokenizer, self._model
+        rows: dict[int, tuple[list[int], int]] = {}  # i -> (prompt + query ids, where the query starts)
+        for i in todo:
+            query, passage = pairs[i]
+            prompt = self._prompt_ids(passage)
+            answer = tok(query.strip(), add_special_tokens=False)["input_ids"]
+            rows[i] = (prompt + answer, len(prompt))
+        order = sorted(todo, key=lambda i: len(rows[i][0]), reverse=True)
+        pad = tok.pad_token_id
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                width = max(len(rows[i][0]) for i in batch)
+                ids = torch.full((len(batch), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, i in enumerate(batch):
+                    ids[r, : len(rows[i][0])] = torch.tensor(rows[i][0])
+                    mask[r, : len(rows[i][0])] = 1
+                logits = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+                logprobs = torch.log_softmax(logits[:, :-1], dim=-1)  # [b, T-1, vocab]: position t predicts t+1
+                token_logprobs = logprobs.gather(-1, ids[:, 1:].to(self.device).unsqueeze(-1)).squeeze(-1)
+                for r, i in enumerate(batch):
+                    full, begin = rows[i]
+                    # The query's tokens are full[begin:], predicted at positions begin-1 .. len(full)-2.
+                    results[i] = float(token_logprobs[r, begin - 1 : len(full) - 1].mean())
+                if progress is not None:
+                    progress(len(batch))
+        return results

@@ -88,3 +88,26 @@ def test_describe_names_the_model_and_options(generator):
 def test_check_refuses_cuda_where_there_is_none():
     with pytest.raises(GeneratorUnavailableError, match="torch sees no CUDA device here; use device 'cpu'"):
         LocalLMGenerator(device="cuda").check()
+
+
+def test_query_logprobs_match_the_models_own_loss_and_rank_the_right_passage_first(generator):
+    """The teacher's score, batched and right-padded, against transformers' own loss on one pair at a time
+    (the mean cross-entropy of the query's tokens, the prompt masked out with -100)."""
+    queries = ["When is the tidal range largest?", "Which war ended in 1648?", "What temperature counts as a fever?"]
+    passages = [PASSAGES[i] for i in TEXTS]
+    pairs = [(q, p) for q in queries for p in passages] + [("", passages[0]), (queries[0], " ")]
+    finished: list[int] = []
+    scores = generator.query_logprobs(pairs, progress=finished.append)
+    assert sum(finished) == len(pairs) and scores[-2:] == [None, None]
+    model, tok = generator._model, generator._tokenizer
+    for (query, passage), score in zip(pairs[:-2], scores):
+        prompt = generator._prompt_ids(passage)
+        answer = tok(query, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt + answer])
+        labels = ids.clone()
+        labels[0, : len(prompt)] = -100
+        with torch.inference_mode():
+            loss = model(input_ids=ids, labels=labels).loss
+        assert score == pytest.approx(-float(loss), abs=1e-3)
+    grid = torch.tensor(scores[:-2]).view(len(queries), len(passages))
+    assert grid.argmax(dim=1).tolist() == [0, 1, 2]  # each question is likeliest after its own passage
