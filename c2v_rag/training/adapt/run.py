@@ -65,20 +65,21 @@ def _document_source(docs: Any, pairs_dir: Path) -> str:
 
 
 def cpu_facts() -> dict[str, Any]:
-    """The CPU's name, cores and the instruction-set flags that decide its speed (for the report)."""
-    flags: list[str] = []
-    name = platform.processor()
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
-        for line in text.splitlines():
-            if line.startswith("flags") and not flags:
-                flags = sorted({f for f in line.split(":", 1)[1].split() if f in _FLAGS or f.startswith("amx")})
-            if line.startswith("model name") and not name:
-                name = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    """The CPU's name, cores and the instruction-set flags that decide its speed (for the report): the flags
+    c2v_rag itself decides by (:func:`~c2v_rag.core.devices.cpu_flags`, which picks bf16 or float32)."""
     import torch
 
+    from c2v_rag.core.devices import cpu_flags
+
+    name = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = sorted(f for f in cpu_flags() if f in _FLAGS or f.startswith("amx"))
     return {"name": name, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "flags": flags}
 
 
