@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from c2v_rag.evaluation.datasets import LabelledData, PairScoreData, RetrievalData
-from c2v_rag.evaluation.metrics import evaluate_run
+from c2v_rag.evaluation.metrics import Run, evaluate_run
 
 
 class EmbeddingModel(Protocol):
@@ -48,7 +48,21 @@ def evaluate_retrieval(
     examples: list[tuple[str, str]] | None = None,
     **encode_kwargs: Any,
 ) -> dict[str, float]:
-    """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus.
+    """nDCG@10, recall@100 and MRR@10 of exact dense search over the whole corpus (:func:`retrieval_run`)."""
+    run = retrieval_run(model, data, top_k=top_k, long_texts=long_texts, examples=examples, **encode_kwargs)
+    return evaluate_run(run, {q: data.qrels[q] for q in data.judged_query_ids}, recall_k=top_k)
+
+
+def retrieval_run(
+    model: EmbeddingModel,
+    data: RetrievalData,
+    *,
+    top_k: int = 100,
+    long_texts: Any = None,
+    examples: list[tuple[str, str]] | None = None,
+    **encode_kwargs: Any,
+) -> Run:
+    """Each judged query's top ``top_k`` document ids, by exact dense search over the whole corpus.
 
     ``long_texts`` is how long documents are read: ``"truncate"`` (the default) or ``"chunk"`` (one
     pooled vector per document, passed to ``encode_documents``), or ``"maxp"``: each document's
@@ -63,13 +77,11 @@ def evaluate_retrieval(
     if maxp_windows is not None:
         windows = model.long_text_windows(doc_texts, long_texts=maxp_windows)
         window_vectors = model.encode_documents(windows.texts, task=data.task, **encode_kwargs)
-        run = dict(zip(query_ids, search_maxp(queries, window_vectors, windows.owners, doc_ids, top_k)))
-    else:
-        if long_texts is not None:
-            encode_kwargs = {**encode_kwargs, "long_texts": long_texts}
-        docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
-        run = dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
-    return evaluate_run(run, {q: data.qrels[q] for q in query_ids}, recall_k=top_k)
+        return dict(zip(query_ids, search_maxp(queries, window_vectors, windows.owners, doc_ids, top_k)))
+    if long_texts is not None:
+        encode_kwargs = {**encode_kwargs, "long_texts": long_texts}
+    docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
+    return dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
 
 
 def _maxp_windows(long_texts: Any) -> dict[str, Any] | None:

@@ -2,22 +2,30 @@
 
 The held-out queries are scored against a fixed set of chunks: their own (less what the query was cut from),
 each query's BM25 top 10 (the distractors that make a retriever's ranking matter), and random chunks up to
-``corpus_size``. Both models see the same set.
+``corpus_size``. Both models see the same set. The scores are also given by the source of the queries: crops
+share words with their chunk, generated questions less so, and users' questions least; the decision reads all
+of them together.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
-from c2v_rag.evaluation.evaluators import evaluate_retrieval, evaluate_sts
+from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
+from c2v_rag.evaluation.metrics import evaluate_run
 from c2v_rag.training.data import gate_corpus
 from c2v_rag.training.pseudo.beir_cache import PairSet
 
 _DISTRACTORS_PER_QUERY = 10
+
+
+def query_sources(pairs: PairSet) -> dict[str, str]:
+    """The source (crop, heading, generated) of each of :func:`gate_data`'s query ids."""
+    return {f"heldout-{i}": p.source for i, p in enumerate(pairs.heldout)}
 
 
 def gate_data(pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0) -> RetrievalData:
@@ -48,21 +56,41 @@ class GateScores:
     ndcg_at_10: float
     mrr_at_10: float
     sts_spearman: float
+    by_source: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Source -> {"queries", "ndcg@10", "mrr@10"} over that source's held-out queries."""
 
     def as_dict(self) -> dict[str, float]:
-        return {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
+        scores = {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
+        for source, row in sorted(self.by_source.items()):
+            scores[f"ndcg@10 {source} ({int(row['queries'])} queries)"] = row["ndcg@10"]
+        return scores
 
 
 def score(
-    model: Any, data: RetrievalData, sts_path: Path, *, sts_limit: int | None, batch_size: int = 32
+    model: Any,
+    data: RetrievalData,
+    sts_path: Path,
+    *,
+    sts_limit: int | None,
+    sources: dict[str, str] | None = None,
+    batch_size: int = 32,
 ) -> GateScores:
-    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it)."""
-    retrieval = evaluate_retrieval(model, data, batch_size=batch_size, show_progress_bar=True)
+    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it); with
+    ``sources`` (query id -> source), the retrieval scores of each source's queries too."""
+    run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True)
+    qrels = {q: data.qrels[q] for q in data.judged_query_ids}
+    retrieval = evaluate_run(run, qrels)
+    by_source = {}
+    for source in sorted(set((sources or {}).values())):
+        subset = {q: rels for q, rels in qrels.items() if sources and sources.get(q) == source}
+        if subset:
+            scores = evaluate_run(run, subset)
+            by_source[source] = {"queries": float(len(subset)), **{k: scores[k] for k in ("ndcg@10", "mrr@10")}}
     sts = read_stsb(sts_path, name="stsb-dev")
     if sts_limit is not None:
         sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
     spearman = evaluate_sts(model, sts, batch_size=batch_size, show_progress_bar=True)["spearman"]
-    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman)
+    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source)
 
 
 def decide(

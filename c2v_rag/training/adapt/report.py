@@ -34,12 +34,13 @@ class AdaptReport(BaseModel):
         train, heldout = self.pairs.get("train_pairs", 0), self.pairs.get("heldout_pairs", 0)
         lines.append(f"  training pairs {train}, held-out queries {heldout}")
         if self.before:
-            lines.append(f"Scores ({'start':>8} -> {'adapted':>8})")
+            width = max(len(key) for key in self.before)
+            lines.append(f"Scores {'':<{width - 5}}({'start':>8} -> {'adapted':>8})")
             for key in self.before:
                 after = self.after.get(key)
                 shown = f"{after:.4f}" if after is not None else "-"
                 delta = f"{after - self.before[key]:+.4f}" if after is not None else ""
-                lines.append(f"  {key:<18} {self.before[key]:.4f} -> {shown:>8}  {delta}")
+                lines.append(f"  {key:<{width}} {self.before[key]:.4f} -> {shown:>8}  {delta}")
         lines.append("Time: " + ", ".join(f"{phase} {secs / 60:.1f} min" for phase, secs in self.seconds.items()))
         if self.cpu:
             flags = " ".join(self.cpu.get("flags", [])) or "no AVX2/AVX-512 flags"

@@ -249,7 +249,7 @@ def adapt(
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.embedding import variant_config
     from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.training.adapt.gate import decide, gate_data, score
+    from c2v_rag.training.adapt.gate import decide, gate_data, query_sources, score
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.pseudo.make import generator_options, make_pairs
     from c2v_rag.training.trainer import Trainer, check_training_packages
@@ -312,7 +312,9 @@ def adapt(
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
-        scores[name] = score(model, data, general.stsb_dev, sts_limit=config.gate.sts_limit)
+        scores[name] = score(
+            model, data, general.stsb_dev, sts_limit=config.gate.sts_limit, sources=query_sources(pairs)
+        )
         del model
     kept, reasons = decide(
         scores["before"], scores["after"], sts_tolerance=config.gate.sts_tolerance, min_gain=config.gate.min_gain

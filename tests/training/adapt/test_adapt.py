@@ -67,10 +67,20 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     from c2v_rag import Causal2Vec
 
     out = tmp_path / "adapted"
+    for i in range(8):  # pages without a heading: their held-out queries are crops
+        (folder / f"note{i}.txt").write_text(make_text(40 + i, 8) + "\n")
     # A gate that any variant passes: the path a kept variant takes, whatever three steps did.
     report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start))
     assert report.kept
-    assert set(report.before) == set(report.after) == {"ndcg@10", "mrr@10", "stsb_dev_spearman"}
+    assert set(report.before) == set(report.after) >= {"ndcg@10", "mrr@10", "stsb_dev_spearman"}
+    # The held-out queries' scores by source (crops, headings here) add up to the whole: a mean weighted by counts.
+    for scores in (report.before, report.after):
+        by_source = {k: v for k, v in scores.items() if k.startswith("ndcg@10 ")}
+        counts = {k: int(k.split("(")[1].split()[0]) for k in by_source}
+        assert {k.split()[1] for k in by_source} == {"crop", "heading"}
+        assert sum(counts.values()) == report.pairs["heldout_pairs"]
+        weighted = sum(by_source[k] * counts[k] for k in by_source) / sum(counts.values())
+        assert weighted == pytest.approx(scores["ndcg@10"])
     assert report.pairs["train_pairs"] > 0 and report.pairs["heldout_pairs"] > 0
     assert set(report.seconds) == {"pairs", "training", "gate"}
     saved = json.loads((out / "adapt_report.json").read_text())
