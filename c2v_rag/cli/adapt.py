@@ -52,6 +52,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="DIR",
         help="a folder with stsb/stsb.{train,dev}.tsv (default: $C2V_RAG_GENERAL_DATA, else the hub)",
     )
+    parser.add_argument(
+        "--questions",
+        default=None,
+        metavar="FILE",
+        help='your own questions for the gate, JSONL: {"query": "...", "doc_ids": ["path/of/the/answer.md"]} per '
+        "line; the gate then decides on them (MRR@10) instead of held-out pseudo-queries. Never trained on",
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when present)")
     parser.add_argument("--overwrite", action="store_true", help="replace what a finished run left in --out")
     return parser
@@ -78,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             overrides["training"]["parts"] = args.parts
         if args.device is not None:
             overrides["training"]["device"] = args.device
+        if args.questions is not None:
+            overrides["gate"]["questions"] = args.questions
         config = AdaptConfig.model_validate(overrides)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

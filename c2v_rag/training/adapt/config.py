@@ -35,8 +35,8 @@ class AdaptTraining(BaseModel):
 
 
 class AdaptGate(BaseModel):
-    """What the variant must show to be kept: a higher nDCG@10 than its start on the held-out chunks' queries, and
-    STS-B dev within ``sts_tolerance`` of its start."""
+    """What the variant must show to be kept: a higher nDCG@10 than its start on the held-out chunks' queries (or a
+    higher MRR@10 on the user's ``questions``), and STS-B dev within ``sts_tolerance`` of its start."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +51,12 @@ class AdaptGate(BaseModel):
         "random ones (each costs an encoding per model)",
     )
     sts_limit: int | None = Field(None, ge=10, description="STS-B dev pairs scored (default: all 1,500)")
+    questions: str | None = Field(
+        None,
+        description="a JSONL file of your own questions, each {'query': ..., 'doc_ids': [...]} naming the documents "
+        "that answer it: the gate then decides on their MRR@10 instead of the held-out pseudo-queries "
+        "(c2v_rag.training.adapt.questions)",
+    )
 
 
 class AdaptConfig(BaseModel):

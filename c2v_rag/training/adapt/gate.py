@@ -4,7 +4,8 @@ The held-out queries are scored against a fixed set of chunks: their own (less w
 each query's BM25 top 10 (the distractors that make a retriever's ranking matter), and random chunks up to
 ``corpus_size``. Both models see the same set. The scores are also given by the source of the queries: crops
 share words with their chunk, generated questions less so, and users' questions least; the decision reads all
-of them together.
+of them together, unless the user gave questions of their own (:mod:`~c2v_rag.training.adapt.questions`):
+then those decide.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
 from c2v_rag.evaluation.metrics import evaluate_run
+from c2v_rag.training.adapt.questions import Question
 from c2v_rag.training.data import gate_corpus
 from c2v_rag.training.pseudo.beir_cache import PairSet
 
@@ -51,6 +53,35 @@ def gate_data(pairs: PairSet, *, corpus_size: int, task: str | None, seed: int =
     return RetrievalData({i: full[i] for i in chosen}, queries, qrels, name="heldout", task=task)
 
 
+def question_data(
+    questions: list[Question], pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0
+) -> RetrievalData:
+    """The user's questions, every chunk of the documents that answer them (each one relevant: a question is
+    answered when any chunk of its documents ranks), each question's BM25 top 10 chunks, and random chunks up to
+    ``corpus_size``, whole as ingest stores them."""
+    from c2v_rag.training.bm25 import bm25_rankings
+
+    texts = {c.id: c.text for c in pairs.chunks}
+    by_doc: dict[str, list[str]] = {}
+    for chunk in pairs.chunks:
+        by_doc.setdefault(chunk.doc_id, []).append(chunk.id)
+    queries = {f"question-{i}": q.query for i, q in enumerate(questions)}
+    qrels = {f"question-{i}": {c: 1 for d in q.doc_ids for c in by_doc.get(d, [])} for i, q in enumerate(questions)}
+    chosen: dict[str, None] = {c: None for rels in qrels.values() for c in rels}
+    ids = list(texts)
+    ranked = bm25_rankings(list(queries.values()), [texts[i] for i in ids], _DISTRACTORS_PER_QUERY)
+    for row in ranked:
+        for index in row:
+            if len(chosen) >= corpus_size:
+                break
+            chosen.setdefault(ids[index])
+    rest = [i for i in ids if i not in chosen]
+    random.Random(seed).shuffle(rest)
+    for chunk_id in rest[: max(0, corpus_size - len(chosen))]:
+        chosen.setdefault(chunk_id)
+    return RetrievalData({i: texts[i] for i in chosen}, queries, qrels, name="questions", task=task)
+
+
 @dataclass
 class GateScores:
     ndcg_at_10: float
@@ -58,11 +89,16 @@ class GateScores:
     sts_spearman: float
     by_source: dict[str, dict[str, float]] = field(default_factory=dict)
     """Source -> {"queries", "ndcg@10", "mrr@10"} over that source's held-out queries."""
+    questions: dict[str, float] = field(default_factory=dict)
+    """{"queries", "ndcg@10", "mrr@10"} on the user's own questions, when given."""
 
     def as_dict(self) -> dict[str, float]:
         scores = {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
         for source, row in sorted(self.by_source.items()):
             scores[f"ndcg@10 {source} ({int(row['queries'])} queries)"] = row["ndcg@10"]
+        if self.questions:
+            scores[f"mrr@10 your questions ({int(self.questions['queries'])})"] = self.questions["mrr@10"]
+            scores[f"ndcg@10 your questions ({int(self.questions['queries'])})"] = self.questions["ndcg@10"]
         return scores
 
 
@@ -73,10 +109,12 @@ def score(
     *,
     sts_limit: int | None,
     sources: dict[str, str] | None = None,
+    questions: RetrievalData | None = None,
     batch_size: int = 32,
 ) -> GateScores:
     """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it); with
-    ``sources`` (query id -> source), the retrieval scores of each source's queries too."""
+    ``sources`` (query id -> source), the retrieval scores of each source's queries too; with ``questions``
+    (:func:`question_data`), the scores on the user's questions."""
     run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True)
     qrels = {q: data.qrels[q] for q in data.judged_query_ids}
     retrieval = evaluate_run(run, qrels)
@@ -90,18 +128,29 @@ def score(
     if sts_limit is not None:
         sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
     spearman = evaluate_sts(model, sts, batch_size=batch_size, show_progress_bar=True)["spearman"]
-    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source)
+    asked: dict[str, float] = {}
+    if questions is not None:
+        judged = {q: questions.qrels[q] for q in questions.judged_query_ids}
+        scores = evaluate_run(retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True), judged)
+        asked = {"queries": float(len(judged)), "ndcg@10": scores["ndcg@10"], "mrr@10": scores["mrr@10"]}
+    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source, asked)
 
 
 def decide(
     before: GateScores, after: GateScores, *, sts_tolerance: float, min_gain: float = 0.0
 ) -> tuple[bool, list[str]]:
-    """Whether the variant passes, and why (or why not), in words with the numbers."""
+    """Whether the variant passes, and why (or why not), in words with the numbers: on the user's questions'
+    MRR@10 when there are any, else on the held-out pseudo-queries' nDCG@10."""
     reasons = []
-    gain = after.ndcg_at_10 - before.ndcg_at_10
+    if before.questions and after.questions:
+        what = f"your {int(before.questions['queries'])} questions' MRR@10"
+        was, now = before.questions["mrr@10"], after.questions["mrr@10"]
+    else:
+        what, was, now = "held-out nDCG@10", before.ndcg_at_10, after.ndcg_at_10
+    gain = now - was
     better = gain > min_gain
     reasons.append(
-        f"held-out nDCG@10 {before.ndcg_at_10:.4f} -> {after.ndcg_at_10:.4f} ({gain:+.4f}): "
+        f"{what} {was:.4f} -> {now:.4f} ({gain:+.4f}): "
         + ("better than the start" if better else "not better than the start")
     )
     drop = before.sts_spearman - after.sts_spearman

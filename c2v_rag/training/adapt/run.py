@@ -249,8 +249,10 @@ def adapt(
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.embedding import variant_config
     from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.training.adapt.gate import decide, gate_data, query_sources, score
+    from c2v_rag.rag.read.documents import iter_documents
+    from c2v_rag.training.adapt.gate import decide, gate_data, query_sources, question_data, score
     from c2v_rag.training.adapt.general_data import find_general_data
+    from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
     from c2v_rag.training.pseudo.make import generator_options, make_pairs
     from c2v_rag.training.trainer import Trainer, check_training_packages
 
@@ -272,12 +274,15 @@ def adapt(
     start_config = variant_config(config.start)
     task = config.task or start_config.default_task
     general = find_general_data(config.general_data)
+    questions = read_questions(config.gate.questions) if config.gate.questions else None
     if config.pairs.generator != "none" and config.pairs.max_generated:
         from c2v_rag.training.pseudo.generation import build_generator
 
         build_generator(**generator_options(config.pairs)).check()
     out.mkdir(parents=True, exist_ok=True)
     documents = _document_source(docs, out / PAIRS_DIR)
+    if questions is not None:  # a misspelt document fails here, before minutes of pairs and training
+        questions = resolve_doc_ids(questions, (doc.doc_id for doc in iter_documents(documents)))
     recipe = train_config(config, documents, out, general, task)
     check_training_packages(recipe)
 
@@ -309,11 +314,20 @@ def adapt(
 
     clock = time.perf_counter()
     data = gate_data(pairs, corpus_size=config.gate.corpus_size, task=task, seed=config.training.seed)
+    asked = None
+    if questions is not None:
+        size, seed = config.gate.corpus_size, config.training.seed
+        asked = question_data(questions, pairs, corpus_size=size, task=task, seed=seed)
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
         scores[name] = score(
-            model, data, general.stsb_dev, sts_limit=config.gate.sts_limit, sources=query_sources(pairs)
+            model,
+            data,
+            general.stsb_dev,
+            sts_limit=config.gate.sts_limit,
+            sources=query_sources(pairs),
+            questions=asked,
         )
         del model
     kept, reasons = decide(

@@ -197,3 +197,54 @@ def test_general_share_is_the_share_of_batches_whatever_the_corpus_size(start, g
         weights={d.display_name: d.weight for d in recipe.datasets},
     )
     assert plan.batches_per_epoch == {"corpus": 70, "stsb": 15, "nli_0": 15}
+
+
+def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        json.dumps({"query": make_text(3, 1), "doc_ids": ["page3.md"]})
+        + "\n\n"
+        + json.dumps({"query": make_text(5, 1), "doc_ids": [str(folder / "page5.md"), "page6.md"]})
+        + "\n"
+    )
+    out = tmp_path / "adapted"
+    settings = config(general, min_gain=-1.0, sts_tolerance=1.0, questions=str(questions))
+    report = adapt(folder, out, config=settings, start=str(start))
+    assert report.kept and report.before["mrr@10 your questions (2)"] >= 0
+    assert set(report.before) == set(report.after) >= {"mrr@10 your questions (2)", "ndcg@10 your questions (2)"}
+    assert report.reasons[0].startswith("your 2 questions' MRR@10 ")
+
+    # The gate's data for them: every chunk of each answering document is relevant, and in the corpus.
+    from c2v_rag.training.adapt.gate import question_data
+    from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
+    from c2v_rag.training.pseudo.beir_cache import read_pairs
+
+    pairs = read_pairs(out / "pairs")
+    asked = resolve_doc_ids(read_questions(questions), {c.doc_id for c in pairs.chunks})
+    data = question_data(asked, pairs, corpus_size=20, task=None)
+    page6 = {c.id for c in pairs.chunks if c.doc_id.endswith("/page6.md")}
+    assert page6 and page6 <= set(data.qrels["question-1"]) and page6 <= set(data.corpus)
+    assert len(data.corpus) == 20
+
+    # A misspelt document, or a malformed line, fails before anything is read or trained.
+    for text, words in (
+        (json.dumps({"query": "q", "doc_ids": ["page99.md"]}), "'page99.md' (no document)"),
+        (json.dumps({"query": "q", "doc_ids": ["md"]}), "documents"),
+        ('{"query": "q"}', "questions.jsonl:1: 'doc_ids' must be"),
+        ("not json", "questions.jsonl:1: not a JSON object"),
+    ):
+        questions.write_text(text + "\n")
+        fresh = tmp_path / f"fresh-{len(text)}"
+        with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            adapt(folder, fresh, config=settings, start=str(start))
+        assert not (fresh / "pairs").exists()
+
+
+def test_decide_reads_the_users_questions_when_there_are_any():
+    asked = {"queries": 12.0, "ndcg@10": 0.5}
+    before = GateScores(0.50, 0.40, 0.80, questions={**asked, "mrr@10": 0.50})
+    # Better on the pseudo-queries, worse on the questions: not kept.
+    worse = GateScores(0.60, 0.50, 0.80, questions={**asked, "mrr@10": 0.45})
+    kept, reasons = decide(before, worse, sts_tolerance=0.005)
+    assert not kept and reasons[0].startswith("your 12 questions' MRR@10 0.5000 -> 0.4500")
+    assert decide(before, GateScores(0.40, 0.30, 0.80, questions={**asked, "mrr@10": 0.55}), sts_tolerance=0.005)[0]
