@@ -236,6 +236,7 @@ def adapt(
     generator_model: str | None = None,
     steps: int | None = None,
     general_data: str | None = None,
+    questions: str | os.PathLike[str] | None = None,
     overwrite: bool | None = None,
 ) -> AdaptReport:
     """Adapt a variant to ``docs`` (whatever ``ingest`` reads) and write it to ``out``; return the report.
@@ -243,7 +244,8 @@ def adapt(
     ``config`` holds every setting (:class:`AdaptConfig`); the keywords override its most used ones:
     ``start`` (the variant to adapt, default the preset), ``generator`` (``local``, ``openai`` or ``none``)
     with ``generator_url`` and ``generator_model`` for ``openai``, ``steps``, ``general_data`` (a folder with
-    STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``overwrite``.
+    STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``questions`` (a JSONL file of your own questions
+    for the gate: :mod:`~c2v_rag.training.adapt.questions`), ``overwrite``.
     """
     from c2v_rag.core.extras import require
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -264,6 +266,7 @@ def adapt(
         generator_model=generator_model,
         steps=steps,
         general_data=general_data,
+        questions=questions,
         overwrite=overwrite,
     )
     out = Path(out).expanduser()
@@ -362,6 +365,8 @@ def _with_overrides(config: AdaptConfig, **values: Any) -> AdaptConfig:
             pairs[key] = value
         elif key == "steps":
             training[key] = value
+        elif key == "questions":
+            data["gate"][key] = str(value)
         else:
             data[key] = value
     return AdaptConfig.model_validate(data)

@@ -209,7 +209,9 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
     )
     out = tmp_path / "adapted"
     settings = config(general, min_gain=-1.0, sts_tolerance=1.0, questions=str(questions))
-    report = adapt(folder, out, config=settings, start=str(start))
+    report = adapt(
+        folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start), questions=questions
+    )
     assert report.kept and report.before["mrr@10 your questions (2)"] >= 0
     assert set(report.before) == set(report.after) >= {"mrr@10 your questions (2)", "ndcg@10 your questions (2)"}
     assert report.reasons[0].startswith("your 2 questions' MRR@10 ")
