@@ -32,25 +32,34 @@ def query_sources(pairs: PairSet) -> dict[str, str]:
 
 def gate_data(pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0) -> RetrievalData:
     """The held-out queries, their judgements, and the chunks they are scored against."""
-    from c2v_rag.training.bm25 import bm25_rankings
-
     full = gate_corpus(pairs)
-    ids = list(full)
     queries = {f"heldout-{i}": p.query for i, p in enumerate(pairs.heldout)}
     qrels = {f"heldout-{i}": {p.chunk_id: 1} for i, p in enumerate(pairs.heldout)}
-    chosen: dict[str, None] = dict.fromkeys(p.chunk_id for p in pairs.heldout)
+    # Each query's own chunk is among its BM25 top 11 most of the time: 10 distractors besides it.
+    chosen = _with_distractors(qrels, queries, full, corpus_size, depth=_DISTRACTORS_PER_QUERY + 1, seed=seed)
+    return RetrievalData({i: full[i] for i in chosen}, queries, qrels, name="heldout", task=task)
+
+
+def _with_distractors(
+    qrels: dict[str, dict[str, int]], queries: dict[str, str], texts: dict[str, str], size: int, depth: int, seed: int
+) -> list[str]:
+    """The chunk ids a gate scores against: every judged chunk, then each query's BM25 top ``depth`` (the
+    distractors that make a retriever's ranking matter) while there is room, then random ones up to ``size``."""
+    from c2v_rag.training.bm25 import bm25_rankings
+
+    chosen: dict[str, None] = {c: None for rels in qrels.values() for c in rels}
+    ids = list(texts)
     if queries and len(ids) > len(chosen):
-        ranked = bm25_rankings(list(queries.values()), [full[i] for i in ids], _DISTRACTORS_PER_QUERY + 1)
-        for row in ranked:
+        for row in bm25_rankings(list(queries.values()), [texts[i] for i in ids], depth):
             for index in row:
-                if len(chosen) >= corpus_size:
+                if len(chosen) >= size:
                     break
                 chosen.setdefault(ids[index])
     rest = [i for i in ids if i not in chosen]
     random.Random(seed).shuffle(rest)
-    for chunk_id in rest[: max(0, corpus_size - len(chosen))]:
+    for chunk_id in rest[: max(0, size - len(chosen))]:
         chosen.setdefault(chunk_id)
-    return RetrievalData({i: full[i] for i in chosen}, queries, qrels, name="heldout", task=task)
+    return list(chosen)
 
 
 def question_data(
@@ -59,26 +68,13 @@ def question_data(
     """The user's questions, every chunk of the documents that answer them (each one relevant: a question is
     answered when any chunk of its documents ranks), each question's BM25 top 10 chunks, and random chunks up to
     ``corpus_size``, whole as ingest stores them."""
-    from c2v_rag.training.bm25 import bm25_rankings
-
     texts = {c.id: c.text for c in pairs.chunks}
     by_doc: dict[str, list[str]] = {}
     for chunk in pairs.chunks:
         by_doc.setdefault(chunk.doc_id, []).append(chunk.id)
     queries = {f"question-{i}": q.query for i, q in enumerate(questions)}
     qrels = {f"question-{i}": {c: 1 for d in q.doc_ids for c in by_doc.get(d, [])} for i, q in enumerate(questions)}
-    chosen: dict[str, None] = {c: None for rels in qrels.values() for c in rels}
-    ids = list(texts)
-    ranked = bm25_rankings(list(queries.values()), [texts[i] for i in ids], _DISTRACTORS_PER_QUERY)
-    for row in ranked:
-        for index in row:
-            if len(chosen) >= corpus_size:
-                break
-            chosen.setdefault(ids[index])
-    rest = [i for i in ids if i not in chosen]
-    random.Random(seed).shuffle(rest)
-    for chunk_id in rest[: max(0, corpus_size - len(chosen))]:
-        chosen.setdefault(chunk_id)
+    chosen = _with_distractors(qrels, queries, texts, corpus_size, depth=_DISTRACTORS_PER_QUERY, seed=seed)
     return RetrievalData({i: texts[i] for i in chosen}, queries, qrels, name="questions", task=task)
 
 

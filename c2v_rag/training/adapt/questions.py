@@ -13,10 +13,11 @@ path ends that way. The questions are never trained on.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from c2v_rag.core.jsonl import iter_jsonl
 
 
 @dataclass(frozen=True)
@@ -31,16 +32,8 @@ def read_questions(path: str | Path) -> list[Question]:
     if not path.is_file():
         raise FileNotFoundError(f"the gate's questions file {path} does not exist (gate.questions, --questions)")
     questions = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, row in iter_jsonl(path):
         where = f"{path}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not a JSON object ({err.msg})") from err
-        if not isinstance(row, dict):
-            raise ValueError(f'{where}: expected an object like {{"query": "...", "doc_ids": ["..."]}}')
         query, doc_ids = row.get("query"), row.get("doc_ids")
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]

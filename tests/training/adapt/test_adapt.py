@@ -233,7 +233,7 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
         (json.dumps({"query": "q", "doc_ids": ["page99.md"]}), "'page99.md' (no document)"),
         (json.dumps({"query": "q", "doc_ids": ["md"]}), "documents"),
         ('{"query": "q"}', "questions.jsonl:1: 'doc_ids' must be"),
-        ("not json", "questions.jsonl:1: not a JSON object"),
+        ("not json", "questions.jsonl:1 is not valid JSON"),
     ):
         questions.write_text(text + "\n")
         fresh = tmp_path / f"fresh-{len(text)}"
