@@ -55,4 +55,10 @@ class AdaptReport(BaseModel):
             f"(the candidate stays in {self.output}/candidate for inspection)"
         )
         lines.append(verdict)
+        if self.kept and not any("your questions" in key for key in self.before):
+            lines.append(
+                "  Judged on pseudo-queries made from your documents only: on our benchmarks such gains did not "
+                "always carry over to real questions. Check on questions of your own (--questions FILE) before "
+                "you switch; docs/adapt.md, 'Gate on your own questions'."
+            )
         return "\n".join(lines)

@@ -94,7 +94,7 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     moved = abs(adapted.encode(texts)[:, :width] - original.encode(texts)[:, :width]).max()
     assert adapted.config.matryoshka_dims == [width]  # the prefix it trained is one it serves
     assert moved > 1e-6
-    assert "KEPT" in report.table() and str(out) in report.table()
+    assert "KEPT" in report.table() and str(out) in report.table() and "--questions FILE" in report.table()
     # A collection built with the start refuses the adapted variant, and says how to move it.
     import c2v_rag
 
@@ -214,7 +214,7 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
     )
     assert report.kept and report.before["mrr@10 your questions (2)"] >= 0
     assert set(report.before) == set(report.after) >= {"mrr@10 your questions (2)", "ndcg@10 your questions (2)"}
-    assert report.reasons[0].startswith("your 2 questions' MRR@10 ")
+    assert report.reasons[0].startswith("your 2 questions' MRR@10 ") and "--questions FILE" not in report.table()
 
     # The gate's data for them: every chunk of each answering document is relevant, and in the corpus.
     from c2v_rag.training.adapt.gate import question_data
