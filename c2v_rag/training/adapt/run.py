@@ -277,15 +277,15 @@ def adapt(
     start_config = variant_config(config.start)
     task = config.task or start_config.default_task
     general = find_general_data(config.general_data)
-    questions = read_questions(config.gate.questions) if config.gate.questions else None
+    asked_questions = read_questions(config.gate.questions) if config.gate.questions else None
     if config.pairs.generator != "none" and config.pairs.max_generated:
         from c2v_rag.training.pseudo.generation import build_generator
 
         build_generator(**generator_options(config.pairs)).check()
     out.mkdir(parents=True, exist_ok=True)
     documents = _document_source(docs, out / PAIRS_DIR)
-    if questions is not None:  # a misspelt document fails here, before minutes of pairs and training
-        questions = resolve_doc_ids(questions, (doc.doc_id for doc in iter_documents(documents)))
+    if asked_questions is not None:  # a misspelt document fails here, before minutes of pairs and training
+        asked_questions = resolve_doc_ids(asked_questions, (doc.doc_id for doc in iter_documents(documents)))
     recipe = train_config(config, documents, out, general, task)
     check_training_packages(recipe)
 
@@ -318,9 +318,9 @@ def adapt(
     clock = time.perf_counter()
     data = gate_data(pairs, corpus_size=config.gate.corpus_size, task=task, seed=config.training.seed)
     asked = None
-    if questions is not None:
+    if asked_questions is not None:
         size, seed = config.gate.corpus_size, config.training.seed
-        asked = question_data(questions, pairs, corpus_size=size, task=task, seed=seed)
+        asked = question_data(asked_questions, pairs, corpus_size=size, task=task, seed=seed)
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
