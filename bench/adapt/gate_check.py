@@ -35,7 +35,7 @@ def main() -> None:
     from c2v_rag.evaluation.evaluators import retrieval_run
     from c2v_rag.evaluation.metrics import evaluate_run
     from c2v_rag.rag.embedding import variant_config
-    from c2v_rag.training.adapt.gate import gate_data, query_sources
+    from c2v_rag.training.adapt.gate import gate_data, query_sources, scores_by_source
     from c2v_rag.training.pseudo.beir_cache import read_pairs
 
     runs, name = Path(args.runs), Path(args.start).name
@@ -49,25 +49,19 @@ def main() -> None:
     report: dict = {"start": args.start, "eval_dim": args.eval_dim, "rows": {}}
     data_by_condition: dict = {}
     for label, path in models.items():
-        condition = "default" if label == "start" else label.rsplit("-seed", 1)[0]
-        pairs_condition = "default" if condition == "general" else condition
+        condition, seed = label.rsplit("-seed", 1) if label != "start" else ("start", "0")
+        pairs_condition = condition if condition in ("crops", "titles", "generated") else "default"
         if pairs_condition not in data_by_condition:
             pairs = read_pairs(runs / f"pairs-{pairs_condition}")
             data_by_condition[pairs_condition] = (gate_data(pairs, corpus_size=args.corpus_size, task=task), pairs)
         data, pairs = data_by_condition[pairs_condition]
-        sources = query_sources(pairs)
         model = Causal2Vec.from_pretrained(path)
         run = retrieval_run(model, data, batch_size=32, show_progress_bar=True, truncate_dim=eval_dim)
         qrels = {q: data.qrels[q] for q in data.judged_query_ids}
         row = {"gate_ndcg@10": evaluate_run(run, qrels)["ndcg@10"]}
-        for source in sorted(set(sources.values())):
-            subset = {q: r for q, r in qrels.items() if sources[q] == source}
-            row[f"gate_ndcg@10 {source} ({len(subset)})"] = evaluate_run(run, subset)["ndcg@10"]
-        recorded = results / (
-            f"{label.rsplit('-seed', 1)[0]}_seed{label.rsplit('-seed', 1)[1]}.json"
-            if label != "start"
-            else "start_seed0.json"
-        )
+        for source, scores in scores_by_source(run, qrels, query_sources(pairs)).items():
+            row[f"gate_ndcg@10 {source} ({int(scores['queries'])})"] = scores["ndcg@10"]
+        recorded = results / f"{condition}_seed{seed}.json"
         if recorded.is_file():
             row["scifact_dev_ndcg@10"] = json.loads(recorded.read_text())["ndcg@10"]
         report["rows"][label] = row

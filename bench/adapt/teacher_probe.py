@@ -1,6 +1,6 @@
 """Would the decoder's own query likelihood teach adapt's student anything? A probe before building it.
 
-A teacher for adapt (issue 45, item 4) would score each training pair and its mined negative with the bundled
+A teacher for adapt would score each training pair and its mined negative with the bundled
 SmolLM2-135M-Instruct's ``log P(query | passage)`` (the generation prompt; mean per query token) and the student
 would learn the teacher's margins (GPL's MarginMSE). That pays only where the teacher orders a (query, positive,
 negative) triple better than the student already does. This script measures exactly that, on triples of three

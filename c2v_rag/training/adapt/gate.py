@@ -17,7 +17,7 @@ from typing import Any
 
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
-from c2v_rag.evaluation.metrics import evaluate_run
+from c2v_rag.evaluation.metrics import Run, evaluate_run
 from c2v_rag.training.adapt.questions import Question
 from c2v_rag.training.data import gate_corpus
 from c2v_rag.training.pseudo.beir_cache import PairSet
@@ -114,12 +114,6 @@ def score(
     run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True)
     qrels = {q: data.qrels[q] for q in data.judged_query_ids}
     retrieval = evaluate_run(run, qrels)
-    by_source = {}
-    for source in sorted(set((sources or {}).values())):
-        subset = {q: rels for q, rels in qrels.items() if sources and sources.get(q) == source}
-        if subset:
-            scores = evaluate_run(run, subset)
-            by_source[source] = {"queries": float(len(subset)), **{k: scores[k] for k in ("ndcg@10", "mrr@10")}}
     sts = read_stsb(sts_path, name="stsb-dev")
     if sts_limit is not None:
         sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
@@ -127,9 +121,25 @@ def score(
     asked: dict[str, float] = {}
     if questions is not None:
         judged = {q: questions.qrels[q] for q in questions.judged_query_ids}
-        scores = evaluate_run(retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True), judged)
-        asked = {"queries": float(len(judged)), "ndcg@10": scores["ndcg@10"], "mrr@10": scores["mrr@10"]}
+        run_asked = retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True)
+        asked = scores_by_source(run_asked, judged, dict.fromkeys(judged, "questions"))["questions"]
+    by_source = scores_by_source(run, qrels, sources or {})
     return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source, asked)
+
+
+def scores_by_source(
+    run: Run, qrels: dict[str, dict[str, int]], sources: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Source -> {"queries", "ndcg@10", "mrr@10"} over the queries of ``qrels`` that ``sources`` gives that source."""
+    groups: dict[str, dict[str, dict[str, int]]] = {}
+    for query, rels in qrels.items():
+        if query in sources:
+            groups.setdefault(sources[query], {})[query] = rels
+    scored = {}
+    for source, subset in sorted(groups.items()):
+        scores = evaluate_run(run, subset)
+        scored[source] = {"queries": float(len(subset)), "ndcg@10": scores["ndcg@10"], "mrr@10": scores["mrr@10"]}
+    return scored
 
 
 def decide(

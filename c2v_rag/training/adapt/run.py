@@ -321,16 +321,12 @@ def adapt(
     if asked_questions is not None:
         size, seed = config.gate.corpus_size, config.training.seed
         asked = question_data(asked_questions, pairs, corpus_size=size, task=task, seed=seed)
+    sources = query_sources(pairs)
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
         scores[name] = score(
-            model,
-            data,
-            general.stsb_dev,
-            sts_limit=config.gate.sts_limit,
-            sources=query_sources(pairs),
-            questions=asked,
+            model, data, general.stsb_dev, sts_limit=config.gate.sts_limit, sources=sources, questions=asked
         )
         del model
     kept, reasons = decide(
