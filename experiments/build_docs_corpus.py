@@ -16,7 +16,7 @@ The same installed versions give the same bytes.
 from __future__ import annotations
 
 import argparse
-import email
+import email.message
 import importlib
 import inspect
 import re
@@ -24,9 +24,10 @@ import sys
 import warnings
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 
-# Modules that open windows, print, start servers or are aliases when imported.
-_SKIP = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "__main__", "pydoc_data", "lib2to3"}
+# Modules that open windows, print, start servers or are aliases when imported (private ones are skipped anyway).
+_SKIP = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "pydoc_data", "lib2to3"}
 
 
 def _slug(name: str) -> str:
@@ -38,11 +39,13 @@ def package_pages(min_chars: int) -> dict[str, str]:
     pages: dict[str, str] = {}
     for dist in metadata.distributions():
         meta = dist.metadata
+        if not isinstance(meta, email.message.Message):  # what importlib.metadata returns: an email message
+            continue
         name = meta.get("Name")
         if not name:
             continue
-        body = meta.get_payload() if isinstance(meta, email.message.Message) else None
-        body = (body or meta.get("Description") or "").strip()
+        payload = meta.get_payload()
+        body = ((payload if isinstance(payload, str) else "") or meta.get("Description") or "").strip()
         if len(body) < min_chars:
             continue
         summary = (meta.get("Summary") or "").strip()
@@ -51,13 +54,13 @@ def package_pages(min_chars: int) -> dict[str, str]:
     return pages
 
 
-def _members(module: object, min_chars: int) -> list[tuple[str, str]]:
+def _members(module: ModuleType, min_chars: int) -> list[tuple[str, str]]:
     out = []
     for name, value in sorted(vars(module).items()):
         documented = inspect.isclass(value) or inspect.isfunction(value) or inspect.isbuiltin(value)
         if name.startswith("_") or not documented:
             continue
-        if getattr(value, "__module__", None) != module.__name__:  # type: ignore[attr-defined]
+        if getattr(value, "__module__", None) != module.__name__:
             continue
         doc = inspect.getdoc(value) or ""
         if len(doc) >= min_chars:
