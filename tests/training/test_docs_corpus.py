@@ -42,3 +42,26 @@ def test_cli_writes_package_readmes_and_is_repeatable(tmp_path):
     assert a == b and len(a) > 50
     # pydantic is a dependency, and its README is long: it must be one of the package pages
     assert Path("packages/pydantic.md") in a
+
+
+def test_package_api_pages_hold_public_modules_docstrings_within_the_caps():
+    import click.core
+
+    builder = _load()
+    pages = builder.package_api_pages(["click"], 300, max_modules=3, max_chars=5_000)
+    names = [rel.removeprefix("api/").removesuffix(".md") for rel in pages]
+    # click's own __init__ documents nothing of its own (its members are click.core's): the first pages are the
+    # shallowest submodules, in name order
+    assert names == sorted(names) and len(names) == 3 and all(name.startswith("click.") for name in names)
+    assert not any(part.startswith("_") for name in names for part in name.split("."))
+    assert all(len(page) <= 5_000 or page.count("\n## ") == 0 for page in pages.values())
+    # click.core's page holds Context's docstring under its own heading, as inspect gives it
+    page = builder.module_page("click.core", 300)
+    assert page is not None and f"## click.core.Context\n\n{inspect.getdoc(click.core.Context)}" in page
+
+
+def test_a_package_that_is_not_installed_is_named_in_the_error():
+    import pytest
+
+    with pytest.raises(SystemExit, match="--package no_such_pkg_xyz: not installed"):
+        _load().package_api_pages(["no_such_pkg_xyz"], 300, max_modules=3, max_chars=5_000)
