@@ -75,7 +75,7 @@ def _members(module: ModuleType, min_chars: int) -> list[tuple[str, str]]:
 
 def module_page(mod_name: str, min_chars: int, max_chars: int | None = None) -> str | None:
     """A module's page: its docstring, then each documented public member's; None when it has none or fails to
-    import. ``max_chars`` keeps the members that fit."""
+    import. ``max_chars`` keeps the parts, in order, while they fit (the first always)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -88,9 +88,9 @@ def module_page(mod_name: str, min_chars: int, max_chars: int | None = None) -> 
         parts.append(doc)
     for name, member_doc in _members(module, min_chars):
         parts.append(f"## {mod_name}.{name}\n\n{member_doc}")
-    page = f"# {mod_name}\n\n"
+    header = page = f"# {mod_name}\n\n"
     for part in parts:
-        if max_chars is not None and len(page) + len(part) > max_chars and page.count("\n\n") > 1:
+        if max_chars is not None and page != header and len(page) + len(part) > max_chars:
             break
         page += part + "\n\n"
     return page.rstrip("\n") + "\n" if parts else None
