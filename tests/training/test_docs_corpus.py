@@ -44,6 +44,18 @@ def test_cli_writes_package_readmes_and_is_repeatable(tmp_path):
     assert Path("packages/pydantic.md") in a
 
 
+def _parts(page: str | None) -> tuple[str, list[str]]:
+    """A page's header line and its parts (the module's docstring or a member's section), split at the headings."""
+    assert page is not None
+    header, body = page.split("\n\n", 1)
+    first, *members = body.rstrip("\n").split("\n\n## ")
+    return header, [first] + ["## " + member for member in members]
+
+
+def _join(header: str, parts: list[str]) -> str:
+    return header + "\n\n" + "\n\n".join(parts) + "\n"
+
+
 def test_package_api_pages_hold_public_modules_docstrings_within_the_caps():
     import click.core
 
@@ -54,7 +66,21 @@ def test_package_api_pages_hold_public_modules_docstrings_within_the_caps():
     # shallowest submodules, in name order
     assert names == sorted(names) and len(names) == 3 and all(name.startswith("click.") for name in names)
     assert not any(part.startswith("_") for name in names for part in name.split("."))
-    assert all(len(page) <= 5_000 or page.count("\n## ") == 0 for page in pages.values())
+    # the cap keeps whole parts, in order, while the text fits, and the first part always: each capped page is the
+    # uncapped one cut at a part boundary, and the next part would have taken it past the cap
+    for rel, page in pages.items():
+        header, parts = _parts(builder.module_page(rel.removeprefix("api/").removesuffix(".md"), 300))
+        kept = next(k for k in range(1, len(parts) + 1) if page == _join(header, parts[:k]))
+        assert kept == 1 or len(page.rstrip("\n")) <= 5_000
+        assert kept == len(parts) or len(_join(header, parts[: kept + 1]).rstrip("\n")) > 5_000
+    # at the boundary itself: a cap of exactly k parts' length keeps k parts, one character less keeps k - 1
+    header, parts = _parts(builder.module_page("click.decorators", 300))
+    assert len(parts) >= 4
+    for k in (2, 3):
+        cap = len(_join(header, parts[:k]).rstrip("\n"))
+        assert builder.module_page("click.decorators", 300, cap) == _join(header, parts[:k])
+        assert builder.module_page("click.decorators", 300, cap - 1) == _join(header, parts[: k - 1])
+    assert builder.module_page("click.decorators", 300, 10) == _join(header, parts[:1])
     # click.core's page holds Context's docstring under its own heading, as inspect gives it
     page = builder.module_page("click.core", 300)
     assert page is not None and f"## click.core.Context\n\n{inspect.getdoc(click.core.Context)}" in page
