@@ -54,6 +54,26 @@ def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
 
 
+def frozen_weights_digest(model: torch.nn.Module, samples: int = 1024) -> str:
+    """A digest of the frozen (base) weights, which a checkpoint does not hold.
+
+    A checkpoint restores only the trainable tensors; the frozen ones come from the model paths again. If a path
+    now holds other weights, a resumed run would go on from a mix of two models: this digest tells them apart.
+    Up to ``samples`` evenly spaced values per tensor are hashed, so it costs milliseconds even for large models.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
+        if param.requires_grad:
+            continue
+        flat = param.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // samples)][:samples].float().cpu().contiguous()
+        digest.update(f"{name}:{tuple(param.shape)}:{param.dtype}".encode())
+        digest.update(sample.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def load_trainable_state(model: torch.nn.Module, path: Path) -> None:
     state = load_file(str(path))
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}

@@ -32,6 +32,7 @@ from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.training.checkpoint import (
     CheckpointError,
     checkpoint_name,
+    frozen_weights_digest,
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
@@ -479,6 +480,7 @@ class Trainer:
             self.optimizer, WarmupThenLinear(train.warmup_steps, train.total_schedule_steps)
         )
         self.fingerprint = _config_fingerprint(cfg)
+        self.base_weights = frozen_weights_digest(self.model)
         if resume:
             self._resume(resume)
 
@@ -497,10 +499,28 @@ class Trainer:
                 f"{directory} was written by a run with different model, data or optimisation settings; "
                 "resume with the recipe it was trained with, or start a new output.dir"
             )
+        if "base_weights" not in state:
+            logger.warning("%s records no digest of the base weights; they are assumed unchanged", directory)
+        elif state["base_weights"] != self.base_weights:
+            model = self.config.model
+            sources = model.variant or " and ".join(str(path) for path in (model.decoder, model.encoder) if path)
+            raise CheckpointError(
+                f"{directory} was trained on other base weights than {sources} hold now; resume with the weights "
+                "the run started from, or start a new output.dir"
+            )
         if state.get("world_size") != self.ctx.world_size:
             raise CheckpointError(
                 f"{directory} was trained with {state.get('world_size')} process(es), not "
                 f"{self.ctx.world_size}: the batches would differ"
+            )
+        # The schedule is part of the scheduler's state, so it is the one the run started with, whatever
+        # training.steps says now; steps past its end would have a learning rate of zero.
+        schedule = self.scheduler.lr_lambdas[0]
+        if isinstance(schedule, WarmupThenLinear) and self.config.training.steps > schedule.total:
+            raise CheckpointError(
+                f"training.steps={self.config.training.steps} goes past the end of the learning-rate schedule "
+                f"{directory} was trained with (step {schedule.total}): the steps after it would not train. Resume "
+                f"with training.steps <= {schedule.total}, or start a new output.dir with a longer schedule"
             )
         self.step = state["step"]
         self.history = state.get("history", [])
@@ -581,6 +601,7 @@ class Trainer:
                     "history": self.history,
                     "evaluations": self.evaluations,
                     "fingerprint": self.fingerprint,
+                    "base_weights": self.base_weights,
                     "world_size": self.ctx.world_size,
                 },
             )

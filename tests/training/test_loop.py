@@ -9,7 +9,7 @@ import torch
 
 from c2v_rag import Causal2Vec
 from c2v_rag.training import TrainConfig, Trainer, TrainingDivergedError, train
-from c2v_rag.training.checkpoint import list_checkpoints
+from c2v_rag.training.checkpoint import CheckpointError, list_checkpoints
 
 
 def _trainable(model) -> dict[str, torch.Tensor]:
@@ -66,6 +66,47 @@ def test_resume_continues_exactly(tiny_recipe, tmp_path):
     assert resumed.optimizer.state_dict()["state"][0]["step"] == straight.optimizer.state_dict()["state"][0]["step"]
 
 
+def test_resume_in_a_new_process_continues_exactly(tiny_recipe, tmp_path):
+    """The CLI, as a user resumes: a new interpreter (another hash seed, fresh RNGs) goes on bit for bit."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from safetensors.torch import load_file
+
+    raw = tiny_recipe(steps=4, save_every=2, keep_checkpoints=5, mini_batch_size=3)
+    raw["lora"]["dropout"] = 0.2
+    raw["mining"] = {"method": "bm25", "datasets": ["pairs"], "depth": 10}
+
+    def run(directory, *extra, hash_seed):
+        raw["output"]["dir"] = str(directory)
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump(raw))
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(
+            [sys.executable, "-m", "c2v_rag.cli", "train", str(recipe), *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return [json.loads(line)["loss"] for line in (directory / "history.jsonl").open()]
+
+    straight = run(tmp_path / "straight", hash_seed="1")
+    resumed_dir = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "straight", resumed_dir)
+    shutil.rmtree(resumed_dir / "checkpoints" / "step-000004")
+    resumed = run(resumed_dir, "--resume", hash_seed="2")
+    assert len(straight) == 4 and resumed == straight
+    last = "checkpoints/step-000004/trainable.safetensors"
+    expected, got = load_file(str(tmp_path / "straight" / last)), load_file(str(resumed_dir / last))
+    assert expected.keys() == got.keys()
+    assert all(torch.equal(got[name], expected[name]) for name in expected)
+
+
 def test_resume_refuses_a_different_recipe(tiny_recipe):
     raw = tiny_recipe(steps=2, save_every=1)
     train(TrainConfig.model_validate(raw))
@@ -74,8 +115,37 @@ def test_resume_refuses_a_different_recipe(tiny_recipe):
     with pytest.raises(Exception, match="different model, data or optimisation"):
         trainer.setup(resume=True)
     raw["training"]["lr"] = 1e-3
+    # More steps keep the schedule the run started with (2 x 2 steps), so up to its end only
+    raw["training"]["steps"] = 4
+    trainer = Trainer(TrainConfig.model_validate(raw))
+    trainer.setup(resume=True)
+    assert trainer.scheduler.lr_lambdas[0].total == 4 and trainer.step == 2
+    raw["training"]["steps"] = 5
+    with pytest.raises(CheckpointError, match=r"training.steps=5 goes past .* \(step 4\).*training.steps <= 4"):
+        Trainer(TrainConfig.model_validate(raw)).setup(resume=True)
     with pytest.raises(FileExistsError, match="--resume"):
         Trainer(TrainConfig.model_validate(raw)).setup()
+
+
+def test_resume_refuses_base_weights_changed_under_the_same_path(tiny_recipe, tiny_dirs, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    decoder = tmp_path / "decoder"
+    shutil.copytree(tiny_dirs["llama"], decoder)
+    raw = tiny_recipe(steps=2, save_every=1)
+    raw["model"]["decoder"] = str(decoder)
+    train(TrainConfig.model_validate(raw))
+    trainer = Trainer(TrainConfig.model_validate(raw))
+    trainer.setup(resume=True)  # the same weights: resumes
+    assert trainer.step == 2
+    # Another model saved to the same path: the checkpoint holds only the adapters, so resuming would mix them.
+    weights = decoder / "model.safetensors"
+    tensors = load_file(str(weights))
+    name = next(n for n in tensors if "layers.0.mlp" in n)
+    tensors[name] = tensors[name] * 1.5
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=f"other base weights than {decoder} and "):
+        Trainer(TrainConfig.model_validate(raw)).setup(resume=True)
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_recipe):
