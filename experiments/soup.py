@@ -85,7 +85,7 @@ def check_mean_update(sources: list[Path], target: Path) -> float:
         if ".lora_A." not in name:
             continue
         b_name = name.replace(".lora_A.", ".lora_B.")
-        mean = sum(i[b_name].double() @ i[name].double() for i in inputs) / len(inputs)
+        mean = torch.stack([i[b_name].double() @ i[name].double() for i in inputs]).mean(dim=0)
         got = soup[b_name].double() @ soup[name].double()
         worst = max(worst, float((got - mean).abs().max() / mean.abs().max().clamp_min(1e-12)))
     return worst
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         if (args.variants[0] / name).is_file():
             shutil.copy2(args.variants[0] / name, args.out / name)
     projectors = [load_file(str(v / PROJECTOR_FILE)) for v in args.variants]
-    mean = {k: (sum(p[k].float() for p in projectors) / len(projectors)).to(t.dtype) for k, t in projectors[0].items()}
+    mean = {
+        k: torch.stack([p[k].float() for p in projectors]).mean(dim=0).to(t.dtype) for k, t in projectors[0].items()
+    }
     save_file(mean, str(args.out / PROJECTOR_FILE), metadata={"format": "pt"})
     for key in ("decoder_adapter", "encoder_adapter"):
         folder = configs[0].get(key)
