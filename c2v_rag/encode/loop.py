@@ -123,8 +123,12 @@ class Truncation:
 class EncodeObserver(Protocol):
     """Follows the encode calls made while it is set (:func:`observing`): an ingest's progress bar."""
 
-    def encoded(self, done: int, of: int) -> None:
-        """``done`` of the call's ``of`` inputs are embedded; called after each forward pass."""
+    def encoded(self, done: int, of: int, work: float) -> None:
+        """``done`` of the call's ``of`` inputs are embedded; called after each forward pass.
+
+        ``work`` is the share of the call's work done, estimated from the inputs' characters: the longest inputs
+        go first, so early on the count of inputs runs behind the time spent, and an ETA taken from it is too
+        long."""
 
     def truncated(self, cut: Truncation) -> None:
         """What one call cut; the observer reports it (the call logs nothing)."""
@@ -426,13 +430,16 @@ def _run(
     model.eval()
     progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
     done = 0
+    # Characters of the texts embedded so far, taken in the order the batches run (the order above).
+    chars = np.cumsum([0] + [len(texts[i]) for i in order])
+    total_chars = max(1, int(chars[-1]))
 
     def on_batch(n: int, _tokens: int) -> None:
         nonlocal done
         done += n
         progress.update(n)
         if observer is not None:
-            observer.encoded(done, len(texts))
+            observer.encoded(done, len(texts), int(chars[done]) / total_chars)
 
     try:
         for start in range(0, len(order), _WINDOW):

@@ -308,14 +308,18 @@ class IngestProgress:
         finally:
             self._batch = None
 
-    def encoded(self, done: int, of: int) -> None:
-        """:class:`~c2v_rag.encode.loop.EncodeObserver`: ``done`` of the ``of`` chunks to embed are embedded."""
+    def encoded(self, done: int, of: int, work: float) -> None:
+        """:class:`~c2v_rag.encode.loop.EncodeObserver`: ``done`` of the ``of`` chunks to embed are embedded,
+        ``work`` of the work to embed them is done."""
         batch = self._batch
         if batch is None or not batch.chunks:
             return
         # The sink held the batch's other chunks already: they are done without the model.
-        chunks = min(len(batch.chunks), len(batch.chunks) - of + done)
-        share = chunks / len(batch.chunks)
+        stored = max(0, len(batch.chunks) - of)
+        chunks = min(len(batch.chunks), stored + done)
+        # The inputs move with the work done, not the chunks: the longest chunks go first, so counting chunks
+        # would run slow early in each batch and the bar's ETA would be too long.
+        share = min(1.0, (stored + work * of) / len(batch.chunks))
         self._show(self.inputs + int((batch.inputs_done - self.inputs) * share), self.chunks + chunks)
 
     def truncated(self, cut: Truncation) -> None:

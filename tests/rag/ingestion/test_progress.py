@@ -76,6 +76,33 @@ def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, m
     assert shown == sorted(shown)  # never backwards
 
 
+def test_the_file_count_follows_the_work_not_the_chunks(tmp_path, tiny_variant, ingest_config, monkeypatch):
+    # Six long files and six of one word, one chunk each, in one batch: the long chunks go first and hold nearly
+    # all the work, so once they are embedded the bar must be near its end, not at half (6 of 12 chunks).
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    texts = {f"long{i}.md": make_text(i, 2) for i in range(6)} | {f"short{i}.md": "Ok." for i in range(6)}
+    for name, text in texts.items():
+        (folder / name).write_text(text + "\n", encoding="utf-8")
+    shown: list[tuple[int, int]] = []
+    real_show = IngestProgress._show
+
+    def show(self, inputs, chunks, seconds=None):
+        shown.append((inputs, chunks))
+        real_show(self, inputs, chunks, seconds)
+
+    monkeypatch.setattr(IngestProgress, "_show", show)
+    config = ingest_config.model_copy(update={"chunk_size": 100, "batch_size": 10_000, "max_tokens_per_batch": 64})
+    result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="work", model=tiny_variant, config=config)
+    assert result.chunks == 12 and shown[-1] == (12, 12)
+    # independent of the bar: the share of the characters in the six long files
+    long_share = sum(len(t) for n, t in texts.items() if n.startswith("long")) / sum(len(t) for t in texts.values())
+    assert long_share > 0.9
+    at_half = [files for files, chunks in shown if chunks == 6]
+    assert at_half and min(at_half) >= int(12 * long_share) - 1, shown
+    assert shown == sorted(shown)  # never backwards
+
+
 def test_warnings_during_ingest_print_above_the_bar(
     tmp_path, tiny_variant, tiny_model, ingest_config, monkeypatch, capsys
 ):
