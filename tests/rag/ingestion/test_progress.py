@@ -56,17 +56,23 @@ def test_a_list_of_texts_is_counted_in_documents(tmp_path, tiny_variant, corpus,
     assert "100%|" in final and "6/6 docs" in final
 
 
-def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, monkeypatch):
-    # One batch holds every chunk; small forward passes make many updates inside it.
-    folder = write_files(tmp_path / "notes", 12)
-    shown: list[tuple[int, int]] = []
+@pytest.fixture
+def shown(monkeypatch) -> list[tuple[int, int]]:
+    """Every (inputs, chunks) the bar is asked to show, in order; the bar still draws them."""
+    calls: list[tuple[int, int]] = []
     real_show = IngestProgress._show
 
     def show(self, inputs, chunks, seconds=None):
-        shown.append((inputs, chunks))
+        calls.append((inputs, chunks))
         real_show(self, inputs, chunks, seconds)
 
     monkeypatch.setattr(IngestProgress, "_show", show)
+    return calls
+
+
+def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, shown):
+    # One batch holds every chunk; small forward passes make many updates inside it.
+    folder = write_files(tmp_path / "notes", 12)
     config = ingest_config.model_copy(update={"batch_size": 10_000, "max_tokens_per_batch": 64})
     result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="one", model=tiny_variant, config=config)
     assert shown[-1] == (12, result.chunks)
@@ -76,7 +82,7 @@ def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, m
     assert shown == sorted(shown)  # never backwards
 
 
-def test_the_file_count_follows_the_work_not_the_chunks(tmp_path, tiny_variant, ingest_config, monkeypatch):
+def test_the_file_count_follows_the_work_not_the_chunks(tmp_path, tiny_variant, ingest_config, shown):
     # Six long files and six of one word, one chunk each, in one batch: the long chunks go first and hold nearly
     # all the work, so once they are embedded the bar must be near its end, not at half (6 of 12 chunks).
     folder = tmp_path / "notes"
@@ -84,14 +90,6 @@ def test_the_file_count_follows_the_work_not_the_chunks(tmp_path, tiny_variant, 
     texts = {f"long{i}.md": make_text(i, 2) for i in range(6)} | {f"short{i}.md": "Ok." for i in range(6)}
     for name, text in texts.items():
         (folder / name).write_text(text + "\n", encoding="utf-8")
-    shown: list[tuple[int, int]] = []
-    real_show = IngestProgress._show
-
-    def show(self, inputs, chunks, seconds=None):
-        shown.append((inputs, chunks))
-        real_show(self, inputs, chunks, seconds)
-
-    monkeypatch.setattr(IngestProgress, "_show", show)
     config = ingest_config.model_copy(update={"chunk_size": 100, "batch_size": 10_000, "max_tokens_per_batch": 64})
     result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="work", model=tiny_variant, config=config)
     assert result.chunks == 12 and shown[-1] == (12, 12)
