@@ -430,8 +430,8 @@ def _run(
     model.eval()
     progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
     done = 0
-    # Characters of the texts embedded so far, taken in the order the batches run (the order above).
-    chars = np.cumsum([0] + [len(texts[i]) for i in order])
+    # For the observer: characters of the texts embedded so far, in the order the batches run (the order above).
+    chars = np.cumsum([0] + [len(texts[i]) for i in order]) if observer is not None else np.zeros(1)
     total_chars = max(1, int(chars[-1]))
 
     def on_batch(n: int, _tokens: int) -> None:
