@@ -41,12 +41,6 @@ def run_in_terminal(checkout: Path, folder: Path, store: Path) -> tuple[str, flo
     env = {**os.environ, "COLUMNS": "120", "LINES": "30", "PYTHONPATH": str(checkout.resolve())}
     output = bytearray()
     start = time.perf_counter()
-
-    def read(fd: int) -> bytes:
-        data = os.read(fd, 4096)
-        output.extend(data)
-        return data
-
     pid, fd = pty.fork()
     if pid == 0:  # the child: the ingest, with the pty as its terminal
         os.chdir(checkout)
@@ -54,10 +48,12 @@ def run_in_terminal(checkout: Path, folder: Path, store: Path) -> tuple[str, flo
     try:
         while True:
             try:
-                if not read(fd):
-                    break
+                data = os.read(fd, 4096)
             except OSError:  # the child closed the terminal
                 break
+            if not data:
+                break
+            output.extend(data)
     finally:
         _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:

@@ -53,6 +53,7 @@ def _same(value: object) -> object:
 
 
 def soup_adapter(sources: list[Path], target: Path) -> str:
+    """Write the soup of the adapters in ``sources`` to ``target``; returns what was done, for the log."""
     files = [s / ADAPTER_FILE for s in sources]
     target.mkdir(parents=True)
     if all(filecmp.cmp(files[0], f, shallow=False) for f in files[1:]):
@@ -70,16 +71,18 @@ def soup_adapter(sources: list[Path], target: Path) -> str:
         raise SystemExit(f"{target.name}: stacking needs plain LoRA with one scale alpha/r in every input")
     config["r"] = sum(ranks)
     config["lora_alpha"] = scales.pop() * config["r"]
-    stacked = stack_lora([load_file(str(f)) for f in files])
+    inputs = [load_file(str(f)) for f in files]
+    stacked = stack_lora(inputs)
     save_file(stacked, str(target / ADAPTER_FILE), metadata={"format": "pt"})
     (target / ADAPTER_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
-    return f"stacked: rank {' + '.join(map(str, ranks))} = {config['r']}, lora_alpha {config['lora_alpha']}"
+    return (
+        f"stacked: rank {' + '.join(map(str, ranks))} = {config['r']}, lora_alpha {config['lora_alpha']}; "
+        f"largest relative gap to the mean update {mean_update_gap(inputs, stacked):.2e}"
+    )
 
 
-def check_mean_update(sources: list[Path], target: Path) -> float:
+def mean_update_gap(inputs: list[dict[str, torch.Tensor]], soup: dict[str, torch.Tensor]) -> float:
     """The largest gap, over every module, between the soup's update and the mean of the inputs' updates."""
-    inputs = [load_file(str(s / ADAPTER_FILE)) for s in sources]
-    soup = load_file(str(target / ADAPTER_FILE))
     worst = 0.0
     for name in soup:
         if ".lora_A." not in name:
@@ -116,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("decoder_adapter", "encoder_adapter"):
         folder = configs[0].get(key)
         if folder:
-            how = soup_adapter([v / folder for v in args.variants], args.out / folder)
-            print(f"{folder}: {how}")
-            if how.startswith("stacked"):
-                gap = check_mean_update([v / folder for v in args.variants], args.out / folder)
-                print(f"  largest relative gap to the mean update: {gap:.2e}")
+            print(f"{folder}: {soup_adapter([v / folder for v in args.variants], args.out / folder)}")
     config = configs[0]
     config.setdefault("metadata", {})["soup_of"] = [v.name for v in args.variants]
     config["metadata"].pop("dev_scores", None)
