@@ -6,13 +6,12 @@ titles are committed beside the questions, so the leakage check runs on them alo
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from script_loading import load_script
 
 OOD = Path(__file__).resolve().parents[1] / "bench" / "ood"
 # What a document id of each benchmark looks like (build.py's ids: the file's path without .md).
@@ -21,11 +20,7 @@ ID_PATTERNS = {"manpages": re.compile(r"^man\d/[^/\s]+$"), "jargon": re.compile(
 
 def _load(name: str):
     """A bench/ood module by path: bench/ is scripts, not a package."""
-    spec = importlib.util.spec_from_file_location(f"ood_{name}", OOD / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(OOD / f"{name}.py", f"ood_{name}")
 
 
 questions = _load("questions")

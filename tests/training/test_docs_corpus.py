@@ -3,23 +3,20 @@ package or module, with the headings adapt's pseudo-pairs read."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from script_loading import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "build_docs_corpus.py"
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("build_docs_corpus", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, "build_docs_corpus")
 
 
 def test_stdlib_page_holds_each_documented_member_under_its_own_heading():

@@ -3,12 +3,12 @@ the mean of theirs, as peft computes it, and whose projector is the mean of thei
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from script_loading import load_script
 
 from c2v_rag import Causal2Vec
 from c2v_rag.training import TrainConfig, train
@@ -17,11 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "soup.py"
 
 
 def _soup_main(argv: list[str]) -> int:
-    spec = importlib.util.spec_from_file_location("soup", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
+    return load_script(SCRIPT, "experiments_soup").main(argv)
 
 
 def test_soup_of_two_seeds_is_their_mean_update(tiny_recipe, tmp_path):
