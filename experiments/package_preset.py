@@ -32,9 +32,13 @@ DATA_LICENSES = {
     "stsb": "STS-B train pairs (stsb/stsb.train.tsv): those scoring >= 4.0 as positives, or every pair with its "
     "score under the cosent loss; CC BY-SA 4.0",
     "scifact": "SciFact train claims minus the 20% dev claims, BM25-mined negatives (scifact/), CC BY 4.0 / ODC-By 1.0",
-    "banking77": "Banking77 train, same-intent pairs (banking77/train.csv; recipes since issue 12 leave out the 20% "
+    "banking77": "Banking77 train, same-intent pairs (banking77/train.csv; the recipes leave out the 20% "
     "rows that banking77-dev scores on), CC BY 4.0",
     "emotion": "Emotion train, same-label pairs (emotion/train.txt), research and educational use only",
+    "docs": "Documentation from the Python installation that trained it, built by experiments/build_docs_corpus.py "
+    "(not in ../shared/data): the standard library's docstrings (PSF license), installed packages' READMEs and, with "
+    "--package, their API docstrings, each under its package's license; turned into heading-section and "
+    "sentence-chunk pairs",
 }
 
 
@@ -265,7 +269,16 @@ def main(argv: list[str] | None = None) -> int:
         "the packaged preset it continued (its own stages come along); each recipe as run "
         "ships as train_config_stage<i>.yaml",
     )
+    parser.add_argument(
+        "--encoder-share",
+        type=float,
+        default=None,
+        help="the encoder part's share of the cosine the preset ships with (a readout setting; default: the share "
+        "the variant was trained at)",
+    )
     args = parser.parse_args(argv)
+    if args.encoder_share is not None and not 0.0 <= args.encoder_share <= 1.0:
+        parser.error(f"--encoder-share must lie in [0, 1], got {args.encoder_share}")
 
     import yaml
 
@@ -284,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     staging = PRESETS_DIR / f".{args.name}.new"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
+    if args.encoder_share is not None:
+        config["encoder_share"] = args.encoder_share
     config["metadata"]["dev_scores"] = {k: s["main"] for k, s in scores.items()}
     config["metadata"]["training"].pop("evaluations", None)
     config["metadata"]["recipe"] = "train_config.yaml"
@@ -330,7 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         "How do I reset my card PIN?",
     ]
     packaged = Causal2Vec.from_pretrained(args.name, dtype="float32").encode(texts, normalize_embeddings=True)
-    source = Causal2Vec.from_pretrained(str(args.variant), dtype="float32").encode(texts, normalize_embeddings=True)
+    source_model = Causal2Vec.from_pretrained(str(args.variant), dtype="float32")
+    source_model.set_readout(encoder_share=config["encoder_share"])  # compare the weights at the shipped readout
+    source = source_model.encode(texts, normalize_embeddings=True)
     cosine = (packaged * source).sum(axis=1)
     print(
         f"packaged vs source variant, float32: min cosine {cosine.min():.6f}, "

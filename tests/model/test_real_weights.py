@@ -128,7 +128,7 @@ def test_default_preset_is_trained_and_documents_itself():
     config = json.loads((directory / "causal2vec_config.json").read_text())
     assert config["metadata"]["trained"] is True
     assert config["decoder_adapter"]  # MiniLM stayed frozen in the preset's recipes: no encoder adapter
-    assert config["encoder_share"] == 0.9 and config["normalize_parts"] and config["representation"] == "concat"
+    assert config["encoder_share"] == 0.75 and config["normalize_parts"] and config["representation"] == "concat"
     # The training config, the data it names and the dev scores ship with the weights.
     assert "datasets" in (directory / "train_config.yaml").read_text()
     scores = json.loads((directory / "dev_scores.json").read_text())
