@@ -19,7 +19,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "reindex",
         help="re-embed the collection behind an alias with another model, then switch the alias",
         description="Fill NAME_v(n+1) from the chunks behind the alias --collection, embedded with --model, then "
-        "point the alias at it in one step; searches keep running on the old one meanwhile.",
+        "point the alias at it in one step; searches keep running on the old one meanwhile. A plain collection "
+        "becomes an alias with --convert.",
     )
     add_qdrant_options(parser)
     parser.add_argument(
@@ -30,6 +31,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--batch-size", type=int, default=256, help="chunks embedded and uploaded together")
     parser.add_argument("--drop-previous", action="store_true", help="delete the old collection after the switch")
+    parser.add_argument(
+        "--convert",
+        action="store_true",
+        help="--collection is a plain collection (an ingest without --versioned): keep its points as NAME_v1, "
+        "re-embed into NAME_v2 and put the alias NAME in its place (searches on NAME fail for a moment)",
+    )
     add_quiet(parser)
     add_model_options(parser, "the new variant directory or preset (default: the default preset)")
     return parser
@@ -49,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         sparse=_SPARSE[args.sparse],
         batch_size=args.batch_size,
         drop_previous=args.drop_previous,
+        convert=args.convert,
         show_progress=not args.quiet,
         **qdrant,
     )

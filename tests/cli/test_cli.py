@@ -129,7 +129,7 @@ def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
                 "--group-by-document",
             ],
         ),
-        ("reindex", ["--collection", "--model", "--sparse", "--drop-previous"]),
+        ("reindex", ["--collection", "--model", "--sparse", "--drop-previous", "--convert"]),
     ],
 )
 def test_help(command, expected, capsys):
@@ -327,3 +327,27 @@ def test_search_into_a_closed_pipe_ends_quietly_with_the_sigpipe_status(folder, 
     assert done.returncode == 0 and done.stdout.strip(), done.stderr
     # Any other broken pipe (a server's socket) is an error like any other: stdout here is still open.
     assert not output_closed(BrokenPipeError()) and not output_closed(ValueError())
+
+
+def test_a_collection_of_another_model_is_refused_then_converted_to_the_new_one(
+    folder, tmp_path, tiny_variant, tiny_variant_qwen, capsys
+):
+    """The upgrade path: a plain collection made with one model, searched with another (a new default preset)."""
+    import json
+
+    args = ["--path", str(tmp_path / "qdrant"), "--collection", "kb"]
+    small = ["--chunk-size", "24", "--chunk-overlap", "4", "-q"]
+    assert main(["ingest", str(folder), *args, "--model", str(tiny_variant), *small]) == 0
+    capsys.readouterr()
+    assert main(["search", "tides", *args, "--model", str(tiny_variant_qwen)]) == 2
+    err = capsys.readouterr().err
+    assert "was built with another model" in err and "c2v-rag reindex --collection kb" in err and "--convert" in err
+    assert main(["reindex", *args, "--model", str(tiny_variant_qwen), "--convert", "-q"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "reindexed: 25 chunks re-embedded into 'kb_v2'; the plain collection 'kb' kept as 'kb_v1', and 'kb' is now an "
+        "alias of 'kb_v2'"
+    )
+    assert main(["search", "tides", *args, "--model", str(tiny_variant_qwen), "--json"]) == 0
+    printed = capsys.readouterr().out
+    want = c2v_rag.search("tides", path=str(tmp_path / "qdrant"), collection="kb_v2", model=tiny_variant_qwen)
+    assert [h.id for h in want] == [h["id"] for h in json.loads(printed)]

@@ -117,26 +117,7 @@ def migrate(
         info = reader.get_collection(concrete)
         total = reader.count(concrete, exact=True).count
         with _opened(dst) as writer:
-            _ensure_copy(writer, name, info, dst, src.location, concrete)
-            copied, offset = 0, None
-            while True:
-                records, offset = reader.scroll(
-                    concrete, limit=batch_size, offset=offset, with_payload=True, with_vectors=True
-                )
-                if records:
-                    from qdrant_client.http import models
-
-                    points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
-
-                    def upsert(points: list[Any] = points) -> Any:
-                        return writer.upsert(name, points, wait=True)
-
-                    call_with_retry(
-                        upsert, what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0
-                    )
-                    copied += len(points)
-                if offset is None:
-                    break
+            copied = copy_collection(reader, writer, concrete, name, info, dst, src.location, batch_size)
             stored = writer.count(name, exact=True).count
             if stored < total:
                 raise RuntimeError(
@@ -157,6 +138,38 @@ def migrate(
     )
     logger.info("Migrated: %s", result.summary())
     return result
+
+
+def copy_collection(
+    reader: Any,
+    writer: Any,
+    source_name: str,
+    name: str,
+    info: Any,
+    target: QdrantConfig,
+    source_location: str,
+    batch_size: int,
+) -> int:
+    """Copy every point of ``source_name`` (ids, payloads, dense and sparse vectors) into ``name``, created like
+    it or checked to be a copy of it; reader and writer may be one client. Returns the points copied."""
+    from qdrant_client.http import models
+
+    _ensure_copy(writer, name, info, target, source_location, source_name)
+    copied, offset = 0, None
+    while True:
+        records, offset = reader.scroll(
+            source_name, limit=batch_size, offset=offset, with_payload=True, with_vectors=True
+        )
+        if records:
+            points = [models.PointStruct(id=r.id, vector=r.vector, payload=r.payload) for r in records]
+
+            def upsert(points: list[Any] = points) -> Any:
+                return writer.upsert(name, points, wait=True)
+
+            call_with_retry(upsert, what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0)
+            copied += len(points)
+        if offset is None:
+            return copied
 
 
 class _opened:

@@ -9,6 +9,12 @@ through the alias always embeds its query with the model of the collection it re
 
 Writers should pause during a reindex: chunks ingested into the old collection after its scroll
 passed them are not carried over.
+
+A plain collection (an ingest without ``versioned=True``) has no alias to switch. ``convert=True`` puts one in
+its place: its points are kept, vectors unchanged, as ``{name}_v1``, the re-embedded chunks go to
+``{name}_v2``, and the plain collection is replaced by the alias ``{name}`` -> ``{name}_v2``. Qdrant cannot
+rename a collection, so searches on the name fail between that delete and the alias (one request apart); every
+later reindex of the name switches without a gap.
 """
 
 from __future__ import annotations
@@ -60,12 +66,17 @@ class ReindexResult(BaseModel):
     chunks: int
     seconds: float
     dropped_previous: bool = False
+    converted: bool = False
 
     def summary(self) -> str:
-        return (
-            f"{self.chunks} chunks re-embedded into {self.collection!r}; alias {self.alias!r} switched from "
-            f"{self.previous!r} in {self.seconds:.1f} s"
-            + (f"; {self.previous!r} deleted" if self.dropped_previous else "")
+        switched = (
+            f"the plain collection {self.alias!r} kept as {self.previous!r}, and {self.alias!r} is now an alias of "
+            f"{self.collection!r}"
+            if self.converted
+            else f"alias {self.alias!r} switched from {self.previous!r}"
+        )
+        return f"{self.chunks} chunks re-embedded into {self.collection!r}; {switched} in {self.seconds:.1f} s" + (
+            f"; {self.previous!r} deleted" if self.dropped_previous else ""
         )
 
 
@@ -84,6 +95,7 @@ def reindex(
     sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
     batch_size: int = 256,
     drop_previous: bool = False,
+    convert: bool = False,
     show_progress: bool = True,
     qdrant: QdrantConfig | None = None,
     client: QdrantClient | None = None,
@@ -96,10 +108,12 @@ def reindex(
         sparse: ``"keep"`` the source's sparse vectors setting, ``"bm25"`` add them, None drop them.
         drop_previous: delete the old collection after the switch (default: keep it, for rollback
             with :func:`c2v_rag.rag.store.aliases.switch_alias` and for searches still running on it).
+        convert: where ``collection`` is a plain collection, keep its points as ``{collection}_v1`` and
+            replace it by an alias (module docstring); without it a plain collection is refused.
 
     Raises:
         CollectionNotFoundError: nothing is called ``collection``.
-        ValueError: ``collection`` is a plain collection, not an alias.
+        ValueError: ``collection`` is a plain collection, not an alias, and ``convert`` is false.
     """
     require_rag("c2v_rag.reindex")
     check_collection_name(collection)
@@ -115,52 +129,70 @@ def reindex(
     started = time.perf_counter()
     try:
         previous = alias_target(qdrant_client, collection)
+        plain = None
         if previous is None:
             if not qdrant_client.collection_exists(collection):
                 raise collection_not_found(collection, target)
-            raise ValueError(
-                f"collection {collection!r} at {target.location} is a plain collection, not an alias, so readers "
-                "cannot be switched over. Ingest into an alias with versioned=True (c2v-rag ingest --versioned), "
-                "then reindex that alias."
-            )
-        info = qdrant_client.get_collection(previous)
-        source = CollectionVectors.from_fingerprint(fingerprint_of(info), target.model_copy(update={"vector_name": ""}))
-        bm25 = source.bm25 if sparse == "keep" else resolve_sparse(sparse)
-        layout = CollectionVectors(
-            dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
-            sparse=(source.sparse or target.sparse_vector_name) if bm25 else None,
-            bm25=bm25,
-        )
-        # The new collection measures similarity as the old one did; storage options come from qdrant=.
-        params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
-        if params.distance.value.lower() in ("cosine", "dot", "euclid"):
-            target = target.model_copy(update={"distance": params.distance.value.lower()})
-        reference, c2v = chosen.reference(), chosen.load()
-        new = next_version(qdrant_client, collection)
-        ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
-        try:
-            _copy_indexes(qdrant_client, info, new)
-            chunks = _refill(
-                qdrant_client,
-                previous,
-                new,
-                layout,
-                Embedder(c2v, normalize=True, batch_size=batch_size),
-                BM25Encoder(bm25) if bm25 else None,
-                batch_size,
-                show_progress,
-            )
-            stored = qdrant_client.count(new, exact=True).count
-            if stored != chunks:
-                raise RuntimeError(
-                    f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
-                    f"{collection!r} was left on {previous!r}"
+            if not convert:
+                raise ValueError(
+                    f"collection {collection!r} at {target.location} is a plain collection, not an alias, so "
+                    "readers cannot be switched over. Pass convert=True (c2v-rag reindex --convert) to keep its "
+                    f"points as '{collection}_v1' and put an alias in its place (searches on it fail for a moment), "
+                    "or ingest into an alias with versioned=True (c2v-rag ingest --versioned) and reindex that."
                 )
+            plain = collection
+        reference, c2v = chosen.reference(), chosen.load()  # a model that fails to load changes nothing
+        if plain is not None:
+            previous = next_version(qdrant_client, plain)
+            _keep_plain(qdrant_client, plain, previous, target, batch_size)
+        assert previous is not None
+        try:
+            info = qdrant_client.get_collection(previous)
+            source = CollectionVectors.from_fingerprint(
+                fingerprint_of(info), target.model_copy(update={"vector_name": ""})
+            )
+            bm25 = source.bm25 if sparse == "keep" else resolve_sparse(sparse)
+            layout = CollectionVectors(
+                dense=source.dense or (HYBRID_DENSE_NAME if bm25 else ""),
+                sparse=(source.sparse or target.sparse_vector_name) if bm25 else None,
+                bm25=bm25,
+            )
+            # The new collection measures similarity as the old one did; storage options come from qdrant=.
+            params = stored_vector_params(info, previous, target.model_copy(update={"vector_name": source.dense}))
+            if params.distance.value.lower() in ("cosine", "dot", "euclid"):
+                target = target.model_copy(update={"distance": params.distance.value.lower()})
+            new = next_version(qdrant_client, collection)
+            ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
+            try:
+                _copy_indexes(qdrant_client, info, new)
+                chunks = _refill(
+                    qdrant_client,
+                    previous,
+                    new,
+                    layout,
+                    Embedder(c2v, normalize=True, batch_size=batch_size),
+                    BM25Encoder(bm25) if bm25 else None,
+                    batch_size,
+                    show_progress,
+                )
+                stored = qdrant_client.count(new, exact=True).count
+                if stored != chunks:
+                    raise RuntimeError(
+                        f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
+                        f"{collection!r} was left on {previous!r}"
+                    )
+            except BaseException:
+                # A half-built collection is never published; drop it so a re-run starts clean.
+                qdrant_client.delete_collection(new)
+                raise
         except BaseException:
-            # A half-built collection is never published; drop it so a re-run starts clean.
-            qdrant_client.delete_collection(new)
+            if plain is not None:
+                qdrant_client.delete_collection(previous)  # the copy; the plain collection is untouched
             raise
-        switch_alias(qdrant_client, collection, new)
+        if plain is not None:
+            _replace_with_alias(qdrant_client, plain, new, previous)
+        else:
+            switch_alias(qdrant_client, collection, new)
         logger.info("Alias %r now points at %r (was %r)", collection, new, previous)
         if drop_previous:
             qdrant_client.delete_collection(previous)
@@ -171,10 +203,49 @@ def reindex(
             chunks=chunks,
             seconds=time.perf_counter() - started,
             dropped_previous=drop_previous,
+            converted=plain is not None,
         )
     finally:
         if own_client:
             qdrant_client.close()
+
+
+def _keep_plain(client: StoreClient, plain: str, copy: str, target: QdrantConfig, batch_size: int) -> None:
+    """Copy the plain collection's points, vectors unchanged, into ``copy`` (made like it), or drop the copy."""
+    from c2v_rag.rag.admin.migrate import copy_collection
+
+    try:
+        copied = copy_collection(
+            client, client, plain, copy, client.get_collection(plain), target, target.location, batch_size
+        )
+        stored = client.count(copy, exact=True).count
+        if stored != copied or stored != client.count(plain, exact=True).count:
+            raise RuntimeError(
+                f"{copy!r} holds {stored} points after copying {copied} of {plain!r}: were chunks written meanwhile? "
+                "Nothing was changed; pause the writers and run the reindex again"
+            )
+    except BaseException:
+        if client.collection_exists(copy):
+            client.delete_collection(copy)
+        raise
+
+
+def _replace_with_alias(client: StoreClient, plain: str, new: str, kept: str) -> None:
+    """Delete the plain collection (its points are in ``kept``) and create the alias of its name to ``new``."""
+    if client.count(plain, exact=True).count != client.count(kept, exact=True).count:
+        raise RuntimeError(
+            f"{plain!r} changed while it was re-embedded (writers did not pause); it was left as it was, "
+            f"with {kept!r} and {new!r} beside it: delete those two and run the reindex again"
+        )
+    client.delete_collection(plain)
+    try:
+        switch_alias(client, plain, new)
+    except BaseException as err:
+        raise RuntimeError(
+            f"the plain collection {plain!r} was deleted (its points are kept in {kept!r}, re-embedded in {new!r}) "
+            f"but the alias could not be created: {err}. Create it with "
+            f"c2v_rag.rag.store.aliases.switch_alias(client, {plain!r}, {new!r})"
+        ) from err
 
 
 def _copy_indexes(client: StoreClient, info: Any, new: str) -> None:

@@ -390,8 +390,8 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
                 else ""
             )
             + f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
-            "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); otherwise ingest "
-            "the documents again into a new collection."
+            "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
+            "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
         )
 
 

@@ -6,6 +6,7 @@ import threading
 import time
 from contextlib import closing
 
+import numpy as np
 import pytest
 
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
@@ -131,7 +132,81 @@ def test_a_failed_reindex_leaves_the_alias_and_no_half_built_collection(
 
 def test_reindex_errors_name_the_fix(tmp_path, tiny_variant):
     c2v_rag.ingest(docs(0, 1), path=tmp_path, collection="plain", model=tiny_variant, **SMALL)
-    with pytest.raises(ValueError, match="'plain' .* is a plain collection, not an alias.*versioned=True"):
+    with pytest.raises(ValueError, match="'plain' .* is a plain collection, not an alias.*convert=True.*versioned="):
         c2v_rag.reindex("plain", model=tiny_variant, path=tmp_path, show_progress=False)
     with pytest.raises(CollectionNotFoundError, match="'missing' does not exist"):
         c2v_rag.reindex("missing", model=tiny_variant, path=tmp_path, show_progress=False)
+
+
+def _vectors(client, collection: str) -> dict[str, tuple[dict, list[float]]]:
+    found, offset = {}, None
+    while True:
+        batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
+        found.update({str(p.id): (p.payload, p.vector) for p in batch})
+        if offset is None:
+            return found
+
+
+def test_convert_keeps_a_plain_collection_and_puts_an_alias_in_its_place(tmp_path, tiny_variant, tiny_variant_qwen):
+    c2v_rag.ingest(docs(0, 6), path=tmp_path, collection="papers", model=tiny_variant, **SMALL)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        before = _vectors(client, "papers")
+        old_hits = [(h.id, h.score) for h in c2v_rag.search(QUERY, top_k=5, collection="papers", client=client)]
+        # The model a newer release ships is refused on the old collection, and the error names the fix.
+        with pytest.raises(CollectionMismatchError, match="--convert"):
+            c2v_rag.search(QUERY, collection="papers", client=client, model=tiny_variant_qwen)
+        result = c2v_rag.reindex("papers", model=tiny_variant_qwen, client=client, convert=True, show_progress=False)
+        assert (result.alias, result.previous, result.collection, result.converted) == (
+            "papers",
+            "papers_v1",
+            "papers_v2",
+            True,
+        )
+        assert "the plain collection 'papers' kept as 'papers_v1'" in result.summary()
+        assert alias_target(client, "papers") == "papers_v2"
+        assert sorted(c.name for c in client.get_collections().collections) == ["papers_v1", "papers_v2"]
+        # The old points are kept as they were, vectors included (re-normalized on upsert by cosine collections:
+        # equal to float32 rounding), and still answer the old model's queries.
+        kept_points = _vectors(client, "papers_v1")
+        assert {pid: payload for pid, (payload, _) in kept_points.items()} == {
+            pid: payload for pid, (payload, _) in before.items()
+        }
+        for pid, (_, vector) in before.items():
+            np.testing.assert_allclose(kept_points[pid][1], vector, atol=1e-6, err_msg=pid)
+        kept = c2v_rag.search(QUERY, top_k=5, collection="papers_v1", client=client)
+        assert [h.id for h in kept] == [pid for pid, _ in old_hits]
+        assert [h.score for h in kept] == pytest.approx([score for _, score in old_hits], abs=1e-5)
+        # The name now serves the new model's vectors of the same chunks.
+        assert stored_points(client, "papers_v2") == {pid: payload for pid, (payload, _) in before.items()}
+        new_hits = c2v_rag.search(QUERY, top_k=5, collection="papers", client=client, model=tiny_variant_qwen)
+        assert [h.id for h in new_hits] == [
+            h.id for h in c2v_rag.search(QUERY, top_k=5, collection="papers_v2", client=client)
+        ]
+        assert [(h.id, h.score) for h in new_hits] != old_hits
+    # A plain ingest into the name now writes through the alias; the next reindex switches without a gap.
+    more = c2v_rag.ingest(docs(6, 7), path=tmp_path, collection="papers", model=tiny_variant_qwen, **SMALL)
+    assert more.collection == "papers_v2"
+    again = c2v_rag.reindex("papers", model=tiny_variant, path=tmp_path, show_progress=False, drop_previous=True)
+    assert (again.previous, again.collection, again.converted) == ("papers_v2", "papers_v3", False)
+
+
+def test_a_failed_convert_leaves_the_plain_collection_alone(tmp_path, tiny_variant, tiny_variant_qwen, monkeypatch):
+    c2v_rag.ingest(docs(0, 4), path=tmp_path, collection="papers", model=tiny_variant, **SMALL)
+    client = QdrantClient(path=str(tmp_path))
+    before = _vectors(client, "papers")
+    real_upsert = client.upsert
+
+    def failing_refill(collection_name, *args, **kwargs):
+        if collection_name == "papers_v2":
+            raise RuntimeError("injected: disk full")
+        return real_upsert(collection_name, *args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", failing_refill)
+    with pytest.raises(RuntimeError, match="injected: disk full"):
+        c2v_rag.reindex("papers", model=tiny_variant_qwen, client=client, convert=True, show_progress=False)
+    assert [c.name for c in client.get_collections().collections] == ["papers"]
+    assert alias_target(client, "papers") is None and _vectors(client, "papers") == before  # never rewritten
+    with pytest.raises(OSError):  # a model that does not load changes nothing either
+        c2v_rag.reindex("papers", model=tmp_path / "no-model", client=client, convert=True, show_progress=False)
+    assert [c.name for c in client.get_collections().collections] == ["papers"]
+    client.close()
