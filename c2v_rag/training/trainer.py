@@ -160,6 +160,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         param.requires_grad_(False)
     if config.lora.enabled:
         if hasattr(model.decoder, "peft_config"):
+            _warn_kept_adapter("decoder", model.decoder, config.lora)
             _unfreeze_lora(model.decoder)
         else:
             model.decoder = get_peft_model(
@@ -168,6 +169,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     train_encoder = bool(model.config.num_contextual_tokens and config.encoder_lora.enabled)
     if model.encoder is not None and train_encoder:
         if hasattr(model.encoder, "peft_config"):
+            _warn_kept_adapter("encoder", model.encoder, config.encoder_lora)
             _unfreeze_lora(model.encoder)
         else:
             model.encoder = get_peft_model(
@@ -199,6 +201,22 @@ def _enable_checkpointing(module: torch.nn.Module) -> None:
         module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
         module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def _warn_kept_adapter(role: str, module: torch.nn.Module, section: LoraSection) -> None:
+    """A continued variant's adapter trains as it was saved; say so when the recipe asks for another shape."""
+    adapter = module.peft_config["default"]  # type: ignore[index]
+    kept = {"r": adapter.r, "alpha": float(adapter.lora_alpha), "dropout": adapter.lora_dropout}
+    asked = {name: getattr(section, name) for name in kept if name in section.model_fields_set}
+    differ = {name: value for name, value in asked.items() if value != kept[name]}
+    if differ:
+        logger.warning(
+            "the variant's %s adapter keeps training as it was saved (%s); the recipe's %s apply only to a new "
+            "adapter, made when training starts from base models",
+            role,
+            ", ".join(f"{k}={v:g}" for k, v in kept.items()),
+            ", ".join(f"{'encoder_lora' if role == 'encoder' else 'lora'}.{k}={v:g}" for k, v in differ.items()),
+        )
 
 
 def _unfreeze_lora(module: torch.nn.Module) -> None:

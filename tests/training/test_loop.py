@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 
 import pytest
@@ -190,6 +191,29 @@ def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
     )
     trainer.fit()
     assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]
+
+
+def test_continuing_a_variant_says_when_the_recipe_asks_for_another_adapter(tiny_recipe, tmp_path, caplog):
+    first = train(TrainConfig.model_validate(tiny_recipe(steps=1)))
+    saved_r = (
+        Causal2Vec.from_pretrained(first.output_dir, device="cpu", merge_adapters=False)
+        .decoder.peft_config["default"]
+        .r
+    )
+    raw = tiny_recipe(steps=1)
+    raw["model"] = {"variant": str(first.output_dir)}
+    raw["output"]["dir"] = str(tmp_path / "second")
+    raw["lora"] = {k: v for k, v in raw.get("lora", {}).items() if k not in ("r", "alpha")}  # the recipe's defaults
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.training.trainer"):
+        Trainer(TrainConfig.model_validate(raw)).setup()
+    assert "keeps training as it was saved" not in caplog.text  # nothing asked, nothing to say
+    raw["lora"]["r"] = saved_r + 4
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.training.trainer"):
+        trainer = Trainer(TrainConfig.model_validate(raw))
+        trainer.setup()
+    assert f"decoder adapter keeps training as it was saved (r={saved_r}," in caplog.text
+    assert f"lora.r={saved_r + 4} apply only to a new adapter" in caplog.text
+    assert trainer.model.decoder.peft_config["default"].r == saved_r  # the saved adapter is what trains
 
 
 def test_warmup_trains_from_the_first_step(tiny_recipe):
