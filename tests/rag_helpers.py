@@ -36,17 +36,22 @@ def stored_points(client, collection: str) -> dict[str, dict]:
             return points
 
 
+def stored_vectors(client, collection: str) -> dict[str, tuple[dict, np.ndarray]]:
+    """Every point of a collection: id -> (payload, vector)."""
+    found, offset = {}, None
+    while True:
+        batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
+        found.update({str(p.id): (p.payload, np.asarray(p.vector, dtype=np.float32)) for p in batch})
+        if offset is None:
+            return found
+
+
 def points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
     """Every stored point of the embedded Qdrant at ``path``: id -> (payload, vector)."""
     from qdrant_client import QdrantClient  # here: not every test that makes texts has qdrant-client
 
     with closing(QdrantClient(path=str(path))) as client:
-        found, offset = {}, None
-        while True:
-            batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
-            found.update({str(p.id): (p.payload, np.asarray(p.vector, dtype=np.float32)) for p in batch})
-            if offset is None:
-                return found
+        return stored_vectors(client, collection)
 
 
 def compare(ray_points: dict, local_points: dict) -> float:

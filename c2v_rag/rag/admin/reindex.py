@@ -142,11 +142,13 @@ def reindex(
                 )
             plain = collection
         reference, c2v = chosen.reference(), chosen.load()  # a model that fails to load changes nothing
-        if plain is not None:
-            previous = next_version(qdrant_client, plain)
-            _keep_plain(qdrant_client, plain, previous, target, batch_size)
-        assert previous is not None
+        made: list[str] = []  # the collections this call creates: dropped if it fails before publishing
         try:
+            if plain is not None:
+                previous = next_version(qdrant_client, plain)
+                made.append(previous)
+                _keep_plain(qdrant_client, plain, previous, target, batch_size)
+            assert previous is not None
             info = qdrant_client.get_collection(previous)
             source = CollectionVectors.from_fingerprint(
                 fingerprint_of(info), target.model_copy(update={"vector_name": ""})
@@ -162,32 +164,35 @@ def reindex(
             if params.distance.value.lower() in ("cosine", "dot", "euclid"):
                 target = target.model_copy(update={"distance": params.distance.value.lower()})
             new = next_version(qdrant_client, collection)
+            made.append(new)
             ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
-            try:
-                _copy_indexes(qdrant_client, info, new)
-                chunks = _refill(
-                    qdrant_client,
-                    previous,
-                    new,
-                    layout,
-                    Embedder(c2v, normalize=True, batch_size=batch_size),
-                    BM25Encoder(bm25) if bm25 else None,
-                    batch_size,
-                    show_progress,
+            _copy_indexes(qdrant_client, info, new)
+            chunks = _refill(
+                qdrant_client,
+                previous,
+                new,
+                layout,
+                Embedder(c2v, normalize=True, batch_size=batch_size),
+                BM25Encoder(bm25) if bm25 else None,
+                batch_size,
+                show_progress,
+            )
+            stored = _count(qdrant_client, new)
+            if stored != chunks:
+                left = (
+                    f"{plain!r} was left as it was" if plain else f"the alias {collection!r} was left on {previous!r}"
                 )
-                stored = qdrant_client.count(new, exact=True).count
-                if stored != chunks:
-                    raise RuntimeError(
-                        f"{new!r} holds {stored} points after copying {chunks} chunks; the alias "
-                        f"{collection!r} was left on {previous!r}"
-                    )
-            except BaseException:
-                # A half-built collection is never published; drop it so a re-run starts clean.
-                qdrant_client.delete_collection(new)
-                raise
+                raise RuntimeError(f"{new!r} holds {stored} points after copying {chunks} chunks; {left}")
+            if plain is not None and _count(qdrant_client, plain) != _count(qdrant_client, previous):
+                raise RuntimeError(
+                    f"{plain!r} changed while it was re-embedded (writers did not pause); it was left as it was: "
+                    "pause the writers and run the reindex again"
+                )
         except BaseException:
-            if plain is not None:
-                qdrant_client.delete_collection(previous)  # the copy; the plain collection is untouched
+            # Nothing half-built is ever published; drop what this call made so that a re-run starts clean.
+            for name in made:
+                if qdrant_client.collection_exists(name):
+                    qdrant_client.delete_collection(name)
             raise
         if plain is not None:
             _replace_with_alias(qdrant_client, plain, new, previous)
@@ -210,33 +215,27 @@ def reindex(
             qdrant_client.close()
 
 
+def _count(client: StoreClient, collection: str) -> int:
+    return int(client.count(collection, exact=True).count)
+
+
 def _keep_plain(client: StoreClient, plain: str, copy: str, target: QdrantConfig, batch_size: int) -> None:
-    """Copy the plain collection's points, vectors unchanged, into ``copy`` (made like it), or drop the copy."""
+    """Copy the plain collection's points, vectors unchanged, into ``copy`` (made like it)."""
     from c2v_rag.rag.admin.migrate import copy_collection
 
-    try:
-        copied = copy_collection(
-            client, client, plain, copy, client.get_collection(plain), target, target.location, batch_size
+    copied = copy_collection(
+        client, client, plain, copy, client.get_collection(plain), target, target.location, batch_size
+    )
+    stored = _count(client, copy)
+    if stored != copied or stored != _count(client, plain):
+        raise RuntimeError(
+            f"{copy!r} holds {stored} points after copying {copied} of {plain!r}: were chunks written meanwhile? "
+            "Nothing was changed; pause the writers and run the reindex again"
         )
-        stored = client.count(copy, exact=True).count
-        if stored != copied or stored != client.count(plain, exact=True).count:
-            raise RuntimeError(
-                f"{copy!r} holds {stored} points after copying {copied} of {plain!r}: were chunks written meanwhile? "
-                "Nothing was changed; pause the writers and run the reindex again"
-            )
-    except BaseException:
-        if client.collection_exists(copy):
-            client.delete_collection(copy)
-        raise
 
 
 def _replace_with_alias(client: StoreClient, plain: str, new: str, kept: str) -> None:
     """Delete the plain collection (its points are in ``kept``) and create the alias of its name to ``new``."""
-    if client.count(plain, exact=True).count != client.count(kept, exact=True).count:
-        raise RuntimeError(
-            f"{plain!r} changed while it was re-embedded (writers did not pause); it was left as it was, "
-            f"with {kept!r} and {new!r} beside it: delete those two and run the reindex again"
-        )
     client.delete_collection(plain)
     try:
         switch_alias(client, plain, new)

@@ -13,7 +13,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
-from rag_helpers import make_text, stored_points
+from rag_helpers import make_text, stored_points, stored_vectors
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, CollectionNotFoundError
@@ -138,19 +138,10 @@ def test_reindex_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.reindex("missing", model=tiny_variant, path=tmp_path, show_progress=False)
 
 
-def _vectors(client, collection: str) -> dict[str, tuple[dict, list[float]]]:
-    found, offset = {}, None
-    while True:
-        batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True, with_vectors=True)
-        found.update({str(p.id): (p.payload, p.vector) for p in batch})
-        if offset is None:
-            return found
-
-
 def test_convert_keeps_a_plain_collection_and_puts_an_alias_in_its_place(tmp_path, tiny_variant, tiny_variant_qwen):
     c2v_rag.ingest(docs(0, 6), path=tmp_path, collection="papers", model=tiny_variant, **SMALL)
     with closing(QdrantClient(path=str(tmp_path))) as client:
-        before = _vectors(client, "papers")
+        before = stored_vectors(client, "papers")
         old_hits = [(h.id, h.score) for h in c2v_rag.search(QUERY, top_k=5, collection="papers", client=client)]
         # The model a newer release ships is refused on the old collection, and the error names the fix.
         with pytest.raises(CollectionMismatchError, match="--convert"):
@@ -167,7 +158,7 @@ def test_convert_keeps_a_plain_collection_and_puts_an_alias_in_its_place(tmp_pat
         assert sorted(c.name for c in client.get_collections().collections) == ["papers_v1", "papers_v2"]
         # The old points are kept as they were, vectors included (re-normalized on upsert by cosine collections:
         # equal to float32 rounding), and still answer the old model's queries.
-        kept_points = _vectors(client, "papers_v1")
+        kept_points = stored_vectors(client, "papers_v1")
         assert {pid: payload for pid, (payload, _) in kept_points.items()} == {
             pid: payload for pid, (payload, _) in before.items()
         }
@@ -193,7 +184,7 @@ def test_convert_keeps_a_plain_collection_and_puts_an_alias_in_its_place(tmp_pat
 def test_a_failed_convert_leaves_the_plain_collection_alone(tmp_path, tiny_variant, tiny_variant_qwen, monkeypatch):
     c2v_rag.ingest(docs(0, 4), path=tmp_path, collection="papers", model=tiny_variant, **SMALL)
     client = QdrantClient(path=str(tmp_path))
-    before = _vectors(client, "papers")
+    before = stored_vectors(client, "papers")
     real_upsert = client.upsert
 
     def failing_refill(collection_name, *args, **kwargs):
@@ -205,7 +196,11 @@ def test_a_failed_convert_leaves_the_plain_collection_alone(tmp_path, tiny_varia
     with pytest.raises(RuntimeError, match="injected: disk full"):
         c2v_rag.reindex("papers", model=tiny_variant_qwen, client=client, convert=True, show_progress=False)
     assert [c.name for c in client.get_collections().collections] == ["papers"]
-    assert alias_target(client, "papers") is None and _vectors(client, "papers") == before  # never rewritten
+    assert alias_target(client, "papers") is None
+    after = stored_vectors(client, "papers")  # never rewritten
+    assert sorted(after) == sorted(before)
+    for pid, (payload, vector) in before.items():
+        assert after[pid][0] == payload and np.array_equal(after[pid][1], vector), pid
     with pytest.raises(OSError):  # a model that does not load changes nothing either
         c2v_rag.reindex("papers", model=tmp_path / "no-model", client=client, convert=True, show_progress=False)
     assert [c.name for c in client.get_collections().collections] == ["papers"]
