@@ -205,3 +205,30 @@ def test_a_failed_convert_leaves_the_plain_collection_alone(tmp_path, tiny_varia
         c2v_rag.reindex("papers", model=tmp_path / "no-model", client=client, convert=True, show_progress=False)
     assert [c.name for c in client.get_collections().collections] == ["papers"]
     client.close()
+
+
+def test_a_convert_refuses_when_the_plain_collection_changes_meanwhile(
+    tmp_path, tiny_variant, tiny_variant_qwen, monkeypatch
+):
+    from qdrant_client.http import models
+
+    from c2v_rag.rag.admin import reindex as reindex_module
+
+    c2v_rag.ingest(docs(0, 3), path=tmp_path, collection="papers", model=tiny_variant, **SMALL)
+    client = QdrantClient(path=str(tmp_path))
+    real_refill = reindex_module._refill
+
+    def refill_while_a_writer_adds_a_point(qdrant, previous, new, *args):
+        chunks = real_refill(qdrant, previous, new, *args)
+        (point,), _ = qdrant.scroll("papers", limit=1, with_payload=True, with_vectors=True)
+        late = models.PointStruct(id="00000000-0000-0000-0000-000000000001", vector=point.vector, payload=point.payload)
+        qdrant.upsert("papers", [late], wait=True)
+        return chunks
+
+    monkeypatch.setattr(reindex_module, "_refill", refill_while_a_writer_adds_a_point)
+    count = client.count("papers", exact=True).count
+    with pytest.raises(RuntimeError, match="'papers' changed while it was re-embedded.*pause the writers"):
+        c2v_rag.reindex("papers", model=tiny_variant_qwen, client=client, convert=True, show_progress=False)
+    assert [c.name for c in client.get_collections().collections] == ["papers"]
+    assert alias_target(client, "papers") is None and client.count("papers", exact=True).count == count + 1
+    client.close()
