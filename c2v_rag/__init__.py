@@ -25,7 +25,21 @@ if TYPE_CHECKING:
     from c2v_rag.encode.long_texts import LongTexts
     from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag import IngestConfig, QdrantConfig, asearch, embed, ingest, migrate, reindex, search, search_many
+    from c2v_rag.rag import (
+        Collection,
+        IngestConfig,
+        QdrantConfig,
+        SearchHit,
+        SearchOptions,
+        asearch,
+        embed,
+        ingest,
+        migrate,
+        open_collection,
+        reindex,
+        search,
+        search_many,
+    )
     from c2v_rag.training.adapt.config import AdaptConfig
     from c2v_rag.training.adapt.report import AdaptReport
     from c2v_rag.training.adapt.run import adapt
@@ -58,6 +72,10 @@ __all__ = [
     "migrate",
     "IngestConfig",
     "QdrantConfig",
+    "Collection",
+    "open_collection",
+    "SearchHit",
+    "SearchOptions",
     "adapt",
     "AdaptConfig",
     "AdaptReport",
@@ -91,7 +109,7 @@ _EXPORTS = {
     **{
         name: "c2v_rag.rag"
         for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate")
-        + ("IngestConfig", "QdrantConfig")
+        + ("Collection", "open_collection", "SearchHit", "SearchOptions", "IngestConfig", "QdrantConfig")
     },
 }
 

@@ -12,6 +12,8 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from c2v_rag.rag.handle import Collection
+
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
@@ -105,17 +107,21 @@ def add_qdrant_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
 
 
-def qdrant_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The store keywords the ``c2v_rag.rag`` functions take, from :func:`add_qdrant_options`' flags."""
+def collection_from(args: argparse.Namespace) -> Collection:
+    """The collection handle the store flags (:func:`add_qdrant_options`) and the model flags
+    (:func:`add_model_options`, where the command has them) name."""
+    from c2v_rag.rag.handle import Collection
     from c2v_rag.rag.store.collection import DEFAULT_COLLECTION
 
-    return {
-        "qdrant_url": args.qdrant_url,
-        "path": args.path,
-        "collection": args.collection or DEFAULT_COLLECTION,
-        "prefer_grpc": args.grpc or None,
-        "store": args.store,
-    }
+    model = {key: getattr(args, key) for key in ("model", "device", "dtype", "quantize") if hasattr(args, key)}
+    return Collection(
+        args.collection or DEFAULT_COLLECTION,
+        qdrant_url=args.qdrant_url,
+        path=args.path,
+        prefer_grpc=args.grpc or None,
+        store=args.store,
+        **model,
+    )
 
 
 def add_ray_options(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from c2v_rag.cli.arguments import (
     add_quiet,
     add_ray_options,
     add_truncate_dim,
-    qdrant_args,
+    collection_from,
     ray_args,
 )
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
@@ -95,16 +95,12 @@ def run(args: argparse.Namespace) -> int:
     """Ingest the paths and print the summary; exit 1 when some batches were skipped."""
     from pathlib import Path
 
-    from c2v_rag.rag import IngestConfig, ingest
+    from c2v_rag.rag import IngestConfig
 
     fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
-    result = ingest(
+    result = collection_from(args).ingest(
         [Path(p) for p in args.paths],
-        model=args.model,
-        device=args.device,
-        dtype=args.dtype,
-        quantize=args.quantize,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
         batch_size=args.batch_size,
@@ -116,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
         payload_indexes=_parse_payload_indexes(args.payload_index or []),
         config=config,
         truncate_dim=args.truncate_dim,
-        **qdrant_args(args),
         **ray_args(args),
     )
     print(f"ingested {result.summary()}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import add_qdrant_options, qdrant_args
+from c2v_rag.cli.arguments import add_qdrant_options, collection_from
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -35,19 +35,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Copy the collection and print the summary."""
-    from c2v_rag.rag import migrate
+    from c2v_rag.rag.handle import Collection
 
-    source = qdrant_args(args)
-    result = migrate(
-        source["collection"],
-        source_path=source["path"],
-        source_url=source["qdrant_url"],
-        source_store=source["store"],
-        target_path=args.to_path,
-        target_url=args.to_url,
-        target_store=args.to_store,
-        target_collection=args.to_collection,
-        batch_size=args.batch_size,
+    source = collection_from(args)
+    target = Collection(
+        args.to_collection or source.name, path=args.to_path, qdrant_url=args.to_url, store=args.to_store
     )
+    result = source.migrate(target, batch_size=args.batch_size)
     print(f"migrated: {result.summary()}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Literal
 
-from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_quiet, qdrant_args
+from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_quiet, collection_from
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -44,21 +44,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Reindex and print the summary."""
-    from c2v_rag.rag import reindex
-
-    qdrant = qdrant_args(args)
-    result = reindex(
-        qdrant.pop("collection"),
-        model=args.model,
-        device=args.device,
-        dtype=args.dtype,
-        quantize=args.quantize,
+    result = collection_from(args).reindex(
         sparse=_SPARSE[args.sparse],
         batch_size=args.batch_size,
         drop_previous=args.drop_previous,
         convert=args.convert,
         show_progress=not args.quiet,
-        **qdrant,
     )
     print(f"reindexed: {result.summary()}")
     return 0

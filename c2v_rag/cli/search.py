@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_query_options, qdrant_args
+from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_query_options, collection_from
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -63,15 +63,12 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from c2v_rag.core.devices import configure_cpu_threads
-    from c2v_rag.rag import search
     from c2v_rag.rag.options import SearchOptions
 
     # One query is latency-bound: one thread unless told otherwise (docs/serving.md, "CPU threads").
     configure_cpu_threads(args.threads)
-    connection = qdrant_args(args)
     # The SearchOptions /v1/search builds too, here from the flags (argparse has checked mode and fusion).
     options = SearchOptions(
-        collection=connection.pop("collection"),
         task=args.task,
         instruction=args.instruction,
         examples=args.example,
@@ -80,16 +77,7 @@ def run(args: argparse.Namespace) -> int:
         fusion=args.fusion,
         group_by_document=args.group_by_document,
     )
-    hits = search(
-        args.query,
-        args.top_k,
-        options=options,
-        model=args.model,
-        device=args.device,
-        dtype=args.dtype,
-        quantize=args.quantize,
-        **connection,
-    )
+    hits = collection_from(args).search(args.query, args.top_k, options=options)
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 Example = tuple[str, str]
 """An in-context example: ``(query, response)``, as bge-en-icl writes it before the query."""
@@ -347,3 +348,40 @@ def resolve_instruction(
     if not chosen:
         return text
     return InContextPrompt(text, chosen, t.name if t is not None else None)
+
+
+DEFAULT_QUERY_TASK = "MSMARCO-Passage"
+"""The task whose instruction a query gets when neither the caller nor the variant names one: queries need an
+instruction (paper, A.3), and MS MARCO's is the most general of the retrieval training instructions (Table 8)."""
+
+
+class QueryDefaults(Protocol):
+    """What a variant's config says about its queries (:class:`~c2v_rag.core.config.Causal2VecConfig` has both)."""
+
+    query_instruction: str | None
+    default_task: str | None
+
+
+def query_prompt(
+    config: QueryDefaults, *, task: str | None = None, instruction: str | None = None
+) -> tuple[str | None, str | None]:
+    """The ``(task, instruction)`` a query is encoded with: the one policy of every entry point.
+
+    The caller's ``instruction`` wins, then the caller's ``task``; with neither, the variant's literal
+    ``query_instruction``, then its ``default_task``, then :data:`DEFAULT_QUERY_TASK`. Exactly one of the
+    two returned values is set (an ``instruction`` of ``""`` means "no instruction").
+    """
+    if instruction is not None and task is not None:
+        raise ValueError("pass either task= or instruction=, not both")
+    if instruction is not None or task is not None:
+        return task, instruction
+    if config.query_instruction is not None:
+        return None, config.query_instruction
+    return config.default_task or DEFAULT_QUERY_TASK, None
+
+
+def query_instruction_text(config: QueryDefaults) -> str:
+    """The instruction text a query gets when the caller names none ("" for none), for the places that
+    take a plain prompt string: sentence-transformers' ``"query"`` prompt, a model card."""
+    task, instruction = query_prompt(config)
+    return instruction if task is None else get_task(task).instruction

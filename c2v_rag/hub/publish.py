@@ -17,9 +17,10 @@ from typing import Any
 import yaml
 
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
+from c2v_rag.core.instructions import query_instruction_text
 from c2v_rag.hub.presets import resolve_variant_path
 from c2v_rag.hub.sources import PACKAGED_SOURCES
-from c2v_rag.hub.st_files import default_query_instruction, write_st_files
+from c2v_rag.hub.st_files import write_st_files
 from c2v_rag.hub.variants import PROJECTOR_FILE
 
 # What the upload carries besides the adapter folders and the sentence-transformers files.
@@ -184,7 +185,7 @@ def _base_model_note(config: Causal2VecConfig) -> str:
 
 
 def _usage(repo_id: str, config: Causal2VecConfig) -> str:
-    instruction = default_query_instruction(config)
+    instruction = query_instruction_text(config)
     dim = config.embedding_dim if config.decoder_hidden_size else "?"
     return f"""# {repo_id.split("/")[-1]}
 

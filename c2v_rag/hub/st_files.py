@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
-from c2v_rag.core.instructions import _EVALUATION, STS_INSTRUCTION, get_task, resolve_instruction
+from c2v_rag.core.instructions import _EVALUATION, DEFAULT_QUERY_TASK, STS_INSTRUCTION, get_task, query_instruction_text
 from c2v_rag.version import __version__
 
 MODULES_FILE = "modules.json"
@@ -38,22 +38,11 @@ ST_CONFIG_FILE = "config_sentence_transformers.json"
 MODULE_CONFIG_FILE = "causal2vec_st_module.json"
 # Written into every saved variant's modules.json (and the packaged presets'): the class must keep this path.
 MODULE_TYPE = "c2v_rag.model.st_module.Causal2VecModule"
-# Retrieval queries need an instruction (paper, A.3); the same fallback as the RAG layer's.
-FALLBACK_QUERY_TASK = "MSMARCO-Passage"
 
 # mteb task types (its TaskMetadata.type) by how our instruction policy treats them.
 _QUERY_ONLY_TYPES = ("Retrieval", "Reranking")
 _STS_LIKE_TYPES = ("STS", "Summarization", "PairClassification")
 _UNINSTRUCTED_TYPES = ("Classification", "Clustering")
-
-
-def default_query_instruction(config: Causal2VecConfig) -> str:
-    """The instruction :meth:`Causal2Vec.encode_queries` uses when the caller names none ("" for none)."""
-    if config.query_instruction is not None:
-        return config.query_instruction
-    if config.default_task is not None:
-        return resolve_instruction(task=config.default_task, instruction=None, is_query=True) or ""
-    return ""
 
 
 def st_prompts(config: Causal2VecConfig) -> dict[str, str]:
@@ -65,7 +54,7 @@ def st_prompts(config: Causal2VecConfig) -> dict[str, str]:
     task it names, and for other tasks the policy of their type (queries only for retrieval and
     reranking, both sides for STS-like types, none for classification and clustering).
     """
-    query = default_query_instruction(config)
+    query = query_instruction_text(config)
     prompts = {"query": query, "document": ""}
     for name, kind, instruction in _EVALUATION:
         if kind.symmetric:
@@ -74,7 +63,7 @@ def st_prompts(config: Causal2VecConfig) -> dict[str, str]:
             prompts[f"{name}-query"] = instruction
             prompts[f"{name}-document"] = ""
     prompts["STSBenchmark"] = STS_INSTRUCTION
-    retrieval_query = query or get_task(FALLBACK_QUERY_TASK).instruction
+    retrieval_query = query or get_task(DEFAULT_QUERY_TASK).instruction
     for task_type in _QUERY_ONLY_TYPES:
         prompts[f"{task_type}-query"] = retrieval_query
         prompts[f"{task_type}-document"] = ""

@@ -125,21 +125,26 @@ def weights_digest(directory: Path) -> str | None:
 
     Collections record it, so that vectors are never searched with another model that shares the
     base models, dims and readout (a retrained preset under the same name, say). None when the
-    directory adds no weights.
+    directory adds no weights. Computed once per process for the files' current size and mtime: an
+    ingest checks the collection with it before the weights load, and the load needs it again.
     """
     files = [directory / PROJECTOR_FILE] + [
         directory / f"{role}_adapter" / ADAPTER_FILES[1] for role in ("decoder", "encoder")
     ]
-    digest = hashlib.sha256()
-    found = False
-    for file in files:
-        if file.is_file():
-            found = True
+    present = [file for file in files if file.is_file()]
+    key = (str(directory.resolve()), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in present))
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        for file in present:
             digest.update(file.relative_to(directory).as_posix().encode())
             with file.open("rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-    return digest.hexdigest()[:16] if found else None
+        _DIGESTS[key] = digest.hexdigest()[:16] if present else None
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str | None] = {}
 
 
 def load_variant(

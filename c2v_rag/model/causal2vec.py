@@ -23,7 +23,7 @@ from torch import nn
 
 from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
 from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
-from c2v_rag.core.instructions import InContextPrompt, resolve_instruction
+from c2v_rag.core.instructions import InContextPrompt, query_prompt, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from c2v_rag.hub.plain_weights import load_plain_backbone
@@ -587,15 +587,13 @@ class Causal2Vec(nn.Module):
         examples: Sequence[tuple[str, str]] | None = None,
         **kwargs: Any,
     ) -> np.ndarray | torch.Tensor:
-        """Embed search queries with the task's instruction (or the variant's default one).
+        """Embed search queries with the task's instruction, else the variant's default one, else MS MARCO's
+        (:func:`~c2v_rag.core.instructions.query_prompt`, the policy of every entry point).
 
         ``examples=[(query, response), ...]`` puts in-context examples before the instruction (Causal2Vec
         "w/ ICL"); None uses the task's registered examples, ``[]`` none. See :meth:`encode`.
         """
-        if task is None and instruction is None:
-            task, instruction = self.config.default_task, self.config.query_instruction
-            if task is not None and instruction is not None:
-                instruction = None
+        task, instruction = query_prompt(self.config, task=task, instruction=instruction)
         return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
 
     def encode_documents(

@@ -6,9 +6,10 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 (``pip install 'c2v-rag[hybrid]'``).
 """
 
-from c2v_rag.rag.admin.migrate import MigrateResult, migrate
-from c2v_rag.rag.admin.reindex import ReindexResult, reindex
-from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
+from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
+from c2v_rag.rag.admin.migrate import MigrateResult
+from c2v_rag.rag.admin.reindex import ReindexResult
+from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, load_model
 from c2v_rag.rag.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
@@ -19,19 +20,23 @@ from c2v_rag.rag.errors import (
     StoreKindError,
     StoreLockedError,
 )
+from c2v_rag.rag.handle import Collection, asearch, ingest, migrate, open_collection, reindex, search, search_many
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.embed import EmbedResult, embed
-from c2v_rag.rag.ingestion.ingest import ingest
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.read.documents import SourceDocument, iter_documents
 from c2v_rag.rag.results import FailedBatch, IngestResult, SkippedInput
-from c2v_rag.rag.retrieval.search import SearchHit, asearch, search, search_many
+from c2v_rag.rag.retrieval.search import SearchHit
+from c2v_rag.rag.retriever import RetrieverOptions
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
 from c2v_rag.rag.store.filters import to_qdrant_filter
 from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
 
 __all__ = [
+    "Collection",
+    "open_collection",
+    "RetrieverOptions",
     "ingest",
     "embed",
     "EmbedResult",

@@ -16,16 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from c2v_rag.core.instructions import check_examples, get_task
+from c2v_rag.core.instructions import check_examples, get_task, query_prompt
 from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.model.causal2vec import Causal2Vec
-
-# Queries need an instruction (paper, A.3). When neither the caller nor the variant names one,
-# retrieval uses MS MARCO's: the most general of the retrieval training instructions (Table 8).
-DEFAULT_QUERY_TASK = "MSMARCO-Passage"
 
 ModelRef = str | Path | None
 
@@ -189,16 +185,10 @@ class Embedder:
         return self.truncate_dim or self.model.embedding_dim
 
     def query_prompt(self) -> dict[str, Any]:
-        """The ``task``/``instruction``/``examples`` queries are encoded with (``encode_queries`` keywords)."""
-        if self.query_instruction is not None:
-            prompt = {"task": None, "instruction": self.query_instruction}
-        elif self.task is not None:
-            prompt = {"task": self.task, "instruction": None}
-        elif self.model.config.query_instruction is not None:
-            prompt = {"task": None, "instruction": self.model.config.query_instruction}
-        else:
-            prompt = {"task": self.model.config.default_task or DEFAULT_QUERY_TASK, "instruction": None}
-        return {**prompt, "examples": self.query_examples}
+        """The ``task``/``instruction``/``examples`` queries are encoded with (``encode_queries`` keywords):
+        :func:`~c2v_rag.core.instructions.query_prompt`'s policy, as in every entry point."""
+        task, instruction = query_prompt(self.model.config, task=self.task, instruction=self.query_instruction)
+        return {"task": task, "instruction": instruction, "examples": self.query_examples}
 
     def document_prompt(self) -> dict[str, Any]:
         """The ``task``/``instruction``/``examples`` documents are encoded with (``encode_documents`` keywords)."""
@@ -369,22 +359,6 @@ def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Litera
     return embedder
 
 
-def model_reference(model: str | Path | Causal2Vec | None) -> str | None:
-    """What a collection records as its model: the preset name or the resolved variant directory
-    (None for a model object, which has no name to reload it by)."""
-    from c2v_rag.hub.presets import DEFAULT_PRESET
-    from c2v_rag.model.causal2vec import Causal2Vec
-
-    if isinstance(model, Causal2Vec):
-        return None
-    if model is not None and not isinstance(model, (str, Path)):
-        raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
-    if model is None:
-        return DEFAULT_PRESET
-    as_path = Path(model).expanduser()
-    return str(as_path.resolve()) if as_path.is_dir() else str(model)
-
-
 def variant_config(model: str | Path | Causal2Vec | None) -> Causal2VecConfig:
     """The model's config without its weights: read from the variant directory or preset.
 
@@ -398,39 +372,3 @@ def variant_config(model: str | Path | Causal2Vec | None) -> Causal2VecConfig:
     if isinstance(model, Causal2Vec):
         return model.config
     return read_config(resolve_variant_path(model))
-
-
-def variant_weights(model: str | Path | Causal2Vec | None) -> str | None:
-    """The model's :func:`~c2v_rag.hub.variants.weights_digest`, read from its files before they load."""
-    from c2v_rag.hub.presets import resolve_variant_path
-    from c2v_rag.hub.variants import weights_digest
-    from c2v_rag.model.causal2vec import Causal2Vec
-
-    if isinstance(model, Causal2Vec):
-        return model.weights_digest
-    return weights_digest(resolve_variant_path(model))
-
-
-def applied_quantization(model: str | Path | Causal2Vec | None, quantize: str | None, device: str | None) -> str:
-    """What a collection records as ``quantize`` before the weights load: a loaded model's own, else
-    ``quantize`` resolved for ``device``."""
-    from c2v_rag.core.devices import resolve_device, resolve_quantize
-    from c2v_rag.model.causal2vec import Causal2Vec
-
-    if isinstance(model, Causal2Vec):
-        if quantize is not None and resolve_quantize(quantize, model.device) != model.quantization:
-            raise ValueError(
-                f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
-                f"{model.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)"
-            )
-        return model.quantization
-    return resolve_quantize(quantize, resolve_device(device))
-
-
-def resolve_model(
-    model: str | Path | Causal2Vec | None, device: str | None, dtype: str | None, quantize: str | None = None
-) -> tuple[str | None, Causal2Vec]:
-    """The model's reference as a collection records it (None for a loaded model), and the model
-    (loaded, or shared with other callers: :func:`~c2v_rag.rag.embedding.load_model`)."""
-    reference = model_reference(model)
-    return reference, (model if reference is None else load_model(model, device=device, dtype=dtype, quantize=quantize))

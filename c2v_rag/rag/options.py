@@ -2,46 +2,37 @@
 
 - :class:`ConnectionOptions`: the Qdrant store (a server or an embedded directory), resolved to a
   :class:`~c2v_rag.rag.store.collection.QdrantConfig`;
-- :class:`ModelOptions`: the model and how it is loaded;
-- :class:`SearchOptions`: what one search asks of a collection (:class:`CommonSearchOptions`: the
-  part ``/v1/search`` takes as well).
+- :class:`ModelOptions`: the model and how it is loaded, resolved once to a :class:`ResolvedModel`;
+- :class:`SearchOptions`: how one search runs (:class:`CommonSearchOptions`: the part ``/v1/search`` takes).
 
-The public functions take these fields as explicit keyword parameters, with the models' defaults
-(tests/rag/test_options.py checks that the two agree), and turn them into one object per set at
-the entry point (``from_keywords``); from there the objects go down the call chain whole.
-:func:`~c2v_rag.search` also takes a whole ``options=SearchOptions(...)``; the CLI's ``search`` and
-the server's ``/v1/search`` build a :class:`SearchOptions` too, so the three read the same fields
-with the same meanings.
-
-Building an options object by hand validates its field types, as pydantic does. The keyword
-arguments of the public functions are taken as given instead (``from_keywords``, :meth:`_Options.as_given`):
-their values are checked by the library where they always were (a bad filter before any model
-loads, a mode the collection cannot serve once the collection is read), with the library's messages.
+A :class:`~c2v_rag.Collection` holds the first two; its ``search`` takes the third. The keyword forms
+(:class:`OpenKeywords`, :class:`SearchKeywords`) type the same fields for ``**kwargs``
+(tests/rag/test_options.py checks that each names its models' fields). Keyword arguments are taken as given
+(:meth:`_Options.as_given`): each value is checked where the library always checked it (a bad filter before any
+model loads, a mode the collection cannot serve once the collection is read), with the library's messages.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
 from c2v_rag.rag.store.query import Fusion, SearchMode
 
 if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
     from qdrant_client.http import models
     from typing_extensions import Self
 
     from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.store.filters import FilterLike
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class _Options(BaseModel):
@@ -53,12 +44,13 @@ class _Options(BaseModel):
     def as_given(cls, values: Mapping[str, Any]) -> Self:
         """The fields of this set that ``values`` names, as given, the others at their defaults.
 
-        Nothing is validated here (``model_construct``): a function taking these options as keyword
-        arguments checks each value at the point it always did, so its errors and their order stay.
-        ``values`` may hold other sets' fields (a flat set such as a retriever's, as ``dict(options)``);
-        they are left to those.
+        Nothing is validated here (``model_construct``): each value is checked where it is used, so the
+        library's errors and their order stay. ``values`` may hold other sets' fields; they are left to those.
         """
-        return cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
+        options = cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
+        if isinstance(getattr(options, "api_key", None), str):
+            options.api_key = SecretStr(options.api_key)  # type: ignore[attr-defined]  # repr never shows it
+        return options
 
 
 class ConnectionOptions(_Options):
@@ -89,37 +81,6 @@ class ConnectionOptions(_Options):
         "when set, are laid over it",
     )
 
-    @classmethod
-    def from_keywords(
-        cls,
-        *,
-        qdrant_url: str | None,
-        path: str | Path | None,
-        api_key: str | SecretStr | None,
-        prefer_grpc: bool | None,
-        store: StoreKind | None,
-        qdrant: QdrantConfig | None,
-    ) -> Self:
-        """The store a function's keyword arguments name, as given (:meth:`as_given`)."""
-        return cls.as_given(
-            {
-                "qdrant_url": qdrant_url,
-                "path": path,
-                "api_key": api_key,
-                "prefer_grpc": prefer_grpc,
-                "store": store,
-                "qdrant": qdrant,
-            }
-        )
-
-    @classmethod
-    def as_given(cls, values: Mapping[str, Any]) -> Self:
-        """:meth:`_Options.as_given`, with a plain-string ``api_key`` wrapped, so repr never shows it."""
-        options = super().as_given(values)
-        if isinstance(options.api_key, str):
-            options.api_key = SecretStr(options.api_key)
-        return options
-
     def resolve(self) -> QdrantConfig:
         """The store these options name: ``qdrant`` with the fields that are set laid over it, the
         default directory filled in and an existing directory's engine detected
@@ -133,9 +94,8 @@ class ModelOptions(_Options):
     """The model that embeds, and how it is loaded (:func:`~c2v_rag.rag.embedding.load_model`: once
     per model, device, dtype and quantization, shared with every other caller).
 
-    Before the weights load, the same object says what a collection records about the model
-    (:meth:`reference`, :meth:`variant_config`, :meth:`weights_digest`, :meth:`applied_quantization`),
-    so an ingest checks the collection first.
+    :meth:`resolve` reads the variant once, before its weights load: what a collection records about it
+    (:class:`ResolvedModel`), so an ingest checks the collection first and a search the model.
     """
 
     # Any: a loaded Causal2Vec is an object pydantic cannot describe, and naming its class here
@@ -153,52 +113,82 @@ class ModelOptions(_Options):
         "quality bound); None: none (search: the collection's own; the other is refused)",
     )
 
-    @classmethod
-    def from_keywords(
-        cls, *, model: str | Path | Causal2Vec | None, device: str | None, dtype: str | None, quantize: str | None
-    ) -> Self:
-        """The model a function's keyword arguments name, as given (:meth:`as_given`)."""
-        return cls.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
+    # Variants resolved by this object, by (model, the collection's recorded model): read once per handle.
+    _resolved: dict[tuple[Any, str | None], ResolvedModel] = PrivateAttr(default_factory=dict)
 
-    def load(self, *, default_model: str | None = None, default_quantize: str | None = None) -> Causal2Vec:
-        """The model: a loaded Causal2Vec as given, else the shared one for these options, with
-        ``default_model``/``default_quantize`` standing in for those left None (search passes the
-        collection's own, the only ones whose query vectors compare with its points)."""
+    def resolve(self, recorded: str | None = None) -> ResolvedModel:
+        """The variant read once (its reference, config and weights' digest), before its weights load.
+        ``recorded`` (a collection's model) stands in when ``model`` is None."""
+        key = (self.model, None if self.model is not None else recorded)
+        if key not in self._resolved:
+            chosen = self if self.model is not None or recorded is None else self.model_copy(update={"model": recorded})
+            self._resolved[key] = ResolvedModel.of(chosen)
+        return self._resolved[key]
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model reference resolved once: what a collection records about it, and how it loads.
+
+    ``reference`` is the preset name or the resolved variant directory (None for a loaded model, which has no
+    name to reload it by); ``config`` the variant's config; ``weights`` its weights' digest
+    (:func:`~c2v_rag.hub.variants.weights_digest`). A missing or corrupt variant fails here, before anything
+    else is done (:class:`~c2v_rag.core.errors.VariantLoadError`).
+    """
+
+    options: ModelOptions
+    reference: str | None
+    config: Causal2VecConfig
+    weights: str | None
+
+    @classmethod
+    def of(cls, options: ModelOptions) -> ResolvedModel:
+        from c2v_rag.core.config import read_config
+        from c2v_rag.hub.presets import DEFAULT_PRESET, resolve_variant_path
+        from c2v_rag.hub.variants import weights_digest
         from c2v_rag.model.causal2vec import Causal2Vec
+
+        model = options.model
+        if isinstance(model, Causal2Vec):
+            return cls(options, None, model.config, model.weights_digest)
+        if model is not None and not isinstance(model, (str, Path)):
+            raise TypeError(
+                f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}"
+            )
+        path = resolve_variant_path(model)
+        as_path = Path(model).expanduser() if model is not None else None
+        reference = DEFAULT_PRESET if model is None else str(as_path.resolve()) if as_path.is_dir() else str(model)
+        return cls(options, reference, read_config(path), weights_digest(path))
+
+    @property
+    def loaded(self) -> Causal2Vec | None:
+        """The model object the caller passed, if any."""
+        return None if self.reference is not None else self.options.model
+
+    def quantization(self) -> str:
+        """What a collection records as ``quantize`` before the weights load: a loaded model's own, else the
+        one asked for, resolved for the device."""
+        from c2v_rag.core.devices import resolve_device, resolve_quantize
+
+        quantize, loaded = self.options.quantize, self.loaded
+        if loaded is not None:
+            if quantize is not None and resolve_quantize(quantize, loaded.device) != loaded.quantization:
+                raise ValueError(
+                    f"quantize={quantize!r} does not apply to a loaded model (it is quantize="
+                    f"{loaded.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)"
+                )
+            return loaded.quantization
+        return resolve_quantize(quantize, resolve_device(self.options.device))
+
+    def load(self, default_quantize: str | None = None) -> Causal2Vec:
+        """The model: a loaded one as given, else the shared one (:func:`~c2v_rag.rag.embedding.load_model`),
+        with ``default_quantize`` when none was asked for (search passes the collection's own)."""
         from c2v_rag.rag.embedding import load_model
 
-        if isinstance(self.model, Causal2Vec):
-            return self.model
-        model = self.model if self.model is not None else default_model
-        quantize = self.quantize if self.quantize is not None else default_quantize
-        return load_model(model, device=self.device, dtype=self.dtype, quantize=quantize)
-
-    def reference(self) -> str | None:
-        """What a collection records as the model's name (:func:`~c2v_rag.rag.embedding.model_reference`:
-        None for a loaded model); a ``model`` of another type is a TypeError."""
-        from c2v_rag.rag.embedding import model_reference
-
-        return model_reference(self.model)
-
-    def variant_config(self) -> Causal2VecConfig:
-        """The model's config without its weights (:func:`~c2v_rag.rag.embedding.variant_config`)."""
-        from c2v_rag.rag.embedding import variant_config
-
-        return variant_config(self.model)
-
-    def weights_digest(self) -> str | None:
-        """The digest of the model's weight files, read before they load
-        (:func:`~c2v_rag.rag.embedding.variant_weights`)."""
-        from c2v_rag.rag.embedding import variant_weights
-
-        return variant_weights(self.model)
-
-    def applied_quantization(self) -> str:
-        """The quantization the model runs with, as a collection records it, before the weights load
-        (:func:`~c2v_rag.rag.embedding.applied_quantization`)."""
-        from c2v_rag.rag.embedding import applied_quantization
-
-        return applied_quantization(self.model, self.quantize, self.device)
+        if self.loaded is not None:
+            return self.loaded
+        quantize = self.options.quantize if self.options.quantize is not None else default_quantize
+        return load_model(self.reference, device=self.options.device, dtype=self.options.dtype, quantize=quantize)
 
 
 class CommonSearchOptions(_Options):
@@ -233,8 +223,9 @@ class CommonSearchOptions(_Options):
 
 
 class SearchOptions(CommonSearchOptions):
-    """How :func:`~c2v_rag.search` searches: the collection, the query's instruction, the
-    retrieval mode and what each hit carries. The query and ``top_k`` belong to the call."""
+    """How one search runs: the query's instruction, the retrieval mode and what each hit carries. The query
+    and ``top_k`` belong to the call, the store and the model to the :class:`~c2v_rag.Collection`;
+    ``collection`` names the collection for :func:`c2v_rag.search` (a handle's search checks it is its own)."""
 
     collection: str = Field(
         default=DEFAULT_COLLECTION,
@@ -254,78 +245,67 @@ class SearchOptions(CommonSearchOptions):
     )
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
 
-    @classmethod
-    def from_keywords(
-        cls,
-        *,
-        collection: str,
-        task: str | None,
-        instruction: str | None,
-        examples: Sequence[tuple[str, str]] | None,
-        filter: FilterLike | models.Filter | None,
-        score_threshold: float | None,
-        mode: SearchMode,
-        fusion: Fusion,
-        with_vectors: bool,
-        group_by_document: bool,
-    ) -> Self:
-        """The search a function's keyword arguments describe, as given (:meth:`as_given`)."""
-        return cls.as_given(
-            {
-                "collection": collection,
-                "task": task,
-                "instruction": instruction,
-                "examples": examples,
-                "filter": filter,
-                "score_threshold": score_threshold,
-                "mode": mode,
-                "fusion": fusion,
-                "with_vectors": with_vectors,
-                "group_by_document": group_by_document,
-            }
-        )
+
+class OpenKeywords(TypedDict, total=False):
+    """The keyword form of :class:`ConnectionOptions` and :class:`ModelOptions`, and an open ``client``: what
+    :class:`~c2v_rag.Collection` and every top-level function take to name the store and the model."""
+
+    qdrant_url: str | None
+    path: str | Path | None
+    api_key: str | SecretStr | None
+    prefer_grpc: bool | None
+    store: StoreKind | None
+    qdrant: QdrantConfig | None
+    model: str | Path | Causal2Vec | None
+    device: str | None
+    dtype: str | None
+    quantize: str | None
+    client: QdrantClient | None
 
 
-def search_keywords_over_options(function: _F) -> _F:
-    """Decorates a search function so that the search keywords a call names replace the fields of its
-    ``options=SearchOptions(...)``.
+class SearchKeywords(TypedDict, total=False):
+    """The keyword form of :class:`SearchOptions` (less ``collection``, which a handle has), and ``options=``
+    (a whole :class:`SearchOptions`, the keywords given laid over it)."""
 
-    A search function takes the fields of :class:`SearchOptions` as explicit keyword parameters, or
-    whole as ``options=``, or both (the CLI passes a built :class:`SearchOptions` with the store and
-    model keywords), the keywords given winning. Only the call knows which keywords it gave: an
-    explicit ``filter=None`` replaces a filter and yet equals the default. So this wrapper lays the
-    given ones over ``options`` before the function runs, and leaves the function to read ``options``
-    whole, or its own search keywords when ``options`` is None.
+    task: str | None
+    instruction: str | None
+    examples: Sequence[tuple[str, str]] | None
+    filter: FilterLike | models.Filter | None
+    score_threshold: float | None
+    mode: SearchMode
+    fusion: Fusion
+    with_vectors: bool
+    group_by_document: bool
+    options: SearchOptions | None
 
-    The function's signature is its own (``functools.wraps``: ``help()`` and :func:`inspect.signature`
-    show its parameters), and every other keyword reaches it untouched, so an unknown one fails as
-    Python fails it for a named parameter.
 
-    Raises:
-        TypeError: ``options`` that are not a :class:`SearchOptions`.
-    """
-    name = function.__name__
+OPEN_KEYS = frozenset(OpenKeywords.__annotations__)
+SEARCH_KEYS = frozenset(SearchKeywords.__annotations__)
 
-    def laid_over(kwargs: dict[str, Any]) -> dict[str, Any]:
-        options = kwargs.get("options")
-        if options is None:
-            return kwargs
-        if not isinstance(options, SearchOptions):
-            raise TypeError(f"{name}() options must be a SearchOptions, got {type(options).__name__}")
-        given = {key: kwargs.pop(key) for key in list(kwargs) if key in SearchOptions.model_fields}
-        kwargs["options"] = options.model_copy(update=given) if given else options
-        return kwargs
 
-    if inspect.iscoroutinefunction(function):
+def split_keywords(where: str, kwargs: Mapping[str, Any], *allowed: frozenset[str]) -> list[dict[str, Any]]:
+    """``kwargs`` split into one dict per key set in ``allowed``; a key in none of them is a TypeError worded
+    as Python words one for a named parameter, before anything else is looked at."""
+    known = frozenset().union(*allowed)
+    for key in kwargs:
+        if key not in known:
+            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}")
+    return [{k: v for k, v in kwargs.items() if k in keys} for keys in allowed]
 
-        @functools.wraps(function)
-        async def call_async(*args: Any, **kwargs: Any) -> Any:
-            return await function(*args, **laid_over(kwargs))
 
-        return cast(_F, call_async)
-
-    @functools.wraps(function)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return function(*args, **laid_over(kwargs))
-
-    return cast(_F, call)
+def search_options(where: str, given: Mapping[str, Any], collection: str | None = None) -> SearchOptions:
+    """The :class:`SearchOptions` of a call: ``options=`` (or the defaults) with the search keywords given laid
+    over it, as given; ``collection``, when named, must agree with the options' own."""
+    options = given.get("options")
+    if options is not None and not isinstance(options, SearchOptions):
+        raise TypeError(f"{where}() options must be a SearchOptions, got {type(options).__name__}")
+    fields = {k: v for k, v in given.items() if k != "options"}
+    if collection is not None:
+        if options is not None and "collection" in options.model_fields_set and options.collection != collection:
+            raise ValueError(
+                f"{where}(): options.collection={options.collection!r} is not this collection ({collection!r})"
+            )
+        fields["collection"] = collection
+    if options is None:
+        return SearchOptions.as_given(fields)
+    return options.model_copy(update=fields) if fields else options

@@ -15,10 +15,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
-from c2v_rag.rag.embedding import Embedder
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.metrics import ServerMetrics
@@ -56,9 +55,8 @@ def instruction_for(
     """
     try:
         if input_type == "query":
-            return resolve_instruction(
-                **Embedder(model, task=task, query_examples=examples).query_prompt(), is_query=True
-            )
+            task, instruction = query_prompt(model.config, task=task)
+            return resolve_instruction(task=task, instruction=instruction, is_query=True, examples=examples)
         # Explicit examples for documents of a retrieval task are refused here, not dropped.
         return resolve_instruction(task=task, instruction=None, is_query=False, examples=examples)
     except ValueError as err:

@@ -12,10 +12,9 @@ import numpy as np
 from c2v_rag.encode.loop import truncate_rows
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
 from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.handle import Collection
 from c2v_rag.rag.options import CommonSearchOptions
-from c2v_rag.rag.retrieval.search import SearchHit, nearest_chunks
-from c2v_rag.rag.store.aliases import resolve_alias
-from c2v_rag.rag.store.collection import check_collection, collection_fingerprint, model_fingerprint, require_collection
+from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.schemas import ApiError
 
@@ -39,10 +38,11 @@ class CollectionSearcher:
         self._client = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
 
-    def _connect(self):
+    def _handle(self, collection: str) -> Collection:
+        """A handle on ``collection`` over the server's one client (opened on first use)."""
         if self._client is None:
             self._client = self.target.connect()
-        return self._client
+        return Collection(collection, qdrant=self.target, client=self._client)
 
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
@@ -56,12 +56,7 @@ class CollectionSearcher:
         """
 
         def run() -> str:
-            client = self._connect()
-            concrete = resolve_alias(client, collection)
-            require_collection(client, concrete, self.target)
-            truncate_dim = (collection_fingerprint(client, concrete) or {}).get("truncate_dim")
-            check_collection(client, concrete, self.target, model_fingerprint(self.model, None, truncate_dim))
-            self._sizes[concrete] = truncate_dim
+            concrete, self._sizes[concrete] = self._handle(collection).check_model(self.model)
             return concrete
 
         try:
@@ -81,9 +76,7 @@ class CollectionSearcher:
         prefix the collection stores."""
         vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
         try:
-            return await self._call(
-                lambda: nearest_chunks(self._connect(), collection, self.target, vector, top_k, options)
-            )
+            return await self._call(lambda: self._handle(collection).search_vector(vector, top_k, options))
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

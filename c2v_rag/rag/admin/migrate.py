@@ -14,18 +14,14 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.options import ConnectionOptions
 from c2v_rag.rag.store.aliases import alias_target, switch_alias
-from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
-    DEFAULT_COLLECTION,
     FINGERPRINT_METADATA_KEY,
     QdrantConfig,
     check_collection_name,
@@ -58,50 +54,15 @@ class MigrateResult(BaseModel):
         )
 
 
-def migrate(
-    collection: str = DEFAULT_COLLECTION,
-    *,
-    source_path: str | Path | None = None,
-    source_url: str | None = None,
-    source_store: StoreKind | None = None,
-    target_path: str | Path | None = None,
-    target_url: str | None = None,
-    target_store: StoreKind | None = None,
-    target_collection: str | None = None,
-    api_key: str | None = None,
-    batch_size: int = 256,
-    source: QdrantConfig | None = None,
-    target: QdrantConfig | None = None,
+def migrate_collection(
+    collection: str, src: QdrantConfig, dst: QdrantConfig, target_collection: str | None = None, batch_size: int = 256
 ) -> MigrateResult:
-    """Copy ``collection`` (or the collection an alias names) into another store, vectors unchanged.
-
-    Args:
-        collection: a collection or an alias in the source; an alias is recreated in the target,
-            pointing at the copy.
-        source_path, source_url, source_store: the source, as ``ingest``'s ``path``/``qdrant_url``/``store``
-            (an existing directory's engine is detected).
-        target_path, target_url, target_store: the target; ``target_store="edge"`` with a new path
-            makes a Qdrant Edge store. Storage options of a new target collection (quantization,
-            HNSW settings, on-disk vectors) come from ``target=``.
-        target_collection: the copy's name (default: the source collection's own name).
-        api_key: for a server at either end (default ``$QDRANT_API_KEY``).
-        source, target: full connection settings (:class:`QdrantConfig`) instead of the arguments.
-
-    Raises:
-        ValueError: source and target are the same store and collection.
-        CollectionNotFoundError: nothing is called ``collection`` in the source.
-        CollectionMismatchError: the target collection exists with other vectors or another model.
-    """
+    """Copy ``collection`` (or the collection an alias names) from ``src`` into ``dst``, vectors unchanged:
+    :meth:`c2v_rag.Collection.migrate`, which documents the arguments."""
     require_rag("c2v_rag.migrate")
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    src = ConnectionOptions.from_keywords(
-        qdrant_url=source_url, path=source_path, api_key=api_key, prefer_grpc=None, store=source_store, qdrant=source
-    ).resolve()
-    dst = ConnectionOptions.from_keywords(
-        qdrant_url=target_url, path=target_path, api_key=api_key, prefer_grpc=None, store=target_store, qdrant=target
-    ).resolve()
     started = time.perf_counter()
     with _opened(src) as reader:
         concrete = alias_target(reader, collection) or collection

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -30,11 +29,9 @@ from tqdm.auto import tqdm
 
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions
+from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.store.aliases import alias_target, next_version, switch_alias
-from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
-    DEFAULT_COLLECTION,
     QdrantConfig,
     check_collection_name,
     collection_not_found,
@@ -80,50 +77,29 @@ class ReindexResult(BaseModel):
         )
 
 
-def reindex(
-    collection: str = DEFAULT_COLLECTION,
+def reindex_collection(
+    collection: str,
+    target: QdrantConfig,
+    chosen: ModelOptions,
     *,
-    model: str | Path | Causal2Vec | None = None,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | None = None,
-    prefer_grpc: bool | None = None,
-    store: StoreKind | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
     sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
     batch_size: int = 256,
     drop_previous: bool = False,
     convert: bool = False,
     show_progress: bool = True,
-    qdrant: QdrantConfig | None = None,
     client: QdrantClient | None = None,
 ) -> ReindexResult:
-    """Re-embed the chunks behind alias ``collection`` with ``model`` and switch the alias to them.
+    """Re-embed the chunks behind alias ``collection`` with ``chosen`` and switch the alias to them:
+    :meth:`c2v_rag.Collection.reindex`, which documents the arguments.
 
-    Args:
-        collection: an alias (made by ``ingest(..., versioned=True)`` or by a previous reindex).
-        model: the new variant (preset name, directory or loaded model); None is the default preset.
-        sparse: ``"keep"`` the source's sparse vectors setting, ``"bm25"`` add them, None drop them.
-        drop_previous: delete the old collection after the switch (default: keep it, for rollback
-            with :func:`c2v_rag.rag.store.aliases.switch_alias` and for searches still running on it).
-        convert: where ``collection`` is a plain collection, keep its points as ``{collection}_v1`` and
-            replace it by an alias (module docstring); without it a plain collection is refused.
-
-    Raises:
-        CollectionNotFoundError: nothing is called ``collection``.
-        ValueError: ``collection`` is a plain collection, not an alias, and ``convert`` is false.
+    The new collection keeps what the old one recorded: its ``truncate_dim``, its quantization (unless
+    ``chosen.quantize`` names one), its part weights (``encoder_share``), its documents' instruction and
+    (``sparse="keep"``) its BM25 vectors.
     """
     require_rag("c2v_rag.reindex")
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    connection = ConnectionOptions.from_keywords(
-        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
-    )
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
-    target = connection.resolve()
     own_client = client is None
     qdrant_client: StoreClient = client if client is not None else target.connect()
     started = time.perf_counter()
@@ -141,7 +117,11 @@ def reindex(
                     "or ingest into an alias with versioned=True (c2v-rag ingest --versioned) and reindex that."
                 )
             plain = collection
-        reference, c2v = chosen.reference(), chosen.load()  # a model that fails to load changes nothing
+        recorded = fingerprint_of(qdrant_client.get_collection(plain or previous)) or {}
+        # A model that fails to load changes nothing.
+        reference, c2v = chosen.resolve().reference, _model_as_recorded(chosen, recorded)
+        truncate_dim = recorded.get("truncate_dim")
+        documents = recorded.get("document_prompt") or {}
         made: list[str] = []  # the collections this call creates: dropped if it fails before publishing
         try:
             if plain is not None:
@@ -165,14 +145,21 @@ def reindex(
                 target = target.model_copy(update={"distance": params.distance.value.lower()})
             new = next_version(qdrant_client, collection)
             made.append(new)
-            ensure_collection(qdrant_client, new, target, model_fingerprint(c2v, reference), layout)
+            fingerprint = model_fingerprint(c2v, reference, truncate_dim, recorded.get("document_prompt"))
+            ensure_collection(qdrant_client, new, target, fingerprint, layout)
             _copy_indexes(qdrant_client, info, new)
             chunks = _refill(
                 qdrant_client,
                 previous,
                 new,
                 layout,
-                Embedder(c2v, normalize=True, batch_size=batch_size),
+                Embedder(
+                    c2v,
+                    task=documents.get("task"),
+                    text_instruction=documents.get("instruction"),
+                    batch_size=batch_size,
+                    truncate_dim=truncate_dim,
+                ),
                 BM25Encoder(bm25) if bm25 else None,
                 batch_size,
                 show_progress,
@@ -213,6 +200,25 @@ def reindex(
     finally:
         if own_client:
             qdrant_client.close()
+
+
+def _model_as_recorded(chosen: ModelOptions, recorded: dict[str, Any]) -> Causal2Vec:
+    """The new model, run as the collection was filled: its recorded quantization unless another is asked for,
+    and its recorded part weights (``encoder_share``; a model of its own when they differ, so that the shared
+    one is left as it is)."""
+    resolved = chosen.resolve()
+    quantize = chosen.quantize if chosen.quantize is not None else recorded.get("quantize")
+    share = recorded.get("encoder_share")
+    if share is None or share == resolved.config.encoder_share or resolved.loaded is not None:
+        return resolved.load(default_quantize=quantize)
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+    logger.info(
+        "Reindexing with the collection's encoder_share=%s (the model's is %s)", share, resolved.config.encoder_share
+    )
+    own = Causal2Vec.from_pretrained(resolved.reference, device=chosen.device, dtype=chosen.dtype, quantize=quantize)
+    own.set_readout(encoder_share=share)
+    return own
 
 
 def _count(client: StoreClient, collection: str) -> int:

@@ -84,6 +84,11 @@ class IngestConfig(BaseModel):
             {**(config or cls()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
         )
 
+    @property
+    def document_prompt(self) -> dict[str, str | None]:
+        """The instruction documents get, as a collection records it, so that a reindex gives them the same."""
+        return {"task": self.task, "instruction": self.text_instruction}
+
     def read_options(self) -> ReadOptions:
         """What reading the sources needs of these settings."""
         return ReadOptions(

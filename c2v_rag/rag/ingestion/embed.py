@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from c2v_rag.rag.embedding import model_reference
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
@@ -88,7 +87,7 @@ def embed(
     Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
     model. A folder that already holds Parquet files is refused (nothing is overwritten).
     """
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    chosen = ModelOptions.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
     settings = IngestConfig.with_overrides(
         config,
         chunk_size=chunk_size,
@@ -104,7 +103,7 @@ def embed(
     if chosen.model is not None and not isinstance(chosen.model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
     folder = _check_out(Path(out))
-    check_chunk_size(settings.chunk_size, chosen.variant_config().max_length)
+    check_chunk_size(settings.chunk_size, chosen.resolve().config.max_length)
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()
@@ -233,7 +232,7 @@ def _embed_on_ray(
     job = EmbedJob.for_run(
         settings,
         options,
-        model=model_reference(model),
+        model=ModelOptions.as_given({"model": model}).resolve().reference,
         device=device,
         dtype=dtype,
         quantize=quantize,

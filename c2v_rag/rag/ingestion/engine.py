@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from c2v_rag.rag.errors import IngestError
 
 if TYPE_CHECKING:
-    from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.options import ResolvedModel
     from c2v_rag.rag.read.files import ReadLog, ReadOptions
     from c2v_rag.rag.results import IngestResult
     from c2v_rag.rag.store.collection import QdrantConfig
@@ -56,14 +55,10 @@ class IngestPlan:
     layout: CollectionVectors
     # Built before the model loads, so that a missing bm25s fails fast; the Ray actors build their own.
     sparse_encoder: BM25Encoder | None
-    # The model as the caller chose it (name or object, device, dtype, ``quantize`` as asked: each Ray actor
-    # resolves "auto" for its own device when it loads it).
-    model: ModelOptions
-    # What the collection records about that model: its name (None for a loaded model), its config (no
-    # weights), its weights' digest, and the quantization it runs with ("none" or the int8 method).
-    reference: str | None
-    model_config: Causal2VecConfig
-    weights: str | None
+    # The model as the caller chose it, resolved once (its name, config and weights' digest, read before the
+    # weights load; ``quantize`` as asked: each Ray actor resolves "auto" for its own device when it loads it).
+    model: ResolvedModel
+    # The quantization it runs with, as the collection records it ("none" or the int8 method).
     quantization: str
     # The resolved paths a sync mirrors (empty without sync=True).
     roots: list[str] = field(default_factory=list)

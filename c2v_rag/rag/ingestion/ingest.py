@@ -1,4 +1,4 @@
-"""``ingest``: documents -> chunks -> batches -> model -> vectors -> Qdrant, idempotently.
+"""Ingest: documents -> chunks -> batches -> model -> vectors -> Qdrant, idempotently.
 
 Idempotence rests on deterministic point ids (document id, chunk index, content hash):
 
@@ -30,26 +30,21 @@ from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_cl
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.ingestion.ray_engine import RayEngine
 from c2v_rag.rag.ingestion.sync import sync_roots
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions
+from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.read.chunking import check_chunk_size
 from c2v_rag.rag.read.files import ReadLog
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_target
-from c2v_rag.rag.store.backends import StoreKind
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, ensure_collection
-from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
+from c2v_rag.rag.store.collection import QdrantConfig, ensure_collection
+from c2v_rag.rag.store.sparse import BM25Encoder
 from c2v_rag.rag.store.store_backend import StoreClient
 from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from pydantic import SecretStr
     from qdrant_client import QdrantClient
 
-    from c2v_rag.model.causal2vec import Causal2Vec
 
-__all__ = ["ingest", "ENGINES"]
+__all__ = ["ingest_documents", "ENGINES"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,116 +52,21 @@ logger = logging.getLogger(__name__)
 ENGINES: dict[str, Callable[..., IngestEngine]] = {"local": LocalEngine, "ray": RayEngine}
 
 
-def ingest(
+def ingest_documents(
     docs: Any,
-    qdrant_url: str | None = None,
-    collection: str = DEFAULT_COLLECTION,
+    collection: str,
+    target: QdrantConfig,
+    chosen: ModelOptions,
+    settings: IngestConfig,
     *,
-    path: str | Path | None = None,
-    api_key: str | SecretStr | None = None,
-    prefer_grpc: bool | None = None,
-    store: StoreKind | None = None,
-    qdrant: QdrantConfig | None = None,
-    model: str | Path | Causal2Vec | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    batch_size: int | None = None,
-    on_error: Literal["raise", "continue"] | None = None,
-    sync: bool | None = None,
-    show_progress: bool | None = None,
-    sparse: Literal["bm25"] | BM25Config | None = None,
-    payload_indexes: dict[str, str] | None = None,
-    versioned: bool = False,
-    truncate_dim: int | None = None,
-    config: IngestConfig | None = None,
     client: QdrantClient | None = None,
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
+    versioned: bool = False,
 ) -> IngestResult:
-    """Chunk, embed and store ``docs`` in a Qdrant collection; safe to re-run.
-
-    Args:
-        docs: strings, dicts (``text``, ``metadata``, optional ``id``), LlamaIndex Documents or
-            Nodes, LangChain Documents, paths to files or folders of .txt/.md/.jsonl, or an
-            iterable of these (streamed).
-        qdrant_url: a Qdrant server; None uses embedded Qdrant in ``path`` (default: the user
-            data directory, or ``$C2V_RAG_QDRANT_PATH``).
-        collection: created on first use for the model's vectors; an existing one must match
-            the model's vector size, the distance and the model itself.
-        api_key: for the server; defaults to ``$QDRANT_API_KEY``. Never logged.
-        model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`;
-            None is the default preset. Loaded models are shared with other callers.
-        quantize: ``"int8"`` embeds with the decoder's linear layers in int8 on a CPU; ``"auto"`` only where
-            int8 met the quality bound (:meth:`~c2v_rag.Causal2Vec.from_pretrained`). A new collection records it;
-            float and int8 vectors of one model may share a collection (they search each other alike, measured).
-        sync: make the collection mirror the given files and folders (``docs`` must be paths).
-            By default (False) an ingest only adds and updates: a document deleted or renamed
-            in a folder keeps its points. With True, after a complete run, the points recorded
-            under each given path whose document was not read this time are deleted. Points
-            written from other paths or from non-path inputs are never touched; a missing
-            path is an error before anything runs; files that could not be read keep their
-            points; nothing is deleted after a failed batch (see :mod:`c2v_rag.rag.ingestion.sync`).
-        chunk_size, chunk_overlap, batch_size, on_error, show_progress: override ``config``.
-            ``on_error="continue"`` also skips unreadable files and bad JSONL records, each
-            reported (``file:line``) and counted in the result.
-        sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk (vectors named
-            ``text-dense`` and ``text-sparse-new``), for ``search(mode="sparse"|"hybrid")``.
-        payload_indexes: metadata key -> index type (``keyword``, ``integer``, ``float``, ``bool``,
-            ``datetime``, ``text``, ``uuid``), created on the collection for fast filters on a server.
-        versioned: ``collection`` is an alias: a new name gets a ``{collection}_v1`` collection and
-            the alias once every chunk is written (readers never see it half-built); an existing
-            alias takes the chunks into its current collection. :func:`c2v_rag.reindex` later
-            rebuilds it with another model and switches the alias.
-        truncate_dim: store shorter vectors (Matryoshka): one of the sizes the variant was trained
-            for (``config.matryoshka_dims``). The collection records it and refuses another size;
-            :func:`~c2v_rag.search` embeds queries at the size the collection stores.
-        path, prefer_grpc, store: the embedded Qdrant directory (``store``: its engine, detected from an
-            existing directory when unset), or gRPC to the server; ``device``, ``dtype``: how the model loads.
-        config, qdrant: the full option sets (:class:`IngestConfig`, :class:`QdrantConfig`).
-            The store and model keywords are :class:`~c2v_rag.rag.options.ConnectionOptions` and
-            :class:`~c2v_rag.rag.options.ModelOptions`, the ones :func:`~c2v_rag.search` takes; each
-            set becomes one object here, handed down whole.
-        client: an open ``QdrantClient`` to use instead of connecting (left open).
-        engine: ``"local"`` runs in this process; ``"ray"`` reads, chunks, embeds and writes on a Ray
-            cluster (:mod:`c2v_rag.rag.ingestion.ray_dataflow`, ``pip install 'c2v-rag[ray]'``): the same point ids,
-            payloads and vectors, and the same guarantees, except ``sync=True`` (refused).
-        ray: with ``engine="ray"``: a :class:`~c2v_rag.rag.ingestion.ray_dataflow.RayOptions` or a cluster address.
-
-    Everything that needs no model is checked before it loads: the paths and their suffixes,
-    the store (a locked embedded directory, an unreachable server, after the configured
-    retries), the collection's vector size, distance and model. Files that are not text (NUL
-    bytes, a binary format's signature, mostly undecodable) or over ``max_file_bytes`` are
-    skipped with one warning each. A run that stops before writing a point removes the
-    collection it created.
-
-    Returns:
-        An :class:`IngestResult`. With ``on_error="raise"`` (default) a batch that still fails
-        after retries raises :class:`IngestError` naming its document ids, and a bad file or
-        record raises its error once what was read before it is stored; re-running the same
-        call then resumes with no duplicates. Ctrl-C raises :class:`IngestInterrupted` (a
-        ``KeyboardInterrupt``) once the batches already embedded are stored.
-    """
-    connection = ConnectionOptions.from_keywords(
-        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
-    )
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
+    """Chunk, embed and store ``docs`` in ``collection`` at ``target``: :meth:`c2v_rag.Collection.ingest`, which
+    documents the arguments; ``client`` is an open client to use instead of connecting (left open)."""
     require_rag("c2v_rag.ingest")
-    settings = IngestConfig.with_overrides(
-        config,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        batch_size=batch_size,
-        on_error=on_error,
-        sync=sync,
-        show_progress=show_progress,
-        sparse=sparse,
-        payload_indexes=payload_indexes,
-        truncate_dim=truncate_dim,
-    )
-    target = connection.resolve()
     # The engine refuses what it cannot run (engine="ray": Ray missing, sync=True, a model object) at once.
     runner = choose_engine(ENGINES, engine)(model=chosen.model, settings=settings, ray=ray)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
@@ -175,11 +75,9 @@ def ingest(
     runner.open_input(docs, read, log)
     roots = sync_roots(docs) if settings.sync else []
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
-    reference = chosen.reference()
-    model_config = chosen.variant_config()
-    weights = chosen.weights_digest()
-    quantization = chosen.applied_quantization()
-    check_chunk_size(settings.chunk_size, model_config.max_length)
+    model = chosen.resolve()
+    quantization = model.quantization()
+    check_chunk_size(settings.chunk_size, model.config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionVectors.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
@@ -188,10 +86,7 @@ def ingest(
         target=target,
         layout=layout,
         sparse_encoder=sparse_encoder,
-        model=chosen,
-        reference=reference,
-        model_config=model_config,
-        weights=weights,
+        model=model,
         quantization=quantization,
         roots=roots,
     )
@@ -219,10 +114,10 @@ def ingest(
                 held.client,
                 held.collection,
                 target,
-                model_config,
-                reference,
+                model.config,
+                model.reference,
                 layout,
-                weights=weights,
+                weights=model.weights,
                 truncate_dim=settings.truncate_dim,
                 quantize=quantization,
             )

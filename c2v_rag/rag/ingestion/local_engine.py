@@ -66,7 +66,7 @@ class LocalEngine:
         c2v: Causal2Vec = plan.model.load()
         self.embedder = Embedder.for_documents(c2v, plan.settings)
         self.chunker = TokenChunker(c2v, plan.settings.chunk_size, plan.settings.chunk_overlap)
-        return model_fingerprint(c2v, plan.reference, plan.settings.truncate_dim)
+        return model_fingerprint(c2v, plan.model.reference, plan.settings.truncate_dim, plan.settings.document_prompt)
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         if self.embedder is None or self.chunker is None:

@@ -4,7 +4,7 @@ Loading a model takes seconds to minutes; a run that then fails on something kno
 (a locked store, a server that does not answer, a collection built for other vectors, a chunk
 size the model cannot take) wastes that time and, worse, used to leave an empty collection
 behind. Every check here needs only the variant's config file, not its weights; once they pass,
-:func:`~c2v_rag.rag.embedding.resolve_model` loads the model.
+:meth:`~c2v_rag.rag.options.ResolvedModel.load` loads the model.
 """
 
 from __future__ import annotations

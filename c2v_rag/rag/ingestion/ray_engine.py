@@ -73,11 +73,12 @@ class RayEngine:
         # The actors load the model by its reference (a preset name or an absolute variant
         # directory, the same on every node); the driver needs its config alone.
         return config_fingerprint(
-            plan.model_config,
-            plan.reference,
-            weights=plan.weights,
+            plan.model.config,
+            plan.model.reference,
+            weights=plan.model.weights,
             truncate_dim=plan.settings.truncate_dim,
             quantize=plan.quantization,
+            document_prompt=plan.settings.document_prompt,
         )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
@@ -87,10 +88,10 @@ class RayEngine:
             plan.target,
             plan.settings,
             plan.layout,
-            model=plan.reference,
-            device=plan.model.device,
-            dtype=plan.model.dtype,
-            quantize=plan.model.quantize,
+            model=plan.model.reference,
+            device=plan.model.options.device,
+            dtype=plan.model.options.dtype,
+            quantize=plan.model.options.quantize,
             created=store.created,
             options=self.options,
             own_client=store.own_client,

@@ -1,5 +1,6 @@
-"""``search``, ``search_many`` and ``asearch``: embed queries with their instruction and read the
-nearest chunks from Qdrant, densely, by BM25, or both fused (``mode``)."""
+"""Search a collection: embed queries with their instruction and read the nearest chunks from Qdrant, densely,
+by BM25, or both fused (``mode``). :class:`c2v_rag.Collection`'s ``search``, ``search_many`` and ``asearch``
+run here."""
 
 from __future__ import annotations
 
@@ -13,17 +14,9 @@ from pydantic import BaseModel, Field
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.options import (
-    CommonSearchOptions,
-    ConnectionOptions,
-    ModelOptions,
-    SearchOptions,
-    search_keywords_over_options,
-)
+from c2v_rag.rag.options import CommonSearchOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.store.aliases import aresolve_alias, resolve_alias
-from c2v_rag.rag.store.backends import StoreKind
 from c2v_rag.rag.store.collection import (
-    DEFAULT_COLLECTION,
     QdrantConfig,
     check_collection_name,
     check_model,
@@ -40,15 +33,10 @@ from c2v_rag.rag.store.sparse import BM25Encoder
 from c2v_rag.rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from pydantic import SecretStr
-    from qdrant_client import AsyncQdrantClient, QdrantClient
+    from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
 
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag.store.filters import FilterLike
-    from c2v_rag.rag.store.query import Fusion, SearchMode
     from c2v_rag.rag.store.store_backend import StoreClient
 
 
@@ -94,206 +82,37 @@ def _dense_vector(vector: Any, name: str) -> list[float] | None:
     return [float(x) for x in vector] if isinstance(vector, list) else None
 
 
-# search, search_many and asearch take the fields of ConnectionOptions, ModelOptions and SearchOptions as
-# keyword parameters, with the same defaults (tests/rag/test_options.py checks that they agree), build one
-# object of each at entry, and hand those to _search_many whole.
-
-
-@search_keywords_over_options
-def search(
-    query: str,
-    top_k: int = 5,
-    *,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | SecretStr | None = None,
-    prefer_grpc: bool | None = None,
-    store: StoreKind | None = None,
-    qdrant: QdrantConfig | None = None,
-    model: str | Path | Causal2Vec | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    collection: str = DEFAULT_COLLECTION,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: FilterLike | models.Filter | None = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    options: SearchOptions | None = None,
-    client: QdrantClient | None = None,
-) -> list[SearchHit]:
-    """The ``top_k`` chunks nearest to ``query`` in a collection made by :func:`ingest`.
-
-    The query gets the retrieval instruction (``task`` or ``instruction``; otherwise the
-    variant's default, else MS MARCO's); documents were stored without one. ``examples`` are
-    in-context ``(query, response)`` pairs before the query's instruction (Causal2Vec "w/ ICL");
-    None uses the task's registered ones, ``[]`` none. ``model`` defaults
-    to the one the collection was built with; another model is refused. So does ``quantize``
-    (``"none"``/``"int8"``/``"auto"``): queries are embedded as the collection's documents were.
-
-    Keyword options (each documented on its field):
-
-    - the store, :class:`~c2v_rag.rag.options.ConnectionOptions`: ``qdrant_url``, ``path``,
-      ``api_key``, ``prefer_grpc``, ``store`` (the embedded engine, detected from an existing
-      directory when unset), ``qdrant``; as for :func:`ingest`;
-    - the model, :class:`~c2v_rag.rag.options.ModelOptions`: ``model``, ``device``, ``dtype``,
-      ``quantize``;
-    - the search, :class:`~c2v_rag.rag.options.SearchOptions`: ``collection`` (a collection or an
-      alias), ``task``, ``instruction``, ``examples``, ``filter`` (a ``qdrant_client.models.Filter``
-      or the dict form of :mod:`c2v_rag.rag.store.filters`: ``{"topic": "x"}``, ``{"lang": ["en", "de"]}``,
-      ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``), ``score_threshold``, ``mode``
-      (``"dense"``, ``"sparse"`` (BM25) or ``"hybrid"``: both, fused by ``fusion``, ``"rrf"`` or
-      ``"dbsf"``; the last two modes need a collection ingested with ``sparse="bm25"``),
-      ``with_vectors``, ``group_by_document`` (the ``top_k`` best documents, each as its best chunk).
-
-    ``options`` is a whole :class:`~c2v_rag.rag.options.SearchOptions`; search keywords given
-    as well replace its fields. ``client`` is an open ``QdrantClient`` to use (left open).
-    Collections written by LlamaIndex or LangChain can be searched too.
-    """
-    connection = ConnectionOptions.from_keywords(
-        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
-    )
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
-    if options is None:
-        options = SearchOptions.from_keywords(
-            collection=collection,
-            task=task,
-            instruction=instruction,
-            examples=examples,
-            filter=filter,
-            score_threshold=score_threshold,
-            mode=mode,
-            fusion=fusion,
-            with_vectors=with_vectors,
-            group_by_document=group_by_document,
-        )
-    return search_with(query, top_k, connection, chosen, options, client)
-
-
-def search_with(
-    query: str,
+def search_queries(
+    queries: Sequence[str],
     top_k: int,
-    connection: ConnectionOptions,
+    target: QdrantConfig,
     model: ModelOptions,
     options: SearchOptions,
-    client: QdrantClient | None = None,
-) -> list[SearchHit]:
-    """:func:`search` with its options as the three objects, for callers that hold them already (the
-    framework retrievers)."""
-    _check_query(query)
-    return _search_many([query], top_k, connection, model, options, client)[0]
-
-
-@search_keywords_over_options
-def search_many(
-    queries: Sequence[str],
-    top_k: int = 5,
-    *,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | SecretStr | None = None,
-    prefer_grpc: bool | None = None,
-    store: StoreKind | None = None,
-    qdrant: QdrantConfig | None = None,
-    model: str | Path | Causal2Vec | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    collection: str = DEFAULT_COLLECTION,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: FilterLike | models.Filter | None = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    options: SearchOptions | None = None,
-    client: QdrantClient | None = None,
+    client: StoreClient | None = None,
 ) -> list[list[SearchHit]]:
-    """:func:`search` for many queries: embedded in one batch, sent in one Qdrant request.
-
-    Takes :func:`search`'s options. Returns one list of hits per query, in the order of ``queries``.
-    """
-    connection = ConnectionOptions.from_keywords(
-        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
-    )
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
-    if options is None:
-        options = SearchOptions.from_keywords(
-            collection=collection,
-            task=task,
-            instruction=instruction,
-            examples=examples,
-            filter=filter,
-            score_threshold=score_threshold,
-            mode=mode,
-            fusion=fusion,
-            with_vectors=with_vectors,
-            group_by_document=group_by_document,
-        )
-    return _search_many(queries, top_k, connection, chosen, options, client)
+    """The hits of each query on ``options.collection`` in ``target``, embedded in one batch and sent in one
+    Qdrant request (:meth:`c2v_rag.Collection.search_many`); ``client`` is an open client to use (left open)."""
+    require_rag("c2v_rag.search")
+    call = _SearchCall.check(queries, top_k, options, model)
+    if not call.queries:
+        return []
+    return _search_sync(call, target, client)
 
 
-@search_keywords_over_options
-async def asearch(
+async def asearch_query(
     query: str,
-    top_k: int = 5,
-    *,
-    qdrant_url: str | None = None,
-    path: str | Path | None = None,
-    api_key: str | SecretStr | None = None,
-    prefer_grpc: bool | None = None,
-    store: StoreKind | None = None,
-    qdrant: QdrantConfig | None = None,
-    model: str | Path | Causal2Vec | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    quantize: str | None = None,
-    collection: str = DEFAULT_COLLECTION,
-    task: str | None = None,
-    instruction: str | None = None,
-    examples: Sequence[tuple[str, str]] | None = None,
-    filter: FilterLike | models.Filter | None = None,
-    score_threshold: float | None = None,
-    mode: SearchMode = "dense",
-    fusion: Fusion = "rrf",
-    with_vectors: bool = False,
-    group_by_document: bool = False,
-    options: SearchOptions | None = None,
+    top_k: int,
+    target: QdrantConfig,
+    model: ModelOptions,
+    options: SearchOptions,
     client: AsyncQdrantClient | None = None,
 ) -> list[SearchHit]:
-    """:func:`search` for asyncio: Qdrant through ``AsyncQdrantClient``, model loading and
-    embedding in a worker thread, so the event loop stays free. ``client`` is an open
-    ``AsyncQdrantClient`` to use (left open). A backend without an async client (Qdrant Edge) is
-    searched whole in a worker thread. Takes :func:`search`'s options."""
-    connection = ConnectionOptions.from_keywords(
-        qdrant_url=qdrant_url, path=path, api_key=api_key, prefer_grpc=prefer_grpc, store=store, qdrant=qdrant
-    )
-    chosen = ModelOptions.from_keywords(model=model, device=device, dtype=dtype, quantize=quantize)
-    if options is None:
-        options = SearchOptions.from_keywords(
-            collection=collection,
-            task=task,
-            instruction=instruction,
-            examples=examples,
-            filter=filter,
-            score_threshold=score_threshold,
-            mode=mode,
-            fusion=fusion,
-            with_vectors=with_vectors,
-            group_by_document=group_by_document,
-        )
+    """:func:`search_queries` for one query under asyncio: Qdrant through ``AsyncQdrantClient``, the model in a
+    worker thread (:meth:`c2v_rag.Collection.asearch`). A backend without an async client (Qdrant Edge) is
+    searched whole in a worker thread."""
     require_rag("c2v_rag.asearch")
-    _check_query(query)
-    call = _SearchCall.check([query], top_k, options, chosen)
-    target = connection.resolve()
+    check_query(query)
+    call = _SearchCall.check([query], top_k, options, model)
     own_client = client is None
     qdrant_client = client if client is not None else target.connect_async()
     if qdrant_client is None:
@@ -303,21 +122,6 @@ async def asearch(
     finally:
         if own_client:
             await qdrant_client.close()
-
-
-def _search_many(
-    queries: Sequence[str],
-    top_k: int,
-    connection: ConnectionOptions,
-    model: ModelOptions,
-    options: SearchOptions,
-    client: QdrantClient | None,
-) -> list[list[SearchHit]]:
-    require_rag("c2v_rag.search")
-    call = _SearchCall.check(queries, top_k, options, model)
-    if not call.queries:
-        return []
-    return _search_sync(call, connection.resolve(), client)
 
 
 @dataclass
@@ -500,7 +304,7 @@ def grouped(request: models.QueryRequest) -> dict[str, Any]:
     }
 
 
-def _check_query(query: Any) -> None:
+def check_query(query: Any) -> None:
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"query must be a non-empty string, got {query!r}")
 
@@ -522,7 +326,5 @@ def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec
     # The model and quantization that filled the collection, unless others are named: its query
     # vectors, embedded as its documents were (int8 or float), are the only comparable ones.
     recorded = (stored or {}).get("model")
-    return model.load(
-        default_model=recorded if isinstance(recorded, str) else None,
-        default_quantize=(stored or {}).get("quantize", "none"),
-    )
+    resolved = model.resolve(recorded if isinstance(recorded, str) else None)
+    return resolved.load(default_quantize=(stored or {}).get("quantize", "none"))

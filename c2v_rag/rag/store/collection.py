@@ -287,10 +287,20 @@ def qdrant_distance(name: str) -> models.Distance:
     return {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT, "euclid": models.Distance.EUCLID}[name]
 
 
-def model_fingerprint(model: Causal2Vec, reference: str | None, truncate_dim: int | None = None) -> dict[str, Any]:
+def model_fingerprint(
+    model: Causal2Vec,
+    reference: str | None,
+    truncate_dim: int | None = None,
+    document_prompt: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
     return config_fingerprint(
-        model.config, reference, weights=model.weights_digest, truncate_dim=truncate_dim, quantize=model.quantization
+        model.config,
+        reference,
+        weights=model.weights_digest,
+        truncate_dim=truncate_dim,
+        quantize=model.quantization,
+        document_prompt=document_prompt,
     )
 
 
@@ -300,6 +310,7 @@ def config_fingerprint(
     weights: str | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
+    document_prompt: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
@@ -308,7 +319,8 @@ def config_fingerprint(
 
     A collection records the kind it was created with; float and int8 vectors of one model may still share
     it and search each other (:data:`~c2v_rag.core.devices.INTERCHANGEABLE_QUANTIZE`: measured harmless), while
-    the removed torch int8 (``"int8"``) is refused."""
+    the removed torch int8 (``"int8"``) is refused. ``document_prompt`` (the ``task``/``instruction`` documents
+    were embedded with) is recorded for a reindex, not compared."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
@@ -323,6 +335,7 @@ def config_fingerprint(
         "weights": weights,
         "truncate_dim": truncate_dim,
         "quantize": quantize,
+        **({"document_prompt": document_prompt} if document_prompt is not None else {}),
     }
 
 

@@ -1,4 +1,4 @@
-"""A LangChain retriever over ``c2v_rag.search``: any backend (server, local mode, Qdrant Edge)."""
+"""A LangChain retriever over a ``c2v_rag.Collection``: any backend (server, local mode, Qdrant Edge)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.rag.retrieval.retriever import RetrieverOptions
-from c2v_rag.rag.retrieval.search import SearchHit
+from c2v_rag.frameworks import RetrieverOptions, SearchHit
 
 # langchain_qdrant.RetrievalMode's values, and the search mode each is.
 RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
@@ -19,7 +18,8 @@ RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
 class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     """Retrieve chunks of a collection made by ``c2v_rag.ingest``, from any backend.
 
-    The query is embedded with the collection's own model and instruction; ``retrieval_mode``
+    ``collection`` is a :class:`c2v_rag.Collection` handle, or a collection's name with the handle's store and
+    model fields. The query is embedded with the collection's own model and instruction; ``retrieval_mode``
     (``dense``, ``sparse``, ``hybrid``, as ``langchain_qdrant.RetrievalMode``) picks the search,
     ``filter`` takes the dict form of ``c2v_rag.rag.store.filters`` or a ``qdrant_client`` Filter, and
     ``group_by_document`` returns one chunk per document. ``k`` is the number of documents, as in
@@ -31,10 +31,12 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     Example:
         .. code-block:: python
 
+            import c2v_rag
             from langchain_causal2vec import Causal2VecRetriever
 
-            retriever = Causal2VecRetriever(path="store", store="edge", collection="papers", k=5,
-                                            retrieval_mode="hybrid", filter={"year": {"gte": 2020}})
+            papers = c2v_rag.open_collection("papers", path="store", store="edge")
+            retriever = Causal2VecRetriever(collection=papers, k=5, retrieval_mode="hybrid",
+                                            filter={"year": {"gte": 2020}})
             docs = retriever.invoke("What causes spring tides?")
     """
 
@@ -63,7 +65,7 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
         return [self._document(hit) for hit in await self.asearch_hits(query, k or self.k, filter)]
 
     def _document(self, hit: SearchHit) -> Document:
-        metadata = {**hit.metadata, "_id": hit.id, "_collection_name": self.collection, "_score": hit.score}
+        metadata = {**hit.metadata, "_id": hit.id, "_collection_name": self.collection_name, "_score": hit.score}
         if hit.doc_id is not None:
             metadata.setdefault("doc_id", hit.doc_id)
         return Document(page_content=hit.text, metadata=metadata, id=hit.id)

@@ -8,9 +8,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.encode.splitting import make_splitter
-from c2v_rag.hub.presets import DEFAULT_PRESET
-from c2v_rag.rag.embedding import EmbedderOptions
+from c2v_rag.frameworks import DEFAULT_PRESET, EmbedderOptions, make_splitter
 
 # The encoder batches by token budget after sorting by length; LlamaIndex's own batches only
 # need to be large enough not to get in its way.

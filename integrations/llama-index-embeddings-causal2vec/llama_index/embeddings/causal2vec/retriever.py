@@ -1,10 +1,8 @@
-"""A LlamaIndex retriever over ``c2v_rag.search``: any backend (server, local mode, Qdrant Edge)."""
+"""A LlamaIndex retriever over a ``c2v_rag.Collection``: any backend (server, local mode, Qdrant Edge)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -17,17 +15,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from c2v_rag.rag.retrieval.retriever import RetrieverOptions
-from c2v_rag.rag.retrieval.search import SearchHit
-from c2v_rag.rag.store.backends import StoreKind
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
-from c2v_rag.rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
-from c2v_rag.rag.store.query import Fusion
-
-if TYPE_CHECKING:
-    from pydantic import SecretStr
-
-    from c2v_rag.model.causal2vec import Causal2Vec
+from c2v_rag.frameworks import HIDDEN_FROM_LLM, Collection, RetrieverOptions, SearchHit, metadata_field
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
 QUERY_MODES = {
@@ -43,58 +31,42 @@ class Causal2VecRetriever(BaseRetriever):
     Takes LlamaIndex's names: ``similarity_top_k``, ``filters`` (``MetadataFilters``, translated
     to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.rag.store.filters`` and a
     ``qdrant_client`` Filter work too) and ``vector_store_query_mode`` (``default``, ``sparse``,
-    ``hybrid``). Everything else is :class:`c2v_rag.rag.retrieval.retriever.RetrieverOptions`: ``collection``,
-    ``path``/``store``/``qdrant_url``, ``group_by_document``, ``model``, ``task``... The query is
-    embedded with the collection's own model. Each node's ``ref_doc_id`` is its document's id.
+    ``hybrid``). ``collection`` is a :class:`c2v_rag.Collection` handle, or a collection's name with the handle's
+    options (``path``/``store``/``qdrant_url``, ``model``...); the other options are :class:`c2v_rag.SearchOptions`'
+    (``group_by_document``, ``task``...). The query is embedded with the collection's own model. Each node's
+    ``ref_doc_id`` is its document's id.
 
     Example:
         .. code-block:: python
 
-            from llama_index.core.query_engine import RetrieverQueryEngine
+            import c2v_rag
             from llama_index.embeddings.causal2vec import Causal2VecRetriever
 
-            retriever = Causal2VecRetriever(path="store", store="edge", collection="papers",
-                                            similarity_top_k=5, vector_store_query_mode="hybrid")
+            papers = c2v_rag.open_collection("papers", path="store", store="edge")
+            retriever = Causal2VecRetriever(papers, similarity_top_k=5, vector_store_query_mode="hybrid")
             nodes = retriever.retrieve("What causes spring tides?")
     """
 
     def __init__(
         self,
+        collection: Collection | str | None = None,
         *,
         similarity_top_k: int = 4,
         filters: Any = None,
         vector_store_query_mode: VectorStoreQueryMode | str = VectorStoreQueryMode.DEFAULT,
-        collection: str = DEFAULT_COLLECTION,
-        qdrant_url: str | None = None,
-        path: str | Path | None = None,
-        api_key: str | SecretStr | None = None,
-        prefer_grpc: bool | None = None,
-        store: StoreKind | None = None,
-        qdrant: QdrantConfig | None = None,
-        model: str | Path | Causal2Vec | None = None,
-        device: str | None = None,
-        dtype: str | None = None,
-        quantize: str | None = None,
-        task: str | None = None,
-        instruction: str | None = None,
-        examples: Sequence[tuple[str, str]] | None = None,
-        score_threshold: float | None = None,
-        fusion: Fusion = "rrf",
-        with_vectors: bool = False,
-        group_by_document: bool = False,
-        client: Any = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
-        **unknown: Any,
+        **options: Any,
     ) -> None:
         # An option this retriever does not take is a ValueError, as LlamaIndex's own classes (pydantic) refuse one.
-        if "mode" in unknown:
+        if "mode" in options:
             raise ValueError("pass vector_store_query_mode (LlamaIndex's name), not mode")
+        unknown = sorted(set(options) - set(RetrieverOptions.model_fields) | ({"filter"} & set(options)))
         if unknown:
             raise ValueError(
-                f"Causal2VecRetriever has no option {', '.join(sorted(unknown))}: it takes "
-                "similarity_top_k, filters, vector_store_query_mode and c2v_rag.search's options "
-                "(RetrieverOptions)"
+                f"Causal2VecRetriever has no option {', '.join(unknown)}: it takes a Collection (or a "
+                "collection's name and its store and model options), similarity_top_k, filters, "
+                "vector_store_query_mode and the search options of c2v_rag.SearchOptions"
             )
         if not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
@@ -105,29 +77,9 @@ class Causal2VecRetriever(BaseRetriever):
                 f"{', '.join(m.value for m in QUERY_MODES)}"
             )
         self.similarity_top_k = similarity_top_k
-        self.options = RetrieverOptions(
-            collection=collection,
-            qdrant_url=qdrant_url,
-            path=path,
-            api_key=api_key,
-            prefer_grpc=prefer_grpc,
-            store=store,
-            qdrant=qdrant,
-            model=model,
-            device=device,
-            dtype=dtype,
-            quantize=quantize,
-            task=task,
-            instruction=instruction,
-            examples=examples,
-            filter=to_filter(filters),
-            score_threshold=score_threshold,
-            mode=QUERY_MODES[mode],
-            fusion=fusion,
-            with_vectors=with_vectors,
-            group_by_document=group_by_document,
-            client=client,
-        )
+        if collection is not None:
+            options["collection"] = collection
+        self.options = RetrieverOptions(**options, filter=to_filter(filters), mode=QUERY_MODES[mode])
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

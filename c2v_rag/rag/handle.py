@@ -1,0 +1,430 @@
+"""One handle per collection: the store, the model and the collection's name, resolved once.
+
+:func:`open_collection` (``c2v_rag.open_collection``) returns a :class:`Collection`. Every call on it reuses
+what it resolved: the store's location and engine, and the variant (its reference, config and weights' digest,
+read before the weights load; the weights themselves load once per process,
+:func:`~c2v_rag.rag.embedding.load_model`). What the collection recorded (its vector size, ``truncate_dim``,
+quantization, part weights, BM25 vectors, the model that filled it) is read from the store on each call, since a
+reindex may switch an alias in between; queries get their instruction from the one policy,
+:func:`~c2v_rag.core.instructions.query_prompt`.
+
+The top-level functions (``c2v_rag.ingest``, ``search``, ``search_many``, ``asearch``, ``reindex``, ``migrate``)
+are this handle, opened for one call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from c2v_rag.rag.options import (
+    OPEN_KEYS,
+    SEARCH_KEYS,
+    CommonSearchOptions,
+    ConnectionOptions,
+    ModelOptions,
+    OpenKeywords,
+    SearchKeywords,
+    search_options,
+    split_keywords,
+)
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, check_collection_name, fingerprint_of
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.admin.migrate import MigrateResult
+    from c2v_rag.rag.admin.reindex import ReindexResult
+    from c2v_rag.rag.ingestion.config import IngestConfig
+    from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
+    from c2v_rag.rag.results import IngestResult
+    from c2v_rag.rag.retrieval.search import SearchHit
+    from c2v_rag.rag.store.sparse import BM25Config
+
+
+class IngestKeywords(TypedDict, total=False):
+    """What one ingest takes besides the documents: :class:`~c2v_rag.rag.IngestConfig`'s common fields (each
+    laid over ``config=``), the engine and ``versioned``."""
+
+    chunk_size: int | None
+    chunk_overlap: int | None
+    batch_size: int | None
+    on_error: Literal["raise", "continue"] | None
+    sync: bool | None
+    show_progress: bool | None
+    sparse: Literal["bm25"] | BM25Config | None
+    payload_indexes: dict[str, str] | None
+    truncate_dim: int | None
+    config: IngestConfig | None
+    engine: Literal["local", "ray"]
+    ray: RayOptions | str | None
+    versioned: bool
+
+
+INGEST_KEYS = frozenset(IngestKeywords.__annotations__)
+
+
+class Collection:
+    """A Qdrant collection of c2v_rag chunks, with the store that holds it and the model that embeds for it.
+
+    Args:
+        name: the collection, or an alias (resolved on each call, so a reindex switching it is never half-seen).
+        qdrant_url: a Qdrant server, e.g. ``https://host:6333``; None: embedded Qdrant in ``path``.
+        path: the embedded Qdrant directory; None: ``$C2V_RAG_QDRANT_PATH`` or the user data directory.
+        api_key: the server's key; None: ``$QDRANT_API_KEY``. Never logged, never in a repr.
+        prefer_grpc: gRPC to the server. ``store``: the embedded engine, ``"local"`` (qdrant-client's local
+            mode) or ``"edge"`` (Qdrant Edge); None: an existing directory's, else local.
+        qdrant: a whole :class:`~c2v_rag.QdrantConfig` (timeouts, vector names, storage); the fields above,
+            when set, are laid over it.
+        model: a preset name, a variant directory or a loaded :class:`~c2v_rag.Causal2Vec`. None: the default
+            preset for an ingest, the model the collection was built with for a search (another is refused).
+        device, dtype: how the model loads (None: cuda when present; auto).
+        quantize: ``"none"``, ``"int8"`` (CPU, the decoder's linear layers in int8) or ``"auto"`` (int8 where it
+            met the quality bound). None: none for an ingest; the collection's own for a search and a reindex.
+        client: an open ``QdrantClient`` (or ``AsyncQdrantClient`` for :meth:`asearch`) to use, left open.
+            Without one each call opens the store and closes it, so an embedded store stays free in between.
+
+    A bad option fails on the call that uses it, before any store opens or model loads.
+    """
+
+    def __init__(self, name: str = DEFAULT_COLLECTION, **kwargs: Unpack[OpenKeywords]) -> None:
+        split_keywords("Collection", kwargs, OPEN_KEYS)
+        self.name = name
+        self.connection = ConnectionOptions.as_given(kwargs)
+        self.model = ModelOptions.as_given(kwargs)
+        self.client = kwargs.get("client")
+
+    def __repr__(self) -> str:
+        where = self.connection.qdrant_url or self.connection.path or "the default store"
+        return f"Collection({self.name!r} at {where}, model={self.model.model!r})"
+
+    @functools.cached_property
+    def target(self) -> QdrantConfig:
+        """The store, resolved once: the default directory filled in, an existing directory's engine detected."""
+        return self.connection.resolve()
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, query: str, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> list[SearchHit]:
+        """The ``top_k`` chunks nearest to ``query``, best first.
+
+        The query is embedded with the model the collection was built with (another is refused), at the size
+        it stores, with the query instruction: ``instruction``, else ``task``'s, else the variant's default,
+        else MS MARCO's (:func:`~c2v_rag.core.instructions.query_prompt`). ``examples`` are in-context
+        ``(query, response)`` pairs before it (None: the task's registered ones). ``mode`` is ``"dense"``,
+        ``"sparse"`` (BM25) or ``"hybrid"`` (both, fused in Qdrant by ``fusion``: ``"rrf"`` or ``"dbsf"``); the
+        last two need an ingest with ``sparse="bm25"``. ``filter`` takes a ``qdrant_client`` Filter or the dict
+        form (``{"file_name": "a.md"}``, ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``).
+        ``score_threshold`` drops weaker hits; ``group_by_document`` returns each document's best chunk;
+        ``with_vectors`` adds each hit's stored vector. ``options=`` takes all of these as one
+        :class:`~c2v_rag.SearchOptions`, the keywords given laid over it.
+        """
+        from c2v_rag.rag.retrieval.search import check_query
+
+        check_query(query)
+        return self.search_many([query], top_k, **kwargs)[0]
+
+    def search_many(
+        self, queries: Sequence[str], top_k: int = 5, **kwargs: Unpack[SearchKeywords]
+    ) -> list[list[SearchHit]]:
+        """:meth:`search` for many queries: embedded in one batch, sent in one Qdrant request; one list of hits
+        per query, in their order."""
+        from c2v_rag.rag.retrieval.search import search_queries
+
+        (given,) = split_keywords("search_many", kwargs, SEARCH_KEYS)
+        options = search_options("search_many", given, self.name)
+        return search_queries(queries, top_k, self.target, self.model, options, self.client)
+
+    async def asearch(self, query: str, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> list[SearchHit]:
+        """:meth:`search` for asyncio: Qdrant through ``AsyncQdrantClient`` (``client`` when the handle has one),
+        the model and the embedding in a worker thread, so the event loop stays free."""
+        from c2v_rag.rag.retrieval.search import asearch_query
+
+        (given,) = split_keywords("asearch", kwargs, SEARCH_KEYS)
+        options = search_options("asearch", given, self.name)
+        return await asearch_query(query, top_k, self.target, self.model, options, self.client)
+
+    def search_vector(
+        self, vector: Sequence[float], top_k: int = 5, options: CommonSearchOptions | None = None
+    ) -> list[SearchHit]:
+        """The ``top_k`` chunks nearest to an already-embedded query ``vector`` (of the size the collection
+        stores), filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
+        from c2v_rag.rag.retrieval.search import nearest_chunks
+
+        with self._opened() as client:
+            return nearest_chunks(client, self.name, self.target, vector, top_k, options)
+
+    def check_model(self, model: Causal2Vec) -> tuple[str, int | None]:
+        """The concrete collection behind this name and the prefix size it stores (None: whole vectors), once
+        it is found to hold ``model``'s vectors: :class:`~c2v_rag.CollectionNotFoundError` or
+        :class:`~c2v_rag.CollectionMismatchError` otherwise. A server checks its model this way."""
+        from c2v_rag.rag.store.aliases import resolve_alias
+        from c2v_rag.rag.store.collection import check_collection, model_fingerprint, require_collection
+
+        with self._opened() as client:
+            concrete = resolve_alias(client, self.name)
+            truncate_dim = (fingerprint_of(require_collection(client, concrete, self.target)) or {}).get("truncate_dim")
+            check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim))
+            return concrete, truncate_dim
+
+    # ------------------------------------------------------------------ writes
+
+    def ingest(self, docs: Any, **kwargs: Unpack[IngestKeywords]) -> IngestResult:
+        """Chunk, embed and store ``docs``; safe to re-run (stored chunks are skipped, nothing is duplicated).
+
+        Args:
+            docs: strings, dicts (``text``, ``metadata``, optional ``id``), LlamaIndex Documents or Nodes,
+                LangChain Documents, paths to files or folders of .txt/.md/.jsonl/.parquet, or an iterable of
+                these (streamed). A new collection is created for the model's vectors; an existing one must
+                match the model, its vector size and distance.
+            chunk_size, chunk_overlap: decoder tokens per chunk and shared by neighbours (200 and 20).
+            batch_size: chunks embedded and uploaded together (256). ``show_progress``: a bar with an ETA.
+            on_error: ``"raise"`` (default) stops at a batch that still fails after retries
+                (:class:`~c2v_rag.IngestError`, naming its documents; re-running resumes), an unreadable file
+                or a bad JSONL record; ``"continue"`` records each and goes on.
+            sync: mirror the given files and folders: after a complete run, delete the points of documents gone
+                from them (never points from other paths or from non-path inputs, never after a failed batch).
+            sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``.
+            payload_indexes: metadata key -> Qdrant index type (``keyword``, ``integer``, ``float``, ``bool``,
+                ``datetime``, ``text``, ``uuid``), for fast filters on a server.
+            truncate_dim: store shorter vectors, one of the sizes the variant was trained for (its
+                ``matryoshka_dims``); the collection records it and search embeds queries at that size.
+            config: an :class:`~c2v_rag.IngestConfig` with the rest (retries, a document instruction, file size
+                limits...); the keywords above, when not None, are laid over it.
+            engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, ``ray=`` a
+                :class:`~c2v_rag.RayOptions` or an address): the same point ids, payloads and vectors.
+            versioned: the name is an alias: a new one gets ``{name}_v1`` and the alias once every chunk is
+                written; :meth:`reindex` later rebuilds it behind the alias.
+
+        Everything that needs no model is checked before it loads: the paths and their suffixes, the store (a
+        locked directory, an unreachable server), an existing collection's size, distance and model. A run
+        that stops before writing a point removes the collection it created; Ctrl-C raises
+        :class:`~c2v_rag.IngestInterrupted` once the batches already embedded are stored.
+        """
+        from c2v_rag.rag.ingestion.config import IngestConfig
+        from c2v_rag.rag.ingestion.ingest import ingest_documents
+
+        (given,) = split_keywords("ingest", kwargs, INGEST_KEYS)
+        run = {key: given.pop(key) for key in ("engine", "ray", "versioned") if key in given}
+        settings = IngestConfig.with_overrides(given.pop("config", None), **given)
+        return ingest_documents(docs, self.name, self.target, self.model, settings, client=self.client, **run)
+
+    def reindex(
+        self,
+        model: str | Path | Any | None = None,
+        *,
+        sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
+        batch_size: int = 256,
+        drop_previous: bool = False,
+        convert: bool = False,
+        show_progress: bool = True,
+    ) -> ReindexResult:
+        """Re-embed the chunks behind this alias with ``model`` (None: the handle's model, else the default
+        preset) into ``{name}_v{n+1}``, then switch the alias to it in one request; readers keep searching the
+        old one meanwhile, and writers should pause.
+
+        The new collection keeps what the old one recorded: ``truncate_dim``, the quantization (unless the
+        handle names one), the part weights (``encoder_share``), the documents' instruction, and with
+        ``sparse="keep"`` its BM25 vectors (``"bm25"`` adds them, None drops them). ``drop_previous`` deletes
+        the old collection after the switch. ``convert`` turns a plain collection into an alias: its points are
+        kept as ``{name}_v1`` and the name becomes an alias of ``{name}_v2`` (searches on it fail for one
+        request's time); without it a plain collection is refused.
+        """
+        from c2v_rag.rag.admin.reindex import reindex_collection
+
+        chosen = self.model if model is None else self.model.model_copy(update={"model": model})
+        return reindex_collection(
+            self.name,
+            self.target,
+            chosen,
+            sparse=sparse,
+            batch_size=batch_size,
+            drop_previous=drop_previous,
+            convert=convert,
+            show_progress=show_progress,
+            client=self.client,
+        )
+
+    def migrate(self, to: Collection, *, batch_size: int = 256) -> MigrateResult:
+        """Copy this collection into ``to`` (another store, or another name), vectors unchanged: points keep
+        their ids, payloads and vectors, the copy its recorded model and layout. An alias is recreated in the
+        target, pointing at the copy; a stopped migration resumes when run again."""
+        from c2v_rag.rag.admin.migrate import migrate_collection
+
+        name = to.name if to.name != self.name else None  # None: the copy keeps the concrete name, and the alias
+        return migrate_collection(self.name, self.target, to.target, name, batch_size)
+
+    def delete(self) -> bool:
+        """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
+        from c2v_rag.rag.store.aliases import alias_target
+
+        with self._opened() as client:
+            concrete = alias_target(client, self.name)
+            if concrete is not None:
+                from qdrant_client.http import models
+
+                drop = models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.name))
+                client.update_collection_aliases(change_aliases_operations=[drop])
+            name = concrete or self.name
+            return bool(client.collection_exists(name) and client.delete_collection(name))
+
+    # ------------------------------------------------------------------ reads
+
+    def exists(self) -> bool:
+        """Whether the collection (or the alias) exists."""
+        from c2v_rag.rag.store.aliases import resolve_alias
+
+        with self._opened() as client:
+            return bool(client.collection_exists(resolve_alias(client, self.name)))
+
+    def count(self) -> int:
+        """How many chunks the collection holds."""
+        from c2v_rag.rag.store.aliases import resolve_alias
+        from c2v_rag.rag.store.collection import require_collection
+
+        with self._opened() as client:
+            concrete = resolve_alias(client, self.name)
+            require_collection(client, concrete, self.target)
+            return int(client.count(concrete, exact=True).count)
+
+    def recorded(self) -> dict[str, Any]:
+        """What the collection recorded when it was made: the model's reference and weights' digest, the vector
+        size, ``truncate_dim``, ``quantize``, ``encoder_share``, the documents' instruction and the layout of
+        its vectors ({} for a collection c2v_rag did not make)."""
+        from c2v_rag.rag.store.aliases import resolve_alias
+        from c2v_rag.rag.store.collection import require_collection
+
+        with self._opened() as client:
+            concrete = resolve_alias(client, self.name)
+            return fingerprint_of(require_collection(client, concrete, self.target)) or {}
+
+    def _opened(self) -> Any:
+        """The handle's client (left open), or the store opened for one call and closed after it."""
+        import contextlib
+
+        from c2v_rag.rag.extras import require_rag
+
+        require_rag("c2v_rag.Collection")
+        check_collection_name(self.name)
+        if self.client is not None:
+            return contextlib.nullcontext(self.client)
+        return contextlib.closing(self.target.connect())
+
+
+def open_collection(name: str = DEFAULT_COLLECTION, **kwargs: Unpack[OpenKeywords]) -> Collection:
+    """A :class:`Collection` handle: ``c2v_rag.open_collection("papers", path="store", model="my-variant")``.
+
+    Opening reads nothing: the store and the variant are resolved on first use, once.
+    """
+    return Collection(name, **kwargs)
+
+
+# ---------------------------------------------------------------------- the top-level functions
+
+
+class _Search(OpenKeywords, SearchKeywords, total=False):
+    collection: str
+
+
+class _Ingest(OpenKeywords, IngestKeywords, total=False):
+    pass
+
+
+def _handle(
+    where: str, kwargs: dict[str, Any], allowed: frozenset[str], collection: str | None = None
+) -> tuple[Collection, dict[str, Any]]:
+    """The handle a top-level call names, and the rest of its keywords (an unknown one is a TypeError)."""
+    opened, rest = split_keywords(where, kwargs, OPEN_KEYS, allowed)
+    if collection is None:
+        options = rest.get("options")
+        collection = rest.pop("collection", None) or getattr(options, "collection", None) or DEFAULT_COLLECTION
+    return Collection(collection, **opened), rest
+
+
+def search(query: str, top_k: int = 5, **kwargs: Unpack[_Search]) -> list[SearchHit]:
+    """:meth:`Collection.search` on ``collection`` (default ``"c2v_rag"``), opened for this call with the store
+    and model keywords of :class:`Collection`."""
+    handle, rest = _handle("search", dict(kwargs), SEARCH_KEYS | {"collection"})
+    return handle.search(query, top_k, **rest)
+
+
+def search_many(queries: Sequence[str], top_k: int = 5, **kwargs: Unpack[_Search]) -> list[list[SearchHit]]:
+    """:meth:`Collection.search_many`, opened for this call (:func:`search`'s keywords)."""
+    handle, rest = _handle("search_many", dict(kwargs), SEARCH_KEYS | {"collection"})
+    return handle.search_many(queries, top_k, **rest)
+
+
+async def asearch(query: str, top_k: int = 5, **kwargs: Unpack[_Search]) -> list[SearchHit]:
+    """:meth:`Collection.asearch`, opened for this call (:func:`search`'s keywords)."""
+    handle, rest = _handle("asearch", dict(kwargs), SEARCH_KEYS | {"collection"})
+    return await handle.asearch(query, top_k, **rest)
+
+
+def ingest(
+    docs: Any, qdrant_url: str | None = None, collection: str = DEFAULT_COLLECTION, **kwargs: Unpack[_Ingest]
+) -> IngestResult:
+    """:meth:`Collection.ingest` into ``collection`` at ``qdrant_url`` (None: embedded Qdrant in ``path``),
+    opened for this call with the store and model keywords of :class:`Collection`."""
+    handle, rest = _handle("ingest", {**kwargs, "qdrant_url": qdrant_url}, INGEST_KEYS, collection)
+    return handle.ingest(docs, **rest)
+
+
+def reindex(
+    collection: str = DEFAULT_COLLECTION,
+    *,
+    sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
+    batch_size: int = 256,
+    drop_previous: bool = False,
+    convert: bool = False,
+    show_progress: bool = True,
+    **kwargs: Unpack[OpenKeywords],
+) -> ReindexResult:
+    """:meth:`Collection.reindex` of ``collection`` with ``model`` (the default preset when None), opened for
+    this call with the store and model keywords of :class:`Collection`."""
+    handle, _ = _handle("reindex", dict(kwargs), frozenset(), collection)
+    return handle.reindex(
+        sparse=sparse, batch_size=batch_size, drop_previous=drop_previous, convert=convert, show_progress=show_progress
+    )
+
+
+def migrate(
+    collection: str = DEFAULT_COLLECTION,
+    *,
+    source_path: str | Path | None = None,
+    source_url: str | None = None,
+    source_store: Literal["local", "edge"] | None = None,
+    target_path: str | Path | None = None,
+    target_url: str | None = None,
+    target_store: Literal["local", "edge"] | None = None,
+    target_collection: str | None = None,
+    api_key: str | None = None,
+    batch_size: int = 256,
+    source: QdrantConfig | None = None,
+    target: QdrantConfig | None = None,
+) -> MigrateResult:
+    """Copy ``collection`` (or the collection an alias names) into another store, vectors unchanged
+    (:meth:`Collection.migrate`). ``source_*`` and ``target_*`` are each end's ``path``, ``qdrant_url`` and
+    ``store`` (``target_store="edge"`` with a new path makes a Qdrant Edge store; storage options of a new
+    target collection come from ``target=``, a :class:`~c2v_rag.QdrantConfig`); ``target_collection`` names the
+    copy (default: the source collection's own name); ``api_key`` serves a server at either end.
+
+    Raises:
+        ValueError: source and target are the same store and collection.
+        CollectionNotFoundError: nothing is called ``collection`` in the source.
+        CollectionMismatchError: the target collection exists with other vectors or another model.
+    """
+    from c2v_rag.rag.admin.migrate import migrate_collection
+
+    ends = [
+        ConnectionOptions.as_given(
+            {"path": path, "qdrant_url": url, "store": store, "qdrant": qdrant, "api_key": api_key}
+        )
+        for path, url, store, qdrant in (
+            (source_path, source_url, source_store, source),
+            (target_path, target_url, target_store, target),
+        )
+    ]
+    return migrate_collection(collection, ends[0].resolve(), ends[1].resolve(), target_collection, batch_size)

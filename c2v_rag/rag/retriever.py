@@ -1,0 +1,88 @@
+"""What a framework retriever over a :class:`~c2v_rag.Collection` needs: its options, in one place.
+
+LlamaIndex's and LangChain's ``QdrantVectorStore`` open a server or qdrant-client's local mode,
+but not Qdrant Edge, and they re-implement hybrid search and filters their own way. The
+retrievers in the two integration packages (``llama_index.embeddings.causal2vec`` and
+``langchain_causal2vec``) search through a collection handle instead, so they read any backend with the
+collection's own model, hybrid mode, filters and grouping by document. Both build their options
+with :class:`RetrieverOptions`; each adds its framework's field names and result type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from c2v_rag.rag.handle import Collection
+from c2v_rag.rag.options import OPEN_KEYS, ConnectionOptions, ModelOptions, SearchOptions
+from c2v_rag.rag.retrieval.search import SearchHit
+from c2v_rag.rag.store.collection import DEFAULT_COLLECTION
+
+# One lock per embedded store directory: a store takes one client at a time, so the calls of a
+# retriever used from several threads (LangChain's batch, asyncio's worker threads) take turns.
+_STORE_LOCKS: dict[str, threading.Lock] = {}
+_STORE_LOCKS_GUARD = threading.Lock()
+
+
+class RetrieverOptions(ConnectionOptions, ModelOptions, SearchOptions):  # type: ignore[misc]
+    """Where and how a retriever searches: a :class:`~c2v_rag.Collection` handle as ``collection``, or its
+    name with the handle's store and model fields passed through once (documented on the option classes), and
+    the search's fields. The query and ``top_k`` come with each call."""
+
+    collection: Any = Field(  # type: ignore[assignment]
+        default=DEFAULT_COLLECTION,
+        description="a Collection handle (c2v_rag.open_collection), or the name of a collection or alias, "
+        "opened with this object's store and model fields",
+    )
+    client: Any = Field(
+        default=None,
+        description="an open client to use (left open); None: open the store "
+        "for each query, so an embedded store stays free in between",
+    )
+    _handle: Collection | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _store_named_once(self) -> RetrieverOptions:
+        named = [k for k in sorted(OPEN_KEYS) if getattr(self, k, None) is not None]
+        if isinstance(self.collection, Collection) and named:
+            raise ValueError(f"collection is a Collection handle: give its store and model to it, not {named}")
+        return self
+
+    @property
+    def handle(self) -> Collection:
+        """The collection handle, given or opened once from these options."""
+        if isinstance(self.collection, Collection):
+            return self.collection
+        if self._handle is None:
+            self._handle = Collection(self.collection, **{k: getattr(self, k) for k in OPEN_KEYS})
+        return self._handle
+
+    @property
+    def collection_name(self) -> str:
+        return self.handle.name
+
+    def search_hits(self, query: str, top_k: int, filter: Any = None) -> list[SearchHit]:
+        """The handle's search with these options (``filter``, when given, replaces the stored one)."""
+        options = SearchOptions.as_given({k: v for k, v in dict(self).items() if k != "collection"})
+        if filter is not None:
+            options = options.model_copy(update={"filter": filter})
+        handle = self.handle
+        with self._embedded_store_turn(handle):
+            return handle.search(query, top_k, options=options)
+
+    @staticmethod
+    def _embedded_store_turn(handle: Collection) -> Any:
+        if handle.client is not None or handle.target.is_server or handle.target.path is None:
+            return contextlib.nullcontext()  # a server, or a backend that keeps no directory: nothing to wait for
+        key = str(Path(handle.target.path).expanduser().resolve())
+        with _STORE_LOCKS_GUARD:
+            return _STORE_LOCKS.setdefault(key, threading.Lock())
+
+    async def asearch_hits(self, query: str, top_k: int, filter: Any = None) -> list[SearchHit]:
+        """:meth:`search_hits` in a worker thread: embedding and an embedded store's calls block."""
+        return await asyncio.to_thread(self.search_hits, query, top_k, filter)
