@@ -341,6 +341,8 @@ def _handle(
     if collection is None:
         options = rest.get("options")
         collection = rest.pop("collection", None) or getattr(options, "collection", None) or DEFAULT_COLLECTION
+        if options is not None and hasattr(options, "collection"):  # the keyword wins over options', as any field
+            rest["options"] = options.model_copy(update={"collection": collection})
     return Collection(collection, **opened), rest
 
 

@@ -38,11 +38,14 @@ class CollectionSearcher:
         self._client = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
 
-    def _handle(self, collection: str) -> Collection:
-        """A handle on ``collection`` over the server's one client (opened on first use)."""
+    def _connect(self):
         if self._client is None:
             self._client = self.target.connect()
-        return Collection(collection, qdrant=self.target, client=self._client)
+        return self._client
+
+    def _handle(self, collection: str) -> Collection:
+        """A handle on ``collection`` over the server's one client (opened on first use)."""
+        return Collection(collection, qdrant=self.target, client=self._connect())
 
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))

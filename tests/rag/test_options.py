@@ -11,55 +11,38 @@ import pytest
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
+from c2v_rag.rag.options import ConnectionOptions, ModelOptions, OpenKeywords, SearchKeywords, SearchOptions
 from c2v_rag.rag.store.collection import QdrantConfig
 
 
-@pytest.mark.parametrize("options", [ConnectionOptions, ModelOptions, SearchOptions])
-def test_each_keyword_form_names_its_models_fields(options):
-    # The keyword form: what the public functions hand to from_keywords.
-    kwargs = inspect.signature(options.from_keywords).parameters
-    assert set(kwargs) == set(options.model_fields)
+def test_each_keyword_form_names_its_models_fields():
+    from c2v_rag.rag.handle import IngestKeywords
+    from c2v_rag.rag.ingestion.config import IngestConfig
 
-
-def test_search_functions_show_every_option_with_its_default():
-    import c2v_rag
-
-    fields = {**ConnectionOptions.model_fields, **ModelOptions.model_fields, **SearchOptions.model_fields}
-    for function in (c2v_rag.search, c2v_rag.search_many, c2v_rag.asearch):
-        assert set(list(inspect.signature(function).parameters)[2:]) == {*fields, "options", "client"}
-    for function in (c2v_rag.search, c2v_rag.search_many, c2v_rag.asearch):
-        parameters = inspect.signature(function).parameters
-        assert list(parameters)[:2] in (["query", "top_k"], ["queries", "top_k"]) and parameters["top_k"].default == 5
-        assert {name: parameters[name].default for name in fields} == {n: f.default for n, f in fields.items()}
-        assert parameters["options"].default is None and parameters["client"].default is None
-        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in list(parameters.values())[2:])
-    # The defaults callers have always had.
-    defaults = inspect.signature(c2v_rag.search).parameters
-    assert (defaults["collection"].default, defaults["mode"].default, defaults["fusion"].default) == (
-        "c2v_rag",
-        "dense",
-        "rrf",
+    # The keyword forms type **kwargs; the pydantic models carry the defaults and descriptions: they must agree.
+    assert set(OpenKeywords.__annotations__) == {*ConnectionOptions.model_fields, *ModelOptions.model_fields, "client"}
+    assert set(SearchKeywords.__annotations__) == ({*SearchOptions.model_fields} - {"collection"}) | {"options"}
+    assert set(IngestKeywords.__annotations__) - {"config", "engine", "ray", "versioned"} <= set(
+        IngestConfig.model_fields
     )
-    assert "group_by_document" in c2v_rag.search.__doc__ and "ConnectionOptions" in c2v_rag.search.__doc__
-    assert inspect.iscoroutinefunction(c2v_rag.asearch)
 
 
-@pytest.mark.parametrize(
-    ("name", "option_sets"),
-    [
-        ("ingest", (ConnectionOptions, ModelOptions)),
-        ("reindex", (ConnectionOptions, ModelOptions)),
-        ("embed", (ModelOptions,)),
-    ],
-)
-def test_ingest_reindex_and_embed_take_the_store_and_model_keywords_with_their_defaults(name, option_sets):
+def test_the_top_level_functions_are_the_handle_opened_for_one_call():
     import c2v_rag
+    from c2v_rag.rag.handle import Collection
 
-    parameters = inspect.signature(getattr(c2v_rag, name)).parameters
-    fields = {n: f.default for options in option_sets for n, f in options.model_fields.items()}
-    assert {n: parameters[n].default for n in fields} == fields
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    # One signature each: the call's own parameters, then the typed keyword forms, never a copied list.
+    for function, method in (
+        (c2v_rag.search, Collection.search),
+        (c2v_rag.search_many, Collection.search_many),
+        (c2v_rag.asearch, Collection.asearch),
+    ):
+        parameters = inspect.signature(function).parameters
+        assert list(parameters)[2:] == ["kwargs"] and parameters["top_k"].default == 5
+        assert list(inspect.signature(method).parameters)[1:] == [*list(parameters)[:2], "kwargs"]
+    assert list(inspect.signature(c2v_rag.ingest).parameters) == ["docs", "qdrant_url", "collection", "kwargs"]
+    assert inspect.signature(c2v_rag.ingest).parameters["collection"].default == "c2v_rag"
+    assert inspect.iscoroutinefunction(c2v_rag.asearch) and inspect.iscoroutinefunction(Collection.asearch)
 
 
 def test_an_unknown_keyword_is_refused_as_python_refuses_one(tmp_path):
@@ -78,6 +61,8 @@ def test_an_unknown_keyword_is_refused_as_python_refuses_one(tmp_path):
 
 def test_the_api_key_stays_out_of_repr_and_the_connection_resolves_as_qdrant_config_does(tmp_path):
     given = ConnectionOptions.as_given({"api_key": "s3cret-key", "path": tmp_path, "mode": "dense"})
+    handle = __import__("c2v_rag").open_collection("kb", api_key="s3cret-key", path=tmp_path)
+    assert "s3cret-key" not in repr(handle) and "s3cret-key" not in repr(handle.connection)
     built = ConnectionOptions(api_key="s3cret-key", path=tmp_path, store="local")
     for options in (given, built):
         assert "s3cret-key" not in repr(options) and "s3cret-key" not in str(options)
@@ -124,17 +109,17 @@ def test_options_and_keywords_give_the_same_hits(tmp_path, tiny_variant, corpus,
 
 
 def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
-    import c2v_rag.rag
     from c2v_rag.cli import main
+    from c2v_rag.rag.handle import Collection
     from c2v_rag.serving.schemas import SearchRequest
 
     seen = {}
 
-    def fake_search(query, top_k, *, options, **kwargs):
-        seen.update(query=query, top_k=top_k, options=options, kwargs=kwargs)
+    def record(handle, query, top_k, *, options):  # what the command asked of the handle, no search run
+        seen.update(query=query, top_k=top_k, options=options, handle=handle)
         return []
 
-    monkeypatch.setattr(c2v_rag.rag, "search", fake_search)
+    monkeypatch.setattr(Collection, "search", record)
     assert (
         main(
             [
@@ -168,17 +153,10 @@ def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
             "group_by_document": True,
         }
     )
-    assert seen["options"] == body.search_options("kb")
-    assert seen["kwargs"] == {
-        "model": None,
-        "device": None,
-        "dtype": None,
-        "quantize": None,
-        "qdrant_url": None,
-        "path": "store",
-        "prefer_grpc": None,
-        "store": None,
-    }
+    assert seen["options"].model_copy(update={"collection": "kb"}) == body.search_options("kb")
+    handle = seen["handle"]
+    assert handle.name == "kb" and handle.connection.path == "store" and handle.connection.qdrant_url is None
+    assert handle.model.model is None and handle.model.quantize is None
 
 
 def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
