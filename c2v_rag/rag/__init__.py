@@ -6,6 +6,7 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 (``pip install 'c2v-rag[hybrid]'``).
 """
 
+from c2v_rag.documents.documents import SourceDocument, iter_documents
 from c2v_rag.rag.admin.migrate import MigrateResult, migrate
 from c2v_rag.rag.admin.reindex import ReindexResult, reindex
 from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
@@ -24,7 +25,6 @@ from c2v_rag.rag.ingestion.embed import EmbedResult, embed
 from c2v_rag.rag.ingestion.ingest import ingest
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
-from c2v_rag.rag.read.documents import SourceDocument, iter_documents
 from c2v_rag.rag.results import FailedBatch, IngestResult, SkippedInput
 from c2v_rag.rag.retrieval.search import SearchHit, asearch, search, search_many
 from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
