@@ -70,8 +70,8 @@ def main() -> None:
 
     import torch
 
+    from c2v_rag.documents.chunking import Chunk, TokenChunker
     from c2v_rag.rag import load_model
-    from c2v_rag.rag.read.chunking import Chunk, TokenChunker
 
     torch.set_num_threads(1)
     model = load_model(args.model, device="cpu")

@@ -119,7 +119,7 @@ RECORD = st.one_of(
 @FUZZ
 @given(items=st.lists(RECORD, max_size=4))
 def test_the_document_reader_takes_a_document_or_names_the_bad_input(items):
-    from c2v_rag.rag.read.documents import iter_documents
+    from c2v_rag.documents.documents import iter_documents
 
     try:
         docs = list(iter_documents(items))

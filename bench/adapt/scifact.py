@@ -86,9 +86,9 @@ def bm25_ndcg(data) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> None:
     from c2v_rag import Causal2Vec
+    from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.rag.embedding import variant_config
-    from c2v_rag.rag.read.chunking import TokenChunker
     from c2v_rag.training.adapt.config import AdaptConfig, AdaptTraining
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.run import train_config

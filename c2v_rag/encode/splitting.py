@@ -2,8 +2,8 @@
 
 The splitter is LlamaIndex's ``SentenceSplitter`` (paragraphs, then sentences, then words), counting
 the model's own tokens; :func:`sections` cuts a long text at paragraph breaks first, so the splitter
-works on one bounded section at a time. The model layer (:mod:`c2v_rag.encode.long_texts`) and the RAG
-layer (:mod:`c2v_rag.rag.read.chunking`) both split this way, so it lives below both.
+works on one bounded section at a time. The model layer (:mod:`c2v_rag.encode.long_texts`) and document
+chunking (:mod:`c2v_rag.documents.chunking`) both split this way, so it lives below both.
 """
 
 from __future__ import annotations

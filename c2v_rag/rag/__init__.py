@@ -6,10 +6,17 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 (``pip install 'c2v-rag[hybrid]'``).
 """
 
+<<<<<<< HEAD
 from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
 from c2v_rag.rag.admin.migrate import MigrateResult
 from c2v_rag.rag.admin.reindex import ReindexResult
 from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, load_model
+=======
+from c2v_rag.documents.documents import SourceDocument, iter_documents
+from c2v_rag.rag.admin.migrate import MigrateResult, migrate
+from c2v_rag.rag.admin.reindex import ReindexResult, reindex
+from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
+>>>>>>> i57-documents
 from c2v_rag.rag.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
@@ -25,7 +32,6 @@ from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.embed import EmbedResult, embed
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
-from c2v_rag.rag.read.documents import SourceDocument, iter_documents
 from c2v_rag.rag.results import FailedBatch, IngestResult, SkippedInput
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.rag.retriever import RetrieverOptions

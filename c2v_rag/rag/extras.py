@@ -14,8 +14,6 @@ _PACKAGES = {
     "llama_index.core": ("llama-index-core", "qdrant"),
     "tenacity": ("tenacity", "qdrant"),
 }
-# Imported only by the features that need them, not checked up front.
-_OPTIONAL = {"pyarrow.parquet": ("pyarrow", "parquet")}
 # Checked up front but not imported there: only chunking uses it (ingest imports it then, through
 # c2v_rag.encode.splitting), and its import takes seconds that a search would otherwise wait for.
 _FOUND_ONLY = frozenset({"llama_index.core"})
@@ -23,7 +21,7 @@ _FOUND_ONLY = frozenset({"llama_index.core"})
 
 def require(module: str, feature: str) -> ModuleType:
     """Import ``module`` or raise :class:`~c2v_rag.core.errors.MissingPackageError` naming ``feature`` and the fix."""
-    distribution, extra = _PACKAGES.get(module) or _OPTIONAL[module]
+    distribution, extra = _PACKAGES[module]
     return require_package(module, feature, extra, distribution=distribution)
 
 

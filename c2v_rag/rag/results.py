@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-
-class SkippedInput(BaseModel):
-    """A file or a JSONL record that was not ingested, and why."""
-
-    where: str
-    reason: str
+# Defined with the reading that records it (a ReadLog); re-exported here, with the results that list it.
+from c2v_rag.documents.files import SkippedInput
 
 
 class FailedBatch(BaseModel):

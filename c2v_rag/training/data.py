@@ -24,7 +24,7 @@ from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_querie
 from c2v_rag.training.config import DatasetSection
 
 if TYPE_CHECKING:
-    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.training.pseudo.beir_cache import PairSet
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from c2v_rag.rag.read.files import ReadOptions
-from c2v_rag.rag.read.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
+from c2v_rag.documents.files import ReadOptions
+from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.rag.store.collection import check_payload_indexes
 from c2v_rag.rag.store.sparse import BM25Config, resolve_sparse
 

@@ -22,12 +22,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+<<<<<<< HEAD
+=======
+from c2v_rag.documents.chunking import check_chunk_size
+from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.rag.embedding import model_reference
+>>>>>>> i57-documents
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.rag.read.chunking import check_chunk_size
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +159,8 @@ def _embed_here(
 ) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
     ``rows_per_file`` chunks (``ray`` is unused). The run's seconds count from ``started``."""
+    from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.documents import input_size, iter_documents
     from c2v_rag.rag.embedding import Embedder, load_model
     from c2v_rag.rag.ingestion.pipeline import (
         BatchEmbedder,
@@ -164,8 +170,6 @@ def _embed_here(
         StopAtFirstFailure,
     )
     from c2v_rag.rag.ingestion.sinks import ParquetSink
-    from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.rag.read.documents import input_size, iter_documents
 
     documents = iter_documents(docs, options=read, log=log)
     size = input_size(docs, log)  # counted before the model loads and anything is read

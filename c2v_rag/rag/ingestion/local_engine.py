@@ -16,6 +16,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.documents import InputSize, input_size, iter_documents
+from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import IngestError, IngestInterrupted
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -30,10 +34,6 @@ from c2v_rag.rag.ingestion.pipeline import (
 )
 from c2v_rag.rag.ingestion.points import PointWriter
 from c2v_rag.rag.ingestion.sinks import BackgroundWrites, QdrantSink, Retry, retrying_call
-from c2v_rag.rag.read.chunking import TokenChunker
-from c2v_rag.rag.read.documents import InputSize, input_size, iter_documents
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
-from c2v_rag.rag.read.source_document import SourceDocument
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.rag.store.collection import QdrantConfig, model_fingerprint
 from c2v_rag.rag.store.sparse import BM25Encoder

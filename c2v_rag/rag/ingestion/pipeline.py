@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
 from c2v_rag.rag.ingestion.points import PendingChunk, SeenDocuments, document_chunks, document_fingerprint
-from c2v_rag.rag.read.documents import InputSize
 from c2v_rag.rag.results import FailedBatch, IngestResult
 
 if TYPE_CHECKING:
+    from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.source_document import SourceDocument
     from c2v_rag.rag.embedding import Embedder
-    from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.rag.read.source_document import SourceDocument
     from c2v_rag.rag.store.sparse import BM25Encoder
 
 logger = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class DocumentBatcher:
 
     Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
-    ``files_done`` says how many input files have been read whole (:attr:`~c2v_rag.rag.read.files.ReadLog.files_done`)
+    ``files_done`` says how many input files have been read whole (:attr:`~c2v_rag.documents.files.ReadLog.files_done`)
     when the input is files; each batch is stamped with it, or else with the documents chunked whole.
     """
 

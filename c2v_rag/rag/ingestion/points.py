@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
 
 if TYPE_CHECKING:
-    from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.rag.read.source_document import SourceDocument
+    from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.source_document import SourceDocument
     from c2v_rag.rag.store.vectors import CollectionVectors
 
 T = TypeVar("T")

@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from c2v_rag.core.extras import require
+from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
+from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
-from c2v_rag.rag.read.documents import SourceDocument, iter_documents, names_existing_path
-from c2v_rag.rag.read.files import ReadLog, ReadOptions, list_source, read_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -259,7 +259,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
 
-    from c2v_rag.rag.read.chunking import TokenChunker
+    from c2v_rag.documents.chunking import TokenChunker
 
     key = (model, chunk_size, chunk_overlap)
     if key not in _chunkers:  # once per worker process: the tokenizer, never the weights

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
@@ -39,7 +40,6 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
     user_error,
 )
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
 from c2v_rag.rag.results import FailedBatch, IngestResult
 from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
 from c2v_rag.rag.store.vectors import CollectionVectors

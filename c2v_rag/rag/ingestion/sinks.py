@@ -30,8 +30,8 @@ from c2v_rag.rag.ingestion.points import Call, PendingChunk, PointWriter
 from c2v_rag.rag.ingestion.sync import SyncReport, delete_gone_documents
 
 if TYPE_CHECKING:
+    from c2v_rag.documents.files import ReadLog
     from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.read.files import ReadLog
 
 
 @dataclass(frozen=True)

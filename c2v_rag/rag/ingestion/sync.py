@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.rag.read.documents import names_existing_path
-from c2v_rag.rag.read.files import ReadLog
+from c2v_rag.documents.documents import names_existing_path
+from c2v_rag.documents.files import ReadLog
 from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY
 
 if TYPE_CHECKING:

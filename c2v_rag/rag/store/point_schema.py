@@ -29,6 +29,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from c2v_rag.documents.payload_keys import CHUNK_INDEX_KEY, CONTENT_KEY, DOC_ID_KEY, PAYLOAD_METADATA_KEY
+from c2v_rag.documents.payload_keys import NODE_KEYS as _NODE_KEYS
+
 # ---------------------------------------------------------------------------------------- id
 
 # Fixed forever: changing it would give every stored chunk a new id, so a re-run would
@@ -56,27 +59,19 @@ def point_id(doc_id: str, chunk_index: int, chunk_hash: str) -> str:
 
 # ----------------------------------------------------------------------------------- payload
 
-CONTENT_KEY = "page_content"
-# The payload field holding a chunk's metadata (LangChain's layout); filters address metadata keys
-# below it, as ``metadata.<key>``.
-PAYLOAD_METADATA_KEY = "metadata"
-DOC_ID_KEY = "doc_id"
-CHUNK_INDEX_KEY = "chunk_index"
+# The page content, metadata, document id and chunk index keys, LlamaIndex's node fields, and the
+# metadata keys they reserve, are defined in c2v_rag.documents.payload_keys: reading refuses
+# metadata under them before anything is embedded.
 # The file or folder a chunk was ingested from (the path the caller passed, resolved): what a
 # sync mirrors. Outside the metadata, so it is not part of the content hash (point ids stay put)
 # and a later ingest of the same file through another root can claim the points.
 SOURCE_ROOT_KEY = "source_root"
-# LlamaIndex's node fields in a payload.
-_NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Bookkeeping keys the LLM need not read when LlamaIndex puts retrieved chunks in a prompt.
 HIDDEN_FROM_LLM = [DOC_ID_KEY, CHUNK_INDEX_KEY]
-# Keys the payload writer owns: user metadata under these names would be silently overwritten
-# by LlamaIndex's node serialization, or shadow LangChain's layout.
-RESERVED_METADATA_KEYS = frozenset({CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, *_NODE_KEYS})
 
 
 class DocumentFields(Protocol):
-    """What a point takes from its document (a :class:`~c2v_rag.rag.read.documents.SourceDocument`)."""
+    """What a point takes from its document (a :class:`~c2v_rag.documents.source_document.SourceDocument`)."""
 
     @property
     def doc_id(self) -> str: ...
@@ -89,7 +84,7 @@ class DocumentFields(Protocol):
 
 
 class ChunkFields(Protocol):
-    """What a point takes from its chunk (a :class:`~c2v_rag.rag.read.chunking.Chunk`)."""
+    """What a point takes from its chunk (a :class:`~c2v_rag.documents.chunking.Chunk`)."""
 
     @property
     def text(self) -> str: ...

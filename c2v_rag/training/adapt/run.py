@@ -49,7 +49,7 @@ def _check_output(out: Path, overwrite: bool) -> None:
 
 def _document_source(docs: Any, pairs_dir: Path) -> str:
     """A path training can read the documents from: the path given, else the documents written as JSONL."""
-    from c2v_rag.rag.read.documents import iter_documents, names_existing_path
+    from c2v_rag.documents.documents import iter_documents, names_existing_path
 
     if isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs)):
         return str(Path(docs).expanduser().resolve())
@@ -102,7 +102,8 @@ def train_config(
     so the weights here divide each share by the dataset's size: ``general_share`` of the batches come from the
     general data, split evenly between its files, whatever the corpus's size (``train_pairs`` pairs).
     """
-    from c2v_rag.rag.embedding import variant_config
+    from c2v_rag.core.config import read_config
+    from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.training.config import (
         DatasetSection,
         LoraSection,
@@ -115,7 +116,7 @@ def train_config(
     from c2v_rag.training.objectives.contrastive import ContrastiveConfig
 
     t = config.training
-    start = variant_config(config.start)
+    start = read_config(resolve_variant_path(config.start))
     if t.parts == "encoder":
         encoder_part = start.parts.get("encoder")
         if encoder_part is None:
@@ -247,11 +248,12 @@ def adapt(
     STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``questions`` (a JSONL file of your own questions
     for the gate: :mod:`~c2v_rag.training.adapt.questions`), ``overwrite``.
     """
+    from c2v_rag.core.config import read_config
     from c2v_rag.core.extras import require
+    from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.documents import iter_documents
+    from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag.embedding import variant_config
-    from c2v_rag.rag.read.chunking import TokenChunker
-    from c2v_rag.rag.read.documents import iter_documents
     from c2v_rag.training.adapt.gate import decide, gate_data, query_sources, question_data, score
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
@@ -274,7 +276,7 @@ def adapt(
     # Everything that can be checked is checked before the first document is read.
     _check_output(out, config.overwrite)
     require("llama_index.core", "chunking documents as ingest does", "adapt")
-    start_config = variant_config(config.start)
+    start_config = read_config(resolve_variant_path(config.start))
     task = config.task or start_config.default_task
     general = find_general_data(config.general_data)
     asked_questions = read_questions(config.gate.questions) if config.gate.questions else None

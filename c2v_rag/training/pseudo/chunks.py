@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from c2v_rag.rag.read.chunking import TokenChunker
-from c2v_rag.rag.read.source_document import SourceDocument
+from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.source_document import SourceDocument
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
@@ -48,7 +48,7 @@ def document_title(text: str, metadata: dict[str, Any], headings: list[tuple[int
 def iter_chunks(
     documents: Iterable[SourceDocument], chunker: TokenChunker, *, on_document: Callable[[int], None] | None = None
 ) -> Iterator[CorpusChunk]:
-    """The chunks of every document (as :func:`~c2v_rag.rag.read.documents.iter_documents` reads them from
+    """The chunks of every document (as :func:`~c2v_rag.documents.documents.iter_documents` reads them from
     whatever ``ingest`` takes), each under the last heading that starts before it."""
     for document in documents:
         headings = headings_before(document.text)

@@ -18,9 +18,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from c2v_rag.core.jsonl import iter_jsonl
-from c2v_rag.rag.read.chunking import TokenChunker
-from c2v_rag.rag.read.documents import input_size
-from c2v_rag.rag.read.files import ReadLog
+from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.documents import input_size
+from c2v_rag.documents.files import ReadLog
 from c2v_rag.training.pseudo.beir_cache import PairSet, read_pairs, read_settings, write_pairs
 from c2v_rag.training.pseudo.chunks import CorpusChunk, iter_chunks
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
@@ -40,7 +40,7 @@ _MIN_CHUNK_WORDS = 25
 def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:
     """Every chunk of ``docs``, with a progress bar over the files (or documents) read."""
     log = ReadLog()
-    from c2v_rag.rag.read.documents import iter_documents
+    from c2v_rag.documents.documents import iter_documents
 
     # Opening checks every path before any reading; the size it finds is the bar's total.
     opened = iter_documents(docs, log=log)

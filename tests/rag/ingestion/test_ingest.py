@@ -21,9 +21,9 @@ from qdrant_client.http import models
 from rag_helpers import make_text, stored_points
 
 import c2v_rag
+from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.documents import iter_documents
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, CollectionNotFoundError, IngestError
-from c2v_rag.rag.read.chunking import TokenChunker
-from c2v_rag.rag.read.documents import iter_documents
 
 
 def expected_scores(model, payloads: dict[str, dict], query: str) -> dict[str, float]:

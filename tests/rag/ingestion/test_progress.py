@@ -19,8 +19,8 @@ from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.cli.errors import one_line_warnings
+from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.rag.ingestion.pipeline import IngestProgress
-from c2v_rag.rag.read.chunking import TokenChunker
 
 
 def write_files(folder, n: int, sentences: int = 6):

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 import pytest
 from rag_helpers import make_text
 
+from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.evaluation.datasets import read_beir
-from c2v_rag.rag.read.chunking import TokenChunker
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 from c2v_rag.training.pseudo.generation import GENERATORS, GeneratedQuery, QueryGenerator, register
 from c2v_rag.training.pseudo.make import make_pairs

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from rag_helpers import make_text
 
-from c2v_rag.rag.read.documents import iter_documents
-from c2v_rag.rag.read.files import ReadLog, ReadOptions
-from c2v_rag.rag.read.sniffing import NotText, decode_text
+from c2v_rag.documents.documents import iter_documents
+from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import NotText, decode_text
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_a_folder_skips_what_is_not_text_with_one_warning_each(tmp_path: Path, c
     (tmp_path / "huge.md").write_text("x" * 2000, encoding="utf-8")
     (tmp_path / "image.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n....")
     log = ReadLog()
-    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.read.files"):
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.documents.files"):
         docs = list(iter_documents(tmp_path, options=ReadOptions(max_file_bytes=1000), log=log))
     assert [d.text for d in docs] == ["real text"]
     assert log.files_skipped == 4 and log.records_skipped == 0
@@ -82,7 +82,7 @@ def write_bad_jsonl(path: Path) -> Path:
 def test_bad_jsonl_records_are_reported_by_line_and_skipped(tmp_path: Path, caplog):
     file = write_bad_jsonl(tmp_path / "records.jsonl")
     log = ReadLog()
-    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.read.files"):
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.documents.files"):
         docs = list(iter_documents(file, options=ReadOptions(on_error="continue"), log=log))
     assert [d.doc_id for d in docs] == ["ok1", "ok2"]
     resolved = file.resolve()

@@ -21,15 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from c2v_rag.rag.read.sniffing import (
+from pydantic import BaseModel
+
+from c2v_rag.documents.sniffing import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_UNDECODABLE_SHARE,
     NotText,
     binary_signature,
     decode_text,
 )
-from c2v_rag.rag.read.source_document import SourceDocument, from_record
-from c2v_rag.rag.results import SkippedInput
+from c2v_rag.documents.source_document import SourceDocument, from_record
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,13 @@ SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES | PARQUET_SUFFIXES
 # Skipped inputs kept by name in a ReadLog; beyond this only the counts grow (a corpus of
 # millions of bad lines must not fill memory with their descriptions).
 MAX_LISTED_SKIPS = 1000
+
+
+class SkippedInput(BaseModel):
+    """A file or a JSONL record that was not ingested, and why."""
+
+    where: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -238,9 +246,9 @@ def _record_documents(
 def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """One document per row, as a JSONL record would give (``from_record``: the text column, an id
     column or ``path:row``, the other scalar columns as metadata)."""
-    from c2v_rag.rag.extras import require
+    from c2v_rag.core.extras import require
 
-    parquet = require("pyarrow.parquet", "reading .parquet files")
+    parquet = require("pyarrow.parquet", "reading .parquet files", "parquet", distribution="pyarrow")
     resolved = file.resolve()
     with resolved.open("rb") as handle:
         head = handle.read(4)

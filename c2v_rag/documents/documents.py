@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from c2v_rag.documents.files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
+from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 from c2v_rag.encode.loop import check_unicode
-from c2v_rag.rag.read.files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
-from c2v_rag.rag.read.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """One document to ingest (:class:`SourceDocument`), and how a record or a dict becomes one.
 
-Both the file readers (:mod:`c2v_rag.rag.read.files`) and the readers of in-memory inputs
-(:mod:`c2v_rag.rag.read.documents`) build documents here, so an id, a text and metadata mean the same
+Both the file readers (:mod:`c2v_rag.documents.files`) and the readers of in-memory inputs
+(:mod:`c2v_rag.documents.documents`) build documents here, so an id, a text and metadata mean the same
 whichever way a document came in.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
 from c2v_rag.encode.loop import check_unicode
-from c2v_rag.rag.store.point_schema import RESERVED_METADATA_KEYS
 
 _TEXT_KEYS = ("text", "page_content", "content", "body")
 _ID_KEYS = ("id", "doc_id", "_id")

@@ -11,7 +11,7 @@ pytest.importorskip("qdrant_client")
 from rag_helpers import make_text
 
 import c2v_rag
-from c2v_rag.rag.read.documents import iter_documents
+from c2v_rag.documents.documents import iter_documents
 
 
 @pytest.fixture

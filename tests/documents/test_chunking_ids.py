@@ -12,7 +12,7 @@ for _module in ("llama_index.core",):
 
 from rag_helpers import make_text
 
-from c2v_rag.rag.read.chunking import TokenChunker
+from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.rag.store.point_schema import content_hash, point_id
 
 

@@ -67,10 +67,11 @@ class TokenChunker:
     def for_variant(cls, model: str | Path | None, chunk_size: int, chunk_overlap: int) -> TokenChunker:
         """The chunker of a preset or variant directory without its weights: its config and its
         decoder's tokenizer alone (what CPU workers that only chunk need)."""
+        from c2v_rag.core.config import read_config
+        from c2v_rag.hub.presets import resolve_variant_path
         from c2v_rag.hub.sources import load_tokenizer, resolve_reference
-        from c2v_rag.rag.embedding import variant_config
 
-        config = variant_config(model)
+        config = read_config(resolve_variant_path(model))
         tokenizer = load_tokenizer(
             resolve_reference(config.decoder, config.decoder_revision), trust_remote_code=config.trust_remote_code
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from c2v_rag.rag.read.documents import content_doc_id, iter_documents
+from c2v_rag.documents.documents import content_doc_id, iter_documents
 
 
 def test_strings_get_content_ids_and_dicts_keep_theirs():
@@ -48,7 +48,7 @@ def test_folder_reads_txt_md_jsonl_and_skips_hidden_and_other_files(tmp_path: Pa
     # A top-level string naming a path is read as a path; in a list, strings are texts.
     assert [d.doc_id for d in iter_documents(str(tmp_path / "a.txt"))] == [docs[0].doc_id]
     # Inside a list a string is a text, so a path string there is refused rather than embedded (the
-    # path-strings trap, tests/rag/read/test_path_strings.py); as a dict it is a text.
+    # path-strings trap, tests/documents/test_path_strings.py); as a dict it is a text.
     with pytest.raises(ValueError, match="look like file paths"):
         iter_documents([str(tmp_path / "a.txt")])
     assert [d.text for d in iter_documents([{"text": str(tmp_path / "a.txt")}])] == [str(tmp_path / "a.txt")]

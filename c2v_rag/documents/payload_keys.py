@@ -1,0 +1,22 @@
+"""The payload keys a stored chunk's writer owns, so that a document's metadata may not use them.
+
+A point's payload (:mod:`c2v_rag.rag.store.point_schema`, which lays it out and imports these names)
+carries a chunk's text, its document id and index, and LlamaIndex's node fields next to the
+document's metadata. Reading refuses metadata under these names
+(:func:`~c2v_rag.documents.source_document.check_metadata`) before anything is embedded, so the
+names are defined here, below both reading and the store.
+"""
+
+from __future__ import annotations
+
+CONTENT_KEY = "page_content"
+# The payload field holding a chunk's metadata (LangChain's layout); filters address metadata keys
+# below it, as ``metadata.<key>``.
+PAYLOAD_METADATA_KEY = "metadata"
+DOC_ID_KEY = "doc_id"
+CHUNK_INDEX_KEY = "chunk_index"
+# LlamaIndex's node fields in a payload.
+NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
+# Keys the payload writer owns: user metadata under these names would be silently overwritten
+# by LlamaIndex's node serialization, or shadow LangChain's layout.
+RESERVED_METADATA_KEYS = frozenset({CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, *NODE_KEYS})

@@ -1,1 +1,0 @@
-"""Reading what callers pass to ingest into documents, and chunking them."""
