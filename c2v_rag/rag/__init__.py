@@ -6,17 +6,11 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 (``pip install 'c2v-rag[hybrid]'``).
 """
 
-<<<<<<< HEAD
 from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
+from c2v_rag.documents.documents import SourceDocument, iter_documents
 from c2v_rag.rag.admin.migrate import MigrateResult
 from c2v_rag.rag.admin.reindex import ReindexResult
 from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, load_model
-=======
-from c2v_rag.documents.documents import SourceDocument, iter_documents
-from c2v_rag.rag.admin.migrate import MigrateResult, migrate
-from c2v_rag.rag.admin.reindex import ReindexResult, reindex
-from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, Embedder, EmbedderOptions, clear_model_cache, load_model
->>>>>>> i57-documents
 from c2v_rag.rag.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,

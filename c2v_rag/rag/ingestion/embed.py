@@ -22,12 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-<<<<<<< HEAD
-=======
 from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
-from c2v_rag.rag.embedding import model_reference
->>>>>>> i57-documents
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions

@@ -24,16 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from c2v_rag.rag.errors import IngestError
 
 if TYPE_CHECKING:
-<<<<<<< HEAD
+    from c2v_rag.documents.files import ReadLog, ReadOptions
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.options import ResolvedModel
-    from c2v_rag.documents.files import ReadLog, ReadOptions
-=======
-    from c2v_rag.core.config import Causal2VecConfig
-    from c2v_rag.documents.files import ReadLog, ReadOptions
-    from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.options import ModelOptions
->>>>>>> i57-documents
     from c2v_rag.rag.results import IngestResult
     from c2v_rag.rag.store.collection import QdrantConfig
     from c2v_rag.rag.store.sparse import BM25Encoder

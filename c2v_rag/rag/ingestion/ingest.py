@@ -32,13 +32,7 @@ from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_cl
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.ingestion.ray_engine import RayEngine
 from c2v_rag.rag.ingestion.sync import sync_roots
-<<<<<<< HEAD
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.documents.chunking import check_chunk_size
-from c2v_rag.documents.files import ReadLog
-=======
-from c2v_rag.rag.options import ConnectionOptions, ModelOptions
->>>>>>> i57-documents
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_target
 from c2v_rag.rag.store.collection import QdrantConfig, ensure_collection
