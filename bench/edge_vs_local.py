@@ -22,7 +22,7 @@ queries are SciFact claims, never in the store. 1,536-d points are the same vect
 fixed Gaussian projection to 1,536 dims (renormalized): their neighbourhoods are the real ones
 (Johnson-Lindenstrauss), the size is the preset's. Beyond the ~110k real sentences, points are
 normalized sums of two random real vectors (the output says how many). Vectors are cached in
-``--cache`` (never commit them). Edge runs at the shipped settings (``c2v_rag.rag.store.edge_client``: m,
+``--cache`` (never commit them). Edge runs at the shipped settings (``c2v_rag.store.edge_client``: m,
 ef_construct, and the search ef the collection's size picks), which is what the recall column is
 for, unless ``--hnsw-m``/``--hnsw-ef-construct``/``--quantization`` build it otherwise; ``--ef``
 queries one built store at several search ef (one row each; "auto" is the shipped choice).
@@ -199,7 +199,7 @@ def child_query(backend: str, store: Path, queries_file: Path, truth_file: Path,
     # Both engines' modules are imported before the clock starts: reopening is the store's work alone.
     import qdrant_client  # noqa: F401
 
-    import c2v_rag.rag.store.edge_client  # noqa: F401
+    import c2v_rag.store.edge_client  # noqa: F401
 
     if backend == "edge":
         import portalocker  # noqa: F401
@@ -290,7 +290,7 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    from c2v_rag.rag.store.edge_client import HNSW_EF_CONSTRUCT, HNSW_M
+    from c2v_rag.store.edge_client import HNSW_EF_CONSTRUCT, HNSW_M
 
     settings = {
         "hnsw_m": args.hnsw_m,

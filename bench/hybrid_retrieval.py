@@ -9,9 +9,9 @@
 The dense side is ``--model``: all-MiniLM-L6-v2 alone by default (cheap on a CPU), or a Causal2Vec
 variant or preset (``default``), loaded as ``bench/long_texts.py`` loads them. Each abstract is one
 point (as in ``c2v-rag eval``: no chunking), laid out as ``ingest(..., sparse="bm25")`` lays a
-hybrid collection out (:class:`c2v_rag.rag.store.vectors.CollectionVectors`), in embedded Qdrant, and
+hybrid collection out (:class:`c2v_rag.store.vectors.CollectionVectors`), in embedded Qdrant, and
 every query goes through the request that ``c2v_rag.search(mode=...)`` sends
-(:func:`c2v_rag.rag.store.query.query_request`). The dense row is therefore comparable with
+(:func:`c2v_rag.store.query.query_request`). The dense row is therefore comparable with
 ``c2v-rag eval --baseline all-minilm-l6-v2`` (or ``c2v-rag eval VARIANT --max-length N``) on the same set.
 
 BM25 runs twice: with the default ``avg_length`` (90 terms, sized for 200-token chunks) and with
@@ -47,9 +47,9 @@ def main() -> None:
 
     from c2v_rag.evaluation.datasets import scifact_dev
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.rag.store.query import query_request
-    from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.store.query import query_request
+    from c2v_rag.store.sparse import BM25Config, BM25Encoder
+    from c2v_rag.store.vectors import CollectionVectors
 
     data = scifact_dev(args.data, corpus_size=args.corpus_size)
     doc_ids, query_ids = data.doc_ids, data.judged_query_ids

@@ -70,7 +70,7 @@ def qdrant_search(docs: np.ndarray, queries: np.ndarray, datatype: str, k: int) 
     """Top-k document indices from an embedded Qdrant collection built by the library's config."""
     from qdrant_client.http import models
 
-    from c2v_rag.rag.store.collection import QdrantConfig
+    from c2v_rag.store.collection import QdrantConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         config = QdrantConfig(path=Path(tmp), datatype=datatype)

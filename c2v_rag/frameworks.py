@@ -12,7 +12,7 @@ from c2v_rag.rag.embedding import EmbedderOptions, apply_encode_kwargs, check_en
 from c2v_rag.rag.handle import Collection
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.rag.retriever import RetrieverOptions
-from c2v_rag.rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
+from c2v_rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
 
 __all__ = [
     "DEFAULT_PRESET",

@@ -111,7 +111,7 @@ def collection_from(args: argparse.Namespace) -> Collection:
     """The collection handle the store flags (:func:`add_qdrant_options`) and the model flags
     (:func:`add_model_options`, where the command has them) name."""
     from c2v_rag.rag.handle import Collection
-    from c2v_rag.rag.store.collection import DEFAULT_COLLECTION
+    from c2v_rag.store.collection import DEFAULT_COLLECTION
 
     model = {key: getattr(args, key) for key in ("model", "device", "dtype", "quantize") if hasattr(args, key)}
     return Collection(

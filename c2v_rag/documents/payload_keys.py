@@ -1,6 +1,6 @@
 """The payload keys a stored chunk's writer owns, so that a document's metadata may not use them.
 
-A point's payload (:mod:`c2v_rag.rag.store.point_schema`, which lays it out and imports these names)
+A point's payload (:mod:`c2v_rag.store.point_schema`, which lays it out and imports these names)
 carries a chunk's text, its document id and index, and LlamaIndex's node fields next to the
 document's metadata. Reading refuses metadata under these names
 (:func:`~c2v_rag.documents.source_document.check_metadata`) before anything is embedded, so the

@@ -29,9 +29,9 @@ from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.results import FailedBatch, IngestResult, SkippedInput
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.rag.retriever import RetrieverOptions
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
-from c2v_rag.rag.store.filters import to_qdrant_filter
-from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder
+from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
+from c2v_rag.store.filters import to_qdrant_filter
+from c2v_rag.store.sparse import BM25Config, BM25Encoder
 
 __all__ = [
     "Collection",

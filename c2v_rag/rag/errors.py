@@ -1,21 +1,32 @@
-"""Errors of the ingestion and search layer."""
+"""Errors of the ingestion and search layer; the store's own are :mod:`c2v_rag.store.errors`, re-exported here."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from c2v_rag.core.errors import C2VError
+from c2v_rag.store.errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    QdrantRequestError,
+    QdrantUnreachableError,
+    StoreKindError,
+    StoreLockedError,
+)
+
+__all__ = [
+    "CollectionMismatchError",
+    "CollectionNotFoundError",
+    "IngestError",
+    "IngestInterrupted",
+    "QdrantRequestError",
+    "QdrantUnreachableError",
+    "StoreKindError",
+    "StoreLockedError",
+]
 
 if TYPE_CHECKING:
     from c2v_rag.rag.results import IngestResult
-
-
-class CollectionMismatchError(C2VError, ValueError):
-    """An existing collection was built for other vectors (size, distance, name or model)."""
-
-
-class CollectionNotFoundError(C2VError, LookupError):
-    """The collection to search does not exist."""
 
 
 class IngestError(C2VError, RuntimeError):
@@ -29,22 +40,6 @@ class IngestError(C2VError, RuntimeError):
         super().__init__(message)
         self.doc_ids = doc_ids
         self.result = result
-
-
-class StoreLockedError(C2VError, RuntimeError):
-    """The embedded Qdrant directory is open in another client (this process or another one)."""
-
-
-class StoreKindError(C2VError, ValueError):
-    """A store directory was written by the other embedded engine (Qdrant Edge vs qdrant-client's local mode)."""
-
-
-class QdrantUnreachableError(C2VError, ConnectionError):
-    """The Qdrant server did not answer, after the configured retries."""
-
-
-class QdrantRequestError(C2VError, RuntimeError):
-    """The Qdrant server answered with an error status (4xx/5xx) to a request made before any write."""
 
 
 class IngestInterrupted(KeyboardInterrupt):

@@ -30,7 +30,7 @@ from c2v_rag.rag.options import (
     search_options,
     split_keywords,
 )
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, check_collection_name, fingerprint_of
+from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, check_collection_name, fingerprint_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
     from c2v_rag.rag.results import IngestResult
     from c2v_rag.rag.retrieval.search import SearchHit
-    from c2v_rag.rag.store.sparse import BM25Config
+    from c2v_rag.store.sparse import BM25Config
 
 
 class IngestKeywords(TypedDict, total=False):
@@ -161,8 +161,8 @@ class Collection:
         """The concrete collection behind this name and the prefix size it stores (None: whole vectors), once
         it is found to hold ``model``'s vectors: :class:`~c2v_rag.CollectionNotFoundError` or
         :class:`~c2v_rag.CollectionMismatchError` otherwise. A server checks its model this way."""
-        from c2v_rag.rag.store.aliases import resolve_alias
-        from c2v_rag.rag.store.collection import check_collection, model_fingerprint, require_collection
+        from c2v_rag.store.aliases import resolve_alias
+        from c2v_rag.store.collection import check_collection, model_fingerprint, require_collection
 
         with self._opened() as client:
             concrete = resolve_alias(client, self.name)
@@ -259,7 +259,7 @@ class Collection:
 
     def delete(self) -> bool:
         """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
-        from c2v_rag.rag.store.aliases import alias_target
+        from c2v_rag.store.aliases import alias_target
 
         with self._opened() as client:
             concrete = alias_target(client, self.name)
@@ -275,15 +275,15 @@ class Collection:
 
     def exists(self) -> bool:
         """Whether the collection (or the alias) exists."""
-        from c2v_rag.rag.store.aliases import resolve_alias
+        from c2v_rag.store.aliases import resolve_alias
 
         with self._opened() as client:
             return bool(client.collection_exists(resolve_alias(client, self.name)))
 
     def count(self) -> int:
         """How many chunks the collection holds."""
-        from c2v_rag.rag.store.aliases import resolve_alias
-        from c2v_rag.rag.store.collection import require_collection
+        from c2v_rag.store.aliases import resolve_alias
+        from c2v_rag.store.collection import require_collection
 
         with self._opened() as client:
             concrete = resolve_alias(client, self.name)
@@ -294,8 +294,8 @@ class Collection:
         """What the collection recorded when it was made: the model's reference and weights' digest, the vector
         size, ``truncate_dim``, ``quantize``, ``encoder_share``, the documents' instruction and the layout of
         its vectors ({} for a collection c2v_rag did not make)."""
-        from c2v_rag.rag.store.aliases import resolve_alias
-        from c2v_rag.rag.store.collection import require_collection
+        from c2v_rag.store.aliases import resolve_alias
+        from c2v_rag.store.collection import require_collection
 
         with self._opened() as client:
             concrete = resolve_alias(client, self.name)

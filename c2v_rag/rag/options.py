@@ -1,7 +1,7 @@
 """The options of the RAG calls, declared once: where the store is, which model embeds, how a search runs.
 
 - :class:`ConnectionOptions`: the Qdrant store (a server or an embedded directory), resolved to a
-  :class:`~c2v_rag.rag.store.collection.QdrantConfig`;
+  :class:`~c2v_rag.store.collection.QdrantConfig`;
 - :class:`ModelOptions`: the model and how it is loaded, resolved once to a :class:`ResolvedModel`;
 - :class:`SearchOptions`: how one search runs (:class:`CommonSearchOptions`: the part ``/v1/search`` takes).
 
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
-from c2v_rag.rag.store.backends import StoreKind
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
-from c2v_rag.rag.store.query import Fusion, SearchMode
+from c2v_rag.store.backends import StoreKind
+from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
+from c2v_rag.store.query import Fusion, SearchMode
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag.store.filters import FilterLike
+    from c2v_rag.store.filters import FilterLike
 
 
 class _Options(BaseModel):
@@ -84,7 +84,7 @@ class ConnectionOptions(_Options):
     def resolve(self) -> QdrantConfig:
         """The store these options name: ``qdrant`` with the fields that are set laid over it, the
         default directory filled in and an existing directory's engine detected
-        (:meth:`QdrantConfig.resolve <c2v_rag.rag.store.collection.QdrantConfig.resolve>`, which also
+        (:meth:`QdrantConfig.resolve <c2v_rag.store.collection.QdrantConfig.resolve>`, which also
         refuses a directory another engine wrote)."""
         api_key = self.api_key.get_secret_value() if isinstance(self.api_key, SecretStr) else self.api_key
         return QdrantConfig.resolve(self.qdrant, self.qdrant_url, self.path, api_key, self.prefer_grpc, self.store)
@@ -208,7 +208,7 @@ class CommonSearchOptions(_Options):
     filter: Any = Field(
         default=None,
         description="a qdrant_client.models.Filter (used as is) or the dict form of "
-        "c2v_rag.rag.store.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
+        "c2v_rag.store.filters: {'topic': 'x'}, {'lang': ['en', 'de']}, "
         "{'year': {'gte': 2020}}, {'must_not': {...}}",
     )
     score_threshold: float | None = Field(

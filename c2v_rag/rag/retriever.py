@@ -21,7 +21,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from c2v_rag.rag.handle import Collection
 from c2v_rag.rag.options import OPEN_KEYS, ConnectionOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit
-from c2v_rag.rag.store.collection import DEFAULT_COLLECTION
+from c2v_rag.store.collection import DEFAULT_COLLECTION
 
 # One lock per embedded store directory: a store takes one client at a time, so the calls of a
 # retriever used from several threads (LangChain's batch, asyncio's worker threads) take turns.

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from c2v_rag.rag.options import ConnectionOptions
-from c2v_rag.rag.store.backends import StoreKind
+from c2v_rag.store.backends import StoreKind
 
 API_KEY_ENV = "C2V_RAG_API_KEY"
 

@@ -84,7 +84,7 @@ class SearchRequest(CommonSearchOptions, _SearchQuery):
     filter: dict[str, Any] | None = Field(
         None,
         description="metadata conditions: equality, a list for any-of, "
-        "{'gte': ...} ranges, 'must_not' (c2v_rag.rag.store.filters)",
+        "{'gte': ...} ranges, 'must_not' (c2v_rag.store.filters)",
     )
 
     def search_options(self, default_collection: str) -> SearchOptions:

@@ -13,7 +13,7 @@ for _module in ("llama_index.core",):
 from rag_helpers import make_text
 
 from c2v_rag.documents.chunking import TokenChunker
-from c2v_rag.rag.store.point_schema import content_hash, point_id
+from c2v_rag.store.point_schema import content_hash, point_id
 
 
 def test_chunks_fit_the_budget_overlap_and_map_back_to_the_text(tiny_model):

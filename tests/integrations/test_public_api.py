@@ -43,8 +43,8 @@ def test_integration_sources_import_only_the_public_api(path):
 
 def test_the_scan_catches_a_private_import(tmp_path):
     source = tmp_path / "module.py"
-    source.write_text("def f():\n    from c2v_rag.rag.store.point_schema import metadata_field\n")
-    assert _imports(source) == [(2, "c2v_rag.rag.store.point_schema")]
+    source.write_text("def f():\n    from c2v_rag.store.point_schema import metadata_field\n")
+    assert _imports(source) == [(2, "c2v_rag.store.point_schema")]
 
 
 def test_every_public_framework_name_resolves():

@@ -12,7 +12,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, OpenKeywords, SearchKeywords, SearchOptions
-from c2v_rag.rag.store.collection import QdrantConfig
+from c2v_rag.store.collection import QdrantConfig
 
 
 def test_each_keyword_form_names_its_models_fields():

@@ -71,8 +71,8 @@ def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_
     one it searches, even when a reindex moves the alias to another model's collection in between."""
     import asyncio
 
-    from c2v_rag.rag.store.aliases import alias_target, switch_alias
     from c2v_rag.serving.search import CollectionSearcher
+    from c2v_rag.store.aliases import alias_target, switch_alias
 
     docs = [{"id": f"doc-{i}", "text": make_text(i)} for i in range(4)]
     small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}

@@ -3,7 +3,7 @@
 Points keep their ids, payloads and vectors (dense and sparse); the collection keeps its vector
 names, sizes and distance, and its recorded model and layout, so the copy is searched exactly
 like the original and refuses other models the same way. Both ends go through the same
-:class:`~c2v_rag.rag.store.edge_client.StoreClient` calls as ingest and search.
+:class:`~c2v_rag.store.edge_client.StoreClient` calls as ingest and search.
 
 A copy is an idempotent upsert by point id: a migration stopped midway is resumed by running it
 again (an existing target collection is checked against the source, then filled up).
@@ -20,14 +20,9 @@ from pydantic import BaseModel
 
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.store.aliases import alias_target, switch_alias
-from c2v_rag.rag.store.collection import (
-    FINGERPRINT_METADATA_KEY,
-    QdrantConfig,
-    check_collection_name,
-    collection_not_found,
-)
-from c2v_rag.rag.store.retry import call_with_retry
+from c2v_rag.store.aliases import alias_target, switch_alias
+from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name, collection_not_found
+from c2v_rag.store.retry import call_with_retry
 
 logger = logging.getLogger(__name__)
 

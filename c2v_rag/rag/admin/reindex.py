@@ -30,8 +30,8 @@ from tqdm.auto import tqdm
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.rag.store.aliases import alias_target, next_version, switch_alias
-from c2v_rag.rag.store.collection import (
+from c2v_rag.store.aliases import alias_target, next_version, switch_alias
+from c2v_rag.store.collection import (
     QdrantConfig,
     check_collection_name,
     collection_not_found,
@@ -40,16 +40,16 @@ from c2v_rag.rag.store.collection import (
     model_fingerprint,
     stored_vector_params,
 )
-from c2v_rag.rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
-from c2v_rag.rag.store.retry import call_with_retry
-from c2v_rag.rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
+from c2v_rag.store.retry import call_with_retry
+from c2v_rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.store.store_backend import StoreClient
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def _replace_with_alias(client: StoreClient, plain: str, new: str, kept: str) ->
         raise RuntimeError(
             f"the plain collection {plain!r} was deleted (its points are kept in {kept!r}, re-embedded in {new!r}) "
             f"but the alias could not be created: {err}. Create it with "
-            f"c2v_rag.rag.store.aliases.switch_alias(client, {plain!r}, {new!r})"
+            f"c2v_rag.store.aliases.switch_alias(client, {plain!r}, {new!r})"
         ) from err
 
 

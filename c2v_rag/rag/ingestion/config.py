@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from c2v_rag.documents.files import ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
-from c2v_rag.rag.store.collection import check_payload_indexes
-from c2v_rag.rag.store.sparse import BM25Config, resolve_sparse
+from c2v_rag.store.collection import check_payload_indexes
+from c2v_rag.store.sparse import BM25Config, resolve_sparse
 
 
 class IngestConfig(BaseModel):

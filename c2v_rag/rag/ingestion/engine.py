@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.options import ResolvedModel
     from c2v_rag.rag.results import IngestResult
-    from c2v_rag.rag.store.collection import QdrantConfig
-    from c2v_rag.rag.store.sparse import BM25Encoder
-    from c2v_rag.rag.store.store_backend import StoreClient
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.store.collection import QdrantConfig
+    from c2v_rag.store.sparse import BM25Encoder
+    from c2v_rag.store.store_backend import StoreClient
+    from c2v_rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 

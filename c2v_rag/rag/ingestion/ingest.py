@@ -34,11 +34,11 @@ from c2v_rag.rag.ingestion.ray_engine import RayEngine
 from c2v_rag.rag.ingestion.sync import sync_roots
 from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.results import IngestResult
-from c2v_rag.rag.store.aliases import resolve_alias, switch_alias, versioned_target
-from c2v_rag.rag.store.collection import QdrantConfig, ensure_collection
-from c2v_rag.rag.store.sparse import BM25Encoder
-from c2v_rag.rag.store.store_backend import StoreClient
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.aliases import resolve_alias, switch_alias, versioned_target
+from c2v_rag.store.collection import QdrantConfig, ensure_collection
+from c2v_rag.store.sparse import BM25Encoder
+from c2v_rag.store.store_backend import StoreClient
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

@@ -35,9 +35,9 @@ from c2v_rag.rag.ingestion.pipeline import (
 from c2v_rag.rag.ingestion.points import PointWriter
 from c2v_rag.rag.ingestion.sinks import BackgroundWrites, QdrantSink, Retry, retrying_call
 from c2v_rag.rag.results import IngestResult
-from c2v_rag.rag.store.collection import QdrantConfig, model_fingerprint
-from c2v_rag.rag.store.sparse import BM25Encoder
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.collection import QdrantConfig, model_fingerprint
+from c2v_rag.store.sparse import BM25Encoder
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec

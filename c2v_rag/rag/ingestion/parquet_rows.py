@@ -3,7 +3,7 @@
 ``id`` (string, the point id), ``doc_id`` (string), ``chunk_index`` (int32), ``text`` (string),
 ``metadata`` (string: a JSON object, the payload's ``metadata``), ``vector``
 (``fixed_size_list<float32>[dim]``, unit length): what a Qdrant point of the chunk would hold
-(:mod:`c2v_rag.rag.store.point_schema`).
+(:mod:`c2v_rag.store.point_schema`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from c2v_rag.rag.store.point_schema import CHUNK_INDEX_KEY, DOC_ID_KEY, PAYLOAD_METADATA_KEY
+from c2v_rag.store.point_schema import CHUNK_INDEX_KEY, DOC_ID_KEY, PAYLOAD_METADATA_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.source_document import SourceDocument
     from c2v_rag.rag.embedding import Embedder
-    from c2v_rag.rag.store.sparse import BM25Encoder
+    from c2v_rag.store.sparse import BM25Encoder
 
 logger = logging.getLogger(__name__)
 

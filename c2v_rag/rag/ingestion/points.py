@@ -1,6 +1,6 @@
 """A document's chunks as Qdrant points to write, and writing embedded chunks into a collection idempotently.
 
-What a point holds (its id, payload and vector names) is :mod:`c2v_rag.rag.store.point_schema`; this
+What a point holds (its id, payload and vector names) is :mod:`c2v_rag.store.point_schema`; this
 module turns documents into such points and writes them.
 
 Every engine goes through here, so they cannot drift apart: the chunks of the pipeline
@@ -9,7 +9,7 @@ Every engine goes through here, so they cannot drift apart: the chunks of the pi
 the Ray driver, is :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` calling the same :class:`PointWriter`.
 
 - :func:`document_chunks` turns a document into chunks with their deterministic point ids
-  (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.rag.store.point_schema.chunk_point`);
+  (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.store.point_schema.chunk_point`);
 - :class:`SeenDocuments` tells a document met again in the same input (skipped) from two documents
   that share an id (refused);
 - :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
+from c2v_rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.source_document import SourceDocument
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.store.vectors import CollectionVectors
 
 T = TypeVar("T")
 # call(fn, what): runs a Qdrant request ``fn`` (with retries, under a lock where needed); ``what``

@@ -13,14 +13,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from c2v_rag.rag.errors import QdrantRequestError, QdrantUnreachableError
-from c2v_rag.rag.store.backends import check_collection_name
-from c2v_rag.rag.store.collection import QdrantConfig, check_collection, config_fingerprint
-from c2v_rag.rag.store.retry import call_with_retry, is_transient
+from c2v_rag.store.backends import check_collection_name
+from c2v_rag.store.collection import QdrantConfig, check_collection, config_fingerprint
+from c2v_rag.store.retry import call_with_retry, is_transient
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
-    from c2v_rag.rag.store.store_backend import StoreClient
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.store.store_backend import StoreClient
+    from c2v_rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 

@@ -61,9 +61,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from c2v_rag.rag.ingestion.config import IngestConfig
-    from c2v_rag.rag.store.collection import QdrantConfig
-    from c2v_rag.rag.store.sparse import BM25Config
-    from c2v_rag.rag.store.vectors import CollectionVectors
+    from c2v_rag.store.collection import QdrantConfig
+    from c2v_rag.store.sparse import BM25Config
+    from c2v_rag.store.vectors import CollectionVectors
 
 logger = logging.getLogger(__name__)
 
@@ -456,7 +456,7 @@ class ChunkEmbedActor:
         import torch
 
         from c2v_rag.rag.embedding import Embedder, load_model
-        from c2v_rag.rag.store.sparse import BM25Encoder
+        from c2v_rag.store.sparse import BM25Encoder
 
         device = job.device
         if device is None:

@@ -41,8 +41,8 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
 )
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 from c2v_rag.rag.results import FailedBatch, IngestResult
-from c2v_rag.rag.store.collection import QdrantConfig, config_fingerprint
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.collection import QdrantConfig, config_fingerprint
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

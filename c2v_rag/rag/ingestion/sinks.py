@@ -1,7 +1,7 @@
 """Where embedded batches go (:class:`~c2v_rag.rag.ingestion.pipeline.Sink`): a Qdrant collection or Parquet files.
 
 - :class:`QdrantSink`: a collection in any store (qdrant-client's local mode, Qdrant Edge, a server),
-  through the :class:`~c2v_rag.rag.store.backends.StoreClient` calls of
+  through the :class:`~c2v_rag.store.backends.StoreClient` calls of
   :class:`~c2v_rag.rag.ingestion.points.PointWriter`: stored chunks are skipped (and their source root
   claimed), a batch is upserted, then the stale points of the documents it completes are deleted; after a
   complete run, a sync deletes the documents gone from their sources.
@@ -50,7 +50,7 @@ class Retry:
 def retrying_call(retry: Retry, lock: threading.Lock | None = None) -> Call:
     """A :data:`~c2v_rag.rag.ingestion.points.Call` that retries each request with ``retry``, holding
     ``lock`` (if any) around each attempt: embedded Qdrant is not safe for concurrent calls."""
-    from c2v_rag.rag.store.retry import call_with_retry
+    from c2v_rag.store.retry import call_with_retry
 
     guard = lock if lock is not None else contextlib.nullcontext()
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from c2v_rag.documents.documents import names_existing_path
 from c2v_rag.documents.files import ReadLog
-from c2v_rag.rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY
+from c2v_rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

@@ -15,8 +15,8 @@ from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import CommonSearchOptions, ModelOptions, SearchOptions
-from c2v_rag.rag.store.aliases import aresolve_alias, resolve_alias
-from c2v_rag.rag.store.collection import (
+from c2v_rag.store.aliases import aresolve_alias, resolve_alias
+from c2v_rag.store.collection import (
     QdrantConfig,
     check_collection_name,
     check_model,
@@ -26,18 +26,18 @@ from c2v_rag.rag.store.collection import (
     require_collection,
     stored_vector_params,
 )
-from c2v_rag.rag.store.filters import to_qdrant_filter
-from c2v_rag.rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
-from c2v_rag.rag.store.query import check_fusion, check_mode, query_request
-from c2v_rag.rag.store.sparse import BM25Encoder
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.filters import to_qdrant_filter
+from c2v_rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
+from c2v_rag.store.query import check_fusion, check_mode, query_request
+from c2v_rag.store.sparse import BM25Encoder
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
 
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.store.store_backend import StoreClient
 
 
 class SearchHit(BaseModel):

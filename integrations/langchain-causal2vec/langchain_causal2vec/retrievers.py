@@ -21,7 +21,7 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     ``collection`` is a :class:`c2v_rag.Collection` handle, or a collection's name with the handle's store and
     model fields. The query is embedded with the collection's own model and instruction; ``retrieval_mode``
     (``dense``, ``sparse``, ``hybrid``, as ``langchain_qdrant.RetrievalMode``) picks the search,
-    ``filter`` takes the dict form of ``c2v_rag.rag.store.filters`` or a ``qdrant_client`` Filter, and
+    ``filter`` takes the dict form of ``c2v_rag.store.filters`` or a ``qdrant_client`` Filter, and
     ``group_by_document`` returns one chunk per document. ``k`` is the number of documents, as in
     ``search_kwargs={"k": ...}``; ``invoke(query, k=..., filter=...)`` overrides both per call.
 

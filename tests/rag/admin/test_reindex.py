@@ -17,7 +17,7 @@ from rag_helpers import make_text, stored_points, stored_vectors
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, CollectionNotFoundError
-from c2v_rag.rag.store.aliases import alias_target
+from c2v_rag.store.aliases import alias_target
 
 SMALL = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
 QUERY = "vitamin deficiency and bone loss"

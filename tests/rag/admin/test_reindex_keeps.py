@@ -19,7 +19,7 @@ import c2v_rag
 from c2v_rag import Causal2Vec
 from c2v_rag.core.devices import INT8_METHOD, int8_runtime_installed
 from c2v_rag.rag import IngestConfig, load_model
-from c2v_rag.rag.store.collection import collection_fingerprint
+from c2v_rag.store.collection import collection_fingerprint
 
 SIZES = [16, 40]
 INSTRUCTION = "Represent the passage for retrieval"

@@ -272,7 +272,7 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     from safetensors.torch import load_file, save_file
 
     from c2v_rag.hub.variants import PROJECTOR_FILE, weights_digest
-    from c2v_rag.rag.store.collection import FINGERPRINT_METADATA_KEY
+    from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY
 
     retrained = tmp_path / "retrained"
     shutil.copytree(tiny_variant, retrained)
@@ -299,7 +299,7 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
         client.create_collection(
             "old", vectors_config=info.config.params.vectors, metadata={FINGERPRINT_METADATA_KEY: old}
         )
-    with caplog.at_level("WARNING", logger="c2v_rag.rag.store.collection"):
+    with caplog.at_level("WARNING", logger="c2v_rag.store.collection"):
         assert c2v_rag.search("x", path=store, collection="old", model=retrained) == []
         c2v_rag.search("y", path=store, collection="old", model=retrained)
     assert [r.message.count("predates weight fingerprints") for r in caplog.records] == [1]

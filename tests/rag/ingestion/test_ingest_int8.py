@@ -31,7 +31,7 @@ from c2v_rag.core.devices import (
     resolve_quantize,
 )
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError, load_model
-from c2v_rag.rag.store.collection import check_model, collection_fingerprint
+from c2v_rag.store.collection import check_model, collection_fingerprint
 
 CPU = torch.device("cpu")
 needs_int8_cpu = pytest.mark.skipif(not int8_runtime_installed(), reason="needs the int8 extra (onnx, onnxruntime)")

@@ -27,7 +27,7 @@ from rag_helpers import compare, make_text, points
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
-from c2v_rag.rag.store.backends import store_kind
+from c2v_rag.store.backends import store_kind
 
 ACTOR_CLASS = "ChunkEmbedActor"
 # Two actors, small batches (several per actor), one reading/chunking task: the module's runs fit a

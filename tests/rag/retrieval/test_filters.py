@@ -19,7 +19,7 @@ from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag.rag import to_qdrant_filter
-from c2v_rag.rag.store.filters import OPERATORS
+from c2v_rag.store.filters import OPERATORS
 
 N_DOCS = 8
 
@@ -142,7 +142,7 @@ def test_bad_payload_index_types_are_refused(tmp_path, tiny_variant):
 
 def test_payload_indexes_are_sent_for_metadata_keys():
     """Embedded Qdrant keeps no payload indexes, so what a server would get is checked on the calls."""
-    from c2v_rag.rag.store.collection import payload_index_fields
+    from c2v_rag.store.collection import payload_index_fields
 
     assert payload_index_fields({"n": "integer", "topic": "keyword", "when": "datetime"}) == {
         "metadata.n": models.PayloadSchemaType.INTEGER,

@@ -20,7 +20,7 @@ from rag_helpers import make_text, stored_points
 
 import c2v_rag
 from c2v_rag.rag import DEFAULT_QUERY_TASK, BM25Config, BM25Encoder, CollectionMismatchError
-from c2v_rag.rag.store.sparse import term_index
+from c2v_rag.store.sparse import term_index
 
 QUERY = "vitamin deficiency and bone loss in older adults"
 SMALL = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
@@ -262,7 +262,7 @@ def test_langchain_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant):
     from langchain_causal2vec import Causal2VecEmbeddings
     from langchain_qdrant import QdrantVectorStore, RetrievalMode
 
-    from c2v_rag.rag.store.sparse import langchain_sparse_embeddings
+    from c2v_rag.store.sparse import langchain_sparse_embeddings
 
     def store(mode):
         return QdrantVectorStore(

@@ -19,7 +19,7 @@ from rag_helpers import stored_points
 
 import c2v_rag
 from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError
-from c2v_rag.rag.store.collection import collection_fingerprint
+from c2v_rag.store.collection import collection_fingerprint
 
 SIZES = [16, 40]  # inside the encoder's 24 values, and inside [encoder; h_C] (24 + 32)
 

@@ -29,7 +29,7 @@ class Causal2VecRetriever(BaseRetriever):
     """Retrieve chunks of a collection made by ``c2v_rag.ingest``, from any backend.
 
     Takes LlamaIndex's names: ``similarity_top_k``, ``filters`` (``MetadataFilters``, translated
-    to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.rag.store.filters`` and a
+    to a Qdrant filter on the chunk metadata; the dict form of ``c2v_rag.store.filters`` and a
     ``qdrant_client`` Filter work too) and ``vector_store_query_mode`` (``default``, ``sparse``,
     ``hybrid``). ``collection`` is a :class:`c2v_rag.Collection` handle, or a collection's name with the handle's
     options (``path``/``store``/``qdrant_url``, ``model``...); the other options are :class:`c2v_rag.SearchOptions`'

@@ -7,7 +7,7 @@ framework interop) or Qdrant Edge (``"edge"``, Qdrant's segment engine: HNSW, pa
 quantization). An existing directory's engine is detected. With a URL it talks to a Qdrant server,
 where sharding, replication, float16 storage, quantization and on-disk vectors take effect; local
 mode accepts them and ignores them (a warning names the ones set), Edge honours all but sharding and
-replication. Each is a backend of :mod:`c2v_rag.rag.store.backends`' registry, which
+replication. Each is a backend of :mod:`c2v_rag.store.backends`' registry, which
 :meth:`QdrantConfig.connect` asks for the client.
 """
 
@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
-from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
-from c2v_rag.rag.store.backends import (
+from c2v_rag.store.backends import (
     DEFAULT_STORE,
     StoreKind,
     backend_for,
@@ -34,10 +33,11 @@ from c2v_rag.rag.store.backends import (
     check_store_name,
     store_kind,
 )
-from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
-from c2v_rag.rag.store.server_backend import API_KEY_ENV  # noqa: F401 (kept importable from here)
-from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient
-from c2v_rag.rag.store.vectors import LAYOUT_KEY, CollectionVectors
+from c2v_rag.store.errors import CollectionMismatchError, CollectionNotFoundError
+from c2v_rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
+from c2v_rag.store.server_backend import API_KEY_ENV  # noqa: F401 (kept importable from here)
+from c2v_rag.store.store_backend import StoreBackend, StoreClient
+from c2v_rag.store.vectors import LAYOUT_KEY, CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
@@ -184,7 +184,7 @@ class QdrantConfig(BaseModel):
 
     @property
     def backend(self) -> StoreBackend:
-        """The backend these settings name (:func:`~c2v_rag.rag.store.backends.backend_for`)."""
+        """The backend these settings name (:func:`~c2v_rag.store.backends.backend_for`)."""
         return backend_for(self)
 
     @property
@@ -208,8 +208,8 @@ class QdrantConfig(BaseModel):
 
     def connect(self) -> StoreClient:
         """A client on the store these settings name, from their backend (a ``QdrantClient`` for a
-        server or local mode, an :class:`~c2v_rag.rag.store.edge_client.EdgeClient` for Edge; each
-        implements :class:`~c2v_rag.rag.store.store_backend.StoreClient`).
+        server or local mode, an :class:`~c2v_rag.store.edge_client.EdgeClient` for Edge; each
+        implements :class:`~c2v_rag.store.store_backend.StoreClient`).
 
         First, whatever the backend: its packages are checked, a directory another backend wrote is
         refused, and the settings it ignores are named in a warning.

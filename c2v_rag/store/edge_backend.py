@@ -1,8 +1,8 @@
 """Qdrant Edge (``store="edge"``): Qdrant's own segment engine (``qdrant-edge-py``) in this process.
 
 HNSW, payload indexes, float16, quantization and on-disk vectors as on a server; one shard, so
-sharding and replication are ignored. The client is :class:`~c2v_rag.rag.store.edge_client.EdgeClient`,
-the store's files :mod:`c2v_rag.rag.store.edge_directory`'s.
+sharding and replication are ignored. The client is :class:`~c2v_rag.store.edge_client.EdgeClient`,
+the store's files :mod:`c2v_rag.store.edge_directory`'s.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from c2v_rag.rag.store.edge_directory import EDGE_DESCRIPTION, EDGE_MARKER
-from c2v_rag.rag.store.store_backend import QDRANT_CLIENT, Requirement, StoreBackend, StoreClient, StoreSettings
+from c2v_rag.store.edge_directory import EDGE_DESCRIPTION, EDGE_MARKER
+from c2v_rag.store.store_backend import QDRANT_CLIENT, Requirement, StoreBackend, StoreClient, StoreSettings
 
 
 class EdgeBackend(StoreBackend):
@@ -34,7 +34,7 @@ class EdgeBackend(StoreBackend):
         return (path / EDGE_MARKER).is_file()
 
     def connect(self, settings: StoreSettings) -> StoreClient:
-        from c2v_rag.rag.store.edge_client import EdgeClient
+        from c2v_rag.store.edge_client import EdgeClient
 
         return EdgeClient(
             self.directory(settings),

@@ -1,13 +1,13 @@
 """The Qdrant Edge backend: Qdrant's own segment engine (``qdrant-edge-py``) in this process.
 
-:class:`EdgeClient` implements the :class:`~c2v_rag.rag.store.store_backend.StoreClient` calls (the part of
+:class:`EdgeClient` implements the :class:`~c2v_rag.store.store_backend.StoreClient` calls (the part of
 ``QdrantClient`` the package uses) on Qdrant Edge, so ingest, search, sync, reindex and migrate
 run unchanged on it. Requests and results are qdrant-client's own models, translated at this
-boundary and nowhere else (:mod:`c2v_rag.rag.store.edge_translation`).
+boundary and nowhere else (:mod:`c2v_rag.store.edge_translation`).
 
 Qdrant Edge is one shard with no notion of collections, aliases or collection metadata, so an
 Edge store is a directory of shards, each with its collection's settings, and a marker file
-holding the aliases (:mod:`c2v_rag.rag.store.edge_directory` has the layout).
+holding the aliases (:mod:`c2v_rag.store.edge_directory` has the layout).
 
 Each write goes through the shard's write-ahead log before it returns, so a process killed
 mid-ingest loses nothing written; a re-run resumes. The HNSW graph is built by
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.rag.store.edge_directory import FORMAT, EdgeCollection, EdgeStore, require_edge
-from c2v_rag.rag.store.edge_translation import (
+from c2v_rag.store.edge_directory import FORMAT, EdgeCollection, EdgeStore, require_edge
+from c2v_rag.store.edge_translation import (
     as_list,
     client_id,
     client_record,
@@ -40,7 +40,7 @@ from c2v_rag.rag.store.edge_translation import (
     select_payload,
     to_edge_filter,
 )
-from c2v_rag.rag.store.store_backend import check_collection_name
+from c2v_rag.store.store_backend import check_collection_name
 
 if TYPE_CHECKING:
     from qdrant_client.http import models

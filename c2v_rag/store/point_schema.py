@@ -16,7 +16,7 @@ A point is one chunk of one document.
   plus ``source_root``, the path a sync mirrors (:mod:`c2v_rag.rag.ingestion.sync`).
 - **Vectors**: one dense vector, unnamed in a dense-only collection and named
   :data:`HYBRID_DENSE_NAME` next to a sparse one (:data:`DEFAULT_SPARSE_NAME`); which of them a
-  collection carries is its :class:`~c2v_rag.rag.store.vectors.CollectionVectors`.
+  collection carries is its :class:`~c2v_rag.store.vectors.CollectionVectors`.
 
 Writing points (skipping stored ones, deleting stale ones) is :mod:`c2v_rag.rag.ingestion.points`.
 """

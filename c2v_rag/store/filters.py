@@ -22,7 +22,7 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.rag.store.point_schema import metadata_field
+from c2v_rag.store.point_schema import metadata_field
 
 if TYPE_CHECKING:
     from qdrant_client.http import models

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from c2v_rag.rag.errors import CollectionMismatchError
-from c2v_rag.rag.store.vectors import CollectionVectors
+from c2v_rag.store.errors import CollectionMismatchError
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from qdrant_client.http import models

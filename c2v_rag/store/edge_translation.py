@@ -1,6 +1,6 @@
 """Translation between qdrant-client's models and Qdrant Edge's, in both directions.
 
-:class:`~c2v_rag.rag.store.edge_client.EdgeClient` takes and returns qdrant-client's own models (filters,
+:class:`~c2v_rag.store.edge_client.EdgeClient` takes and returns qdrant-client's own models (filters,
 queries, points, collection settings) so that the rest of the package never sees Edge's types:
 every conversion happens here, and nowhere else. ``edge`` is the ``qdrant_edge`` module; a
 collection's ``spec`` is the settings recorded in its ``collection.json``; ``plain`` says the
@@ -212,7 +212,7 @@ def edge_prefetch(edge: Any, prefetch: models.Prefetch, search: Any) -> Any:
 
 
 def to_edge_filter(edge: Any, flt: models.Filter | None) -> Any:
-    """A qdrant-client ``Filter`` (what :func:`~c2v_rag.rag.store.filters.to_qdrant_filter` makes, or a raw one)
+    """A qdrant-client ``Filter`` (what :func:`~c2v_rag.store.filters.to_qdrant_filter` makes, or a raw one)
     as Edge's: the same conditions, nested filters included."""
     if flt is None:
         return None

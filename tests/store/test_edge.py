@@ -32,8 +32,8 @@ from c2v_rag.rag import (
     StoreLockedError,
 )
 from c2v_rag.rag.errors import StoreKindError
-from c2v_rag.rag.store.backends import store_kind
-from c2v_rag.rag.store.edge_client import EdgeClient
+from c2v_rag.store.backends import store_kind
+from c2v_rag.store.edge_client import EdgeClient
 
 
 def edge_points(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray]]:
@@ -244,7 +244,7 @@ def test_an_open_edge_store_is_locked_with_a_clear_error(tmp_path, tiny_variant,
     # Released on close: the ingest runs.
     assert c2v_rag.ingest(corpus, path=store, collection="kb", model=tiny_variant, config=ingest_config).ok
     code = (
-        "import sys; sys.path.insert(0, sys.argv[2]); from c2v_rag.rag.store.edge_client import EdgeClient; "
+        "import sys; sys.path.insert(0, sys.argv[2]); from c2v_rag.store.edge_client import EdgeClient; "
         "EdgeClient(sys.argv[1])"
     )
     with EdgeClient(store):  # another process sees the lock too
@@ -625,7 +625,7 @@ def test_edge_quantizes_as_asked_and_rescores_with_the_original_vectors(tmp_path
 
 
 def test_search_ef_is_the_chosen_one_else_grows_with_the_collection(tmp_path):
-    from c2v_rag.rag.store.edge_client import AUTO_EF_AT_1M, AUTO_EF_FROM, HNSW_EF, auto_search_ef
+    from c2v_rag.store.edge_client import AUTO_EF_AT_1M, AUTO_EF_FROM, HNSW_EF, auto_search_ef
 
     vectors = _unit_vectors(50, 16, seed=4)
     _fill(QdrantConfig(path=tmp_path / "auto", store="edge"), vectors)

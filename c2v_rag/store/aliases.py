@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
 
-    from c2v_rag.rag.store.store_backend import StoreClient
+    from c2v_rag.store.store_backend import StoreClient
 
 
 def _lookup(aliases, name: str) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from c2v_rag.rag.errors import StoreLockedError
-from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient, StoreSettings
+from c2v_rag.store.errors import StoreLockedError
+from c2v_rag.store.store_backend import StoreBackend, StoreClient, StoreSettings
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient, StoreSettings
+from c2v_rag.store.store_backend import StoreBackend, StoreClient, StoreSettings
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient

@@ -8,7 +8,7 @@ Edge store is a directory laid out as::
     STORE/collections/NAME/collection.json   vector params, HNSW settings, metadata
     STORE/collections/NAME/shard/            the EdgeShard (segments, WAL)
 
-:class:`EdgeStore` owns that layout; :class:`~c2v_rag.rag.store.edge_client.EdgeClient` answers the client
+:class:`EdgeStore` owns that layout; :class:`~c2v_rag.store.edge_client.EdgeClient` answers the client
 calls on top of it. Files are replaced atomically and a collection appears whole or not at all,
 so a process killed at any point leaves a store that opens.
 """
@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from c2v_rag.rag.errors import StoreLockedError
-from c2v_rag.rag.store.local_backend import LocalModeBackend
-from c2v_rag.rag.store.store_backend import wrong_store
+from c2v_rag.store.errors import StoreLockedError
+from c2v_rag.store.local_backend import LocalModeBackend
+from c2v_rag.store.store_backend import wrong_store
 
 FORMAT = 1
 # The file that makes a directory a Qdrant Edge store.
 EDGE_MARKER = "c2v_edge.json"
-# What an Edge store is called in messages (:class:`~c2v_rag.rag.store.edge_backend.EdgeBackend`'s description).
+# What an Edge store is called in messages (:class:`~c2v_rag.store.edge_backend.EdgeBackend`'s description).
 EDGE_DESCRIPTION = "a Qdrant Edge store (store='edge')"
 _COLLECTIONS = "collections"
 _COLLECTION_FILE = "collection.json"

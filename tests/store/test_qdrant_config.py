@@ -20,7 +20,7 @@ from qdrant_client.http import models
 import c2v_rag
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.rag import QdrantConfig
-from c2v_rag.rag.store.collection import ensure_collection, model_fingerprint
+from c2v_rag.store.collection import ensure_collection, model_fingerprint
 
 
 def test_collection_arguments_for_a_server():
@@ -201,7 +201,7 @@ def test_only_transient_errors_are_retried():
     import httpx
     from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-    from c2v_rag.rag.store.retry import is_transient
+    from c2v_rag.store.retry import is_transient
 
     def answer(status: int) -> UnexpectedResponse:
         return UnexpectedResponse(status_code=status, reason_phrase="", content=b"", headers=httpx.Headers())
@@ -222,10 +222,10 @@ def test_only_transient_errors_are_retried():
 
 def test_embedded_qdrant_warns_that_it_ignores_storage_options(tmp_path, caplog):
     config = QdrantConfig(path=tmp_path / "q", datatype="float16", quantization="binary")
-    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.store.collection"):
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.store.collection"):
         config.connect().close()
     assert "quantization" in caplog.text and "datatype=float16" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.store.collection"):
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.store.collection"):
         QdrantConfig(path=tmp_path / "r").connect().close()
     assert "ignores" not in caplog.text

@@ -5,10 +5,10 @@ Each says, as a subclass of :class:`StoreBackend`, its name (the ``store=`` that
 how to tell that a directory holds it, what it needs installed, and how to open a client on it: a
 :class:`StoreClient`, the part of ``QdrantClient``'s API the package calls, so ingest, search, sync,
 reindex and migrate run unchanged on every backend. The backends there are, and how one is chosen, are
-:mod:`c2v_rag.rag.store.backends`' registry.
+:mod:`c2v_rag.store.backends`' registry.
 
 A backend reads the connection's settings through :class:`StoreSettings` (the fields of
-:class:`~c2v_rag.rag.store.collection.QdrantConfig` it needs) rather than importing that class:
+:class:`~c2v_rag.store.collection.QdrantConfig` it needs) rather than importing that class:
 ``QdrantConfig`` asks the registry for its backend, so the backends sit below it.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from c2v_rag.core.extras import require
-from c2v_rag.rag.errors import StoreKindError
+from c2v_rag.store.errors import StoreKindError
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -33,7 +33,7 @@ _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 class StoreClient(Protocol):
     """The calls c2v_rag makes on a store: a subset of ``qdrant_client.QdrantClient``'s API, with its
     argument and result models. ``QdrantClient`` (server, local mode) and
-    :class:`~c2v_rag.rag.store.edge_client.EdgeClient` implement it; :meth:`StoreBackend.connect`
+    :class:`~c2v_rag.store.edge_client.EdgeClient` implement it; :meth:`StoreBackend.connect`
     returns one."""
 
     def collection_exists(self, collection_name: str) -> bool: ...
@@ -59,7 +59,7 @@ class StoreClient(Protocol):
 
 class StoreSettings(Protocol):
     """What a backend reads of a connection's settings: these fields of
-    :class:`~c2v_rag.rag.store.collection.QdrantConfig`, which documents each. Read-only here, so a
+    :class:`~c2v_rag.store.collection.QdrantConfig`, which documents each. Read-only here, so a
     field the config narrows (``datatype`` is one of two strings there) still matches."""
 
     @property
@@ -103,7 +103,7 @@ class StoreBackend(ABC):
 
     A subclass sets the class attributes and implements :meth:`connect`; the others have defaults
     that fit a backend keeping its data in a directory of this process. Instances hold no state: the
-    registry keeps one of each (:data:`~c2v_rag.rag.store.backends.STORE_BACKENDS`).
+    registry keeps one of each (:data:`~c2v_rag.store.backends.STORE_BACKENDS`).
     """
 
     #: The registry's key; for an embedded backend, the value of ``store=`` that picks it.
@@ -115,7 +115,7 @@ class StoreBackend(ABC):
     #: Runs in this process, picked by ``store=`` (a server is picked by ``qdrant_url=`` instead).
     embedded: ClassVar[bool] = True
     #: Keeps its data in ``path``: a default directory is filled in, and a directory another backend
-    #: holds is refused before any model loads (:func:`~c2v_rag.rag.store.backends.check_store_kind`).
+    #: holds is refused before any model loads (:func:`~c2v_rag.store.backends.check_store_kind`).
     uses_directory: ClassVar[bool] = True
     #: The folder under the user data directory when no ``path`` is given (backends' files differ).
     default_directory: ClassVar[str] = "qdrant"
@@ -135,7 +135,7 @@ class StoreBackend(ABC):
     @abstractmethod
     def connect(self, settings: StoreSettings) -> StoreClient:
         """A client on the store ``settings`` name, which the caller closes. Called by
-        :meth:`QdrantConfig.connect <c2v_rag.rag.store.collection.QdrantConfig.connect>` once the
+        :meth:`QdrantConfig.connect <c2v_rag.store.collection.QdrantConfig.connect>` once the
         directory's kind is checked and :meth:`require` has passed."""
 
     def connect_async(self, settings: StoreSettings) -> AsyncQdrantClient | None:
@@ -156,7 +156,7 @@ class StoreBackend(ABC):
 
     def directory(self, settings: StoreSettings) -> Path:
         """The directory the store is kept in: ``settings.path``, which
-        :meth:`QdrantConfig.resolve <c2v_rag.rag.store.collection.QdrantConfig.resolve>` fills in."""
+        :meth:`QdrantConfig.resolve <c2v_rag.store.collection.QdrantConfig.resolve>` fills in."""
         if settings.path is None:
             raise ValueError(
                 f"{self.description} is kept in a directory: pass path= (or let QdrantConfig.resolve "

@@ -1,12 +1,12 @@
 """The store backends there are, in one registry, and how a connection's settings pick one.
 
-:data:`STORE_BACKENDS` holds one :class:`~c2v_rag.rag.store.store_backend.StoreBackend` of each kind:
+:data:`STORE_BACKENDS` holds one :class:`~c2v_rag.store.store_backend.StoreBackend` of each kind:
 a Qdrant server, qdrant-client's local mode, Qdrant Edge.
-:meth:`QdrantConfig.connect <c2v_rag.rag.store.collection.QdrantConfig.connect>` asks it for the
+:meth:`QdrantConfig.connect <c2v_rag.store.collection.QdrantConfig.connect>` asks it for the
 backend its settings name (:func:`backend_for`), :func:`store_kind` asks each embedded one whether
 it holds a directory, and ``store=`` takes the name of any embedded one (:data:`StoreKind`).
 
-Adding a store is a :class:`~c2v_rag.rag.store.store_backend.StoreBackend` subclass in a module of its
+Adding a store is a :class:`~c2v_rag.store.store_backend.StoreBackend` subclass in a module of its
 own and one line in :data:`STORE_BACKENDS` (docs/architecture.md has a worked example).
 """
 
@@ -17,10 +17,10 @@ from typing import Annotated, Protocol
 
 from pydantic import AfterValidator
 
-from c2v_rag.rag.store.edge_backend import EdgeBackend
-from c2v_rag.rag.store.local_backend import LocalModeBackend
-from c2v_rag.rag.store.server_backend import ServerBackend
-from c2v_rag.rag.store.store_backend import StoreBackend, StoreClient, check_collection_name, wrong_store
+from c2v_rag.store.edge_backend import EdgeBackend
+from c2v_rag.store.local_backend import LocalModeBackend
+from c2v_rag.store.server_backend import ServerBackend
+from c2v_rag.store.store_backend import StoreBackend, StoreClient, check_collection_name, wrong_store
 
 # Kept importable from here, where they were defined before a backend got a class of its own.
 __all__ = [
@@ -85,7 +85,7 @@ class _Target(Protocol):
 def backend_for(target: _Target) -> StoreBackend:
     """The backend a connection's settings name: the server for a URL, else the embedded engine ``store``
     names (:data:`DEFAULT_STORE` when unset: a directory's own engine is filled in by
-    :meth:`QdrantConfig.resolve <c2v_rag.rag.store.collection.QdrantConfig.resolve>`)."""
+    :meth:`QdrantConfig.resolve <c2v_rag.store.collection.QdrantConfig.resolve>`)."""
     return STORE_BACKENDS[SERVER if target.url is not None else (target.store or DEFAULT_STORE)]
 
 

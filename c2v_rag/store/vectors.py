@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from c2v_rag.rag.errors import CollectionMismatchError
-from c2v_rag.rag.store.point_schema import DEFAULT_SPARSE_NAME, HYBRID_DENSE_NAME
-from c2v_rag.rag.store.sparse import BM25Config
+from c2v_rag.store.errors import CollectionMismatchError
+from c2v_rag.store.point_schema import DEFAULT_SPARSE_NAME, HYBRID_DENSE_NAME
+from c2v_rag.store.sparse import BM25Config
 
 __all__ = ["CollectionVectors", "VectorNames", "HYBRID_DENSE_NAME", "DEFAULT_SPARSE_NAME", "LAYOUT_KEY"]
 
@@ -27,7 +27,7 @@ LAYOUT_KEY = "layout"
 
 
 class VectorNames(Protocol):
-    """The vector names a connection asks for (a :class:`~c2v_rag.rag.store.collection.QdrantConfig`)."""
+    """The vector names a connection asks for (a :class:`~c2v_rag.store.collection.QdrantConfig`)."""
 
     @property
     def vector_name(self) -> str: ...
@@ -100,7 +100,7 @@ class CollectionVectors:
         values = [float(x) for x in dense]
         if self.sparse is None:
             return {self.dense: values} if self.dense else values
-        from c2v_rag.rag.store.sparse import to_sparse_vector
+        from c2v_rag.store.sparse import to_sparse_vector
 
         if sparse is None:
             raise ValueError(f"a point of a hybrid collection needs its sparse vector {self.sparse!r}")
