@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 
 ModelRef = str | Path | None
 
-_cache: dict[tuple[str, str, str, str], Causal2Vec] = {}
+_cache: dict[tuple[str, str, str, str, float | None], Causal2Vec] = {}
 _cache_lock = threading.Lock()
 _LOCK_ATTR = "_c2v_rag_encode_lock"
 _VIEWS_ATTR = "_c2v_rag_length_views"
 
 
 def _model_key(
-    model: ModelRef, device: str | None, dtype: str | None, quantize: str | None = None
-) -> tuple[str, str, str, str]:
+    model: ModelRef,
+    device: str | None,
+    dtype: str | None,
+    quantize: str | None = None,
+    encoder_share: float | None = None,
+) -> tuple[str, str, str, str, float | None]:
     from c2v_rag.core.devices import resolve_device, resolve_quantize
     from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 
@@ -42,7 +46,7 @@ def _model_key(
     if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
         name = str(path.resolve())
     target = resolve_device(device)
-    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target)
+    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target), encoder_share
 
 
 def load_model(
@@ -52,23 +56,33 @@ def load_model(
     dtype: str | None = None,
     max_length: int | None = None,
     quantize: str | None = None,
+    encoder_share: float | None = None,
 ) -> Causal2Vec:
     """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
 
     Every caller naming the same model, device, dtype and quantization (``quantize``, resolved:
     ``auto`` and ``int8`` share one model where auto means int8) gets the same object. ``max_length``
-    gives a view that shares the weights but truncates at another length.
+    gives a view that shares the weights but truncates at another length. ``encoder_share`` reads the
+    embedding at other part weights than the variant's (a collection that recorded them): a model of its own,
+    shared by the callers that name the same share.
     """
     from c2v_rag.model.causal2vec import Causal2Vec
 
     key = _model_key(model, device, dtype, quantize)
     with _cache_lock:
-        loaded = _cache.get(key)
-        if loaded is None:
-            loaded = Causal2Vec.from_pretrained(
+        if key not in _cache:
+            _cache[key] = Causal2Vec.from_pretrained(
                 key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
             )
-            _cache[key] = loaded
+        loaded = _cache[key]
+        if encoder_share is not None and encoder_share != loaded.config.encoder_share:
+            key = _model_key(model, device, dtype, quantize, encoder_share)
+            if key not in _cache:  # another readout of the same weights: its own object, the shared one untouched
+                _cache[key] = Causal2Vec.from_pretrained(
+                    key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
+                )
+                _cache[key].set_readout(encoder_share=encoder_share)
+            loaded = _cache[key]
     return with_max_length(loaded, max_length)
 
 

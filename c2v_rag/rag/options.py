@@ -180,15 +180,28 @@ class ResolvedModel:
             return loaded.quantization
         return resolve_quantize(quantize, resolve_device(self.options.device))
 
-    def load(self, default_quantize: str | None = None) -> Causal2Vec:
+    def load(self, default_quantize: str | None = None, encoder_share: float | None = None) -> Causal2Vec:
         """The model: a loaded one as given, else the shared one (:func:`~c2v_rag.rag.embedding.load_model`),
-        with ``default_quantize`` when none was asked for (search passes the collection's own)."""
+        with ``default_quantize`` when none was asked for and the ``encoder_share`` a collection recorded (search
+        and reindex pass the collection's own)."""
         from c2v_rag.rag.embedding import load_model
 
         if self.loaded is not None:
             return self.loaded
         quantize = self.options.quantize if self.options.quantize is not None else default_quantize
-        return load_model(self.reference, device=self.options.device, dtype=self.options.dtype, quantize=quantize)
+        return load_model(
+            self.reference,
+            device=self.options.device,
+            dtype=self.options.dtype,
+            quantize=quantize,
+            encoder_share=encoder_share,
+        )
+
+    def as_recorded(self, recorded: Mapping[str, Any] | None) -> Causal2Vec:
+        """The model, run as a collection's record says its vectors were made: its quantization unless another
+        is asked for, and its part weights (``encoder_share``)."""
+        recorded = recorded or {}
+        return self.load(default_quantize=recorded.get("quantize", "none"), encoder_share=recorded.get("encoder_share"))
 
 
 class CommonSearchOptions(_Options):

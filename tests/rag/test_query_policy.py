@@ -64,7 +64,7 @@ def test_every_entry_point_gives_a_query_the_same_vector(variant, tmp_path, corp
     model = load_model(path, device="cpu")
     expected = model.encode_queries(QUERY, instruction=EXPECTED[kind], normalize_embeddings=True)
     vectors = {"encode_queries": model.encode_queries(QUERY, normalize_embeddings=True)}
-    st = SentenceTransformer(str(path), device="cpu")
+    st = SentenceTransformer(str(path), device="cpu", trust_remote_code=True)  # our module class is "remote code"
     vectors["sentence-transformers prompt_name='query'"] = st.encode(
         [QUERY], prompt_name="query", normalize_embeddings=True
     )[0]

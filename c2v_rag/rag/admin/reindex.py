@@ -48,7 +48,6 @@ from c2v_rag.store.vectors import CollectionVectors
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
 
-    from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.store.store_backend import StoreClient
 
 logger = logging.getLogger(__name__)
@@ -119,7 +118,7 @@ def reindex_collection(
             plain = collection
         recorded = fingerprint_of(qdrant_client.get_collection(plain or previous)) or {}
         # A model that fails to load changes nothing.
-        reference, c2v = chosen.resolve().reference, _model_as_recorded(chosen, recorded)
+        reference, c2v = chosen.resolve().reference, chosen.resolve().as_recorded(recorded)
         truncate_dim = recorded.get("truncate_dim")
         documents = recorded.get("document_prompt") or {}
         made: list[str] = []  # the collections this call creates: dropped if it fails before publishing
@@ -200,25 +199,6 @@ def reindex_collection(
     finally:
         if own_client:
             qdrant_client.close()
-
-
-def _model_as_recorded(chosen: ModelOptions, recorded: dict[str, Any]) -> Causal2Vec:
-    """The new model, run as the collection was filled: its recorded quantization unless another is asked for,
-    and its recorded part weights (``encoder_share``; a model of its own when they differ, so that the shared
-    one is left as it is)."""
-    resolved = chosen.resolve()
-    quantize = chosen.quantize if chosen.quantize is not None else recorded.get("quantize")
-    share = recorded.get("encoder_share")
-    if share is None or share == resolved.config.encoder_share or resolved.loaded is not None:
-        return resolved.load(default_quantize=quantize)
-    from c2v_rag.model.causal2vec import Causal2Vec
-
-    logger.info(
-        "Reindexing with the collection's encoder_share=%s (the model's is %s)", share, resolved.config.encoder_share
-    )
-    own = Causal2Vec.from_pretrained(resolved.reference, device=chosen.device, dtype=chosen.dtype, quantize=quantize)
-    own.set_readout(encoder_share=share)
-    return own
 
 
 def _count(client: StoreClient, collection: str) -> int:

@@ -323,8 +323,7 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
 
 
 def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:
-    # The model and quantization that filled the collection, unless others are named: its query
-    # vectors, embedded as its documents were (int8 or float), are the only comparable ones.
+    # The model, quantization and part weights that filled the collection, unless others are named: its query
+    # vectors, embedded as its documents were, are the only comparable ones.
     recorded = (stored or {}).get("model")
-    resolved = model.resolve(recorded if isinstance(recorded, str) else None)
-    return resolved.load(default_quantize=(stored or {}).get("quantize", "none"))
+    return model.resolve(recorded if isinstance(recorded, str) else None).as_recorded(stored)

@@ -13,7 +13,6 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "bm25s"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
-from rag_helpers import stored_vectors
 
 import c2v_rag
 from c2v_rag import Causal2Vec
@@ -39,10 +38,11 @@ def old_and_new(tiny_model_factory, tmp_path_factory):
 
 
 def _vectors(tmp_path, collection):
+    """The collection's record and info, and id -> (payload, vector) with named vectors as a dict."""
     with closing(QdrantClient(path=str(tmp_path))) as client:
         info = client.get_collection(collection)
-        points = stored_vectors(client, collection)
-        return collection_fingerprint(client, collection), info, points
+        points = client.scroll(collection, limit=10_000, with_payload=True, with_vectors=True)[0]
+        return collection_fingerprint(client, collection), info, {str(p.id): (p.payload, p.vector) for p in points}
 
 
 def _dense(vector):
@@ -61,7 +61,7 @@ def test_reindex_keeps_the_prefix_the_documents_instruction_and_the_sparse_vecto
     recorded, info, points = _vectors(tmp_path, "papers_v2")
     assert recorded["truncate_dim"] == 40 and recorded["embedding_dim"] == 40
     assert recorded["document_prompt"] == {"task": None, "instruction": INSTRUCTION}
-    assert recorded["layout"]["bm25"] is not None and info.config.params.sparse_vectors
+    assert recorded["layout"]["sparse"] is not None and info.config.params.sparse_vectors
     model = load_model(new, device="cpu")
     texts = [payload["page_content"] for payload, _ in points.values()]
     expected = model.encode_documents(texts, instruction=INSTRUCTION, truncate_dim=40, normalize_embeddings=True)
