@@ -75,7 +75,12 @@ class EncodingModel(Protocol):
     def train(self, mode: bool = True) -> Any: ...
 
     def prepare(
-        self, texts: Sequence[str], instruction: Instruction, *, truncate_dim: int | None = None
+        self,
+        texts: Sequence[str],
+        instruction: Instruction,
+        *,
+        truncate_dim: int | None = None,
+        max_length: int | None = None,
     ) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
@@ -96,7 +101,7 @@ class Truncation:
     encoder_max_length: int | None = None
 
     def __add__(self, other: Truncation) -> Truncation:
-        # The limits are the model's: the same in every call a sum covers.
+        # The limits are those of the calls summed: one model at one max_length, so the same in each.
         return replace(
             other,
             texts=self.texts + other.texts,
@@ -215,6 +220,7 @@ def encode_texts(
     device: str | torch.device | None = None,
     long_texts: str | LongTexts | None = None,
     truncate_dim: int | None = None,
+    max_length: int | None = None,
 ) -> np.ndarray | torch.Tensor:
     """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
 
@@ -222,9 +228,11 @@ def encode_texts(
     tokens per batch; inputs are sorted by length for batching and returned in input order.
     ``long_texts`` is ``"truncate"`` or ``"chunk"`` (:mod:`c2v_rag.encode.long_texts`). ``truncate_dim`` keeps
     the first that many values, one of the sizes the variant was trained for (``matryoshka_dims``).
+    ``max_length`` bounds each input's decoder tokens for this call (None: the model's ``max_seq_length``).
     """
     policy = resolve_long_texts(long_texts)
     truncate_dim = model.config.check_truncate_dim(truncate_dim)
+    max_length = check_max_length(max_length)
     texts, single = check_texts(sentences)
     if device is not None and torch.device(device) != model.device:
         model.to(device)
@@ -232,12 +240,18 @@ def encode_texts(
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if texts:
         budget = max_tokens_per_batch or default_max_tokens(model.device, model.quantization)
-        windows = long_text_windows(model, texts, instruction, policy) if policy.mode == "chunk" else None
+        windows = (
+            long_text_windows(model, texts, instruction, policy, max_length=max_length)
+            if policy.mode == "chunk"
+            else None
+        )
         inputs = texts if windows is None else windows.texts
         vectors = out if windows is None else np.zeros((len(inputs), dim), dtype=np.float32)
         show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
         observer = _observer.get()
-        truncated = _run(model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim, observer)
+        truncated = _run(
+            model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim, observer, max_length
+        )
         if observer is not None:
             observer.truncated(truncated)
         else:
@@ -257,21 +271,38 @@ def encode_texts(
 
 
 def long_text_windows(
-    model: EncodingModel, texts: Sequence[str], instruction: Instruction, long_texts: str | LongTexts | None = "chunk"
+    model: EncodingModel,
+    texts: Sequence[str],
+    instruction: Instruction,
+    long_texts: str | LongTexts | None = "chunk",
+    *,
+    max_length: int | None = None,
 ) -> Windows:
     """``texts`` as the model reads them with ``long_texts="chunk"``: each text that fits whole, and
-    windows of each one that would be truncated, sized to fit both the decoder and the encoder."""
+    windows of each one that would be truncated, sized to fit both the decoder (within ``max_length``
+    tokens, None: the model's own) and the encoder."""
     policy = resolve_long_texts(long_texts)
     texts = list(texts)
-    fits = [not t for t in prepare_texts(model, texts, instruction).truncated]
+    max_length = check_max_length(max_length)
+    fits = [not t for t in prepare_texts(model, texts, instruction, max_length=max_length).truncated]
     tokenizers = [model.tokenizer]
-    limit = model.prompts.text_budget(instruction)
+    limit = model.prompts.text_budget(instruction, max_length)
     if model.config.num_contextual_tokens and model.encoder_max_length is not None:
         tokenizers.append(model.encoder_tokenizer)
         specials = len(model.encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text
         limit = min(limit, model.encoder_max_length - specials)
     window = check_window(policy.window, limit, "the model")
     return split_long_texts(texts, fits, tokenizers, window, policy.overlap)
+
+
+def check_max_length(max_length: int | None) -> int | None:
+    """``max_length`` if it is a usable decoder bound (an int of at least 4 tokens, as ``max_seq_length``
+    takes), or None; anything else is refused before any text is tokenized."""
+    if max_length is None:
+        return None
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 4:
+        raise ValueError(f"max_length must be an int of at least 4 tokens, got {max_length!r}")
+    return max_length
 
 
 def truncate_rows(vectors: np.ndarray, dim: int | None) -> np.ndarray:
@@ -331,11 +362,17 @@ class PreparedTexts:
 
 
 def prepare_texts(
-    model: EncodingModel, texts: Sequence[str], instruction: Instruction, *, truncate_dim: int | None = None
+    model: EncodingModel,
+    texts: Sequence[str],
+    instruction: Instruction,
+    *,
+    truncate_dim: int | None = None,
+    max_length: int | None = None,
 ) -> PreparedTexts:
-    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does; for a
-    ``truncate_dim`` prefix, only what it is computed from (:meth:`Causal2Vec.needs_for`)."""
-    pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim)
+    """Tokenize ``texts`` with one instruction, truncating as :meth:`Causal2Vec.encode` does (at ``max_length``
+    decoder tokens, None: the model's own); for a ``truncate_dim`` prefix, only what it is computed from
+    (:meth:`Causal2Vec.needs_for`)."""
+    pieces, enc_ids = model.prepare(list(texts), instruction, truncate_dim=truncate_dim, max_length=max_length)
     n_ctx = model.config.num_contextual_tokens
     encoder_truncated = _encoder_truncated(model, texts, enc_ids)
     return PreparedTexts(
@@ -423,6 +460,7 @@ def _run(
     show: bool,
     truncate_dim: int | None = None,
     observer: EncodeObserver | None = None,
+    max_length: int | None = None,
 ) -> Truncation:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
@@ -444,7 +482,9 @@ def _run(
     try:
         for start in range(0, len(order), _WINDOW):
             window = order[start : start + _WINDOW]
-            prepared = prepare_texts(model, [texts[i] for i in window], instruction, truncate_dim=truncate_dim)
+            prepared = prepare_texts(
+                model, [texts[i] for i in window], instruction, truncate_dim=truncate_dim, max_length=max_length
+            )
             decoder_truncated += sum(prepared.decoder_truncated)
             encoder_truncated += sum(prepared.encoder_truncated)
             embed_prepared(
@@ -460,7 +500,8 @@ def _run(
     finally:
         progress.close()
         model.train(was_training)
-    return Truncation(len(texts), decoder_truncated, encoder_truncated, model.max_seq_length, model.encoder_max_length)
+    limit = model.max_seq_length if max_length is None else max_length
+    return Truncation(len(texts), decoder_truncated, encoder_truncated, limit, model.encoder_max_length)
 
 
 def report_truncation(model: EncodingModel, truncated: Truncation) -> None:

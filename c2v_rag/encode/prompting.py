@@ -149,11 +149,13 @@ class PromptBuilder:
             cache.popitem(last=False)
         return ids
 
-    def text_budget(self, instruction: Instruction) -> int:
-        """How many text tokens fit once the examples, the instruction, the slot and the closing tokens are in."""
+    def text_budget(self, instruction: Instruction, max_length: int | None = None) -> int:
+        """How many text tokens fit once the examples, the instruction, the slot and the closing tokens are in,
+        within ``max_length`` decoder tokens (None: :attr:`max_length`)."""
+        max_length = self.max_length if max_length is None else max_length
         examples = self.example_ids(instruction)
         fixed = len(self._prefix) + len(examples) + len(self.instruction_ids(instruction)) + self.num_contextual_tokens
-        budget = self.max_length - fixed - len(self._closing)
+        budget = max_length - fixed - len(self._closing)
         if self._echo is not None:
             # Both copies must fit, with the template around them.
             budget = (budget - sum(len(p) for p in self._echo)) // 2
@@ -163,29 +165,35 @@ class PromptBuilder:
             raise ValueError(
                 f"the {len(instruction.examples)} in-context example(s) of {owner} take {len(examples)} tokens, "
                 f"which with the instruction and the template ({fixed + len(self._closing)} tokens in all) leave no "
-                f"room for the text within max_length={self.max_length}: pass fewer or shorter examples "
+                f"room for the text within max_length={max_length}: pass fewer or shorter examples "
                 f"(examples=...), or raise max_length"
             )
         if budget < 0:
             raise ValueError(
-                f"max_length={self.max_length} leaves no room for the text: the instruction "
+                f"max_length={max_length} leaves no room for the text: the instruction "
                 f"{instruction!r} and the template alone take {fixed + len(self._closing)} tokens. "
                 "Raise max_length or shorten the instruction."
             )
         return budget
 
     def build(
-        self, texts: list[str], instruction: Instruction, *, keep_text: bool | None = None
+        self,
+        texts: list[str],
+        instruction: Instruction,
+        *,
+        keep_text: bool | None = None,
+        max_length: int | None = None,
     ) -> list[DecoderPieces]:
         """Tokenize ``texts`` (in one fast batch call) and lay them out around the slot.
 
         ``keep_text=False`` leaves the text out (only what comes before the slot is read); None follows
-        :attr:`keep_text`.
+        :attr:`keep_text`. ``max_length`` bounds each input's decoder tokens for this call only (None:
+        :attr:`max_length`), so one builder serves callers that truncate at different lengths.
         """
         keep_text = self.keep_text if keep_text is None else keep_text
         instr = self.instruction_ids(instruction)
         examples = self.example_ids(instruction)
-        budget = self.text_budget(instruction)
+        budget = self.text_budget(instruction, max_length)
         encoded = (
             self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts and keep_text else [[] for _ in texts]
         )

@@ -36,8 +36,13 @@ from c2v_rag.version import __version__
 MODULES_FILE = "modules.json"
 ST_CONFIG_FILE = "config_sentence_transformers.json"
 MODULE_CONFIG_FILE = "causal2vec_st_module.json"
-# Written into every saved variant's modules.json (and the packaged presets'): the class must keep this path.
+# Written into every saved variant's modules.json (and the packaged presets'), and promised stable
+# (docs/frameworks.md): it is where the class is defined, the path sentence-transformers itself writes when it
+# saves a SentenceTransformer, so both ways of saving name one path. Should the class move, this module path
+# stays as a re-export, as c2v_rag.st_module (the previous release's path, LEGACY_MODULE_TYPES) does.
 MODULE_TYPE = "c2v_rag.model.st_module.Causal2VecModule"
+# Paths earlier releases wrote, which their variants name: each must keep importing the class.
+LEGACY_MODULE_TYPES = ("c2v_rag.st_module.Causal2VecModule",)
 
 # mteb task types (its TaskMetadata.type) by how our instruction policy treats them.
 _QUERY_ONLY_TYPES = ("Retrieval", "Reranking")

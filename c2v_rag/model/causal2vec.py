@@ -367,15 +367,21 @@ class Causal2Vec(nn.Module):
     # ------------------------------------------------------------------ tensors
 
     def prepare(
-        self, texts: Sequence[str], instruction: str | InContextPrompt | None, *, truncate_dim: int | None = None
+        self,
+        texts: Sequence[str],
+        instruction: str | InContextPrompt | None,
+        *,
+        truncate_dim: int | None = None,
+        max_length: int | None = None,
     ) -> tuple[list[DecoderPieces], list[list[int]] | None]:
         """Tokenize texts for the decoder (around the slot) and, when used, for the encoder.
 
         With a ``truncate_dim`` whose prefix does not read the text tokens' decoder states (see
-        :meth:`needs_for`), the decoder input leaves the text out.
+        :meth:`needs_for`), the decoder input leaves the text out. ``max_length`` bounds the decoder
+        sequence for this call (None: :attr:`max_seq_length`).
         """
         keep_text = None if self.needs_for(truncate_dim) == "all" else False
-        pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text)
+        pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text, max_length=max_length)
         enc_ids = None
         if self.config.num_contextual_tokens:
             enc_ids = self.encoder_tokenizer(list(texts), truncation=True, max_length=self.encoder_max_length)[
@@ -547,6 +553,11 @@ class Causal2Vec(nn.Module):
         (``register_task(..., examples=...)``), ``[]`` none. Only inputs that get an instruction get them.
         They are never truncated; ``max_length`` cuts the text only.
 
+        ``max_length`` bounds each input's decoder sequence for this call (instruction, Contextual token,
+        text, EOS), as :attr:`max_seq_length` does for every call; None uses :attr:`max_seq_length`. A
+        per-call option rather than a second model object: callers sharing one loaded model can each
+        truncate at their own length without changing the model the others use.
+
         ``task`` names a registered task (its instruction applies to every input when the task is
         symmetric); ``instruction`` is a literal string. Keyword arguments follow
         sentence-transformers: ``batch_size``, ``max_tokens_per_batch``, ``show_progress_bar``,
@@ -570,13 +581,19 @@ class Causal2Vec(nn.Module):
         return encode_texts(self, sentences, resolved, **kwargs)
 
     def long_text_windows(
-        self, texts: Sequence[str], *, instruction: str | None = None, long_texts: Any = "chunk"
+        self,
+        texts: Sequence[str],
+        *,
+        instruction: str | None = None,
+        long_texts: Any = "chunk",
+        max_length: int | None = None,
     ) -> Any:
         """The texts that ``long_texts="chunk"`` embeds: each text that fits whole, and overlapping windows
-        of each longer one (a :class:`~c2v_rag.encode.long_texts.Windows`; ``owners`` maps them back)."""
+        of each longer one (a :class:`~c2v_rag.encode.long_texts.Windows`; ``owners`` maps them back).
+        ``max_length`` is :meth:`encode`'s."""
         from c2v_rag.encode.loop import check_texts, long_text_windows
 
-        return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts)
+        return long_text_windows(self, check_texts(list(texts))[0], instruction, long_texts, max_length=max_length)
 
     def encode_queries(
         self,

@@ -7,7 +7,6 @@ documents get none (unless the task is symmetric or a document instruction is se
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +27,6 @@ ModelRef = str | Path | None
 _cache: dict[tuple[str, str, str, str, float | None], Causal2Vec] = {}
 _cache_lock = threading.Lock()
 _LOCK_ATTR = "_c2v_rag_encode_lock"
-_VIEWS_ATTR = "_c2v_rag_length_views"
 
 
 def _model_key(
@@ -54,17 +52,18 @@ def load_model(
     *,
     device: str | None = None,
     dtype: str | None = None,
-    max_length: int | None = None,
     quantize: str | None = None,
     encoder_share: float | None = None,
 ) -> Causal2Vec:
     """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
 
     Every caller naming the same model, device, dtype and quantization (``quantize``, resolved:
-    ``auto`` and ``int8`` share one model where auto means int8) gets the same object. ``max_length``
-    gives a view that shares the weights but truncates at another length. ``encoder_share`` reads the
-    embedding at other part weights than the variant's (a collection that recorded them): a model of its own,
-    shared by the callers that name the same share.
+    ``auto`` and ``int8`` share one model where auto means int8) gets the same object. Another
+    truncation length is an encode option (``encode(..., max_length=)``, :class:`Embedder`'s
+    ``max_length``), not another model: a second module object sharing the backbones would let its
+    ``.train()``/``.to()`` change the model every other caller holds.
+    ``encoder_share`` reads the embedding at other part weights than the variant's (a collection that recorded
+    them): a model of its own, shared by the callers that name the same share.
     """
     from c2v_rag.model.causal2vec import Causal2Vec
 
@@ -83,34 +82,13 @@ def load_model(
                 )
                 _cache[key].set_readout(encoder_share=encoder_share)
             loaded = _cache[key]
-    return with_max_length(loaded, max_length)
+    return loaded
 
 
 def clear_model_cache() -> None:
     """Forget every shared model, so its memory is freed once no one else holds it."""
     with _cache_lock:
         _cache.clear()
-
-
-def with_max_length(model: Causal2Vec, max_length: int | None) -> Causal2Vec:
-    """``model`` truncating at ``max_length`` decoder tokens, sharing its weights and lock."""
-    if max_length is None or max_length == model.config.max_length:
-        return model
-    encode_lock(model)  # created before the copy, so the view shares it
-    views = model.__dict__.setdefault(_VIEWS_ATTR, {})
-    with _cache_lock:
-        view = views.get(max_length)
-        if view is None:
-            # A shallow copy shares the submodules (weights) and the tokenizers; only the config
-            # and the prompt builder, which hold max_length, are its own. The builder is copied, not
-            # rebuilt, so every other prompt setting (echo, examples' template...) stays the model's.
-            view = copy.copy(model)
-            view.config = model.config.model_copy(update={"max_length": max_length})
-            view.prompts = copy.copy(model.prompts)
-            view.prompts.max_length = max_length
-            view.__dict__[_VIEWS_ATTR] = {}
-            views[max_length] = view
-    return view
 
 
 def encode_lock(model: Causal2Vec) -> threading.Lock:
@@ -139,6 +117,7 @@ class Embedder:
             ``encode`` does with a text longer than the model reads.
         truncate_dim: keep the first that many values (Matryoshka), one of the sizes the variant was
             trained for (``config.matryoshka_dims``); None keeps the whole vector.
+        max_length: decoder tokens per input (``encode(..., max_length=)``); None keeps the model's.
     """
 
     def __init__(
@@ -155,6 +134,7 @@ class Embedder:
         max_tokens_per_batch: int | None = None,
         long_texts: str | LongTexts = "truncate",
         truncate_dim: int | None = None,
+        max_length: int | None = None,
     ) -> None:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
@@ -169,6 +149,7 @@ class Embedder:
         self.show_progress = show_progress
         self.batch_size = batch_size
         self.max_tokens_per_batch = max_tokens_per_batch
+        self.max_length = max_length
 
     @classmethod
     def for_documents(cls, model: Causal2Vec, settings: Any) -> Embedder:
@@ -221,6 +202,7 @@ class Embedder:
             max_tokens_per_batch=self.max_tokens_per_batch,
             long_texts=resolve_long_texts(self.long_texts),
             truncate_dim=self.truncate_dim,
+            max_length=self.max_length,
         )
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -293,10 +275,9 @@ class EmbedderOptions(BaseModel):
         return self
 
     def loaded_model(self) -> Causal2Vec:
-        """The shared model these options name (loaded on first use)."""
-        return load_model(
-            self.model, device=self.device, dtype=self.dtype, max_length=self.max_length, quantize=self.quantize
-        )
+        """The shared model these options name (loaded on first use); ``max_length`` applies per call
+        (:meth:`embedder`), so this is the same object for every ``max_length``."""
+        return load_model(self.model, device=self.device, dtype=self.dtype, quantize=self.quantize)
 
     def embedder(self, batch_size: int = 256) -> Embedder:
         """An :class:`Embedder` over the shared model; cheap, so it is built per call and never
@@ -313,6 +294,7 @@ class EmbedderOptions(BaseModel):
             max_tokens_per_batch=self.max_tokens_per_batch,
             long_texts=self.long_texts,
             truncate_dim=self.dimensions,
+            max_length=self.max_length,
         )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
+from tiny_corpus import CORPUS
 
 from c2v_rag.encode.loop import Truncation, prepare_texts
 
@@ -53,3 +55,34 @@ def test_the_message_names_each_side_that_cut():
     assert Truncation(texts=4, max_length=512, encoder_max_length=256).message() is None
     summed = Truncation(2, 0, 1, 512, 256) + Truncation(3, 1, 0, 512, 256)
     assert (summed.texts, summed.decoder, summed.encoder) == (5, 1, 1)
+
+
+def test_max_length_per_call_cuts_as_a_model_built_with_it(model, tiny_model_factory, caplog):
+    # The same seed and base weights, so the same model; only its configured max_length differs.
+    short = tiny_model_factory("llama", max_length=40)
+    texts = [" ".join(CORPUS[:7]), CORPUS[0]]
+    np.testing.assert_allclose(model.encode(texts, max_length=40), short.encode(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        model.encode_queries(texts, task="SciFact", max_length=40),
+        short.encode_queries(texts, task="SciFact"),
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        model.encode(texts, max_length=40, long_texts="chunk"), short.encode(texts, long_texts="chunk"), atol=1e-6
+    )
+    # The premise: at its own 128 tokens the model reads more of the long text.
+    assert not np.allclose(model.encode(texts[0]), short.encode(texts[0]), atol=1e-3)
+    # The cut is the call's: the model's own bound is as it was, and the warning names the call's.
+    assert (model.max_seq_length, model.config.max_length, model.prompts.max_length) == (128, 128, 128)
+    model.truncation_warned = False
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="c2v_rag"):
+        model.encode(texts, max_length=40)
+    (warning,) = warnings_of(caplog)
+    assert warning.startswith("1 of 2 texts exceeded max_length=40 decoder tokens and were truncated")
+
+
+@pytest.mark.parametrize("bad", [3, 0, 2.5, True, "64"])
+def test_a_max_length_that_leaves_no_sequence_is_refused(model, bad):
+    with pytest.raises(ValueError, match="max_length must be an int of at least 4 tokens"):
+        model.encode("a text", max_length=bad)

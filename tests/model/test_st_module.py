@@ -15,13 +15,26 @@ from sentence_transformers import SentenceTransformer  # noqa: E402
 from tiny_corpus import CORPUS  # noqa: E402
 
 from c2v_rag import Causal2Vec, get_task  # noqa: E402
-from c2v_rag.hub.st_files import MODULES_FILE, ST_CONFIG_FILE, st_prompts, write_st_files  # noqa: E402
+from c2v_rag.hub.st_files import (  # noqa: E402
+    LEGACY_MODULE_TYPES,
+    MODULE_TYPE,
+    MODULES_FILE,
+    ST_CONFIG_FILE,
+    st_prompts,
+    write_st_files,
+)
+from c2v_rag.model.st_module import Causal2VecModule  # noqa: E402
 
 TEXTS = CORPUS[:7]
 SCIFACT = get_task("SciFact").instruction
 # sentence-transformers 6 asks for trust_remote_code before importing any module class outside its
 # own package, an installed one included; 5.x imports an installed c2v_rag without it.
 TRUST = {"trust_remote_code": True}
+# The module path every variant's modules.json names from now on, promised stable (docs/frameworks.md), and
+# the one the previous release wrote. Spelled out here, not read from st_files, so that changing what
+# save writes fails a test rather than changing what the test expects.
+STABLE_MODULE_TYPE = "c2v_rag.model.st_module.Causal2VecModule"
+PREVIOUS_RELEASE_MODULE_TYPE = "c2v_rag.st_module.Causal2VecModule"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +92,43 @@ def test_a_variant_saved_before_the_st_files_loads_and_can_be_converted(variant,
     )
     write_st_files(old)
     np.testing.assert_allclose(load_st(old).encode_query(TEXTS), model.encode_queries(TEXTS), atol=1e-5, rtol=0)
+
+
+def test_every_save_names_the_promised_module_path_and_every_path_ever_written_imports(variant, tmp_path):
+    from sentence_transformers.util import import_from_string
+
+    path, _ = variant
+    assert MODULE_TYPE == STABLE_MODULE_TYPE
+    assert PREVIOUS_RELEASE_MODULE_TYPE in LEGACY_MODULE_TYPES
+    # Causal2Vec.save_pretrained (through write_st_files) and sentence-transformers' own save, which names
+    # the class where it is defined: both must write the promised path.
+    load_st(path).save(str(tmp_path / "st-saved"))
+    converted = write_st_files(shutil.copytree(path, tmp_path / "converted"))
+    for directory in (path, tmp_path / "st-saved", converted):
+        modules = json.loads((directory / MODULES_FILE).read_text())
+        assert [module["type"] for module in modules] == [STABLE_MODULE_TYPE], directory
+    for class_path in (STABLE_MODULE_TYPE, *LEGACY_MODULE_TYPES):
+        assert import_from_string(class_path) is Causal2VecModule, class_path
+
+
+def test_a_variant_saved_by_the_previous_release_loads(variant, tmp_path):
+    path, model = variant
+    old = shutil.copytree(path, tmp_path / "saved-by-the-previous-release")
+    # The previous release wrote the same variant files and ST files but for this one entry of modules.json.
+    entry = {"idx": 0, "name": "0", "path": "", "type": PREVIOUS_RELEASE_MODULE_TYPE}
+    (old / MODULES_FILE).write_text(json.dumps([entry], indent=2) + "\n", encoding="utf-8")
+    then, now = load_st(old), load_st(path)
+    assert type(then[0]) is Causal2VecModule
+    np.testing.assert_allclose(then.encode_query(TEXTS), now.encode_query(TEXTS), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(then.encode_document(TEXTS), now.encode_document(TEXTS), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(then.encode_query(TEXTS), model.encode_queries(TEXTS), atol=1e-5, rtol=0)
+    native = Causal2Vec.from_pretrained(old, device="cpu", dtype="float32")
+    np.testing.assert_allclose(
+        native.encode_queries(TEXTS),
+        Causal2Vec.from_pretrained(path, device="cpu", dtype="float32").encode_queries(TEXTS),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_sentence_transformers_save_round_trips(variant, tmp_path):
