@@ -42,7 +42,7 @@ def test_the_walkthrough_runs_as_written_on_a_tiny_model_and_prints_no_noise(fre
     assert all(words[2] == "recipes/own_data.yaml" for words in commands if words[1] == "train")
     # The one change to each line: the tiny model in place of the preset, and its encoder part's width (24) in
     # place of MiniLM's (384) as the prefix the loss scores.
-    tiny = tiny_model_factory("llama", representation="concat", encoder_share=0.5, max_length=64)
+    tiny = tiny_model_factory("llama", representation="concat", encoder_share=0.5, max_length=256)
     variant = tiny.save_pretrained(fresh_clone.parent / "tiny-variant")
     swap = {
         "train": [
