@@ -306,11 +306,13 @@ class TrainConfig(_Section):
         return self
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML recipe, apply ``key.sub=value`` overrides, and validate it.
+def load_config(path: str | Path, overrides: list[str] | None = None, data: list[str] | None = None) -> TrainConfig:
+    """Read a YAML recipe, point it at ``data`` when given, apply ``key.sub=value`` overrides, and validate it.
 
-    Relative paths in the recipe stay relative to the working directory, so recipes can name
-    data with a path passed on the command line instead (``datasets.0.path=...``).
+    ``data`` (``--data`` on the command line) replaces the recipe's datasets with one per path, its format read
+    from the path (:func:`c2v_rag.training.user_data.replace_datasets`); overrides apply after it, so
+    ``datasets.0.task=...`` sets the first of them. Relative paths in the recipe stay relative to the working
+    directory, so recipes can name data with a path passed on the command line instead (``datasets.0.path=...``).
     """
     import yaml
 
@@ -323,6 +325,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainCo
         raise ValueError(f"{path} is not valid YAML: {err}") from err
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a mapping at the top level (model:, datasets:, output:...)")
+    if data:
+        from c2v_rag.training.user_data import replace_datasets
+
+        replace_datasets(raw, list(data))
     for override in overrides or []:
         apply_override(raw, override)
     return TrainConfig.model_validate(raw)

@@ -109,7 +109,14 @@ def load_section(section: DatasetSection) -> LoadedDataset:
     """Load one dataset section of the config, split off its dev queries and apply its limit."""
     path = Path(section.path).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"dataset {section.display_name!r}: {path} does not exist; fix 'path' in the config")
+        from c2v_rag.training.user_data import known_data
+
+        known = known_data(section.path)
+        what = f" It is {known.what}; get it from {known.source}." if known else ""
+        raise FileNotFoundError(
+            f"dataset {section.display_name!r}: {path} does not exist.{what} Set the dataset's path to your copy or "
+            "to your own data (c2v-rag train RECIPE --data PATH, or --set datasets.N.path=PATH)"
+        )
     if section.format == "corpus":
         raise ValueError(
             f"dataset {section.display_name!r}: format 'corpus' makes its pairs with the model's tokenizer; "

@@ -15,6 +15,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,8 +133,6 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     Frozen backbone weights are bf16 under ``precision="bf16"``; trainable weights stay float32
     (peft keeps adapters in float32), so the optimizer updates full-precision values.
     """
-    from peft import get_peft_model
-
     weight_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     section = config.model
     if section.variant is not None:
@@ -163,16 +162,14 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
             _warn_kept_adapter("decoder", model.decoder, config.lora)
             _unfreeze_lora(model.decoder)
         else:
-            model.decoder = get_peft_model(
-                model.decoder, _lora_config(config.lora, DECODER_LORA_TARGETS, model.decoder)
-            )
+            model.decoder = _add_lora(model.decoder, _lora_config(config.lora, DECODER_LORA_TARGETS, model.decoder))
     train_encoder = bool(model.config.num_contextual_tokens and config.encoder_lora.enabled)
     if model.encoder is not None and train_encoder:
         if hasattr(model.encoder, "peft_config"):
             _warn_kept_adapter("encoder", model.encoder, config.encoder_lora)
             _unfreeze_lora(model.encoder)
         else:
-            model.encoder = get_peft_model(
+            model.encoder = _add_lora(
                 model.encoder, _lora_config(config.encoder_lora, ENCODER_LORA_TARGETS, model.encoder)
             )
     if model.projector is not None:
@@ -191,6 +188,18 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         raise ValueError("nothing to train: enable lora, encoder_lora or train_projector")
     model.weights_digest = None  # training changes the weights it was taken of; saving takes a new one
     return model
+
+
+def _add_lora(module: torch.nn.Module, lora_config: Any) -> torch.nn.Module:
+    """``module`` wrapped in a new LoRA adapter (peft)."""
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        # peft reads transformers 5's deprecated `is_gradient_checkpointing` when it wraps a model; the
+        # FutureWarning is theirs to fix and tells a user training nothing they could act on (as for loading a
+        # variant's adapter, c2v_rag.hub.variants). Only that message is silenced, only here.
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(module, lora_config)
 
 
 def _enable_checkpointing(module: torch.nn.Module) -> None:

@@ -70,7 +70,7 @@ def test_tsv_loaders_detect_headers_and_report_bad_rows(tmp_path):
     bad.write_text("q1\tp1\nonly-one-column\n")
     with pytest.raises(ValueError, match="row 2"):
         load_section(_section(format="pairs_tsv", path=str(bad)))
-    with pytest.raises(FileNotFoundError, match="fix 'path'"):
+    with pytest.raises(FileNotFoundError, match=r"does not exist\. Set the dataset's path .*--data PATH"):
         load_section(_section(format="pairs_tsv", path=str(tmp_path / "missing.tsv")))
 
 
