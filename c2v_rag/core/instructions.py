@@ -384,4 +384,4 @@ def query_instruction_text(config: QueryDefaults) -> str:
     """The instruction text a query gets when the caller names none ("" for none), for the places that
     take a plain prompt string: sentence-transformers' ``"query"`` prompt, a model card."""
     task, instruction = query_prompt(config)
-    return instruction if task is None else get_task(task).instruction
+    return get_task(task).instruction if task is not None else instruction or ""

@@ -116,9 +116,10 @@ def reindex_collection(
                     "or ingest into an alias with versioned=True (c2v-rag ingest --versioned) and reindex that."
                 )
             plain = collection
-        recorded = fingerprint_of(qdrant_client.get_collection(plain or previous)) or {}
-        # A model that fails to load changes nothing.
-        reference, c2v = chosen.resolve().reference, chosen.resolve().as_recorded(recorded)
+        # The chunks' collection (the plain one, or the alias' current one) says how they were embedded.
+        recorded = fingerprint_of(qdrant_client.get_collection(plain or previous or collection)) or {}
+        resolved = chosen.resolve()
+        reference, c2v = resolved.reference, resolved.as_recorded(recorded)  # a failed load changes nothing
         truncate_dim = recorded.get("truncate_dim")
         documents = recorded.get("document_prompt") or {}
         made: list[str] = []  # the collections this call creates: dropped if it fails before publishing
