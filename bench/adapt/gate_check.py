@@ -34,14 +34,14 @@ def main() -> None:
     from c2v_rag import Causal2Vec
     from c2v_rag.evaluation.evaluators import retrieval_run
     from c2v_rag.evaluation.metrics import evaluate_run
-    from c2v_rag.rag.embedding import variant_config
+    from c2v_rag.rag.options import ModelOptions
     from c2v_rag.training.adapt.gate import gate_data, query_sources, scores_by_source
     from c2v_rag.training.pseudo.beir_cache import read_pairs
 
     runs, name = Path(args.runs), Path(args.start).name
     eval_dim = None if args.eval_dim == "full" else int(args.eval_dim)
     results = REPO / "bench" / "results" / "adapt" / "scifact" / f"{name}_dim{args.eval_dim}"
-    task = variant_config(args.start).default_task
+    task = ModelOptions(model=args.start).resolve().config.default_task
     models = {"start": args.start}
     for candidate in sorted(runs.glob(f"{name}-*-seed*/candidate")):
         if (candidate / "modules.json").is_file():

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> None:
     from c2v_rag import Causal2Vec
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.evaluation.datasets import scifact_dev
-    from c2v_rag.rag.embedding import variant_config
+    from c2v_rag.rag.options import ModelOptions
     from c2v_rag.training.adapt.config import AdaptConfig, AdaptTraining
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.run import train_config
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> None:
             training=AdaptTraining(steps=args.steps, seed=args.seed),
             general_data=str(data_root),
         )
-        task = variant_config(args.start).default_task
+        task = ModelOptions(model=args.start).resolve().config.default_task
         pairs_dir = runs / f"pairs-{condition}"
         chunker = TokenChunker.for_variant(args.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
         pairs = make_pairs(str(corpus), chunker, config.pairs, pairs_dir, generation_cache=runs / "generated.jsonl")

@@ -19,7 +19,6 @@ from c2v_rag.core.instructions import check_examples, get_task, query_prompt
 from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
-    from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.model.causal2vec import Causal2Vec
 
 ModelRef = str | Path | None
@@ -353,18 +352,3 @@ def apply_encode_kwargs(embedder: Embedder, kwargs: dict[str, Any], side: Litera
         else:
             embedder.text_instruction = instruction
     return embedder
-
-
-def variant_config(model: str | Path | Causal2Vec | None) -> Causal2VecConfig:
-    """The model's config without its weights: read from the variant directory or preset.
-
-    A missing or corrupt variant raises :class:`~c2v_rag.core.errors.VariantLoadError` here, before
-    anything else is done.
-    """
-    from c2v_rag.core.config import read_config
-    from c2v_rag.hub.presets import resolve_variant_path
-    from c2v_rag.model.causal2vec import Causal2Vec
-
-    if isinstance(model, Causal2Vec):
-        return model.config
-    return read_config(resolve_variant_path(model))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from rag_helpers import make_text
 
-from c2v_rag.rag.embedding import DEFAULT_QUERY_TASK, EmbedderOptions
+from c2v_rag.rag import DEFAULT_QUERY_TASK, EmbedderOptions
 
 
 def module_states(model) -> dict[str, tuple[int, bool]]:
