@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from c2v_rag.training import load_config
     from c2v_rag.training.checkpoint import CheckpointError
+    from c2v_rag.training.data import check_data_paths
     from c2v_rag.training.trainer import Trainer, TrainingDivergedError
-    from c2v_rag.training.user_data import check_data_paths
 
     try:
         config = load_config(args.config, args.overrides, args.data)

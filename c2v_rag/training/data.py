@@ -8,7 +8,6 @@ ever treated as a negative, whether mined or in-batch.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import random
@@ -21,7 +20,9 @@ from typing import TYPE_CHECKING
 from c2v_rag.core.instructions import get_task, resolve_instruction
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
-from c2v_rag.training.config import DatasetSection
+from c2v_rag.training.config import DatasetSection, TrainConfig
+from c2v_rag.training.tables import read_rows
+from c2v_rag.training.user_data import known_data, missing_dataset_message
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
@@ -105,12 +106,23 @@ def resolve_pair(
 # ---------------------------------------------------------------------------------------------- loaders
 
 
+def check_data_paths(config: TrainConfig, recipe: str | Path = "RECIPE", *, data_given: bool = False) -> None:
+    """Raise FileNotFoundError with :func:`missing_dataset_message` for the first dataset (or STS dev file) of
+    ``config`` that is not on disk: before any weight loads, rather than minutes into the run."""
+    for index, section in enumerate(config.datasets):
+        if not Path(section.path).expanduser().exists():
+            raise FileNotFoundError(
+                missing_dataset_message(index, section.display_name, section.path, recipe, data_given=data_given)
+            )
+    sts = config.evaluation.sts_path
+    if sts is not None and not Path(sts).expanduser().is_file():
+        raise FileNotFoundError(missing_dataset_message(0, "sts", sts, recipe, key="evaluation.sts_path"))
+
+
 def load_section(section: DatasetSection) -> LoadedDataset:
     """Load one dataset section of the config, split off its dev queries and apply its limit."""
     path = Path(section.path).expanduser()
     if not path.exists():
-        from c2v_rag.training.user_data import known_data
-
         known = known_data(section.path)
         what = f" It is {known.what}; get it from {known.source}." if known else ""
         raise FileNotFoundError(
@@ -246,56 +258,6 @@ def load_beir(section: DatasetSection) -> LoadedDataset:
             pi,
         )
     return LoadedDataset(section.display_name, examples, corpus=corpus, dev=dev)
-
-
-_HEADER_NAMES = {
-    "anchor",
-    "positive",
-    "negative",
-    "query",
-    "passage",
-    "pos",
-    "neg",
-    "question",
-    "answer",
-    "sentence1",
-    "sentence2",
-    "text",
-    "label",
-    "category",
-    "label_name",
-    "premise",
-    "hypothesis",
-    "score",
-    "genre",
-    "subset",
-}
-
-
-def _sniff_delimiter(path: Path, first_line: str) -> str:
-    if path.suffix.lower() == ".tsv":
-        return "\t"
-    counts = {d: first_line.count(d) for d in ("\t", ",", ";", "|")}
-    best = max(counts, key=counts.get)
-    if counts[best] == 0:
-        raise ValueError(f"{path}: cannot tell the column delimiter; set 'delimiter' in the dataset section")
-    return best
-
-
-def read_rows(path: Path, delimiter: str | None, has_header: bool | None) -> tuple[list[str] | None, list[list[str]]]:
-    """(header or None, rows) of a delimited text file; the header is detected from its names."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        first = handle.readline()
-        handle.seek(0)
-        delimiter = delimiter or _sniff_delimiter(path, first)
-        # TSV text is rarely quoted, and sentences hold stray quote marks; CSV follows RFC 4180.
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        rows = [row for row in csv.reader(handle, delimiter=delimiter, quoting=quoting) if row]
-    if not rows:
-        return None, []
-    if has_header is None:
-        has_header = all(cell.strip().lower() in _HEADER_NAMES for cell in rows[0])
-    return (rows[0], rows[1:]) if has_header else (None, rows)
 
 
 def load_tsv(section: DatasetSection) -> LoadedDataset:

@@ -22,10 +22,7 @@ import logging
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from c2v_rag.training.config import TrainConfig
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +123,7 @@ def infer_dataset(path: str | Path) -> dict[str, Any]:
 
 
 def _delimited_format(path: Path) -> dict[str, Any]:
-    from c2v_rag.training.data import read_rows
+    from c2v_rag.training.tables import read_rows
 
     header, rows = read_rows(path, None, None)
     names = {cell.strip().lower() for cell in header or []}
@@ -232,16 +229,3 @@ def missing_dataset_message(
     else:
         replace = f"Point it elsewhere with --set {key}=PATH, or turn it off with --set {key}=null."
     return f"dataset {name!r} ({key}): {path} does not exist. {what} {replace}".replace("  ", " ")
-
-
-def check_data_paths(config: TrainConfig, recipe: str | Path = "RECIPE", *, data_given: bool = False) -> None:
-    """Raise FileNotFoundError with :func:`missing_dataset_message` for the first dataset (or STS dev file) of
-    ``config`` that is not on disk: before any weight loads, rather than minutes into the run."""
-    for index, section in enumerate(config.datasets):
-        if not Path(section.path).expanduser().exists():
-            raise FileNotFoundError(
-                missing_dataset_message(index, section.display_name, section.path, recipe, data_given=data_given)
-            )
-    sts = config.evaluation.sts_path
-    if sts is not None and not Path(sts).expanduser().is_file():
-        raise FileNotFoundError(missing_dataset_message(0, "sts", sts, recipe, key="evaluation.sts_path"))
