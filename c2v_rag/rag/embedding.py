@@ -138,7 +138,7 @@ class Embedder:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
         self.model = model
-        self.truncate_dim = truncate_dim  # checked against the model's trained sizes (the setter)
+        self.truncate_dim = truncate_dim  # checked once, where encode cuts it (a size not trained for is refused)
         self.long_texts = resolve_long_texts(long_texts)
         self.task = task
         self.query_instruction = query_instruction
@@ -164,15 +164,6 @@ class Embedder:
             max_tokens_per_batch=settings.max_tokens_per_batch,
             truncate_dim=settings.truncate_dim,
         )
-
-    @property
-    def truncate_dim(self) -> int | None:
-        return self._truncate_dim
-
-    @truncate_dim.setter
-    def truncate_dim(self, value: int | None) -> None:
-        # Checked when set, before any text is read: a size the variant was not trained for is refused.
-        self._truncate_dim = self.model.config.check_truncate_dim(value)
 
     @property
     def dim(self) -> int:

@@ -67,6 +67,21 @@ class IngestKeywords(TypedDict, total=False):
 INGEST_KEYS = frozenset(IngestKeywords.__annotations__)
 
 
+class ReindexKeywords(TypedDict, total=False):
+    """What a reindex takes besides the model (:func:`~c2v_rag.rag.admin.reindex.reindex_collection` holds the
+    defaults: ``sparse="keep"``, ``batch_size=256``, ``drop_previous=False``, ``convert=False``,
+    ``show_progress=True``)."""
+
+    sparse: Literal["keep", "bm25"] | BM25Config | None
+    batch_size: int
+    drop_previous: bool
+    convert: bool
+    show_progress: bool
+
+
+REINDEX_KEYS = frozenset(ReindexKeywords.__annotations__)
+
+
 class Collection:
     """A Qdrant collection of c2v_rag chunks, with the store that holds it and the model that embeds for it.
 
@@ -125,17 +140,20 @@ class Collection:
         from c2v_rag.rag.retrieval.search import check_query
 
         check_query(query)
-        return self.search_many([query], top_k, **kwargs)[0]
+        return self._search("search", [query], top_k, kwargs)[0]
 
     def search_many(
         self, queries: Sequence[str], top_k: int = 5, **kwargs: Unpack[SearchKeywords]
     ) -> list[list[SearchHit]]:
         """:meth:`search` for many queries: embedded in one batch, sent in one Qdrant request; one list of hits
         per query, in their order."""
+        return self._search("search_many", queries, top_k, kwargs)
+
+    def _search(self, where: str, queries: Sequence[str], top_k: int, kwargs: Any) -> list[list[SearchHit]]:
         from c2v_rag.rag.retrieval.search import search_queries
 
-        (given,) = split_keywords("search_many", kwargs, SEARCH_KEYS)
-        options = search_options("search_many", given, self.name)
+        (given,) = split_keywords(where, kwargs, SEARCH_KEYS)
+        options = search_options(where, given, self.name)
         return search_queries(queries, top_k, self.target, self.model, options, self.client)
 
     async def asearch(self, query: str, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> list[SearchHit]:
@@ -212,16 +230,7 @@ class Collection:
         settings = IngestConfig.with_overrides(given.pop("config", None), **given)
         return ingest_documents(docs, self.name, self.target, self.model, settings, client=self.client, **run)
 
-    def reindex(
-        self,
-        model: str | Path | Any | None = None,
-        *,
-        sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
-        batch_size: int = 256,
-        drop_previous: bool = False,
-        convert: bool = False,
-        show_progress: bool = True,
-    ) -> ReindexResult:
+    def reindex(self, model: str | Path | Causal2Vec | None = None, **kwargs: Unpack[ReindexKeywords]) -> ReindexResult:
         """Re-embed the chunks behind this alias with ``model`` (None: the handle's model, else the default
         preset) into ``{name}_v{n+1}``, then switch the alias to it in one request; readers keep searching the
         old one meanwhile, and writers should pause.
@@ -235,18 +244,9 @@ class Collection:
         """
         from c2v_rag.rag.admin.reindex import reindex_collection
 
+        (given,) = split_keywords("reindex", kwargs, REINDEX_KEYS)
         chosen = self.model if model is None else self.model.model_copy(update={"model": model})
-        return reindex_collection(
-            self.name,
-            self.target,
-            chosen,
-            sparse=sparse,
-            batch_size=batch_size,
-            drop_previous=drop_previous,
-            convert=convert,
-            show_progress=show_progress,
-            client=self.client,
-        )
+        return reindex_collection(self.name, self.target, chosen, client=self.client, **given)
 
     def migrate(self, to: Collection, *, batch_size: int = 256) -> MigrateResult:
         """Copy this collection into ``to`` (another store, or another name), vectors unchanged: points keep
@@ -333,6 +333,10 @@ class _Ingest(OpenKeywords, IngestKeywords, total=False):
     pass
 
 
+class _Reindex(OpenKeywords, ReindexKeywords, total=False):
+    pass
+
+
 def _handle(
     where: str, kwargs: dict[str, Any], allowed: frozenset[str], collection: str | None = None
 ) -> tuple[Collection, dict[str, Any]]:
@@ -374,22 +378,11 @@ def ingest(
     return handle.ingest(docs, **rest)
 
 
-def reindex(
-    collection: str = DEFAULT_COLLECTION,
-    *,
-    sparse: Literal["keep", "bm25"] | BM25Config | None = "keep",
-    batch_size: int = 256,
-    drop_previous: bool = False,
-    convert: bool = False,
-    show_progress: bool = True,
-    **kwargs: Unpack[OpenKeywords],
-) -> ReindexResult:
+def reindex(collection: str = DEFAULT_COLLECTION, **kwargs: Unpack[_Reindex]) -> ReindexResult:
     """:meth:`Collection.reindex` of ``collection`` with ``model`` (the default preset when None), opened for
     this call with the store and model keywords of :class:`Collection`."""
-    handle, _ = _handle("reindex", dict(kwargs), frozenset(), collection)
-    return handle.reindex(
-        sparse=sparse, batch_size=batch_size, drop_previous=drop_previous, convert=convert, show_progress=show_progress
-    )
+    handle, rest = _handle("reindex", dict(kwargs), REINDEX_KEYS, collection)
+    return handle.reindex(**rest)
 
 
 def migrate(
