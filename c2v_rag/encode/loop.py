@@ -85,6 +85,8 @@ class EncodingModel(Protocol):
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
 
+    def needs_for(self, truncate_dim: int | None) -> str: ...
+
     def __call__(self, batch: Causal2VecBatch, truncate_dim: int | None = None) -> torch.Tensor: ...
 
 
@@ -170,6 +172,15 @@ def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
     return 1024 if quantization == "none" else 512
 
 
+def default_encoder_max_tokens(device: torch.device) -> int:
+    """Padded encoder tokens per batch where the encoder runs alone (a prefix inside its part): the decoder's
+    budget would cut its batches by the decoder's lengths instead (bench/encoder_only.py measured the choice)."""
+    return 65536 if device.type == "cuda" else ENCODER_CPU_MAX_TOKENS
+
+
+ENCODER_CPU_MAX_TOKENS = 4096
+
+
 def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
     """Validate the input and return ``(texts, was_single_string)``."""
     if isinstance(sentences, str):
@@ -250,7 +261,17 @@ def encode_texts(
         show = len(inputs) >= 256 if show_progress_bar is None else show_progress_bar
         observer = _observer.get()
         truncated = _run(
-            model, inputs, instruction, vectors, budget, batch_size, show, truncate_dim, observer, max_length
+            model,
+            inputs,
+            instruction,
+            vectors,
+            budget,
+            batch_size,
+            show,
+            truncate_dim,
+            observer,
+            max_length,
+            encoder_budget=max_tokens_per_batch,
         )
         if observer is not None:
             observer.truncated(truncated)
@@ -407,18 +428,27 @@ def embed_prepared(
     max_pad_fraction: float | None = None,
     on_batch: Callable[[int, int], None] | None = None,
     truncate_dim: int | None = None,
+    encoder_max_tokens: int | None = None,
 ) -> None:
     """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
 
     ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.encode.batching.plan_batches`'s.
-    ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``).
-    ``on_batch(texts, padded_tokens)`` is called after each
+    ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``); one inside the
+    encoder's part runs no decoder, and its batches hold ``encoder_max_tokens`` padded encoder tokens (None:
+    :func:`default_encoder_max_tokens`) instead of ``max_tokens`` decoder tokens.
+    ``on_batch(texts, padded_tokens)`` (of the model part that ran) is called after each
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
     targets = range(len(prepared)) if rows is None else rows
-    plan = plan_batches(
-        prepared.lengths, max_tokens=max_tokens, max_batch_size=batch_size, max_pad_fraction=max_pad_fraction
+    lengths = prepared.lengths
+    encoder_only = (
+        truncate_dim is not None and prepared.encoder_ids is not None and model.needs_for(truncate_dim) == "encoder"
     )
+    if encoder_only:
+        # No decoder runs: batch by the encoder's own lengths and budget (the decoder inputs are a few tokens each).
+        lengths = [len(ids) for ids in prepared.encoder_ids]
+        max_tokens = encoder_max_tokens or default_encoder_max_tokens(model.device)
+    plan = plan_batches(lengths, max_tokens=max_tokens, max_batch_size=batch_size, max_pad_fraction=max_pad_fraction)
 
     def forward(batch_rows: list[int]) -> tuple[list[int], np.ndarray, int]:
         with torch.inference_mode():  # per thread: the workers below need it too
@@ -426,7 +456,8 @@ def embed_prepared(
                 [prepared.pieces[r] for r in batch_rows],
                 None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
             ).to(model.device)
-            return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(batch.input_ids.numel())
+            padded = batch.encoder_input_ids if encoder_only else batch.input_ids
+            return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(padded.numel())
 
     for batch_rows, vectors, padded in _forward_all(forward, plan, model.batch_workers):
         out[[targets[r] for r in batch_rows]] = vectors
@@ -461,6 +492,8 @@ def _run(
     truncate_dim: int | None = None,
     observer: EncodeObserver | None = None,
     max_length: int | None = None,
+    *,
+    encoder_budget: int | None = None,
 ) -> Truncation:
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     decoder_truncated = encoder_truncated = 0
@@ -496,6 +529,7 @@ def _run(
                 batch_size=batch_size,
                 on_batch=on_batch,
                 truncate_dim=truncate_dim,
+                encoder_max_tokens=encoder_budget,
             )
     finally:
         progress.close()
