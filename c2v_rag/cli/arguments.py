@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICE_HELP = "cpu, cuda, cuda:1... (default: cuda when present)"
 MODEL_HELP = "variant directory or preset (default: the default preset)"
+# What ingest, embed and adapt read (documents/files.py, SUPPORTED_SUFFIXES; tests/cli check the two agree),
+# written out so that --help imports nothing of the library.
+DOCUMENT_SUFFIXES = ".txt, .md, .markdown, .jsonl and .parquet"
+PATHS_HELP = f"file or folder of {DOCUMENT_SUFFIXES} (.parquet: pip install 'c2v-rag[parquet]')"
 
 
 def add_model_options(parser: argparse.ArgumentParser, model_help: str = MODEL_HELP) -> None:
@@ -70,9 +74,16 @@ def add_truncate_dim(parser: argparse.ArgumentParser) -> None:
 
 def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     """``--chunk-size`` and ``--chunk-overlap``: how files are split before they are embedded."""
-    parser.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
     parser.add_argument(
-        "--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)"
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="decoder tokens per chunk (default 200); a chunk also stays within what the encoder reads "
+        "(254 tokens for the default preset) unless N is larger than that",
+    )
+    parser.add_argument(
+        "--chunk-overlap", type=int, default=None, metavar="N", help="tokens shared by neighbouring chunks (default 20)"
     )
 
 

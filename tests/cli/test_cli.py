@@ -139,6 +139,17 @@ def test_help(command, expected, capsys):
     assert info.value.code == 0 and all(option in out for option in expected)
 
 
+@pytest.mark.parametrize("command", ["ingest", "embed", "adapt"])
+def test_help_names_every_suffix_the_commands_read(command, capsys):
+    """``ingest --help`` said .txt, .md, .jsonl while ingest reads .parquet too."""
+    from c2v_rag.documents.files import SUPPORTED_SUFFIXES
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(suffix in out for suffix in SUPPORTED_SUFFIXES), out
+
+
 def run_python(code: str) -> str:
     """``code`` in a fresh interpreter (what a command imports shows only there), its stdout."""
     import os
