@@ -60,15 +60,27 @@ def add_query_options(parser: argparse.ArgumentParser, task_help: str) -> None:
     )
 
 
+def truncate_dim_value(text: str) -> int | None:
+    """``--truncate-dim``'s value: a size, or ``full`` for the whole vector (what leaving the flag out gives),
+    so that the word an error suggests for Python's ``truncate_dim=None`` is one the flag takes."""
+    if text.strip().lower() in ("full", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a size (e.g. 384) nor 'full'") from None
+
+
 def add_truncate_dim(parser: argparse.ArgumentParser) -> None:
     """``--truncate-dim``: store shorter (Matryoshka) vectors."""
     parser.add_argument(
         "--truncate-dim",
-        type=int,
+        type=truncate_dim_value,
         default=None,
         metavar="N",
         help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
-        "960 for the default preset (search embeds queries at the collection's size)",
+        "960 for the default preset, or 'full' (the default: the whole vector); search embeds queries at "
+        "the collection's size",
     )
 
 
