@@ -111,3 +111,16 @@ def test_a_mistyped_flag_gets_the_flag_it_likely_meant(typed, meant, capsys):
 )
 def test_the_flag_wording_table(python, cli):
     assert cli in in_flags(python)
+
+
+def test_hybrid_scores_are_labelled_fused_ranks_not_cosines(docs, tmp_path, tiny_variant, capsys):
+    """A hybrid search printed 1.0000, 0.6667... as if they were cosines."""
+    pytest.importorskip("bm25s")
+    store = ["--path", str(tmp_path / "q"), "--model", str(tiny_variant)]
+    assert main(["ingest", str(docs), *store, *CHUNKS, "--sparse", "bm25"]) == 0
+    capsys.readouterr()
+    assert main(["search", "bone loss", *store, "--mode", "hybrid"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("scores: fused ranks") and "not cosines" in out.splitlines()[0], out
+    assert main(["search", "bone loss", *store]) == 0
+    assert "scores:" not in capsys.readouterr().out  # dense scores are cosines, unlabelled

@@ -43,8 +43,10 @@ if TYPE_CHECKING:
 class SearchHit(BaseModel):
     """One retrieved chunk: its score, id, text, document and metadata, and optionally its vector.
 
-    ``score`` is the cosine (dense), the BM25 score (sparse) or the reciprocal-rank fusion score
-    (hybrid). ``vector`` is the stored dense vector, present with ``with_vectors=True``.
+    ``score`` is the cosine (dense), the BM25 score (sparse) or, for hybrid, a fused rank score, not a
+    similarity: with ``fusion="rrf"`` 1.0 for a chunk first in both lists, 0.67 for one second in both
+    (``dbsf``: the two scores normalised and summed). ``vector`` is the stored dense vector, present with
+    ``with_vectors=True``.
     """
 
     id: str
