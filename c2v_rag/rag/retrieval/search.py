@@ -21,6 +21,7 @@ from c2v_rag.store.collection import (
     check_collection_name,
     check_model,
     collection_not_found,
+    config_fingerprint,
     fingerprint_of,
     model_fingerprint,
     require_collection,
@@ -235,6 +236,7 @@ class _Plan:
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
         if options.mode != "sparse":
+            _check_before_loading(stored, model, concrete, target.location)
             c2v = _model_for(stored, model)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
@@ -322,6 +324,32 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
     return list(queries)
+
+
+def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, concrete: str, location: str) -> None:
+    """Refuse a collection of another model from the variant's config and weights' digest, read without its
+    weights: ``search --model V`` on another model's collection loaded V for seconds before refusing it.
+
+    What the load would take from the collection's record (its quantization, its part weights) is taken from it
+    here too, so only a real difference is refused; the check after the load (:meth:`_Plan.build`) still runs.
+    """
+    if stored is None:
+        return
+    recorded = stored.get("model")
+    resolved = model.resolve(recorded if isinstance(recorded, str) else None)
+    if resolved.loaded is not None:
+        return  # a loaded model is checked as it is, at once
+    config = resolved.config
+    if stored.get("encoder_share") is not None:
+        config = config.model_copy(update={"encoder_share": stored["encoder_share"]})
+    fingerprint = config_fingerprint(
+        config,
+        resolved.reference,
+        weights=resolved.weights,
+        truncate_dim=stored.get("truncate_dim"),
+        quantize=stored.get("quantize", "none"),
+    )
+    check_model(stored, fingerprint, concrete, location)
 
 
 def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:
