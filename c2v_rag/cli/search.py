@@ -27,7 +27,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--filter",
         default=None,
         metavar="JSON",
-        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, "must_not": {"lang": ["de"]}}\'',
+        help='metadata conditions, e.g. \'{"file_name": "tides.txt"}\', \'{"year": {"gte": 2020}, "must_not": '
+        '{"lang": ["de"]}}\'; the keys are the chunks\' metadata fields (files: source, file_name, doc_id, '
+        "chunk_index; docs/ingest-and-search.md, 'Payload fields')",
     )
     parser.add_argument(
         "--mode",

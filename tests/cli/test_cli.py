@@ -251,7 +251,8 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(
         "reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched from 'kb_v1'"
     )
     assert main(["search", query, *args, "--mode", "sparse", "-k", "2"]) == 0  # model read from kb_v2
-    assert len(capsys.readouterr().out.splitlines()) == 4
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("scores: BM25") and len(lines) == 1 + 4  # what the scores are, then 2 hits
 
     assert main(["search", query, *args, "--filter", '{"n": {"like": 1}}']) == 2  # bad input
     assert "unknown operator 'like'" in capsys.readouterr().err

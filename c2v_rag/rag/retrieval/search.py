@@ -27,7 +27,7 @@ from c2v_rag.store.collection import (
     require_collection,
     stored_vector_params,
 )
-from c2v_rag.store.filters import to_qdrant_filter
+from c2v_rag.store.filters import check_filter_keys, sample_request, to_qdrant_filter
 from c2v_rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from c2v_rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.store.sparse import BM25Encoder
@@ -159,7 +159,13 @@ def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | 
     try:
         check_collection_name(call.options.collection)
         concrete = resolve_alias(qdrant_client, call.options.collection)
-        plan, requests = call.plan(require_collection(qdrant_client, concrete, target), concrete, target)
+        info = require_collection(qdrant_client, concrete, target)
+        # Filter keys no chunk carries fail (or warn) here, before the model loads.
+        sample = sample_request(call.options.filter)
+        if sample is not None:
+            points, _ = qdrant_client.scroll(concrete, **sample)
+            check_filter_keys(call.options.filter, points, call.options.collection, target.location)
+        plan, requests = call.plan(info, concrete, target)
         return _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document)
     finally:
         if own_client:
@@ -171,6 +177,10 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     concrete = await aresolve_alias(client, call.options.collection)
     if not await client.collection_exists(concrete):
         raise collection_not_found(call.options.collection, target)
+    sample = sample_request(call.options.filter)
+    if sample is not None:
+        points, _ = await client.scroll(concrete, **sample)
+        check_filter_keys(call.options.filter, points, call.options.collection, target.location)
     plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
     if call.options.group_by_document:
         return [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
@@ -204,6 +214,9 @@ def nearest_chunks(
     options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
     layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    sample = sample_request(options.filter)
+    if sample is not None:
+        check_filter_keys(options.filter, client.scroll(concrete, **sample)[0], collection, target.location)
     request = query_request(
         layout,
         "dense",
