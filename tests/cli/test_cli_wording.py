@@ -124,3 +124,18 @@ def test_hybrid_scores_are_labelled_fused_ranks_not_cosines(docs, tmp_path, tiny
     assert out.splitlines()[0].startswith("scores: fused ranks") and "not cosines" in out.splitlines()[0], out
     assert main(["search", "bone loss", *store]) == 0
     assert "scores:" not in capsys.readouterr().out  # dense scores are cosines, unlabelled
+
+
+def test_chunks_over_the_encoder_say_which_chunk_size_fits(tmp_path, tiny_model_factory, caplog):
+    """The truncation warning said how many chunks the encoder cut and not what to change. A chunk size over
+    the encoder's limit (here 16 tokens, 14 of text) is taken as asked, and the warning names the one that fits."""
+    variant = tmp_path / "variant"
+    tiny_model_factory("llama", max_length=128, encoder_max_length=16).save_pretrained(variant)
+    docs = tmp_path / "long"
+    docs.mkdir()
+    (docs / "a.txt").write_text(make_text(3, sentences=10), encoding="utf-8")
+    store = ["--path", str(tmp_path / "q"), "--model", str(variant), "-q"]
+    with caplog.at_level("WARNING"):  # the CLI's log handlers (pytest's, here) print it
+        assert main(["ingest", str(docs), *store, "--chunk-size", "100", "--chunk-overlap", "4"]) == 0
+    text = caplog.text
+    assert "truncated for the encoder" in text and "Chunks fit it whole at --chunk-size 14 or less." in text, text

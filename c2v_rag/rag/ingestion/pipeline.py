@@ -351,7 +351,7 @@ class IngestProgress:
             # Chunking fits the encoder unless chunk_size exceeds what it reads (documents/chunking.py,
             # encoder_fit): name the size that does. Its [CLS] and [SEP] take two of its positions.
             fits = self.truncation.encoder_max_length - 2
-            message += f" Chunks fit it whole at chunk_size={fits} (--chunk-size {fits}) or less."
+            message += f" Chunks fit it whole at chunk_size={fits} or less."
         if message is not None:
             logger.warning("%s", message)
 
