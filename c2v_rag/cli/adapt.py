@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from c2v_rag.cli.arguments import PATHS_HELP
 from c2v_rag.cli.errors import EXIT_BAD_INPUT
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--out. Exit codes: 0 kept, 1 not kept (use the start model), 2 bad input or setup. A run cut short "
         "resumes when re-run with the same arguments. Guide: docs/adapt.md.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl, .parquet")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the adapted variant and its report")
     parser.add_argument("--from", dest="start", default=None, metavar="VARIANT", help="variant or preset to adapt")
     parser.add_argument("--config", default=None, metavar="FILE", help="a YAML file of adapt settings (AdaptConfig)")

@@ -9,6 +9,7 @@ parser (``--help``, a usage error) imports nothing beyond what ``import c2v_rag`
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -16,7 +17,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from c2v_rag.cli import adapt, compare, embed, ingest, migrate, presets, push, reindex, search, serve, tasks, train
 from c2v_rag.cli import eval as evaluate
-from c2v_rag.cli.errors import EXIT_OUTPUT_CLOSED, one_line_warnings, output_closed, report, silence_stdout
+from c2v_rag.cli.errors import (
+    EXIT_OUTPUT_CLOSED,
+    flag_wording,
+    one_line_warnings,
+    output_closed,
+    report,
+    silence_stdout,
+)
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -49,11 +57,33 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: an unknown flag is refused by the command, with the flag it most likely meant.
+
+    argparse (before Python 3.14) names the unknown flag only, from the top-level parser, which knows none of
+    the command's flags; ``--top_k`` or ``--colection`` then left the user to read the whole ``--help``.
+    """
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = super().parse_known_args(args, namespace)
+        unknown = [extra.split("=", 1)[0] for extra in extras if extra.startswith("--")]
+        if unknown:
+            flags = [flag for action in self._actions for flag in action.option_strings if flag.startswith("--")]
+            hints = []
+            for flag in unknown:
+                close = difflib.get_close_matches(flag.replace("_", "-").lower(), flags, n=1, cutoff=0.6)
+                if close:
+                    hints.append(f"{flag}: did you mean {close[0]}?")
+            hint = f" ({'; '.join(hints)})" if hints else ""
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}; see {self.prog} --help")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole parser: global flags, and one subparser per command whose ``func`` is its ``run``."""
     parser = argparse.ArgumentParser(prog="c2v-rag", description="Causal2Vec embeddings for retrieval and RAG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(subparsers).set_defaults(func=command.run)
     return parser
@@ -69,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(flag_wording)
     one_line_warnings()
     try:
         code = args.func(args)

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICE_HELP = "cpu, cuda, cuda:1... (default: cuda when present)"
 MODEL_HELP = "variant directory or preset (default: the default preset)"
+# What ingest, embed and adapt read (documents/files.py, SUPPORTED_SUFFIXES; tests/cli check the two agree),
+# written out so that --help imports nothing of the library.
+DOCUMENT_SUFFIXES = ".txt, .md, .markdown, .jsonl and .parquet"
+PATHS_HELP = f"file or folder of {DOCUMENT_SUFFIXES} (.parquet: pip install 'c2v-rag[parquet]')"
 
 
 def add_model_options(parser: argparse.ArgumentParser, model_help: str = MODEL_HELP) -> None:
@@ -56,23 +60,42 @@ def add_query_options(parser: argparse.ArgumentParser, task_help: str) -> None:
     )
 
 
+def truncate_dim_value(text: str) -> int | None:
+    """``--truncate-dim``'s value: a size, or ``full`` for the whole vector (what leaving the flag out gives),
+    so that the word an error suggests for Python's ``truncate_dim=None`` is one the flag takes."""
+    if text.strip().lower() in ("full", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a size (e.g. 384) nor 'full'") from None
+
+
 def add_truncate_dim(parser: argparse.ArgumentParser) -> None:
     """``--truncate-dim``: store shorter (Matryoshka) vectors."""
     parser.add_argument(
         "--truncate-dim",
-        type=int,
+        type=truncate_dim_value,
         default=None,
         metavar="N",
         help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
-        "960 for the default preset (search embeds queries at the collection's size)",
+        "960 for the default preset, or 'full' (the default: the whole vector); search embeds queries at "
+        "the collection's size",
     )
 
 
 def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     """``--chunk-size`` and ``--chunk-overlap``: how files are split before they are embedded."""
-    parser.add_argument("--chunk-size", type=int, default=None, help="decoder tokens per chunk (default 200)")
     parser.add_argument(
-        "--chunk-overlap", type=int, default=None, help="tokens shared by neighbouring chunks (default 20)"
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="decoder tokens per chunk (default 200); a chunk also stays within what the encoder reads "
+        "(254 tokens for the default preset) unless N is larger than that",
+    )
+    parser.add_argument(
+        "--chunk-overlap", type=int, default=None, metavar="N", help="tokens shared by neighbouring chunks (default 20)"
     )
 
 

@@ -6,6 +6,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from c2v_rag.cli.arguments import (
+    DOCUMENT_SUFFIXES,
+    PATHS_HELP,
     add_chunk_options,
     add_model_options,
     add_quiet,
@@ -23,11 +25,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "embed",
         help="chunk and embed files into Parquet (ids, text, metadata, vector), with no vector store",
-        description="Chunk and embed .txt, .md, .jsonl and .parquet files (or folders of them) into Parquet files "
+        description=f"Chunk and embed {DOCUMENT_SUFFIXES} files (or folders of them) into Parquet files "
         "under --out: one row per chunk with the point id ingest would give it, the document id, chunk "
         "index, text, metadata (JSON) and the vector. On this machine, or on Ray with --ray.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl, .parquet")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")
     add_chunk_options(parser)
     parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")

@@ -22,7 +22,9 @@ server by its URL only.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import select
 import sys
 import traceback
@@ -36,6 +38,50 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILED = 3
 EXIT_INTERRUPTED = 130
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
+
+
+# The library words its messages for Python callers (``pass truncate_dim=384``); on the command line the fix
+# must be a flag the parser takes. One table rewrites them, so that each message is written once, in the
+# library, and stays right for both. A pattern covers a keyword as the library's messages spell it.
+FLAG_WORDING: tuple[tuple[str, str], ...] = (
+    (r"\btruncate_dim=None\b", "--truncate-dim full"),
+    (r"\btruncate_dim=(\d+)", r"--truncate-dim \1"),
+    (r"\bchunk_size=(\d+)", r"--chunk-size \1"),
+    (r"\bcollection=\.\.\.", "--collection NAME"),
+    (r"\bmode='?(dense|sparse|hybrid)'?", r"--mode \1"),
+    (r"\bfusion='?(rrf|dbsf)'?", r"--fusion \1"),
+    (r"\bsparse='?bm25'?", "--sparse bm25"),
+    (r"\bqdrant_url=('[^']*')", r"--qdrant-url \1"),
+    (r"\bqdrant_url\b=?", "--qdrant-url URL"),
+    (r"\bstore='(\w+)'", r"--store \1"),
+    (r"\bon_error='continue'", "--on-error continue"),
+    (r"\bsync=True\b", "--sync"),
+    (r"\bengine='ray'", "--ray"),
+    (r"\bquantize='(\w+)'", r"--quantize \1"),
+    (r"\bdevice='([\w:]+)'", r"--device \1"),
+    (r"\bdtype='(\w+)'", r"--dtype \1"),
+    (r"\binstruction='\.\.\.'", "--instruction '...'"),
+    (r"\blist_tasks\(\)", "`c2v-rag tasks`"),
+    (r"\bc2v_rag\.reindex\b", "c2v-rag reindex"),
+    (r"\bc2v_rag\.migrate\b", "c2v-rag migrate"),
+)
+# A message that gave both spellings, "pass chunk_size=200 (--chunk-size 200)", would read twice after the
+# rewrite: the parenthesis that repeats its flag goes.
+_REPEATED_FLAG = re.compile(r"(--[\w-]+(?: [^\s(),;]+)?) \(\1\)")
+
+
+def in_flags(message: str) -> str:
+    """``message`` with the library's Python keywords (:data:`FLAG_WORDING`) written as the CLI's flags."""
+    for pattern, flag in FLAG_WORDING:
+        message = re.sub(pattern, flag, message)
+    return _REPEATED_FLAG.sub(r"\1", message)
+
+
+def flag_wording(record: logging.LogRecord) -> bool:
+    """A logging filter: the library's warnings, as the CLI prints them, in flags (:func:`in_flags`)."""
+    if record.levelno >= logging.WARNING:
+        record.msg, record.args = in_flags(record.getMessage()), None
+    return True
 
 
 def classify(err: BaseException) -> tuple[str, int]:
@@ -95,7 +141,7 @@ def report(err: BaseException, verbose: bool) -> int:
     message, code = classify(err)
     if verbose:
         traceback.print_exception(err, file=sys.stderr)
-    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    print("error: " + in_flags(" ".join(str(message).split())), file=sys.stderr)
     return code
 
 
@@ -106,6 +152,6 @@ def one_line_warnings() -> None:
     warnings.filterwarnings("ignore", message="Failed to obtain server version")
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"warning: {message}", file=sys.stderr)
+        print(f"warning: {in_flags(str(message))}", file=sys.stderr)
 
     warnings.showwarning = show

@@ -9,6 +9,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from c2v_rag.cli.arguments import (
+    DOCUMENT_SUFFIXES,
+    PATHS_HELP,
     add_chunk_options,
     add_model_options,
     add_qdrant_options,
@@ -28,12 +30,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "ingest",
         help="chunk, embed and store files in Qdrant (re-runs add nothing)",
-        description="Chunk, embed and store .txt, .md and .jsonl files (or folders of them) in a Qdrant "
+        description=f"Chunk, embed and store {DOCUMENT_SUFFIXES} files (or folders of them) in a Qdrant "
         "collection. Re-running skips stored chunks and replaces changed documents; without --sync "
         "nothing is ever deleted. Exit codes: 0 done, 1 some batches failed (--on-error continue), "
         "2 bad input or setup (nothing written), 3 failed midway (re-run to resume), 130 interrupted.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder of .txt, .md, .jsonl")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     add_qdrant_options(parser)
     add_chunk_options(parser)
     parser.add_argument(

@@ -27,7 +27,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--filter",
         default=None,
         metavar="JSON",
-        help='metadata conditions, e.g. \'{"topic": "physics", "year": {"gte": 2020}, "must_not": {"lang": ["de"]}}\'',
+        help='metadata conditions, e.g. \'{"file_name": "tides.txt"}\', \'{"year": {"gte": 2020}, "must_not": '
+        '{"lang": ["de"]}}\'; the keys are the chunks\' metadata fields (files: source, file_name, doc_id, '
+        "chunk_index; docs/ingest-and-search.md, 'Payload fields')",
     )
     parser.add_argument(
         "--mode",
@@ -81,16 +83,30 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
     else:
-        _print_hits(hits, args.snippet_chars)
+        _print_hits(hits, args.snippet_chars, _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode])
     return 0
 
 
-def _print_hits(hits: list[Any], snippet_chars: int) -> None:
-    """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text."""
+# What the score column is, by mode (and fusion): a hybrid search's fused scores (1.0000, 0.6667, 0.5000 with
+# rrf) read as cosines otherwise. Dense scores are cosines, the number users expect, so they go unlabelled.
+_SCORE_KINDS = {
+    "dense": None,
+    "sparse": "scores: BM25 (higher is better; not cosines)",
+    "rrf": "scores: fused ranks (reciprocal rank fusion of the dense and BM25 rankings: 1.0 is first in "
+    "both, 0.67 second in both), not cosines",
+    "dbsf": "scores: fused scores (the dense and BM25 scores normalised and summed), not cosines",
+}
+
+
+def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:
+    """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text, under a
+    line saying what the scores are when they are not cosines."""
     import textwrap
 
     if not hits:
         print("no results")
+    elif score_kind:
+        print(score_kind)
     for rank, hit in enumerate(hits, 1):
         where = hit.source or hit.doc_id or hit.id
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""

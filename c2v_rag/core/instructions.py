@@ -234,10 +234,23 @@ def get_task(name: str) -> Task:
     try:
         return _REGISTRY[key]
     except KeyError:
-        raise KeyError(
-            f"unknown task {name!r}. Pass instruction='...' for a custom instruction, or one of: "
-            f"{', '.join(sorted(t.name for t in _REGISTRY.values()))}"
-        ) from None
+        raise KeyError(unknown_task_message(name)) from None
+
+
+def unknown_task_message(name: str) -> str:
+    """Why ``name`` names no task: the closest registered names, where to find them all, the custom way.
+
+    The names are not all listed: there are dozens, and on one line they buried the fix.
+    """
+    import difflib
+
+    names = {t.name.lower(): t.name for t in _REGISTRY.values()} | {a: _REGISTRY[t].name for a, t in _ALIASES.items()}
+    close = difflib.get_close_matches(name.strip().lower(), list(names), n=3, cutoff=0.6)
+    suggestion = f"did you mean {' or '.join(repr(names[c]) for c in dict.fromkeys(close))}? " if close else ""
+    return (
+        f"unknown task {name!r}; {suggestion}list_tasks() lists the {len(_REGISTRY)} registered tasks, "
+        "or pass instruction='...' for a custom instruction"
+    )
 
 
 def register_task(

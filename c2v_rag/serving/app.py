@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
@@ -118,11 +119,19 @@ class EmbeddingService:
             threads=config.threads,
             metrics=self.metrics,
         )
+        # /v1/search reads the store ingest and search use by default (the user data directory, or
+        # $C2V_RAG_QDRANT_PATH) unless told another; only a missing qdrant-client leaves it off, and then
+        # its 404 says what to install. A store named explicitly must work: its missing package is an error.
         self.searcher: Any = None
-        if config.qdrant_url or config.qdrant_path:
+        self.search_unavailable = ""
+        try:
             from c2v_rag.serving.search import CollectionSearcher
 
             self.searcher = CollectionSearcher(model, config)
+        except MissingPackageError as err:
+            if config.qdrant_url or config.qdrant_path:
+                raise
+            self.search_unavailable = str(err)
         self.key = config.api_key.get_secret_value().encode() if config.api_key else None
         # The app's paths, for the metrics' route label (any other path counts as "other").
         self.routes: set[str] = set()
@@ -132,6 +141,10 @@ class EmbeddingService:
         logger.info(
             "Serving %s (%d dims)%s", self.name, self.model.embedding_dim, "; API key required" if self.key else ""
         )
+        if self.searcher is not None:
+            logger.info(
+                "/v1/search reads %s (collection %r by default)", self.searcher.target.location, self.config.collection
+            )
 
     async def stop(self) -> None:
         await self.batcher.stop()
@@ -259,9 +272,7 @@ class EmbeddingService:
         body: SearchRequest = await self.read(request, SearchRequest)
         if self.searcher is None:
             raise ApiError(
-                404,
-                "search is not configured on this server: start it with --qdrant-url URL or --path QDRANT_DIR",
-                code="search_not_configured",
+                404, f"search is not available on this server: {self.search_unavailable}", code="search_not_configured"
             )
         options = body.search_options(self.config.collection)
         _check_task(options.task)

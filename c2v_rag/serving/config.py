@@ -81,7 +81,11 @@ class ServerConfig(BaseModel):
 
     # -- /v1/search
     qdrant_url: str | None = Field(None, description="Qdrant server for /v1/search (API key: $QDRANT_API_KEY)")
-    qdrant_path: Path | None = Field(None, description="embedded Qdrant directory for /v1/search")
+    qdrant_path: Path | None = Field(
+        None,
+        description="embedded Qdrant directory for /v1/search (None, with no qdrant_url: the store ingest "
+        "and search use, $C2V_RAG_QDRANT_PATH or the user data directory)",
+    )
     qdrant_store: StoreKind | None = Field(
         None, description="the embedded engine of qdrant_path (default: detected from the directory)"
     )

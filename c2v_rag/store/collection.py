@@ -452,8 +452,8 @@ def check_collection(
         stored_size = (collection_fingerprint(client, name) or {}).get("truncate_dim")
         hint = (
             f"It was built with truncate_dim={stored_size} and this run asks for "
-            f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size} "
-            f"(--truncate-dim {stored_size}), use another collection (collection=...)"
+            f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size}, "
+            "use another collection (collection=...)"
             if stored_size or fingerprint.get("truncate_dim")
             else "Use another collection (collection=...)"
         )

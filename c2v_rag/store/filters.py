@@ -22,7 +22,7 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.store.point_schema import metadata_field
+from c2v_rag.store.point_schema import PAYLOAD_METADATA_KEY, metadata_field
 
 if TYPE_CHECKING:
     from qdrant_client.http import models
@@ -151,3 +151,72 @@ def _is_datetime(value: Any) -> bool:
             return False
         return True
     return False
+
+
+# ----------------------------------------------------------------------- keys the collection has
+
+# How many points' metadata keys a search reads to check its filter's keys: a collection this small is read
+# whole, and the check is certain; in a larger one a key seen in none of them is only unlikely.
+KEY_SAMPLE = 256
+
+
+def filter_keys(filter: Any) -> list[str]:
+    """The metadata keys a dict-form filter names, its ``must_not`` part's included, in order; none for a
+    ``qdrant_client.models.Filter`` (its keys are payload paths, the caller's own)."""
+    if not isinstance(filter, Mapping):
+        return []
+    keys = [key for key in filter if key != MUST_NOT]
+    inner = filter.get(MUST_NOT)
+    if isinstance(inner, Mapping):
+        keys += [key for key in inner if key not in keys]
+    return [key for key in keys if isinstance(key, str)]
+
+
+def sample_request(filter: Any) -> dict[str, Any] | None:
+    """The ``scroll`` keywords that read :data:`KEY_SAMPLE` points' metadata for :func:`check_filter_keys`, or
+    None when ``filter`` names no key to check (no filter, or a ``models.Filter``)."""
+    if not filter_keys(filter):
+        return None
+    return {"limit": KEY_SAMPLE, "with_payload": [PAYLOAD_METADATA_KEY], "with_vectors": False}
+
+
+def check_filter_keys(filter: Any, points: list[Any], collection: str, location: str) -> None:
+    """Refuse a filter key no chunk of ``collection`` carries, or warn when ``points`` (read with
+    :func:`sample_request`) are only a sample of it; the message lists the keys the chunks do carry.
+
+    A key that is in no payload matches nothing: a misspelt ``file_nme`` turned every search into "no
+    results", and one under ``must_not`` excluded nothing, both silently.
+    """
+    keys = filter_keys(filter)
+    if not keys or not points:
+        return  # nothing to check, or an empty collection: no hit either way
+    seen: set[str] = set()
+    for point in points:
+        metadata = (point.payload or {}).get(PAYLOAD_METADATA_KEY)
+        if isinstance(metadata, Mapping):
+            seen.update(metadata)
+    missing = [key for key in keys if key not in seen]
+    if not missing:
+        return
+    import difflib
+
+    whole = len(points) < KEY_SAMPLE  # the scroll returned every point there is
+    several = len(missing) > 1
+    sentences = [
+        f"filter key{'s' if several else ''} {', '.join(map(repr, missing))} {'are' if several else 'is'} in no "
+        f"chunk's metadata {'in' if whole else f'among the first {KEY_SAMPLE} chunks of'} collection "
+        f"{collection!r} at {location}, so {'they match' if several else 'it matches'} nothing."
+    ]
+    for key in missing:
+        close = difflib.get_close_matches(key, sorted(seen), n=1)
+        if close:
+            sentences.append(f"Did you mean {close[0]!r}?")
+    sentences.append(
+        f"The chunks carry: {', '.join(sorted(seen)) or 'no metadata'} (docs/ingest-and-search.md, 'Payload fields')"
+    )
+    message = " ".join(sentences)
+    if whole:
+        raise ValueError(message)
+    import warnings
+
+    warnings.warn(message + "; searching anyway, since later chunks may carry it", UserWarning, stacklevel=4)

@@ -139,6 +139,17 @@ def test_help(command, expected, capsys):
     assert info.value.code == 0 and all(option in out for option in expected)
 
 
+@pytest.mark.parametrize("command", ["ingest", "embed", "adapt"])
+def test_help_names_every_suffix_the_commands_read(command, capsys):
+    """``ingest --help`` said .txt, .md, .jsonl while ingest reads .parquet too."""
+    from c2v_rag.documents.files import SUPPORTED_SUFFIXES
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(suffix in out for suffix in SUPPORTED_SUFFIXES), out
+
+
 def run_python(code: str) -> str:
     """``code`` in a fresh interpreter (what a command imports shows only there), its stdout."""
     import os
@@ -240,7 +251,8 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(
         "reindexed: 25 chunks re-embedded into 'kb_v2'; alias 'kb' switched from 'kb_v1'"
     )
     assert main(["search", query, *args, "--mode", "sparse", "-k", "2"]) == 0  # model read from kb_v2
-    assert len(capsys.readouterr().out.splitlines()) == 4
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("scores: BM25") and len(lines) == 1 + 4  # what the scores are, then 2 hits
 
     assert main(["search", query, *args, "--filter", '{"n": {"like": 1}}']) == 2  # bad input
     assert "unknown operator 'like'" in capsys.readouterr().err

@@ -234,3 +234,19 @@ def test_a_batch_that_fails_midway_exits_3(tmp_path, folder, tiny_variant, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_FAILED and len(err) == 1
     assert err[0].startswith("error: a batch of ") and "no space left on device" in err[0] and "Re-run" in err[0]
+
+
+def test_search_refuses_another_models_collection_before_loading_the_model(
+    tmp_path, folder, tiny_variant, tiny_variant_qwen
+):
+    """``search --model V`` on a collection another model built loaded V (8.8 s for the preset) before refusing
+    the collection. V's config and weights digest are read without loading it: here V's projector is garbage,
+    so a load first would have shown that error instead."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny_variant_qwen, other)
+    (other / "projector.safetensors").write_bytes(b"not safetensors at all")
+    store = ["--path", str(tmp_path / "store"), "--collection", "kb"]
+    assert main(["ingest", str(folder), *store, "--model", str(tiny_variant), "-q", *CHUNKS]) == 0
+    proc = run_cli("search", "bone loss", *store, "--model", str(other))
+    line = one_error_line(proc)
+    assert proc.returncode == EXIT_BAD_INPUT and "another model" in line and "corrupt" not in line, line

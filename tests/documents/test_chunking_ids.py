@@ -12,7 +12,8 @@ for _module in ("llama_index.core",):
 
 from rag_helpers import make_text
 
-from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.chunking import TokenChunker, encoder_budget
+from c2v_rag.encode.splitting import make_splitter
 from c2v_rag.store.point_schema import content_hash, point_id
 
 
@@ -95,3 +96,54 @@ def test_long_documents_stream_in_sections_and_short_ones_split_as_before(tiny_m
         assert text[chunk.start_char : chunk.end_char] == chunk.text
     covered = set().union(*(range(c.start_char, c.end_char) for c in rest))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
+
+
+def _count(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+# Text as READMEs hold it: rules, badges and code. SmolLM2's BPE takes "=======" as one token or two,
+# all-MiniLM's WordPiece as one per character.
+_TECHNICAL = "\n\n".join(
+    f"Section {i}\n{'=' * 60}\n[![Build](https://ci.example.org/pkg{i}/badge.svg)](https://ci.example.org/pkg{i})"
+    f'\n{"*" * 40}\nvoid test_{i}(const char **b){{ printf("%s\\n", *b); }}\n{"-" * 60}'
+    for i in range(40)
+)
+
+
+@pytest.mark.real_weights
+def test_default_chunks_fit_the_preset_encoder():
+    """Chunks of 200 SmolLM2 tokens held more than the 254 tokens all-MiniLM reads on technical text (43 of
+    2,759 chunks of /usr/share/doc's READMEs), so ingest warned on every real folder and the Contextual token
+    summarised only each such chunk's start. The default chunks now fit both tokenizers."""
+    from c2v_rag.core.config import read_config
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.sources import load_tokenizer, resolve_reference
+
+    config = read_config(resolve_variant_path(None))
+    decoder = load_tokenizer(resolve_reference(config.decoder, config.decoder_revision))
+    encoder = load_tokenizer(resolve_reference(config.encoder, config.encoder_revision))
+    budget = encoder_budget(encoder, config.encoder_max_length)
+    chunks = TokenChunker.for_variant(None, 200, 20).chunk(_TECHNICAL)
+    assert max(_count(encoder, c.text) for c in chunks) <= budget
+    assert max(_count(decoder, c.text) for c in chunks) <= 200 + 4
+    # Counted in decoder tokens alone, the same text overflows the encoder (else this tests nothing).
+    decoder_only = make_splitter(decoder, 200, 20).split_text(_TECHNICAL)
+    assert max(_count(encoder, text) for text in decoder_only) > budget
+
+
+def test_prose_is_cut_as_before_when_it_fits_both_tokenizers(tiny_model):
+    """The encoder's budget changes only the chunks that needed it: text both tokenizers count alike (the tiny
+    encoder never counts more than the tiny decoder) is cut exactly as by the decoder's count alone, so
+    re-ingesting an unchanged folder re-embeds nothing."""
+    budget = encoder_budget(tiny_model.encoder_tokenizer, tiny_model.encoder_max_length)
+    text = make_text(7, sentences=40)
+    fitted = TokenChunker(tiny_model, chunk_size=budget - 2, chunk_overlap=4)
+    assert [c.text for c in fitted.chunk(text)] == make_splitter(tiny_model.tokenizer, budget - 2, 4).split_text(text)
+
+
+def test_a_chunk_size_over_the_encoder_budget_is_left_to_the_decoder(tiny_model):
+    """Chunks longer than the encoder reads are a deliberate choice: they are not cut down to its budget."""
+    budget = encoder_budget(tiny_model.encoder_tokenizer, tiny_model.encoder_max_length)
+    chunks = TokenChunker(tiny_model, chunk_size=budget + 30, chunk_overlap=4).chunk(make_text(2, sentences=40))
+    assert max(_count(tiny_model.tokenizer, c.text) for c in chunks) > budget

@@ -160,3 +160,16 @@ def test_a_cache_that_cannot_be_written_is_skipped(lora_variant, tmp_path, monke
     monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)
     first = load(lora_variant)
     np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), first.encode_queries(TEXTS))
+
+
+def test_writing_an_entry_says_so_in_one_line_without_progress_bars(lora_variant, cache, capfd):
+    """The first run wrote hundreds of megabytes into the cache under three "Writing model shards" bars and
+    never said what they were: now one line each names what is cached, where, and its size."""
+    load(lora_variant)
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("c2v_rag: ")]
+    assert len(lines) == 2, err  # the decoder and the encoder, each merged once
+    assert all(str(cache) in line and " MB; later runs read it)" in line for line in lines), lines
+    assert "Writing model shards" not in err
+    load(lora_variant)  # read back: nothing to announce
+    assert "c2v_rag: " not in capfd.readouterr().err

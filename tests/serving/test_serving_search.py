@@ -98,3 +98,52 @@ def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_
     assert concrete == "papers_v1"
     assert [h.id for h in hits] == [h.id for h in expected]
     assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-5)
+
+
+def test_plain_serve_searches_the_store_ingest_and_search_use(tmp_path, tiny_variant, monkeypatch):
+    """``c2v-rag serve`` with no store flag answered /v1/search with 404 "search is not configured", while its
+    --help said --path defaults to the user data dir. It now reads the default store, on loopback only."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from c2v_rag.cli import main
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the user data dir ingest and serve default to
+    monkeypatch.delenv("C2V_RAG_QDRANT_PATH", raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(make_text(1), encoding="utf-8")
+    assert main(["ingest", str(docs), "--model", str(tiny_variant), "--chunk-size", "24", "-q"]) == 0
+    assert (tmp_path / "data" / "c2v_rag" / "qdrant").is_dir()
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "c2v_rag.cli", "serve", str(tiny_variant), "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.communicate()[0]
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.3)
+        response = httpx.post(url + "/v1/search", json={"query": "bone loss", "top_k": 2})
+        assert response.status_code == 200, response.text
+        assert response.json()["data"] and response.json()["data"][0]["source"].endswith("a.txt")
+    finally:
+        server.terminate()
+        log = server.communicate(timeout=60)[0]
+    assert "/v1/search reads embedded Qdrant at " + str(tmp_path / "data") in log, log
+    assert "http://127.0.0.1:" in log  # loopback unless told otherwise

@@ -347,6 +347,11 @@ class IngestProgress:
         finally:
             self._output.close()
         message = self.truncation.message("chunks")
+        if message is not None and self.truncation.encoder and self.truncation.encoder_max_length:
+            # Chunking fits the encoder unless chunk_size exceeds what it reads (documents/chunking.py,
+            # encoder_fit): name the size that does. Its [CLS] and [SEP] take two of its positions.
+            fits = self.truncation.encoder_max_length - 2
+            message += f" Chunks fit it whole at chunk_size={fits} or less."
         if message is not None:
             logger.warning("%s", message)
 

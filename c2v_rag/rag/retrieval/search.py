@@ -21,12 +21,13 @@ from c2v_rag.store.collection import (
     check_collection_name,
     check_model,
     collection_not_found,
+    config_fingerprint,
     fingerprint_of,
     model_fingerprint,
     require_collection,
     stored_vector_params,
 )
-from c2v_rag.store.filters import to_qdrant_filter
+from c2v_rag.store.filters import check_filter_keys, sample_request, to_qdrant_filter
 from c2v_rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from c2v_rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.store.sparse import BM25Encoder
@@ -43,8 +44,10 @@ if TYPE_CHECKING:
 class SearchHit(BaseModel):
     """One retrieved chunk: its score, id, text, document and metadata, and optionally its vector.
 
-    ``score`` is the cosine (dense), the BM25 score (sparse) or the reciprocal-rank fusion score
-    (hybrid). ``vector`` is the stored dense vector, present with ``with_vectors=True``.
+    ``score`` is the cosine (dense), the BM25 score (sparse) or, for hybrid, a fused rank score, not a
+    similarity: with ``fusion="rrf"`` 1.0 for a chunk first in both lists, 0.67 for one second in both
+    (``dbsf``: the two scores normalised and summed). ``vector`` is the stored dense vector, present with
+    ``with_vectors=True``.
     """
 
     id: str
@@ -156,7 +159,13 @@ def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | 
     try:
         check_collection_name(call.options.collection)
         concrete = resolve_alias(qdrant_client, call.options.collection)
-        plan, requests = call.plan(require_collection(qdrant_client, concrete, target), concrete, target)
+        info = require_collection(qdrant_client, concrete, target)
+        # Filter keys no chunk carries fail (or warn) here, before the model loads.
+        sample = sample_request(call.options.filter)
+        if sample is not None:
+            points, _ = qdrant_client.scroll(concrete, **sample)
+            check_filter_keys(call.options.filter, points, call.options.collection, target.location)
+        plan, requests = call.plan(info, concrete, target)
         return _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document)
     finally:
         if own_client:
@@ -168,6 +177,10 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     concrete = await aresolve_alias(client, call.options.collection)
     if not await client.collection_exists(concrete):
         raise collection_not_found(call.options.collection, target)
+    sample = sample_request(call.options.filter)
+    if sample is not None:
+        points, _ = await client.scroll(concrete, **sample)
+        check_filter_keys(call.options.filter, points, call.options.collection, target.location)
     plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
     if call.options.group_by_document:
         return [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
@@ -201,6 +214,9 @@ def nearest_chunks(
     options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
     layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    sample = sample_request(options.filter)
+    if sample is not None:
+        check_filter_keys(options.filter, client.scroll(concrete, **sample)[0], collection, target.location)
     request = query_request(
         layout,
         "dense",
@@ -233,6 +249,7 @@ class _Plan:
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
         if options.mode != "sparse":
+            _check_before_loading(stored, model, concrete, target.location)
             c2v = _model_for(stored, model)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
@@ -320,6 +337,32 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
     return list(queries)
+
+
+def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, concrete: str, location: str) -> None:
+    """Refuse a collection of another model from the variant's config and weights' digest, read without its
+    weights: ``search --model V`` on another model's collection loaded V for seconds before refusing it.
+
+    What the load would take from the collection's record (its quantization, its part weights) is taken from it
+    here too, so only a real difference is refused; the check after the load (:meth:`_Plan.build`) still runs.
+    """
+    if stored is None:
+        return
+    recorded = stored.get("model")
+    resolved = model.resolve(recorded if isinstance(recorded, str) else None)
+    if resolved.loaded is not None:
+        return  # a loaded model is checked as it is, at once
+    config = resolved.config
+    if stored.get("encoder_share") is not None:
+        config = config.model_copy(update={"encoder_share": stored["encoder_share"]})
+    fingerprint = config_fingerprint(
+        config,
+        resolved.reference,
+        weights=resolved.weights,
+        truncate_dim=stored.get("truncate_dim"),
+        quantize=stored.get("quantize", "none"),
+    )
+    check_model(stored, fingerprint, concrete, location)
 
 
 def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:

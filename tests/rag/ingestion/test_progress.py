@@ -173,7 +173,7 @@ def test_the_truncation_warning_counts_the_encoders_cuts_once_per_run(
             assert result.chunks == len(chunks)
             assert truncation_warnings(caplog) == [
                 f"{cut} of {len(chunks)} chunks exceeded the encoder's limit of {limit} tokens and were truncated "
-                "for the encoder."
+                f"for the encoder. Chunks fit it whole at chunk_size={limit - 2} or less."  # less [CLS] and [SEP]
             ]
 
 

@@ -149,3 +149,34 @@ def test_payload_indexes_are_sent_for_metadata_keys():
         "metadata.topic": models.PayloadSchemaType.KEYWORD,
         "metadata.when": models.PayloadSchemaType.DATETIME,
     }
+
+
+def test_a_filter_key_no_chunk_carries_is_refused_with_the_keys_there_are(store):
+    """A misspelt key matched nothing and the search said "no results"; under must_not it excluded nothing.
+    The collection is small enough to be read whole, so the check is certain: an error listing its keys."""
+    for bad in ({"topc": "odd"}, {"must_not": {"topc": "odd"}}, {"year": {"gte": 2020}}):
+        with pytest.raises(ValueError, match="in no chunk's metadata in collection 'kb'") as info:
+            found(store, bad)
+        message = str(info.value)
+        assert "The chunks carry: chunk_index, doc_id, lang, n, published, score, topic" in message, message
+    with pytest.raises(ValueError, match="Did you mean 'topic'"):
+        found(store, {"topc": "odd"})
+    assert found(store, {"topic": "odd"})  # a key the chunks carry is searched as before
+
+
+def test_in_a_sampled_collection_an_unseen_key_is_a_warning(tmp_path, tiny_variant, monkeypatch):
+    """Past the sample, a key could be on later chunks only: the search runs, and says what it saw."""
+    from c2v_rag.store import filters
+
+    docs = [{"id": f"d{i}", "text": make_text(i, sentences=1), "metadata": {"topic": "t"}} for i in range(6)]
+    docs.append({"id": "late", "text": make_text(99, sentences=1), "metadata": {"rare": "yes"}})
+    c2v_rag.ingest(docs, path=tmp_path, collection="kb", model=tiny_variant, chunk_size=24, show_progress=False)
+    monkeypatch.setattr(filters, "KEY_SAMPLE", 3)  # a small sample stands in for a large collection
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        search = lambda filter: c2v_rag.search(  # noqa: E731
+            "vitamin", top_k=10, collection="kb", client=client, filter=filter
+        )
+        with pytest.warns(UserWarning, match="among the first 3 chunks") as record:
+            hits = search({"rare": "yes"})
+        assert "searching anyway" in str(record[0].message)
+        assert {h.doc_id for h in hits} == {"late"}
