@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    for handler in logging.getLogger().handlers:
+    # The library's warnings in flags while the command runs, and only then: main() called in a process that goes
+    # on (a test, a notebook) leaves its logging as it found it.
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
         handler.addFilter(flag_wording)
     one_line_warnings()
     try:
@@ -111,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             code = EXIT_OUTPUT_CLOSED
         else:
             code = report(err, args.verbose)
+    finally:
+        for handler in handlers:
+            handler.removeFilter(flag_wording)
     if argv is None and getattr(args, "exit_fast", False):
         exit_now(code)
     return code

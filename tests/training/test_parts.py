@@ -201,4 +201,4 @@ def test_eval_cli_scores_a_trained_size_as_the_evaluator_does(tiny_model_factory
         main(["eval", str(variant), "--data", str(tmp_path / "data"), "--sets", "scifact-dev", "--truncate-dim", "20"])
         == 2
     )
-    assert "truncate_dim=20: this variant was trained for the prefix sizes [16, 88]" in capsys.readouterr().err
+    assert "--truncate-dim 20: this variant was trained for the prefix sizes [16, 88]" in capsys.readouterr().err
