@@ -1,4 +1,5 @@
-"""How the package is laid out, counted from the code: modules per folder, lines per package, the longest file
+"""How the package is laid out, counted from the code: modules per folder, lines per package (all, and code
+lines), the longest file
 and function, import circles and upward imports.
 
     python experiments/code_stats.py [REPO]
@@ -139,6 +140,26 @@ def longest_function(mods: dict[str, Path]) -> tuple[int, str]:
     return best
 
 
+def code_lines(source: str) -> int:
+    """Lines holding code: not blank, not only a comment, not part of a docstring."""
+    import io
+    import tokenize
+
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                docstrings.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    found: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            found.update(n for n in range(token.start[0], token.end[0] + 1) if n not in docstrings)
+    return len(found)
+
+
 def main(root: Path) -> None:
     mods = module_files(root)
     lines = {m: len(f.read_text().splitlines()) for m, f in mods.items()}
@@ -148,14 +169,16 @@ def main(root: Path) -> None:
     for folder, n in sorted(per_folder.items()):
         print(f"  {folder:40s} {n:3d}")
     per_package: Counter[str] = Counter()
+    code_per_package: Counter[str] = Counter()
     for m, n in lines.items():
         parts = m.split(".")
-        per_package[
-            parts[1] if len(parts) > 2 or mods[m].name == "__init__.py" and len(parts) > 1 else "(root modules)"
-        ] += n
-    print("lines per top-level package:")
+        package = parts[1] if len(parts) > 2 or mods[m].name == "__init__.py" and len(parts) > 1 else "(root modules)"
+        per_package[package] += n
+        code_per_package[package] += code_lines(mods[m].read_text())
+    print("lines per top-level package (all; code: no blank, comment or docstring line):")
     for package, n in sorted(per_package.items()):
-        print(f"  {package:40s} {n:6d}")
+        print(f"  {package:40s} {n:6d} {code_per_package[package]:6d}")
+    print(f"  {'total':40s} {sum(per_package.values()):6d} {sum(code_per_package.values()):6d}")
     longest = max(lines, key=lines.__getitem__)
     print(f"longest file: {mods[longest].relative_to(root).as_posix()} ({lines[longest]} lines)")
     n, where = longest_function(mods)
