@@ -360,6 +360,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         data = work / "data"
         for rel in data_paths():
             source = args.data / rel
+            (data / rel).parent.mkdir(parents=True, exist_ok=True)
             (shutil.copytree if source.is_dir() else shutil.copy2)(source, data / rel)
         wheels = fetch_wheels(work / "wheels")
         tar_folder(work / "wheels", items_dir / "wheels.tar")
@@ -746,6 +747,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     t.add_argument("--resume", action="store_true", help="continue the last run on this (warm) machine")
     t.add_argument("--check", action="store_true", help="load the variant after training")
     t.add_argument("--set", action="append", default=[], help="recipe override key=value, e.g. training.lr=1e-4")
+    r = sub.add_parser("recipe", help="here: the same recipe as a YAML file for `c2v-rag train` (e.g. on a CPU)")
+    r.add_argument("--out", type=Path, required=True, help="the YAML file to write")
+    r.add_argument("--dir", default="runs/broad-pairs-cpu", help="the run's output.dir")
+    r.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS)
+    r.add_argument("--batch", type=int, default=16)
+    r.add_argument("--steps", type=int, default=120)
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--precision", default="auto")
+    r.add_argument("--docs-weight", type=float, default=9.0)
+    r.add_argument("--save-every", type=int, default=10)
     u = sub.add_parser("unpack", help="here: the returned files into a variant folder")
     u.add_argument("returned", type=Path)
     u.add_argument("--out", type=Path, required=True)
@@ -764,6 +775,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "unpack":
         unpack(args.returned, args.out)
+        return 0
+    if args.command == "recipe":
+        import yaml
+
+        recipe = derived_recipe(
+            variant="c2v-smollm2-135m-minilm",
+            pairs=str(args.pairs),
+            data_root=SHARED_DATA,
+            out_dir=args.dir,
+            batch=args.batch,
+            mini_batch=args.batch,
+            steps=args.steps,
+            precision=args.precision,
+            device=args.device,
+            docs_weight=args.docs_weight,
+            save_every=args.save_every,
+            overrides={"output.overwrite": False, "training.keep_checkpoints": 2},
+        )
+        recipe["training"].pop("mini_batch_size")  # one pass at a CPU's batch: GradCache would only cost time
+        header = f"# bench/gpu_train.py recipe: recipes/preset_broad_docs.yaml with {args.pairs} as its documentation\n"
+        args.out.write_text(header + yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+        print(args.out)
         return 0
     return train(args)
 
