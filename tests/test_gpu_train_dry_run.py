@@ -99,18 +99,10 @@ def test_pieces_arrive_over_calls_checked_and_a_lost_one_is_resent_alone(sent):
     assert all(pieces.sha256_file(items[name]) == entry["sha256"] for name, entry in manifest["items"].items())
 
 
-def _train_args(sent: dict[str, Path], out: Path) -> list[str]:
+def _train_args(sent: dict[str, Path], out: Path, max_steps: int = 4) -> list[str]:
     inbox = sent["device"] / "runs" / "gpu-send"
-    return ["train", "--device", "cpu", "--tiny", "--send", str(inbox), "--store", str(sent["store"])] + [
-        "--out",
-        str(out),
-        "--max-steps",
-        "4",
-        "--plan-after",
-        "2",
-        "--export-every-s",
-        "0",
-    ]
+    device = ["--device", "cpu", "--tiny", "--send", str(inbox), "--store", str(sent["store"]), "--out", str(out)]
+    return ["train", *device, "--max-steps", str(max_steps), "--plan-after", "2", "--export-every-s", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +149,13 @@ def test_the_returned_files_load_as_a_variant(trained, sent, tmp_path):
     # the tiny bases it names are the ones prepare wrote here, not the device's copies
     config = json.loads((variant / "causal2vec_config.json").read_text())
     assert Path(config["decoder"]).is_relative_to(sent["work"])
+
+
+def test_a_second_call_on_the_warm_machine_resumes_the_run(trained, sent):
+    """The trainer's checkpoint stays in the device's store: --resume goes on from the last step, within the
+    learning-rate schedule the first call planned (4 steps planned: it ends at 8)."""
+    out = sent["root"] / "out-resumed"
+    _run(*_train_args(sent, out, max_steps=6), "--resume")
+    results = json.loads((out / "results.json").read_text())
+    assert [r["step"] for r in results["history"]] == [5, 6]
+    assert json.loads((out / "variant.json").read_text())["step"] == 6
