@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +150,9 @@ def split(items: Sequence[Path], send: Path, piece_bytes: int, capacity: int, no
     if send.exists():
         shutil.rmtree(send)
     (send / "pieces").mkdir(parents=True)
-    manifest: dict[str, Any] = {"piece_bytes": piece_bytes, "capacity": capacity, "items": {}, **notes}
+    # "created" tells this split's manifest from a stale one a warm device may still hold in an older call folder
+    manifest: dict[str, Any] = {"created": time.time(), "piece_bytes": piece_bytes, "capacity": capacity, "items": {}}
+    manifest.update(notes)
     for item in items:
         parts = []
         with item.open("rb") as handle:
@@ -188,11 +191,11 @@ def resend(send: Path, status: dict[str, Any], capacity: int) -> dict[str, list[
 
 
 def _inbox_manifest(send: Path) -> dict[str, Any] | None:
-    """The manifest carried by any call folder (they are the same file), else the sender's own."""
-    for candidate in [send / MANIFEST, *sorted(send.glob(f"*/{MANIFEST}"))]:
-        if candidate.is_file():
-            return json.loads(candidate.read_text(encoding="utf-8"))
-    return None
+    """The newest manifest under ``send``: every call folder carries its split's; folders of an older split may still
+    lie on a warm device."""
+    paths = [send / MANIFEST, *send.glob(f"*/{MANIFEST}")]
+    found = [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
+    return max(found, key=lambda m: m.get("created", 0.0)) if found else None
 
 
 def receive(send: Path, store: Path) -> dict[str, Any]:
