@@ -126,6 +126,7 @@ def test_training_returns_a_variant_within_the_device_limits(trained, sent):
     assert rates["real_tokens_per_s"] > 0 and rates["tflops_per_s"] > 0
     assert rates["mfu_spec"] is None and rates["mfu_gemm"] is None and results["gemm"] is None  # both are GPU-only
     assert results["recipe"]["training"]["batch_size"] == 8 and results["recipe"]["datasets"][0]["format"] == "jsonl"
+    assert 0.5 < results["docs_share_of_batches"] < 1  # the pairs' weight set for ~85% of batches
     # an export after every step: the older parts are gone, one whole variant remains
     assert len(results["exports"]) >= 4
     assert not ABSENT_ON_DEVICE & set(results["imported_packages"])
