@@ -637,13 +637,14 @@ class Trainer:
         barrier()
         return path
 
-    def _write_logs(self) -> None:
-        with (self.output_dir / HISTORY_FILE).open("w", encoding="utf-8") as handle:
+    def _write_logs(self, directory: Path | None = None) -> None:
+        directory = directory or self.output_dir
+        with (directory / HISTORY_FILE).open("w", encoding="utf-8") as handle:
             for record in self.history:
                 handle.write(json.dumps(record) + "\n")
         if self.history:
             try:
-                plot_loss_curve(self.history, self.output_dir / LOSS_PLOT, evaluations=self.evaluations)
+                plot_loss_curve(self.history, directory / LOSS_PLOT, evaluations=self.evaluations)
             except Exception as err:  # the checkpoint and the history are written; a plot is not worth a run
                 logger.warning("The loss plot %s was not written: %s: %s", LOSS_PLOT, type(err).__name__, err)
 
@@ -704,9 +705,15 @@ class Trainer:
 
     def _finish(self) -> None:
         """Write the final variant into output.dir, with the training summary in its metadata."""
-        if not self.ctx.is_main:
-            barrier()
-            return
+        if self.ctx.is_main:
+            self.save_variant(self.output_dir)
+        barrier()
+
+    def save_variant(self, directory: str | Path) -> Path:
+        """Write the model as it is now as a variant into ``directory``, with the training summary in its metadata,
+        the recipe, the metrics, the history and the loss plot: what :meth:`fit` leaves in output.dir at its end.
+        A caller that stops a run on its own terms (a time budget) can write one whenever it likes."""
+        directory = Path(directory)
         cfg = self.config
         model = self.model
         original = model.config.model_copy(deep=True)
@@ -726,18 +733,20 @@ class Trainer:
                 "evaluations": self.evaluations,
             },
         }
-        model.save_pretrained(self.output_dir)
-        model.config = original
+        try:
+            model.save_pretrained(directory)
+        finally:
+            model.config = original
         import yaml
 
-        (self.output_dir / CONFIG_COPY).write_text(
+        (directory / CONFIG_COPY).write_text(
             yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8"
         )
-        (self.output_dir / METRICS_FILE).write_text(
+        (directory / METRICS_FILE).write_text(
             json.dumps({"evaluations": self.evaluations}, indent=2) + "\n", encoding="utf-8"
         )
-        self._write_logs()
-        barrier()
+        self._write_logs(directory)
+        return directory
 
 
 def train(
