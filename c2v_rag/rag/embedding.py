@@ -66,21 +66,20 @@ def load_model(
     """
     from c2v_rag.model.causal2vec import Causal2Vec
 
-    key = _model_key(model, device, dtype, quantize)
-    with _cache_lock:
+    def shared(share: float | None) -> Causal2Vec:
+        key = _model_key(model, device, dtype, quantize, share)
         if key not in _cache:
             _cache[key] = Causal2Vec.from_pretrained(
                 key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
             )
-        loaded = _cache[key]
+            if share is not None:  # another readout of the same weights: its own object, the shared one untouched
+                _cache[key].set_readout(encoder_share=share)
+        return _cache[key]
+
+    with _cache_lock:
+        loaded = shared(None)
         if encoder_share is not None and encoder_share != loaded.config.encoder_share:
-            key = _model_key(model, device, dtype, quantize, encoder_share)
-            if key not in _cache:  # another readout of the same weights: its own object, the shared one untouched
-                _cache[key] = Causal2Vec.from_pretrained(
-                    key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
-                )
-                _cache[key].set_readout(encoder_share=encoder_share)
-            loaded = _cache[key]
+            loaded = shared(encoder_share)
     return loaded
 
 

@@ -27,6 +27,7 @@ from c2v_rag.rag.options import (
     ModelOptions,
     OpenKeywords,
     SearchKeywords,
+    SearchOptions,
     search_options,
     split_keywords,
 )
@@ -152,17 +153,19 @@ class Collection:
     def _search(self, where: str, queries: Sequence[str], top_k: int, kwargs: Any) -> list[list[SearchHit]]:
         from c2v_rag.rag.retrieval.search import search_queries
 
+        return search_queries(queries, top_k, self.target, self.model, self._options(where, kwargs), self.client)
+
+    def _options(self, where: str, kwargs: Any) -> SearchOptions:
+        """The call's :class:`SearchOptions`: its search keywords (any other is a TypeError) over ``options=``."""
         (given,) = split_keywords(where, kwargs, SEARCH_KEYS)
-        options = search_options(where, given, self.name)
-        return search_queries(queries, top_k, self.target, self.model, options, self.client)
+        return search_options(where, given, self.name)
 
     async def asearch(self, query: str, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> list[SearchHit]:
         """:meth:`search` for asyncio: Qdrant through ``AsyncQdrantClient`` (``client`` when the handle has one),
         the model and the embedding in a worker thread, so the event loop stays free."""
         from c2v_rag.rag.retrieval.search import asearch_query
 
-        (given,) = split_keywords("asearch", kwargs, SEARCH_KEYS)
-        options = search_options("asearch", given, self.name)
+        options = self._options("asearch", kwargs)
         return await asearch_query(query, top_k, self.target, self.model, options, self.client)
 
     def search_vector(
@@ -179,12 +182,11 @@ class Collection:
         """The concrete collection behind this name and the prefix size it stores (None: whole vectors), once
         it is found to hold ``model``'s vectors: :class:`~c2v_rag.CollectionNotFoundError` or
         :class:`~c2v_rag.CollectionMismatchError` otherwise. A server checks its model this way."""
-        from c2v_rag.store.aliases import resolve_alias
-        from c2v_rag.store.collection import check_collection, model_fingerprint, require_collection
+        from c2v_rag.store.collection import check_collection, model_fingerprint
 
         with self._opened() as client:
-            concrete = resolve_alias(client, self.name)
-            truncate_dim = (fingerprint_of(require_collection(client, concrete, self.target)) or {}).get("truncate_dim")
+            concrete, info = self._concrete(client)
+            truncate_dim = (fingerprint_of(info) or {}).get("truncate_dim")
             check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim))
             return concrete, truncate_dim
 
@@ -282,24 +284,24 @@ class Collection:
 
     def count(self) -> int:
         """How many chunks the collection holds."""
-        from c2v_rag.store.aliases import resolve_alias
-        from c2v_rag.store.collection import require_collection
-
         with self._opened() as client:
-            concrete = resolve_alias(client, self.name)
-            require_collection(client, concrete, self.target)
+            concrete, _ = self._concrete(client)
             return int(client.count(concrete, exact=True).count)
 
     def recorded(self) -> dict[str, Any]:
         """What the collection recorded when it was made: the model's reference and weights' digest, the vector
         size, ``truncate_dim``, ``quantize``, ``encoder_share``, the documents' instruction and the layout of
         its vectors ({} for a collection c2v_rag did not make)."""
+        with self._opened() as client:
+            return fingerprint_of(self._concrete(client)[1]) or {}
+
+    def _concrete(self, client: Any) -> tuple[str, Any]:
+        """The collection this name is (an alias resolved) and its info; CollectionNotFoundError when none."""
         from c2v_rag.store.aliases import resolve_alias
         from c2v_rag.store.collection import require_collection
 
-        with self._opened() as client:
-            concrete = resolve_alias(client, self.name)
-            return fingerprint_of(require_collection(client, concrete, self.target)) or {}
+        concrete = resolve_alias(client, self.name)
+        return concrete, require_collection(client, concrete, self.target)
 
     def _opened(self) -> Any:
         """The handle's client (left open), or the store opened for one call and closed after it."""

@@ -47,10 +47,7 @@ class _Options(BaseModel):
         Nothing is validated here (``model_construct``): each value is checked where it is used, so the
         library's errors and their order stay. ``values`` may hold other sets' fields; they are left to those.
         """
-        options = cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
-        if isinstance(getattr(options, "api_key", None), str):
-            options.api_key = SecretStr(options.api_key)  # type: ignore[attr-defined]  # repr never shows it
-        return options
+        return cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
 
 
 class ConnectionOptions(_Options):
@@ -80,6 +77,14 @@ class ConnectionOptions(_Options):
         description="the full QdrantConfig (timeouts, vector names, storage); the fields above, "
         "when set, are laid over it",
     )
+
+    @classmethod
+    def as_given(cls, values: Mapping[str, Any]) -> Self:
+        """:meth:`_Options.as_given`, with a plain-string ``api_key`` wrapped, so repr never shows it."""
+        options = super().as_given(values)
+        if isinstance(options.api_key, str):
+            options.api_key = SecretStr(options.api_key)
+        return options
 
     def resolve(self) -> QdrantConfig:
         """The store these options name: ``qdrant`` with the fields that are set laid over it, the
