@@ -23,12 +23,15 @@ if TYPE_CHECKING:
     )
     from c2v_rag.core.instructions import InContextPrompt, Task, TaskKind, get_task, list_tasks, register_task
     from c2v_rag.encode.long_texts import LongTexts
+    from c2v_rag.encode.splitting import make_splitter
     from c2v_rag.hub.presets import DEFAULT_PRESET, list_presets
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag import (
         Collection,
+        EmbedderOptions,
         IngestConfig,
         QdrantConfig,
+        RetrieverOptions,
         SearchHit,
         SearchOptions,
         asearch,
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
         search,
         search_many,
     )
+    from c2v_rag.rag.embedding import apply_encode_kwargs, check_encode_kwargs
+    from c2v_rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
     from c2v_rag.training.adapt.config import AdaptConfig
     from c2v_rag.training.adapt.report import AdaptReport
     from c2v_rag.training.adapt.run import adapt
@@ -76,6 +81,14 @@ __all__ = [
     "open_collection",
     "SearchHit",
     "SearchOptions",
+    # what the LlamaIndex and LangChain packages in integrations/ build on (they import nothing else of c2v_rag)
+    "EmbedderOptions",
+    "RetrieverOptions",
+    "apply_encode_kwargs",
+    "check_encode_kwargs",
+    "make_splitter",
+    "HIDDEN_FROM_LLM",
+    "metadata_field",
     "adapt",
     "AdaptConfig",
     "AdaptReport",
@@ -110,7 +123,13 @@ _EXPORTS = {
         name: "c2v_rag.rag"
         for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate")
         + ("Collection", "open_collection", "SearchHit", "SearchOptions", "IngestConfig", "QdrantConfig")
+        + ("EmbedderOptions", "RetrieverOptions")
     },
+    "apply_encode_kwargs": "c2v_rag.rag.embedding",
+    "check_encode_kwargs": "c2v_rag.rag.embedding",
+    "make_splitter": "c2v_rag.encode.splitting",
+    "HIDDEN_FROM_LLM": "c2v_rag.store.point_schema",
+    "metadata_field": "c2v_rag.store.point_schema",
 }
 
 

@@ -1,4 +1,4 @@
-"""The integration packages build on c2v_rag's public surface only: ``c2v_rag`` and ``c2v_rag.frameworks``. A move
+"""The integration packages build on c2v_rag's public surface only: the names of ``c2v_rag`` itself. A move
 inside the library then never breaks them. Every import of c2v_rag in their sources is read, at any depth
 (functions, TYPE_CHECKING blocks)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PUBLIC = {"c2v_rag", "c2v_rag.frameworks"}
+PUBLIC = {"c2v_rag"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -38,7 +38,7 @@ def test_the_packages_have_sources_that_import_c2v_rag():
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO / "integrations")))
 def test_integration_sources_import_only_the_public_api(path):
     private = [f"{path.name}:{line} imports {name}" for line, name in _imports(path) if name not in PUBLIC]
-    assert not private, f"import these through c2v_rag.frameworks (or c2v_rag) instead: {private}"
+    assert not private, f"import these from c2v_rag (its facade, c2v_rag/__init__.py) instead: {private}"
 
 
 def test_the_scan_catches_a_private_import(tmp_path):
@@ -47,8 +47,13 @@ def test_the_scan_catches_a_private_import(tmp_path):
     assert _imports(source) == [(2, "c2v_rag.store.point_schema")]
 
 
-def test_every_public_framework_name_resolves():
-    import c2v_rag.frameworks as frameworks
+def test_every_name_the_packages_import_is_public():
+    import c2v_rag
 
-    for name in frameworks.__all__:
-        assert getattr(frameworks, name) is not None
+    imported = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "c2v_rag":
+                imported.update(alias.name for alias in node.names)
+    assert imported and imported <= set(c2v_rag.__all__)
+    assert all(getattr(c2v_rag, name) is not None for name in imported)

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.frameworks import EmbedderOptions, apply_encode_kwargs, check_encode_kwargs
+from c2v_rag import EmbedderOptions, apply_encode_kwargs, check_encode_kwargs
 
 # HuggingFaceEmbeddings' model_kwargs that mean something for a variant, and the field each sets.
 MODEL_KWARGS = {"device": "device", "dtype": "dtype", "torch_dtype": "dtype"}

@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.frameworks import RetrieverOptions, SearchHit
+from c2v_rag import RetrieverOptions, SearchHit
 
 # langchain_qdrant.RetrievalMode's values, and the search mode each is.
 RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}

@@ -8,7 +8,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag.frameworks import DEFAULT_PRESET, EmbedderOptions, make_splitter
+from c2v_rag import DEFAULT_PRESET, EmbedderOptions, make_splitter
 
 # The encoder batches by token budget after sorting by length; LlamaIndex's own batches only
 # need to be large enough not to get in its way.

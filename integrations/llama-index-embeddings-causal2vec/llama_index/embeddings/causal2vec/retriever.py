@@ -15,7 +15,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from c2v_rag.frameworks import HIDDEN_FROM_LLM, Collection, RetrieverOptions, SearchHit, metadata_field
+from c2v_rag import HIDDEN_FROM_LLM, Collection, RetrieverOptions, SearchHit, metadata_field
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
 QUERY_MODES = {
