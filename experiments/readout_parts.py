@@ -14,7 +14,8 @@ same ``run_suite`` as ``c2v-rag eval`` and equals it.
 Trained Matryoshka prefixes (``matryoshka_dims``) are scored the same way: a prefix re-normalized is what
 ``encode(truncate_dim=N)`` returns. ``--shares 0.7 0.9`` also scores the vector another ``encoder_share`` gives:
 each part re-normalized and weighted ``[sqrt(s); sqrt((1 - s) / 2); sqrt((1 - s) / 2)]``, which is what
-``c2v-rag eval VARIANT --readout encoder_share=s`` scores.
+``c2v-rag eval VARIANT --readout encoder_share=s`` scores. ``--eos-fractions 0 0.75 1`` splits each share's decoder
+weight between h_EOS and h_C otherwise (``part_weights``).
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 
 class Mix:
-    """The vector another ``encoder_share`` gives, from the stored one: each part re-normalized and weighted."""
+    """The vector another ``encoder_share`` gives, from the stored one: each part re-normalized and weighted.
+    ``eos_fraction`` f splits the decoder's weight 1 - s into h_EOS (f) and h_C (1 - f): the ``part_weights``
+    ``{"encoder": s, "eos": (1 - s) f, "contextual": (1 - s) (1 - f)}``; 0.5 is ``encoder_share`` s."""
 
-    def __init__(self, parts: dict[str, slice], share: float, prefix: int | None = None) -> None:
+    def __init__(self, parts: dict[str, slice], share: float, prefix: int | None = None, eos_fraction: float = 0.5):
         self.parts, self.prefix = parts, prefix
-        self.weights = {"encoder": share, "contextual": (1 - share) / 2, "eos": (1 - share) / 2}
+        decoder = 1 - share
+        self.weights = {"encoder": share, "contextual": decoder * (1 - eos_fraction), "eos": decoder * eos_fraction}
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
         mixed = np.concatenate([np.sqrt(w) * unit(vectors[:, self.parts[name]]) for name, w in self.weights.items()], 1)
@@ -68,7 +72,7 @@ class SlicedEmbedder:
         return self._encode("document", texts, task, kwargs)
 
 
-def part_slices(model: Causal2Vec, shares: list[float]) -> dict[str, slice | Mix]:
+def part_slices(model: Causal2Vec, shares: list[float], eos_fractions: list[float]) -> dict[str, slice | Mix]:
     """The views to score: the whole vector, each part of the layout (``Causal2VecConfig.parts``), the decoder's
     half, and every trained Matryoshka prefix."""
     config = model.config
@@ -89,6 +93,12 @@ def part_slices(model: Causal2Vec, shares: list[float]) -> dict[str, slice | Mix
     if shares and "encoder" in parts:
         views |= {f"encoder_share={s:g}": Mix(parts, s) for s in shares}
         views |= {f"encoder_share={s:g}, prefix {n}": Mix(parts, s, n) for s in shares for n in config.matryoshka_dims}
+        views |= {
+            f"encoder {s:g} / h_EOS {(1 - s) * f:.3g} / h_C {(1 - s) * (1 - f):.3g}": Mix(parts, s, eos_fraction=f)
+            for s in shares
+            for f in eos_fractions
+            if f != 0.5
+        }
     return views
 
 
@@ -100,6 +110,9 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--shares", type=float, nargs="*", default=[], help="also score these encoder_share mixes")
+    parser.add_argument(
+        "--eos-fractions", type=float, nargs="*", default=[], help="h_EOS's fractions of each share's decoder weight"
+    )
     parser.add_argument("--only-shares", action="store_true", help="score the full vector and the mixes only")
     parser.add_argument("--views", nargs="*", default=[], help="score only these views, by name")
     args = parser.parse_args()
@@ -110,9 +123,9 @@ def main() -> None:
         model.max_seq_length = args.max_length
     suite = load_suite(args.sets, args.data)
     embedder, rows = SlicedEmbedder(model), {}
-    views = part_slices(model, args.shares)
+    views = part_slices(model, args.shares, args.eos_fractions)
     if args.only_shares:
-        views = {k: v for k, v in views.items() if k == "full" or k.startswith("encoder_share=")}
+        views = {k: v for k, v in views.items() if k == "full" or isinstance(v, Mix) and v.prefix is None}
     if args.views:
         views = {k: v for k, v in views.items() if k in args.views}
     for name, view in views.items():

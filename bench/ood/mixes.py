@@ -7,7 +7,10 @@ cached full collection of ``score.py``) and one query encode per instruction. A 
 as ``search_many(group_by_document=True)`` ranks it.
 
     python bench/ood/mixes.py --model default --task default --task MSMARCO-Passage \
-        --share 0.5 0.6 0.7 0.8 0.9 1.0 --json bench/results/ood/mixes.json
+        --share 0.5 0.6 0.7 0.8 0.9 1.0 --eos-fraction 0 0.5 0.75 1 --json bench/results/ood/mixes.json
+
+``--eos-fraction f`` splits the decoder's weight 1 - s between h_EOS (f) and h_C (1 - f), the
+``part_weights`` a variant's readout can set.
 
 Run ``score.py`` on the model first: this reads its cached collection and refuses to ingest.
 """
@@ -42,10 +45,15 @@ def part_views(model: Any, vectors: np.ndarray) -> dict[str, np.ndarray]:
     return {name: unit(vectors[:, parts[name]]) for name in names}
 
 
-def mixes(shares: list[float]) -> dict[str, dict[str, float]]:
-    """The weights to score: ``encoder_share`` s (h_C and h_EOS equal), the prefix without h_EOS of each, and each
-    decoder part alone beside the encoder at an even share."""
-    out = {f"encoder_share={s:g}": {"encoder": s, "contextual": (1 - s) / 2, "eos": (1 - s) / 2} for s in shares}
+def mixes(shares: list[float], eos_fractions: list[float]) -> dict[str, dict[str, float]]:
+    """The weights to score: the encoder's weight s with the decoder's 1 - s split between h_EOS (a fraction f)
+    and h_C (1 - f); f = 0.5 is ``encoder_share`` s. Beside them the prefix [encoder; h_C] of each equal split
+    (what ``truncate_dim=960`` gives the preset), re-normalized, and each decoder part alone at an even share."""
+    out = {
+        label(s, f): {"encoder": s, "contextual": (1 - s) * (1 - f), "eos": (1 - s) * f}
+        for s in shares
+        for f in eos_fractions
+    }
     # The prefix [encoder; h_C] (truncate_dim=960 for the preset) of each share's vector, re-normalized.
     out |= {
         f"encoder_share={s:g}, prefix [encoder; h_C]": {
@@ -58,6 +66,13 @@ def mixes(shares: list[float]) -> dict[str, dict[str, float]]:
     out["encoder 0.5 + h_C 0.5"] = {"encoder": 0.5, "contextual": 0.5, "eos": 0.0}
     out["encoder 0.5 + h_EOS 0.5"] = {"encoder": 0.5, "contextual": 0.0, "eos": 0.5}
     return out
+
+
+def label(share: float, eos_fraction: float) -> str:
+    """``encoder_share=s`` for the equal split (the labels earlier results used), else each part's weight."""
+    if eos_fraction == 0.5:
+        return f"encoder_share={share:g}"
+    return f"encoder {share:g} / h_EOS {(1 - share) * eos_fraction:.3g} / h_C {(1 - share) * (1 - eos_fraction):.3g}"
 
 
 def rankings(
@@ -76,6 +91,8 @@ def main() -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--task", action="append", help="'default' or a task name; repeatable")
     parser.add_argument("--share", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    split = "h_EOS's fraction of the decoder's weight 1 - share (h_C has the rest); 0.5 is encoder_share"
+    parser.add_argument("--eos-fraction", type=float, nargs="+", default=[0.5], help=split)
     parser.add_argument("--bench", action="append", choices=build.BENCHMARKS)
     parser.add_argument("--docs", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None)
@@ -108,12 +125,11 @@ def main() -> int:
         for task in args.task or ["default"]:
             chosen = None if task == "default" else task
             query_parts = part_views(model, np.asarray(model.encode_queries(texts, task=chosen)))
-            for label, weights in mixes(args.share).items():
+            for mix, weights in mixes(args.share, args.eos_fraction).items():
                 found = metrics.evaluate(rankings(query_parts, doc_parts, weights, doc_ids, ids), corpus.bench.qrels)
-                rows[f"{task} | {label}"] = found
+                rows[f"{task} | {mix}"] = found
                 print(
-                    f"{name:9s} {task:16s} {label:26s} " + " ".join(f"{k}={v:.3f}" for k, v in found.items()),
-                    flush=True,
+                    f"{name:9s} {task:16s} {mix:40s} " + " ".join(f"{k}={v:.3f}" for k, v in found.items()), flush=True
                 )
         report["benchmarks"][name] = rows
     if args.json:

@@ -90,7 +90,7 @@ def representation_facts(name: str) -> RepresentationFacts:
     return facts
 
 
-READOUT_FIELDS = ("representation", "normalize_parts", "encoder_share")
+READOUT_FIELDS = ("representation", "normalize_parts", "encoder_share", "part_weights")
 """Fields that say how the embedding is read off the decoder's states, not what the weights are: a
 trained variant can change them (``Causal2Vec.set_readout``; a training stage continuing a variant)."""
 
@@ -164,6 +164,16 @@ class Causal2VecConfig(BaseModel):
             "readout)], so cos = s * cos_encoder + (1 - s) * cos_decoder. 0 is the paper's readout"
         ),
     )
+    part_weights: dict[str, float] | None = Field(
+        None,
+        description=(
+            "the share of the cosine each part carries, in the vector's order: 'encoder' (the encoder's own "
+            "sentence vector) and the representation's parts ('contextual' = h_C and 'eos' = h_EOS for concat). "
+            "The embedding is [sqrt(w) * unit(part) for each part], so cos = sum of w * cos_part; the weights are "
+            "scaled to sum to 1, and a part left out is not in the vector. Replaces encoder_share, which weighs "
+            "the decoder's readout as one part; set one of the two"
+        ),
+    )
     matryoshka_dims: list[int] = Field(
         default_factory=list,
         description=(
@@ -206,6 +216,19 @@ class Causal2VecConfig(BaseModel):
         representation_facts(name)
         return name
 
+    @field_validator("part_weights")
+    @classmethod
+    def _weights(cls, weights: dict[str, float] | None) -> dict[str, float] | None:
+        if weights is None:
+            return None
+        if not weights or any(not w > 0 for w in weights.values()):
+            raise ValueError(
+                f"part_weights={weights} needs at least one part, each with a weight above 0 (leave a part out to "
+                "drop it from the vector)"
+            )
+        total = sum(weights.values())
+        return {name: w / total for name, w in weights.items()}
+
     @model_validator(mode="after")
     def _check(self) -> Causal2VecConfig:
         if "{instruction}" not in self.instruction_template:
@@ -238,7 +261,11 @@ class Causal2VecConfig(BaseModel):
             raise ValueError(
                 f"matryoshka_dims={self.matryoshka_dims} must be distinct positive sizes in increasing order"
             )
-        sizes_known = self.decoder_hidden_size is not None and (not self.encoder_share or self.encoder_hidden_size)
+        if self.part_weights is not None:
+            self._check_part_weights(self.part_weights, representation)
+        sizes_known = self.decoder_hidden_size is not None and (
+            not self.uses_encoder_vector or self.encoder_hidden_size
+        )
         if self.matryoshka_dims and sizes_known and self.matryoshka_dims[-1] >= self.embedding_dim:
             raise ValueError(
                 f"matryoshka_dims={self.matryoshka_dims} must be shorter than the embedding ({self.embedding_dim} dims)"
@@ -250,6 +277,38 @@ class Causal2VecConfig(BaseModel):
             )
         return self
 
+    def _check_part_weights(self, weights: dict[str, float], representation: RepresentationFacts) -> None:
+        available = (["encoder"] if self.num_contextual_tokens and self.encoder is not None else []) + list(
+            representation.parts(1)
+        )
+        unknown = [name for name in weights if name not in available]
+        if unknown:
+            raise ValueError(
+                f"part_weights names {unknown}, which representation={self.representation!r} "
+                f"{'with' if 'encoder' in available else 'without'} an encoder does not have; its parts are {available}"
+            )
+        if self.encoder_share:
+            raise ValueError(
+                f"part_weights={weights} and encoder_share={self.encoder_share} both weigh the encoder's vector; "
+                "set part_weights alone (encoder_share=0)"
+            )
+        if representation.two_part and not self.normalize_parts and len([n for n in weights if n != "encoder"]) > 1:
+            raise ValueError(
+                "part_weights weighs each part as a unit vector; set normalize_parts=true with it, as the weights "
+                "then say what share of the cosine each part carries"
+            )
+
+    @property
+    def uses_encoder_vector(self) -> bool:
+        """Whether the embedding carries the encoder's own sentence vector (``encoder_share`` or an ``encoder``
+        part weight)."""
+        return bool(self.encoder_share) or "encoder" in (self.part_weights or {})
+
+    @property
+    def encoder_weight(self) -> float:
+        """The share of the cosine the encoder's sentence vector carries: 0 where it is not in the vector."""
+        return (self.part_weights or {}).get("encoder", self.encoder_share)
+
     @property
     def embedding_dim(self) -> int:
         return self.parts["full"].stop
@@ -259,25 +318,26 @@ class Causal2VecConfig(BaseModel):
         """Where each part of the embedding sits in the vector, and ``full`` for the whole.
 
         The layout is ``[encoder; first; second]``: ``encoder`` (MiniLM's own sentence vector, only with
-        ``encoder_share``), then the decoder readout in the parts its representation names
+        ``encoder_share`` or an ``encoder`` part weight), then the decoder readout in the parts its representation names
         (:meth:`RepresentationFacts.parts`: ``concat`` has ``contextual`` = h_C and ``eos`` = h_EOS,
         ``eos_projector`` has ``eos`` and ``projector`` = C, ``last_token`` is one part ``eos``, the others
         one part named after themselves). Each part, re-normalized, is an embedding of its own: the trainer
         scores parts by name (``objective.parts``), ``experiments/readout_parts.py`` evaluates them.
+        ``part_weights`` sets another order (its own) and leaves out the parts it does not name.
         """
         if self.decoder_hidden_size is None:
             raise ValueError("decoder_hidden_size is unknown until the decoder is loaded")
-        d = self.decoder_hidden_size
+        if self.uses_encoder_vector and self.encoder_hidden_size is None:
+            raise ValueError("encoder_hidden_size is unknown until the encoder is loaded")
+        widths = representation_facts(self.representation).parts(self.decoder_hidden_size)
+        if self.uses_encoder_vector:
+            widths = {"encoder": self.encoder_hidden_size or 0, **widths}
+        order = list(self.part_weights) if self.part_weights is not None else list(widths)
         start = 0
         layout: dict[str, slice] = {}
-        if self.encoder_share:
-            if self.encoder_hidden_size is None:
-                raise ValueError("encoder_hidden_size is unknown until the encoder is loaded")
-            layout["encoder"] = slice(0, self.encoder_hidden_size)
-            start = self.encoder_hidden_size
-        for name, width in representation_facts(self.representation).parts(d).items():
-            layout[name] = slice(start, start + width)
-            start += width
+        for name in order:
+            layout[name] = slice(start, start + widths[name])
+            start += widths[name]
         layout["full"] = slice(0, start)
         return layout
 

@@ -256,6 +256,10 @@ mteb.evaluate(model, mteb.get_tasks(tasks=["SciFact", "STSBenchmark"]))  # promp
 
 
 def _encoder_share_note(config: Causal2VecConfig) -> str:
+    if config.part_weights is not None:
+        names = {"encoder": "the encoder's own mean-pooled vector", "contextual": "h_C", "eos": "h_EOS"}
+        shares = ", ".join(f"{names.get(name, name)} {w:.0%}" for name, w in config.part_weights.items())
+        return f", its parts weighted in the cosine as {shares}"
     if not config.encoder_share:
         return ""
     return f", next to the encoder's own mean-pooled vector, which carries {config.encoder_share:.0%} of the cosine"

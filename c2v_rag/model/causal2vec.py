@@ -30,7 +30,7 @@ from c2v_rag.hub.plain_weights import load_plain_backbone
 from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
 from c2v_rag.nn.plain import PlainBackbone
-from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector
+from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, split_parts, weigh_parts
 from c2v_rag.nn.projector import ContextualProjector
 from c2v_rag.nn.readout import REPRESENTATIONS, Representation
 
@@ -310,19 +310,31 @@ class Causal2Vec(nn.Module):
             )
 
     def set_readout(self, **fields: Any) -> None:
-        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``, ``encoder_share``).
+        """Change how the embedding is read off the decoder (``representation``, ``normalize_parts``, ``encoder_share``,
+        ``part_weights``).
 
         The weights stay as they are; the config is re-validated and the decoder input follows (a
         ``contextual`` readout skips the text tokens, which cannot change h_C under causal attention).
-        A changed readout has another layout, so the trained Matryoshka sizes (``matryoshka_dims``) are dropped.
+        A changed readout has another layout, so of the trained Matryoshka sizes (``matryoshka_dims``) it keeps
+        those that end where a part ends, every part before it a unit vector of its own (the encoder's part,
+        and the decoder's parts under ``normalize_parts``): such a prefix is a mix of whole parts.
+        ``encoder_share`` and ``part_weights`` are alternatives: naming one alone sets the other aside.
         """  # noqa: E501
         unknown = set(fields) - set(READOUT_FIELDS)
         if unknown:
             raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
+        # encoder_share and part_weights are two ways to weigh the parts: naming one alone replaces the other.
+        if fields.get("part_weights") is not None:
+            fields.setdefault("encoder_share", 0.0)
+        elif "encoder_share" in fields:
+            fields.setdefault("part_weights", None)
         current = self.config.model_dump()
         if any(current[name] != value for name, value in fields.items()):
-            # The prefix sizes were trained for the old readout's layout; another readout has other prefixes.
-            fields["matryoshka_dims"] = []
+            config = Causal2VecConfig.model_validate({**current, **fields, "matryoshka_dims": []})
+            # A prefix of whole parts, each a unit vector of its own, is still a weighted mix of parts in the new
+            # layout; any other trained size cut a part that the new readout weighs otherwise.
+            kept = [n for n in current["matryoshka_dims"] if n in _whole_part_prefixes(config)]
+            fields["matryoshka_dims"] = kept
         self.config = Causal2VecConfig.model_validate({**current, **fields})
         self.prompts.keep_text = _reads_text(self.config)
 
@@ -465,7 +477,7 @@ class Causal2Vec(nn.Module):
                 batch.context_positions, batch.last_positions, self.config.num_contextual_tokens
             )
         contextual = sentence = None
-        if self.config.num_contextual_tokens and self.config.encoder_share:
+        if self.config.num_contextual_tokens and self.config.uses_encoder_vector:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
         elif self.config.num_contextual_tokens:
             contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)
@@ -498,15 +510,10 @@ class Causal2Vec(nn.Module):
         """
         if truncate_dim is None:
             return "all"
-        parts = self.config.parts
-        if "encoder" in parts and truncate_dim <= parts["encoder"].stop:
+        inside = {name for name, part in self.config.parts.items() if name != "full" and part.start < truncate_dim}
+        if inside <= {"encoder"}:
             return "encoder"
-        if (
-            "contextual" in parts
-            and self.config.attention == "causal"
-            and not self.config.echo
-            and truncate_dim <= parts["contextual"].stop
-        ):
+        if inside <= {"encoder", "contextual"} and self.config.attention == "causal" and not self.config.echo:
             return "contextual"
         return "all"
 
@@ -518,7 +525,7 @@ class Causal2Vec(nn.Module):
         """
         if self.needs_for(truncate_dim) == "encoder":
             states, mask = self._encoder_states(batch.encoder_input_ids, batch.encoder_attention_mask)
-            return encoder_part(mean_pool(states, mask), self.config.encoder_share)[:, :truncate_dim]
+            return encoder_part(mean_pool(states, mask), self.config.encoder_weight)[:, :truncate_dim]
         hidden, contextual, sentence = self._states(batch, readout_only=True)
         vector = self.readout.read(
             hidden,
@@ -529,7 +536,12 @@ class Causal2Vec(nn.Module):
             batch.pool_mask,
             normalize_parts=self.config.normalize_parts,
         )
-        if self.config.encoder_share:
+        if self.config.part_weights is not None:
+            pieces = split_parts(vector, self.readout.parts(self.config.decoder_hidden_size or vector.size(-1)))
+            if sentence is not None:
+                pieces["encoder"] = sentence
+            vector = weigh_parts(pieces, self.config.part_weights)
+        elif self.config.encoder_share:
             assert sentence is not None, "encoder_share mixes in the encoder's vector, which _states computed"
             vector = mix_encoder_vector(vector, sentence, self.config.encoder_share)
         return vector if truncate_dim is None else vector[:, :truncate_dim]
@@ -637,6 +649,18 @@ class Causal2Vec(nn.Module):
         """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
         a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def _whole_part_prefixes(config: Causal2VecConfig) -> set[int]:
+    """The prefix sizes of ``config``'s layout that end where a part ends, every part before it normalized alone."""
+    sizes, unit = set(), True
+    for name, part in config.parts.items():
+        if name == "full":
+            continue
+        unit = unit and (name == "encoder" or config.normalize_parts or config.part_weights is not None)
+        if unit and part.stop < config.embedding_dim:
+            sizes.add(part.stop)
+    return sizes
 
 
 def _reads_text(config: Causal2VecConfig) -> bool:

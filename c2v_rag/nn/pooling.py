@@ -40,3 +40,20 @@ def encoder_part(encoder_vector: torch.Tensor, share: float) -> torch.Tensor:
     """``sqrt(share) * unit(encoder_vector)`` in float32: the first part of :func:`mix_encoder_vector`'s vector,
     which a Matryoshka prefix inside it is computed from alone (no decoder)."""
     return torch.nn.functional.normalize(encoder_vector.float(), dim=-1) * share**0.5
+
+
+def split_parts(vector: torch.Tensor, widths: dict[str, int]) -> dict[str, torch.Tensor]:
+    """A readout's vector [B, sum(widths)] cut into its named parts [B, width], in order."""
+    return dict(zip(widths, vector.split(list(widths.values()), dim=-1), strict=True))
+
+
+def weigh_parts(pieces: dict[str, torch.Tensor], weights: dict[str, float]) -> torch.Tensor:
+    """``[sqrt(w) * unit(pieces[name]) for name, w in weights]`` concatenated in float32: a unit vector whose
+    cosine with another is the sum of ``w`` times each part's cosine (``Causal2VecConfig.part_weights``).
+
+    In float32 for the reason :func:`mix_encoder_vector` gives: a prefix computed alone must equal the whole
+    vector's first values."""
+    return torch.cat(
+        [torch.nn.functional.normalize(pieces[name].float(), dim=-1) * weight**0.5 for name, weight in weights.items()],
+        dim=-1,
+    )

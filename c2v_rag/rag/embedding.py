@@ -7,8 +7,9 @@ documents get none (unless the task is symmetric or a document instruction is se
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,8 +34,8 @@ def _model_key(
     device: str | None,
     dtype: str | None,
     quantize: str | None = None,
-    encoder_share: float | None = None,
-) -> tuple[str, str, str, str, float | None]:
+    readout: Mapping[str, Any] | None = None,
+) -> tuple[str, str, str, str, str | None]:
     from c2v_rag.core.devices import resolve_device, resolve_quantize
     from c2v_rag.hub.presets import DEFAULT_PRESET, PRESETS_DIR
 
@@ -43,7 +44,8 @@ def _model_key(
     if path.is_dir() and path.resolve().parent != PRESETS_DIR.resolve():
         name = str(path.resolve())
     target = resolve_device(device)
-    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target), encoder_share
+    fields = None if readout is None else json.dumps(dict(readout))  # part_weights' order is the vector's layout
+    return name, str(target), str(dtype or "auto"), resolve_quantize(quantize, target), fields
 
 
 def load_model(
@@ -52,7 +54,7 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     quantize: str | None = None,
-    encoder_share: float | None = None,
+    readout: Mapping[str, Any] | None = None,
 ) -> Causal2Vec:
     """The shared :class:`~c2v_rag.Causal2Vec` for a preset or variant directory, loaded once.
 
@@ -61,25 +63,25 @@ def load_model(
     truncation length is an encode option (``encode(..., max_length=)``, :class:`Embedder`'s
     ``max_length``), not another model: a second module object sharing the backbones would let its
     ``.train()``/``.to()`` change the model every other caller holds.
-    ``encoder_share`` reads the embedding at other part weights than the variant's (a collection that recorded
-    them): a model of its own, shared by the callers that name the same share.
+    ``readout`` reads the embedding at other part weights than the variant's (``encoder_share``,
+    ``part_weights``: what a collection recorded): a model of its own, shared by the callers that name the same.
     """
     from c2v_rag.model.causal2vec import Causal2Vec
 
-    def shared(share: float | None) -> Causal2Vec:
-        key = _model_key(model, device, dtype, quantize, share)
+    def shared(fields: Mapping[str, Any] | None) -> Causal2Vec:
+        key = _model_key(model, device, dtype, quantize, fields)
         if key not in _cache:
             _cache[key] = Causal2Vec.from_pretrained(
                 key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
             )
-            if share is not None:  # another readout of the same weights: its own object, the shared one untouched
-                _cache[key].set_readout(encoder_share=share)
+            if fields is not None:  # another readout of the same weights: its own object, the shared one untouched
+                _cache[key].set_readout(**fields)
         return _cache[key]
 
     with _cache_lock:
         loaded = shared(None)
-        if encoder_share is not None and encoder_share != loaded.config.encoder_share:
-            loaded = shared(encoder_share)
+        if readout is not None and any(getattr(loaded.config, name) != value for name, value in readout.items()):
+            loaded = shared(readout)
     return loaded
 
 

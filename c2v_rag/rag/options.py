@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 from c2v_rag.store.backends import StoreKind
-from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig
+from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, recorded_readout
 from c2v_rag.store.query import Fusion, SearchMode
 
 if TYPE_CHECKING:
@@ -185,28 +185,24 @@ class ResolvedModel:
             return loaded.quantization
         return resolve_quantize(quantize, resolve_device(self.options.device))
 
-    def load(self, default_quantize: str | None = None, encoder_share: float | None = None) -> Causal2Vec:
+    def load(self, default_quantize: str | None = None, readout: Mapping[str, Any] | None = None) -> Causal2Vec:
         """The model: a loaded one as given, else the shared one (:func:`~c2v_rag.rag.embedding.load_model`),
-        with ``default_quantize`` when none was asked for and the ``encoder_share`` a collection recorded (search
-        and reindex pass the collection's own)."""
+        with ``default_quantize`` when none was asked for and the part weights (``readout``) a collection recorded
+        (search and reindex pass the collection's own)."""
         from c2v_rag.rag.embedding import load_model
 
         if self.loaded is not None:
             return self.loaded
         quantize = self.options.quantize if self.options.quantize is not None else default_quantize
         return load_model(
-            self.reference,
-            device=self.options.device,
-            dtype=self.options.dtype,
-            quantize=quantize,
-            encoder_share=encoder_share,
+            self.reference, device=self.options.device, dtype=self.options.dtype, quantize=quantize, readout=readout
         )
 
     def as_recorded(self, recorded: Mapping[str, Any] | None) -> Causal2Vec:
         """The model, run as a collection's record says its vectors were made: its quantization unless another
-        is asked for, and its part weights (``encoder_share``)."""
+        is asked for, and its part weights (``encoder_share``, ``part_weights``)."""
         recorded = recorded or {}
-        return self.load(default_quantize=recorded.get("quantize", "none"), encoder_share=recorded.get("encoder_share"))
+        return self.load(default_quantize=recorded.get("quantize", "none"), readout=recorded_readout(recorded))
 
 
 class CommonSearchOptions(_Options):

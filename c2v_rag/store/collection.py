@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,12 +61,24 @@ _FINGERPRINT_FIELDS = (
     "embedding_dim",
     "normalize_parts",
     "encoder_share",
+    "part_weights",
     "weights",
     "truncate_dim",
     "quantize",
 )
 # Fields whose absence from an older collection has a known meaning: those were all written in float.
-_FINGERPRINT_DEFAULTS = {"quantize": "none"}
+_FINGERPRINT_DEFAULTS = {"quantize": "none", "part_weights": None}
+# The readout fields a collection records (its vectors' part weights), which a search of it reads its queries with.
+_READOUT_RECORD = ("encoder_share", "part_weights")
+
+
+def recorded_readout(recorded: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The part weights a collection's vectors were made with (``encoder_share``, ``part_weights``), to read
+    its queries the same way; None where it recorded none. A collection from before ``part_weights`` existed
+    recorded ``encoder_share`` alone, which is then the whole readout (``part_weights`` None)."""
+    if not recorded or recorded.get("encoder_share") is None:
+        return None
+    return {name: recorded.get(name, _FINGERPRINT_DEFAULTS.get(name)) for name in _READOUT_RECORD}
 
 
 def default_local_path(store: str | None = None) -> Path:
@@ -332,6 +345,7 @@ def config_fingerprint(
         "embedding_dim": truncate_dim or config.embedding_dim,
         "normalize_parts": config.normalize_parts,
         "encoder_share": config.encoder_share,
+        "part_weights": config.part_weights,
         "weights": weights,
         "truncate_dim": truncate_dim,
         "quantize": quantize,

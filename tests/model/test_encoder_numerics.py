@@ -267,3 +267,58 @@ def test_a_prefix_is_the_whole_vector_cut_under_every_dtype(tiny_model_factory, 
     short = model.encode(texts, instruction=INSTRUCTION, truncate_dim=k, normalize_embeddings=True)
     cut = full[:, :k] / np.linalg.norm(full[:, :k], axis=1, keepdims=True)
     np.testing.assert_allclose(short, cut, atol=1e-6)
+
+
+def test_part_weights_weigh_each_part_in_their_order(tiny_model_factory):
+    """part_weights: each part a unit vector times sqrt(its weight), in the order the weights name them; a part
+    left out is not in the vector, and the cosine is the weighted sum of the parts' cosines."""
+    texts = ["one text", "another, longer text about proteins and structures", "a third"]
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    h_c = tiny_model_factory("llama", representation="contextual").encode(texts, instruction=INSTRUCTION)
+    h_eos = tiny_model_factory("llama", representation="last_token").encode(texts, instruction=INSTRUCTION)
+    weights = {"encoder": 0.5, "eos": 0.3, "contextual": 0.2}
+    model = tiny_model_factory("llama", normalize_parts=True, part_weights=weights)
+    sentence = _encoder_sentence_vectors(model, texts)
+    got = model.encode(texts, instruction=INSTRUCTION)
+    pieces = {"encoder": sentence, "eos": h_eos, "contextual": h_c}
+    expected = np.concatenate([unit(pieces[name]) * w**0.5 for name, w in weights.items()], axis=1)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    cos = unit(got) @ unit(got).T
+    np.testing.assert_allclose(cos, sum(w * unit(pieces[n]) @ unit(pieces[n]).T for n, w in weights.items()), atol=1e-5)
+    # The layout follows the weights: [encoder; h_EOS; h_C], and the encoder prefix is computed alone.
+    k, e = sentence.shape[1], h_eos.shape[1]
+    assert model.config.parts["eos"] == slice(k, k + e) and model.needs_for(k) == "encoder"
+    assert model.needs_for(k + e) == "all"  # h_EOS has read the whole text: no shortcut past the encoder
+    # Weights are scaled to sum to 1, and a part left out is not in the vector.
+    model.set_readout(part_weights={"encoder": 2.0, "eos": 2.0})
+    assert model.config.part_weights == {"encoder": 0.5, "eos": 0.5}
+    two = model.encode(texts, instruction=INSTRUCTION)
+    np.testing.assert_allclose(two, np.concatenate([unit(sentence), unit(h_eos)], axis=1) * 0.5**0.5, atol=1e-5)
+
+
+def test_part_weights_refuse_what_they_cannot_mean():
+    from c2v_rag.core.config import Causal2VecConfig
+
+    base = {"decoder": "x", "encoder": "y", "normalize_parts": True}
+    with pytest.raises(ValueError, match="'projector'.*its parts are \\['encoder', 'contextual', 'eos'\\]"):
+        Causal2VecConfig(**base, part_weights={"encoder": 0.5, "projector": 0.5})
+    with pytest.raises(ValueError, match="set part_weights alone"):
+        Causal2VecConfig(**base, encoder_share=0.5, part_weights={"encoder": 0.5, "eos": 0.5})
+    with pytest.raises(ValueError, match="above 0"):
+        Causal2VecConfig(**base, part_weights={"encoder": 1.0, "eos": 0.0})
+    with pytest.raises(ValueError, match="normalize_parts=true"):
+        Causal2VecConfig(decoder="x", encoder="y", part_weights={"contextual": 0.5, "eos": 0.5})
+    with pytest.raises(ValueError, match="without an encoder"):
+        Causal2VecConfig(decoder="x", num_contextual_tokens=0, representation="last_token", part_weights={"encoder": 1})
+
+
+def test_another_readout_keeps_the_trained_sizes_that_end_on_whole_parts(tiny_model_factory):
+    texts = ["one text", "another, longer text about proteins and structures", "a third"]
+    probe = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5)
+    k, c = probe.config.parts["encoder"].stop, probe.config.parts["contextual"].stop
+    model = tiny_model_factory("llama", normalize_parts=True, encoder_share=0.5, matryoshka_dims=[k - 1, k, c])
+    model.set_readout(part_weights={"encoder": 0.6, "eos": 0.3, "contextual": 0.1})
+    assert model.config.matryoshka_dims == [k, c]  # k - 1 cut the encoder's part, which the new mix weighs otherwise
+    full = model.encode(texts, instruction=INSTRUCTION, normalize_embeddings=True)
+    short = model.encode(texts, instruction=INSTRUCTION, truncate_dim=c, normalize_embeddings=True)
+    np.testing.assert_allclose(short, full[:, :c] / np.linalg.norm(full[:, :c], axis=1, keepdims=True), atol=1e-6)

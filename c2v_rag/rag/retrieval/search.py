@@ -24,6 +24,7 @@ from c2v_rag.store.collection import (
     config_fingerprint,
     fingerprint_of,
     model_fingerprint,
+    recorded_readout,
     require_collection,
     stored_vector_params,
 )
@@ -353,8 +354,9 @@ def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, co
     if resolved.loaded is not None:
         return  # a loaded model is checked as it is, at once
     config = resolved.config
-    if stored.get("encoder_share") is not None:
-        config = config.model_copy(update={"encoder_share": stored["encoder_share"]})
+    readout = recorded_readout(stored)
+    if readout is not None:
+        config = config.model_copy(update=readout)
     fingerprint = config_fingerprint(
         config,
         resolved.reference,

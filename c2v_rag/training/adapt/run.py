@@ -119,10 +119,11 @@ def train_config(
     start = read_config(resolve_variant_path(config.start))
     if t.parts == "encoder":
         encoder_part = start.parts.get("encoder")
-        if encoder_part is None:
+        if encoder_part is None or encoder_part.start != 0:
             raise ValueError(
-                f"{config.start}'s embedding has no encoder part (encoder_share={start.encoder_share}), so "
-                "training.parts 'encoder' would train nothing it uses; use --train decoder"
+                f"{config.start}'s embedding has no encoder part first in its vector (encoder_share="
+                f"{start.encoder_share}, part_weights={start.part_weights}), so training.parts 'encoder' cannot "
+                "train it as a prefix alone; use --train decoder"
             )
         # The encoder's part is a prefix of the vector: trained alone, the decoder never runs.
         objective = ContrastiveConfig(parts={}, matryoshka={encoder_part.stop: 1.0})

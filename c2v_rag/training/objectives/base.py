@@ -99,7 +99,7 @@ def loss_views(config: EmbeddingViewsConfig, model: Causal2Vec) -> list[View]:
         raise ValueError(
             f"objective.parts names {unknown}, which this model's embedding does not have; its parts are "
             f"{sorted(layout)} (representation={model.config.representation!r}, "
-            f"encoder_share={model.config.encoder_share})"
+            f"encoder_share={model.config.encoder_share}, part_weights={model.config.part_weights})"
         )
     too_long = sorted(n for n in config.matryoshka if n >= model.embedding_dim)
     if too_long:

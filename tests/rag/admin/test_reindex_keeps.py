@@ -95,6 +95,39 @@ def test_reindex_keeps_the_part_weights_and_leaves_the_shared_model_as_it_was(
     assert c2v_rag.open_collection("papers", path=tmp_path, model=new).search("vitamin", top_k=2)
 
 
+def test_a_collection_keeps_its_part_weights_when_the_variant_changes_its_own(
+    tmp_path, tiny_model_factory, tmp_path_factory, corpus, ingest_config
+):
+    """A collection made at encoder_share 0.5 (as every collection was before part_weights) is searched and
+    reindexed at that readout by a variant that now weighs its parts otherwise."""
+    old = _variant(tiny_model_factory, tmp_path_factory, "share", normalize_parts=True, encoder_share=0.5)
+    weights = {"encoder": 0.7, "eos": 0.3}
+    new = _variant(tiny_model_factory, tmp_path_factory, "weighted", normalize_parts=True, part_weights=weights)
+    papers = c2v_rag.open_collection("papers", path=tmp_path, model=old)
+    papers.ingest(corpus, config=ingest_config, versioned=True)
+    recorded, _, points = _vectors(tmp_path, "papers_v1")
+    assert recorded["encoder_share"] == 0.5 and recorded["part_weights"] is None
+    reader = c2v_rag.open_collection("papers", path=tmp_path, model=new)
+    reader.reindex(show_progress=False)
+    recorded, _, points = _vectors(tmp_path, "papers_v2")
+    assert recorded["encoder_share"] == 0.5 and recorded["part_weights"] is None
+    as_old = Causal2Vec.from_pretrained(new, device="cpu")
+    as_old.set_readout(part_weights=None, encoder_share=0.5)
+    texts = [payload["page_content"] for payload, _ in points.values()]
+    stored = np.stack([_dense(v) for _, v in points.values()])
+    np.testing.assert_allclose(stored, as_old.encode_documents(texts, normalize_embeddings=True), atol=1e-5)
+    # Its queries are read as its documents were: the scores are cosines with the old readout's query vector.
+    hits = reader.search("vitamin", top_k=3)
+    cosines = stored @ as_old.encode_queries(["vitamin"], normalize_embeddings=True)[0]
+    np.testing.assert_allclose([hit.score for hit in hits], np.sort(cosines)[::-1][:3], atol=1e-4)
+    # A new collection of the weighted variant records its weights, and its vectors have the weighted layout.
+    fresh = c2v_rag.open_collection("weighted", path=tmp_path, model=new)
+    fresh.ingest(corpus, config=ingest_config)
+    recorded, _, points = _vectors(tmp_path, "weighted")
+    assert recorded["part_weights"] == weights and recorded["encoder_share"] == 0.0
+    assert recorded["embedding_dim"] == load_model(new, device="cpu").config.parts["full"].stop
+
+
 @pytest.mark.skipif(not int8_runtime_installed(), reason="needs the int8 extra (onnx, onnxruntime)")
 def test_reindex_keeps_the_quantization_unless_another_is_asked_for(
     tmp_path, tmp_path_factory, monkeypatch, tiny_variant, corpus
