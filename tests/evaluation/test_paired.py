@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from c2v_rag.evaluation.paired import paired_bootstrap
+from c2v_rag.evaluation.paired import paired_bootstrap, sign_test
 
 
 def test_a_constant_difference_has_no_spread():
@@ -32,6 +32,16 @@ def test_many_items_agree_with_the_normal_approximation():
     assert result.high == pytest.approx(mean + 1.96 * se, abs=0.1 * se)
     normal_p = 0.5 * math.erfc(mean / se / math.sqrt(2))
     assert result.p_not_better == pytest.approx(normal_p, abs=0.01)
+
+
+def test_the_sign_test_counts_what_moved():
+    assert sign_test(3, 0) == 1 / 8 and sign_test(0, 0) == 1.0 and sign_test(0, 3) == 1.0
+    # 14 of 20 up: (C(20,14) + ... + C(20,20)) / 2^20, summed by hand.
+    assert sign_test(14, 6) == pytest.approx((38760 + 15504 + 4845 + 1140 + 190 + 20 + 1) / 2**20)
+    # Three items up on 84, none down: the bootstrap's p is near e^-3 (a resample misses all three), the sign
+    # test's 1/8.
+    result = paired_bootstrap([0.5] * 84, [1.0] * 3 + [0.5] * 81)
+    assert result.p_not_better == pytest.approx(math.exp(-3), abs=0.01) and result.sign_p == 1 / 8
 
 
 def test_swapping_the_sides_mirrors_the_interval():

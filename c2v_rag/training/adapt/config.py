@@ -47,7 +47,8 @@ class AdaptGate(BaseModel):
     Without ``questions``: a clear gain on the held-out queries of the ``evidence`` sources (the LLM's questions
     and headings; crops are found by their own words, and their gains did not carry over to real questions), by
     a paired bootstrap over those queries: the ``confidence`` interval of the nDCG@10 difference must lie above
-    ``min_gain``, over at least ``min_items`` queries. Anything less is not kept. With ``questions``, a higher
+    ``min_gain``, and a one-sided sign test over the queries that moved must reach the interval's level
+    ((1 - confidence) / 2), over at least ``min_items`` queries. Anything less is not kept. With ``questions``, a higher
     MRR@10 on them (by more than ``min_gain``) decides."""
 
     model_config = ConfigDict(extra="forbid")
@@ -56,7 +57,7 @@ class AdaptGate(BaseModel):
     min_gain: float = Field(
         0.0,
         description="the gain the variant must show: the lower end of the evidence's interval above this (or, "
-        "with questions, their MRR@10 gain above this)",
+        "with questions, their MRR@10 gain above this). Below 0 it is a tolerated loss, and the sign test is off",
     )
     evidence: list[GateSource] = Field(
         default_factory=_default_evidence,

@@ -5,10 +5,11 @@ A kept variant reads as "better for my folder", so the gate keeps one only on cl
 - with the user's questions, they decide: their MRR@10 must rise (as before this rule), and the report gives the
   paired interval of the rise;
 - without them, the held-out queries of the evidence sources (generated questions and headings by default)
-  decide, by a paired bootstrap over those queries: the interval of their nDCG@10 difference must lie above
-  ``min_gain``, over at least ``min_items`` queries. Crops are reported, never evidence: a crop is found by its
-  own words, and on SciFact crops rose most for the variant that lost on real claims. No clear gain, or too few
-  queries to tell, is "not kept";
+  decide, paired query by query: the bootstrap interval of their nDCG@10 difference must lie above ``min_gain``,
+  and more of them must have risen than fallen by a one-sided sign test at the interval's level (the bootstrap
+  alone is lenient when only a few queries move), over at least ``min_items`` queries. Crops are reported, never
+  evidence: a crop is found by its own words, and on SciFact crops rose most for the variant that lost on real
+  claims. No clear gain, or too few queries to tell, is "not kept";
 - in both cases STS-B dev may not lose more than ``sts_tolerance``.
 
 The measured runs behind this rule are in bench/results/adapt/README.md ("A gate that predicts real questions").
@@ -85,8 +86,10 @@ def _on_questions(before: GateScores, after: GateScores, gate: AdaptGate) -> Ver
 def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
     what = describe_sources(list(gate.evidence))
     ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
+    level = (1 - gate.confidence) / 2
+    sign = f" and a sign test p at most {level:g}" if gate.min_gain >= 0 else ""
     rule = (
-        f"the {gate.confidence:.0%} interval of the held-out {what}' nDCG@10 gain above {gate.min_gain}, "
+        f"the {gate.confidence:.0%} interval of the held-out {what}' nDCG@10 gain above {gate.min_gain:g}{sign}, "
         f"over at least {gate.min_items} of them"
     )
     evidence: dict[str, Any] = {
@@ -108,13 +111,18 @@ def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources:
         difference = _paired(before.per_query, after.per_query, ids, gate)
         evidence["difference"] = difference.as_dict()
         enough = len(ids) >= gate.min_items
-        clear = enough and difference.low > gate.min_gain and difference.mean > gate.min_gain
+        above = difference.low > gate.min_gain and difference.mean > gate.min_gain
+        # The sign test asks "better"; a negative min_gain asks only "not clearly worse than that", so it is off.
+        moved = difference.sign_p <= level or gate.min_gain < 0
+        clear = enough and above and moved
         if not enough:
             verdict = f"too few to judge (the gate needs {gate.min_items})"
         elif clear:
             verdict = "a clear gain"
-        else:
+        elif not above:
             verdict = f"no clear gain (the interval must lie above {gate.min_gain:g})"
+        else:
+            verdict = f"no clear gain (too few queries rose against those that fell: sign test p above {level:g})"
         reasons.append(
             f"held-out {what} ({len(ids)}): nDCG@10 {difference.before:.4f} -> {difference.after:.4f} "
             f"({difference.describe()}): {verdict}"

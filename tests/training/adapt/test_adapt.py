@@ -148,6 +148,11 @@ def test_decide_needs_a_clear_gain_on_questions_and_headings_and_a_steady_sts():
     noisy = decide(before, scores(mixed), gate, headings)
     assert noisy.evidence["difference"]["mean"] == pytest.approx(0.5 / 40)
     assert not noisy.kept and "no clear gain" in noisy.reasons[0]
+    # Four up and none down: the bootstrap's interval clears zero (a resample misses all four about 1 time in 70),
+    # the sign test (1/16) does not.
+    four = decide(before, scores({q: 1.0 if i < 4 else 0.5 for i, q in enumerate(ids)}), gate, headings)
+    assert four.evidence["difference"]["low"] > 0 and four.evidence["difference"]["sign_p"] == 1 / 16
+    assert not four.kept and "sign test p above 0.025" in four.reasons[0]
     # Too few items to judge, however clear: not kept unless the floor is lowered.
     few = {q: before.per_query[q] for q in ids[:10]}
     few_gained = {q: 1.0 for q in few}
