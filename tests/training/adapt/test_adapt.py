@@ -169,7 +169,11 @@ def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
     path = tmp_path / "adapt.yaml"
     path.write_text(yaml.safe_dump(settings))
     code = main(["adapt", str(folder), "--out", str(tmp_path / "cli"), "--from", str(start), "--config", str(path)])
-    assert code == 1 and "NOT KEPT" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert code == 1 and "NOT KEPT" in printed
+    # The CLI says what the verdict rests on, and that real questions were not measured.
+    assert "Evidence: held-out generated questions and headings, ndcg@10" in printed
+    assert "Real questions: not measured" in printed
     code = main(
         [
             "adapt",
