@@ -9,6 +9,8 @@ nDCG@10 each run recorded, so a gate that keeps variants which lose on real clai
         --json bench/results/adapt/gate_check_start-noscifact.json
 
 The gate proper scores the whole vector and STS-B dev too; ``--eval-dim full`` does the former (slow on a CPU).
+Each row keeps its held-out queries' nDCG@10 one by one (``per_query``) and the new gate's verdict against the
+start (``decision``, STS-B left out), so the rows can be replayed under other gate settings.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ def main() -> None:
 
     from c2v_rag import Causal2Vec
     from c2v_rag.evaluation.evaluators import retrieval_run
-    from c2v_rag.evaluation.metrics import evaluate_run
+    from c2v_rag.evaluation.metrics import evaluate_run, ndcg_at_k
     from c2v_rag.rag.options import ModelOptions
-    from c2v_rag.training.adapt.gate import gate_data, query_sources, scores_by_source
+    from c2v_rag.training.adapt.config import AdaptGate
+    from c2v_rag.training.adapt.decision import decide
+    from c2v_rag.training.adapt.gate import GateScores, gate_data, query_sources, scores_by_source
     from c2v_rag.training.pseudo.beir_cache import read_pairs
 
     runs, name = Path(args.runs), Path(args.start).name
@@ -59,13 +63,20 @@ def main() -> None:
         run = retrieval_run(model, data, batch_size=32, show_progress_bar=True, truncate_dim=eval_dim)
         qrels = {q: data.qrels[q] for q in data.judged_query_ids}
         row = {"gate_ndcg@10": evaluate_run(run, qrels)["ndcg@10"]}
-        for source, scores in scores_by_source(run, qrels, query_sources(pairs)).items():
+        sources = query_sources(pairs)
+        for source, scores in scores_by_source(run, qrels, sources).items():
             row[f"gate_ndcg@10 {source} ({int(scores['queries'])})"] = scores["ndcg@10"]
+        row["per_query"] = {q: ndcg_at_k(list(run.get(q, ())), rels, 10) for q, rels in qrels.items()}
+        # The start is scored on the default condition's held-out set; other conditions hold out other queries.
+        if label != "start" and pairs_condition == "default" and "start" in report["rows"]:
+            start_scores = GateScores(0, 0, 0, per_query=report["rows"]["start"]["per_query"])
+            verdict = decide(start_scores, GateScores(0, 0, 0, per_query=row["per_query"]), AdaptGate(), sources)
+            row["decision"] = {"kept": verdict.kept, "reasons": verdict.reasons[:-1], **verdict.evidence}
         recorded = results / f"{condition}_seed{seed}.json"
         if recorded.is_file():
             row["scifact_dev_ndcg@10"] = json.loads(recorded.read_text())["ndcg@10"]
         report["rows"][label] = row
-        print(label, " ".join(f"{k} {v:.4f}" for k, v in row.items()), flush=True)
+        print(label, " ".join(f"{k} {v:.4f}" for k, v in row.items() if isinstance(v, float)), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 

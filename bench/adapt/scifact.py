@@ -167,11 +167,11 @@ def run(args: argparse.Namespace) -> None:
 
 def paired_bootstrap(a: dict[str, float], b: dict[str, float], n: int = 10000, seed: int = 0) -> tuple[float, float]:
     """(mean of b - a, one-sided p of b <= a) over the shared queries, by resampling queries."""
+    from c2v_rag.evaluation.paired import paired_bootstrap as paired
+
     keys = sorted(set(a) & set(b))
-    diff = np.array([b[k] - a[k] for k in keys])
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), size=(n, len(diff)))].mean(axis=1)
-    return float(diff.mean()), float((means <= 0).mean())
+    result = paired([a[k] for k in keys], [b[k] for k in keys], resamples=n, seed=seed)
+    return result.mean, result.p_not_better
 
 
 def label(record: dict) -> str:

@@ -20,10 +20,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "adapt",
         help="make a domain variant from documents alone (pseudo-queries, LoRA, a gate)",
         description="Make training pairs from documents (sentence crops, headings, an LLM's questions), train a "
-        "LoRA variant on them mixed with general data, and keep it only if it beats its start on held-out "
-        "chunks and holds STS-B dev. Writes the variant, its pairs (a BEIR folder) and adapt_report.json to "
-        "--out. Exit codes: 0 kept, 1 not kept (use the start model), 2 bad input or setup. A run cut short "
-        "resumes when re-run with the same arguments. Guide: docs/adapt.md.",
+        "LoRA variant on them mixed with general data, and keep it only on clear evidence: a gain over its start "
+        "on held-out generated questions and headings whose 95% interval lies above zero (crops do not count), "
+        "or a higher MRR@10 on your --questions; and STS-B dev held. Writes the variant, its pairs (a BEIR "
+        "folder) and adapt_report.json to --out. Exit codes: 0 kept, 1 not kept (use the start model), 2 bad "
+        "input or setup. A run cut short resumes when re-run with the same arguments. Guide: docs/adapt.md.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the adapted variant and its report")

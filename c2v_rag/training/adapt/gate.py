@@ -1,11 +1,10 @@
-"""The gate an adapted variant must pass: better than its start on held-out chunks, no worse on STS-B dev.
+"""The gate's data and scores: held-out queries (and the user's questions) searched by the start and the variant.
 
 The held-out queries are scored against a fixed set of chunks: their own (less what the query was cut from),
 each query's BM25 top 10 (the distractors that make a retriever's ranking matter), and random chunks up to
-``corpus_size``. Both models see the same set. The scores are also given by the source of the queries: crops
-share words with their chunk, generated questions less so, and users' questions least; the decision reads all
-of them together, unless the user gave questions of their own (:mod:`~c2v_rag.training.adapt.questions`):
-then those decide.
+``corpus_size``. Both models see the same set. The scores are kept per query, and given by the source of the
+queries: crops share words with their chunk, generated questions less so, and users' questions least. What
+decides is :mod:`~c2v_rag.training.adapt.decision`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
-from c2v_rag.evaluation.metrics import Run, evaluate_run
+from c2v_rag.evaluation.metrics import Run, evaluate_run, mrr_at_k, ndcg_at_k
 from c2v_rag.training.adapt.questions import Question
 from c2v_rag.training.data import gate_corpus
 from c2v_rag.training.pseudo.beir_cache import PairSet
@@ -87,6 +86,10 @@ class GateScores:
     """Source -> {"queries", "ndcg@10", "mrr@10"} over that source's held-out queries."""
     questions: dict[str, float] = field(default_factory=dict)
     """{"queries", "ndcg@10", "mrr@10"} on the user's own questions, when given."""
+    per_query: dict[str, float] = field(default_factory=dict)
+    """Held-out query id -> its nDCG@10: what the paired test compares."""
+    per_question: dict[str, float] = field(default_factory=dict)
+    """The user's question id -> its MRR@10, when given."""
 
     def as_dict(self) -> dict[str, float]:
         scores = {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
@@ -119,12 +122,15 @@ def score(
         sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
     spearman = evaluate_sts(model, sts, batch_size=batch_size, show_progress_bar=True)["spearman"]
     asked: dict[str, float] = {}
+    per_question: dict[str, float] = {}
     if questions is not None:
         judged = {q: questions.qrels[q] for q in questions.judged_query_ids}
         run_asked = retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True)
         asked = scores_by_source(run_asked, judged, dict.fromkeys(judged, "questions"))["questions"]
+        per_question = {q: mrr_at_k(list(run_asked.get(q, ())), rels, 10) for q, rels in judged.items()}
     by_source = scores_by_source(run, qrels, sources or {})
-    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source, asked)
+    per_query = {q: ndcg_at_k(list(run.get(q, ())), rels, 10) for q, rels in qrels.items()}
+    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source, asked, per_query, per_question)
 
 
 def scores_by_source(
@@ -140,29 +146,3 @@ def scores_by_source(
         scores = evaluate_run(run, subset)
         scored[source] = {"queries": float(len(subset)), "ndcg@10": scores["ndcg@10"], "mrr@10": scores["mrr@10"]}
     return scored
-
-
-def decide(
-    before: GateScores, after: GateScores, *, sts_tolerance: float, min_gain: float = 0.0
-) -> tuple[bool, list[str]]:
-    """Whether the variant passes, and why (or why not), in words with the numbers: on the user's questions'
-    MRR@10 when there are any, else on the held-out pseudo-queries' nDCG@10."""
-    reasons = []
-    if before.questions and after.questions:
-        what = f"your {int(before.questions['queries'])} questions' MRR@10"
-        was, now = before.questions["mrr@10"], after.questions["mrr@10"]
-    else:
-        what, was, now = "held-out nDCG@10", before.ndcg_at_10, after.ndcg_at_10
-    gain = now - was
-    better = gain > min_gain
-    reasons.append(
-        f"{what} {was:.4f} -> {now:.4f} ({gain:+.4f}): "
-        + ("better than the start" if better else "not better than the start")
-    )
-    drop = before.sts_spearman - after.sts_spearman
-    steady = drop <= sts_tolerance
-    reasons.append(
-        f"STS-B dev {before.sts_spearman:.4f} -> {after.sts_spearman:.4f} ({-drop:+.4f}): "
-        + (f"within {sts_tolerance}" if steady else f"lost more than {sts_tolerance}")
-    )
-    return better and steady, reasons

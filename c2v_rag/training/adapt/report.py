@@ -13,6 +13,12 @@ class AdaptReport(BaseModel):
     kept: bool
     """Whether the adapted variant passed the gate and is the result (else: use ``start``)."""
     reasons: list[str] = Field(default_factory=list)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    """What decided: ``signal`` (held-out generated questions and headings, or your questions), ``metric``,
+    ``items``, ``difference`` (the paired difference: mean, interval, p, items better and worse), ``rule``, and
+    ``real_questions_measured``."""
+    per_query: list[dict[str, Any]] = Field(default_factory=list)
+    """Each held-out query's id, source and nDCG@10 before and after: the gate can be replayed from the report."""
     pairs: dict[str, Any] = Field(default_factory=dict)
     """Chunks, held-out chunks, and pairs made, kept and dropped (with reasons) by source."""
     before: dict[str, float] = Field(default_factory=dict)
@@ -55,10 +61,22 @@ class AdaptReport(BaseModel):
             f"(the candidate stays in {self.output}/candidate for inspection)"
         )
         lines.append(verdict)
-        if self.kept and not any("your questions" in key for key in self.before):
-            lines.append(
-                "  Judged on pseudo-queries made from your documents only: on our benchmarks such gains did not "
-                "always carry over to real questions. Check on questions of your own (--questions FILE) before "
-                "you switch; docs/adapt.md, 'Gate on your own questions'."
-            )
+        lines.extend(self.evidence_lines())
         return "\n".join(lines)
+
+    def evidence_lines(self) -> list[str]:
+        """What the verdict rests on: the signal, its items and the rule (the reasons give its effect and interval);
+        and, without the user's questions, that real-question gains were not measured."""
+        evidence = self.evidence
+        if not evidence:
+            return []
+        lines = [
+            f"  Evidence: {evidence['signal']}, {evidence['metric']}, {evidence['items']} items; {evidence['rule']}."
+        ]
+        if not evidence.get("real_questions_measured"):
+            lines.append(
+                "  Real questions: not measured. The verdict rests on queries made from your documents, whose gains "
+                "did not always carry over to real questions in our tests; give the gate questions of your own "
+                "(--questions FILE; docs/adapt.md, 'Gate on your own questions')."
+            )
+        return lines

@@ -255,7 +255,8 @@ def adapt(
     from c2v_rag.documents.documents import iter_documents
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.training.adapt.gate import decide, gate_data, query_sources, question_data, score
+    from c2v_rag.training.adapt.decision import decide
+    from c2v_rag.training.adapt.gate import gate_data, query_sources, question_data, score
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
     from c2v_rag.training.pseudo.make import generator_options, make_pairs
@@ -332,17 +333,20 @@ def adapt(
             model, data, general.stsb_dev, sts_limit=config.gate.sts_limit, sources=sources, questions=asked
         )
         del model
-    kept, reasons = decide(
-        scores["before"], scores["after"], sts_tolerance=config.gate.sts_tolerance, min_gain=config.gate.min_gain
-    )
+    verdict = decide(scores["before"], scores["after"], config.gate, sources)
     seconds["gate"] = time.perf_counter() - clock
-    if kept:
+    if verdict.kept:
         _publish(candidate, out)
     report = AdaptReport(
         start=config.start,
         output=str(out),
-        kept=kept,
-        reasons=reasons,
+        kept=verdict.kept,
+        reasons=verdict.reasons,
+        evidence=verdict.evidence,
+        per_query=[
+            {"id": q, "source": sources.get(q), "before": was, "after": scores["after"].per_query.get(q)}
+            for q, was in scores["before"].per_query.items()
+        ],
         pairs=pairs.report,
         before=scores["before"].as_dict(),
         after=scores["after"].as_dict(),

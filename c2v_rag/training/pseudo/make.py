@@ -187,6 +187,23 @@ def generator_options(config: PseudoPairsConfig) -> dict[str, Any]:
     return {"kind": config.generator, "batch_size": config.generator_batch_size}
 
 
+def filter_pairs(
+    candidates: Sequence[PseudoPair], chunks: Sequence[CorpusChunk], config: PseudoPairsConfig, report: FilterReport
+) -> list[PseudoPair]:
+    """The candidates that pass ``config``'s filters (the round trip searches all of ``chunks``); ``report`` counts
+    what each filter dropped."""
+    return apply_filters(
+        candidates,
+        report,
+        min_words=config.min_words,
+        max_words=config.max_words,
+        min_logprob=config.min_logprob,
+        round_trip_k=config.round_trip_k,
+        chunk_ids=[c.id for c in chunks],
+        chunk_texts=[c.text for c in chunks],
+    )
+
+
 def split_pairs(
     pairs: Sequence[PseudoPair], heldout: set[str], config: PseudoPairsConfig
 ) -> tuple[list[PseudoPair], list[PseudoPair]]:
@@ -238,16 +255,7 @@ def make_pairs(
         timings["generation"] = time.perf_counter() - start
     start = time.perf_counter()
     report = FilterReport()
-    kept = apply_filters(
-        candidates,
-        report,
-        min_words=config.min_words,
-        max_words=config.max_words,
-        min_logprob=config.min_logprob,
-        round_trip_k=config.round_trip_k,
-        chunk_ids=[c.id for c in chunks],
-        chunk_texts=[c.text for c in chunks],
-    )
+    kept = filter_pairs(candidates, chunks, config, report)
     timings["filters"] = time.perf_counter() - start
     train, gate = split_pairs(kept, heldout, config)
     if not train:

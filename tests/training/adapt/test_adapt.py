@@ -9,7 +9,8 @@ import pytest
 from rag_helpers import make_text
 
 from c2v_rag.training.adapt.config import AdaptConfig, AdaptGate, AdaptTraining
-from c2v_rag.training.adapt.gate import GateScores, decide
+from c2v_rag.training.adapt.decision import decide
+from c2v_rag.training.adapt.gate import GateScores
 from c2v_rag.training.adapt.general_data import GeneralDataError, find_general_data
 from c2v_rag.training.adapt.run import adapt
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
@@ -25,24 +26,6 @@ def start(tiny_model_factory, tmp_path_factory):
     path = tmp_path_factory.mktemp("start")
     tiny_model_factory("llama", max_length=256, representation="concat", encoder_share=0.5).save_pretrained(path)
     return path
-
-
-@pytest.fixture
-def general(tmp_path):
-    """General data in the documented layout: STS-B style train and dev, one NLI triplet file."""
-    root = tmp_path / "general"
-    (root / "stsb").mkdir(parents=True)
-    (root / "nli").mkdir()
-    rows = [(f"{(i * 7) % 6 / 1.2:.2f}", make_text(500 + i, 1), make_text(600 + i, 1)) for i in range(40)]
-    for name in ("stsb.train.tsv", "stsb.dev.tsv"):
-        (root / "stsb" / name).write_text(
-            "genre\tsubset\tscore\tsentence1\tsentence2\n" + "".join(f"g\ts\t{s}\t{a}\t{b}\n" for s, a, b in rows)
-        )
-    (root / "nli" / "snli_dev_triplets.tsv").write_text(
-        "anchor\tpositive\tnegative\n"
-        + "".join(f"{make_text(700 + i, 1)}\t{make_text(800 + i, 1)}\t{make_text(900 + i, 1)}\n" for i in range(20))
-    )
-    return root
 
 
 @pytest.fixture
@@ -70,7 +53,7 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     for i in range(8):  # pages without a heading: their held-out queries are crops
         (folder / f"note{i}.txt").write_text(make_text(40 + i, 8) + "\n")
     # A gate that any variant passes: the path a kept variant takes, whatever three steps did.
-    report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start))
+    report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0, min_items=1), start=str(start))
     assert report.kept
     assert set(report.before) == set(report.after) >= {"ndcg@10", "mrr@10", "stsb_dev_spearman"}
     # The held-out queries' scores by source (crops, headings here) add up to the whole: a mean weighted by counts.
@@ -95,6 +78,11 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     assert adapted.config.matryoshka_dims == [width]  # the prefix it trained is one it serves
     assert moved > 1e-6
     assert "KEPT" in report.table() and str(out) in report.table() and "--questions FILE" in report.table()
+    assert "Real questions: not measured" in report.table()
+    # The evidence is the held-out headings (no LLM here), each query's score in the report.
+    headings = [row for row in report.per_query if row["source"] == "heading"]
+    assert headings and f"ndcg@10 heading ({len(headings)} queries)" in report.before
+    assert report.evidence["items"] == len(headings) and not report.evidence["real_questions_measured"]
     # A collection built with the start refuses the adapted variant, and says how to move it.
     import c2v_rag
 
@@ -109,10 +97,10 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
 
 def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, tmp_path):
     out = tmp_path / "adapted"
-    report = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
+    report = adapt(folder, out, config=config(general, min_gain=1.0, min_items=1), start=str(start))
     assert not report.kept
     assert not (out / "modules.json").exists() and (out / "candidate" / "modules.json").is_file()
-    assert any("not better than the start" in r for r in report.reasons)
+    assert any("no clear gain" in r for r in report.reasons)
     assert "NOT KEPT" in report.table()
 
 
@@ -134,12 +122,42 @@ def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
         find_general_data(tmp_path)
 
 
-def test_decide_needs_a_gain_and_a_steady_sts():
-    before = GateScores(0.50, 0.40, 0.80)
-    assert decide(before, GateScores(0.52, 0.41, 0.797), sts_tolerance=0.005)[0]
-    kept, reasons = decide(before, GateScores(0.52, 0.41, 0.79), sts_tolerance=0.005)
-    assert not kept and "lost more than 0.005" in reasons[1]
-    assert not decide(before, GateScores(0.50, 0.41, 0.81), sts_tolerance=0.005)[0]
+def scores(per_query: dict[str, float], sts: float = 0.80, **extra) -> GateScores:
+    mean = sum(per_query.values()) / len(per_query)
+    return GateScores(mean, mean, sts, per_query=per_query, **extra)
+
+
+def test_decide_needs_a_clear_gain_on_questions_and_headings_and_a_steady_sts():
+    gate = AdaptGate()
+    ids = [f"heldout-{i}" for i in range(40)]
+    headings = dict.fromkeys(ids, "heading")
+    before = scores(dict.fromkeys(ids, 0.5))
+    # 30 of 40 rise from rank 3 to rank 1: clear.
+    gained = scores({q: 1.0 if i < 30 else 0.5 for i, q in enumerate(ids)}, sts=0.797)
+    verdict = decide(before, gained, gate, headings)
+    assert verdict.kept and "a clear gain" in verdict.reasons[0] and "(40)" in verdict.reasons[0]
+    assert verdict.evidence["items"] == 40 and verdict.evidence["difference"]["mean"] == pytest.approx(0.375)
+    assert not verdict.evidence["real_questions_measured"]
+    steady_lost = decide(before, scores(gained.per_query, sts=0.79), gate, headings)
+    assert not steady_lost.kept and "lost more than 0.005" in steady_lost.reasons[-1]
+    # The same gain on crops is not evidence: nothing to judge on.
+    crops = decide(before, gained, gate, dict.fromkeys(ids, "crop"))
+    assert not crops.kept and crops.reasons[0].startswith("no held-out generated questions and headings")
+    # A mean gain the old rule kept (3 up, 2 down by as much): within noise, not kept.
+    mixed = {q: 1.0 if i < 3 else 0.0 if i < 5 else 0.5 for i, q in enumerate(ids)}
+    noisy = decide(before, scores(mixed), gate, headings)
+    assert noisy.evidence["difference"]["mean"] == pytest.approx(0.5 / 40)
+    assert not noisy.kept and "no clear gain" in noisy.reasons[0]
+    # Four up and none down: the bootstrap's interval clears zero (a resample misses all four about 1 time in 70),
+    # the sign test (1/16) does not.
+    four = decide(before, scores({q: 1.0 if i < 4 else 0.5 for i, q in enumerate(ids)}), gate, headings)
+    assert four.evidence["difference"]["low"] > 0 and four.evidence["difference"]["sign_p"] == 1 / 16
+    assert not four.kept and "sign test p above 0.025" in four.reasons[0]
+    # Too few items to judge, however clear: not kept unless the floor is lowered.
+    few = {q: before.per_query[q] for q in ids[:10]}
+    few_gained = {q: 1.0 for q in few}
+    assert "too few to judge" in decide(scores(few), scores(few_gained), gate, headings).reasons[0]
+    assert decide(scores(few), scores(few_gained), AdaptGate(min_items=10), headings).kept
 
 
 def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
@@ -151,7 +169,11 @@ def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
     path = tmp_path / "adapt.yaml"
     path.write_text(yaml.safe_dump(settings))
     code = main(["adapt", str(folder), "--out", str(tmp_path / "cli"), "--from", str(start), "--config", str(path)])
-    assert code == 1 and "NOT KEPT" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert code == 1 and "NOT KEPT" in printed
+    # The CLI says what the verdict rests on, and that real questions were not measured.
+    assert "Evidence: held-out generated questions and headings, ndcg@10" in printed
+    assert "Real questions: not measured" in printed
     code = main(
         [
             "adapt",
@@ -243,10 +265,16 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
 
 
 def test_decide_reads_the_users_questions_when_there_are_any():
-    asked = {"queries": 12.0, "ndcg@10": 0.5}
-    before = GateScores(0.50, 0.40, 0.80, questions={**asked, "mrr@10": 0.50})
+    gate = AdaptGate()
+    asked = [f"question-{i}" for i in range(12)]
+    heldout = {f"heldout-{i}": 0.5 for i in range(40)}
+    before = scores(heldout, per_question=dict.fromkeys(asked, 0.5))
     # Better on the pseudo-queries, worse on the questions: not kept.
-    worse = GateScores(0.60, 0.50, 0.80, questions={**asked, "mrr@10": 0.45})
-    kept, reasons = decide(before, worse, sts_tolerance=0.005)
-    assert not kept and reasons[0].startswith("your 12 questions' MRR@10 0.5000 -> 0.4500")
-    assert decide(before, GateScores(0.40, 0.30, 0.80, questions={**asked, "mrr@10": 0.55}), sts_tolerance=0.005)[0]
+    worse = scores(dict.fromkeys(heldout, 1.0), per_question={q: 0.5 if i else 0.0 for i, q in enumerate(asked)})
+    verdict = decide(before, worse, gate, dict.fromkeys(heldout, "heading"))
+    assert not verdict.kept and verdict.reasons[0].startswith("your 12 questions' MRR@10 0.5000 -> 0.4583")
+    assert verdict.evidence["signal"] == "your questions" and verdict.evidence["real_questions_measured"]
+    # A higher MRR@10 on them decides, as before (with its interval in the reason).
+    better = scores(dict.fromkeys(heldout, 0.0), per_question={q: 1.0 if i else 0.5 for i, q in enumerate(asked)})
+    verdict = decide(before, better, gate, dict.fromkeys(heldout, "heading"))
+    assert verdict.kept and "95% interval" in verdict.reasons[0]

@@ -1,0 +1,138 @@
+"""Whether ``adapt`` keeps its variant, and the evidence in words and numbers.
+
+A kept variant reads as "better for my folder", so the gate keeps one only on clear evidence:
+
+- with the user's questions, they decide: their MRR@10 must rise (as before this rule), and the report gives the
+  paired interval of the rise;
+- without them, the held-out queries of the evidence sources (generated questions and headings by default)
+  decide, paired query by query: the bootstrap interval of their nDCG@10 difference must lie above ``min_gain``,
+  and more of them must have risen than fallen by a one-sided sign test at the interval's level (the bootstrap
+  alone is lenient when only a few queries move), over at least ``min_items`` queries. Crops are reported, never
+  evidence: a crop is found by its own words, and on SciFact crops rose most for the variant that lost on real
+  claims. No clear gain, or too few queries to tell, is "not kept";
+- in both cases STS-B dev may not lose more than ``sts_tolerance``.
+
+The measured runs behind this rule are in bench/results/adapt/README.md ("A gate that predicts real questions").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from c2v_rag.evaluation.paired import PairedDifference, paired_bootstrap
+from c2v_rag.training.adapt.config import AdaptGate
+from c2v_rag.training.adapt.gate import GateScores
+
+_SOURCE_NAMES = {"generated": "generated questions", "heading": "headings", "crop": "crops"}
+
+
+@dataclass
+class Verdict:
+    kept: bool
+    reasons: list[str]
+    """Each check, in words with its numbers."""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    """What decided: the signal, its metric, items, the paired difference, whether real questions were measured."""
+
+
+def describe_sources(sources: list[str]) -> str:
+    """E.g. ``generated questions and headings``."""
+    names = [_SOURCE_NAMES.get(s, s) for s in sources]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def decide(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
+    """The verdict on ``after`` against its start ``before``; ``sources`` gives each held-out query's source."""
+    if before.per_question and after.per_question:
+        verdict = _on_questions(before, after, gate)
+    else:
+        verdict = _on_heldout(before, after, gate, sources)
+    drop = before.sts_spearman - after.sts_spearman
+    steady = drop <= gate.sts_tolerance
+    verdict.reasons.append(
+        f"STS-B dev {before.sts_spearman:.4f} -> {after.sts_spearman:.4f} ({-drop:+.4f}): "
+        + (f"within {gate.sts_tolerance}" if steady else f"lost more than {gate.sts_tolerance}")
+    )
+    verdict.kept = verdict.kept and steady
+    return verdict
+
+
+def _paired(before: dict[str, float], after: dict[str, float], ids: list[str], gate: AdaptGate) -> PairedDifference:
+    return paired_bootstrap(
+        [before[i] for i in ids], [after[i] for i in ids], confidence=gate.confidence, resamples=gate.resamples
+    )
+
+
+def _on_questions(before: GateScores, after: GateScores, gate: AdaptGate) -> Verdict:
+    ids = sorted(before.per_question)
+    difference = _paired(before.per_question, after.per_question, ids, gate)
+    better = difference.mean > gate.min_gain
+    what = f"your {len(ids)} questions' MRR@10"
+    reason = f"{what} {difference.before:.4f} -> {difference.after:.4f} ({difference.describe()}): " + (
+        "better than the start" if better else "not better than the start"
+    )
+    evidence = {
+        "signal": "your questions",
+        "metric": "mrr@10",
+        "items": len(ids),
+        "difference": difference.as_dict(),
+        "rule": f"mean MRR@10 gain above {gate.min_gain}",
+        "real_questions_measured": True,
+    }
+    return Verdict(better, [reason], evidence)
+
+
+def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
+    what = describe_sources(list(gate.evidence))
+    ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
+    level = (1 - gate.confidence) / 2
+    sign = f" and a sign test p at most {level:g}" if gate.min_gain >= 0 else ""
+    rule = (
+        f"the {gate.confidence:.0%} interval of the held-out {what}' nDCG@10 gain above {gate.min_gain:g}{sign}, "
+        f"over at least {gate.min_items} of them"
+    )
+    evidence: dict[str, Any] = {
+        "signal": f"held-out {what}",
+        "metric": "ndcg@10",
+        "items": len(ids),
+        "min_items": gate.min_items,
+        "rule": rule,
+        "real_questions_measured": False,
+    }
+    reasons = []
+    clear = False
+    if not ids:
+        reasons.append(
+            f"no held-out {what}: nothing to judge the variant on (crops are not evidence). Let the generator "
+            "write questions (--generator, --max-generated), or give your own (--questions FILE)"
+        )
+    else:
+        difference = _paired(before.per_query, after.per_query, ids, gate)
+        evidence["difference"] = difference.as_dict()
+        enough = len(ids) >= gate.min_items
+        above = difference.low > gate.min_gain and difference.mean > gate.min_gain
+        # The sign test asks "better"; a negative min_gain asks only "not clearly worse than that", so it is off.
+        moved = difference.sign_p <= level or gate.min_gain < 0
+        clear = enough and above and moved
+        if not enough:
+            verdict = f"too few to judge (the gate needs {gate.min_items})"
+        elif clear:
+            verdict = "a clear gain"
+        elif not above:
+            verdict = f"no clear gain (the interval must lie above {gate.min_gain:g})"
+        else:
+            verdict = f"no clear gain (too few queries rose against those that fell: sign test p above {level:g})"
+        reasons.append(
+            f"held-out {what} ({len(ids)}): nDCG@10 {difference.before:.4f} -> {difference.after:.4f} "
+            f"({difference.describe()}): {verdict}"
+        )
+    for source, row in sorted(after.by_source.items()):
+        if source not in gate.evidence and source in before.by_source:
+            was, now = before.by_source[source]["ndcg@10"], row["ndcg@10"]
+            why = " (a crop is found by its own words)" if source == "crop" else ""
+            reasons.append(
+                f"held-out {_SOURCE_NAMES.get(source, source)} ({int(row['queries'])}): nDCG@10 {was:.4f} -> "
+                f"{now:.4f} ({now - was:+.4f}): reported, not evidence{why}"
+            )
+    return Verdict(clear, reasons, evidence)
