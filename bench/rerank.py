@@ -16,8 +16,9 @@ Sets: ``scifact-dev`` is ``c2v-rag eval``'s scifact-dev-1k (the seeded 20% of Sc
 ``manpages`` and ``jargon`` are bench/ood's, dense = ``score.py``'s cached collection of the preset (200-token
 chunks, a document ranked by its best chunk, which is the text reranked, as ``search(group_by_document=True,
 rerank=N)`` reranks its hits), BM25 = ``score.py``'s over whole documents (the document is reranked, its head).
-``score`` takes ``--queries K`` to score the first K questions only (sorted by id); the report scores every row of
-a set on the questions all its configurations scored, and says how many.
+``score`` takes ``--queries K`` to score the first K questions only (sorted by id); the report scores each row (a
+first stage, a depth, a configuration) on the questions that configuration scored to that depth, with the first
+stage alone on the same questions beside it, and says how many.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "ood"))  # the OOD benchmarks' modules import by name
+# The checkout's c2v_rag first (not an installed one), then the OOD benchmarks' modules, which import by name.
+sys.path[:0] = [str(ROOT.parent), str(ROOT / "ood")]
 
 import metrics  # noqa: E402
 import score as ood  # noqa: E402
@@ -78,14 +80,22 @@ def scifact_candidates(model: Any) -> dict[str, Any]:
     }
 
 
-def ood_candidates(name: str, model: Any) -> dict[str, Any]:
+def ood_candidates(name: str, model: Any, folder: Path | None = None) -> dict[str, Any]:
+    """BM25's candidates, and the dense ones once score.py's cached collection of the preset is complete."""
     args = ood.parse_args(["--model", "default"])
     corpus = ood.load_corpus(name, args.docs)
-    folder = ood.collection_dir(args.cache, corpus, model, "default", None)
-    if not (folder / "complete.json").exists():
-        raise SystemExit(f"no complete cached collection for {name} at {folder}: run bench/ood/score.py first")
-    chunk_docs, chunk_texts, vectors = ood.stored_points(folder)
     qids = ood.query_ids(corpus)
+    found = {
+        "queries": {q: corpus.bench.queries[q] for q in qids},
+        "qrels": {q: dict(corpus.bench.qrels[q]) for q in qids},
+        "bm25": bm25_top(corpus.docs, {q: corpus.bench.queries[q] for q in qids}),
+    }
+    # score.py's folder for the preset, unless named (--collection: a folder another checkout's score.py keyed)
+    folder = folder or ood.collection_dir(args.cache, corpus, model, "default", None)
+    if not (folder / "complete.json").exists():
+        print(f"{name}: no complete cached collection at {folder} yet (bench/ood/score.py): BM25 candidates only")
+        return found
+    chunk_docs, chunk_texts, vectors = ood.stored_points(folder)
     queries = np.asarray(model.encode_queries([corpus.bench.queries[q] for q in qids], normalize_embeddings=True))
     dense = {}
     for q, row in zip(qids, queries @ vectors.T):
@@ -96,14 +106,12 @@ def ood_candidates(name: str, model: Any) -> dict[str, Any]:
                 if len(seen) == TOP:
                     break
         dense[q] = [(d, s, t) for d, (s, t) in seen.items()]
-    return {
-        "queries": {q: corpus.bench.queries[q] for q in qids},
-        "qrels": {q: dict(corpus.bench.qrels[q]) for q in qids},
-        "dense": dense,
-        "bm25": bm25_top(corpus.docs, {q: corpus.bench.queries[q] for q in qids}),
-        "dense_setting": "preset, score.py's cached collection (200-token chunks, best chunk per document), "
-        "the variant's default query task",
-    }
+    found["dense"] = dense
+    found["dense_setting"] = (
+        "preset, score.py's cached collection (200-token chunks, best chunk per document), the variant's default "
+        "query task"
+    )
+    return found
 
 
 def bm25_top(docs: dict[str, str], queries: dict[str, str]) -> dict[str, list[tuple[str, float, str]]]:
@@ -133,11 +141,17 @@ def cmd_candidates(args: argparse.Namespace) -> None:
     model = Causal2Vec.from_pretrained(DEFAULT_PRESET)
     for name in args.set:
         path = candidates_path(name)
-        if path.exists() and not args.force:
+        # A set cached before its dense collection was complete gets its dense candidates on a later run.
+        if path.exists() and not args.force and "dense" in json.loads(path.read_text(encoding="utf-8")):
             print(f"{name}: cached at {path}")
             continue
         started = time.perf_counter()
-        found = scifact_candidates(model) if name == "scifact-dev" else ood_candidates(name, model)
+        folders = dict(item.split("=", 1) for item in args.collection or [])
+        found = (
+            scifact_candidates(model)
+            if name == "scifact-dev"
+            else ood_candidates(name, model, Path(folders[name]) if name in folders else None)
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(found) + "\n", encoding="utf-8")
         print(
@@ -214,8 +228,8 @@ def report_set(name: str, configs: list[str]) -> dict[str, Any]:
     stored = load_scores(name)
     qrels = found["qrels"]
     rows: dict[str, Any] = {}
-    for first in ("dense", "bm25"):
-        for top in (20, 50):
+    for first in [f for f in ("dense", "bm25") if f in found]:
+        for top in (10, 20, 50):
             for key in configs:
                 table = stored.get(key, {})
                 covered = [q for q in sorted(qrels) if reranked(found[first][q], found["queries"][q], table, top, 0.0)]
@@ -228,7 +242,7 @@ def report_set(name: str, configs: list[str]) -> dict[str, Any]:
                     run = {q: reranked(found[first][q], found["queries"][q], table, top, w) for q in covered}
                     row["by_weight"][str(w)] = metrics.evaluate(run, judged)
                 rows[f"{first} top{top} {key}"] = row
-    return {"dense_setting": found["dense_setting"], "questions": len(qrels), "rows": rows}
+    return {"dense_setting": found.get("dense_setting"), "questions": len(qrels), "rows": rows}
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -269,12 +283,13 @@ def cmd_latency(args: argparse.Namespace) -> None:
     reranker = Causal2VecReranker(None, template=args.template, batch_tokens=args.batch_tokens)
     tokenizer = reranker.scoring.tokenizer
     qids = sorted(found["queries"])[: args.queries]
+    first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
     times = []
     for q in qids:
         # Each candidate cut to --chunk-tokens tokens: ingest's chunk size, the length a search's hits have.
         texts = [
             tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][: args.chunk_tokens])
-            for _, _, t in found["dense"][q][: args.top]
+            for _, _, t in found[first][q][: args.top]
         ]
         started = time.perf_counter()
         reranker.score(found["queries"][q], texts)
@@ -305,6 +320,7 @@ def main() -> int:
     p = sub.add_parser("candidates")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--collection", action="append", metavar="SET=DIR", help="score.py's cached collection folder")
     p = sub.add_parser("score")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--first", action="append", choices=("dense", "bm25"))

@@ -89,27 +89,45 @@ class Causal2VecReranker:
     def score(self, query: str, documents: Sequence[str]) -> np.ndarray:
         """One relevance per document, in their order: the mean log-probability (nats) of the query's tokens
         written after the document. Higher is more relevant; comparable across queries of different lengths."""
+        return self.score_with_truncation(query, documents)[0]
+
+    def score_with_truncation(self, query: str, documents: Sequence[str]) -> tuple[np.ndarray, int]:
+        """:meth:`score`, and how many of these documents were cut to fit ``max_length``."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
         texts, single = check_texts(documents)
         if single:
             raise TypeError("documents must be a list of strings; wrap a single document in a list")
         if not texts:
-            return np.zeros(0)
+            return np.zeros(0), 0
         query_ids = self.pairs.query_ids(query)
         pairs = self.pairs.pairs(query_ids, texts)
-        self._report_truncation(sum(p.truncated for p in pairs), len(pairs))
+        cut = sum(p.truncated for p in pairs)
+        self._report_truncation(cut, len(pairs))
         with self._lock:
             sums = self.scoring.likelihood.log_probs(pairs, self.batch_tokens)
-        return sums / len(query_ids)
+        return sums / len(query_ids), cut
 
     def rerank(
-        self, query: str, documents: Sequence[str], top_n: int | None = None, *, return_documents: bool = False
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+        *,
+        first_stage: Sequence[float] | None = None,
+        weight: float = DEFAULT_WEIGHT,
+        return_documents: bool = False,
     ) -> list[RerankResult]:
-        """The documents best first, as :class:`RerankResult`; ``top_n`` keeps the best that many (None: all)."""
+        """The documents best first, as :class:`RerankResult`; ``top_n`` keeps the best that many (None: all).
+
+        With ``first_stage`` (the documents' retrieval scores) each ``relevance_score`` is the fused score
+        (:meth:`fused_scores`); without, the relevance of :meth:`score`."""
         if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
             raise ValueError(f"top_n must be a positive integer or None, got {top_n!r}")
-        scores = self.score(query, documents)
+        if first_stage is None:
+            scores = self.score(query, documents)
+        else:
+            scores = self.fused_scores(query, documents, first_stage, weight)
         order = np.argsort(-scores, kind="stable")[:top_n]
         return [
             RerankResult(

@@ -11,8 +11,6 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import numpy as np
-
 from c2v_rag.rag.options import ModelOptions
 
 if TYPE_CHECKING:
@@ -65,7 +63,7 @@ def rerank_hits(reranker: Causal2VecReranker, query: str, hits: Sequence[HitT], 
     """``hits`` ordered by their fused score (set as each hit's ``rerank_score``), the best ``top_k`` kept."""
     if not hits:
         return []
-    fused = reranker.fused_scores(query, [hit.text for hit in hits], [hit.score for hit in hits])
-    for hit, value in zip(hits, fused):
-        hit.rerank_score = float(value)
-    return [hits[i] for i in np.argsort(-fused, kind="stable")[:top_k]]
+    ranked = reranker.rerank(query, [hit.text for hit in hits], top_k, first_stage=[hit.score for hit in hits])
+    for result in ranked:
+        hits[result.index].rerank_score = result.relevance_score
+    return [hits[result.index] for result in ranked]

@@ -18,6 +18,7 @@ from rag_helpers import make_text
 import c2v_rag
 from c2v_rag.rerank import DEFAULT_WEIGHT, Causal2VecReranker, fuse
 
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, tiny_lm_variant):
     """An embedded store of six documents, ingested with a variant whose base decoder has a language-model head."""
@@ -96,3 +97,24 @@ def test_a_bad_rerank_fails_before_the_store_opens(tmp_path, rerank, message):
     with pytest.raises(ValueError, match=message):
         c2v_rag.search(QUERY, top_k=5, rerank=rerank, path=missing)
     assert not missing.exists()
+
+
+def test_the_cli_reranks_and_shows_both_scores(store, capsys):
+    import json
+
+    from c2v_rag.cli import main
+
+    args = [QUERY, "--path", str(store), "--collection", "kb", "-k", "2"]
+    expected = c2v_rag.search(QUERY, top_k=2, rerank=6, collection="kb", path=store)
+    assert main(["search", *args, "--rerank", "6", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(h["id"], h["score"], h["rerank_score"]) for h in printed] == [
+        (h.id, h.score, h.rerank_score) for h in expected
+    ]
+    assert main(["search", *args, "--rerank", "6"]) == 0
+    assert (
+        f"{expected[0].score:.4f}" in (out := capsys.readouterr().out)
+        and f"(reranked {expected[0].rerank_score:+.3f})" in out
+    )
+    assert main(["search", *args, "--rerank", "1"]) == 2
+    assert "rerank=1 is less than top_k=2" in capsys.readouterr().err
