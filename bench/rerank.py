@@ -223,6 +223,20 @@ def reranked(cands: list, query: str, table: dict[str, float], top: int, weight:
     return [head[i][0] for i in order] + [d for d, _, _ in cands[top:]]
 
 
+def paired_gain(run: dict[str, list[str]], first: dict[str, list], judged: dict) -> dict[str, float]:
+    """nDCG@10 of ``run`` minus the first stage's, per question: its mean, standard error, and how many
+    questions went up and down."""
+    diffs = np.array(
+        [
+            metrics.query_metrics(run[q], judged[q])["ndcg@10"]
+            - metrics.query_metrics([d for d, _, _ in first[q]], judged[q])["ndcg@10"]
+            for q in judged
+        ]
+    )
+    se = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else float("nan")
+    return {"mean": float(diffs.mean()), "se": se, "up": int((diffs > 0).sum()), "down": int((diffs < 0).sum())}
+
+
 def report_set(name: str, configs: list[str]) -> dict[str, Any]:
     found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
     stored = load_scores(name)
@@ -237,10 +251,11 @@ def report_set(name: str, configs: list[str]) -> dict[str, Any]:
                     continue
                 judged = {q: qrels[q] for q in covered}
                 base = metrics.evaluate({q: [d for d, _, _ in found[first][q]] for q in covered}, judged)
-                row = {"questions": len(covered), first: base, "by_weight": {}}
+                row = {"questions": len(covered), first: base, "by_weight": {}, "ndcg_gain": {}}
                 for w in WEIGHTS:
                     run = {q: reranked(found[first][q], found["queries"][q], table, top, w) for q in covered}
                     row["by_weight"][str(w)] = metrics.evaluate(run, judged)
+                    row["ndcg_gain"][str(w)] = paired_gain(run, found[first], judged)
                 rows[f"{first} top{top} {key}"] = row
     return {"dense_setting": found.get("dense_setting"), "questions": len(qrels), "rows": rows}
 
@@ -306,6 +321,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
         "seconds_per_query_mean": float(np.mean(warm)),
         "first_query_seconds": times[0],
         "torch": torch.__version__,
+        "load_average_after": os.getloadavg(),  # other work on the machine slows each query; say how much there was
         "cpu_flags": ood.cpu_flags(),
     }
     print(json.dumps(result, indent=1))

@@ -71,6 +71,9 @@ def save_causal_lm(root, family: str, tied: bool):
     tokenizer = build_decoder_tokenizer(**FAMILIES[family])
     config = _decoder_config(family, len(tokenizer), tokenizer)
     config.tie_word_embeddings = tied
+    # Weights far from the usual 0.02 scale: a random model's log-probabilities then differ by whole nats between
+    # texts, rather than by rounding noise, so that orders and ties do not hang on the batch a text is in.
+    config.initializer_range = 0.5
     torch.manual_seed(1)
     model = AutoModelForCausalLM.from_config(config).eval()
     folder = root / f"{family}-lm-{'tied' if tied else 'untied'}"

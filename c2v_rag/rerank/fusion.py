@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DEFAULT_WEIGHT = 0.3
+DEFAULT_WEIGHT = 0.5
 """The likelihood's weight in the fused score (the first stage's: 1 - weight); bench/rerank.py chose it."""
 
 
