@@ -47,6 +47,7 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`)."""
     from c2v_rag.core.config import read_config
     from c2v_rag.core.devices import resolve_device, resolve_dtype
+    from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.hub.sources import load_tokenizer, resolve_reference
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -59,11 +60,10 @@ def load_scoring_model(
     config = loaded.config if loaded is not None else read_config(resolve_variant_path(model))
     source = resolve_reference(config.decoder, config.decoder_revision)
     tokenizer = loaded.tokenizer if loaded is not None else load_tokenizer(source)
-    prompt_format = config.prompt_format if isinstance(config.prompt_format, PromptFormat) else PromptFormat()
-    if isinstance(config.prompt_format, str):
-        from c2v_rag.encode.prompting import detect_prompt_format
-
-        prompt_format = detect_prompt_format(tokenizer)
+    # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
+    prompt_format = (
+        config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)
+    )
     if decoder == "variant":
         if config.attention != "causal":
             raise ValueError(
