@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         search_many,
     )
     from c2v_rag.rag.embedding import apply_encode_kwargs, check_encode_kwargs
+    from c2v_rag.rerank import Causal2VecReranker, RerankResult
     from c2v_rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
     from c2v_rag.training.adapt.config import AdaptConfig
     from c2v_rag.training.adapt.report import AdaptReport
@@ -81,6 +82,8 @@ __all__ = [
     "open_collection",
     "SearchHit",
     "SearchOptions",
+    "Causal2VecReranker",
+    "RerankResult",
     # what the LlamaIndex and LangChain packages in integrations/ build on (they import nothing else of c2v_rag)
     "EmbedderOptions",
     "RetrieverOptions",
@@ -126,6 +129,8 @@ _EXPORTS = {
         + ("EmbedderOptions", "RetrieverOptions")
     },
     "apply_encode_kwargs": "c2v_rag.rag.embedding",
+    "Causal2VecReranker": "c2v_rag.rerank",
+    "RerankResult": "c2v_rag.rerank",
     "check_encode_kwargs": "c2v_rag.rag.embedding",
     "make_splitter": "c2v_rag.encode.splitting",
     "HIDDEN_FROM_LLM": "c2v_rag.store.point_schema",

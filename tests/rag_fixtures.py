@@ -24,6 +24,20 @@ def tiny_variant_qwen(tiny_model_factory, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_lm_variant(tiny_dirs, tmp_path_factory):
+    """A saved tiny variant (qwen2, ChatML) whose base decoder keeps its language-model head: one a reranker
+    scores with."""
+    from rag_helpers import save_causal_lm
+
+    from c2v_rag import Causal2Vec
+
+    root = tmp_path_factory.mktemp("lm-variant")
+    base = save_causal_lm(root, "qwen2", tied=True)
+    model = Causal2Vec.from_components(str(base), str(tiny_dirs["bert"]), device="cpu", dtype="float32", max_length=96)
+    return model.save_pretrained(root / "variant")
+
+
+@pytest.fixture(scope="session")
 def tiny_model(tiny_variant):
     from c2v_rag.rag import load_model
 

@@ -60,3 +60,23 @@ def compare(ray_points: dict, local_points: dict) -> float:
     for pid, (payload, _) in local_points.items():
         assert ray_points[pid][0] == payload, pid
     return max(float(np.abs(ray_points[p][1] - local_points[p][1]).max()) for p in local_points)
+
+
+def save_causal_lm(root, family: str, tied: bool):
+    """A tiny decoder saved with its language-model head (the suite's tiny decoders are bare backbones)."""
+    import torch
+    from conftest import FAMILIES, _decoder_config, build_decoder_tokenizer
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = build_decoder_tokenizer(**FAMILIES[family])
+    config = _decoder_config(family, len(tokenizer), tokenizer)
+    config.tie_word_embeddings = tied
+    # Weights far from the usual 0.02 scale: a random model's log-probabilities then differ by whole nats between
+    # texts, rather than by rounding noise, so that orders and ties do not hang on the batch a text is in.
+    config.initializer_range = 0.5
+    torch.manual_seed(1)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    folder = root / f"{family}-lm-{'tied' if tied else 'untied'}"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

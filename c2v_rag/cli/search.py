@@ -49,6 +49,15 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="the top-k documents, each shown by its best chunk, rather than the top-k chunks",
     )
     parser.add_argument(
+        "--rerank",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rerank the top N hits (N >= --top-k) by the decoder's likelihood of the query given each, fused with "
+        "their scores; each hit then shows its fused score beside its first-stage one (costs a decoder pass over "
+        "N hits: docs/ingest-and-search.md, 'Reranking')",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -78,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         fusion=args.fusion,
         group_by_document=args.group_by_document,
+        rerank=args.rerank,
     )
     hits = collection_from(args).search(args.query, args.top_k, options=options)
     if args.json:
@@ -110,7 +120,8 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
     for rank, hit in enumerate(hits, 1):
         where = hit.source or hit.doc_id or hit.id
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
-        print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}")
+        fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
+        print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}{fused}")
         snippet = " ".join(hit.text.split())
         print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
 

@@ -135,8 +135,10 @@ class Collection:
         last two need an ingest with ``sparse="bm25"``. ``filter`` takes a ``qdrant_client`` Filter or the dict
         form (``{"file_name": "a.md"}``, ``{"year": {"gte": 2020}}``, ``{"must_not": {...}}``).
         ``score_threshold`` drops weaker hits; ``group_by_document`` returns each document's best chunk;
-        ``with_vectors`` adds each hit's stored vector. ``options=`` takes all of these as one
-        :class:`~c2v_rag.SearchOptions`, the keywords given laid over it.
+        ``with_vectors`` adds each hit's stored vector. ``rerank=N`` reads the top N hits and returns the best
+        ``top_k`` of them by the decoder's likelihood of the query given each hit, fused with their scores (each
+        hit's ``rerank_score``; :class:`~c2v_rag.Causal2VecReranker`, loaded once per process). ``options=`` takes all
+        of these as one :class:`~c2v_rag.SearchOptions`, the keywords given laid over it.
         """
         from c2v_rag.rag.retrieval.search import check_query
 

@@ -258,6 +258,12 @@ class SearchOptions(CommonSearchOptions):
         "(reciprocal rank) or 'dbsf' (distribution-based score fusion)",
     )
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
+    rerank: int | None = Field(
+        default=None,
+        description="rerank the first stage's top N hits (N >= top_k) by the decoder's likelihood of the query "
+        "given each hit, fused with their scores, and return the best top_k (each hit's rerank_score); None: no "
+        "reranking. Costs a decoder pass over N hits per query (docs/ingest-and-search.md)",
+    )
 
 
 class OpenKeywords(TypedDict, total=False):
@@ -290,6 +296,7 @@ class SearchKeywords(TypedDict, total=False):
     fusion: Fusion
     with_vectors: bool
     group_by_document: bool
+    rerank: int | None
     options: SearchOptions | None
 
 

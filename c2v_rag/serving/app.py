@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import json
@@ -22,11 +23,12 @@ from c2v_rag.hub.presets import DEFAULT_PRESET
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.metrics import ServerMetrics
-from c2v_rag.serving.schemas import ApiError, EmbeddingRequest, SearchRequest, check_input, parse_body
+from c2v_rag.serving.schemas import ApiError, EmbeddingRequest, RerankRequest, SearchRequest, check_input, parse_body
 
 if TYPE_CHECKING:
     from c2v_rag.core.instructions import Instruction
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rerank import Causal2VecReranker
 
 logger = logging.getLogger(__name__)
 request_log = logging.getLogger("c2v_rag.serving.requests")
@@ -65,7 +67,7 @@ def instruction_for(
 
 
 def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI:
-    """An app serving ``model``: OpenAI's embeddings API, /v1/search, /health and /metrics.
+    """An app serving ``model``: OpenAI's embeddings API, /v1/search, /v1/rerank, /health and /metrics.
 
     Start it with any ASGI server (``c2v-rag serve`` uses uvicorn); the batcher starts and, on
     shutdown, drains with the app's lifespan.
@@ -88,6 +90,7 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
     app.exception_handler(StarletteHTTPException)(service.http_error)
     app.post("/v1/embeddings")(service.embeddings)
     app.post("/v1/search")(service.search)
+    app.post("/v1/rerank")(service.rerank)
     app.get("/v1/models")(service.models)
     app.get("/health")(service.health)
     app.get("/metrics")(service.prometheus)
@@ -135,6 +138,9 @@ class EmbeddingService:
         self.key = config.api_key.get_secret_value().encode() if config.api_key else None
         # The app's paths, for the metrics' route label (any other path counts as "other").
         self.routes: set[str] = set()
+        # /v1/rerank's reranker: loaded on its first request (the base decoder, seconds), then shared.
+        self._reranker: Causal2VecReranker | None = None
+        self._reranker_lock = asyncio.Lock()
 
     async def start(self) -> None:
         await self.batcher.start()
@@ -191,7 +197,11 @@ class EmbeddingService:
         return _error_response(err)
 
     async def http_error(self, request: Request, err: StarletteHTTPException):
-        hint = " (see GET /v1/models, POST /v1/embeddings, POST /v1/search)" if err.status_code == 404 else ""
+        hint = (
+            " (see GET /v1/models, POST /v1/embeddings, POST /v1/search, POST /v1/rerank)"
+            if err.status_code == 404
+            else ""
+        )
         return _error_response(ApiError(err.status_code, f"{err.detail}: {request.method} {request.url.path}{hint}"))
 
     async def read(self, request: Request, schema):
@@ -223,16 +233,20 @@ class EmbeddingService:
 
     # ------------------------------------------------------------------ routes
 
-    async def embeddings(self, request: Request):
-        body: EmbeddingRequest = await self.read(request, EmbeddingRequest)
-        model, name = self.model, self.name
-        if body.model is not None and body.model != name:
+    def check_model_name(self, asked: str | None) -> None:
+        """A 404 when a request names another model than the one served (naming none is fine)."""
+        if asked is not None and asked != self.name:
             raise ApiError(
                 404,
-                f"model {body.model!r} is not served here; this server serves {name!r} (GET /v1/models)",
+                f"model {asked!r} is not served here; this server serves {self.name!r} (GET /v1/models)",
                 param="model",
                 code="model_not_found",
             )
+
+    async def embeddings(self, request: Request):
+        body: EmbeddingRequest = await self.read(request, EmbeddingRequest)
+        model, name = self.model, self.name
+        self.check_model_name(body.model)
         sizes = model.config.vector_sizes
         if body.dimensions is not None and body.dimensions not in sizes:
             raise ApiError(
@@ -288,6 +302,38 @@ class EmbeddingService:
             "data": [h.model_dump(exclude={"vector"}) for h in hits],
             "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]},
         }
+
+    async def rerank(self, request: Request):
+        body: RerankRequest = await self.read(request, RerankRequest)
+        self.check_model_name(body.model)
+        field = "texts" if body.documents is None and body.texts is not None else "documents"
+        documents, single = check_input(getattr(body, field), self.config.max_texts_per_request, field)
+        if single:
+            raise ApiError(400, f"'{field}' must be a list of strings", param=field)
+        reranker = await self.reranker()
+        try:
+            scores, cut = await asyncio.to_thread(reranker.score_with_truncation, body.query, documents)
+        except ValueError as err:  # a query that leaves no room for a document
+            raise ApiError(400, f"'query': {err}", param="query") from None
+        self.metrics.texts.inc(len(documents))
+        self.metrics.truncated.inc(cut)
+        order = sorted(range(len(documents)), key=lambda i: -scores[i])[: body.top_n]
+        results = [
+            {"index": i, "relevance_score": float(scores[i])}
+            | ({"document": {"text": documents[i]}} if body.return_documents else {})
+            for i in order
+        ]
+        payload = {"object": "list", "model": self.name, "results": results}
+        return Response(json.dumps(payload), media_type="application/json", headers={"X-Truncated-Inputs": str(cut)})
+
+    async def reranker(self) -> Causal2VecReranker:
+        """The served variant's reranker, loaded in a worker thread on first use."""
+        async with self._reranker_lock:
+            if self._reranker is None:
+                from c2v_rag.rerank import Causal2VecReranker
+
+                self._reranker = await asyncio.to_thread(Causal2VecReranker, self.model)
+            return self._reranker
 
     async def models(self):
         model = self.model

@@ -93,6 +93,21 @@ class SearchRequest(CommonSearchOptions, _SearchQuery):
         return SearchOptions(collection=self.collection or default_collection, **common)
 
 
+class RerankRequest(BaseModel):
+    """POST /v1/rerank, in the shape of TEI's, Cohere's and Jina's ``/rerank``: a query, the documents to order,
+    ``top_n`` (None: all) and ``return_documents``. TEI's ``texts`` is taken for ``documents``; unknown fields
+    (Cohere's ``max_chunks_per_doc``...) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = Field(min_length=1)
+    documents: Any = Field(None, description="a list of strings (required; checked by check_input)")
+    texts: Any = Field(None, description="TEI's name for documents")
+    top_n: int | None = Field(None, ge=1)
+    return_documents: bool = False
+    model: str | None = Field(None, description="the served model's name (GET /v1/models); optional here")
+
+
 def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:
     """Decode, parse and validate a JSON body, or raise a 400 that says what is wrong."""
     try:
@@ -125,47 +140,48 @@ def parse_body(raw: bytes, schema: type[BaseModel]) -> BaseModel:
         raise ApiError(400, f"'{field}': {first['msg']}", param=field, code="invalid_value") from None
 
 
-def check_input(value: Any, max_texts: int) -> tuple[list[str], bool]:
-    """``(texts, was_single_string)`` from OpenAI's ``input``, or a 400/413 naming the bad item."""
+def check_input(value: Any, max_texts: int, field: str = "input") -> tuple[list[str], bool]:
+    """``(texts, was_single_string)`` from OpenAI's ``input`` (or another ``field`` of the same form, /v1/rerank's
+    ``documents``), or a 400/413 naming the bad item."""
     if value is None:
-        raise ApiError(400, "'input' is required: a string or a list of strings", param="input")
+        raise ApiError(400, f"'{field}' is required: a string or a list of strings", param=field)
     if isinstance(value, str):
         value, single = [value], True
     elif isinstance(value, list):
         single = False
     else:
         raise ApiError(
-            400, f"'input' must be a string or a list of strings, not a JSON {_json_type(value)}", param="input"
+            400, f"'{field}' must be a string or a list of strings, not a JSON {_json_type(value)}", param=field
         )
     if not value:
-        raise ApiError(400, "'input' is an empty list: send at least one string", param="input")
+        raise ApiError(400, f"'{field}' is an empty list: send at least one string", param=field)
     if len(value) > max_texts:
         raise ApiError(
             413,
-            f"'input' holds {len(value)} texts, more than this server's limit of {max_texts} "
+            f"'{field}' holds {len(value)} texts, more than this server's limit of {max_texts} "
             "per request: split it into smaller requests",
-            param="input",
+            param=field,
             code="too_many_inputs",
         )
     for i, item in enumerate(value):
-        where = "'input'" if single else f"'input[{i}]'"
+        where = f"'{field}'" if single else f"'{field}[{i}]'"
         if isinstance(item, str):
             if not item:
-                raise ApiError(400, f"{where} is an empty string: every input needs some text", param="input")
+                raise ApiError(400, f"{where} is an empty string: every input needs some text", param=field)
             try:  # a JSON "\ud800" escape decodes to a lone surrogate, which no tokenizer takes
                 check_unicode(item, where)
             except ValueError as err:
-                raise ApiError(400, str(err), param="input") from None
+                raise ApiError(400, str(err), param=field) from None
             continue
         if isinstance(item, (int, list)) and not isinstance(item, bool):
             raise ApiError(
                 400,
                 f"{where} is token ids; this server embeds text: send strings (LangChain: "
                 "OpenAIEmbeddings(check_embedding_ctx_length=False))",
-                param="input",
+                param=field,
                 code="token_ids_unsupported",
             )
-        raise ApiError(400, f"{where} must be a string, not a JSON {_json_type(item)}", param="input")
+        raise ApiError(400, f"{where} must be a string, not a JSON {_json_type(item)}", param=field)
     return value, single
 
 

@@ -15,6 +15,7 @@ from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import CommonSearchOptions, ModelOptions, SearchOptions
+from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits, shared_reranker
 from c2v_rag.store.aliases import aresolve_alias, resolve_alias
 from c2v_rag.store.collection import (
     QdrantConfig,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from qdrant_client.http import models
 
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rerank import Causal2VecReranker
     from c2v_rag.store.store_backend import StoreClient
 
 
@@ -48,7 +50,9 @@ class SearchHit(BaseModel):
     ``score`` is the cosine (dense), the BM25 score (sparse) or, for hybrid, a fused rank score, not a
     similarity: with ``fusion="rrf"`` 1.0 for a chunk first in both lists, 0.67 for one second in both
     (``dbsf``: the two scores normalised and summed). ``vector`` is the stored dense vector, present with
-    ``with_vectors=True``.
+    ``with_vectors=True``. ``rerank_score`` is set when the search reranked (``rerank=N``): the first stage's score
+    fused with the decoder's likelihood of the query given the hit's text, which ordered the hits; ``score`` stays
+    the first stage's.
     """
 
     id: str
@@ -59,6 +63,7 @@ class SearchHit(BaseModel):
     chunk_index: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     vector: list[float] | None = None
+    rerank_score: float | None = None
 
     @classmethod
     def from_point(cls, point: Any, dense_vector: str = "") -> SearchHit:
@@ -143,6 +148,7 @@ class _SearchCall:
     def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> _SearchCall:
         """The checks that need no store and no model, so a bad argument fails before either opens."""
         queries = _check_queries(queries, top_k)
+        check_rerank(options.rerank, top_k)
         query_filter = to_qdrant_filter(options.filter)  # a bad filter fails before any model loads
         check_fusion(options.fusion)
         return cls(queries, top_k, options, model, query_filter)
@@ -151,7 +157,18 @@ class _SearchCall:
         """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
         queries: blocking, as it loads the model and embeds."""
         plan = _Plan.build(info, concrete, target, self.options, self.model)
-        return plan, plan.requests(self.queries, self.top_k, self.query_filter, self.options)
+        if self.options.rerank is not None:
+            plan.reranker = shared_reranker(self.model, _recorded_model(fingerprint_of(info)))
+        # With rerank=N the first stage reads the top N; :meth:`finish` keeps the best top_k of them.
+        first_stage = self.options.rerank or self.top_k
+        return plan, plan.requests(self.queries, first_stage, self.query_filter, self.options)
+
+    def finish(self, plan: _Plan, found: list[list[SearchHit]]) -> list[list[SearchHit]]:
+        """The hits of each query as returned: reranked and cut to ``top_k`` where the call reranks (blocking: it
+        runs the decoder)."""
+        if plan.reranker is None:
+            return found
+        return [rerank_hits(plan.reranker, query, hits, self.top_k) for query, hits in zip(self.queries, found)]
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
@@ -167,7 +184,7 @@ def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | 
             points, _ = qdrant_client.scroll(concrete, **sample)
             check_filter_keys(call.options.filter, points, call.options.collection, target.location)
         plan, requests = call.plan(info, concrete, target)
-        return _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document)
+        return call.finish(plan, _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document))
     finally:
         if own_client:
             qdrant_client.close()
@@ -184,8 +201,10 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
         check_filter_keys(call.options.filter, points, call.options.collection, target.location)
     plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
     if call.options.group_by_document:
-        return [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
-    return [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
+        found = [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
+    else:
+        found = [_hits(r, plan.layout) for r in await client.query_batch_points(concrete, requests)]
+    return await asyncio.to_thread(call.finish, plan, found) if plan.reranker is not None else found
 
 
 def _read(
@@ -238,6 +257,7 @@ class _Plan:
     embedder: Embedder | None
     sparse: BM25Encoder | None
     fusion: str = "rrf"
+    reranker: Causal2VecReranker | None = None
 
     @classmethod
     def build(
@@ -370,5 +390,10 @@ def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, co
 def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:
     # The model, quantization and part weights that filled the collection, unless others are named: its query
     # vectors, embedded as its documents were, are the only comparable ones.
+    return model.resolve(_recorded_model(stored)).as_recorded(stored)
+
+
+def _recorded_model(stored: dict[str, Any] | None) -> str | None:
+    """The model reference a collection recorded (None: none, or not a reference)."""
     recorded = (stored or {}).get("model")
-    return model.resolve(recorded if isinstance(recorded, str) else None).as_recorded(stored)
+    return recorded if isinstance(recorded, str) else None

@@ -1,0 +1,369 @@
+"""Reranking with the decoder's likelihood (issue 62): what it gains over dense and BM25 retrieval, and what it costs.
+
+Three steps, each cached, so that a slow CPU can be given the work in pieces:
+
+    # 1. first-stage candidates: the dense top 50 (the default preset) and the BM25 top 50 of each question
+    python bench/rerank.py candidates --set scifact-dev --set manpages --set jargon
+    # 2. the reranker's likelihood of each (question, candidate) pair, for one configuration
+    python bench/rerank.py score --set manpages --first dense --top 20 --template search-query --decoder base
+    # 3. the tables: dense, dense + rerank top 20 / 50, BM25 + rerank, at each fusion weight; the JSON in --json
+    python bench/rerank.py report --json bench/results/rerank_avx2.json
+    # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2)
+    python bench/rerank.py latency --threads 1 --top 20 --chunk-tokens 200
+
+Sets: ``scifact-dev`` is ``c2v-rag eval``'s scifact-dev-1k (the seeded 20% of SciFact's train claims, 162, against
+1,000 abstracts), dense = the preset's vectors of the whole abstracts with the SciFact query instruction;
+``manpages`` and ``jargon`` are bench/ood's, dense = ``score.py``'s cached collection of the preset (200-token
+chunks, a document ranked by its best chunk, which is the text reranked, as ``search(group_by_document=True,
+rerank=N)`` reranks its hits), BM25 = ``score.py``'s over whole documents (the document is reranked, its head).
+``score`` takes ``--queries K`` to score the first K questions only (sorted by id); the report scores each row (a
+first stage, a depth, a configuration) on the questions that configuration scored to that depth, with the first
+stage alone on the same questions beside it, and says how many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+# The checkout's c2v_rag first (not an installed one), then the OOD benchmarks' modules, which import by name.
+sys.path[:0] = [str(ROOT.parent), str(ROOT / "ood")]
+
+import metrics  # noqa: E402
+import score as ood  # noqa: E402
+
+TOP = 50
+SETS = ("scifact-dev", "manpages", "jargon")
+WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
+
+
+def cache_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("C2V_RERANK_CACHE") or Path(user_cache_dir("c2v_rag")) / "rerank-bench")
+
+
+# ------------------------------------------------------------------------------------ candidates
+
+
+def scifact_candidates(model: Any) -> dict[str, Any]:
+    from c2v_rag.evaluation.datasets import scifact_dev
+
+    data = scifact_dev("/work/shared/data" if Path("/work/shared/data").is_dir() else "data", corpus_size=1000)
+    doc_ids = list(data.corpus)
+    texts = [data.corpus[d] for d in doc_ids]
+    vectors = np.asarray(model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True))
+    qids = sorted(data.qrels)
+    queries = np.asarray(
+        model.encode_queries([data.queries[q] for q in qids], task=data.task, normalize_embeddings=True)
+    )
+    dense = {}
+    for q, row in zip(qids, queries @ vectors.T):
+        order = np.argsort(-row, kind="stable")[:TOP]
+        dense[q] = [(doc_ids[i], float(row[i]), texts[i]) for i in order]
+    bm25 = bm25_top({d: t for d, t in zip(doc_ids, texts)}, {q: data.queries[q] for q in qids})
+    return {
+        "queries": {q: data.queries[q] for q in qids},
+        "qrels": {q: dict(data.qrels[q]) for q in qids},
+        "dense": dense,
+        "bm25": bm25,
+        "dense_setting": f"preset, whole abstracts, query task {data.task}",
+    }
+
+
+def ood_candidates(name: str, model: Any, folder: Path | None = None) -> dict[str, Any]:
+    """BM25's candidates, and the dense ones once score.py's cached collection of the preset is complete."""
+    args = ood.parse_args(["--model", "default"])
+    corpus = ood.load_corpus(name, args.docs)
+    qids = ood.query_ids(corpus)
+    found = {
+        "queries": {q: corpus.bench.queries[q] for q in qids},
+        "qrels": {q: dict(corpus.bench.qrels[q]) for q in qids},
+        "bm25": bm25_top(corpus.docs, {q: corpus.bench.queries[q] for q in qids}),
+    }
+    # score.py's folder for the preset, unless named (--collection: a folder another checkout's score.py keyed)
+    folder = folder or ood.collection_dir(args.cache, corpus, model, "default", None)
+    if not (folder / "complete.json").exists():
+        print(f"{name}: no complete cached collection at {folder} yet (bench/ood/score.py): BM25 candidates only")
+        return found
+    chunk_docs, chunk_texts, vectors = ood.stored_points(folder)
+    queries = np.asarray(model.encode_queries([corpus.bench.queries[q] for q in qids], normalize_embeddings=True))
+    dense = {}
+    for q, row in zip(qids, queries @ vectors.T):
+        seen: dict[str, tuple[float, str]] = {}
+        for i in np.argsort(-row, kind="stable"):
+            if chunk_docs[i] not in seen:  # a document ranks by its best chunk, which is the text reranked
+                seen[chunk_docs[i]] = (float(row[i]), chunk_texts[i])
+                if len(seen) == TOP:
+                    break
+        dense[q] = [(d, s, t) for d, (s, t) in seen.items()]
+    found["dense"] = dense
+    found["dense_setting"] = (
+        "preset, score.py's cached collection (200-token chunks, best chunk per document), the variant's default "
+        "query task"
+    )
+    return found
+
+
+def bm25_top(docs: dict[str, str], queries: dict[str, str]) -> dict[str, list[tuple[str, float, str]]]:
+    """score.py's BM25 (bm25s, Lucene, English stop words, Snowball) over whole documents: the top 50 of each."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    ids = list(docs)
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(list(docs.values()), stopwords="en", stemmer=stemmer, show_progress=False))
+    qids = list(queries)
+    tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stemmer, show_progress=False)
+    found, scores = retriever.retrieve(tokens, k=TOP, show_progress=False)
+    return {
+        q: [(ids[i], float(s), docs[ids[i]]) for i, s in zip(row, srow)] for q, row, srow in zip(qids, found, scores)
+    }
+
+
+def candidates_path(name: str) -> Path:
+    return cache_dir() / f"candidates-{name}.json"
+
+
+def cmd_candidates(args: argparse.Namespace) -> None:
+    from c2v_rag import DEFAULT_PRESET, Causal2Vec
+
+    model = Causal2Vec.from_pretrained(DEFAULT_PRESET)
+    for name in args.set:
+        path = candidates_path(name)
+        # A set cached before its dense collection was complete gets its dense candidates on a later run.
+        if path.exists() and not args.force and "dense" in json.loads(path.read_text(encoding="utf-8")):
+            print(f"{name}: cached at {path}")
+            continue
+        started = time.perf_counter()
+        folders = dict(item.split("=", 1) for item in args.collection or [])
+        found = (
+            scifact_candidates(model)
+            if name == "scifact-dev"
+            else ood_candidates(name, model, Path(folders[name]) if name in folders else None)
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(found) + "\n", encoding="utf-8")
+        print(
+            f"{name}: {len(found['queries'])} questions, candidates in {time.perf_counter() - started:.0f} s -> {path}"
+        )
+
+
+# ------------------------------------------------------------------------------------ scoring
+
+
+def config_key(template: str, decoder: str, max_length: int) -> str:
+    return f"{template}|{decoder}|{max_length}"
+
+
+def scores_path(name: str) -> Path:
+    return cache_dir() / f"likelihoods-{name}.json"
+
+
+def load_scores(name: str) -> dict[str, dict[str, float]]:
+    path = scores_path(name)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def text_key(query: str, text: str) -> str:
+    return hashlib.sha256((query + "\x00" + text).encode()).hexdigest()[:24]
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from c2v_rag.rerank import Causal2VecReranker
+
+    reranker = Causal2VecReranker(
+        None, decoder=args.decoder, template=args.template, max_length=args.max_length, batch_tokens=args.batch_tokens
+    )
+    key = config_key(args.template, args.decoder, reranker.max_length)
+    for name in args.set:
+        found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+        stored = load_scores(name)
+        table = stored.setdefault(key, {})
+        qids = sorted(found["queries"])[: args.queries]
+        started, pairs = time.perf_counter(), 0
+        for n, q in enumerate(qids):
+            query = found["queries"][q]
+            todo = {text_key(query, t): t for first in args.first for _, _, t in found[first][q][: args.top]}
+            todo = {k: t for k, t in todo.items() if k not in table}
+            if todo:
+                values = reranker.score(query, list(todo.values()))
+                table.update({k: float(v) for k, v in zip(todo, values)})
+                pairs += len(todo)
+            if (n + 1) % 5 == 0 or n + 1 == len(qids):
+                scores_path(name).write_text(json.dumps(stored) + "\n", encoding="utf-8")
+                rate = pairs / max(time.perf_counter() - started, 1e-9)
+                print(f"{name} {key}: {n + 1}/{len(qids)} questions, {pairs} pairs, {rate:.2f} pairs/s", flush=True)
+        print(f"{name}: {reranker.truncated} documents truncated so far at max_length={reranker.max_length}")
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def reranked(cands: list, query: str, table: dict[str, float], top: int, weight: float) -> list[str] | None:
+    """The candidates' top ``top`` re-ordered by the fused score, then the rest in first-stage order."""
+    from c2v_rag.rerank import fuse
+
+    head = cands[:top]
+    keys = [text_key(query, t) for _, _, t in head]
+    if any(k not in table for k in keys):
+        return None
+    fused = fuse([s for _, s, _ in head], [table[k] for k in keys], weight)
+    order = np.argsort(-fused, kind="stable")
+    return [head[i][0] for i in order] + [d for d, _, _ in cands[top:]]
+
+
+def paired_gain(run: dict[str, list[str]], first: dict[str, list], judged: dict) -> dict[str, float]:
+    """nDCG@10 of ``run`` minus the first stage's, per question: its mean, standard error, and how many
+    questions went up and down."""
+    diffs = np.array(
+        [
+            metrics.query_metrics(run[q], judged[q])["ndcg@10"]
+            - metrics.query_metrics([d for d, _, _ in first[q]], judged[q])["ndcg@10"]
+            for q in judged
+        ]
+    )
+    se = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else float("nan")
+    return {"mean": float(diffs.mean()), "se": se, "up": int((diffs > 0).sum()), "down": int((diffs < 0).sum())}
+
+
+def report_set(name: str, configs: list[str]) -> dict[str, Any]:
+    found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+    stored = load_scores(name)
+    qrels = found["qrels"]
+    rows: dict[str, Any] = {}
+    for first in [f for f in ("dense", "bm25") if f in found]:
+        for top in (10, 20, 50):
+            for key in configs:
+                table = stored.get(key, {})
+                covered = [q for q in sorted(qrels) if reranked(found[first][q], found["queries"][q], table, top, 0.0)]
+                if not covered:
+                    continue
+                judged = {q: qrels[q] for q in covered}
+                base = metrics.evaluate({q: [d for d, _, _ in found[first][q]] for q in covered}, judged)
+                row = {"questions": len(covered), first: base, "by_weight": {}, "ndcg_gain": {}}
+                for w in WEIGHTS:
+                    run = {q: reranked(found[first][q], found["queries"][q], table, top, w) for q in covered}
+                    row["by_weight"][str(w)] = metrics.evaluate(run, judged)
+                    row["ndcg_gain"][str(w)] = paired_gain(run, found[first], judged)
+                rows[f"{first} top{top} {key}"] = row
+    return {"dense_setting": found.get("dense_setting"), "questions": len(qrels), "rows": rows}
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    report: dict[str, Any] = {
+        "command": "python bench/rerank.py " + " ".join(sys.argv[1:]),
+        "cpu_flags": ood.cpu_flags(),
+        "sets": {},
+    }
+    for name in args.set:
+        if not candidates_path(name).exists():
+            continue
+        configs = sorted(load_scores(name))
+        result = report_set(name, configs)
+        report["sets"][name] = result
+        print(f"\n## {name} ({result['questions']} questions; dense: {result['dense_setting']})")
+        for label, row in result["rows"].items():
+            first = label.split()[0]
+            base = row[first]
+            cells = " ".join(f"w{w}={m['ndcg@10']:.3f}/{m['mrr@10']:.3f}" for w, m in row["by_weight"].items())
+            scores = f"{base['ndcg@10']:.3f}/{base['mrr@10']:.3f}"
+            print(f"{label:50s} n={row['questions']:3d} {first} ndcg/mrr={scores} | {cells}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------ latency
+
+
+def cmd_latency(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from c2v_rag.rerank import Causal2VecReranker
+
+    name = "manpages"
+    found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+    reranker = Causal2VecReranker(None, template=args.template, batch_tokens=args.batch_tokens)
+    tokenizer = reranker.scoring.tokenizer
+    qids = sorted(found["queries"])[: args.queries]
+    first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
+    times = []
+    for q in qids:
+        # Each candidate cut to --chunk-tokens tokens: ingest's chunk size, the length a search's hits have.
+        texts = [
+            tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][: args.chunk_tokens])
+            for _, _, t in found[first][q][: args.top]
+        ]
+        started = time.perf_counter()
+        reranker.score(found["queries"][q], texts)
+        times.append(time.perf_counter() - started)
+    warm = times[1:] or times
+    result = {
+        "threads": args.threads,
+        "top": args.top,
+        "chunk_tokens": args.chunk_tokens,
+        "batch_tokens": reranker.batch_tokens,
+        "template": args.template,
+        "queries": len(times),
+        "seconds_per_query_median": float(np.median(warm)),
+        "seconds_per_query_mean": float(np.mean(warm)),
+        "first_query_seconds": times[0],
+        "torch": torch.__version__,
+        "load_average_after": os.getloadavg(),  # other work on the machine slows each query; say how much there was
+        "cpu_flags": ood.cpu_flags(),
+    }
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("candidates")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--force", action="store_true")
+    p.add_argument("--collection", action="append", metavar="SET=DIR", help="score.py's cached collection folder")
+    p = sub.add_parser("score")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--first", action="append", choices=("dense", "bm25"))
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--queries", type=int, default=None)
+    p.add_argument("--template", default="search-query")
+    p.add_argument("--decoder", default="base", choices=("base", "variant"))
+    p.add_argument("--max-length", type=int, default=None)
+    p.add_argument("--batch-tokens", type=int, default=None)
+    p = sub.add_parser("report")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--json", type=Path)
+    p = sub.add_parser("latency")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--chunk-tokens", type=int, default=200)
+    p.add_argument("--queries", type=int, default=11)
+    p.add_argument("--template", default="search-query")
+    p.add_argument("--batch-tokens", type=int, default=None)
+    p.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.set = getattr(args, "set", None) or list(SETS)
+    if getattr(args, "first", None) is None:
+        args.first = ["dense"]
+    {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "latency": cmd_latency}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

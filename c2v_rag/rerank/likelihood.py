@@ -1,0 +1,65 @@
+"""The log-probability a causal decoder gives the query tokens of each pair, batched by token budget.
+
+Only the query's positions reach the language-model head: the hidden states are sliced first, so the
+vocabulary-wide logits (49,152 values a token for SmolLM2) are computed for a query's ten-odd tokens, never for
+the hundreds of document tokens before them. Batches are planned as encode plans them (length-sorted, a padded
+token budget, :func:`~c2v_rag.encode.batching.plan_batches`), right-padded, so under causal attention no real
+token sees a pad and a pair's score does not depend on its batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from c2v_rag.encode.batching import pad_right, plan_batches
+from c2v_rag.rerank.templates import Pair
+
+MAX_BATCH_SIZE = 256
+
+
+class QueryLikelihood:
+    """A decoder backbone (``(inputs_embeds=, attention_mask=, position_ids=)`` -> ``.last_hidden_state``, as
+    :class:`~c2v_rag.model.causal2vec.Causal2Vec` calls it) and its output embedding matrix [vocab, d]."""
+
+    def __init__(self, backbone: nn.Module, head: torch.Tensor, pad_id: int) -> None:
+        self.backbone = backbone
+        self.head = head
+        self.pad_id = pad_id
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.device
+
+    @torch.inference_mode()
+    def log_probs(self, pairs: Sequence[Pair], max_tokens: int) -> np.ndarray:
+        """The summed log-probability of each pair's query tokens, in float64, in the pairs' order."""
+        out = np.zeros(len(pairs), dtype=np.float64)
+        lengths = [len(p.ids) for p in pairs]
+        # No pad-fraction cut: a CPU pays for padding, but the pairs of one query differ by their documents only,
+        # and one budget keeps the batches as few as the budget allows (bench/rerank.py times it).
+        for batch in plan_batches(lengths, max_tokens=max_tokens, max_batch_size=MAX_BATCH_SIZE):
+            rows = [pairs[i] for i in batch]
+            ids, mask = pad_right([p.ids for p in rows], self.pad_id)
+            ids, mask = ids.to(self.device), mask.to(self.device)
+            positions = torch.arange(ids.size(1), device=self.device).expand_as(ids)
+            embeds = self.backbone.get_input_embeddings()(ids)
+            hidden = self.backbone(
+                inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
+            ).last_hidden_state
+            # Position t predicts token t + 1: the query's tokens [start, end) are predicted from [start - 1, end - 1).
+            row_index = torch.cat(
+                [torch.full((len(p.ids) - p.query_start,), r, dtype=torch.long) for r, p in enumerate(rows)]
+            )
+            col_index = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in rows])
+            targets = torch.cat([torch.as_tensor(p.ids[p.query_start :], dtype=torch.long) for p in rows])
+            states = hidden[row_index.to(self.device), col_index.to(self.device)]  # [query tokens, d]
+            logits = F.linear(states.to(self.head.dtype), self.head).float()
+            token_lp = logits.log_softmax(-1).gather(1, targets.to(self.device)[:, None])[:, 0].double().cpu()
+            sums = torch.zeros(len(rows), dtype=torch.float64).index_add_(0, row_index, token_lp)
+            out[batch] = sums.numpy()
+        return out

@@ -1,0 +1,125 @@
+"""The decoder a reranker scores with, and its language-model head.
+
+``decoder="base"`` reads the variant's base decoder (``config.decoder``: SmolLM2-135M-Instruct for the preset)
+without its adapters: the embedding training tunes the decoder to make vectors, not text, and the base's
+likelihoods rank better (``bench/rerank.py``, docs/ingest-and-search.md). ``decoder="variant"`` scores with the
+variant's own decoder, adapters merged in (a loaded :class:`~c2v_rag.Causal2Vec`'s ``decoder``), for variants
+whose training kept it a language model. Either way the head is the base's output embedding matrix: the input
+embeddings where the base ties them (SmolLM2, most small models), else its ``lm_head.weight``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+from c2v_rag.core.config import Causal2VecConfig, PromptFormat
+from c2v_rag.core.errors import ModelSourceError
+from c2v_rag.rerank.likelihood import QueryLikelihood
+
+if TYPE_CHECKING:
+    from c2v_rag.hub.sources import ResolvedSource
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+DecoderChoice = Literal["base", "variant"]
+
+
+@dataclass
+class ScoringModel:
+    """What a reranker needs of a variant: the scorer, the decoder's tokenizer, and its prompt format."""
+
+    likelihood: QueryLikelihood
+    tokenizer: Any
+    prompt_format: PromptFormat
+    config: Causal2VecConfig
+
+
+def load_scoring_model(
+    model: str | Path | Causal2Vec | None,
+    decoder: DecoderChoice,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+) -> ScoringModel:
+    """The scorer for ``model`` (a preset name, a variant directory, None for the default preset, or a loaded
+    :class:`~c2v_rag.Causal2Vec`)."""
+    from c2v_rag.core.config import read_config
+    from c2v_rag.core.devices import resolve_device, resolve_dtype
+    from c2v_rag.encode.prompting import detect_prompt_format
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.sources import load_tokenizer, resolve_reference
+    from c2v_rag.model.causal2vec import Causal2Vec
+
+    if decoder not in ("base", "variant"):
+        raise ValueError(f"decoder must be 'base' or 'variant', got {decoder!r}")
+    loaded = model if isinstance(model, Causal2Vec) else None
+    if loaded is None and model is not None and not isinstance(model, (str, Path)):
+        raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
+    config = loaded.config if loaded is not None else read_config(resolve_variant_path(model))
+    source = resolve_reference(config.decoder, config.decoder_revision)
+    tokenizer = loaded.tokenizer if loaded is not None else load_tokenizer(source)
+    # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
+    prompt_format = (
+        config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)
+    )
+    if decoder == "variant":
+        if config.attention != "causal":
+            raise ValueError(
+                f"this variant's decoder attends {config.attention!r}ly, so it gives no next-token likelihoods: "
+                "rerank with decoder='base'"
+            )
+        if loaded is None:
+            loaded = Causal2Vec.from_pretrained(model, device=device, dtype=dtype)
+        if loaded.quantization != "none":
+            raise ValueError(
+                f"the model is quantized ({loaded.quantization}), and its int8 decoder computes no language-model "
+                "states: rerank with decoder='base', or pass the model name rather than the loaded int8 model"
+            )
+        backbone = loaded.decoder
+    else:
+        target = loaded.device if loaded is not None and device is None else resolve_device(device)
+        torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        backbone = _load_base(source, torch_dtype, target)
+    embedding = backbone.get_input_embeddings().weight
+    head = embedding if _tied(source) else _lm_head(source).to(embedding.device, embedding.dtype)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return ScoringModel(QueryLikelihood(backbone, head.detach(), int(pad_id or 0)), tokenizer, prompt_format, config)
+
+
+def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
+    """The base decoder: its plain-torch forward on a CPU where it is exact (:mod:`c2v_rag.nn.plain`), else
+    transformers' model."""
+    from c2v_rag.hub.plain_weights import load_plain_backbone, plain_forward_enabled
+    from c2v_rag.hub.sources import load_backbone
+
+    if device.type == "cpu" and source.is_local and plain_forward_enabled():
+        plain = load_plain_backbone(source.location, dtype=dtype)
+        if plain is not None:
+            return plain.to(device)
+    return load_backbone(source, dtype=dtype, attn_implementation="sdpa").to(device)
+
+
+def _tied(source: ResolvedSource) -> bool:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(source.location, revision=source.revision)
+    text_config = getattr(config, "text_config", None) or config
+    return bool(getattr(text_config, "tie_word_embeddings", getattr(config, "tie_word_embeddings", False)))
+
+
+def _lm_head(source: ResolvedSource) -> torch.Tensor:
+    """``lm_head.weight`` of a base whose output embeddings are their own matrix, read from its safetensors."""
+    from safetensors import safe_open
+
+    if not source.is_local:
+        raise ModelSourceError(
+            f"the base decoder {source.location!r} has an untied language-model head, read from local weights only: "
+            "download it (huggingface-cli download) and name the directory in the variant's config"
+        )
+    for file in sorted(Path(source.location).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as weights:
+            if "lm_head.weight" in weights.keys():  # noqa: SIM118 (safe_open is no mapping)
+                return weights.get_tensor("lm_head.weight")
+    raise ModelSourceError(f"no lm_head.weight in the safetensors of {source.location!r}")

@@ -1,0 +1,120 @@
+"""search(..., rerank=N): the first stage's top N, re-ordered by their score fused with the decoder's likelihood,
+checked against the reranker applied by hand to the first stage's own hits."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import closing
+
+import numpy as np
+import pytest
+
+for _module in ("qdrant_client", "llama_index.core", "tenacity"):
+    pytest.importorskip(_module)
+
+from qdrant_client import QdrantClient
+from rag_helpers import make_text
+
+import c2v_rag
+from c2v_rag.rerank import DEFAULT_WEIGHT, Causal2VecReranker, fuse
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tiny_lm_variant):
+    """An embedded store of six documents, ingested with a variant whose base decoder has a language-model head."""
+    path = tmp_path_factory.mktemp("reranked")
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(6)]
+    c2v_rag.ingest(
+        docs, path=path, collection="kb", model=tiny_lm_variant, chunk_size=24, chunk_overlap=4, show_progress=False
+    )
+    return path
+
+
+QUERY = "vitamin bone proteins"
+
+
+@pytest.fixture
+def client(store):
+    with closing(QdrantClient(path=str(store))) as opened:  # embedded Qdrant: one client per directory at a time
+        yield opened
+
+
+def expected_order(first_stage, reranker, query, top_k):
+    fused = fuse([h.score for h in first_stage], reranker.score(query, [h.text for h in first_stage]), DEFAULT_WEIGHT)
+    order = np.argsort(-fused, kind="stable")[:top_k]
+    return [first_stage[i].id for i in order], fused[order]
+
+
+@pytest.mark.parametrize("group_by_document", [False, True])
+def test_rerank_orders_the_first_stages_top_n_by_the_fused_score(client, tiny_lm_variant, group_by_document):
+    first = c2v_rag.search(QUERY, top_k=8, collection="kb", client=client, group_by_document=group_by_document)
+    hits = c2v_rag.search(
+        QUERY, top_k=3, rerank=len(first), collection="kb", client=client, group_by_document=group_by_document
+    )
+    ids, fused = expected_order(first, Causal2VecReranker(tiny_lm_variant), QUERY, 3)
+    assert [h.id for h in hits] == ids
+    assert [h.rerank_score for h in hits] == pytest.approx(fused.tolist(), abs=1e-6)
+    # Each hit keeps its first-stage score; the reranker changed the order (the check above could fail).
+    assert {h.id: h.score for h in hits} == pytest.approx({h.id: h.score for h in first if h.id in ids})
+    every = c2v_rag.search(
+        QUERY, top_k=len(first), rerank=len(first), collection="kb", client=client, group_by_document=group_by_document
+    )
+    assert [h.id for h in every] != [h.id for h in first] and [h.id for h in every[:3]] == ids
+    assert all(h.rerank_score is None for h in first)
+
+
+def test_search_many_and_asearch_rerank_as_search_does(store):
+    queries = [QUERY, "stock market cats"]
+    many = c2v_rag.search_many(queries, top_k=2, rerank=6, collection="kb", path=store)
+    singles = [c2v_rag.search(q, top_k=2, rerank=6, collection="kb", path=store) for q in queries]
+    assert [[h.id for h in hits] for hits in many] == [[h.id for h in hits] for hits in singles]
+    got = asyncio.run(c2v_rag.asearch(QUERY, top_k=2, rerank=6, collection="kb", path=store))
+    assert [h.id for h in got] == [h.id for h in singles[0]]
+    assert [h.rerank_score for h in got] == pytest.approx([h.rerank_score for h in singles[0]])
+
+
+def test_the_reranker_loads_once_per_process(client, tiny_lm_variant):
+    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.retrieval.reranking import shared_reranker
+
+    c2v_rag.search(QUERY, top_k=2, rerank=4, collection="kb", client=client)
+    handle = c2v_rag.open_collection("kb", client=client)
+    handle.search(QUERY, top_k=2, rerank=4)
+    first = shared_reranker(ModelOptions(), str(tiny_lm_variant))
+    assert shared_reranker(ModelOptions(), str(tiny_lm_variant)) is first
+
+
+@pytest.mark.parametrize(
+    ("rerank", "message"),
+    [
+        (2, r"rerank=2 is less than top_k=5: .* pass rerank >= top_k"),
+        (0, "rerank must be a positive integer"),
+        (True, "rerank must be a positive integer"),
+    ],
+)
+def test_a_bad_rerank_fails_before_the_store_opens(tmp_path, rerank, message):
+    missing = tmp_path / "no-store"
+    with pytest.raises(ValueError, match=message):
+        c2v_rag.search(QUERY, top_k=5, rerank=rerank, path=missing)
+    assert not missing.exists()
+
+
+def test_the_cli_reranks_and_shows_both_scores(store, capsys):
+    import json
+
+    from c2v_rag.cli import main
+
+    args = [QUERY, "--path", str(store), "--collection", "kb", "-k", "2"]
+    expected = c2v_rag.search(QUERY, top_k=2, rerank=6, collection="kb", path=store)
+    assert main(["search", *args, "--rerank", "6", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(h["id"], h["score"], h["rerank_score"]) for h in printed] == [
+        (h.id, h.score, h.rerank_score) for h in expected
+    ]
+    assert main(["search", *args, "--rerank", "6"]) == 0
+    assert (
+        f"{expected[0].score:.4f}" in (out := capsys.readouterr().out)
+        and f"(reranked {expected[0].rerank_score:+.3f})" in out
+    )
+    assert main(["search", *args, "--rerank", "1"]) == 2
+    assert "rerank=1 is less than top_k=2" in capsys.readouterr().err
