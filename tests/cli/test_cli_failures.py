@@ -168,7 +168,7 @@ def test_verbose_adds_the_traceback(tmp_path, broken_variant):
 def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest_config):
     docs = tmp_path / "docs"
     docs.mkdir()
-    for i in range(300):
+    for i in range(900):  # enough that the ingest is still running when the signal comes, on a loaded machine too
         (docs / f"{i:03d}.txt").write_text(make_text(i, 4), encoding="utf-8")
     store = tmp_path / "store"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
