@@ -1,4 +1,4 @@
-"""Reranking with the decoder's likelihood (issue 62): what it gains over dense and BM25 retrieval, and what it costs.
+"""Reranking with the decoder's likelihood: what it gains over dense and BM25 retrieval, and what it costs.
 
 Three steps, each cached, so that a slow CPU can be given the work in pieces:
 

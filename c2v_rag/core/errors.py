@@ -13,6 +13,10 @@ class ModelSourceError(C2VError, OSError):
     """A base model reference could not be resolved to weights."""
 
 
+class LMHeadNotFoundError(ModelSourceError, ValueError):
+    """A decoder with untied output embeddings whose ``lm_head.weight`` is not in local weights."""
+
+
 class VariantLoadError(C2VError, OSError):
     """A variant directory is missing a file, or a file in it is corrupt."""
 

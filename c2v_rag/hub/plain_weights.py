@@ -113,6 +113,7 @@ def _llama_config(raw: dict[str, Any]) -> tuple[SimpleNamespace | None, str]:
         attention_bias=bool(raw.get("attention_bias", False)),
         mlp_bias=bool(raw.get("mlp_bias", False)),
         max_position_embeddings=raw.get("max_position_embeddings", 2048),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),  # LlamaConfig's default
     )
     return c, ""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from c2v_rag.core.config import Causal2VecConfig, PromptFormat
-from c2v_rag.core.errors import ModelSourceError
+from c2v_rag.hub.lm_head import lm_head_weight
 from c2v_rag.rerank.likelihood import QueryLikelihood
 
 if TYPE_CHECKING:
@@ -82,8 +82,7 @@ def load_scoring_model(
         target = loaded.device if loaded is not None and device is None else resolve_device(device)
         torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
         backbone = _load_base(source, torch_dtype, target)
-    embedding = backbone.get_input_embeddings().weight
-    head = embedding if _tied(source) else _lm_head(source).to(embedding.device, embedding.dtype)
+    head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return ScoringModel(QueryLikelihood(backbone, head.detach(), int(pad_id or 0)), tokenizer, prompt_format, config)
 
@@ -99,27 +98,3 @@ def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device)
         if plain is not None:
             return plain.to(device)
     return load_backbone(source, dtype=dtype, attn_implementation="sdpa").to(device)
-
-
-def _tied(source: ResolvedSource) -> bool:
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(source.location, revision=source.revision)
-    text_config = getattr(config, "text_config", None) or config
-    return bool(getattr(text_config, "tie_word_embeddings", getattr(config, "tie_word_embeddings", False)))
-
-
-def _lm_head(source: ResolvedSource) -> torch.Tensor:
-    """``lm_head.weight`` of a base whose output embeddings are their own matrix, read from its safetensors."""
-    from safetensors import safe_open
-
-    if not source.is_local:
-        raise ModelSourceError(
-            f"the base decoder {source.location!r} has an untied language-model head, read from local weights only: "
-            "download it (huggingface-cli download) and name the directory in the variant's config"
-        )
-    for file in sorted(Path(source.location).glob("*.safetensors")):
-        with safe_open(str(file), framework="pt") as weights:
-            if "lm_head.weight" in weights.keys():  # noqa: SIM118 (safe_open is no mapping)
-                return weights.get_tensor("lm_head.weight")
-    raise ModelSourceError(f"no lm_head.weight in the safetensors of {source.location!r}")
