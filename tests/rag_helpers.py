@@ -65,11 +65,11 @@ def compare(ray_points: dict, local_points: dict) -> float:
 def save_causal_lm(root, family: str, tied: bool):
     """A tiny decoder saved with its language-model head (the suite's tiny decoders are bare backbones)."""
     import torch
-    from conftest import FAMILIES, _decoder_config, build_decoder_tokenizer
+    from tiny_models import FAMILIES, build_decoder_tokenizer, decoder_config
     from transformers import AutoModelForCausalLM
 
     tokenizer = build_decoder_tokenizer(**FAMILIES[family])
-    config = _decoder_config(family, len(tokenizer), tokenizer)
+    config = decoder_config(family, len(tokenizer), tokenizer)
     config.tie_word_embeddings = tied
     # Weights far from the usual 0.02 scale: a random model's log-probabilities then differ by whole nats between
     # texts, rather than by rounding noise, so that orders and ties do not hang on the batch a text is in.

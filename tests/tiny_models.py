@@ -1,0 +1,120 @@
+"""Tiny tokenizers and decoder configurations built offline: the pieces of the suite's tiny backbones.
+
+A module of its own, not conftest.py: tests and helpers import these names, and with more than one conftest.py
+in the tree the module called ``conftest`` is whichever pytest loaded last.
+"""
+
+from __future__ import annotations
+
+from tiny_corpus import CORPUS
+
+DECODER_SPECIALS = ["<unk>", "<pad>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+
+
+def build_decoder_tokenizer(*, add_bos: bool, chatml: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=DECODER_SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    if add_bos:
+        bos = tok.token_to_id("<s>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
+        )
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="right",
+    )
+    if chatml:
+        wrapped.eos_token = "<|im_end|>"
+        wrapped.chat_template = CHATML_TEMPLATE
+    return wrapped
+
+
+def build_encoder_tokenizer():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        padding_side="right",
+        model_max_length=64,
+    )
+
+
+def decoder_config(family: str, vocab: int, tokenizer):
+    from transformers import (
+        Gemma3TextConfig,
+        GemmaConfig,
+        GPT2Config,
+        LlamaConfig,
+        MistralConfig,
+        Qwen2Config,
+        Qwen3Config,
+    )
+
+    ids = dict(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        **ids,
+    )
+    if family == "llama":
+        return LlamaConfig(**common)
+    if family == "mistral":
+        return MistralConfig(**common, sliding_window=None)
+    if family == "qwen2":
+        return Qwen2Config(**common)
+    if family == "qwen3":
+        return Qwen3Config(**common, head_dim=8)
+    if family == "gemma":
+        return GemmaConfig(**common, head_dim=8)
+    if family == "gemma3":
+        return Gemma3TextConfig(**common, head_dim=8, sliding_window=64)
+    if family == "gpt2":
+        return GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=256, **ids)
+    raise ValueError(family)
+
+
+FAMILIES = {
+    "llama": dict(add_bos=True, chatml=False),
+    "mistral": dict(add_bos=True, chatml=False),
+    "qwen2": dict(add_bos=False, chatml=True),
+    "qwen3": dict(add_bos=False, chatml=True),
+    "gemma": dict(add_bos=True, chatml=False),
+    "gemma3": dict(add_bos=True, chatml=False),
+    "gpt2": dict(add_bos=False, chatml=False),
+}
