@@ -28,11 +28,8 @@ import numpy as np
 
 from c2v_rag import Causal2Vec
 from c2v_rag.evaluation import load_suite, run_suite
+from c2v_rag.evaluation.readout_mixes import mix_label, mix_weights, unit_rows
 from c2v_rag.evaluation.suites import format_table
-
-
-def unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
 
 
 class Mix:
@@ -42,11 +39,11 @@ class Mix:
 
     def __init__(self, parts: dict[str, slice], share: float, prefix: int | None = None, eos_fraction: float = 0.5):
         self.parts, self.prefix = parts, prefix
-        decoder = 1 - share
-        self.weights = {"encoder": share, "contextual": decoder * (1 - eos_fraction), "eos": decoder * eos_fraction}
+        self.weights = mix_weights(share, eos_fraction)
 
     def __call__(self, vectors: np.ndarray) -> np.ndarray:
-        mixed = np.concatenate([np.sqrt(w) * unit(vectors[:, self.parts[name]]) for name, w in self.weights.items()], 1)
+        pieces = [np.sqrt(w) * unit_rows(vectors[:, self.parts[name]]) for name, w in self.weights.items()]
+        mixed = np.concatenate(pieces, 1)
         return mixed[:, : self.prefix]
 
 
@@ -63,7 +60,7 @@ class SlicedEmbedder:
             encode = self.model.encode_queries if side == "query" else self.model.encode_documents
             self.cache[key] = encode(texts, task=task, **kwargs)
         vectors = self.cache[key]
-        return unit(self.view(vectors) if isinstance(self.view, Mix) else vectors[:, self.view])
+        return unit_rows(self.view(vectors) if isinstance(self.view, Mix) else vectors[:, self.view])
 
     def encode_queries(self, texts, *, task=None, **kwargs):
         return self._encode("query", texts, task, kwargs)
@@ -93,12 +90,7 @@ def part_slices(model: Causal2Vec, shares: list[float], eos_fractions: list[floa
     if shares and "encoder" in parts:
         views |= {f"encoder_share={s:g}": Mix(parts, s) for s in shares}
         views |= {f"encoder_share={s:g}, prefix {n}": Mix(parts, s, n) for s in shares for n in config.matryoshka_dims}
-        views |= {
-            f"encoder {s:g} / h_EOS {(1 - s) * f:.3g} / h_C {(1 - s) * (1 - f):.3g}": Mix(parts, s, eos_fraction=f)
-            for s in shares
-            for f in eos_fractions
-            if f != 0.5
-        }
+        views |= {mix_label(s, f): Mix(parts, s, eos_fraction=f) for s in shares for f in eos_fractions if f != 0.5}
     return views
 
 

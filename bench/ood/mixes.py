@@ -31,9 +31,7 @@ import build
 import metrics
 import score
 
-
-def unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=1, keepdims=True).clip(min=1e-12)
+from c2v_rag.evaluation.readout_mixes import mix_label, mix_weights, unit_rows
 
 
 def part_views(model: Any, vectors: np.ndarray) -> dict[str, np.ndarray]:
@@ -42,18 +40,14 @@ def part_views(model: Any, vectors: np.ndarray) -> dict[str, np.ndarray]:
     names = [name for name in ("encoder", "contextual", "eos") if name in parts]
     if len(names) != 3:
         raise SystemExit(f"mixes are defined for the [encoder; h_C; h_EOS] layout, not {sorted(parts)}")
-    return {name: unit(vectors[:, parts[name]]) for name in names}
+    return {name: unit_rows(vectors[:, parts[name]]) for name in names}
 
 
 def mixes(shares: list[float], eos_fractions: list[float]) -> dict[str, dict[str, float]]:
     """The weights to score: the encoder's weight s with the decoder's 1 - s split between h_EOS (a fraction f)
     and h_C (1 - f); f = 0.5 is ``encoder_share`` s. Beside them the prefix [encoder; h_C] of each equal split
     (what ``truncate_dim=960`` gives the preset), re-normalized, and each decoder part alone at an even share."""
-    out = {
-        label(s, f): {"encoder": s, "contextual": (1 - s) * (1 - f), "eos": (1 - s) * f}
-        for s in shares
-        for f in eos_fractions
-    }
+    out = {mix_label(s, f): mix_weights(s, f) for s in shares for f in eos_fractions}
     # The prefix [encoder; h_C] (truncate_dim=960 for the preset) of each share's vector, re-normalized.
     out |= {
         f"encoder_share={s:g}, prefix [encoder; h_C]": {
@@ -66,13 +60,6 @@ def mixes(shares: list[float], eos_fractions: list[float]) -> dict[str, dict[str
     out["encoder 0.5 + h_C 0.5"] = {"encoder": 0.5, "contextual": 0.5, "eos": 0.0}
     out["encoder 0.5 + h_EOS 0.5"] = {"encoder": 0.5, "contextual": 0.0, "eos": 0.5}
     return out
-
-
-def label(share: float, eos_fraction: float) -> str:
-    """``encoder_share=s`` for the equal split (the labels earlier results used), else each part's weight."""
-    if eos_fraction == 0.5:
-        return f"encoder_share={share:g}"
-    return f"encoder {share:g} / h_EOS {(1 - share) * eos_fraction:.3g} / h_C {(1 - share) * (1 - eos_fraction):.3g}"
 
 
 def rankings(
