@@ -102,19 +102,21 @@ def query_ids(corpus: Corpus) -> list[str]:
 # ------------------------------------------------------------------------------------ Causal2Vec
 
 
-def load_model(reference: str) -> Any:
+def load_model(reference: str, quantize: str = "none") -> Any:
     from c2v_rag import DEFAULT_PRESET, Causal2Vec
 
-    return Causal2Vec.from_pretrained(DEFAULT_PRESET if reference == "default" else reference)
+    return Causal2Vec.from_pretrained(DEFAULT_PRESET if reference == "default" else reference, quantize=quantize)
 
 
 def model_key(model: Any, reference: str) -> str:
-    """What identifies a model's document vectors: its weights' digest and its whole configuration
-    (a variant without a digest, as a base model has, is keyed by its reference instead)."""
+    """What identifies a model's document vectors: its weights' digest, its whole configuration and, when it is
+    quantized, how (a variant without a digest, as a base model has, is keyed by its reference instead). Float
+    models keep the keys their cached collections were made under."""
     weights = (
         model.weights_digest or f"reference:{Path(reference).resolve() if Path(reference).exists() else reference}"
     )
-    return hashlib.sha256((weights + model.config.model_dump_json()).encode()).hexdigest()[:16]
+    quantized = "" if model.quantization == "none" else f"quantization:{model.quantization}"
+    return hashlib.sha256((weights + model.config.model_dump_json() + quantized).encode()).hexdigest()[:16]
 
 
 def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, truncate_dim: int | None) -> Path:
@@ -350,10 +352,11 @@ def score_model(
                 "truncate_dim": dim,
                 "query_prompt": task_label(model, task, instruction),
                 "scored_by": how,
+                "quantization": model.quantization,
             }
             rows.append(
                 Row(
-                    f"c2v {reference}",
+                    f"c2v {reference}" + ("" if model.quantization == "none" else f" ({model.quantization})"),
                     settings,
                     metrics.evaluate(rankings, corpus.bench.qrels),
                     rankings,
@@ -446,6 +449,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--docs", type=Path, default=None, help="the folder build.py wrote (default: its default)")
     parser.add_argument("--cache", type=Path, default=None, help="ingested collections and baseline vectors")
     parser.add_argument("--no-baselines", action="store_true", help="skip the all-minilm-l6-v2 and BM25 rows")
+    parser.add_argument(
+        "--quantize",
+        default="none",
+        choices=["none", "int8", "auto"],
+        help="from_pretrained's quantize: 'int8' scores the int8 vectors, in collections of their own",
+    )
     parser.add_argument("--json", type=Path, help="write every score, setting and ranking here")
     args = parser.parse_args(argv)
     args.model = args.model or ["default"]
@@ -461,7 +470,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     corpora = [load_corpus(name, args.docs) for name in args.bench or build.BENCHMARKS]
-    models = {reference: load_model(reference) for reference in args.model}
+    models = {reference: load_model(reference, args.quantize) for reference in args.model}
     report: dict[str, Any] = {
         "command": " ".join(["python", "bench/ood/score.py", *(argv or sys.argv[1:])]),
         "cpu_flags": cpu_flags(),

@@ -416,10 +416,25 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
                 if "quantize" in differ and stored.get("quantize") == LEGACY_INT8
                 else ""
             )
+            + _readout_fix(stored, differ)
             + f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
             "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
             "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
         )
+
+
+def _readout_fix(stored: dict[str, Any], differ: list[str]) -> str:
+    """Where only the part weights differ, the one-line fix for a model object the caller passed (a model named
+    is read at the recorded weights by itself)."""
+    # The vector's size follows the weights (a part left out is not stored): that difference is the weights' too.
+    if not set(differ) & set(_READOUT_RECORD) or not set(differ) <= {*_READOUT_RECORD, "embedding_dim"}:
+        return ""
+    readout = ", ".join(f"{f}={stored.get(f)!r}" for f in _READOUT_RECORD)
+    return (
+        f" Only the part weights differ: read it with the same weights through model.set_readout({readout}), "
+        "or search with the model by name (or none, for the default preset), which reads a collection at the "
+        "weights it recorded."
+    )
 
 
 def stored_vector_params(info: Any, name: str, config: QdrantConfig) -> models.VectorParams:

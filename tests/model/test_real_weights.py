@@ -112,7 +112,7 @@ def test_default_preset_loads_offline_and_encodes(preset):
 
 
 def test_default_preset_shorter_sizes_are_the_whole_vector_cut(preset):
-    """384 runs MiniLM alone and 960 the decoder only up to C; both give the whole vector's first values."""
+    """384 runs MiniLM alone and 960 is MiniLM and h_EOS; both give the whole vector's first values."""
     assert preset.config.matryoshka_dims == [384, 960] and preset.config.vector_sizes == [384, 960, 1536]
     full = preset.encode_documents(DOCS, normalize_embeddings=True)
     for size in (384, 960):
@@ -128,7 +128,9 @@ def test_default_preset_is_trained_and_documents_itself():
     config = json.loads((directory / "causal2vec_config.json").read_text())
     assert config["metadata"]["trained"] is True
     assert config["decoder_adapter"]  # MiniLM stayed frozen in the preset's recipes: no encoder adapter
-    assert config["encoder_share"] == 0.75 and config["normalize_parts"] and config["representation"] == "concat"
+    assert config["normalize_parts"] and config["representation"] == "concat" and not config["encoder_share"]
+    # The order keeps the 960 prefix [encoder; h_EOS]: what carries the quality out of domain (docs/models.md).
+    assert list(config["part_weights"].items()) == [("encoder", 0.8), ("eos", 0.15), ("contextual", 0.05)]
     # The training config, the data it names and the dev scores ship with the weights.
     assert "datasets" in (directory / "train_config.yaml").read_text()
     scores = json.loads((directory / "dev_scores.json").read_text())

@@ -274,14 +274,15 @@ class _Plan:
             c2v = _model_for(stored, model)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
+            # A model other than the one that filled the collection gives incomparable vectors; checked first, as
+            # its message says what differs (other part weights change the size too).
+            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
             dim = truncate_dim or c2v.embedding_dim
             if dim != params.size:
                 raise CollectionMismatchError(
                     f"collection {collection!r} at {target.location} stores {params.size}-dimensional vectors, "
                     f"but the model makes {dim}-dimensional ones: search with the model that built it"
                 )
-            # A model other than the one that filled the collection gives incomparable vectors.
-            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
             embedder = Embedder(
                 c2v,
                 task=options.task,

@@ -19,6 +19,7 @@ from c2v_rag import Causal2Vec
 from c2v_rag.core.devices import INT8_METHOD, int8_runtime_installed
 from c2v_rag.rag import IngestConfig, load_model
 from c2v_rag.store.collection import collection_fingerprint
+from c2v_rag.store.errors import CollectionMismatchError
 
 SIZES = [16, 40]
 INSTRUCTION = "Represent the passage for retrieval"
@@ -120,6 +121,13 @@ def test_a_collection_keeps_its_part_weights_when_the_variant_changes_its_own(
     hits = reader.search("vitamin", top_k=3)
     cosines = stored @ as_old.encode_queries(["vitamin"], normalize_embeddings=True)[0]
     np.testing.assert_allclose([hit.score for hit in hits], np.sort(cosines)[::-1][:3], atol=1e-4)
+    # A model object is used as it is: the collection refuses it, naming the readout that reads it, which works.
+    loaded = Causal2Vec.from_pretrained(new, device="cpu")
+    with pytest.raises(CollectionMismatchError, match=r"model.set_readout\(encoder_share=0.5, part_weights=None\)"):
+        c2v_rag.search("vitamin", collection="papers", path=tmp_path, model=loaded)
+    loaded.set_readout(encoder_share=0.5, part_weights=None)
+    hits_loaded = c2v_rag.search("vitamin", collection="papers", path=tmp_path, model=loaded, top_k=3)
+    assert [h.score for h in hits_loaded] == pytest.approx([h.score for h in hits], abs=1e-5)
     # A new collection of the weighted variant records its weights, and its vectors have the weighted layout.
     fresh = c2v_rag.open_collection("weighted", path=tmp_path, model=new)
     fresh.ingest(corpus, config=ingest_config)
