@@ -14,6 +14,15 @@ from tiny_models import FAMILIES, build_decoder_tokenizer, build_encoder_tokeniz
 # (c2v_rag.hub.merged). Its own tests turn it on, in a temporary folder.
 os.environ.setdefault("C2V_RAG_MERGED_CACHE", "0")
 
+
+@pytest.fixture(scope="session", autouse=True)
+def _tokenizer_cache(tmp_path_factory):
+    """The tokenizer cache (c2v_rag.hub.fast_tokenizer) in a folder of the session, not the user's: every tiny
+    model folder is new each session, and the suite still loads its tokenizers the fast way after the first."""
+    if "C2V_RAG_TOKENIZER_CACHE" not in os.environ:
+        os.environ["C2V_RAG_TOKENIZER_CACHE"] = str(tmp_path_factory.mktemp("tokenizer-cache"))
+
+
 pytest_plugins = ["rag_fixtures"]
 
 

@@ -83,9 +83,9 @@ class TokenChunker:
     def __init__(
         self, model: Causal2Vec, chunk_size: int, chunk_overlap: int, section_chars: int | None = None
     ) -> None:
-        encoder = model.encoder_tokenizer if model.config.num_contextual_tokens else None
+        encoder = model.fast_encoder_tokenizer if model.config.num_contextual_tokens else None
         fit = encoder_fit(encoder, model.encoder_max_length, chunk_size)
-        self._setup(model.tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars, fit)
+        self._setup(model.fast_tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars, fit)
 
     @classmethod
     def for_variant(cls, model: str | Path | None, chunk_size: int, chunk_overlap: int) -> TokenChunker:

@@ -49,8 +49,8 @@ class EncodingModel(Protocol):
 
     config: Causal2VecConfig
     prompts: PromptBuilder
-    tokenizer: Any
-    encoder_tokenizer: Any
+    fast_tokenizer: Any
+    fast_encoder_tokenizer: Any
     encoder_max_length: int | None
     training: bool
     truncation_warned: bool
@@ -306,11 +306,11 @@ def long_text_windows(
     texts = list(texts)
     max_length = check_max_length(max_length)
     fits = [not t for t in prepare_texts(model, texts, instruction, max_length=max_length).truncated]
-    tokenizers = [model.tokenizer]
+    tokenizers = [model.fast_tokenizer]
     limit = model.prompts.text_budget(instruction, max_length)
     if model.config.num_contextual_tokens and model.encoder_max_length is not None:
-        tokenizers.append(model.encoder_tokenizer)
-        specials = len(model.encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text
+        tokenizers.append(model.fast_encoder_tokenizer)
+        specials = len(model.fast_encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text
         limit = min(limit, model.encoder_max_length - specials)
     window = check_window(policy.window, limit, "the model")
     return split_long_texts(texts, fits, tokenizers, window, policy.overlap)
@@ -411,7 +411,7 @@ def _encoder_truncated(model: EncodingModel, texts: Sequence[str], enc_ids: list
     full = [i for i, ids in enumerate(enc_ids) if len(ids) >= limit]
     if full:
         # verbose=False: the tokenizer's own "longer than the maximum" notice is what is being checked here.
-        whole = model.encoder_tokenizer([texts[i] for i in full], verbose=False)["input_ids"]
+        whole = model.fast_encoder_tokenizer([texts[i] for i in full], verbose=False)["input_ids"]
         for i, ids in zip(full, whole):
             cut[i] = len(ids) > limit
     return cut

@@ -20,16 +20,22 @@ load merges, as without it.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
-from c2v_rag.hub.sources import ResolvedSource, announce_cache_write, cache_dir, module_bytes, quiet_progress_bars
+from c2v_rag.hub.sources import (
+    ResolvedSource,
+    announce_cache_write,
+    cache_dir,
+    cache_entry,
+    distribution_version,
+    evict_least_recent,
+    module_bytes,
+    quiet_progress_bars,
+)
 from c2v_rag.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -68,8 +74,8 @@ def merged_key(
         device.type,
         __version__,
         torch.__version__,
-        _version("transformers"),
-        _version("peft"),
+        distribution_version("transformers"),
+        distribution_version("peft"),
     ):
         digest.update(part.encode() + b"\0")
     for file in sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)}):
@@ -101,46 +107,11 @@ def store_merged(module: torch.nn.Module, key: str | None) -> None:
         return
     target = root / key
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        # Written into a sibling temporary folder and renamed, so that an interrupted or concurrent write
-        # never leaves a partial entry behind under the name a load looks for.
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-        try:
-            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
+        with cache_entry(target, written=lambda: find_merged(key) is not None) as tmp:
             role = key.split("-", 1)[0]
             announce_cache_write(f"caching the {role} with its adapters merged in", root, module_bytes(module))
             with quiet_progress_bars():
                 module.save_pretrained(tmp, safe_serialization=True)
-            try:
-                os.replace(tmp, target)
-            except OSError:
-                if find_merged(key) is None:  # another process has not written it meanwhile
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        _evict(root, keep=target)
+        evict_least_recent(root, MAX_CACHE_BYTES, keep=target)
     except OSError as err:
         logger.info("Could not cache the merged %s weights in %s (%s); the next load merges them again", key, root, err)
-
-
-def _evict(root: Path, keep: Path) -> None:
-    """Remove the least recently used entries while the cache holds more than :data:`MAX_CACHE_BYTES`."""
-    entries = []
-    for entry in root.iterdir():
-        if entry.is_dir() and not entry.name.startswith("."):
-            size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
-            entries.append((entry.stat().st_mtime, size, entry))
-    total = sum(size for _, size, _ in entries)
-    for _, size, entry in sorted(entries, key=lambda e: e[0]):
-        if total <= MAX_CACHE_BYTES:
-            break
-        if entry != keep:
-            shutil.rmtree(entry, ignore_errors=True)
-            total -= size
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -158,22 +158,57 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
         del model.config.quantization_config
     model.hf_quantizer = None
     model.is_quantized = False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Write into a sibling temp dir and rename, so an interrupted or concurrent conversion never
-    # leaves a half-written cache entry behind.
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
-    try:
+    with cache_entry(target, written=lambda: (target / "config.json").is_file()) as tmp:
         with quiet_progress_bars():
             model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+
+
+@contextlib.contextmanager
+def cache_entry(target: Path, *, written: Callable[[], bool]) -> Iterator[Path]:
+    """A folder to write the cache entry ``target`` into, renamed to ``target`` when the block ends without error.
+
+    A sibling temporary folder, so that an interrupted or concurrent write never leaves a partial entry under the
+    name a load reads. When another process renamed its copy into place first, the rename fails, and that is fine
+    where ``written()`` says the entry is there; otherwise the ``OSError`` propagates.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared like any model cache
+        yield tmp
         try:
             os.replace(tmp, target)
         except OSError:
-            if not (target / "config.json").is_file():
+            if not written():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def evict_least_recent(root: Path, max_bytes: int, keep: Path) -> None:
+    """Remove the least recently used entries (folders; a load touches its entry) of the cache at ``root`` while
+    they hold more than ``max_bytes``, never ``keep`` (the one just written)."""
+    entries = []
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.name.startswith("."):
+            size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+            entries.append((entry.stat().st_mtime, size, entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= max_bytes:
+            break
+        if entry != keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
+
+
+def distribution_version(distribution: str) -> str:
+    """The installed version of ``distribution``, or ``"none"``: part of cache keys, read without importing it."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def _gguf_float32_bytes(path: Path) -> int | None:

@@ -26,8 +26,9 @@ from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import InContextPrompt, query_prompt, resolve_instruction
 from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
+from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer, transformers_tokenizer
 from c2v_rag.hub.plain_weights import load_plain_backbone
-from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, load_tokenizer, resolve_reference
+from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
 from c2v_rag.nn.plain import PlainBackbone
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, split_parts, weigh_parts
@@ -68,9 +69,11 @@ class Causal2Vec(nn.Module):
             raise ValueError("num_contextual_tokens > 0 needs an encoder, its tokenizer and a projector")
         self.config = config
         self.decoder = decoder
-        self.tokenizer = tokenizer
+        # What the encode path tokenizes with: a FastTokenizer (the tokenizers library alone, same ids) when
+        # from_config loaded it from files, else the tokenizer given; :attr:`tokenizer` is transformers' own.
+        self.fast_tokenizer = tokenizer
         self.encoder = encoder
-        self.encoder_tokenizer = encoder_tokenizer
+        self.fast_encoder_tokenizer = encoder_tokenizer
         self.projector = projector
         if isinstance(config.prompt_format, str):
             config.prompt_format = detect_prompt_format(tokenizer)
@@ -153,7 +156,7 @@ class Causal2Vec(nn.Module):
         plain = plain if _plain_applies(config, target, attn, quantize) else ()
 
         dec_source = resolve_reference(config.decoder, config.decoder_revision)
-        tokenizer = load_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
+        tokenizer = load_fast_tokenizer(dec_source, trust_remote_code=config.trust_remote_code)
         decoder = _load_backbone(
             weights.get("decoder", dec_source),
             dtype=torch_dtype,
@@ -170,7 +173,7 @@ class Causal2Vec(nn.Module):
             if config.encoder is None:
                 raise ValueError("num_contextual_tokens > 0 needs an encoder: set config.encoder")
             enc_source = resolve_reference(config.encoder, config.encoder_revision)
-            enc_tokenizer = load_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
+            enc_tokenizer = load_fast_tokenizer(enc_source, trust_remote_code=config.trust_remote_code)
             encoder = _load_backbone(
                 weights.get("encoder", enc_source),
                 dtype=ENCODER_DTYPE,
@@ -341,6 +344,25 @@ class Causal2Vec(nn.Module):
     # ------------------------------------------------------------------ properties
 
     @property
+    def tokenizer(self) -> Any:
+        """The decoder's tokenizer: transformers' own, loaded on first use where the model was loaded with a
+        :class:`~c2v_rag.hub.fast_tokenizer.FastTokenizer` (the encode path needs only that one)."""
+        return transformers_tokenizer(self.fast_tokenizer)
+
+    @tokenizer.setter
+    def tokenizer(self, value: Any) -> None:
+        self.fast_tokenizer = value
+
+    @property
+    def encoder_tokenizer(self) -> Any:
+        """The encoder's tokenizer (None without an encoder), as :attr:`tokenizer` is the decoder's."""
+        return transformers_tokenizer(self.fast_encoder_tokenizer)
+
+    @encoder_tokenizer.setter
+    def encoder_tokenizer(self, value: Any) -> None:
+        self.fast_encoder_tokenizer = value
+
+    @property
     def max_seq_length(self) -> int:
         """The bound on the decoder sequence (instruction, contextual token, text, EOS); texts beyond it are cut.
 
@@ -396,13 +418,13 @@ class Causal2Vec(nn.Module):
         pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text, max_length=max_length)
         enc_ids = None
         if self.config.num_contextual_tokens:
-            enc_ids = self.encoder_tokenizer(list(texts), truncation=True, max_length=self.encoder_max_length)[
+            enc_ids = self.fast_encoder_tokenizer(list(texts), truncation=True, max_length=self.encoder_max_length)[
                 "input_ids"
             ]
         return pieces, enc_ids
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids) -> Causal2VecBatch:
-        enc_pad = self.encoder_tokenizer.pad_token_id if self.encoder_tokenizer is not None else 0
+        enc_pad = self.fast_encoder_tokenizer.pad_token_id if self.fast_encoder_tokenizer is not None else 0
         return collate(
             pieces,
             encoder_ids,
