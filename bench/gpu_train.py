@@ -644,45 +644,48 @@ def train(args: argparse.Namespace) -> int:
     planned = None
     last_export = time.perf_counter()
     stopped = "max_steps"
-    while trainer.step < args.max_steps:
-        record = trainer._train_step(trainer.step)
-        trainer.step += 1
-        trainer.history.append(record)
-        counting = time.perf_counter()  # tokenizing the step's texts again: outside its seconds, inside the budget
-        counted = captured.pop()
-        if not isinstance(counted, dict):  # counted here, not in a prefetch worker
-            counted = step_flops(model, counted, decoder_stack, encoder_stack, projector_params)
-        counts = counted
-        results["counting_seconds"] = results.get("counting_seconds", 0.0) + time.perf_counter() - counting
-        history.append({**record, **counts})
-        print(
-            f"step {trainer.step}: loss {record['loss']:.4f} lr {record['lr']:.2e} {record['dataset']} "
-            f"{record['seconds']:.2f} s",
-            flush=True,
-        )
-        now = time.perf_counter()
-        if planned is None and trainer.step == args.plan_after:
-            # The schedule's length only matters after warmup: set it from the measured step time before then.
-            per_step = sorted(r["seconds"] for r in history[1:]) or [history[0]["seconds"]]
-            median = per_step[len(per_step) // 2]
-            planned = min(args.max_steps, trainer.step + int((deadline - now - args.export_reserve_s) / (median * 1.1)))
-            planned = max(planned, trainer.step)
-            if hasattr(schedule, "total"):
-                schedule.total = 2 * planned
-            results["planned_steps"] = planned
-            print(f"planned {planned} steps at {median:.2f} s a step; schedule ends at {2 * planned}", flush=True)
-        if planned is not None and trainer.step >= planned:
-            stopped = "planned"
-            break
-        if now + args.export_reserve_s >= deadline:
-            stopped = "time"
-            break
-        if now - last_export >= args.export_every_s:
-            exporter(trainer)
-            results["throughput"] = throughput(history, args.batch, results, probe, memory)
-            write_results()
-            last_export = time.perf_counter()
-    trainer.stop_prefetch()
+    try:  # the prefetch workers stop however the loop ends
+        while trainer.step < args.max_steps:
+            record = trainer._train_step(trainer.step)
+            trainer.step += 1
+            trainer.history.append(record)
+            # Without workers, the step's texts are tokenized again here: outside its seconds, inside the budget.
+            counting = time.perf_counter()
+            counts = captured.pop()
+            if not isinstance(counts, dict):  # the step's texts, not counts a prefetch worker made
+                counts = step_flops(model, counts, decoder_stack, encoder_stack, projector_params)
+            results["counting_seconds"] = results.get("counting_seconds", 0.0) + time.perf_counter() - counting
+            history.append({**record, **counts})
+            print(
+                f"step {trainer.step}: loss {record['loss']:.4f} lr {record['lr']:.2e} {record['dataset']} "
+                f"{record['seconds']:.2f} s",
+                flush=True,
+            )
+            now = time.perf_counter()
+            if planned is None and trainer.step == args.plan_after:
+                # The schedule's length only matters after warmup: set it from the measured step time before then.
+                per_step = sorted(r["seconds"] for r in history[1:]) or [history[0]["seconds"]]
+                median = per_step[len(per_step) // 2]
+                fit = int((deadline - now - args.export_reserve_s) / (median * 1.1))
+                planned = min(args.max_steps, trainer.step + fit)
+                planned = max(planned, trainer.step)
+                if hasattr(schedule, "total"):
+                    schedule.total = 2 * planned
+                results["planned_steps"] = planned
+                print(f"planned {planned} steps at {median:.2f} s a step; schedule ends at {2 * planned}", flush=True)
+            if planned is not None and trainer.step >= planned:
+                stopped = "planned"
+                break
+            if now + args.export_reserve_s >= deadline:
+                stopped = "time"
+                break
+            if now - last_export >= args.export_every_s:
+                exporter(trainer)
+                results["throughput"] = throughput(history, args.batch, results, probe, memory)
+                write_results()
+                last_export = time.perf_counter()
+    finally:
+        trainer.stop_prefetch()
     results["stopped_by"] = stopped
     results["train_seconds"] = round(time.perf_counter() - train_start, 1)
     results["throughput"] = throughput(history, args.batch, results, probe, memory)

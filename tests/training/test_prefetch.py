@@ -115,6 +115,20 @@ def test_the_prefetcher_returns_steps_in_order_and_restarts_where_asked():
     prefetcher.close()
 
 
+def _threads(texts: StepTexts) -> tuple[int, str | None]:
+    return torch.get_num_threads(), os.environ.get("TOKENIZERS_PARALLELISM")
+
+
+def test_workers_run_one_thread_each_with_sequential_tokenizers(monkeypatch):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    prefetcher = StepPrefetcher(_texts, _threads, workers=2, depth=1)
+    try:
+        assert {prefetcher.get(step, 4).prepared for step in range(4)} == {(1, "false")}
+    finally:
+        prefetcher.close()
+    assert "TOKENIZERS_PARALLELISM" not in os.environ  # the training process keeps its own setting
+
+
 def test_an_error_in_a_worker_reaches_the_training_process_with_its_message():
     prefetcher = StepPrefetcher(_texts, _prepare, workers=2, depth=1)
     try:
