@@ -23,7 +23,9 @@ the run's steps). Every ``--export-every-s`` seconds and at the end it writes th
 to ``--out`` as a variant: a tar in parts of at most 15 MiB (what a device call gives back is 8 files of 16 MiB)
 with ``variant.json`` naming them and their sha256, so a run cut short still returns a model. ``results.json``
 beside it has the loss history, tokens/s and MFU; the trainer's own checkpoints stay on the device
-(``--store``), so a second call on the same warm machine resumes with ``--resume``.
+(``--store``), so a second call on the same warm machine resumes with ``--resume``. On CUDA the trainer's
+prefetch workers (``--prefetch-workers``, ``training.prefetch_workers``: auto, min(8, cores - 2)) tokenize the
+next steps, and count their tokens and FLOPs, while the card trains the current one.
 
 Throughput and MFU use bench/gpu.py's conventions. Real tokens are each text's own decoder tokens (no template),
 capped at the recipe's max_length. Forward FLOPs are 2 x the weights of every linear layer x the tokens of the
@@ -577,7 +579,7 @@ def train(args: argparse.Namespace) -> int:
         untar(items["variant.tar"], args.store / "variant-src") if args.tiny else resolve_variant_path(None)
     )
     variant = adopt(source_variant, decoder, encoder, args.store / "variant")
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = {"training.prefetch_workers": args.prefetch_workers, **dict(item.split("=", 1) for item in args.set)}
     recipe = derived_recipe(
         variant=str(variant),
         pairs=str(pairs),
@@ -605,17 +607,32 @@ def train(args: argparse.Namespace) -> int:
     results["docs_share_of_batches"] = round(batches[recipe["datasets"][0]["name"]] / sum(batches.values()), 4)
     print(f"setup {results['setup_seconds']} s; examples {results['examples']}", flush=True)
 
-    captured: list[Any] = []
-    backward = trainer.objective.backward
-
-    def capture(texts: Any, step: int) -> Any:  # the step's texts, for its token and FLOP counts
-        captured.append(texts)
-        return backward(texts, step)
-
-    trainer.objective.backward = capture  # type: ignore[method-assign]
     model = trainer.model
     decoder_stack, encoder_stack = gpu.Stack.of(model.decoder), gpu.Stack.of(model.encoder)
     projector_params = sum(p.numel() for p in model.projector.parameters() if p.dim() == 2)
+    results["prefetch_workers"] = trainer.prefetch_workers
+    print(f"prefetch workers: {trainer.prefetch_workers}", flush=True)
+    captured: list[Any] = []
+    backward = trainer.objective.backward
+    if trainer.prefetch_workers:
+        # The token and FLOP counts tokenize the step's texts again: in the workers, beside the step's own
+        # tokenizing, so that the training process does not spend seconds of each step on them.
+        prepare = trainer.objective.prepare
+
+        def prepare_counted(texts: Any) -> Counted:
+            return Counted(prepare(texts), step_flops(model, texts, decoder_stack, encoder_stack, projector_params))
+
+        trainer.objective.prepare = prepare_counted  # type: ignore[method-assign]
+
+    def capture(texts: Any, step: int, prepared: Any = None) -> Any:  # the step's texts, for its token and FLOP counts
+        if isinstance(prepared, Counted):
+            captured.append(prepared.counts)
+            prepared = prepared.prepared
+        else:
+            captured.append(texts)
+        return backward(texts, step, prepared)
+
+    trainer.objective.backward = capture  # type: ignore[method-assign]
     exporter = Exporter(out, reference["export_bases"])
     memory = gpu.PeakMemory(device)
     memory.reset()
@@ -627,41 +644,48 @@ def train(args: argparse.Namespace) -> int:
     planned = None
     last_export = time.perf_counter()
     stopped = "max_steps"
-    while trainer.step < args.max_steps:
-        record = trainer._train_step(trainer.step)
-        trainer.step += 1
-        trainer.history.append(record)
-        counting = time.perf_counter()  # tokenizing the step's texts again: outside its seconds, inside the budget
-        counts = step_flops(model, captured.pop(), decoder_stack, encoder_stack, projector_params)
-        results["counting_seconds"] = results.get("counting_seconds", 0.0) + time.perf_counter() - counting
-        history.append({**record, **counts})
-        print(
-            f"step {trainer.step}: loss {record['loss']:.4f} lr {record['lr']:.2e} {record['dataset']} "
-            f"{record['seconds']:.2f} s",
-            flush=True,
-        )
-        now = time.perf_counter()
-        if planned is None and trainer.step == args.plan_after:
-            # The schedule's length only matters after warmup: set it from the measured step time before then.
-            per_step = sorted(r["seconds"] for r in history[1:]) or [history[0]["seconds"]]
-            median = per_step[len(per_step) // 2]
-            planned = min(args.max_steps, trainer.step + int((deadline - now - args.export_reserve_s) / (median * 1.1)))
-            planned = max(planned, trainer.step)
-            if hasattr(schedule, "total"):
-                schedule.total = 2 * planned
-            results["planned_steps"] = planned
-            print(f"planned {planned} steps at {median:.2f} s a step; schedule ends at {2 * planned}", flush=True)
-        if planned is not None and trainer.step >= planned:
-            stopped = "planned"
-            break
-        if now + args.export_reserve_s >= deadline:
-            stopped = "time"
-            break
-        if now - last_export >= args.export_every_s:
-            exporter(trainer)
-            results["throughput"] = throughput(history, args.batch, results, probe, memory)
-            write_results()
-            last_export = time.perf_counter()
+    try:  # the prefetch workers stop however the loop ends
+        while trainer.step < args.max_steps:
+            record = trainer._train_step(trainer.step)
+            trainer.step += 1
+            trainer.history.append(record)
+            # Without workers, the step's texts are tokenized again here: outside its seconds, inside the budget.
+            counting = time.perf_counter()
+            counts = captured.pop()
+            if not isinstance(counts, dict):  # the step's texts, not counts a prefetch worker made
+                counts = step_flops(model, counts, decoder_stack, encoder_stack, projector_params)
+            results["counting_seconds"] = results.get("counting_seconds", 0.0) + time.perf_counter() - counting
+            history.append({**record, **counts})
+            print(
+                f"step {trainer.step}: loss {record['loss']:.4f} lr {record['lr']:.2e} {record['dataset']} "
+                f"{record['seconds']:.2f} s",
+                flush=True,
+            )
+            now = time.perf_counter()
+            if planned is None and trainer.step == args.plan_after:
+                # The schedule's length only matters after warmup: set it from the measured step time before then.
+                per_step = sorted(r["seconds"] for r in history[1:]) or [history[0]["seconds"]]
+                median = per_step[len(per_step) // 2]
+                fit = int((deadline - now - args.export_reserve_s) / (median * 1.1))
+                planned = min(args.max_steps, trainer.step + fit)
+                planned = max(planned, trainer.step)
+                if hasattr(schedule, "total"):
+                    schedule.total = 2 * planned
+                results["planned_steps"] = planned
+                print(f"planned {planned} steps at {median:.2f} s a step; schedule ends at {2 * planned}", flush=True)
+            if planned is not None and trainer.step >= planned:
+                stopped = "planned"
+                break
+            if now + args.export_reserve_s >= deadline:
+                stopped = "time"
+                break
+            if now - last_export >= args.export_every_s:
+                exporter(trainer)
+                results["throughput"] = throughput(history, args.batch, results, probe, memory)
+                write_results()
+                last_export = time.perf_counter()
+    finally:
+        trainer.stop_prefetch()
     results["stopped_by"] = stopped
     results["train_seconds"] = round(time.perf_counter() - train_start, 1)
     results["throughput"] = throughput(history, args.batch, results, probe, memory)
@@ -676,6 +700,16 @@ def train(args: argparse.Namespace) -> int:
         check = Causal2Vec.from_pretrained(variant, device=device)
         del check
     return 0
+
+
+class Counted:
+    """A step's prepared inputs with its token and FLOP counts (:func:`step_flops`), both made in a prefetch worker."""
+
+    def __init__(self, prepared: Any, counts: dict[str, float]) -> None:
+        self.prepared, self.counts = prepared, counts
+
+    def pin_memory(self) -> Counted:
+        return Counted(self.prepared.pin_memory(), self.counts)
 
 
 class _Probe:
@@ -709,6 +743,8 @@ def throughput(history: list[dict[str, Any]], batch: int, results: dict[str, Any
         "steps": len(history),
         "timed_steps": len(steps),
         "seconds_per_step": round(seconds / len(steps), 3),
+        # of which the training process waited for the step's texts and, with prefetch workers, their batches
+        "input_seconds_per_step": round(sum(r.get("input_seconds", 0.0) for r in steps) / len(steps), 3),
         "examples_per_s": round(batch * len(steps) / seconds, 1),
         "real_tokens_per_s": round(sum(r["real_tokens"] for r in steps) / seconds, 1),
         "decoder_tokens_per_s": round(sum(r["decoder_tokens"] for r in steps) / seconds, 1),
@@ -772,6 +808,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     t.add_argument("--save-every", type=int, default=100, help="trainer checkpoints on the device, for --resume")
     t.add_argument("--resume", action="store_true", help="continue the last run on this (warm) machine")
     t.add_argument("--check", action="store_true", help="load the variant after training")
+    t.add_argument(
+        "--prefetch-workers",
+        default="auto",
+        help="processes that tokenize the next steps during this one (training.prefetch_workers; auto: "
+        "min(8, cores - 2) on CUDA, 0 on a CPU); a --set of training.prefetch_workers wins",
+    )
     t.add_argument("--set", action="append", default=[], help="recipe override key=value, e.g. training.lr=1e-4")
     r = sub.add_parser("recipe", help="here: the same recipe as a YAML file for `c2v-rag train` (e.g. on a CPU)")
     r.add_argument("--out", type=Path, required=True, help="the YAML file to write")

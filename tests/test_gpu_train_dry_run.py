@@ -121,6 +121,7 @@ def test_training_returns_a_variant_within_the_device_limits(trained, sent):
     assert results["weights"]["encoder"]["status"] == "identical"  # float16 on the way, float32 again, as expected
     history = results["history"]
     assert [r["step"] for r in history] == [1, 2, 3, 4] and results["stopped_by"] in {"planned", "max_steps"}
+    assert results["prefetch_workers"] == 0  # auto: none on a CPU, whose cores the forward uses
     assert all(r["real_tokens"] > 0 and r["forward_flop"] > 0 for r in history)
     rates = results["throughput"]
     assert rates["real_tokens_per_s"] > 0 and rates["tflops_per_s"] > 0
@@ -154,9 +155,12 @@ def test_the_returned_files_load_as_a_variant(trained, sent, tmp_path):
 
 def test_a_second_call_on_the_warm_machine_resumes_the_run(trained, sent):
     """The trainer's checkpoint stays in the device's store: --resume goes on from the last step, within the
-    learning-rate schedule the first call planned (4 steps planned: it ends at 8)."""
+    learning-rate schedule the first call planned (4 steps planned: it ends at 8). This call prepares its steps in
+    two prefetch workers, as the run on a GPU does by default, and counts their tokens there."""
     out = sent["root"] / "out-resumed"
-    _run(*_train_args(sent, out, max_steps=6), "--resume")
+    _run(*_train_args(sent, out, max_steps=6), "--resume", "--prefetch-workers", "2")
     results = json.loads((out / "results.json").read_text())
+    assert results["prefetch_workers"] == 2 and results["recipe"]["training"]["prefetch_workers"] == 2
     assert [r["step"] for r in results["history"]] == [5, 6]
+    assert all(r["real_tokens"] > 0 and r["forward_flop"] > 0 for r in results["history"])
     assert json.loads((out / "variant.json").read_text())["step"] == 6

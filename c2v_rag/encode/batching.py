@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
@@ -91,6 +92,14 @@ class Causal2VecBatch:
             if isinstance(value, torch.Tensor):
                 setattr(self, name, value.to(device, non_blocking=True))
         return self
+
+    def pin_memory(self) -> Causal2VecBatch:
+        """A copy with its tensors in page-locked memory, from which :meth:`to` copies to a GPU asynchronously."""
+        pinned = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, torch.Tensor):
+                setattr(pinned, name, value.pin_memory())
+        return pinned
 
 
 def collate(

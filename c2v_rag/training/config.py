@@ -9,7 +9,7 @@ schedule twice as long as the training, bf16, gradient checkpointing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -251,6 +251,16 @@ class TrainingSection(_Section):
     max_grad_norm: float | None = Field(None, gt=0)
     precision: Precision = "auto"
     gradient_checkpointing: bool = True
+    prefetch_workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "worker processes that tokenize the next steps while this one trains (torch DataLoader workers, "
+            "one thread each); 0 prepares each step in the training process, between steps. 'auto': 0 on a CPU "
+            "(workers would take the cores the forward uses), min(8, usable cores - 2) on a GPU. Objectives "
+            "other than contrastive prepare their steps in the training process whatever this says"
+        ),
+    )
+    prefetch_depth: int = Field(2, ge=1, description="steps each prefetch worker prepares ahead")
     seed: int = 42
     save_every: int = Field(200, ge=0, description="checkpoint every N steps (0: only at the end)")
     keep_checkpoints: int = Field(2, ge=1, description="how many recent checkpoints to keep")

@@ -50,11 +50,12 @@ class MultiBatchForward(nn.Module):
         return [self.model(batch, truncate_dim=self.truncate_dim).float() for batch in batches]
 
 
-def make_batch(
+def prepare_batch(
     model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None], truncate_dim: int | None = None
 ) -> Causal2VecBatch:
-    """Tokenize texts, each with its own instruction, into one model-ready batch (for the prefix of
-    ``truncate_dim`` values when given: see :meth:`Causal2Vec.needs_for`)."""
+    """Tokenize texts, each with its own instruction, into one collated batch on the CPU (for the prefix of
+    ``truncate_dim`` values when given: see :meth:`Causal2Vec.needs_for`): the host's share of
+    :func:`make_batch`, which prefetch workers run ahead of the step (:mod:`c2v_rag.training.prefetch`)."""
     if len(texts) != len(instructions):
         raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions")
     pieces: list = [None] * len(texts)
@@ -68,7 +69,15 @@ def make_batch(
             pieces[row] = group_pieces[j]
             if enc_ids is not None:
                 enc_ids[row] = group_enc[j]
-    return model.collate(pieces, enc_ids).to(model.device)
+    return model.collate(pieces, enc_ids)
+
+
+def make_batch(
+    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None], truncate_dim: int | None = None
+) -> Causal2VecBatch:
+    """Tokenize texts, each with its own instruction, into one model-ready batch on the model's device
+    (:func:`prepare_batch`, then moved)."""
+    return prepare_batch(model, texts, instructions, truncate_dim).to(model.device)
 
 
 def prompt_chars(instruction: Instruction) -> int:
@@ -84,6 +93,20 @@ class _Chunk:
     batch: Causal2VecBatch
     rng_state: torch.Tensor | None = None
     cuda_rng_state: list[torch.Tensor] | None = None
+
+
+@dataclass
+class PreparedStep:
+    """A step's texts tokenized into its length-sorted chunks, on the CPU: what :meth:`ContrastiveStep.prepare`
+    builds and :meth:`ContrastiveStep.run` moves to the device. ``n_q`` rows are queries, the rest passages."""
+
+    chunks: list[_Chunk]
+    n_q: int
+
+    def pin_memory(self) -> PreparedStep:
+        """The same step with its tensors in page-locked memory, so the copy to a GPU can run asynchronously
+        (torch's DataLoader calls this in its pinning thread)."""
+        return PreparedStep([_Chunk(c.rows, c.batch.pin_memory()) for c in self.chunks], self.n_q)
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -125,6 +148,19 @@ class ContrastiveStep:
 
     # ----------------------------------------------------------------------------------- helpers
 
+    def prepare(
+        self,
+        queries: Sequence[str],
+        query_instructions: Sequence[str | None],
+        passages: Sequence[str],
+        passage_instructions: Sequence[str | None],
+    ) -> PreparedStep:
+        """The step's host-side work, on the CPU: its queries and passages tokenized into the chunks
+        :meth:`run` embeds. It reads only the tokenizers and settings, so a worker process can run it ahead."""
+        n_q = len(queries)
+        chunks = self._chunks(queries, query_instructions, 0) + self._chunks(passages, passage_instructions, n_q)
+        return PreparedStep(chunks, n_q)
+
     def _chunks(self, texts: Sequence[str], instructions: Sequence[str | None], offset: int) -> list[_Chunk]:
         # Length-sorted chunks pad little; rows remember where each embedding belongs. The length is the
         # decoder's whole input: in-context examples can be longer than the query they precede.
@@ -133,7 +169,7 @@ class ContrastiveStep:
         chunks = []
         for start in range(0, len(order), size):
             rows = order[start : start + size]
-            batch = make_batch(
+            batch = prepare_batch(
                 self.model, [texts[i] for i in rows], [instructions[i] for i in rows], truncate_dim=self.truncate_dim
             )
             chunks.append(_Chunk([offset + r for r in rows], batch))
@@ -153,13 +189,22 @@ class ContrastiveStep:
         passages: Sequence[str],
         passage_instructions: Sequence[str | None],
         loss_fn: LossFn,
+        prepared: PreparedStep | None = None,
     ) -> float:
-        """Run forward and backward for one step; return the loss (of this process's queries)."""
-        n_q = len(queries)
-        chunks = self._chunks(queries, query_instructions, 0) + self._chunks(passages, passage_instructions, n_q)
+        """Run forward and backward for one step; return the loss (of this process's queries).
+
+        ``prepared`` is what :meth:`prepare` returned for these texts, when it ran ahead (in a prefetch
+        worker); without it the texts are prepared here, by the same code.
+        """
+        if prepared is None:
+            prepared = self.prepare(queries, query_instructions, passages, passage_instructions)
+        if sum(len(c.rows) for c in prepared.chunks) != len(queries) + len(passages):
+            raise ValueError("the prepared step holds other texts than the step's")
+        device = self.model.device
+        chunks = [_Chunk(c.rows, c.batch.to(device)) for c in prepared.chunks]
         if self.mini_batch_size is None:
-            return self._run_whole(chunks, n_q, loss_fn)
-        return self._run_cached(chunks, n_q, loss_fn)
+            return self._run_whole(chunks, prepared.n_q, loss_fn)
+        return self._run_cached(chunks, prepared.n_q, loss_fn)
 
     @staticmethod
     def _assemble(chunks: list[_Chunk], reps: list[torch.Tensor], total: int) -> torch.Tensor:

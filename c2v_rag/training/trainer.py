@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import time
@@ -55,8 +56,10 @@ from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.objectives.base import EmbeddingViewsConfig, ObjectiveContext, loss_views
 from c2v_rag.training.objectives.registry import build_objective
 from c2v_rag.training.plotting import plot_loss_curve
+from c2v_rag.training.prefetch import StepInputs, StepPrefetcher, resolve_workers
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
+from c2v_rag.training.step_texts import StepTexts
 
 logger = logging.getLogger(__name__)
 
@@ -400,7 +403,15 @@ def _config_fingerprint(config: TrainConfig) -> str:
         exclude={
             "output": True,
             "evaluation": True,
-            "training": {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"},
+            "training": {
+                "progress_bar",
+                "log_every",
+                "save_every",
+                "keep_checkpoints",
+                "steps",
+                "prefetch_workers",  # where a step's texts are tokenized, not what they are
+                "prefetch_depth",
+            },
         }
     )
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -424,6 +435,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.evaluations: list[dict[str, Any]] = []
         self.step = 0
+        self.prefetch_workers = 0  # set by setup(): worker processes that prepare the next steps
+        self.prefetcher: StepPrefetcher | None = None
 
     # -------------------------------------------------------------------------------- setup
 
@@ -495,6 +508,7 @@ class Trainer:
             distributed=self.ctx.enabled,
         )
         self.objective = build_objective(cfg.objective, context)
+        self.prefetch_workers = self._resolve_prefetch()
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.parameters, lr=train.lr, betas=train.betas, eps=train.eps, weight_decay=train.weight_decay
@@ -576,7 +590,9 @@ class Trainer:
         prompts = self.model.prompts
         return len(prompts.example_ids(prompt)) <= prompts.max_length // 2
 
-    def _train_step(self, step: int) -> dict[str, Any]:
+    def step_texts(self, step: int) -> StepTexts:
+        """What this process embeds at ``step`` (0-based): a function of the step alone, so that a prefetch worker
+        lays out the same texts as the training process would."""
         cfg = self.config.training
         batch = self.plan.batch(step, self.ctx.rank, self.ctx.world_size)
         texts = layout_step(
@@ -593,9 +609,63 @@ class Trainer:
                 step=step,
                 fits=self._examples_fit,
             )
-        self.optimizer.zero_grad(set_to_none=True)
+        return texts
+
+    def _resolve_prefetch(self) -> int:
+        """The prefetch workers this run uses: ``training.prefetch_workers`` where the objective and the platform
+        allow them, else 0 (said once in the log)."""
+        train = self.config.training
+        per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        workers = resolve_workers(train.prefetch_workers, self.device, per_host)
+        if not workers:
+            return 0
+        if not self.objective.prefetch:
+            logger.info(
+                "objective.kind=%s prepares its steps in the training process: training.prefetch_workers=%s is not "
+                "used",
+                self.config.objective.kind,
+                train.prefetch_workers,
+            )
+            return 0
+        if not StepPrefetcher.available():
+            logger.warning("prefetch workers need fork, which this platform lacks: steps are prepared in training")
+            return 0
+        logger.info("%d worker processes prepare the next steps, %d steps ahead each", workers, train.prefetch_depth)
+        return workers
+
+    def _step_inputs(self, step: int) -> StepInputs:
+        """The step's texts, with the objective's prepared inputs when prefetch workers made them."""
+        if not self.prefetch_workers:
+            return StepInputs(step, self.step_texts(step))
+        if self.prefetcher is None:  # started on first use: the workers fork the trainer as it is by then
+            self.prefetcher = StepPrefetcher(
+                self.step_texts,
+                lambda texts: self.objective.prepare(texts),
+                workers=self.prefetch_workers,
+                depth=self.config.training.prefetch_depth,
+                pin_memory=self.device.type == "cuda",
+                seed=self.config.training.seed,
+            )
+        return self.prefetcher.get(step, self.config.training.steps)
+
+    def stop_prefetch(self) -> None:
+        """Shut the prefetch workers down (:meth:`fit` does at its end; a caller that drives
+        :meth:`_train_step` itself should too). The next step starts them again."""
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+            self.prefetcher = None
+
+    def _train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.config.training
         start = time.perf_counter()
-        loss = self.objective.backward(texts, step)
+        inputs = self._step_inputs(step)
+        texts = inputs.texts
+        waited = time.perf_counter() - start
+        self.optimizer.zero_grad(set_to_none=True)
+        if inputs.prepared is None:  # prepared inside backward (an objective may not take `prepared` at all)
+            loss = self.objective.backward(texts, step)
+        else:
+            loss = self.objective.backward(texts, step, inputs.prepared)
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm or math.inf)
         if not torch.isfinite(norm):
             raise NonFiniteLossError(f"the gradient norm is {float(norm)}")
@@ -609,8 +679,9 @@ class Trainer:
             "loss": all_reduce_mean(loss, self.device),
             "lr": lr,
             "grad_norm": float(norm),
-            "dataset": batch.dataset,
+            "dataset": texts.dataset,
             "seconds": elapsed,
+            "input_seconds": waited,
             "examples_per_s": examples / elapsed,
             "texts_per_s": (len(texts.queries) + len(texts.passages)) * self.ctx.world_size / elapsed,
         }
@@ -687,6 +758,7 @@ class Trainer:
                     self.evaluate()
         finally:
             progress.close()
+            self.stop_prefetch()
         self.evaluate()
         self._save()
         self._finish()

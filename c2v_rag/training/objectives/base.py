@@ -141,12 +141,15 @@ class Objective(ABC, Generic[ConfigT]):
     ``config_type`` is the config that names and configures the objective. ``multi_process`` and
     ``gradient_cache`` say whether it runs on several processes and with ``training.mini_batch_size``
     (GradCache); :func:`~c2v_rag.training.objectives.registry.build_objective` refuses a run that asks for what
-    it lacks, before any step.
+    it lacks, before any step. ``prefetch`` says whether :meth:`prepare` does the step's host-side work
+    (tokenizing), which ``training.prefetch_workers`` then runs in worker processes ahead of the step; an
+    objective without it prepares its batches inside :meth:`backward`.
     """
 
     config_type: ClassVar[type[BaseObjectiveConfig]]
     multi_process: ClassVar[bool] = True
     gradient_cache: ClassVar[bool] = True
+    prefetch: ClassVar[bool] = False
 
     @classmethod
     def kind(cls) -> str:
@@ -157,9 +160,17 @@ class Objective(ABC, Generic[ConfigT]):
     def from_config(cls, config: ConfigT, context: ObjectiveContext) -> Objective[ConfigT]:
         """The objective ``config`` describes, for the model and run of ``context``."""
 
+    def prepare(self, texts: StepTexts) -> object | None:
+        """The step's inputs built on the CPU from its texts alone (no device, no weights), for :meth:`backward`
+        to take as ``prepared``; None where the objective prepares them in :meth:`backward` (``prefetch`` False).
+        Prefetch workers call it in other processes, so it must not change the objective."""
+        return None
+
     @abstractmethod
-    def backward(self, texts: StepTexts, step: int) -> float:
-        """Compute the step's loss, backpropagate it, and return its value."""
+    def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
+        """Compute the step's loss, backpropagate it, and return its value; ``prepared`` is what :meth:`prepare`
+        returned for ``texts``, or None to prepare them here. The trainer passes ``prepared`` only to objectives
+        with ``prefetch``."""
 
 
 def check_finite(loss: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ from typing import Literal
 
 import torch
 
-from c2v_rag.training.gradcache import ContrastiveStep
+from c2v_rag.training.gradcache import ContrastiveStep, PreparedStep
 from c2v_rag.training.loss import cosent, distributed_info_nce, over_views
 from c2v_rag.training.objectives.base import EmbeddingViewsConfig, Objective, ObjectiveContext, View, loss_views
 from c2v_rag.training.step_texts import StepTexts
@@ -34,6 +34,7 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
     """
 
     config_type = ContrastiveConfig
+    prefetch = True
 
     def __init__(
         self, stepper: ContrastiveStep, temperature: float, device: torch.device, views: Sequence[View] = WHOLE_VECTOR
@@ -47,7 +48,12 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
         context.stepper.read_prefix(reach)  # a loss on the encoder's part alone skips the decoder's forward
         return cls(context.stepper, context.temperature, context.device, views)
 
-    def backward(self, texts: StepTexts, step: int) -> float:
+    def prepare(self, texts: StepTexts) -> PreparedStep:
+        return self.stepper.prepare(texts.queries, texts.query_instructions, texts.passages, texts.passage_instructions)
+
+    def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
+        if prepared is not None and not isinstance(prepared, PreparedStep):
+            raise TypeError(f"the contrastive objective prepares a PreparedStep, not {type(prepared).__name__}")
         # B queries on this process; M passages on every process together ([positives; hard negatives] per
         # process, gathered rank-major by distributed_info_nce); d the embedding width.
         if texts.scores is not None:
@@ -64,6 +70,7 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
                 texts.passages,
                 texts.passage_instructions,
                 over_views(ranking_loss, self.views),
+                prepared,
             )
         targets = torch.tensor(texts.targets, device=self.device)  # [B]: each query's positive among the M
         known = torch.tensor(texts.exclude, device=self.device)  # [B, M]: known positives, not negatives
@@ -79,4 +86,5 @@ class ContrastiveObjective(Objective[ContrastiveConfig]):
             texts.passages,
             texts.passage_instructions,
             over_views(loss_fn, self.views),
+            prepared,
         )

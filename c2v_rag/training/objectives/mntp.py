@@ -116,7 +116,7 @@ class MNTPObjective(Objective[MNTPConfig]):
     def from_config(cls, config: MNTPConfig, context: ObjectiveContext) -> MNTPObjective:
         return cls(context.model, config, context.autocast, context.seed)
 
-    def backward(self, texts: StepTexts, step: int) -> float:
+    def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
         sentences = list(dict.fromkeys(texts.queries + texts.passages[: len(texts.queries)]))
         batch = make_batch(self.model, sentences, [None] * len(sentences))
         corrupted, chosen = mntp_mask(

@@ -111,7 +111,7 @@ class ReconstructionObjective(Objective[ReconstructionConfig]):
     def from_config(cls, config: ReconstructionConfig, context: ObjectiveContext) -> ReconstructionObjective:
         return cls(context.model, config, context.autocast, context.model.max_seq_length)
 
-    def backward(self, texts: StepTexts, step: int) -> float:
+    def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
         n = len(texts.queries)
         documents = texts.passages[:n]  # the positives; hard negatives are not reconstructed
         q_batch = make_batch(self.model, texts.queries, texts.query_instructions)

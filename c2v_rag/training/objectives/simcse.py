@@ -62,7 +62,7 @@ class SimCSEObjective(Objective[SimCSEConfig]):
             context.stepper, context.temperature, context.device, config.dropout, loss_views(config, context.model)
         )
 
-    def backward(self, texts: StepTexts, step: int) -> float:
+    def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
         # B sentences -> B queries and the same B sentences as passages: targets [B] = 0..B-1, exclude [B, B].
         queries, positives, targets, exclude = simcse_pairs(texts.queries)
         none: list[str | None] = [None] * len(queries)
