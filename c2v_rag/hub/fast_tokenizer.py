@@ -67,6 +67,20 @@ _CALL_PATH = (
 )
 
 
+# The attributes a FastTokenizer answers like transformers' tokenizer (TokenizerAttributes names them all).
+_MIRRORED = frozenset(
+    (
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "model_max_length",
+        "chat_template",
+        "padding_side",
+        "truncation_side",
+    )
+)
+
+
 @dataclass(frozen=True)
 class TokenizerAttributes:
     """What the encode path reads of a tokenizer besides its ids, as transformers' tokenizer had them."""
@@ -102,13 +116,14 @@ class FastTokenizer:
         # transformers leaves no padding on its Rust tokenizer for a call without padding; nor does this
         backend.no_padding()
         backend.encode_special_tokens = attributes.split_special_tokens
-        self.bos_token_id = attributes.bos_token_id
-        self.eos_token_id = attributes.eos_token_id
-        self.pad_token_id = attributes.pad_token_id
-        self.model_max_length = attributes.model_max_length
-        self.chat_template = attributes.chat_template
-        self.padding_side = attributes.padding_side
-        self.truncation_side = attributes.truncation_side
+
+    def __getattr__(self, name: str) -> Any:
+        # The values the encode path reads: the entry's, or, once transformers' tokenizer is loaded (and may have
+        # been changed: a new pad token), its own, as the calls then are.
+        if name not in _MIRRORED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        loaded = self.__dict__.get("_transformers")
+        return getattr(loaded if loaded is not None else self.__dict__["attributes"], name)
 
     @property
     def transformers_tokenizer(self) -> Any:

@@ -137,6 +137,11 @@ def test_other_calls_go_to_transformers_and_stay_there(tiny_dirs, cache):
     assert isinstance(loaded, PreTrainedTokenizerFast)
     loaded.add_tokens(["zebrafish"])  # a change to transformers' tokenizer is what every later call sees
     assert fast("zebrafish", add_special_tokens=False)["input_ids"] == [loaded.convert_tokens_to_ids("zebrafish")]
+    # ... and so are its values: a new pad token is the one batches are padded with
+    assert fast.pad_token_id == reference.pad_token_id
+    loaded.pad_token = "zebrafish"
+    assert fast.pad_token_id == loaded.convert_tokens_to_ids("zebrafish") != reference.pad_token_id
+    assert fast.truncation_side == loaded.truncation_side
 
 
 def test_the_off_switches_load_with_transformers(tiny_dirs, cache, monkeypatch):
