@@ -429,11 +429,10 @@ def _readout_fix(stored: dict[str, Any], differ: list[str]) -> str:
     # The vector's size follows the weights (a part left out is not stored): that difference is the weights' too.
     if not set(differ) & set(_READOUT_RECORD) or not set(differ) <= {*_READOUT_RECORD, "embedding_dim"}:
         return ""
-    readout = ", ".join(f"{f}={stored.get(f)!r}" for f in _READOUT_RECORD)
+    readout = ", ".join(f"{f}={v!r}" for f, v in (recorded_readout(stored) or {}).items())
     return (
-        f" Only the part weights differ: read it with the same weights through model.set_readout({readout}), "
-        "or search with the model by name (or none, for the default preset), which reads a collection at the "
-        "weights it recorded."
+        f" Only the part weights differ: a model object reads it after model.set_readout({readout}); a search "
+        "that names the model (or none, for the default preset) reads it at the weights it recorded by itself."
     )
 
 
