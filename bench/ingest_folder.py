@@ -28,10 +28,12 @@ inherit this process's CPU affinity and thread settings):
 - ``llamaindex-minilm``: ``SimpleDirectoryReader`` + ``IngestionPipeline([SentenceSplitter,
   HuggingFaceEmbedding(all-MiniLM-L6-v2)])`` into ``QdrantVectorStore``, the peer a LlamaIndex user has (its
   splitter is given 200/20 in its own tokenizer's tokens, so its chunks differ);
-- ``c2v-384``: ``c2v_rag.ingest(folder, truncate_dim=384)``: the encoder part of the vector, no decoder;
+- ``c2v-384``: ``c2v_rag.ingest(folder, truncate_dim=384, quantize="none")``: the encoder part of the vector,
+  no decoder;
 - ``c2v-int8``: ``c2v_rag.ingest(folder, quantize="int8")`` (needs the ``int8`` extra; the first load
-  builds the graph, before the clock);
-- ``c2v-float``: ``c2v_rag.ingest(folder)`` with the defaults (float32 on AVX2; bf16 where the CPU has it).
+  builds the graph, before the clock): the default on the CPUs where ``quantize="auto"`` picks int8;
+- ``c2v-float``: ``c2v_rag.ingest(folder, quantize="none")`` (float32 on AVX2; bf16 where the CPU has it): the
+  default where ``auto`` keeps float (AMX).
 
 all-MiniLM-L6-v2 is the packaged copy (``resolve_reference("all-minilm-l6-v2")``): no network. Models are
 loaded and warmed before the clock starts. Reported per pipeline: chunks, wall seconds, CPU seconds of the
@@ -259,7 +261,11 @@ def c2v_ingest(name: str, folder: Path, client, collection: str, clock) -> int:
     import c2v_rag
     from c2v_rag.rag import load_model
 
-    options = {"c2v-float": {}, "c2v-int8": {"quantize": "int8"}, "c2v-384": {"truncate_dim": 384}}[name]
+    options = {
+        "c2v-float": {"quantize": "none"},
+        "c2v-int8": {"quantize": "int8"},
+        "c2v-384": {"truncate_dim": 384, "quantize": "none"},
+    }[name]
     load_model(None, device="cpu", quantize=options.get("quantize")).encode(["warm up"])
     clock()
     result = c2v_rag.ingest(

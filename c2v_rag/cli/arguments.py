@@ -41,7 +41,8 @@ def add_runtime_options(parser: argparse.ArgumentParser, device_help: str | None
         choices=["none", "int8", "auto"],
         help="CPU only: the decoder's linear layers in int8 (ONNX Runtime, pip install 'c2v-rag[int8]'; "
         "speed and agreement with float in docs/performance.md); auto: int8 where it met the "
-        "quality bound. Default: none (search: the collection's)",
+        "quality bound. Default: ingest and embed: an existing collection's, else auto ($C2V_RAG_QUANTIZE "
+        "sets another); search: the collection's; other commands: none",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -148,6 +149,22 @@ def int8_runtime_installed() -> bool:
     import importlib.util
 
     return all(importlib.util.find_spec(name) is not None for name in _INT8_PACKAGES)
+
+
+QUANTIZE_ENV = "C2V_RAG_QUANTIZE"
+
+
+def default_quantize() -> str:
+    """The ``quantize`` of new vectors when none is asked for (an ingest into a new collection, ``embed``):
+    ``auto`` (int8 on the CPU classes where it met the quality bound and ran at least 1.5x float's speed:
+    docs/performance.md), or ``$C2V_RAG_QUANTIZE`` (``none`` keeps float everywhere). A model loaded with
+    ``Causal2Vec.from_pretrained`` stays float unless asked: that default is the library's, not the model's."""
+    value = os.environ.get(QUANTIZE_ENV, "").strip() or "auto"
+    if value not in QUANTIZE_CHOICES:
+        raise ValueError(
+            f"${QUANTIZE_ENV}={value!r} is not one of {', '.join(QUANTIZE_CHOICES)}: set it to one or unset it"
+        )
+    return value
 
 
 def resolve_quantize(name: str | None, device: torch.device) -> str:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -59,8 +60,11 @@ import torch
 from torch import nn
 
 from c2v_rag.core.devices import INT8_METHOD
+from c2v_rag.cpu import onnx_decoder as _decoder_files
+from c2v_rag.cpu import onnx_encoder as _encoder_files
+from c2v_rag.cpu.build_progress import stage
 from c2v_rag.cpu.onnx_attention import default_opset, drop_unused_initializers, fuse_attention, last_layer_at_rows
-from c2v_rag.cpu.onnx_decoder import OnnxDecoder, hash_weights, onnx_decoder
+from c2v_rag.cpu.onnx_decoder import cached_onnx, check_exportable, hash_weights, onnx_cache_dir, write_atomically
 
 if TYPE_CHECKING:
     import onnx
@@ -127,9 +131,12 @@ def input_maxima(
     # the user's texts, not these.
     warned, model.truncation_warned = model.truncation_warned, True
     try:
-        model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
-        for task in CALIBRATION_TASKS:
-            model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
+        with stage("calibrating", steps=1 + len(CALIBRATION_TASKS)) as progress:
+            model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
+            progress.step()
+            for task in CALIBRATION_TASKS:
+                model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
+                progress.step()
     finally:
         model.truncation_warned = warned
         for handle in handles:
@@ -366,21 +373,81 @@ def _zero_point_rows(wq: np.ndarray, extra: int, levels: int) -> np.ndarray:
     return (np.sign(target)[None, :] * rows).astype(np.int8)
 
 
-def int8_decoder(model: Any, *, cache_dir: Path | None = None, threads: int | None = None) -> OnnxDecoder:
-    """``model.decoder`` (float32, CPU, merged adapters) as an :class:`OnnxDecoder` with :data:`INT8_METHOD`;
-    calibrates ``model`` only when the graph is not cached yet."""
+def int8_decoder_file(model: Any, *, cache_dir: Path | None = None) -> Path:
+    """The int8 graph of ``model.decoder`` (float32, CPU, merged adapters) with :data:`INT8_METHOD`, for an
+    :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`; built (``model`` calibrated) only when not cached yet."""
     from c2v_rag.core.extras import require
 
     onnx = require("onnx", "quantize='int8'", "int8")
+    require("onnxruntime", "quantize='int8'", "int8")
+    check_exportable(model.decoder, "decoder")
 
     def build(source: Path, target: Path) -> Path:
-        proto = onnx.load(str(source))
-        if fuse_attention(proto, model.decoder):
-            last_layer_at_rows(proto)
-        rewrite_per_token_int8(proto.graph, input_maxima(model), opset=default_opset(proto))
-        onnx.save_model(proto, str(target))
+        maxima = input_maxima(model)
+        with stage("writing the int8 decoder"):
+            proto = onnx.load(str(source))
+            if fuse_attention(proto, model.decoder):
+                last_layer_at_rows(proto)
+            rewrite_per_token_int8(proto.graph, maxima, opset=default_opset(proto))
+            onnx.save_model(proto, str(target))
         return target
 
-    return onnx_decoder(
-        model.decoder, INT8_METHOD, cache_dir=cache_dir, threads=threads, transform=build, key_extra=recipe_key(model)
+    return cached_onnx(model.decoder, INT8_METHOD, cache_dir, transform=build, key_extra=recipe_key(model))
+
+
+@dataclass(frozen=True)
+class Int8Graphs:
+    """The ONNX files an int8 model runs: its int8 decoder and its float32 encoder (None without an encoder)."""
+
+    decoder: Path
+    encoder: Path | None
+
+
+def variant_alias(weights_digest: str, config_json: str) -> str:
+    """A name for the int8 graphs of a variant as saved: its weights' digest and config, and everything else the
+    graphs' own keys name (this recipe, the calibration texts, the export formats). The keys hash the backbones'
+    tensors, which takes transformers' modules and seconds of a load; a load from the variant's files finds its
+    graphs by this name instead (:func:`find_int8_graphs`)."""
+    digest = hashlib.sha256(
+        f"c2v-int8-alias {INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
+        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} decoder {_decoder_files.FORMAT} {_decoder_files.OPSET} "
+        f"encoder {_encoder_files.FORMAT}\n".encode()
     )
+    digest.update(json.dumps(calibration_texts()).encode())
+    digest.update(config_json.encode())
+    digest.update(weights_digest.encode())
+    return digest.hexdigest()[:24]
+
+
+def _alias_file(alias: str, cache_dir: Path | None) -> Path:
+    return (cache_dir or onnx_cache_dir()) / "variants" / f"{alias}.json"
+
+
+def find_int8_graphs(alias: str, cache_dir: Path | None = None) -> Int8Graphs | None:
+    """The graphs :func:`record_int8_graphs` noted under ``alias``, if every file is still there."""
+    root = cache_dir or onnx_cache_dir()
+    try:
+        noted = json.loads(_alias_file(alias, cache_dir).read_text(encoding="utf-8"))
+        decoder = root / noted["decoder"]
+        encoder = root / noted["encoder"] if noted.get("encoder") else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not decoder.is_file() or (encoder is not None and not encoder.is_file()):
+        return None
+    return Int8Graphs(decoder, encoder)
+
+
+def record_int8_graphs(alias: str, graphs: Int8Graphs, cache_dir: Path | None = None) -> None:
+    """Note ``graphs`` under ``alias`` (paths relative to the cache, so that a moved cache still finds them)."""
+    root = (cache_dir or onnx_cache_dir()).resolve()
+    noted = {
+        "decoder": str(graphs.decoder.resolve().relative_to(root)),
+        "encoder": str(graphs.encoder.resolve().relative_to(root)) if graphs.encoder is not None else None,
+    }
+
+    def write(tmp: Path) -> Path:
+        path = tmp / "alias.json"
+        path.write_text(json.dumps(noted) + "\n", encoding="utf-8")
+        return path
+
+    write_atomically(_alias_file(alias, cache_dir), write)

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from c2v_rag.core.extras import require
+from c2v_rag.cpu.build_progress import stage
 from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 
 logger = logging.getLogger(__name__)
@@ -267,7 +268,8 @@ def cached_onnx(
     logger.info("exporting the decoder to ONNX (%s) into %s: once per model and method", method, folder)
 
     def build(tmp: Path) -> Path:
-        exported = export_decoder(decoder, tmp / "decoder-fp32.onnx")
+        with stage("exporting the decoder"):
+            exported = export_decoder(decoder, tmp / "decoder-fp32.onnx")
         if transform is not None:
             return transform(exported, tmp / target.name)
         return exported if method == "fp32" else quantize_onnx(exported, tmp / target.name, method)

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from c2v_rag.core.extras import require
+from c2v_rag.cpu.build_progress import stage
 from c2v_rag.cpu.onnx_decoder import (
     EXAMPLE_SHAPE,
     OPSET,
@@ -93,10 +94,16 @@ class OnnxEncoder(nn.Module):
 def onnx_encoder(encoder: nn.Module, *, cache_dir: Path | None = None) -> OnnxEncoder:
     """``encoder`` (float32, on the CPU, merged adapters) run by ONNX Runtime, exported on first use and then
     read from the cache."""
+    return OnnxEncoder(encoder, onnx_encoder_file(encoder, cache_dir=cache_dir))
+
+
+def onnx_encoder_file(encoder: nn.Module, *, cache_dir: Path | None = None) -> Path:
+    """The cached ONNX file of ``encoder`` (see :func:`onnx_encoder`), exported first if missing."""
     require("onnxruntime", "the ONNX encoder", "int8")
     check_exportable(encoder, "encoder")
     target = (cache_dir or onnx_cache_dir()) / encoder_key(encoder) / _FILE
     if not target.is_file():
         logger.info("exporting the encoder to ONNX into %s: once per model", target.parent)
-        write_atomically(target, lambda tmp: export_encoder(encoder, tmp / _FILE))
-    return OnnxEncoder(encoder, target)
+        with stage("exporting the encoder"):
+            write_atomically(target, lambda tmp: export_encoder(encoder, tmp / _FILE))
+    return target

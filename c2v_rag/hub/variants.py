@@ -26,7 +26,7 @@ import shutil
 import warnings
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -184,7 +184,10 @@ def load_variant(
         keys = {role: _merged_key(config, digest, role, path, dtype, target) for role, path in adapters.items()}
     cached = {role: found for role, key in keys.items() if (found := find_merged(key)) is not None}
     plain = [role for role in ("decoder", "encoder") if role not in adapters or role in cached]
-    if not (merge_adapters and plain_forward_enabled()) or resolve_quantize(quantize, target) != "none":
+    int8 = resolve_quantize(quantize, target) != "none"
+    # int8 graphs built earlier from these files: no export, so no need of transformers' modules or of hashing them
+    alias, graphs = _int8_graphs(digest, config) if int8 and merge_adapters else (None, None)
+    if not (merge_adapters and plain_forward_enabled()) or (int8 and graphs is None):
         plain = []  # adapters to attach, or int8 to export: both work on transformers' modules
     model = cls.from_config(config, device=device, dtype=dtype, backbones=cached, plain=plain)
     if projector_state is not None:
@@ -200,7 +203,29 @@ def load_variant(
         if merge_adapters:
             model.adapter_sources[role] = adapter_dir
     model.weights_digest = digest
-    return model.to(model.device).eval().apply_quantization(quantize)
+    model = model.to(model.device).eval()
+    if graphs is not None:
+        return model.use_int8_graphs(graphs)
+    model.apply_quantization(quantize)
+    if alias is not None:
+        from c2v_rag.cpu.int8 import Int8Graphs, record_int8_graphs
+
+        record_int8_graphs(alias, Int8Graphs(model.decoder.path, getattr(model.encoder, "path", None)))
+    return model
+
+
+def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | None, Any]:
+    """The alias of a variant's int8 graphs (:func:`c2v_rag.cpu.int8.variant_alias`; None without a digest)
+    and the graphs noted under it, if any."""
+    if digest is None:
+        return None, None
+    from c2v_rag.core.extras import require
+
+    require("onnxruntime", "quantize='int8'", "int8")  # before any weights load
+    from c2v_rag.cpu.int8 import find_int8_graphs, variant_alias
+
+    alias = variant_alias(digest, config.model_dump_json())
+    return alias, find_int8_graphs(alias)
 
 
 def _merged_key(

@@ -233,7 +233,7 @@ class Causal2Vec(nn.Module):
         """Apply ``quantize`` (see :meth:`from_pretrained`) to this loaded float model, in place; returns it.
 
         Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8-token-sq"``): int8 replaces
-        the decoder by an ONNX Runtime one (:func:`c2v_rag.cpu.int8.int8_decoder`), built on first use from this
+        the decoder by an ONNX Runtime one (:func:`c2v_rag.cpu.int8.int8_decoder_file`), built on first use from this
         model's weights and cached on disk, and runs the encoder in ONNX Runtime too, in float32
         (:func:`c2v_rag.cpu.onnx_encoder.onnx_encoder`: the same states, in less CPU time). ``cache_dir`` is
         where the ONNX files are kept (default: ``$C2V_RAG_CACHE/onnx``, else ``~/.cache/c2v_rag/onnx``).
@@ -254,17 +254,38 @@ class Causal2Vec(nn.Module):
                 f"int8 quantization starts from float32 weights, got {self.dtype}: load with dtype='float32'"
             )
         self.use_transformers_backbones()  # the ONNX export traces transformers' modules
-        from c2v_rag.cpu.int8 import int8_decoder
-        from c2v_rag.cpu.onnx_encoder import onnx_encoder
+        from c2v_rag.cpu.build_progress import building
+        from c2v_rag.cpu.int8 import Int8Graphs, int8_decoder_file
+        from c2v_rag.cpu.onnx_encoder import onnx_encoder_file
 
-        self.decoder = int8_decoder(self, cache_dir=cache_dir)  # calibrates through the torch encoder: swap it after
+        # The bar shows only on a first load, while the graphs are built; they are cached for later loads.
+        with building("Building the int8 model (once; cached for later loads)"):
+            decoder = int8_decoder_file(self, cache_dir=cache_dir)  # calibrates through the torch encoder
+            encoder = onnx_encoder_file(self.encoder, cache_dir=cache_dir) if self.encoder is not None else None
+        return self.use_int8_graphs(Int8Graphs(decoder, encoder))
+
+    def use_int8_graphs(self, graphs: Any) -> Causal2Vec:
+        """Run this float model's decoder and encoder on ``graphs`` (a :class:`c2v_rag.cpu.int8.Int8Graphs`),
+        built by :meth:`apply_quantization` for these same weights; returns this model, now int8.
+
+        Nothing checks that the graphs were built from these weights: :meth:`apply_quantization` does (by
+        hashing them), and a load from a variant's files finds its graphs by the variant's digest. Any backbone
+        serves (transformers' or plain torch): the graphs replace its layers; its word embeddings stay.
+        """
+        from c2v_rag.core.devices import INT8_METHOD
+        from c2v_rag.cpu.onnx_decoder import OnnxDecoder
+        from c2v_rag.cpu.onnx_encoder import OnnxEncoder
+
+        if (graphs.encoder is None) != (self.encoder is None):
+            raise ValueError(f"int8 graphs {graphs} do not match this model's encoder ({type(self.encoder).__name__})")
+        self.decoder = OnnxDecoder(self.decoder, graphs.decoder, INT8_METHOD)
         if self.encoder is not None:
-            self.encoder = onnx_encoder(self.encoder, cache_dir=cache_dir)
+            self.encoder = OnnxEncoder(self.encoder, graphs.encoder)
         if self.projector is not None:
             # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
             # vector would depend on its batch (ContextualProjector.row_by_row)
             self.projector.row_by_row = True
-        self.quantization = applied
+        self.quantization = INT8_METHOD
         return self
 
     def use_transformers_backbones(self) -> Causal2Vec:

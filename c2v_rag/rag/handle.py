@@ -99,7 +99,9 @@ class Collection:
             preset for an ingest, the model the collection was built with for a search (another is refused).
         device, dtype: how the model loads (None: cuda when present; auto).
         quantize: ``"none"``, ``"int8"`` (CPU, the decoder's linear layers in int8) or ``"auto"`` (int8 where it
-            met the quality bound). None: none for an ingest; the collection's own for a search and a reindex.
+            met the quality bound). None: for an ingest, an existing collection's own, else ``"auto"`` (int8 on
+            the CPUs of docs/performance.md's table; ``$C2V_RAG_QUANTIZE`` sets another); the collection's own
+            for a search and a reindex.
         client: an open ``QdrantClient`` (or ``AsyncQdrantClient`` for :meth:`asearch`) to use, left open.
             Without one each call opens the store and closes it, so an embedded store stays free in between.
 

@@ -115,7 +115,8 @@ class ModelOptions(_Options):
     quantize: str | None = Field(
         default=None,
         description="'none', 'int8' (the decoder's linear layers in int8, CPU) or 'auto' (int8 where it met the "
-        "quality bound); None: none (search: the collection's own; the other is refused)",
+        "quality bound); None: an ingest into an existing collection keeps its kind, new vectors get 'auto' "
+        "($C2V_RAG_QUANTIZE sets another); search: the collection's own",
     )
 
     # Variants resolved by this object, by (model, the collection's recorded model): read once per handle.
@@ -170,10 +171,12 @@ class ResolvedModel:
         """The model object the caller passed, if any."""
         return None if self.reference is not None else self.options.model
 
-    def quantization(self) -> str:
-        """What a collection records as ``quantize`` before the weights load: a loaded model's own, else the
-        one asked for, resolved for the device."""
-        from c2v_rag.core.devices import resolve_device, resolve_quantize
+    def quantization(self, recorded: Mapping[str, Any] | None = None) -> str:
+        """What an ingest runs with and a collection records as ``quantize``, before the weights load: a loaded
+        model's own; else the one asked for; else the one an existing collection recorded (``recorded``, its
+        fingerprint), so that its vectors stay of one kind; else the default for new vectors
+        (:func:`~c2v_rag.core.devices.default_quantize`: ``auto``). Resolved for the device."""
+        from c2v_rag.core.devices import default_quantize, int8_runtime_installed, resolve_device, resolve_quantize
 
         quantize, loaded = self.options.quantize, self.loaded
         if loaded is not None:
@@ -183,7 +186,13 @@ class ResolvedModel:
                     f"{loaded.quantization!r}): load it with Causal2Vec.from_pretrained(..., quantize=...)"
                 )
             return loaded.quantization
-        return resolve_quantize(quantize, resolve_device(self.options.device))
+        device = resolve_device(self.options.device)
+        if quantize is None and recorded is not None:
+            # A collection from before quantize was recorded holds float vectors. Where int8 cannot run (a GPU,
+            # no int8 extra), float vectors join int8 ones: they search each other alike (check_model).
+            kept = recorded.get("quantize") or "none"
+            return kept if kept == "none" or (device.type == "cpu" and int8_runtime_installed()) else "none"
+        return resolve_quantize(default_quantize() if quantize is None else quantize, device)
 
     def load(self, default_quantize: str | None = None, readout: Mapping[str, Any] | None = None) -> Causal2Vec:
         """The model: a loaded one as given, else the shared one (:func:`~c2v_rag.rag.embedding.load_model`),

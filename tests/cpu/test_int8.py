@@ -243,10 +243,19 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_free(tiny_variant, tmp_path, monkeypatch):
+def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_free(
+    tiny_variant, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
     float_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    capsys.readouterr()
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    # The first load builds the graphs under one progress bar, which ends full, through every stage.
+    shown = capsys.readouterr().err
+    assert "Building the int8 model (once; cached for later loads)" in shown
+    assert "100%" in shown and shown.count("Building the int8 model") >= 2, shown
+    for name in ("exporting the decoder", "calibrating", "writing the int8 decoder", "exporting the encoder"):
+        assert name in shown, name
     assert model.quantization == INT8_METHOD and float_model.quantization == "none"
     assert isinstance(model.decoder, od.OnnxDecoder) and model.decoder.path.is_relative_to(tmp_path / "onnx")
     assert isinstance(model.encoder, OnnxEncoder) and model.encoder.path.is_relative_to(tmp_path / "onnx")
@@ -261,11 +270,18 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     # kernels, the projector row by row), so alone and batched agree to float32 rounding at most; a
     # batch-dependent part would show as int8 rounding flips, ~1e-3 here.
     np.testing.assert_allclose(alone, batch, rtol=0, atol=1e-6)
-    # A second load reads the cached graph: no calibration, no export, the same vectors.
+    # A second load reads the cached graph: no calibration, no export, the same vectors. It finds the graphs by
+    # the variant's digest, so it neither builds transformers' modules nor hashes the weights.
     monkeypatch.setattr(int8_module, "input_maxima", lambda *a, **k: pytest.fail("calibrated again"))
     monkeypatch.setattr(od, "export_decoder", lambda *a, **k: pytest.fail("exported again"))
     monkeypatch.setattr(onnx_encoder_module, "export_encoder", lambda *a, **k: pytest.fail("exported again"))
+    monkeypatch.setattr(od, "hash_weights", lambda *a, **k: pytest.fail("hashed the weights again"))
+    monkeypatch.setattr(
+        Causal2Vec, "use_transformers_backbones", lambda *a, **k: pytest.fail("built transformers' modules")
+    )
+    capsys.readouterr()
     again = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    assert "Building the int8 model" not in capsys.readouterr().err  # a load from the cache shows no bar
     assert again.decoder.path == model.decoder.path and again.encoder.path == model.encoder.path
     np.testing.assert_allclose(again.encode(TEXTS, normalize_embeddings=True), batch, atol=1e-6)
 

@@ -116,7 +116,7 @@ def embed(
         model=chosen.model,
         device=chosen.device,
         dtype=chosen.dtype,
-        quantize=chosen.quantize,
+        quantize=chosen.resolve().quantization(),  # the default for new vectors when none is asked
         ray=ray,
         rows_per_file=rows_per_file,
         started=started,

@@ -35,7 +35,7 @@ from c2v_rag.rag.ingestion.sync import sync_roots
 from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.store.aliases import resolve_alias, switch_alias, versioned_target
-from c2v_rag.store.collection import QdrantConfig, ensure_collection
+from c2v_rag.store.collection import QdrantConfig, collection_fingerprint, ensure_collection
 from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.store_backend import StoreClient
 from c2v_rag.store.vectors import CollectionVectors
@@ -76,20 +76,10 @@ def ingest_documents(
     roots = sync_roots(docs) if settings.sync else []
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     model = chosen.resolve()
-    quantization = model.quantization()
     check_chunk_size(settings.chunk_size, model.config.max_length)
     bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
     layout = CollectionVectors.for_ingest(target, bm25)
     sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
-    plan = IngestPlan(
-        settings=settings,
-        target=target,
-        layout=layout,
-        sparse_encoder=sparse_encoder,
-        model=model,
-        quantization=quantization,
-        roots=roots,
-    )
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
     opened: StoreClient = (
@@ -110,6 +100,9 @@ def ingest_documents(
             versioned_target(held.client, collection) if versioned else (resolve_alias(held.client, collection), None)
         )
         try:
+            # The quantization: the one asked for, else what an existing collection recorded, else the default.
+            exists = held.client.collection_exists(held.collection)
+            quantization = model.quantization(collection_fingerprint(held.client, held.collection) if exists else None)
             check_target(
                 held.client,
                 held.collection,
@@ -126,6 +119,15 @@ def ingest_documents(
             if store_error is err:
                 raise
             raise store_error from err
+        plan = IngestPlan(
+            settings=settings,
+            target=target,
+            layout=layout,
+            sparse_encoder=sparse_encoder,
+            model=model,
+            quantization=quantization,
+            roots=roots,
+        )
         # 4. The model, then the run.
         held.created = ensure_collection(
             held.client, held.collection, target, runner.fingerprint(plan), layout, settings.payload_indexes

@@ -63,7 +63,7 @@ class LocalEngine:
         self.size = input_size(docs, log)
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
-        c2v: Causal2Vec = plan.model.load()
+        c2v: Causal2Vec = plan.model.load(default_quantize=plan.quantization)
         self.embedder = Embedder.for_documents(c2v, plan.settings)
         self.chunker = TokenChunker(c2v, plan.settings.chunk_size, plan.settings.chunk_overlap)
         return model_fingerprint(c2v, plan.model.reference, plan.settings.truncate_dim, plan.settings.document_prompt)

@@ -463,7 +463,9 @@ class ChunkEmbedActor:
             device = "cuda" if ray.get_gpu_ids() else "cpu"
         if device == "cpu":
             torch.set_num_threads(job.threads)
-        model = load_model(job.model, device=device, dtype=job.dtype, quantize=job.quantize)
+        # int8 runs on CPUs only: a GPU actor embeds in float, whose vectors search int8 ones alike (check_model)
+        quantize = job.quantize if torch.device(device).type == "cpu" else None
+        model = load_model(job.model, device=device, dtype=job.dtype, quantize=quantize)
         self.core = BatchEmbedder(
             Embedder.for_documents(model, job), BM25Encoder(job.bm25) if job.bm25 is not None else None
         )

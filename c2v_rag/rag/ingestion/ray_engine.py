@@ -91,7 +91,7 @@ class RayEngine:
             model=plan.model.reference,
             device=plan.model.options.device,
             dtype=plan.model.options.dtype,
-            quantize=plan.model.options.quantize,
+            quantize=plan.quantization,  # what the collection records (the default resolved on the driver)
             created=store.created,
             options=self.options,
             own_client=store.own_client,

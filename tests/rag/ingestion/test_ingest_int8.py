@@ -185,18 +185,56 @@ def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collec
         expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]
         assert [h.id for h in found] == [i for _, i in expected]
         np.testing.assert_allclose([h.score for h in found], [sc for sc, _ in expected], atol=1e-4)
-    # float vectors go into the int8 collection too; it keeps recording the kind it was created with
-    extra = [{"id": "float-doc", "text": corpus[0]["text"]}]
-    c2v_rag.ingest(extra, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config)
+    # Asked for, float vectors go into the int8 collection too; it keeps recording the kind it was created with.
+    # Not asked for, an ingest keeps the collection's kind (whatever $C2V_RAG_QUANTIZE says for new collections).
+    kinds = {"none": float_model, INT8_METHOD: int8_model}
+    for doc_id, quantize, kind in (("float-doc", "none", "none"), ("default-doc", None, INT8_METHOD)):
+        extra = [{"id": doc_id, "text": corpus[0]["text"]}]
+        c2v_rag.ingest(
+            extra, path=tmp_path, collection="q8", model=tiny_variant, config=ingest_config, quantize=quantize
+        )
+        with closing(QdrantClient(path=str(tmp_path))) as client:
+            assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
+            added = {i: p for i, p in stored_points(client, "q8").items() if p["doc_id"] == doc_id}
+            vectors = np.array([p.vector for p in client.retrieve("q8", list(added), with_vectors=True)], np.float32)
+        assert added
+        # the vectors of the kind expected (to float rounding), not of the other (int8 moves them by about 1e-4)
+        each = {
+            name: m.encode_documents([p["page_content"] for p in added.values()], normalize_embeddings=True)
+            for name, m in kinds.items()
+        }
+        np.testing.assert_allclose(vectors, each[kind], atol=1e-5)
+        assert not np.allclose(vectors, each[INT8_METHOD if kind == "none" else "none"], atol=1e-5)
+
+
+@needs_int8_cpu
+def test_without_quantize_new_vectors_get_auto_and_an_existing_collection_keeps_its_kind(
+    tmp_path, tiny_variant, corpus, ingest_config, monkeypatch
+):
+    monkeypatch.delenv("C2V_RAG_QUANTIZE", raising=False)  # the suite sets it to none (conftest): the default here
+    auto = resolve_quantize("auto", CPU)  # int8 on the CPU classes of docs/performance.md's table
+    docs, more = corpus[:3], corpus[3:5]
+    c2v_rag.ingest(docs, path=tmp_path, collection="new", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(docs, path=tmp_path, collection="float", model=tiny_variant, config=ingest_config, quantize="none")
+    c2v_rag.ingest(more, path=tmp_path, collection="float", model=tiny_variant, config=ingest_config)
     with closing(QdrantClient(path=str(tmp_path))) as client:
-        assert collection_fingerprint(client, "q8")["quantize"] == INT8_METHOD
-        added = {i: p for i, p in stored_points(client, "q8").items() if i not in payloads}
-        vectors = np.array([p.vector for p in client.retrieve("q8", list(added), with_vectors=True)], np.float32)
-    assert added and {p["doc_id"] for p in added.values()} == {"float-doc"}
-    expected = float_model.encode_documents(
-        [p["page_content"] for p in added.values()], batch_size=1, normalize_embeddings=True
+        assert collection_fingerprint(client, "new")["quantize"] == auto
+        assert collection_fingerprint(client, "float")["quantize"] == "none"
+        points = stored_points(client, "float")
+        added = [i for i, p in points.items() if p["doc_id"] in {d["id"] for d in more}]
+        vectors = np.array([p.vector for p in client.retrieve("float", added, with_vectors=True)], np.float32)
+    expected = load_model(tiny_variant, device="cpu", quantize="none").encode_documents(
+        [points[i]["page_content"] for i in added], normalize_embeddings=True
     )
-    assert ((vectors * expected).sum(1) > 0.9999).all()
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)  # the float collection got float vectors
+    # $C2V_RAG_QUANTIZE sets the default for new vectors; a bad value is named with the fix
+    monkeypatch.setenv("C2V_RAG_QUANTIZE", "none")
+    c2v_rag.ingest(docs, path=tmp_path, collection="env", model=tiny_variant, config=ingest_config)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "env")["quantize"] == "none"
+    monkeypatch.setenv("C2V_RAG_QUANTIZE", "int4")
+    with pytest.raises(ValueError, match=r"\$C2V_RAG_QUANTIZE='int4' is not one of none, int8, auto"):
+        c2v_rag.ingest(docs, path=tmp_path, collection="bad", model=tiny_variant, config=ingest_config)
 
 
 @needs_int8_cpu
