@@ -258,18 +258,21 @@ def llamaindex_ingest(folder: Path, client, collection: str, clock, batch_size: 
 
 
 def c2v_ingest(name: str, folder: Path, client, collection: str, clock) -> int:
+    """``name`` is a c2v pipeline, with ``@N`` for a budget of N padded tokens per forward pass (``--max-tokens``)."""
     import c2v_rag
-    from c2v_rag.rag import load_model
+    from c2v_rag.rag import IngestConfig, load_model
 
+    pipeline, _, budget = name.partition("@")
     options = {
         "c2v-float": {"quantize": "none"},
         "c2v-int8": {"quantize": "int8"},
         "c2v-384": {"truncate_dim": 384, "quantize": "none"},
-    }[name]
+    }[pipeline]
+    config = IngestConfig(max_tokens_per_batch=int(budget)) if budget else None
     load_model(None, device="cpu", quantize=options.get("quantize")).encode(["warm up"])
     clock()
     result = c2v_rag.ingest(
-        [folder], client=client, collection=collection, device="cpu", show_progress=False, **options
+        [folder], client=client, collection=collection, device="cpu", show_progress=False, config=config, **options
     )
     return result.chunks
 
@@ -340,6 +343,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=3000, help="documents a builder writes")
     parser.add_argument("--batch-size", type=int, default=64, help="LlamaIndex's embed_batch_size")
     parser.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run each c2v pipeline once per budget of padded tokens per forward pass (rows NAME@N) instead of at "
+        "its default",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, default=None, help=argparse.SUPPRESS)
@@ -379,7 +390,12 @@ def main() -> None:
     if build == "kernel-docs":
         report["folder"]["source"] = f"linux-doc-6.1 {package_version('linux-doc-6.1')}"
     rows: list[dict] = report["rows"]
-    for name in args.pipelines:
+    names = [
+        f"{name}@{budget}" if name.startswith("c2v-") else name
+        for name in args.pipelines
+        for budget in (args.max_tokens if name.startswith("c2v-") and args.max_tokens else [None])
+    ]
+    for name in (n.removesuffix("@None") for n in names):
         with tempfile.TemporaryDirectory(prefix="c2v-ingest-") as store:
             command = [sys.executable, __file__, "--folder", str(folder), "--batch-size", str(args.batch_size)]
             out = subprocess.run(
