@@ -344,22 +344,7 @@ class Causal2Vec(nn.Module):
         and the decoder's parts under ``normalize_parts``): such a prefix is a mix of whole parts.
         ``encoder_share`` and ``part_weights`` are alternatives: naming one alone sets the other aside.
         """  # noqa: E501
-        unknown = set(fields) - set(READOUT_FIELDS)
-        if unknown:
-            raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
-        # encoder_share and part_weights are two ways to weigh the parts: naming one alone replaces the other.
-        if fields.get("part_weights") is not None:
-            fields.setdefault("encoder_share", 0.0)
-        elif "encoder_share" in fields:
-            fields.setdefault("part_weights", None)
-        current = self.config.model_dump()
-        if any(current[name] != value for name, value in fields.items()):
-            config = Causal2VecConfig.model_validate({**current, **fields, "matryoshka_dims": []})
-            # A prefix of whole parts, each a unit vector of its own, is still a weighted mix of parts in the new
-            # layout; any other trained size cut a part that the new readout weighs otherwise.
-            kept = [n for n in current["matryoshka_dims"] if n in _whole_part_prefixes(config)]
-            fields["matryoshka_dims"] = kept
-        self.config = Causal2VecConfig.model_validate({**current, **fields})
+        self.config = readout_config(self.config, **fields)
         self.prompts.keep_text = _reads_text(self.config)
 
     # ------------------------------------------------------------------ properties
@@ -692,6 +677,26 @@ class Causal2Vec(nn.Module):
         """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
         a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def readout_config(config: Causal2VecConfig, **fields: Any) -> Causal2VecConfig:
+    """``config`` read another way (:meth:`Causal2Vec.set_readout`, which documents the fields): re-validated, with
+    the trained Matryoshka sizes that still end where a part ends."""
+    unknown = set(fields) - set(READOUT_FIELDS)
+    if unknown:
+        raise ValueError(f"set_readout takes {list(READOUT_FIELDS)}, not {sorted(unknown)}")
+    # encoder_share and part_weights are two ways to weigh the parts: naming one alone replaces the other.
+    if fields.get("part_weights") is not None:
+        fields.setdefault("encoder_share", 0.0)
+    elif "encoder_share" in fields:
+        fields.setdefault("part_weights", None)
+    current = config.model_dump()
+    if any(current[name] != value for name, value in fields.items()):
+        changed = Causal2VecConfig.model_validate({**current, **fields, "matryoshka_dims": []})
+        # A prefix of whole parts, each a unit vector of its own, is still a weighted mix of parts in the new
+        # layout; any other trained size cut a part that the new readout weighs otherwise.
+        fields["matryoshka_dims"] = [n for n in current["matryoshka_dims"] if n in _whole_part_prefixes(changed)]
+    return Causal2VecConfig.model_validate({**current, **fields})
 
 
 def _whole_part_prefixes(config: Causal2VecConfig) -> set[int]:

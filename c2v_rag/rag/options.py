@@ -15,7 +15,7 @@ model loads, a mode the collection cannot serve once the collection is read), wi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -146,6 +146,8 @@ class ResolvedModel:
     reference: str | None
     config: Causal2VecConfig
     weights: str | None
+    # The part weights it is read at when not its own (a collection's record): ``config`` has them already.
+    readout: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, options: ModelOptions) -> ResolvedModel:
@@ -197,15 +199,40 @@ class ResolvedModel:
     def load(self, default_quantize: str | None = None, readout: Mapping[str, Any] | None = None) -> Causal2Vec:
         """The model: a loaded one as given, else the shared one (:func:`~c2v_rag.rag.embedding.load_model`),
         with ``default_quantize`` when none was asked for and the part weights (``readout``) a collection recorded
-        (search and reindex pass the collection's own)."""
+        (search and reindex pass the collection's own; else :attr:`readout`, see :meth:`reading`)."""
         from c2v_rag.rag.embedding import load_model
 
         if self.loaded is not None:
             return self.loaded
         quantize = self.options.quantize if self.options.quantize is not None else default_quantize
         return load_model(
-            self.reference, device=self.options.device, dtype=self.options.dtype, quantize=quantize, readout=readout
+            self.reference,
+            device=self.options.device,
+            dtype=self.options.dtype,
+            quantize=quantize,
+            readout=readout if readout is not None else self.readout,
         )
+
+    def reading(self, recorded: Mapping[str, Any] | None) -> ResolvedModel:
+        """This model as it adds vectors to a collection that recorded ``recorded`` (its fingerprint; None: a new
+        one): a named model at the part weights the collection recorded, so that old and new vectors are read
+        alike, as a search by name reads them (a collection made by an earlier release keeps its weights). A
+        loaded model is used as it is; the collection check then names the ``set_readout`` that fits."""
+        from c2v_rag.model.causal2vec import readout_config
+        from c2v_rag.store.collection import recorded_readout
+
+        readout = recorded_readout(recorded)
+        if (
+            self.loaded is not None
+            or readout is None
+            or all(getattr(self.config, name) == value for name, value in readout.items())
+        ):
+            return self
+        try:
+            config = readout_config(self.config, **readout)
+        except ValueError:  # weights this variant cannot be read at (another layout): the check names the mismatch
+            return self
+        return replace(self, config=config, readout=readout)
 
     def as_recorded(self, recorded: Mapping[str, Any] | None) -> Causal2Vec:
         """The model, run as a collection's record says its vectors were made: its quantization unless another

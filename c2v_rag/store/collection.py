@@ -425,14 +425,14 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
 
 def _readout_fix(stored: dict[str, Any], differ: list[str]) -> str:
     """Where only the part weights differ, the one-line fix for a model object the caller passed (a model named
-    is read at the recorded weights by itself)."""
+    is read at the recorded weights by itself, by an ingest and a search alike)."""
     # The vector's size follows the weights (a part left out is not stored): that difference is the weights' too.
     if not set(differ) & set(_READOUT_RECORD) or not set(differ) <= {*_READOUT_RECORD, "embedding_dim"}:
         return ""
     readout = ", ".join(f"{f}={v!r}" for f, v in (recorded_readout(stored) or {}).items())
     return (
-        f" Only the part weights differ: a model object reads it after model.set_readout({readout}); a search "
-        "that names the model (or none, for the default preset) reads it at the weights it recorded by itself."
+        f" Only the part weights differ: a model object reads it after model.set_readout({readout}); an ingest or "
+        "a search that names the model (or none, for the default preset) uses the weights it recorded by itself."
     )
 
 
@@ -477,7 +477,10 @@ def check_collection(
     params = stored_vector_params(info, name, config)
     dim = fingerprint["embedding_dim"]
     if params.size != dim:
-        stored_size = (collection_fingerprint(client, name) or {}).get("truncate_dim")
+        recorded = collection_fingerprint(client, name) or {}
+        if any(field in recorded and recorded[field] != fingerprint.get(field) for field in _READOUT_RECORD):
+            check_model(recorded, fingerprint, name, config.location)  # other part weights: that error names the fix
+        stored_size = recorded.get("truncate_dim")
         hint = (
             f"It was built with truncate_dim={stored_size} and this run asks for "
             f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size}, "

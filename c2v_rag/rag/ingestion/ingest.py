@@ -100,9 +100,12 @@ def ingest_documents(
             versioned_target(held.client, collection) if versioned else (resolve_alias(held.client, collection), None)
         )
         try:
-            # The quantization: the one asked for, else what an existing collection recorded, else the default.
+            # An existing collection keeps what it recorded unless asked otherwise: its quantization, and for a
+            # model named, its part weights. Else the defaults.
             exists = held.client.collection_exists(held.collection)
-            quantization = model.quantization(collection_fingerprint(held.client, held.collection) if exists else None)
+            recorded = collection_fingerprint(held.client, held.collection) if exists else None
+            model = model.reading(recorded)
+            quantization = model.quantization(recorded)
             check_target(
                 held.client,
                 held.collection,

@@ -409,8 +409,10 @@ class EmbedJob:
     threads: int
     sink: ActorSink
     truncate_dim: int | None = None
-    # quantize= as the caller passed it: each actor resolves it for its own device when it loads the model.
+    # The quantization resolved on the driver (what the collection records); a GPU actor embeds in float.
     quantize: str | None = None
+    # The part weights to read the model at, where not its own (an existing collection's record).
+    readout: dict[str, Any] | None = None
     bm25: BM25Config | None = None
 
     @classmethod
@@ -424,6 +426,7 @@ class EmbedJob:
         dtype: str | None,
         sink: ActorSink,
         quantize: str | None = None,
+        readout: dict[str, Any] | None = None,
         bm25: BM25Config | None = None,
     ) -> EmbedJob:
         """The job of an ingest or embed run: its chunking and embedding settings, one torch thread per
@@ -433,6 +436,7 @@ class EmbedJob:
             device=device,
             dtype=dtype,
             quantize=quantize,
+            readout=readout,
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,
             batch_size=settings.batch_size,
@@ -465,7 +469,7 @@ class ChunkEmbedActor:
             torch.set_num_threads(job.threads)
         # int8 runs on CPUs only: a GPU actor embeds in float, whose vectors search int8 ones alike (check_model)
         quantize = job.quantize if torch.device(device).type == "cpu" else None
-        model = load_model(job.model, device=device, dtype=job.dtype, quantize=quantize)
+        model = load_model(job.model, device=device, dtype=job.dtype, quantize=quantize, readout=job.readout)
         self.core = BatchEmbedder(
             Embedder.for_documents(model, job), BM25Encoder(job.bm25) if job.bm25 is not None else None
         )

@@ -92,6 +92,7 @@ class RayEngine:
             device=plan.model.options.device,
             dtype=plan.model.options.dtype,
             quantize=plan.quantization,  # what the collection records (the default resolved on the driver)
+            readout=plan.model.readout,  # the part weights an existing collection recorded, where not the model's
             created=store.created,
             options=self.options,
             own_client=store.own_client,
@@ -136,6 +137,7 @@ class RayIngestRun:
         dtype: str | None,
         created: bool,
         quantize: str | None = None,
+        readout: dict[str, Any] | None = None,
         options: RayOptions,
         own_client: bool,
     ) -> None:
@@ -144,7 +146,7 @@ class RayIngestRun:
         self.target = target
         self.settings = settings
         self.layout = layout
-        self.model, self.device, self.dtype, self.quantize = model, device, dtype, quantize
+        self.model, self.device, self.dtype, self.quantize, self.readout = model, device, dtype, quantize, readout
         self.created = created
         self.options = options
         self.own_client = own_client
@@ -183,6 +185,7 @@ class RayIngestRun:
             device=self.device,
             dtype=self.dtype,
             quantize=self.quantize,
+            readout=self.readout,
             bm25=self.layout.bm25,
             sink=self._actor_sink(),
         )

@@ -148,3 +148,30 @@ def test_reindex_keeps_the_quantization_unless_another_is_asked_for(
     assert _vectors(tmp_path, "papers_v2")[0]["quantize"] == INT8_METHOD
     c2v_rag.reindex("papers", path=tmp_path, model=tiny_variant, quantize="none", show_progress=False)
     assert _vectors(tmp_path, "papers_v3")[0]["quantize"] == "none"
+
+
+def test_an_ingest_that_names_the_model_adds_at_the_part_weights_the_collection_recorded(
+    tmp_path, tiny_model_factory, tmp_path_factory, corpus, ingest_config
+):
+    """A variant whose part weights changed since a collection was made (as the preset's did between releases)
+    adds documents to it at the weights it recorded, by name or by path, locally; a model object is refused."""
+    path = _variant(tiny_model_factory, tmp_path_factory, "reweighed", normalize_parts=True, encoder_share=0.5)
+    c2v_rag.ingest(corpus[:3], path=tmp_path, collection="notes", model=path, config=ingest_config)
+    model = Causal2Vec.from_pretrained(path, device="cpu")
+    model.set_readout(part_weights={"encoder": 0.7, "eos": 0.3})
+    model.save_pretrained(path)  # the same weights, read at other part weights from now on
+    c2v_rag.ingest(corpus[3:6], path=tmp_path, collection="notes", model=path, config=ingest_config)
+    recorded, _, points = _vectors(tmp_path, "notes")
+    assert recorded["encoder_share"] == 0.5 and recorded["part_weights"] is None
+    added = [
+        (payload["page_content"], _dense(v))
+        for payload, v in points.values()
+        if payload["doc_id"] in {str(d["id"]) for d in corpus[3:6]}
+    ]
+    assert added
+    as_recorded = Causal2Vec.from_pretrained(path, device="cpu")
+    as_recorded.set_readout(part_weights=None, encoder_share=0.5)
+    expected = as_recorded.encode_documents([t for t, _ in added], normalize_embeddings=True)
+    np.testing.assert_allclose(np.stack([v for _, v in added]), expected, atol=1e-5)
+    with pytest.raises(CollectionMismatchError, match=r"model.set_readout\(encoder_share=0.5, part_weights=None\)"):
+        c2v_rag.ingest(corpus[6:8], path=tmp_path, collection="notes", model=model, config=ingest_config)

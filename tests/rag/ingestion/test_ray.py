@@ -269,3 +269,21 @@ def test_a_killed_actor_is_restarted_and_every_chunk_is_stored_once(tmp_path, ti
     assert restarts >= 1
     assert outcome["result"].ok and outcome["result"].chunks == clean.chunks
     assert duplicates == 0 and lost == 0 and compare(stored, reference) < 1e-5
+
+
+def test_ray_adds_to_a_collection_at_the_part_weights_it_recorded(tmp_path, sources, tiny_model_factory, ingest_config):
+    """A variant whose part weights changed since the collection was made: the actors embed at the recorded ones,
+    as the in-process engine does (tests/rag/admin/test_reindex_keeps.py)."""
+    from c2v_rag import Causal2Vec
+
+    variant = tmp_path / "variant"
+    tiny_model_factory("llama", max_length=128, normalize_parts=True, encoder_share=0.5).save_pretrained(variant)
+    kwargs = dict(collection="kb", model=str(variant), config=ingest_config)
+    c2v_rag.ingest(sources, path=tmp_path / "local", **kwargs)  # at the weights the variant has now
+    c2v_rag.ingest([{"id": "first", "text": make_text(7)}], path=tmp_path / "ray", **kwargs)
+    model = Causal2Vec.from_pretrained(variant, device="cpu")
+    model.set_readout(part_weights={"encoder": 0.7, "eos": 0.3})
+    model.save_pretrained(variant)  # the same weights, read otherwise from now on
+    c2v_rag.ingest(sources, path=tmp_path / "ray", engine="ray", ray=TWO_ACTORS, **kwargs)
+    got = {pid: point for pid, point in points(tmp_path / "ray").items() if point[0]["doc_id"] != "first"}
+    assert compare(got, points(tmp_path / "local")) < 1e-5
