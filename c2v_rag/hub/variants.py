@@ -26,7 +26,7 @@ import shutil
 import warnings
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 
@@ -37,6 +37,9 @@ from c2v_rag.hub.plain_weights import plain_forward_enabled
 from c2v_rag.hub.presets import resolve_variant_path
 from c2v_rag.hub.sources import resolve_reference
 from c2v_rag.hub.st_files import write_st_files
+
+if TYPE_CHECKING:
+    from c2v_rag.cpu.int8 import Int8Graphs
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,8 @@ class VariantModel(Protocol):
     def eval(self: ModelT) -> ModelT: ...
 
     def apply_quantization(self: ModelT, quantize: str | None, *, cache_dir: Path | None = None) -> ModelT: ...
+
+    def use_int8_graphs(self: ModelT, graphs: Int8Graphs) -> ModelT: ...
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
@@ -209,12 +214,15 @@ def load_variant(
     model.apply_quantization(quantize)
     if alias is not None:
         from c2v_rag.cpu.int8 import Int8Graphs, record_int8_graphs
+        from c2v_rag.cpu.onnx_decoder import OnnxDecoder
 
-        record_int8_graphs(alias, Int8Graphs(model.decoder.path, getattr(model.encoder, "path", None)))
+        decoder = model.decoder
+        if isinstance(decoder, OnnxDecoder):  # what apply_quantization built (or read) for these files
+            record_int8_graphs(alias, Int8Graphs(decoder.path, getattr(model.encoder, "path", None)))
     return model
 
 
-def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | None, Any]:
+def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | None, Int8Graphs | None]:
     """The alias of a variant's int8 graphs (:func:`c2v_rag.cpu.int8.variant_alias`; None without a digest)
     and the graphs noted under it, if any."""
     if digest is None:

@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
@@ -34,6 +34,9 @@ from c2v_rag.nn.plain import PlainBackbone
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, split_parts, weigh_parts
 from c2v_rag.nn.projector import ContextualProjector
 from c2v_rag.nn.readout import REPRESENTATIONS, Representation
+
+if TYPE_CHECKING:
+    from c2v_rag.cpu.int8 import Int8Graphs
 
 logger = logging.getLogger(__name__)
 
@@ -264,8 +267,8 @@ class Causal2Vec(nn.Module):
             encoder = onnx_encoder_file(self.encoder, cache_dir=cache_dir) if self.encoder is not None else None
         return self.use_int8_graphs(Int8Graphs(decoder, encoder))
 
-    def use_int8_graphs(self, graphs: Any) -> Causal2Vec:
-        """Run this float model's decoder and encoder on ``graphs`` (a :class:`c2v_rag.cpu.int8.Int8Graphs`),
+    def use_int8_graphs(self, graphs: Int8Graphs) -> Causal2Vec:
+        """Run this float model's decoder and encoder on ``graphs`` (:class:`c2v_rag.cpu.int8.Int8Graphs`),
         built by :meth:`apply_quantization` for these same weights; returns this model, now int8.
 
         Nothing checks that the graphs were built from these weights: :meth:`apply_quantization` does (by
@@ -279,7 +282,7 @@ class Causal2Vec(nn.Module):
         if (graphs.encoder is None) != (self.encoder is None):
             raise ValueError(f"int8 graphs {graphs} do not match this model's encoder ({type(self.encoder).__name__})")
         self.decoder = OnnxDecoder(self.decoder, graphs.decoder, INT8_METHOD)
-        if self.encoder is not None:
+        if self.encoder is not None and graphs.encoder is not None:  # both or neither (checked above)
             self.encoder = OnnxEncoder(self.encoder, graphs.encoder)
         if self.projector is not None:
             # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
