@@ -126,7 +126,9 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 # c2v_rag's weight caches (the merged-backbone cache among them) in a folder of the run's own: without
 # $C2V_RAG_CACHE it would ask platformdirs for the user cache directory, and the GPU machine lacks platformdirs.
-os.environ.setdefault("C2V_RAG_CACHE", tempfile.mkdtemp(prefix="c2v-gpu-cache-"))
+if "C2V_RAG_CACHE" not in os.environ:
+    os.environ["C2V_RAG_CACHE"] = tempfile.mkdtemp(prefix="c2v-gpu-cache-")
+    atexit.register(shutil.rmtree, os.environ["C2V_RAG_CACHE"], ignore_errors=True)  # the run's own: gone with it
 CARRIED_WHEELS = use_carried_wheels()
 
 import numpy as np  # noqa: E402

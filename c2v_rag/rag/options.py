@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, StrictInt
 
 from c2v_rag.store.backends import StoreKind
 from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, recorded_readout
@@ -272,7 +272,18 @@ class CommonSearchOptions(_Options):
     )
 
 
-class SearchOptions(CommonSearchOptions):
+class RerankOption(_Options):
+    """The second stage of a search by a query's text: :class:`SearchOptions` and the server's ``/v1/search``."""
+
+    rerank: StrictInt | None = Field(
+        default=None,
+        description="rerank the first stage's top N hits (N >= top_k) by the decoder's likelihood of the query "
+        "given each hit, fused with their scores, and return the best top_k (each hit's rerank_score); None: no "
+        "reranking. Costs a decoder pass over N hits per query (docs/ingest-and-search.md)",
+    )
+
+
+class SearchOptions(RerankOption, CommonSearchOptions):
     """How one search runs: the query's instruction, the retrieval mode and what each hit carries. The query
     and ``top_k`` belong to the call, the store and the model to the :class:`~c2v_rag.Collection`;
     ``collection`` names the collection for :func:`c2v_rag.search` (a handle's search checks it is its own)."""
@@ -294,12 +305,6 @@ class SearchOptions(CommonSearchOptions):
         "(reciprocal rank) or 'dbsf' (distribution-based score fusion)",
     )
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
-    rerank: int | None = Field(
-        default=None,
-        description="rerank the first stage's top N hits (N >= top_k) by the decoder's likelihood of the query "
-        "given each hit, fused with their scores, and return the best top_k (each hit's rerank_score); None: no "
-        "reranking. Costs a decoder pass over N hits per query (docs/ingest-and-search.md)",
-    )
 
 
 class OpenKeywords(TypedDict, total=False):

@@ -20,6 +20,7 @@ from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
+from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.metrics import ServerMetrics
@@ -290,11 +291,20 @@ class EmbeddingService:
             )
         options = body.search_options(self.config.collection)
         _check_task(options.task)
+        try:
+            check_rerank(options.rerank, body.top_k)
+        except ValueError as err:
+            raise ApiError(400, f"'rerank': {err}", param="rerank") from None
         concrete = await self.searcher.check(options.collection)
         result = await self.embed([body.query], instruction_for(self.model, "query", options.task, options.examples))
-        hits = await self.searcher.nearest(concrete, result.vectors[0], body.top_k, options)
+        # With rerank=N the first stage reads the top N and the served variant's reranker keeps the best top_k.
+        hits = await self.searcher.nearest(concrete, result.vectors[0], options.rerank or body.top_k, options)
         self.metrics.texts.inc(1)
         self.metrics.tokens.inc(result.tokens[0])
+        if options.rerank is not None:
+            reranker = await self.reranker()
+            hits = await asyncio.to_thread(rerank_hits, reranker, body.query, hits, body.top_k)
+            self.metrics.texts.inc(len(hits))
         return {
             "object": "list",
             "model": self.name,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from c2v_rag.encode.loop import check_unicode
-from c2v_rag.rag.options import CommonSearchOptions, SearchOptions
+from c2v_rag.rag.options import CommonSearchOptions, RerankOption, SearchOptions
 
 
 class ApiError(Exception):
@@ -70,14 +70,15 @@ class _SearchQuery(BaseModel):
     collection: str | None = Field(None, description="default: the server's --collection")
 
 
-class SearchRequest(CommonSearchOptions, _SearchQuery):
+class SearchRequest(RerankOption, CommonSearchOptions, _SearchQuery):
     """POST /v1/search: the chunks of a Qdrant collection nearest to a query.
 
     The options are the library's (:class:`~c2v_rag.rag.options.CommonSearchOptions`: ``task``,
-    ``examples``, ``filter``, ``score_threshold``, ``group_by_document``); the served model embeds
-    the query densely, so ``mode``, ``instruction`` and the model's options are not taken (and,
-    as any unknown field, refused). ``_SearchQuery`` comes last among the bases so that its fields
-    come first, in the order a body's first error has always been reported in.
+    ``examples``, ``filter``, ``score_threshold``, ``group_by_document``; and ``rerank``, by the served
+    variant's reranker, the one /v1/rerank uses); the served model embeds the query densely, so ``mode``,
+    ``instruction`` and the model's options are not taken (and, as any unknown field, refused).
+    ``_SearchQuery`` comes last among the bases so that its fields come first, in the order a body's first
+    error has always been reported in.
     """
 
     # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
@@ -89,8 +90,8 @@ class SearchRequest(CommonSearchOptions, _SearchQuery):
 
     def search_options(self, default_collection: str) -> SearchOptions:
         """The library's options for this request, with ``default_collection`` where it names none."""
-        common = {name: getattr(self, name) for name in CommonSearchOptions.model_fields}
-        return SearchOptions(collection=self.collection or default_collection, **common)
+        given = {name: getattr(self, name) for name in (*CommonSearchOptions.model_fields, *RerankOption.model_fields)}
+        return SearchOptions(collection=self.collection or default_collection, **given)
 
 
 class RerankRequest(BaseModel):

@@ -173,6 +173,7 @@ def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
         "filter",
         "score_threshold",
         "group_by_document",
+        "rerank",
     ]
     for field in ("mode", "instruction", "with_vectors", "model"):
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
@@ -180,3 +181,4 @@ def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
     with pytest.raises(ValidationError, match="valid dictionary"):
         SearchRequest.model_validate({"query": "x", "filter": [1]})
     assert SearchRequest(query="x").search_options("served").collection == "served"
+    assert SearchRequest(query="x", rerank=20).search_options("served").rerank == 20

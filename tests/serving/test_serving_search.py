@@ -147,3 +147,38 @@ def test_plain_serve_searches_the_store_ingest_and_search_use(tmp_path, tiny_var
         log = server.communicate(timeout=60)[0]
     assert "/v1/search reads embedded Qdrant at " + str(tmp_path / "data") in log, log
     assert "http://127.0.0.1:" in log  # loopback unless told otherwise
+
+
+def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant):
+    """``rerank`` on /v1/search: the top N by the served variant's reranker fused with the first stage's scores,
+    the hits and rerank scores ``c2v_rag.search(..., rerank=N)`` returns; a bad N is a 400 naming the field."""
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(6)]
+    c2v_rag.ingest(
+        docs, path=tmp_path, collection="kb", model=tiny_lm_variant, chunk_size=24, chunk_overlap=4, show_progress=False
+    )
+    query = "vitamin bone proteins"
+    first = c2v_rag.search(query, top_k=8, path=tmp_path, collection="kb", model=tiny_lm_variant)
+    reranked = c2v_rag.search(query, top_k=3, rerank=8, path=tmp_path, collection="kb", model=tiny_lm_variant)
+    assert [h.id for h in reranked] != [h.id for h in first[:3]]  # the reranker changes the order: the check can fail
+
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with ServerThread(create_app(load_model(tiny_lm_variant, device="cpu"), config), config) as server:
+
+        def search(**body) -> httpx.Response:
+            return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 3, **body}, timeout=60)
+
+        response = search(rerank=8)
+        assert response.status_code == 200, response.text
+        hits = response.json()["data"]
+        assert [h["id"] for h in hits] == [h.id for h in reranked]
+        assert [h["rerank_score"] for h in hits] == pytest.approx([h.rerank_score for h in reranked], abs=1e-5)
+        assert [h["score"] for h in hits] == pytest.approx([h.score for h in reranked], abs=1e-5)
+        plain = search().json()["data"]
+        assert [h["id"] for h in plain] == [h.id for h in first[:3]] and plain[0]["rerank_score"] is None
+
+        refused = ((2, "rerank=2 is less than top_k=3"), (True, "integer"), (0, "positive"), ("8", "integer"))
+        for rerank, message in refused:
+            bad = search(rerank=rerank)
+            assert bad.status_code == 400, bad.text
+            error = bad.json()["error"]
+            assert error["param"] == "rerank" and message in error["message"], error
