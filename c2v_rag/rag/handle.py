@@ -191,7 +191,7 @@ class Collection:
         with self._opened() as client:
             concrete, info = self._concrete(client)
             truncate_dim = (fingerprint_of(info) or {}).get("truncate_dim")
-            check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim))
+            check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim), info=info)
             return concrete, truncate_dim
 
     # ------------------------------------------------------------------ writes

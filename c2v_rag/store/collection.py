@@ -460,27 +460,27 @@ def check_collection(
     config: QdrantConfig,
     fingerprint: dict[str, Any],
     layout: CollectionVectors | None = None,
+    info: Any = None,
 ) -> None:
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
-    the vectors each point will carry; default one dense vector named ``config.vector_name``)."""
+    the vectors each point will carry; default one dense vector named ``config.vector_name``).
+    ``info``: the collection's ``get_collection``, where the caller has read it (else it is read here, once)."""
+    info = client.get_collection(name) if info is None else info
+    recorded = fingerprint_of(info)
     if layout is not None:
-        stored = CollectionVectors.from_fingerprint(
-            collection_fingerprint(client, name), config.model_copy(update={"vector_name": ""})
-        )
+        stored = CollectionVectors.from_fingerprint(recorded, config.model_copy(update={"vector_name": ""}))
         layout.check_against(stored, name, config.location)
         config = config.model_copy(update={"vector_name": layout.dense})
     else:
         # The dense vector of a collection that records its layout (a hybrid one names it).
-        recorded = CollectionVectors.from_fingerprint(collection_fingerprint(client, name), config)
-        config = config.model_copy(update={"vector_name": recorded.dense})
-    info = client.get_collection(name)
+        config = config.model_copy(update={"vector_name": CollectionVectors.from_fingerprint(recorded, config).dense})
     params = stored_vector_params(info, name, config)
     dim = fingerprint["embedding_dim"]
     if params.size != dim:
-        recorded = collection_fingerprint(client, name) or {}
-        if any(field in recorded and recorded[field] != fingerprint.get(field) for field in _READOUT_RECORD):
-            check_model(recorded, fingerprint, name, config.location)  # other part weights: that error names the fix
-        stored_size = recorded.get("truncate_dim")
+        record = recorded or {}
+        if any(field in record and record[field] != fingerprint.get(field) for field in _READOUT_RECORD):
+            check_model(record, fingerprint, name, config.location)  # other part weights: that error names the fix
+        stored_size = record.get("truncate_dim")
         hint = (
             f"It was built with truncate_dim={stored_size} and this run asks for "
             f"truncate_dim={fingerprint.get('truncate_dim')}: pass truncate_dim={stored_size}, "
@@ -498,7 +498,7 @@ def check_collection(
             f"collection {name!r} at {config.location} uses {params.distance.value} distance, not "
             f"{expected.value}; pass distance='{params.distance.value.lower()}' or use another collection"
         )
-    check_model(collection_fingerprint(client, name), fingerprint, name, config.location)
+    check_model(recorded, fingerprint, name, config.location)
 
 
 def ensure_collection(

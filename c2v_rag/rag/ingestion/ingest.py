@@ -35,7 +35,7 @@ from c2v_rag.rag.ingestion.sync import sync_roots
 from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.store.aliases import resolve_alias, switch_alias, versioned_target
-from c2v_rag.store.collection import QdrantConfig, collection_fingerprint, ensure_collection
+from c2v_rag.store.collection import QdrantConfig, ensure_collection, fingerprint_of
 from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.store_backend import StoreClient
 from c2v_rag.store.vectors import CollectionVectors
@@ -101,9 +101,10 @@ def ingest_documents(
         )
         try:
             # An existing collection keeps what it recorded unless asked otherwise: its quantization, and for a
-            # model named, its part weights. Else the defaults.
+            # model named, its part weights. Else the defaults. Read once: the check below takes this info.
             exists = held.client.collection_exists(held.collection)
-            recorded = collection_fingerprint(held.client, held.collection) if exists else None
+            info = held.client.get_collection(held.collection) if exists else None
+            recorded = fingerprint_of(info) if info is not None else None
             model = model.reading(recorded)
             quantization = model.quantization(recorded)
             check_target(
@@ -116,6 +117,7 @@ def ingest_documents(
                 weights=model.weights,
                 truncate_dim=settings.truncate_dim,
                 quantize=quantization,
+                info=info,
             )
         except Exception as err:
             store_error = server_error(target, err, 1)

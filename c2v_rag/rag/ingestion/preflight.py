@@ -10,7 +10,7 @@ behind. Every check here needs only the variant's config file, not its weights; 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from c2v_rag.rag.errors import QdrantRequestError, QdrantUnreachableError
 from c2v_rag.store.backends import check_collection_name
@@ -77,16 +77,19 @@ def check_target(
     weights: str | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
+    *,
+    info: Any,
 ) -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
-    so a mismatch fails here rather than after the weights load.
+    so a mismatch fails here rather than after the weights load. ``info``: the collection's
+    ``get_collection``, which the caller has read, or None where it found no such collection.
     """
     check_collection_name(collection)
     if config.decoder_hidden_size is not None:
         config.check_truncate_dim(truncate_dim)  # an untrained size fails before the weights load
-    if not client.collection_exists(collection):
+    if info is None:
         return False
     try:
         fingerprint = config_fingerprint(
@@ -94,7 +97,7 @@ def check_target(
         )
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
-    check_collection(client, collection, target, fingerprint, layout)
+    check_collection(client, collection, target, fingerprint, layout, info)
     return True
 
 

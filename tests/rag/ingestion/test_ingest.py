@@ -86,6 +86,44 @@ def test_rerun_adds_nothing(tmp_path, tiny_variant, corpus, ingest_config):
         assert stored_points(client, "kb") == before
 
 
+class _CountingClient:
+    """A real embedded client that counts the requests made through it (each a round trip on a server)."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self._client = client
+        self.requests: dict[str, int] = {}
+
+    def __getattr__(self, name):
+        attribute = getattr(self._client, name)
+        if not callable(attribute) or name.startswith("_"):
+            return attribute
+
+        def counted(*args, **kwargs):
+            self.requests[name] = self.requests.get(name, 0) + 1
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+def test_an_ingest_reads_the_collection_before_its_model_loads_and_once_after(
+    tmp_path, tiny_variant, tiny_variant_qwen, corpus, ingest_config
+):
+    """Each store request is a round trip to a Qdrant server. An ingest into an existing collection asked for its
+    info seven times and whether it exists three times; once before the model loads and once after it suffice."""
+    with closing(QdrantClient(path=str(tmp_path))) as opened:
+        client = _CountingClient(opened)
+        c2v_rag.ingest(corpus[:3], client=client, collection="kb", model=tiny_variant, config=ingest_config)
+        assert (client.requests.get("collection_exists"), client.requests.get("get_collection")) == (2, None)
+        client.requests.clear()
+        more = c2v_rag.ingest(corpus, client=client, collection="kb", model=tiny_variant, config=ingest_config)
+        assert (client.requests["collection_exists"], client.requests["get_collection"]) == (2, 2)
+        assert more.documents == 6 and more.chunks_written > 0 and more.chunks_unchanged > 0
+        client.requests.clear()
+        with pytest.raises(CollectionMismatchError, match="another model"):  # the check still reads what it needs
+            c2v_rag.ingest(corpus, client=client, collection="kb", model=tiny_variant_qwen, config=ingest_config)
+        assert client.requests["get_collection"] == 1 and "upsert" not in client.requests
+
+
 def test_changed_document_replaces_its_chunks_and_leaves_no_stale_ones(tmp_path, tiny_variant, corpus, ingest_config):
     c2v_rag.ingest(corpus, path=tmp_path / "a", collection="kb", model=tiny_variant, config=ingest_config)
     changed = [dict(d) for d in corpus]
