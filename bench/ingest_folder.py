@@ -20,8 +20,9 @@ deterministically, and ``--build`` (re)writes it (its ``*.md`` files are deleted
 Each pipeline runs in its own child process, one after the other, so its peak RSS is its own (children
 inherit this process's CPU affinity and thread settings):
 
-- ``st-minilm``: the chunks c2v_rag's chunker makes (the same ``TokenChunker``, 200 decoder tokens, 20
-  overlap), embedded by sentence-transformers' all-MiniLM-L6-v2 at its defaults (fp32, ``batch_size=32``) and
+- ``st-minilm``: the chunks c2v_rag's chunker makes for a new collection (the same ``TokenChunker``, 200 decoder
+  tokens, 20 overlap, chunks after a document's first led by its title), embedded by sentence-transformers'
+  all-MiniLM-L6-v2 at its defaults (fp32, ``batch_size=32``) and
   written by c2v_rag's own ingest run (the same embedded Qdrant store, point ids and payloads, batches of 256
   chunks upserted on a background thread): what c2v_rag's pipeline costs around a MiniLM model. The base of
   the ratios;
@@ -226,7 +227,8 @@ def st_minilm_ingest(folder: Path, client, collection: str, clock) -> int:
     settings = IngestConfig(show_progress=False)
     embedder = MiniLMDocuments(SentenceTransformer(minilm_location(), device="cpu"))
     embedder.embed_documents(["warm up"])
-    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap)
+    # The chunks a new collection of c2v_rag's gets: led by their document's title where it has one.
+    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
     target = QdrantConfig()
     layout = CollectionVectors(dense=target.vector_name)
     clock()

@@ -45,6 +45,7 @@ TOP_K = 10
 COLLECTION = "ood"
 CHUNK_SIZE = 200  # ingest's defaults (IngestConfig), spelled out so that the cache key records them
 CHUNK_OVERLAP = 20
+CHUNK_CONTEXT = "lead"  # ingest's default for a new collection (IngestConfig.chunk_context), recorded in the key
 METRIC_NAMES = ("mrr@10", "ndcg@10", "hit@1", "hit@5", "recall@10")
 
 
@@ -129,6 +130,8 @@ def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, trun
             "corpus": corpus.digest,
             "truncate_dim": truncate_dim,
             "chunk": [CHUNK_SIZE, CHUNK_OVERLAP],
+            # Collections cut before chunk_context existed (no leads) keep their keys.
+            **({"chunk_context": CHUNK_CONTEXT} if CHUNK_CONTEXT != "none" else {}),
             "c2v_rag": c2v_rag.__version__,
         },
         sort_keys=True,
@@ -154,6 +157,7 @@ def ensure_ingested(folder: Path, corpus: Corpus, model: Any, truncate_dim: int 
         truncate_dim=truncate_dim,
         chunk_size=CHUNK_SIZE,
         chunk_overlap=CHUNK_OVERLAP,
+        chunk_context=CHUNK_CONTEXT,
         show_progress=True,
     )
     seconds = time.perf_counter() - started

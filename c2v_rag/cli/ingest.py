@@ -76,6 +76,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="also store BM25 sparse vectors, for search --mode sparse|hybrid",
     )
     parser.add_argument(
+        "--chunk-context",
+        choices=["lead", "none"],
+        default=None,
+        help="lead: each chunk after a document's first starts with the document's title and the line under it; "
+        "none: chunks alone (default: what the collection recorded, else lead)",
+    )
+    parser.add_argument(
         "--versioned",
         action="store_true",
         help="--collection is an alias: a new one gets NAME_v1 behind it once written (see c2v-rag reindex)",
@@ -114,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         payload_indexes=_parse_payload_indexes(args.payload_index or []),
         config=config,
         truncate_dim=args.truncate_dim,
+        chunk_context=args.chunk_context,
         **ray_args(args),
     )
     print(f"ingested {result.summary()}")

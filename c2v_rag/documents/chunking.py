@@ -35,6 +35,33 @@ MIN_SECTION_CHARS = 65536
 _CHUNKS_PER_SECTION = 64
 
 
+# The most of a document's opening that leads its later chunks (see document_lead): a title and the line
+# under it, not a passage of its own.
+LEAD_CHARS = 200
+# A first paragraph of one line up to this long is taken for a title (where it is no Markdown heading).
+TITLE_CHARS = 200
+
+
+def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
+    """A document's opening, to lead its chunks after the first, where it opens with a title: its first
+    paragraph (a Markdown heading, hashes dropped, or one line of at most :data:`TITLE_CHARS` characters) and
+    the next one, cut to ``max_chars`` characters on a word boundary. A Markdown page or a man page gives its
+    title and the line under it (``elf(5)`` / ``elf - format of Executable and Linking Format (ELF) files``),
+    a record with a title the title and the start of its text; a text of one paragraph, or one that opens with
+    a paragraph of prose, gives none ("")."""
+    paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:  # no title above a text: one paragraph, or none
+        return ""
+    first = paragraphs[0]
+    if not first.startswith("#") and ("\n" in first or len(first) > TITLE_CHARS):
+        return ""
+    lead = "\n".join([first.lstrip("#").strip(), *paragraphs[1:2]]).strip()
+    cut = lead[:max_chars]
+    if len(lead) <= max_chars or lead[max_chars].isspace() or cut[-1].isspace():
+        return cut.rstrip()
+    return cut.rsplit(None, 1)[0] if any(c.isspace() for c in cut) else cut  # no word cut in half
+
+
 @dataclass(frozen=True)
 class Chunk:
     """A piece of a document: its text, position among the document's chunks and char span."""
@@ -43,6 +70,24 @@ class Chunk:
     index: int
     start_char: int | None
     end_char: int | None
+    # Characters of ``text`` before the document's own (the lead and a blank line): ``text[lead_chars:]`` is
+    # the span ``start_char:end_char`` of the document.
+    lead_chars: int = 0
+
+
+def _lead_limits(
+    tokenizer: Any, max_length: int, encoder_tokenizer: Any, encoder_max_length: int | None
+) -> list[tuple[Any, int]]:
+    """``(token counter, most tokens)`` that a chunk with its lead must keep to: the decoder's room beside the
+    prompt template, and the text the encoder reads whole (where the model has one)."""
+
+    def counter(tok: Any):
+        return lambda text: len(tok(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    limits = [(counter(tokenizer), max_length - _TEMPLATE_ALLOWANCE)]
+    if encoder_tokenizer is not None and encoder_max_length is not None:
+        limits.append((counter(encoder_tokenizer), encoder_budget(encoder_tokenizer, encoder_max_length)))
+    return limits
 
 
 def check_chunk_size(chunk_size: int, max_length: int) -> None:
@@ -78,17 +123,35 @@ def encoder_fit(encoder_tokenizer: Any, encoder_max_length: int | None, chunk_si
 
 
 class TokenChunker:
-    """Splits a document's text into :class:`Chunk` objects for ``model``."""
+    """Splits a document's text into :class:`Chunk` objects for ``model``.
+
+    With ``lead=True`` every chunk after a document's first starts with the document's opening
+    (:func:`document_lead`) and a blank line, so that a chunk from the middle of a page still says what the page
+    is about; the lead is shortened where a chunk leaves it too little room in the decoder's or the encoder's
+    budget, and the chunk's own text is never cut for it.
+    """
 
     def __init__(
-        self, model: Causal2Vec, chunk_size: int, chunk_overlap: int, section_chars: int | None = None
+        self,
+        model: Causal2Vec,
+        chunk_size: int,
+        chunk_overlap: int,
+        section_chars: int | None = None,
+        *,
+        lead: bool = False,
     ) -> None:
         encoder = model.fast_encoder_tokenizer if model.config.num_contextual_tokens else None
         fit = encoder_fit(encoder, model.encoder_max_length, chunk_size)
         self._setup(model.fast_tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars, fit)
+        self._lead_limits = _lead_limits(
+            model.fast_tokenizer, model.config.max_length, encoder, model.encoder_max_length
+        )
+        self.lead = lead
 
     @classmethod
-    def for_variant(cls, model: str | Path | None, chunk_size: int, chunk_overlap: int) -> TokenChunker:
+    def for_variant(
+        cls, model: str | Path | None, chunk_size: int, chunk_overlap: int, *, lead: bool = False
+    ) -> TokenChunker:
         """The chunker of a preset or variant directory without its weights: its config and its
         decoder's tokenizer alone (what CPU workers that only chunk need)."""
         from c2v_rag.core.config import read_config
@@ -99,7 +162,7 @@ class TokenChunker:
         tokenizer = load_tokenizer(
             resolve_reference(config.decoder, config.decoder_revision), trust_remote_code=config.trust_remote_code
         )
-        fit = None
+        fit, encoder = None, None
         if config.num_contextual_tokens and config.encoder and config.encoder_max_length is not None:
             encoder = load_tokenizer(
                 resolve_reference(config.encoder, config.encoder_revision), trust_remote_code=config.trust_remote_code
@@ -107,6 +170,8 @@ class TokenChunker:
             fit = encoder_fit(encoder, config.encoder_max_length, chunk_size)
         chunker = cls.__new__(cls)
         chunker._setup(tokenizer, config.max_length, chunk_size, chunk_overlap, None, fit)
+        chunker._lead_limits = _lead_limits(tokenizer, config.max_length, encoder, config.encoder_max_length)
+        chunker.lead = lead
         return chunker
 
     def _setup(
@@ -136,7 +201,34 @@ class TokenChunker:
         return list(self.iter_chunks(text))
 
     def iter_chunks(self, text: str) -> Iterator[Chunk]:
-        """``text``'s chunks in order, produced one section at a time."""
+        """``text``'s chunks in order, produced one section at a time (each after the first led by the
+        document's opening where the chunker has ``lead``)."""
+        chunks = self._split(text)
+        if not self.lead:
+            yield from chunks
+            return
+        lead = document_lead(text)
+        for chunk in chunks:
+            fitted = self._fit_lead(lead, chunk.text) if chunk.index and lead else ""
+            if not fitted:
+                yield chunk
+                continue
+            prefix = f"{fitted}\n\n"
+            yield Chunk(prefix + chunk.text, chunk.index, chunk.start_char, chunk.end_char, len(prefix))
+
+    def _fit_lead(self, lead: str, text: str) -> str:
+        """``lead``, or its longest word prefix, that fits before ``text`` within every token budget ("" if
+        none does)."""
+        words = lead.split(" ")
+        while words:
+            candidate = " ".join(words)
+            if all(count(f"{candidate}\n\n{text}") <= limit for count, limit in self._lead_limits):
+                return candidate
+            words.pop()
+        return ""
+
+    def _split(self, text: str) -> Iterator[Chunk]:
+        """``text``'s own chunks in order, produced one section at a time."""
         if not text.strip():
             return
         index = 0

@@ -15,8 +15,12 @@ CONTENT_KEY = "page_content"
 PAYLOAD_METADATA_KEY = "metadata"
 DOC_ID_KEY = "doc_id"
 CHUNK_INDEX_KEY = "chunk_index"
+# Characters of a chunk's text that are its document's lead (ingest's chunk_context="lead"), on chunks that have one.
+LEAD_CHARS_KEY = "lead_chars"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten
 # by LlamaIndex's node serialization, or shadow LangChain's layout.
-RESERVED_METADATA_KEYS = frozenset({CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, *NODE_KEYS})
+RESERVED_METADATA_KEYS = frozenset(
+    {CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, LEAD_CHARS_KEY, *NODE_KEYS}
+)

@@ -59,6 +59,7 @@ class IngestKeywords(TypedDict, total=False):
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
     truncate_dim: int | None
+    chunk_context: Literal["none", "lead"] | None
     config: IngestConfig | None
     engine: Literal["local", "ray"]
     ray: RayOptions | str | None
@@ -216,6 +217,11 @@ class Collection:
                 ``datetime``, ``text``, ``uuid``), for fast filters on a server.
             truncate_dim: store shorter vectors, one of the sizes the variant was trained for (its
                 ``matryoshka_dims``); the collection records it and search embeds queries at that size.
+            chunk_context: ``"lead"`` (the default for a new collection) starts each chunk after a document's
+                first with the document's opening where it opens with a title (the title and the line under it, at
+                most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the
+                chunk; ``"none"``, chunks alone. The collection records it, and a later ingest into it uses what
+                it recorded (None: that; a collection made before it was recorded stays ``"none"``).
             config: an :class:`~c2v_rag.IngestConfig` with the rest (retries, a document instruction, file size
                 limits...); the keywords above, when not None, are laid over it.
             engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, ``ray=`` a

@@ -305,6 +305,7 @@ def model_fingerprint(
     reference: str | None,
     truncate_dim: int | None = None,
     document_prompt: dict[str, str | None] | None = None,
+    chunk_context: str | None = None,
 ) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
     return config_fingerprint(
@@ -314,6 +315,7 @@ def model_fingerprint(
         truncate_dim=truncate_dim,
         quantize=model.quantization,
         document_prompt=document_prompt,
+        chunk_context=chunk_context,
     )
 
 
@@ -324,6 +326,7 @@ def config_fingerprint(
     truncate_dim: int | None = None,
     quantize: str = "none",
     document_prompt: dict[str, str | None] | None = None,
+    chunk_context: str | None = None,
 ) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
@@ -333,7 +336,8 @@ def config_fingerprint(
     A collection records the kind it was created with; float and int8 vectors of one model may still share
     it and search each other (:data:`~c2v_rag.core.devices.INTERCHANGEABLE_QUANTIZE`: measured harmless), while
     the removed torch int8 (``"int8"``) is refused. ``document_prompt`` (the ``task``/``instruction`` documents
-    were embedded with) is recorded for a reindex, not compared."""
+    were embedded with) is recorded for a reindex, not compared; so is ``chunk_context``, which an ingest into the
+    collection reads (:meth:`~c2v_rag.IngestConfig.for_collection`)."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
@@ -350,6 +354,8 @@ def config_fingerprint(
         "truncate_dim": truncate_dim,
         "quantize": quantize,
         **({"document_prompt": document_prompt} if document_prompt is not None else {}),
+        # How the chunks were cut (IngestConfig.chunk_context): an ingest into the collection cuts them the same.
+        **({"chunk_context": chunk_context} if chunk_context is not None else {}),
     }
 
 

@@ -29,7 +29,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from c2v_rag.documents.payload_keys import CHUNK_INDEX_KEY, CONTENT_KEY, DOC_ID_KEY, PAYLOAD_METADATA_KEY
+from c2v_rag.documents.payload_keys import (
+    CHUNK_INDEX_KEY,
+    CONTENT_KEY,
+    DOC_ID_KEY,
+    LEAD_CHARS_KEY,
+    PAYLOAD_METADATA_KEY,
+)
 from c2v_rag.documents.payload_keys import NODE_KEYS as _NODE_KEYS
 
 # ---------------------------------------------------------------------------------------- id
@@ -67,7 +73,7 @@ def point_id(doc_id: str, chunk_index: int, chunk_hash: str) -> str:
 # and a later ingest of the same file through another root can claim the points.
 SOURCE_ROOT_KEY = "source_root"
 # Bookkeeping keys the LLM need not read when LlamaIndex puts retrieved chunks in a prompt.
-HIDDEN_FROM_LLM = [DOC_ID_KEY, CHUNK_INDEX_KEY]
+HIDDEN_FROM_LLM = [DOC_ID_KEY, CHUNK_INDEX_KEY, LEAD_CHARS_KEY]
 
 
 class DocumentFields(Protocol):
@@ -94,6 +100,8 @@ class ChunkFields(Protocol):
     def start_char(self) -> int | None: ...
     @property
     def end_char(self) -> int | None: ...
+    @property
+    def lead_chars(self) -> int: ...
 
 
 def chunk_point(doc: DocumentFields, chunk: ChunkFields) -> tuple[str, dict[str, Any]]:
@@ -110,6 +118,8 @@ def chunk_metadata(doc: DocumentFields, chunk: ChunkFields) -> dict[str, Any]:
         metadata.setdefault("source", doc.source)
     metadata[DOC_ID_KEY] = doc.doc_id
     metadata[CHUNK_INDEX_KEY] = chunk.index
+    if chunk.lead_chars:
+        metadata[LEAD_CHARS_KEY] = chunk.lead_chars
     return metadata
 
 

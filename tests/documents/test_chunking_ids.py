@@ -147,3 +147,52 @@ def test_a_chunk_size_over_the_encoder_budget_is_left_to_the_decoder(tiny_model)
     budget = encoder_budget(tiny_model.encoder_tokenizer, tiny_model.encoder_max_length)
     chunks = TokenChunker(tiny_model, chunk_size=budget + 30, chunk_overlap=4).chunk(make_text(2, sentences=40))
     assert max(_count(tiny_model.tokenizer, c.text) for c in chunks) > budget
+
+
+_PAGE = "# Tides\n\nTides - the rise and fall of the sea, and what moves it.\n\n"
+
+
+def test_a_lead_starts_every_chunk_after_a_documents_first(tiny_model):
+    """chunk_context="lead": a chunk from the middle of a page still says what the page is about. The chunks are
+    cut as without it; the document's opening goes before each but the first, and ``lead_chars`` counts it."""
+    text = _PAGE + make_text(3, sentences=14)
+    plain = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6).chunk(text)
+    led = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, lead=True).chunk(text)
+    lead = "Tides\nTides - the rise and fall of the sea, and what moves it."
+    assert len(plain) > 2 and len(led) == len(plain)
+    assert led[0] == plain[0] and led[0].lead_chars == 0
+    for before, after in zip(plain[1:], led[1:]):
+        assert after.text == f"{lead}\n\n{before.text}" and after.lead_chars == len(lead) + 2
+        assert after.text[after.lead_chars :] == text[after.start_char : after.end_char]
+
+
+def test_a_lead_is_shortened_where_a_chunk_leaves_it_too_little_room(tiny_model):
+    """A chunk near the model's budget keeps all of its own text; its lead is cut to the words that fit the
+    decoder's room beside the template and the encoder's budget, or left out."""
+    budget = encoder_budget(tiny_model.encoder_tokenizer, tiny_model.encoder_max_length)
+    limit = min(tiny_model.config.max_length - 16, budget)
+    text = "# Tides\n\n" + " ".join(f"word{i}" for i in range(60)) + "\n\n" + make_text(4, sentences=40)
+    chunks = TokenChunker(tiny_model, chunk_size=limit - 8, chunk_overlap=4, lead=True).chunk(text)
+    decoder = [_count(tiny_model.tokenizer, c.text) for c in chunks]
+    encoder = [_count(tiny_model.encoder_tokenizer, c.text) for c in chunks]
+    assert max(decoder) <= tiny_model.config.max_length - 16 and max(encoder) <= budget
+    full = "Tides\n" + " ".join(f"word{i}" for i in range(60))
+    shortened = [c for c in chunks[1:] if 0 < c.lead_chars < len(full) + 2]
+    assert shortened, "no lead was shortened: the test would not see a lead overflow the budget"
+    for chunk in chunks[1:]:
+        assert full.startswith(chunk.text[: max(0, chunk.lead_chars - 2)])
+        assert chunk.text[chunk.lead_chars :] == text[chunk.start_char : chunk.end_char]
+
+
+def test_document_lead_is_the_opening_cut_on_a_word():
+    from c2v_rag.documents.chunking import document_lead
+
+    assert document_lead("# elf(5)\n\nelf - format of ELF files\n\n## SYNOPSIS\n\n...") == (
+        "elf(5)\nelf - format of ELF files"
+    )
+    assert document_lead("A title\n\nIts text.") == "A title\nIts text." and document_lead(" \n") == ""
+    # A text that opens with prose has no title to lead with.
+    assert document_lead(make_text(1, sentences=8) + "\n\nMore.") == ""
+    assert document_lead("Two lines\nof prose.\n\nMore.") == "" and document_lead("One paragraph.") == ""
+    long = document_lead("Title\n\n" + "abcdefghi " * 40)
+    assert len(long) <= 200 and long.endswith("abcdefghi") and long.startswith("Title\nabcdefghi")

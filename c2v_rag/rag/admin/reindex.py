@@ -145,7 +145,9 @@ def reindex_collection(
                 target = target.model_copy(update={"distance": params.distance.value.lower()})
             new = next_version(qdrant_client, collection)
             made.append(new)
-            fingerprint = model_fingerprint(c2v, reference, truncate_dim, recorded.get("document_prompt"))
+            fingerprint = model_fingerprint(
+                c2v, reference, truncate_dim, recorded.get("document_prompt"), recorded.get("chunk_context")
+            )
             ensure_collection(qdrant_client, new, target, fingerprint, layout)
             _copy_indexes(qdrant_client, info, new)
             chunks = _refill(

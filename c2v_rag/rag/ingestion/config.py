@@ -11,6 +11,11 @@ from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDEC
 from c2v_rag.store.collection import check_payload_indexes
 from c2v_rag.store.sparse import BM25Config, resolve_sparse
 
+# What leads a chunk after a document's first (c2v_rag.documents.chunking.TokenChunker's lead).
+ChunkContext = Literal["none", "lead"]
+# A new collection's, and embed()'s, when none is asked for.
+DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
+
 
 class IngestConfig(BaseModel):
     """How documents are chunked, batched, embedded and written."""
@@ -61,6 +66,13 @@ class IngestConfig(BaseModel):
         description="store shorter vectors (Matryoshka): one of the sizes the variant was trained for; the "
         "collection records it, and search embeds queries at the same size",
     )
+    chunk_context: ChunkContext | None = Field(
+        default=None,
+        description="'lead': each chunk after a document's first starts with the document's opening where it opens "
+        "with a title (the title and the line under it, at most 200 characters), stored and embedded with it; "
+        "'none': chunks alone. The collection records it; None: what an existing collection recorded (one made "
+        "before this was recorded: 'none'), else 'lead'",
+    )
 
     @field_validator("sparse", mode="before")
     @classmethod
@@ -83,6 +95,26 @@ class IngestConfig(BaseModel):
         return cls.model_validate(
             {**(config or cls()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
         )
+
+    @property
+    def lead(self) -> bool:
+        """Whether chunks after a document's first start with its lead (``chunk_context``, None the default)."""
+        return (self.chunk_context or DEFAULT_CHUNK_CONTEXT) == "lead"
+
+    def for_collection(self, recorded: dict[str, Any] | None, name: str) -> IngestConfig:
+        """These settings for a collection that recorded ``recorded`` (None: a new one): ``chunk_context``
+        resolved to what it recorded (a collection from before it was recorded: 'none'), else the default. A
+        different one asked for is refused, as the collection's stored chunks would then be cut two ways."""
+        if recorded is None:
+            return self.model_copy(update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT})
+        stored = recorded.get("chunk_context", "none")
+        if self.chunk_context is not None and self.chunk_context != stored:
+            raise ValueError(
+                f"collection {name!r} records chunk_context={stored!r}: its chunks were stored "
+                f"{'with' if stored == 'lead' else 'without'} their document's lead. Pass chunk_context={stored!r} "
+                "(or leave it out) to add to it, or ingest into a new collection"
+            )
+        return self.model_copy(update={"chunk_context": stored})
 
     @property
     def document_prompt(self) -> dict[str, str | None]:

@@ -171,7 +171,7 @@ def _embed_here(
     size = input_size(docs, log)  # counted before the model loads and anything is read
     c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
     batcher = DocumentBatcher(
-        TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap),
+        TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,
         (lambda: log.files_done) if size.unit == "file" else None,
     )

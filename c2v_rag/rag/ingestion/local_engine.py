@@ -65,8 +65,11 @@ class LocalEngine:
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
         c2v: Causal2Vec = plan.model.load(default_quantize=plan.quantization)
         self.embedder = Embedder.for_documents(c2v, plan.settings)
-        self.chunker = TokenChunker(c2v, plan.settings.chunk_size, plan.settings.chunk_overlap)
-        return model_fingerprint(c2v, plan.model.reference, plan.settings.truncate_dim, plan.settings.document_prompt)
+        settings = plan.settings
+        self.chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
+        return model_fingerprint(
+            c2v, plan.model.reference, settings.truncate_dim, settings.document_prompt, settings.chunk_context
+        )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:
         if self.embedder is None or self.chunker is None:

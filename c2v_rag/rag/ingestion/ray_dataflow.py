@@ -232,7 +232,12 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
         cpus = 1 if spare >= 1 else 0
     tasks = dict(num_cpus=cpus, compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
     chunk = dict(
-        fn_kwargs={"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap},
+        fn_kwargs={
+            "model": job.model,
+            "chunk_size": job.chunk_size,
+            "chunk_overlap": job.chunk_overlap,
+            "lead": job.lead,
+        },
         batch_size=options.docs_per_batch,
         batch_format="pyarrow",
         **tasks,
@@ -252,18 +257,18 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-_chunkers: dict[tuple[str | None, int, int], Any] = {}
+_chunkers: dict[tuple[str | None, int, int, bool], Any] = {}
 
 
-def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int) -> pa.Table:
+def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int, lead: bool) -> pa.Table:
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
 
     from c2v_rag.documents.chunking import TokenChunker
 
-    key = (model, chunk_size, chunk_overlap)
+    key = (model, chunk_size, chunk_overlap, lead)
     if key not in _chunkers:  # once per worker process: the tokenizer, never the weights
-        _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap)
+        _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, lead=lead)
     chunker = _chunkers[key]
     rows: dict[str, list[Any]] = {
         k: [] for k in ("doc_id", "fingerprint", "source_root", "point_ids", "texts", "payloads")
@@ -402,6 +407,8 @@ class EmbedJob:
     dtype: str | None
     chunk_size: int
     chunk_overlap: int
+    # Chunks after a document's first start with its lead (IngestConfig.chunk_context, resolved).
+    lead: bool
     batch_size: int
     max_tokens_per_batch: int | None
     task: str | None
@@ -439,6 +446,7 @@ class EmbedJob:
             readout=readout,
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,
+            lead=settings.lead,
             batch_size=settings.batch_size,
             max_tokens_per_batch=settings.max_tokens_per_batch,
             task=settings.task,

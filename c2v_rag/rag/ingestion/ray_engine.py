@@ -79,6 +79,7 @@ class RayEngine:
             truncate_dim=plan.settings.truncate_dim,
             quantize=plan.quantization,
             document_prompt=plan.settings.document_prompt,
+            chunk_context=plan.settings.chunk_context,
         )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:

@@ -13,6 +13,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "bm25s"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
+from rag_helpers import make_text
 
 import c2v_rag
 from c2v_rag import Causal2Vec
@@ -56,11 +57,16 @@ def test_reindex_keeps_the_prefix_the_documents_instruction_and_the_sparse_vecto
     old, new = old_and_new
     papers = c2v_rag.open_collection("papers", path=tmp_path, model=old)
     config = ingest_config.model_copy(update={"text_instruction": INSTRUCTION})
-    papers.ingest(corpus, config=config, truncate_dim=40, sparse="bm25", versioned=True)
+    titled = {"id": "titled", "text": "# Tides\n\nThe line under it.\n\n" + make_text(9, sentences=8)}
+    papers.ingest([*corpus, titled], config=config, truncate_dim=40, sparse="bm25", versioned=True)
     result = papers.reindex(model=new, show_progress=False)
     assert (result.previous, result.collection) == ("papers_v1", "papers_v2")
     recorded, info, points = _vectors(tmp_path, "papers_v2")
     assert recorded["truncate_dim"] == 40 and recorded["embedding_dim"] == 40
+    # The chunks keep their leads (stored in their text), and the record says so for later ingests.
+    assert recorded["chunk_context"] == "lead" and any(p["metadata"].get("lead_chars") for p, _ in points.values())
+    with pytest.raises(ValueError, match="records chunk_context='lead'"):
+        papers.ingest(["another"], config=config, chunk_context="none")
     assert recorded["document_prompt"] == {"task": None, "instruction": INSTRUCTION}
     assert recorded["layout"]["sparse"] is not None and info.config.params.sparse_vectors
     model = load_model(new, device="cpu")

@@ -18,7 +18,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
 
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
-from rag_helpers import make_text, stored_points
+from rag_helpers import make_text, stored_points, stored_vectors
 
 import c2v_rag
 from c2v_rag.documents.chunking import TokenChunker
@@ -342,3 +342,44 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
         c2v_rag.search("y", path=store, collection="old", model=retrained)
     assert [r.message.count("predates weight fingerprints") for r in caplog.records] == [1]
     assert torch.equal(load_file(str(tiny_variant / PROJECTOR_FILE))[next(iter(state))], next(iter(state.values())))
+
+
+def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
+    tmp_path, tiny_variant, tiny_model, ingest_config
+):
+    """chunk_context="lead": each chunk after a page's first is stored and embedded with the page's opening; the
+    collection records it, a later ingest into it keeps it, and asking for the other is refused before work."""
+    from c2v_rag.store.collection import collection_fingerprint
+
+    page = "# Tides\n\nTides - the rise and fall of the sea.\n\n" + make_text(2, sentences=12)
+    other = "# Neap tides\n\nThe weaker tides.\n\n" + make_text(5, sentences=12)
+    settings = ingest_config.model_copy(update={"chunk_size": 48, "chunk_overlap": 6})
+    c2v_rag.ingest(
+        [{"id": "tides", "text": page}], path=tmp_path, collection="led", model=tiny_variant, config=settings
+    )  # fmt: skip  (a new collection: "lead" by default)
+    c2v_rag.ingest([{"id": "neap", "text": other}], path=tmp_path, collection="led", model=tiny_variant,
+                   config=settings)  # fmt: skip
+    with pytest.raises(ValueError, match=r"records chunk_context='lead'.*Pass chunk_context='lead'"):
+        c2v_rag.ingest(["more"], path=tmp_path, collection="led", model=tiny_variant, config=settings,
+                       chunk_context="none")  # fmt: skip
+    c2v_rag.ingest([{"id": "tides", "text": page}], path=tmp_path, collection="plain", model=tiny_variant,
+                   config=settings, chunk_context="none")  # fmt: skip
+    # A collection made before chunk_context was recorded keeps its chunks alone; a later ingest follows it.
+    assert settings.for_collection({"format": 1}, "old").chunk_context == "none"
+    assert settings.for_collection(None, "new").chunk_context == "lead"
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "led")["chunk_context"] == "lead"
+        assert collection_fingerprint(client, "plain")["chunk_context"] == "none"
+        led = sorted(stored_vectors(client, "led").values(), key=lambda p: (p[0]["doc_id"], p[0]["chunk_index"]))
+        plain = sorted(stored_points(client, "plain").values(), key=lambda p: p["chunk_index"])
+    leads = {"tides": "Tides\nTides - the rise and fall of the sea.\n\n", "neap": "Neap tides\nThe weaker tides.\n\n"}
+    assert len([p for p, _ in led if p["doc_id"] == "tides"]) == len(plain) > 2
+    for payload, vector in led:
+        lead = leads[payload["doc_id"]] if payload["chunk_index"] else ""
+        assert payload["page_content"].startswith(lead) and payload["metadata"].get("lead_chars", 0) == len(lead)
+        own = tiny_model.encode_documents(payload["page_content"], normalize_embeddings=True)
+        np.testing.assert_allclose(vector, own, rtol=1e-4, atol=1e-5)
+    tides = [p for p, _ in led if p["doc_id"] == "tides"]
+    assert [p["page_content"][p["metadata"].get("lead_chars", 0) :] for p in tides] == [
+        p["page_content"] for p in plain
+    ]

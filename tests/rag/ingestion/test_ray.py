@@ -195,6 +195,8 @@ def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_varia
 
 
 def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
+    # Chunks after a document's first lead with its opening on both engines (the Ray chunking tasks too).
+    ingest_config = ingest_config.model_copy(update={"chunk_context": "lead"})
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
     on_ray = c2v_rag.embed(
         sources,
@@ -208,6 +210,8 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     assert (local.chunks, local.documents) == (on_ray.chunks, on_ray.documents) == (tables[0].num_rows, 12)
     for column in ("id", "doc_id", "chunk_index", "text", "metadata"):
         assert tables[0].column(column).to_pylist() == tables[1].column(column).to_pylist(), column
+    texts, indexes = tables[1].column("text").to_pylist(), tables[1].column("chunk_index").to_pylist()
+    assert any(i and t.startswith("Title\n") for t, i in zip(texts, indexes)), "no later chunk led by its title"
     vectors = [np.asarray(t.column("vector").to_pylist(), dtype=np.float32) for t in tables]
     assert pa.types.is_fixed_size_list(tables[1].schema.field("vector").type)
     assert float(np.abs(vectors[0] - vectors[1]).max()) < 1e-5
