@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.encode.splitting import make_splitter, sections
+from c2v_rag.encode.splitting import make_splitter, sections, token_count
 
 if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -81,12 +82,9 @@ def _lead_limits(
     """``(token counter, most tokens)`` that a chunk with its lead must keep to: the decoder's room beside the
     prompt template, and the text the encoder reads whole (where the model has one)."""
 
-    def counter(tok: Any):
-        return lambda text: len(tok(text, add_special_tokens=False, verbose=False)["input_ids"])
-
-    limits = [(counter(tokenizer), max_length - _TEMPLATE_ALLOWANCE)]
+    limits = [(partial(token_count, tokenizer), max_length - _TEMPLATE_ALLOWANCE)]
     if encoder_tokenizer is not None and encoder_max_length is not None:
-        limits.append((counter(encoder_tokenizer), encoder_budget(encoder_tokenizer, encoder_max_length)))
+        limits.append((partial(token_count, encoder_tokenizer), encoder_budget(encoder_tokenizer, encoder_max_length)))
     return limits
 
 
@@ -141,12 +139,16 @@ class TokenChunker:
         lead: bool = False,
     ) -> None:
         encoder = model.fast_encoder_tokenizer if model.config.num_contextual_tokens else None
-        fit = encoder_fit(encoder, model.encoder_max_length, chunk_size)
-        self._setup(model.fast_tokenizer, model.config.max_length, chunk_size, chunk_overlap, section_chars, fit)
-        self._lead_limits = _lead_limits(
-            model.fast_tokenizer, model.config.max_length, encoder, model.encoder_max_length
+        self._setup(
+            model.fast_tokenizer,
+            model.config.max_length,
+            chunk_size,
+            chunk_overlap,
+            section_chars,
+            encoder,
+            model.encoder_max_length,
+            lead=lead,
         )
-        self.lead = lead
 
     @classmethod
     def for_variant(
@@ -162,16 +164,15 @@ class TokenChunker:
         tokenizer = load_tokenizer(
             resolve_reference(config.decoder, config.decoder_revision), trust_remote_code=config.trust_remote_code
         )
-        fit, encoder = None, None
+        encoder = None
         if config.num_contextual_tokens and config.encoder and config.encoder_max_length is not None:
             encoder = load_tokenizer(
                 resolve_reference(config.encoder, config.encoder_revision), trust_remote_code=config.trust_remote_code
             )
-            fit = encoder_fit(encoder, config.encoder_max_length, chunk_size)
         chunker = cls.__new__(cls)
-        chunker._setup(tokenizer, config.max_length, chunk_size, chunk_overlap, None, fit)
-        chunker._lead_limits = _lead_limits(tokenizer, config.max_length, encoder, config.encoder_max_length)
-        chunker.lead = lead
+        chunker._setup(
+            tokenizer, config.max_length, chunk_size, chunk_overlap, None, encoder, config.encoder_max_length, lead=lead
+        )
         return chunker
 
     def _setup(
@@ -181,14 +182,20 @@ class TokenChunker:
         chunk_size: int,
         chunk_overlap: int,
         section_chars: int | None,
-        fit: tuple[Any, int] | None = None,
+        encoder_tokenizer: Any,
+        encoder_max_length: int | None,
+        *,
+        lead: bool,
     ) -> None:
         check_chunk_size(chunk_size, max_length)
         # Characters per streamed section (see the module docstring); None is the default size.
         self._section_chars = section_chars
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        fit = encoder_fit(encoder_tokenizer, encoder_max_length, chunk_size)
         self.splitter = make_splitter(tokenizer, chunk_size, chunk_overlap, fit=fit)
+        self.lead = lead
+        self._lead_limits = _lead_limits(tokenizer, max_length, encoder_tokenizer, encoder_max_length)
 
     @property
     def section_chars(self) -> int:

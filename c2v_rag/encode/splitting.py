@@ -17,6 +17,11 @@ from c2v_rag.core.extras import require
 _BREAKS = ("\n\n", "\n", ". ", " ")
 
 
+def token_count(tokenizer: Any, text: str) -> int:
+    """``text``'s tokens under ``tokenizer`` (a HF tokenizer), special tokens left out."""
+    return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
 def make_splitter(
     tokenizer: Any,
     chunk_size: int,
@@ -43,13 +48,13 @@ def make_splitter(
     tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
 
     def tokenize(text: str) -> Sized:
-        counts = [len(tok(text, add_special_tokens=False, verbose=False)["input_ids"]) for tok in tokenizers]
+        counts = [token_count(tok, text) for tok in tokenizers]
         if fit is not None:
             # The second tokenizer's count, scaled onto chunk_size's: a piece of ``budget`` of its tokens
             # counts as chunk_size, so "at most chunk_size" means "within both budgets". The splitter
             # only takes len() of what this returns.
             fit_tokenizer, budget = fit
-            fit_count = len(fit_tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+            fit_count = token_count(fit_tokenizer, text)
             counts.append(-(-fit_count * chunk_size // budget))
         return range(max(counts))
 
