@@ -303,8 +303,8 @@ class EmbeddingService:
         self.metrics.tokens.inc(result.tokens[0])
         if options.rerank is not None:
             reranker = await self.reranker()
+            self.metrics.texts.inc(len(hits))  # the reranker reads every first-stage hit, as /v1/rerank counts
             hits = await asyncio.to_thread(rerank_hits, reranker, body.query, hits, body.top_k)
-            self.metrics.texts.inc(len(hits))
         return {
             "object": "list",
             "model": self.name,
