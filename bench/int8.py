@@ -90,7 +90,7 @@ def build(candidates: list[str], onnx_cache: Path | None = None, threads: int = 
         elif name == "int8":
             model.apply_quantization("int8", cache_dir=onnx_cache)
         elif name in ("int8-intra-op", "int8-intra-op-spinning"):
-            from c2v_rag.cpu.onnx_decoder import cpu_session
+            from c2v_rag.cpu.ort_session import cpu_session
 
             model.apply_quantization("int8", cache_dir=onnx_cache)
             for part in (model.decoder, model.encoder):

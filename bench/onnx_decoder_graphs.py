@@ -136,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     batches = capture(args.data, args.docs, args.claims)
     print(f"{len(batches)} batches, shapes {[b[0].shape[:2] for b in batches]}; {speed_flags_note()}")
-    from c2v_rag.cpu.onnx_decoder import cpu_session
+    from c2v_rag.cpu.ort_session import cpu_session
 
     sessions = {str(path): cpu_session(path, threads=1) for path in args.graphs}  # as the library runs them
     sessions.update(openvino_runs(args.graphs[0], args.openvino, batches) if args.openvino else {})

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +41,9 @@ from torch import nn
 
 from c2v_rag.core.extras import require
 from c2v_rag.cpu.build_progress import stage
+from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
+from c2v_rag.cpu.ort_session import cpu_session
 
 logger = logging.getLogger(__name__)
 
@@ -238,14 +239,6 @@ def _quantize(source: Path, target: Path, method: str) -> Path:
     return target
 
 
-def write_atomically(target: Path, build) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp:
-        built = build(Path(tmp))
-        os.replace(built, target)
-    return target
-
-
 def cached_onnx(
     decoder: nn.Module,
     method: str,
@@ -282,27 +275,6 @@ class HiddenStates:
     """What ``Causal2Vec`` reads from its decoder's and encoder's outputs."""
 
     last_hidden_state: torch.Tensor
-
-
-def cpu_session(path: Path, threads: int = 1, *, spinning: bool = False) -> Any:
-    """An ONNX Runtime session of the graph at ``path`` as :class:`OnnxDecoder` runs it: the CPU provider,
-    all graph optimizations, errors only in its log, and ``threads`` intra-op threads.
-
-    One thread by default: the encode loop runs as many batches side by side instead, one core each
-    (:attr:`OnnxDecoder.batch_workers`): faster than one batch at a time on several intra-op threads, whose
-    small kernels (the per-row quantization, norms, slices) do not split (docs/performance.md, "int8 on CPU").
-
-    ``spinning`` off (the default): pool threads, where there are any, sleep when a kernel ends instead of
-    spinning for the next. An int8 encode runs two sessions (encoder, decoder) and torch between them:
-    spinning threads hold the cores the others are working on."""
-    ort = require("onnxruntime", "running an ONNX decoder", "int8")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 class OnnxDecoder(nn.Module):

@@ -26,19 +26,19 @@ from torch import nn
 
 from c2v_rag.core.extras import require
 from c2v_rag.cpu.build_progress import stage
+from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_decoder import (
     EXAMPLE_SHAPE,
     OPSET,
     HiddenStates,
     check_exportable,
     config_json,
-    cpu_session,
     example_mask,
     export_last_hidden,
     hash_weights,
     onnx_cache_dir,
-    write_atomically,
 )
+from c2v_rag.cpu.ort_session import cpu_session
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from c2v_rag.cpu import onnx_decoder as od  # noqa: E402
+from c2v_rag.cpu.ort_session import optimized_path  # noqa: E402
 
 TEXTS = [
     "short",
@@ -49,9 +50,10 @@ def test_fp32_export_matches_torch_in_a_batch_and_alone_and_is_cached(tiny_model
     assert _cos(batch, reference).min() > 0.99999
     assert _cos(alone, batch).min() > 0.99999
     np.testing.assert_allclose(batch, reference, atol=1e-4)
-    # cached: one folder, one .onnx file, nothing half-written; the second call does not export again
-    files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert [p.suffix for p in files] == [".onnx"]
+    # cached: one folder, the graph and its optimized form (c2v_rag.cpu.ort_session), nothing half-written; the
+    # second call does not export again
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    assert files == sorted([decoder.path, optimized_path(decoder.path)])
     monkeypatch.setattr(od, "export_decoder", lambda *a, **k: pytest.fail("exported again"))
     assert od.onnx_decoder(model.decoder, "fp32", cache_dir=tmp_path).path == decoder.path
 
