@@ -7,9 +7,10 @@ optimized graph beside it, and later sessions load that with the optimizations o
 outputs bit for bit (tests/cpu/test_ort_session.py).
 
 ONNX Runtime warns that a graph optimized at its highest level may hold optimizations for the machine that made
-it, so the optimized file is named by a hash of ONNX Runtime's version, the machine type and the CPU's flags:
-another CPU sharing the cache, or another ONNX Runtime, makes its own. Files of the same graph made for an older
-ONNX Runtime or another CPU are removed when a new one is written; the graph itself is never touched. Anything
+it, so the optimized file is named by a hash of ONNX Runtime's version, the machine type and the CPU's flags, and
+of the graph file's size and modification time: another CPU sharing the cache, another ONNX Runtime, or a graph
+written anew makes its own. Files of the same graph made for another of these are removed when a new one is
+written; the graph itself is never touched. Anything
 that goes wrong with the optimized file (a read-only cache, a file ONNX Runtime refuses) falls back to
 optimizing in memory, as before.
 """
@@ -83,15 +84,21 @@ def cpu_session(path: Path, threads: int = 1, *, spinning: bool = False) -> Any:
 
 def optimized_path(path: Path) -> Path:
     """Where the optimized form of the graph at ``path`` is cached for this ONNX Runtime and CPU."""
-    return path.with_name(f"{path.stem}{_OPTIMIZED}{_environment_key()}{path.suffix}")
+    return path.with_name(f"{path.stem}{_OPTIMIZED}{_key(path)}{path.suffix}")
 
 
-def _environment_key() -> str:
-    """12 hex digits of what an optimized graph may depend on besides the graph: ONNX Runtime's version, the
-    machine type and the CPU's flags."""
+def _key(path: Path) -> str:
+    """12 hex digits of what an optimized graph depends on: the graph file as written (its size and modification
+    time: a graph written anew gets a new optimized form), ONNX Runtime's version, the machine type and the CPU's
+    flags."""
     import onnxruntime
 
     from c2v_rag.core.devices import cpu_flags
 
-    described = f"{onnxruntime.__version__} {platform.machine()} {' '.join(sorted(cpu_flags()))}"
+    try:
+        stat = path.stat()
+        written = f"{stat.st_size} {stat.st_mtime_ns}"
+    except OSError:  # no graph there: ONNX Runtime will say so when the session is made
+        written = "missing"
+    described = f"{written} {onnxruntime.__version__} {platform.machine()} {' '.join(sorted(cpu_flags()))}"
     return hashlib.sha256(described.encode()).hexdigest()[:12]

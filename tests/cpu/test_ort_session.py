@@ -19,10 +19,10 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from c2v_rag.cpu import ort_session  # noqa: E402
 
 
-def _graph(path: Path) -> Path:
+def _graph(path: Path, seed: int = 0) -> Path:
     """A small graph ONNX Runtime rewrites: MatMul + Add (fused into one node), a GELU written out as its erf
     formula (fused into one op), and a constant subgraph (folded)."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     w = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")
     consts = [
@@ -112,9 +112,19 @@ def test_files_made_for_another_onnx_runtime_or_cpu_are_removed_and_others_kept(
     )
 
 
-def test_the_name_follows_the_onnx_runtime_version(tmp_path, monkeypatch):
-    graph = tmp_path / "g.onnx"
+def test_a_graph_written_anew_or_another_onnx_runtime_gets_its_own_optimized_form(tmp_path, monkeypatch):
+    graph = _graph(tmp_path / "g.onnx")
     name = ort_session.optimized_path(graph).name
     assert name.startswith("g.optimized-") and name.endswith(".onnx")
     monkeypatch.setattr(ort, "__version__", ort.__version__ + ".post1")
     assert ort_session.optimized_path(graph).name != name
+    monkeypatch.undo()
+
+    first = ort_session.cpu_session(graph)
+    old = ort_session.optimized_path(graph)
+    rewritten = _graph(tmp_path / "g.onnx", seed=1)  # the same path, other weights (a cache rebuilt in place)
+    assert ort_session.optimized_path(rewritten) != old
+    session = ort_session.cpu_session(rewritten)
+    np.testing.assert_array_equal(session.run(None, {"x": X})[0], _reference(rewritten, X))
+    assert not np.array_equal(session.run(None, {"x": X})[0], first.run(None, {"x": X})[0])
+    assert not old.exists() and ort_session.optimized_path(rewritten).is_file()
