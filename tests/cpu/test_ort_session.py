@@ -128,3 +128,14 @@ def test_a_graph_written_anew_or_another_onnx_runtime_gets_its_own_optimized_for
     np.testing.assert_array_equal(session.run(None, {"x": X})[0], _reference(rewritten, X))
     assert not np.array_equal(session.run(None, {"x": X})[0], first.run(None, {"x": X})[0])
     assert not old.exists() and ort_session.optimized_path(rewritten).is_file()
+
+
+def test_a_cache_it_cannot_write_to_still_gives_the_optimized_session(tmp_path):
+    graph = _graph(tmp_path / "g.onnx")
+    blocked = ort_session.optimized_path(graph)
+    blocked.mkdir()  # the optimized file cannot be renamed into place (as in a read-only cache)
+    for _ in range(2):  # and again, with nothing cached from the first time
+        session = ort_session.cpu_session(graph)
+        np.testing.assert_array_equal(session.run(None, {"x": X})[0], _reference(graph, X))
+    assert blocked.is_dir() and not any(blocked.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([graph.name, blocked.name])  # no temporary left

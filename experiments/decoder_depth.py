@@ -1,0 +1,107 @@
+"""How much of the preset's quality needs the whole decoder? The decoder cut to its first N layers, no retraining.
+
+The decoder is 80-87% of an ingest's CPU time (docs/performance.md, the roofline), so a decoder of N of its 30
+layers would cost about N/30 of it. This scores the preset with ``decoder.layers[:N]`` (the final norm kept) on
+the out-of-domain benchmarks, re-embedding the chunks of the collection ``bench/ood/score.py`` ingested (the
+stored texts, leads included, as ingest embeds them) and ranking documents by their best chunk, and optionally on
+dev sets as ``c2v-rag eval`` scores them. The shipped model's row ranks the stored (int8) chunk vectors; N = 30
+re-embeds them in float32 (a check, and slow: leave it out).
+
+    taskset -c 1 env OMP_NUM_THREADS=1 python experiments/decoder_depth.py --depths 20 15 \\
+        --bench manpages jargon --json decoder_depth.json
+
+(After ``python bench/ood/score.py --model default --task default --quantize int8 --truncate-dim full``, whose
+collections it reads; float32 throughout.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "bench" / "ood")]
+import metrics  # noqa: E402  (bench/ood)
+import score  # noqa: E402
+
+
+def chunks_of(name: str, args: argparse.Namespace) -> tuple[score.Corpus, tuple[list[str], list[str], np.ndarray]]:
+    """The benchmark and the stored chunks (document ids, texts, int8 vectors) of the preset's int8 collection."""
+    corpus = score.load_corpus(name, args.docs)
+    int8 = score.load_model("default", quantize="int8")
+    folder = score.collection_dir(args.cache, corpus, int8, "default", None)
+    if not (folder / "complete.json").exists():
+        raise SystemExit(f"error: no ingested collection at {folder}: run bench/ood/score.py first (see the doc)")
+    return corpus, score.stored_points(folder)
+
+
+def rankings(model, corpus: score.Corpus, doc_ids: list[str], texts: list[str]) -> tuple[dict, np.ndarray]:
+    ids = score.query_ids(corpus)
+    docs = model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True)
+    queries = model.encode_queries([corpus.bench.queries[q] for q in ids], normalize_embeddings=True)
+    return {q: score.best_documents(row, doc_ids) for q, row in zip(ids, queries @ docs.T)}, docs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--depths", type=int, nargs="*", default=[20, 15])
+    parser.add_argument("--bench", nargs="*", default=["manpages", "jargon"])
+    parser.add_argument("--prefixes", type=int, nargs="*", default=[384, 960], help="trained prefix sizes to score")
+    parser.add_argument("--docs", type=Path, help="the folder bench/ood/build.py wrote (default: its default)")
+    parser.add_argument("--cache", type=Path, help="bench/ood/score.py's --cache (default: its default)")
+    parser.add_argument("--data", type=Path, help="the shared data folder: also score the dev sets")
+    parser.add_argument("--sets", nargs="*", default=["stsb-dev", "scifact-dev-1k", "emotion-val", "banking77-dev"])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    defaults = score.parse_args([])  # score.py's own defaults for the folders
+    args.docs, args.cache = args.docs or defaults.docs, args.cache or defaults.cache
+
+    from c2v_rag import DEFAULT_PRESET, Causal2Vec
+
+    model = Causal2Vec.from_pretrained(DEFAULT_PRESET)
+    layers = model.decoder.layers
+    benches = {name: chunks_of(name, args) for name in args.bench}
+    results: dict = {"depths": {}, "decoder_layers": len(layers)}
+    # the shipped model's row from its stored (int8) chunk vectors, with float queries: int8 and float vectors
+    # of one model search each other within 0.0012 nDCG@10 (docs/performance.md, "Mixing float and int8")
+    row = {}
+    for name, (corpus, (doc_ids, _, stored)) in benches.items():
+        ids = score.query_ids(corpus)
+        queries = model.encode_queries([corpus.bench.queries[q] for q in ids], normalize_embeddings=True)
+        ranked = {q: score.best_documents(r, doc_ids) for q, r in zip(ids, queries @ stored.T)}
+        row[name] = {**metrics.evaluate(ranked, corpus.bench.qrels), "chunks": len(doc_ids)}
+        # the shorter trained prefixes from the same vectors: 384 is MiniLM's part alone (no decoder), 960 adds h_EOS
+        for dim in args.prefixes:
+            prefix = score.prefix_rankings((doc_ids, [], stored), corpus, model, dim, None, None)
+            row[name][f"ndcg@10 at {dim}"] = metrics.evaluate(prefix, corpus.bench.qrels)["ndcg@10"]
+        print("stored", name, row[name], flush=True)
+    results["stored_int8"] = row
+    for depth in args.depths:
+        model.decoder.layers = layers[:depth]
+        row = {}
+        for name, (corpus, (doc_ids, texts, stored)) in benches.items():
+            started = time.process_time()
+            ranked, vectors = rankings(model, corpus, doc_ids, texts)
+            row[name] = {**metrics.evaluate(ranked, corpus.bench.qrels), "cpu_s": round(time.process_time() - started)}
+            if depth == len(layers):  # the shipped model: float against the stored int8 vectors
+                row[name]["cosine_to_stored_min"] = float((vectors * stored).sum(1).min())
+            print(depth, name, row[name], flush=True)
+        if args.data is not None:
+            from c2v_rag.evaluation import load_suite, run_suite
+            from c2v_rag.evaluation.suites import SharedDocuments
+
+            model.max_seq_length = 256  # as the model card's dev scores (c2v-rag eval --max-length 256)
+            row["dev"] = run_suite(SharedDocuments(model), load_suite(args.sets, args.data))
+            model.max_seq_length = model.config.max_length
+            print(depth, "dev", row["dev"], flush=True)
+        results["depths"][depth] = row
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
