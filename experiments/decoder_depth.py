@@ -46,10 +46,32 @@ def rankings(model, corpus: score.Corpus, doc_ids: list[str], texts: list[str]) 
     return {q: score.best_documents(row, doc_ids) for q, row in zip(ids, queries @ docs.T)}, docs
 
 
+def block_influence(model, texts: list[str]) -> list[float]:
+    """ShortGPT's block influence of each decoder layer (Men et al., 2024): 1 - the mean cosine between the
+    hidden state a layer reads and the one it writes, over every token of ``texts`` (here the int8 calibration
+    documents shipped with the package, none of the benchmarks'). The layers that change the state least are the
+    ones a pruned decoder can best do without."""
+    import torch
+
+    decoder = model.decoder
+    influence = [0.0] * len(decoder.layers)
+    with torch.no_grad():
+        for text in texts:
+            ids = torch.tensor([model.fast_tokenizer(text, truncation=True, max_length=256)["input_ids"]])
+            x = decoder.get_input_embeddings()(ids)  # [1, L, d]
+            cos, sin = decoder.rotary(x, torch.arange(ids.shape[1])[None])
+            for i, layer in enumerate(decoder.layers):
+                y = layer(x, cos, sin, None)  # one text, no padding: causal SDPA
+                influence[i] += float(1 - torch.nn.functional.cosine_similarity(x[0], y[0], dim=-1).mean()) / len(texts)
+                x = y
+    return influence
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--depths", type=int, nargs="*", default=[20, 15])
     parser.add_argument("--bench", nargs="*", default=["manpages", "jargon"])
+    parser.add_argument("--drop", type=int, default=0, help="also drop this many layers of least block influence")
     parser.add_argument("--prefixes", type=int, nargs="*", default=[384, 960], help="trained prefix sizes to score")
     parser.add_argument("--docs", type=Path, help="the folder bench/ood/build.py wrote (default: its default)")
     parser.add_argument("--cache", type=Path, help="bench/ood/score.py's --cache (default: its default)")
@@ -80,14 +102,25 @@ def main() -> None:
             row[name][f"ndcg@10 at {dim}"] = metrics.evaluate(prefix, corpus.bench.qrels)["ndcg@10"]
         print("stored", name, row[name], flush=True)
     results["stored_int8"] = row
-    for depth in args.depths:
-        model.decoder.layers = layers[:depth]
+    if args.drop:
+        from c2v_rag.cpu.int8 import calibration_texts
+
+        influence = block_influence(model, list(calibration_texts()[0]))
+        # never the first or the last layer (ShortGPT keeps them too: they map into and out of the state space)
+        dropped = sorted(sorted(range(1, len(layers) - 1), key=lambda i: influence[i])[: args.drop])
+        results["block_influence"] = influence
+        results["dropped"] = dropped
+        print("block influence", [round(v, 4) for v in influence], "dropped", dropped, flush=True)
+    settings = [(f"drop {args.drop}", [i for i in range(len(layers)) if i not in dropped])] if args.drop else []
+    settings += [(str(depth), list(range(depth))) for depth in args.depths]
+    for depth, kept in settings:
+        model.decoder.layers = type(layers)([layers[i] for i in kept])
         row = {}
         for name, (corpus, (doc_ids, texts, stored)) in benches.items():
             started = time.process_time()
             ranked, vectors = rankings(model, corpus, doc_ids, texts)
             row[name] = {**metrics.evaluate(ranked, corpus.bench.qrels), "cpu_s": round(time.process_time() - started)}
-            if depth == len(layers):  # the shipped model: float against the stored int8 vectors
+            if len(kept) == len(layers):  # the shipped model: float against the stored int8 vectors
                 row[name]["cosine_to_stored_min"] = float((vectors * stored).sum(1).min())
             print(depth, name, row[name], flush=True)
         if args.data is not None:
