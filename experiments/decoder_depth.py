@@ -40,10 +40,10 @@ def chunks_of(name: str, args: argparse.Namespace) -> tuple[score.Corpus, tuple[
 
 
 def rankings(model, corpus: score.Corpus, doc_ids: list[str], texts: list[str]) -> tuple[dict, np.ndarray]:
-    ids = score.query_ids(corpus)
+    """Each question's top documents with the chunks re-embedded by ``model`` (ranked as score.py ranks), and the
+    chunk vectors."""
     docs = model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True)
-    queries = model.encode_queries([corpus.bench.queries[q] for q in ids], normalize_embeddings=True)
-    return {q: score.best_documents(row, doc_ids) for q, row in zip(ids, queries @ docs.T)}, docs
+    return score.prefix_rankings((doc_ids, texts, docs), corpus, model, model.embedding_dim, None, None), docs
 
 
 def block_influence(model, texts: list[str]) -> list[float]:
@@ -88,20 +88,24 @@ def main() -> None:
     layers = model.decoder.layers
     benches = {name: chunks_of(name, args) for name in args.bench}
     results: dict = {"depths": {}, "decoder_layers": len(layers)}
+
+    def save() -> None:  # after each stage, so that a stopped run keeps what it measured
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
     # the shipped model's row from its stored (int8) chunk vectors, with float queries: int8 and float vectors
     # of one model search each other within 0.0012 nDCG@10 (docs/performance.md, "Mixing float and int8")
     row = {}
-    for name, (corpus, (doc_ids, _, stored)) in benches.items():
-        ids = score.query_ids(corpus)
-        queries = model.encode_queries([corpus.bench.queries[q] for q in ids], normalize_embeddings=True)
-        ranked = {q: score.best_documents(r, doc_ids) for q, r in zip(ids, queries @ stored.T)}
-        row[name] = {**metrics.evaluate(ranked, corpus.bench.qrels), "chunks": len(doc_ids)}
+    for name, (corpus, points) in benches.items():
+        ranked = score.prefix_rankings(points, corpus, model, model.embedding_dim, None, None)
+        row[name] = {**metrics.evaluate(ranked, corpus.bench.qrels), "chunks": len(points[0])}
         # the shorter trained prefixes from the same vectors: 384 is MiniLM's part alone (no decoder), 960 adds h_EOS
         for dim in args.prefixes:
-            prefix = score.prefix_rankings((doc_ids, [], stored), corpus, model, dim, None, None)
+            prefix = score.prefix_rankings(points, corpus, model, dim, None, None)
             row[name][f"ndcg@10 at {dim}"] = metrics.evaluate(prefix, corpus.bench.qrels)["ndcg@10"]
         print("stored", name, row[name], flush=True)
     results["stored_int8"] = row
+    save()
     if args.drop:
         from c2v_rag.cpu.int8 import calibration_texts
 
@@ -132,8 +136,7 @@ def main() -> None:
             model.max_seq_length = model.config.max_length
             print(depth, "dev", row["dev"], flush=True)
         results["depths"][depth] = row
-        if args.json:
-            args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        save()
 
 
 if __name__ == "__main__":

@@ -10,9 +10,8 @@ ONNX Runtime warns that a graph optimized at its highest level may hold optimiza
 it, so the optimized file is named by a hash of ONNX Runtime's version, the machine type and the CPU's flags, and
 of the graph file's size and modification time: another CPU sharing the cache, another ONNX Runtime, or a graph
 written anew makes its own. Files of the same graph made for another of these are removed when a new one is
-written; the graph itself is never touched. Anything
-that goes wrong with the optimized file (a read-only cache, a file ONNX Runtime refuses) falls back to
-optimizing in memory, as before.
+written; the graph itself is never touched. Anything that goes wrong with the optimized file (a read-only cache,
+a file ONNX Runtime refuses) falls back to optimizing in memory, as before.
 """
 
 from __future__ import annotations
