@@ -259,8 +259,9 @@ def llamaindex_ingest(folder: Path, client, collection: str, clock, batch_size: 
     return len(pipeline.run(documents=documents))
 
 
-def c2v_ingest(name: str, folder: Path, client, collection: str, clock) -> int:
-    """``name`` is a c2v pipeline, with ``@N`` for a budget of N padded tokens per forward pass (``--max-tokens``)."""
+def c2v_ingest(name: str, folder: Path, client, collection: str, clock, model: str | None = None) -> int:
+    """``name`` is a c2v pipeline, with ``@N`` for a budget of N padded tokens per forward pass (``--max-tokens``);
+    ``model`` the variant it ingests with (None: the default preset)."""
     import c2v_rag
     from c2v_rag.rag import IngestConfig, load_model
 
@@ -271,15 +272,22 @@ def c2v_ingest(name: str, folder: Path, client, collection: str, clock) -> int:
         "c2v-384": {"truncate_dim": 384, "quantize": "none"},
     }[pipeline]
     config = IngestConfig(max_tokens_per_batch=int(budget)) if budget else None
-    load_model(None, device="cpu", quantize=options.get("quantize")).encode(["warm up"])
+    load_model(model, device="cpu", quantize=options.get("quantize")).encode(["warm up"])
     clock()
     result = c2v_rag.ingest(
-        [folder], client=client, collection=collection, device="cpu", show_progress=False, config=config, **options
+        [folder],
+        client=client,
+        collection=collection,
+        model=model,
+        device="cpu",
+        show_progress=False,
+        config=config,
+        **options,
     )
     return result.chunks
 
 
-def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
+def child(name: str, folder: Path, store: Path, batch_size: int, model: str | None = None) -> dict:
     client, Client = _client(store)
     started: dict[str, float] = {}
 
@@ -292,7 +300,7 @@ def child(name: str, folder: Path, store: Path, batch_size: int) -> dict:
     elif name == "llamaindex-minilm":
         chunks = llamaindex_ingest(folder, client, "bench", clock, batch_size)
     else:
-        chunks = c2v_ingest(name, folder, client, "bench", clock)
+        chunks = c2v_ingest(name, folder, client, "bench", clock, model)
     seconds, cpu_seconds = time.perf_counter() - started["wall"], time.process_time() - started["cpu"]
     stored = client.count("bench").count
     client.close()
@@ -353,13 +361,18 @@ def main() -> None:
         help="run each c2v pipeline once per budget of padded tokens per forward pass (rows NAME@N) instead of at "
         "its default",
     )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="the variant the c2v pipelines ingest with (a preset or a directory; default: the default preset)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.gettempdir()) / f"c2v-md-{args.files}"
     if args.child:
-        print(json.dumps(child(args.child, folder, args.store, args.batch_size)))
+        print(json.dumps(child(args.child, folder, args.store, args.batch_size, args.model)))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import single_thread_note, speed_flags_note
@@ -387,6 +400,7 @@ def main() -> None:
         "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
         "folder": {"path": str(folder), "build": build, "files": files, "sha256": digest},
+        "model": args.model or "default preset",
         "rows": [],
     }
     if build == "kernel-docs":
@@ -400,6 +414,7 @@ def main() -> None:
     for name in (n.removesuffix("@None") for n in names):
         with tempfile.TemporaryDirectory(prefix="c2v-ingest-") as store:
             command = [sys.executable, __file__, "--folder", str(folder), "--batch-size", str(args.batch_size)]
+            command += ["--model", args.model] if args.model else []
             out = subprocess.run(
                 [*command, "--child", name, "--store", store], check=True, capture_output=True, text=True
             )

@@ -139,6 +139,14 @@ class Causal2VecConfig(BaseModel):
     decoder_revision: str | None = None
     encoder_revision: str | None = None
 
+    decoder_layers: list[int] | None = Field(
+        None,
+        description=(
+            "the base decoder's layers this variant runs, by their index in the base model (None: all). Dropping "
+            "the layers that change the hidden state least cuts the decoder's cost in proportion; a variant is "
+            "trained with the layers it runs (c2v_rag.nn.depth)"
+        ),
+    )
     num_contextual_tokens: int = Field(1, ge=0, description="0 gives the plain decoder baseline")
     representation: str = Field(
         "concat",
@@ -215,6 +223,16 @@ class Causal2VecConfig(BaseModel):
     def _registered(cls, name: str) -> str:
         representation_facts(name)
         return name
+
+    @field_validator("decoder_layers")
+    @classmethod
+    def _layers(cls, layers: list[int] | None) -> list[int] | None:
+        if layers is not None and (not layers or layers != sorted(set(layers)) or layers[0] < 0):
+            raise ValueError(
+                f"decoder_layers={layers} must name at least one layer of the base decoder, by distinct indices from "
+                "0 in increasing order (leave it unset to run all of them)"
+            )
+        return layers
 
     @field_validator("part_weights")
     @classmethod

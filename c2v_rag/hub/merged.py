@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -54,10 +55,17 @@ def merged_dir() -> Path | None:
 
 
 def merged_key(
-    weights_digest: str | None, role: str, adapter: Path, base: ResolvedSource, dtype: torch.dtype, device: torch.device
+    weights_digest: str | None,
+    role: str,
+    adapter: Path,
+    base: ResolvedSource,
+    dtype: torch.dtype,
+    device: torch.device,
+    layers: Sequence[int] | None = None,
 ) -> str | None:
     """The name of the entry for ``role``'s backbone merged with the variant's ``adapter`` (its folder), or None
-    when it cannot be cached (a base on the hub, a variant without weights of its own, an unreadable adapter)."""
+    when it cannot be cached (a base on the hub, a variant without weights of its own, an unreadable adapter).
+    ``layers`` are the base layers the backbone runs (``decoder_layers``; None: all), which the entry holds alone."""
     if weights_digest is None or not base.is_local:
         return None
     try:
@@ -78,6 +86,8 @@ def merged_key(
         distribution_version("peft"),
     ):
         digest.update(part.encode() + b"\0")
+    if layers is not None:  # only then: the entries of whole decoders keep the names they had
+        digest.update(("layers:" + ",".join(map(str, layers))).encode() + b"\0")
     for file in sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)}):
         stat = file.stat()
         digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())

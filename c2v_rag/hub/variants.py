@@ -240,7 +240,8 @@ def _merged_key(
     config: Causal2VecConfig, digest: str | None, role: str, adapter: Path, dtype: torch.dtype, device: torch.device
 ) -> str | None:
     base = resolve_reference(getattr(config, role), getattr(config, f"{role}_revision"))
-    return merged_key(digest, role, adapter, base, dtype, device)
+    layers = config.decoder_layers if role == "decoder" else None
+    return merged_key(digest, role, adapter, base, dtype, device, layers)
 
 
 def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool = True) -> Path:

@@ -30,6 +30,7 @@ from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer, transformers_tokeniz
 from c2v_rag.hub.plain_weights import load_plain_backbone
 from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
+from c2v_rag.nn.depth import keep_layers, narrowing, transformer_layers
 from c2v_rag.nn.plain import PlainBackbone
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, split_parts, weigh_parts
 from c2v_rag.nn.projector import ContextualProjector
@@ -167,6 +168,7 @@ class Causal2Vec(nn.Module):
             trust_remote_code=config.trust_remote_code,
             plain="decoder" in plain,
         )
+        _run_decoder_layers(decoder, config, cut_already="decoder" in weights)
         d = _hidden_size(decoder.config)
         _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
         config.decoder_hidden_size = d
@@ -306,8 +308,29 @@ class Causal2Vec(nn.Module):
                     # with transformers' default, as from_config loads it
                     attn_implementation="sdpa" if role == "decoder" else None,
                 )
+                if role == "decoder":
+                    # the plain module read the base's layers (cut since) or a merged copy (cut when saved)
+                    cut = len(transformer_layers(replacement)) == len(transformer_layers(module))
+                    _run_decoder_layers(replacement, self.config, cut_already=cut)
                 setattr(self, role, replacement.to(parameter.device).train(module.training))
         return self
+
+    def keep_decoder_layers(self, layers: Sequence[int]) -> None:
+        """Run only the base decoder's ``layers`` (indices in the base model, increasing) from now on: a shallower
+        variant, to train (it saves and loads as ``config.decoder_layers``). It can only drop layers: each named
+        one must still run. Adapters attached to the decoder stay on the layers kept."""
+        if self.quantization != "none" or "decoder" in self.adapter_sources:
+            raise ValueError(
+                "keep_decoder_layers cuts the decoder and its adapter together: load the variant with "
+                "merge_adapters=False and no quantize (as training does), then cut it"
+            )
+        changed = self.config.model_copy(update={"decoder_layers": list(layers)})
+        changed = Causal2VecConfig.model_validate(changed.model_dump())  # checked before anything is cut
+        assert changed.decoder_layers is not None
+        count = len(transformer_layers(self.decoder))
+        keep_layers(self.decoder, narrowing(self.config.decoder_layers, changed.decoder_layers, count))
+        self.config = changed
+        self.weights_digest = None  # no longer the model its files describe
 
     def train(self, mode: bool = True) -> Causal2Vec:
         """Set training mode (``nn.Module.train``); a plain-torch backbone, inference-only, is replaced by its
@@ -752,6 +775,23 @@ def _load_backbone(
     return load_backbone(
         source, dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code
     )
+
+
+def _run_decoder_layers(decoder: nn.Module, config: Causal2VecConfig, *, cut_already: bool) -> None:
+    """Cut ``decoder`` to ``config.decoder_layers``, unless it was read already cut (a merged copy saved after the
+    cut), whose layer count is then checked."""
+    layers = config.decoder_layers
+    if layers is None:
+        return
+    count = len(transformer_layers(decoder))
+    if cut_already:
+        if count != len(layers):
+            raise ValueError(
+                f"the decoder weights read for {config.decoder!r} have {count} layers, but the variant runs "
+                f"{len(layers)} ({layers}); delete the cached copy (c2v_rag cache, 'merged') and load again"
+            )
+        return
+    keep_layers(decoder, narrowing(None, layers, count))
 
 
 def _default_attention(device: torch.device) -> str:

@@ -56,7 +56,8 @@ class ModelSection(_Section):
     Either ``variant`` (a variant directory or preset to continue from; its adapters are kept
     trainable) or ``decoder`` + ``encoder`` (base models for a fresh variant). ``config`` holds
     :class:`~c2v_rag.Causal2VecConfig` fields for a fresh variant (``max_length``,
-    ``representation``...); a continued variant takes only :data:`READOUT_FIELDS`.
+    ``representation``...); a continued variant takes only :data:`READOUT_FIELDS`, and ``decoder_layers`` to run
+    fewer of its decoder's layers (a shallower variant, trained from the deeper one).
     """
 
     variant: str | None = None
@@ -86,13 +87,13 @@ class ModelSection(_Section):
                 "model: set either 'variant' (continue training a variant directory or preset) or "
                 "'decoder' (+ 'encoder') to build a fresh variant, not both and not neither"
             )
-        fixed = sorted(set(self.config) - set(READOUT_FIELDS))
+        fixed = sorted(set(self.config) - set(READOUT_FIELDS) - {"decoder_layers"})
         if self.variant is not None and fixed:
             # A variant brings its own configuration; silently dropping these fields would train something else.
             raise ValueError(
                 f"model.config {fixed} cannot change a variant ('{self.variant}'): its configuration is saved "
-                f"with it; only the readout fields {list(READOUT_FIELDS)} may change when continuing one. Remove "
-                "the others, or build a fresh variant from 'decoder'"
+                f"with it; only the readout fields {list(READOUT_FIELDS)} and decoder_layers (to drop layers) may "
+                "change when continuing one. Remove the others, or build a fresh variant from 'decoder'"
             )
         return self
 
