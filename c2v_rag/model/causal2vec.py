@@ -324,11 +324,11 @@ class Causal2Vec(nn.Module):
                 "keep_decoder_layers cuts the decoder and its adapter together: load the variant with "
                 "merge_adapters=False and no quantize (as training does), then cut it"
             )
-        changed = self.config.model_copy(update={"decoder_layers": list(layers)})
-        changed = Causal2VecConfig.model_validate(changed.model_dump())  # checked before anything is cut
-        assert changed.decoder_layers is not None
+        wanted = list(layers)
+        # validated before anything is cut
+        changed = Causal2VecConfig.model_validate({**self.config.model_dump(), "decoder_layers": wanted})
         count = len(transformer_layers(self.decoder))
-        keep_layers(self.decoder, narrowing(self.config.decoder_layers, changed.decoder_layers, count))
+        keep_layers(self.decoder, narrowing(self.config.decoder_layers, wanted, count))
         self.config = changed
         self.weights_digest = None  # no longer the model its files describe
 
