@@ -69,6 +69,21 @@ def test_a_cut_decoder_embeds_as_the_base_saved_with_those_layers(deep_llama, ti
         np.testing.assert_allclose(cut.encode(TEXTS), expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [{"attention": "bidirectional"}, {"echo": True, "representation": "mean"}],
+    ids=["bidirectional", "echo"],
+)
+def test_a_cut_decoder_keeps_the_attention_and_echo_settings(deep_llama, tiny_dirs, fields):
+    """Bidirectional attention and echo embeddings act on the layers kept, as on the base saved with only those."""
+    cut = build(deep_llama / "whole", tiny_dirs["bert"], decoder_layers=KEPT, **fields)
+    reference = build(deep_llama / "short", tiny_dirs["bert"], **fields)
+    causal = build(deep_llama / "short", tiny_dirs["bert"], **{**fields, "attention": "causal", "echo": False})
+    got = cut.encode(TEXTS)
+    np.testing.assert_allclose(got, reference.encode(TEXTS), rtol=0, atol=1e-6)
+    assert not np.allclose(got, causal.encode(TEXTS), atol=1e-3)  # the setting changes the vectors
+
+
 def test_a_variant_cut_and_trained_saves_and_loads_with_its_layers(deep_llama, tiny_dirs, tiny_recipe, tmp_path):
     """The healing run: a whole variant is continued with decoder_layers; its adapter is saved on the layers kept and
     loads onto a base cut the same way, merged or not, through the merged cache twice, and in int8."""
