@@ -14,6 +14,7 @@ model loads, a mode the collection cannot serve once the collection is read), wi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Stric
 from c2v_rag.store.backends import StoreKind
 from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, recorded_readout
 from c2v_rag.store.query import Fusion, SearchMode
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -191,9 +194,20 @@ class ResolvedModel:
         device = resolve_device(self.options.device)
         if quantize is None and recorded is not None:
             # A collection from before quantize was recorded holds float vectors. Where int8 cannot run (a GPU,
-            # no int8 extra), float vectors join int8 ones: they search each other alike (check_model).
+            # no int8 extra), float vectors join int8 ones and float queries search them: the two kinds search
+            # each other alike (check_model; docs/performance.md, "Mixing float and int8 vectors").
             kept = recorded.get("quantize") or "none"
-            return kept if kept == "none" or (device.type == "cpu" and int8_runtime_installed()) else "none"
+            if kept == "none" or (device.type == "cpu" and int8_runtime_installed()):
+                return kept
+            logger.info(
+                "the collection holds %s vectors, which this machine cannot compute (%s): embedding in float, "
+                "which searches them alike",
+                kept,
+                "no int8 extra: pip install 'c2v-rag[int8]'"
+                if device.type == "cpu"
+                else f"int8 runs on a CPU, not {device}",
+            )
+            return "none"
         return resolve_quantize(default_quantize() if quantize is None else quantize, device)
 
     def load(self, default_quantize: str | None = None, readout: Mapping[str, Any] | None = None) -> Causal2Vec:
@@ -238,7 +252,9 @@ class ResolvedModel:
         """The model, run as a collection's record says its vectors were made: its quantization unless another
         is asked for, and its part weights (``encoder_share``, ``part_weights``)."""
         recorded = recorded or {}
-        return self.load(default_quantize=recorded.get("quantize", "none"), readout=recorded_readout(recorded))
+        # the collection's kind where it can run here, else float, as an ingest into it decides (quantization)
+        quantize = None if self.loaded is not None else self.quantization(recorded)
+        return self.load(default_quantize=quantize, readout=recorded_readout(recorded))
 
 
 class CommonSearchOptions(_Options):

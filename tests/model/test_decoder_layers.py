@@ -70,9 +70,7 @@ def test_a_cut_decoder_embeds_as_the_base_saved_with_those_layers(deep_llama, ti
 
 
 @pytest.mark.parametrize(
-    "fields",
-    [{"attention": "bidirectional"}, {"echo": True, "representation": "mean"}],
-    ids=["bidirectional", "echo"],
+    "fields", [{"attention": "bidirectional"}, {"echo": True, "representation": "mean"}], ids=["bidirectional", "echo"]
 )
 def test_a_cut_decoder_keeps_the_attention_and_echo_settings(deep_llama, tiny_dirs, fields):
     """Bidirectional attention and echo embeddings act on the layers kept, as on the base saved with only those."""

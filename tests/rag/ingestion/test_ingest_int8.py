@@ -5,6 +5,7 @@ own encode; the int8 arithmetic itself against numpy in tests/cpu/test_int8.py."
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
 from pathlib import Path
 
@@ -205,6 +206,55 @@ def test_ingest_records_int8_and_search_embeds_queries_as_asked_or_as_the_collec
         }
         np.testing.assert_allclose(vectors, each[kind], atol=1e-5)
         assert not np.allclose(vectors, each[INT8_METHOD if kind == "none" else "none"], atol=1e-5)
+
+
+# A Python in which the int8 extra's packages cannot be imported: a machine where c2v-rag was installed without it.
+# (None in sys.modules: importing the package fails and importlib.util.find_spec finds nothing, as when it is absent.)
+_WITHOUT_INT8_EXTRA = """
+import json, sys
+sys.modules.update(dict.fromkeys(("onnx", "onnxruntime", "onnx_ir")))
+import c2v_rag
+from c2v_rag.core.devices import int8_runtime_installed
+assert not int8_runtime_installed()
+hits = c2v_rag.search(sys.argv[1], top_k=3, collection="q8", path=sys.argv[2], model=sys.argv[3])
+print(json.dumps([[h.id, h.score] for h in hits]))
+"""
+
+
+@needs_int8_cpu
+def test_where_int8_cannot_run_a_search_of_an_int8_collection_embeds_its_query_in_float(
+    tmp_path, tiny_variant, corpus, ingest_config
+):
+    """Float queries search int8 vectors alike (docs/performance.md, "Mixing float and int8 vectors"), so a
+    machine without the int8 extra searches an int8 collection in float, as an ingest into it adds float vectors,
+    rather than refusing it."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus, path=store, collection="q8", model=tiny_variant, config=ingest_config, quantize="int8")
+    query = corpus[2]["text"][:50]
+    with closing(QdrantClient(path=str(store))) as client:
+        payloads = stored_points(client, "q8")
+        ids = list(payloads)
+        stored = np.array([p.vector for p in client.retrieve("q8", ids, with_vectors=True)], dtype=np.float32)
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_INT8_EXTRA, query, str(store), str(tiny_variant)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout)
+    q = load_model(tiny_variant, device="cpu").encode_queries(query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True)
+    expected = sorted(zip((stored @ q).tolist(), ids), reverse=True)[:3]
+    assert [i for i, _ in found] == [i for _, i in expected]
+    np.testing.assert_allclose([sc for _, sc in found], [sc for sc, _ in expected], atol=1e-5)
+    # not the int8 query's scores: those differ by about 1e-4 (the check above would not tell them apart otherwise)
+    q8 = load_model(tiny_variant, device="cpu", quantize="int8").encode_queries(
+        query, task=DEFAULT_QUERY_TASK, normalize_embeddings=True
+    )
+    assert not np.allclose(stored @ q8, stored @ q, atol=1e-5)
 
 
 @needs_int8_cpu
