@@ -76,8 +76,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until stopped; flags left out take ServerConfig's defaults (and its environment variables)."""
-    from c2v_rag.serving.config import ServerConfig
-    from c2v_rag.serving.server import serve
+    from c2v_rag.serving import ServerConfig, serve  # names the serve extra where it is missing
 
     fields = {
         "host": args.host,

@@ -100,6 +100,51 @@ def test_bad_input_is_refused_before_the_model_loads_and_leaves_no_collection(tm
         assert [c.name for c in client.get_collections().collections] == ["kb"]
 
 
+# The CLI in a Python where ``hidden`` packages cannot be imported (None in sys.modules), as on a machine without
+# the extra that brings them.
+_WITHOUT = (
+    "import runpy, sys\n"
+    "hidden, sys.argv = sys.argv[1].split(','), ['c2v-rag', *sys.argv[2:]]\n"
+    "sys.modules.update(dict.fromkeys(hidden))\n"
+    "runpy.run_module('c2v_rag.cli', run_name='__main__')\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "command", "message"),
+    [
+        (
+            "pyarrow",
+            "embed",
+            "embed (its Parquet files) needs the package 'pyarrow', which is not installed. "
+            "Install it with: pip install 'c2v-rag[parquet]'",
+        ),
+        (
+            "fastapi",
+            "serve",
+            "c2v-rag serve needs the package 'fastapi', which is not installed. "
+            "Install it with: pip install 'c2v-rag[serve]'",
+        ),
+        ("prometheus_client", "serve", "c2v-rag serve needs the package 'prometheus-client'"),
+    ],
+)
+def test_a_missing_extra_is_named_with_its_install_command_before_any_work(
+    tmp_path, folder, broken_variant, hidden, command, message
+):
+    """Before the model loads (the broken variant would say so) and before embed writes its folder."""
+    out = tmp_path / "vectors"
+    argv = {
+        "embed": ["embed", str(folder), "--out", str(out), "--model", str(broken_variant), *CHUNKS],
+        "serve": ["serve", "--model", str(broken_variant), "--port", "0"],
+    }[command]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT, hidden, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
+    )
+    assert proc.returncode == EXIT_BAD_INPUT and message in one_error_line(proc), proc.stderr
+    assert not out.exists()
+
+
 def test_a_locked_store_is_one_line(tmp_path, folder, broken_variant):
     store = tmp_path / "store"
     with closing(QdrantClient(path=str(store))):

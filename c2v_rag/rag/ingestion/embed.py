@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from c2v_rag.core.extras import require
 from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -100,6 +101,8 @@ def embed(
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
     write = choose_engine(_WRITERS, engine)
+    # before any model loads or document is read: without it, every chunk would be embedded and then lost
+    require("pyarrow.parquet", "embed (its Parquet files)", "parquet", distribution="pyarrow")
     if chosen.model is not None and not isinstance(chosen.model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
     folder = _check_out(Path(out))
