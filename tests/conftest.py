@@ -26,6 +26,14 @@ def _tokenizer_cache(tmp_path_factory):
         os.environ["C2V_RAG_TOKENIZER_CACHE"] = str(tmp_path_factory.mktemp("tokenizer-cache"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _default_store(tmp_path_factory):
+    """The embedded store that ingest, search and serve use when told none (``$C2V_RAG_QDRANT_PATH``, else the user
+    data directory) in a folder of the session: a test that relies on the default must not read, or write into,
+    the store of the user running the suite (a /v1/search test answered 409 where the user had ingested)."""
+    os.environ["C2V_RAG_QDRANT_PATH"] = str(tmp_path_factory.mktemp("default-store") / "qdrant")
+
+
 pytest_plugins = ["rag_fixtures"]
 
 
