@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from c2v_rag.core.extras import require
 from c2v_rag.evaluation.datasets import LabelledData, PairScoreData, RetrievalData
 from c2v_rag.evaluation.metrics import Run, evaluate_run
 
@@ -144,6 +146,21 @@ def evaluate_classification(
         clf.fit(pool_vectors[[row_of[int(i)] for i in pick]], train_y[pick])
         scores.append(float((clf.predict(test_vectors) == np.array(data.test_labels)).mean()))
     return {"accuracy": float(np.mean(scores)), "accuracy_std": float(np.std(scores))}
+
+
+# What scoring a kind of dev set imports beyond the core install (the eval extra): what it is, the module, pip's name.
+_SCORERS = {
+    PairScoreData: ("STS sets (Spearman correlation)", "scipy.stats", "scipy"),
+    LabelledData: ("classification sets (logistic regression)", "sklearn.linear_model", "scikit-learn"),
+}
+
+
+def require_scorers(suite: Mapping[str, Any]) -> None:
+    """Import what scoring ``suite``'s dev sets takes, or raise naming the eval extra: checked before any model
+    loads, rather than after the first model has been loaded and its first set embedded."""
+    for kind, (what, module, distribution) in _SCORERS.items():
+        if any(isinstance(data, kind) for data in suite.values()):
+            require(module, f"scoring {what}", "eval", distribution=distribution)
 
 
 def evaluate(model: EmbeddingModel, data, *, examples: int = 0, **kwargs: Any) -> dict[str, float]:

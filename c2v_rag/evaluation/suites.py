@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.evaluation.datasets import banking77_dev, emotion_dev, scifact_dev, stsb_dev
-from c2v_rag.evaluation.evaluators import evaluate
+from c2v_rag.evaluation.evaluators import evaluate, require_scorers
 
 LOADERS: dict[str, Callable[[Path], Any]] = {
     "scifact-dev": scifact_dev,
@@ -62,6 +62,7 @@ def run_suite(model, suite: dict[str, Any], *, examples: int = 0, **encode_kwarg
     """Scores per dev set, each with its main metric under ``"main"`` and the seconds it took; ``examples``
     in-context examples per input (Causal2Vec w/ ICL; 0: none). To score several counts at one cost of the
     retrieval corpora, pass the same :class:`SharedDocuments` wrapper to each call."""
+    require_scorers(suite)
     results = {}
     for name, data in suite.items():
         start = time.perf_counter()

@@ -126,16 +126,27 @@ _WITHOUT = (
             "Install it with: pip install 'c2v-rag[serve]'",
         ),
         ("prometheus_client", "serve", "c2v-rag serve needs the package 'prometheus-client'"),
+        (
+            "scipy",
+            "eval",
+            "scoring STS sets (Spearman correlation) needs the package 'scipy', which is not "
+            "installed. Install it with: pip install 'c2v-rag[eval]'",
+        ),
     ],
 )
 def test_a_missing_extra_is_named_with_its_install_command_before_any_work(
     tmp_path, folder, broken_variant, hidden, command, message
 ):
-    """Before the model loads (the broken variant would say so) and before embed writes its folder."""
+    """Before the model loads (the broken variant would say so) and before embed writes its folder; eval after
+    reading its sets, which say what scoring them takes."""
     out = tmp_path / "vectors"
+    stsb = tmp_path / "data" / "stsb"
+    stsb.mkdir(parents=True)
+    (stsb / "stsb.dev.tsv").write_text("score\tsentence1\tsentence2\n4.5\tA cat sleeps.\tA cat is asleep.\n")
     argv = {
         "embed": ["embed", str(folder), "--out", str(out), "--model", str(broken_variant), *CHUNKS],
         "serve": ["serve", "--model", str(broken_variant), "--port", "0"],
+        "eval": ["eval", str(broken_variant), "--data", str(tmp_path / "data"), "--sets", "stsb-dev"],
     }[command]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
