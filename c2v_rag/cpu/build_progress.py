@@ -39,6 +39,7 @@ class _Bar:
                 total=total,
                 desc=self.description,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
+                disable=not _shown.get(),
             )
         return self.bar
 
@@ -50,6 +51,18 @@ class _Bar:
 
 
 _bar: ContextVar[_Bar | None] = ContextVar("c2v_rag_build_bar", default=None)
+_shown: ContextVar[bool] = ContextVar("c2v_rag_build_bar_shown", default=True)
+
+
+@contextlib.contextmanager
+def build_bar_shown(show: bool) -> Iterator[None]:
+    """Whether a first int8 load inside shows its bar: an ingest, embed or reindex asked for no progress bar
+    (``show_progress=False``, the CLI's ``-q``) loads its model inside ``build_bar_shown(False)``."""
+    token = _shown.set(show)
+    try:
+        yield
+    finally:
+        _shown.reset(token)
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import ModelOptions
@@ -119,7 +120,8 @@ def reindex_collection(
         # The chunks' collection (the plain one, or the alias' current one) says how they were embedded.
         recorded = fingerprint_of(qdrant_client.get_collection(plain or previous or collection)) or {}
         resolved = chosen.resolve()
-        reference, c2v = resolved.reference, resolved.as_recorded(recorded)  # a failed load changes nothing
+        with build_bar_shown(show_progress):  # a first int8 load's bar, like the reindex's
+            reference, c2v = resolved.reference, resolved.as_recorded(recorded)  # a failed load changes nothing
         truncate_dim = recorded.get("truncate_dim")
         documents = recorded.get("document_prompt") or {}
         made: list[str] = []  # the collections this call creates: dropped if it fails before publishing

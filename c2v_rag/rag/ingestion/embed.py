@@ -158,6 +158,7 @@ def _embed_here(
 ) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
     ``rows_per_file`` chunks (``ray`` is unused). The run's seconds count from ``started``."""
+    from c2v_rag.cpu.build_progress import build_bar_shown
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.documents import input_size, iter_documents
     from c2v_rag.rag.embedding import Embedder, load_model
@@ -172,7 +173,8 @@ def _embed_here(
 
     documents = iter_documents(docs, options=read, log=log)
     size = input_size(docs, log)  # counted before the model loads and anything is read
-    c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
+    with build_bar_shown(settings.show_progress):  # a first int8 load's bar, like the run's
+        c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
     batcher = DocumentBatcher(
         TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,

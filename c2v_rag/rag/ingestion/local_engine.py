@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import InputSize, input_size, iter_documents
 from c2v_rag.documents.files import ReadLog, ReadOptions
@@ -63,7 +64,8 @@ class LocalEngine:
         self.size = input_size(docs, log)
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
-        c2v: Causal2Vec = plan.model.load(default_quantize=plan.quantization)
+        with build_bar_shown(plan.settings.show_progress):  # a first int8 load's bar, like the ingest's
+            c2v: Causal2Vec = plan.model.load(default_quantize=plan.quantization)
         self.embedder = Embedder.for_documents(c2v, plan.settings)
         settings = plan.settings
         self.chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
