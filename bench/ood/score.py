@@ -117,7 +117,7 @@ def model_key(model: Any, reference: str) -> str:
         model.weights_digest or f"reference:{Path(reference).resolve() if Path(reference).exists() else reference}"
     )
     quantized = "" if model.quantization == "none" else f"quantization:{model.quantization}"
-    return hashlib.sha256((weights + model.config.model_dump_json() + quantized).encode()).hexdigest()[:16]
+    return hashlib.sha256((weights + model.config.key_json() + quantized).encode()).hexdigest()[:16]
 
 
 def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, truncate_dim: int | None) -> Path:

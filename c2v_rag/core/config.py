@@ -123,6 +123,12 @@ class PromptFormat(BaseModel):
     suffix: str = ""
 
 
+# Fields added to Causal2VecConfig after its JSON first named cache entries (Causal2VecConfig.key_json), each with
+# the value that means it is not set. Adding one with a default changed every name (decoder_layers did once, and
+# so rebuilt every cached int8 graph); a field added here, at its default, leaves the names as they were.
+KEYED_SINCE: dict[str, Any] = {"decoder_layers": None}
+
+
 class Causal2VecConfig(BaseModel):
     """Everything needed to rebuild a variant, except the trained weights.
 
@@ -315,6 +321,14 @@ class Causal2VecConfig(BaseModel):
                 "part_weights weighs each part as a unit vector; set normalize_parts=true with it, as the weights "
                 "then say what share of the cosine each part carries"
             )
+
+    def key_json(self) -> str:
+        """The config as JSON for naming cache entries (the int8 graphs, a variant's alias of them, benchmark
+        collections): :meth:`model_dump_json` less the fields added since such names were first made
+        (:data:`KEYED_SINCE`) while they hold the value that means they are not set, so that an entry made before
+        a field existed keeps its name and is found again."""
+        unset = {name for name, value in KEYED_SINCE.items() if getattr(self, name) == value}
+        return self.model_dump_json(exclude=unset)
 
     @property
     def uses_encoder_vector(self) -> bool:

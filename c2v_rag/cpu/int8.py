@@ -101,7 +101,7 @@ def recipe_key(model: Any) -> str:
         f"{CALIBRATION_TASKS}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())
-    digest.update(model.config.model_dump_json().encode())
+    digest.update(model.config.key_json().encode())
     hash_weights(digest, model.decoder.get_input_embeddings(), "decoder.embeddings.")
     for role in ("encoder", "projector"):
         module = getattr(model, role, None)

@@ -232,7 +232,7 @@ def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | No
     require("onnxruntime", "quantize='int8'", "int8")  # before any weights load
     from c2v_rag.cpu.int8 import find_int8_graphs, variant_alias
 
-    alias = variant_alias(digest, config.model_dump_json())
+    alias = variant_alias(digest, config.key_json())
     return alias, find_int8_graphs(alias)
 
 
