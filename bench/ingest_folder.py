@@ -259,9 +259,12 @@ def llamaindex_ingest(folder: Path, client, collection: str, clock, batch_size: 
     return len(pipeline.run(documents=documents))
 
 
-def c2v_ingest(name: str, folder: Path, client, collection: str, clock, model: str | None = None) -> int:
+def c2v_ingest(
+    name: str, folder: Path, client, collection: str, clock, model: str | None = None, max_seq_length: int | None = None
+) -> int:
     """``name`` is a c2v pipeline, with ``@N`` for a budget of N padded tokens per forward pass (``--max-tokens``);
-    ``model`` the variant it ingests with (None: the default preset)."""
+    ``model`` the variant it ingests with (None: the default preset); ``max_seq_length`` the decoder tokens each
+    chunk is read with (``model.max_seq_length``; None: the model's)."""
     import c2v_rag
     from c2v_rag.rag import IngestConfig, load_model
 
@@ -272,7 +275,10 @@ def c2v_ingest(name: str, folder: Path, client, collection: str, clock, model: s
         "c2v-384": {"truncate_dim": 384, "quantize": "none"},
     }[pipeline]
     config = IngestConfig(max_tokens_per_batch=int(budget)) if budget else None
-    load_model(model, device="cpu", quantize=options.get("quantize")).encode(["warm up"])
+    shared = load_model(model, device="cpu", quantize=options.get("quantize"))  # the object ingest then uses
+    if max_seq_length is not None:
+        shared.max_seq_length = max_seq_length
+    shared.encode(["warm up"])
     clock()
     result = c2v_rag.ingest(
         [folder],
@@ -287,7 +293,9 @@ def c2v_ingest(name: str, folder: Path, client, collection: str, clock, model: s
     return result.chunks
 
 
-def child(name: str, folder: Path, store: Path, batch_size: int, model: str | None = None) -> dict:
+def child(
+    name: str, folder: Path, store: Path, batch_size: int, model: str | None = None, max_seq_length: int | None = None
+) -> dict:
     client, Client = _client(store)
     started: dict[str, float] = {}
 
@@ -300,7 +308,7 @@ def child(name: str, folder: Path, store: Path, batch_size: int, model: str | No
     elif name == "llamaindex-minilm":
         chunks = llamaindex_ingest(folder, client, "bench", clock, batch_size)
     else:
-        chunks = c2v_ingest(name, folder, client, "bench", clock, model)
+        chunks = c2v_ingest(name, folder, client, "bench", clock, model, max_seq_length)
     seconds, cpu_seconds = time.perf_counter() - started["wall"], time.process_time() - started["cpu"]
     stored = client.count("bench").count
     client.close()
@@ -366,13 +374,19 @@ def main() -> None:
         default=None,
         help="the variant the c2v pipelines ingest with (a preset or a directory; default: the default preset)",
     )
+    parser.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=None,
+        help="decoder tokens the c2v pipelines read of each chunk (model.max_seq_length; default: the model's)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--store", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.gettempdir()) / f"c2v-md-{args.files}"
     if args.child:
-        print(json.dumps(child(args.child, folder, args.store, args.batch_size, args.model)))
+        print(json.dumps(child(args.child, folder, args.store, args.batch_size, args.model, args.max_seq_length)))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import single_thread_note, speed_flags_note
@@ -401,6 +415,7 @@ def main() -> None:
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
         "folder": {"path": str(folder), "build": build, "files": files, "sha256": digest},
         "model": args.model or "default preset",
+        "max_seq_length": args.max_seq_length,
         "rows": [],
     }
     if build == "kernel-docs":
@@ -415,6 +430,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="c2v-ingest-") as store:
             command = [sys.executable, __file__, "--folder", str(folder), "--batch-size", str(args.batch_size)]
             command += ["--model", args.model] if args.model else []
+            command += ["--max-seq-length", str(args.max_seq_length)] if args.max_seq_length else []
             out = subprocess.run(
                 [*command, "--child", name, "--store", store], check=True, capture_output=True, text=True
             )
