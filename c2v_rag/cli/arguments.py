@@ -100,6 +100,18 @@ def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_decoder_max_length(parser: argparse.ArgumentParser) -> None:
+    """``--decoder-max-length``: the decoder tokens each chunk is embedded with (IngestConfig.decoder_max_length)."""
+    parser.add_argument(
+        "--decoder-max-length",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the decoder reads the first N tokens of each chunk (the encoder all of it): a cheaper ingest at a "
+        "measured cost (docs/performance.md); default: what the collection recorded, else whole chunks",
+    )
+
+
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     """``-q``: no progress bar, for commands that draw one."""
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

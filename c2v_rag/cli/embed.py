@@ -9,6 +9,7 @@ from c2v_rag.cli.arguments import (
     DOCUMENT_SUFFIXES,
     PATHS_HELP,
     add_chunk_options,
+    add_decoder_max_length,
     add_model_options,
     add_quiet,
     add_ray_options,
@@ -32,6 +33,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")
     add_chunk_options(parser)
+    add_decoder_max_length(parser)
     parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")
     parser.add_argument(
         "--on-error",
@@ -50,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     """Embed the paths into ``--out`` and print the summary."""
     from pathlib import Path
 
+    from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.ingestion.embed import embed
 
+    config = IngestConfig(decoder_max_length=args.decoder_max_length)
     result = embed(
         [Path(p) for p in args.paths],
         args.out,
@@ -65,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         show_progress=not args.quiet,
         truncate_dim=args.truncate_dim,
+        config=config,
         **ray_args(args),
     )
     print(f"embedded {result.summary()}")

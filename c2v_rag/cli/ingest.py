@@ -12,6 +12,7 @@ from c2v_rag.cli.arguments import (
     DOCUMENT_SUFFIXES,
     PATHS_HELP,
     add_chunk_options,
+    add_decoder_max_length,
     add_model_options,
     add_qdrant_options,
     add_quiet,
@@ -82,6 +83,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="lead: each chunk after a document's first starts with the document's title and the line under it; "
         "none: chunks alone (default: what the collection recorded, else lead)",
     )
+    add_decoder_max_length(parser)
     parser.add_argument(
         "--versioned",
         action="store_true",
@@ -106,7 +108,11 @@ def run(args: argparse.Namespace) -> int:
 
     from c2v_rag.rag import IngestConfig
 
-    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
+    fields = {
+        "retry_attempts": args.retries,
+        "max_file_bytes": _megabytes(args.max_file_mb),
+        "decoder_max_length": args.decoder_max_length,
+    }
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = collection_from(args).ingest(
         [Path(p) for p in args.paths],

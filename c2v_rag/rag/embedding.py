@@ -154,8 +154,8 @@ class Embedder:
     @classmethod
     def for_documents(cls, model: Causal2Vec, settings: Any) -> Embedder:
         """The embedder an ingest, an embed run or a Ray actor writes documents with: unit vectors, and
-        ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch`` and
-        ``truncate_dim`` (an :class:`~c2v_rag.rag.ingestion.config.IngestConfig` or a Ray ``EmbedJob``)."""
+        ``settings``' ``task``, ``text_instruction``, ``batch_size``, ``max_tokens_per_batch``, ``truncate_dim``
+        and ``decoder_max_length`` (an :class:`~c2v_rag.rag.ingestion.config.IngestConfig` or a Ray ``EmbedJob``)."""
         return cls(
             model,
             task=settings.task,
@@ -164,6 +164,7 @@ class Embedder:
             batch_size=settings.batch_size,
             max_tokens_per_batch=settings.max_tokens_per_batch,
             truncate_dim=settings.truncate_dim,
+            max_length=settings.decoder_max_length,
         )
 
     @property

@@ -306,6 +306,7 @@ def model_fingerprint(
     truncate_dim: int | None = None,
     document_prompt: dict[str, str | None] | None = None,
     chunk_context: str | None = None,
+    decoder_max_length: int | None = None,
 ) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
     return config_fingerprint(
@@ -316,6 +317,7 @@ def model_fingerprint(
         quantize=model.quantization,
         document_prompt=document_prompt,
         chunk_context=chunk_context,
+        decoder_max_length=decoder_max_length,
     )
 
 
@@ -327,6 +329,7 @@ def config_fingerprint(
     quantize: str = "none",
     document_prompt: dict[str, str | None] | None = None,
     chunk_context: str | None = None,
+    decoder_max_length: int | None = None,
 ) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
     is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
@@ -336,8 +339,9 @@ def config_fingerprint(
     A collection records the kind it was created with; float and int8 vectors of one model may still share
     it and search each other (:data:`~c2v_rag.core.devices.INTERCHANGEABLE_QUANTIZE`: measured harmless), while
     the removed torch int8 (``"int8"``) is refused. ``document_prompt`` (the ``task``/``instruction`` documents
-    were embedded with) is recorded for a reindex, not compared; so is ``chunk_context``, which an ingest into the
-    collection reads (:meth:`~c2v_rag.IngestConfig.for_collection`)."""
+    were embedded with) is recorded for a reindex, not compared; so are ``chunk_context`` and ``decoder_max_length``
+    (None: whole chunks, left out), which an ingest into the collection reads
+    (:meth:`~c2v_rag.IngestConfig.for_collection`)."""
     truncate_dim = None if truncate_dim == config.embedding_dim else truncate_dim
     return {
         "format": 1,
@@ -356,6 +360,8 @@ def config_fingerprint(
         **({"document_prompt": document_prompt} if document_prompt is not None else {}),
         # How the chunks were cut (IngestConfig.chunk_context): an ingest into the collection cuts them the same.
         **({"chunk_context": chunk_context} if chunk_context is not None else {}),
+        # The decoder tokens each chunk was read with (IngestConfig.decoder_max_length), where not the whole chunk.
+        **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
     }
 
 

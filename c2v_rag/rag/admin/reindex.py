@@ -147,8 +147,15 @@ def reindex_collection(
                 target = target.model_copy(update={"distance": params.distance.value.lower()})
             new = next_version(qdrant_client, collection)
             made.append(new)
+            # the chunks are read as they were: their instruction and the decoder tokens recorded
+            decoder_max_length = recorded.get("decoder_max_length")
             fingerprint = model_fingerprint(
-                c2v, reference, truncate_dim, recorded.get("document_prompt"), recorded.get("chunk_context")
+                c2v,
+                reference,
+                truncate_dim,
+                recorded.get("document_prompt"),
+                recorded.get("chunk_context"),
+                decoder_max_length,
             )
             ensure_collection(qdrant_client, new, target, fingerprint, layout)
             _copy_indexes(qdrant_client, info, new)
@@ -163,6 +170,7 @@ def reindex_collection(
                     text_instruction=documents.get("instruction"),
                     batch_size=batch_size,
                     truncate_dim=truncate_dim,
+                    max_length=decoder_max_length,
                 ),
                 BM25Encoder(bm25) if bm25 else None,
                 batch_size,

@@ -74,6 +74,15 @@ class IngestConfig(BaseModel):
         "before this was recorded: 'none'), else 'lead'",
     )
 
+    decoder_max_length: int | None = Field(
+        default=None,
+        ge=8,
+        description="decoder tokens each chunk is embedded with (the document template, the Contextual token, the "
+        "text and EOS): the decoder reads the first ones of a longer chunk, while the encoder, and through it the "
+        "Contextual token, reads all of it; fewer means a cheaper ingest (docs/performance.md has the trade). The "
+        "collection records it; None: what an existing collection recorded, else the whole chunk",
+    )
+
     @field_validator("sparse", mode="before")
     @classmethod
     def _sparse(cls, value: Any) -> Any:
@@ -103,8 +112,9 @@ class IngestConfig(BaseModel):
 
     def for_collection(self, recorded: dict[str, Any] | None, name: str) -> IngestConfig:
         """These settings for a collection that recorded ``recorded`` (None: a new one): ``chunk_context``
-        resolved to what it recorded (a collection from before it was recorded: 'none'), else the default. A
-        different one asked for is refused, as the collection's stored chunks would then be cut two ways."""
+        resolved to what it recorded (a collection from before it was recorded: 'none'), else the default, and
+        ``decoder_max_length`` to what it recorded (none recorded: whole chunks). A different one asked for is
+        refused, as the collection's stored chunks would then be cut, or read, two ways."""
         if recorded is None:
             return self.model_copy(update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT})
         stored = recorded.get("chunk_context", "none")
@@ -114,7 +124,14 @@ class IngestConfig(BaseModel):
                 f"{'with' if stored == 'lead' else 'without'} their document's lead. Pass chunk_context={stored!r} "
                 "(or leave it out) to add to it, or ingest into a new collection"
             )
-        return self.model_copy(update={"chunk_context": stored})
+        read = recorded.get("decoder_max_length")
+        if self.decoder_max_length is not None and self.decoder_max_length != read:
+            how = f"decoder_max_length={read}" if read is not None else "whole chunks (no decoder_max_length)"
+            raise ValueError(
+                f"collection {name!r} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
+                "add to it as they were, or ingest into a new collection"
+            )
+        return self.model_copy(update={"chunk_context": stored, "decoder_max_length": read})
 
     @property
     def document_prompt(self) -> dict[str, str | None]:

@@ -70,7 +70,12 @@ class LocalEngine:
         settings = plan.settings
         self.chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
         return model_fingerprint(
-            c2v, plan.model.reference, settings.truncate_dim, settings.document_prompt, settings.chunk_context
+            c2v,
+            plan.model.reference,
+            settings.truncate_dim,
+            settings.document_prompt,
+            settings.chunk_context,
+            settings.decoder_max_length,
         )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:

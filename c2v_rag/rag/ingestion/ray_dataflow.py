@@ -421,6 +421,8 @@ class EmbedJob:
     # The part weights to read the model at, where not its own (an existing collection's record).
     readout: dict[str, Any] | None = None
     bm25: BM25Config | None = None
+    # The decoder tokens each chunk is read with (IngestConfig.decoder_max_length, resolved; None: whole chunks).
+    decoder_max_length: int | None = None
 
     @classmethod
     def for_run(
@@ -454,6 +456,7 @@ class EmbedJob:
             threads=max(1, int(options.cpus_per_actor)),
             sink=sink,
             truncate_dim=settings.truncate_dim,
+            decoder_max_length=settings.decoder_max_length,
             bm25=bm25,
         )
 

@@ -80,6 +80,7 @@ class RayEngine:
             quantize=plan.quantization,
             document_prompt=plan.settings.document_prompt,
             chunk_context=plan.settings.chunk_context,
+            decoder_max_length=plan.settings.decoder_max_length,
         )
 
     def run(self, plan: IngestPlan, store: IngestStore) -> IngestResult:

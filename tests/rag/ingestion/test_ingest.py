@@ -383,3 +383,38 @@ def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     assert [p["page_content"][p["metadata"].get("lead_chars", 0) :] for p in tides] == [
         p["page_content"] for p in plain
     ]
+
+
+def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(tmp_path, tiny_variant, ingest_config):
+    """decoder_max_length=L: each chunk is embedded as encode_documents(text, max_length=L) embeds it (the decoder
+    reads its first L tokens, the encoder all of it), the collection records L, a later ingest and a reindex read
+    its chunks the same way, and another L, or one for a collection of whole chunks, is refused before work."""
+    from c2v_rag.rag import load_model
+    from c2v_rag.store.collection import collection_fingerprint
+
+    model = load_model(tiny_variant, device="cpu")
+    capped = ingest_config.model_copy(update={"decoder_max_length": 12})  # chunks of 24 tokens: every one is cut
+    docs = [{"id": "a", "text": make_text(1, sentences=6)}, {"id": "b", "text": make_text(2, sentences=6)}]
+    c2v_rag.ingest(docs[:1], path=tmp_path, collection="cap", model=tiny_variant, config=capped, versioned=True)
+    c2v_rag.ingest(docs[1:], path=tmp_path, collection="cap", model=tiny_variant, config=ingest_config)  # keeps 12
+    c2v_rag.ingest(docs, path=tmp_path, collection="whole", model=tiny_variant, config=ingest_config)
+    for name, config in (("cap", capped.model_copy(update={"decoder_max_length": 16})), ("whole", capped)):
+        with pytest.raises(ValueError, match=r"records .*(decoder_max_length=12|whole chunks).*Leave decoder_max_"):
+            c2v_rag.ingest(["more"], path=tmp_path, collection=name, model=tiny_variant, config=config)
+    c2v_rag.reindex("cap", path=tmp_path, model=tiny_variant, show_progress=False)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert "decoder_max_length" not in collection_fingerprint(client, "whole")
+        found = {}
+        for name in ("cap_v1", "cap_v2", "whole"):
+            points = stored_vectors(client, name).values()
+            found[name] = {p["page_content"]: np.asarray(v) for p, v in points}
+            if name != "whole":
+                assert collection_fingerprint(client, name)["decoder_max_length"] == 12
+    texts = list(found["whole"])
+    assert set(found["cap_v1"]) == set(found["cap_v2"]) == set(texts) and len(texts) >= 4
+    cut = model.encode_documents(texts, normalize_embeddings=True, max_length=12)
+    whole = model.encode_documents(texts, normalize_embeddings=True)
+    for name, expected in (("cap_v1", cut), ("cap_v2", cut), ("whole", whole)):
+        got = np.stack([found[name][t] for t in texts])
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(cut, whole, atol=1e-3)  # the cap changes the vectors: the checks above can tell

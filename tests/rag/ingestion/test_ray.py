@@ -26,7 +26,7 @@ import ray
 from rag_helpers import compare, make_text, points
 
 import c2v_rag
-from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions
+from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions, load_model
 from c2v_rag.store.backends import store_kind
 
 ACTOR_CLASS = "ChunkEmbedActor"
@@ -195,8 +195,9 @@ def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_varia
 
 
 def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
-    # Chunks after a document's first lead with its opening on both engines (the Ray chunking tasks too).
-    ingest_config = ingest_config.model_copy(update={"chunk_context": "lead"})
+    # Chunks after a document's first lead with its opening on both engines (the Ray chunking tasks too), and the
+    # decoder reads 12 tokens of each on both (the actors' EmbedJob carries it).
+    ingest_config = ingest_config.model_copy(update={"chunk_context": "lead", "decoder_max_length": 12})
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
     on_ray = c2v_rag.embed(
         sources,
@@ -215,6 +216,10 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     vectors = [np.asarray(t.column("vector").to_pylist(), dtype=np.float32) for t in tables]
     assert pa.types.is_fixed_size_list(tables[1].schema.field("vector").type)
     assert float(np.abs(vectors[0] - vectors[1]).max()) < 1e-5
+    model = load_model(str(tiny_variant), device="cpu")
+    cut = model.encode_documents(texts, normalize_embeddings=True, max_length=12)
+    assert float(np.abs(vectors[1] - cut).max()) < 1e-5
+    assert not np.allclose(cut, model.encode_documents(texts, normalize_embeddings=True), atol=1e-3)
     # The rows are what ingest stores: the same point ids and vectors.
     c2v_rag.ingest(sources, path=tmp_path / "store", collection="kb", model=str(tiny_variant), config=ingest_config)
     stored = points(tmp_path / "store")
