@@ -120,8 +120,15 @@ def model_key(model: Any, reference: str) -> str:
     return hashlib.sha256((weights + model.config.key_json() + quantized).encode()).hexdigest()[:16]
 
 
-def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, truncate_dim: int | None) -> Path:
-    """The embedded Qdrant folder for these document vectors."""
+def collection_dir(
+    cache: Path,
+    corpus: Corpus,
+    model: Any,
+    reference: str,
+    truncate_dim: int | None,
+    decoder_max_length: int | None = None,
+) -> Path:
+    """The embedded Qdrant folder for these document vectors (``decoder_max_length``: ingest's, None: whole chunks)."""
     import c2v_rag
 
     key = json.dumps(
@@ -132,6 +139,7 @@ def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, trun
             "chunk": [CHUNK_SIZE, CHUNK_OVERLAP],
             # Collections cut before chunk_context existed (no leads) keep their keys.
             **({"chunk_context": CHUNK_CONTEXT} if CHUNK_CONTEXT != "none" else {}),
+            **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
             "c2v_rag": c2v_rag.__version__,
         },
         sort_keys=True,
@@ -139,7 +147,9 @@ def collection_dir(cache: Path, corpus: Corpus, model: Any, reference: str, trun
     return cache / corpus.name / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def ensure_ingested(folder: Path, corpus: Corpus, model: Any, truncate_dim: int | None) -> float:
+def ensure_ingested(
+    folder: Path, corpus: Corpus, model: Any, truncate_dim: int | None, decoder_max_length: int | None = None
+) -> float:
     """Ingest the corpus into ``folder`` unless a complete ingest is there; the seconds it took (0 if cached).
     A run stopped half-way is resumed by ingest itself (its point ids are deterministic)."""
     import c2v_rag
@@ -159,6 +169,7 @@ def ensure_ingested(folder: Path, corpus: Corpus, model: Any, truncate_dim: int 
         chunk_overlap=CHUNK_OVERLAP,
         chunk_context=CHUNK_CONTEXT,
         show_progress=True,
+        config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length),
     )
     seconds = time.perf_counter() - started
     done.write_text(json.dumps({"seconds": seconds, "result": str(result)}) + "\n", encoding="utf-8")
@@ -333,16 +344,17 @@ def score_model(
     collection is always ingested (its chunks feed the baselines; its vectors the derived prefixes);
     ``points`` receives its stored chunks the first time."""
     rows: list[Row] = []
-    full = collection_dir(args.cache, corpus, model, reference, None)
-    full_seconds = ensure_ingested(full, corpus, model, None)
+    cap = args.decoder_max_length
+    full = collection_dir(args.cache, corpus, model, reference, None, cap)
+    full_seconds = ensure_ingested(full, corpus, model, None, cap)
     stored = stored_points(full)
     if not points:
         points.append(stored)
     for dim in args.truncate_dim or [None]:
         folder, seconds, how = full, full_seconds, "ingest + search_many"
         if dim is not None and args.truncate_ingest:
-            folder = collection_dir(args.cache, corpus, model, reference, dim)
-            seconds = ensure_ingested(folder, corpus, model, dim)
+            folder = collection_dir(args.cache, corpus, model, reference, dim, cap)
+            seconds = ensure_ingested(folder, corpus, model, dim, cap)
         elif dim is not None:
             how = "prefix of the full collection's vectors"
         for task, instruction in prompts(args):
@@ -458,6 +470,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="none",
         choices=["none", "int8", "auto"],
         help="from_pretrained's quantize: 'int8' scores the int8 vectors, in collections of their own",
+    )
+    parser.add_argument(
+        "--decoder-max-length",
+        type=int,
+        default=None,
+        help="ingest's decoder_max_length: the decoder reads this many tokens of each chunk (default: whole chunks)",
     )
     parser.add_argument("--json", type=Path, help="write every score, setting and ranking here")
     args = parser.parse_args(argv)

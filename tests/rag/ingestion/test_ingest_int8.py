@@ -263,20 +263,17 @@ def test_a_first_int8_load_shows_its_build_bar_as_the_ingest_shows_its_own(
     tmp_path, tiny_variant, corpus, ingest_config, monkeypatch, capsys, show
 ):
     """show_progress=False (the CLI's -q) means no bar, the int8 build's included; it builds all the same."""
-    from c2v_rag.rag import clear_model_cache
+    import shutil
 
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # nothing built yet: this load builds the graphs
-    clear_model_cache()
+    variant = shutil.copytree(tiny_variant, tmp_path / "variant")  # a model no earlier test loaded (shared models)
     settings = ingest_config.model_copy(update={"show_progress": show})
     capsys.readouterr()
-    c2v_rag.ingest(
-        corpus[:2], path=tmp_path / "store", collection="c", model=tiny_variant, config=settings, quantize="int8"
-    )
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "store", collection="c", model=variant, config=settings, quantize="int8")
     shown = capsys.readouterr().err
     assert ("Building the int8 model" in shown) is show, shown
     assert ("Ingesting into" in shown) is show
     assert list((tmp_path / "cache" / "onnx").rglob("decoder-int8-token-sq.onnx"))  # built, shown or not
-    clear_model_cache()  # the next tests load from their own cache
 
 
 @needs_int8_cpu
