@@ -79,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from c2v_rag.evaluation import load_suite
-    from c2v_rag.evaluation.evaluators import require_scorers
     from c2v_rag.evaluation.suites import format_table
 
     if not args.variants and not args.baseline:
@@ -88,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
     long_texts = _long_texts(args)
     if args.truncate_dim is not None and not args.variants:
         raise SystemExit("c2v-rag eval: --truncate-dim applies to Causal2Vec variants; name one")
-    suite = load_suite(args.sets, args.data)
-    require_scorers(suite)  # before any model loads
+    suite = load_suite(args.sets, args.data)  # checks what scoring its sets imports (the eval extra)
     rows: dict[str, Any] = {}
     for variant in args.variants:
         rows.update(_score_variant(variant, args, suite, readout, long_texts))

@@ -32,7 +32,9 @@ def load_suite(names: list[str] | tuple[str, ...], data_root: str | Path) -> dic
     unknown = [n for n in names if n not in LOADERS]
     if unknown:
         raise KeyError(f"unknown dev set(s) {unknown}; choose from {sorted(LOADERS)}")
-    return {name: LOADERS[name](Path(data_root)) for name in names}
+    suite = {name: LOADERS[name](Path(data_root)) for name in names}
+    require_scorers(suite)  # what scoring them imports, checked before any model loads
+    return suite
 
 
 class SharedDocuments:
