@@ -264,7 +264,7 @@ def c2v_ingest(
 ) -> int:
     """``name`` is a c2v pipeline, with ``@N`` for a budget of N padded tokens per forward pass (``--max-tokens``);
     ``model`` the variant it ingests with (None: the default preset); ``max_seq_length`` the decoder tokens each
-    chunk is read with (``model.max_seq_length``; None: the model's)."""
+    chunk is read with (ingest's ``decoder_max_length``: 0 whole chunks, None ingest's default)."""
     import c2v_rag
     from c2v_rag.rag import IngestConfig, load_model
 
@@ -274,10 +274,8 @@ def c2v_ingest(
         "c2v-int8": {"quantize": "int8"},
         "c2v-384": {"truncate_dim": 384, "quantize": "none"},
     }[pipeline]
-    config = IngestConfig(max_tokens_per_batch=int(budget)) if budget else None
+    config = IngestConfig(max_tokens_per_batch=int(budget) if budget else None, decoder_max_length=max_seq_length)
     shared = load_model(model, device="cpu", quantize=options.get("quantize"))  # the object ingest then uses
-    if max_seq_length is not None:
-        shared.max_seq_length = max_seq_length
     shared.encode(["warm up"])
     clock()
     result = c2v_rag.ingest(
@@ -375,10 +373,13 @@ def main() -> None:
         help="the variant the c2v pipelines ingest with (a preset or a directory; default: the default preset)",
     )
     parser.add_argument(
+        "--decoder-max-length",
         "--max-seq-length",
+        dest="max_seq_length",
         type=int,
         default=None,
-        help="decoder tokens the c2v pipelines read of each chunk (model.max_seq_length; default: the model's)",
+        help="decoder tokens the c2v pipelines read of each chunk (ingest's decoder_max_length; 0: whole chunks; "
+        "default: ingest's)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -430,7 +431,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="c2v-ingest-") as store:
             command = [sys.executable, __file__, "--folder", str(folder), "--batch-size", str(args.batch_size)]
             command += ["--model", args.model] if args.model else []
-            command += ["--max-seq-length", str(args.max_seq_length)] if args.max_seq_length else []
+            command += ["--decoder-max-length", str(args.max_seq_length)] if args.max_seq_length is not None else []
             out = subprocess.run(
                 [*command, "--child", name, "--store", store], check=True, capture_output=True, text=True
             )

@@ -169,7 +169,7 @@ def ensure_ingested(
         chunk_overlap=CHUNK_OVERLAP,
         chunk_context=CHUNK_CONTEXT,
         show_progress=True,
-        config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length),
+        config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length or 0),
     )
     seconds = time.perf_counter() - started
     done.write_text(json.dumps({"seconds": seconds, "result": str(result)}) + "\n", encoding="utf-8")
@@ -343,8 +343,12 @@ def score_model(
     """One model's rows: every size of ``--truncate-dim`` under every query prompt. The full-size
     collection is always ingested (its chunks feed the baselines; its vectors the derived prefixes);
     ``points`` receives its stored chunks the first time."""
+    import c2v_rag
+
     rows: list[Row] = []
-    cap = args.decoder_max_length
+    # As ingest resolves it for a new collection (None: whole chunks), so that a cached collection's key says
+    # what its chunks were read with.
+    cap = c2v_rag.IngestConfig(decoder_max_length=args.decoder_max_length).for_model(model.config).decoder_max_length
     full = collection_dir(args.cache, corpus, model, reference, None, cap)
     full_seconds = ensure_ingested(full, corpus, model, None, cap)
     stored = stored_points(full)
@@ -475,7 +479,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--decoder-max-length",
         type=int,
         default=None,
-        help="ingest's decoder_max_length: the decoder reads this many tokens of each chunk (default: whole chunks)",
+        help="ingest's decoder_max_length: the decoder reads this many tokens of each chunk, 0 whole chunks "
+        "(default: ingest's for a new collection)",
     )
     parser.add_argument("--json", type=Path, help="write every score, setting and ranking here")
     args = parser.parse_args(argv)

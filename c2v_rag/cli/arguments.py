@@ -107,8 +107,9 @@ def add_decoder_max_length(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="the decoder reads the first N tokens of each chunk (the encoder all of it): a cheaper ingest at a "
-        "measured cost (docs/performance.md); default: what the collection recorded, else whole chunks",
+        help="the decoder reads the first N tokens of each chunk (the encoder all of it), 0 whole chunks: "
+        "fewer is a cheaper ingest (docs/performance.md measures it); default: what the collection recorded, else "
+        "96 for a model with a Contextual token (the presets)",
     )
 
 

@@ -108,11 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
     from c2v_rag.rag import IngestConfig
 
-    fields = {
-        "retry_attempts": args.retries,
-        "max_file_bytes": _megabytes(args.max_file_mb),
-        "decoder_max_length": args.decoder_max_length,
-    }
+    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = collection_from(args).ingest(
         [Path(p) for p in args.paths],
@@ -128,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         config=config,
         truncate_dim=args.truncate_dim,
         chunk_context=args.chunk_context,
+        decoder_max_length=args.decoder_max_length,
         **ray_args(args),
     )
     print(f"ingested {result.summary()}")

@@ -157,6 +157,34 @@ def observing(observer: EncodeObserver) -> Iterator[None]:
         _observer.reset(token)
 
 
+class _ChosenDecoderCut:
+    """Passes the progress of the calls it observes on to the observer around it, and their truncation without
+    the decoder's cuts: those are at a length the caller chose to read (:func:`decoder_cut_chosen`)."""
+
+    def __init__(self, model: EncodingModel, outer: EncodeObserver | None) -> None:
+        self.model = model
+        self.outer = outer
+
+    def encoded(self, done: int, of: int, work: float) -> None:
+        if self.outer is not None:
+            self.outer.encoded(done, of, work)
+
+    def truncated(self, cut: Truncation) -> None:
+        cut = replace(cut, decoder=0)
+        if self.outer is not None:
+            self.outer.truncated(cut)
+        else:
+            report_truncation(self.model, cut)
+
+
+@contextlib.contextmanager
+def decoder_cut_chosen(model: EncodingModel) -> Iterator[None]:
+    """The encode calls made inside read a decoder length their caller chose on purpose (an ingest's
+    ``decoder_max_length``): texts longer than it are not reported as truncated; what the encoder cuts still is."""
+    with observing(_ChosenDecoderCut(model, _observer.get())):
+        yield
+
+
 def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
     """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM.
 

@@ -198,10 +198,16 @@ class Embedder:
         )
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), dim)`` float32 document vectors."""
+        """``(len(texts), dim)`` float32 document vectors. With ``max_length``, documents longer than it are read
+        at it by choice (an ingest's ``decoder_max_length``), so that cut is not warned of."""
+        from c2v_rag.encode.loop import decoder_cut_chosen
+
         texts = list(texts)
         with encode_lock(self.model):
-            return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
+            if self.max_length is None:
+                return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
+            with decoder_cut_chosen(self.model):
+                return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """``(len(queries), dim)`` float32 query vectors, with the query instruction."""

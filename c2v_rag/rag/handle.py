@@ -60,6 +60,7 @@ class IngestKeywords(TypedDict, total=False):
     payload_indexes: dict[str, str] | None
     truncate_dim: int | None
     chunk_context: Literal["none", "lead"] | None
+    decoder_max_length: int | None
     config: IngestConfig | None
     engine: Literal["local", "ray"]
     ray: RayOptions | str | None
@@ -222,6 +223,10 @@ class Collection:
                 most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the
                 chunk; ``"none"``, chunks alone. The collection records it, and a later ingest into it uses what
                 it recorded (None: that; a collection made before it was recorded stays ``"none"``).
+            decoder_max_length: the decoder tokens each chunk is read with (the encoder, and through it the
+                Contextual token, reads all of it); 0 reads whole chunks. The collection records it, and a later
+                ingest into it uses what it recorded (None: that; for a new collection, 96 for a model with a
+                Contextual token, whole chunks for one without; docs/ingest-and-search.md has the trade).
             config: an :class:`~c2v_rag.IngestConfig` with the rest (retries, a document instruction, file size
                 limits...); the keywords above, when not None, are laid over it.
             engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, ``ray=`` a

@@ -363,3 +363,31 @@ def test_a_collection_of_another_model_is_refused_then_converted_to_the_new_one(
     printed = capsys.readouterr().out
     want = c2v_rag.search("tides", path=str(tmp_path / "qdrant"), collection="kb_v2", model=tiny_variant_qwen)
     assert [h.id for h in want] == [h["id"] for h in json.loads(printed)]
+
+
+def test_ingest_decoder_max_length_is_recorded_and_kept(folder, tmp_path, tiny_variant, capsys):
+    """``--decoder-max-length 0`` ingests whole chunks, recorded as a collection from before the setting (no key);
+    a later ingest asking for a cap is refused with the flag to drop; a cap asked for is recorded; the default for
+    a new collection of a model with a Contextual token is 96."""
+    from contextlib import closing
+
+    from qdrant_client import QdrantClient
+
+    from c2v_rag.cli.errors import EXIT_BAD_INPUT
+    from c2v_rag.rag.ingestion.config import DEFAULT_DECODER_MAX_LENGTH
+    from c2v_rag.store.collection import collection_fingerprint
+
+    store = str(tmp_path / "qdrant")
+    base = ["ingest", str(folder), "--path", store, "--model", str(tiny_variant), "--chunk-size", "24", "-q"]
+    assert main([*base, "--collection", "whole", "--decoder-max-length", "0"]) == 0
+    assert main([*base, "--collection", "cut", "--decoder-max-length", "12"]) == 0
+    assert main([*base, "--collection", "default"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--collection", "whole", "--decoder-max-length", "12"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "records whole chunks" in err and "Leave decoder_max_length out" in err
+    with closing(QdrantClient(path=store)) as client:
+        recorded = {name: collection_fingerprint(client, name) for name in ("whole", "cut", "default")}
+    assert "decoder_max_length" not in recorded["whole"]
+    assert recorded["cut"]["decoder_max_length"] == 12
+    assert recorded["default"]["decoder_max_length"] == DEFAULT_DECODER_MAX_LENGTH

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.documents.files import ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
@@ -15,6 +16,17 @@ from c2v_rag.store.sparse import BM25Config, resolve_sparse
 ChunkContext = Literal["none", "lead"]
 # A new collection's, and embed()'s, when none is asked for.
 DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
+# The decoder tokens a new collection's chunks are read with, when none is asked for and the model's Contextual
+# token reads the whole chunk (docs/performance.md measures the trade); a model without one reads whole chunks.
+DEFAULT_DECODER_MAX_LENGTH = 96
+
+
+def default_decoder_max_length(config: Causal2VecConfig) -> int | None:
+    """The decoder tokens new chunks are read with by ``config``'s model when none is asked for (None: whole
+    chunks): :data:`DEFAULT_DECODER_MAX_LENGTH` where an encoder's Contextual token carries the whole chunk, else
+    the whole chunk, as the decoder is then the only part that reads the text."""
+    carried = config.encoder is not None and config.num_contextual_tokens > 0
+    return DEFAULT_DECODER_MAX_LENGTH if carried else None
 
 
 class IngestConfig(BaseModel):
@@ -76,11 +88,13 @@ class IngestConfig(BaseModel):
 
     decoder_max_length: int | None = Field(
         default=None,
-        ge=8,
+        ge=0,
         description="decoder tokens each chunk is embedded with (the document template, the Contextual token, the "
         "text and EOS): the decoder reads the first ones of a longer chunk, while the encoder, and through it the "
-        "Contextual token, reads all of it; fewer means a cheaper ingest (docs/performance.md has the trade). The "
-        "collection records it; None: what an existing collection recorded, else the whole chunk",
+        "Contextual token, reads all of it; fewer means a cheaper ingest (docs/performance.md has the trade). 0: "
+        "whole chunks. The collection records it; None: what an existing collection recorded (one made before it "
+        f"was recorded: whole chunks), else {DEFAULT_DECODER_MAX_LENGTH} for a model with a Contextual token and "
+        "whole chunks for one without",
     )
 
     @field_validator("sparse", mode="before")
@@ -95,6 +109,11 @@ class IngestConfig(BaseModel):
             raise ValueError(f"chunk_overlap={self.chunk_overlap} must be smaller than chunk_size={self.chunk_size}")
         if self.task is not None and self.text_instruction is not None:
             raise ValueError("pass either task= or text_instruction=, not both")
+        if self.decoder_max_length is not None and 0 < self.decoder_max_length < 8:
+            raise ValueError(
+                f"decoder_max_length={self.decoder_max_length} leaves the decoder no text to read: pass at least 8 "
+                "tokens, or 0 for whole chunks"
+            )
         return self
 
     @classmethod
@@ -110,13 +129,23 @@ class IngestConfig(BaseModel):
         """Whether chunks after a document's first start with its lead (``chunk_context``, None the default)."""
         return (self.chunk_context or DEFAULT_CHUNK_CONTEXT) == "lead"
 
-    def for_collection(self, recorded: dict[str, Any] | None, name: str) -> IngestConfig:
-        """These settings for a collection that recorded ``recorded`` (None: a new one): ``chunk_context``
-        resolved to what it recorded (a collection from before it was recorded: 'none'), else the default, and
-        ``decoder_max_length`` to what it recorded (none recorded: whole chunks). A different one asked for is
-        refused, as the collection's stored chunks would then be cut, or read, two ways."""
+    def for_model(self, config: Causal2VecConfig) -> IngestConfig:
+        """These settings for new vectors of ``config``'s model (a new collection, an embed run), resolved:
+        ``chunk_context`` to its default where none is asked, and ``decoder_max_length`` to the one asked (0:
+        whole chunks, held as None) or :func:`default_decoder_max_length`."""
+        asked = self.decoder_max_length
+        tokens = default_decoder_max_length(config) if asked is None else asked or None
+        return self.model_copy(
+            update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT, "decoder_max_length": tokens}
+        )
+
+    def for_collection(self, recorded: dict[str, Any] | None, name: str, config: Causal2VecConfig) -> IngestConfig:
+        """These settings for a collection that recorded ``recorded`` (None: a new one, :meth:`for_model`):
+        ``chunk_context`` resolved to what it recorded (a collection from before it was recorded: 'none'), and
+        ``decoder_max_length`` to what it recorded (none recorded: whole chunks, held as None). A different one
+        asked for is refused, as the collection's stored chunks would then be cut, or read, two ways."""
         if recorded is None:
-            return self.model_copy(update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT})
+            return self.for_model(config)
         stored = recorded.get("chunk_context", "none")
         if self.chunk_context is not None and self.chunk_context != stored:
             raise ValueError(
@@ -125,8 +154,8 @@ class IngestConfig(BaseModel):
                 "(or leave it out) to add to it, or ingest into a new collection"
             )
         read = recorded.get("decoder_max_length")
-        if self.decoder_max_length is not None and self.decoder_max_length != read:
-            how = f"decoder_max_length={read}" if read is not None else "whole chunks (no decoder_max_length)"
+        if self.decoder_max_length is not None and (self.decoder_max_length or None) != read:
+            how = f"decoder_max_length={read}" if read is not None else "whole chunks (decoder_max_length=0)"
             raise ValueError(
                 f"collection {name!r} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
                 "add to it as they were, or ingest into a new collection"

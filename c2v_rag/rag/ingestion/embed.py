@@ -107,6 +107,7 @@ def embed(
         raise TypeError("embed takes the model as a preset name or a variant directory")
     folder = _check_out(Path(out))
     check_chunk_size(settings.chunk_size, chosen.resolve().config.max_length)
+    settings = settings.for_model(chosen.resolve().config)  # new vectors: the defaults where none is asked
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()

@@ -105,7 +105,7 @@ def ingest_documents(
             exists = held.client.collection_exists(held.collection)
             info = held.client.get_collection(held.collection) if exists else None
             recorded = fingerprint_of(info) if info is not None else None
-            settings = settings.for_collection(recorded, held.collection)
+            settings = settings.for_collection(recorded, held.collection, model.config)
             model = model.reading(recorded)
             quantization = model.quantization(recorded)
             check_target(

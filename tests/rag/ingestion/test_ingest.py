@@ -6,6 +6,7 @@ a clean ingest of the same input, or the chunk ids recomputed from the chunker.
 
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import closing
 
@@ -365,8 +366,8 @@ def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     c2v_rag.ingest([{"id": "tides", "text": page}], path=tmp_path, collection="plain", model=tiny_variant,
                    config=settings, chunk_context="none")  # fmt: skip
     # A collection made before chunk_context was recorded keeps its chunks alone; a later ingest follows it.
-    assert settings.for_collection({"format": 1}, "old").chunk_context == "none"
-    assert settings.for_collection(None, "new").chunk_context == "lead"
+    assert settings.for_collection({"format": 1}, "old", tiny_model.config).chunk_context == "none"
+    assert settings.for_collection(None, "new", tiny_model.config).chunk_context == "lead"
     with closing(QdrantClient(path=str(tmp_path))) as client:
         assert collection_fingerprint(client, "led")["chunk_context"] == "lead"
         assert collection_fingerprint(client, "plain")["chunk_context"] == "none"
@@ -385,25 +386,38 @@ def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     ]
 
 
-def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(tmp_path, tiny_variant, ingest_config):
+def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(
+    tmp_path, tiny_variant, ingest_config, caplog
+):
     """decoder_max_length=L: each chunk is embedded as encode_documents(text, max_length=L) embeds it (the decoder
     reads its first L tokens, the encoder all of it), the collection records L, a later ingest and a reindex read
-    its chunks the same way, and another L, or one for a collection of whole chunks, is refused before work."""
+    its chunks the same way, and another L, or one for a collection of whole chunks, is refused before work.
+    0 asks for whole chunks, recorded as a collection from before the setting records them: by nothing, so that a
+    later ingest with the default keeps reading them whole. A new collection's default is recorded."""
     from c2v_rag.rag import load_model
+    from c2v_rag.rag.ingestion.config import DEFAULT_DECODER_MAX_LENGTH
     from c2v_rag.store.collection import collection_fingerprint
 
     model = load_model(tiny_variant, device="cpu")
     capped = ingest_config.model_copy(update={"decoder_max_length": 12})  # chunks of 24 tokens: every one is cut
+    whole_asked = ingest_config.model_copy(update={"decoder_max_length": 0})
     docs = [{"id": "a", "text": make_text(1, sentences=6)}, {"id": "b", "text": make_text(2, sentences=6)}]
+    caplog.set_level(logging.DEBUG, logger="c2v_rag")
     c2v_rag.ingest(docs[:1], path=tmp_path, collection="cap", model=tiny_variant, config=capped, versioned=True)
     c2v_rag.ingest(docs[1:], path=tmp_path, collection="cap", model=tiny_variant, config=ingest_config)  # keeps 12
-    c2v_rag.ingest(docs, path=tmp_path, collection="whole", model=tiny_variant, config=ingest_config)
-    for name, config in (("cap", capped.model_copy(update={"decoder_max_length": 16})), ("whole", capped)):
+    c2v_rag.ingest(docs[:1], path=tmp_path, collection="whole", model=tiny_variant, config=whole_asked)
+    c2v_rag.ingest(docs[1:], path=tmp_path, collection="whole", model=tiny_variant, config=ingest_config)  # whole
+    c2v_rag.ingest(docs[:1], path=tmp_path, collection="default", model=tiny_variant, config=ingest_config)
+    refused = (("cap", capped.model_copy(update={"decoder_max_length": 16})), ("cap", whole_asked), ("whole", capped))
+    for name, config in refused:
         with pytest.raises(ValueError, match=r"records .*(decoder_max_length=12|whole chunks).*Leave decoder_max_"):
             c2v_rag.ingest(["more"], path=tmp_path, collection=name, model=tiny_variant, config=config)
     c2v_rag.reindex("cap", path=tmp_path, model=tiny_variant, show_progress=False)
+    # The cap is chosen, not a loss: neither the ingests nor the reindex warn of the chunks it cuts.
+    assert not [r for r in caplog.records if "decoder tokens and were truncated" in r.getMessage()]
     with closing(QdrantClient(path=str(tmp_path))) as client:
         assert "decoder_max_length" not in collection_fingerprint(client, "whole")
+        assert collection_fingerprint(client, "default")["decoder_max_length"] == DEFAULT_DECODER_MAX_LENGTH
         found = {}
         for name in ("cap_v1", "cap_v2", "whole"):
             points = stored_vectors(client, name).values()
@@ -418,3 +432,18 @@ def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(tmp_
         got = np.stack([found[name][t] for t in texts])
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     assert not np.allclose(cut, whole, atol=1e-3)  # the cap changes the vectors: the checks above can tell
+
+
+def test_the_decoder_max_length_default_follows_the_model(tiny_model_factory):
+    """A new collection's default: the decoder reads 96 tokens where an encoder's Contextual token reads the whole
+    chunk, and whole chunks where the decoder alone reads the text (no encoder, or no Contextual token)."""
+    from c2v_rag.rag.ingestion.config import DEFAULT_DECODER_MAX_LENGTH, IngestConfig
+
+    carried = tiny_model_factory("llama").config
+    alone = carried.model_copy(update={"num_contextual_tokens": 0})
+    assert IngestConfig().for_model(carried).decoder_max_length == DEFAULT_DECODER_MAX_LENGTH
+    assert IngestConfig().for_model(alone).decoder_max_length is None
+    assert IngestConfig(decoder_max_length=0).for_model(carried).decoder_max_length is None
+    assert IngestConfig(decoder_max_length=40).for_model(alone).decoder_max_length == 40
+    with pytest.raises(ValueError, match="at least 8 tokens, or 0 for whole chunks"):
+        IngestConfig(decoder_max_length=5)
