@@ -24,7 +24,21 @@ from typing import TYPE_CHECKING, Any
 from c2v_rag.encode.splitting import make_splitter, sections, token_count
 
 if TYPE_CHECKING:
+    from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.model.causal2vec import Causal2Vec
+
+# The decoder tokens a chunk is read with by default (an ingest into a new collection, adapt's gate), where the
+# model's Contextual token reads the whole chunk (docs/ingest-and-search.md measures the trade).
+DEFAULT_DECODER_MAX_LENGTH = 96
+
+
+def default_decoder_max_length(config: Causal2VecConfig) -> int | None:
+    """The decoder tokens ``config``'s model reads of a chunk when none is asked for (None: the whole chunk):
+    :data:`DEFAULT_DECODER_MAX_LENGTH` where an encoder's Contextual token carries the whole chunk, else the whole
+    chunk, as the decoder is then the only part that reads the text."""
+    carried = config.encoder is not None and config.num_contextual_tokens > 0
+    return DEFAULT_DECODER_MAX_LENGTH if carried else None
+
 
 # Room the prompt template (BOS, chat prefix, Contextual token, suffix, EOS) takes around a
 # document, plus slack: the splitter sums its pieces' token counts, and joined pieces can

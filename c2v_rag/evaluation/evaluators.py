@@ -62,6 +62,7 @@ def retrieval_run(
     top_k: int = 100,
     long_texts: Any = None,
     examples: list[tuple[str, str]] | None = None,
+    document_max_length: int | None = None,
     **encode_kwargs: Any,
 ) -> Run:
     """Each judged query's top ``top_k`` document ids, by exact dense search over the whole corpus.
@@ -70,11 +71,15 @@ def retrieval_run(
     pooled vector per document, passed to ``encode_documents``), or ``"maxp"``: each document's
     windows are embedded and the document scores as its best window (what ingest + search do).
     ``examples`` are in-context examples for the queries; documents get none (bge-en-icl).
+    ``document_max_length``: the decoder tokens each document is read with (as an ingest reads its chunks,
+    ``decoder_max_length``); queries are not cut by it.
     """
     doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     doc_texts = [data.corpus[d] for d in doc_ids]
     query_kwargs = encode_kwargs if examples is None else {**encode_kwargs, "examples": examples}
     queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **query_kwargs)
+    if document_max_length is not None:
+        encode_kwargs = {**encode_kwargs, "max_length": document_max_length}
     maxp_windows = _maxp_windows(long_texts)
     if maxp_windows is not None:
         windows = model.long_text_windows(doc_texts, long_texts=maxp_windows)

@@ -150,3 +150,23 @@ def test_eval_readout_option_names_the_fields_it_takes():
 
     with pytest.raises(SystemExit, match="representation"):
         main(["eval", "default", "--data", "nowhere", "--readout", "max_length=8"])
+
+
+def test_retrieval_run_reads_documents_at_document_max_length_and_queries_whole(tiny_model_factory):
+    """``document_max_length`` cuts the documents' decoder view, as an ingest's ``decoder_max_length`` does, and
+    leaves the queries whole: the ranking is the one of vectors computed so, independently."""
+    from tiny_corpus import CORPUS
+
+    from c2v_rag.evaluation.evaluators import retrieval_run
+
+    model = tiny_model_factory("llama")
+    corpus = {f"d{i}": " ".join(CORPUS[i : i + 5]) for i in range(7)}  # long enough to be cut at 12 tokens
+    queries = {f"q{i}": " ".join(CORPUS[i + 2 : i + 6]) for i in range(7)}
+    data = RetrievalData(corpus, queries, {q: {f"d{q[1:]}": 1} for q in queries}, task="SciFact")
+    run = retrieval_run(model, data, top_k=7, document_max_length=12)
+    docs = model.encode_documents(list(corpus.values()), task="SciFact", max_length=12, normalize_embeddings=True)
+    asked = model.encode_queries(list(queries.values()), task="SciFact", normalize_embeddings=True)
+    expected = {q: [f"d{i}" for i in np.argsort(-(docs @ v))] for q, v in zip(queries, asked)}
+    assert run == expected
+    whole = model.encode_documents(list(corpus.values()), task="SciFact", normalize_embeddings=True)
+    assert not np.allclose(docs, whole, atol=1e-3)  # the cut changes the documents: the check above can tell

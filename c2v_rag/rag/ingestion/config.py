@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from c2v_rag.core.config import Causal2VecConfig
+from c2v_rag.documents.chunking import DEFAULT_DECODER_MAX_LENGTH, default_decoder_max_length
 from c2v_rag.documents.files import ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
@@ -16,17 +17,6 @@ from c2v_rag.store.sparse import BM25Config, resolve_sparse
 ChunkContext = Literal["none", "lead"]
 # A new collection's, and embed()'s, when none is asked for.
 DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
-# The decoder tokens a new collection's chunks are read with, when none is asked for and the model's Contextual
-# token reads the whole chunk (docs/performance.md measures the trade); a model without one reads whole chunks.
-DEFAULT_DECODER_MAX_LENGTH = 96
-
-
-def default_decoder_max_length(config: Causal2VecConfig) -> int | None:
-    """The decoder tokens new chunks are read with by ``config``'s model when none is asked for (None: whole
-    chunks): :data:`DEFAULT_DECODER_MAX_LENGTH` where an encoder's Contextual token carries the whole chunk, else
-    the whole chunk, as the decoder is then the only part that reads the text."""
-    carried = config.encoder is not None and config.num_contextual_tokens > 0
-    return DEFAULT_DECODER_MAX_LENGTH if carried else None
 
 
 class IngestConfig(BaseModel):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.documents.chunking import default_decoder_max_length
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
 from c2v_rag.evaluation.metrics import Run, evaluate_run, mrr_at_k, ndcg_at_k
@@ -111,10 +112,12 @@ def score(
     questions: RetrievalData | None = None,
     batch_size: int = 32,
 ) -> GateScores:
-    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it); with
-    ``sources`` (query id -> source), the retrieval scores of each source's queries too; with ``questions``
+    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it, its chunks read
+    as an ingest into a new collection reads them: :func:`~c2v_rag.documents.chunking.default_decoder_max_length`);
+    with ``sources`` (query id -> source), the retrieval scores of each source's queries too; with ``questions``
     (:func:`question_data`), the scores on the user's questions."""
-    run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True)
+    read = default_decoder_max_length(model.config)
+    run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True, document_max_length=read)
     qrels = {q: data.qrels[q] for q in data.judged_query_ids}
     retrieval = evaluate_run(run, qrels)
     sts = read_stsb(sts_path, name="stsb-dev")
@@ -125,7 +128,9 @@ def score(
     per_question: dict[str, float] = {}
     if questions is not None:
         judged = {q: questions.qrels[q] for q in questions.judged_query_ids}
-        run_asked = retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True)
+        run_asked = retrieval_run(
+            model, questions, batch_size=batch_size, show_progress_bar=True, document_max_length=read
+        )
         asked = scores_by_source(run_asked, judged, dict.fromkeys(judged, "questions"))["questions"]
         per_question = {q: mrr_at_k(list(run_asked.get(q, ())), rels, 10) for q, rels in judged.items()}
     by_source = scores_by_source(run, qrels, sources or {})
