@@ -105,7 +105,11 @@ def ingest_documents(
             exists = held.client.collection_exists(held.collection)
             info = held.client.get_collection(held.collection) if exists else None
             recorded = fingerprint_of(info) if info is not None else None
-            settings = settings.for_collection(recorded, held.collection, model.config)
+            # A collection another tool made records nothing: its chunks are read as one from before the
+            # settings were recorded (no lead, whole chunks), as that tool's embedders read them.
+            settings = settings.for_collection(
+                recorded if info is None else recorded or {}, held.collection, model.config
+            )
             model = model.reading(recorded)
             quantization = model.quantization(recorded)
             check_target(

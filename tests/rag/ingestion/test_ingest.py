@@ -447,3 +447,28 @@ def test_the_decoder_max_length_default_follows_the_model(tiny_model_factory):
     assert IngestConfig(decoder_max_length=40).for_model(alone).decoder_max_length == 40
     with pytest.raises(ValueError, match="at least 8 tokens, or 0 for whole chunks"):
         IngestConfig(decoder_max_length=5)
+
+
+def test_a_collection_made_elsewhere_gets_whole_chunks_without_leads(tmp_path, tiny_variant, ingest_config):
+    """An existing collection that records no settings (made by LlamaIndex's or LangChain's Qdrant store, whose
+    embedders read whole texts) is read as a collection from before they were recorded: no lead, whole chunks."""
+    from qdrant_client.http import models as qm
+
+    from c2v_rag.rag import load_model
+
+    model = load_model(tiny_variant, device="cpu")
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        client.create_collection("elsewhere", vectors_config=qm.VectorParams(size=64, distance=qm.Distance.COSINE))
+    config = ingest_config.model_copy(update={"chunk_size": 100, "chunk_overlap": 0, "decoder_max_length": None})
+    text = "# Tides\n\nThe sea.\n\n" + make_text(3, sentences=30)
+    c2v_rag.ingest(
+        [{"id": "t", "text": text}], path=tmp_path, collection="elsewhere", model=tiny_variant, config=config
+    )
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        stored = sorted(stored_vectors(client, "elsewhere").values(), key=lambda p: p[0]["chunk_index"])
+    texts = [p["page_content"] for p, _ in stored]
+    assert len(texts) > 1 and not any(p["metadata"].get("lead_chars") for p, _ in stored)
+    whole = model.encode_documents(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(np.stack([v for _, v in stored]), whole, rtol=1e-4, atol=1e-5)
+    lengths = [len(model.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert max(lengths) > 96  # the default cap would have cut them: the check above can tell
