@@ -222,11 +222,13 @@ class Collection:
                 first with the document's opening where it opens with a title (the title and the line under it, at
                 most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the
                 chunk; ``"none"``, chunks alone. The collection records it, and a later ingest into it uses what
-                it recorded (None: that; a collection made before it was recorded stays ``"none"``).
+                it recorded (None: that; a collection made before it was recorded, or by another tool, stays
+                ``"none"``).
             decoder_max_length: the decoder tokens each chunk is read with (the encoder, and through it the
                 Contextual token, reads all of it); 0 reads whole chunks. The collection records it, and a later
-                ingest into it uses what it recorded (None: that; for a new collection, 96 for a model with a
-                Contextual token, whole chunks for one without; docs/ingest-and-search.md has the trade).
+                ingest into it uses what it recorded (None: that, whole chunks where it records none; for a new
+                collection, 96 for a model with a Contextual token, whole chunks for one without;
+                docs/ingest-and-search.md has the trade).
             config: an :class:`~c2v_rag.IngestConfig` with the rest (retries, a document instruction, file size
                 limits...); the keywords above, when not None, are laid over it.
             engine: ``"local"`` (this process) or ``"ray"`` (a Ray cluster, ``ray=`` a

@@ -73,7 +73,7 @@ class IngestConfig(BaseModel):
         description="'lead': each chunk after a document's first starts with the document's opening where it opens "
         "with a title (the title and the line under it, at most 200 characters), stored and embedded with it; "
         "'none': chunks alone. The collection records it; None: what an existing collection recorded (one made "
-        "before this was recorded: 'none'), else 'lead'",
+        "before this was recorded, or by another tool: 'none'), else 'lead'",
     )
 
     decoder_max_length: int | None = Field(
@@ -83,8 +83,8 @@ class IngestConfig(BaseModel):
         "text and EOS): the decoder reads the first ones of a longer chunk, while the encoder, and through it the "
         "Contextual token, reads all of it; fewer means a cheaper ingest (docs/performance.md has the trade). 0: "
         "whole chunks. The collection records it; None: what an existing collection recorded (one made before it "
-        f"was recorded: whole chunks), else {DEFAULT_DECODER_MAX_LENGTH} for a model with a Contextual token and "
-        "whole chunks for one without",
+        f"was recorded, or by another tool: whole chunks), else {DEFAULT_DECODER_MAX_LENGTH} for a model with a "
+        "Contextual token and whole chunks for one without",
     )
 
     @field_validator("sparse", mode="before")
