@@ -100,16 +100,17 @@ def add_chunk_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_decoder_max_length(parser: argparse.ArgumentParser) -> None:
-    """``--decoder-max-length``: the decoder tokens each chunk is embedded with (IngestConfig.decoder_max_length)."""
+def add_decoder_max_length(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--decoder-max-length``: the decoder tokens each chunk is embedded with (IngestConfig.decoder_max_length);
+    ``default`` says what leaving it out does, where not what an ingest does."""
     parser.add_argument(
         "--decoder-max-length",
         type=int,
         default=None,
         metavar="N",
         help="the decoder reads the first N tokens of each chunk (the encoder all of it), 0 whole chunks: "
-        "fewer is a cheaper ingest (docs/performance.md measures it); default: what the collection recorded, else "
-        "96 for a model with a Contextual token (the presets)",
+        "fewer is a cheaper ingest (docs/performance.md measures it); default: "
+        + (default or "what the collection recorded, else 96 for a model with a Contextual token (the presets)"),
     )
 
 

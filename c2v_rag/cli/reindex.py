@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Literal
 
-from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_quiet, collection_from
+from c2v_rag.cli.arguments import (
+    add_decoder_max_length,
+    add_model_options,
+    add_qdrant_options,
+    add_quiet,
+    collection_from,
+)
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -37,6 +43,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="--collection is a plain collection (an ingest without --versioned): keep its points as NAME_v1, "
         "re-embed into NAME_v2 and put the alias NAME in its place (searches on NAME fail for a moment)",
     )
+    add_decoder_max_length(parser, default="what the collection recorded")
     add_quiet(parser)
     add_model_options(parser, "the new variant directory or preset (default: the default preset)")
     return parser
@@ -50,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         drop_previous=args.drop_previous,
         convert=args.convert,
         show_progress=not args.quiet,
+        decoder_max_length=args.decoder_max_length,
     )
     print(f"reindexed: {result.summary()}")
     return 0

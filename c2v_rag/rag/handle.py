@@ -80,6 +80,7 @@ class ReindexKeywords(TypedDict, total=False):
     drop_previous: bool
     convert: bool
     show_progress: bool
+    decoder_max_length: int | None
 
 
 REINDEX_KEYS = frozenset(ReindexKeywords.__annotations__)
@@ -256,7 +257,8 @@ class Collection:
 
         The new collection keeps what the old one recorded: ``truncate_dim``, the quantization (unless the
         handle names one), the part weights (``encoder_share``), the documents' instruction, and with
-        ``sparse="keep"`` its BM25 vectors (``"bm25"`` adds them, None drops them). ``drop_previous`` deletes
+        ``sparse="keep"`` its BM25 vectors (``"bm25"`` adds them, None drops them), and the decoder tokens its chunks
+        were read with (``decoder_max_length``: another N, or 0 for whole chunks). ``drop_previous`` deletes
         the old collection after the switch. ``convert`` turns a plain collection into an alias: its points are
         kept as ``{name}_v1`` and the name becomes an alias of ``{name}_v2`` (searches on it fail for one
         request's time); without it a plain collection is refused.

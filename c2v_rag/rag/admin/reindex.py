@@ -87,19 +87,25 @@ def reindex_collection(
     drop_previous: bool = False,
     convert: bool = False,
     show_progress: bool = True,
+    decoder_max_length: int | None = None,
     client: QdrantClient | None = None,
 ) -> ReindexResult:
     """Re-embed the chunks behind alias ``collection`` with ``chosen`` and switch the alias to them:
     :meth:`c2v_rag.Collection.reindex`, which documents the arguments.
 
     The new collection keeps what the old one recorded: its ``truncate_dim``, its quantization (unless
-    ``chosen.quantize`` names one), its part weights (``encoder_share``), its documents' instruction and
-    (``sparse="keep"``) its BM25 vectors.
+    ``chosen.quantize`` names one), its part weights (``encoder_share``), its documents' instruction,
+    (``sparse="keep"``) its BM25 vectors and, unless ``decoder_max_length`` names another (0: whole chunks), the
+    decoder tokens its chunks were read with.
     """
+    from c2v_rag.rag.ingestion.config import IngestConfig
+
     require_rag("c2v_rag.reindex")
     check_collection_name(collection)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if decoder_max_length is not None:
+        IngestConfig(decoder_max_length=decoder_max_length)  # refused here as an ingest refuses it, before any work
     own_client = client is None
     qdrant_client: StoreClient = client if client is not None else target.connect()
     started = time.perf_counter()
@@ -147,15 +153,10 @@ def reindex_collection(
                 target = target.model_copy(update={"distance": params.distance.value.lower()})
             new = next_version(qdrant_client, collection)
             made.append(new)
-            # the chunks are read as they were: their instruction and the decoder tokens recorded
-            decoder_max_length = recorded.get("decoder_max_length")
+            # the chunks are read as they were: their instruction and the decoder tokens recorded (or asked)
+            read = recorded.get("decoder_max_length") if decoder_max_length is None else decoder_max_length or None
             fingerprint = model_fingerprint(
-                c2v,
-                reference,
-                truncate_dim,
-                recorded.get("document_prompt"),
-                recorded.get("chunk_context"),
-                decoder_max_length,
+                c2v, reference, truncate_dim, recorded.get("document_prompt"), recorded.get("chunk_context"), read
             )
             ensure_collection(qdrant_client, new, target, fingerprint, layout)
             _copy_indexes(qdrant_client, info, new)
@@ -170,7 +171,7 @@ def reindex_collection(
                     text_instruction=documents.get("instruction"),
                     batch_size=batch_size,
                     truncate_dim=truncate_dim,
-                    max_length=decoder_max_length,
+                    max_length=read,
                 ),
                 BM25Encoder(bm25) if bm25 else None,
                 batch_size,

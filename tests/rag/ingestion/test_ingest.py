@@ -472,3 +472,31 @@ def test_a_collection_made_elsewhere_gets_whole_chunks_without_leads(tmp_path, t
     np.testing.assert_allclose(np.stack([v for _, v in stored]), whole, rtol=1e-4, atol=1e-5)
     lengths = [len(model.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
     assert max(lengths) > 96  # the default cap would have cut them: the check above can tell
+
+
+def test_reindex_reads_the_chunks_at_another_decoder_max_length_when_asked(tmp_path, tiny_variant, ingest_config):
+    """``reindex(decoder_max_length=N)`` re-embeds the chunks with the decoder at N (0: whole chunks) and records it,
+    so that an existing collection can move to the cheaper default; a bad N is refused before the new version."""
+    from c2v_rag.rag import load_model
+    from c2v_rag.store.collection import collection_fingerprint
+
+    model = load_model(tiny_variant, device="cpu")
+    docs = [{"id": "a", "text": make_text(1, sentences=6)}, {"id": "b", "text": make_text(2, sentences=6)}]
+    capped = ingest_config.model_copy(update={"decoder_max_length": 12})
+    c2v_rag.ingest(docs, path=tmp_path, collection="notes", model=tiny_variant, config=capped, versioned=True)
+    with pytest.raises(ValueError, match="at least 8 tokens, or 0 for whole chunks"):
+        c2v_rag.reindex("notes", path=tmp_path, model=tiny_variant, show_progress=False, decoder_max_length=5)
+    c2v_rag.reindex("notes", path=tmp_path, model=tiny_variant, show_progress=False, decoder_max_length=0)
+    c2v_rag.reindex("notes", path=tmp_path, model=tiny_variant, show_progress=False, decoder_max_length=16)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert not client.collection_exists("notes_v4")  # the refused call made no version
+        recorded = {
+            name: collection_fingerprint(client, name).get("decoder_max_length") for name in ("notes_v2", "notes_v3")
+        }
+        found = {name: {p["page_content"]: np.asarray(v) for p, v in stored_vectors(client, name).values()}
+                 for name in ("notes_v2", "notes_v3")}  # fmt: skip
+    assert recorded == {"notes_v2": None, "notes_v3": 16}
+    texts = list(found["notes_v2"])
+    for name, cap in (("notes_v2", None), ("notes_v3", 16)):
+        expected = model.encode_documents(texts, normalize_embeddings=True, max_length=cap)
+        np.testing.assert_allclose(np.stack([found[name][t] for t in texts]), expected, rtol=1e-4, atol=1e-5)
