@@ -170,11 +170,7 @@ class _ChosenDecoderCut:
             self.outer.encoded(done, of, work)
 
     def truncated(self, cut: Truncation) -> None:
-        cut = replace(cut, decoder=0)
-        if self.outer is not None:
-            self.outer.truncated(cut)
-        else:
-            report_truncation(self.model, cut)
+        send_truncation(self.outer, self.model, replace(cut, decoder=0))
 
 
 @contextlib.contextmanager
@@ -301,10 +297,7 @@ def encode_texts(
             max_length,
             encoder_budget=max_tokens_per_batch,
         )
-        if observer is not None:
-            observer.truncated(truncated)
-        else:
-            report_truncation(model, truncated)
+        send_truncation(observer, model, truncated)
         if windows is not None:
             out = pool_windows(vectors, windows, policy.pooling)
     if normalize_embeddings:
@@ -564,6 +557,14 @@ def _run(
         model.train(was_training)
     limit = model.max_seq_length if max_length is None else max_length
     return Truncation(len(texts), decoder_truncated, encoder_truncated, limit, model.encoder_max_length)
+
+
+def send_truncation(observer: EncodeObserver | None, model: EncodingModel, truncated: Truncation) -> None:
+    """What one encode call cut, to ``observer`` (who reports it once per run), else logged for ``model``."""
+    if observer is not None:
+        observer.truncated(truncated)
+    else:
+        report_truncation(model, truncated)
 
 
 def report_truncation(model: EncodingModel, truncated: Truncation) -> None:

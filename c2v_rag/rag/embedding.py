@@ -7,6 +7,7 @@ documents get none (unless the task is symmetric or a document instruction is se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -203,11 +204,9 @@ class Embedder:
         from c2v_rag.encode.loop import decoder_cut_chosen
 
         texts = list(texts)
-        with encode_lock(self.model):
-            if self.max_length is None:
-                return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
-            with decoder_cut_chosen(self.model):
-                return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
+        chosen = decoder_cut_chosen(self.model) if self.max_length is not None else contextlib.nullcontext()
+        with encode_lock(self.model), chosen:
+            return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """``(len(queries), dim)`` float32 query vectors, with the query instruction."""

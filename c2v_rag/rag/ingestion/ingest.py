@@ -107,9 +107,7 @@ def ingest_documents(
             recorded = fingerprint_of(info) if info is not None else None
             # A collection another tool made records nothing: its chunks are read as one from before the
             # settings were recorded (no lead, whole chunks), as that tool's embedders read them.
-            settings = settings.for_collection(
-                recorded if info is None else recorded or {}, held.collection, model.config
-            )
+            settings = settings.for_collection(None if info is None else recorded or {}, held.collection, model.config)
             model = model.reading(recorded)
             quantization = model.quantization(recorded)
             check_target(
