@@ -176,14 +176,21 @@ class Collection:
         return await asearch_query(query, top_k, self.target, self.model, options, self.client)
 
     def search_vector(
-        self, vector: Sequence[float], top_k: int = 5, options: CommonSearchOptions | None = None
+        self,
+        vector: Sequence[float] | None,
+        top_k: int = 5,
+        options: CommonSearchOptions | None = None,
+        *,
+        query: str | None = None,
     ) -> list[SearchHit]:
         """The ``top_k`` chunks nearest to an already-embedded query ``vector`` (of the size the collection
-        stores), filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
+        stores), filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``).
+        ``options.mode="sparse"`` or ``"hybrid"`` also needs the query's text, ``query``, for the BM25 side (a
+        sparse search takes ``vector=None``)."""
         from c2v_rag.rag.retrieval.search import nearest_chunks
 
         with self._opened() as client:
-            return nearest_chunks(client, self.name, self.target, vector, top_k, options)
+            return nearest_chunks(client, self.name, self.target, vector, top_k, options, query)
 
     def check_model(self, model: Causal2Vec) -> tuple[str, int | None]:
         """The concrete collection behind this name and the prefix size it stores (None: whole vectors), once

@@ -259,7 +259,7 @@ class ResolvedModel:
 
 class CommonSearchOptions(_Options):
     """What every search of a collection takes, the server's ``/v1/search`` included: the
-    query's task and in-context examples, and which points come back."""
+    query's task and in-context examples, the retrieval mode, and which points come back."""
 
     task: str | None = Field(
         default=None,
@@ -279,6 +279,16 @@ class CommonSearchOptions(_Options):
     )
     score_threshold: float | None = Field(
         default=None, description="leave out hits scoring below it (the mode's score: cosine, BM25 or fused)"
+    )
+    mode: SearchMode = Field(
+        default="dense",
+        description="'dense' (the model's vectors), 'sparse' (BM25) or 'hybrid' (both, fused); the "
+        "last two need a collection ingested with sparse='bm25'",
+    )
+    fusion: Fusion = Field(
+        default="rrf",
+        description="how mode='hybrid' merges the dense and the BM25 lists, both in Qdrant: 'rrf' "
+        "(reciprocal rank) or 'dbsf' (distribution-based score fusion)",
     )
     group_by_document: bool = Field(
         default=False,
@@ -300,9 +310,10 @@ class RerankOption(_Options):
 
 
 class SearchOptions(RerankOption, CommonSearchOptions):
-    """How one search runs: the query's instruction, the retrieval mode and what each hit carries. The query
-    and ``top_k`` belong to the call, the store and the model to the :class:`~c2v_rag.Collection`;
-    ``collection`` names the collection for :func:`c2v_rag.search` (a handle's search checks it is its own)."""
+    """How one search runs: :class:`CommonSearchOptions`, the reranker, a literal query instruction and what each
+    hit carries. The query and ``top_k`` belong to the call, the store and the model to the
+    :class:`~c2v_rag.Collection`; ``collection`` names the collection for :func:`c2v_rag.search` (a handle's search
+    checks it is its own)."""
 
     collection: str = Field(
         default=DEFAULT_COLLECTION,
@@ -310,16 +321,6 @@ class SearchOptions(RerankOption, CommonSearchOptions):
         "switching the alias meanwhile is never half-seen)",
     )
     instruction: str | None = Field(default=None, description="a literal query instruction instead of task")
-    mode: SearchMode = Field(
-        default="dense",
-        description="'dense' (the model's vectors), 'sparse' (BM25) or 'hybrid' (both, fused); the "
-        "last two need a collection ingested with sparse='bm25'",
-    )
-    fusion: Fusion = Field(
-        default="rrf",
-        description="how mode='hybrid' merges the dense and the BM25 lists, both in Qdrant: 'rrf' "
-        "(reciprocal rank) or 'dbsf' (distribution-based score fusion)",
-    )
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
 
 

@@ -295,12 +295,17 @@ class EmbeddingService:
             check_rerank(options.rerank, body.top_k)
         except ValueError as err:
             raise ApiError(400, f"'rerank': {err}", param="rerank") from None
-        concrete = await self.searcher.check(options.collection)
-        result = await self.embed([body.query], instruction_for(self.model, "query", options.task, options.examples))
+        concrete = await self.searcher.check(options.collection, options.mode)
+        vector, tokens = None, 0
+        if options.mode != "sparse":  # BM25 alone needs no model
+            prompt = instruction_for(self.model, "query", options.task, options.examples)
+            result = await self.embed([body.query], prompt)
+            vector, tokens = result.vectors[0], result.tokens[0]
+            self.metrics.texts.inc(1)
+            self.metrics.tokens.inc(tokens)
         # With rerank=N the first stage reads the top N and the served variant's reranker keeps the best top_k.
-        hits = await self.searcher.nearest(concrete, result.vectors[0], options.rerank or body.top_k, options)
-        self.metrics.texts.inc(1)
-        self.metrics.tokens.inc(result.tokens[0])
+        first_stage = options.rerank or body.top_k
+        hits = await self.searcher.nearest(concrete, vector, first_stage, options, query=body.query)
         if options.rerank is not None:
             reranker = await self.reranker()
             self.metrics.texts.inc(len(hits))  # the reranker reads every first-stage hit, as /v1/rerank counts
@@ -310,7 +315,7 @@ class EmbeddingService:
             "model": self.name,
             "collection": options.collection,
             "data": [h.model_dump(exclude={"vector"}) for h in hits],
-            "usage": {"prompt_tokens": result.tokens[0], "total_tokens": result.tokens[0]},
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
 
     async def rerank(self, request: Request):

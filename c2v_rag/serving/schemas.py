@@ -74,8 +74,8 @@ class SearchRequest(RerankOption, CommonSearchOptions, _SearchQuery):
     """POST /v1/search: the chunks of a Qdrant collection nearest to a query.
 
     The options are the library's (:class:`~c2v_rag.rag.options.CommonSearchOptions`: ``task``,
-    ``examples``, ``filter``, ``score_threshold``, ``group_by_document``; and ``rerank``, by the served
-    variant's reranker, the one /v1/rerank uses); the served model embeds the query densely, so ``mode``,
+    ``examples``, ``filter``, ``score_threshold``, ``mode`` and ``fusion``, ``group_by_document``; and
+    ``rerank``, by the served variant's reranker, the one /v1/rerank uses); the served model embeds the query, so
     ``instruction`` and the model's options are not taken (and, as any unknown field, refused).
     ``_SearchQuery`` comes last among the bases so that its fields come first, in the order a body's first
     error has always been reported in.

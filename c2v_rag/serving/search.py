@@ -17,6 +17,8 @@ from c2v_rag.rag.options import CommonSearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.schemas import ApiError
+from c2v_rag.store.query import check_mode
+from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
@@ -50,9 +52,10 @@ class CollectionSearcher:
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
-    async def check(self, collection: str) -> str:
+    async def check(self, collection: str, mode: str = "dense") -> str:
         """The concrete collection behind ``collection`` (an alias is resolved here, once): a 404
-        when it is missing, a 409 when its vectors are another model's.
+        when it is missing, a 409 when its vectors are another model's, a 400 naming ``mode`` when a sparse or
+        hybrid search asks for BM25 vectors it does not hold. All before the query is embedded.
 
         The caller searches the name returned, so an alias switched by a reindex between the check
         and the search cannot pair this check with the other collection's points.
@@ -60,6 +63,12 @@ class CollectionSearcher:
 
         def run() -> str:
             concrete, self._sizes[concrete] = self._handle(collection).check_model(self.model)
+            if mode != "dense":
+                layout = CollectionVectors.from_fingerprint(self._handle(concrete).recorded(), self.target)
+                try:
+                    check_mode(mode, layout, collection, self.target.location)
+                except CollectionMismatchError as err:
+                    raise ApiError(400, str(err), param="mode") from None
             return concrete
 
         try:
@@ -72,14 +81,21 @@ class CollectionSearcher:
             raise ApiError(404, str(err), param="collection", code="collection_not_found") from None
 
     async def nearest(
-        self, collection: str, vector: Sequence[float], top_k: int, options: CommonSearchOptions | None = None
+        self,
+        collection: str,
+        vector: Sequence[float] | None,
+        top_k: int,
+        options: CommonSearchOptions | None = None,
+        query: str | None = None,
     ) -> list[SearchHit]:
         """The nearest chunks of ``collection``: the concrete name :meth:`check` returned, filtered and
-        grouped by ``options``. ``vector`` is the served model's whole query vector; it is cut to the
-        prefix the collection stores."""
-        vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
+        grouped by ``options``. ``vector`` is the served model's whole query vector (None for a sparse search);
+        it is cut to the prefix the collection stores. ``query``, the query's text, is the BM25 side of a
+        sparse or hybrid search."""
+        if vector is not None:
+            vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
         try:
-            return await self._call(lambda: self._handle(collection).search_vector(vector, top_k, options))
+            return await self._call(lambda: self._handle(collection).search_vector(vector, top_k, options, query=query))
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

@@ -137,6 +137,10 @@ def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
                 "--filter",
                 '{"year": {"gte": 2020}}',
                 "--group-by-document",
+                "--mode",
+                "hybrid",
+                "--fusion",
+                "dbsf",
                 "--path",
                 "store",
             ]
@@ -150,6 +154,8 @@ def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
             "task": "SciFact",
             "examples": [["q", "r"]],
             "filter": {"year": {"gte": 2020}},
+            "mode": "hybrid",
+            "fusion": "dbsf",
             "group_by_document": True,
         }
     )
@@ -172,10 +178,12 @@ def test_the_search_request_takes_its_fields_in_their_order_and_no_others():
         "examples",
         "filter",
         "score_threshold",
+        "mode",
+        "fusion",
         "group_by_document",
         "rerank",
     ]
-    for field in ("mode", "instruction", "with_vectors", "model"):
+    for field in ("instruction", "with_vectors", "model"):
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
             SearchRequest.model_validate({"query": "x", field: "y"})
     with pytest.raises(ValidationError, match="valid dictionary"):

@@ -66,6 +66,53 @@ def test_search_endpoint_returns_what_search_returns(tmp_path, tiny_variant, tin
         assert httpx.post(server.url + "/v1/search", json={"query": ""}).status_code == 400
 
 
+def test_search_endpoint_runs_sparse_and_hybrid_as_search_does(tmp_path, tiny_variant, corpus, ingest_config):
+    """/v1/search takes the library's mode and fusion: the hits are c2v_rag.search's for the same options; a sparse
+    search embeds nothing, and a mode the collection cannot run is refused before the query is embedded."""
+    pytest.importorskip("bm25s")
+    pytest.importorskip("Stemmer")
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config, sparse="bm25")
+    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="dense_only", model=tiny_variant, config=ingest_config)
+    query = " ".join(make_text(3).split()[:6])  # words the corpus holds, so BM25 finds chunks
+    cases = [
+        {"mode": "sparse"},
+        {"mode": "hybrid"},
+        {"mode": "hybrid", "fusion": "dbsf"},
+        {"mode": "hybrid", "filter": {"topic": "odd"}},
+        {"mode": "sparse", "group_by_document": True},
+    ]
+    expected = [c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant, **c) for c in cases]
+    dense = c2v_rag.search(query, top_k=4, path=tmp_path, collection="kb", model=tiny_variant)
+    assert all(expected) and [h.id for h in expected[0]] != [h.id for h in dense]  # the modes differ here
+
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+
+        def search(**body) -> httpx.Response:
+            return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 4, **body})
+
+        def tokens_embedded() -> float:
+            metrics = httpx.get(server.url + "/metrics").text
+            line = next(x for x in metrics.splitlines() if x.startswith("c2v_rag_prompt_tokens_total "))
+            return float(line.split()[1])
+
+        for case, want in zip(cases, expected):
+            before = tokens_embedded()
+            response = search(**case)
+            assert response.status_code == 200, response.text
+            hits = response.json()["data"]
+            assert [h["id"] for h in hits] == [h.id for h in want], case
+            assert [h["score"] for h in hits] == pytest.approx([h.score for h in want], abs=1e-5)
+            used = response.json()["usage"]["prompt_tokens"]
+            assert (used == 0) == (case["mode"] == "sparse") and tokens_embedded() - before == used
+
+        refused = search(mode="hybrid", collection="dense_only")
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "mode"
+        assert "sparse='bm25'" in refused.json()["error"]["message"]
+        assert search(mode="bm25").status_code == 400
+        assert search(mode="hybrid", fusion="max").status_code == 400
+
+
 def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_variant, tiny_variant_qwen):
     """/v1/search resolves an alias once: the collection it checked against the served model is the
     one it searches, even when a reindex moves the alias to another model's collection in between."""

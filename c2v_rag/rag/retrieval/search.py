@@ -225,25 +225,36 @@ def nearest_chunks(
     client: StoreClient,
     collection: str,
     target: QdrantConfig,
-    vector: Sequence[float],
+    vector: Sequence[float] | None,
     top_k: int,
     options: CommonSearchOptions | None = None,
+    query: str | None = None,
 ) -> list[SearchHit]:
     """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads,
-    filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``)."""
+    filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``). With
+    ``options.mode`` ``"sparse"`` or ``"hybrid"``, ``query`` is the query's text, encoded here for the BM25 side
+    as the collection recorded it (a sparse search needs no ``vector``)."""
     options = options or CommonSearchOptions()
     concrete = resolve_alias(client, collection)
     layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    check_mode(options.mode, layout, collection, target.location)
+    sparse = None
+    if options.mode != "dense":
+        if query is None:
+            raise ValueError(f"mode={options.mode!r} needs the query's text for its BM25 side: pass query=")
+        sparse = BM25Encoder(layout.bm25).encode_queries([query])[0]
     sample = sample_request(options.filter)
     if sample is not None:
         check_filter_keys(options.filter, client.scroll(concrete, **sample)[0], collection, target.location)
     request = query_request(
         layout,
-        "dense",
+        options.mode,
         top_k,
         dense=vector,
+        sparse=sparse,
         filter=to_qdrant_filter(options.filter),
         score_threshold=options.score_threshold,
+        fusion=options.fusion,
     )
     return _read(client, concrete, layout, [request], options.group_by_document)[0]
 

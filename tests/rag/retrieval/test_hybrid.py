@@ -323,3 +323,21 @@ def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(
     hits = asyncio.run(main())
     assert waits == [True]
     assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
+
+
+def test_search_vector_runs_each_mode_from_an_embedded_query(hybrid, tiny_variant):
+    """Collection.search_vector (what the server's /v1/search calls) gives search()'s hits in every mode, from the
+    query's vector and, for the BM25 side, its text."""
+    from c2v_rag.rag import Embedder, load_model
+    from c2v_rag.rag.options import CommonSearchOptions
+
+    handle = c2v_rag.open_collection("kb", client=hybrid, model=tiny_variant)
+    vector = Embedder(load_model(tiny_variant, device="cpu"), normalize=True).embed_queries([QUERY])[0]
+    for mode, fusion in (("dense", "rrf"), ("sparse", "rrf"), ("hybrid", "rrf"), ("hybrid", "dbsf")):
+        want = handle.search(QUERY, top_k=5, mode=mode, fusion=fusion)
+        options = CommonSearchOptions(mode=mode, fusion=fusion)
+        got = handle.search_vector(None if mode == "sparse" else vector, 5, options, query=QUERY)
+        assert want and [h.id for h in got] == [h.id for h in want], mode
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
+    with pytest.raises(ValueError, match="needs the query's text"):
+        handle.search_vector(vector, 5, CommonSearchOptions(mode="hybrid"))
