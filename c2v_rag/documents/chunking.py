@@ -40,6 +40,12 @@ def default_decoder_max_length(config: Causal2VecConfig) -> int | None:
     return DEFAULT_DECODER_MAX_LENGTH if carried else None
 
 
+def decoder_tokens(asked: int) -> int | None:
+    """``decoder_max_length`` as asked (0: whole chunks) in its held form (None: whole chunks), the form a
+    collection records and the embedder takes."""
+    return asked or None
+
+
 # Room the prompt template (BOS, chat prefix, Contextual token, suffix, EOS) takes around a
 # document, plus slack: the splitter sums its pieces' token counts, and joined pieces can
 # tokenize a token or two longer. A chunk so never loses its tail to truncation.

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from c2v_rag.cpu.build_progress import build_bar_shown
+from c2v_rag.documents.chunking import decoder_tokens
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import ModelOptions
@@ -154,7 +155,9 @@ def reindex_collection(
             new = next_version(qdrant_client, collection)
             made.append(new)
             # the chunks are read as they were: their instruction and the decoder tokens recorded (or asked)
-            read = recorded.get("decoder_max_length") if decoder_max_length is None else decoder_max_length or None
+            read = (
+                recorded.get("decoder_max_length") if decoder_max_length is None else decoder_tokens(decoder_max_length)
+            )
             fingerprint = model_fingerprint(
                 c2v, reference, truncate_dim, recorded.get("document_prompt"), recorded.get("chunk_context"), read
             )

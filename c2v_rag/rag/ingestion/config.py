@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from c2v_rag.core.config import Causal2VecConfig
-from c2v_rag.documents.chunking import DEFAULT_DECODER_MAX_LENGTH, default_decoder_max_length
+from c2v_rag.documents.chunking import DEFAULT_DECODER_MAX_LENGTH, decoder_tokens, default_decoder_max_length
 from c2v_rag.documents.files import ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
@@ -124,7 +124,7 @@ class IngestConfig(BaseModel):
         ``chunk_context`` to its default where none is asked, and ``decoder_max_length`` to the one asked (0:
         whole chunks, held as None) or :func:`default_decoder_max_length`."""
         asked = self.decoder_max_length
-        tokens = default_decoder_max_length(config) if asked is None else asked or None
+        tokens = default_decoder_max_length(config) if asked is None else decoder_tokens(asked)
         return self.model_copy(
             update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT, "decoder_max_length": tokens}
         )
@@ -144,7 +144,7 @@ class IngestConfig(BaseModel):
                 "(or leave it out) to add to it, or ingest into a new collection"
             )
         read = recorded.get("decoder_max_length")
-        if self.decoder_max_length is not None and (self.decoder_max_length or None) != read:
+        if self.decoder_max_length is not None and decoder_tokens(self.decoder_max_length) != read:
             how = f"decoder_max_length={read}" if read is not None else "whole chunks (decoder_max_length=0)"
             raise ValueError(
                 f"collection {name!r} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
