@@ -1,7 +1,7 @@
 """Each encode optimization against the default, measured side by side on the same texts.
 
-    python bench/encode_options.py --data /work/shared/data                  # 32 abstracts + 32 claims
-    python bench/encode_options.py --data /work/shared/data --only compile   # torch.compile alone
+    python bench/encode_options.py --data ../shared/data                  # 32 abstracts + 32 claims
+    python bench/encode_options.py --data ../shared/data --only compile   # torch.compile alone
 
 Variants (Causal2Vec, default preset, bf16 unless named):
 

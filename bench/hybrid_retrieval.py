@@ -1,9 +1,9 @@
 """nDCG@10 on SciFact dev for dense, sparse (BM25) and hybrid (RRF and DBSF) search through Qdrant.
 
-    python bench/hybrid_retrieval.py --data /work/shared/data                      # 5,183 abstracts
-    python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000   # scifact-dev-1k
+    python bench/hybrid_retrieval.py --data ../shared/data                      # 5,183 abstracts
+    python bench/hybrid_retrieval.py --data ../shared/data --corpus-size 1000   # scifact-dev-1k
 
-    python bench/hybrid_retrieval.py --data /work/shared/data --corpus-size 1000 --model default \
+    python bench/hybrid_retrieval.py --data ../shared/data --corpus-size 1000 --model default \
         --max-length 256 --cache runs/hybrid_cache                                 # the preset as dense side
 
 The dense side is ``--model``: all-MiniLM-L6-v2 alone by default (cheap on a CPU), or a Causal2Vec

@@ -5,8 +5,8 @@ the model cache), the same chunking (SentenceSplitter in the model's own tokens)
 texts per encode call, and write to embedded Qdrant in fresh temporary directories. Model
 loading and a warm-up encode happen before either clock starts.
 
-    python bench/ingest_throughput.py --data /work/shared/data            # 1,000 documents
-    python bench/ingest_throughput.py --data /work/shared/data --n 200 --json result.json
+    python bench/ingest_throughput.py --data ../shared/data            # 1,000 documents
+    python bench/ingest_throughput.py --data ../shared/data --n 200 --json result.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """SciFact dev nDCG@10 with long abstracts truncated, chunked and pooled (max, mean), or scored by MaxP.
 
-    python bench/long_texts.py --data /work/shared/data --set scifact-dev-1k --model default \\
+    python bench/long_texts.py --data ../shared/data --set scifact-dev-1k --model default \\
         --model all-minilm-l6-v2 --json runs/long_texts.json
 
 ``--model`` is a Causal2Vec variant or preset (``default`` for the default preset) or, for a name

@@ -1,8 +1,8 @@
 """Encode throughput and peak memory of Causal2Vec against its peers, on the same texts and backbone.
 
-    python bench/peers.py --data /work/shared/data                       # 200 abstracts + 200 claims
-    python bench/peers.py --data /work/shared/data --docs 5183 --queries 1109   # all of SciFact
-    python bench/peers.py --data /work/shared/data --llm2vec-python /work/venv-llm2vec/bin/python
+    python bench/peers.py --data ../shared/data                       # 200 abstracts + 200 claims
+    python bench/peers.py --data ../shared/data --docs 5183 --queries 1109   # all of SciFact
+    python bench/peers.py --data ../shared/data --llm2vec-python /path/to/venv-llm2vec/bin/python
 
 Configurations, all on SmolLM2-135M-Instruct from the same local directory and in the same dtype:
 

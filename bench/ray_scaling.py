@@ -14,8 +14,8 @@ size:
 
 Ray's cluster start (``ray.init``, once per session on a real cluster) is timed separately.
 
-    taskset -c 0,1 python bench/ray_scaling.py --data /work/shared/data --n 1000
-    taskset -c 1 python bench/ray_scaling.py --data /work/shared/data --n 40 --ray-cpus 2   # a smoke run on 1 core
+    taskset -c 0,1 python bench/ray_scaling.py --data ../shared/data --n 1000
+    taskset -c 1 python bench/ray_scaling.py --data ../shared/data --n 40 --ray-cpus 2   # a smoke run on 1 core
 
 Scaling efficiency is ``rate(2 actors) / (2 * rate(1 actor))``; 1.0 is linear. ``--json`` writes
 every number.

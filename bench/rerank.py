@@ -3,7 +3,7 @@
 Three steps, each cached, so that a slow CPU can be given the work in pieces:
 
     # 1. first-stage candidates: the dense top 50 (the default preset) and the BM25 top 50 of each question
-    python bench/rerank.py candidates --set scifact-dev --set manpages --set jargon
+    python bench/rerank.py candidates --set scifact-dev --set manpages --set jargon --data ../shared/data
     # 2. the reranker's likelihood of each (question, candidate) pair, for one configuration
     python bench/rerank.py score --set manpages --first dense --top 20 --template search-query --decoder base
     # 3. the tables: dense, dense + rerank top 20 / 50, BM25 + rerank, at each fusion weight; the JSON in --json
@@ -55,10 +55,10 @@ def cache_dir() -> Path:
 # ------------------------------------------------------------------------------------ candidates
 
 
-def scifact_candidates(model: Any) -> dict[str, Any]:
+def scifact_candidates(model: Any, data_dir: Path) -> dict[str, Any]:
     from c2v_rag.evaluation.datasets import scifact_dev
 
-    data = scifact_dev("/work/shared/data" if Path("/work/shared/data").is_dir() else "data", corpus_size=1000)
+    data = scifact_dev(data_dir, corpus_size=1000)
     doc_ids = list(data.corpus)
     texts = [data.corpus[d] for d in doc_ids]
     vectors = np.asarray(model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True))
@@ -148,7 +148,7 @@ def cmd_candidates(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         folders = dict(item.split("=", 1) for item in args.collection or [])
         found = (
-            scifact_candidates(model)
+            scifact_candidates(model, args.data)
             if name == "scifact-dev"
             else ood_candidates(name, model, Path(folders[name]) if name in folders else None)
         )
@@ -337,6 +337,7 @@ def main() -> int:
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--force", action="store_true")
     p.add_argument("--collection", action="append", metavar="SET=DIR", help="score.py's cached collection folder")
+    p.add_argument("--data", type=Path, default=Path("../shared/data"), help="the shared data, for scifact-dev")
     p = sub.add_parser("score")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--first", action="append", choices=("dense", "bm25"))

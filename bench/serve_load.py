@@ -1,6 +1,6 @@
 """Load test of ``c2v-rag serve`` on loopback: concurrency 1, 8, 32 against one offline encode.
 
-    python bench/serve_load.py --data /work/shared/data --texts 128 --json serve_load.json
+    python bench/serve_load.py --data ../shared/data --texts 128 --json serve_load.json
 
 Starts ``c2v-rag serve`` as a subprocess on a free 127.0.0.1 port (nothing leaves the machine),
 then sends the same mixed-length texts (SciFact claims and abstract openings, shuffled) as

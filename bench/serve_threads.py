@@ -1,6 +1,6 @@
 """Single-query latency under each CPU thread setting: intra-op threads x OpenMP wait policy.
 
-    python bench/serve_threads.py --data /work/shared/data --queries 30 --json threads.json
+    python bench/serve_threads.py --data ../shared/data --queries 30 --json threads.json
 
 One search query is one small forward pass, made of hundreds of OpenMP parallel regions. With
 more than one intra-op thread, every region ends at a barrier that waits for the slowest thread;

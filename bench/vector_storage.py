@@ -1,7 +1,7 @@
 """nDCG@10 on SciFact dev for each way of storing the vectors, with the bytes per vector.
 
-    python bench/vector_storage.py --data /work/shared/data                     # 250-abstract corpus
-    python bench/vector_storage.py --data /work/shared/data --corpus-size 1000 --model PATH
+    python bench/vector_storage.py --data ../shared/data                     # 250-abstract corpus
+    python bench/vector_storage.py --data ../shared/data --corpus-size 1000 --model PATH
 
 The documents and the dev claims are embedded once (cached in ``--cache`` by corpus size and
 model), then searched five ways:
