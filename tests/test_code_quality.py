@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+NEWLINE = b"\n"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,3 +30,25 @@ def test_the_code_is_formatted():
 def test_the_public_api_type_checks():
     result = run("mypy", "--no-incremental")
     assert result.returncode == 0, f"mypy (files in pyproject.toml's [tool.mypy]):\n{result.stdout}{result.stderr}"
+
+
+def test_no_local_absolute_path_ships():
+    """Nothing tracked names a folder of the machines this repository is developed on (the checkout under /work, the
+    home and caches under /root): a command or a result must run anywhere, with paths relative to the repository
+    (``../shared/data``), ``~/.cache`` or a placeholder. Example paths (``/home/me/docs``, ``/tmp/...``) are fine."""
+    import re
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if listed.returncode != 0:  # not a git checkout (an sdist): nothing to check against
+        return
+    local = re.compile(rb"(?<![\w.~/-])/(?:root|work)/")
+    found = []
+    for name in listed.stdout.decode().split("\0"):
+        path = ROOT / name
+        if not name or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:  # binary
+            continue
+        found += [f"{name}:{data.count(NEWLINE, 0, m.start()) + 1}" for m in local.finditer(data)]
+    assert not found, "local absolute paths in tracked files:\n" + "\n".join(found[:40])
