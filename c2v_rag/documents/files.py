@@ -74,6 +74,10 @@ class ReadLog:
     # those done with so far (read to the end, skipped, or unreadable and skipped).
     files_listed: int = 0
     files_done: int = 0
+    # For progress within a file: the share of the file being read that comes before the document last handed
+    # on, and the share up to its end (a text file is one document, (0, 1); a JSONL line or Parquet row n of N,
+    # ((n - 1) / N, n / N)).
+    document_span: tuple[float, float] = (0.0, 1.0)
 
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
         self.files_skipped += 1
@@ -177,6 +181,7 @@ def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog
             else:
                 doc = _read_text(file, root, options, log)
                 if doc is not None:
+                    log.document_span = (0.0, 1.0)
                     yield doc
         except OSError as err:
             if options.on_error == "raise":
@@ -222,17 +227,26 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
             raise err
         log.skip_record(f"{resolved}:{number}", resolved, str(err))
 
-    yield from _record_documents(
-        ((f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line)), resolved, root, options, log
-    )
+    records = ((n, f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line))
+    yield from _record_documents(records, _line_count(resolved), resolved, root, options, log)
+
+
+def _line_count(file: Path) -> int:
+    """The lines of ``file`` (a last one without a newline counted), for the progress within it."""
+    lines, last = 0, b"\n"
+    with file.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
 
 
 def _record_documents(
-    records: Iterator[tuple[str, dict]], resolved: Path, root: str, options: ReadOptions, log: ReadLog
+    records: Iterator[tuple[int, str, dict]], total: int, resolved: Path, root: str, options: ReadOptions, log: ReadLog
 ) -> Iterator[SourceDocument]:
-    """Documents from ``(where, record)`` pairs (JSONL lines, Parquet rows); a bad record is skipped
-    and logged, or raised under ``on_error="raise"``."""
-    for where, record in records:
+    """Documents from ``(number, where, record)`` triples (JSONL lines, Parquet rows; ``number`` of ``total``,
+    from 1); a bad record is skipped and logged, or raised under ``on_error="raise"``."""
+    for number, where, record in records:
         try:
             doc = from_record(record, where, default_id=where, source=str(resolved))
         except (ValueError, TypeError) as err:
@@ -240,6 +254,7 @@ def _record_documents(
                 raise
             log.skip_record(where, resolved, str(err))
             continue
+        log.document_span = (min(1.0, (number - 1) / total), min(1.0, number / total)) if total else (0.0, 1.0)
         yield doc.with_root(root)
 
 
@@ -255,9 +270,7 @@ def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> 
     if head != b"PAR1":
         log.skip_file(resolved, "not a Parquet file (no PAR1 signature)")
         return
-    rows = (
-        record for batch in parquet.ParquetFile(resolved).iter_batches(batch_size=1024) for record in batch.to_pylist()
-    )
-    yield from _record_documents(
-        ((f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1)), resolved, root, options, log
-    )
+    table = parquet.ParquetFile(resolved)
+    rows = (record for batch in table.iter_batches(batch_size=1024) for record in batch.to_pylist())
+    records = ((n, f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1))
+    yield from _record_documents(records, table.metadata.num_rows, resolved, root, options, log)

@@ -179,7 +179,7 @@ def _embed_here(
     batcher = DocumentBatcher(
         TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,
-        (lambda: log.files_done) if size.unit == "file" else None,
+        log if size.unit == "file" else None,
     )
     # On the summary's clock (from ``started``), so that the bar's chunk rate is the summary's.
     progress = IngestProgress(f"Embedding into {folder}", size, show=settings.show_progress, started=started)

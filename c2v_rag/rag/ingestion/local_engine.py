@@ -162,9 +162,8 @@ class LocalIngestRun:
         self.progress = IngestProgress(
             f"Ingesting into {collection}", size, show=settings.show_progress, started=self.started
         )
-        files_done = (lambda: log.files_done) if size.unit == "file" else None
         self.core = IngestCore(
-            DocumentBatcher(chunker, settings.batch_size, files_done),
+            DocumentBatcher(chunker, settings.batch_size, log if size.unit == "file" else None),
             BatchEmbedder(embedder, sparse_encoder),
             self.failures,
             self.progress,

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -45,6 +45,7 @@ from c2v_rag.rag.results import FailedBatch, IngestResult
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.files import ReadLog
     from c2v_rag.documents.source_document import SourceDocument
     from c2v_rag.rag.embedding import Embedder
     from c2v_rag.store.sparse import BM25Encoder
@@ -65,9 +66,9 @@ class ChunkBatch:
     # doc id -> all its point ids, for the documents whose last chunk is in this batch (or before
     # it): once the batch is stored, their other points are stale.
     completed: dict[str, list[str]] = field(default_factory=dict)
-    # For progress: the inputs (files, or documents) read whole when the batch was handed on; all their
-    # chunks are in this batch or an earlier one.
-    inputs_done: int = 0
+    # For progress: how far the inputs (files, or documents) are covered by this batch's chunks and those before
+    # it, counted in inputs: the whole ones, plus the share of the one being read that its chunks so far cover.
+    reach: float = 0.0
 
     def add(self, doc_id: str, chunk: PendingChunk) -> None:
         self.chunks.append(chunk)
@@ -131,25 +132,28 @@ class DocumentBatcher:
 
     Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
-    ``files_done`` says how many input files have been read whole (:attr:`~c2v_rag.documents.files.ReadLog.files_done`)
-    when the input is files; each batch is stamped with it, or else with the documents chunked whole.
+    ``files`` is the reading's log when the input is files: how many have been read whole
+    (:attr:`~c2v_rag.documents.files.ReadLog.files_done`) and where in the file being read a document lies; else
+    the inputs are the documents. Each batch is stamped with how far its chunks reach (:attr:`ChunkBatch.reach`),
+    within a document by where its last chunk ends, so that one long file still moves the bar.
     """
 
-    def __init__(self, chunker: TokenChunker, batch_size: int, files_done: Callable[[], int] | None = None) -> None:
+    def __init__(self, chunker: TokenChunker, batch_size: int, files: ReadLog | None = None) -> None:
         self.chunker = chunker
         self.batch_size = batch_size
-        self.files_done = files_done
+        self.files = files
         self.seen = SeenDocuments()
         self.documents = 0
         self.duplicate_documents = 0
         self.chunks = 0
         self._documents_done = 0
+        self._reach = 0.0
         self._batch = ChunkBatch()
 
     @property
     def inputs_done(self) -> int:
         """The inputs read whole so far: files when the input is files, else documents."""
-        return self.files_done() if self.files_done is not None else self._documents_done
+        return self.files.files_done if self.files is not None else self._documents_done
 
     def add(self, doc: SourceDocument) -> Iterator[ChunkBatch]:
         """The batches ``doc``'s chunks fill, each as soon as it is full; none for a document met before.
@@ -162,13 +166,19 @@ class DocumentBatcher:
             self._documents_done += 1
             return
         self.documents += 1
+        # The document's place among the inputs: [start, end) of the one being read.
+        before, after = self.files.document_span if self.files is not None else (0.0, 1.0)
+        start, share = self.inputs_done + before, after - before
         ids: list[str] = []
         for chunk in document_chunks(doc, self.chunker):
             self._batch.add(doc.doc_id, chunk)
             ids.append(chunk.point_id)
+            if chunk.end_char is not None and doc.text:
+                self._reach = max(self._reach, start + share * min(1.0, chunk.end_char / len(doc.text)))
             if len(self._batch.chunks) >= self.batch_size:
                 yield self._take()
         self.chunks += len(ids)
+        self._reach = max(self._reach, start + share)
         self._documents_done += 1
         self._batch.complete(doc.doc_id, ids)
 
@@ -178,7 +188,7 @@ class DocumentBatcher:
 
     def _take(self) -> ChunkBatch:
         batch, self._batch = self._batch, ChunkBatch()
-        batch.inputs_done = self.inputs_done
+        batch.reach = max(self._reach, self.inputs_done)
         return batch
 
 
@@ -259,8 +269,10 @@ class IngestProgress:
     It counts inputs (files, or documents when the input is not files) because their number is known
     before anything is read, so the bar has a total, a percentage and an ETA from the start; the chunks
     are known only as the documents are chunked. An input is done once all its chunks are embedded (or
-    found stored). Within a batch the count moves with each forward pass, the inputs the batch completes
-    spread over its chunks, so a batch that takes minutes still moves the bar every few seconds.
+    found stored); the bar also moves through the input being read, by where its embedded chunks end in it
+    (:attr:`ChunkBatch.reach`), so one long file gets a percentage and an ETA too, while the count shown is of
+    whole inputs. Within a batch the bar moves with each forward pass, the batch's reach spread over its
+    chunks, so a batch that takes minutes still moves it every few seconds.
 
     The rate is the chunks over the time since ``started``: the unit and the clock of the run's summary,
     whose figures the last refresh shows (:meth:`close`).
@@ -272,20 +284,20 @@ class IngestProgress:
     def __init__(self, desc: str, size: InputSize, *, show: bool, started: float | None = None) -> None:
         self.started = time.perf_counter() if started is None else started
         self.truncation = Truncation()
-        self.inputs = 0  # done with the batches done
+        self.inputs = 0.0  # how far the batches done reach, in inputs (ChunkBatch.reach)
         self.chunks = 0  # embedded or found stored, in the batches done
         self._batch: ChunkBatch | None = None
         self._output = contextlib.ExitStack()
         unit = "files" if size.unit == "file" else "docs"
         # tqdm's own rate would be inputs/s; the postfix carries the chunk rate the summary reports instead.
         bar_format = (
-            "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
+            "{desc}: {whole_fmt} " + unit + " [{elapsed}{postfix}]"
             if size.total is None
-            else "{l_bar}{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
+            else "{l_bar}{bar}| {whole_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
         )
         # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
         # every update may redraw (at most every mininterval), even one that only changes the postfix.
-        self.bar = tqdm(
+        self.bar = _InputBar(
             desc=desc,
             total=size.total,
             bar_format=bar_format,
@@ -320,7 +332,7 @@ class IngestProgress:
         # The inputs move with the work done, not the chunks: the longest chunks go first, so counting chunks
         # would run slow early in each batch and the bar's ETA would be too long.
         share = min(1.0, (stored + work * of) / len(batch.chunks))
-        self._show(self.inputs + int((batch.inputs_done - self.inputs) * share), self.chunks + chunks)
+        self._show(self.inputs + max(0.0, batch.reach - self.inputs) * share, self.chunks + chunks)
 
     def truncated(self, cut: Truncation) -> None:
         """:class:`~c2v_rag.encode.loop.EncodeObserver`: what one call cut, summed for the warning at the end."""
@@ -328,7 +340,7 @@ class IngestProgress:
 
     def embedded(self, batch: ChunkBatch) -> None:
         """``batch`` is through the model: its chunks and the inputs it completes are done."""
-        self.inputs = max(self.inputs, batch.inputs_done)
+        self.inputs = max(self.inputs, batch.reach)
         self.chunks += len(batch.chunks)
         self._show(self.inputs, self.chunks)
 
@@ -355,13 +367,25 @@ class IngestProgress:
         if message is not None:
             logger.warning("%s", message)
 
-    def _show(self, inputs: int, chunks: int, seconds: float | None = None) -> None:
+    def _show(self, inputs: float, chunks: int, seconds: float | None = None) -> None:
         if self.bar.disable:
             return
         seconds = time.perf_counter() - self.started if seconds is None else seconds
         rate = chunks / seconds if seconds > 0 else 0.0
         self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
         self.bar.update(inputs - self.bar.n)
+
+
+class _InputBar(tqdm):
+    """tqdm, with ``{whole_fmt}``: the inputs done whole, where ``n`` (and so the percentage and the ETA) also
+    counts the share of the one being read."""
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        shown = super().format_dict
+        # The sums of shares can land a hair under a whole number.
+        shown["whole_fmt"] = str(int(shown["n"] + 1e-6))
+        return shown
 
 
 def _unsized_terminal(stream: Any) -> dict[str, int]:

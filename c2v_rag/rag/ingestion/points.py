@@ -45,13 +45,15 @@ class PendingChunk:
     text: str
     payload: dict[str, Any]
     source_root: str | None = None
+    # Where the chunk ends in its document's text (None: not known): how far a long document's progress bar is.
+    end_char: int | None = None
 
 
 def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
     for chunk in chunker.iter_chunks(doc.text):
         pid, payload = chunk_point(doc, chunk)
-        yield PendingChunk(pid, chunk.text, payload, doc.source_root)
+        yield PendingChunk(pid, chunk.text, payload, doc.source_root, chunk.end_char)
 
 
 def document_fingerprint(doc: SourceDocument) -> str:

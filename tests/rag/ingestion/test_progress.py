@@ -101,6 +101,52 @@ def test_the_file_count_follows_the_work_not_the_chunks(tmp_path, tiny_variant, 
     assert shown == sorted(shown)  # never backwards
 
 
+def test_one_long_file_moves_the_bar_through_itself(tmp_path, tiny_variant, ingest_config, shown, capsys):
+    # One file of many chunks, batches of 3: the bar used to sit at 0/1 with no ETA until the last batch.
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "long.md").write_text(make_text(7, 120) + "\n", encoding="utf-8")
+    config = ingest_config.model_copy(update={"batch_size": 3, "show_progress": True})
+    result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="long", model=tiny_variant, config=config)
+    assert result.chunks > 20 and shown[-1] == (1, result.chunks)
+    assert shown == sorted(shown)  # never backwards
+    within = [(files, chunks) for files, chunks in shown if 0 < chunks < result.chunks]
+    assert len({files for files, _ in within}) > 10  # many distinct positions inside the one file
+    # Independent of the bar: the chunks are about equally long, so the share of the file done is about the
+    # share of the chunks done (a batch's forward passes move it by work, within one batch of 3 chunks).
+    for files, chunks in within:
+        assert abs(files - chunks / result.chunks) <= 3 / result.chunks + 0.05, (files, chunks)
+    bars = [b for b in screens(capsys.readouterr().err) if b.startswith("Ingesting into long")]
+    middle = [b for b in bars if "0/1 files" in b and "  0%|" not in b]
+    assert middle, bars  # a percentage before the file is done, and the count still of whole files
+    assert any(re.search(r"<\d\d:\d\d", b) for b in middle), middle  # an ETA, not "?"
+    assert "100%|" in bars[-1] and "1/1 files" in bars[-1]
+
+
+def test_records_of_one_jsonl_file_move_the_bar(tmp_path, tiny_variant, ingest_config, shown):
+    import json
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    records = [{"id": f"r{i}", "text": make_text(i, 2)} for i in range(20)]
+    (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (folder / "after.md").write_text(make_text(99, 2) + "\n", encoding="utf-8")
+    config = ingest_config.model_copy(update={"batch_size": 2})
+    result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="rows", model=tiny_variant, config=config)
+    assert shown[-1] == (2, result.chunks) and shown == sorted(shown)
+    # after.md sorts first, then the JSONL's records, each 1/20 of the file: the bar goes through the file
+    in_jsonl = sorted({files for files, _ in shown if 1 < files < 2})
+    assert len(in_jsonl) >= 5 and in_jsonl[0] < 1.2 and in_jsonl[-1] > 1.8, shown
+
+
+def test_line_count_counts_a_last_line_without_newline(tmp_path):
+    from c2v_rag.documents.files import _line_count
+
+    for text, lines in (("", 0), ("a\n", 1), ("a\nb", 2), ("a\nb\n", 2), ("\n\n", 2)):
+        (tmp_path / "f.jsonl").write_bytes(text.encode())
+        assert _line_count(tmp_path / "f.jsonl") == lines, text
+
+
 def test_warnings_during_ingest_print_above_the_bar(
     tmp_path, tiny_variant, tiny_model, ingest_config, monkeypatch, capsys
 ):
