@@ -80,7 +80,12 @@ def load_scoring_model(
         backbone = loaded.decoder
     else:
         target = loaded.device if loaded is not None and device is None else resolve_device(device)
-        torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        # A loaded float model's dtype, as its device: "auto" would give bf16 on some CPUs to a float32 model.
+        float_model = loaded is not None and loaded.quantization == "none"
+        if dtype is None and float_model:
+            torch_dtype = loaded.dtype
+        else:
+            torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
         backbone = _load_base(source, torch_dtype, target)
     head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -134,6 +134,22 @@ def test_the_variants_own_decoder_scores_through_its_merged_weights(lm_variant):
     np.testing.assert_allclose(own.score(QUERY, DOCS), base.score(QUERY, DOCS), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_loaded_models_base_decoder_runs_in_the_models_dtype(lm_variant, dtype):
+    # "auto" picks bf16 on CPUs with avx512_bf16 and float32 elsewhere: a loaded model's own dtype must win, or
+    # the base and the variant's decoder of a float32 model disagree on one CPU and agree on another.
+    from c2v_rag import Causal2Vec
+
+    variant, _ = lm_variant
+    model = Causal2Vec.from_pretrained(variant, device="cpu", dtype=dtype)
+    base = Causal2VecReranker(model, decoder="base")
+    assert next(base.scoring.likelihood.backbone.parameters()).dtype == dtype
+    assert (
+        next(Causal2VecReranker(model, decoder="base", dtype="float32").scoring.likelihood.backbone.parameters()).dtype
+        == torch.float32
+    )
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
