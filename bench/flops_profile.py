@@ -246,7 +246,7 @@ def chunk_texts(model, data: Path, count: int, size: int = 200) -> list[str]:
     return texts
 
 
-def ingest_parts(model, docs, quantize: str | None) -> tuple[dict[str, Part], dict]:
+def ingest_parts(model, docs, quantize: str) -> tuple[dict[str, Part], dict]:
     """``c2v_rag.ingest(docs)`` into a fresh embedded store, every part timed; (parts, totals)."""
     import c2v_rag
     from c2v_rag.documents.chunking import TokenChunker
@@ -292,7 +292,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="the shared data (SciFact) for the 200-token chunks")
     parser.add_argument("--folder", type=Path, default=None, help="ingest this folder instead of SciFact chunks")
     parser.add_argument("--chunks", type=int, default=64)
-    parser.add_argument("--quantize", default=None, choices=[None, "none", "int8"])
+    # "none" is passed to the ingest as well: its own default for new vectors is int8 on many CPUs, which would
+    # load a second model past the hooks.
+    parser.add_argument("--quantize", default="none", choices=["none", "int8"], help="the model: float or int8")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="CPU seconds per peak shape")
     parser.add_argument("--rows", type=int, default=25, help="rows of the profiler table")
     parser.add_argument("--json", type=Path)
