@@ -84,7 +84,9 @@ def test_the_gate_refuses_a_variant_trained_on_shuffled_pairs(general, tmp_path)
     # The evidence is the held-out headings' nDCG@10, query by query, as the report lists them.
     mean = sum(row["after"] - row["before"] for row in judged) / len(judged)
     assert difference["mean"] == pytest.approx(mean)
-    assert difference["mean"] < 0 and difference["worse"] > difference["better"]
+    # Worse on average, and neither the bootstrap nor the sign test sees a gain. (How many of the ~20 held-out items
+    # moved each way depends on the run's arithmetic: thread count, CPU; 6 worse against 7 better was seen.)
+    assert difference["mean"] < 0 and difference["p_not_better"] > 0.5 and difference["sign_p"] > 0.05
     assert not report.kept and not (out / "modules.json").exists()
     assert any("no clear gain" in reason for reason in report.reasons)
     table = report.table()
