@@ -68,7 +68,7 @@ def main() -> None:
     if cli is None:
         parser.error("c2v-rag is not on PATH: install the package (pip install -e .) in this environment")
 
-    from common import speed_flags_note
+    from common import recorded_command, speed_flags_note
 
     from c2v_rag.core.devices import cpu_flags
 
@@ -117,7 +117,7 @@ def main() -> None:
 
     if args.json is not None:
         report = {
-            "command": " ".join(["python", "bench/cli_search.py", *sys.argv[1:]]),
+            "command": recorded_command("bench/cli_search.py", sys.argv[1:]),
             "cpu_flags": " ".join(sorted(cpu_flags())),
             "speed_flags": speed_flags_note(),
             "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},

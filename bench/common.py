@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import random
+import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,3 +175,29 @@ def cached(encode, texts: list[str], cache: Path | None, tag: str, slice_size: i
             )
         parts.append(np.load(path))
     return np.concatenate(parts) if parts else encode(texts)
+
+
+def shown_path(value: str | Path) -> str:
+    """``value`` with the home folder written ``~``: how a result file records a local path (results are committed,
+    and a reader's home is another)."""
+    text, home = str(value), str(Path.home())
+    if home in ("", os.sep):
+        return text
+    if text == home:
+        return "~"
+    return text.replace(home + os.sep, "~" + os.sep)
+
+
+def recorded_command(script: str, args: Sequence[str]) -> str:
+    """The command that made a result, to store beside it: ``python <script> <args>``, quoted for a shell, with the
+    home folder written ``~`` (left unquoted, so that the shell expands it again)."""
+
+    def quoted(arg: str) -> str:
+        shown = shown_path(arg)
+        if shown == "~":
+            return shown
+        if shown.startswith("~" + os.sep):  # the slash after ~ unquoted, or a shell would not expand it
+            return "~" + os.sep + shlex.quote(shown[2:])
+        return shlex.quote(shown)
+
+    return " ".join(["python", shlex.quote(script), *(quoted(a) for a in args)])

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import load_scifact_docs, single_thread_note, speed_flags
+from common import load_scifact_docs, recorded_command, single_thread_note, speed_flags
 from torch import nn
 
 SMALL = (256, 576, 1536)
@@ -394,7 +393,7 @@ def main() -> None:
             profile = torch_profile(model, texts, args.rows, peak["float32" if dtype == "float32" else "bfloat16"])
     if args.json:
         report = {
-            "command": shlex.join(["python", "bench/flops_profile.py", *sys.argv[1:]]),
+            "command": recorded_command("bench/flops_profile.py", sys.argv[1:]),
             "cpu_flags": " ".join(sorted(cpu_flags())),
             "speed_flags": flags,
             "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import speed_flags_note  # noqa: E402
+from common import recorded_command, speed_flags_note  # noqa: E402
 
 BAR = re.compile(r"(\d+)/(\d+) files \[(?:(\d+):)?(\d+):(\d+)<(?:(?:(\d+):)?(\d+):(\d+)|\?)")
 
@@ -122,7 +122,8 @@ def main() -> None:
                 f"| {row['files']}/{row['of']} | {row['elapsed']:.0f} | {row['projected']:.0f} | {row['ratio']:.2f} |"
             )
     if args.json:
-        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "results": results}, indent=1) + "\n")
+        command = recorded_command("bench/ingest_eta.py", sys.argv[1:])
+        args.json.write_text(json.dumps({"command": command, "results": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -390,7 +389,7 @@ def main() -> None:
         print(json.dumps(child(args.child, folder, args.store, args.batch_size, args.model, args.max_seq_length)))
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from common import single_thread_note, speed_flags_note
+    from common import recorded_command, shown_path, single_thread_note, speed_flags_note
 
     from c2v_rag.core.devices import cpu_flags
 
@@ -409,12 +408,12 @@ def main() -> None:
     print(f"CPU flags: {speed_flags_note()}; {single_thread_note()}", flush=True)
     print(f"folder {folder}: {files} files, sha256 {digest[:16]}", flush=True)
     report = {
-        "command": shlex.join(["python", "bench/ingest_folder.py", *sys.argv[1:]]),
+        "command": recorded_command("bench/ingest_folder.py", sys.argv[1:]),
         "cpu_flags": " ".join(sorted(cpu_flags())),
         "speed_flags": speed_flags_note(),
         "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
-        "folder": {"path": str(folder), "build": build, "files": files, "sha256": digest},
+        "folder": {"path": shown_path(folder), "build": build, "files": files, "sha256": digest},
         "model": args.model or "default preset",
         "max_seq_length": args.max_seq_length,
         "rows": [],

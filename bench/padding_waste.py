@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
+
+from common import recorded_command
 
 from c2v_rag.core.config import read_config
 from c2v_rag.documents.chunking import TokenChunker
@@ -77,7 +78,7 @@ def main() -> None:
             "forward work saved"
         )
     report = {
-        "command": shlex.join(["python", "bench/padding_waste.py", *sys.argv[1:]]),
+        "command": recorded_command("bench/padding_waste.py", sys.argv[1:]),
         "chunks": n,
         "real_tokens": sum(lengths),
         "mean_length": round(sum(lengths) / n, 1),

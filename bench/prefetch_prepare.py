@@ -27,6 +27,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
+from common import recorded_command  # noqa: E402
+
 from c2v_rag.training import TrainConfig, Trainer  # noqa: E402
 from c2v_rag.training.prefetch import StepPrefetcher  # noqa: E402
 
@@ -101,7 +103,7 @@ def main() -> None:
     for row in rows:
         row["speedup"] = round(row["steps_per_s"] / base, 2)
     result = {
-        "command": " ".join(["python", *sys.argv]),
+        "command": recorded_command("bench/prefetch_prepare.py", sys.argv[1:]),
         "machine": platform.processor() or platform.machine(),
         "rows": rows,
     }

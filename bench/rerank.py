@@ -40,6 +40,7 @@ sys.path[:0] = [str(ROOT.parent), str(ROOT / "ood")]
 
 import metrics  # noqa: E402
 import score as ood  # noqa: E402
+from common import recorded_command  # noqa: E402
 
 TOP = 50
 SETS = ("scifact-dev", "manpages", "jargon")
@@ -262,7 +263,7 @@ def report_set(name: str, configs: list[str]) -> dict[str, Any]:
 
 def cmd_report(args: argparse.Namespace) -> None:
     report: dict[str, Any] = {
-        "command": "python bench/rerank.py " + " ".join(sys.argv[1:]),
+        "command": recorded_command("bench/rerank.py", sys.argv[1:]),
         "cpu_flags": ood.cpu_flags(),
         "sets": {},
     }

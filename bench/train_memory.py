@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import recorded_command
 
 from c2v_rag.training import load_config
 from c2v_rag.training.trainer import Trainer
@@ -130,7 +131,7 @@ def main() -> None:
     gib = 1024**3
     result = {
         "label": args.label or Path(args.recipe).stem,
-        "command": " ".join(sys.argv),
+        "command": recorded_command("bench/train_memory.py", sys.argv[1:]),
         "recipe": args.recipe,
         "data": args.data,
         "overrides": args.overrides,

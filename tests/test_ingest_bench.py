@@ -1,4 +1,5 @@
-"""bench/ingest_folder.py's kernel-docs folder builder and ratios, and bench/flops_profile.py's FLOP counts.
+"""bench/ingest_folder.py's kernel-docs folder builder and ratios, bench/flops_profile.py's FLOP counts, and the
+command line every bench records beside its results.
 
 No model runs: the builder reads a small fake Documentation tree, the counts read config-like objects.
 """
@@ -18,6 +19,7 @@ sys.path.insert(0, str(BENCH))  # flops_profile imports the benchmarks' shared m
 try:
     ingest_folder = load_script(BENCH / "ingest_folder.py", "bench_ingest_folder")
     flops_profile = load_script(BENCH / "flops_profile.py", "bench_flops_profile")
+    common = load_script(BENCH / "common.py", "bench_common")
 finally:
     sys.path.remove(str(BENCH))
 
@@ -111,3 +113,23 @@ def test_flop_counts_of_the_preset_shapes():
     assert part.linear_real == 2 * 10 * 7 and part.linear_padded == 2 * 10 * 8
     assert part.attention_real == 4 * 2 * 8 * (6 + 10)  # l(l+1)/2 of 3 and 4
     assert part.attention_padded == 4 * 2 * 8 * 16 * 2
+
+
+def test_a_recorded_command_writes_the_home_folder_as_tilde_and_runs_as_typed(tmp_path, monkeypatch):
+    import subprocess
+
+    home = tmp_path / "home dir"
+    monkeypatch.setenv("HOME", str(home))
+    args = ["--folder", f"{home}/.cache/c2v rag/docs", "--json", "/tmp/out.json", "--files", "500"]
+    line = common.recorded_command("bench/ingest_folder.py", args)
+    assert str(home) not in line and line.startswith("python bench/ingest_folder.py --folder ~/")
+    # A shell given the same HOME reads the recorded line back into the arguments as they were.
+    echoed = subprocess.run(
+        ["bash", "-c", "printf '%s\\n' " + line.removeprefix("python bench/ingest_folder.py ")],
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert echoed == args
+    assert common.shown_path(home) == "~" and common.shown_path(f"{home}x/a") == f"{home}x/a"

@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its siblings import by name
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # and bench/common.py
 
 import build
 import metrics
 import score
+from common import recorded_command
 
 from c2v_rag.evaluation.readout_mixes import mix_label, mix_weights, unit_rows
 
@@ -92,7 +94,7 @@ def main() -> int:
     )
     model = score.load_model(args.model)
     report: dict[str, Any] = {
-        "command": " ".join(["python", "bench/ood/mixes.py", *sys.argv[1:]]),
+        "command": recorded_command("bench/ood/mixes.py", sys.argv[1:]),
         "cpu_flags": score.cpu_flags(),
         "benchmarks": {},
     }

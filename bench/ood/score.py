@@ -36,10 +36,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its siblings import by name
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # and bench/common.py
 
 import build
 import metrics
 import questions
+from common import recorded_command
 
 TOP_K = 10
 COLLECTION = "ood"
@@ -499,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     corpora = [load_corpus(name, args.docs) for name in args.bench or build.BENCHMARKS]
     models = {reference: load_model(reference, args.quantize) for reference in args.model}
     report: dict[str, Any] = {
-        "command": " ".join(["python", "bench/ood/score.py", *(argv or sys.argv[1:])]),
+        "command": recorded_command("bench/ood/score.py", argv or sys.argv[1:]),
         "cpu_flags": cpu_flags(),
         "benchmarks": {},
     }
