@@ -13,9 +13,20 @@ def iter_jsonl(path: Path, on_error: Callable[[int, ValueError], None] | None = 
     A bad line (not UTF-8, not JSON, not an object) raises ValueError naming ``path:line``; with
     ``on_error``, that error is passed to it with the line number instead and reading goes on.
     """
+    for number, _, record in iter_jsonl_spans(path, on_error):
+        yield number, record
+
+
+def iter_jsonl_spans(
+    path: Path, on_error: Callable[[int, ValueError], None] | None = None
+) -> Iterator[tuple[int, tuple[int, int], dict]]:
+    """:func:`iter_jsonl`, with each line's byte span in the file, ``(start, end)``: how far into the file a
+    record lies (an ingest's progress within one file)."""
     # Binary, decoded line by line: one bad byte then costs its line, not the rest of the file.
+    end = 0
     with Path(path).open("rb") as handle:
         for number, raw in enumerate(handle, 1):
+            start, end = end, end + len(raw)
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 if not line.strip():
@@ -37,4 +48,4 @@ def iter_jsonl(path: Path, on_error: Callable[[int, ValueError], None] | None = 
                     raise
                 on_error(number, err)
                 continue
-            yield number, record
+            yield number, (start, end), record

@@ -75,8 +75,8 @@ class ReadLog:
     files_listed: int = 0
     files_done: int = 0
     # For progress within a file: the share of the file being read that comes before the document last handed
-    # on, and the share up to its end (a text file is one document, (0, 1); a JSONL line or Parquet row n of N,
-    # ((n - 1) / N, n / N)).
+    # on, and the share up to its end (a text file is one document, (0, 1); a JSONL line, its bytes' span; Parquet
+    # row n of N, ((n - 1) / N, n / N)).
     document_span: tuple[float, float] = (0.0, 1.0)
 
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
@@ -212,7 +212,7 @@ def _read_text(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Sou
 
 
 def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-    from c2v_rag.core.jsonl import iter_jsonl
+    from c2v_rag.core.jsonl import iter_jsonl_spans
 
     resolved = file.resolve()
     with resolved.open("rb") as handle:
@@ -227,26 +227,24 @@ def _read_jsonl(file: Path, root: str, options: ReadOptions, log: ReadLog) -> It
             raise err
         log.skip_record(f"{resolved}:{number}", resolved, str(err))
 
-    records = ((n, f"{resolved}:{n}", r) for n, r in iter_jsonl(resolved, on_error=bad_line))
-    yield from _record_documents(records, _line_count(resolved), resolved, root, options, log)
+    size = resolved.stat().st_size or 1
+    records = (
+        (f"{resolved}:{n}", r, (min(1.0, start / size), min(1.0, end / size)))  # a file growing as it is read
+        for n, (start, end), r in iter_jsonl_spans(resolved, on_error=bad_line)
+    )
+    yield from _record_documents(records, resolved, root, options, log)
 
 
-def _line_count(file: Path) -> int:
-    """The lines of ``file`` (a last one without a newline counted), for the progress within it."""
-    lines, last = 0, b"\n"
-    with file.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    return lines + (last != b"\n")
+Span = tuple[float, float]
 
 
 def _record_documents(
-    records: Iterator[tuple[int, str, dict]], total: int, resolved: Path, root: str, options: ReadOptions, log: ReadLog
+    records: Iterator[tuple[str, dict, Span]], resolved: Path, root: str, options: ReadOptions, log: ReadLog
 ) -> Iterator[SourceDocument]:
-    """Documents from ``(number, where, record)`` triples (JSONL lines, Parquet rows; ``number`` of ``total``,
-    from 1); a bad record is skipped and logged, or raised under ``on_error="raise"``."""
-    for number, where, record in records:
+    """Documents from ``(where, record, span)`` triples (JSONL lines, Parquet rows; ``span``: the share of the file
+    before the record and up to its end); a bad record is skipped and logged, or raised under
+    ``on_error="raise"``."""
+    for where, record, span in records:
         try:
             doc = from_record(record, where, default_id=where, source=str(resolved))
         except (ValueError, TypeError) as err:
@@ -254,7 +252,7 @@ def _record_documents(
                 raise
             log.skip_record(where, resolved, str(err))
             continue
-        log.document_span = (min(1.0, (number - 1) / total), min(1.0, number / total)) if total else (0.0, 1.0)
+        log.document_span = span
         yield doc.with_root(root)
 
 
@@ -272,5 +270,6 @@ def _read_parquet(file: Path, root: str, options: ReadOptions, log: ReadLog) -> 
         return
     table = parquet.ParquetFile(resolved)
     rows = (record for batch in table.iter_batches(batch_size=1024) for record in batch.to_pylist())
-    records = ((n, f"{resolved}:{n}", r) for n, r in enumerate(rows, start=1))
-    yield from _record_documents(records, table.metadata.num_rows, resolved, root, options, log)
+    total = table.metadata.num_rows or 1
+    records = ((f"{resolved}:{n}", r, ((n - 1) / total, n / total)) for n, r in enumerate(rows, start=1))
+    yield from _record_documents(records, resolved, root, options, log)

@@ -139,12 +139,18 @@ def test_records_of_one_jsonl_file_move_the_bar(tmp_path, tiny_variant, ingest_c
     assert len(in_jsonl) >= 5 and in_jsonl[0] < 1.2 and in_jsonl[-1] > 1.8, shown
 
 
-def test_line_count_counts_a_last_line_without_newline(tmp_path):
-    from c2v_rag.documents.files import _line_count
+def test_jsonl_spans_cover_the_file_a_last_line_without_newline_included(tmp_path):
+    from c2v_rag.core.jsonl import iter_jsonl_spans
 
-    for text, lines in (("", 0), ("a\n", 1), ("a\nb", 2), ("a\nb\n", 2), ("\n\n", 2)):
+    for text, spans in (
+        ("", []),
+        ('{"a": 1}\n', [(0, 9)]),
+        ('{"a": 1}\n{"b": 2}', [(0, 9), (9, 17)]),
+        ('{"a": 1}\n\n{"b": 2}\n', [(0, 9), (10, 19)]),  # a blank line is skipped, its bytes counted
+    ):
         (tmp_path / "f.jsonl").write_bytes(text.encode())
-        assert _line_count(tmp_path / "f.jsonl") == lines, text
+        assert [span for _, span, _ in iter_jsonl_spans(tmp_path / "f.jsonl")] == spans, text
+        assert not spans or spans[-1][1] == len(text.encode())
 
 
 def test_warnings_during_ingest_print_above_the_bar(
