@@ -14,18 +14,19 @@ float32 again on the device), the broad pairs (``experiments/build_docs_corpus.p
 files from ../shared/data, the wheels the device lacks (pydantic and its helpers, gguf, bm25s) and
 ``reference.json``: each base tensor's sha256 as this machine loads it, which the device checks its own against.
 
-``train`` receives the call's pieces, stops with exit status 3 and ``$OUT/status.json`` when some are still
-missing, else joins and checks every item, builds the bases, and trains ``recipes/preset_broad_docs.yaml``
-continued from the shipped preset with the documentation pairs in place of its corpus, at batch 512 with
-mini-batches of 128, bf16, for ``--budget-s`` seconds. After a few steps it measures the step time and sets the
+``train`` receives the call's pieces, stops with exit status 3 and ``$OUT/status.json`` when some are still missing,
+else joins and checks every item, builds the bases, and trains ``recipes/preset_broad_docs.yaml`` continued from the
+shipped preset with the documentation pairs in place of its corpus, at batch 512, bf16, for ``--budget-s`` seconds,
+in GradCache chunks as large as the card's memory holds without gradient checkpointing (``--mini-batch auto``: one
+chunk's saved activations measured after setup). After a few steps it measures the step time and sets the
 learning-rate schedule to the steps that fit (the recipe's shape: warmup, then linear decay towards zero at twice
-the run's steps). Every ``--export-every-s`` seconds and at the end it writes the trained adapters and projector
-to ``--out`` as a variant: a tar in parts of at most 15 MiB (what a device call gives back is 8 files of 16 MiB)
-with ``variant.json`` naming them and their sha256, so a run cut short still returns a model. ``results.json``
-beside it has the loss history, tokens/s and MFU; the trainer's own checkpoints stay on the device
-(``--store``), so a second call on the same warm machine resumes with ``--resume``. On CUDA the trainer's
-prefetch workers (``--prefetch-workers``, ``training.prefetch_workers``: auto, min(8, cores - 2)) tokenize the
-next steps, and count their tokens and FLOPs, while the card trains the current one.
+the run's steps). Every ``--export-every-s`` seconds and at the end it writes the trained adapters and projector to
+``--out`` as a variant: a tar in parts of at most 15 MiB (what a device call gives back is 8 files of 16 MiB) with
+``variant.json`` naming them and their sha256, so a run cut short still returns a model. ``results.json`` beside it
+has the loss history, tokens/s and MFU; the trainer's own checkpoints stay on the device (``--store``), so a second
+call on the same warm machine resumes with ``--resume``. On CUDA the trainer's prefetch workers
+(``--prefetch-workers``, ``training.prefetch_workers``: auto, min(8, cores - 2)) tokenize the next steps, and count
+their tokens and FLOPs, while the card trains the current one.
 
 Throughput and MFU use bench/gpu.py's conventions. Real tokens are each text's own decoder tokens (no template),
 capped at the recipe's max_length. Forward FLOPs are 2 x the weights of every linear layer x the tokens of the
@@ -525,6 +526,102 @@ def adopt(variant: Path, decoder: Path, encoder: Path, target: Path) -> Path:
     return target
 
 
+def mini_batch_arg(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"--mini-batch takes a positive number of texts or auto, not {value!r}")
+    return number
+
+
+def longest_passages(pairs: Path, n: int, scan: int = 2000) -> list[str]:
+    """The ``n`` longest passages among the first ``scan`` lines of a pairs file: texts that fill the recipe's
+    ``max_length``, as the longest chunk of a length-sorted step does."""
+    passages: list[str] = []
+    with pairs.open(encoding="utf-8") as handle:
+        for _, line in zip(range(scan), handle):
+            passages.append(json.loads(line)["positive"])
+    return sorted(passages, key=len, reverse=True)[:n]
+
+
+def saved_activations(trainer: Any, texts: list[str]) -> dict[str, Any]:
+    """What autograd saves for the backward pass while the trainer's model embeds ``texts`` as one GradCache chunk
+    (every saved tensor counted once per storage), and that forward's seconds. The backward runs too, so nothing is
+    left held; the gradients are cleared and the random state restored, so the run trains as it would have without
+    this measurement."""
+    import torch
+
+    from c2v_rag.training.gradcache import prepare_batch
+
+    model, stepper = trainer.model, trainer.stepper
+    batch = prepare_batch(model, texts, [None] * len(texts), truncate_dim=None).to(model.device)
+    storages: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    cuda = [model.device] if model.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        start = time.perf_counter()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), stepper.autocast():
+            reps = stepper.module([batch])
+        seconds = time.perf_counter() - start
+        reps[0].float().sum().backward()
+    model.zero_grad(set_to_none=True)
+    return {
+        "texts": len(texts),
+        "decoder_shape": list(batch.input_ids.shape),
+        "saved_bytes": sum(storages.values()),
+        "saved_tensors": len(storages),
+        "forward_seconds": round(seconds, 3),
+    }
+
+
+def free_memory(device: Any) -> int:
+    """Bytes the device can still allocate: the card's free memory, or the host's available memory on a CPU."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # what the allocator holds but no tensor uses is free to the next chunk too
+        return int(torch.cuda.mem_get_info(device)[0])
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def fitting_mini_batch(batch: int, bytes_per_text: float, free: int, share: float) -> int:
+    """The largest power of two up to ``batch`` (or ``batch`` itself) whose chunk's saved activations take at most
+    ``share`` of ``free`` bytes; at least 1."""
+    fit = max(1, int(share * free / max(bytes_per_text, 1.0)))
+    if fit >= batch:
+        return batch
+    return 1 << (fit.bit_length() - 1)
+
+
+def choose_mini_batch(trainer: Any, pairs: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """``--mini-batch auto``: measure one chunk of max-length texts on the device and set the trainer's
+    mini-batch to the largest that fits (:func:`fitting_mini_batch`), before the first step (and before the
+    prefetch workers, which fork the trainer at its first step, cut their chunks by it)."""
+    probe = saved_activations(trainer, longest_passages(pairs, 8))
+    per_text = probe["saved_bytes"] / probe["texts"]
+    free = free_memory(trainer.model.device)
+    chosen = fitting_mini_batch(args.batch, per_text, free, args.memory_share)
+    trainer.stepper.mini_batch_size = chosen
+    trainer.config.training.mini_batch_size = chosen
+    return {
+        **probe,
+        "mib_per_text": round(per_text / 2**20, 3),
+        "free_gib": round(free / 2**30, 2),
+        "memory_share": args.memory_share,
+        "gradient_checkpointing": trainer.config.training.gradient_checkpointing,
+        "chosen": chosen,
+    }
+
+
 def train(args: argparse.Namespace) -> int:
     script_start = time.perf_counter()
     out: Path = args.out
@@ -579,14 +676,18 @@ def train(args: argparse.Namespace) -> int:
         untar(items["variant.tar"], args.store / "variant-src") if args.tiny else resolve_variant_path(None)
     )
     variant = adopt(source_variant, decoder, encoder, args.store / "variant")
-    overrides = {"training.prefetch_workers": args.prefetch_workers, **dict(item.split("=", 1) for item in args.set)}
+    overrides = {"training.prefetch_workers": args.prefetch_workers}
+    if args.mini_batch == "auto":
+        # The chunk is sized to the card's memory instead: checkpointing would only add a forward pass to each.
+        overrides["training.gradient_checkpointing"] = "false"
+    overrides.update(item.split("=", 1) for item in args.set)
     recipe = derived_recipe(
         variant=str(variant),
         pairs=str(pairs),
         data_root=str(data),
         out_dir=str(args.store / "run"),
         batch=args.batch,
-        mini_batch=args.mini_batch,
+        mini_batch=args.batch if args.mini_batch == "auto" else args.mini_batch,
         steps=args.max_steps,
         precision=args.precision,
         device=args.device,
@@ -600,6 +701,10 @@ def train(args: argparse.Namespace) -> int:
     results["recipe"] = recipe
     trainer = Trainer(config)
     trainer.setup(resume=args.resume)
+    if args.mini_batch == "auto":
+        results["mini_batch"] = choose_mini_batch(trainer, pairs, args)
+        recipe["training"]["mini_batch_size"] = results["mini_batch"]["chosen"]
+        print(f"mini-batch: {json.dumps(results['mini_batch'])}", flush=True)
     results["setup_seconds"] = round(time.perf_counter() - setup_start, 1)
     results["examples"] = {name: len(group) for name, group in trainer.groups.items()}
     batches = trainer.plan.batches_per_epoch
@@ -795,7 +900,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     t.add_argument("--device", default="cuda")
     t.add_argument("--tiny", action="store_true")
     t.add_argument("--batch", type=int, default=512)
-    t.add_argument("--mini-batch", type=int, default=128)
+    t.add_argument(
+        "--mini-batch",
+        type=mini_batch_arg,
+        help="texts a GradCache chunk embeds at once; auto (the default, 4 with --tiny): no gradient checkpointing "
+        "and the largest power of two up to --batch whose activations fit --memory-share of the free memory, "
+        "measured on the device after setup",
+    )
+    t.add_argument(
+        "--memory-share",
+        type=float,
+        default=0.5,
+        help="with --mini-batch auto: the share of the free memory one chunk's saved activations may take",
+    )
     t.add_argument("--precision", default="bf16")
     t.add_argument("--docs-share", type=float, default=0.85, help="the pairs' share of batches (the preset's ~85%%)")
     t.add_argument("--docs-weight", type=float, default=9.0, help="the pairs' weight, when --docs-share is 0")
@@ -833,8 +950,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.docs_share = None  # --docs-share 0: --docs-weight as given
     if args.command == "train" and args.tiny:
         # The tiny bases' vector has 160 values (32 + 2 x 64): the preset's prefixes become the same parts' sizes.
-        args.batch, args.mini_batch, args.precision = 8, 4, "fp32"
+        args.batch, args.precision = 8, "fp32"
+        args.mini_batch = 4 if args.mini_batch is None else args.mini_batch
         args.set = list(TINY_RECIPE) + args.set
+    if args.command == "train" and args.mini_batch is None:
+        args.mini_batch = "auto"
     return args
 
 

@@ -156,11 +156,30 @@ def test_the_returned_files_load_as_a_variant(trained, sent, tmp_path):
 def test_a_second_call_on_the_warm_machine_resumes_the_run(trained, sent):
     """The trainer's checkpoint stays in the device's store: --resume goes on from the last step, within the
     learning-rate schedule the first call planned (4 steps planned: it ends at 8). This call prepares its steps in
-    two prefetch workers, as the run on a GPU does by default, and counts their tokens there."""
+    two prefetch workers and sizes its mini-batch to the memory it measures, as the run on a GPU does by default
+    (here the host's memory holds the whole batch of tiny texts, and checkpointing goes off)."""
     out = sent["root"] / "out-resumed"
-    _run(*_train_args(sent, out, max_steps=6), "--resume", "--prefetch-workers", "2")
+    _run(*_train_args(sent, out, max_steps=6), "--resume", "--prefetch-workers", "2", "--mini-batch", "auto")
     results = json.loads((out / "results.json").read_text())
     assert results["prefetch_workers"] == 2 and results["recipe"]["training"]["prefetch_workers"] == 2
+    sizing = results["mini_batch"]
+    assert sizing["saved_bytes"] > 0 and sizing["texts"] == 8 and sizing["free_gib"] > 0
+    assert sizing["chosen"] == 8 and results["recipe"]["training"]["mini_batch_size"] == 8
+    assert sizing["gradient_checkpointing"] is False
+    assert results["recipe"]["training"]["gradient_checkpointing"] is False
     assert [r["step"] for r in results["history"]] == [5, 6]
     assert all(r["real_tokens"] > 0 and r["forward_flop"] > 0 for r in results["history"])
     assert json.loads((out / "variant.json").read_text())["step"] == 6
+
+
+def test_the_mini_batch_is_the_largest_power_of_two_that_fits():
+    """--mini-batch auto's rule, at the measured figure (bench/activation_memory.py: ~200 MiB a 128-token text
+    without checkpointing) on the cards the device tool lends: 256 texts a chunk on an H200, 128 on an H100."""
+    gpu_train = load_script(REPO / "bench" / "gpu_train.py", "gpu_train")
+    fit = gpu_train.fitting_mini_batch
+    mib, gib = 2**20, 2**30
+    assert fit(512, 200 * mib, 137 * gib, 0.5) == 256
+    assert fit(512, 200 * mib, 78 * gib, 0.5) == 128
+    assert fit(512, 5 * mib, 137 * gib, 0.5) == 512  # the whole batch fits: no GradCache chunks needed
+    assert fit(48, mib, gib, 0.5) == 48
+    assert fit(512, 200 * gib, gib, 0.5) == 1

@@ -400,23 +400,18 @@ class TrainResult:
 Callback = Callable[["Trainer", int], None]
 
 
-def _config_fingerprint(config: TrainConfig) -> str:
-    # What shapes the optimisation; the output and logging options may change on resume.
-    relevant = config.model_dump(
-        exclude={
-            "output": True,
-            "evaluation": True,
-            "training": {
-                "progress_bar",
-                "log_every",
-                "save_every",
-                "keep_checkpoints",
-                "steps",
-                "prefetch_workers",  # where a step's texts are tokenized, not what they are
-                "prefetch_depth",
-            },
-        }
-    )
+# Options a resumed run may change: output and logging, and how a step is computed rather than what: where its
+# texts are tokenized, and how its memory is traded for time (GradCache's chunks and gradient checkpointing give the
+# same gradients), so that a run that ran out of memory can go on with smaller chunks.
+_RESUMABLE_TRAINING = {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"}
+_RESUMABLE_TRAINING_HOW = {"prefetch_workers", "prefetch_depth", "mini_batch_size", "gradient_checkpointing"}
+# Checkpoints written before mini_batch_size and gradient_checkpointing joined the set hashed them.
+_RESUMABLE_TRAINING_BEFORE = {"prefetch_workers", "prefetch_depth"}
+
+
+def _config_fingerprint(config: TrainConfig, how: set[str] = _RESUMABLE_TRAINING_HOW) -> str:
+    """What shapes the optimisation, hashed: a checkpoint resumes only under a config with the same."""
+    relevant = config.model_dump(exclude={"output": True, "evaluation": True, "training": _RESUMABLE_TRAINING | how})
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -538,7 +533,8 @@ class Trainer:
         else:
             directory = Path(resume)
         state = load_checkpoint(directory, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler)
-        if state.get("fingerprint") != self.fingerprint:
+        fingerprints = {self.fingerprint, _config_fingerprint(self.config, _RESUMABLE_TRAINING_BEFORE)}
+        if state.get("fingerprint") not in fingerprints:
             raise CheckpointError(
                 f"{directory} was written by a run with different model, data or optimisation settings; "
                 "resume with the recipe it was trained with, or start a new output.dir"

@@ -128,6 +128,59 @@ def test_resume_refuses_a_different_recipe(tiny_recipe):
         Trainer(TrainConfig.model_validate(raw)).setup()
 
 
+def test_resume_may_change_how_a_step_trades_memory(tiny_recipe, tmp_path):
+    """A run that ran out of memory goes on with smaller GradCache chunks and gradient checkpointing: the same
+    loss and gradients computed in other pieces (tests/training/test_gradcache.py checks that; here the tiny
+    encoder's own dropout draws its masks per chunk, so the resumed steps are not the straight run's)."""
+    raw = tiny_recipe(steps=4, save_every=2, keep_checkpoints=5, mini_batch_size=4)
+    straight = Trainer(TrainConfig.model_validate(raw))
+    straight.setup()
+    straight.fit()
+
+    resumed_dir = tmp_path / "resumed"
+    shutil.copytree(straight.output_dir, resumed_dir)
+    shutil.rmtree(list_checkpoints(resumed_dir / "checkpoints")[-1])
+    raw["output"]["dir"] = str(resumed_dir)
+    raw["training"].update(mini_batch_size=1, gradient_checkpointing=True)
+    resumed = Trainer(TrainConfig.model_validate(raw))
+    resumed.setup(resume=True)
+    assert resumed.step == 2 and resumed.stepper.mini_batch_size == 1
+    resumed.fit()
+    assert [h["step"] for h in resumed.history][-2:] == [3, 4]
+    assert all(0 < h["loss"] < 10 for h in resumed.history)
+    # what a step computes still may not change
+    raw["training"]["lr"] = 0.5
+    with pytest.raises(CheckpointError, match="different model, data or optimisation"):
+        Trainer(TrainConfig.model_validate(raw)).setup(resume=True)
+
+
+def test_a_checkpoint_from_before_resumes_under_its_own_settings(tiny_recipe):
+    """Checkpoints written before the memory options were left out of the fingerprint hashed them: they resume
+    under the settings they were written with, and refuse others as they did."""
+    import json
+
+    from c2v_rag.training.checkpoint import STATE_FILE
+    from c2v_rag.training.trainer import _RESUMABLE_TRAINING_BEFORE, _config_fingerprint
+
+    raw = tiny_recipe(steps=4, save_every=2, mini_batch_size=2)
+    config = TrainConfig.model_validate(raw)
+    trainer = Trainer(config)
+    trainer.setup()
+    trainer.fit()
+    checkpoint = list_checkpoints(trainer.output_dir / "checkpoints")[-1]
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    state["fingerprint"] = _config_fingerprint(config, _RESUMABLE_TRAINING_BEFORE)  # as the release before wrote it
+    (checkpoint / STATE_FILE).write_text(json.dumps(state))
+    assert state["fingerprint"] != trainer.fingerprint
+    raw["training"]["steps"] = 4
+    again = Trainer(TrainConfig.model_validate(raw))
+    again.setup(resume=True)
+    assert again.step == 4
+    raw["training"]["mini_batch_size"] = 1  # that release refused this, so its checkpoint still does
+    with pytest.raises(CheckpointError, match="different model, data or optimisation"):
+        Trainer(TrainConfig.model_validate(raw)).setup(resume=True)
+
+
 def test_resume_refuses_base_weights_changed_under_the_same_path(tiny_recipe, tiny_dirs, tmp_path):
     from safetensors.torch import load_file, save_file
 
