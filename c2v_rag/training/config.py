@@ -50,6 +50,10 @@ class LoraSection(_Section):
     target_modules: list[str] | Literal["all-linear"] | None = None
 
 
+# model.config's field that cuts a continued variant's decoder to some of its layers (Causal2VecConfig's own name)
+_KEPT_LAYERS = "decoder_layers"
+
+
 class ModelSection(_Section):
     """Where the model to train comes from.
 
@@ -87,7 +91,7 @@ class ModelSection(_Section):
                 "model: set either 'variant' (continue training a variant directory or preset) or "
                 "'decoder' (+ 'encoder') to build a fresh variant, not both and not neither"
             )
-        fixed = sorted(set(self.config) - set(READOUT_FIELDS) - {"decoder_layers"})
+        fixed = sorted(set(self.config) - set(READOUT_FIELDS) - {_KEPT_LAYERS})
         if self.variant is not None and fixed:
             # A variant brings its own configuration; silently dropping these fields would train something else.
             raise ValueError(
@@ -96,6 +100,15 @@ class ModelSection(_Section):
                 "change when continuing one. Remove the others, or build a fresh variant from 'decoder'"
             )
         return self
+
+    def readout_changes(self) -> dict[str, Any]:
+        """The readout fields ``config`` sets on a continued variant (:data:`READOUT_FIELDS`), for ``set_readout``."""
+        return {name: value for name, value in self.config.items() if name != _KEPT_LAYERS}
+
+    @property
+    def kept_decoder_layers(self) -> list[int] | None:
+        """The decoder layers a continued variant keeps (``config.decoder_layers``); None keeps them all."""
+        return self.config.get(_KEPT_LAYERS)
 
 
 class DatasetSection(_Section):

@@ -141,9 +141,9 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     if section.variant is not None:
         model = Causal2Vec.from_pretrained(section.variant, device=device, dtype=weight_dtype, merge_adapters=False)
         _reload_projector_fp32(model, section.variant)
-        readout = {name: value for name, value in section.config.items() if name != "decoder_layers"}
-        if "decoder_layers" in section.config:  # a shallower variant, healed by this run
-            model.keep_decoder_layers(section.config["decoder_layers"])
+        readout = section.readout_changes()
+        if section.kept_decoder_layers is not None:  # a shallower variant, healed by this run
+            model.keep_decoder_layers(section.kept_decoder_layers)
         if readout:  # readout fields only (checked by ModelSection): a stage may read h_C, the next concat
             model.set_readout(**readout)
     else:
