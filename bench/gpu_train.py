@@ -622,6 +622,31 @@ def choose_mini_batch(trainer: Any, pairs: Path, args: argparse.Namespace) -> di
     }
 
 
+def step_within_memory(trainer: Any, step: int, captured: list[Any], halvings: list[dict[str, int]]) -> dict[str, Any]:
+    """The trainer's step ``step``; when the card runs out of memory, the same step again in GradCache chunks half
+    as large, down to one text a chunk, rather than a lost call. The step starts over from zeroed gradients and the
+    same texts (a function of the step), the prefetch workers restart to cut the new chunks, and ``halvings`` and
+    ``results.json`` record each halving. ``captured`` loses what the failed attempt added to it."""
+    import torch
+
+    while True:
+        mark = len(captured)
+        try:
+            return trainer._train_step(step)
+        except torch.cuda.OutOfMemoryError:
+            del captured[mark:]
+            size = trainer.stepper.mini_batch_size or trainer.config.training.batch_size
+            if size <= 1:
+                raise
+            trainer.stop_prefetch()
+            trainer.model.zero_grad(set_to_none=True)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            trainer.stepper.mini_batch_size = trainer.config.training.mini_batch_size = size // 2
+            halvings.append({"step": step + 1, "from": size, "to": size // 2})
+            print(f"step {step + 1}: out of memory at mini-batch {size}; again at {size // 2}", flush=True)
+
+
 def train(args: argparse.Namespace) -> int:
     script_start = time.perf_counter()
     out: Path = args.out
@@ -751,7 +776,7 @@ def train(args: argparse.Namespace) -> int:
     stopped = "max_steps"
     try:  # the prefetch workers stop however the loop ends
         while trainer.step < args.max_steps:
-            record = trainer._train_step(trainer.step)
+            record = step_within_memory(trainer, trainer.step, captured, results.setdefault("halved_mini_batch", []))
             trainer.step += 1
             trainer.history.append(record)
             # Without workers, the step's texts are tokenized again here: outside its seconds, inside the budget.

@@ -183,3 +183,44 @@ def test_the_mini_batch_is_the_largest_power_of_two_that_fits():
     assert fit(512, 5 * mib, 137 * gib, 0.5) == 512  # the whole batch fits: no GradCache chunks needed
     assert fit(48, mib, gib, 0.5) == 48
     assert fit(512, 200 * gib, gib, 0.5) == 1
+
+
+def test_a_step_that_runs_out_of_memory_is_run_again_in_smaller_chunks(tiny_recipe):
+    """The card's memory stands in for a limit of 2 texts a GradCache chunk (CUDA's own error, raised where a larger
+    chunk would be embedded): the step runs again at half the mini-batch, and the run goes on as one trained at that
+    mini-batch from the start does (the failed attempt drew no random numbers)."""
+    import torch
+
+    from c2v_rag.training import TrainConfig, Trainer
+
+    gpu_train = load_script(REPO / "bench" / "gpu_train.py", "gpu_train")
+
+    def trainer(mini_batch: int, name: str) -> Trainer:
+        raw = tiny_recipe(steps=3, batch_size=8, mini_batch_size=mini_batch)
+        raw["output"]["dir"] += name
+        built = Trainer(TrainConfig.model_validate(raw))
+        built.setup()
+        return built
+
+    limited = trainer(8, "-limited")
+    run_cached = limited.stepper._run_cached
+
+    def within_two(chunks, n_q, loss_fn):
+        if max(len(chunk.rows) for chunk in chunks) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (a chunk of more than 2 texts)")
+        return run_cached(chunks, n_q, loss_fn)
+
+    limited.stepper._run_cached = within_two
+    captured: list = []
+    halvings: list = []
+    losses = [gpu_train.step_within_memory(limited, step, captured, halvings)["loss"] for step in range(3)]
+    assert halvings == [{"step": 1, "from": 8, "to": 4}, {"step": 1, "from": 4, "to": 2}]
+    assert limited.stepper.mini_batch_size == 2 and limited.config.training.mini_batch_size == 2
+    straight = trainer(2, "-straight")
+    assert losses == [straight._train_step(step)["loss"] for step in range(3)]
+
+    # a chunk of one text that still does not fit is the card's limit: the error goes to the caller
+    limited.stepper._run_cached = lambda chunks, n_q, loss_fn: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError())
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        gpu_train.step_within_memory(limited, 3, captured, halvings)
+    assert halvings[-1] == {"step": 4, "from": 2, "to": 1}
