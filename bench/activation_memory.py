@@ -28,7 +28,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
-from common import recorded_command  # noqa: E402
+from common import recorded_command, speed_flags  # noqa: E402
 from gpu_train import DEFAULT_PAIRS, derived_recipe, longest_passages, saved_activations  # noqa: E402
 
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = longest_passages(args.pairs, args.texts)
     result: dict[str, Any] = {
         "command": recorded_command("bench/activation_memory.py", sys.argv[1:]),
+        "cpu_flags": speed_flags(),
         "texts": args.texts,
     }
     with tempfile.TemporaryDirectory() as tmp:
