@@ -85,6 +85,12 @@ def main() -> int:
     parser.add_argument("--bench", action="append", choices=build.BENCHMARKS)
     parser.add_argument("--docs", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument(
+        "--decoder-max-length",
+        type=int,
+        default=None,
+        help="the decoder_max_length score.py ingested with (default: ingest's for a new collection, as score.py's)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     base = score.parse_args(
@@ -100,11 +106,13 @@ def main() -> int:
     }
     for name in args.bench or build.BENCHMARKS:
         corpus = score.load_corpus(name, base.docs)
-        folder = score.collection_dir(base.cache, corpus, model, args.model, None)
+        cap = score.decoder_cap(model, args.decoder_max_length)
+        folder = score.collection_dir(base.cache, corpus, model, args.model, None, cap)
         if not (folder / "qdrant").exists():
+            again = "" if args.decoder_max_length is None else f" --decoder-max-length {args.decoder_max_length}"
             raise SystemExit(
                 f"no cached collection for {args.model} on {name}: run bench/ood/score.py --model "
-                f"{args.model} --bench {name} first"
+                f"{args.model} --bench {name}{again} first"
             )
         doc_ids, _, vectors = score.stored_points(folder)
         doc_parts = part_views(model, vectors)

@@ -122,6 +122,15 @@ def model_key(model: Any, reference: str) -> str:
     return hashlib.sha256((weights + model.config.key_json() + quantized).encode()).hexdigest()[:16]
 
 
+def decoder_cap(model: Any, asked: int | None) -> int | None:
+    """The decoder_max_length an ingest of ``model`` into a new collection reads its chunks with (``asked``, else
+    ingest's default; None: whole chunks): part of a cached collection's key, so that the key says what its chunks
+    were read with."""
+    import c2v_rag
+
+    return c2v_rag.IngestConfig(decoder_max_length=asked).for_model(model.config).decoder_max_length
+
+
 def collection_dir(
     cache: Path,
     corpus: Corpus,
@@ -345,12 +354,9 @@ def score_model(
     """One model's rows: every size of ``--truncate-dim`` under every query prompt. The full-size
     collection is always ingested (its chunks feed the baselines; its vectors the derived prefixes);
     ``points`` receives its stored chunks the first time."""
-    import c2v_rag
 
     rows: list[Row] = []
-    # As ingest resolves it for a new collection (None: whole chunks), so that a cached collection's key says
-    # what its chunks were read with.
-    cap = c2v_rag.IngestConfig(decoder_max_length=args.decoder_max_length).for_model(model.config).decoder_max_length
+    cap = decoder_cap(model, args.decoder_max_length)
     full = collection_dir(args.cache, corpus, model, reference, None, cap)
     full_seconds = ensure_ingested(full, corpus, model, None, cap)
     stored = stored_points(full)
