@@ -61,7 +61,7 @@ def test_the_gate_refuses_a_variant_trained_on_shuffled_pairs(general, tmp_path)
     folder = sections(tmp_path / "guides")
     settings = AdaptConfig(
         pairs=PseudoPairsConfig(generator="none", chunk_size=96, chunk_overlap=8, holdout_fraction=0.4),
-        # A few steps at a high rate on pairs that teach the wrong answers: worse, by construction.
+        # A few steps at a high rate on pairs that teach the wrong answers: nothing a held-out heading could gain from.
         training=AdaptTraining(steps=20, batch_size=8, lr=1e-3, general_share=0, precision="fp32", device="cpu"),
         # The STS check cannot refuse it: the verdict is the evidence's alone. About 20 headings are held out (as
         # the guides stand); a floor of 10 keeps the verdict on the interval when they are edited.
@@ -84,9 +84,12 @@ def test_the_gate_refuses_a_variant_trained_on_shuffled_pairs(general, tmp_path)
     # The evidence is the held-out headings' nDCG@10, query by query, as the report lists them.
     mean = sum(row["after"] - row["before"] for row in judged) / len(judged)
     assert difference["mean"] == pytest.approx(mean)
-    # Worse on average, and neither the bootstrap nor the sign test sees a gain. (How many of the ~20 held-out items
-    # moved each way depends on the run's arithmetic: thread count, CPU; 6 worse against 7 better was seen.)
-    assert difference["mean"] < 0 and difference["p_not_better"] > 0.5 and difference["sign_p"] > 0.05
+    # No clear gain: the interval reaches below 0, and neither the bootstrap nor the sign test sees a gain at 5%. Not
+    # "worse on average": where the ~25 held-out headings land depends on the guides' text, which the docs' edits
+    # change, and on the run's arithmetic (thread count, CPU): means from -0.07 to +0.017 were seen, the verdict the
+    # same every time.
+    assert difference["low"] <= 0
+    assert difference["p_not_better"] > 0.05 and difference["sign_p"] > 0.05
     assert not report.kept and not (out / "modules.json").exists()
     assert any("no clear gain" in reason for reason in report.reasons)
     table = report.table()
