@@ -980,6 +980,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.set = list(TINY_RECIPE) + args.set
     if args.command == "train" and args.mini_batch is None:
         args.mini_batch = "auto"
+    if args.command == "train" and not 0 < args.memory_share <= 1:
+        parser.error(f"--memory-share is a share of the free memory, in (0, 1]; got {args.memory_share}")
     return args
 
 
