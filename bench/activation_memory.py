@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             trainer = trainer_for(checkpointing, texts, Path(tmp))
             row = saved_activations(trainer, texts)
             row["max_length"] = trainer.config.model.max_length
-            row["mib_per_text"] = round(row["saved_bytes"] / args.texts / 2**20, 3)
             result["checkpointing" if checkpointing else "no_checkpointing"] = row
             print(("checkpointing" if checkpointing else "no checkpointing"), json.dumps(row), flush=True)
             del trainer

@@ -574,11 +574,13 @@ def saved_activations(trainer: Any, texts: list[str]) -> dict[str, Any]:
         seconds = time.perf_counter() - start
         reps[0].float().sum().backward()
     model.zero_grad(set_to_none=True)
+    saved = sum(storages.values())
     return {
         "texts": len(texts),
         "decoder_shape": list(batch.input_ids.shape),
-        "saved_bytes": sum(storages.values()),
+        "saved_bytes": saved,
         "saved_tensors": len(storages),
+        "mib_per_text": round(saved / len(texts) / 2**20, 3),
         "forward_seconds": round(seconds, 3),
     }
 
@@ -602,6 +604,12 @@ def fitting_mini_batch(batch: int, bytes_per_text: float, free: int, share: floa
     return 1 << (fit.bit_length() - 1)
 
 
+def use_mini_batch(trainer: Any, size: int) -> None:
+    """Embed the trainer's steps in GradCache chunks of ``size`` texts from now on: its stepper cuts them, its config
+    (saved with the variant) says so."""
+    trainer.stepper.mini_batch_size = trainer.config.training.mini_batch_size = size
+
+
 def choose_mini_batch(trainer: Any, pairs: Path, args: argparse.Namespace) -> dict[str, Any]:
     """``--mini-batch auto``: measure one chunk of max-length texts on the device and set the trainer's
     mini-batch to the largest that fits (:func:`fitting_mini_batch`), before the first step (and before the
@@ -610,11 +618,9 @@ def choose_mini_batch(trainer: Any, pairs: Path, args: argparse.Namespace) -> di
     per_text = probe["saved_bytes"] / probe["texts"]
     free = free_memory(trainer.model.device)
     chosen = fitting_mini_batch(args.batch, per_text, free, args.memory_share)
-    trainer.stepper.mini_batch_size = chosen
-    trainer.config.training.mini_batch_size = chosen
+    use_mini_batch(trainer, chosen)
     return {
         **probe,
-        "mib_per_text": round(per_text / 2**20, 3),
         "free_gib": round(free / 2**30, 2),
         "memory_share": args.memory_share,
         "gradient_checkpointing": trainer.config.training.gradient_checkpointing,
@@ -642,7 +648,7 @@ def step_within_memory(trainer: Any, step: int, captured: list[Any], halvings: l
             trainer.model.zero_grad(set_to_none=True)
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-            trainer.stepper.mini_batch_size = trainer.config.training.mini_batch_size = size // 2
+            use_mini_batch(trainer, size // 2)
             halvings.append({"step": step + 1, "from": size, "to": size // 2})
             print(f"step {step + 1}: out of memory at mini-batch {size}; again at {size // 2}", flush=True)
 
@@ -774,9 +780,10 @@ def train(args: argparse.Namespace) -> int:
     planned = None
     last_export = time.perf_counter()
     stopped = "max_steps"
+    halvings: list[dict[str, int]] = results.setdefault("halved_mini_batch", [])
     try:  # the prefetch workers stop however the loop ends
         while trainer.step < args.max_steps:
-            record = step_within_memory(trainer, trainer.step, captured, results.setdefault("halved_mini_batch", []))
+            record = step_within_memory(trainer, trainer.step, captured, halvings)
             trainer.step += 1
             trainer.history.append(record)
             # Without workers, the step's texts are tokenized again here: outside its seconds, inside the budget.

@@ -404,9 +404,9 @@ Callback = Callable[["Trainer", int], None]
 # texts are tokenized, and how its memory is traded for time (GradCache's chunks and gradient checkpointing give the
 # same gradients), so that a run that ran out of memory can go on with smaller chunks.
 _RESUMABLE_TRAINING = {"progress_bar", "log_every", "save_every", "keep_checkpoints", "steps"}
-_RESUMABLE_TRAINING_HOW = {"prefetch_workers", "prefetch_depth", "mini_batch_size", "gradient_checkpointing"}
 # Checkpoints written before mini_batch_size and gradient_checkpointing joined the set hashed them.
 _RESUMABLE_TRAINING_BEFORE = {"prefetch_workers", "prefetch_depth"}
+_RESUMABLE_TRAINING_HOW = _RESUMABLE_TRAINING_BEFORE | {"mini_batch_size", "gradient_checkpointing"}
 
 
 def _config_fingerprint(config: TrainConfig, how: set[str] = _RESUMABLE_TRAINING_HOW) -> str:
