@@ -118,3 +118,22 @@ FAMILIES = {
     "gemma3": dict(add_bos=True, chatml=False),
     "gpt2": dict(add_bos=False, chatml=False),
 }
+
+
+def with_lora(
+    model, role: str = "decoder", targets: tuple[str, ...] | None = None, *, alpha: int = 8, std: float = 0.5
+):
+    """``model`` with a rank-4 LoRA adapter on its ``role`` backbone whose B factors are random (peft starts them at
+    zero, where the adapter changes nothing), so that the adapter really moves the vectors. ``targets``: the
+    modules it wraps (default: the attention's query and value projections of that backbone)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    targets = targets or (("q_proj", "v_proj") if role == "decoder" else ("query", "value"))
+    wrapped = get_peft_model(getattr(model, role), LoraConfig(r=4, lora_alpha=alpha, target_modules=list(targets)))
+    with torch.no_grad():
+        for name, param in wrapped.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=std)
+    setattr(model, role, wrapped)
+    return model

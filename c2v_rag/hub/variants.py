@@ -54,6 +54,7 @@ class VariantModel(Protocol):
 
     adapter_sources: dict[str, Path]
     weights_digest: str | None
+    adapters_digest: str | None
 
     # Read-only here (properties), so that a model may narrow their types.
     @property
@@ -151,6 +152,54 @@ def weights_digest(directory: Path) -> str | None:
 
 _DIGESTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str | None] = {}
 
+# What an adapter's config says of how its weights apply (peft's LoRA merge reads these): the same weight files
+# under another rank pattern, scale or target set are another model. Only these fields, so that a peft release
+# that writes other fields (its version, a new option at its default) leaves a variant's digest as it was.
+ADAPTER_WEIGHT_FIELDS = (
+    "peft_type",
+    "r",
+    "lora_alpha",
+    "use_rslora",
+    "use_dora",
+    "rank_pattern",
+    "alpha_pattern",
+    "target_modules",
+    "exclude_modules",
+    "target_parameters",
+    "layers_to_transform",
+    "layers_pattern",
+    "modules_to_save",
+    "fan_in_fan_out",
+    "bias",
+    "lora_bias",
+)
+
+
+def adapters_digest(directory: Path) -> str | None:
+    """A short sha256 over what the variant's adapter configs say of how their weights apply
+    (:data:`ADAPTER_WEIGHT_FIELDS`: rank, scale, targets), None when it has no adapter.
+
+    :func:`weights_digest` covers the weight files alone: two variants with the same files and another
+    ``lora_alpha`` (an adapter scaled toward its base, WiSE-FT) share it, yet make other vectors. Collections record
+    this beside it (``adapters``) and the int8 graphs are found by both. Fields at a false value (None, False, empty)
+    count as absent, and ``target_modules`` as a set (peft writes it in any order)."""
+    found = {}
+    for role in ("decoder", "encoder"):
+        file = directory / f"{role}_adapter" / ADAPTER_FILES[0]
+        if not file.is_file():
+            continue
+        try:
+            config = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise VariantLoadError(f"{file} is not a readable adapter config: {err}") from err
+        fields = {name: config[name] for name in ADAPTER_WEIGHT_FIELDS if config.get(name)}
+        if isinstance(fields.get("target_modules"), list):
+            fields["target_modules"] = sorted(fields["target_modules"])
+        found[role] = fields
+    if not found:
+        return None
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:16]
+
 
 def load_variant(
     cls: type[ModelT],
@@ -179,6 +228,7 @@ def load_variant(
     target = resolve_device(device)
     dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
     digest = weights_digest(directory)
+    adapter_digest = adapters_digest(directory)
     adapters = {
         role: directory / relative
         for role in ("decoder", "encoder")
@@ -191,7 +241,7 @@ def load_variant(
     plain = [role for role in ("decoder", "encoder") if role not in adapters or role in cached]
     int8 = resolve_quantize(quantize, target) != "none"
     # int8 graphs built earlier from these files: no export, so no need of transformers' modules or of hashing them
-    alias, graphs = _int8_graphs(digest, config) if int8 and merge_adapters else (None, None)
+    alias, graphs = _int8_graphs(digest, adapter_digest, config) if int8 and merge_adapters else (None, None)
     if not (merge_adapters and plain_forward_enabled()) or (int8 and graphs is None):
         plain = []  # adapters to attach, or int8 to export: both work on transformers' modules
     model = cls.from_config(config, device=device, dtype=dtype, backbones=cached, plain=plain)
@@ -208,6 +258,7 @@ def load_variant(
         if merge_adapters:
             model.adapter_sources[role] = adapter_dir
     model.weights_digest = digest
+    model.adapters_digest = adapter_digest
     model = model.to(model.device).eval()
     if graphs is not None:
         return model.use_int8_graphs(graphs)
@@ -222,7 +273,9 @@ def load_variant(
     return model
 
 
-def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | None, Int8Graphs | None]:
+def _int8_graphs(
+    digest: str | None, adapter_digest: str | None, config: Causal2VecConfig
+) -> tuple[str | None, Int8Graphs | None]:
     """The alias of a variant's int8 graphs (:func:`c2v_rag.cpu.int8.variant_alias`; None without a digest)
     and the graphs noted under it, if any."""
     if digest is None:
@@ -232,7 +285,7 @@ def _int8_graphs(digest: str | None, config: Causal2VecConfig) -> tuple[str | No
     require("onnxruntime", "quantize='int8'", "int8")  # before any weights load
     from c2v_rag.cpu.int8 import find_int8_graphs, variant_alias
 
-    alias = variant_alias(digest, config.key_json())
+    alias = variant_alias(digest, config.key_json(), adapter_digest)
     return alias, find_int8_graphs(alias)
 
 
@@ -275,6 +328,7 @@ def save_variant(model: VariantModel, path: Path, *, sentence_transformers: bool
     if sentence_transformers:
         write_st_files(path, config)
     model.weights_digest = weights_digest(path)
+    model.adapters_digest = adapters_digest(path)
     return path
 
 

@@ -103,6 +103,8 @@ class Causal2Vec(nn.Module):
         # sha256 of the variant's own weight files when loaded from or saved to a directory
         # (variant_io.weights_digest); None for base models and for weights changed since.
         self.weights_digest: str | None = None
+        # and of what its adapter configs say of how their weights apply (variant_io.adapters_digest)
+        self.adapters_digest: str | None = None
         # "none" or "int8-token-sq" (apply_quantization); collections record it.
         self.quantization: str = "none"
         if config.attention != "causal":
@@ -330,7 +332,7 @@ class Causal2Vec(nn.Module):
         count = len(transformer_layers(self.decoder))
         keep_layers(self.decoder, narrowing(self.config.decoder_layers, wanted, count))
         self.config = changed
-        self.weights_digest = None  # no longer the model its files describe
+        self.weights_digest = self.adapters_digest = None  # no longer the model its files describe
 
     def train(self, mode: bool = True) -> Causal2Vec:
         """Set training mode (``nn.Module.train``); a plain-torch backbone, inference-only, is replaced by its

@@ -63,6 +63,7 @@ _FINGERPRINT_FIELDS = (
     "encoder_share",
     "part_weights",
     "weights",
+    "adapters",
     "truncate_dim",
     "quantize",
 )
@@ -313,6 +314,7 @@ def model_fingerprint(
         model.config,
         reference,
         weights=model.weights_digest,
+        adapters=model.adapters_digest,
         truncate_dim=truncate_dim,
         quantize=model.quantization,
         document_prompt=document_prompt,
@@ -325,6 +327,7 @@ def config_fingerprint(
     config: Any,
     reference: str | None,
     weights: str | None = None,
+    adapters: str | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
     document_prompt: dict[str, str | None] | None = None,
@@ -332,7 +335,9 @@ def config_fingerprint(
     decoder_max_length: int | None = None,
 ) -> dict[str, Any]:
     """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
-    is the variant's :func:`~c2v_rag.hub.variants.weights_digest`, ``truncate_dim`` the Matryoshka prefix
+    is the variant's :func:`~c2v_rag.hub.variants.weights_digest` and ``adapters`` its
+    :func:`~c2v_rag.hub.variants.adapters_digest` (a collection from before it was recorded is not compared on it),
+    ``truncate_dim`` the Matryoshka prefix
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
     (``"none"`` or ``"int8-token-sq"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
 
@@ -355,6 +360,7 @@ def config_fingerprint(
         "encoder_share": config.encoder_share,
         "part_weights": config.part_weights,
         "weights": weights,
+        "adapters": adapters,
         "truncate_dim": truncate_dim,
         "quantize": quantize,
         **({"document_prompt": document_prompt} if document_prompt is not None else {}),

@@ -192,7 +192,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
         raise ValueError("nothing to train: enable lora, encoder_lora or train_projector")
-    model.weights_digest = None  # training changes the weights it was taken of; saving takes a new one
+    model.weights_digest = model.adapters_digest = None  # training changes the weights; saving takes new digests
     return model
 
 

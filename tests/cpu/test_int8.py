@@ -286,6 +286,42 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     np.testing.assert_allclose(again.encode(TEXTS, normalize_embeddings=True), batch, atol=1e-6)
 
 
+def test_a_variant_that_differs_in_an_adapters_scale_alone_gets_graphs_of_its_own(
+    tiny_model_factory, tmp_path, monkeypatch
+):
+    """Two variants with the same weight files and another lora_alpha (an adapter scaled toward its base) are two
+    models: each int8 load runs graphs built from its own merged weights. Found by the weights' digest alone, the
+    second would run the first one's graphs and embed as the first does."""
+    import json
+    import shutil
+
+    from tiny_models import with_lora
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    model = with_lora(tiny_model_factory("llama", max_length=128), "encoder", std=2.0)
+    variant = model.save_pretrained(tmp_path / "variant")
+    halved = tmp_path / "halved"
+    shutil.copytree(variant, halved)
+    config_file = halved / "encoder_adapter" / "adapter_config.json"
+    config = json.loads(config_file.read_text())
+    config["lora_alpha"] = 4
+    config_file.write_text(json.dumps(config))
+
+    first = Causal2Vec.from_pretrained(variant, device="cpu", quantize="int8")
+    first_vectors = first.encode(TEXTS, normalize_embeddings=True)
+    second = Causal2Vec.from_pretrained(halved, device="cpu", quantize="int8")
+    second_vectors = second.encode(TEXTS, normalize_embeddings=True)
+    assert second.encoder.path != first.encoder.path
+    second_float = Causal2Vec.from_pretrained(halved, device="cpu").encode(TEXTS, normalize_embeddings=True)
+    first_float = Causal2Vec.from_pretrained(variant, device="cpu").encode(TEXTS, normalize_embeddings=True)
+    assert _cos(first_float, second_float).min() < 0.999  # the two models embed apart (0.989-0.994 here)
+    # each int8 model is its own float model to int8 rounding (0.99999 here); the other's graphs would give 0.99
+    assert _cos(second_vectors, second_float).min() > 0.9999 and _cos(first_vectors, first_float).min() > 0.9999
+    # And a second load of each finds its own graphs again.
+    again = Causal2Vec.from_pretrained(halved, device="cpu", quantize="int8")
+    assert again.encoder.path == second.encoder.path and again.decoder.path == second.decoder.path
+
+
 def test_the_projector_row_by_row_gives_each_text_the_same_c_alone_or_in_a_batch():
     torch.manual_seed(0)
     projector = ContextualProjector(384, 576).eval()  # the preset's sizes: MiniLM into SmolLM2

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from tiny_models import with_lora
 
 from c2v_rag import Causal2Vec
 from c2v_rag.hub import merged, variants
@@ -27,16 +28,7 @@ def cache(tmp_path, monkeypatch):
 @pytest.fixture
 def lora_variant(tiny_model_factory, tmp_path):
     """A saved variant with LoRA adapters on the decoder and the encoder, both changing the vectors."""
-    from peft import LoraConfig, get_peft_model
-
-    model = tiny_model_factory("llama")
-    model.decoder = get_peft_model(model.decoder, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    model.encoder = get_peft_model(model.encoder, LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"]))
-    with torch.no_grad():
-        for module in (model.decoder, model.encoder):
-            for name, param in module.named_parameters():
-                if "lora_B" in name:
-                    param.normal_(std=0.5)  # peft starts B at zero: the adapter would change nothing
+    model = with_lora(with_lora(tiny_model_factory("llama")), "encoder")
     return model.save_pretrained(tmp_path / "variant")
 
 

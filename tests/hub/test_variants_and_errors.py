@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from tiny_models import with_lora
 
 from c2v_rag import Causal2Vec, MissingPackageError, ModelSourceError, VariantLoadError
 from c2v_rag.hub import sources
@@ -16,19 +17,8 @@ from c2v_rag.hub import sources
 TEXTS = ["a query about vitamin D", "", "Proteins fold into structures " * 20]
 
 
-def _with_lora(model):
-    from peft import LoraConfig, get_peft_model
-
-    model.decoder = get_peft_model(model.decoder, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():
-        for name, param in model.decoder.named_parameters():
-            if "lora_B" in name:
-                param.normal_(std=0.5)  # non-zero, so the adapter really changes the vectors
-    return model
-
-
 def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_path):
-    model = _with_lora(tiny_model_factory("llama"))
+    model = with_lora(tiny_model_factory("llama"))
     model.config.query_instruction = "Given a scientific claim, retrieve documents"
     before = model.encode_queries(TEXTS)
     model.save_pretrained(tmp_path / "v")
@@ -56,6 +46,34 @@ def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_pat
     np.testing.assert_allclose(again.encode_queries(TEXTS), before, atol=1e-5)
 
 
+def test_the_adapters_digest_follows_how_the_adapter_weights_apply_and_nothing_else(tiny_model_factory, tmp_path):
+    """Two variants with the same weight files and another lora_alpha share a weights digest and differ in their
+    adapters digest; what does not change how the weights apply (the order peft wrote target_modules in, the fields
+    a peft release adds at their defaults, the base's name) leaves it as it was."""
+    from c2v_rag.hub.variants import adapters_digest, weights_digest
+
+    variant = with_lora(tiny_model_factory("llama")).save_pretrained(tmp_path / "v")
+    digest = adapters_digest(variant)
+    assert digest is not None and len(digest) == 16
+    config_file = variant / "decoder_adapter" / "adapter_config.json"
+    original = json.loads(config_file.read_text())
+
+    def digest_with(**changes) -> str | None:
+        config_file.write_text(json.dumps({**original, **changes}))
+        return adapters_digest(variant)
+
+    assert digest_with(target_modules=list(reversed(original["target_modules"]))) == digest
+    assert digest_with(some_new_option=None, another=False, peft_version="9.9", base_model_name_or_path="x") == digest
+    weights = weights_digest(variant)
+    assert digest_with(lora_alpha=original["lora_alpha"] / 2) != digest
+    assert weights_digest(variant) == weights  # the weight files are the same: only the adapters digest tells
+    assert digest_with(r=original["r"] * 2) != digest and digest_with(use_rslora=True) != digest
+    config_file.write_text("{not json")
+    with pytest.raises(VariantLoadError, match="adapter_config.json is not a readable adapter config"):
+        adapters_digest(variant)
+    assert adapters_digest(tiny_model_factory("llama").save_pretrained(tmp_path / "plain")) is None
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -68,7 +86,7 @@ def test_save_load_roundtrip_gives_identical_vectors(tiny_model_factory, tmp_pat
     ],
 )
 def test_damaged_variant_names_the_file(tiny_model_factory, tmp_path, damage):
-    path = _with_lora(tiny_model_factory("llama")).save_pretrained(tmp_path / "v")
+    path = with_lora(tiny_model_factory("llama")).save_pretrained(tmp_path / "v")
     target = {
         "missing_projector": path / "projector.safetensors",
         "corrupt_projector": path / "projector.safetensors",

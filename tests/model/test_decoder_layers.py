@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_models import with_lora
 from transformers import AutoModel, AutoTokenizer
 
 from c2v_rag import Causal2Vec
@@ -121,16 +122,9 @@ def test_a_variant_cut_and_trained_saves_and_loads_with_its_layers(deep_llama, t
 
 
 def test_the_merged_cache_keeps_a_cut_decoder_apart_and_reads_it_back(deep_llama, tiny_dirs, tmp_path, monkeypatch):
-    from peft import LoraConfig, get_peft_model
-
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)
-    model = build(deep_llama / "whole", tiny_dirs["bert"], decoder_layers=KEPT)
-    model.decoder = get_peft_model(model.decoder, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():
-        for name, param in model.decoder.named_parameters():
-            if "lora_B" in name:
-                param.normal_(std=0.5)
+    model = with_lora(build(deep_llama / "whole", tiny_dirs["bert"], decoder_layers=KEPT))
     path = model.save_pretrained(tmp_path / "variant")
     first = Causal2Vec.from_pretrained(path, device="cpu", dtype="float32")  # merges and stores the cut decoder
     entries = list((tmp_path / "cache" / "merged").iterdir())

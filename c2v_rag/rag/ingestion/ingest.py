@@ -118,6 +118,7 @@ def ingest_documents(
                 model.reference,
                 layout,
                 weights=model.weights,
+                adapters=model.adapters,
                 truncate_dim=settings.truncate_dim,
                 quantize=quantization,
                 info=info,

@@ -75,6 +75,7 @@ def check_target(
     reference: str | None,
     layout: CollectionVectors | None = None,
     weights: str | None = None,
+    adapters: str | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
     *,
@@ -93,7 +94,7 @@ def check_target(
         return False
     try:
         fingerprint = config_fingerprint(
-            config, reference, weights=weights, truncate_dim=truncate_dim, quantize=quantize
+            config, reference, weights=weights, adapters=adapters, truncate_dim=truncate_dim, quantize=quantize
         )
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True

@@ -76,6 +76,7 @@ class RayEngine:
             plan.model.config,
             plan.model.reference,
             weights=plan.model.weights,
+            adapters=plan.model.adapters,
             truncate_dim=plan.settings.truncate_dim,
             quantize=plan.quantization,
             document_prompt=plan.settings.document_prompt,

@@ -393,6 +393,7 @@ def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, co
         config,
         resolved.reference,
         weights=resolved.weights,
+        adapters=resolved.adapters,
         truncate_dim=stored.get("truncate_dim"),
         quantize=stored.get("quantize", "none"),
     )

@@ -345,6 +345,44 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     assert torch.equal(load_file(str(tiny_variant / PROJECTOR_FILE))[next(iter(state))], next(iter(state.values())))
 
 
+def test_a_variant_with_the_same_weight_files_and_another_adapter_scale_is_refused(
+    tmp_path, tiny_model_factory, corpus, ingest_config
+):
+    """The same adapter weights at another lora_alpha (an adapter scaled toward its base) make other vectors:
+    the collection records the adapters' digest beside the weights' and refuses the other, while a collection
+    recorded before adapters were, which cannot tell the two apart, is searched as before."""
+    import json
+    import shutil
+
+    from tiny_models import with_lora
+
+    from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY
+
+    variant = with_lora(tiny_model_factory("llama", max_length=128)).save_pretrained(tmp_path / "variant")
+    scaled = tmp_path / "scaled"
+    shutil.copytree(variant, scaled)
+    adapter_config = scaled / "decoder_adapter" / "adapter_config.json"
+    adapter_config.write_text(json.dumps({**json.loads(adapter_config.read_text()), "lora_alpha": 4}))
+
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=r"built with another model \(adapters="):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=scaled, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=r"built with another model \(adapters="):
+        c2v_rag.search("x", path=store, collection="kb", model=scaled)
+    assert c2v_rag.search("x", top_k=100, path=store, collection="kb", model=variant)
+
+    with closing(QdrantClient(path=str(store))) as client:
+        info = client.get_collection("kb")
+        recorded = info.config.metadata[FINGERPRINT_METADATA_KEY]
+        assert recorded["adapters"] is not None
+        old = {k: v for k, v in recorded.items() if k != "adapters"}
+        client.create_collection(
+            "old", vectors_config=info.config.params.vectors, metadata={FINGERPRINT_METADATA_KEY: old}
+        )
+    assert c2v_rag.search("x", path=store, collection="old", model=scaled) == []
+
+
 def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     tmp_path, tiny_variant, tiny_model, ingest_config
 ):
