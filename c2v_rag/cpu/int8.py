@@ -404,9 +404,10 @@ class Int8Graphs:
     encoder: Path | None
 
 
-def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | None) -> str:
+def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | None, bases: str) -> str:
     """A name for the int8 graphs of a variant as saved: its weights' digest, its adapters' (how their weights
-    apply: :func:`~c2v_rag.hub.variants.adapters_digest`) and its config, and everything else the
+    apply: :func:`~c2v_rag.hub.variants.adapters_digest`), its config, its base models' files as they are now
+    (``bases``: :meth:`~c2v_rag.hub.sources.ResolvedSource.file_stamps`), and everything else the
     graphs' own keys name (this recipe, the calibration texts, the export formats). The keys hash the backbones'
     tensors, which takes transformers' modules and seconds of a load; a load from the variant's files finds its
     graphs by this name instead (:func:`find_int8_graphs`)."""
@@ -418,8 +419,7 @@ def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | 
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(config_json.encode())
     digest.update(weights_digest.encode())
-    if adapters_digest is not None:  # a variant without an adapter keeps the name it had before adapters counted
-        digest.update(f"\nadapters {adapters_digest}".encode())
+    digest.update(f"\nadapters {adapters_digest}\nbases {bases}".encode())
     return digest.hexdigest()[:24]
 
 

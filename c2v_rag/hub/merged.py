@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 # An entry is as large as its base model in the dtype it was merged in: this keeps a few variants and dtypes.
 MAX_CACHE_BYTES = 4 << 30
-_BASE_FILES = ("*.safetensors", "*.json")
 
 
 def merged_dir() -> Path | None:
@@ -88,9 +87,8 @@ def merged_key(
         digest.update(part.encode() + b"\0")
     if layers is not None:  # only then: the entries of whole decoders keep the names they had
         digest.update(("layers:" + ",".join(map(str, layers))).encode() + b"\0")
-    for file in sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)}):
-        stat = file.stat()
-        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    for stamp in base.file_stamps() or ():
+        digest.update(f"{stamp}\0".encode())
     return f"{role}-{digest.hexdigest()[:20]}"
 
 

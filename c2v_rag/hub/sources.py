@@ -103,6 +103,20 @@ class ResolvedSource:
     revision: str | None = None
     is_local: bool = True
 
+    def file_stamps(self) -> list[str] | None:
+        """``name:size:mtime_ns`` of each of a local directory's weight and config files, sorted: what tells a base
+        replaced in place (a package upgrade, a checkpoint saved over another) from the one a cache entry was made
+        from. None for a hub id, whose files are not known before it loads."""
+        if not self.is_local:
+            return None
+        root = Path(self.location)
+        files = sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)})
+        return [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+
+
+# The files of a base model whose replacement changes what it computes (file_stamps).
+_BASE_FILES = ("*.safetensors", "*.json")
+
 
 def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSource:
     """Turn an alias, a local directory or a hub id into a loadable location."""

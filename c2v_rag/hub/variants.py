@@ -285,7 +285,13 @@ def _int8_graphs(
     require("onnxruntime", "quantize='int8'", "int8")  # before any weights load
     from c2v_rag.cpu.int8 import find_int8_graphs, variant_alias
 
-    alias = variant_alias(digest, config.key_json(), adapter_digest)
+    # The graphs hold the bases' weights with the adapters merged in: a base replaced in place (a package upgrade)
+    # names other graphs. A hub base's files are not known before it loads: no alias, the graphs' own keys decide.
+    roles = ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
+    stamps = [resolve_reference(getattr(config, r), getattr(config, f"{r}_revision")).file_stamps() for r in roles]
+    if any(s is None for s in stamps):
+        return None, None
+    alias = variant_alias(digest, config.key_json(), adapter_digest, json.dumps(stamps))
     return alias, find_int8_graphs(alias)
 
 

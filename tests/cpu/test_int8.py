@@ -322,6 +322,34 @@ def test_a_variant_that_differs_in_an_adapters_scale_alone_gets_graphs_of_its_ow
     assert again.encoder.path == second.encoder.path and again.decoder.path == second.decoder.path
 
 
+def test_a_base_replaced_in_place_is_not_run_with_the_graphs_of_the_one_before(tiny_dirs, tmp_path, monkeypatch):
+    """A later load finds a variant's int8 graphs by name, without hashing weights; the name covers the base models'
+    files as they are, so a base replaced under the same path (a package upgrade) gets graphs of its own."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from c2v_rag.core.config import Causal2VecConfig
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dirs["llama"], base)
+    config = Causal2VecConfig(decoder=str(base), encoder=str(tiny_dirs["bert"]), dtype="float32", max_length=128)
+    variant = Causal2Vec.from_config(config, device="cpu").save_pretrained(tmp_path / "variant")
+    before = Causal2Vec.from_pretrained(variant, device="cpu", quantize="int8")
+    before_vectors = before.encode(TEXTS, normalize_embeddings=True)
+
+    (weights,) = base.glob("*.safetensors")
+    generator = torch.Generator().manual_seed(1)
+    state = load_file(str(weights))
+    save_file({k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in state.items()}, str(weights))
+    after = Causal2Vec.from_pretrained(variant, device="cpu", quantize="int8")
+    after_float = Causal2Vec.from_pretrained(variant, device="cpu").encode(TEXTS, normalize_embeddings=True)
+    assert after.decoder.path != before.decoder.path
+    assert _cos(after_float, before_vectors).min() < 0.999  # the new base embeds apart from the old
+    assert _cos(after.encode(TEXTS, normalize_embeddings=True), after_float).min() > 0.9999
+
+
 def test_the_projector_row_by_row_gives_each_text_the_same_c_alone_or_in_a_batch():
     torch.manual_seed(0)
     projector = ContextualProjector(384, 576).eval()  # the preset's sizes: MiniLM into SmolLM2
