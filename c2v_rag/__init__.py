@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag import (
         Collection,
+        CollectionSummary,
         EmbedderOptions,
         IngestConfig,
         QdrantConfig,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         asearch,
         embed,
         ingest,
+        list_collections,
         migrate,
         open_collection,
         reindex,
@@ -76,9 +78,11 @@ __all__ = [
     "asearch",
     "reindex",
     "migrate",
+    "list_collections",
     "IngestConfig",
     "QdrantConfig",
     "Collection",
+    "CollectionSummary",
     "open_collection",
     "SearchHit",
     "SearchOptions",
@@ -124,8 +128,9 @@ _EXPORTS = {
     "list_presets": "c2v_rag.hub.presets",
     **{
         name: "c2v_rag.rag"
-        for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate")
-        + ("Collection", "open_collection", "SearchHit", "SearchOptions", "IngestConfig", "QdrantConfig")
+        for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "list_collections")
+        + ("Collection", "CollectionSummary", "open_collection", "SearchHit", "SearchOptions", "IngestConfig")
+        + ("QdrantConfig",)
         + ("EmbedderOptions", "RetrieverOptions")
     },
     "apply_encode_kwargs": "c2v_rag.rag.embedding",

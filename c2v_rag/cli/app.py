@@ -15,7 +15,21 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
-from c2v_rag.cli import adapt, compare, embed, ingest, migrate, presets, push, reindex, search, serve, tasks, train
+from c2v_rag.cli import (
+    adapt,
+    collections,
+    compare,
+    embed,
+    ingest,
+    migrate,
+    presets,
+    push,
+    reindex,
+    search,
+    serve,
+    tasks,
+    train,
+)
 from c2v_rag.cli import eval as evaluate
 from c2v_rag.cli.errors import (
     EXIT_OUTPUT_CLOSED,
@@ -48,6 +62,7 @@ COMMANDS: tuple[Command, ...] = (
     embed,
     reindex,
     migrate,
+    collections,
     search,
     serve,
     train,

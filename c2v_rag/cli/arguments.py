@@ -121,6 +121,12 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
 
 def add_qdrant_options(parser: argparse.ArgumentParser) -> None:
     """Where the Qdrant store is: a server, or an embedded directory and its engine, and the collection."""
+    add_store_options(parser)
+    parser.add_argument("--collection", default=None, metavar="NAME", help="collection name (default: c2v_rag)")
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """Where the Qdrant store is: a server, or an embedded directory and its engine."""
     parser.add_argument(
         "--qdrant-url",
         default=None,
@@ -141,7 +147,6 @@ def add_qdrant_options(parser: argparse.ArgumentParser) -> None:
         help="embedded engine: 'local' (qdrant-client's local mode) or 'edge' (Qdrant Edge: HNSW, "
         "for large stores); default: an existing directory's, else local",
     )
-    parser.add_argument("--collection", default=None, metavar="NAME", help="collection name (default: c2v_rag)")
     parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
 
 

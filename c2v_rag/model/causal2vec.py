@@ -101,9 +101,9 @@ class Causal2Vec(nn.Module):
         # Adapter folders this model was loaded with, by role; save_pretrained copies them when merged.
         self.adapter_sources: dict[str, Path] = {}
         # sha256 of the variant's own weight files when loaded from or saved to a directory
-        # (variant_io.weights_digest); None for base models and for weights changed since.
+        # (hub.variants.weights_digest); None for base models and for weights changed since.
         self.weights_digest: str | None = None
-        # and of what its adapter configs say of how their weights apply (variant_io.adapters_digest)
+        # and of what its adapter configs say of how their weights apply (hub.variants.adapters_digest)
         self.adapters_digest: str | None = None
         # "none" or "int8-token-sq" (apply_quantization); collections record it.
         self.quantization: str = "none"

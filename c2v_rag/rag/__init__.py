@@ -8,6 +8,7 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 
 from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
 from c2v_rag.documents.documents import SourceDocument, iter_documents
+from c2v_rag.rag.admin.listing import CollectionSummary
 from c2v_rag.rag.admin.migrate import MigrateResult
 from c2v_rag.rag.admin.reindex import ReindexResult
 from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, load_model
@@ -21,7 +22,17 @@ from c2v_rag.rag.errors import (
     StoreKindError,
     StoreLockedError,
 )
-from c2v_rag.rag.handle import Collection, asearch, ingest, migrate, open_collection, reindex, search, search_many
+from c2v_rag.rag.handle import (
+    Collection,
+    asearch,
+    ingest,
+    list_collections,
+    migrate,
+    open_collection,
+    reindex,
+    search,
+    search_many,
+)
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.embed import EmbedResult, embed
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
@@ -49,6 +60,8 @@ __all__ = [
     "reindex",
     "ReindexResult",
     "migrate",
+    "list_collections",
+    "CollectionSummary",
     "MigrateResult",
     "to_qdrant_filter",
     "BM25Config",

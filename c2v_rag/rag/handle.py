@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.admin.listing import CollectionSummary
     from c2v_rag.rag.admin.migrate import MigrateResult
     from c2v_rag.rag.admin.reindex import ReindexResult
     from c2v_rag.rag.ingestion.config import IngestConfig
@@ -411,6 +412,29 @@ def reindex(collection: str = DEFAULT_COLLECTION, **kwargs: Unpack[_Reindex]) ->
     this call with the store and model keywords of :class:`Collection`."""
     handle, rest = _handle("reindex", dict(kwargs), REINDEX_KEYS, collection)
     return handle.reindex(**rest)
+
+
+def list_collections(
+    *,
+    qdrant_url: str | None = None,
+    path: str | Path | None = None,
+    api_key: str | None = None,
+    prefer_grpc: bool | None = None,
+    store: Literal["local", "edge"] | None = None,
+    qdrant: QdrantConfig | None = None,
+    client: Any = None,
+) -> list[CollectionSummary]:
+    """Every collection of a store, sorted by name: its aliases, points, vector size, and the model, quantization
+    and chunking it recorded (:class:`~c2v_rag.rag.admin.listing.CollectionSummary`; ``model=None`` and
+    ``made_by_c2v_rag=False`` for another tool's). The store is named as for :class:`Collection` (default: the
+    embedded one ingest fills); ``client``, an open client, is used and left open."""
+    from c2v_rag.rag.admin.listing import list_collections as list_store
+
+    connection = ConnectionOptions.as_given(
+        {"qdrant_url": qdrant_url, "path": path, "api_key": api_key, "prefer_grpc": prefer_grpc, "store": store}
+        | {"qdrant": qdrant}
+    )
+    return list_store(connection.resolve(), client)
 
 
 def migrate(
