@@ -314,9 +314,10 @@ def test_a_variant_that_differs_in_an_adapters_scale_alone_gets_graphs_of_its_ow
     assert second.encoder.path != first.encoder.path
     second_float = Causal2Vec.from_pretrained(halved, device="cpu").encode(TEXTS, normalize_embeddings=True)
     first_float = Causal2Vec.from_pretrained(variant, device="cpu").encode(TEXTS, normalize_embeddings=True)
-    assert _cos(first_float, second_float).min() < 0.999  # the two models embed apart (0.989-0.994 here)
-    # each int8 model is its own float model to int8 rounding (0.99999 here); the other's graphs would give 0.99
-    assert _cos(second_vectors, second_float).min() > 0.9999 and _cos(first_vectors, first_float).min() > 0.9999
+    assert _cos(first_float, second_float).min() < 0.999  # the two models embed apart (0.965-0.993 over seeds)
+    # each int8 model is its own float model to int8 rounding (0.99999 over seeds); the other's graphs give 0.998 at
+    # the most
+    assert _cos(second_vectors, second_float).min() > 0.9995 and _cos(first_vectors, first_float).min() > 0.9995
     # And a second load of each finds its own graphs again.
     again = Causal2Vec.from_pretrained(halved, device="cpu", quantize="int8")
     assert again.encoder.path == second.encoder.path and again.decoder.path == second.decoder.path
@@ -347,7 +348,7 @@ def test_a_base_replaced_in_place_is_not_run_with_the_graphs_of_the_one_before(t
     after_float = Causal2Vec.from_pretrained(variant, device="cpu").encode(TEXTS, normalize_embeddings=True)
     assert after.decoder.path != before.decoder.path
     assert _cos(after_float, before_vectors).min() < 0.999  # the new base embeds apart from the old
-    assert _cos(after.encode(TEXTS, normalize_embeddings=True), after_float).min() > 0.9999
+    assert _cos(after.encode(TEXTS, normalize_embeddings=True), after_float).min() > 0.9995  # int8 rounding: 0.9999
 
 
 def test_the_projector_row_by_row_gives_each_text_the_same_c_alone_or_in_a_batch():
