@@ -5,8 +5,8 @@ faster), each in a fresh process, alternated round by round.
 Opening the two sessions is most of an int8 load (``Causal2Vec.from_pretrained(quantize="int8")``), which a one-shot
 ``c2v-rag search`` pays every time (docs/performance.md, "One search from the command line"). The graphs are given
 by path: the optimized files beside the cached graphs, ``$C2V_RAG_CACHE/onnx/*/*.optimized-*.onnx``, written by the
-first session of each. Each ``.ort`` copy is written next to this run's JSON output (or a temporary folder) from the
-same optimized graph with the optimizations off, so both load the same nodes.
+first session of each. Each ``.ort`` copy is written to a temporary folder (removed at the end) from the same
+optimized graph with the optimizations off, so both load the same nodes.
 
     taskset -c 1 env OMP_NUM_THREADS=1 python bench/ort_load_format.py --rounds 5 \\
         --graph ~/.cache/c2v_rag/onnx/*/decoder-int8-token-sq.optimized-*.onnx \\
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,28 @@ def open_seconds(path: Path, kind: str) -> float:
     return float(out.stdout.split()[1])
 
 
+def _time_graph(graph: Path, work: Path, rounds: int) -> dict:
+    """Open ``graph`` and its ``.ort`` copy ``rounds`` times each, alternated; their sizes and seconds."""
+    ort_file = to_ort_format(graph, work / f"{graph.stem}.ort")
+    times: dict[str, list[float]] = {"onnx": [], "ort": []}
+    for _ in range(rounds):  # alternated, so that drift on the core touches both alike
+        times["onnx"].append(open_seconds(graph, "onnx"))
+        times["ort"].append(open_seconds(ort_file, "ort"))
+    row = {
+        "graph": graph.name,
+        "onnx_mb": round(graph.stat().st_size / 2**20, 1),
+        "ort_mb": round(ort_file.stat().st_size / 2**20, 1),
+        **{f"{kind}_median_s": round(statistics.median(v), 3) for kind, v in times.items()},
+        **{f"{kind}_s": [round(x, 3) for x in v] for kind, v in times.items()},
+    }
+    row["ort_vs_onnx"] = round(row["ort_median_s"] / row["onnx_median_s"], 3)
+    print(
+        f"{graph.name}: open {row['onnx_median_s']:.3f} s as .onnx, {row['ort_median_s']:.3f} s as .ort "
+        f"({row['ort_vs_onnx']:.2f}x)"
+    )
+    return row
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graph", type=Path, action="append", required=True, help="an optimized .onnx; repeatable")
@@ -73,26 +96,10 @@ def main(argv: list[str] | None = None) -> dict:
     import onnxruntime
 
     work = Path(tempfile.mkdtemp(prefix="ort-format-"))
-    rows = []
-    for graph in args.graph:
-        ort_file = to_ort_format(graph, work / f"{graph.stem}.ort")
-        times: dict[str, list[float]] = {"onnx": [], "ort": []}
-        for _ in range(args.rounds):  # alternated, so that drift on the core touches both alike
-            times["onnx"].append(open_seconds(graph, "onnx"))
-            times["ort"].append(open_seconds(ort_file, "ort"))
-        row = {
-            "graph": graph.name,
-            "onnx_mb": round(graph.stat().st_size / 2**20, 1),
-            "ort_mb": round(ort_file.stat().st_size / 2**20, 1),
-            **{f"{kind}_median_s": round(statistics.median(v), 3) for kind, v in times.items()},
-            **{f"{kind}_s": [round(x, 3) for x in v] for kind, v in times.items()},
-        }
-        row["ort_vs_onnx"] = round(row["ort_median_s"] / row["onnx_median_s"], 3)
-        rows.append(row)
-        print(
-            f"{graph.name}: open {row['onnx_median_s']:.3f} s as .onnx, {row['ort_median_s']:.3f} s as .ort "
-            f"({row['ort_vs_onnx']:.2f}x)"
-        )
+    try:
+        rows = [_time_graph(graph, work, args.rounds) for graph in args.graph]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     result = {
         "command": recorded_command("bench/ort_load_format.py", sys.argv[1:] if argv is None else argv),
         "onnxruntime": onnxruntime.__version__,

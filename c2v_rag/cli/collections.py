@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([c.model_dump() for c in found], ensure_ascii=False, indent=2))
     elif not found:
         print(f"no collections at {target.location}: 'c2v-rag ingest PATH' makes one")
-    for summary in [] if args.json else found:
-        print(summary.line())
+    else:
+        for summary in found:
+            print(summary.line())
     return 0
