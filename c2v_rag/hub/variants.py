@@ -25,6 +25,7 @@ import logging
 import shutil
 import warnings
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -35,7 +36,7 @@ from c2v_rag.core.errors import VariantLoadError
 from c2v_rag.hub.merged import find_merged, merged_key, store_merged
 from c2v_rag.hub.plain_weights import plain_forward_enabled
 from c2v_rag.hub.presets import resolve_variant_path
-from c2v_rag.hub.sources import resolve_reference
+from c2v_rag.hub.sources import content_digests, resolve_reference
 from c2v_rag.hub.st_files import write_st_files
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class VariantModel(Protocol):
     adapter_sources: dict[str, Path]
     weights_digest: str | None
     adapters_digest: str | None
+    bases_digests: dict[str, str] | None
 
     # Read-only here (properties), so that a model may narrow their types.
     @property
@@ -199,6 +201,47 @@ def adapters_digest(directory: Path) -> str | None:
     if not found:
         return None
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def bases_digests(config: Causal2VecConfig) -> dict[str, str] | None:
+    """The content digest (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`) of each base model the
+    variant runs, by role (``decoder``, ``encoder``), where it is a local directory or a packaged alias; None when
+    none is (hub ids, whose files are not known before they load). A loaded model has its own, taken as it loaded
+    (``Causal2Vec.bases_digests``).
+
+    The variant's references name its bases, not their weights: collections record this beside them, so that a
+    base replaced with other weights (a package release that converts its GGUF otherwise, a checkpoint saved over
+    another) is never used to search vectors the old one made."""
+    roles = ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
+    return content_digests(
+        {
+            role: resolve_reference(reference, getattr(config, f"{role}_revision"))
+            for role in roles
+            if (reference := getattr(config, role)) is not None
+        }
+    )
+
+
+@dataclass(frozen=True)
+class VariantDigests:
+    """What tells a variant's vectors from another's with the same config, as a collection records it: its own
+    weight files (:func:`weights_digest`), how its adapters apply (:func:`adapters_digest`) and the contents of
+    the base models it names (:func:`bases_digests`). None where there is nothing to tell (no weights of its own, no
+    adapter, hub bases)."""
+
+    weights: str | None = None
+    adapters: str | None = None
+    bases: dict[str, str] | None = None
+
+    @classmethod
+    def of_directory(cls, directory: Path, config: Causal2VecConfig) -> VariantDigests:
+        """A saved variant's, read before its weights load (its bases as their files are now)."""
+        return cls(weights_digest(directory), adapters_digest(directory), bases_digests(config))
+
+    @classmethod
+    def of_model(cls, model: VariantModel) -> VariantDigests:
+        """A loaded model's, as it was loaded."""
+        return cls(model.weights_digest, model.adapters_digest, model.bases_digests)
 
 
 def load_variant(

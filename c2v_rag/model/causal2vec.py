@@ -28,7 +28,7 @@ from c2v_rag.encode.batching import Causal2VecBatch, collate
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer, transformers_tokenizer
 from c2v_rag.hub.plain_weights import load_plain_backbone
-from c2v_rag.hub.sources import ResolvedSource, encoder_length_limit, load_backbone, resolve_reference
+from c2v_rag.hub.sources import ResolvedSource, content_digests, encoder_length_limit, load_backbone, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
 from c2v_rag.nn.depth import keep_layers, narrowing, transformer_layers
 from c2v_rag.nn.plain import PlainBackbone
@@ -105,6 +105,8 @@ class Causal2Vec(nn.Module):
         self.weights_digest: str | None = None
         # and of what its adapter configs say of how their weights apply (hub.variants.adapters_digest)
         self.adapters_digest: str | None = None
+        # of the base models' files it was built from, by role (hub.sources.content_digests): collections record it
+        self.bases_digests: dict[str, str] | None = None
         # "none" or "int8-token-sq" (apply_quantization); collections record it.
         self.quantization: str = "none"
         if config.attention != "causal":
@@ -175,7 +177,7 @@ class Causal2Vec(nn.Module):
         _check_size("decoder", config.decoder, config.decoder_hidden_size, d)
         config.decoder_hidden_size = d
 
-        encoder = enc_tokenizer = projector = None
+        encoder = enc_tokenizer = projector = enc_source = None
         if config.num_contextual_tokens:
             if config.encoder is None:
                 raise ValueError("num_contextual_tokens > 0 needs an encoder: set config.encoder")
@@ -200,6 +202,8 @@ class Causal2Vec(nn.Module):
             projector = projector.to(dtype=ENCODER_DTYPE).eval()
 
         model = cls(config, decoder, tokenizer, encoder, enc_tokenizer, projector)
+        # Taken now: the files read are what this model computes, whatever replaces them later.
+        model.bases_digests = content_digests({"decoder": dec_source, "encoder": enc_source})
         model = model.to(target).eval()
         return model.apply_quantization(quantize)
 

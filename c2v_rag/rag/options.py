@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.hub.variants import VariantDigests
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.store.filters import FilterLike
 
@@ -140,17 +141,16 @@ class ResolvedModel:
     """A model reference resolved once: what a collection records about it, and how it loads.
 
     ``reference`` is the preset name or the resolved variant directory (None for a loaded model, which has no
-    name to reload it by); ``config`` the variant's config; ``weights`` its weights' digest
-    (:func:`~c2v_rag.hub.variants.weights_digest`) and ``adapters`` its adapter configs'
-    (:func:`~c2v_rag.hub.variants.adapters_digest`). A missing or corrupt variant fails here, before anything
-    else is done (:class:`~c2v_rag.core.errors.VariantLoadError`).
+    name to reload it by); ``config`` the variant's config; ``digests`` what tells it from another variant with
+    that config (:class:`~c2v_rag.hub.variants.VariantDigests`: its weight files, adapter configs, base models'
+    contents). A missing or corrupt variant fails here, before anything else is done
+    (:class:`~c2v_rag.core.errors.VariantLoadError`).
     """
 
     options: ModelOptions
     reference: str | None
     config: Causal2VecConfig
-    weights: str | None
-    adapters: str | None
+    digests: VariantDigests
     # The part weights it is read at when not its own (a collection's record): ``config`` has them already.
     readout: dict[str, Any] | None = None
 
@@ -158,12 +158,12 @@ class ResolvedModel:
     def of(cls, options: ModelOptions) -> ResolvedModel:
         from c2v_rag.core.config import read_config
         from c2v_rag.hub.presets import DEFAULT_PRESET, resolve_variant_path
-        from c2v_rag.hub.variants import adapters_digest, weights_digest
+        from c2v_rag.hub.variants import VariantDigests
         from c2v_rag.model.causal2vec import Causal2Vec
 
         model = options.model
         if isinstance(model, Causal2Vec):
-            return cls(options, None, model.config, model.weights_digest, model.adapters_digest)
+            return cls(options, None, model.config, VariantDigests.of_model(model))
         if model is not None and not isinstance(model, (str, Path)):
             raise TypeError(
                 f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}"
@@ -171,7 +171,8 @@ class ResolvedModel:
         path = resolve_variant_path(model)
         as_path = Path(model).expanduser() if model is not None else None
         reference = DEFAULT_PRESET if model is None else str(as_path.resolve()) if as_path.is_dir() else str(model)
-        return cls(options, reference, read_config(path), weights_digest(path), adapters_digest(path))
+        config = read_config(path)
+        return cls(options, reference, config, VariantDigests.of_directory(path, config))
 
     @property
     def loaded(self) -> Causal2Vec | None:

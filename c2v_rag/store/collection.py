@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
 
+    from c2v_rag.hub.variants import VariantDigests
     from c2v_rag.model.causal2vec import Causal2Vec
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ _FINGERPRINT_FIELDS = (
     "part_weights",
     "weights",
     "adapters",
+    "bases",
     "truncate_dim",
     "quantize",
 )
@@ -310,11 +312,12 @@ def model_fingerprint(
     decoder_max_length: int | None = None,
 ) -> dict[str, Any]:
     """What a collection records about the model that filled it (``truncate_dim``: the prefix size it stores)."""
+    from c2v_rag.hub.variants import VariantDigests
+
     return config_fingerprint(
         model.config,
         reference,
-        weights=model.weights_digest,
-        adapters=model.adapters_digest,
+        VariantDigests.of_model(model),
         truncate_dim=truncate_dim,
         quantize=model.quantization,
         document_prompt=document_prompt,
@@ -326,18 +329,17 @@ def model_fingerprint(
 def config_fingerprint(
     config: Any,
     reference: str | None,
-    weights: str | None = None,
-    adapters: str | None = None,
+    digests: VariantDigests | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
     document_prompt: dict[str, str | None] | None = None,
     chunk_context: str | None = None,
     decoder_max_length: int | None = None,
 ) -> dict[str, Any]:
-    """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``weights``
-    is the variant's :func:`~c2v_rag.hub.variants.weights_digest` and ``adapters`` its
-    :func:`~c2v_rag.hub.variants.adapters_digest` (a collection from before it was recorded is not compared on it),
-    ``truncate_dim`` the Matryoshka prefix
+    """:func:`model_fingerprint` from a variant's config alone, before its weights load; ``digests`` tell it
+    from another variant with the same config (:class:`~c2v_rag.hub.variants.VariantDigests`: its weight files,
+    adapter configs and base models' contents; a collection recorded before one of them was is not compared on
+    it), ``truncate_dim`` the Matryoshka prefix
     the vectors keep (None: the whole vector), ``quantize`` the weights' quantization as applied
     (``"none"`` or ``"int8-token-sq"``: :meth:`~c2v_rag.Causal2Vec.apply_quantization`).
 
@@ -359,8 +361,9 @@ def config_fingerprint(
         "normalize_parts": config.normalize_parts,
         "encoder_share": config.encoder_share,
         "part_weights": config.part_weights,
-        "weights": weights,
-        "adapters": adapters,
+        "weights": digests and digests.weights,
+        "adapters": digests and digests.adapters,
+        "bases": digests and digests.bases,
         "truncate_dim": truncate_dim,
         "quantize": quantize,
         **({"document_prompt": document_prompt} if document_prompt is not None else {}),
@@ -400,7 +403,10 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
     differ = [
         f
         for f in _FINGERPRINT_FIELDS
-        if f in stored and stored[f] != fingerprint.get(f) and not (f == "quantize" and mixed)
+        if f in stored
+        and stored[f] != fingerprint.get(f)
+        and not (f == "quantize" and mixed)
+        and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
     ]
     if mixed and (location, name) not in _MIXED_NOTED:
         _MIXED_NOTED.add((location, name))  # once per collection
@@ -435,10 +441,24 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
                 else ""
             )
             + _readout_fix(stored, differ)
+            + (
+                " A base model's files changed since it was built (a package upgraded, a checkpoint saved over "
+                "another): reinstall the one that built it, or re-embed the collection with this one."
+                if "bases" in differ
+                else ""
+            )
             + f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
             "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
             "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
         )
+
+
+def _bases_differ(stored: Mapping[str, str] | None, current: Mapping[str, str] | None) -> bool:
+    """Whether two records of base contents (:func:`~c2v_rag.hub.variants.bases_digests`) name other weights: a
+    role is compared where both recorded it (a hub base has no digest, so a collection built from the hub id and
+    searched with a local copy of it is not refused)."""
+    stored, current = stored or {}, current or {}
+    return any(stored[role] != current[role] for role in stored.keys() & current.keys())
 
 
 def _readout_fix(stored: dict[str, Any], differ: list[str]) -> str:

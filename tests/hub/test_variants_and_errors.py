@@ -74,6 +74,46 @@ def test_the_adapters_digest_follows_how_the_adapter_weights_apply_and_nothing_e
     assert adapters_digest(tiny_model_factory("llama").save_pretrained(tmp_path / "plain")) is None
 
 
+def test_a_base_models_content_digest_follows_its_bytes_not_its_file_stamps(tiny_dirs, tmp_path, monkeypatch):
+    """The digest a collection records of a base: another for other weights under the same path, the same for the
+    same bytes written again (a reinstall: new modification times); kept in the cache by the files' stamps, so a
+    later process reads it instead of hashing; None for a hub id."""
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.hub.variants import bases_digests
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dirs["llama"], base)
+    source = sources.resolve_reference(str(base))
+    digest = source.content_digest()
+    assert digest is not None and len(digest) == 16
+    (weights,) = base.glob("*.safetensors")
+    original = weights.read_bytes()
+
+    weights.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # one bit of one weight
+    assert source.content_digest() != digest
+    weights.write_bytes(original)  # the same bytes again, at a later mtime
+    assert source.file_stamps() != [] and source.content_digest() == digest
+    assert sources.resolve_reference("owner/model").content_digest() is None
+
+    # A base over KEPT_DIGEST_BYTES keeps its digest in the cache: a new process reads that file, never hashing.
+    monkeypatch.setattr(sources, "KEPT_DIGEST_BYTES", 0)
+    monkeypatch.setattr(sources, "_CONTENT_DIGESTS", {})
+    assert source.content_digest() == digest
+    (kept,) = (tmp_path / "cache" / "digests").iterdir()
+    assert kept.read_text() == digest
+    kept.write_text("0123456789abcdef")
+    monkeypatch.setattr(sources, "_CONTENT_DIGESTS", {})
+    assert source.content_digest() == "0123456789abcdef"
+
+    config = Causal2VecConfig(decoder=str(base), encoder=str(tiny_dirs["bert"]))
+    assert bases_digests(config) == {"decoder": "0123456789abcdef", "encoder": sources.resolve_reference(
+        str(tiny_dirs["bert"])).content_digest()}  # fmt: skip
+    # A plain decoder (no Contextual token) runs no encoder; a hub base is left out.
+    assert bases_digests(config.model_copy(update={"num_contextual_tokens": 0})) == {"decoder": "0123456789abcdef"}
+    assert bases_digests(config.model_copy(update={"decoder": "owner/model", "num_contextual_tokens": 0})) is None
+
+
 @pytest.mark.parametrize(
     "damage",
     [

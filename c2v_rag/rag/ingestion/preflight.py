@@ -19,6 +19,7 @@ from c2v_rag.store.retry import call_with_retry, is_transient
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.hub.variants import VariantDigests
     from c2v_rag.store.store_backend import StoreClient
     from c2v_rag.store.vectors import CollectionVectors
 
@@ -74,8 +75,7 @@ def check_target(
     config: Causal2VecConfig,
     reference: str | None,
     layout: CollectionVectors | None = None,
-    weights: str | None = None,
-    adapters: str | None = None,
+    digests: VariantDigests | None = None,
     truncate_dim: int | None = None,
     quantize: str = "none",
     *,
@@ -93,9 +93,7 @@ def check_target(
     if info is None:
         return False
     try:
-        fingerprint = config_fingerprint(
-            config, reference, weights=weights, adapters=adapters, truncate_dim=truncate_dim, quantize=quantize
-        )
+        fingerprint = config_fingerprint(config, reference, digests, truncate_dim=truncate_dim, quantize=quantize)
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
     check_collection(client, collection, target, fingerprint, layout, info)

@@ -75,8 +75,7 @@ class RayEngine:
         return config_fingerprint(
             plan.model.config,
             plan.model.reference,
-            weights=plan.model.weights,
-            adapters=plan.model.adapters,
+            plan.model.digests,
             truncate_dim=plan.settings.truncate_dim,
             quantize=plan.quantization,
             document_prompt=plan.settings.document_prompt,

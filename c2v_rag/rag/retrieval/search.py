@@ -392,8 +392,7 @@ def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, co
     fingerprint = config_fingerprint(
         config,
         resolved.reference,
-        weights=resolved.weights,
-        adapters=resolved.adapters,
+        resolved.digests,
         truncate_dim=stored.get("truncate_dim"),
         quantize=stored.get("quantize", "none"),
     )

@@ -12,6 +12,7 @@ from contextlib import closing
 
 import numpy as np
 import pytest
+import torch
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
@@ -307,7 +308,6 @@ def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_vari
     # looks like. Only the weights digest tells the two apart.
     import shutil
 
-    import torch
     from safetensors.torch import load_file, save_file
 
     from c2v_rag.hub.variants import PROJECTOR_FILE, weights_digest
@@ -381,6 +381,61 @@ def test_a_variant_with_the_same_weight_files_and_another_adapter_scale_is_refus
             "old", vectors_config=info.config.params.vectors, metadata={FINGERPRINT_METADATA_KEY: old}
         )
     assert c2v_rag.search("x", path=store, collection="old", model=scaled) == []
+
+
+def test_a_base_model_replaced_in_place_is_refused_and_the_same_weights_reinstalled_are_not(
+    tmp_path, tiny_dirs, corpus, ingest_config
+):
+    """A variant names its base by reference: a base replaced under that path (a package release that converts its
+    weights otherwise, a checkpoint saved over another) makes other vectors with the same variant files. The
+    collection records the bases' contents and refuses it, naming the cause; the same bytes written again are the
+    same model; a collection recorded before the bases were is searched as before."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from c2v_rag import Causal2Vec
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dirs["llama"], base)
+    config = Causal2VecConfig(decoder=str(base), encoder=str(tiny_dirs["bert"]), dtype="float32", max_length=128)
+    variant = Causal2Vec.from_config(config, device="cpu").save_pretrained(tmp_path / "variant")
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=variant, config=ingest_config)
+    before = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
+    assert before
+    held = Causal2Vec.from_pretrained(variant, device="cpu")  # loaded before: it still computes the old vectors
+
+    (weights,) = base.glob("*.safetensors")
+    original = weights.read_bytes()
+    state = load_file(str(weights))
+    save_file({k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in
+               state.items()}, str(weights))  # fmt: skip
+    fix = r"built with another model \(bases=.*A base model's files changed since it was built"
+    with pytest.raises(CollectionMismatchError, match=fix):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=variant, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=fix):
+        c2v_rag.search("tides", path=store, collection="kb", model=variant)
+    with pytest.raises(CollectionMismatchError, match=fix):  # a loaded model is checked the same way
+        c2v_rag.search("tides", path=store, collection="kb", model=Causal2Vec.from_pretrained(variant, device="cpu"))
+    kept = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=held)
+    assert [(h.id, h.score) for h in kept] == [(h.id, h.score) for h in before]
+
+    with closing(QdrantClient(path=str(store))) as client:
+        info = client.get_collection("kb")
+        recorded = info.config.metadata[FINGERPRINT_METADATA_KEY]
+        assert set(recorded["bases"]) == {"decoder", "encoder"}
+        old = {k: v for k, v in recorded.items() if k != "bases"}
+        client.create_collection(
+            "old", vectors_config=info.config.params.vectors, metadata={FINGERPRINT_METADATA_KEY: old}
+        )
+    assert c2v_rag.search("tides", path=store, collection="old", model=variant) == []
+
+    weights.write_bytes(original)  # reinstalled: the same bytes, new file stamps
+    again = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
+    assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in before]
 
 
 def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
