@@ -119,6 +119,9 @@ class Embedder:
         truncate_dim: keep the first that many values (Matryoshka), one of the sizes the variant was
             trained for (``config.matryoshka_dims``); None keeps the whole vector.
         max_length: decoder tokens per input (``encode(..., max_length=)``); None keeps the model's.
+        decoder_max_length: decoder tokens of each document, as an ingest's ``decoder_max_length`` reads its chunks
+            (the encoder, and through it the Contextual token, still reads the whole text); queries keep
+            ``max_length``. None: documents read to ``max_length`` too.
     """
 
     def __init__(
@@ -136,6 +139,7 @@ class Embedder:
         long_texts: str | LongTexts = "truncate",
         truncate_dim: int | None = None,
         max_length: int | None = None,
+        decoder_max_length: int | None = None,
     ) -> None:
         if task is not None and query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
@@ -151,6 +155,7 @@ class Embedder:
         self.batch_size = batch_size
         self.max_tokens_per_batch = max_tokens_per_batch
         self.max_length = max_length
+        self.decoder_max_length = decoder_max_length
 
     @classmethod
     def for_documents(cls, model: Causal2Vec, settings: Any) -> Embedder:
@@ -165,7 +170,7 @@ class Embedder:
             batch_size=settings.batch_size,
             max_tokens_per_batch=settings.max_tokens_per_batch,
             truncate_dim=settings.truncate_dim,
-            max_length=settings.decoder_max_length,
+            decoder_max_length=settings.decoder_max_length,
         )
 
     @property
@@ -199,14 +204,15 @@ class Embedder:
         )
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """``(len(texts), dim)`` float32 document vectors. With ``max_length``, documents longer than it are read
-        at it by choice (an ingest's ``decoder_max_length``), so that cut is not warned of."""
+        """``(len(texts), dim)`` float32 document vectors, the decoder reading ``decoder_max_length`` tokens of each
+        (else ``max_length``). Documents longer than that are read at it by choice, so that cut is not warned of."""
         from c2v_rag.encode.loop import decoder_cut_chosen
 
         texts = list(texts)
-        chosen = decoder_cut_chosen(self.model) if self.max_length is not None else contextlib.nullcontext()
+        cap = self.max_length if self.decoder_max_length is None else self.decoder_max_length
+        chosen = decoder_cut_chosen(self.model) if cap is not None else contextlib.nullcontext()
         with encode_lock(self.model), chosen:
-            return self.model.encode_documents(texts, **self.document_prompt(), **self._kwargs())
+            return self.model.encode_documents(texts, **self.document_prompt(), **{**self._kwargs(), "max_length": cap})
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """``(len(queries), dim)`` float32 query vectors, with the query instruction."""
@@ -233,6 +239,13 @@ class EmbedderOptions(BaseModel):
         "w/ ICL); None: the task's registered ones, []: none",
     )
     max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
+    decoder_max_length: int | None = Field(
+        default=None,
+        ge=8,
+        description="decoder tokens of each document, queries read whole (to max_length): 96 reads nodes as "
+        "c2v_rag.ingest reads its chunks, at about 1.3x the speed; the encoder still reads all of each. None: "
+        "documents read to max_length",
+    )
     normalize: bool = Field(default=True, description="unit-length vectors")
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1...; None picks cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
@@ -292,6 +305,7 @@ class EmbedderOptions(BaseModel):
             long_texts=self.long_texts,
             truncate_dim=self.dimensions,
             max_length=self.max_length,
+            decoder_max_length=self.decoder_max_length,
         )
 
 

@@ -84,6 +84,27 @@ def test_max_length_truncates_like_a_model_built_with_it(tiny_variant, tiny_mode
 
 
 @pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
+def test_decoder_max_length_reads_documents_as_an_ingest_does_and_leaves_queries_whole(cls, tiny_variant, caplog):
+    """decoder_max_length caps what the decoder reads of each document, as c2v_rag.ingest's does (the encoder
+    still reads all of it), silently; a query longer than the cap is still read whole."""
+    long_text, query = make_text(9, sentences=20), make_text(3, sentences=12)
+    emb = cls(model=str(tiny_variant), decoder_max_length=16, normalize=False)
+    model = emb.loaded_model()
+    assert len(model.tokenizer(query)["input_ids"]) > 16
+    model.truncation_warned = False  # warned once per model: whatever an earlier test left
+    with caplog.at_level("WARNING"):
+        documents = embed_docs(emb, [long_text, TEXTS[0]])
+    assert not [r for r in caplog.records if "decoder" in r.getMessage()]  # the encoder's own limit may be told
+    np.testing.assert_allclose(documents, model.encode_documents([long_text, TEXTS[0]], max_length=16), atol=1e-5)
+    assert not np.allclose(documents[0], model.encode_documents(long_text), atol=1e-3)
+    # (16 decoder tokens would not even hold the query instruction: encode_queries(max_length=16) refuses.)
+    np.testing.assert_allclose(embed_query(emb, query), model.encode_queries(query), atol=1e-5)
+    assert cls.from_dict(emb.to_dict()).decoder_max_length == 16
+    with pytest.raises(ValueError, match="decoder_max_length"):
+        cls(decoder_max_length=4)
+
+
+@pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
 def test_long_texts_chunk_reaches_the_model(cls, tiny_variant):
     long_text = make_text(9, sentences=20)
     emb = cls(model=str(tiny_variant), max_length=32, long_texts="chunk", normalize=False)

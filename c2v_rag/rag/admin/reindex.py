@@ -174,7 +174,7 @@ def reindex_collection(
                     text_instruction=documents.get("instruction"),
                     batch_size=batch_size,
                     truncate_dim=truncate_dim,
-                    max_length=read,
+                    decoder_max_length=read,
                 ),
                 BM25Encoder(bm25) if bm25 else None,
                 batch_size,
