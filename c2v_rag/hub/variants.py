@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import torch
 
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
-from c2v_rag.core.errors import VariantLoadError
+from c2v_rag.core.errors import MissingPackageError, ModelSourceError, VariantLoadError
 from c2v_rag.hub.merged import find_merged, merged_key, store_merged
 from c2v_rag.hub.plain_weights import plain_forward_enabled
 from c2v_rag.hub.presets import resolve_variant_path
@@ -213,13 +213,18 @@ def bases_digests(config: Causal2VecConfig) -> dict[str, str] | None:
     base replaced with other weights (a package release that converts its GGUF otherwise, a checkpoint saved over
     another) is never used to search vectors the old one made."""
     roles = ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
-    return content_digests(
-        {
-            role: resolve_reference(reference, getattr(config, f"{role}_revision"))
-            for role in roles
-            if (reference := getattr(config, role)) is not None
-        }
-    )
+    sources = {}
+    for role in roles:
+        reference = getattr(config, role)
+        if reference is None:
+            continue
+        try:
+            sources[role] = resolve_reference(reference, getattr(config, f"{role}_revision"))
+        except (ModelSourceError, MissingPackageError) as err:
+            # Not here: a Ray driver whose nodes hold the weights. Nothing to record of it; a load here would fail
+            # with this error anyway, and says it then.
+            logger.debug("no digest of the %s base %r: %s", role, reference, err)
+    return content_digests(sources)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,9 @@ def test_a_base_models_content_digest_follows_its_bytes_not_its_file_stamps(tiny
     # A plain decoder (no Contextual token) runs no encoder; a hub base is left out.
     assert bases_digests(config.model_copy(update={"num_contextual_tokens": 0})) == {"decoder": "0123456789abcdef"}
     assert bases_digests(config.model_copy(update={"decoder": "owner/model", "num_contextual_tokens": 0})) is None
+    # A base this machine does not hold (a Ray driver's, whose nodes do) is not recorded; its load says what is wrong.
+    elsewhere = config.model_copy(update={"decoder": str(tmp_path / "on-the-nodes")})
+    assert set(bases_digests(elsewhere) or {}) == {"encoder"}
 
 
 @pytest.mark.parametrize(
