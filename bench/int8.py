@@ -52,12 +52,13 @@ import copy
 import json
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import load_scifact_queries, mixed_texts, speed_flags
+from common import load_scifact_queries, mixed_texts, recorded_command, speed_flags
 
 from c2v_rag import Causal2Vec
 from c2v_rag.core.devices import cpu_class, dtype_name
@@ -189,6 +190,7 @@ def main() -> None:
 
     parts = models["float"].config.parts
     report: dict = {
+        "command": recorded_command("bench/int8.py", sys.argv[1:]),
         "cpu": platform.processor() or platform.machine(),
         "cpu_class": cpu_class(),
         "flags": speed_flags(),
