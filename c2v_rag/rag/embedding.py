@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
 
 ModelRef = str | Path | None
+
+logger = logging.getLogger(__name__)
 
 _cache: dict[tuple[str, str, str, str, float | None], Causal2Vec] = {}
 _cache_lock = threading.Lock()
@@ -66,11 +69,17 @@ def load_model(
     ``.train()``/``.to()`` change the model every other caller holds.
     ``readout`` reads the embedding at other part weights than the variant's (``encoder_share``,
     ``part_weights``: what a collection recorded): a model of its own, shared by the callers that name the same.
+    A variant whose files changed since it was loaded (saved again over its folder, a base model replaced) is
+    loaded again: the name alone does not say which weights it holds.
     """
     from c2v_rag.model.causal2vec import Causal2Vec
 
     def shared(fields: Mapping[str, Any] | None) -> Causal2Vec:
         key = _model_key(model, device, dtype, quantize, fields)
+        if key in _cache and not _files_unchanged(_cache[key], model):
+            logger.info("%s changed since it was loaded: loading it again", key[0])
+            for stale in [k for k in _cache if k[:4] == key[:4]]:  # its other readouts hold the old weights too
+                del _cache[stale]
         if key not in _cache:
             _cache[key] = Causal2Vec.from_pretrained(
                 key[0] if model is not None else None, device=device, dtype=dtype, quantize=key[3]
@@ -84,6 +93,24 @@ def load_model(
         if readout is not None and any(getattr(loaded.config, name) != value for name, value in readout.items()):
             loaded = shared(readout)
     return loaded
+
+
+def _files_unchanged(loaded: Causal2Vec, model: ModelRef) -> bool:
+    """Whether the variant ``model`` names is still what ``loaded`` was loaded from: the same weight files, adapter
+    configs and base models (:class:`~c2v_rag.hub.variants.VariantDigests`, a few ``stat`` calls and two small
+    reads once the digests are known). A folder that cannot be read now keeps the model loaded from it."""
+    from c2v_rag.core.config import read_config
+    from c2v_rag.core.errors import C2VError
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.variants import VariantDigests
+
+    try:
+        path = resolve_variant_path(model)
+        now = VariantDigests.of_directory(path, read_config(path))
+    except (C2VError, OSError) as err:
+        logger.debug("kept the loaded %s: its folder cannot be read now (%s)", model, err)
+        return True
+    return now == VariantDigests.of_model(loaded)
 
 
 def clear_model_cache() -> None:

@@ -45,3 +45,36 @@ def test_max_length_truncates_per_call_and_leaves_the_shared_model_as_it_was(
     assert (tiny_model.max_seq_length, tiny_model.config.max_length) == (128, 128)
     assert module_states(tiny_model) == before
     assert not np.allclose(tiny_model.encode_documents(long_text), reference.encode_documents(long_text), atol=1e-3)
+
+
+def test_a_variant_saved_again_over_its_folder_is_loaded_again(tiny_model_factory, tmp_path, corpus, ingest_config):
+    """A notebook that retrains a variant and saves it over the same folder, then ingests with it, gets the new
+    weights: the shared model is reloaded when the files it was loaded from are no longer what they were (its
+    weights, adapter configs or base models), not handed out from the cache by the folder's name."""
+    import torch
+
+    import c2v_rag
+    from c2v_rag.rag import load_model
+
+    folder = tmp_path / "variant"
+    first = tiny_model_factory("llama", max_length=128)
+    first.save_pretrained(folder)
+    c2v_rag.ingest(corpus[:2], path=tmp_path / "store", collection="first", model=folder, config=ingest_config)
+    held = load_model(folder, device="cpu")
+    assert load_model(folder, device="cpu") is held  # unchanged files: the shared object
+
+    with torch.no_grad():
+        for parameter in first.projector.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    first.save_pretrained(folder)  # retrained, saved over the same folder
+    result = c2v_rag.ingest(corpus[:2], path=tmp_path / "store", collection="second", model=folder,
+                            config=ingest_config)  # fmt: skip
+    assert result.chunks_written > 0
+    reloaded = load_model(folder, device="cpu")
+    assert reloaded is not held and reloaded.weights_digest != held.weights_digest
+    texts = [corpus[0]["text"]]
+    np.testing.assert_allclose(
+        reloaded.encode_documents(texts), first.encode_documents(texts), atol=1e-5
+    )  # the new weights, not the held ones
+    hits = c2v_rag.search("tides", top_k=3, path=tmp_path / "store", collection="second", model=folder)
+    assert hits

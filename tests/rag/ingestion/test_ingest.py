@@ -433,9 +433,17 @@ def test_a_base_model_replaced_in_place_is_refused_and_the_same_weights_reinstal
         )
     assert c2v_rag.search("tides", path=store, collection="old", model=variant) == []
 
+    replaced = weights.read_bytes()
     weights.write_bytes(original)  # reinstalled: the same bytes, new file stamps
     again = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
     assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in before]
+
+    # The fix the error names: re-embed the collection with the base as it is now, behind the same name.
+    weights.write_bytes(replaced)
+    c2v_rag.reindex("kb", path=store, model=variant, convert=True)
+    moved = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
+    assert sorted(h.id for h in moved) == sorted(h.id for h in before)
+    assert [h.score for h in moved] != [h.score for h in before]
 
 
 def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
