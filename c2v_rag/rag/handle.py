@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from c2v_rag.rag.options import (
     OPEN_KEYS,
@@ -85,6 +85,15 @@ class ReindexKeywords(TypedDict, total=False):
 
 
 REINDEX_KEYS = frozenset(ReindexKeywords.__annotations__)
+
+
+class CheckedCollection(NamedTuple):
+    """What :meth:`Collection.check_model` found: the concrete collection behind the name (an alias resolved), the
+    prefix size it stores (None: whole vectors) and its record (``{}`` for a collection another tool made)."""
+
+    name: str
+    truncate_dim: int | None
+    recorded: dict[str, Any]
 
 
 class Collection:
@@ -183,27 +192,34 @@ class Collection:
         options: CommonSearchOptions | None = None,
         *,
         query: str | None = None,
+        checked: CheckedCollection | None = None,
     ) -> list[SearchHit]:
         """The ``top_k`` chunks nearest to an already-embedded query ``vector`` (of the size the collection
         stores), filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``).
         ``options.mode="sparse"`` or ``"hybrid"`` also needs the query's text, ``query``, for the BM25 side (a
-        sparse search takes ``vector=None``)."""
+        sparse search takes ``vector=None``). ``checked``, this handle's :meth:`check_model`, saves reading the
+        alias and the collection's record again (round trips to a server): its concrete collection is searched."""
         from c2v_rag.rag.retrieval.search import nearest_chunks
 
         with self._opened() as client:
-            return nearest_chunks(client, self.name, self.target, vector, top_k, options, query)
+            if checked is None:
+                return nearest_chunks(client, self.name, self.target, vector, top_k, options, query)
+            return nearest_chunks(
+                client, checked.name, self.target, vector, top_k, options, query, recorded=checked.recorded
+            )
 
-    def check_model(self, model: Causal2Vec) -> tuple[str, int | None]:
-        """The concrete collection behind this name and the prefix size it stores (None: whole vectors), once
-        it is found to hold ``model``'s vectors: :class:`~c2v_rag.CollectionNotFoundError` or
+    def check_model(self, model: Causal2Vec) -> CheckedCollection:
+        """The concrete collection behind this name, the prefix size it stores and its record, once it is found to
+        hold ``model``'s vectors: :class:`~c2v_rag.CollectionNotFoundError` or
         :class:`~c2v_rag.CollectionMismatchError` otherwise. A server checks its model this way."""
         from c2v_rag.store.collection import check_collection, model_fingerprint
 
         with self._opened() as client:
             concrete, info = self._concrete(client)
-            truncate_dim = (fingerprint_of(info) or {}).get("truncate_dim")
+            recorded = fingerprint_of(info) or {}
+            truncate_dim = recorded.get("truncate_dim")
             check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim), info=info)
-            return concrete, truncate_dim
+            return CheckedCollection(concrete, truncate_dim, recorded)
 
     # ------------------------------------------------------------------ writes
 

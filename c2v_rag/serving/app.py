@@ -295,7 +295,7 @@ class EmbeddingService:
             check_rerank(options.rerank, body.top_k)
         except ValueError as err:
             raise ApiError(400, f"'rerank': {err}", param="rerank") from None
-        concrete = await self.searcher.check(options.collection, options.mode)
+        checked = await self.searcher.check(options.collection, options.mode)
         vector, tokens = None, 0
         if options.mode != "sparse":  # BM25 alone needs no model
             prompt = instruction_for(self.model, "query", options.task, options.examples)
@@ -305,7 +305,7 @@ class EmbeddingService:
             self.metrics.tokens.inc(tokens)
         # With rerank=N the first stage reads the top N and the served variant's reranker keeps the best top_k.
         first_stage = options.rerank or body.top_k
-        hits = await self.searcher.nearest(concrete, vector, first_stage, options, query=body.query)
+        hits = await self.searcher.nearest(checked, vector, first_stage, options, query=body.query)
         if options.rerank is not None:
             reranker = await self.reranker()
             self.metrics.texts.inc(len(hits))  # the reranker reads every first-stage hit, as /v1/rerank counts

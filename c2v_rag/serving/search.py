@@ -12,7 +12,7 @@ import numpy as np
 from c2v_rag.encode.loop import truncate_rows
 from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
 from c2v_rag.rag.extras import require_rag
-from c2v_rag.rag.handle import Collection
+from c2v_rag.rag.handle import CheckedCollection, Collection
 from c2v_rag.rag.options import CommonSearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.serving.config import ServerConfig
@@ -35,8 +35,6 @@ class CollectionSearcher:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = config.connection().resolve()
         self.model = model
-        # Per concrete collection, the prefix size its vectors keep (Matryoshka; None: whole), read by check().
-        self._sizes: dict[str, int | None] = {}
         self._client = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
 
@@ -52,24 +50,25 @@ class CollectionSearcher:
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
-    async def check(self, collection: str, mode: str = "dense") -> str:
-        """The concrete collection behind ``collection`` (an alias is resolved here, once): a 404
+    async def check(self, collection: str, mode: str = "dense") -> CheckedCollection:
+        """The concrete collection behind ``collection`` (an alias is resolved here, once) and its record: a 404
         when it is missing, a 409 when its vectors are another model's, a 400 naming ``mode`` when a sparse or
         hybrid search asks for BM25 vectors it does not hold. All before the query is embedded.
 
-        The caller searches the name returned, so an alias switched by a reindex between the check
-        and the search cannot pair this check with the other collection's points.
+        The caller searches what this returns (:meth:`nearest`), so an alias switched by a reindex between the
+        check and the search cannot pair this check with the other collection's points, and the search reads
+        neither the alias nor the record again.
         """
 
-        def run() -> str:
-            concrete, self._sizes[concrete] = self._handle(collection).check_model(self.model)
+        def run() -> CheckedCollection:
+            checked = self._handle(collection).check_model(self.model)
             if mode != "dense":
-                layout = CollectionVectors.from_fingerprint(self._handle(concrete).recorded(), self.target)
+                layout = CollectionVectors.from_fingerprint(checked.recorded, self.target)
                 try:
                     check_mode(mode, layout, collection, self.target.location)
                 except CollectionMismatchError as err:
                     raise ApiError(400, str(err), param="mode") from None
-            return concrete
+            return checked
 
         try:
             return await self._call(run)
@@ -82,20 +81,20 @@ class CollectionSearcher:
 
     async def nearest(
         self,
-        collection: str,
+        checked: CheckedCollection,
         vector: Sequence[float] | None,
         top_k: int,
         options: CommonSearchOptions | None = None,
         query: str | None = None,
     ) -> list[SearchHit]:
-        """The nearest chunks of ``collection``: the concrete name :meth:`check` returned, filtered and
-        grouped by ``options``. ``vector`` is the served model's whole query vector (None for a sparse search);
-        it is cut to the prefix the collection stores. ``query``, the query's text, is the BM25 side of a
-        sparse or hybrid search."""
+        """The nearest chunks of the collection :meth:`check` found, filtered and grouped by ``options``.
+        ``vector`` is the served model's whole query vector (None for a sparse search); it is cut to the prefix
+        the collection stores. ``query``, the query's text, is the BM25 side of a sparse or hybrid search."""
         if vector is not None:
-            vector = truncate_rows(np.asarray(vector, dtype=np.float32), self._sizes.get(collection))
+            vector = truncate_rows(np.asarray(vector, dtype=np.float32), checked.truncate_dim)
+        handle = self._handle(checked.name)
         try:
-            return await self._call(lambda: self._handle(collection).search_vector(vector, top_k, options, query=query))
+            return await self._call(lambda: handle.search_vector(vector, top_k, options, query=query, checked=checked))
         except (TypeError, ValueError) as err:  # a filter value of the wrong type, an unknown operator
             raise ApiError(400, str(err), param="filter") from None
 

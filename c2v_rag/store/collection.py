@@ -586,9 +586,13 @@ def ensure_collection(
 def require_collection(client: StoreClient, name: str, config: QdrantConfig) -> Any:
     """The collection's info, or :class:`CollectionNotFoundError` with the fix."""
     check_collection_name(name)
-    if not client.collection_exists(name):
-        raise collection_not_found(name, config)
-    return client.get_collection(name)
+    try:  # one round trip to a server where the collection exists, as it does on every search
+        return client.get_collection(name)
+    except Exception:
+        # Each backend says "not found" its own way (a 404, a ValueError, Edge's error): asked plainly here.
+        if not client.collection_exists(name):
+            raise collection_not_found(name, config) from None
+        raise
 
 
 def collection_not_found(name: str, config: QdrantConfig) -> CollectionNotFoundError:

@@ -113,6 +113,35 @@ def test_search_endpoint_runs_sparse_and_hybrid_as_search_does(tmp_path, tiny_va
         assert search(mode="hybrid", fusion="max").status_code == 400
 
 
+def test_a_search_request_reads_the_alias_and_the_collections_record_once(
+    tmp_path, tiny_variant, corpus, ingest_config, monkeypatch
+):
+    """Against a server each read is a round trip: a /v1/search request resolves the alias and reads the
+    collection's record once, for the check and the search together (it read each twice before)."""
+    from collections import Counter
+
+    from qdrant_client import QdrantClient
+
+    c2v_rag.ingest(corpus, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+    calls: Counter[str] = Counter()
+    for name in ("get_aliases", "get_collection", "collection_exists", "query_batch_points", "query_points"):
+        original = getattr(QdrantClient, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(QdrantClient, name, counted)
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        for _ in range(2):
+            calls.clear()
+            response = httpx.post(server.url + "/v1/search", json={"query": make_text(3)[:50], "top_k": 3})
+            assert response.status_code == 200 and len(response.json()["data"]) == 3, response.text
+            assert calls["get_aliases"] == 1 and calls["get_collection"] == 1 and not calls["collection_exists"], calls
+            assert calls["query_batch_points"] + calls["query_points"] == 1, calls
+
+
 def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_variant, tiny_variant_qwen):
     """/v1/search resolves an alias once: the collection it checked against the served model is the
     one it searches, even when a reindex moves the alias to another model's collection in between."""
@@ -133,16 +162,16 @@ def test_search_endpoint_reads_the_collection_its_check_resolved(tmp_path, tiny_
     searcher = CollectionSearcher(model, ServerConfig(qdrant_path=tmp_path))
 
     async def check_switch_search():
-        concrete = await searcher.check("papers")
+        checked = await searcher.check("papers")
         switch_alias(searcher._connect(), "papers", "papers_v2")  # a reindex finishing mid-request
-        return concrete, await searcher.nearest(concrete, vector, 3)
+        return checked, await searcher.nearest(checked, vector, 3)
 
     try:
-        concrete, hits = asyncio.run(check_switch_search())
+        checked, hits = asyncio.run(check_switch_search())
         assert alias_target(searcher._connect(), "papers") == "papers_v2"
     finally:
         searcher.close()
-    assert concrete == "papers_v1"
+    assert checked.name == "papers_v1"
     assert [h.id for h in hits] == [h.id for h in expected]
     assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-5)
 

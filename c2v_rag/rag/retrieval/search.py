@@ -5,7 +5,7 @@ run here."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -229,14 +229,22 @@ def nearest_chunks(
     top_k: int,
     options: CommonSearchOptions | None = None,
     query: str | None = None,
+    *,
+    recorded: Mapping[str, Any] | None = None,
 ) -> list[SearchHit]:
     """The ``top_k`` chunks nearest to an already-embedded query ``vector``, with their payloads,
     filtered and grouped by ``options`` (``filter``, ``score_threshold``, ``group_by_document``). With
     ``options.mode`` ``"sparse"`` or ``"hybrid"``, ``query`` is the query's text, encoded here for the BM25 side
-    as the collection recorded it (a sparse search needs no ``vector``)."""
+    as the collection recorded it (a sparse search needs no ``vector``). ``recorded``: the collection's record
+    as a check just read it (``{}`` for another tool's collection), where ``collection`` is the concrete name;
+    None reads the alias and the record here."""
     options = options or CommonSearchOptions()
-    concrete = resolve_alias(client, collection)
-    layout = CollectionVectors.from_fingerprint(fingerprint_of(client.get_collection(concrete)), target)
+    if recorded is None:
+        concrete = resolve_alias(client, collection)
+        recorded = fingerprint_of(client.get_collection(concrete))
+    else:
+        concrete = collection
+    layout = CollectionVectors.from_fingerprint(recorded, target)
     check_mode(options.mode, layout, collection, target.location)
     sparse = None
     if options.mode != "dense":
