@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from c2v_rag.core.instructions import check_examples, get_task, query_prompt
+from c2v_rag.documents.chunking import decoder_tokens
 from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
@@ -268,9 +269,9 @@ class EmbedderOptions(BaseModel):
     max_length: int | None = Field(default=None, ge=8, description="decoder tokens per input; None keeps the variant's")
     decoder_max_length: int | None = Field(
         default=None,
-        ge=8,
+        ge=0,
         description="decoder tokens of each document, queries read whole (to max_length): 96 reads nodes as "
-        "c2v_rag.ingest reads its chunks, at about 1.3x the speed; the encoder still reads all of each. None: "
+        "c2v_rag.ingest reads its chunks (docs/frameworks.md); the encoder still reads all of each. 0 or None: "
         "documents read to max_length",
     )
     normalize: bool = Field(default=True, description="unit-length vectors")
@@ -309,6 +310,12 @@ class EmbedderOptions(BaseModel):
                 raise ValueError(str(err.args[0])) from None
         if self.query_examples is not None:
             check_examples(self.query_examples, where="query_examples")
+        if self.decoder_max_length is not None and 0 < self.decoder_max_length < 8:
+            raise ValueError(
+                f"decoder_max_length={self.decoder_max_length} leaves the decoder no text to read: pass at least 8 "
+                "tokens, or 0 for whole documents"
+            )
+        self.decoder_max_length = decoder_tokens(self.decoder_max_length or 0)  # 0, as ingest takes it: None
         return self
 
     def loaded_model(self) -> Causal2Vec:

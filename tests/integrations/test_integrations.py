@@ -100,8 +100,9 @@ def test_decoder_max_length_reads_documents_as_an_ingest_does_and_leaves_queries
     # (16 decoder tokens would not even hold the query instruction: encode_queries(max_length=16) refuses.)
     np.testing.assert_allclose(embed_query(emb, query), model.encode_queries(query), atol=1e-5)
     assert cls.from_dict(emb.to_dict()).decoder_max_length == 16
-    with pytest.raises(ValueError, match="decoder_max_length"):
+    with pytest.raises(ValueError, match="decoder_max_length=4 leaves the decoder no text"):
         cls(decoder_max_length=4)
+    assert cls(decoder_max_length=0).decoder_max_length is None  # whole documents, as ingest's 0
 
 
 @pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
