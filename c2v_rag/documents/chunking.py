@@ -46,6 +46,15 @@ def decoder_tokens(asked: int) -> int | None:
     return asked or None
 
 
+def check_decoder_tokens(asked: int | None, whole: str = "chunks") -> None:
+    """Refuse a ``decoder_max_length`` too short to leave the decoder any text (0 and None read ``whole`` texts)."""
+    if asked is not None and 0 < asked < 8:
+        raise ValueError(
+            f"decoder_max_length={asked} leaves the decoder no text to read: pass at least 8 tokens, or 0 for whole "
+            f"{whole}"
+        )
+
+
 # Room the prompt template (BOS, chat prefix, Contextual token, suffix, EOS) takes around a
 # document, plus slack: the splitter sums its pieces' token counts, and joined pieces can
 # tokenize a token or two longer. A chunk so never loses its tail to truncation.

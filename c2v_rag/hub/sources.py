@@ -110,9 +110,16 @@ class ResolvedSource:
         from. None for a hub id, whose files are not known before it loads."""
         if not self.is_local:
             return None
+        stamps = []
+        for file in self._base_files():
+            stat = file.stat()
+            stamps.append(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}")
+        return stamps
+
+    def _base_files(self) -> list[Path]:
+        """A local directory's weight and config files (:data:`_BASE_FILES`), sorted."""
         root = Path(self.location)
-        files = sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)})
-        return [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+        return sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)})
 
     def content_digest(self) -> str | None:
         """A short sha256 over the contents of a local directory's weight and config files (those of
@@ -135,9 +142,8 @@ class ResolvedSource:
         except OSError:
             digest = ""
         if len(digest) != 16:
-            root = Path(self.location)
             hashed, size = hashlib.sha256(), 0
-            for file in sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)}):
+            for file in self._base_files():
                 hashed.update(f"\n{file.name}\n".encode())
                 with file.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):

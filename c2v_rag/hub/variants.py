@@ -203,6 +203,11 @@ def adapters_digest(directory: Path) -> str | None:
     return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def base_roles(config: Causal2VecConfig) -> tuple[str, ...]:
+    """The base models a variant runs: its decoder, and its encoder where it has a Contextual token."""
+    return ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
+
+
 def bases_digests(config: Causal2VecConfig) -> dict[str, str] | None:
     """The content digest (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`) of each base model the
     variant runs, by role (``decoder``, ``encoder``), where it is a local directory or a packaged alias; None when
@@ -212,9 +217,8 @@ def bases_digests(config: Causal2VecConfig) -> dict[str, str] | None:
     The variant's references name its bases, not their weights: collections record this beside them, so that a
     base replaced with other weights (a package release that converts its GGUF otherwise, a checkpoint saved over
     another) is never used to search vectors the old one made."""
-    roles = ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
     sources = {}
-    for role in roles:
+    for role in base_roles(config):
         reference = getattr(config, role)
         if reference is None:
             continue
@@ -335,7 +339,7 @@ def _int8_graphs(
 
     # The graphs hold the bases' weights with the adapters merged in: a base replaced in place (a package upgrade)
     # names other graphs. A hub base's files are not known before it loads: no alias, the graphs' own keys decide.
-    roles = ("decoder", "encoder") if config.num_contextual_tokens else ("decoder",)
+    roles = base_roles(config)
     stamps = [resolve_reference(getattr(config, r), getattr(config, f"{r}_revision")).file_stamps() for r in roles]
     if any(s is None for s in stamps):
         return None, None

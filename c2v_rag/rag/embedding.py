@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from c2v_rag.core.instructions import check_examples, get_task, query_prompt
-from c2v_rag.documents.chunking import decoder_tokens
+from c2v_rag.documents.chunking import check_decoder_tokens, decoder_tokens
 from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
 
 if TYPE_CHECKING:
@@ -310,11 +310,7 @@ class EmbedderOptions(BaseModel):
                 raise ValueError(str(err.args[0])) from None
         if self.query_examples is not None:
             check_examples(self.query_examples, where="query_examples")
-        if self.decoder_max_length is not None and 0 < self.decoder_max_length < 8:
-            raise ValueError(
-                f"decoder_max_length={self.decoder_max_length} leaves the decoder no text to read: pass at least 8 "
-                "tokens, or 0 for whole documents"
-            )
+        check_decoder_tokens(self.decoder_max_length, whole="documents")
         self.decoder_max_length = decoder_tokens(self.decoder_max_length or 0)  # 0, as ingest takes it: None
         return self
 

@@ -201,12 +201,9 @@ class Collection:
         alias and the collection's record again (round trips to a server): its concrete collection is searched."""
         from c2v_rag.rag.retrieval.search import nearest_chunks
 
+        name, recorded = (self.name, None) if checked is None else (checked.name, checked.recorded)
         with self._opened() as client:
-            if checked is None:
-                return nearest_chunks(client, self.name, self.target, vector, top_k, options, query)
-            return nearest_chunks(
-                client, checked.name, self.target, vector, top_k, options, query, recorded=checked.recorded
-            )
+            return nearest_chunks(client, name, self.target, vector, top_k, options, query, recorded=recorded)
 
     def check_model(self, model: Causal2Vec) -> CheckedCollection:
         """The concrete collection behind this name, the prefix size it stores and its record, once it is found to

@@ -7,7 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from c2v_rag.core.config import Causal2VecConfig
-from c2v_rag.documents.chunking import DEFAULT_DECODER_MAX_LENGTH, decoder_tokens, default_decoder_max_length
+from c2v_rag.documents.chunking import (
+    DEFAULT_DECODER_MAX_LENGTH,
+    check_decoder_tokens,
+    decoder_tokens,
+    default_decoder_max_length,
+)
 from c2v_rag.documents.files import ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
@@ -99,11 +104,7 @@ class IngestConfig(BaseModel):
             raise ValueError(f"chunk_overlap={self.chunk_overlap} must be smaller than chunk_size={self.chunk_size}")
         if self.task is not None and self.text_instruction is not None:
             raise ValueError("pass either task= or text_instruction=, not both")
-        if self.decoder_max_length is not None and 0 < self.decoder_max_length < 8:
-            raise ValueError(
-                f"decoder_max_length={self.decoder_max_length} leaves the decoder no text to read: pass at least 8 "
-                "tokens, or 0 for whole chunks"
-            )
+        check_decoder_tokens(self.decoder_max_length)
         return self
 
     @classmethod
