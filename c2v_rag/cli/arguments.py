@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICE_HELP = "cpu, cuda, cuda:1... (default: cuda when present)"
 MODEL_HELP = "variant directory or preset (default: the default preset)"
-# What ingest, embed and adapt read (documents/files.py, SUPPORTED_SUFFIXES; tests/cli check the two agree),
+# What ingest, embed and adapt read (documents/formats, SUPPORTED_SUFFIXES; tests/cli check the two agree),
 # written out so that --help imports nothing of the library.
-DOCUMENT_SUFFIXES = ".txt, .md, .markdown, .jsonl and .parquet"
-PATHS_HELP = f"file or folder of {DOCUMENT_SUFFIXES} (.parquet: pip install 'c2v-rag[parquet]')"
+DOCUMENT_SUFFIXES = ".txt, .md, .markdown, .rst, .jsonl, .parquet, .html, .htm, .xhtml, .pdf and .docx"
+PATHS_HELP = (
+    f"file or folder of {DOCUMENT_SUFFIXES} (Parquet, HTML, PDF and Word files: pip install 'c2v-rag[formats]')"
+)
 
 
 def add_model_options(parser: argparse.ArgumentParser, model_help: str = MODEL_HELP) -> None:

@@ -67,7 +67,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="MB",
-        help="skip .txt/.md files larger than this, with a warning (default 64)",
+        help="skip text, HTML, PDF and Word files larger than this, with a warning (default 64)",
     )
     add_quiet(parser)
     parser.add_argument(

@@ -29,7 +29,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="JSON",
         help='metadata conditions, e.g. \'{"file_name": "tides.txt"}\', \'{"year": {"gte": 2020}, "must_not": '
         '{"lang": ["de"]}}\'; the keys are the chunks\' metadata fields (files: source, file_name, doc_id, '
-        "chunk_index; docs/ingest-and-search.md, 'Payload fields')",
+        "chunk_index; PDFs: page_label; docs/ingest-and-search.md, 'Payload fields')",
     )
     parser.add_argument(
         "--mode",
@@ -113,16 +113,21 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
     line saying what the scores are when they are not cosines."""
     import textwrap
 
+    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, PAGE_LABEL_KEY
+
     if not hits:
         print("no results")
     elif score_kind:
         print(score_kind)
     for rank, hit in enumerate(hits, 1):
         where = hit.source or hit.doc_id or hit.id
+        page = hit.metadata.get(PAGE_LABEL_KEY)
+        where += f"  p. {page}" if page not in (None, "") else ""
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
         fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
         print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}{fused}")
-        snippet = " ".join(hit.text.split())
+        # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
+        snippet = " ".join(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :].split())
         print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
 
 

@@ -74,7 +74,8 @@ TITLE_CHARS = 200
 
 def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
     """A document's opening, to lead its chunks after the first, where it opens with a title: its first
-    paragraph (a Markdown heading, hashes dropped, or one line of at most :data:`TITLE_CHARS` characters) and
+    paragraph (a Markdown heading, hashes dropped, a title over a reStructuredText or setext rule, or one line of at
+    most :data:`TITLE_CHARS` characters) and
     the next one, cut to ``max_chars`` characters on a word boundary. A Markdown page or a man page gives its
     title and the line under it (``elf(5)`` / ``elf - format of Executable and Linking Format (ELF) files``),
     a record with a title the title and the start of its text; a text of one paragraph, or one that opens with
@@ -82,14 +83,29 @@ def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
     paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
     if len(paragraphs) < 2:  # no title above a text: one paragraph, or none
         return ""
-    first = paragraphs[0]
+    first = _underlined_title(paragraphs[0]) or paragraphs[0]
     if not first.startswith("#") and ("\n" in first or len(first) > TITLE_CHARS):
         return ""
-    lead = "\n".join([first.lstrip("#").strip(), *paragraphs[1:2]]).strip()
-    cut = lead[:max_chars]
-    if len(lead) <= max_chars or lead[max_chars].isspace() or cut[-1].isspace():
+    return cut_at_word("\n".join([first.lstrip("#").strip(), *paragraphs[1:2]]).strip(), max_chars)
+
+
+def cut_at_word(text: str, max_chars: int = LEAD_CHARS) -> str:
+    """``text`` cut to ``max_chars`` characters on a word boundary (a word longer than that is cut)."""
+    cut = text[:max_chars]
+    if len(text) <= max_chars or text[max_chars].isspace() or cut[-1].isspace():
         return cut.rstrip()
     return cut.rsplit(None, 1)[0] if any(c.isspace() for c in cut) else cut  # no word cut in half
+
+
+def _underlined_title(paragraph: str) -> str | None:
+    """The title of a heading written as a line under (and over) a rule of one punctuation mark, as
+    reStructuredText and Markdown's setext headings write it (``Title`` / ``=====``), else None."""
+    lines = [line.strip() for line in paragraph.split("\n")]
+    rules = [line for line in lines if len(line) >= 3 and len(set(line)) == 1 and not line[0].isalnum()]
+    titles = [line for line in lines if line not in rules]
+    if len(lines) not in (2, 3) or len(titles) != 1 or lines[-1] not in rules:
+        return None
+    return titles[0] if len(lines) == 2 or lines[0] == lines[-1] else None
 
 
 @dataclass(frozen=True)
@@ -236,14 +252,15 @@ class TokenChunker:
         """All of ``text``'s chunks (see :meth:`iter_chunks`)."""
         return list(self.iter_chunks(text))
 
-    def iter_chunks(self, text: str) -> Iterator[Chunk]:
+    def iter_chunks(self, text: str, lead: str | None = None) -> Iterator[Chunk]:
         """``text``'s chunks in order, produced one section at a time (each after the first led by the
-        document's opening where the chunker has ``lead``)."""
+        document's opening where the chunker has ``lead``: ``lead`` where the document's reader gave one, else
+        :func:`document_lead`)."""
         chunks = self._split(text)
         if not self.lead:
             yield from chunks
             return
-        lead = document_lead(text)
+        lead = document_lead(text) if lead is None else cut_at_word(lead)
         for chunk in chunks:
             fitted = self._fit_lead(lead, chunk.text) if chunk.index and lead else ""
             if not fitted:

@@ -1,7 +1,8 @@
 """Turning what callers pass to ``ingest`` into a stream of :class:`SourceDocument`.
 
 Accepted inputs: strings, dicts (``text`` + ``metadata`` + optional ``id``), LlamaIndex Documents
-or Nodes, LangChain Documents, and paths to files or folders of ``.txt``, ``.md`` and ``.jsonl``.
+or Nodes, LangChain Documents, and paths to files or folders of the formats
+:mod:`c2v_rag.documents.formats` reads (text, Markdown, JSONL, Parquet, HTML, PDF, Word).
 Documents are yielded one at a time, so a folder of millions of files is never held in memory.
 
 Every document gets a stable id, the key that lets a re-run replace a changed document's chunks:
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from c2v_rag.documents.files import JSONL_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES, ReadLog, ReadOptions, open_source
+from c2v_rag.documents.files import SUPPORTED_SUFFIXES, ReadLog, ReadOptions, open_source
 from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 from c2v_rag.encode.loop import check_unicode
 
@@ -34,8 +35,6 @@ __all__ = [
     "from_record",
     "content_doc_id",
     "names_existing_path",
-    "TEXT_SUFFIXES",
-    "JSONL_SUFFIXES",
     "SUPPORTED_SUFFIXES",
 ]
 

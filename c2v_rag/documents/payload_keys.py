@@ -17,6 +17,9 @@ DOC_ID_KEY = "doc_id"
 CHUNK_INDEX_KEY = "chunk_index"
 # Characters of a chunk's text that are its document's lead (ingest's chunk_context="lead"), on chunks that have one.
 LEAD_CHARS_KEY = "lead_chars"
+# The page a chunk of a paged document (a PDF) starts on, as the document labels it; LlamaIndex's and LangChain's
+# PDF readers' name. Not reserved: a framework document read by their PDF readers brings it in its own metadata.
+PAGE_LABEL_KEY = "page_label"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten

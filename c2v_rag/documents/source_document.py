@@ -7,6 +7,7 @@ whichever way a document came in.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 from collections.abc import Mapping
@@ -25,7 +26,11 @@ class SourceDocument:
     """One document to ingest: its stable id, its text, its metadata and where it came from.
 
     ``source_root`` is the file or folder the caller passed that this document was read from
-    (resolved); a sync deletes only points recorded under the root it mirrors.
+    (resolved); a sync deletes only points recorded under the root it mirrors. ``pages`` are
+    ``(offset, label)`` pairs, in order, where a paged document's pages start in ``text`` (a PDF's);
+    each chunk records the label of the page it starts on (``page_label``). ``lead`` is what leads the
+    document's later chunks where its reader knows better than the text's opening (a PDF's title, without
+    the author lines under it); None: :func:`~c2v_rag.documents.chunking.document_lead` of the text.
     """
 
     doc_id: str
@@ -33,9 +38,18 @@ class SourceDocument:
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
     source_root: str | None = None
+    pages: tuple[tuple[int, str], ...] = ()
+    lead: str | None = None
 
     def with_root(self, root: str) -> SourceDocument:
         return dataclasses.replace(self, source_root=root)
+
+    def page_at(self, offset: int) -> str | None:
+        """The label of the page that character ``offset`` of the text lies on (None: the document has no pages)."""
+        if not self.pages:
+            return None
+        index = bisect.bisect_right([start for start, _ in self.pages], offset) - 1
+        return self.pages[max(index, 0)][1]
 
 
 def content_doc_id(text: str) -> str:

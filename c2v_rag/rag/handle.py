@@ -225,9 +225,9 @@ class Collection:
 
         Args:
             docs: strings, dicts (``text``, ``metadata``, optional ``id``), LlamaIndex Documents or Nodes,
-                LangChain Documents, paths to files or folders of .txt/.md/.jsonl/.parquet, or an iterable of
-                these (streamed). A new collection is created for the model's vectors; an existing one must
-                match the model, its vector size and distance.
+                LangChain Documents, paths to files or folders (text, Markdown, JSONL, Parquet, HTML, PDF,
+                Word), or an iterable of these (streamed). A new collection is created for the model's vectors;
+                an existing one must match the model, its vector size and distance.
             chunk_size, chunk_overlap: decoder tokens per chunk and shared by neighbours (200 and 20).
             batch_size: chunks embedded and uploaded together (256). ``show_progress``: a bar with an ETA.
             on_error: ``"raise"`` (default) stops at a batch that still fails after retries

@@ -34,6 +34,7 @@ from c2v_rag.documents.payload_keys import (
     CONTENT_KEY,
     DOC_ID_KEY,
     LEAD_CHARS_KEY,
+    PAGE_LABEL_KEY,
     PAYLOAD_METADATA_KEY,
 )
 from c2v_rag.documents.payload_keys import NODE_KEYS as _NODE_KEYS
@@ -87,6 +88,7 @@ class DocumentFields(Protocol):
     def source(self) -> str | None: ...
     @property
     def source_root(self) -> str | None: ...
+    def page_at(self, offset: int) -> str | None: ...
 
 
 class ChunkFields(Protocol):
@@ -118,6 +120,9 @@ def chunk_metadata(doc: DocumentFields, chunk: ChunkFields) -> dict[str, Any]:
         metadata.setdefault("source", doc.source)
     metadata[DOC_ID_KEY] = doc.doc_id
     metadata[CHUNK_INDEX_KEY] = chunk.index
+    page = doc.page_at(chunk.start_char) if chunk.start_char is not None else None
+    if page is not None:
+        metadata[PAGE_LABEL_KEY] = page
     if chunk.lead_chars:
         metadata[LEAD_CHARS_KEY] = chunk.lead_chars
     return metadata

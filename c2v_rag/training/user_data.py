@@ -4,7 +4,7 @@
 from the path itself (:func:`infer_dataset`); the model, loss and schedule stay the recipe's. The layouts::
 
     a folder with corpus.jsonl, queries.jsonl, qrels/  -> beir (the train split, else the first in qrels/)
-    any other folder, .txt, .md, .parquet, documents    -> corpus (pseudo-queries made from the documents)
+    any other folder, or a document file ingest reads  -> corpus (pseudo-queries made from the documents)
     .jsonl of {"query", "positive", "negatives"?}       -> jsonl
     .tsv with a header holding sentence1, sentence2 and score (STS-B) -> scored_pairs, learned with CoSENT
     .tsv/.csv with a header holding text and label (or category)      -> labelled (same-label pairs)
@@ -27,7 +27,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DATA_LAYOUTS = (
-    "a folder of documents (or .txt/.md/.parquet/.jsonl documents), a .tsv of query<TAB>positive[<TAB>negative] "
+    "a folder of documents (or a .txt, .md, .pdf, .html, .docx, .parquet or .jsonl document), a .tsv of "
+    "query<TAB>positive[<TAB>negative] "
     "rows, a .jsonl of {query, positive, negatives} records, or a BEIR folder (corpus.jsonl, queries.jsonl, qrels/)"
 )
 

@@ -51,7 +51,10 @@ class IngestConfig(BaseModel):
     max_file_bytes: int | None = Field(
         default=DEFAULT_MAX_FILE_BYTES,
         ge=1,
-        description=".txt/.md files larger than this are skipped with a warning (None: no limit); .jsonl is streamed",
+        description=(
+            "text, Markdown, HTML, PDF and Word files larger than this are skipped with a warning (None: no limit); "
+            ".jsonl and .parquet are streamed"
+        ),
     )
     max_undecodable_share: float = Field(
         default=DEFAULT_MAX_UNDECODABLE_SHARE,

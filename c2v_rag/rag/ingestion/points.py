@@ -51,7 +51,7 @@ class PendingChunk:
 
 def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
-    for chunk in chunker.iter_chunks(doc.text):
+    for chunk in chunker.iter_chunks(doc.text, doc.lead):
         pid, payload = chunk_point(doc, chunk)
         yield PendingChunk(pid, chunk.text, payload, doc.source_root, chunk.end_char)
 

@@ -10,7 +10,7 @@ The dataflow, one way:
 
 1. **Read**: files and folders are listed and checked on the driver (as the in-process engine
    checks them, before anything loads); each file is then read by a Ray task with the in-process
-   readers (.txt, .md, .jsonl, .parquet). Strings, dicts and framework documents are read on the
+   readers (c2v_rag.documents.formats). Strings, dicts and framework documents are read on the
    driver and handed to Ray as rows.
 2. **Chunk**: CPU tasks holding the decoder's tokenizer alone (no weights) cut documents into
    chunks with their point ids and payloads; chunking is CPU work that would otherwise stall the
@@ -204,11 +204,22 @@ def _doc_row(doc: SourceDocument) -> dict[str, Any]:
         "metadata": json.dumps(doc.metadata, ensure_ascii=False, default=str),
         "source": doc.source,
         "source_root": doc.source_root,
+        "pages": json.dumps(doc.pages),
+        "lead": json.dumps(doc.lead),  # JSON, as a column of nulls alone would not join one of strings
     }
 
 
 def _row_doc(row: dict[str, Any]) -> SourceDocument:
-    return SourceDocument(row["doc_id"], row["text"], json.loads(row["metadata"]), row["source"], row["source_root"])
+    pages = tuple((offset, label) for offset, label in json.loads(row["pages"]))
+    return SourceDocument(
+        row["doc_id"],
+        row["text"],
+        json.loads(row["metadata"]),
+        row["source"],
+        row["source_root"],
+        pages,
+        json.loads(row["lead"]),
+    )
 
 
 def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str, Any]]:

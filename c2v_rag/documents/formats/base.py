@@ -1,0 +1,88 @@
+"""What a file format is to the reader: its suffixes, the package it needs, and how a file becomes documents."""
+
+from __future__ import annotations
+
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from c2v_rag.core.errors import MissingPackageError
+from c2v_rag.core.extras import extra_command, missing_package
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
+
+
+class FileFormat(ABC):
+    """One kind of file ingest reads: a class here and a line in :data:`c2v_rag.documents.formats.FORMATS`.
+
+    ``read`` yields the file's documents (one for a page of text, a PDF or a Word file; one per record for JSONL
+    and Parquet). What cannot be read is recorded in the :class:`ReadLog` (``log.skip_file``) and yields nothing;
+    an ``OSError`` is the caller's to raise or skip, by ``options.on_error``.
+    """
+
+    # How messages name the format ("PDF").
+    name: ClassVar[str]
+    # Lower-case file suffixes, with their dot.
+    suffixes: ClassVar[tuple[str, ...]]
+    # The modules reading imports and the c2v-rag extra that installs them (none: the core install reads it).
+    modules: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None
+    # The names pip knows the modules by, for the message.
+    distributions: ClassVar[tuple[str, ...]] = ()
+
+    def missing(self) -> MissingPackageError | None:
+        """The error to give when a package this format needs is not installed, else None (nothing imported)."""
+        absent = [d for m, d in zip(self.modules, self.distributions) if importlib.util.find_spec(m) is None]
+        if not absent:
+            return None
+        assert self.extra is not None, f"{type(self).__name__} names modules but no extra"
+        named = " and ".join(repr(d) for d in absent)
+        return missing_package(
+            f"Reading {self.name} files ({', '.join(self.suffixes)})",
+            f"the package{'s' if len(absent) > 1 else ''} {named}",
+            extra_command(self.extra),
+        )
+
+    @abstractmethod
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        """The documents of ``file`` (resolved), read under the caller's ``root``."""
+
+
+def within_size(file: Path, options: ReadOptions, log: ReadLog) -> bool:
+    """Whether ``file`` is within the size limit; if not it is skipped and recorded."""
+    size = file.stat().st_size
+    if options.max_file_bytes is not None and size > options.max_file_bytes:
+        log.skip_file(
+            file, f"it is {size:,} bytes, over the limit of {options.max_file_bytes:,} (max_file_bytes / --max-file-mb)"
+        )
+        return False
+    return True
+
+
+def file_document(
+    file: Path,
+    root: str,
+    text: str,
+    metadata: dict[str, Any] | None = None,
+    pages: Sequence[tuple[int, str]] = (),
+    lead: str | None = None,
+) -> SourceDocument:
+    """The document of a whole file: its resolved path for id and ``source``, its name, and ``metadata`` from the
+    format (a title); ``pages`` are ``(offset, label)`` pairs where the file's pages start in ``text``, ``lead``
+    what leads its later chunks (None: the text's opening)."""
+    fields = {"source": str(file), "file_name": file.name, **(metadata or {})}
+    return SourceDocument(file.as_posix(), text, fields, str(file), root, pages=tuple(pages), lead=lead)
+
+
+def led_by_title(title: str | None, body: str) -> str:
+    """``body`` under ``title`` as a Markdown heading, so that its later chunks are led by it (ingest's
+    ``chunk_context="lead"``); a body that already opens with the title is left as it is."""
+    title = " ".join((title or "").split())
+    if not title:
+        return body
+    opening = body.lstrip().split("\n", 1)[0].lstrip("#").strip()
+    if opening.casefold() == title.casefold():
+        return body
+    return f"# {title}\n\n{body}" if body.strip() else title

@@ -1,0 +1,109 @@
+"""HTML pages as Markdown: headings, lists, tables and code kept, links and images as their text, the page's chrome
+(scripts, styles, navigation, sidebars, footers) left out. One document per file."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import binary_signature
+from c2v_rag.documents.source_document import SourceDocument
+
+# Elements that are never a page's content.
+_DROPPED_TAGS = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "canvas",
+    "iframe",
+    "object",
+    "embed",
+    "nav",
+    "aside",
+    "footer",
+    "form",
+    "button",
+    "select",
+    "hr",
+]
+# ARIA roles and class names that documentation generators give their navigation (Sphinx, Texinfo, MkDocs...).
+_DROPPED_ROLES = {"navigation", "search", "contentinfo", "banner"}
+_DROPPED_CLASSES = {
+    "nav-panel",
+    "navigation",
+    "navbar",
+    "sidebar",
+    "sphinxsidebar",
+    "related",
+    "breadcrumb",
+    "breadcrumbs",
+    "header",
+    "footer",
+    "skip-link",
+    "headerlink",
+    "toc",
+    "md-sidebar",
+    "md-header",
+    "md-footer",
+}
+_BLANK_RUNS = re.compile(r"\n{3,}")
+# "Page | Site", "Page — Site": a <title>'s site name, which every page of a site repeats.
+_SITE_SUFFIX = re.compile(r"\s+[|\u2014\u2013]\s+")
+
+
+class Html(FileFormat):
+    name = "HTML"
+    suffixes = (".html", ".htm", ".xhtml")
+    modules = ("bs4", "markdownify")
+    extra = "html"
+    distributions = ("beautifulsoup4", "markdownify")
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if not within_size(file, options, log):
+            return
+        data = file.read_bytes()
+        kind = binary_signature(data[:16])
+        if kind is not None or b"\x00" in data[:8192]:
+            log.skip_file(file, f"not an HTML file: {f'it is {kind}' if kind else 'it contains NUL bytes'}")
+            return
+        title, text = html_to_markdown(data)
+        yield file_document(file, root, led_by_title(title, text), {"title": title} if title else None)
+
+
+def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
+    """A page's title (its first ``<h1>``, else its ``<title>``) and its content as Markdown."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    # The page's own <meta charset> or BOM decides the encoding (bs4's UnicodeDammit); html.parser needs no lxml.
+    soup = BeautifulSoup(data, "html.parser")
+    head_title = _SITE_SUFFIX.split(soup.title.get_text(" ", strip=True))[0] if soup.title else None
+    for element in soup(_DROPPED_TAGS):
+        element.decompose()
+    for element in soup.find_all(_is_chrome):
+        element.decompose()
+    if soup.head is not None:
+        soup.head.decompose()
+    mains = soup.find_all("main") or soup.find_all(role="main") or soup.find_all("article")
+    content: Any = mains[0] if len(mains) == 1 else soup
+    heading = content.find("h1")
+    title = heading.get_text(" ", strip=True) if heading is not None else head_title
+    converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["a", "img"], escape_misc=False)
+    text = _BLANK_RUNS.sub("\n\n", converter.convert_soup(content)).strip()
+    return (title or None), text
+
+
+def _is_chrome(element: Any) -> bool:
+    attrs = getattr(element, "attrs", None)
+    if not attrs:
+        return False
+    if attrs.get("role") in _DROPPED_ROLES:
+        return True
+    classes = attrs.get("class") or []
+    return any(c in _DROPPED_CLASSES for c in classes)

@@ -1,0 +1,103 @@
+"""PDF files with a text layer: one document per file, pages joined by blank lines, each chunk told the page it
+starts on (``page_label``, as the PDF numbers its pages: ``iv``, ``12``)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
+
+# A word broken across lines by a hyphen ("man-\nagement"): joined, as the reader reads it.
+_LINE_HYPHEN = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+# The longest first line of a first page taken for the document's title where the PDF records none.
+_TITLE_LINE_CHARS = 120
+
+
+class Pdf(FileFormat):
+    name = "PDF"
+    suffixes = (".pdf",)
+    modules = ("pypdf",)
+    extra = "pdf"
+    distributions = ("pypdf",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+
+        if not within_size(file, options, log):
+            return
+        with file.open("rb") as handle:
+            if b"%PDF-" not in handle.read(1024):
+                log.skip_file(file, "not a PDF file (no %PDF- header)")
+                return
+        logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
+        try:
+            reader = PdfReader(file)
+            if reader.is_encrypted and not reader.decrypt(""):
+                log.skip_file(file, "it is encrypted with a password; save a copy without it to ingest it")
+                return
+            texts = [_page_text(page) for page in reader.pages]
+            labels = list(reader.page_labels)
+            title = _metadata_title(reader)
+        except (PyPdfError, ValueError, KeyError, TypeError, AssertionError) as err:  # a damaged file
+            log.skip_file(file, f"the PDF cannot be parsed ({type(err).__name__}: {err})")
+            return
+        except NotImplementedError as err:  # an encryption pypdf cannot undo without `cryptography`
+            log.skip_file(file, f"the PDF cannot be decrypted ({err})")
+            return
+        if not any(t.strip() for t in texts):
+            log.skip_file(file, f"its {len(texts)} pages have no text layer (scanned pages need OCR first)")
+            return
+        joined, pages = _join_pages(texts, labels)
+        body = joined
+        if title is None:
+            title, body = _first_line_title(joined)
+        text = led_by_title(title, body)
+        shift = len(text) - len(joined)  # what was put in the first page: a heading, or a blank line after its title
+        pages = [(offset + shift if n else 0, label) for n, (offset, label) in enumerate(pages)]
+        # The title alone leads later chunks: the lines under a PDF's title are its authors and affiliations,
+        # and no blank line ends them.
+        yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
+
+
+def _page_text(page: Any) -> str:
+    text = page.extract_text() or ""
+    return _LINE_HYPHEN.sub("", text.replace("\r\n", "\n")).strip()
+
+
+def _metadata_title(reader: Any) -> str | None:
+    metadata = reader.metadata
+    title = " ".join(str(metadata.title).split()) if metadata is not None and metadata.title else ""
+    return title or None
+
+
+def _join_pages(texts: list[str], labels: list[str]) -> tuple[str, list[tuple[int, str]]]:
+    """The pages' texts joined by blank lines, and where each page with text starts in it, with its label."""
+    parts: list[str] = []
+    pages: list[tuple[int, str]] = []
+    offset = 0
+    for text, label in zip(texts, labels):
+        if not text:
+            continue
+        if parts:
+            offset += 2
+        pages.append((offset, label))
+        parts.append(text)
+        offset += len(text)
+    return "\n\n".join(parts), pages
+
+
+def _first_line_title(body: str) -> tuple[str | None, str]:
+    """Where the PDF records no title: the first page's first line, when it is short, set apart as a paragraph
+    (a blank line after it, so that the text's later chunks are led by it); the text is otherwise unchanged."""
+    first, sep, rest = body.partition("\n")
+    first = first.strip()
+    if not sep or not first or len(first) > _TITLE_LINE_CHARS or not any(c.isalpha() for c in first):
+        return None, body
+    return first, f"{first}\n{rest}" if rest.startswith("\n") else f"{first}\n\n{rest}"

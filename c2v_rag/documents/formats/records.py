@@ -1,0 +1,82 @@
+"""Files of records, one document per record: JSONL lines and Parquet rows (``from_record``: the text field, an id
+field or ``path:n``, the other scalar fields as metadata)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from c2v_rag.documents.formats.base import FileFormat
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import binary_signature
+from c2v_rag.documents.source_document import SourceDocument, from_record
+
+# (where, record, span): span is the share of the file before the record and up to its end, for progress.
+Span = tuple[float, float]
+
+
+class Jsonl(FileFormat):
+    name = "JSONL"
+    suffixes = (".jsonl",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        from c2v_rag.core.jsonl import iter_jsonl_spans
+
+        with file.open("rb") as handle:
+            head = handle.read(8192)
+        kind = binary_signature(head)
+        if kind is not None or b"\x00" in head:
+            log.skip_file(file, f"not a text file: {f'it is {kind}' if kind else 'it contains NUL bytes'}")
+            return
+
+        def bad_line(number: int, err: ValueError) -> None:
+            if options.on_error == "raise":
+                raise err
+            log.skip_record(f"{file}:{number}", file, str(err))
+
+        size = file.stat().st_size or 1
+        records = (
+            (f"{file}:{n}", r, (min(1.0, start / size), min(1.0, end / size)))  # a file growing as it is read
+            for n, (start, end), r in iter_jsonl_spans(file, on_error=bad_line)
+        )
+        yield from record_documents(records, file, root, options, log)
+
+
+class Parquet(FileFormat):
+    name = "Parquet"
+    suffixes = (".parquet",)
+    modules = ("pyarrow",)
+    extra = "parquet"
+    distributions = ("pyarrow",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        from c2v_rag.core.extras import require
+
+        parquet = require("pyarrow.parquet", "reading .parquet files", "parquet", distribution="pyarrow")
+        with file.open("rb") as handle:
+            head = handle.read(4)
+        if head != b"PAR1":
+            log.skip_file(file, "not a Parquet file (no PAR1 signature)")
+            return
+        table = parquet.ParquetFile(file)
+        rows = (record for batch in table.iter_batches(batch_size=1024) for record in batch.to_pylist())
+        total = table.metadata.num_rows or 1
+        records = ((f"{file}:{n}", r, ((n - 1) / total, n / total)) for n, r in enumerate(rows, start=1))
+        yield from record_documents(records, file, root, options, log)
+
+
+def record_documents(
+    records: Iterator[tuple[str, dict, Span]], file: Path, root: str, options: ReadOptions, log: ReadLog
+) -> Iterator[SourceDocument]:
+    """Documents from ``(where, record, span)`` triples; a bad record is skipped and logged, or raised under
+    ``on_error="raise"``."""
+    for where, record, span in records:
+        try:
+            doc = from_record(record, where, default_id=where, source=str(file))
+        except (ValueError, TypeError) as err:
+            if options.on_error == "raise":
+                raise
+            log.skip_record(where, file, str(err))
+            continue
+        log.document_span = span
+        yield doc.with_root(root)

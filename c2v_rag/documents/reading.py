@@ -1,0 +1,93 @@
+"""How files are read (:class:`ReadOptions`) and what reading left out (:class:`ReadLog`).
+
+Shared by the folder walk (:mod:`c2v_rag.documents.files`) and the readers of each file format
+(:mod:`c2v_rag.documents.formats`): a file that is skipped is recorded here rather than lost in a log line, and
+so is every path read incompletely, so that a sync never deletes the points of a document it merely failed to
+read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
+
+logger = logging.getLogger(__name__)
+
+# Skipped inputs kept by name in a ReadLog; beyond this only the counts grow (a corpus of
+# millions of bad lines must not fill memory with their descriptions).
+MAX_LISTED_SKIPS = 1000
+
+
+class SkippedInput(BaseModel):
+    """A file or a JSONL record that was not ingested, and why."""
+
+    where: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How files are read: the size limit, the undecodable-byte threshold, and error handling."""
+
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES
+    max_undecodable_share: float = DEFAULT_MAX_UNDECODABLE_SHARE
+    on_error: Literal["raise", "continue"] = "raise"
+
+
+@dataclass
+class ReadLog:
+    """What reading skipped, and which paths were read incompletely."""
+
+    files_skipped: int = 0
+    records_skipped: int = 0
+    skipped: list[SkippedInput] = field(default_factory=list)
+    # Resolved files and folders some of whose documents may be missing from this read.
+    incomplete: set[str] = field(default_factory=set)
+    # For progress: the files the sources were found to hold when opened (before any is read), and
+    # those done with so far (read to the end, skipped, or unreadable and skipped).
+    files_listed: int = 0
+    files_done: int = 0
+    # For progress within a file: the share of the file being read that comes before the document last handed
+    # on, and the share up to its end (a text file is one document, (0, 1); a JSONL line, its bytes' span; Parquet
+    # row n of N, ((n - 1) / N, n / N)).
+    document_span: tuple[float, float] = (0.0, 1.0)
+
+    def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
+        self.files_skipped += 1
+        self._note(str(path), reason)
+        if incomplete:
+            self.incomplete.add(str(path))
+        logger.warning("Skipped %s: %s", path, reason)
+
+    def skip_files(self, paths: Sequence[Path], reason: str) -> None:
+        """Skip several files for one reason, with one warning for all of them (``reason`` names the fix)."""
+        for path in paths:
+            self.files_skipped += 1
+            self._note(str(path), reason)
+            self.incomplete.add(str(path))
+        if paths:
+            logger.warning("Skipped %d files (%s, ...): %s", len(paths), paths[0], reason)
+
+    def skip_record(self, where: str, file: Path, reason: str) -> None:
+        self.records_skipped += 1
+        self._note(where, reason)
+        self.incomplete.add(str(file))
+        logger.warning("Skipped the record %s: %s", where, reason)
+
+    def _note(self, where: str, reason: str) -> None:
+        if len(self.skipped) < MAX_LISTED_SKIPS:
+            self.skipped.append(SkippedInput(where=where, reason=reason))
+
+    def covers(self, source: str | None) -> bool:
+        """Whether ``source`` (a resolved file path) lies in a path that was read incompletely."""
+        if not source or not self.incomplete:
+            return False
+        return any(source == p or source.startswith(p.rstrip(os.sep) + os.sep) for p in self.incomplete)

@@ -1,0 +1,204 @@
+"""Reading PDF, HTML, Word and reStructuredText files: real files written by the libraries' own writers, read back
+through the folder walk, and one ingest into embedded Qdrant that checks each chunk's page against pypdf's own
+page texts."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from format_files import write_docx, write_html, write_pdf
+from rag_helpers import make_text, stored_points
+
+from c2v_rag.core.errors import MissingPackageError
+from c2v_rag.documents.chunking import document_lead
+from c2v_rag.documents.documents import iter_documents
+from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
+
+pytest.importorskip("pypdf")
+pytest.importorskip("docx")
+pytest.importorskip("bs4")
+pytest.importorskip("markdownify")
+
+
+def read(path: Path, **options) -> tuple[list[SourceDocument], ReadLog]:
+    log = ReadLog()
+    return list(iter_documents(path, options=ReadOptions(**options), log=log)), log
+
+
+def test_a_pdf_is_one_document_led_by_its_title_with_each_page_where_it_starts(tmp_path):
+    pdf = write_pdf(
+        tmp_path / "handbook.pdf",
+        [["Preface to the handbook."], [], ["Chapter one (tides) begins here.", "It goes on."], ["Chap-", "ter two."]],
+        title="Ocean  Handbook",
+        labels=[(0, 0, "/r", 1), (1, 3, "/D", 1)],
+    )
+    (doc,), log = read(pdf)
+    assert log.files_skipped == 0
+    assert doc.doc_id == pdf.resolve().as_posix() and doc.source == str(pdf.resolve())
+    assert doc.metadata == {"source": str(pdf.resolve()), "file_name": "handbook.pdf", "title": "Ocean Handbook"}
+    assert doc.text == (
+        "# Ocean Handbook\n\nPreface to the handbook.\n\nChapter one (tides) begins here.\nIt goes on.\n\n"
+        "Chapter two."  # a word hyphenated across lines is joined; the empty page leaves no gap
+    )
+    # Pages as the PDF labels them: i, then 1, 2, 3 (the second, empty page "1" has no text and no entry).
+    assert [label for _, label in doc.pages] == ["i", "2", "3"]
+    for offset, label, opening in zip(
+        [o for o, _ in doc.pages], ["i", "2", "3"], ["# Ocean", "Chapter one", "Chapter two"]
+    ):
+        assert doc.text[offset:].startswith(opening) and doc.page_at(offset) == label
+    assert doc.page_at(doc.text.index("It goes on")) == "2" and doc.page_at(len(doc.text) - 1) == "3"
+    assert doc.lead == "Ocean Handbook"  # the title alone: the lines under a PDF's title are its authors
+
+
+def test_a_pdf_without_a_recorded_title_takes_its_short_first_line(tmp_path):
+    pdf = write_pdf(tmp_path / "spec.pdf", [["Shared Database Spec", "Thomas Leonard", "1. Introduction"], ["More."]])
+    (doc,), _ = read(pdf)
+    assert doc.metadata["title"] == "Shared Database Spec"
+    assert doc.text == "Shared Database Spec\n\nThomas Leonard\n1. Introduction\n\nMore."
+    assert doc.pages == ((0, "1"), (doc.text.index("More."), "2"))
+    long_first = write_pdf(tmp_path / "prose.pdf", [[("word " * 40).strip(), "next line"]])
+    (doc,), _ = read(long_first)
+    assert "title" not in doc.metadata and doc.text == ("word " * 40).strip() + "\nnext line"
+
+
+def test_pdfs_that_cannot_be_read_are_skipped_with_the_reason_and_the_folder_goes_on(tmp_path):
+    write_pdf(tmp_path / "good.pdf", [["Readable text."]])
+    write_pdf(tmp_path / "locked.pdf", [["Secret text."]], password="s3cret")
+    write_pdf(tmp_path / "scanned.pdf", [[], []])
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage")
+    (tmp_path / "notes.pdf").write_text("plain text saved under the wrong name", encoding="utf-8")
+    docs, log = read(tmp_path)
+    assert [d.text for d in docs] == ["Readable text."]
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert sorted(reasons) == ["broken.pdf", "locked.pdf", "notes.pdf", "scanned.pdf"]
+    assert "encrypted with a password" in reasons["locked.pdf"]
+    assert "2 pages have no text layer" in reasons["scanned.pdf"] and "OCR" in reasons["scanned.pdf"]
+    assert "cannot be parsed" in reasons["broken.pdf"]
+    assert "no %PDF- header" in reasons["notes.pdf"]
+    # A sync never deletes what it failed to read.
+    assert all(log.covers(str((tmp_path / name).resolve())) for name in reasons)
+    too_big, log = read(tmp_path / "good.pdf", max_file_bytes=100)
+    assert too_big == [] and "over the limit of 100" in log.skipped[0].reason
+
+
+def test_html_is_read_as_markdown_without_the_page_chrome(tmp_path):
+    page = write_html(tmp_path / "tides.html")
+    (doc,), _ = read(page)
+    assert doc.metadata["title"] == "Tides"  # the page's <h1>, not its <title> with the site's name
+    text = doc.text
+    assert text.startswith("# Tides\n\nSpring tides happen when the Sun and the Moon align. See the chart.")
+    assert "## Neap tides" in text and "café owners" in text  # decoded by its <meta charset>
+    assert "- high water\n- low water" in text and "| spring | large |" in text
+    for chrome in ("tracking", "color: red", "Home", "Sidebar", "Copyright", "https://", "wave.png"):
+        assert chrome not in text, chrome
+    assert document_lead(text) == "Tides\nSpring tides happen when the Sun and the Moon align. See the chart."
+    bare = write_html(
+        tmp_path / "bare.htm", "<html><head><title>Only a title | Site</title></head><body><p>Body.</p></body></html>"
+    )
+    (doc,), _ = read(bare)
+    assert doc.text == "# Only a title\n\nBody." and doc.metadata["title"] == "Only a title"
+    binary = tmp_path / "image.html"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    assert read(binary)[0] == [] and "it is a PNG image" in read(binary)[1].skipped[0].reason
+
+
+def test_a_word_document_keeps_its_headings_lists_and_tables(tmp_path):
+    (doc,), _ = read(write_docx(tmp_path / "handbook.docx"))
+    assert doc.text == (
+        "# Release handbook\n\n# Before a release\n\nEvery release starts from a green main branch.\n\n"
+        "- Tag the commit\n\n- Build the wheels\n\n## Support windows\n\nversion | supported until\n2.1 | 2027-06\n\n"
+        "Security fixes reach the last two versions."
+    )
+    assert doc.metadata["title"] == "Release handbook"
+    (titled,), _ = read(write_docx(tmp_path / "titled.docx", title="Ops Manual"))
+    assert titled.metadata["title"] == "Ops Manual" and titled.text.startswith("# Ops Manual\n\n# Release handbook")
+    (tmp_path / "fake.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    docs, log = read(tmp_path / "fake.docx")
+    assert docs == [] and "not a readable .docx file" in log.skipped[0].reason
+
+
+def test_restructuredtext_and_setext_titles_lead_their_later_chunks(tmp_path):
+    (tmp_path / "guide.rst").write_text("=====\nGuide\n=====\n\nFirst words.\n\nMore.", encoding="utf-8")
+    (doc,), _ = read(tmp_path / "guide.rst")
+    assert document_lead(doc.text) == "Guide\nFirst words."
+    assert document_lead("Notes\n-----\n\nBody.") == "Notes\nBody."
+    assert document_lead("=====\nGuide\n-----\n\nBody.") == ""  # over and under rules must match
+    assert document_lead("x\ny\n\nBody.") == ""
+
+
+def test_files_whose_package_is_missing_are_skipped_in_a_folder_and_refused_alone(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("plain text", encoding="utf-8")
+    pdf = write_pdf(tmp_path / "b.pdf", [["A page."]])
+    write_pdf(tmp_path / "c.pdf", [["Another page."]])
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # an import of it now fails, as when it is not installed
+    docs, log = read(tmp_path)
+    assert [d.text for d in docs] == ["plain text"]
+    assert [Path(s.where).name for s in log.skipped] == ["b.pdf", "c.pdf"]
+    assert "pip install 'c2v-rag[pdf]'" in log.skipped[0].reason and "'pypdf'" in log.skipped[0].reason
+    assert log.covers(str(pdf)) and log.files_skipped == 2
+    with pytest.raises(MissingPackageError, match=r"Reading PDF files \(\.pdf\) needs the package 'pypdf'"):
+        iter_documents(pdf)  # refused on the call, before anything is read
+    (tmp_path / "a.txt").unlink()
+    with pytest.raises(MissingPackageError, match=r"(?s)holds only files whose reader.*c2v-rag\[pdf\]"):
+        iter_documents(tmp_path)  # a folder of PDFs alone
+
+
+def test_the_ray_rows_carry_a_documents_pages():
+    pytest.importorskip("ray")
+    from c2v_rag.rag.ingestion.ray_dataflow import _doc_row, _row_doc
+
+    doc = SourceDocument("id", "one\n\ntwo", {"title": "T"}, "/x.pdf", "/", pages=((0, "iv"), (5, "1")), lead="T")
+    assert _row_doc(_doc_row(doc)) == doc
+    plain = SourceDocument("id", "text", {}, None, None)
+    assert _row_doc(_doc_row(plain)) == plain
+
+
+def test_an_ingested_pdf_records_the_page_each_chunk_starts_on(tmp_path, tiny_variant, ingest_config, monkeypatch):
+    pytest.importorskip("qdrant_client")
+    from pypdf import PdfReader
+    from qdrant_client import QdrantClient
+
+    import c2v_rag
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    pages = [[make_text(seed, sentences=4)] for seed in range(4)]
+    pdf = write_pdf(folder / "report.pdf", pages, title="Quarterly report", labels=[(0, 0, "/r", 1), (1, 3, "/D", 1)])
+    write_html(folder / "tides.html")
+    store = tmp_path / "store"
+    first = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    assert first.documents == 2 and first.chunks > 8
+
+    # The page of each chunk, found independently: pypdf's own text of each page, searched for the chunk's opening.
+    reader = PdfReader(pdf)
+    page_texts, labels = [p.extract_text() for p in reader.pages], reader.page_labels
+    assert labels == ["i", "1", "2", "3"]
+    with closing(QdrantClient(path=str(store))) as client:
+        stored = [p for p in stored_points(client, "kb").values() if p["metadata"]["file_name"] == "report.pdf"]
+        html = [p for p in stored_points(client, "kb").values() if p["metadata"]["file_name"] == "tides.html"]
+    assert len(stored) > 4 and html and all("page_label" not in p["metadata"] for p in html)
+    seen = set()
+    for payload in stored:
+        # Chunks after the first are led by the title alone (the reader's lead), not by the first page's lines.
+        lead = "Quarterly report\n\n" if payload["chunk_index"] else ""
+        assert payload["page_content"].startswith(lead) and payload["metadata"].get("lead_chars", 0) == len(lead)
+        own = payload["page_content"][payload["metadata"].get("lead_chars", 0) :].removeprefix("# Quarterly report\n\n")
+        opening = own.split("\n\n")[0]  # the chunk's part on the page it starts on (pages are joined by a blank line)
+        found = [n for n, text in enumerate(page_texts) if opening in text]
+        assert len(found) == 1, opening
+        assert payload["metadata"]["page_label"] == labels[found[0]]
+        seen.add(found[0])
+    assert seen == {0, 1, 2, 3}
+
+    again = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    assert (again.chunks_written, again.chunks_unchanged) == (0, first.chunks)
+    # Without pypdf a sync skips the PDF, and keeps its points: it was not read, not removed.
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    synced = c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, sync=True)
+    assert synced.files_skipped == 1 and (synced.documents_deleted, synced.chunks_deleted) == (0, 0)
+    with closing(QdrantClient(path=str(store))) as client:
+        assert len(stored_points(client, "kb")) == first.chunks
