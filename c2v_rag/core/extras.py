@@ -9,9 +9,40 @@ and the pip command.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Sequence
 from types import ModuleType
+from typing import NamedTuple
 
 from c2v_rag.core.errors import MissingPackageError
+
+
+class Requirement(NamedTuple):
+    """A package a feature needs: the module it imports, the name pip knows it by, and the c2v-rag extra that
+    brings it."""
+
+    module: str
+    distribution: str
+    extra: str
+
+
+def missing_requirements(requirements: Sequence[Requirement], feature: str) -> MissingPackageError | None:
+    """The error :func:`require` would raise for ``feature`` when a package of ``requirements`` is not installed,
+    else None; nothing is imported (what a check of many files, before any work, can afford)."""
+    absent = [r for r in requirements if not _installed(r.module)]
+    if not absent:
+        return None
+    named = " and ".join(repr(r.distribution) for r in absent)
+    return missing_package(
+        feature, f"the package{'s' if len(absent) > 1 else ''} {named}", extra_command(absent[0].extra)
+    )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or set to None in sys.modules
+        return False
 
 
 def extra_command(extra: str) -> str:

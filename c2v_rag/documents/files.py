@@ -115,8 +115,8 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
     if other:
         logger.info("Skipped %d files under %s that are not %s", other, root, suffixes_in_words())
     if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
-        error = next(missing[fmt] for fmt in unreadable_formats)
-        raise type(error)(f"{root} holds only files whose reader is not installed. {error}")
+        error = next(e for fmt in unreadable_formats if (e := missing[fmt]) is not None)
+        raise MissingPackageError(f"{root} holds only files whose reader is not installed. {error}")
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
     return sorted(files)

@@ -18,9 +18,9 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from c2v_rag.core.extras import require
+from c2v_rag.core.extras import Requirement, require
 from c2v_rag.store.errors import StoreKindError
 
 if TYPE_CHECKING:
@@ -84,15 +84,6 @@ class StoreSettings(Protocol):
     def hnsw_ef_construct(self) -> int | None: ...
     @property
     def hnsw_ef(self) -> int | None: ...
-
-
-class Requirement(NamedTuple):
-    """A package a backend needs: the module it imports, the name pip knows it by, and the c2v-rag extra
-    that brings it."""
-
-    module: str
-    distribution: str
-    extra: str
 
 
 QDRANT_CLIENT = Requirement("qdrant_client", "qdrant-client", "qdrant")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.core.extras import extra_command, missing_package
+from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -26,24 +25,12 @@ class FileFormat(ABC):
     name: ClassVar[str]
     # Lower-case file suffixes, with their dot.
     suffixes: ClassVar[tuple[str, ...]]
-    # The modules reading imports and the c2v-rag extra that installs them (none: the core install reads it).
-    modules: ClassVar[tuple[str, ...]] = ()
-    extra: ClassVar[str | None] = None
-    # The names pip knows the modules by, for the message.
-    distributions: ClassVar[tuple[str, ...]] = ()
+    # The packages reading needs beyond the core install, each with the c2v-rag extra that brings it.
+    requires: ClassVar[tuple[Requirement, ...]] = ()
 
     def missing(self) -> MissingPackageError | None:
         """The error to give when a package this format needs is not installed, else None (nothing imported)."""
-        absent = [d for m, d in zip(self.modules, self.distributions) if importlib.util.find_spec(m) is None]
-        if not absent:
-            return None
-        assert self.extra is not None, f"{type(self).__name__} names modules but no extra"
-        named = " and ".join(repr(d) for d in absent)
-        return missing_package(
-            f"Reading {self.name} files ({', '.join(self.suffixes)})",
-            f"the package{'s' if len(absent) > 1 else ''} {named}",
-            extra_command(self.extra),
-        )
+        return missing_requirements(self.requires, f"Reading {self.name} files ({', '.join(self.suffixes)})")
 
     @abstractmethod
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -16,9 +17,7 @@ from c2v_rag.documents.source_document import SourceDocument
 class Docx(FileFormat):
     name = "Word"
     suffixes = (".docx",)
-    modules = ("docx",)
-    extra = "docx"
-    distributions = ("python-docx",)
+    requires = (Requirement("docx", "python-docx", "docx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         import docx

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import binary_signature
@@ -60,9 +61,7 @@ _SITE_SUFFIX = re.compile(r"\s+[|\u2014\u2013]\s+")
 class Html(FileFormat):
     name = "HTML"
     suffixes = (".html", ".htm", ".xhtml")
-    modules = ("bs4", "markdownify")
-    extra = "html"
-    distributions = ("beautifulsoup4", "markdownify")
+    requires = (Requirement("bs4", "beautifulsoup4", "html"), Requirement("markdownify", "markdownify", "html"))
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if not within_size(file, options, log):

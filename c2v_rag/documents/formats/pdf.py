@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -22,9 +23,7 @@ _TITLE_LINE_CHARS = 120
 class Pdf(FileFormat):
     name = "PDF"
     suffixes = (".pdf",)
-    modules = ("pypdf",)
-    extra = "pdf"
-    distributions = ("pypdf",)
+    requires = (Requirement("pypdf", "pypdf", "pdf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from pypdf import PdfReader

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import binary_signature
@@ -45,9 +46,7 @@ class Jsonl(FileFormat):
 class Parquet(FileFormat):
     name = "Parquet"
     suffixes = (".parquet",)
-    modules = ("pyarrow",)
-    extra = "parquet"
-    distributions = ("pyarrow",)
+    requires = (Requirement("pyarrow", "pyarrow", "parquet"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.core.extras import require
