@@ -54,6 +54,7 @@ _DROPPED_CLASSES = {
     "md-footer",
 }
 _BLANK_RUNS = re.compile(r"\n{3,}")
+_PERMALINK_MARKS = {"#", "¶", "§", "🔗"}
 # "Page | Site", "Page — Site": a <title>'s site name, which every page of a site repeats.
 _SITE_SUFFIX = re.compile(r"\s+[|\u2014\u2013]\s+")
 
@@ -77,7 +78,7 @@ class Html(FileFormat):
 
 def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     """A page's title (its first ``<h1>``, else its ``<title>``) and its content as Markdown."""
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
     from markdownify import MarkdownConverter
 
     # The page's own <meta charset> or BOM decides the encoding (bs4's UnicodeDammit); html.parser needs no lxml.
@@ -87,6 +88,14 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
         element.decompose()
     for element in soup.find_all(_is_chrome):
         element.decompose()
+    for node in soup.find_all(string=lambda s: isinstance(s, (Comment, Declaration, Doctype, ProcessingInstruction))):
+        node.extract()  # <?xml ...?> and comments are no text
+    for link in soup.find_all("a", href=True):
+        if str(link["href"]).startswith("#") and link.get_text(strip=True) in _PERMALINK_MARKS:
+            link.decompose()  # a heading's permalink mark, "#" or "¶"
+    for table in soup.find_all("table"):
+        if _is_layout(table):
+            _as_blocks(table)
     if soup.head is not None:
         soup.head.decompose()
     mains = soup.find_all("main") or soup.find_all(role="main") or soup.find_all("article")
@@ -96,6 +105,28 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["a", "img"], escape_misc=False)
     text = _BLANK_RUNS.sub("\n\n", converter.convert_soup(content)).strip()
     return (title or None), text
+
+
+def _is_layout(table: Any) -> bool:
+    """Whether ``table`` lays a page out rather than holds data: it holds another table, says it is presentation,
+    has one column, or most of its cells are empty (navigation bars of icons, spacer cells)."""
+    if table.get("role") in ("presentation", "none") or table.find("table") is not None:
+        return True
+    rows = [r for r in table.find_all("tr") if r.find_parent("table") is table]
+    cells = [c for r in rows for c in r.find_all(["td", "th"], recursive=False)]
+    filled = sum(1 for c in cells if c.get_text(strip=True))
+    return len(cells) <= len(rows) or filled * 2 <= len(cells)
+
+
+def _as_blocks(table: Any) -> None:
+    """A layout table's own rows and cells as plain blocks, so its text reads as paragraphs (nested data tables,
+    judged on their own, are left as tables)."""
+    parts = [
+        e for e in table.find_all(["tbody", "thead", "tfoot", "tr", "td", "th"]) if e.find_parent("table") is table
+    ]
+    for element in [table, *parts]:
+        element.name = "div"
+        element.attrs = {}
 
 
 def _is_chrome(element: Any) -> bool:
