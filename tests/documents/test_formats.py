@@ -77,7 +77,7 @@ def test_pdfs_that_cannot_be_read_are_skipped_with_the_reason_and_the_folder_goe
     assert sorted(reasons) == ["broken.pdf", "locked.pdf", "notes.pdf", "scanned.pdf"]
     assert "encrypted with a password" in reasons["locked.pdf"]
     assert "2 pages have no text layer" in reasons["scanned.pdf"] and "OCR" in reasons["scanned.pdf"]
-    assert "cannot be parsed" in reasons["broken.pdf"]
+    assert "the PDF cannot be read" in reasons["broken.pdf"]
     assert "no %PDF- header" in reasons["notes.pdf"]
     # A sync never deletes what it failed to read.
     assert all(log.covers(str((tmp_path / name).resolve())) for name in reasons)

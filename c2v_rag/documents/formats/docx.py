@@ -3,7 +3,6 @@ One document per file; headers, footers and comments are left out."""
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,18 @@ class Docx(FileFormat):
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         import docx
-        from docx.opc.exceptions import PackageNotFoundError
 
         if not within_size(file, options, log):
             return
         try:
             document = docx.Document(str(file))
-        except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as err:
+            blocks = [b for b in (_block_markdown(item) for item in document.iter_inner_content()) if b]
+            title = " ".join((document.core_properties.title or "").split()) or _first_heading(blocks)
+        except OSError:
+            raise  # the file itself unreadable: the caller's on_error decides
+        except Exception as err:  # noqa: BLE001 - a damaged package fails in python-docx or lxml, in many ways
             log.skip_file(file, f"not a readable .docx file ({type(err).__name__}: {err})")
             return
-        blocks = [b for b in (_block_markdown(item) for item in document.iter_inner_content()) if b]
-        title = " ".join((document.core_properties.title or "").split()) or _first_heading(blocks)
         yield file_document(file, root, led_by_title(title, "\n\n".join(blocks)), {"title": title} if title else None)
 
 

@@ -27,29 +27,28 @@ class Pdf(FileFormat):
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from pypdf import PdfReader
-        from pypdf.errors import PyPdfError
 
         if not within_size(file, options, log):
             return
+        logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
         with file.open("rb") as handle:
             if b"%PDF-" not in handle.read(1024):
                 log.skip_file(file, "not a PDF file (no %PDF- header)")
                 return
-        logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
-        try:
-            reader = PdfReader(file)
-            if reader.is_encrypted and not reader.decrypt(""):
-                log.skip_file(file, "it is encrypted with a password; save a copy without it to ingest it")
+            handle.seek(0)
+            try:
+                reader = PdfReader(handle)
+                if reader.is_encrypted and not reader.decrypt(""):
+                    log.skip_file(file, "it is encrypted with a password; save a copy without it to ingest it")
+                    return
+                texts = [_page_text(page) for page in reader.pages]
+                labels = list(reader.page_labels)
+                title = _metadata_title(reader)
+            except OSError:
+                raise  # the file itself unreadable: the caller's on_error decides
+            except Exception as err:  # noqa: BLE001 - a damaged file fails deep in pypdf, in many ways; skip it
+                log.skip_file(file, f"the PDF cannot be read ({type(err).__name__}: {err})")
                 return
-            texts = [_page_text(page) for page in reader.pages]
-            labels = list(reader.page_labels)
-            title = _metadata_title(reader)
-        except (PyPdfError, ValueError, KeyError, TypeError, AssertionError) as err:  # a damaged file
-            log.skip_file(file, f"the PDF cannot be parsed ({type(err).__name__}: {err})")
-            return
-        except NotImplementedError as err:  # an encryption pypdf cannot undo without `cryptography`
-            log.skip_file(file, f"the PDF cannot be decrypted ({err})")
-            return
         if not any(t.strip() for t in texts):
             log.skip_file(file, f"its {len(texts)} pages have no text layer (scanned pages need OCR first)")
             return
