@@ -204,3 +204,54 @@ def test_an_ingested_pdf_records_the_page_each_chunk_starts_on(tmp_path, tiny_va
     assert synced.files_skipped == 1 and (synced.documents_deleted, synced.chunks_deleted) == (0, 0)
     with closing(QdrantClient(path=str(store))) as client:
         assert len(stored_points(client, "kb")) == first.chunks
+
+
+def test_markdown_front_matter_becomes_metadata_and_its_title_leads(tmp_path, caplog):
+    page = tmp_path / "note.md"
+    page.write_text(
+        "---\ntitle: Spring tides\ntags: [ocean, moon]\ndate: 2024-05-01\ndraft: false\nweight: 3\n"
+        "author: {name: Ann}\ndoc_id: x\nsource: elsewhere\nempty:\n---\n\nWhen the Sun and the Moon align.\n\nMore.",
+        encoding="utf-8",
+    )
+    (doc,), _ = read(page)
+    assert doc.text == "# Spring tides\n\nWhen the Sun and the Moon align.\n\nMore."
+    assert doc.metadata == {
+        "source": str(page.resolve()),
+        "file_name": "note.md",
+        "title": "Spring tides",
+        "tags": ["ocean", "moon"],
+        "date": "2024-05-01",
+        "draft": False,
+        "weight": 3,
+    }  # a nested mapping and empty fields dropped; doc_id and source are not the front matter's to set
+    assert sorted(r.args[1] for r in caplog.records if "front matter field" in r.getMessage()) == ["doc_id", "source"]
+    assert document_lead(doc.text) == "Spring tides\nWhen the Sun and the Moon align."
+    # A body that already opens with the title gets no second heading; no title leaves the body as it is.
+    page.write_text("---\ntitle: Tides\n---\n# Tides\n\nBody.", encoding="utf-8")
+    assert read(page)[0][0].text == "# Tides\n\nBody."
+    page.write_text("---\ntags: a\n---\nBody.", encoding="utf-8")
+    assert read(page)[0][0].text == "Body." and read(page)[0][0].metadata["tags"] == "a"
+    # Not front matter: a rule further down, YAML that is not a mapping, broken YAML, or a .txt file.
+    for text in ("Intro.\n---\ntitle: no\n---\n", "---\n- a list\n---\nBody.", "---\ntitle: [unclosed\n---\nBody."):
+        page.write_text(text, encoding="utf-8")
+        (doc,), _ = read(page)
+        assert doc.text == text and "title" not in doc.metadata
+    plain = tmp_path / "note.txt"
+    plain.write_text("---\ntitle: Spring tides\n---\nBody.", encoding="utf-8")
+    assert read(plain)[0][0].text == "---\ntitle: Spring tides\n---\nBody."
+
+
+def test_front_matter_tags_filter_a_search(tmp_path, tiny_variant, ingest_config):
+    pytest.importorskip("qdrant_client")
+    import c2v_rag
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n, tags in enumerate([["ocean", "moon"], ["moon"], ["cats"]]):
+        (folder / f"n{n}.md").write_text(f"---\ntags: {tags}\nyear: {2020 + n}\n---\n{make_text(n)}", encoding="utf-8")
+    store = tmp_path / "store"
+    c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    hits = c2v_rag.search("vitamin", top_k=50, path=store, collection="kb", filter={"tags": "moon"})
+    assert {h.metadata["file_name"] for h in hits} == {"n0.md", "n1.md"}
+    hits = c2v_rag.search("vitamin", top_k=50, path=store, collection="kb", filter={"year": {"gte": 2021}})
+    assert {h.metadata["file_name"] for h in hits} == {"n1.md", "n2.md"}
