@@ -106,3 +106,50 @@ def write_html(path: Path, page: str = HTML_PAGE) -> Path:
     <main>."""
     path.write_bytes(page.encode("latin-1"))
     return path
+
+
+def write_epub(path: Path, *, title: str = "Tides and Moons", encrypt: str | None = None) -> Path:
+    """An EPUB 3 book as e-book tools lay it out: the stored mimetype first, container.xml naming the package,
+    a manifest listing the second chapter before the first (the spine gives the reading order), a navigation page
+    and a stylesheet outside the spine; ``encrypt`` names a member that encryption.xml lists as encrypted."""
+    import zipfile
+
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{0}</title>'
+        "</head><body><h2>{0}</h2><p>{1}</p></body></html>"
+    )
+    package = f"""<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+  <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+    <dc:title>{title}</dc:title><dc:identifier id="id">x</dc:identifier>
+  </metadata>
+  <manifest>
+    <item id="c2" href="text/ch2.xhtml" media-type="application/xhtml+xml"/>
+    <item id="c1" href="text/ch1.xhtml" media-type="application/xhtml+xml"/>
+    <item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+    <item id="css" href="style.css" media-type="text/css"/>
+  </manifest>
+  <spine><itemref idref="c1"/><itemref idref="c2"/></spine>
+</package>"""
+    with zipfile.ZipFile(path, "w") as book:
+        book.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        book.writestr(
+            "META-INF/container.xml",
+            '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+            '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+            "</rootfiles></container>",
+            compress_type=zipfile.ZIP_DEFLATED,
+        )
+        book.writestr("OEBPS/content.opf", package, compress_type=zipfile.ZIP_DEFLATED)
+        book.writestr("OEBPS/text/ch1.xhtml", chapter.format("Spring tides", "The Sun and the Moon align."))
+        book.writestr("OEBPS/text/ch2.xhtml", chapter.format("Neap tides", "They stand at right angles."))
+        book.writestr("OEBPS/nav.xhtml", chapter.format("Contents", "Spring tides, Neap tides"))
+        book.writestr("OEBPS/style.css", "body { margin: 0 }")
+        if encrypt is not None:
+            book.writestr(
+                "META-INF/encryption.xml",
+                '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+                'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData><enc:CipherData>'
+                f'<enc:CipherReference URI="{encrypt}"/></enc:CipherData></enc:EncryptedData></encryption>',
+            )
+    return path

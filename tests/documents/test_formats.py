@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from format_files import write_docx, write_html, write_pdf
+from format_files import write_docx, write_epub, write_html, write_pdf
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -255,3 +255,20 @@ def test_front_matter_tags_filter_a_search(tmp_path, tiny_variant, ingest_config
     assert {h.metadata["file_name"] for h in hits} == {"n0.md", "n1.md"}
     hits = c2v_rag.search("vitamin", top_k=50, path=store, collection="kb", filter={"year": {"gte": 2021}})
     assert {h.metadata["file_name"] for h in hits} == {"n1.md", "n2.md"}
+
+
+def test_an_epub_is_one_document_of_its_chapters_in_reading_order(tmp_path):
+    (doc,), _ = read(write_epub(tmp_path / "tides.epub"))
+    assert doc.text == (
+        "# Tides and Moons\n\n## Spring tides\n\nThe Sun and the Moon align.\n\n## Neap tides\n\n"
+        "They stand at right angles."
+    )  # the spine's order, not the manifest's; the navigation page and the stylesheet are not chapters
+    assert doc.metadata["title"] == "Tides and Moons" and doc.lead == "Tides and Moons"
+    # Fonts obfuscated by a publisher do not stop a book; chapters under DRM do.
+    (fonts,), _ = read(write_epub(tmp_path / "fonts.epub", encrypt="OEBPS/fonts/a.otf"))
+    assert fonts.text == doc.text
+    docs, log = read(write_epub(tmp_path / "drm.epub", encrypt="OEBPS/text/ch2.xhtml"))
+    assert docs == [] and "encrypted (DRM)" in log.skipped[0].reason
+    (tmp_path / "broken.epub").write_bytes(b"PK\x03\x04 not a zip")
+    docs, log = read(tmp_path / "broken.epub")
+    assert docs == [] and "not a readable EPUB file" in log.skipped[0].reason

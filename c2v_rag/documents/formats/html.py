@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,11 +79,10 @@ class Html(FileFormat):
 
 def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     """A page's title (its first ``<h1>``, else its ``<title>``) and its content as Markdown."""
-    from bs4 import BeautifulSoup, Comment, Declaration, Doctype, ProcessingInstruction
+    from bs4 import Comment, Declaration, Doctype, ProcessingInstruction
     from markdownify import MarkdownConverter
 
-    # The page's own <meta charset> or BOM decides the encoding (bs4's UnicodeDammit); html.parser needs no lxml.
-    soup = BeautifulSoup(data, "html.parser")
+    soup = parse_markup(data)
     head_title = _SITE_SUFFIX.split(soup.title.get_text(" ", strip=True))[0] if soup.title else None
     for element in soup(_DROPPED_TAGS):
         element.decompose()
@@ -105,6 +105,17 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["a", "img"], escape_misc=False)
     text = _BLANK_RUNS.sub("\n\n", converter.convert_soup(content)).strip()
     return (title or None), text
+
+
+def parse_markup(data: bytes | str) -> Any:
+    """``data`` (HTML, XHTML, or an EPUB's XML) as a BeautifulSoup tree, read by Python's own HTML parser: it needs no
+    lxml, expands no entities a file defines, and reads XHTML as the HTML it is, so bs4's warning about XML read as
+    HTML is silenced. The page's own <meta charset> or BOM decides the encoding (bs4's UnicodeDammit)."""
+    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        return BeautifulSoup(data, "html.parser")
 
 
 def _is_layout(table: Any) -> bool:
