@@ -54,6 +54,19 @@ def test_a_pdf_is_one_document_led_by_its_title_with_each_page_where_it_starts(t
     assert doc.lead == "Ocean Handbook"  # the title alone: the lines under a PDF's title are its authors
 
 
+def test_running_headers_footers_and_page_numbers_are_left_out(tmp_path):
+    body = ["Tides rise twice a day.", "Ocean Handbook", "Neap tides are weaker."]  # the title inside a page stays
+    pages = [["Ocean Handbook", f"Chapter 2: Tides {n}", body[(n - 1) % 3], f"- {n} -"] for n in range(1, 6)]
+    pages.append(["Index", "tides, 1"])  # a last page without the header
+    (doc,), _ = read(write_pdf(tmp_path / "handbook.pdf", pages, title="Ocean Handbook"))
+    starts = [offset for offset, _ in doc.pages] + [len(doc.text)]
+    own = [doc.text[a:b].strip() for a, b in zip(starts, starts[1:])]
+    assert own == ["# Ocean Handbook\n\n" + body[0]] + [body[(n - 1) % 3] for n in range(2, 6)] + ["Index\ntides, 1"]
+    # Two pages are too few to tell a running line from a page's own.
+    (short,), _ = read(write_pdf(tmp_path / "short.pdf", pages[:2]))
+    assert short.text.count("Chapter 2: Tides") == 2 and short.text.count("- 1 -") == 1
+
+
 def test_a_pdf_without_a_recorded_title_takes_its_short_first_line(tmp_path):
     pdf = write_pdf(tmp_path / "spec.pdf", [["Shared Database Spec", "Thomas Leonard", "1. Introduction"], ["More."]])
     (doc,), _ = read(pdf)

@@ -18,6 +18,13 @@ from c2v_rag.documents.source_document import SourceDocument
 _LINE_HYPHEN = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
 # The longest first line of a first page taken for the document's title where the PDF records none.
 _TITLE_LINE_CHARS = 120
+# Running headers and footers: a line among a page's first or last EDGE_LINES that recurs (digits aside) at that
+# edge of at least RUNNING_SHARE of the pages with text, and of RUNNING_PAGES of them; or that starts or ends with
+# the page's own number and recurs so on RUNNING_PAGES pages ("Chapter 4: Function reference 9", a bare "12").
+EDGE_LINES = 2
+RUNNING_SHARE = 0.4
+RUNNING_PAGES = 3
+_DIGITS = re.compile(r"\d+")
 
 
 class Pdf(FileFormat):
@@ -52,7 +59,7 @@ class Pdf(FileFormat):
         if not any(t.strip() for t in texts):
             log.skip_file(file, f"its {len(texts)} pages have no text layer (scanned pages need OCR first)")
             return
-        joined, pages = _join_pages(texts, labels)
+        joined, pages = _join_pages(strip_running_lines(texts, labels), labels)
         body = joined
         if title is None:
             title, body = _first_line_title(joined)
@@ -67,6 +74,55 @@ class Pdf(FileFormat):
 def _page_text(page: Any) -> str:
     text = page.extract_text() or ""
     return _LINE_HYPHEN.sub("", text.replace("\r\n", "\n")).strip()
+
+
+def strip_running_lines(texts: list[str], labels: list[str]) -> list[str]:
+    """The pages' texts without their running headers and footers (a book's title, a chapter's name, a page number
+    at the top or the bottom of pages): repeated in every chunk they fall in, they would say nothing of it."""
+    if sum(1 for t in texts if t) < RUNNING_PAGES:
+        return texts
+    recurring: dict[tuple[str, str], int] = {}  # (edge, line with its digits as #): pages it is at that edge of
+    numbered: dict[tuple[str, str], int] = {}  # the same, counting the pages where it carries the page's number
+    for text, label in zip(texts, labels):
+        for key, line in _edge_lines(text).items():
+            recurring[key] = recurring.get(key, 0) + 1
+            if _carries(line, label):
+                numbered[key] = numbered.get(key, 0) + 1
+    least = max(RUNNING_PAGES, RUNNING_SHARE * sum(1 for t in texts if t))
+    running = {key for key, n in recurring.items() if n >= least}
+    paged = {key for key, n in numbered.items() if n >= RUNNING_PAGES}
+    if not running and not paged:
+        return texts
+    return [_without_edges(text, label, running, paged) for text, label in zip(texts, labels)]
+
+
+def _edge_key(edge: str, line: str) -> tuple[str, str]:
+    return edge, _DIGITS.sub("#", line.strip()).casefold()
+
+
+def _edge_lines(text: str) -> dict[tuple[str, str], str]:
+    lines = [line for line in text.split("\n") if line.strip()]
+    edges = [("top", line) for line in lines[:EDGE_LINES]] + [("bottom", line) for line in lines[-EDGE_LINES:]]
+    return {_edge_key(edge, line): line for edge, line in edges}
+
+
+def _carries(line: str, label: str) -> bool:
+    """Whether ``line`` starts or ends with the page's printed number ``label``."""
+    words = line.split()
+    return bool(label) and bool(words) and label in (words[0], words[-1])
+
+
+def _without_edges(text: str, label: str, running: set[tuple[str, str]], paged: set[tuple[str, str]]) -> str:
+    lines = text.split("\n")
+    for edge, index in (("top", 0), ("bottom", -1)):
+        for _ in range(EDGE_LINES):
+            if not lines:
+                break
+            key = _edge_key(edge, lines[index])
+            if key not in running and not (key in paged and _carries(lines[index], label)):
+                break
+            lines.pop(index)
+    return "\n".join(lines).strip()
 
 
 def _metadata_title(reader: Any) -> str | None:
