@@ -73,12 +73,12 @@ def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
         if key in RESERVED_METADATA_KEYS or key in _FILE_FIELDS:
             logger.warning("%s: front matter field %r is left out (the file or the store owns it)", where, key)
             continue
-        kept = _scalar(value)
-        if kept is None and isinstance(value, list):
-            items = [_scalar(v) for v in value]
-            kept = items if items and all(i is not None for i in items) else None
-        if kept is not None:
-            fields[key] = kept
+        scalar = _scalar(value)
+        items = [_scalar(v) for v in value] if isinstance(value, list) else []
+        if scalar is not None:
+            fields[key] = scalar
+        elif items and all(i is not None for i in items):
+            fields[key] = items
     return fields, text[match.end() :].lstrip("\n")
 
 
