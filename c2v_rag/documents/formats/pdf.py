@@ -57,7 +57,8 @@ class Pdf(FileFormat):
                 log.skip_file(file, f"the PDF cannot be read ({type(err).__name__}: {err})")
                 return
         if not any(t.strip() for t in texts):
-            log.skip_file(file, f"its {len(texts)} pages have no text layer (scanned pages need OCR first)")
+            pages_have = "its page has" if len(texts) == 1 else f"its {len(texts)} pages have"
+            log.skip_file(file, f"{pages_have} no text layer (scanned pages need OCR first)")
             return
         joined, pages = _join_pages(strip_running_lines(texts, labels), labels)
         body = joined
