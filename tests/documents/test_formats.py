@@ -61,7 +61,10 @@ def test_running_headers_footers_and_page_numbers_are_left_out(tmp_path):
     (doc,), _ = read(write_pdf(tmp_path / "handbook.pdf", pages, title="Ocean Handbook"))
     starts = [offset for offset, _ in doc.pages] + [len(doc.text)]
     own = [doc.text[a:b].strip() for a, b in zip(starts, starts[1:])]
-    assert own == ["# Ocean Handbook\n\n" + body[0]] + [body[(n - 1) % 3] for n in range(2, 6)] + ["Index\ntides, 1"]
+    # The first page's first line stays, a running header or not: there it is the title.
+    assert own == ["Ocean Handbook\n" + body[0]] + [body[(n - 1) % 3] for n in range(2, 6)] + ["Index\ntides, 1"]
+    (untitled,), _ = read(write_pdf(tmp_path / "untitled.pdf", pages))
+    assert untitled.metadata["title"] == "Ocean Handbook" and untitled.text.startswith("Ocean Handbook\n\n" + body[0])
     # Two pages are too few to tell a running line from a page's own.
     (short,), _ = read(write_pdf(tmp_path / "short.pdf", pages[:2]))
     assert short.text.count("Chapter 2: Tides") == 2 and short.text.count("- 1 -") == 1

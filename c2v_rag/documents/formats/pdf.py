@@ -94,7 +94,12 @@ def strip_running_lines(texts: list[str], labels: list[str]) -> list[str]:
     paged = {key for key, n in numbered.items() if n >= RUNNING_PAGES}
     if not running and not paged:
         return texts
-    return [_without_edges(text, label, running, paged) for text, label in zip(texts, labels)]
+    first = next(n for n, text in enumerate(texts) if text)
+    stripped = [_without_edges(text, label, running, paged) for text, label in zip(texts, labels)]
+    # The first page's first line stays: a running header is often the document's title, and there it is one.
+    head, _, rest = texts[first].partition("\n")
+    stripped[first] = f"{head}\n{_without_edges(rest, labels[first], running, paged)}".strip()
+    return stripped
 
 
 def _edge_key(edge: str, line: str) -> tuple[str, str]:
