@@ -48,7 +48,7 @@ class SourceDocument:
         """The label of the page that character ``offset`` of the text lies on (None: the document has no pages)."""
         if not self.pages:
             return None
-        index = bisect.bisect_right([start for start, _ in self.pages], offset) - 1
+        index = bisect.bisect_right(self.pages, (offset, chr(0x10FFFF))) - 1  # the last page starting at or before it
         return self.pages[max(index, 0)][1]
 
 
