@@ -56,6 +56,14 @@ def binary_signature(head: bytes) -> str | None:
     return None
 
 
+def binary_reason(head: bytes) -> str | None:
+    """Why a file whose first bytes are ``head`` is no text (a known binary signature, NUL bytes), else None."""
+    kind = binary_signature(head[:16])
+    if kind is not None:
+        return f"it is {kind}"
+    return "it contains NUL bytes" if b"\x00" in head else None
+
+
 def decode_text(data: bytes, max_undecodable_share: float = DEFAULT_MAX_UNDECODABLE_SHARE) -> str | NotText:
     """``data`` as text, or :class:`NotText` saying why it is not.
 

@@ -12,7 +12,7 @@ from typing import Any
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import binary_signature
+from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument
 
 # Elements that are never a page's content.
@@ -69,9 +69,9 @@ class Html(FileFormat):
         if not within_size(file, options, log):
             return
         data = file.read_bytes()
-        kind = binary_signature(data[:16])
-        if kind is not None or b"\x00" in data[:8192]:
-            log.skip_file(file, f"not an HTML file: {f'it is {kind}' if kind else 'it contains NUL bytes'}")
+        reason = binary_reason(data[:8192])
+        if reason is not None:
+            log.skip_file(file, f"not an HTML file: {reason}")
             return
         title, text = html_to_markdown(data)
         yield file_document(file, root, led_by_title(title, text), {"title": title} if title else None)

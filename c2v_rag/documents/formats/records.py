@@ -9,7 +9,7 @@ from pathlib import Path
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import binary_signature
+from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument, from_record
 
 # (where, record, span): span is the share of the file before the record and up to its end, for progress.
@@ -25,9 +25,9 @@ class Jsonl(FileFormat):
 
         with file.open("rb") as handle:
             head = handle.read(8192)
-        kind = binary_signature(head)
-        if kind is not None or b"\x00" in head:
-            log.skip_file(file, f"not a text file: {f'it is {kind}' if kind else 'it contains NUL bytes'}")
+        reason = binary_reason(head)
+        if reason is not None:
+            log.skip_file(file, f"not a text file: {reason}")
             return
 
         def bad_line(number: int, err: ValueError) -> None:
