@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.documents.formats import SUPPORTED_SUFFIXES, FileFormat, format_of, suffixes_in_words
+from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, format_of, suffixes_in_words
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ReadLog, ReadOptions, SkippedInput
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -87,7 +87,7 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
     whose package is not installed are skipped, with one warning per format naming the install command.
     """
     files, other = [], 0
-    missing: dict[FileFormat, MissingPackageError | None] = {}  # asked once per format, not per file
+    missing = {fmt: fmt.missing() for fmt in FORMATS}  # asked once per listing, not per file
     unreadable_formats: dict[FileFormat, list[Path]] = {}
 
     def unreadable(err: OSError) -> None:
@@ -108,14 +108,14 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
             fmt = format_of(file)
             if fmt is None or not file.is_file():
                 other += 1
-            elif (missing[fmt] if fmt in missing else missing.setdefault(fmt, fmt.missing())) is not None:
+            elif missing[fmt] is not None:
                 unreadable_formats.setdefault(fmt, []).append(file)
             else:
                 files.append(file)
     if other:
         logger.info("Skipped %d files under %s that are not %s", other, root, suffixes_in_words())
     if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
-        error = next(e for fmt in unreadable_formats if (e := missing[fmt]) is not None)
+        error = missing[next(iter(unreadable_formats))]
         raise MissingPackageError(f"{root} holds only files whose reader is not installed. {error}")
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
