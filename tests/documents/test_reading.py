@@ -16,7 +16,7 @@ from rag_helpers import make_text
 
 from c2v_rag.documents.documents import iter_documents
 from c2v_rag.documents.files import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import NotText, decode_text
+from c2v_rag.documents.sniffing import Decoded, NotText, decode_text
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,8 @@ from c2v_rag.documents.sniffing import NotText, decode_text
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "it is a PNG image"),
         (b"PK\x03\x04\x14\x00\x06\x00", "it is a ZIP archive"),
         (b"\x7fELF\x02\x01\x01", "it is an ELF executable"),
-        ("plain words in UTF-16".encode("utf-16"), "NUL bytes"),
+        ("plain words in UTF-16 without a byte-order mark".encode("utf-16-le"), "NUL bytes"),
+        (b"\xff\xfe" + "odd length".encode("utf-16-le") + b"x", "UTF-16 byte-order mark but is not UTF-16"),
         (b"text with a \x00 inside", "NUL bytes"),
         (bytes(range(128, 256)) * 8, "not valid UTF-8"),
     ],
@@ -37,18 +38,61 @@ def test_binary_data_is_not_text(data, reason):
 
 
 def test_text_is_text_and_a_few_stray_bytes_are_replaced():
-    assert decode_text("Grüße, 東京 \ufffd".encode("utf-8")) == "Grüße, 東京 \ufffd"  # a literal U+FFFD is fine
-    assert decode_text(b"\xef\xbb\xbfwith a BOM") == "with a BOM"
-    latin1 = ("A mostly English text with one caf\xe9 in it. " * 5).encode("latin-1")
-    assert decode_text(latin1).count("\ufffd") == 5  # 5 bad bytes of 230
-    assert isinstance(decode_text(latin1, max_undecodable_share=0.01), NotText)
-    assert decode_text(b"") == ""
+    assert decode_text("Grüße, 東京 \ufffd".encode("utf-8")).text == "Grüße, 東京 \ufffd"  # a literal U+FFFD is fine
+    assert decode_text(b"\xef\xbb\xbfwith a BOM") == Decoded("with a BOM", "utf-8")
+    # UTF-8 with a stray Latin-1 byte stays UTF-8: its valid accents outnumber the bad byte.
+    stray = ("Grüße aus Köln, schön. " * 5).encode("utf-8") + "caf\xe9".encode("latin-1")
+    assert decode_text(stray) == Decoded(("Grüße aus Köln, schön. " * 5) + "caf\ufffd", "utf-8")
+    assert isinstance(decode_text(stray, max_undecodable_share=0.001), NotText)
+    assert decode_text(b"") == Decoded("", "utf-8")
+
+
+# Each text as a file in an encoding other than UTF-8, and the encoding it must be read in.
+LEGACY_TEXTS = [
+    ("Résumé du projet: déjà fait.\n", "cp1252", "cp1252"),  # short: cp1250 reads it alike, cp1252 must win
+    ("Die Größe der Äpfel übertrifft alles. Straße und Fußgänger.\n" * 3, "latin-1", "cp1252"),
+    ("He said \u201chello\u201d \u2014 and left. It\u2019s fine.\n", "cp1252", "cp1252"),
+    ("Zażółć gęślą jaźń. Łódź jest miastem w Polsce, którego mieszkańcy są mili.\n" * 3, "cp1250", "cp1250"),
+    ("Привет, как дела? Это тестовый документ на русском языке.\n" * 3, "cp1251", "cp1251"),
+    ("Привет, как дела? Это тестовый документ на русском языке.\n" * 3, "koi8-r", "koi8_r"),
+    ("Αυτό είναι ένα ελληνικό κείμενο για δοκιμή.\n" * 3, "cp1253", "cp1253"),
+    ("これは日本語のテスト文書です。検索の品質を確認します。\n" * 3, "shift_jis", "cp932"),
+    ("这是一个中文测试文档。我们检查检索质量。\n" * 3, "gbk", "gb18030"),
+]
+
+
+@pytest.mark.parametrize(("text", "written_in", "read_in"), LEGACY_TEXTS)
+def test_text_in_another_encoding_is_read_in_it(text, written_in, read_in):
+    assert decode_text(text.encode(written_in)) == Decoded(text, read_in)
+
+
+@pytest.mark.parametrize("wide", ["utf-16", "utf-32", "utf-16-be"])
+def test_wide_text_with_a_byte_order_mark_is_read(wide):
+    data = "Windows tools write UTF-16: Grüße".encode(wide)
+    if wide == "utf-16-be":
+        data = b"\xfe\xff" + data
+    assert decode_text(data).text == "Windows tools write UTF-16: Grüße"
+
+
+def test_a_folder_reads_each_file_in_its_own_encoding(tmp_path: Path, caplog):
+    (tmp_path / "notes.txt").write_bytes("Le café était très bon à Noël.".encode("cp1252"))
+    (tmp_path / "export.md").write_bytes("# Bericht\n\nGrüße".encode("utf-16"))
+    (tmp_path / "utf8.txt").write_text("東京の天気", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.formats.text"):
+        docs = {Path(d.metadata["source"]).name: d.text for d in iter_documents(tmp_path, log=ReadLog())}
+    assert docs == {
+        "notes.txt": "Le café était très bon à Noël.",
+        "export.md": "# Bericht\n\nGrüße",
+        "utf8.txt": "東京の天気",
+    }
+    notes = (tmp_path / "notes.txt").resolve()
+    assert [r.getMessage() for r in caplog.records] == [f"{notes} is not UTF-8; read as cp1252"]
 
 
 def test_a_folder_skips_what_is_not_text_with_one_warning_each(tmp_path: Path, caplog):
     (tmp_path / "good.txt").write_text("real text", encoding="utf-8")
     (tmp_path / "scan.txt").write_bytes(b"%PDF-1.4 binary")
-    (tmp_path / "utf16.md").write_bytes("wide text".encode("utf-16"))
+    (tmp_path / "utf16.md").write_bytes("wide text".encode("utf-16-le"))
     (tmp_path / "huge.md").write_text("x" * 2000, encoding="utf-8")
     (tmp_path / "image.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n....")
     log = ReadLog()

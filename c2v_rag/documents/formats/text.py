@@ -36,11 +36,14 @@ class PlainText(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if not within_size(file, options, log):
             return
-        text = decode_text(file.read_bytes(), options.max_undecodable_share)
-        if isinstance(text, NotText):
-            log.skip_file(file, f"not a text file: {text.reason}")
+        decoded = decode_text(file.read_bytes(), options.max_undecodable_share)
+        if isinstance(decoded, NotText):
+            log.skip_file(file, f"not a text file: {decoded.reason}")
             return
-        if "\ufffd" in text:
+        text = decoded.text
+        if decoded.encoding not in ("utf-8", "utf-16", "utf-32"):
+            logger.info("%s is not UTF-8; read as %s", file, decoded.encoding)
+        elif "\ufffd" in text:
             logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", file)
         if file.suffix.lower() not in MARKDOWN_SUFFIXES:
             yield file_document(file, root, text)

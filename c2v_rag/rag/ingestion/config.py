@@ -60,7 +60,10 @@ class IngestConfig(BaseModel):
         default=DEFAULT_MAX_UNDECODABLE_SHARE,
         ge=0,
         le=1,
-        description="files with a larger share of bytes that are not UTF-8 are skipped as not text",
+        description=(
+            "UTF-8 files with a larger share of invalid bytes are skipped as not text (below it those bytes are "
+            "replaced); files in another encoding are read in it"
+        ),
     )
     show_progress: bool = True
     sparse: BM25Config | None = Field(
