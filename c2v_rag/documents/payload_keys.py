@@ -20,6 +20,8 @@ LEAD_CHARS_KEY = "lead_chars"
 # The page a chunk of a paged document (a PDF) starts on, as the document labels it; LlamaIndex's and LangChain's
 # PDF readers' name. Not reserved: a framework document read by their PDF readers brings it in its own metadata.
 PAGE_LABEL_KEY = "page_label"
+# The row of a table (CSV, TSV) a chunk's document is, under its header; LangChain's CSV loader's name. Not reserved.
+ROW_KEY = "row"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten

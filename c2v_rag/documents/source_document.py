@@ -17,7 +17,7 @@ from typing import Any
 from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
 from c2v_rag.encode.loop import check_unicode
 
-_TEXT_KEYS = ("text", "page_content", "content", "body")
+TEXT_KEYS = ("text", "page_content", "content", "body")
 _ID_KEYS = ("id", "doc_id", "_id")
 
 
@@ -92,10 +92,10 @@ def from_record(
     before it (BEIR corpora); the id is the first of ``id``, ``doc_id``, ``_id``. Other scalar
     fields join ``metadata``.
     """
-    text_key = next((k for k in _TEXT_KEYS if k in record), None)
+    text_key = next((k for k in TEXT_KEYS if k in record), None)
     if text_key is None:
         raise ValueError(
-            f"{where} has no text: expected one of the keys {', '.join(_TEXT_KEYS)}; got {sorted(map(str, record))}"
+            f"{where} has no text: expected one of the keys {', '.join(TEXT_KEYS)}; got {sorted(map(str, record))}"
         )
     text = record[text_key]
     if not isinstance(text, str):
@@ -107,7 +107,7 @@ def from_record(
     metadata = dict(raw_metadata)
     id_key = next((k for k in _ID_KEYS if record.get(k) not in (None, "")), None)
     for key, value in record.items():
-        if key in (*_TEXT_KEYS, *_ID_KEYS, "metadata") or key in metadata:
+        if key in (*TEXT_KEYS, *_ID_KEYS, "metadata") or key in metadata:
             continue
         if isinstance(value, (str, int, float, bool)) or value is None:
             metadata[key] = value

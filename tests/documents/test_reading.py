@@ -78,7 +78,7 @@ def test_a_folder_reads_each_file_in_its_own_encoding(tmp_path: Path, caplog):
     (tmp_path / "notes.txt").write_bytes("Le café était très bon à Noël.".encode("cp1252"))
     (tmp_path / "export.md").write_bytes("# Bericht\n\nGrüße".encode("utf-16"))
     (tmp_path / "utf8.txt").write_text("東京の天気", encoding="utf-8")
-    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.formats.text"):
+    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.formats.base"):
         docs = {Path(d.metadata["source"]).name: d.text for d in iter_documents(tmp_path, log=ReadLog())}
     assert docs == {
         "notes.txt": "Le café était très bon à Noël.",

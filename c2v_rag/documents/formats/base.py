@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -10,7 +11,10 @@ from typing import Any, ClassVar
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import NotText, decode_text
 from c2v_rag.documents.source_document import SourceDocument
+
+logger = logging.getLogger(__name__)
 
 
 class FileFormat(ABC):
@@ -46,6 +50,22 @@ def within_size(file: Path, options: ReadOptions, log: ReadLog) -> bool:
         )
         return False
     return True
+
+
+def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:
+    """``file``'s text in the encoding it is in (:func:`~c2v_rag.documents.sniffing.decode_text`), or None when it
+    is over the size limit or not text (skipped and recorded)."""
+    if not within_size(file, options, log):
+        return None
+    decoded = decode_text(file.read_bytes(), options.max_undecodable_share)
+    if isinstance(decoded, NotText):
+        log.skip_file(file, f"not a text file: {decoded.reason}")
+        return None
+    if decoded.encoding not in ("utf-8", "utf-16", "utf-32"):
+        logger.info("%s is not UTF-8; read as %s", file, decoded.encoding)
+    elif "\ufffd" in decoded.text:
+        logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", file)
+    return decoded.text
 
 
 def file_document(

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, read_text
 from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import NotText, decode_text
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -34,17 +33,9 @@ class PlainText(FileFormat):
     suffixes = (".txt", *MARKDOWN_SUFFIXES, ".rst")
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
+        text = read_text(file, options, log)
+        if text is None:
             return
-        decoded = decode_text(file.read_bytes(), options.max_undecodable_share)
-        if isinstance(decoded, NotText):
-            log.skip_file(file, f"not a text file: {decoded.reason}")
-            return
-        text = decoded.text
-        if decoded.encoding not in ("utf-8", "utf-16", "utf-32"):
-            logger.info("%s is not UTF-8; read as %s", file, decoded.encoding)
-        elif "\ufffd" in text:
-            logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", file)
         if file.suffix.lower() not in MARKDOWN_SUFFIXES:
             yield file_document(file, root, text)
             return

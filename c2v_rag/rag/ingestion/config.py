@@ -41,7 +41,9 @@ class IngestConfig(BaseModel):
     retry_max_wait: float = Field(default=30.0, ge=0)
     on_error: Literal["raise", "continue"] = Field(
         default="raise",
-        description="stop at the first failed batch, unreadable file or bad JSONL record, or record it and go on",
+        description=(
+            "stop at the first failed batch, unreadable file, bad JSONL record or bad table row, or record it and go on"
+        ),
     )
     sync: bool = Field(
         default=False,

@@ -1,0 +1,131 @@
+"""CSV and TSV files: one document per row, read as LangChain's and LlamaIndex's CSV loaders read them, or as
+records where the table has a text column; files written as Excel and Python's csv module write them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from rag_helpers import make_text
+
+from c2v_rag.documents.documents import iter_documents
+from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.documents.formats.tables import column_names
+from c2v_rag.documents.source_document import SourceDocument
+
+
+def read(path: Path, **options) -> tuple[list[SourceDocument], ReadLog]:
+    log = ReadLog()
+    return list(iter_documents(path, options=ReadOptions(**options), log=log)), log
+
+
+def write_csv(path: Path, rows: list[list[str]], encoding: str = "utf-8", **fmt) -> Path:
+    with path.open("w", encoding=encoding, newline="") as handle:
+        csv.writer(handle, **fmt).writerows(rows)
+    return path
+
+
+FAQ = [
+    ["question", "answer", "owner"],
+    ["How do I reset my password?", 'Open Settings, then Security, and choose "Reset".\nAn email follows.', ""],
+    ["", "", ""],
+    ["Where are the invoices?", "Under Billing; the last 24 months.", "finance"],
+]
+
+
+def test_each_row_of_a_table_is_its_column_value_lines(tmp_path):
+    """A cell holding the delimiter, quotes and a line break stays one cell; empty cells and rows are left out."""
+    faq = write_csv(tmp_path / "faq.csv", FAQ)
+    docs, log = read(faq)
+    assert [d.text for d in docs] == [
+        'question: How do I reset my password?\nanswer: Open Settings, then Security, and choose "Reset".\n'
+        "An email follows.",
+        "question: Where are the invoices?\nanswer: Under Billing; the last 24 months.\nowner: finance",
+    ]
+    resolved = faq.resolve()
+    assert [d.doc_id for d in docs] == [f"{resolved.as_posix()}:1", f"{resolved.as_posix()}:3"]
+    assert [d.metadata for d in docs] == [{"row": 1, "source": str(resolved)}, {"row": 3, "source": str(resolved)}]
+    assert log.files_skipped == log.records_skipped == 0
+
+
+def test_excel_semicolons_legacy_encoding_and_tabs(tmp_path):
+    """Excel in a German locale writes ";" (the comma is the decimal mark) in cp1252; a .tsv is tab-separated."""
+    rows = [["Produkt", "Preis", "Beschreibung"], ["Käse", "3,50", "Würziger Bergkäse; gereift"]]
+    write_csv(tmp_path / "preise.csv", rows, encoding="cp1252", delimiter=";")
+    write_csv(tmp_path / "notes.tsv", [["name", "note"], ["alpha", "first, with a comma"]], delimiter="\t")
+    excel_utf8 = tmp_path / "bom.csv"  # Excel's "CSV UTF-8" starts with a byte-order mark
+    excel_utf8.write_bytes(b"\xef\xbb\xbf" + "Name,Stadt\nJürgen,Köln\n".encode())
+    texts = {Path(d.metadata["source"]).name: d.text for d in read(tmp_path)[0]}
+    assert texts == {
+        "preise.csv": "Produkt: Käse\nPreis: 3,50\nBeschreibung: Würziger Bergkäse; gereift",
+        "notes.tsv": "name: alpha\nnote: first, with a comma",
+        "bom.csv": "Name: Jürgen\nStadt: Köln",
+    }
+
+
+def test_a_table_with_a_text_column_reads_as_records(tmp_path):
+    """Like the same rows as JSONL: the id column, the title leading the text, the other columns as metadata."""
+    table = write_csv(tmp_path / "corpus.csv", [["id", "title", "text", "year"], ["d1", "Tides", "The moon.", "2020"]])
+    write_csv(tmp_path / "no_title.csv", [["text", "lang"], ["Only text", ""]])
+    docs = {d.doc_id: d for d in read(tmp_path)[0]}
+    assert docs["d1"].text == "Tides\n\nThe moon." and docs["d1"].metadata == {
+        "title": "Tides",
+        "year": "2020",
+        "source": str(table.resolve()),
+    }
+    no_title = f"{(tmp_path / 'no_title.csv').resolve().as_posix()}:1"
+    assert docs[no_title].text == "Only text" and "lang" not in docs[no_title].metadata
+
+
+def test_a_row_with_more_cells_than_the_header_is_skipped_or_stops_the_read(tmp_path):
+    rows = [["name", "note"], ["alpha", "one"], ["beta", "two", "stray"], ["gamma", "x"]]
+    table = write_csv(tmp_path / "t.csv", rows)
+    docs, log = read(table, on_error="continue")
+    assert [d.metadata["row"] for d in docs] == [1, 3] and log.records_skipped == 1
+    assert log.skipped[0].where.endswith("t.csv:2") and "3 cells and the header 2" in log.skipped[0].reason
+    with pytest.raises(ValueError, match=r"t\.csv:2: it has 3 cells and the header 2 \(quote cells"):
+        read(table)
+
+
+def test_cells_longer_than_the_csv_modules_limit_are_read(tmp_path):
+    long_text = make_text(0) * 2000  # over csv's default 128 KiB a field
+    assert len(long_text) > csv.field_size_limit()
+    docs, _ = read(write_csv(tmp_path / "long.csv", [["text"], [long_text]]))
+    assert docs[0].text == long_text
+
+
+def test_headers_name_every_column_once():
+    assert column_names([" a ", "", "a", "a"]) == ["a", "column 2", "a (2)", "a (3)"]
+    assert column_names(["", " "]) == []
+
+
+def test_an_empty_header_skips_the_file(tmp_path):
+    blank = tmp_path / "blank.csv"
+    blank.write_text(",,\nx,y,z\n", encoding="utf-8")
+    docs, log = read(blank)
+    assert docs == [] and log.files_skipped == 1 and "header" in log.skipped[0].reason
+
+
+def test_rows_are_ingested_with_their_row_and_found_by_a_filter(tmp_path, tiny_variant, ingest_config, capsys):
+    pytest.importorskip("qdrant_client")
+    import c2v_rag
+    from c2v_rag.cli import main
+
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    write_csv(folder / "faq.csv", FAQ)
+    store = tmp_path / "store"
+    c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    hits = c2v_rag.search("invoices", top_k=50, path=store, collection="kb")
+    assert {h.metadata["row"] for h in hits} == {1, 3}  # the tiny model's chunks are short: several a row
+    hits = c2v_rag.search("invoices", top_k=50, path=store, collection="kb", filter={"row": 3})
+    assert hits and {h.metadata["row"] for h in hits} == {3} and "Under Billing" in " ".join(h.text for h in hits)
+    # c2v-rag search names the row of each hit.
+    capsys.readouterr()
+    assert main(["search", "invoices", "--path", str(store), "--collection", "kb", "--top-k", "2"]) == 0
+    hits = c2v_rag.search("invoices", top_k=2, path=store, collection="kb")
+    lines = capsys.readouterr().out.splitlines()
+    for rank, hit in enumerate(hits, 1):
+        row = hit.metadata["row"]
+        assert lines[2 * rank - 2].startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  row {row}  (chunk ")
