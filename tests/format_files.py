@@ -79,6 +79,60 @@ def write_docx(path: Path, *, title: str | None = None) -> Path:
     return path
 
 
+def write_pptx(path: Path, *, title: str | None = None) -> Path:
+    """A deck of three slides as PowerPoint's default template lays them out: a title slide; a title and content
+    slide with two list levels, a text box and speaker notes; a slide with a table, its shapes added bottom first."""
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    if title is not None:
+        deck.core_properties.title = title
+    first = deck.slides.add_slide(deck.slide_layouts[0])
+    first.shapes.title.text = "Quarterly review"
+    first.placeholders[1].text = "Platform team"
+    second = deck.slides.add_slide(deck.slide_layouts[1])
+    second.shapes.title.text = "Incidents"
+    body = second.placeholders[1].text_frame
+    body.text = "Two outages in March"
+    detail = body.add_paragraph()
+    detail.text, detail.level = "Both from an expired certificate", 1
+    box = second.shapes.add_textbox(Inches(1), Inches(6.5), Inches(6), Inches(0.5))
+    box.text_frame.text = "Source: the on-call log"
+    second.notes_slide.notes_text_frame.text = "Renewals are automated since April."
+    third = deck.slides.add_slide(deck.slide_layouts[5])  # title only
+    note = third.shapes.add_textbox(Inches(1), Inches(6), Inches(6), Inches(0.5))
+    note.text_frame.text = "Budgets in thousands"
+    table = third.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(6), Inches(1)).table
+    for row, cells in zip(table.rows, [("team", "budget"), ("platform", "120")]):
+        for cell, text in zip(row.cells, cells):
+            cell.text = text
+    third.shapes.title.text = "Budget"
+    deck.save(str(path))
+    return path
+
+
+def write_xlsx(path: Path) -> Path:
+    """A workbook of two sheets: an FAQ under a header below a blank row, with numbers and a date in its cells;
+    and a sheet of records with a text column."""
+    import datetime
+
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    faq = book.active
+    faq.title = "FAQ"
+    faq.append([])
+    faq.append(["question", "answer", "since", "cost"])
+    faq.append(["How do I get a badge?", "Ask the front desk.", datetime.datetime(2024, 5, 1), 0.0])
+    faq.append(["Is parking paid?", "Yes, per day.", None, 4.5])
+    docs = book.create_sheet("Docs")
+    docs.append(["id", "title", "text"])
+    docs.append(["kb-1", "Wi-Fi", "The guest network needs no password."])
+    book.save(str(path))
+    return path
+
+
 HTML_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="iso-8859-1"><title>Tides | Ocean handbook</title>
 <style>body { color: red }</style><script>var tracking = "should not be read";</script></head>

@@ -22,10 +22,12 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # What ingest, embed and adapt read (documents/formats, SUPPORTED_SUFFIXES; tests/cli check the two agree),
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
-    ".txt, .md, .markdown, .rst, .jsonl, .parquet, .csv, .tsv, .html, .htm, .xhtml, .pdf, .docx and .epub"
+    ".txt, .md, .markdown, .rst, .jsonl, .parquet, .csv, .tsv, .xlsx, .html, .htm, .xhtml, .pdf, .docx, .pptx, "
+    ".epub and .ipynb"
 )
 PATHS_HELP = (
-    f"file or folder of {DOCUMENT_SUFFIXES} (Parquet, HTML, PDF, Word and EPUB files: pip install 'c2v-rag[formats]')"
+    f"file or folder of {DOCUMENT_SUFFIXES} "
+    "(Parquet, Excel, HTML, PDF, Word, PowerPoint and EPUB files: pip install 'c2v-rag[formats]')"
 )
 
 

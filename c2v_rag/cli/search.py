@@ -113,7 +113,7 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
     line saying what the scores are when they are not cosines."""
     import textwrap
 
-    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, PAGE_LABEL_KEY, ROW_KEY
+    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, PAGE_LABEL_KEY, ROW_KEY, SHEET_KEY
 
     if not hits:
         print("no results")
@@ -121,9 +121,10 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         print(score_kind)
     for rank, hit in enumerate(hits, 1):
         where = hit.source or hit.doc_id or hit.id
-        page, row = hit.metadata.get(PAGE_LABEL_KEY), hit.metadata.get(ROW_KEY)
-        where += f"  p. {page}" if page not in (None, "") else ""
-        where += f"  row {row}" if row not in (None, "") else ""
+        # Where in its file the hit is: a PDF's page (a deck's slide), a workbook's sheet, a table's row.
+        for key, shown in ((PAGE_LABEL_KEY, "p. {}"), (SHEET_KEY, "sheet {}"), (ROW_KEY, "row {}")):
+            value = hit.metadata.get(key)
+            where += f"  {shown.format(value)}" if value not in (None, "") else ""
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
         fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
         print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}{fused}")

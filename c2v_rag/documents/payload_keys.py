@@ -22,6 +22,8 @@ LEAD_CHARS_KEY = "lead_chars"
 PAGE_LABEL_KEY = "page_label"
 # The row of a table (CSV, TSV) a chunk's document is, under its header; LangChain's CSV loader's name. Not reserved.
 ROW_KEY = "row"
+# The sheet of a workbook (.xlsx) a row is on. Not reserved.
+SHEET_KEY = "sheet"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten

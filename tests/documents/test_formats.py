@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from format_files import write_docx, write_epub, write_html, write_pdf
+from format_files import write_docx, write_epub, write_html, write_pdf, write_pptx
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -93,7 +93,7 @@ def test_pdfs_that_cannot_be_read_are_skipped_with_the_reason_and_the_folder_goe
     assert sorted(reasons) == ["broken.pdf", "locked.pdf", "notes.pdf", "scanned.pdf"]
     assert "encrypted with a password" in reasons["locked.pdf"]
     assert "2 pages have no text layer" in reasons["scanned.pdf"] and "OCR" in reasons["scanned.pdf"]
-    assert "the PDF cannot be read" in reasons["broken.pdf"]
+    assert "not a readable PDF file" in reasons["broken.pdf"]
     assert "no %PDF- header" in reasons["notes.pdf"]
     # A sync never deletes what it failed to read.
     assert all(log.covers(str((tmp_path / name).resolve())) for name in reasons)
@@ -288,3 +288,66 @@ def test_an_epub_is_one_document_of_its_chapters_in_reading_order(tmp_path):
     (tmp_path / "broken.epub").write_bytes(b"PK\x03\x04 not a zip")
     docs, log = read(tmp_path / "broken.epub")
     assert docs == [] and "not a readable EPUB file" in log.skipped[0].reason
+
+
+def test_a_deck_is_one_document_of_its_slides_each_chunk_told_its_slide(tmp_path):
+    pytest.importorskip("pptx")
+    deck = write_pptx(tmp_path / "review.pptx")
+    (doc,), log = read(deck)
+    assert doc.text == (
+        "## Quarterly review\n\nPlatform team\n\n"
+        "## Incidents\n\n- Two outages in March\n  - Both from an expired certificate\n\nSource: the on-call log\n\n"
+        "Notes: Renewals are automated since April.\n\n"
+        "## Budget\n\nteam | budget\nplatform | 120\n\nBudgets in thousands"  # shapes top to bottom
+    )
+    assert [label for _, label in doc.pages] == ["1", "2", "3"]
+    assert [doc.text[offset:].split("\n")[0] for offset, _ in doc.pages] == [
+        "## Quarterly review",
+        "## Incidents",
+        "## Budget",
+    ]
+    # No recorded title (PowerPoint's default is none): the first slide's; a recorded one leads the text.
+    assert doc.metadata["title"] == "Quarterly review" and doc.lead == "Quarterly review"
+    (named,), _ = read(write_pptx(tmp_path / "named.pptx", title="Q1 review"))
+    assert named.text.startswith("# Q1 review\n\n## Quarterly review") and named.metadata["title"] == "Q1 review"
+    assert named.text[named.pages[1][0] :].startswith("## Incidents")
+    damaged = tmp_path / "damaged.pptx"
+    damaged.write_bytes(deck.read_bytes()[:3000])
+    assert read(damaged)[0] == [] and "not a readable .pptx file" in read(damaged)[1].skipped[0].reason
+
+
+NOTEBOOK = {
+    "nbformat": 4,
+    "nbformat_minor": 5,
+    "metadata": {"kernelspec": {"language": "python", "name": "python3"}, "language_info": {"name": "python"}},
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Loading the corpus\n", "\n", "Read it once."]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["5183 documents\n"]}],
+            "source": "corpus = load('scifact')\nprint(len(corpus), 'documents')",
+        },
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": []},
+        {"cell_type": "raw", "metadata": {}, "source": "Exported for the wiki."},
+    ],
+}
+
+
+def test_a_notebook_is_its_markdown_and_fenced_code_without_outputs(tmp_path):
+    import json
+
+    notebook = tmp_path / "load.ipynb"
+    notebook.write_text(json.dumps(NOTEBOOK), encoding="utf-8")
+    (doc,), _ = read(notebook)
+    assert doc.text == (
+        "# Loading the corpus\n\nRead it once.\n\n"
+        "```python\ncorpus = load('scifact')\nprint(len(corpus), 'documents')\n```\n\n"
+        "Exported for the wiki."
+    )
+    (tmp_path / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
+    (tmp_path / "other.ipynb").write_text('{"name": "not a notebook"}', encoding="utf-8")
+    docs, log = read(tmp_path)
+    assert [d.text for d in docs] == [doc.text] and log.files_skipped == 2
+    assert all("not a Jupyter notebook" in skip.reason for skip in log.skipped)

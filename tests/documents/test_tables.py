@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from format_files import write_xlsx
 from rag_helpers import make_text
 
 from c2v_rag.documents.documents import iter_documents
@@ -129,3 +130,31 @@ def test_rows_are_ingested_with_their_row_and_found_by_a_filter(tmp_path, tiny_v
     for rank, hit in enumerate(hits, 1):
         row = hit.metadata["row"]
         assert lines[2 * rank - 2].startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  row {row}  (chunk ")
+
+
+def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
+    pytest.importorskip("openpyxl")
+    book = write_xlsx(tmp_path / "office.xlsx").resolve()
+    docs, log = read(book)
+    assert [(d.doc_id, d.text, d.metadata) for d in docs] == [
+        (
+            f"{book.as_posix()}:FAQ:1",
+            "question: How do I get a badge?\nanswer: Ask the front desk.\nsince: 2024-05-01\ncost: 0",
+            {"row": 1, "sheet": "FAQ", "source": str(book)},
+        ),
+        (
+            f"{book.as_posix()}:FAQ:2",
+            "question: Is parking paid?\nanswer: Yes, per day.\ncost: 4.5",
+            {"row": 2, "sheet": "FAQ", "source": str(book)},
+        ),
+        (
+            "kb-1",
+            "Wi-Fi\n\nThe guest network needs no password.",
+            {"title": "Wi-Fi", "sheet": "Docs", "source": str(book)},
+        ),
+    ]
+    assert log.files_skipped == 0
+    damaged = tmp_path / "damaged.xlsx"
+    damaged.write_bytes(book.read_bytes()[:2000])
+    docs, log = read(damaged)
+    assert docs == [] and log.files_skipped == 1 and "not a readable .xlsx file" in log.skipped[0].reason

@@ -13,12 +13,26 @@ from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
+from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
-from c2v_rag.documents.formats.tables import DelimitedTable
+from c2v_rag.documents.formats.slides import Slides
+from c2v_rag.documents.formats.tables import DelimitedTable, Workbook
 from c2v_rag.documents.formats.text import PlainText
 
-FORMATS: tuple[FileFormat, ...] = (PlainText(), Jsonl(), Parquet(), DelimitedTable(), Html(), Pdf(), Docx(), Epub())
+FORMATS: tuple[FileFormat, ...] = (
+    PlainText(),
+    Jsonl(),
+    Parquet(),
+    DelimitedTable(),
+    Workbook(),
+    Html(),
+    Pdf(),
+    Docx(),
+    Slides(),
+    Epub(),
+    Notebook(),
+)
 
 _BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)

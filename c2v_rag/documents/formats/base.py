@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement, missing_requirements
@@ -15,6 +15,8 @@ from c2v_rag.documents.sniffing import NotText, decode_text
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class FileFormat(ABC):
@@ -39,6 +41,26 @@ class FileFormat(ABC):
     @abstractmethod
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         """The documents of ``file`` (resolved), read under the caller's ``root``."""
+
+
+class SkipFile(Exception):
+    """Raised by a parse that finds the file cannot be read as a document (encrypted, under DRM, too large), with
+    the reason to record."""
+
+
+def parse_or_skip(file: Path, log: ReadLog, kind: str, parse: Callable[[], T]) -> T | None:
+    """What ``parse()`` returns, or None when ``file`` is skipped and recorded: ``parse`` raised :class:`SkipFile`,
+    or failed as a damaged file does. An ``OSError`` (the file itself unreadable) is raised, for the caller's
+    ``on_error`` to decide; ``kind`` names the format in the skip's reason (``.docx``)."""
+    try:
+        return parse()
+    except SkipFile as skip:
+        log.skip_file(file, str(skip))
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a damaged file fails deep in its parser (a zip, XML, a PDF), in many ways
+        log.skip_file(file, f"not a readable {kind} file ({type(err).__name__}: {err})")
+    return None
 
 
 def within_size(file: Path, options: ReadOptions, log: ReadLog) -> bool:
@@ -93,3 +115,25 @@ def led_by_title(title: str | None, body: str) -> str:
     if opening.casefold() == title.casefold():
         return body
     return f"# {title}\n\n{body}" if body.strip() else title
+
+
+def join_pages(texts: list[str], labels: list[str]) -> tuple[str, list[tuple[int, str]]]:
+    """The pages' texts joined by blank lines, and where each page with text starts in it, with its label."""
+    parts: list[str] = []
+    pages: list[tuple[int, str]] = []
+    offset = 0
+    for text, label in zip(texts, labels):
+        if not text:
+            continue
+        if parts:
+            offset += 2
+        pages.append((offset, label))
+        parts.append(text)
+        offset += len(text)
+    return "\n\n".join(parts), pages
+
+
+def shift_pages(pages: list[tuple[int, str]], shift: int) -> list[tuple[int, str]]:
+    """``pages`` (from :func:`join_pages`) once ``shift`` characters were put before the first page's text (a
+    title's heading): the first page still starts at 0, the later ones ``shift`` further on."""
+    return [(offset + shift if n else 0, label) for n, (offset, label) in enumerate(pages)]

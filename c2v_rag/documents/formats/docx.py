@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, parse_or_skip, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -19,20 +19,21 @@ class Docx(FileFormat):
     requires = (Requirement("docx", "python-docx", "docx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        import docx
-
         if not within_size(file, options, log):
             return
-        try:
-            document = docx.Document(str(file))
-            blocks = [b for b in (_block_markdown(item) for item in document.iter_inner_content()) if b]
-            title = " ".join((document.core_properties.title or "").split()) or _first_heading(blocks)
-        except OSError:
-            raise  # the file itself unreadable: the caller's on_error decides
-        except Exception as err:  # noqa: BLE001 - a damaged package fails in python-docx or lxml, in many ways
-            log.skip_file(file, f"not a readable .docx file ({type(err).__name__}: {err})")
+        parsed = parse_or_skip(file, log, ".docx", lambda: _title_and_blocks(file))
+        if parsed is None:
             return
+        title, blocks = parsed
         yield file_document(file, root, led_by_title(title, "\n\n".join(blocks)), {"title": title} if title else None)
+
+
+def _title_and_blocks(file: Path) -> tuple[str | None, list[str]]:
+    import docx
+
+    document = docx.Document(str(file))
+    blocks = [b for b in (_block_markdown(item) for item in document.iter_inner_content()) if b]
+    return " ".join((document.core_properties.title or "").split()) or _first_heading(blocks), blocks
 
 
 def _block_markdown(item: Any) -> str:

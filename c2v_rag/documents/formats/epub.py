@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_or_skip, within_size
 from c2v_rag.documents.formats.html import Html, html_to_markdown, parse_markup
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -27,33 +27,27 @@ class Epub(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if not within_size(file, options, log):
             return
-        try:
-            book = zipfile.ZipFile(file)
-        except zipfile.BadZipFile as err:
-            log.skip_file(file, f"not a readable EPUB file ({err})")
+        parsed = parse_or_skip(file, log, "EPUB", lambda: _title_and_chapters(file, options))
+        if parsed is None:
             return
-        with book:
-            try:
-                title, chapters = _spine(book)
-                if _encrypted_chapters(book, chapters):
-                    log.skip_file(file, "its chapters are encrypted (DRM); only books without DRM can be read")
-                    return
-                size = sum(book.getinfo(c).file_size for c in chapters)
-                if options.max_file_bytes is not None and size > options.max_file_bytes:
-                    limit = options.max_file_bytes
-                    log.skip_file(file, f"its chapters hold {size:,} bytes, over the limit of {limit:,}")
-                    return
-                texts = [html_to_markdown(book.read(chapter))[1] for chapter in chapters]
-            except OSError:
-                raise  # the file itself unreadable: the caller's on_error decides
-            except Exception as err:  # noqa: BLE001 - a damaged archive or package fails in many ways; skip it
-                log.skip_file(file, f"not a readable EPUB file ({type(err).__name__}: {err})")
-                return
+        title, texts = parsed
         body = "\n\n".join(t for t in texts if t)
         if not body.strip():
             log.skip_file(file, "its chapters hold no text")
             return
         yield file_document(file, root, led_by_title(title, body), {"title": title} if title else None, lead=title)
+
+
+def _title_and_chapters(file: Path, options: ReadOptions) -> tuple[str | None, list[str]]:
+    """The book's title and its chapters as Markdown, in reading order."""
+    with zipfile.ZipFile(file) as book:
+        title, chapters = _spine(book)
+        if _encrypted_chapters(book, chapters):
+            raise SkipFile("its chapters are encrypted (DRM); only books without DRM can be read")
+        size = sum(book.getinfo(c).file_size for c in chapters)
+        if options.max_file_bytes is not None and size > options.max_file_bytes:
+            raise SkipFile(f"its chapters hold {size:,} bytes, over the limit of {options.max_file_bytes:,}")
+        return title, [html_to_markdown(book.read(chapter))[1] for chapter in chapters]
 
 
 def _spine(book: zipfile.ZipFile) -> tuple[str | None, list[str]]:

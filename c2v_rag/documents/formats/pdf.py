@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import (
+    FileFormat,
+    SkipFile,
+    file_document,
+    join_pages,
+    led_by_title,
+    parse_or_skip,
+    shift_pages,
+    within_size,
+)
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -33,43 +42,40 @@ class Pdf(FileFormat):
     requires = (Requirement("pypdf", "pypdf", "pdf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        from pypdf import PdfReader
-
         if not within_size(file, options, log):
             return
-        logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
         with file.open("rb") as handle:
             if b"%PDF-" not in handle.read(1024):
                 log.skip_file(file, "not a PDF file (no %PDF- header)")
                 return
-            handle.seek(0)
-            try:
-                reader = PdfReader(handle)
-                if reader.is_encrypted and not reader.decrypt(""):
-                    log.skip_file(file, "it is encrypted with a password; save a copy without it to ingest it")
-                    return
-                texts = [_page_text(page) for page in reader.pages]
-                labels = list(reader.page_labels)
-                title = _metadata_title(reader)
-            except OSError:
-                raise  # the file itself unreadable: the caller's on_error decides
-            except Exception as err:  # noqa: BLE001 - a damaged file fails deep in pypdf, in many ways; skip it
-                log.skip_file(file, f"the PDF cannot be read ({type(err).__name__}: {err})")
-                return
+        parsed = parse_or_skip(file, log, "PDF", lambda: _pages_and_title(file))
+        if parsed is None:
+            return
+        texts, labels, title = parsed
         if not any(t.strip() for t in texts):
             pages_have = "its page has" if len(texts) == 1 else f"its {len(texts)} pages have"
             log.skip_file(file, f"{pages_have} no text layer (scanned pages need OCR first)")
             return
-        joined, pages = _join_pages(strip_running_lines(texts, labels), labels)
+        joined, pages = join_pages(strip_running_lines(texts, labels), labels)
         body = joined
         if title is None:
             title, body = _first_line_title(joined)
         text = led_by_title(title, body)
-        shift = len(text) - len(joined)  # what was put in the first page: a heading, or a blank line after its title
-        pages = [(offset + shift if n else 0, label) for n, (offset, label) in enumerate(pages)]
+        pages = shift_pages(pages, len(text) - len(joined))
         # The title alone leads later chunks: the lines under a PDF's title are its authors and affiliations,
         # and no blank line ends them.
         yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
+
+
+def _pages_and_title(file: Path) -> tuple[list[str], list[str], str | None]:
+    """The text of each page, each page's label and the recorded title."""
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
+    reader = PdfReader(file)
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise SkipFile("it is encrypted with a password; save a copy without it to ingest it")
+    return [_page_text(page) for page in reader.pages], list(reader.page_labels), _metadata_title(reader)
 
 
 def _page_text(page: Any) -> str:
@@ -135,22 +141,6 @@ def _metadata_title(reader: Any) -> str | None:
     metadata = reader.metadata
     title = " ".join(str(metadata.title).split()) if metadata is not None and metadata.title else ""
     return title or None
-
-
-def _join_pages(texts: list[str], labels: list[str]) -> tuple[str, list[tuple[int, str]]]:
-    """The pages' texts joined by blank lines, and where each page with text starts in it, with its label."""
-    parts: list[str] = []
-    pages: list[tuple[int, str]] = []
-    offset = 0
-    for text, label in zip(texts, labels):
-        if not text:
-            continue
-        if parts:
-            offset += 2
-        pages.append((offset, label))
-        parts.append(text)
-        offset += len(text)
-    return "\n\n".join(parts), pages
 
 
 def _first_line_title(body: str) -> tuple[str | None, str]:

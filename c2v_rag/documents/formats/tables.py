@@ -1,22 +1,25 @@
-"""Delimited tables (CSV and TSV): one document per row, the first row the header.
+"""Tables: CSV and TSV files and Excel workbooks (.xlsx), one document per row, the first row the header.
 
 A table with a text column (``text``, ``page_content``, ``content`` or ``body``, as JSONL records have) is a file of
 records and reads as JSONL does: that column is the text, ``id`` the id, ``title`` leads the text and the other
 columns become metadata. Any other table (an FAQ export, a spreadsheet of products or tickets) reads as LangChain's
 and LlamaIndex's CSV loaders read it: each row is its ``column: value`` lines, empty cells left out, so that a
-question finds the row by any of its cells.
+question finds the row by any of its cells. A workbook's sheets are tables of their own, each with its header.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from c2v_rag.documents.formats.base import FileFormat, read_text
+from c2v_rag.core.extras import Requirement
+from c2v_rag.documents.formats.base import FileFormat, parse_or_skip, read_text, within_size
 from c2v_rag.documents.formats.records import Span, record_documents
-from c2v_rag.documents.payload_keys import ROW_KEY
+from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import TEXT_KEYS, SourceDocument
 
@@ -45,8 +48,64 @@ class DelimitedTable(FileFormat):
             log.skip_file(file, "its first row, the header that names the columns, is empty")
             return
         lines = text.count("\n") + (not text.endswith("\n")) or 1
-        records = _row_records(rows, lambda: rows.line_num, header, lines, file, options, log)
+        records = row_records(rows, header, str(file), lambda: rows.line_num / lines, file, options, log)
         yield from record_documents(records, file, root, options, log)
+
+
+class Workbook(FileFormat):
+    name = "Excel"
+    suffixes = (".xlsx",)
+    requires = (Requirement("openpyxl", "openpyxl", "xlsx"),)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        import openpyxl
+
+        if not within_size(file, options, log):
+            return
+        # Cached values, not formulas: what the sheet shows. Read-only mode streams the rows.
+        book = parse_or_skip(file, log, ".xlsx", lambda: openpyxl.load_workbook(file, read_only=True, data_only=True))
+        if book is None:
+            return
+        try:
+            sheets = list(book.worksheets)
+            for place, sheet in enumerate(sheets):
+                rows, position = _sheet_rows(sheet, place, len(sheets))
+                header = column_names(next((row for row in rows if any(row)), []))
+                if not header:
+                    continue  # an empty sheet
+                metadata = {SHEET_KEY: sheet.title}
+                records = row_records(rows, header, f"{file}:{sheet.title}", position, file, options, log, metadata)
+                yield from record_documents(records, file, root, options, log)
+        finally:
+            book.close()
+
+
+def _sheet_rows(sheet: Any, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
+    """A worksheet's rows as cell texts, and the share of the workbook read so far (sheet ``place`` of ``sheets``,
+    by the rows its dimension counts)."""
+    size = max(sheet.max_row or 1, 1)
+    read = 0
+
+    def rows() -> Iterator[list[str]]:
+        nonlocal read
+        for row in sheet.iter_rows(values_only=True):
+            read += 1
+            yield [cell_text(value) for value in row]
+
+    return rows(), lambda: (place + min(read, size) / size) / sheets
+
+
+def cell_text(value: Any) -> str:
+    """A workbook cell's value as the sheet shows it: a whole number without ``.0``, a date without a midnight."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, datetime.datetime) and value.time() == datetime.time():
+        return value.date().isoformat()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def table_dialect(text: str, tab_separated: bool) -> type[csv.Dialect]:
@@ -77,44 +136,44 @@ def column_names(header: list[str]) -> list[str]:
     return names if any(cell.strip() for cell in header) else []
 
 
-def _row_records(
+def row_records(
     rows: Iterator[list[str]],
-    lines_read: Callable[[], int],
     header: list[str],
-    lines: int,
+    where: str,
+    position: Callable[[], float],
     file: Path,
     options: ReadOptions,
     log: ReadLog,
+    metadata: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, dict, Span]]:
-    """``(where, record, span)`` for each row that holds a value: a record of its cells when the table has a
-    text column, else one whose text is the row's ``column: value`` lines. ``lines_read()`` is how many lines of
-    the file's ``lines`` the reader has taken (a quoted cell spans several), for the row's span."""
+    """``(where:n, record, span)`` for each row ``n`` under the header that holds a value: a record of its cells
+    when the table has a text column, else one whose text is the row's ``column: value`` lines; either with
+    ``metadata``. ``position()`` is the share of the file read once a row is, for the row's span."""
     has_text_column = any(key in header for key in TEXT_KEYS)
-    end = 1 / lines
+    end = 0.0
     number = 0
     while True:
         try:
             row = next(rows, None)
         except csv.Error as err:  # a NUL, an unclosed quote: nothing after it can be read as rows
-            _bad_row(f"{file}:{number + 1}", f"the table cannot be read from this row on: {err}", file, options, log)
+            _bad_row(f"{where}:{number + 1}", f"the table cannot be read from this row on: {err}", file, options, log)
             return
         if row is None:
             return
         number += 1
-        start, end = end, min(1.0, lines_read() / lines)
+        start, end = end, min(1.0, position())
         if not any(cell.strip() for cell in row):
             continue
-        where = f"{file}:{number}"
-        if len(row) > len(header):
+        if any(cell.strip() for cell in row[len(header) :]):
             reason = f"it has {len(row)} cells and the header {len(header)} (quote cells that hold the delimiter)"
-            _bad_row(where, reason, file, options, log)
+            _bad_row(f"{where}:{number}", reason, file, options, log)
             continue
         cells = {name: value for name, value in zip(header, row, strict=False) if value.strip()}
         if has_text_column:
-            yield where, cells, (start, end)
+            yield f"{where}:{number}", {**cells, **(metadata or {})}, (start, end)
         else:
             lines_of_cells = "\n".join(f"{name}: {value.strip()}" for name, value in cells.items())
-            yield where, {"text": lines_of_cells, ROW_KEY: number}, (start, end)
+            yield f"{where}:{number}", {"text": lines_of_cells, ROW_KEY: number, **(metadata or {})}, (start, end)
 
 
 def _bad_row(where: str, reason: str, file: Path, options: ReadOptions, log: ReadLog) -> None:
