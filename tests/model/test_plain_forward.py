@@ -176,10 +176,7 @@ _AUTO_IS_FLOAT32 = resolve_dtype("auto", torch.device("cpu")) == torch.float32
 @pytest.mark.skipif(bool(_MISSING), reason=f"the preset's base model packages are not installed: {_MISSING}")
 @pytest.mark.parametrize(
     "dtype",
-    [
-        "float32",
-        pytest.param("auto", marks=pytest.mark.skipif(_AUTO_IS_FLOAT32, reason="auto is float32 on this CPU")),
-    ],
+    ["float32", pytest.param("auto", marks=pytest.mark.skipif(_AUTO_IS_FLOAT32, reason="auto is float32 on this CPU"))],
 )
 def test_the_preset_embeds_the_same_with_the_plain_forward(dtype, tmp_path, monkeypatch):
     from c2v_rag.hub import merged
