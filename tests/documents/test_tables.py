@@ -68,7 +68,9 @@ def test_excel_semicolons_legacy_encoding_and_tabs(tmp_path):
 def test_a_table_with_a_text_column_reads_as_records(tmp_path):
     """Like the same rows as JSONL: the id column, the title leading the text, the other columns as metadata."""
     table = write_csv(tmp_path / "corpus.csv", [["id", "title", "text", "year"], ["d1", "Tides", "The moon.", "2020"]])
-    write_csv(tmp_path / "no_title.csv", [["text", "lang"], ["Only text", ""]])
+    write_csv(tmp_path / "no_title.csv", [["text", "lang"], ["Only text", ""], ["", "en"]])
+    quoted = tmp_path / "quoted.csv"  # the header's quoted name holds a comma; the delimiter is ";"
+    quoted.write_text('"Name, first";"City"\n"Jürgen";"Köln, Ehrenfeld"\n', encoding="utf-8")
     docs = {d.doc_id: d for d in read(tmp_path)[0]}
     assert docs["d1"].text == "Tides\n\nThe moon." and docs["d1"].metadata == {
         "title": "Tides",
@@ -77,6 +79,8 @@ def test_a_table_with_a_text_column_reads_as_records(tmp_path):
     }
     no_title = f"{(tmp_path / 'no_title.csv').resolve().as_posix()}:1"
     assert docs[no_title].text == "Only text" and "lang" not in docs[no_title].metadata
+    assert docs[no_title[:-1] + "2"].text == "" and docs[no_title[:-1] + "2"].metadata["lang"] == "en"  # not an error
+    assert docs[f"{quoted.resolve().as_posix()}:1"].text == "Name, first: Jürgen\nCity: Köln, Ehrenfeld"
 
 
 def test_a_row_with_more_cells_than_the_header_is_skipped_or_stops_the_read(tmp_path):

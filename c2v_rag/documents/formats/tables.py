@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,7 @@ def table_dialect(text: str, tab_separated: bool) -> type[csv.Dialect]:
     if tab_separated:
         return csv.excel_tab
     header = text[: text.find("\n") if "\n" in text else len(text)]
+    header = re.sub(r'"[^"]*"', "", header)  # a quoted name may hold another delimiter: "Name, first";"Age"
     counts = {delimiter: header.count(delimiter) for delimiter in _CSV_DELIMITERS}
     delimiter = max(counts, key=lambda d: counts[d]) if any(counts.values()) else ","
     return type("Table", (csv.excel,), {"delimiter": delimiter})
@@ -168,7 +170,9 @@ def row_records(
             reason = f"it has {len(row)} cells and the header {len(header)} (quote cells that hold the delimiter)"
             _bad_row(f"{where}:{number}", reason, file, options, log)
             continue
-        cells = {name: value for name, value in zip(header, row, strict=False) if value.strip()}
+        # The text column stays when empty (an empty document, as a JSONL record with "text": "" is), so that a
+        # blank cell does not fail the row for want of a text.
+        cells = {name: value for name, value in zip(header, row, strict=False) if value.strip() or name in TEXT_KEYS}
         if has_text_column:
             yield f"{where}:{number}", {**cells, **(metadata or {})}, (start, end)
         else:
