@@ -213,3 +213,14 @@ def ray_args(args: argparse.Namespace) -> dict[str, Any]:
         return {}
     fields = {k: v for k, v in given.items() if v is not None}
     return {"engine": "ray", "ray": RayOptions(address=args.ray or None, **fields)}
+
+
+def add_exclude(parser: argparse.ArgumentParser) -> None:
+    """``--exclude``: a folder's files and subfolders left out (IngestConfig.exclude)."""
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        metavar="PATTERN",
+        help="leave out a folder's files and subfolders matching this glob, as in a .gitignore: node_modules, "
+        "'*.min.html', 'drafts/*' (repeatable; quote it from the shell)",
+    )

@@ -13,6 +13,7 @@ from c2v_rag.cli.arguments import (
     PATHS_HELP,
     add_chunk_options,
     add_decoder_max_length,
+    add_exclude,
     add_model_options,
     add_qdrant_options,
     add_quiet,
@@ -46,8 +47,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--on-error",
         choices=["raise", "continue"],
         default=None,
-        help="stop at the first failed batch, unreadable file or bad JSONL record (default), "
-        "or report it, skip it and go on",
+        help="stop at the first failed batch, unreadable file or bad record (default), or report it, skip it and go on",
     )
     parser.add_argument(
         "--sync",
@@ -67,8 +67,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="MB",
-        help="skip text, HTML, PDF and Word files larger than this, with a warning (default 64)",
+        help="skip files larger than this, with a warning (default 64; JSONL and Parquet are streamed)",
     )
+    add_exclude(parser)
     add_quiet(parser)
     parser.add_argument(
         "--sparse",
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
     from c2v_rag.rag import IngestConfig
 
-    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
+    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb), "exclude": args.exclude}
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = collection_from(args).ingest(
         [Path(p) for p in args.paths],

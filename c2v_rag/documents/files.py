@@ -16,10 +16,11 @@ merely failed to read.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, format_of, suffixes_in_words
@@ -81,7 +82,7 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
 
 
 def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
-    """The supported, non-hidden files under ``root``, in path order.
+    """The supported, non-hidden files under ``root`` that ``options.exclude`` does not leave out, in path order.
 
     A folder that cannot be listed raises (``on_error="raise"``) or is recorded as incomplete. Files of a format
     whose package is not installed are skipped, with one warning per format naming the install command.
@@ -99,10 +100,17 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
             ) from err
         log.skip_file(where, f"the folder cannot be listed ({err.strerror or err})")
 
+    left_out = 0
     for folder, dirs, names in os.walk(root, onerror=unreadable):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        here = PurePosixPath(Path(folder).relative_to(root).as_posix())
+        kept = [d for d in dirs if not d.startswith(".") and not excluded(here / d, options.exclude)]
+        left_out += len(dirs) - len(kept) - sum(1 for d in dirs if d.startswith("."))
+        dirs[:] = kept
         for name in names:
             if name.startswith("."):
+                continue
+            if excluded(here / name, options.exclude):
+                left_out += 1
                 continue
             file = Path(folder) / name
             fmt = format_of(file)
@@ -114,12 +122,31 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
                 files.append(file)
     if other:
         logger.info("Skipped %d files under %s that are not %s", other, root, suffixes_in_words())
+    if left_out:
+        logger.info("Left out %d files and folders under %s matching exclude %s", left_out, root, list(options.exclude))
     if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
         error = missing[next(iter(unreadable_formats))]
         raise MissingPackageError(f"{root} holds only files whose reader is not installed. {error}")
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
     return sorted(files)
+
+
+def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
+    """Whether a file or folder, by its path ``relative`` to the folder being read, matches one of ``patterns``.
+
+    As in a ``.gitignore``: a pattern without a ``/`` matches the name of the entry or of any folder above it
+    (``node_modules``, ``*.min.html``, ``build/``); a pattern with one matches the whole relative path
+    (``drafts/*``, ``docs/v1/*``), its ``*`` crossing folders. Matching is case-sensitive."""
+    path = relative.as_posix()
+    for pattern in patterns:
+        pattern = pattern.strip("/")
+        if "/" in pattern:
+            if fnmatch.fnmatchcase(path, pattern):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in relative.parts):
+            return True
+    return False
 
 
 def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -35,11 +35,14 @@ class SkippedInput(BaseModel):
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How files are read: the size limit, the undecodable-byte threshold, and error handling."""
+    """How files are read: which of a folder's are left out, the size limit, the undecodable-byte threshold, and
+    error handling."""
 
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES
     max_undecodable_share: float = DEFAULT_MAX_UNDECODABLE_SHARE
     on_error: Literal["raise", "continue"] = "raise"
+    # Glob patterns of a folder's files and subfolders to leave out (files.excluded says how they match).
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass

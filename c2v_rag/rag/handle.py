@@ -56,6 +56,7 @@ class IngestKeywords(TypedDict, total=False):
     batch_size: int | None
     on_error: Literal["raise", "continue"] | None
     sync: bool | None
+    exclude: list[str] | None
     show_progress: bool | None
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
@@ -225,9 +226,10 @@ class Collection:
 
         Args:
             docs: strings, dicts (``text``, ``metadata``, optional ``id``), LlamaIndex Documents or Nodes,
-                LangChain Documents, paths to files or folders (text, Markdown, JSONL, Parquet, HTML, PDF,
-                Word), or an iterable of these (streamed). A new collection is created for the model's vectors;
-                an existing one must match the model, its vector size and distance.
+                LangChain Documents, paths to files or folders (text, Markdown, HTML, PDF, Word, PowerPoint,
+                Excel, CSV, JSONL, Parquet...: docs/ingest-and-search.md), or an iterable of these (streamed). A
+                new collection is created for the model's vectors; an existing one must match the model, its
+                vector size and distance.
             chunk_size, chunk_overlap: decoder tokens per chunk and shared by neighbours (200 and 20).
             batch_size: chunks embedded and uploaded together (256). ``show_progress``: a bar with an ETA.
             on_error: ``"raise"`` (default) stops at a batch that still fails after retries
@@ -235,6 +237,8 @@ class Collection:
                 or a bad JSONL record; ``"continue"`` records each and goes on.
             sync: mirror the given files and folders: after a complete run, delete the points of documents gone
                 from them (never points from other paths or from non-path inputs, never after a failed batch).
+            exclude: glob patterns of the folders' files and subfolders to leave out, as in a ``.gitignore``
+                (``["node_modules", "*.min.html", "drafts/*"]``); with ``sync``, their points are deleted.
             sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``.
             payload_indexes: metadata key -> Qdrant index type (``keyword``, ``integer``, ``float``, ``bool``,
                 ``datetime``, ``text``, ``uuid``), for fast filters on a server.

@@ -276,6 +276,8 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
                 "24",
                 "--chunk-overlap",
                 "4",
+                "--exclude",
+                "nested",
                 "-q",
             ]
         )
@@ -284,8 +286,12 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     table = pq.read_table(out)
     assert "embedded" in capsys.readouterr().out and table.num_rows > 0
     assert table.column_names == ["id", "doc_id", "chunk_index", "text", "metadata", "vector"]
+    assert {d.rsplit("/", 1)[-1] for d in table.column("doc_id").to_pylist()} == {"a.txt", "c1"}  # nested/ left out
     assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant)]) == 2  # never overwritten
     assert "already holds Parquet files" in capsys.readouterr().err
+    model_and_store = ["--model", str(tiny_variant), "--path", str(tmp_path / "q"), "--chunk-size", "24", "-q"]
+    assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--exclude", "a.txt"]) == 0
+    assert capsys.readouterr().out.startswith("ingested 1 documents")
     assert main(["ingest", str(folder), "--actors", "2", "--path", str(tmp_path / "q")]) == 2
     assert "--actors, --gpus-per-actor and --cpus-per-actor need --ray" in capsys.readouterr().err
 

@@ -181,3 +181,21 @@ def test_with_raise_a_bad_record_stops_the_run_but_keeps_what_came_before(tmp_pa
     file.write_text("".join(json.dumps(r) + "\n" for r in good), encoding="utf-8")
     resumed = rag(file, store)
     assert (resumed.chunks_unchanged, resumed.chunks_written) == (stored, 0)
+
+
+def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path, caplog):
+    names = ["notes.txt", "docs/a.md", "docs/drafts/b.md", "Drafts/c.md", "node_modules/pkg/readme.md"]
+    names += ["site/page.min.html", "site/page.html", "build/x.md"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("text", encoding="utf-8")
+    patterns = ("node_modules", "*.min.html", "docs/drafts/*", "build/")
+    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.files"):
+        docs = iter_documents(tmp_path, options=ReadOptions(exclude=patterns), log=ReadLog())
+        read = sorted(Path(d.metadata["source"]).relative_to(tmp_path.resolve()).as_posix() for d in docs)
+    assert read == ["Drafts/c.md", "docs/a.md", "notes.txt", "site/page.html"]  # case-sensitive, as git is
+    assert any("Left out 4 files and folders" in r.getMessage() for r in caplog.records)
+    # A file named alone is read: it was asked for.
+    assert [d.text for d in iter_documents(tmp_path / "build" / "x.md", options=ReadOptions(exclude=patterns))] == [
+        "text"
+    ]

@@ -58,6 +58,14 @@ class IngestConfig(BaseModel):
             ".jsonl and .parquet are streamed"
         ),
     )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description=(
+            "glob patterns of a folder's files and subfolders to leave out, as in a .gitignore: 'node_modules', "
+            "'*.min.html', 'drafts/*' (a pattern with a / matches the path under the folder). With sync, the points "
+            "of files left out are deleted, as those of files gone"
+        ),
+    )
     max_undecodable_share: float = Field(
         default=DEFAULT_MAX_UNDECODABLE_SHARE,
         ge=0,
@@ -99,6 +107,14 @@ class IngestConfig(BaseModel):
         f"was recorded, or by another tool: whole chunks), else {DEFAULT_DECODER_MAX_LENGTH} for a model with a "
         "Contextual token and whole chunks for one without",
     )
+
+    @field_validator("exclude")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not pattern.strip("/ "):
+                raise ValueError(f"exclude={patterns!r}: {pattern!r} is no pattern; name files or folders to leave out")
+        return patterns
 
     @field_validator("sparse", mode="before")
     @classmethod
@@ -169,5 +185,8 @@ class IngestConfig(BaseModel):
     def read_options(self) -> ReadOptions:
         """What reading the sources needs of these settings."""
         return ReadOptions(
-            max_file_bytes=self.max_file_bytes, max_undecodable_share=self.max_undecodable_share, on_error=self.on_error
+            max_file_bytes=self.max_file_bytes,
+            max_undecodable_share=self.max_undecodable_share,
+            on_error=self.on_error,
+            exclude=tuple(self.exclude),
         )

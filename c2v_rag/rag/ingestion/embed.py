@@ -77,7 +77,7 @@ def embed(
 
     Args:
         docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
-            folders of the formats ingest reads (text, Markdown, JSONL, Parquet, HTML, PDF, Word).
+            folders of the formats ingest reads.
         model: a preset name or a variant directory (None: the default preset); ``device``, ``dtype`` and
             ``quantize`` as for ``ingest`` (:class:`~c2v_rag.rag.options.ModelOptions`).
         chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``

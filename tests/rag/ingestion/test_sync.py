@@ -70,6 +70,20 @@ def test_sync_mirrors_deleted_renamed_and_moved_files(tmp_path, ingest_into):
     assert (again.documents_deleted, again.chunks_written) == (0, 0)
 
 
+def test_files_left_out_by_exclude_are_not_read_and_a_sync_deletes_their_points(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "drafts/b.md", "node_modules/pkg/c.md", "site/d.min.html"])
+    store = tmp_path / "store"
+    first = ingest_into(folder, store, sync=True, exclude=["node_modules", "*.min.html"])
+    assert first.documents == 2 and docs_of(store) == {"a.txt", "b.md"}
+    # Left out later: without sync its points stay; with sync they go, as a deleted file's would.
+    plain = ingest_into(folder, store, exclude=["node_modules", "*.min.html", "drafts/*"])
+    assert plain.documents == 1 and docs_of(store) == {"a.txt", "b.md"}
+    synced = ingest_into(folder, store, sync=True, exclude=["node_modules", "*.min.html", "drafts/*"])
+    assert synced.documents_deleted == 1 and docs_of(store) == {"a.txt"}
+    with pytest.raises(ValueError, match="'/' is no pattern"):
+        ingest_into(folder, store, exclude=["/"])
+
+
 def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     store = tmp_path / "store"
