@@ -67,7 +67,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="MB",
-        help="skip files larger than this, with a warning (default 64; JSONL and Parquet are streamed)",
+        help="skip files larger than this, with a warning (default 64; JSONL, Parquet and CSV are streamed)",
     )
     add_exclude(parser)
     add_quiet(parser)

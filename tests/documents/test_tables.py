@@ -57,11 +57,14 @@ def test_excel_semicolons_legacy_encoding_and_tabs(tmp_path):
     write_csv(tmp_path / "notes.tsv", [["name", "note"], ["alpha", "first, with a comma"]], delimiter="\t")
     excel_utf8 = tmp_path / "bom.csv"  # Excel's "CSV UTF-8" starts with a byte-order mark
     excel_utf8.write_bytes(b"\xef\xbb\xbf" + "Name,Stadt\nJürgen,Köln\n".encode())
-    texts = {Path(d.metadata["source"]).name: d.text for d in read(tmp_path)[0]}
+    (tmp_path / "unicode.tsv").write_bytes("Wort\tBedeutung\nGrüße\tgreetings\n".encode("utf-16"))  # "Unicode text"
+    # Streamed as JSONL is: the size limit for whole files does not apply.
+    texts = {Path(d.metadata["source"]).name: d.text for d in read(tmp_path, max_file_bytes=20)[0]}
     assert texts == {
         "preise.csv": "Produkt: Käse\nPreis: 3,50\nBeschreibung: Würziger Bergkäse; gereift",
         "notes.tsv": "name: alpha\nnote: first, with a comma",
         "bom.csv": "Name: Jürgen\nStadt: Köln",
+        "unicode.tsv": "Wort: Grüße\nBedeutung: greetings",
     }
 
 
@@ -98,6 +101,10 @@ def test_cells_longer_than_the_csv_modules_limit_are_read(tmp_path):
     assert len(long_text) > csv.field_size_limit()
     docs, _ = read(write_csv(tmp_path / "long.csv", [["text"], [long_text]]))
     assert docs[0].text == long_text
+    # A file longer than the head its encoding is found from (256 KiB), its characters of two bytes each.
+    rows = [["n", "greeting"]] + [[str(n), "Grüße aus Köln, " * 12] for n in range(2000)]
+    docs, _ = read(write_csv(tmp_path / "many.csv", rows))
+    assert len(docs) == 2000 and docs[-1].text == f"n: 1999\ngreeting: {('Grüße aus Köln, ' * 12).strip()}"
 
 
 def test_headers_name_every_column_once():

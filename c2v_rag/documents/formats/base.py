@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import NotText, decode_text
+from c2v_rag.documents.sniffing import Decoded, NotText, decode_text
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,14 @@ def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:
     is over the size limit or not text (skipped and recorded)."""
     if not within_size(file, options, log):
         return None
-    decoded = decode_text(file.read_bytes(), options.max_undecodable_share)
+    decoded = checked_text(file, file.read_bytes(), options, log)
+    return None if decoded is None else decoded.text
+
+
+def checked_text(file: Path, data: bytes, options: ReadOptions, log: ReadLog) -> Decoded | None:
+    """``data`` (``file``'s bytes, or its head) decoded; None when it is not text (``file`` skipped and recorded).
+    Another encoding than UTF-8 is logged, and so are invalid bytes replaced."""
+    decoded = decode_text(data, options.max_undecodable_share)
     if isinstance(decoded, NotText):
         log.skip_file(file, f"not a text file: {decoded.reason}")
         return None
@@ -87,7 +94,7 @@ def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:
         logger.info("%s is not UTF-8; read as %s", file, decoded.encoding)
     elif "\ufffd" in decoded.text:
         logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", file)
-    return decoded.text
+    return decoded
 
 
 def file_document(

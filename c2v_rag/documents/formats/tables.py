@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, parse_or_skip, read_text, within_size
+from c2v_rag.documents.formats.base import FileFormat, checked_text, parse_or_skip, within_size
 from c2v_rag.documents.formats.records import Span, record_documents
 from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
@@ -26,6 +26,12 @@ from c2v_rag.documents.source_document import TEXT_KEYS, SourceDocument
 
 # The delimiters a .csv may use (Excel writes ";" where the decimal mark is a comma).
 _CSV_DELIMITERS = ",;\t|"
+# The head of a CSV file its encoding and delimiter are found from.
+_HEAD_BYTES = 256 * 1024
+# Byte-order marks of UTF-16 and UTF-32 (UTF-32's start with UTF-16's): a head in those is not cut at a b"\n".
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+# The longest cell read (csv's field_size_limit is a C long; 2**31 - 1 fits every platform's).
+_MAX_CELL_CHARS = 2**31 - 1
 
 
 class DelimitedTable(FileFormat):
@@ -33,24 +39,32 @@ class DelimitedTable(FileFormat):
     suffixes = (".csv", ".tsv")
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        text = read_text(file, options, log)
-        if text is None:
+        # Streamed, as JSONL is, with no size limit: the encoding and the delimiter come from the file's head.
+        with file.open("rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+        if len(head) == _HEAD_BYTES and not head.startswith(_WIDE_BOMS):
+            head = head[: head.rfind(b"\n") + 1] or head  # whole lines: no character cut in two
+        decoded = checked_text(file, head, options, log)
+        if decoded is None:
             return
-        dialect = table_dialect(text, tab_separated=file.suffix.lower() == ".tsv")
+        dialect = table_dialect(decoded.text, tab_separated=file.suffix.lower() == ".tsv")
+        size = file.stat().st_size or 1
         # A cell may hold a whole document; csv's default limit (128 KiB a cell) would stop at the first long one.
-        csv.field_size_limit(max(csv.field_size_limit(), len(text)))
-        rows = csv.reader(io.StringIO(text, newline=""), dialect)
-        try:
-            header = column_names(next(rows, []))
-        except csv.Error as err:
-            log.skip_file(file, f"not a readable table: {err}")
-            return
-        if not any(header):
-            log.skip_file(file, "its first row, the header that names the columns, is empty")
-            return
-        lines = text.count("\n") + (not text.endswith("\n")) or 1
-        records = row_records(rows, header, str(file), lambda: rows.line_num / lines, file, options, log)
-        yield from record_documents(records, file, root, options, log)
+        csv.field_size_limit(max(csv.field_size_limit(), min(size, _MAX_CELL_CHARS)))
+        # utf-8-sig: a UTF-8 byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+        encoding = "utf-8-sig" if decoded.encoding == "utf-8" else decoded.encoding
+        with file.open("rb") as raw, io.TextIOWrapper(raw, encoding=encoding, errors="replace", newline="") as text:
+            rows = csv.reader(text, dialect)
+            try:
+                header = column_names(next(rows, []))
+            except csv.Error as err:
+                log.skip_file(file, f"not a readable table: {err}")
+                return
+            if not any(header):
+                log.skip_file(file, "its first row, the header that names the columns, is empty")
+                return
+            records = row_records(rows, header, str(file), lambda: raw.tell() / size, file, options, log)
+            yield from record_documents(records, file, root, options, log)
 
 
 class Workbook(FileFormat):

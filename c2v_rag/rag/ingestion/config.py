@@ -54,8 +54,8 @@ class IngestConfig(BaseModel):
         default=DEFAULT_MAX_FILE_BYTES,
         ge=1,
         description=(
-            "text, Markdown, HTML, PDF and Word files larger than this are skipped with a warning (None: no limit); "
-            ".jsonl and .parquet are streamed"
+            "files larger than this are skipped with a warning (None: no limit); .jsonl, .parquet, .csv and .tsv "
+            "are streamed"
         ),
     )
     exclude: list[str] = Field(
