@@ -4,6 +4,7 @@ records where the table has a text column; files written as Excel and Python's c
 from __future__ import annotations
 
 import csv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,13 @@ def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
     damaged.write_bytes(book.read_bytes()[:2000])
     docs, log = read(damaged)
     assert docs == [] and log.files_skipped == 1 and "not a readable .xlsx file" in log.skipped[0].reason
+    # A sheet whose XML breaks off: its rows before the break are read, the file is recorded as incomplete.
+    broken = tmp_path / "broken.xlsx"
+    with zipfile.ZipFile(book) as source, zipfile.ZipFile(broken, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            target.writestr(item, data[: int(len(data) * 0.8)] if item.filename.endswith("sheet1.xml") else data)
+    docs, log = read(broken)
+    assert [d.metadata["row"] for d in docs] == [1] and log.files_skipped == 1
+    assert "its sheet 'FAQ' breaks off after row 3 (ParseError" in log.skipped[0].reason
+    assert str(broken.resolve()) in log.incomplete

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, checked_text, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, checked_text, parse_or_skip, within_size
 from c2v_rag.documents.formats.records import Span, record_documents
 from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
@@ -91,6 +91,8 @@ class Workbook(FileFormat):
                 metadata = {SHEET_KEY: sheet.title}
                 records = row_records(rows, header, f"{file}:{sheet.title}", position, file, options, log, metadata)
                 yield from record_documents(records, file, root, options, log)
+        except SkipFile as skip:  # a sheet broke off: what was read of it stays, and the file is marked incomplete
+            log.skip_file(file, str(skip))
         finally:
             book.close()
 
@@ -103,9 +105,16 @@ def _sheet_rows(sheet: Any, place: int, sheets: int) -> tuple[Iterator[list[str]
 
     def rows() -> Iterator[list[str]]:
         nonlocal read
-        for row in sheet.iter_rows(values_only=True):
-            read += 1
-            yield [cell_text(value) for value in row]
+        try:
+            for row in sheet.iter_rows(values_only=True):
+                read += 1
+                yield [cell_text(value) for value in row]
+        except OSError:
+            raise  # the file itself unreadable: the caller's on_error decides
+        except Exception as err:  # noqa: BLE001 - a damaged sheet fails in openpyxl or its XML parser, in many ways
+            raise SkipFile(
+                f"its sheet {sheet.title!r} breaks off after row {read} ({type(err).__name__}: {err})"
+            ) from err
 
     return rows(), lambda: (place + min(read, size) / size) / sheets
 
