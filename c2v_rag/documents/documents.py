@@ -2,7 +2,8 @@
 
 Accepted inputs: strings, dicts (``text`` + ``metadata`` + optional ``id``), LlamaIndex Documents
 or Nodes, LangChain Documents, and paths to files or folders of the formats
-:mod:`c2v_rag.documents.formats` reads (text, Markdown, JSONL, Parquet, HTML, PDF, Word).
+:mod:`c2v_rag.documents.formats` reads (text, Markdown, HTML, PDF, Word, PowerPoint, EPUB, notebooks, CSV, Excel,
+JSONL, Parquet).
 Documents are yielded one at a time, so a folder of millions of files is never held in memory.
 
 Every document gets a stable id, the key that lets a re-run replace a changed document's chunks:
