@@ -145,7 +145,6 @@ def test_a_loaded_variant_imports_no_modeling_code_of_transformers(tiny_variant)
         f"""
         import sys
         from c2v_rag import Causal2Vec
-from c2v_rag.core.devices import resolve_dtype
         model = Causal2Vec.from_pretrained({str(tiny_variant)!r}, device="cpu")
         model.encode_queries(["a query"])
         heavy = ("transformers.modeling_utils", "transformers.masking_utils", "torch._dynamo",
