@@ -178,15 +178,13 @@ class LocalIngestRun:
         except KeyboardInterrupt:
             # Stop at once (no new embedding); the batches already embedded are still written below.
             self._finish()
-            raise IngestInterrupted(
-                f"interrupted; {self.result.chunks_written} chunks were stored. Re-run the same ingest to "
-                "resume: stored chunks are skipped and nothing is duplicated.",
-                self.result,
-            ) from None
+            raise self._interrupted() from None
         except Exception as err:
+            self._finish()
+            if caused_by_ctrl_c(err):  # Ctrl-C inside a library that wraps what it catches (pydantic-core does)
+                raise self._interrupted() from None
             # A bad file or record (or document): the core handed on what was read before it, so that a
             # re-run after the fix resumes past it.
-            self._finish()
             # The caller reports the error itself; this adds what survives it.
             logger.info(
                 "Ingest stopped at an error; %d chunks were stored before it (a re-run skips them): %s",
@@ -199,6 +197,13 @@ class LocalIngestRun:
         if self.roots:
             self._sync()
         return self.result
+
+    def _interrupted(self) -> IngestInterrupted:
+        return IngestInterrupted(
+            f"interrupted; {self.result.chunks_written} chunks were stored. Re-run the same ingest to "
+            "resume: stored chunks are skipped and nothing is duplicated.",
+            self.result,
+        )
 
     def _finish(self) -> None:
         """Let the uploader write what is queued and stop; then record the counts, and show them on the bar."""
@@ -245,3 +250,17 @@ def _is_embedded(client: Any) -> bool:
     """Whether ``client`` runs Qdrant in this process; unknown clients count as embedded (safe)."""
     inner = type(getattr(client, "_client", None)).__name__
     return inner not in ("QdrantRemote", "AsyncQdrantRemote")
+
+
+def caused_by_ctrl_c(err: BaseException) -> bool:
+    """Whether ``err`` was raised because of a KeyboardInterrupt (its cause or context, at any depth): a library
+    that catches every exception in a callback turns Ctrl-C into its own error (pydantic-core's serializer raises
+    ``PydanticSerializationError`` from it)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -601,3 +601,25 @@ def test_reindex_reads_the_chunks_at_another_decoder_max_length_when_asked(tmp_p
     for name, cap in (("notes_v2", None), ("notes_v3", 16)):
         expected = model.encode_documents(texts, normalize_embeddings=True, max_length=cap)
         np.testing.assert_allclose(np.stack([found[name][t] for t in texts]), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_ctrl_c_wrapped_by_a_library_still_stops_as_an_interrupt(tmp_path, tiny_variant, ingest_config):
+    """Ctrl-C in pydantic-core's serializer (LlamaIndex's node dump) reaches the ingest as a PydanticSerializationError
+    caused by the KeyboardInterrupt: it must stop as Ctrl-C does (IngestInterrupted, what was embedded stored), not
+    as an error in the documents."""
+    from c2v_rag.rag import IngestInterrupted
+
+    def documents():
+        for i in range(12):
+            yield {"id": f"d{i}", "text": make_text(i, sentences=3)}
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("Error calling function `custom_model_dump`: KeyboardInterrupt") from interrupt
+
+    store = tmp_path / "store"
+    with pytest.raises(IngestInterrupted, match="chunks were stored. Re-run the same ingest") as stopped:
+        c2v_rag.ingest(documents(), path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    written = stopped.value.result.chunks_written
+    with closing(QdrantClient(path=str(store))) as client:
+        assert written > 0 and len(stored_points(client, "kb")) == written
