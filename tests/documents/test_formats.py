@@ -346,6 +346,17 @@ def test_a_notebook_is_its_markdown_and_fenced_code_without_outputs(tmp_path):
         "```python\ncorpus = load('scifact')\nprint(len(corpus), 'documents')\n```\n\n"
         "Exported for the wiki."
     )
+    # nbformat 3 (before 2015): cells in worksheets, a code cell's source under "input".
+    old = {
+        "nbformat": 3,
+        "metadata": {"language": "python"},
+        "worksheets": [
+            {"cells": [{"cell_type": "markdown", "source": "Old notes"}, {"cell_type": "code", "input": "x = 1"}]}
+        ],
+    }
+    (tmp_path / "v3.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    assert read(tmp_path / "v3.ipynb")[0][0].text == "Old notes\n\n```\nx = 1\n```"
+    (tmp_path / "v3.ipynb").unlink()
     (tmp_path / "broken.ipynb").write_text('{"cells": [', encoding="utf-8")
     (tmp_path / "other.ipynb").write_text('{"name": "not a notebook"}', encoding="utf-8")
     docs, log = read(tmp_path)
