@@ -132,6 +132,14 @@ def decode_text(data: bytes, max_undecodable_share: float = DEFAULT_MAX_UNDECODA
     return Decoded(text)
 
 
+def whole_lines(head: bytes) -> bytes:
+    """A file's first bytes cut after their last line end, so that no character is cut in two (a head without one,
+    and a UTF-16 or UTF-32 head, whose line ends are wider, as they are)."""
+    if head.startswith(tuple(bom for bom, _ in _WIDE_BOMS)):
+        return head
+    return head[: head.rfind(b"\n") + 1] or head
+
+
 def _utf8_characters_beyond_ascii(text: str) -> int:
     """How many valid non-ASCII characters ``text`` (decoded as UTF-8 with replacements) holds. More of them than
     invalid sequences: UTF-8 with stray bytes. Fewer: another encoding, whose bytes now and then form UTF-8 by

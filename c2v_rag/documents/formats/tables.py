@@ -22,14 +22,13 @@ from c2v_rag.documents.formats.base import FileFormat, SkipFile, checked_text, p
 from c2v_rag.documents.formats.records import Span, record_documents
 from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import whole_lines
 from c2v_rag.documents.source_document import TEXT_KEYS, SourceDocument
 
 # The delimiters a .csv may use (Excel writes ";" where the decimal mark is a comma).
 _CSV_DELIMITERS = ",;\t|"
 # The head of a CSV file its encoding and delimiter are found from.
 _HEAD_BYTES = 256 * 1024
-# Byte-order marks of UTF-16 and UTF-32 (UTF-32's start with UTF-16's): a head in those is not cut at a b"\n".
-_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
 # The longest cell read (csv's field_size_limit is a C long; 2**31 - 1 fits every platform's).
 _MAX_CELL_CHARS = 2**31 - 1
 
@@ -42,9 +41,7 @@ class DelimitedTable(FileFormat):
         # Streamed, as JSONL is, with no size limit: the encoding and the delimiter come from the file's head.
         with file.open("rb") as handle:
             head = handle.read(_HEAD_BYTES)
-        if len(head) == _HEAD_BYTES and not head.startswith(_WIDE_BOMS):
-            head = head[: head.rfind(b"\n") + 1] or head  # whole lines: no character cut in two
-        decoded = checked_text(file, head, options, log)
+        decoded = checked_text(file, whole_lines(head) if len(head) == _HEAD_BYTES else head, options, log)
         if decoded is None:
             return
         dialect = table_dialect(decoded.text, tab_separated=file.suffix.lower() == ".tsv")
