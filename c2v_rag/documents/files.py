@@ -102,14 +102,15 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
 
     left_out = 0
     for folder, dirs, names in os.walk(root, onerror=unreadable):
-        here = PurePosixPath(Path(folder).relative_to(root).as_posix())
-        kept = [d for d in dirs if not d.startswith(".") and not excluded(here / d, options.exclude)]
-        left_out += len(dirs) - len(kept) - sum(1 for d in dirs if d.startswith("."))
-        dirs[:] = kept
+        # Relative paths are made only when there are patterns to match them against: a listing is per file.
+        here = PurePosixPath(Path(folder).relative_to(root).as_posix()) if options.exclude else None
+        visible = [d for d in dirs if not d.startswith(".")]
+        dirs[:] = [d for d in visible if here is None or not excluded(here / d, options.exclude)]
+        left_out += len(visible) - len(dirs)
         for name in names:
             if name.startswith("."):
                 continue
-            if excluded(here / name, options.exclude):
+            if here is not None and excluded(here / name, options.exclude):
                 left_out += 1
                 continue
             file = Path(folder) / name
