@@ -15,13 +15,14 @@ do not overlap across a section break (a paragraph break, where overlap matters 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.encode.splitting import make_splitter, sections, token_count
+from c2v_rag.encode.splitting import check_overlap, make_splitter, sections, token_count
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
@@ -133,6 +134,17 @@ def _lead_limits(
     return limits
 
 
+def _tokenizer_name(tokenizer: Any) -> str | None:
+    """A tokenizer's vocabulary size, added tokens included, for a chunker's signature: a collection holds one
+    model's chunks (its record says which), so this only has to tell its decoder's tokenizer from its encoder's, the
+    same whichever wrapper (ours or transformers') holds the ``tokenizers`` backend."""
+    if tokenizer is None:
+        return None
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "backend", None)
+    size = backend.get_vocab_size(with_added_tokens=True) if backend is not None else len(tokenizer)
+    return f"vocab {size}"
+
+
 def check_chunk_size(chunk_size: int, max_length: int) -> None:
     """Refuse a chunk size that the model (bounded at ``max_length`` decoder tokens) would truncate."""
     limit = max_length - _TEMPLATE_ALLOWANCE
@@ -237,10 +249,30 @@ class TokenChunker:
         self._section_chars = section_chars
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        check_overlap(chunk_size, chunk_overlap)
         fit = encoder_fit(encoder_tokenizer, encoder_max_length, chunk_size)
-        self.splitter = make_splitter(tokenizer, chunk_size, chunk_overlap, fit=fit)
+        # Built at the first text to cut: an unchanged re-run cuts none, and the splitter's import takes seconds.
+        self._make_splitter = partial(make_splitter, tokenizer, chunk_size, chunk_overlap, fit=fit)
         self.lead = lead
         self._lead_limits = _lead_limits(tokenizer, max_length, encoder_tokenizer, encoder_max_length)
+        self.signature = json.dumps(
+            [
+                _tokenizer_name(tokenizer),
+                _tokenizer_name(encoder_tokenizer),
+                chunk_size,
+                chunk_overlap,
+                self.section_chars,
+                fit[1] if fit is not None else None,
+                lead,
+                [budget for _, budget in self._lead_limits],
+            ]
+        )
+        """What decides how this chunker cuts a text: its tokenizers and budgets (part of a document's hash)."""
+
+    @cached_property
+    def splitter(self) -> Any:
+        """LlamaIndex's ``SentenceSplitter`` counting this chunker's tokens (:func:`make_splitter`)."""
+        return self._make_splitter()
 
     @property
     def section_chars(self) -> int:

@@ -24,10 +24,14 @@ PAGE_LABEL_KEY = "page_label"
 ROW_KEY = "row"
 # The sheet of a workbook (.xlsx) a row is on. Not reserved.
 SHEET_KEY = "sheet"
+# The hash of a document as it was chunked (its text, metadata and the chunking settings), set on each of its points
+# once all of them are stored: a re-run that meets the document again unchanged skips it before chunking. Outside the
+# metadata, like the source root, but LlamaIndex puts metadata keys beside it, so it is reserved.
+DOC_HASH_KEY = "_doc_hash"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten
 # by LlamaIndex's node serialization, or shadow LangChain's layout.
 RESERVED_METADATA_KEYS = frozenset(
-    {CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, LEAD_CHARS_KEY, *NODE_KEYS}
+    {CONTENT_KEY, PAYLOAD_METADATA_KEY, DOC_ID_KEY, CHUNK_INDEX_KEY, LEAD_CHARS_KEY, DOC_HASH_KEY, *NODE_KEYS}
 )

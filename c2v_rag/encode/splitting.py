@@ -22,6 +22,12 @@ def token_count(tokenizer: Any, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
 
+def check_overlap(chunk_size: int, chunk_overlap: int) -> None:
+    """Refuse an overlap that leaves a chunk no text of its own."""
+    if chunk_overlap >= chunk_size:
+        raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
+
+
 def make_splitter(
     tokenizer: Any,
     chunk_size: int,
@@ -43,8 +49,7 @@ def make_splitter(
         "llama_index.core.node_parser", feature, "qdrant", distribution="llama-index-core"
     ).SentenceSplitter
 
-    if chunk_overlap >= chunk_size:
-        raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
+    check_overlap(chunk_size, chunk_overlap)
     tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
 
     def tokenize(text: str) -> Sized:

@@ -257,6 +257,17 @@ class EdgeClient:
         col.shard.update(edge.UpdateOperation.set_payload([edge_id(i) for i in points], dict(payload)))
         col.dirty, col.points = True, None
 
+    def batch_update_points(self, collection_name: str, update_operations: Sequence[Any], **_: Any) -> None:
+        """The set-payload operations of ``update_operations``, in order (the only kind c2v_rag batches)."""
+        from qdrant_client.http import models
+
+        for operation in update_operations:
+            if not isinstance(operation, models.SetPayloadOperation):
+                raise NotImplementedError(
+                    f"store='edge' batches only set-payload operations, not {type(operation).__name__}"
+                )
+            self.set_payload(collection_name, operation.set_payload.payload, operation.set_payload.points)
+
     def delete(self, collection_name: str, points_selector: Any, **_: Any) -> None:
         from qdrant_client.http import models
 

@@ -13,7 +13,9 @@ A point is one chunk of one document.
     ``node_to_metadata_dict`` keeps the node layout right across its versions;
   - LangChain's ``QdrantVectorStore``: ``page_content`` and ``metadata``;
 
-  plus ``source_root``, the path a sync mirrors (:mod:`c2v_rag.rag.ingestion.sync`).
+  plus ``source_root``, the path a sync mirrors (:mod:`c2v_rag.rag.ingestion.sync`), and ``_doc_hash``, the
+  hash of the document as chunked once all its points are stored
+  (:func:`~c2v_rag.rag.ingestion.points.document_hash`).
 - **Vectors**: one dense vector, unnamed in a dense-only collection and named
   :data:`HYBRID_DENSE_NAME` next to a sparse one (:data:`DEFAULT_SPARSE_NAME`); which of them a
   collection carries is its :class:`~c2v_rag.store.vectors.CollectionVectors`.
@@ -57,6 +59,11 @@ def content_hash(text: str, metadata: Mapping[str, Any]) -> str:
     digest.update(b"\x00")
     digest.update(blob.encode("utf-8"))
     return digest.hexdigest()
+
+
+# Goes into every document's hash (payload_keys.DOC_HASH_KEY): raise it when a point's payload changes for the same
+# document and chunks, so that a re-run rewrites the documents stored before, rather than skipping them as unchanged.
+PAYLOAD_LAYOUT = 1
 
 
 def point_id(doc_id: str, chunk_index: int, chunk_hash: str) -> str:

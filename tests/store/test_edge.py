@@ -284,9 +284,9 @@ _KILLED_INGEST = textwrap.dedent("""
     writes = 0
     original = PointWriter.write
 
-    def write_then_die(self, points, completed):
+    def write_then_die(self, points, completed, hashes=None):
         global writes
-        original(self, points, completed)
+        original(self, points, completed, hashes)
         writes += 1
         if writes == 3:  # three batches are stored: die as a kill -9 would, no cleanup, no close
             os.kill(os.getpid(), signal.SIGKILL)

@@ -154,6 +154,7 @@ class LocalIngestRun:
             layout or CollectionVectors(dense=target.vector_name),
             retrying_call(Retry.of(settings), lock),
             fresh=created,
+            scan_once=_is_local_mode(client),
         )
         self.sink = QdrantSink(writer, failed_docs=self.failures.doc_ids)
         self.uploads = BackgroundWrites(self.sink, settings.prefetch_batches, self.failures, written=self._count)
@@ -163,7 +164,13 @@ class LocalIngestRun:
             f"Ingesting into {collection}", size, show=settings.show_progress, started=self.started
         )
         self.core = IngestCore(
-            DocumentBatcher(chunker, settings.batch_size, log if size.unit == "file" else None),
+            DocumentBatcher(
+                chunker,
+                settings.batch_size,
+                log if size.unit == "file" else None,
+                # A collection this run created holds nothing to skip.
+                unchanged=None if created else self.sink.unchanged_documents,
+            ),
             BatchEmbedder(embedder, sparse_encoder),
             self.failures,
             self.progress,
@@ -250,6 +257,11 @@ def _is_embedded(client: Any) -> bool:
     """Whether ``client`` runs Qdrant in this process; unknown clients count as embedded (safe)."""
     inner = type(getattr(client, "_client", None)).__name__
     return inner not in ("QdrantRemote", "AsyncQdrantRemote")
+
+
+def _is_local_mode(client: Any) -> bool:
+    """Whether ``client`` is qdrant-client's local mode (Qdrant in Python, in this process)."""
+    return type(getattr(client, "_client", None)).__name__ == "QdrantLocal"
 
 
 def caused_by_ctrl_c(err: BaseException) -> bool:

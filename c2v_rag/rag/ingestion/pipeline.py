@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -40,7 +40,14 @@ from tqdm.auto import tqdm
 
 from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
-from c2v_rag.rag.ingestion.points import PendingChunk, SeenDocuments, document_chunks, document_fingerprint
+from c2v_rag.rag.ingestion.points import (
+    DocumentState,
+    PendingChunk,
+    SeenDocuments,
+    document_chunks,
+    document_fingerprint,
+    document_hash,
+)
 from c2v_rag.rag.results import FailedBatch, IngestResult
 
 if TYPE_CHECKING:
@@ -69,30 +76,42 @@ class ChunkBatch:
     # For progress: how far the inputs (files, or documents) are covered by this batch's chunks and those before
     # it, counted in inputs: the whole ones, plus the share of the one being read that its chunks so far cover.
     reach: float = 0.0
+    # doc id -> its hash (points.document_hash), for the completed documents that have one: once they are stored
+    # whole, their points carry it, and a re-run skips them unchanged.
+    hashes: dict[str, str] = field(default_factory=dict)
+    # The chunks of the documents met here that were stored whole and unchanged: skipped before chunking.
+    stored_chunks: int = 0
 
     def add(self, doc_id: str, chunk: PendingChunk) -> None:
         self.chunks.append(chunk)
         self._name(doc_id)
 
-    def complete(self, doc_id: str, point_ids: list[str]) -> None:
+    def complete(self, doc_id: str, point_ids: list[str], doc_hash: str | None = None) -> None:
         """Every chunk of ``doc_id`` has been added (to this batch or an earlier one)."""
         self._name(doc_id)
         self.completed[doc_id] = point_ids
+        if doc_hash is not None:
+            self.hashes[doc_id] = doc_hash
+
+    @property
+    def is_empty(self) -> bool:
+        """It names no document and counts no stored chunk: nothing to hand on."""
+        return not self.doc_ids and not self.stored_chunks
 
     def _name(self, doc_id: str) -> None:
         if not self.doc_ids or self.doc_ids[-1] != doc_id:
             self.doc_ids.append(doc_id)
 
     @classmethod
-    def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk]]]) -> ChunkBatch:
-        """A batch of whole documents (doc id, its chunks), each completed in it. A document id met twice
+    def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk], str | None]]) -> ChunkBatch:
+        """A batch of whole documents (doc id, its chunks, its hash), each completed in it. A document id met twice
         is taken once, with its last chunks, in the place it was first met."""
-        whole = dict(documents)
+        whole = {doc_id: (chunks, doc_hash) for doc_id, chunks, doc_hash in documents}
         batch = cls()
-        for doc_id, chunks in whole.items():
+        for doc_id, (chunks, doc_hash) in whole.items():
             for chunk in chunks:
                 batch.add(doc_id, chunk)
-            batch.complete(doc_id, [c.point_id for c in chunks])
+            batch.complete(doc_id, [c.point_id for c in chunks], doc_hash)
         return batch
 
 
@@ -109,8 +128,9 @@ class EmbeddedBatch:
 
     @property
     def unchanged(self) -> int:
-        """The batch's chunks the sink held already: neither embedded nor written again."""
-        return len(self.batch.chunks) - len(self.chunks)
+        """The batch's chunks the sink held already: neither embedded nor written again (those of documents
+        skipped unchanged included)."""
+        return len(self.batch.chunks) - len(self.chunks) + self.batch.stored_chunks
 
 
 class Sink(Protocol):
@@ -126,9 +146,35 @@ class Sink(Protocol):
         ...
 
 
+# doc states -> doc id -> its stored chunks, for those the sink holds whole under the same hash and root.
+UnchangedLookup = Callable[[Sequence[DocumentState]], Mapping[str, int]]
+
+# Documents looked up in one request, and the most text they may hold while they wait: enough to save requests, few
+# enough that the batch behind them is not held up (one batch of 256 chunks of 200 tokens is about 200K characters).
+LOOKUP_DOCUMENTS = 64
+LOOKUP_CHARS = 256_000
+
+
+@dataclass
+class _Waiting:
+    """A document read and waiting for its lookup, with its place among the inputs as it was when it was read."""
+
+    doc: SourceDocument
+    doc_hash: str
+    # [start, start + share) of the inputs is this document; done_before: the inputs read whole before it.
+    start: float
+    share: float
+    done_before: int
+
+
 class DocumentBatcher:
     """Documents -> batches of ``batch_size`` chunks; a document is chunked as it streams in, so a batch
     is handed on as soon as it is full, even in the middle of a long document.
+
+    With an ``unchanged`` lookup (a collection that may hold the documents already), documents wait in groups of
+    up to :data:`LOOKUP_DOCUMENTS` (or :data:`LOOKUP_CHARS` of text) and one request asks which of them are stored
+    whole under the same hash (:func:`~c2v_rag.rag.ingestion.points.document_hash`): those are counted as
+    unchanged without being chunked or embedded. Chunking is most of what an unchanged re-run costs.
 
     Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
@@ -138,57 +184,115 @@ class DocumentBatcher:
     within a document by where its last chunk ends, so that one long file still moves the bar.
     """
 
-    def __init__(self, chunker: TokenChunker, batch_size: int, files: ReadLog | None = None) -> None:
+    def __init__(
+        self,
+        chunker: TokenChunker,
+        batch_size: int,
+        files: ReadLog | None = None,
+        unchanged: UnchangedLookup | None = None,
+    ) -> None:
         self.chunker = chunker
         self.batch_size = batch_size
         self.files = files
+        self.unchanged = unchanged
         self.seen = SeenDocuments()
         self.documents = 0
         self.duplicate_documents = 0
+        self.unchanged_documents = 0
         self.chunks = 0
-        self._documents_done = 0
+        self._documents_met = 0
+        # The inputs read whole before the last document chunked (or skipped), and how far its chunks reach.
+        self._done = 0
         self._reach = 0.0
         self._batch = ChunkBatch()
+        self._waiting: list[_Waiting] = []
+        self._waiting_chars = 0
+        self._lookup_failed = False
 
     @property
     def inputs_done(self) -> int:
         """The inputs read whole so far: files when the input is files, else documents."""
-        return self.files.files_done if self.files is not None else self._documents_done
+        return self.files.files_done if self.files is not None else self._documents_met
 
     def add(self, doc: SourceDocument) -> Iterator[ChunkBatch]:
-        """The batches ``doc``'s chunks fill, each as soon as it is full; none for a document met before.
+        """The batches ``doc``'s chunks fill (or those of the documents waiting with it), each as soon as it is
+        full; none for a document met before.
 
         Raises:
             ValueError: the document's id was met before with other content.
         """
+        done_before = self.inputs_done
+        self._documents_met += 1
         if not self.seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
             self.duplicate_documents += 1
-            self._documents_done += 1
             return
         self.documents += 1
         # The document's place among the inputs: [start, end) of the one being read.
         before, after = self.files.document_span if self.files is not None else (0.0, 1.0)
-        start, share = self.inputs_done + before, after - before
+        doc_hash = document_hash(doc, self.chunker)
+        waiting = _Waiting(doc, doc_hash, done_before + before, after - before, done_before)
+        if self.unchanged is None:
+            yield from self._chunk(waiting)
+            return
+        self._waiting.append(waiting)
+        self._waiting_chars += len(doc.text)
+        if len(self._waiting) >= LOOKUP_DOCUMENTS or self._waiting_chars >= LOOKUP_CHARS:
+            yield from self._look_up()
+
+    def rest(self) -> Iterator[ChunkBatch]:
+        """The batches of the documents still waiting, then the batch being filled, handed on as it is."""
+        yield from self._look_up()
+        if not self._batch.is_empty:
+            yield self._take()
+
+    def _look_up(self) -> Iterator[ChunkBatch]:
+        """The waiting documents: those stored whole and unchanged counted, the others chunked."""
+        waiting, self._waiting, self._waiting_chars = self._waiting, [], 0
+        if not waiting or self.unchanged is None:
+            return
+        stored = self._stored(waiting)
+        for item in waiting:
+            chunks = stored.get(item.doc.doc_id)
+            if chunks is None:
+                yield from self._chunk(item)
+                continue
+            self.unchanged_documents += 1
+            self.chunks += chunks
+            self._batch.stored_chunks += chunks
+            self._done = max(self._done, item.done_before)
+            self._reach = max(self._reach, item.start + item.share)
+        if not self._batch.chunks and self._batch.stored_chunks:
+            yield self._take()  # nothing to embed yet: the bar moves by the documents skipped
+
+    def _stored(self, waiting: list[_Waiting]) -> Mapping[str, int]:
+        assert self.unchanged is not None
+        states = [DocumentState(w.doc.doc_id, w.doc_hash, w.doc.source_root) for w in waiting]
+        try:
+            return self.unchanged(states)
+        except Exception as err:  # the writes say whether the store works; this only saves work
+            if not self._lookup_failed:
+                logger.warning("Could not ask which documents are stored unchanged (%s); chunking them all", err)
+            self._lookup_failed = True
+            return {}
+
+    def _chunk(self, item: _Waiting) -> Iterator[ChunkBatch]:
+        doc = item.doc
+        self._done = max(self._done, item.done_before)
         ids: list[str] = []
         for chunk in document_chunks(doc, self.chunker):
             self._batch.add(doc.doc_id, chunk)
             ids.append(chunk.point_id)
             if chunk.end_char is not None and doc.text:
-                self._reach = max(self._reach, start + share * min(1.0, chunk.end_char / len(doc.text)))
+                self._reach = max(self._reach, item.start + item.share * min(1.0, chunk.end_char / len(doc.text)))
             if len(self._batch.chunks) >= self.batch_size:
                 yield self._take()
         self.chunks += len(ids)
-        self._reach = max(self._reach, start + share)
-        self._documents_done += 1
-        self._batch.complete(doc.doc_id, ids)
-
-    def rest(self) -> ChunkBatch | None:
-        """The batch being filled, handed on as it is; None when it names no document."""
-        return self._take() if self._batch.doc_ids else None
+        self._reach = max(self._reach, item.start + item.share)
+        self._batch.complete(doc.doc_id, ids, item.doc_hash)
 
     def _take(self) -> ChunkBatch:
         batch, self._batch = self._batch, ChunkBatch()
-        batch.reach = max(self._reach, self.inputs_done)
+        batch.reach = max(self._reach, self._done)
         return batch
 
 
@@ -328,7 +432,7 @@ class IngestProgress:
             return
         # The sink held the batch's other chunks already: they are done without the model.
         stored = max(0, len(batch.chunks) - of)
-        chunks = min(len(batch.chunks), stored + done)
+        chunks = min(len(batch.chunks), stored + done) + batch.stored_chunks
         # The inputs move with the work done, not the chunks: the longest chunks go first, so counting chunks
         # would run slow early in each batch and the bar's ETA would be too long.
         share = min(1.0, (stored + work * of) / len(batch.chunks))
@@ -341,7 +445,7 @@ class IngestProgress:
     def embedded(self, batch: ChunkBatch) -> None:
         """``batch`` is through the model: its chunks and the inputs it completes are done."""
         self.inputs = max(self.inputs, batch.reach)
-        self.chunks += len(batch.chunks)
+        self.chunks += len(batch.chunks) + batch.stored_chunks
         self._show(self.inputs, self.chunks)
 
     def finish(self, inputs_done: int) -> None:
@@ -492,19 +596,21 @@ class IngestCore:
                 for batch in self.batcher.add(doc):
                     self._send(batch, sink)
         except Exception:
-            if not self.failures.stopped:
-                try:
-                    self._send(self.batcher.rest(), sink)
-                except Exception as err:  # the error that stopped the reading is the one to report
-                    logger.debug("Could not store the batch read before the error: %s", err)
+            try:
+                for batch in self.batcher.rest():
+                    if self.failures.stopped:
+                        break
+                    self._send(batch, sink)
+            except Exception as err:  # the error that stopped the reading is the one to report
+                logger.debug("Could not store the batches read before the error: %s", err)
             raise
-        if not self.failures.stopped:
-            self._send(self.batcher.rest(), sink)
-            self.progress.finish(self.batcher.inputs_done)
+        for batch in self.batcher.rest():
+            if self.failures.stopped:
+                return
+            self._send(batch, sink)
+        self.progress.finish(self.batcher.inputs_done)
 
-    def _send(self, batch: ChunkBatch | None, sink: Sink) -> None:
-        if batch is None:
-            return
+    def _send(self, batch: ChunkBatch, sink: Sink) -> None:
         try:
             with self.progress.embedding(batch):
                 embedded = self.embedder.embed(batch, sink)

@@ -20,11 +20,13 @@ the Ray driver, is :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` calling the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from c2v_rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY, chunk_point, content_hash
+from c2v_rag.documents.payload_keys import DOC_HASH_KEY
+from c2v_rag.store.point_schema import DOC_ID_KEY, PAYLOAD_LAYOUT, SOURCE_ROOT_KEY, chunk_point, content_hash
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from c2v_rag.store.vectors import CollectionVectors
 
 T = TypeVar("T")
+# Points a stored-document lookup reads per request.
+_SCROLL_PAGE = 1024
 # call(fn, what): runs a Qdrant request ``fn`` (with retries, under a lock where needed); ``what``
 # names it in messages.
 Call = Callable[[Callable[[], T], str], T]
@@ -49,6 +53,18 @@ class PendingChunk:
     end_char: int | None = None
 
 
+@dataclass(frozen=True)
+class DocumentState:
+    """What a sink is asked about a document before it is chunked: whether it holds it whole under this hash."""
+
+    doc_id: str
+    # document_hash: the document's content and how it is chunked.
+    doc_hash: str
+    # The root this run reads it through: a document stored under another is not skipped, so that its points
+    # are claimed for this root (see :meth:`PointWriter.not_stored`).
+    source_root: str | None
+
+
 def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
     for chunk in chunker.iter_chunks(doc.text, doc.lead):
@@ -59,6 +75,14 @@ def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[Pend
 def document_fingerprint(doc: SourceDocument) -> str:
     """16 hex digits of the document's content: tells a repeated document from an id clash."""
     return content_hash(doc.text, doc.metadata)[:16]
+
+
+def document_hash(doc: SourceDocument, chunker: TokenChunker) -> str:
+    """A hash of all that decides ``doc``'s points: its id, text, metadata, source, pages and lead, how ``chunker``
+    cuts, and the payload layout. A document stored whole under the same hash has the same points, so a re-run
+    need not chunk it again (:meth:`PointWriter.unchanged_documents`)."""
+    head = [PAYLOAD_LAYOUT, chunker.signature, doc.doc_id, doc.source, doc.lead, doc.pages, doc.metadata]
+    return content_hash(doc.text, {"document": head})[:32]
 
 
 class SeenDocuments:
@@ -100,14 +124,29 @@ class PointWriter:
         layout: the vectors each point carries (dense, and sparse for a hybrid collection).
         call: runs each request (retries; a lock for embedded Qdrant).
         fresh: the collection was created by this run, so nothing in it is stored or stale.
+        scan_once: look stored documents up in one read of the whole collection (its ids, hashes and roots) rather
+            than by their ids, a request per group of documents. qdrant-client's local mode filters in Python, each
+            point against each id asked for, so the one read is far cheaper there; a server or Qdrant Edge filters
+            on its index.
     """
 
-    def __init__(self, client: Any, collection: str, layout: CollectionVectors, call: Call, *, fresh: bool) -> None:
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        layout: CollectionVectors,
+        call: Call,
+        *,
+        fresh: bool,
+        scan_once: bool = False,
+    ) -> None:
         self.client = client
         self.collection = collection
         self.layout = layout
         self.call = call
         self.fresh = fresh
+        self.scan_once = scan_once
+        self._scanned: dict[str, list[tuple[Any, Any]]] | None = None
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
         """The chunks not in the collection yet. Stored ones are not rewritten; their recorded source
@@ -148,14 +187,89 @@ class PointWriter:
             for i, (c, v) in enumerate(zip(chunks, vectors))
         ]
 
-    def write(self, points: Sequence[Any], completed: dict[str, list[str]]) -> None:
-        """Upsert ``points``; then, for each document in ``completed`` (doc id -> all its point ids,
-        every one now stored), delete the document's other points."""
+    def unchanged_documents(self, states: Sequence[DocumentState]) -> dict[str, int]:
+        """doc id -> its points, for the documents of ``states`` stored whole under the same hash and source root.
+
+        A document qualifies when every point with its id carries its hash, which :meth:`write` puts on a
+        document's points only once all of them are stored; a run cut off midway, an edited document, other
+        chunking settings or points still waiting to be deleted leave a point without it, and the document is
+        chunked again.
+        """
+        if self.fresh or not states:
+            return {}
+        if not self.scan_once:
+            stored = self._stored_documents([s.doc_id for s in states])
+        else:
+            if self._scanned is None:
+                self._scanned = self._stored_documents(None)
+            stored = self._scanned
+        unchanged = {}
+        for state in states:
+            points = stored.get(state.doc_id)
+            if points and all(p == (state.doc_hash, state.source_root) for p in points):
+                unchanged[state.doc_id] = len(points)
+        return unchanged
+
+    def _stored_documents(self, doc_ids: list[str] | None) -> dict[str, list[tuple[Any, Any]]]:
+        """doc id -> (hash, source root) of each of its points, for ``doc_ids`` (None: every document)."""
         from qdrant_client.http import models
 
+        match = (
+            None
+            if doc_ids is None
+            else models.Filter(must=[models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=doc_ids))])
+        )
+        stored: dict[str, list[tuple[Any, Any]]] = {}
+        offset = None
+        while True:
+            records, offset = self.call(
+                functools.partial(
+                    self.client.scroll,
+                    self.collection,
+                    scroll_filter=match,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=[DOC_ID_KEY, DOC_HASH_KEY, SOURCE_ROOT_KEY],
+                    with_vectors=False,
+                ),
+                "looking up stored documents",
+            )
+            for record in records:
+                payload = record.payload or {}
+                doc_id = payload.get(DOC_ID_KEY)
+                if doc_id is not None:
+                    stored.setdefault(str(doc_id), []).append((payload.get(DOC_HASH_KEY), payload.get(SOURCE_ROOT_KEY)))
+            if offset is None:
+                return stored
+
+    def write(
+        self, points: Sequence[Any], completed: dict[str, list[str]], hashes: Mapping[str, str] | None = None
+    ) -> None:
+        """Upsert ``points``; then, for each document in ``completed`` (doc id -> all its point ids,
+        every one now stored), record its hash (``hashes``, where known) on all its points and delete its other
+        points."""
+        from qdrant_client.http import models
+
+        hashes = {d: h for d, h in (hashes or {}).items() if d in completed}
+        for point in points:  # a completed document's new points carry its hash as they are written
+            doc_hash = hashes.get(str(point.payload.get(DOC_ID_KEY)))
+            if doc_hash is not None:
+                point.payload[DOC_HASH_KEY] = doc_hash
         if points:
             self.call(
                 lambda: self.client.upsert(self.collection, list(points), wait=True), f"uploading {len(points)} chunks"
+            )
+        written = {str(p.id) for p in points}
+        # ... and its points stored before (in an earlier batch or run): one request for the batch's documents.
+        marks = [
+            models.SetPayloadOperation(set_payload=models.SetPayload(payload={DOC_HASH_KEY: doc_hash}, points=earlier))
+            for doc_id, doc_hash in hashes.items()
+            if (earlier := [pid for pid in completed[doc_id] if pid not in written])
+        ]
+        if marks:
+            self.call(
+                functools.partial(self.client.batch_update_points, self.collection, marks, wait=True),
+                f"recording the hashes of {len(marks)} documents",
             )
         if completed and not self.fresh:
             keep: list[Any] = [pid for ids in completed.values() for pid in ids]

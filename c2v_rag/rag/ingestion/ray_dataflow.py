@@ -54,7 +54,7 @@ from c2v_rag.documents.documents import SourceDocument, iter_documents, names_ex
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
-from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint
+from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 
 if TYPE_CHECKING:
@@ -282,13 +282,14 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
         _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, lead=lead)
     chunker = _chunkers[key]
     rows: dict[str, list[Any]] = {
-        k: [] for k in ("doc_id", "fingerprint", "source_root", "point_ids", "texts", "payloads")
+        k: [] for k in ("doc_id", "fingerprint", "doc_hash", "source_root", "point_ids", "texts", "payloads")
     }
     for record in batch.to_pylist():
         doc = _row_doc(record)
         chunks = list(document_chunks(doc, chunker))
         rows["doc_id"].append(doc.doc_id)
         rows["fingerprint"].append(document_fingerprint(doc))
+        rows["doc_hash"].append(document_hash(doc, chunker))
         rows["source_root"].append(doc.source_root)
         rows["point_ids"].append([c.point_id for c in chunks])
         rows["texts"].append([c.text for c in chunks])
@@ -300,6 +301,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
             [
                 ("doc_id", pa.string()),
                 ("fingerprint", pa.string()),
+                ("doc_hash", pa.string()),
                 ("source_root", pa.string()),
                 ("point_ids", strings),
                 ("texts", strings),
@@ -511,7 +513,7 @@ class ChunkEmbedActor:
 def chunk_batch(documents: pa.Table) -> ChunkBatch:
     """The pipeline's batch of a Ray batch of chunked documents (:func:`_chunk_rows`' rows): every
     document whole, so every one is completed in it."""
-    rows = documents.select(["doc_id", "source_root", "point_ids", "texts", "payloads"]).to_pylist()
+    rows = documents.select(["doc_id", "doc_hash", "source_root", "point_ids", "texts", "payloads"]).to_pylist()
     return ChunkBatch.of_documents(
         (
             row["doc_id"],
@@ -519,6 +521,7 @@ def chunk_batch(documents: pa.Table) -> ChunkBatch:
                 PendingChunk(pid, text, json.loads(payload), row["source_root"])
                 for pid, text, payload in zip(row["point_ids"], row["texts"], row["payloads"], strict=True)
             ],
+            row["doc_hash"],
         )
         for row in rows
     )
@@ -540,6 +543,7 @@ def document_table(
         for k in (
             "doc_id",
             "fingerprint",
+            "doc_hash",
             "point_ids",
             "source_root",
             "embedded",
@@ -550,10 +554,11 @@ def document_table(
             "error",
         )
     }
-    for doc in documents.select(["doc_id", "fingerprint", "point_ids", "source_root"]).to_pylist():
+    for doc in documents.select(["doc_id", "fingerprint", "doc_hash", "point_ids", "source_root"]).to_pylist():
         own = [where[pid] for pid in doc["point_ids"] if pid in where]
         rows["doc_id"].append(doc["doc_id"])
         rows["fingerprint"].append(doc["fingerprint"])
+        rows["doc_hash"].append(doc["doc_hash"])
         rows["point_ids"].append(doc["point_ids"])
         rows["source_root"].append(doc["source_root"])
         rows["embedded"].append([todo[i].point_id for i in own])
@@ -566,6 +571,7 @@ def document_table(
         [
             ("doc_id", pa.string()),
             ("fingerprint", pa.string()),
+            ("doc_hash", pa.string()),
             ("point_ids", pa.list_(pa.string())),
             ("source_root", pa.string()),
             ("embedded", pa.list_(pa.string())),

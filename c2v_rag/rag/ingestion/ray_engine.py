@@ -283,7 +283,12 @@ class RayIngestRun:
         # Every chunk of these documents: the sink's check claims the source root of the stored ones
         # (which the actors skipped), exactly as in the in-process engine.
         batch = ChunkBatch.of_documents(
-            (row["doc_id"], [PendingChunk(pid, "", {}, row["source_root"]) for pid in row["point_ids"]]) for row in rows
+            (
+                row["doc_id"],
+                [PendingChunk(pid, "", {}, row["source_root"]) for pid in row["point_ids"]],
+                row["doc_hash"],
+            )
+            for row in rows
         )
         todo = sink.not_stored(batch.chunks)
         shipped = {pid: (row, i) for row in rows for i, pid in enumerate(row["embedded"])}

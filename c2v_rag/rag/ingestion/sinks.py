@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchFailures, EmbeddedBatch, Sink
-from c2v_rag.rag.ingestion.points import Call, PendingChunk, PointWriter
+from c2v_rag.rag.ingestion.points import Call, DocumentState, PendingChunk, PointWriter
 from c2v_rag.rag.ingestion.sync import SyncReport, delete_gone_documents
 
 if TYPE_CHECKING:
@@ -83,11 +83,16 @@ class QdrantSink:
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
         return self.writer.not_stored(chunks)
 
+    def unchanged_documents(self, states: Sequence[DocumentState]) -> Mapping[str, int]:
+        """:data:`~c2v_rag.rag.ingestion.pipeline.UnchangedLookup`: the documents stored whole and unchanged."""
+        return self.writer.unchanged_documents(states)
+
     def write(self, embedded: EmbeddedBatch) -> None:
-        """Upsert the batch's points; then delete the other points of the documents it completes."""
+        """Upsert the batch's points; then mark the documents it completes as stored whole and delete their
+        other points."""
         points = self.writer.points(embedded.chunks, embedded.vectors, embedded.sparse)
         completed = {d: ids for d, ids in embedded.batch.completed.items() if d not in self.failed_docs}
-        self.writer.write(points, completed)
+        self.writer.write(points, completed, embedded.batch.hashes)
 
     def delete_gone(self, roots: Iterable[str], seen: Container[str], log: ReadLog) -> SyncReport:
         """The sync: delete the points under ``roots`` whose document was not ``seen`` this run
