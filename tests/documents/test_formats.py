@@ -362,3 +362,35 @@ def test_a_notebook_is_its_markdown_and_fenced_code_without_outputs(tmp_path):
     docs, log = read(tmp_path)
     assert [d.text for d in docs] == [doc.text] and log.files_skipped == 2
     assert all("not a Jupyter notebook" in skip.reason for skip in log.skipped)
+
+
+def test_asciidoc_and_org_titles_lead_without_their_header_options(tmp_path):
+    (tmp_path / "guide.adoc").write_text(
+        "// written by hand\n= Install Guide\nDoc Writer <doc@example.com>\n:toc: left\n:icons: font\n\n"
+        "== Requirements\n\nPython 3.10.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "plain.asciidoc").write_text(":experimental:\nNo title here.\n\nSecond paragraph.", encoding="utf-8")
+    (tmp_path / "notes.org").write_text(
+        "#+TITLE: Lab notes\n#+AUTHOR: Me\n#+OPTIONS: toc:nil\n\n* Tuesday\nRan the sweep.\n", encoding="utf-8"
+    )
+    (tmp_path / "bare.org").write_text("* Heading\nText.\n#+BEGIN_SRC python\nx = 1\n#+END_SRC\n", encoding="utf-8")
+    docs = {Path(d.doc_id).name: d for d in read(tmp_path)[0]}
+    assert docs["guide.adoc"].text == (
+        "# Install Guide\n\nDoc Writer <doc@example.com>\n\n== Requirements\n\nPython 3.10."
+    )
+    assert document_lead(docs["guide.adoc"].text) == "Install Guide\nDoc Writer <doc@example.com>"
+    assert docs["plain.asciidoc"].text == "No title here.\n\nSecond paragraph."
+    assert docs["notes.org"].text == "# Lab notes\n\n* Tuesday\nRan the sweep."
+    # Keyword lines inside the text are the text's own (a source block's markers).
+    assert docs["bare.org"].text == "* Heading\nText.\n#+BEGIN_SRC python\nx = 1\n#+END_SRC"
+
+
+def test_mdx_is_read_as_markdown_with_its_front_matter(tmp_path):
+    (tmp_path / "intro.mdx").write_text(
+        "---\ntitle: Getting started\ntags: [setup]\n---\nimport Tabs from '@theme/Tabs';\n\nInstall it first.\n",
+        encoding="utf-8",
+    )
+    (doc,), _ = read(tmp_path)
+    assert doc.text == "# Getting started\n\nimport Tabs from '@theme/Tabs';\n\nInstall it first.\n"
+    assert doc.metadata["title"] == "Getting started" and doc.metadata["tags"] == ["setup"]

@@ -13,6 +13,7 @@ from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
+from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
@@ -22,6 +23,8 @@ from c2v_rag.documents.formats.text import PlainText
 
 FORMATS: tuple[FileFormat, ...] = (
     PlainText(),
+    AsciiDoc(),
+    OrgMode(),
     Jsonl(),
     Parquet(),
     DelimitedTable(),

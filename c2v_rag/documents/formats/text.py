@@ -1,4 +1,4 @@
-"""Plain text and Markdown (and reStructuredText, read as the text it is): one document per file.
+"""Plain text and Markdown (and MDX, and reStructuredText, read as the text it is): one document per file.
 
 A Markdown file that opens with YAML front matter (``---`` lines around ``key: value`` pairs, as Jekyll, Hugo,
 MkDocs and Obsidian write it) gives its fields as metadata and its ``title`` as the heading that leads the text; the
@@ -21,7 +21,9 @@ from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
+# MDX (Markdown with JSX, as Docusaurus and other documentation sites write it) is read as Markdown: its
+# import lines and components are a little noise beside its prose.
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 # Front matter: a first line of ---, YAML, and a line of --- (or ...) that closes it.
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 # Fields a file's metadata gets from the file itself, which its front matter may not change.
