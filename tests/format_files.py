@@ -207,3 +207,63 @@ def write_epub(path: Path, *, title: str = "Tides and Moons", encrypt: str | Non
                 f'<enc:CipherReference URI="{encrypt}"/></enc:CipherData></enc:EncryptedData></encryption>',
             )
     return path
+
+
+ODT_NAMESPACES = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0"'
+)
+# A body as LibreOffice Writer lays one out: an automatic style over Title, a table of contents, headings by outline
+# level, a footnote and a comment inside paragraphs, a nested list, a table, a text box anchored in a paragraph, and
+# a section.
+ODT_BODY = """
+<text:sequence-decls><text:sequence-decl text:display-outline-level="0" text:name="Table"/></text:sequence-decls>
+<text:p text:style-name="P1">Tide Tables</text:p>
+<text:table-of-content text:name="Contents"><text:index-body>
+  <text:p>Why tides happen 1</text:p></text:index-body></text:table-of-content>
+<text:h text:outline-level="1">Why tides happen</text:h>
+<text:p>The Moon<text:s text:c="3"/>pulls the sea.<text:note text:note-class="footnote">
+  <text:note-citation>1</text:note-citation><text:note-body><text:p>A footnote.</text:p></text:note-body>
+  </text:note><office:annotation><dc:creator>R</dc:creator>
+  <text:p>Check this.</text:p></office:annotation> Twice a <text:span>day</text:span>.</text:p>
+<text:h text:outline-level="2">Kinds</text:h>
+<text:list><text:list-item><text:p>Spring tides</text:p>
+  <text:list><text:list-item><text:p>at new and full moon</text:p></text:list-item></text:list></text:list-item>
+  <text:list-item><text:p>Neap tides</text:p></text:list-item></text:list>
+<table:table table:name="Heights"><table:table-column/>
+  <table:table-row><table:table-cell><text:p>Port</text:p></table:table-cell>
+    <table:table-cell><text:p>Range</text:p></table:table-cell></table:table-row>
+  <table:table-row><table:table-cell><text:p>Brest</text:p></table:table-cell>
+    <table:table-cell><text:p>7 m</text:p></table:table-cell></table:table-row></table:table>
+<text:p>See the box.<draw:frame draw:name="Box"><draw:text-box>
+  <text:p>Boxed note.</text:p></draw:text-box></draw:frame></text:p>
+<text:section text:name="Appendix"><text:p>Appendix text.</text:p></text:section>
+"""
+
+
+def write_odt(path: Path, body: str = ODT_BODY, *, title: str | None = None) -> Path:
+    """An OpenDocument text file as LibreOffice writes one: a zip of its mimetype (first, stored), content.xml, with
+    P1 an automatic style over Title, and meta.xml recording ``title`` (when given)."""
+    import zipfile
+
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ODT_NAMESPACES} office:version="1.3">'
+        '<office:automatic-styles><style:style style:name="P1" style:family="paragraph" '
+        'style:parent-style-name="Title"/></office:automatic-styles>'
+        f"<office:body><office:text>{body}</office:text></office:body></office:document-content>"
+    )
+    recorded = f"<dc:title>{title}</dc:title>" if title else ""
+    meta = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {ODT_NAMESPACES} office:version="1.3">'
+        f"<office:meta><meta:generator>LibreOffice/7.4</meta:generator>{recorded}</office:meta></office:document-meta>"
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text", compress_type=zipfile.ZIP_STORED)
+        archive.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
+        archive.writestr("meta.xml", meta, compress_type=zipfile.ZIP_DEFLATED)
+    return path

@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from format_files import write_docx, write_epub, write_html, write_pdf, write_pptx
+from format_files import write_docx, write_epub, write_html, write_odt, write_pdf, write_pptx
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -394,3 +394,41 @@ def test_mdx_is_read_as_markdown_with_its_front_matter(tmp_path):
     (doc,), _ = read(tmp_path)
     assert doc.text == "# Getting started\n\nimport Tabs from '@theme/Tabs';\n\nInstall it first.\n"
     assert doc.metadata["title"] == "Getting started" and doc.metadata["tags"] == ["setup"]
+
+
+def test_an_odt_reads_as_markdown_without_its_index_notes_and_comments(tmp_path):
+    write_odt(tmp_path / "tides.odt")
+    (doc,), _ = read(tmp_path / "tides.odt")
+    assert doc.text == (
+        "Tide Tables\n\n# Why tides happen\n\nThe Moon pulls the sea. Twice a day.\n\n## Kinds\n\n"
+        "- Spring tides\n\n  - at new and full moon\n\n- Neap tides\n\nPort | Range\nBrest | 7 m\n\n"
+        "See the box.\n\nBoxed note.\n\nAppendix text."
+    )
+    # No recorded title: the paragraph in the Title style (through its automatic style) is the title.
+    assert doc.metadata["title"] == "Tide Tables" and document_lead(doc.text) == "Tide Tables\n# Why tides happen"
+    write_odt(tmp_path / "tides.odt", title="Tides of Brittany")
+    (doc,), _ = read(tmp_path / "tides.odt")
+    assert doc.text.startswith("# Tides of Brittany\n\nTide Tables\n\n")
+    assert doc.metadata["title"] == "Tides of Brittany"
+
+
+def test_odt_files_that_are_not_text_documents_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    import zipfile
+
+    from c2v_rag.documents.formats import opendocument
+
+    write_odt(tmp_path / "good.odt")
+    (tmp_path / "broken.odt").write_bytes(b"PK\x03\x04 not a zip")
+    with zipfile.ZipFile(tmp_path / "sheet.odt", "w") as archive:  # a spreadsheet's content under an .odt name
+        archive.writestr(
+            "content.xml",
+            '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0">'
+            "<office:body><office:spreadsheet/></office:body></office:document-content>",
+        )
+    docs, log = read(tmp_path)
+    assert [Path(d.doc_id).name for d in docs] == ["good.odt"] and log.files_skipped == 2
+    reasons = " ".join(s.reason for s in log.skipped)
+    assert "not a readable .odt file" in reasons and "no text body" in reasons
+    monkeypatch.setattr(opendocument, "MAX_UNPACKED_BYTES", 100)  # what a zip bomb meets
+    docs, log = read(tmp_path / "good.odt")
+    assert docs == [] and "unpacks to" in log.skipped[0].reason

@@ -15,6 +15,7 @@ from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
+from c2v_rag.documents.formats.opendocument import OpenDocumentText
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
 from c2v_rag.documents.formats.slides import Slides
@@ -32,6 +33,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Html(),
     Pdf(),
     Docx(),
+    OpenDocumentText(),
     Slides(),
     Epub(),
     Notebook(),
