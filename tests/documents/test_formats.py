@@ -432,3 +432,76 @@ def test_odt_files_that_are_not_text_documents_are_skipped_with_the_reason(tmp_p
     monkeypatch.setattr(opendocument, "MAX_UNPACKED_BYTES", 100)  # what a zip bomb meets
     docs, log = read(tmp_path / "good.odt")
     assert docs == [] and "unpacks to" in log.skipped[0].reason
+
+
+def _message(subject: str, body: str, *, html: str | None = None, attachment: str | None = None, **headers: str):
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = subject
+    message["From"] = headers.get("sender", "Ada Lovelace <ada@example.org>")
+    message["To"] = "tides@example.org"
+    message["Date"] = headers.get("date", "Tue, 05 Mar 2024 09:30:00 +0100")
+    if body:
+        message.set_content(body)
+    if html is not None:
+        if body:
+            message.add_alternative(html, subtype="html")
+        else:
+            message.set_content(html, subtype="html")
+    if attachment:
+        message.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename=attachment)
+    return message
+
+
+def test_an_eml_is_its_subject_headers_and_plain_body_without_attachments(tmp_path):
+    message = _message(
+        "Spring tides next week",
+        "The range peaks on Friday.\n\n-- \nAda",
+        html="<p>The range peaks on <b>Friday</b>.</p>",
+        attachment="tables.pdf",
+    )
+    (tmp_path / "spring.eml").write_bytes(bytes(message))
+    (doc,), _ = read(tmp_path / "spring.eml")
+    assert doc.text == (
+        "# Spring tides next week\n\nFrom: Ada Lovelace <ada@example.org>\nTo: tides@example.org\n"
+        "Date: Tue, 05 Mar 2024 09:30:00 +0100\n\nThe range peaks on Friday.\n\n-- \nAda"
+    )
+    assert {k: doc.metadata[k] for k in ("title", "from", "to", "date", "attachments")} == {
+        "title": "Spring tides next week",
+        "from": "Ada Lovelace <ada@example.org>",
+        "to": "tides@example.org",
+        "date": "2024-03-05T09:30:00+01:00",
+        "attachments": ["tables.pdf"],
+    }
+    assert document_lead(doc.text).startswith("Spring tides next week\nFrom: Ada")
+    # A message with only an HTML body reads it as Markdown; a subject in another charset is decoded.
+    html_only = _message("=?iso-8859-1?q?Mar=E9e_haute?=", "", html="<h2>Port</h2><ul><li>Brest</li></ul>")
+    (tmp_path / "html.eml").write_bytes(bytes(html_only))
+    (doc,), _ = read(tmp_path / "html.eml")
+    assert doc.metadata["title"] == "Marée haute" and doc.text.endswith("\n\n## Port\n\n- Brest")
+
+
+def test_a_mailbox_is_one_document_per_message_numbered_in_file_order(tmp_path):
+    import mailbox
+
+    box = mailbox.mbox(tmp_path / "archive.mbox")
+    for n in range(3):
+        box.add(_message(f"Note {n}", f"Body {n}.", date=f"Wed, 0{n + 1} May 2024 10:00:00 +0000"))
+    box.flush()
+    box.close()
+    docs, log = read(tmp_path)
+    where = (tmp_path / "archive.mbox").resolve()
+    assert [d.doc_id for d in docs] == [f"{where}:{n}" for n in (1, 2, 3)] and log.files_skipped == 0
+    assert [d.metadata["title"] for d in docs] == ["Note 0", "Note 1", "Note 2"]
+    assert docs[2].text.endswith("Body 2.") and docs[2].metadata["date"] == "2024-05-03T10:00:00+00:00"
+    assert {d.source for d in docs} == {str(where)}
+
+
+def test_mail_files_that_are_not_mail_are_skipped_with_the_reason(tmp_path):
+    (tmp_path / "notes.mbox").write_text("just some text\nwith no From line\n", encoding="utf-8")
+    (tmp_path / "photo.eml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    docs, log = read(tmp_path)
+    assert docs == [] and log.files_skipped == 2
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert "not an mbox mailbox" in reasons["notes.mbox"] and "not a text file" in reasons["photo.eml"]

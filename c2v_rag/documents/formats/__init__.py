@@ -13,6 +13,7 @@ from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
+from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.opendocument import OpenDocumentText
@@ -37,6 +38,8 @@ FORMATS: tuple[FileFormat, ...] = (
     Slides(),
     Epub(),
     Notebook(),
+    Email(),
+    Mbox(),
 )
 
 _BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}

@@ -1,0 +1,156 @@
+"""E-mail: a message saved as a file (.eml) is one document, a mailbox (.mbox, as Thunderbird, mutt and Google
+Takeout export one) one document per message.
+
+A message reads as its subject (leading it as a heading), its ``From``, ``To``, ``Cc`` and ``Date`` lines, and its
+body: the plain-text part, else the HTML part as Markdown (the ``html`` extra), in the charset the message names.
+Attachments are not read; their file names are listed in the metadata, beside ``title`` (the subject), ``from``,
+``to`` and ``date`` (ISO 8601). Python's own ``email`` and ``mailbox`` packages parse them.
+
+A mailbox's messages are numbered in file order, so a message's id is ``FILE:N`` (as a JSONL record's is
+``FILE:LINE``): a mailbox that only grows keeps every id, and its new messages are the ones embedded on a re-run.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+from collections.abc import Iterator
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.core.errors import MissingPackageError
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.sniffing import binary_reason
+from c2v_rag.documents.source_document import SourceDocument, check_metadata
+
+# The header lines a message's text carries under its subject, in this order.
+_SHOWN_HEADERS = ("From", "To", "Cc", "Date")
+
+
+class Email(FileFormat):
+    name = "e-mail"
+    suffixes = (".eml",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if not within_size(file, options, log) or not _is_text(file, log):
+            return
+        message = email.message_from_bytes(file.read_bytes(), policy=email.policy.default)
+        try:
+            text, metadata = message_text(message)  # type: ignore[arg-type]
+        except MissingPackageError as err:
+            log.skip_file(file, str(err))
+            return
+        if text is None:
+            log.skip_file(file, "not an e-mail message (no headers and no body)")
+            return
+        yield file_document(file, root, text, metadata)
+
+
+class Mbox(FileFormat):
+    name = "mailbox"
+    suffixes = (".mbox",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        import mailbox
+
+        if not _is_text(file, log):
+            return
+        # Streamed, as JSONL is: a mailbox of years of mail is read a message at a time, whatever its size.
+        box = mailbox.mbox(file, factory=None, create=False)
+        try:
+            keys = box.keys()  # one pass over the file, finding where each message starts
+            if not keys and file.stat().st_size:
+                log.skip_file(file, "not an mbox mailbox (no line starting 'From ' opens a message)")
+                return
+            for n, key in enumerate(keys, start=1):
+                where = f"{file}:{n}"
+                try:
+                    message = email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
+                    text, metadata = message_text(message)  # type: ignore[arg-type]
+                    if text is None:
+                        raise ValueError("an empty message (no headers and no body)")
+                    check_metadata(metadata, where)
+                except (ValueError, TypeError, LookupError, MissingPackageError) as err:
+                    if options.on_error == "raise":
+                        raise
+                    log.skip_record(where, file, f"{type(err).__name__}: {err}")
+                    continue
+                log.document_span = ((n - 1) / len(keys), n / len(keys))
+                yield SourceDocument(where, text, {**metadata, "source": str(file)}, str(file), root)
+        finally:
+            box.close()
+
+
+def _is_text(file: Path, log: ReadLog) -> bool:
+    """Whether ``file`` opens as text does (mail is text, in any charset); if not it is skipped and recorded."""
+    with file.open("rb") as handle:
+        reason = binary_reason(handle.read(8192))
+    if reason is not None:
+        log.skip_file(file, f"not a text file: {reason}")
+    return reason is None
+
+
+def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
+    """A message's text (its subject as a heading, its header lines, its body) and metadata; None for the text of
+    something that is not a message (no header and no body)."""
+    subject = _valid(" ".join(str(message.get("Subject") or "").split()))
+    headers = [
+        _valid(f"{name}: {' '.join(str(message[name]).split())}") for name in _SHOWN_HEADERS if message.get(name)
+    ]
+    body = _valid(_body(message))
+    if not headers and not subject and not body:
+        return None, {}
+    metadata: dict[str, Any] = {}
+    if subject:
+        metadata["title"] = subject
+    for name in ("From", "To"):
+        if message.get(name):
+            metadata[name.lower()] = _valid(" ".join(str(message[name]).split()))
+    date = _iso_date(message.get("Date"))
+    if date:
+        metadata["date"] = date
+    attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
+    if attachments:
+        metadata["attachments"] = attachments
+    text = "\n\n".join(part for part in ("\n".join(headers), body) if part)
+    return led_by_title(subject, text), metadata
+
+
+def _body(message: EmailMessage) -> str:
+    """The plain-text body, else the HTML body as Markdown; "" for a message with neither."""
+    part = message.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return ""
+    try:
+        content = part.get_content()
+    except (LookupError, ValueError):  # a charset Python does not know, a broken transfer encoding
+        payload = part.get_payload(decode=True)
+        content = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else str(payload or "")
+    if not isinstance(content, str):
+        return ""
+    if part.get_content_subtype() == "html":
+        from c2v_rag.documents.formats.html import Html, html_to_markdown
+
+        missing = Html().missing()
+        if missing is not None:
+            raise MissingPackageError(f"{missing} (the message has no plain-text part, only HTML)")
+        return html_to_markdown(content)[1].strip()
+    return content.replace("\r\n", "\n").strip()
+
+
+def _valid(text: str) -> str:
+    """``text`` with any raw bytes of a header not in its declared charset (which the ``email`` package keeps as
+    surrogates) read as UTF-8, or replaced where they are not."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _iso_date(value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(str(value)).isoformat()
+    except (TypeError, ValueError):
+        return None
