@@ -13,9 +13,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 
@@ -43,6 +43,18 @@ class ReadOptions:
     on_error: Literal["raise", "continue"] = "raise"
     # Glob patterns of a folder's files and subfolders to leave out (files.excluded says how they match).
     exclude: tuple[str, ...] = ()
+
+
+def checked_exclude(patterns: list[str]) -> list[str]:
+    """Refuse an ``exclude`` entry that names nothing (blank, or slashes alone), which would leave out everything."""
+    for pattern in patterns:
+        if not pattern.strip("/ "):
+            raise ValueError(f"exclude={patterns!r}: {pattern!r} is no pattern; name files or folders to leave out")
+    return patterns
+
+
+# A config's ``exclude`` field: glob patterns of a folder's files and subfolders to leave out (files.excluded).
+ExcludePatterns = Annotated[list[str], AfterValidator(checked_exclude)]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from c2v_rag.documents.chunking import (
     default_decoder_max_length,
 )
 from c2v_rag.documents.files import ReadOptions
+from c2v_rag.documents.reading import ExcludePatterns
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
 from c2v_rag.store.sparse import BM25Config, resolve_sparse
@@ -58,7 +59,7 @@ class IngestConfig(BaseModel):
             "are streamed"
         ),
     )
-    exclude: list[str] = Field(
+    exclude: ExcludePatterns = Field(
         default_factory=list,
         description=(
             "glob patterns of a folder's files and subfolders to leave out, as in a .gitignore: 'node_modules', "
@@ -107,14 +108,6 @@ class IngestConfig(BaseModel):
         f"was recorded, or by another tool: whole chunks), else {DEFAULT_DECODER_MAX_LENGTH} for a model with a "
         "Contextual token and whole chunks for one without",
     )
-
-    @field_validator("exclude")
-    @classmethod
-    def _patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            if not pattern.strip("/ "):
-                raise ValueError(f"exclude={patterns!r}: {pattern!r} is no pattern; name files or folders to leave out")
-        return patterns
 
     @field_validator("sparse", mode="before")
     @classmethod

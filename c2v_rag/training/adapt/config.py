@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from c2v_rag.documents.reading import ExcludePatterns
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
 DEFAULT_START = "c2v-smollm2-135m-minilm"
@@ -96,4 +97,8 @@ class AdaptConfig(BaseModel):
     training: AdaptTraining = Field(default_factory=AdaptTraining)
     gate: AdaptGate = Field(default_factory=AdaptGate)
     general_data: str | None = None
+    exclude: ExcludePatterns = Field(
+        default_factory=list,
+        description="glob patterns of a folder's files and subfolders to leave out, as ingest's exclude (--exclude)",
+    )
     overwrite: bool = False

@@ -278,3 +278,18 @@ def test_decide_reads_the_users_questions_when_there_are_any():
     better = scores(dict.fromkeys(heldout, 0.0), per_question={q: 1.0 if i else 0.5 for i, q in enumerate(asked)})
     verdict = decide(before, better, gate, dict.fromkeys(heldout, "heading"))
     assert verdict.kept and "95% interval" in verdict.reasons[0]
+
+
+def test_exclude_leaves_a_folders_files_out_of_the_pairs(start, folder, general, tmp_path):
+    drafts = folder / "drafts"
+    drafts.mkdir()
+    for i in range(3):
+        (drafts / f"draft{i}.md").write_text(f"# Draft {i}\n\nzanzibar {make_text(100 + i, 8)}\n")
+    out = tmp_path / "adapted"
+    with pytest.raises(ValueError, match="no pattern"):
+        adapt(folder, out, config=config(general), start=str(start), exclude=["/"])
+    adapt(folder, out, config=config(general, min_gain=1.0), start=str(start), exclude=["drafts/"])
+    read = [json.loads(line) for line in (out / "pairs" / "documents.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in read) == sorted((folder / f"page{i}.md").resolve().as_posix() for i in range(16))
+    written = " ".join(p.read_text() for p in (out / "pairs").rglob("*.jsonl"))
+    assert "page3.md" in written and "zanzibar" not in written
