@@ -216,7 +216,8 @@ ODT_NAMESPACES = (
     'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
     'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
     'xmlns:dc="http://purl.org/dc/elements/1.1/" '
-    'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0"'
+    'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" '
+    'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"'
 )
 # A body as LibreOffice Writer lays one out: an automatic style over Title, a table of contents, headings by outline
 # level, a footnote and a comment inside paragraphs, a nested list, a table, a text box anchored in a paragraph, and
@@ -249,13 +250,44 @@ ODT_BODY = """
 def write_odt(path: Path, body: str = ODT_BODY, *, title: str | None = None) -> Path:
     """An OpenDocument text file as LibreOffice writes one: a zip of its mimetype (first, stored), content.xml, with
     P1 an automatic style over Title, and meta.xml recording ``title`` (when given)."""
+    return _write_opendocument(path, "text", body, title)
+
+
+# Slides as LibreOffice Impress lays them out: a title frame and an outline frame with a list; a title, a table, a
+# page-number placeholder and speaker notes; a slide holding a picture alone.
+ODP_BODY = """
+<draw:page draw:name="page1">
+  <draw:frame presentation:class="title"><draw:text-box><text:p>Tides in one hour</text:p></draw:text-box></draw:frame>
+  <draw:frame presentation:class="outline"><draw:text-box><text:list>
+    <text:list-item><text:p>The Moon pulls</text:p>
+      <text:list><text:list-item><text:p>and the Sun</text:p></text:list-item></text:list></text:list-item>
+  </text:list></draw:text-box></draw:frame>
+</draw:page>
+<draw:page draw:name="page2">
+  <draw:frame presentation:class="title"><draw:text-box><text:p>Ranges</text:p></draw:text-box></draw:frame>
+  <draw:frame><table:table><table:table-row><table:table-cell><text:p>Brest</text:p></table:table-cell>
+    <table:table-cell><text:p>7 m</text:p></table:table-cell></table:table-row></table:table></draw:frame>
+  <draw:frame presentation:class="page-number"><draw:text-box><text:p>2</text:p></draw:text-box></draw:frame>
+  <presentation:notes><draw:page-thumbnail/><draw:frame presentation:class="notes"><draw:text-box>
+    <text:p>Mention the equinox.</text:p></draw:text-box></draw:frame></presentation:notes>
+</draw:page>
+<draw:page draw:name="page3"><draw:frame><draw:image/></draw:frame></draw:page>
+"""
+
+
+def write_odp(path: Path, body: str = ODP_BODY, *, title: str | None = None) -> Path:
+    """An OpenDocument presentation as LibreOffice Impress writes one (see :func:`write_odt`)."""
+    return _write_opendocument(path, "presentation", body, title)
+
+
+def _write_opendocument(path: Path, kind: str, body: str, title: str | None) -> Path:
     import zipfile
 
     content = (
         f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ODT_NAMESPACES} office:version="1.3">'
         '<office:automatic-styles><style:style style:name="P1" style:family="paragraph" '
         'style:parent-style-name="Title"/></office:automatic-styles>'
-        f"<office:body><office:text>{body}</office:text></office:body></office:document-content>"
+        f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>"
     )
     recorded = f"<dc:title>{title}</dc:title>" if title else ""
     meta = (
@@ -263,7 +295,7 @@ def write_odt(path: Path, body: str = ODT_BODY, *, title: str | None = None) -> 
         f"<office:meta><meta:generator>LibreOffice/7.4</meta:generator>{recorded}</office:meta></office:document-meta>"
     )
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("mimetype", "application/vnd.oasis.opendocument.text", compress_type=zipfile.ZIP_STORED)
+        archive.writestr("mimetype", f"application/vnd.oasis.opendocument.{kind}", compress_type=zipfile.ZIP_STORED)
         archive.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
         archive.writestr("meta.xml", meta, compress_type=zipfile.ZIP_DEFLATED)
     return path

@@ -23,7 +23,7 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
     ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .jsonl, .parquet, .csv, .tsv, .xlsx, .html, .htm, "
-    ".xhtml, .pdf, .docx, .odt, .pptx, .epub, .ipynb, .eml and .mbox"
+    ".xhtml, .pdf, .docx, .odt, .pptx, .odp, .epub, .ipynb, .eml and .mbox"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "

@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from format_files import write_docx, write_epub, write_html, write_odt, write_pdf, write_pptx
+from format_files import write_docx, write_epub, write_html, write_odp, write_odt, write_pdf, write_pptx
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -505,3 +505,23 @@ def test_mail_files_that_are_not_mail_are_skipped_with_the_reason(tmp_path):
     assert docs == [] and log.files_skipped == 2
     reasons = {Path(s.where).name: s.reason for s in log.skipped}
     assert "not an mbox mailbox" in reasons["notes.mbox"] and "not a text file" in reasons["photo.eml"]
+
+
+def test_an_odp_reads_as_a_deck_each_chunk_told_its_slide(tmp_path):
+    write_odp(tmp_path / "tides.odp")
+    (doc,), _ = read(tmp_path / "tides.odp")
+    assert doc.text == (
+        "## Tides in one hour\n\n- The Moon pulls\n\n  - and the Sun\n\n"
+        "## Ranges\n\nBrest | 7 m\n\nNotes: Mention the equinox."
+    )
+    assert doc.metadata["title"] == "Tides in one hour"
+    assert doc.page_at(doc.text.index("## Ranges")) == "2" and doc.page_at(doc.text.index("- The Moon")) == "1"
+    write_odp(tmp_path / "tides.odp", title="Tide lecture")
+    (doc,), _ = read(tmp_path / "tides.odp")
+    assert doc.text.startswith("# Tide lecture\n\n## Tides in one hour") and doc.lead == "Tide lecture"
+    write_odp(tmp_path / "pictures.odp", "<draw:page><draw:frame><draw:image/></draw:frame></draw:page>")
+    write_odt(tmp_path / "letter.odp")  # a text document under a presentation's name
+    docs, log = read(tmp_path)
+    assert [Path(d.doc_id).name for d in docs] == ["tides.odp"]
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert "no text" in reasons["pictures.odp"] and "holds no slides" in reasons["letter.odp"]

@@ -16,7 +16,7 @@ from c2v_rag.documents.formats.html import Html
 from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
-from c2v_rag.documents.formats.opendocument import OpenDocumentText
+from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, OpenDocumentText
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
 from c2v_rag.documents.formats.slides import Slides
@@ -36,6 +36,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Docx(),
     OpenDocumentText(),
     Slides(),
+    OpenDocumentPresentation(),
     Epub(),
     Notebook(),
     Email(),

@@ -1,11 +1,16 @@
-"""OpenDocument text (.odt, as LibreOffice and OpenOffice write it) as Markdown: one document per file.
+"""OpenDocument text (.odt) and presentations (.odp), as LibreOffice and OpenOffice write them, as Markdown: one
+document per file.
 
 Headings by their outline level (``#``), paragraphs, list items (``-``, indented by nesting), tables a row a line
 with cells between ``|``, text boxes and sections in document order. Left out: comments, footnotes, tracked
 deletions, and generated indexes (a table of contents repeats the headings). Led by the recorded title (``meta.xml``),
 else a first paragraph in the Title style or a first heading of level 1.
 
-An .odt is a zip of XML files; Python's own zip and XML readers read it (its expat refuses entity expansion
+A presentation reads as PowerPoint decks do (:mod:`~c2v_rag.documents.formats.slides`): each slide's title as a
+``##`` heading, its text boxes, lists and tables in order, its speaker notes (``Notes: ...``), and each chunk's
+``page_label`` the slide it starts on.
+
+Both are zips of XML files; Python's own zip and XML readers read it (its expat refuses entity expansion
 attacks), so no package is needed.
 """
 
@@ -25,6 +30,7 @@ _TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _DRAW = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
 _OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 _STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+_PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
 _DC = "http://purl.org/dc/elements/1.1/"
 
 
@@ -32,6 +38,8 @@ def _t(name: str) -> str:
     return f"{{{_TEXT}}}{name}"
 
 
+# A presentation's placeholders that a layout repeats on every slide.
+_REPEATED_PLACEHOLDERS = {"page-number", "date-time", "header", "footer"}
 # Unpacked XML beyond this is refused: a small file that unpacks to gigabytes is a zip bomb, not a document.
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 # Inline elements whose text is not the document's running text.
@@ -69,19 +77,71 @@ class OpenDocumentText(FileFormat):
         yield file_document(file, root, led_by_title(title, "\n\n".join(blocks)), {"title": title} if title else None)
 
 
+class OpenDocumentPresentation(FileFormat):
+    name = "OpenDocument presentation"
+    suffixes = (".odp",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        from c2v_rag.documents.formats.slides import deck_documents
+
+        if not within_size(file, options, log):
+            return
+        parsed = parse_or_skip(file, log, ".odp", lambda: odp_title_and_slides(file))
+        if parsed is not None:
+            yield from deck_documents(file, root, log, *parsed)
+
+
 def odt_title_and_blocks(file: Path) -> tuple[str | None, list[str]]:
     """An .odt's recorded title (else its Title paragraph or first level-1 heading) and its blocks as Markdown."""
+    body, reader, recorded = _opened(file, "text", "text body (a spreadsheet or a drawing saved as .odt?)")
+    blocks = list(reader.blocks(body))
+    return recorded or (reader.titles[0] if reader.titles else None), blocks
+
+
+def odp_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]:
+    """An .odp's recorded title ("" without one) and each slide's title and text as Markdown."""
+    body, reader, recorded = _opened(file, "presentation", "slides (a text document saved as .odp?)")
+    return recorded, [_slide(page, reader) for page in body.iter(f"{{{_DRAW}}}page")]
+
+
+def _opened(file: Path, kind: str, expected: str) -> tuple[ElementTree.Element, _TextReader, str]:
+    """An OpenDocument file's body of ``kind`` (``office:text``, ``office:presentation``), a reader of its text, and
+    its recorded title ("" without one); :class:`SkipFile` saying it holds no ``expected`` when it has no such body."""
     with zipfile.ZipFile(file) as archive:
         content = _xml(archive, "content.xml")
         meta = _xml(archive, "meta.xml") if "meta.xml" in archive.namelist() else None
-    body = content.find(f"{{{_OFFICE}}}body/{{{_OFFICE}}}text")
+    body = content.find(f"{{{_OFFICE}}}body/{{{_OFFICE}}}{kind}")
     if body is None:
-        raise SkipFile("it holds no text body (not a text document: a spreadsheet or a drawing saved as .odt?)")
-    reader = _TextReader(content)
-    blocks = list(reader.blocks(body))
+        raise SkipFile(f"it holds no {expected}")
     recorded = meta.findtext(f"{{{_OFFICE}}}meta/{{{_DC}}}title") if meta is not None else None
-    title = " ".join((recorded or "").split()) or (reader.titles[0] if reader.titles else None)
-    return title, blocks
+    return body, _TextReader(content), " ".join((recorded or "").split())
+
+
+def _slide(page: ElementTree.Element, reader: _TextReader) -> tuple[str | None, str]:
+    """A slide's title and its text: the title frame's text as a ``##`` heading, then the other frames in order (the
+    placeholders a layout repeats on every slide, a page number, date, header or footer, left out), then its notes."""
+    title = None
+    blocks: list[str] = []
+    for frame in page.findall(f"{{{_DRAW}}}frame"):
+        kind = frame.get(f"{{{_PRESENTATION}}}class")
+        if kind in _REPEATED_PLACEHOLDERS:
+            continue
+        if kind == "title" and title is None:
+            title = " ".join(_line(p) for p in frame.iter(_t("p"))).strip() or None
+            continue
+        blocks.extend(reader.blocks(frame))
+    notes = page.find(f"{{{_PRESENTATION}}}notes")
+    if notes is not None:
+        said = " ".join(
+            _line(p)
+            for frame in notes.findall(f"{{{_DRAW}}}frame")
+            if frame.get(f"{{{_PRESENTATION}}}class") == "notes"
+            for p in frame.iter(_t("p"))
+        ).strip()
+        if said:
+            blocks.append(f"Notes: {said}")
+    heading = [f"## {title}"] if title else []
+    return title, "\n\n".join([*heading, *blocks])
 
 
 def _xml(archive: zipfile.ZipFile, name: str) -> ElementTree.Element:

@@ -39,16 +39,24 @@ class Slides(FileFormat):
         parsed = parse_or_skip(file, log, ".pptx", lambda: _recorded_title_and_slides(file))
         if parsed is None:
             return
-        recorded, slides = parsed
-        if not any(text for _, text in slides):
-            log.skip_file(file, "its slides hold no text (pictures only?)")
-            return
-        title = recorded if recorded.casefold() not in _UNNAMED else None
-        title = title or next((heading for heading, _ in slides if heading), None)
-        joined, pages = join_pages([text for _, text in slides], [str(n) for n in range(1, len(slides) + 1)])
-        text = led_by_title(title, joined)
-        pages = shift_pages(pages, len(text) - len(joined))
-        yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
+        yield from deck_documents(file, root, log, *parsed)
+
+
+def deck_documents(
+    file: Path, root: str, log: ReadLog, recorded: str, slides: list[tuple[str | None, str]]
+) -> Iterator[SourceDocument]:
+    """A deck's document from its recorded title and its slides' (title, text): the slides in order, each chunk's
+    ``page_label`` the slide it starts on, led by the recorded title (an application's unnamed default aside), else
+    the first slide title; nothing, and a skip, for a deck of pictures alone."""
+    if not any(text for _, text in slides):
+        log.skip_file(file, "its slides hold no text (pictures only?)")
+        return
+    title = recorded if recorded.casefold() not in _UNNAMED else None
+    title = title or next((heading for heading, _ in slides if heading), None)
+    joined, pages = join_pages([text for _, text in slides], [str(n) for n in range(1, len(slides) + 1)])
+    text = led_by_title(title, joined)
+    pages = shift_pages(pages, len(text) - len(joined))
+    yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
 
 
 def _recorded_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]:
