@@ -299,3 +299,40 @@ def _write_opendocument(path: Path, kind: str, body: str, title: str | None) -> 
         archive.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
         archive.writestr("meta.xml", meta, compress_type=zipfile.ZIP_DEFLATED)
     return path
+
+
+# Two sheets as LibreOffice Calc saves them: a header row, a date, a merged (covered) cell, two blank rows written
+# as one repeated row, a run of repeated cells, and the empty rows and columns Calc repeats to the sheet's edge.
+ODS_BODY = """
+<table:table table:name="FAQ">
+  <table:table-column table:number-columns-repeated="1024"/>
+  <table:table-row><table:table-cell office:value-type="string"><text:p>question</text:p></table:table-cell>
+    <table:table-cell office:value-type="string"><text:p>answer</text:p></table:table-cell>
+    <table:table-cell office:value-type="string"><text:p>updated</text:p></table:table-cell>
+    <table:table-cell table:number-columns-repeated="1021"/></table:table-row>
+  <table:table-row><table:table-cell office:value-type="string"><text:p>When is the tide high?</text:p>
+    </table:table-cell>
+    <table:table-cell office:value-type="string"><text:p>Twice a day.</text:p></table:table-cell>
+    <table:table-cell office:value-type="date" office:date-value="2024-05-01"><text:p>05/01/24</text:p>
+    </table:table-cell><table:table-cell table:number-columns-repeated="1021"/></table:table-row>
+  <table:table-row table:number-rows-repeated="2"><table:table-cell table:number-columns-repeated="1024"/>
+  </table:table-row>
+  <table:table-row><table:table-cell table:number-columns-spanned="2" office:value-type="string">
+    <text:p>Ask the harbour master.</text:p></table:table-cell><table:covered-table-cell/>
+    <table:table-cell office:value-type="float" office:value="3"><text:p>3</text:p></table:table-cell>
+  </table:table-row>
+  <table:table-row table:number-rows-repeated="1048571"><table:table-cell table:number-columns-repeated="1024"/>
+  </table:table-row>
+</table:table>
+<table:table table:name="Notes">
+  <table:table-row><table:table-cell><text:p>id</text:p></table:table-cell>
+    <table:table-cell><text:p>text</text:p></table:table-cell></table:table-row>
+  <table:table-row><table:table-cell><text:p>n1</text:p></table:table-cell>
+    <table:table-cell><text:p>Neap tides are small.</text:p></table:table-cell></table:table-row>
+</table:table>
+"""
+
+
+def write_ods(path: Path, body: str = ODS_BODY) -> Path:
+    """An OpenDocument spreadsheet as LibreOffice Calc writes one (see :func:`write_odt`)."""
+    return _write_opendocument(path, "spreadsheet", body, None)

@@ -180,3 +180,17 @@ def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
     assert [d.metadata["row"] for d in docs] == [1] and log.files_skipped == 1
     assert "its sheet 'FAQ' breaks off after row 3 (ParseError" in log.skipped[0].reason
     assert str(broken.resolve()) in log.incomplete
+
+
+def test_an_ods_reads_as_an_excel_workbook_does_without_the_repeats_to_the_sheets_edge(tmp_path):
+    from format_files import write_ods
+
+    write_ods(tmp_path / "office.ods")
+    docs, log = read(tmp_path / "office.ods")
+    where = (tmp_path / "office.ods").resolve()
+    assert [d.doc_id for d in docs] == [f"{where}:FAQ:1", f"{where}:FAQ:4", "n1"] and log.files_skipped == 0
+    assert docs[0].text == "question: When is the tide high?\nanswer: Twice a day.\nupdated: 2024-05-01"
+    assert docs[0].metadata["row"] == 1 and docs[0].metadata["sheet"] == "FAQ"
+    # Two blank rows written as one repeated row count; a merged cell's covered cell keeps the columns in place.
+    assert docs[1].text == "question: Ask the harbour master.\nupdated: 3" and docs[1].metadata["row"] == 4
+    assert docs[2].text == "Neap tides are small." and docs[2].metadata["sheet"] == "Notes"

@@ -1,5 +1,6 @@
 """OpenDocument text (.odt) and presentations (.odp), as LibreOffice and OpenOffice write them, as Markdown: one
-document per file.
+document per file; and the rows of spreadsheets (.ods), which :mod:`~c2v_rag.documents.formats.tables` reads as it
+reads Excel's.
 
 Headings by their outline level (``#``), paragraphs, list items (``-``, indented by nesting), tables a row a line
 with cells between ``|``, text boxes and sections in document order. Left out: comments, footnotes, tracked
@@ -10,7 +11,7 @@ A presentation reads as PowerPoint decks do (:mod:`~c2v_rag.documents.formats.sl
 ``##`` heading, its text boxes, lists and tables in order, its speaker notes (``Notes: ...``), and each chunk's
 ``page_label`` the slide it starts on.
 
-Both are zips of XML files; Python's own zip and XML readers read it (its expat refuses entity expansion
+All three are zips of XML files; Python's own zip and XML readers read it (its expat refuses entity expansion
 attacks), so no package is needed.
 """
 
@@ -102,6 +103,51 @@ def odp_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]
     """An .odp's recorded title ("" without one) and each slide's title and text as Markdown."""
     body, reader, recorded = _opened(file, "presentation", "slides (a text document saved as .odp?)")
     return recorded, [_slide(page, reader) for page in body.iter(f"{{{_DRAW}}}page")]
+
+
+def ods_sheets(file: Path) -> list[tuple[str, list[ElementTree.Element]]]:
+    """An .ods's sheets: each one's name and its row elements (read by :func:`sheet_rows`)."""
+    body, _, _ = _opened(file, "spreadsheet", "sheets (a text document saved as .ods?)")
+    return [
+        (sheet.get(f"{{{_TABLE}}}name") or f"sheet {n}", list(sheet.iter(f"{{{_TABLE}}}table-row")))
+        for n, sheet in enumerate(body.findall(f"{{{_TABLE}}}table"), start=1)
+    ]
+
+
+def sheet_rows(rows: list[ElementTree.Element], read: list[int]) -> Iterator[list[str]]:
+    """A sheet's rows as the texts its cells show, repeats expanded (``table:number-rows-repeated``,
+    ``table:number-columns-repeated``) up to the last cell and row holding text: a sheet saved by LibreOffice repeats
+    an empty row or cell to the sheet's edge, a million rows or 16,384 columns. ``read[0]`` counts the row elements
+    read, for progress."""
+    blank = 0
+    for row in rows:
+        read[0] += 1
+        runs: list[tuple[str, int]] = []
+        for cell in row:
+            if cell.tag in (f"{{{_TABLE}}}table-cell", f"{{{_TABLE}}}covered-table-cell"):
+                text = _cell_text(cell)
+                runs.append((text, int(cell.get(f"{{{_TABLE}}}number-columns-repeated", "1") or "1")))
+        while runs and not runs[-1][0]:
+            runs.pop()
+        times = int(row.get(f"{{{_TABLE}}}number-rows-repeated", "1") or "1")
+        if not runs:
+            blank += times  # counted, and given only if a row with text follows
+            continue
+        for _ in range(blank):
+            yield []
+        blank = 0
+        cells = [text for text, count in runs for _ in range(count)]
+        for _ in range(times):
+            yield cells
+
+
+def _cell_text(cell: ElementTree.Element) -> str:
+    """What a cell shows (its paragraphs), a date as ISO 8601 (``2024-05-01``, as Excel's are read) whatever its
+    display format."""
+    if cell.get(f"{{{_OFFICE}}}value-type") == "date":
+        value = cell.get(f"{{{_OFFICE}}}date-value") or ""
+        return value.removesuffix("T00:00:00")
+    return "\n".join(_line(p) for p in cell.findall(_t("p"))).strip()
 
 
 def _opened(file: Path, kind: str, expected: str) -> tuple[ElementTree.Element, _TextReader, str]:

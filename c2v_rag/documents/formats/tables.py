@@ -94,6 +94,30 @@ class Workbook(FileFormat):
             book.close()
 
 
+class OpenDocumentSpreadsheet(FileFormat):
+    name = "OpenDocument spreadsheet"
+    suffixes = (".ods",)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        from c2v_rag.documents.formats.opendocument import ods_sheets, sheet_rows
+
+        if not within_size(file, options, log):
+            return
+        sheets = parse_or_skip(file, log, ".ods", lambda: ods_sheets(file))
+        for place, (name, elements) in enumerate(sheets or []):
+            read = [0]
+            rows = sheet_rows(elements, read)
+            header = column_names(next((row for row in rows if any(row)), []))
+            if not header:
+                continue  # an empty sheet
+
+            def position(place: int = place, size: int = max(len(elements), 1), read: list[int] = read) -> float:
+                return (place + min(read[0], size) / size) / len(sheets or [])
+
+            records = row_records(rows, header, f"{file}:{name}", position, file, options, log, {SHEET_KEY: name})
+            yield from record_documents(records, file, root, options, log)
+
+
 def _sheet_rows(sheet: Any, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
     """A worksheet's rows as cell texts, and the share of the workbook read so far (sheet ``place`` of ``sheets``,
     by the rows its dimension counts)."""
