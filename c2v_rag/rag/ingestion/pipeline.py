@@ -149,10 +149,12 @@ class Sink(Protocol):
 # doc states -> doc id -> its stored chunks, for those the sink holds whole under the same hash and root.
 UnchangedLookup = Callable[[Sequence[DocumentState]], Mapping[str, int]]
 
-# Documents looked up in one request, and the most text they may hold while they wait: enough to save requests, few
-# enough that the batch behind them is not held up (one batch of 256 chunks of 200 tokens is about 200K characters).
+# Documents looked up in one request, and the most text they may hold and the longest they may wait while others are
+# read: enough to save requests, few enough that the batch behind them is not held up (one batch of 256 chunks of 200
+# tokens is about 200K characters; a folder of slow PDFs reads a few a second).
 LOOKUP_DOCUMENTS = 64
 LOOKUP_CHARS = 256_000
+LOOKUP_SECONDS = 1.0
 
 
 @dataclass
@@ -172,9 +174,10 @@ class DocumentBatcher:
     is handed on as soon as it is full, even in the middle of a long document.
 
     With an ``unchanged`` lookup (a collection that may hold the documents already), documents wait in groups of
-    up to :data:`LOOKUP_DOCUMENTS` (or :data:`LOOKUP_CHARS` of text) and one request asks which of them are stored
-    whole under the same hash (:func:`~c2v_rag.rag.ingestion.points.document_hash`): those are counted as
-    unchanged without being chunked or embedded. Chunking is most of what an unchanged re-run costs.
+    up to :data:`LOOKUP_DOCUMENTS` (or :data:`LOOKUP_CHARS` of text, or :data:`LOOKUP_SECONDS` of reading) and one
+    request asks which of them are stored whole under the same hash
+    (:func:`~c2v_rag.rag.ingestion.points.document_hash`): those are counted as unchanged without being chunked or
+    embedded. Chunking is most of what an unchanged re-run costs.
 
     Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
     keeps the ids of the documents met (``seen``: what a sync compares the collection with).
@@ -207,6 +210,7 @@ class DocumentBatcher:
         self._batch = ChunkBatch()
         self._waiting: list[_Waiting] = []
         self._waiting_chars = 0
+        self._waiting_since = 0.0
         self._lookup_failed = False
 
     @property
@@ -234,9 +238,15 @@ class DocumentBatcher:
         if self.unchanged is None:
             yield from self._chunk(waiting)
             return
+        if not self._waiting:
+            self._waiting_since = time.perf_counter()
         self._waiting.append(waiting)
         self._waiting_chars += len(doc.text)
-        if len(self._waiting) >= LOOKUP_DOCUMENTS or self._waiting_chars >= LOOKUP_CHARS:
+        if (
+            len(self._waiting) >= LOOKUP_DOCUMENTS
+            or self._waiting_chars >= LOOKUP_CHARS
+            or time.perf_counter() - self._waiting_since >= LOOKUP_SECONDS
+        ):
             yield from self._look_up()
 
     def rest(self) -> Iterator[ChunkBatch]:
