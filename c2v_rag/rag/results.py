@@ -24,6 +24,9 @@ class IngestResult(BaseModel):
     location: str
     documents: int = 0
     duplicate_documents: int = 0
+    documents_unchanged: int = Field(
+        default=0, description="documents the collection held whole under the same hash: skipped before chunking"
+    )
     chunks: int = 0
     chunks_written: int = 0
     chunks_unchanged: int = 0
@@ -48,8 +51,9 @@ class IngestResult(BaseModel):
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
+        unchanged = f" ({self.documents_unchanged} unchanged)" if self.documents_unchanged else ""
         text = (
-            f"{self.documents} documents, {self.chunks} chunks ({self.chunks_written} written, "
+            f"{self.documents} documents{unchanged}, {self.chunks} chunks ({self.chunks_written} written, "
             f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
             f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )

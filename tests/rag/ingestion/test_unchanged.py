@@ -79,12 +79,15 @@ def test_an_unchanged_rerun_chunks_nothing_and_an_edit_chunks_only_the_edited_do
     chunked.clear()
     again = c2v_rag.ingest(corpus, **kwargs)
     assert chunked == []
-    assert (again.documents, again.chunks, again.chunks_written, again.chunks_unchanged) == (
+    assert (again.documents, again.documents_unchanged, again.chunks, again.chunks_written, again.chunks_unchanged) == (
+        len(corpus),
         len(corpus),
         first.chunks,
         0,
         first.chunks,
     )
+    assert again.summary().startswith(f"{len(corpus)} documents ({len(corpus)} unchanged), {first.chunks} chunks")
+    assert first.documents_unchanged == 0 and f"{len(corpus)} documents, " in first.summary()
 
     edited = [dict(d) for d in corpus]
     edited[2]["text"] = corpus[2]["text"] + " " + make_text(102, sentences=3)
