@@ -258,7 +258,7 @@ class DocumentBatcher:
     def _look_up(self) -> Iterator[ChunkBatch]:
         """The waiting documents: those stored whole and unchanged counted, the others chunked."""
         waiting, self._waiting, self._waiting_chars = self._waiting, [], 0
-        if not waiting or self.unchanged is None:
+        if not waiting:  # documents wait only where there is a lookup
             return
         stored = self._stored(waiting)
         for item in waiting:
@@ -607,18 +607,20 @@ class IngestCore:
                     self._send(batch, sink)
         except Exception:
             try:
-                for batch in self.batcher.rest():
-                    if self.failures.stopped:
-                        break
-                    self._send(batch, sink)
+                self._send_rest(sink)
             except Exception as err:  # the error that stopped the reading is the one to report
                 logger.debug("Could not store the batches read before the error: %s", err)
             raise
+        if self._send_rest(sink):
+            self.progress.finish(self.batcher.inputs_done)
+
+    def _send_rest(self, sink: Sink) -> bool:
+        """Send what the batcher still holds; False when the failures stopped the run before a batch of it."""
         for batch in self.batcher.rest():
             if self.failures.stopped:
-                return
+                return False
             self._send(batch, sink)
-        self.progress.finish(self.batcher.inputs_done)
+        return True
 
     def _send(self, batch: ChunkBatch, sink: Sink) -> None:
         try:
