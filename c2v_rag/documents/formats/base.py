@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import Decoded, NotText, decode_text
+from c2v_rag.documents.sniffing import Decoded, NotText, binary_reason, decode_text
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,18 @@ def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:
         return None
     decoded = checked_text(file, file.read_bytes(), options, log)
     return None if decoded is None else decoded.text
+
+
+def opens_as_text(file: Path, log: ReadLog, data: bytes | None = None) -> bool:
+    """Whether ``file`` opens as text does (its first 8 KiB: ``data``, its bytes where read already); if not it is
+    skipped and recorded. For formats that decode text themselves (JSONL, mail) or stream it."""
+    if data is None:
+        with file.open("rb") as handle:
+            data = handle.read(8192)
+    reason = binary_reason(data[:8192])
+    if reason is not None:
+        log.skip_file(file, f"not a text file: {reason}")
+    return reason is None
 
 
 def checked_text(file: Path, data: bytes, options: ReadOptions, log: ReadLog) -> Decoded | None:

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, opens_as_text, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument, check_metadata
 
 # The header lines a message's text carries under its subject, in this order.
@@ -35,9 +34,12 @@ class Email(FileFormat):
     suffixes = (".eml",)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log) or not _is_text(file, log):
+        if not within_size(file, options, log):
             return
-        message = email.message_from_bytes(file.read_bytes(), policy=email.policy.default)
+        data = file.read_bytes()
+        if not opens_as_text(file, log, data):
+            return
+        message = email.message_from_bytes(data, policy=email.policy.default)
         try:
             text, metadata = message_text(message)  # type: ignore[arg-type]
         except MissingPackageError as err:
@@ -56,7 +58,7 @@ class Mbox(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         import mailbox
 
-        if not _is_text(file, log):
+        if not opens_as_text(file, log):
             return
         # Streamed, as JSONL is: a mailbox of years of mail is read a message at a time, whatever its size.
         box = mailbox.mbox(file, factory=None, create=False)
@@ -84,38 +86,28 @@ class Mbox(FileFormat):
             box.close()
 
 
-def _is_text(file: Path, log: ReadLog) -> bool:
-    """Whether ``file`` opens as text does (mail is text, in any charset); if not it is skipped and recorded."""
-    with file.open("rb") as handle:
-        reason = binary_reason(handle.read(8192))
-    if reason is not None:
-        log.skip_file(file, f"not a text file: {reason}")
-    return reason is None
-
-
 def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     """A message's text (its subject as a heading, its header lines, its body) and metadata; None for the text of
     something that is not a message (no header and no body)."""
     subject = _valid(" ".join(str(message.get("Subject") or "").split()))
-    headers = [
-        _valid(f"{name}: {' '.join(str(message[name]).split())}") for name in _SHOWN_HEADERS if message.get(name)
-    ]
+    shown = {name: _valid(" ".join(str(message[name]).split())) for name in _SHOWN_HEADERS if message.get(name)}
     body = _valid(_body(message))
-    if not headers and not subject and not body:
+    if not shown and not subject and not body:
         return None, {}
     metadata: dict[str, Any] = {}
     if subject:
         metadata["title"] = subject
     for name in ("From", "To"):
-        if message.get(name):
-            metadata[name.lower()] = _valid(" ".join(str(message[name]).split()))
+        if name in shown:
+            metadata[name.lower()] = shown[name]
     date = _iso_date(message.get("Date"))
     if date:
         metadata["date"] = date
     attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
     if attachments:
         metadata["attachments"] = attachments
-    text = "\n\n".join(part for part in ("\n".join(headers), body) if part)
+    headers = "\n".join(f"{name}: {value}" for name, value in shown.items())
+    text = "\n\n".join(part for part in (headers, body) if part)
     return led_by_title(subject, text), metadata
 
 

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat
+from c2v_rag.documents.formats.base import FileFormat, opens_as_text
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument, from_record
 
 # (where, record, span): span is the share of the file before the record and up to its end, for progress.
@@ -23,11 +22,7 @@ class Jsonl(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.core.jsonl import iter_jsonl_spans
 
-        with file.open("rb") as handle:
-            head = handle.read(8192)
-        reason = binary_reason(head)
-        if reason is not None:
-            log.skip_file(file, f"not a text file: {reason}")
+        if not opens_as_text(file, log):
             return
 
         def bad_line(number: int, err: ValueError) -> None:
