@@ -94,14 +94,16 @@ class OpenDocumentPresentation(FileFormat):
 
 def odt_title_and_blocks(file: Path) -> tuple[str | None, list[str]]:
     """An .odt's recorded title (else its Title paragraph or first level-1 heading) and its blocks as Markdown."""
-    body, reader, recorded = _opened(file, "text", "text body (a spreadsheet or a drawing saved as .odt?)")
+    body, content, recorded = _opened(file, "text", "text body (a spreadsheet or a drawing saved as .odt?)")
+    reader = _TextReader(content)
     blocks = list(reader.blocks(body))
     return recorded or (reader.titles[0] if reader.titles else None), blocks
 
 
 def odp_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]:
     """An .odp's recorded title ("" without one) and each slide's title and text as Markdown."""
-    body, reader, recorded = _opened(file, "presentation", "slides (a text document saved as .odp?)")
+    body, content, recorded = _opened(file, "presentation", "slides (a text document saved as .odp?)")
+    reader = _TextReader(content)
     return recorded, [_slide(page, reader) for page in body.iter(f"{{{_DRAW}}}page")]
 
 
@@ -114,14 +116,13 @@ def ods_sheets(file: Path) -> list[tuple[str, list[ElementTree.Element]]]:
     ]
 
 
-def sheet_rows(rows: list[ElementTree.Element], read: list[int]) -> Iterator[list[str]]:
+def sheet_rows(rows: list[ElementTree.Element]) -> Iterator[tuple[int, list[str]]]:
     """A sheet's rows as the texts its cells show, repeats expanded (``table:number-rows-repeated``,
     ``table:number-columns-repeated``) up to the last cell and row holding text: a sheet saved by LibreOffice repeats
-    an empty row or cell to the sheet's edge, a million rows or 16,384 columns. ``read[0]`` counts the row elements
-    read, for progress."""
+    an empty row or cell to the sheet's edge, a million rows or 16,384 columns. Each with the row elements read so
+    far, for progress."""
     blank = 0
-    for row in rows:
-        read[0] += 1
+    for read, row in enumerate(rows, start=1):
         runs: list[tuple[str, int]] = []
         for cell in row:
             if cell.tag in (f"{{{_TABLE}}}table-cell", f"{{{_TABLE}}}covered-table-cell"):
@@ -134,11 +135,11 @@ def sheet_rows(rows: list[ElementTree.Element], read: list[int]) -> Iterator[lis
             blank += times  # counted, and given only if a row with text follows
             continue
         for _ in range(blank):
-            yield []
+            yield read, []
         blank = 0
         cells = [text for text, count in runs for _ in range(count)]
         for _ in range(times):
-            yield cells
+            yield read, cells
 
 
 def _cell_text(cell: ElementTree.Element) -> str:
@@ -150,8 +151,8 @@ def _cell_text(cell: ElementTree.Element) -> str:
     return "\n".join(_line(p) for p in cell.findall(_t("p"))).strip()
 
 
-def _opened(file: Path, kind: str, expected: str) -> tuple[ElementTree.Element, _TextReader, str]:
-    """An OpenDocument file's body of ``kind`` (``office:text``, ``office:presentation``), a reader of its text, and
+def _opened(file: Path, kind: str, expected: str) -> tuple[ElementTree.Element, ElementTree.Element, str]:
+    """An OpenDocument file's body of ``kind`` (``office:text``, ``office:presentation``), its whole content, and
     its recorded title ("" without one); :class:`SkipFile` saying it holds no ``expected`` when it has no such body."""
     with zipfile.ZipFile(file) as archive:
         content = _xml(archive, "content.xml")
@@ -160,7 +161,7 @@ def _opened(file: Path, kind: str, expected: str) -> tuple[ElementTree.Element, 
     if body is None:
         raise SkipFile(f"it holds no {expected}")
     recorded = meta.findtext(f"{{{_OFFICE}}}meta/{{{_DC}}}title") if meta is not None else None
-    return body, _TextReader(content), " ".join((recorded or "").split())
+    return body, content, " ".join((recorded or "").split())
 
 
 def _slide(page: ElementTree.Element, reader: _TextReader) -> tuple[str | None, str]:
@@ -202,10 +203,11 @@ class _TextReader:
     headings, in order, for a file with no recorded title."""
 
     def __init__(self, content: ElementTree.Element) -> None:
-        # An edited paragraph's style is an automatic one (P1, P2...) whose parent is the style the user chose.
+        # An edited paragraph's style is an automatic one (P1, P2...) whose parent is the style the user chose; the
+        # automatic styles are listed at the content's top, so the body need not be walked for them.
         self.parents = {
             style.get(f"{{{_STYLE}}}name"): style.get(f"{{{_STYLE}}}parent-style-name")
-            for style in content.iter(f"{{{_STYLE}}}style")
+            for style in content.iterfind(f"{{{_OFFICE}}}automatic-styles/{{{_STYLE}}}style")
         }
         self.titles: list[str] = []
 

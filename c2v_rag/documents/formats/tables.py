@@ -99,23 +99,35 @@ class OpenDocumentSpreadsheet(FileFormat):
     suffixes = (".ods",)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        from c2v_rag.documents.formats.opendocument import ods_sheets, sheet_rows
+        from c2v_rag.documents.formats.opendocument import ods_sheets
 
         if not within_size(file, options, log):
             return
         sheets = parse_or_skip(file, log, ".ods", lambda: ods_sheets(file))
         for place, (name, elements) in enumerate(sheets or []):
-            read = [0]
-            rows = sheet_rows(elements, read)
+            rows, position = _ods_rows(elements, place, len(sheets or []))
             header = column_names(next((row for row in rows if any(row)), []))
             if not header:
                 continue  # an empty sheet
-
-            def position(place: int = place, size: int = max(len(elements), 1), read: list[int] = read) -> float:
-                return (place + min(read[0], size) / size) / len(sheets or [])
-
             records = row_records(rows, header, f"{file}:{name}", position, file, options, log, {SHEET_KEY: name})
             yield from record_documents(records, file, root, options, log)
+
+
+def _ods_rows(elements: list[Any], place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
+    """An .ods sheet's rows as cell texts, and the share of the file read so far (sheet ``place`` of ``sheets``, by
+    its row elements), as :func:`_sheet_rows` gives an Excel sheet's."""
+    from c2v_rag.documents.formats.opendocument import sheet_rows
+
+    size = max(len(elements), 1)
+    read = 0
+
+    def rows() -> Iterator[list[str]]:
+        nonlocal read
+        for elements_read, cells in sheet_rows(elements):
+            read = elements_read
+            yield cells
+
+    return rows(), lambda: (place + min(read, size) / size) / sheets
 
 
 def _sheet_rows(sheet: Any, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
