@@ -13,6 +13,7 @@ other lines, which set options for the tools that render the file (``:toc:``, ``
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,28 +24,6 @@ from c2v_rag.documents.source_document import SourceDocument
 # An AsciiDoc attribute entry (:name: value, :name!:) and an Org keyword line (#+KEY: value).
 _ATTRIBUTE = re.compile(r"^:!?[\w][\w-]*!?:(?:[ \t].*)?$")
 _ORG_KEYWORD = re.compile(r"^#\+(\w[\w-]*):[ \t]*(.*)$")
-
-
-class AsciiDoc(FileFormat):
-    name = "AsciiDoc"
-    suffixes = (".adoc", ".asciidoc")
-
-    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        text = read_text(file, options, log)
-        if text is not None:
-            title, body = asciidoc_header(text)
-            yield file_document(file, root, led_by_title(title, body))
-
-
-class OrgMode(FileFormat):
-    name = "Org"
-    suffixes = (".org",)
-
-    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        text = read_text(file, options, log)
-        if text is not None:
-            title, body = org_header(text)
-            yield file_document(file, root, led_by_title(title, body))
 
 
 def asciidoc_header(text: str) -> tuple[str | None, str]:
@@ -76,9 +55,39 @@ def org_header(text: str) -> tuple[str | None, str]:
     lines = text.lstrip("\ufeff").split("\n")
     title = None
     end = 0
-    while end < len(lines) and (not lines[end].strip() or _ORG_KEYWORD.match(lines[end].strip())):
-        keyword = _ORG_KEYWORD.match(lines[end].strip())
+    while end < len(lines):
+        line = lines[end].strip()
+        keyword = _ORG_KEYWORD.match(line)
+        if line and keyword is None:
+            break  # the text starts here
         if keyword and keyword.group(1).upper() == "TITLE" and keyword.group(2).strip():
             title = keyword.group(2).strip()
         end += 1
     return title, "\n".join(lines[end:]).strip("\n")
+
+
+class _HeadedText(FileFormat):
+    """Text read as it is, less the header that ``header`` splits off, its title leading the rest."""
+
+    @staticmethod
+    @abstractmethod
+    def header(text: str) -> tuple[str | None, str]:
+        """The text's title (None without one) and the text after its header."""
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        text = read_text(file, options, log)
+        if text is not None:
+            title, body = self.header(text)
+            yield file_document(file, root, led_by_title(title, body))
+
+
+class AsciiDoc(_HeadedText):
+    name = "AsciiDoc"
+    suffixes = (".adoc", ".asciidoc")
+    header = staticmethod(asciidoc_header)
+
+
+class OrgMode(_HeadedText):
+    name = "Org"
+    suffixes = (".org",)
+    header = staticmethod(org_header)
