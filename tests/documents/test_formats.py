@@ -525,3 +525,89 @@ def test_an_odp_reads_as_a_deck_each_chunk_told_its_slide(tmp_path):
     assert [Path(d.doc_id).name for d in docs] == ["tides.odp"]
     reasons = {Path(s.where).name: s.reason for s in log.skipped}
     assert "no text" in reasons["pictures.odp"] and "holds no slides" in reasons["letter.odp"]
+
+
+LATEX_PAPER = r"""\documentclass[11pt]{article}
+\usepackage{amsmath,listings}
+\newcommand{\method}{\textsc{TideNet}}
+\newcommand{\vect}[1]{\mathbf{#1}}
+\def\port{Brest}
+\def\pair#1#2{#1 and #2}
+\title{Tides and the \emph{Moon}: a short study}
+\author{Ada Lovelace \and Mary Somerville\thanks{University of Somewhere}}
+\date{\today}
+% a comment, left out
+\begin{document}
+\maketitle
+\begin{abstract}
+Spring tides come when the Sun and the Moon align~\cite{darwin1898}.
+\end{abstract}
+
+\section{Introduction}\label{sec:intro}
+Tides rise twice a day (Section~\ref{sec:method}).
+\method{} costs 50\% less.\footnote{On a quiet day.} The pull is $\vect{F}$, with $\alpha \leq 2$.
+\subsection*{Ranges}
+\begin{itemize}
+  \item the Bay of Fundy
+  \item[\port] seven metres
+\end{itemize}
+\begin{table}[h]
+\begin{tabular}{lr}
+\toprule
+Place & Range (m) \\
+\midrule
+Bay of Fundy & 16 \\
+\end{tabular}
+\caption{Tidal ranges.}
+\end{table}
+\section{Method}\label{sec:method}
+We run \texttt{tide\_model.py}; see \href{https://example.org}{the tables}.
+\begin{lstlisting}[language=Python]
+def height(t):
+    return 2 * t  # metres
+\end{lstlisting}
+\input{appendix}
+\bibliographystyle{plain}
+\bibliography{refs}
+\end{document}
+"""
+
+
+def test_a_latex_paper_reads_as_text_its_sections_as_headings(tmp_path):
+    pytest.importorskip("pylatexenc")
+    (tmp_path / "paper.tex").write_text(LATEX_PAPER, encoding="utf-8")
+    (tmp_path / "appendix.tex").write_text("\\section{Appendix}\nThe data: \\url{https://example.org/data}.\n")
+    docs = {Path(d.doc_id).name: d for d in read(tmp_path)[0]}
+    assert docs["paper.tex"].text == (
+        "# Tides and the Moon: a short study\n\n"
+        "## Abstract\n\nSpring tides come when the Sun and the Moon align.\n\n"
+        "## Introduction\n\nTides rise twice a day (Section).\n"
+        "TideNet costs 50% less. (On a quiet day.) The pull is F, with α≤2.\n\n"
+        "### Ranges\n\n* the Bay of Fundy\n\n* Brest: seven metres\n\n"
+        "Place | Range (m)\nBay of Fundy | 16\n\nTidal ranges.\n\n"
+        "## Method\n\nWe run tide_model.py; see the tables.\n\n"
+        "def height(t):\n    return 2 * t  # metres"
+    )
+    assert docs["paper.tex"].metadata["title"] == "Tides and the Moon: a short study"
+    assert docs["paper.tex"].metadata["author"] == "Ada Lovelace, Mary Somerville"
+    # An \input file is a document of its own, not read again into the one that names it.
+    assert docs["appendix.tex"].text == "## Appendix\n\nThe data: https://example.org/data."
+    assert "title" not in docs["appendix.tex"].metadata
+
+
+def test_latex_files_without_text_are_skipped_with_the_reason(tmp_path):
+    pytest.importorskip("pylatexenc")
+    (tmp_path / "macros.tex").write_text(
+        "% shared macros\n\\makeatletter\n\\newcommand{\\R}{\\mathbb{R}}\n\\def\\norm#1{\\lVert #1\\rVert}\n"
+        "\\newtheorem{lemma}{Lemma}\n\\setlist[1]{leftmargin=2em}\n\\makeatother\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "empty.tex").write_text("\\vspace{1em}\\clearpage\n", encoding="utf-8")
+    (tmp_path / "figure.tex").write_bytes(b"%PDF-1.5\n" + bytes(range(256)) * 8)
+    (tmp_path / "open.tex").write_text("\\begin{lstlisting}\nx = 1  # never closed\n", encoding="utf-8")
+    docs, log = read(tmp_path)
+    assert [(Path(d.doc_id).name, d.text) for d in docs] == [("open.tex", "x = 1 # never closed")]
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert "defines macros and holds no text of its own" in reasons["macros.tex"]
+    assert "no text once its commands are left out" in reasons["empty.tex"]
+    assert "not a text file" in reasons["figure.tex"]

@@ -13,6 +13,7 @@ from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
+from c2v_rag.documents.formats.latex import Latex
 from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
@@ -27,6 +28,7 @@ FORMATS: tuple[FileFormat, ...] = (
     PlainText(),
     AsciiDoc(),
     OrgMode(),
+    Latex(),
     Jsonl(),
     Parquet(),
     DelimitedTable(),
