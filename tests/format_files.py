@@ -133,6 +133,36 @@ def write_xlsx(path: Path) -> Path:
     return path
 
 
+def write_xls(path: Path) -> Path:
+    """The workbook of :func:`write_xlsx` as Excel 97-2003 (.xls) with xlwt, a date cell formatted as one, and a
+    boolean and an error value beside it."""
+    import datetime
+
+    import xlwt
+
+    book = xlwt.Workbook()
+    faq = book.add_sheet("FAQ")
+    date = xlwt.easyxf(num_format_str="YYYY-MM-DD")
+    for column, name in enumerate(["question", "answer", "since", "cost", "open"]):
+        faq.write(1, column, name)  # row 0 left blank
+    faq.write(2, 0, "How do I get a badge?")
+    faq.write(2, 1, "Ask the front desk.")
+    faq.write(2, 2, datetime.datetime(2024, 5, 1), date)
+    faq.write(2, 3, 0.0)
+    faq.write(2, 4, True)
+    faq.write(3, 0, "Is parking paid?")
+    faq.write(3, 1, "Yes, per day.")
+    faq.write(3, 3, 4.5)
+    faq.row(3).set_cell_error(4, "#DIV/0!")
+    docs = book.add_sheet("Docs")
+    for row, values in enumerate([["id", "title", "text"], ["kb-1", "Wi-Fi", "The guest network needs no password."]]):
+        for column, text in enumerate(values):
+            docs.write(row, column, text)
+    book.add_sheet("Empty")
+    book.save(str(path))
+    return path
+
+
 HTML_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="iso-8859-1"><title>Tides | Ocean handbook</title>
 <style>body { color: red }</style><script>var tracking = "should not be read";</script></head>

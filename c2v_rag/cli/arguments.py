@@ -22,8 +22,8 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # What ingest, embed and adapt read (documents/formats, SUPPORTED_SUFFIXES; tests/cli check the two agree),
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
-    ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .ods, "
-    ".html, .htm, .xhtml, .pdf, .docx, .odt, .pptx, .odp, .epub, .ipynb, .eml and .mbox"
+    ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xls, "
+    ".ods, .html, .htm, .xhtml, .pdf, .docx, .odt, .pptx, .odp, .epub, .ipynb, .eml and .mbox"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "

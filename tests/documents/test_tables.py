@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from format_files import write_xlsx
+from format_files import write_xls, write_xlsx
 from rag_helpers import make_text
 
 from c2v_rag.documents.documents import iter_documents
@@ -144,19 +144,18 @@ def test_rows_are_ingested_with_their_row_and_found_by_a_filter(tmp_path, tiny_v
         assert lines[2 * rank - 2].startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  row {row}  (chunk ")
 
 
-def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
-    pytest.importorskip("openpyxl")
-    book = write_xlsx(tmp_path / "office.xlsx").resolve()
-    docs, log = read(book)
-    assert [(d.doc_id, d.text, d.metadata) for d in docs] == [
+def office_rows(book: Path, first_more: str = "", second_more: str = "") -> list[tuple]:
+    """What the workbooks of write_xlsx and write_xls read as: ids, texts and metadata (their own columns' lines
+    ``first_more`` and ``second_more`` after the shared ones)."""
+    return [
         (
             f"{book.as_posix()}:FAQ:1",
-            "question: How do I get a badge?\nanswer: Ask the front desk.\nsince: 2024-05-01\ncost: 0",
+            "question: How do I get a badge?\nanswer: Ask the front desk.\nsince: 2024-05-01\ncost: 0" + first_more,
             {"row": 1, "sheet": "FAQ", "source": str(book)},
         ),
         (
             f"{book.as_posix()}:FAQ:2",
-            "question: Is parking paid?\nanswer: Yes, per day.\ncost: 4.5",
+            "question: Is parking paid?\nanswer: Yes, per day.\ncost: 4.5" + second_more,
             {"row": 2, "sheet": "FAQ", "source": str(book)},
         ),
         (
@@ -165,6 +164,13 @@ def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
             {"title": "Wi-Fi", "sheet": "Docs", "source": str(book)},
         ),
     ]
+
+
+def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
+    pytest.importorskip("openpyxl")
+    book = write_xlsx(tmp_path / "office.xlsx").resolve()
+    docs, log = read(book)
+    assert [(d.doc_id, d.text, d.metadata) for d in docs] == office_rows(book)
     assert log.files_skipped == 0
     damaged = tmp_path / "damaged.xlsx"
     damaged.write_bytes(book.read_bytes()[:2000])
@@ -180,6 +186,23 @@ def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
     assert [d.metadata["row"] for d in docs] == [1] and log.files_skipped == 1
     assert "its sheet 'FAQ' breaks off after row 3 (ParseError" in log.skipped[0].reason
     assert str(broken.resolve()) in log.incomplete
+
+
+def test_an_xls_workbook_reads_as_an_xlsx_one_does(tmp_path):
+    pytest.importorskip("xlrd")
+    pytest.importorskip("xlwt")
+    book = write_xls(tmp_path / "office.xls").resolve()
+    docs, log = read(book)
+    # Dates as dates (not Excel's day numbers), booleans and error values as Excel shows them.
+    assert [(d.doc_id, d.text, d.metadata) for d in docs] == office_rows(book, "\nopen: True", "\nopen: #DIV/0!")
+    assert log.files_skipped == 0
+    (tmp_path / "damaged.xls").write_bytes(book.read_bytes()[:1500])
+    write_xlsx(tmp_path / "newer.xls")  # an .xlsx saved under the old name
+    (tmp_path / "office.xls").unlink()
+    docs, log = read(tmp_path)
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert docs == [] and "not a readable .xls file" in reasons["damaged.xls"]
+    assert "an .xlsx workbook (a zip) under an .xls name: rename it to .xlsx" in reasons["newer.xls"]
 
 
 def test_an_ods_reads_as_an_excel_workbook_does_without_the_repeats_to_the_sheets_edge(tmp_path):

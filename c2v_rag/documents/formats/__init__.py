@@ -21,7 +21,7 @@ from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, Ope
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
 from c2v_rag.documents.formats.slides import Slides
-from c2v_rag.documents.formats.tables import DelimitedTable, OpenDocumentSpreadsheet, Workbook
+from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, OpenDocumentSpreadsheet, Workbook
 from c2v_rag.documents.formats.text import PlainText
 
 FORMATS: tuple[FileFormat, ...] = (
@@ -33,6 +33,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Parquet(),
     DelimitedTable(),
     Workbook(),
+    LegacyWorkbook(),
     OpenDocumentSpreadsheet(),
     Html(),
     Pdf(),

@@ -1,4 +1,5 @@
-"""Tables: CSV and TSV files and Excel workbooks (.xlsx), one document per row, the first row the header.
+"""Tables: CSV and TSV files and Excel workbooks (.xlsx, and .xls as Excel 97-2003 wrote them), one document per row,
+the first row the header.
 
 A table with a text column (``text``, ``page_content``, ``content`` or ``body``, as JSONL records have) is a file of
 records and reads as JSONL does: that column is the text, ``id`` the id, ``title`` leads the text and the other
@@ -82,16 +83,70 @@ class Workbook(FileFormat):
             sheets = list(book.worksheets)
             for place, sheet in enumerate(sheets):
                 rows, position = _sheet_rows(sheet, place, len(sheets))
-                header = column_names(next((row for row in rows if any(row)), []))
-                if not header:
-                    continue  # an empty sheet
-                metadata = {SHEET_KEY: sheet.title}
-                records = row_records(rows, header, f"{file}:{sheet.title}", position, file, options, log, metadata)
-                yield from record_documents(records, file, root, options, log)
+                yield from _sheet_documents(file, root, sheet.title, rows, position, options, log)
         except SkipFile as skip:  # a sheet broke off: what was read of it stays, and the file is marked incomplete
             log.skip_file(file, str(skip))
         finally:
             book.close()
+
+
+class LegacyWorkbook(FileFormat):
+    """Excel 97-2003 workbooks (.xls, the BIFF format), read with xlrd as .xlsx files are with openpyxl."""
+
+    name = "Excel 97-2003"
+    suffixes = (".xls",)
+    requires = (Requirement("xlrd", "xlrd", "xls"),)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if not within_size(file, options, log):
+            return
+        book = parse_or_skip(file, log, ".xls", lambda: _open_xls(file))
+        if book is None:
+            return
+        try:
+            for place in range(book.nsheets):
+                sheet = book.sheet_by_index(place)
+                rows, position = _xls_rows(sheet, book.datemode, place, book.nsheets)
+                yield from _sheet_documents(file, root, sheet.name, rows, position, options, log)
+                book.unload_sheet(place)
+        finally:
+            book.release_resources()
+
+
+def _open_xls(file: Path) -> Any:
+    import xlrd
+
+    with file.open("rb") as handle:
+        if handle.read(4) == b"PK\x03\x04":  # xlrd reads BIFF alone; a zip is a newer workbook misnamed
+            raise SkipFile("it is an .xlsx workbook (a zip) under an .xls name: rename it to .xlsx")
+    # on_demand: a sheet is parsed when it is read, and let go after.
+    return xlrd.open_workbook(str(file), on_demand=True)
+
+
+def _xls_rows(sheet: Any, datemode: int, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
+    """An .xls sheet's rows as the sheet shows its cells (:func:`_sheet_rows` for .xls): dates as dates, not the
+    day numbers xlrd holds, booleans and error codes as Excel shows them."""
+    import xlrd
+
+    size = max(sheet.nrows, 1)
+    read = 0
+
+    def value(cell: Any) -> Any:
+        if cell.ctype == xlrd.XL_CELL_DATE:
+            return xlrd.xldate.xldate_as_datetime(cell.value, datemode)
+        if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+            return bool(cell.value)
+        if cell.ctype == xlrd.XL_CELL_ERROR:
+            return xlrd.error_text_from_code.get(cell.value, "")
+        return cell.value
+
+    def rows() -> Iterator[list[str]]:
+        nonlocal read
+        for row in sheet.get_rows():
+            read += 1
+            yield [cell_text(value(cell)) for cell in row]
+
+    return rows(), lambda: (place + min(read, size) / size) / sheets
 
 
 class OpenDocumentSpreadsheet(FileFormat):
@@ -106,11 +161,24 @@ class OpenDocumentSpreadsheet(FileFormat):
         sheets = parse_or_skip(file, log, ".ods", lambda: ods_sheets(file))
         for place, (name, elements) in enumerate(sheets or []):
             rows, position = _ods_rows(elements, place, len(sheets or []))
-            header = column_names(next((row for row in rows if any(row)), []))
-            if not header:
-                continue  # an empty sheet
-            records = row_records(rows, header, f"{file}:{name}", position, file, options, log, {SHEET_KEY: name})
-            yield from record_documents(records, file, root, options, log)
+            yield from _sheet_documents(file, root, name, rows, position, options, log)
+
+
+def _sheet_documents(
+    file: Path,
+    root: str,
+    sheet: str,
+    rows: Iterator[list[str]],
+    position: Callable[[], float],
+    options: ReadOptions,
+    log: ReadLog,
+) -> Iterator[SourceDocument]:
+    """A workbook sheet's documents: its ``rows`` (cell texts) read as a table whose header is the first row with a
+    value, each record told its ``sheet``; ``position`` is the share of the file read. An empty sheet gives none."""
+    header = column_names(next((row for row in rows if any(row)), []))
+    if header:
+        records = row_records(rows, header, f"{file}:{sheet}", position, file, options, log, {SHEET_KEY: sheet})
+        yield from record_documents(records, file, root, options, log)
 
 
 def _ods_rows(elements: list[Any], place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
