@@ -23,11 +23,11 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
     ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xls, "
-    ".ods, .html, .htm, .xhtml, .pdf, .docx, .odt, .pptx, .odp, .epub, .ipynb, .eml and .mbox"
+    ".ods, .html, .htm, .xhtml, .pdf, .docx, .odt, .rtf, .pptx, .odp, .epub, .ipynb, .eml and .mbox"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "
-    "(Parquet, Excel, HTML, PDF, Word, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]')"
+    "(Parquet, Excel, HTML, PDF, Word, RTF, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]')"
 )
 
 

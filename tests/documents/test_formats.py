@@ -611,3 +611,45 @@ def test_latex_files_without_text_are_skipped_with_the_reason(tmp_path):
     assert "defines macros and holds no text of its own" in reasons["macros.tex"]
     assert "no text once its commands are left out" in reasons["empty.tex"]
     assert "not a text file" in reasons["figure.tex"]
+
+
+# An RTF file as WordPad writes one: font and colour tables, a generator and an \info group, a picture, a link field,
+# a table row, a footnote; \'e9 and \u8364 escapes.
+RTF_MEMO = r"""{\rtf1\ansi\ansicpg1252\deff0\nouicompat\deflang1033{\fonttbl{\f0\fnil\fcharset0 Calibri;}}
+{\colortbl ;\red0\green0\blue255;}
+{\*\generator Riched20 10.0.19041}{\info{\title Harbour memo}{\author Port Office}}\viewkind4\uc1
+\pard\sa200\sl276\slmult1\b\f0\fs32\lang9 Tide schedule\b0\fs22\par
+The caf\'e9 opens when the tide is high \endash  twice a day.\par
+Spring tides\rquote  range is largest: \u8364? 5 per boat.\par
+{\pict{\*\picprop}\wmetafile8\picw1000\pich1000 0100090000036e0000000000450000000000040000000301080005}\par
+{\field{\*\fldinst{HYPERLINK "https://example.org"}}{\fldrslt{\ul\cf1 the port site}}}\f0\fs22\par
+\trowd\cellx2000\cellx4000 Brest\cell 7 m\cell\row
+}
+"""
+
+
+def test_an_rtf_file_is_its_text_led_by_its_recorded_title(tmp_path):
+    pytest.importorskip("striprtf")
+    (tmp_path / "memo.rtf").write_text(RTF_MEMO, encoding="ascii")
+    # Cyrillic in the code page the header names; no \info title.
+    (tmp_path / "tides.rtf").write_bytes(
+        b"{\\rtf1\\ansi\\ansicpg1251{\\fonttbl{\\f0 Arial;}}\\f0 \\'cf\\'f0\\'e8\\'eb\\'e8\\'e2 \\'e8 "
+        b"\\'ee\\'f2\\'eb\\'e8\\'e2\\par}"
+    )
+    docs = {Path(d.doc_id).name: d for d in read(tmp_path)[0]}
+    assert docs["memo.rtf"].text == (
+        "# Harbour memo\n\nTide schedule\nThe café opens when the tide is high – twice a day.\n"
+        "Spring tides’ range is largest: € 5 per boat.\n\nthe port site\nBrest | 7 m"
+    )
+    assert docs["memo.rtf"].metadata["title"] == "Harbour memo"
+    assert docs["tides.rtf"].text == "Прилив и отлив" and "title" not in docs["tides.rtf"].metadata
+
+
+def test_rtf_files_without_text_are_skipped_with_the_reason(tmp_path):
+    pytest.importorskip("striprtf")
+    (tmp_path / "picture.rtf").write_text(r"{\rtf1\ansi{\pict\pngblip 89504e470d0a1a0a}\par}", encoding="ascii")
+    (tmp_path / "notes.rtf").write_text("Plain notes saved under an RTF name.", encoding="utf-8")
+    docs, log = read(tmp_path)
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert docs == [] and "holds no text" in reasons["picture.rtf"]
+    assert "not an RTF file (it does not open with {\\rtf)" in reasons["notes.rtf"]

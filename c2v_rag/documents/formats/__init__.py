@@ -20,6 +20,7 @@ from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, OpenDocumentText
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
+from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.slides import Slides
 from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, OpenDocumentSpreadsheet, Workbook
 from c2v_rag.documents.formats.text import PlainText
@@ -39,6 +40,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Pdf(),
     Docx(),
     OpenDocumentText(),
+    Rtf(),
     Slides(),
     OpenDocumentPresentation(),
     Epub(),
