@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import PATHS_HELP, add_exclude
+from c2v_rag.cli.arguments import PATHS_HELP, add_file_selection
 from c2v_rag.cli.errors import EXIT_BAD_INPUT
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help='your own questions for the gate, JSONL: {"query": "...", "doc_ids": ["path/of/the/answer.md"]} per '
         "line; the gate then decides on them (MRR@10) instead of held-out pseudo-queries. Never trained on",
     )
-    add_exclude(parser)
+    add_file_selection(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when present)")
     parser.add_argument("--overwrite", action="store_true", help="replace what a finished run left in --out")
     return parser
@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
             overrides["gate"]["questions"] = args.questions
         if args.exclude:
             overrides["exclude"] = args.exclude
+        if args.text_suffixes:
+            overrides["text_suffixes"] = args.text_suffixes
         config = AdaptConfig.model_validate(overrides)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

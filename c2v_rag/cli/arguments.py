@@ -215,12 +215,21 @@ def ray_args(args: argparse.Namespace) -> dict[str, Any]:
     return {"engine": "ray", "ray": RayOptions(address=args.ray or None, **fields)}
 
 
-def add_exclude(parser: argparse.ArgumentParser) -> None:
-    """``--exclude``: a folder's files and subfolders left out (IngestConfig.exclude)."""
+def add_file_selection(parser: argparse.ArgumentParser) -> None:
+    """``--exclude`` and ``--text-suffix``: which of a folder's files are read (IngestConfig.exclude and
+    text_suffixes)."""
     parser.add_argument(
         "--exclude",
         action="append",
         metavar="PATTERN",
         help="leave out a folder's files and subfolders matching this glob, as in a .gitignore: node_modules, "
         "'*.min.html', 'drafts/*' (repeatable; quote it from the shell)",
+    )
+    parser.add_argument(
+        "--text-suffix",
+        action="append",
+        dest="text_suffixes",
+        metavar="SUFFIX",
+        help="also read files with this suffix, as plain text: source code, logs, configuration (.py, .log; "
+        "repeatable)",
     )

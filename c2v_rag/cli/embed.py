@@ -10,7 +10,7 @@ from c2v_rag.cli.arguments import (
     PATHS_HELP,
     add_chunk_options,
     add_decoder_max_length,
-    add_exclude,
+    add_file_selection,
     add_model_options,
     add_quiet,
     add_ray_options,
@@ -42,7 +42,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         help="stop at the first unreadable file or bad record (default), or skip it and go on",
     )
-    add_exclude(parser)
+    add_file_selection(parser)
     add_quiet(parser)
     add_truncate_dim(parser)
     add_ray_options(parser)
@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.ingestion.embed import embed
 
-    config = IngestConfig(decoder_max_length=args.decoder_max_length, exclude=args.exclude or [])
+    config = IngestConfig(
+        decoder_max_length=args.decoder_max_length, exclude=args.exclude or [], text_suffixes=args.text_suffixes or []
+    )
     result = embed(
         [Path(p) for p in args.paths],
         args.out,

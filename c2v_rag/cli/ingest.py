@@ -13,7 +13,7 @@ from c2v_rag.cli.arguments import (
     PATHS_HELP,
     add_chunk_options,
     add_decoder_max_length,
-    add_exclude,
+    add_file_selection,
     add_model_options,
     add_qdrant_options,
     add_quiet,
@@ -69,7 +69,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="MB",
         help="skip files larger than this, with a warning (default 64; JSONL, Parquet and CSV are streamed)",
     )
-    add_exclude(parser)
+    add_file_selection(parser)
     add_quiet(parser)
     parser.add_argument(
         "--sparse",
@@ -109,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
 
     from c2v_rag.rag import IngestConfig
 
-    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb), "exclude": args.exclude}
+    fields = {
+        "retry_attempts": args.retries,
+        "max_file_bytes": _megabytes(args.max_file_mb),
+        "exclude": args.exclude,
+        "text_suffixes": args.text_suffixes,
+    }
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
     result = collection_from(args).ingest(
         [Path(p) for p in args.paths],

@@ -66,11 +66,13 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         if not files:
             raise ValueError(f"no {suffixes_in_words()} files under {path}")
     else:
-        fmt = format_of(root)
+        fmt = format_of(root, options.text_suffixes)
         if fmt is None:
+            suffix = root.suffix.lower()
+            as_text = f"; to read it as text pass text_suffixes=[{suffix!r}] (--text-suffix {suffix})" if suffix else ""
             raise ValueError(
                 f"{path}: unsupported file type {root.suffix!r}; c2v_rag reads {suffixes_in_words()} "
-                "(convert other formats to one of these first)"
+                f"(convert other formats to one of these first{as_text})"
             )
         missing = fmt.missing()
         if missing is not None:
@@ -114,7 +116,7 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
                 left_out += 1
                 continue
             file = Path(folder) / name
-            fmt = format_of(file)
+            fmt = format_of(file, options.text_suffixes)
             if fmt is None or not file.is_file():
                 other += 1
             elif missing[fmt] is not None:
@@ -122,7 +124,12 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
             else:
                 files.append(file)
     if other:
-        logger.info("Skipped %d files under %s that are not %s", other, root, suffixes_in_words())
+        logger.info(
+            "Skipped %d files under %s that are not %s (text_suffixes, --text-suffix, reads other suffixes as text)",
+            other,
+            root,
+            suffixes_in_words(),
+        )
     if left_out:
         logger.info("Left out %d files and folders under %s matching exclude %s", left_out, root, list(options.exclude))
     if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
@@ -152,7 +159,7 @@ def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
 
 def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     for file in files:
-        fmt = format_of(file)
+        fmt = format_of(file, options.text_suffixes)
         assert fmt is not None, f"{file} was listed without a format"
         try:
             log.document_span = (0.0, 1.0)  # a record format sets each record's own

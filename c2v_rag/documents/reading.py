@@ -35,14 +35,17 @@ class SkippedInput(BaseModel):
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How files are read: which of a folder's are left out, the size limit, the undecodable-byte threshold, and
-    error handling."""
+    """How files are read: which of a folder's are left out, which other suffixes are read as text, the size
+    limit, the undecodable-byte threshold, and error handling."""
 
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES
     max_undecodable_share: float = DEFAULT_MAX_UNDECODABLE_SHARE
     on_error: Literal["raise", "continue"] = "raise"
     # Glob patterns of a folder's files and subfolders to leave out (files.excluded says how they match).
     exclude: tuple[str, ...] = ()
+    # Suffixes read as plain text besides the formats' own, as formats.checked_text_suffixes gives them (lower
+    # case, with their dot); IngestConfig and AdaptConfig check theirs so.
+    text_suffixes: tuple[str, ...] = ()
 
 
 def checked_exclude(patterns: list[str]) -> list[str]:

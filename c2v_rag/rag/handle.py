@@ -57,6 +57,7 @@ class IngestKeywords(TypedDict, total=False):
     on_error: Literal["raise", "continue"] | None
     sync: bool | None
     exclude: list[str] | None
+    text_suffixes: list[str] | None
     show_progress: bool | None
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
@@ -239,6 +240,8 @@ class Collection:
                 from them (never points from other paths or from non-path inputs, never after a failed batch).
             exclude: glob patterns of the folders' files and subfolders to leave out, as in a ``.gitignore``
                 (``["node_modules", "*.min.html", "drafts/*"]``); with ``sync``, their points are deleted.
+            text_suffixes: more suffixes a folder's files are read with, as plain text (``[".py", ".log"]``: source
+                code, logs); a suffix a format reads already is refused.
             sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``.
             payload_indexes: metadata key -> Qdrant index type (``keyword``, ``integer``, ``float``, ``bool``,
                 ``datetime``, ``text``, ``uuid``), for fast filters on a server.

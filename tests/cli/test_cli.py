@@ -292,6 +292,11 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     model_and_store = ["--model", str(tiny_variant), "--path", str(tmp_path / "q"), "--chunk-size", "24", "-q"]
     assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--exclude", "a.txt"]) == 0
     assert capsys.readouterr().out.startswith("ingested 1 documents")
+    (folder / "tide.py").write_text("def tide():\n    return 'high'\n", encoding="utf-8")
+    assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--text-suffix", ".py"]) == 0
+    assert capsys.readouterr().out.startswith("ingested 3 documents (1 unchanged)")  # a.txt and tide.py new
+    assert main(["ingest", str(folder / "tide.py"), *model_and_store]) == 2
+    assert "--text-suffix .py" in capsys.readouterr().err
     assert main(["ingest", str(folder), "--actors", "2", "--path", str(tmp_path / "q")]) == 2
     assert "--actors, --gpus-per-actor and --cpus-per-actor need --ray" in capsys.readouterr().err
 

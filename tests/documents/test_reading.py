@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from contextlib import closing
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rag_helpers import make_text
 from c2v_rag.documents.documents import iter_documents
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import Decoded, NotText, decode_text
+from c2v_rag.rag.ingestion.config import IngestConfig
 
 
 @pytest.mark.parametrize(
@@ -181,6 +183,35 @@ def test_with_raise_a_bad_record_stops_the_run_but_keeps_what_came_before(tmp_pa
     file.write_text("".join(json.dumps(r) + "\n" for r in good), encoding="utf-8")
     resumed = rag(file, store)
     assert (resumed.chunks_unchanged, resumed.chunks_written) == (stored, 0)
+
+
+def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
+    (tmp_path / "notes.md").write_text("# Notes", encoding="utf-8")
+    (tmp_path / "tool.py").write_text('def tide():\n    """High twice a day."""\n', encoding="utf-8")
+    (tmp_path / "run.LOG").write_text("12:00 high tide\n", encoding="utf-8")
+    (tmp_path / "blob.py").write_bytes(b"\x00\x01" * 100)  # what its suffix says it is not: skipped as any file
+    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.files"):
+        assert [Path(d.doc_id).name for d in iter_documents(tmp_path, log=ReadLog())] == ["notes.md"]
+    assert any("Skipped 3 files" in r.getMessage() and "--text-suffix" in r.getMessage() for r in caplog.records)
+    log = ReadLog()
+    options = IngestConfig(text_suffixes=["py", "*.log", ".py"]).read_options()
+    assert options.text_suffixes == (".py", ".log")  # as format_of matches them
+    docs = {Path(d.doc_id).name: d for d in iter_documents(tmp_path, options=options, log=log)}
+    assert sorted(docs) == ["notes.md", "run.LOG", "tool.py"]
+    assert docs["tool.py"].text == 'def tide():\n    """High twice a day."""\n'  # as it is: no Markdown reading
+    assert "not a text file" in log.skipped[0].reason and log.skipped[0].where.endswith("blob.py")
+    # A file named alone with another suffix is refused with the fix.
+    with pytest.raises(
+        ValueError, match=r"unsupported file type '\.py'.*text_suffixes=\['\.py'\] \(--text-suffix \.py\)"
+    ):
+        iter_documents(tmp_path / "tool.py")
+    for bad, reason in (
+        ([".md"], ".md files are read as text already"),
+        ([".pdf"], "read as PDF already"),
+        (["src/"], "'src/' is not a file suffix"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(reason)):
+            IngestConfig(text_suffixes=bad)
 
 
 def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path, caplog):

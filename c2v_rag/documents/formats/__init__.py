@@ -7,7 +7,11 @@ format are skipped with one warning that names the command, and a file passed on
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
@@ -25,8 +29,11 @@ from c2v_rag.documents.formats.slides import Slides
 from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, OpenDocumentSpreadsheet, Workbook
 from c2v_rag.documents.formats.text import PlainText
 
+# What text_suffixes read: files of other suffixes as plain text (source code, logs, configuration).
+AS_TEXT = PlainText()
+
 FORMATS: tuple[FileFormat, ...] = (
-    PlainText(),
+    AS_TEXT,
     AsciiDoc(),
     OrgMode(),
     Latex(),
@@ -53,9 +60,36 @@ _BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
 SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)
 
 
-def format_of(path: Path) -> FileFormat | None:
-    """The format that reads ``path``, by its suffix (None: not one ingest reads)."""
-    return _BY_SUFFIX.get(path.suffix.lower())
+def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | None:
+    """The format that reads ``path``, by its suffix: a format's own, else plain text for one of ``text_suffixes``
+    (checked by :func:`checked_text_suffixes`); None: not one ingest reads."""
+    suffix = path.suffix.lower()
+    fmt = _BY_SUFFIX.get(suffix)
+    return AS_TEXT if fmt is None and suffix in text_suffixes else fmt
+
+
+def checked_text_suffixes(suffixes: list[str]) -> list[str]:
+    """``text_suffixes`` as format_of matches them (lower case, with their dot: ``py`` and ``*.py`` are ``.py``);
+    one that a format reads already, or that is no suffix, is refused with the fix."""
+    checked = []
+    for given in suffixes:
+        suffix = given.strip().lower().removeprefix("*")  # *.py is .py
+        suffix = suffix if suffix.startswith(".") else f".{suffix}"
+        if len(suffix) < 2 or any(c.isspace() or c in "/\\*?." for c in suffix[1:]):
+            raise ValueError(
+                f"text_suffixes={suffixes!r}: {given!r} is not a file suffix; name suffixes such as '.py' or '.log'"
+            )
+        if suffix in _BY_SUFFIX:
+            raise ValueError(
+                f"text_suffixes={suffixes!r}: {suffix} files are read as {_BY_SUFFIX[suffix].name} already; leave "
+                f"{given!r} out"
+            )
+        checked.append(suffix)
+    return list(dict.fromkeys(checked))
+
+
+# A config's ``text_suffixes`` field: more suffixes a folder's files are read with, as plain text.
+TextSuffixes = Annotated[list[str], AfterValidator(checked_text_suffixes)]
 
 
 def suffixes_in_words() -> str:
@@ -64,4 +98,13 @@ def suffixes_in_words() -> str:
     return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-__all__ = ["FORMATS", "SUPPORTED_SUFFIXES", "FileFormat", "format_of", "suffixes_in_words"]
+__all__ = [
+    "AS_TEXT",
+    "FORMATS",
+    "SUPPORTED_SUFFIXES",
+    "FileFormat",
+    "TextSuffixes",
+    "checked_text_suffixes",
+    "format_of",
+    "suffixes_in_words",
+]

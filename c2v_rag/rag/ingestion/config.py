@@ -14,6 +14,7 @@ from c2v_rag.documents.chunking import (
     default_decoder_max_length,
 )
 from c2v_rag.documents.files import ReadOptions
+from c2v_rag.documents.formats import TextSuffixes
 from c2v_rag.documents.reading import ExcludePatterns
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
@@ -65,6 +66,14 @@ class IngestConfig(BaseModel):
             "glob patterns of a folder's files and subfolders to leave out, as in a .gitignore: 'node_modules', "
             "'*.min.html', 'drafts/*' (a pattern with a / matches the path under the folder). With sync, the points "
             "of files left out are deleted, as those of files gone"
+        ),
+    )
+    text_suffixes: TextSuffixes = Field(
+        default_factory=list,
+        description=(
+            "more file suffixes a folder's files are read with, as plain text: source code, logs, configuration "
+            "('.py', '.log'); a suffix a format reads already is refused. With sync, the points of such files are "
+            "deleted on a run that no longer names their suffix, as those of files gone"
         ),
     )
     max_undecodable_share: float = Field(
@@ -182,4 +191,5 @@ class IngestConfig(BaseModel):
             max_undecodable_share=self.max_undecodable_share,
             on_error=self.on_error,
             exclude=tuple(self.exclude),
+            text_suffixes=tuple(self.text_suffixes),
         )

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from c2v_rag.documents.formats import TextSuffixes
 from c2v_rag.documents.reading import ExcludePatterns
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
@@ -100,5 +101,9 @@ class AdaptConfig(BaseModel):
     exclude: ExcludePatterns = Field(
         default_factory=list,
         description="glob patterns of a folder's files and subfolders to leave out, as ingest's exclude (--exclude)",
+    )
+    text_suffixes: TextSuffixes = Field(
+        default_factory=list,
+        description="more suffixes a folder's files are read with, as plain text, as ingest's (--text-suffix)",
     )
     overwrite: bool = False

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.documents.reading import ReadOptions
 from c2v_rag.training.adapt.config import AdaptConfig
 from c2v_rag.training.adapt.report import AdaptReport
 
@@ -47,19 +48,19 @@ def _check_output(out: Path, overwrite: bool) -> None:
         )
 
 
-def _document_source(docs: Any, pairs_dir: Path, exclude: list[str]) -> str:
-    """A path training can read the documents from: the path given, else (other inputs, or a folder with
-    ``exclude`` patterns) the documents written as JSONL."""
+def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
+    """A path training can read the documents from: the path given, else (other inputs, or a folder read with
+    options: ``exclude`` patterns, ``text_suffixes``) the documents written as JSONL."""
     from c2v_rag.documents.documents import iter_documents, names_existing_path
-    from c2v_rag.documents.reading import ReadOptions
 
-    if not exclude and (isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))):
+    as_given = read == ReadOptions()
+    if as_given and (isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))):
         return str(Path(docs).expanduser().resolve())
     pairs_dir.mkdir(parents=True, exist_ok=True)
     target = pairs_dir / DOCUMENTS_FILE
     tmp = target.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as handle:
-        for doc in iter_documents(docs, options=ReadOptions(exclude=tuple(exclude))):
+        for doc in iter_documents(docs, options=read):
             handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
             handle.write("\n")
     tmp.replace(target)
@@ -242,6 +243,7 @@ def adapt(
     general_data: str | None = None,
     questions: str | os.PathLike[str] | None = None,
     exclude: list[str] | None = None,
+    text_suffixes: list[str] | None = None,
     overwrite: bool | None = None,
 ) -> AdaptReport:
     """Adapt a variant to ``docs`` (whatever ``ingest`` reads) and write it to ``out``; return the report.
@@ -251,7 +253,8 @@ def adapt(
     with ``generator_url`` and ``generator_model`` for ``openai``, ``steps``, ``general_data`` (a folder with
     STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``questions`` (a JSONL file of your own questions
     for the gate: :mod:`~c2v_rag.training.adapt.questions`), ``exclude`` (glob patterns of a folder's files and
-    subfolders to leave out, as ingest's), ``overwrite``.
+    subfolders to leave out, as ingest's), ``text_suffixes`` (more suffixes read as plain text, as ingest's),
+    ``overwrite``.
     """
     from c2v_rag.core.config import read_config
     from c2v_rag.core.extras import require
@@ -276,6 +279,7 @@ def adapt(
         general_data=general_data,
         questions=questions,
         exclude=exclude,
+        text_suffixes=text_suffixes,
         overwrite=overwrite,
     )
     out = Path(out).expanduser()
@@ -292,7 +296,9 @@ def adapt(
 
         build_generator(**generator_options(config.pairs)).check()
     out.mkdir(parents=True, exist_ok=True)
-    documents = _document_source(docs, out / PAIRS_DIR, config.exclude)
+    documents = _document_source(
+        docs, out / PAIRS_DIR, ReadOptions(exclude=tuple(config.exclude), text_suffixes=tuple(config.text_suffixes))
+    )
     if asked_questions is not None:  # a misspelt document fails here, before minutes of pairs and training
         asked_questions = resolve_doc_ids(asked_questions, (doc.doc_id for doc in iter_documents(documents)))
     recipe = train_config(config, documents, out, general, task)

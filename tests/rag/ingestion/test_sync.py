@@ -84,6 +84,17 @@ def test_files_left_out_by_exclude_are_not_read_and_a_sync_deletes_their_points(
         ingest_into(folder, store, exclude=["/"])
 
 
+def test_text_suffixes_add_files_and_a_sync_without_them_deletes_their_points(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["a.txt", "src/tide.py", "logs/run.log"])
+    store = tmp_path / "store"
+    first = ingest_into(folder, store, sync=True, text_suffixes=[".py", "log"])
+    assert first.documents == 3 and docs_of(store) == {"a.txt", "tide.py", "run.log"}
+    again = ingest_into(folder, store, sync=True, text_suffixes=[".py", ".log"])
+    assert (again.documents_unchanged, again.chunks_written) == (3, 0)
+    synced = ingest_into(folder, store, sync=True, text_suffixes=[".py"])
+    assert synced.documents_deleted == 1 and docs_of(store) == {"a.txt", "tide.py"}
+
+
 def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     store = tmp_path / "store"
