@@ -20,6 +20,7 @@ from c2v_rag.cli import (
     collections,
     compare,
     embed,
+    formats,
     ingest,
     migrate,
     presets,
@@ -69,6 +70,7 @@ COMMANDS: tuple[Command, ...] = (
     push,
     presets,
     tasks,
+    formats,
 )
 
 

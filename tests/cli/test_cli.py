@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 # The RAG extras (pip install 'c2v-rag[all]'); without them these tests are skipped, visibly.
@@ -148,6 +150,21 @@ def test_help_names_every_suffix_the_commands_read(command, capsys):
         main([command, "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert all(suffix in out for suffix in SUPPORTED_SUFFIXES), out
+
+
+def test_formats_lists_every_suffix_and_the_extra_a_missing_reader_needs(capsys, monkeypatch):
+    from c2v_rag.documents.files import SUPPORTED_SUFFIXES
+
+    pytest.importorskip("pypdf")
+    assert main(["formats"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(any(f" {suffix} " in f" {line} " for line in lines) for suffix in SUPPORTED_SUFFIXES)
+    pdf = next(line for line in lines if line.startswith("PDF "))
+    assert pdf.split()[1:] == [".pdf", "ready"]
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # an import of it now fails, as when it is not installed
+    assert main(["formats"]) == 0
+    pdf = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("PDF "))
+    assert pdf.endswith("needs pip install 'c2v-rag[pdf]'")
 
 
 def run_python(code: str) -> str:

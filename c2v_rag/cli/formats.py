@@ -1,0 +1,26 @@
+"""``c2v-rag formats``: the file formats ingest, embed and adapt read, and whether each one's reader is installed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from c2v_rag.cli.arguments import Subparsers
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    return subparsers.add_parser("formats", help="list the file formats read, and the extra each one needs")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print each format: its name, its suffixes, and ``ready`` or the command that installs its reader."""
+    from c2v_rag.core.extras import extra_command, missing_requirements
+    from c2v_rag.documents.formats import FORMATS
+
+    for fmt in FORMATS:
+        absent = [r for r in fmt.requires if missing_requirements([r], fmt.name) is not None]
+        status = f"needs {extra_command(absent[0].extra)}" if absent else "ready"
+        print(f"{fmt.name:26s} {' '.join(fmt.suffixes):32s} {status}")
+    print("\nOther suffixes are read as plain text when named: --text-suffix .py (text_suffixes=[...] in Python).")
+    return 0
