@@ -63,6 +63,14 @@ def parse_or_skip(file: Path, log: ReadLog, kind: str, parse: Callable[[], T]) -
     return None
 
 
+def parse_file(file: Path, options: ReadOptions, log: ReadLog, kind: str, parse: Callable[[], T]) -> T | None:
+    """What ``parse()`` makes of a file read whole (a zip, a PDF): None when ``file`` is over the size limit or
+    ``parse`` skips it (:func:`parse_or_skip`), each recorded."""
+    if not within_size(file, options, log):
+        return None
+    return parse_or_skip(file, log, kind, parse)
+
+
 def within_size(file: Path, options: ReadOptions, log: ReadLog) -> bool:
     """Whether ``file`` is within the size limit; if not it is skipped and recorded."""
     size = file.stat().st_size

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, parse_file
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -19,9 +19,7 @@ class Docx(FileFormat):
     requires = (Requirement("docx", "python-docx", "docx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        parsed = parse_or_skip(file, log, ".docx", lambda: _title_and_blocks(file))
+        parsed = parse_file(file, options, log, ".docx", lambda: _title_and_blocks(file))
         if parsed is None:
             return
         title, blocks = parsed

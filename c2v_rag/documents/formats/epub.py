@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
 from c2v_rag.documents.formats.html import Html, html_to_markdown, parse_markup
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -25,9 +25,7 @@ class Epub(FileFormat):
     requires = Html.requires
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        parsed = parse_or_skip(file, log, "EPUB", lambda: _title_and_chapters(file, options))
+        parsed = parse_file(file, options, log, "EPUB", lambda: _title_and_chapters(file, options))
         if parsed is None:
             return
         title, texts = parsed

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -69,9 +69,7 @@ class OpenDocumentText(FileFormat):
     suffixes = (".odt",)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        parsed = parse_or_skip(file, log, ".odt", lambda: odt_title_and_blocks(file))
+        parsed = parse_file(file, options, log, ".odt", lambda: odt_title_and_blocks(file))
         if parsed is None:
             return
         title, blocks = parsed
@@ -85,9 +83,7 @@ class OpenDocumentPresentation(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.documents.formats.slides import deck_documents
 
-        if not within_size(file, options, log):
-            return
-        parsed = parse_or_skip(file, log, ".odp", lambda: odp_title_and_slides(file))
+        parsed = parse_file(file, options, log, ".odp", lambda: odp_title_and_slides(file))
         if parsed is not None:
             yield from deck_documents(file, root, log, *parsed)
 

@@ -16,9 +16,8 @@ from c2v_rag.documents.formats.base import (
     file_document,
     join_pages,
     led_by_title,
-    parse_or_skip,
+    parse_file,
     shift_pages,
-    within_size,
 )
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -42,13 +41,7 @@ class Pdf(FileFormat):
     requires = (Requirement("pypdf", "pypdf", "pdf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        with file.open("rb") as handle:
-            if b"%PDF-" not in handle.read(1024):
-                log.skip_file(file, "not a PDF file (no %PDF- header)")
-                return
-        parsed = parse_or_skip(file, log, "PDF", lambda: _pages_and_title(file))
+        parsed = parse_file(file, options, log, "PDF", lambda: _pages_and_title(file))
         if parsed is None:
             return
         texts, labels, title = parsed
@@ -71,6 +64,9 @@ def _pages_and_title(file: Path) -> tuple[list[str], list[str], str | None]:
     """The text of each page, each page's label and the recorded title."""
     from pypdf import PdfReader
 
+    with file.open("rb") as handle:
+        if b"%PDF-" not in handle.read(1024):
+            raise SkipFile("not a PDF file (no %PDF- header)")
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its warnings are about the file's syntax, not ours
     reader = PdfReader(file)
     if reader.is_encrypted and not reader.decrypt(""):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -34,9 +34,7 @@ class Rtf(FileFormat):
     requires = (Requirement("striprtf", "striprtf", "rtf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        converted = parse_or_skip(file, log, "RTF", lambda: rtf_text(file.read_bytes()))
+        converted = parse_file(file, options, log, "RTF", lambda: rtf_text(file.read_bytes()))
         if converted is None:
             return
         title, text = converted

@@ -12,15 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import (
-    FileFormat,
-    file_document,
-    join_pages,
-    led_by_title,
-    parse_or_skip,
-    shift_pages,
-    within_size,
-)
+from c2v_rag.documents.formats.base import FileFormat, file_document, join_pages, led_by_title, parse_file, shift_pages
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -34,9 +26,7 @@ class Slides(FileFormat):
     requires = (Requirement("pptx", "python-pptx", "pptx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        parsed = parse_or_skip(file, log, ".pptx", lambda: _recorded_title_and_slides(file))
+        parsed = parse_file(file, options, log, ".pptx", lambda: _recorded_title_and_slides(file))
         if parsed is None:
             return
         yield from deck_documents(file, root, log, *parsed)

@@ -15,11 +15,12 @@ import datetime
 import io
 import re
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, checked_text, parse_or_skip, within_size
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, checked_text, parse_file
 from c2v_rag.documents.formats.records import Span, record_documents
 from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
@@ -73,10 +74,9 @@ class Workbook(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         import openpyxl
 
-        if not within_size(file, options, log):
-            return
         # Cached values, not formulas: what the sheet shows. Read-only mode streams the rows.
-        book = parse_or_skip(file, log, ".xlsx", lambda: openpyxl.load_workbook(file, read_only=True, data_only=True))
+        load = partial(openpyxl.load_workbook, file, read_only=True, data_only=True)
+        book = parse_file(file, options, log, ".xlsx", load)
         if book is None:
             return
         try:
@@ -98,9 +98,7 @@ class LegacyWorkbook(FileFormat):
     requires = (Requirement("xlrd", "xlrd", "xls"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        if not within_size(file, options, log):
-            return
-        book = parse_or_skip(file, log, ".xls", lambda: _open_xls(file))
+        book = parse_file(file, options, log, ".xls", lambda: _open_xls(file))
         if book is None:
             return
         try:
@@ -156,9 +154,7 @@ class OpenDocumentSpreadsheet(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.documents.formats.opendocument import ods_sheets
 
-        if not within_size(file, options, log):
-            return
-        sheets = parse_or_skip(file, log, ".ods", lambda: ods_sheets(file))
+        sheets = parse_file(file, options, log, ".ods", lambda: ods_sheets(file))
         for place, (name, elements) in enumerate(sheets or []):
             rows, position = _ods_rows(elements, place, len(sheets or []))
             yield from _sheet_documents(file, root, name, rows, position, options, log)
