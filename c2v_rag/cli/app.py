@@ -20,6 +20,7 @@ from c2v_rag.cli import (
     collections,
     compare,
     embed,
+    env,
     formats,
     ingest,
     migrate,
@@ -71,6 +72,7 @@ COMMANDS: tuple[Command, ...] = (
     presets,
     tasks,
     formats,
+    env,
 )
 
 

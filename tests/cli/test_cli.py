@@ -167,6 +167,30 @@ def test_formats_lists_every_suffix_and_the_extra_a_missing_reader_needs(capsys,
     assert pdf.endswith("needs pip install 'c2v-rag[pdf]'")
 
 
+def test_env_reports_versions_and_cpu_flags_and_hides_secrets(capsys, monkeypatch):
+    import json
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from c2v_rag.cli.env import SPEED_FLAGS
+
+    monkeypatch.setenv("C2V_RAG_API_KEY", "sk-do-not-print")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["env", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-do-not-print" not in out
+    facts = json.loads(out)
+    assert facts["environment"]["C2V_RAG_API_KEY"] == "(set, hidden)" and facts["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert facts["packages"]["torch"] == version("torch") and facts["c2v_rag"]["version"] == c2v_rag.__version__
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():  # the flags as Linux lists them, those that decide speed
+        listed = next(line for line in cpuinfo.read_text().splitlines() if line.startswith(("flags", "Features")))
+        have = [f for f in SPEED_FLAGS if f in listed.split(":", 1)[1].split()]
+        assert facts["cpu"]["speed flags"] == (" ".join(have) or "none found")
+    assert main(["env"]) == 0
+    assert "quantize auto:" in capsys.readouterr().out
+
+
 def run_python(code: str) -> str:
     """``code`` in a fresh interpreter (what a command imports shows only there), its stdout."""
     import os

@@ -1,0 +1,105 @@
+"""``c2v-rag env``: what this machine gives c2v_rag, for a bug report or a benchmark's record.
+
+The versions of c2v_rag, Python, torch and the packages behind each extra; the CPU, its flags that decide speed
+and what ``dtype="auto"`` and ``quantize="auto"`` pick on it; the GPUs; where caches go; and the environment
+variables c2v_rag reads, with any secret's value hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from c2v_rag.cli.arguments import Subparsers
+
+# The distributions behind the extras, in the order a reader looks for them.
+PACKAGES = (
+    "torch", "transformers", "tokenizers", "peft", "safetensors", "gguf", "qdrant-client", "qdrant-edge-py",
+    "llama-index-core", "langchain-core", "sentence-transformers", "onnxruntime", "onnx", "bm25s", "ray",
+    "fastapi", "uvicorn", "pyarrow", "pypdf", "python-docx", "python-pptx", "openpyxl", "xlrd", "beautifulsoup4",
+    "pylatexenc", "striprtf",
+)  # fmt: skip
+# The CPU flags the speed of torch's and ONNX Runtime's kernels turns on (docs/performance.md).
+SPEED_FLAGS = (
+    "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8",
+)  # fmt: skip
+# Environment variables whose values are never printed.
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("env", help="versions, CPU and GPU, caches: what to paste into a bug report")
+    parser.add_argument("--json", action="store_true", help="print it as one JSON object")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    facts = environment()
+    if args.json:
+        print(json.dumps(facts, indent=1))
+        return 0
+    for section, values in facts.items():
+        print(f"{section}:")
+        for key, value in values.items():
+            print(f"  {key}: {value}")
+        if not values:
+            print("  none set")
+    return 0
+
+
+def environment() -> dict[str, dict[str, Any]]:
+    """Every fact ``c2v-rag env`` prints, by section."""
+    import torch
+
+    from c2v_rag.core.devices import cpu_class, cpu_flags, resolve_dtype, resolve_quantize
+    from c2v_rag.hub.sources import cache_dir
+    from c2v_rag.version import __version__
+
+    cpu = torch.device("cpu")
+    flags = cpu_flags()
+    cuda = torch.cuda.is_available()
+    gpus = [torch.cuda.get_device_name(n) for n in range(torch.cuda.device_count())] if cuda else []
+    return {
+        "c2v_rag": {"version": __version__, "python": platform.python_version(), "platform": platform.platform()},
+        "cpu": {
+            "model": _cpu_model(),
+            "cores usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "speed flags": " ".join(f for f in SPEED_FLAGS if f in flags) or "none found",
+            "class": cpu_class(),
+            "dtype auto": str(resolve_dtype("auto", cpu)).removeprefix("torch."),
+            "quantize auto": resolve_quantize("auto", cpu),
+            "torch threads": torch.get_num_threads(),
+        },
+        "gpu": {"cuda": torch.version.cuda or "none", "devices": ", ".join(gpus) or "none"},
+        "packages": {name: _version(name) for name in PACKAGES},
+        "paths": {"cache": str(cache_dir())},
+        "environment": {
+            name: "(set, hidden)" if any(word in name for word in _SECRET_WORDS) else value
+            for name, value in sorted(os.environ.items())
+            if name.startswith(("C2V_RAG_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "CUDA_VISIBLE"))
+        },
+    }
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
