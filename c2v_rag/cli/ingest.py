@@ -6,6 +6,8 @@ Its exit code says what to do next (``errors.py``): 1 when ``--on-error continue
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from c2v_rag.cli.arguments import (
@@ -24,8 +26,12 @@ from c2v_rag.cli.arguments import (
 )
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
 
+# How often --watch looks at the files, by default (each look lists the folders and stats every file).
+WATCH_SECONDS = 10.0
+
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
+    from c2v_rag.rag import IngestConfig
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -97,6 +103,17 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="index a metadata key for filters on a server: keyword, integer, float, bool, "
         "datetime, text, uuid (repeatable)",
     )
+    parser.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=WATCH_SECONDS,
+        default=None,
+        metavar="SECONDS",
+        help="after the ingest, keep watching PATHs and ingest again when a file is added, changed or deleted "
+        f"(checked every SECONDS, default {WATCH_SECONDS:g}; with --sync deleted files lose their points); "
+        "Ctrl-C stops",
+    )
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
@@ -104,9 +121,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Ingest the paths and print the summary; exit 1 when some batches were skipped."""
-    from pathlib import Path
-
+    """Ingest the paths and print the summary (with --watch, again at each change); exit 1 when some batches
+    were skipped."""
     from c2v_rag.rag import IngestConfig
 
     fields = {
@@ -116,8 +132,43 @@ def run(args: argparse.Namespace) -> int:
         "text_suffixes": args.text_suffixes,
     }
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
+    if args.watch is not None and args.watch <= 0:
+        raise ValueError(f"--watch {args.watch:g}: pass the seconds between checks, more than 0")
+    paths = [Path(p) for p in args.paths]
+    if args.watch is None:
+        return _ingest(args, paths, config)
+    return _watch(args, paths, config)
+
+
+def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) -> int:
+    """Ingest, then again each time the files under ``paths`` differ from the last ingest's (checked every
+    ``--watch`` seconds), until Ctrl-C. A failed re-run is reported and the watch goes on: a file caught half
+    written is read again once it changes."""
+    from c2v_rag.cli.errors import report
+    from c2v_rag.documents.files import snapshot
+
+    read = config.read_options()
+    seen = snapshot(paths, read)
+    code = _ingest(args, paths, config)  # a first run that fails ends the command, as without --watch
+    print(f"watching {', '.join(map(str, paths))} every {args.watch:g} s; Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(args.watch)
+            now = snapshot(paths, read)
+            if now == seen:
+                continue
+            seen = now
+            try:
+                code = _ingest(args, paths, config, stamp=True)
+            except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
+                code = report(err, args.verbose)
+    except KeyboardInterrupt:
+        return code
+
+
+def _ingest(args: argparse.Namespace, paths: list[Path], config: IngestConfig, *, stamp: bool = False) -> int:
     result = collection_from(args).ingest(
-        [Path(p) for p in args.paths],
+        paths,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
         batch_size=args.batch_size,
@@ -133,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         decoder_max_length=args.decoder_max_length,
         **ray_args(args),
     )
-    print(f"ingested {result.summary()}")
+    print(f"{time.strftime('%H:%M:%S ') if stamp else ''}ingested {result.summary()}", flush=True)
     return EXIT_OK if result.ok else EXIT_PARTIAL
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "list_source",
     "open_source",
     "read_file",
+    "snapshot",
 ]
 
 
@@ -138,6 +139,23 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
     return sorted(files)
+
+
+def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int, int]]:
+    """Each file ``paths`` would have read, by path, with its size and modification time: what a watch compares
+    to see that something was added, changed or deleted (a path missing, or a folder that cannot be listed, has
+    no entries)."""
+    seen: dict[str, tuple[int, int]] = {}
+    for path in paths:
+        root = path.expanduser()
+        try:
+            files = list_files(root.resolve(), options, ReadLog()) if root.is_dir() else [root.resolve()]
+            for file in files:
+                stat = file.stat()
+                seen[str(file)] = (stat.st_size, stat.st_mtime_ns)
+        except (OSError, MissingPackageError):  # gone, or unreadable now: the ingest that follows says which
+            continue
+    return seen
 
 
 def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:

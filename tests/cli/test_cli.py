@@ -203,6 +203,49 @@ def run_python(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
 
 
+def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant):
+    """The program itself, as a user runs it: each change to the folder gives one more ingest, Ctrl-C ends it."""
+    import os
+    import queue
+    import signal
+    import subprocess
+    import threading
+    from pathlib import Path
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text(make_text(0, sentences=3), encoding="utf-8")
+    store = tmp_path / "q"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "c2v_rag.cli", "ingest", str(folder), "--path", str(store), "--sync", "-q"]
+    command += ["--model", str(tiny_variant), "--chunk-size", "24", "--watch", "0.2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+
+    def next_line() -> str:
+        try:
+            return lines.get(timeout=120)
+        except queue.Empty:
+            process.kill()
+            raise AssertionError(f"no output; stderr: {process.stderr.read()}") from None
+
+    try:
+        assert next_line().startswith("ingested 1 documents, ")
+        assert next_line().startswith(f"watching {folder} every 0.2 s")
+        (folder / "b.txt").write_text(make_text(1, sentences=3), encoding="utf-8")
+        assert " ingested 2 documents (1 unchanged), " in next_line()  # stamped with the time
+        (folder / "a.txt").unlink()
+        assert "ingested 1 documents (1 unchanged), " in (line := next_line()) and "sync deleted 1 documents" in line
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    assert code == 0 and lines.empty()
+    hits = c2v_rag.search(make_text(1, sentences=3), top_k=5, path=store, model=str(tiny_variant))
+    assert {hit.source.rsplit("/", 1)[-1] for hit in hits} == {"b.txt"}
+
+
 def test_help_loads_no_model_library():
     code = (
         "import sys\nfrom c2v_rag.cli import main\n"
