@@ -27,6 +27,8 @@ PACKAGES = (
 SPEED_FLAGS = (
     "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8",
 )  # fmt: skip
+# The environment variables shown: c2v_rag's own and those of the libraries and runtimes it runs on.
+_PREFIXES = ("C2V_RAG_", "HF_", "TRANSFORMERS_", "QDRANT_", "RAY_ADDRESS", "OMP_", "MKL_", "CUDA_VISIBLE")
 # Environment variables whose values are never printed.
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
@@ -80,7 +82,7 @@ def environment() -> dict[str, dict[str, Any]]:
         "environment": {
             name: "(set, hidden)" if any(word in name for word in _SECRET_WORDS) else value
             for name, value in sorted(os.environ.items())
-            if name.startswith(("C2V_RAG_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "CUDA_VISIBLE"))
+            if name.startswith(_PREFIXES)
         },
     }
 
