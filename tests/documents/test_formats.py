@@ -532,6 +532,7 @@ LATEX_PAPER = r"""\documentclass[11pt]{article}
 \newcommand{\method}{\textsc{TideNet}}
 \newcommand{\vect}[1]{\mathbf{#1}}
 \def\port{Brest}
+\newcommand{\again}{\again again}
 \def\pair#1#2{#1 and #2}
 \title{Tides and the \emph{Moon}: a short study}
 \author{Ada Lovelace \and Mary Somerville\thanks{University of Somewhere}}
@@ -544,7 +545,7 @@ Spring tides come when the Sun and the Moon align~\cite{darwin1898}.
 \end{abstract}
 
 \section{Introduction}\label{sec:intro}
-Tides rise twice a day (Section~\ref{sec:method}).
+Tides rise twice a day (Section~\ref{sec:method}), \again.
 \method{} costs 50\% less.\footnote{On a quiet day.} The pull is $\vect{F}$, with $\alpha \leq 2$.
 \subsection*{Ranges}
 \begin{itemize}
@@ -581,7 +582,7 @@ def test_a_latex_paper_reads_as_text_its_sections_as_headings(tmp_path):
     assert docs["paper.tex"].text == (
         "# Tides and the Moon: a short study\n\n"
         "## Abstract\n\nSpring tides come when the Sun and the Moon align.\n\n"
-        "## Introduction\n\nTides rise twice a day (Section).\n"
+        "## Introduction\n\nTides rise twice a day (Section), again.\n"
         "TideNet costs 50% less. (On a quiet day.) The pull is F, with α≤2.\n\n"
         "### Ranges\n\n* the Bay of Fundy\n\n* Brest: seven metres\n\n"
         "Place | Range (m)\nBay of Fundy | 16\n\nTidal ranges.\n\n"

@@ -177,6 +177,7 @@ def _renderer_class() -> type:
             self.blocks: list[str] = []
             self.in_table = 0
             self.defined: dict[str, Any] = {}
+            self.expanding: set[str] = set()  # a macro defined by itself (\newcommand{\a}{\a}) is expanded once
 
         def define(self, nodes: list[Any]) -> None:
             """Record the macros without arguments that ``\\newcommand`` and its kin define among ``nodes``."""
@@ -198,9 +199,13 @@ def _renderer_class() -> type:
 
         def macro_node_to_text(self, node: Any) -> str:
             body = self.defined.get(node.macroname)
-            if body is not None and not _arguments(node):
+            if body is None or _arguments(node) or node.macroname in self.expanding:
+                return str(super().macro_node_to_text(node))
+            self.expanding.add(node.macroname)
+            try:
                 return str(self.nodelist_to_text([body]))
-            return str(super().macro_node_to_text(node))
+            finally:
+                self.expanding.discard(node.macroname)
 
     return Renderer
 
@@ -293,7 +298,7 @@ def _contexts() -> tuple[Any, Any]:
             rows = l2tobj.nodelist_to_text(node.nodelist).split("\n")
         finally:
             l2tobj.in_table -= 1
-        # Cells come out separated by "|"; a row is one line of them, its empty cells and the column spec dropped.
+        # Cells come out separated by NUL (what & gives in a table); a row is a line of them, its empty cells dropped.
         lines = [" | ".join(c.strip() for c in row.split("\x00") if c.strip()) for row in rows]
         return "\n\n" + "\n".join(line for line in lines if line) + "\n\n"
 
