@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) -> int:
     """Ingest, then again each time the files under ``paths`` differ from the last ingest's (checked every
     ``--watch`` seconds), until Ctrl-C. A failed re-run is reported and the watch goes on: a file caught half
-    written is read again once it changes."""
+    written is read again once it changes. Ctrl-C during a run stops it as it stops any ingest (exit 130)."""
     from c2v_rag.cli.errors import report
     from c2v_rag.documents.files import snapshot
 
@@ -151,19 +151,19 @@ def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) ->
     seen = snapshot(paths, read)
     code = _ingest(args, paths, config)  # a first run that fails ends the command, as without --watch
     print(f"watching {', '.join(map(str, paths))} every {args.watch:g} s; Ctrl-C stops", flush=True)
-    try:
-        while True:
+    while True:
+        try:
             time.sleep(args.watch)
-            now = snapshot(paths, read)
-            if now == seen:
-                continue
-            seen = now
-            try:
-                code = _ingest(args, paths, config, stamp=True)
-            except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
-                code = report(err, args.verbose)
-    except KeyboardInterrupt:
-        return code
+        except KeyboardInterrupt:  # between runs: the watch ends as the last run did (Ctrl-C in a run is reported)
+            return code
+        now = snapshot(paths, read)
+        if now == seen:
+            continue
+        seen = now
+        try:
+            code = _ingest(args, paths, config, stamp=True)
+        except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
+            code = report(err, args.verbose)
 
 
 def _ingest(args: argparse.Namespace, paths: list[Path], config: IngestConfig, *, stamp: bool = False) -> int:
