@@ -151,19 +151,23 @@ def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) ->
     seen = snapshot(paths, read)
     code = _ingest(args, paths, config)  # a first run that fails ends the command, as without --watch
     print(f"watching {', '.join(map(str, paths))} every {args.watch:g} s; Ctrl-C stops", flush=True)
-    while True:
-        try:
+    running = False
+    try:
+        while True:
             time.sleep(args.watch)
-        except KeyboardInterrupt:  # between runs: the watch ends as the last run did (Ctrl-C in a run is reported)
-            return code
-        now = snapshot(paths, read)
-        if now == seen:
-            continue
-        seen = now
-        try:
-            code = _ingest(args, paths, config, stamp=True)
-        except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
-            code = report(err, args.verbose)
+            now = snapshot(paths, read)
+            if now == seen:
+                continue
+            seen, running = now, True
+            try:
+                code = _ingest(args, paths, config, stamp=True)
+            except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
+                code = report(err, args.verbose)
+            running = False
+    except KeyboardInterrupt:
+        if running:  # a run stopped midway: reported as any ingest's Ctrl-C (exit 130); the next ingest resumes it
+            raise
+        return code  # between runs: the watch ends as the last run did
 
 
 def _ingest(args: argparse.Namespace, paths: list[Path], config: IngestConfig, *, stamp: bool = False) -> int:

@@ -210,6 +210,7 @@ def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant)
     import signal
     import subprocess
     import threading
+    import time
     from pathlib import Path
 
     folder = tmp_path / "docs"
@@ -238,6 +239,7 @@ def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant)
         assert " ingested 2 documents (1 unchanged), " in next_line()  # stamped with the time
         (folder / "a.txt").unlink()
         assert "ingested 1 documents (1 unchanged), " in (line := next_line()) and "sync deleted 1 documents" in line
+        time.sleep(1)  # past the run's last lines: Ctrl-C now lands between runs, where it ends the watch
     finally:
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=60)
