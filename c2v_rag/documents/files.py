@@ -84,11 +84,12 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
     return str(root), files
 
 
-def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
+def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = False) -> list[Path]:
     """The supported, non-hidden files under ``root`` that ``options.exclude`` does not leave out, in path order.
 
     A folder that cannot be listed raises (``on_error="raise"``) or is recorded as incomplete. Files of a format
-    whose package is not installed are skipped, with one warning per format naming the install command.
+    whose package is not installed are skipped, with one warning per format naming the install command. What is
+    left out (other suffixes, ``exclude``) is logged at INFO unless ``quiet``.
     """
     files, other = [], 0
     missing = {fmt: fmt.missing() for fmt in FORMATS}  # asked once per listing, not per file
@@ -124,14 +125,14 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog) -> list[Path]:
                 unreadable_formats.setdefault(fmt, []).append(file)
             else:
                 files.append(file)
-    if other:
+    if other and not quiet:
         logger.info(
             "Skipped %d files under %s that are not %s (text_suffixes, --text-suffix, reads other suffixes as text)",
             other,
             root,
             suffixes_in_words(),
         )
-    if left_out:
+    if left_out and not quiet:
         logger.info("Left out %d files and folders under %s matching exclude %s", left_out, root, list(options.exclude))
     if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
         error = missing[next(iter(unreadable_formats))]
@@ -149,7 +150,8 @@ def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int
     for path in paths:
         root = path.expanduser()
         try:
-            files = list_files(root.resolve(), options, ReadLog()) if root.is_dir() else [root.resolve()]
+            # quiet: what the listing leaves out was said by the ingest, not again at every look
+            files = list_files(root.resolve(), options, ReadLog(), quiet=True) if root.is_dir() else [root.resolve()]
             for file in files:
                 stat = file.stat()
                 seen[str(file)] = (stat.st_size, stat.st_mtime_ns)
