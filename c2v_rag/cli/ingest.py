@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from c2v_rag.cli.arguments import (
     DOCUMENT_SUFFIXES,
@@ -31,7 +31,7 @@ WATCH_SECONDS = 10.0
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
-    from c2v_rag.rag import IngestConfig
+    from c2v_rag.rag import IngestConfig, IngestResult
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -135,61 +135,58 @@ def run(args: argparse.Namespace) -> int:
     if args.watch is not None and args.watch <= 0:
         raise ValueError(f"--watch {args.watch:g}: pass the seconds between checks, more than 0")
     paths = [Path(p) for p in args.paths]
-    if args.watch is None:
-        return _ingest(args, paths, config)
-    return _watch(args, paths, config)
+    if args.watch is not None:
+        return _watch(args, paths, config)
+    result = collection_from(args).ingest(paths, **_ingest_keywords(args, config))
+    print(f"ingested {result.summary()}")
+    return EXIT_OK if result.ok else EXIT_PARTIAL
 
 
 def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) -> int:
-    """Ingest, then again each time the files under ``paths`` differ from the last ingest's (checked every
-    ``--watch`` seconds), until Ctrl-C. A failed re-run is reported and the watch goes on: a file caught half
-    written is read again once it changes. Ctrl-C during a run stops it as it stops any ingest (exit 130)."""
+    """Ingest, then again at each change to the files under ``paths`` (:meth:`~c2v_rag.Collection.watch`, every
+    ``--watch`` seconds), each re-run's summary stamped with the time, until Ctrl-C. A failed re-run is reported and
+    the watch goes on; Ctrl-C during a run stops it as it stops any ingest (exit 130)."""
     from c2v_rag.cli.errors import report
-    from c2v_rag.documents.files import snapshot
 
-    read = config.read_options()
-    seen = snapshot(paths, read)
-    code = _ingest(args, paths, config)  # a first run that fails ends the command, as without --watch
-    print(f"watching {', '.join(map(str, paths))} every {args.watch:g} s; Ctrl-C stops", flush=True)
-    running = False
-    try:
-        while True:
-            time.sleep(args.watch)
-            now = snapshot(paths, read)
-            if now == seen:
-                continue
-            seen, running = now, True
-            try:
-                code = _ingest(args, paths, config, stamp=True)
-            except Exception as err:  # noqa: BLE001 - reported as the command would, and watched again
-                code = report(err, args.verbose)
-            running = False
-    except KeyboardInterrupt:
-        if running:  # a run stopped midway: reported as any ingest's Ctrl-C (exit 130); the next ingest resumes it
-            raise
-        return code  # between runs: the watch ends as the last run did
+    code = EXIT_OK
+    runs = 0
+
+    def done(result: IngestResult) -> None:
+        nonlocal code, runs
+        stamp = time.strftime("%H:%M:%S ") if runs else ""
+        print(f"{stamp}ingested {result.summary()}", flush=True)
+        if not runs:
+            print(f"watching {', '.join(map(str, paths))} every {args.watch:g} s; Ctrl-C stops", flush=True)
+        runs += 1
+        code = EXIT_OK if result.ok else EXIT_PARTIAL
+
+    def failed(err: Exception) -> None:
+        nonlocal code
+        code = report(err, args.verbose)
+
+    keywords = _ingest_keywords(args, config)
+    collection_from(args).watch(paths, interval=args.watch, on_result=done, on_failure=failed, **keywords)
+    return code
 
 
-def _ingest(args: argparse.Namespace, paths: list[Path], config: IngestConfig, *, stamp: bool = False) -> int:
-    result = collection_from(args).ingest(
-        paths,
-        chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-        batch_size=args.batch_size,
-        on_error=args.on_error,
-        sync=args.sync,
-        show_progress=not args.quiet,
-        sparse=args.sparse,
-        versioned=args.versioned,
-        payload_indexes=_parse_payload_indexes(args.payload_index or []),
-        config=config,
-        truncate_dim=args.truncate_dim,
-        chunk_context=args.chunk_context,
-        decoder_max_length=args.decoder_max_length,
+def _ingest_keywords(args: argparse.Namespace, config: IngestConfig) -> dict[str, Any]:
+    """The ingest's keywords the flags give (what :meth:`~c2v_rag.Collection.ingest` and ``watch`` take)."""
+    return {
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "batch_size": args.batch_size,
+        "on_error": args.on_error,
+        "sync": args.sync,
+        "show_progress": not args.quiet,
+        "sparse": args.sparse,
+        "versioned": args.versioned,
+        "payload_indexes": _parse_payload_indexes(args.payload_index or []),
+        "config": config,
+        "truncate_dim": args.truncate_dim,
+        "chunk_context": args.chunk_context,
+        "decoder_max_length": args.decoder_max_length,
         **ray_args(args),
-    )
-    print(f"{time.strftime('%H:%M:%S ') if stamp else ''}ingested {result.summary()}", flush=True)
-    return EXIT_OK if result.ok else EXIT_PARTIAL
+    }
 
 
 def _megabytes(value: float | None) -> int | None:

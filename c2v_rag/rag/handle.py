@@ -15,7 +15,9 @@ are this handle, opened for one call.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
@@ -270,13 +272,49 @@ class Collection:
         that stops before writing a point removes the collection it created; Ctrl-C raises
         :class:`~c2v_rag.IngestInterrupted` once the batches already embedded are stored.
         """
-        from c2v_rag.rag.ingestion.config import IngestConfig
         from c2v_rag.rag.ingestion.ingest import ingest_documents
 
-        (given,) = split_keywords("ingest", kwargs, INGEST_KEYS)
-        run = {key: given.pop(key) for key in ("engine", "ray", "versioned") if key in given}
-        settings = IngestConfig.with_overrides(given.pop("config", None), **given)
+        settings, run = _ingest_settings(kwargs)
         return ingest_documents(docs, self.name, self.target, self.model, settings, client=self.client, **run)
+
+    def watch(
+        self,
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        interval: float = 10.0,
+        stop: threading.Event | None = None,
+        on_result: Callable[[IngestResult], None] | None = None,
+        on_failure: Callable[[Exception], None] | None = None,
+        **kwargs: Unpack[IngestKeywords],
+    ) -> IngestResult:
+        """:meth:`ingest` the files and folders ``paths``, then again each time a file under them is added, changed
+        or deleted, until ``stop`` is set (from another thread) or Ctrl-C; the last run's result.
+
+        Every ``interval`` seconds the paths are listed as ingest lists them and each file's size and modification
+        time compared with the last look's. Each run is an ordinary ingest (``kwargs`` as :meth:`ingest` takes
+        them; ``sync=True`` makes deleted files lose their points), so it embeds only what changed, with the model
+        loaded once. ``on_result`` gets each run's result; a run after the first that fails goes to ``on_failure``
+        (default: a logged warning) and the watch goes on; the first run's errors are raised. Run it in a thread
+        to keep a collection current beside an application::
+
+            stop = threading.Event()
+            threading.Thread(target=papers.watch, args=("docs/",), kwargs={"sync": True, "stop": stop}).start()
+        """
+        from c2v_rag.rag.ingestion.ingest import ingest_documents
+        from c2v_rag.rag.ingestion.watch import watch
+
+        given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        folders = [Path(p) for p in given]
+        settings, run = _ingest_settings(kwargs)
+        return watch(
+            lambda: ingest_documents(folders, self.name, self.target, self.model, settings, client=self.client, **run),
+            folders,
+            settings.read_options(),
+            interval=interval,
+            stop=stop,
+            on_result=on_result,
+            on_failure=on_failure,
+        )
 
     def reindex(self, model: str | Path | Causal2Vec | None = None, **kwargs: Unpack[ReindexKeywords]) -> ReindexResult:
         """Re-embed the chunks behind this alias with ``model`` (None: the handle's model, else the default
@@ -384,6 +422,16 @@ class _Ingest(OpenKeywords, IngestKeywords, total=False):
 
 class _Reindex(OpenKeywords, ReindexKeywords, total=False):
     pass
+
+
+def _ingest_settings(kwargs: Mapping[str, Any]) -> tuple[IngestConfig, dict[str, Any]]:
+    """An ingest's keywords as its settings (the common fields laid over ``config``) and the run's own (the engine,
+    ``ray``, ``versioned``); an unknown keyword is a TypeError."""
+    from c2v_rag.rag.ingestion.config import IngestConfig
+
+    (given,) = split_keywords("ingest", kwargs, INGEST_KEYS)
+    run: dict[str, Any] = {key: given.pop(key) for key in ("engine", "ray", "versioned") if key in given}
+    return IngestConfig.with_overrides(given.pop("config", None), **given), run
 
 
 def _handle(
