@@ -14,7 +14,7 @@ import csv
 import datetime
 import io
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -82,7 +82,9 @@ class Workbook(FileFormat):
         try:
             sheets = list(book.worksheets)
             for place, sheet in enumerate(sheets):
-                rows, position = _sheet_rows(sheet, place, len(sheets))
+                values = sheet.iter_rows(values_only=True)
+                cells = ([cell_text(value) for value in row] for row in values)
+                rows, position = _sheet_rows(enumerate(cells, 1), sheet.max_row, sheet.title, place, len(sheets))
                 yield from _sheet_documents(file, root, sheet.title, rows, position, options, log)
         except SkipFile as skip:  # a sheet broke off: what was read of it stays, and the file is marked incomplete
             log.skip_file(file, str(skip))
@@ -104,7 +106,8 @@ class LegacyWorkbook(FileFormat):
         try:
             for place in range(book.nsheets):
                 sheet = book.sheet_by_index(place)
-                rows, position = _xls_rows(sheet, book.datemode, place, book.nsheets)
+                cells = _xls_cells(sheet, book.datemode)
+                rows, position = _sheet_rows(enumerate(cells, 1), sheet.nrows, sheet.name, place, book.nsheets)
                 yield from _sheet_documents(file, root, sheet.name, rows, position, options, log)
                 book.unload_sheet(place)
         finally:
@@ -121,13 +124,10 @@ def _open_xls(file: Path) -> Any:
     return xlrd.open_workbook(str(file), on_demand=True)
 
 
-def _xls_rows(sheet: Any, datemode: int, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
-    """An .xls sheet's rows as the sheet shows its cells (:func:`_sheet_rows` for .xls): dates as dates, not the
-    day numbers xlrd holds, booleans and error codes as Excel shows them."""
+def _xls_cells(sheet: Any, datemode: int) -> Iterator[list[str]]:
+    """An .xls sheet's rows as the sheet shows its cells: dates as dates, not the day numbers xlrd holds, booleans
+    and error codes as Excel shows them."""
     import xlrd
-
-    size = max(sheet.nrows, 1)
-    read = 0
 
     def value(cell: Any) -> Any:
         if cell.ctype == xlrd.XL_CELL_DATE:
@@ -138,13 +138,8 @@ def _xls_rows(sheet: Any, datemode: int, place: int, sheets: int) -> tuple[Itera
             return xlrd.error_text_from_code.get(cell.value, "")
         return cell.value
 
-    def rows() -> Iterator[list[str]]:
-        nonlocal read
-        for row in sheet.get_rows():
-            read += 1
-            yield [cell_text(value(cell)) for cell in row]
-
-    return rows(), lambda: (place + min(read, size) / size) / sheets
+    for row in sheet.get_rows():
+        yield [cell_text(value(cell)) for cell in row]
 
 
 class OpenDocumentSpreadsheet(FileFormat):
@@ -152,11 +147,11 @@ class OpenDocumentSpreadsheet(FileFormat):
     suffixes = (".ods",)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        from c2v_rag.documents.formats.opendocument import ods_sheets
+        from c2v_rag.documents.formats.opendocument import ods_sheets, sheet_rows
 
         sheets = parse_file(file, options, log, ".ods", lambda: ods_sheets(file))
         for place, (name, elements) in enumerate(sheets or []):
-            rows, position = _ods_rows(elements, place, len(sheets or []))
+            rows, position = _sheet_rows(sheet_rows(elements), len(elements), name, place, len(sheets or []))
             yield from _sheet_documents(file, root, name, rows, position, options, log)
 
 
@@ -177,43 +172,26 @@ def _sheet_documents(
         yield from record_documents(records, file, root, options, log)
 
 
-def _ods_rows(elements: list[Any], place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
-    """An .ods sheet's rows as cell texts, and the share of the file read so far (sheet ``place`` of ``sheets``, by
-    its row elements), as :func:`_sheet_rows` gives an Excel sheet's."""
-    from c2v_rag.documents.formats.opendocument import sheet_rows
-
-    size = max(len(elements), 1)
+def _sheet_rows(
+    rows: Iterable[tuple[int, list[str]]], size: int | None, sheet: str, place: int, sheets: int
+) -> tuple[Iterator[list[str]], Callable[[], float]]:
+    """A sheet's ``rows`` (cell texts, each with the rows its reader has read so far), and the share of the workbook
+    read so far (sheet ``place`` of ``sheets``, by the ``size`` rows its reader counts); a sheet that fails partway
+    raises :class:`SkipFile` naming it and the rows read."""
+    size = max(size or 1, 1)
     read = 0
 
-    def rows() -> Iterator[list[str]]:
-        nonlocal read
-        for elements_read, cells in sheet_rows(elements):
-            read = elements_read
-            yield cells
-
-    return rows(), lambda: (place + min(read, size) / size) / sheets
-
-
-def _sheet_rows(sheet: Any, place: int, sheets: int) -> tuple[Iterator[list[str]], Callable[[], float]]:
-    """A worksheet's rows as cell texts, and the share of the workbook read so far (sheet ``place`` of ``sheets``,
-    by the rows its dimension counts)."""
-    size = max(sheet.max_row or 1, 1)
-    read = 0
-
-    def rows() -> Iterator[list[str]]:
+    def counted() -> Iterator[list[str]]:
         nonlocal read
         try:
-            for row in sheet.iter_rows(values_only=True):
-                read += 1
-                yield [cell_text(value) for value in row]
+            for read, row in rows:  # noqa: B007 - read is the nonlocal the progress position reads
+                yield row
         except OSError:
             raise  # the file itself unreadable: the caller's on_error decides
-        except Exception as err:  # noqa: BLE001 - a damaged sheet fails in openpyxl or its XML parser, in many ways
-            raise SkipFile(
-                f"its sheet {sheet.title!r} breaks off after row {read} ({type(err).__name__}: {err})"
-            ) from err
+        except Exception as err:  # noqa: BLE001 - a damaged sheet fails in its reader or XML parser, in many ways
+            raise SkipFile(f"its sheet {sheet!r} breaks off after row {read} ({type(err).__name__}: {err})") from err
 
-    return rows(), lambda: (place + min(read, size) / size) / sheets
+    return counted(), lambda: (place + min(read, size) / size) / sheets
 
 
 def cell_text(value: Any) -> str:
