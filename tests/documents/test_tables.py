@@ -4,6 +4,7 @@ records where the table has a text column; files written as Excel and Python's c
 from __future__ import annotations
 
 import csv
+import re
 import zipfile
 from pathlib import Path
 
@@ -203,6 +204,49 @@ def test_an_xls_workbook_reads_as_an_xlsx_one_does(tmp_path):
     reasons = {Path(s.where).name: s.reason for s in log.skipped}
     assert docs == [] and "not a readable .xls file" in reasons["damaged.xls"]
     assert "an .xlsx workbook (a zip) under an .xls name: rename it to .xlsx" in reasons["newer.xls"]
+
+
+def damaged_after_opening(book: Path, target: Path) -> Path:
+    """``book`` with bytes overwritten (seeded) so that xlrd opens it but fails on one of its sheets: the first such
+    copy, written to ``target``."""
+    import io
+    import random
+
+    import xlrd
+
+    data = book.read_bytes()
+    for seed in range(500):
+        damaged = bytearray(data)
+        draw = random.Random(seed)
+        for _ in range(30):
+            damaged[draw.randrange(1536, len(data) - 512)] = draw.randrange(256)
+        target.write_bytes(bytes(damaged))
+        try:
+            opened = xlrd.open_workbook(str(target), on_demand=True, logfile=io.StringIO())
+        except Exception:  # noqa: BLE001 - damaged before its sheets: not the case wanted
+            continue
+        try:
+            for place in range(opened.nsheets):
+                list(opened.sheet_by_index(place).get_rows())
+        except Exception:  # noqa: BLE001 - damaged in a sheet: wanted
+            return target
+    raise AssertionError("no seed damaged a sheet alone")
+
+
+def test_a_damaged_xls_sheet_skips_the_file_with_the_reason_and_prints_nothing(tmp_path, capfd):
+    pytest.importorskip("xlrd")
+    pytest.importorskip("xlwt")
+    damaged = damaged_after_opening(write_xls(tmp_path / "office.xls"), tmp_path / "damaged.xls")
+    (tmp_path / "office.xls").unlink()
+    (tmp_path / "notes.txt").write_text("The harbour opens at six.", encoding="utf-8")
+    docs, log = read(tmp_path)  # the folder goes on past it
+    assert "notes.txt" in {Path(d.doc_id).name for d in docs}
+    (skip,) = log.skipped
+    assert skip.where == str(damaged.resolve()) and re.search(
+        r"its sheet '\w+' (cannot be read|breaks off)", skip.reason
+    )
+    assert str(damaged.resolve()) in log.incomplete  # a sync keeps the points of what was not read
+    assert capfd.readouterr().out == ""  # xlrd's warnings about the file are logged, not printed
 
 
 def test_an_ods_reads_as_an_excel_workbook_does_without_the_repeats_to_the_sheets_edge(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -26,6 +27,8 @@ from c2v_rag.documents.payload_keys import ROW_KEY, SHEET_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import whole_lines
 from c2v_rag.documents.source_document import TEXT_KEYS, SourceDocument
+
+logger = logging.getLogger(__name__)
 
 # The delimiters a .csv may use (Excel writes ";" where the decimal mark is a comma).
 _CSV_DELIMITERS = ",;\t|"
@@ -104,12 +107,14 @@ class LegacyWorkbook(FileFormat):
         if book is None:
             return
         try:
-            for place in range(book.nsheets):
-                sheet = book.sheet_by_index(place)
+            for place, name in enumerate(book.sheet_names()):
+                sheet = _xls_sheet(book, place, name)
                 cells = _xls_cells(sheet, book.datemode)
-                rows, position = _sheet_rows(enumerate(cells, 1), sheet.nrows, sheet.name, place, book.nsheets)
-                yield from _sheet_documents(file, root, sheet.name, rows, position, options, log)
+                rows, position = _sheet_rows(cells, sheet.nrows, name, place, book.nsheets)
+                yield from _sheet_documents(file, root, name, rows, position, options, log)
                 book.unload_sheet(place)
+        except SkipFile as skip:  # a sheet broke off: what was read of it stays, and the file is marked incomplete
+            log.skip_file(file, str(skip))
         finally:
             book.release_resources()
 
@@ -120,13 +125,33 @@ def _open_xls(file: Path) -> Any:
     with file.open("rb") as handle:
         if handle.read(4) == b"PK\x03\x04":  # xlrd reads BIFF alone; a zip is a newer workbook misnamed
             raise SkipFile("it is an .xlsx workbook (a zip) under an .xls name: rename it to .xlsx")
-    # on_demand: a sheet is parsed when it is read, and let go after.
-    return xlrd.open_workbook(str(file), on_demand=True)
+    # on_demand: a sheet is parsed when it is read, and let go after. xlrd writes its warnings about a file's
+    # structure to stdout unless given a log of its own: ours, at debug level.
+    return xlrd.open_workbook(str(file), on_demand=True, logfile=_DebugLog())
 
 
-def _xls_cells(sheet: Any, datemode: int) -> Iterator[list[str]]:
-    """An .xls sheet's rows as the sheet shows its cells: dates as dates, not the day numbers xlrd holds, booleans
-    and error codes as Excel shows them."""
+class _DebugLog(io.TextIOBase):
+    """A text stream whose lines go to this module's log at debug level."""
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            logger.debug("xlrd: %s", text.strip())
+        return len(text)
+
+
+def _xls_sheet(book: Any, place: int, name: str) -> Any:
+    """Sheet ``place`` of an .xls workbook opened on demand, parsed now; :class:`SkipFile` when it is damaged."""
+    try:
+        return book.sheet_by_index(place)
+    except OSError:
+        raise  # the file itself unreadable: the caller's on_error decides
+    except Exception as err:  # noqa: BLE001 - a damaged sheet fails in xlrd's parser in many ways
+        raise SkipFile(f"its sheet {name!r} cannot be read ({type(err).__name__}: {err})") from err
+
+
+def _xls_cells(sheet: Any, datemode: int) -> Iterator[tuple[int, list[str]]]:
+    """An .xls sheet's numbered rows as the sheet shows its cells: dates as dates, not the day numbers xlrd holds,
+    booleans and error codes as Excel shows them."""
     import xlrd
 
     def value(cell: Any) -> Any:
@@ -138,8 +163,8 @@ def _xls_cells(sheet: Any, datemode: int) -> Iterator[list[str]]:
             return xlrd.error_text_from_code.get(cell.value, "")
         return cell.value
 
-    for row in sheet.get_rows():
-        yield [cell_text(value(cell)) for cell in row]
+    for read, row in enumerate(sheet.get_rows(), 1):
+        yield read, [cell_text(value(cell)) for cell in row]
 
 
 class OpenDocumentSpreadsheet(FileFormat):
