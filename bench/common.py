@@ -114,17 +114,12 @@ def measure(fn: Callable[[], Any]) -> Measurement:
     return Measurement(seconds, cpu_seconds, before, peak_rss_kib(), result)
 
 
-# The CPU features that decide a speed number here (float32 or native bf16, int8 kernels), named beside every
-# timing a benchmark prints.
-SPEED_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
-
-
 def speed_flags() -> list[str]:
-    """Which of :data:`SPEED_FLAGS` this CPU has (``c2v_rag.core.devices.cpu_flags``, read from /proc/cpuinfo)."""
-    from c2v_rag.core.devices import cpu_flags
+    """The CPU features that decide a speed number here, named beside every timing a benchmark prints
+    (``c2v_rag.core.devices.speed_flags``; imported when asked, as torch comes with it)."""
+    from c2v_rag.core.devices import speed_flags as flags
 
-    flags = cpu_flags()
-    return [f for f in SPEED_FLAGS if f in flags]
+    return flags()
 
 
 def speed_flags_note() -> str:

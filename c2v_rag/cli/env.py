@@ -23,10 +23,6 @@ PACKAGES = (
     "fastapi", "uvicorn", "pyarrow", "pypdf", "python-docx", "python-pptx", "openpyxl", "xlrd", "beautifulsoup4",
     "pylatexenc", "striprtf",
 )  # fmt: skip
-# The CPU flags the speed of torch's and ONNX Runtime's kernels turns on (docs/performance.md).
-SPEED_FLAGS = (
-    "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8",
-)  # fmt: skip
 # The environment variables shown: c2v_rag's own and those of the libraries and runtimes it runs on.
 _PREFIXES = ("C2V_RAG_", "HF_", "TRANSFORMERS_", "QDRANT_", "RAY_ADDRESS", "OMP_", "MKL_", "CUDA_VISIBLE")
 # Environment variables whose values are never printed.
@@ -57,20 +53,19 @@ def environment() -> dict[str, dict[str, Any]]:
     """Every fact ``c2v-rag env`` prints, by section."""
     import torch
 
-    from c2v_rag.core.devices import cpu_class, cpu_flags, resolve_dtype, resolve_quantize
+    from c2v_rag.core.devices import cpu_class, cpu_model, resolve_dtype, resolve_quantize, speed_flags
     from c2v_rag.hub.sources import cache_dir
     from c2v_rag.version import __version__
 
     cpu = torch.device("cpu")
-    flags = cpu_flags()
     cuda = torch.cuda.is_available()
     gpus = [torch.cuda.get_device_name(n) for n in range(torch.cuda.device_count())] if cuda else []
     return {
         "c2v_rag": {"version": __version__, "python": platform.python_version(), "platform": platform.platform()},
         "cpu": {
-            "model": _cpu_model(),
+            "model": cpu_model() or "unknown",
             "cores usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "speed flags": " ".join(f for f in SPEED_FLAGS if f in flags) or "none found",
+            "speed flags": " ".join(speed_flags()) or "none found",
             "class": cpu_class(),
             "dtype auto": str(resolve_dtype("auto", cpu)).removeprefix("torch."),
             "quantize auto": resolve_quantize("auto", cpu),
@@ -94,14 +89,3 @@ def _version(distribution: str) -> str:
         return version(distribution)
     except PackageNotFoundError:
         return "not installed"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 from pathlib import Path
 from typing import Literal
 
@@ -112,17 +113,38 @@ _INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2", "avx512_vnni", "
 _INT8_PACKAGES = ("onnxruntime", "onnx")
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux lists them in /proc/cpuinfo (empty where it cannot be read)."""
+# The CPU features that decide a speed number (float32 or native bf16, int8 kernels), named beside every timing
+# (avx512vnni is older kernels' spelling of avx512_vnni).
+SPEED_FLAGS = (
+    "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8",
+)  # fmt: skip
+
+
+@functools.cache
+def _cpuinfo_line(*prefixes: str) -> str | None:
+    """The value of the first /proc/cpuinfo line that starts with one of ``prefixes`` (None: none, or no file)."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
     except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        return None
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith(prefixes)), None)
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them in /proc/cpuinfo (empty where it cannot be read)."""
+    return frozenset((_cpuinfo_line("flags", "Features") or "").split())
+
+
+def speed_flags() -> list[str]:
+    """Which of :data:`SPEED_FLAGS` this CPU has."""
+    flags = cpu_flags()
+    return [f for f in SPEED_FLAGS if f in flags]
+
+
+def cpu_model() -> str:
+    """The CPU's name as /proc/cpuinfo gives it, else as the platform module does ("" where neither knows)."""
+    return _cpuinfo_line("model name") or platform.processor()
 
 
 CpuClass = Literal["amx", "avx512_bf16", "avx512_vnni", "avx2", "other"]

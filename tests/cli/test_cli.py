@@ -172,7 +172,7 @@ def test_env_reports_versions_and_cpu_flags_and_hides_secrets(capsys, monkeypatc
     from importlib.metadata import version
     from pathlib import Path
 
-    from c2v_rag.cli.env import SPEED_FLAGS
+    from c2v_rag.core.devices import SPEED_FLAGS
 
     monkeypatch.setenv("C2V_RAG_API_KEY", "sk-do-not-print")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

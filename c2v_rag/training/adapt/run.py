@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
@@ -72,18 +71,10 @@ def cpu_facts() -> dict[str, Any]:
     c2v_rag itself decides by (:func:`~c2v_rag.core.devices.cpu_flags`, which picks bf16 or float32)."""
     import torch
 
-    from c2v_rag.core.devices import cpu_flags
+    from c2v_rag.core.devices import cpu_flags, cpu_model
 
-    name = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     flags = sorted(f for f in cpu_flags() if f in _FLAGS or f.startswith("amx"))
-    return {"name": name, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "flags": flags}
+    return {"name": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "flags": flags}
 
 
 _FLAGS = {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "fma"}
