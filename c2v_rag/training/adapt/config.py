@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from c2v_rag.documents.formats import TextSuffixes
-from c2v_rag.documents.reading import ExcludePatterns
+from c2v_rag.documents.reading import ExcludePatterns, ReadOptions
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
 DEFAULT_START = "c2v-smollm2-135m-minilm"
@@ -107,3 +107,7 @@ class AdaptConfig(BaseModel):
         description="more suffixes a folder's files are read with, as plain text, as ingest's (--text-suffix)",
     )
     overwrite: bool = False
+
+    def read_options(self) -> ReadOptions:
+        """How the documents are read: which of a folder's files (as :meth:`IngestConfig.read_options`)."""
+        return ReadOptions(exclude=tuple(self.exclude), text_suffixes=tuple(self.text_suffixes))

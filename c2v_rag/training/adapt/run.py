@@ -287,9 +287,7 @@ def adapt(
 
         build_generator(**generator_options(config.pairs)).check()
     out.mkdir(parents=True, exist_ok=True)
-    documents = _document_source(
-        docs, out / PAIRS_DIR, ReadOptions(exclude=tuple(config.exclude), text_suffixes=tuple(config.text_suffixes))
-    )
+    documents = _document_source(docs, out / PAIRS_DIR, config.read_options())
     if asked_questions is not None:  # a misspelt document fails here, before minutes of pairs and training
         asked_questions = resolve_doc_ids(asked_questions, (doc.doc_id for doc in iter_documents(documents)))
     recipe = train_config(config, documents, out, general, task)
