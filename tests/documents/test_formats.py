@@ -482,18 +482,30 @@ def test_an_eml_is_its_subject_headers_and_plain_body_without_attachments(tmp_pa
     assert doc.metadata["title"] == "Marée haute" and doc.text.endswith("\n\n## Port\n\n- Brest")
 
 
-def test_a_mailbox_is_one_document_per_message_numbered_in_file_order(tmp_path):
+def test_a_mailbox_is_one_document_per_message_known_by_its_message_id(tmp_path):
     import mailbox
+
+    from c2v_rag.documents.source_document import content_doc_id
 
     box = mailbox.mbox(tmp_path / "archive.mbox")
     for n in range(3):
-        box.add(_message(f"Note {n}", f"Body {n}.", date=f"Wed, 0{n + 1} May 2024 10:00:00 +0000"))
+        message = _message(f"Note {n}", f"Body {n}.", date=f"Wed, 0{n + 1} May 2024 10:00:00 +0000")
+        message["Message-ID"] = f" <note-{n}@example.org>"  # the header's own spaces are not the id's
+        box.add(message)
+    box.add(_message("Note 1 again", "A copy.", date="Thu, 09 May 2024 10:00:00 +0000"))
+    box.add(_message("No id", "Sent by a script.", date="Fri, 10 May 2024 10:00:00 +0000"))
     box.flush()
     box.close()
+    # The copy carries note 1's Message-ID, as a list's echo of a sent message does.
+    text = (tmp_path / "archive.mbox").read_text(encoding="utf-8")
+    at = text.index("Subject: Note 1 again")
+    (tmp_path / "archive.mbox").write_text(text[:at] + "Message-ID: <note-1@example.org>\n" + text[at:], "utf-8")
     docs, log = read(tmp_path)
     where = (tmp_path / "archive.mbox").resolve()
-    assert [d.doc_id for d in docs] == [f"{where}:{n}" for n in (1, 2, 3)] and log.files_skipped == 0
-    assert [d.metadata["title"] for d in docs] == ["Note 0", "Note 1", "Note 2"]
+    keys = [d.doc_id.removeprefix(f"{where}:") for d in docs]
+    assert keys[:4] == [f"<note-{n}@example.org>" for n in (0, 1, 2)] + ["<note-1@example.org>#2"]
+    assert keys[4] == content_doc_id(docs[4].text) and log.files_skipped == 0
+    assert [d.metadata["title"] for d in docs] == ["Note 0", "Note 1", "Note 2", "Note 1 again", "No id"]
     assert docs[2].text.endswith("Body 2.") and docs[2].metadata["date"] == "2024-05-03T10:00:00+00:00"
     assert {d.source for d in docs} == {str(where)}
 

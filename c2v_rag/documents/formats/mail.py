@@ -6,8 +6,11 @@ body: the plain-text part, else the HTML part as Markdown (the ``html`` extra), 
 Attachments are not read; their file names are listed in the metadata, beside ``title`` (the subject), ``from``,
 ``to`` and ``date`` (ISO 8601). Python's own ``email`` and ``mailbox`` packages parse them.
 
-A mailbox's messages are numbered in file order, so a message's id is ``FILE:N`` (as a JSONL record's is
-``FILE:LINE``): a mailbox that only grows keeps every id, and its new messages are the ones embedded on a re-run.
+A mailbox's message is known by its ``Message-ID`` header: its id is ``FILE:<Message-ID>``, which stays the same
+when other messages are deleted or the mail client compacts the file, so a re-run embeds only the new messages
+(ids by position would shift every message after a deleted one and embed them all again). A message without the
+header is known by a hash of its text (``FILE:sha256:...``); one appearing again in the same mailbox (a copy, a
+list's echo) gets ``#2``, ``#3``, ... after its id.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
+from collections import Counter
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -23,7 +27,7 @@ from typing import Any
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, opens_as_text, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.source_document import SourceDocument, check_metadata
+from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id
 
 # The header lines a message's text carries under its subject, in this order.
 _SHOWN_HEADERS = ("From", "To", "Cc", "Date")
@@ -67,8 +71,9 @@ class Mbox(FileFormat):
             if not keys and file.stat().st_size:
                 log.skip_file(file, "not an mbox mailbox (no line starting 'From ' opens a message)")
                 return
+            seen: Counter[str] = Counter()
             for n, key in enumerate(keys, start=1):
-                where = f"{file}:{n}"
+                where = f"{file}: message {n}"
                 try:
                     message = email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
                     text, metadata = message_text(message)  # type: ignore[arg-type]
@@ -81,7 +86,8 @@ class Mbox(FileFormat):
                     log.skip_record(where, file, f"{type(err).__name__}: {err}")
                     continue
                 log.document_span = ((n - 1) / len(keys), n / len(keys))
-                yield SourceDocument(where, text, {**metadata, "source": str(file)}, str(file), root)
+                doc_id = f"{file}:{_message_key(message, text, seen)}"
+                yield SourceDocument(doc_id, text, {**metadata, "source": str(file)}, str(file), root)
         finally:
             box.close()
 
@@ -109,6 +115,14 @@ def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     headers = "\n".join(f"{name}: {value}" for name, value in shown.items())
     text = "\n\n".join(part for part in (headers, body) if part)
     return led_by_title(subject, text), metadata
+
+
+def _message_key(message: EmailMessage, text: str, seen: Counter[str]) -> str:
+    """A message's key within its mailbox: its Message-ID, else a hash of its text (not of its bytes: Thunderbird
+    rewrites its ``X-Mozilla-Status`` lines in place as mail is read), with ``#N`` for the Nth appearance."""
+    key = _valid("".join(str(message.get("Message-ID") or "").split())) or content_doc_id(text)
+    seen[key] += 1
+    return key if seen[key] == 1 else f"{key}#{seen[key]}"
 
 
 def _body(message: EmailMessage) -> str:

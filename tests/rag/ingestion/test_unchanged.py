@@ -180,6 +180,37 @@ def test_a_document_read_through_another_root_is_chunked_to_claim_its_points(
     assert chunked == []
 
 
+def test_a_mailbox_with_a_message_deleted_chunks_nothing_and_a_sync_deletes_that_message(
+    tmp_path, tiny_variant, ingest_config, chunked
+):
+    import mailbox
+    from email.message import EmailMessage
+
+    def write_mailbox(numbers):
+        path = tmp_path / "mail" / "inbox.mbox"
+        path.parent.mkdir(exist_ok=True)
+        path.unlink(missing_ok=True)
+        box = mailbox.mbox(path)
+        for n in numbers:
+            message = EmailMessage()
+            message["Subject"], message["Message-ID"] = f"Note {n}", f"<note-{n}@example.org>"
+            message.set_content(make_text(n))
+            box.add(message)
+        box.close()
+
+    write_mailbox(range(6))
+    store = tmp_path / "store"
+    kwargs = {"path": store, "collection": "kb", "model": tiny_variant, "config": ingest_config, "sync": True}
+    c2v_rag.ingest(tmp_path / "mail", **kwargs)
+    assert len(chunked) == 6
+    write_mailbox([0, 1, 3, 4, 5])  # message 2 deleted, as a mail client's compaction rewrites the file
+    chunked.clear()
+    result = c2v_rag.ingest(tmp_path / "mail", **kwargs)
+    assert chunked == [] and result.documents_unchanged == 5 and result.chunks_written == 0
+    assert result.documents_deleted == 1
+    assert _points(store) == _clean(tmp_path, tmp_path / "mail", tiny_variant, ingest_config)
+
+
 def test_a_failed_lookup_chunks_every_document_and_says_so(
     tmp_path, tiny_variant, corpus, ingest_config, monkeypatch, chunked, caplog
 ):
