@@ -189,6 +189,20 @@ def test_each_sheet_of_a_workbook_is_a_table_of_its_own(tmp_path):
     assert str(broken.resolve()) in log.incomplete
 
 
+def test_a_sheet_of_one_row_reads_as_that_row_and_an_empty_sheet_as_nothing(tmp_path):
+    pytest.importorskip("openpyxl")
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    book.active.title = "Issues"
+    book.active.append([None, "Open issues", "Tides", "Buoys", 3])  # one row only: nothing under a header
+    book.create_sheet("Empty")
+    book.save(str(tmp_path / "issues.xlsx"))
+    (doc,), log = read(tmp_path / "issues.xlsx")
+    assert doc.doc_id.endswith("issues.xlsx:Issues:0") and doc.text == "Open issues | Tides | Buoys | 3"
+    assert doc.metadata["sheet"] == "Issues" and log.files_skipped == 0
+
+
 def test_an_xls_workbook_reads_as_an_xlsx_one_does(tmp_path):
     pytest.importorskip("xlrd")
     pytest.importorskip("xlwt")

@@ -190,11 +190,20 @@ def _sheet_documents(
     log: ReadLog,
 ) -> Iterator[SourceDocument]:
     """A workbook sheet's documents: its ``rows`` (cell texts) read as a table whose header is the first row with a
-    value, each record told its ``sheet``; ``position`` is the share of the file read. An empty sheet gives none."""
-    header = column_names(next((row for row in rows if any(row)), []))
-    if header:
-        records = row_records(rows, header, f"{file}:{sheet}", position, file, options, log, {SHEET_KEY: sheet})
-        yield from record_documents(records, file, root, options, log)
+    value, each record told its ``sheet``; ``position`` is the share of the file read. An empty sheet gives none; a
+    sheet whose only row with a value is that first one (a title, a list written across) gives that row's cells."""
+    first = next((row for row in rows if any(row)), [])
+    header = column_names(first)
+    if not header:
+        return
+    records = row_records(rows, header, f"{file}:{sheet}", position, file, options, log, {SHEET_KEY: sheet})
+    read = False
+    for document in record_documents(records, file, root, options, log):
+        read = True
+        yield document
+    if not read:
+        cells = {"text": " | ".join(cell.strip() for cell in first if cell.strip()), SHEET_KEY: sheet}
+        yield from record_documents(iter([(f"{file}:{sheet}:0", cells, (0.0, position()))]), file, root, options, log)
 
 
 def _sheet_rows(
