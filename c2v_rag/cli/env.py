@@ -21,7 +21,7 @@ PACKAGES = (
     "torch", "transformers", "tokenizers", "peft", "safetensors", "gguf", "qdrant-client", "qdrant-edge-py",
     "llama-index-core", "langchain-core", "sentence-transformers", "onnxruntime", "onnx", "bm25s", "ray",
     "fastapi", "uvicorn", "pyarrow", "pypdf", "python-docx", "python-pptx", "openpyxl", "xlrd", "beautifulsoup4",
-    "pylatexenc", "striprtf",
+    "pylatexenc", "striprtf", "olefile",
 )  # fmt: skip
 # The environment variables shown: c2v_rag's own and those of the libraries and runtimes it runs on.
 _PREFIXES = ("C2V_RAG_", "HF_", "TRANSFORMERS_", "QDRANT_", "RAY_ADDRESS", "OMP_", "MKL_", "CUDA_VISIBLE")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from format_files import write_docx, write_epub, write_html, write_odp, write_odt, write_pdf, write_pptx
+from legacy_word_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -666,3 +667,77 @@ def test_rtf_files_without_text_are_skipped_with_the_reason(tmp_path):
     reasons = {Path(s.where).name: s.reason for s in log.skipped}
     assert docs == [] and "holds no text" in reasons["picture.rtf"]
     assert "not an RTF file (it does not open with {\\rtf)" in reasons["notes.rtf"]
+
+
+TIDE_PARAGRAPHS = [
+    ("Tide tables", TITLE, None),
+    ("Spring tides", HEADING_1, None),
+    ("The range peaks two days after the new moon.", NORMAL, None),
+    ("Ports", HEADING_2, None),
+    ("port", NORMAL, "cell"),
+    ("range", NORMAL, "cell"),
+    ("", NORMAL, "row"),
+    ("Brest", NORMAL, "cell"),
+    ("7 m", NORMAL, "cell"),
+    ("", NORMAL, "row"),
+    # A field: its code (between \x13 and \x14) is left out, its result (up to \x15) kept.
+    ('See \x13 HYPERLINK "https://tides.example" \x14the tide\x0bservice\x15 for more.', NORMAL, None),
+    ("Ångström’s note: ≈ 7 m", NORMAL, None),  # stored as UTF-16 (≈ is not in cp1252)
+]
+TIDE_TEXT = (
+    "# Tide tables\n\n# Spring tides\n\nThe range peaks two days after the new moon.\n\n## Ports\n\n"
+    "port | range\nBrest | 7 m\n\nSee the tide service for more.\n\nÅngström’s note: ≈ 7 m\n\nMeasured in 2024."
+)
+
+
+def test_a_word_97_document_reads_as_markdown_with_headings_tables_fields_and_footnotes(tmp_path):
+    pytest.importorskip("olefile")
+    write_doc(tmp_path / "tides.doc", TIDE_PARAGRAPHS, footnotes=["Measured in 2024."], title="Tide tables")
+    (doc,), log = read(tmp_path)
+    assert log.files_skipped == 0 and doc.text == TIDE_TEXT and doc.metadata["title"] == "Tide tables"
+    # Without a recorded title, its Title paragraph is the title; headings at istd 3 read by their style's sti.
+    write_doc(tmp_path / "tides.doc", TIDE_PARAGRAPHS)
+    (doc,), _ = read(tmp_path)
+    assert doc.metadata["title"] == "Tide tables" and "\n## Ports\n" in doc.text and "≈" in doc.text
+
+
+def test_doc_files_that_are_rtf_or_text_inside_are_read_as_that_and_others_skipped_with_the_reason(tmp_path):
+    pytest.importorskip("olefile")
+    pytest.importorskip("striprtf")
+    import zipfile
+
+    (tmp_path / "memo.doc").write_text(RTF_MEMO, encoding="ascii")  # Word saves RTF under .doc
+    (tmp_path / "security.doc").write_text("Plain notes on security.\n", encoding="utf-8")  # as Debian's docs
+    write_doc(tmp_path / "locked.doc", TIDE_PARAGRAPHS, encrypted=True)
+    with zipfile.ZipFile(tmp_path / "report.doc", "w") as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+    (tmp_path / "photo.doc").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    damaged = write_doc(tmp_path / "damaged.doc", TIDE_PARAGRAPHS).read_bytes()
+    (tmp_path / "damaged.doc").write_bytes(damaged[:1536])  # cut inside its first streams
+    docs, log = read(tmp_path)
+    texts = {Path(d.doc_id).name: d.text for d in docs}
+    assert texts == {"memo.doc": texts["memo.doc"], "security.doc": "Plain notes on security.\n"}
+    assert texts["memo.doc"].startswith("# Harbour memo\n\nTide schedule")
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert "encrypted (password-protected)" in reasons["locked.doc"]
+    assert "Rename it to .docx" in reasons["report.doc"] and "not a text file" in reasons["photo.doc"]
+    assert "not a readable .doc file" in reasons["damaged.doc"]
+
+
+def test_a_damaged_doc_is_read_or_skipped_never_an_error(tmp_path):
+    pytest.importorskip("olefile")
+    import random
+
+    good = write_doc(tmp_path / "tides.doc", TIDE_PARAGRAPHS, footnotes=["Measured in 2024."]).read_bytes()
+    outcomes = {"read": 0, "skipped": 0}
+    for seed in range(60):
+        rng = random.Random(seed)
+        data = bytearray(good)
+        for _ in range(8):  # overwrite a few runs of bytes after the compound file's header
+            at, size = rng.randrange(512, len(data) - 16), rng.randrange(1, 16)
+            data[at : at + size] = rng.randbytes(size)
+        (tmp_path / "tides.doc").write_bytes(bytes(data))
+        docs, log = read(tmp_path / "tides.doc")
+        outcomes["read" if docs else "skipped"] += 1
+        assert len(docs) + log.files_skipped == 1
+    assert outcomes["read"] and outcomes["skipped"]  # both paths were taken

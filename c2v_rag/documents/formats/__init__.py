@@ -18,6 +18,7 @@ from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
 from c2v_rag.documents.formats.latex import Latex
+from c2v_rag.documents.formats.legacy_word import LegacyWord
 from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
@@ -46,6 +47,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Html(),
     Pdf(),
     Docx(),
+    LegacyWord(),
     OpenDocumentText(),
     Rtf(),
     Slides(),

@@ -132,6 +132,12 @@ def file_document(
     return SourceDocument(file.as_posix(), text, fields, str(file), root, pages=tuple(pages), lead=lead)
 
 
+def titled_document(file: Path, root: str, title: str | None, body: str, *, lead: str | None = None) -> SourceDocument:
+    """The document of a whole file led by its recorded ``title`` (:func:`led_by_title`), which its metadata holds
+    too; ``lead`` as for :func:`file_document`."""
+    return file_document(file, root, led_by_title(title, body), {"title": title} if title else None, lead=lead)
+
+
 def led_by_title(title: str | None, body: str) -> str:
     """``body`` under ``title`` as a Markdown heading, so that its later chunks are led by it (ingest's
     ``chunk_context="lead"``); a body that already opens with the title is left as it is."""

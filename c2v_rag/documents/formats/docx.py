@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, parse_file
+from c2v_rag.documents.formats.base import FileFormat, parse_file, titled_document
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -23,7 +23,7 @@ class Docx(FileFormat):
         if parsed is None:
             return
         title, blocks = parsed
-        yield file_document(file, root, led_by_title(title, "\n\n".join(blocks)), {"title": title} if title else None)
+        yield titled_document(file, root, title, "\n\n".join(blocks))
 
 
 def _title_and_blocks(file: Path) -> tuple[str | None, list[str]]:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
 from c2v_rag.documents.formats.html import Html, html_to_markdown, parse_markup
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -33,7 +33,7 @@ class Epub(FileFormat):
         if not body.strip():
             log.skip_file(file, "its chapters hold no text")
             return
-        yield file_document(file, root, led_by_title(title, body), {"title": title} if title else None, lead=title)
+        yield titled_document(file, root, title, body, lead=title)
 
 
 def _title_and_chapters(file: Path, options: ReadOptions) -> tuple[str | None, list[str]]:

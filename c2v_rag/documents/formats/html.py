@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, within_size
+from c2v_rag.documents.formats.base import FileFormat, titled_document, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument
@@ -74,7 +74,7 @@ class Html(FileFormat):
             log.skip_file(file, f"not an HTML file: {reason}")
             return
         title, text = html_to_markdown(data)
-        yield file_document(file, root, led_by_title(title, text), {"title": title} if title else None)
+        yield titled_document(file, root, title, text)
 
 
 def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:

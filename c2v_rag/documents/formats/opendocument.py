@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -73,7 +73,7 @@ class OpenDocumentText(FileFormat):
         if parsed is None:
             return
         title, blocks = parsed
-        yield file_document(file, root, led_by_title(title, "\n\n".join(blocks)), {"title": title} if title else None)
+        yield titled_document(file, root, title, "\n\n".join(blocks))
 
 
 class OpenDocumentPresentation(FileFormat):

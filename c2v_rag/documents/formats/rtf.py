@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, led_by_title, parse_file
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -41,7 +41,7 @@ class Rtf(FileFormat):
         if not text:
             log.skip_file(file, "it holds no text (pictures or objects only?)")
             return
-        yield file_document(file, root, led_by_title(title, text), {"title": title} if title else None)
+        yield titled_document(file, root, title, text)
 
 
 def rtf_text(data: bytes) -> tuple[str | None, str]:
