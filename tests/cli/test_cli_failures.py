@@ -77,12 +77,12 @@ def folder(tmp_path):
 
 def test_bad_input_is_refused_before_the_model_loads_and_leaves_no_collection(tmp_path, folder, broken_variant):
     store = tmp_path / "store"
-    ppt = tmp_path / "x.ppt"
-    ppt.write_bytes(b"\xd0\xcf\x11\xe0")
+    keynote = tmp_path / "x.key"
+    keynote.write_bytes(b"PK\x03\x04")
     base = ["ingest", "--path", str(store), "--collection", "kb", "--model", str(broken_variant), "-q", *CHUNKS]
-    proc = run_cli(*base, str(folder), str(ppt))
+    proc = run_cli(*base, str(folder), str(keynote))
     assert proc.returncode == EXIT_BAD_INPUT
-    assert "unsupported file type '.ppt'" in one_error_line(proc)
+    assert "unsupported file type '.key'" in one_error_line(proc)
     proc = run_cli(*base, str(tmp_path / "typo"))
     assert proc.returncode == EXIT_BAD_INPUT and "typo does not exist" in one_error_line(proc)
     proc = run_cli(*base, str(folder), "--chunk-size", "400")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from format_files import write_docx, write_epub, write_html, write_odp, write_odt, write_pdf, write_pptx
-from legacy_word_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc
+from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc, write_ppt
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -741,3 +741,46 @@ def test_a_damaged_doc_is_read_or_skipped_never_an_error(tmp_path):
         outcomes["read" if docs else "skipped"] += 1
         assert len(docs) + log.files_skipped == 1
     assert outcomes["read"] and outcomes["skipped"]  # both paths were taken
+
+
+def test_a_powerpoint_97_deck_reads_as_a_pptx_one_its_current_slides_in_order(tmp_path):
+    pytest.importorskip("olefile")
+    deck = write_ppt(tmp_path / "tides.ppt", title="Tide talk")
+    (doc,), log = read(deck)
+    # Slide 1's title and body come from the slide list its shapes point at; slide 2 is the second save's (the
+    # first save's "Old draft" is superseded), though it lies first in the stream.
+    assert doc.text == (
+        "# Tide talk\n\n## Tides\n\n- The Moon pulls\n- and the Sun\n\nSource: the tide log\n\n"
+        "Notes: Mention the equinox.\n\n## Ranges\n\n- Brest 7 m"
+    )
+    assert doc.metadata["title"] == "Tide talk" and log.files_skipped == 0
+    assert doc.page_at(doc.text.index("## Ranges")) == "2" and doc.page_at(doc.text.index("- The Moon")) == "1"
+    write_ppt(tmp_path / "tides.ppt")  # no recorded title: the first slide's
+    (doc,), _ = read(deck)
+    assert doc.metadata["title"] == "Tides" and doc.text.startswith("## Tides")
+
+
+def test_ppt_files_encrypted_misnamed_or_damaged_are_skipped_with_the_reason(tmp_path):
+    pytest.importorskip("olefile")
+    import random
+    import zipfile
+
+    write_ppt(tmp_path / "locked.ppt", encrypted=True)
+    with zipfile.ZipFile(tmp_path / "talk.ppt", "w") as archive:
+        archive.writestr("ppt/presentation.xml", "<p:presentation/>")
+    write_doc(tmp_path / "letter.ppt", TIDE_PARAGRAPHS)  # a Word file under a PowerPoint name
+    docs, log = read(tmp_path)
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert docs == [] and "encrypted" in reasons["locked.ppt"] and "Rename it to .pptx" in reasons["talk.ppt"]
+    assert "without a PowerPoint Document stream" in reasons["letter.ppt"]
+    # Seeded corruptions of a good deck: each is read or skipped, never an error.
+    good = write_ppt(tmp_path / "tides.ppt").read_bytes()
+    for seed in range(40):
+        rng = random.Random(seed)
+        data = bytearray(good)
+        for _ in range(8):
+            at, size = rng.randrange(512, len(data) - 16), rng.randrange(1, 16)
+            data[at : at + size] = rng.randbytes(size)
+        (tmp_path / "tides.ppt").write_bytes(bytes(data))
+        docs, log = read(tmp_path / "tides.ppt")
+        assert len(docs) + log.files_skipped == 1

@@ -18,6 +18,7 @@ from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
 from c2v_rag.documents.formats.latex import Latex
+from c2v_rag.documents.formats.legacy_slides import LegacyPowerPoint
 from c2v_rag.documents.formats.legacy_word import LegacyWord
 from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
@@ -51,6 +52,7 @@ FORMATS: tuple[FileFormat, ...] = (
     OpenDocumentText(),
     Rtf(),
     Slides(),
+    LegacyPowerPoint(),
     OpenDocumentPresentation(),
     Epub(),
     Notebook(),

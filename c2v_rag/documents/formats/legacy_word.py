@@ -16,7 +16,6 @@ the reason.
 from __future__ import annotations
 
 import bisect
-import codecs
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
+from c2v_rag.documents.formats.ole import single_byte_codec, summary_title
 from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.text import PlainText
 from c2v_rag.documents.reading import ReadLog, ReadOptions
@@ -54,8 +54,6 @@ _STI_TITLE = 62
 # The text's special characters ([MS-DOC] 2.8.25): paragraph and cell ends, breaks, fields, objects.
 _PARAGRAPH_END, _CELL_END = "\r", "\x07"
 _FIELD_BEGIN, _FIELD_SEPARATOR, _FIELD_END = "\x13", "\x14", "\x15"
-# Property types in the summary information: a 16-bit integer (the code page), 8-bit and UTF-16 strings.
-_VT_I2, _VT_LPSTR, _VT_LPWSTR = 2, 30, 31
 _CHARACTERS = str.maketrans(
     {
         **{chr(c): None for c in range(0x20) if chr(c) not in "\n\t"},  # pictures, footnote marks, optional hyphens
@@ -119,13 +117,13 @@ def word_text(data: bytes) -> tuple[str | None, str]:
                 if not ole.exists(table_name):
                     raise SkipFile(f"its {table_name} stream is missing: a damaged Word file")
                 table = ole.openstream(table_name).read()
-            title, codepage = _summary(ole)
+            title, codepage = summary_title(ole)
     except OSError as err:  # olefile's word for a damaged compound file; the bytes were read already
         raise SkipFile(f"not a readable .doc file ({err})") from err
     if fib.word6:
         # Word 6.0/95 keeps its text 8-bit, in one run or (a fast-saved file) in pieces listed in the main stream, in
         # the writer's code page, which the summary information records (Word 97 on writes cp1252 or UTF-16).
-        pieces = _Pieces.of_word6(word, fib, _single_byte(codepage))
+        pieces = _Pieces.of_word6(word, fib, single_byte_codec(codepage))
         paragraphs = _ParagraphProperties(word, b"", {})  # its paragraph properties are another layout: none read
     else:
         pieces = _Pieces.of_clx(word, fib.blob(table, _CLX))
@@ -404,48 +402,3 @@ class _Markdown:
                     text.append(char)
         if text:
             yield _PARAGRAPH_END, -1, None
-
-
-def _summary(ole) -> tuple[str | None, int | None]:
-    """The title in the document's summary information, decoded in the code page it names, and that code page.
-
-    Read here rather than with olefile's ``get_metadata``, whose parser loops over a damaged vector's count (up to
-    2**32 entries) and catches ``BaseException`` (Ctrl-C) around each property."""
-    if not ole.exists("\x05SummaryInformation"):
-        return None, None
-    data = ole.openstream("\x05SummaryInformation").read()
-    if len(data) < 48:
-        return None, None
-    (section,) = struct.unpack_from("<I", data, 44)
-    if section + 8 > len(data):
-        return None, None
-    (count,) = struct.unpack_from("<I", data, section + 4)
-    values: dict[int, int] = {}
-    for i in range(min(count, (len(data) - section - 8) // 8)):
-        prop, offset = struct.unpack_from("<II", data, section + 8 + 8 * i)
-        values[prop] = section + offset
-    codepage = None
-    if 1 in values and values[1] + 6 <= len(data) and data[values[1]] == _VT_I2:
-        codepage = struct.unpack_from("<H", data, values[1] + 4)[0]
-    title = ""
-    at = values.get(2)
-    if at is not None and at + 8 <= len(data):
-        kind, size = data[at], struct.unpack_from("<I", data, at + 4)[0]
-        raw = data[at + 8 : at + 8 + min(size * (2 if kind == _VT_LPWSTR else 1), 4096)]
-        if kind == _VT_LPSTR:
-            title = raw.decode("utf-8" if codepage == 65001 else _single_byte(codepage), "replace")
-        elif kind == _VT_LPWSTR:
-            title = raw.decode("utf-16-le", "replace")
-    title = " ".join(title.replace("\x00", " ").split())
-    return title or None, codepage
-
-
-def _single_byte(codepage: int | None) -> str:
-    """The Python codec of a Windows code page of one byte a character (cp1251...), else cp1252."""
-    if codepage is None or not 874 <= codepage <= 1258:
-        return "cp1252"
-    try:
-        codecs.lookup(f"cp{codepage}")
-    except LookupError:
-        return "cp1252"
-    return f"cp{codepage}"

@@ -17,7 +17,15 @@ from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
 # Titles PowerPoint and its templates record for a deck nobody named: not the deck's title.
-_UNNAMED = frozenset({"powerpoint presentation", "presentation", "slide 1"})
+_UNNAMED = frozenset(
+    {
+        "powerpoint presentation", "presentation", "slide 1", "no slide title",
+        # PowerPoint's German, French, Spanish, Italian and Japanese defaults
+        "powerpoint-präsentation", "folie 1", "présentation powerpoint", "diapositive 1",
+        "presentación de powerpoint", "diapositiva 1", "presentazione standard di powerpoint",
+        "powerpoint プレゼンテーション", "スライド 1",
+    }
+)  # fmt: skip
 
 
 class Slides(FileFormat):

@@ -1,9 +1,10 @@
-"""Word 97-2003 (.doc) files for the reading tests, written by hand as [MS-CFB] and [MS-DOC] lay them out: no
-maintained Python library writes the format. The reader was also checked on files Word wrote (the closing notes
-and ``bench/results/notes/`` say which); these let the committed tests say what each structure must give.
+"""Word 97-2003 (.doc) and PowerPoint 97-2003 (.ppt) files for the reading tests, written by hand as [MS-CFB],
+[MS-DOC] and [MS-PPT] lay them out: no maintained Python library writes the formats. The readers were also checked
+on files Word and PowerPoint wrote (``bench/results/read_formats_doc_avx2.json`` and the commits say which); these
+let the committed tests say what each structure must give.
 
-A paragraph is ``(text, style, table)``: ``text`` without its mark, ``style`` an index into ``STYLES``, ``table``
-``None`` (body text), ``"cell"`` (the text ends a table cell, ``\\x07``) or ``"row"`` (a row-end mark).
+A Word paragraph is ``(text, style, table)``: ``text`` without its mark, ``style`` an index into ``STYLES``,
+``table`` ``None`` (body text), ``"cell"`` (the text ends a table cell, ``\\x07``) or ``"row"`` (a row-end mark).
 """
 
 from __future__ import annotations
@@ -220,3 +221,84 @@ def _dir_entry(name: str, kind: int, right: int, child: int, start: int, size: i
         + bytes(16 + 4 + 16)
         + struct.pack("<IQ", start, recorded)
     )
+
+
+def write_ppt(path: Path, *, title: str | None = None, encrypted: bool = False) -> Path:
+    """A deck of two slides and one notes page, saved twice as PowerPoint saves in place: the first save's slide 2
+    ("Old draft") is superseded by the second's, which lies first in the stream. Slide 1 keeps its title and body in
+    the slide list and points at them from its shapes (OutlineTextRefAtom), as PowerPoint 97-2003 does; its third
+    text box, slide 2's texts and the notes lie in the shapes themselves."""
+
+    def rec(kind: int, body: bytes = b"", instance: int = 0, container: bool = False) -> bytes:
+        return struct.pack("<HHI", (instance << 4) | (0x0F if container else 0), kind, len(body)) + body
+
+    def header(kind: int) -> bytes:
+        return rec(0x0F9F, struct.pack("<I", kind))
+
+    def chars(text: str) -> bytes:
+        return rec(0x0FA0, text.encode("utf-16-le"))
+
+    def textbox(*atoms: bytes) -> bytes:  # a shape holding a text box
+        return rec(0xF004, rec(0xF00D, b"".join(atoms), container=True), container=True)
+
+    def drawing(*shapes: bytes) -> bytes:
+        return rec(0x040C, rec(0xF002, rec(0xF003, b"".join(shapes), container=True), container=True), container=True)
+
+    def slide(notes_id: int, *shapes: bytes) -> bytes:
+        return rec(
+            0x03EE, rec(0x03EF, bytes(16) + struct.pack("<IHH", notes_id, 0, 0)) + drawing(*shapes), container=True
+        )
+
+    def persist_atom(ref: int, slide_id: int) -> bytes:
+        return rec(0x03F3, struct.pack("<IIiII", ref, 0, 0, slide_id, 0))
+
+    slide_list = (
+        persist_atom(2, 256) + header(0) + chars("Tides") + header(1) + rec(0x0FA8, b"The Moon pulls\rand the Sun")
+    )
+    slide_list += persist_atom(3, 257)
+    document = rec(
+        0x03E8,
+        rec(0x0FF0, slide_list, instance=0, container=True)
+        + rec(0x0FF0, persist_atom(4, 300), instance=2, container=True),
+        container=True,
+    )
+    new_slide_2 = slide(0, textbox(header(0), chars("Ranges")), textbox(header(1), rec(0x0FA8, b"Brest 7 m")))
+    stream = bytearray(new_slide_2)  # the second save's slide 2, first in the stream
+    offsets = {3: 0}
+    offsets[1] = len(stream)
+    stream += document
+    offsets[2] = len(stream)
+    ref = struct.pack("<i", 0)
+    stream += slide(
+        300,
+        textbox(header(0), rec(0x0F9E, ref)),
+        textbox(header(1), rec(0x0F9E, struct.pack("<i", 1))),
+        textbox(header(4), chars("Source: the tide log")),
+    )
+    offsets[4] = len(stream)
+    stream += rec(0x03F0, drawing(textbox(header(2), chars("Mention the equinox."))), container=True)
+    old_slide_2 = len(stream)
+    stream += slide(0, textbox(header(0), chars("Old draft")))
+
+    def directory(entries: dict[int, int]) -> bytes:
+        body = b"".join(struct.pack("<II", ref | (1 << 20), at) for ref, at in sorted(entries.items()))
+        return rec(0x1772, body)
+
+    def user_edit(last_edit: int, directory_at: int) -> bytes:
+        return rec(0x0FF5, struct.pack("<IHBBIIIIHH", 257, 0, 0, 3, last_edit, directory_at, 1, 5, 1, 0))
+
+    first_directory = len(stream)
+    stream += directory({1: offsets[1], 2: offsets[2], 3: old_slide_2, 4: offsets[4]})
+    first_edit = len(stream)
+    stream += user_edit(0, first_directory)
+    second_directory = len(stream)
+    stream += directory({3: offsets[3]})
+    current_edit = len(stream)
+    stream += user_edit(first_edit, second_directory)
+    token = 0xF3D1C4DF if encrypted else 0xE391C05F
+    current = rec(0x0FF6, struct.pack("<IIIHHBBH", 0x14, token, current_edit, 0, 0x03F4, 3, 0, 0))
+    streams = {"PowerPoint Document": bytes(stream), "Current User": current}
+    if title is not None:
+        streams["\x05SummaryInformation"] = _summary_information(title)
+    path.write_bytes(_compound_file(streams))
+    return path
