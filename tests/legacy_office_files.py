@@ -168,21 +168,42 @@ def _summary_information(title: str) -> bytes:
 def _compound_file(streams: dict[str, bytes]) -> bytes:
     """A compound file (version 3, 512-byte sectors) of ``streams``, each padded to 4,096 bytes or more so that
     none goes to the mini stream."""
-    names = sorted(streams, key=lambda n: (len(n), n.upper()))
-    data = {n: streams[n] + bytes(max(4096 - len(streams[n]), 0)) for n in names}
+    data = {n: streams[n] + bytes(max(4096 - len(streams[n]), 0)) for n in streams}
     sectors: list[bytes] = []
     fat: list[int] = []
     starts = {}
-    for name in names:
+    for name in streams:
         blob = data[name] + bytes(-len(data[name]) % _SECTOR)
         count = len(blob) // _SECTOR
         starts[name] = len(sectors)
         sectors += [blob[i * _SECTOR : (i + 1) * _SECTOR] for i in range(count)]
         fat += [*range(starts[name] + 1, starts[name] + count), _END_OF_CHAIN]
-    entries = [_dir_entry("Root Entry", 5, _NO_STREAM, 1, _END_OF_CHAIN, 0)]
-    for i, name in enumerate(names):
-        right = i + 2 if i + 1 < len(names) else _NO_STREAM  # the children as a chain of right siblings, in order
-        entries.append(_dir_entry(name, 2, right, _NO_STREAM, starts[name], len(streams[name]), padded=len(data[name])))
+    # The tree: the root's children, and each storage's ("storage/stream" names, one level deep), as chains of
+    # right siblings in the format's order (shorter names first).
+    children: dict[str, list[str]] = {"": []}
+    for name in streams:
+        storage, _, _leaf = name.rpartition("/")
+        if storage and storage not in children:
+            children[storage] = []
+            children[""].append(storage)
+        children[storage].append(name)
+    ids: dict[str, int] = {}
+    order = ["Root Entry"]
+    for parent in children:
+        children[parent].sort(key=lambda n: (len(n.rpartition("/")[2]), n.rpartition("/")[2].upper()))
+        for name in children[parent]:
+            ids[name] = len(order)
+            order.append(name)
+    entries = [_dir_entry("Root Entry", 5, _NO_STREAM, ids[children[""][0]], _END_OF_CHAIN, 0)]
+    for name in order[1:]:
+        siblings = children[name.rpartition("/")[0]]
+        at = siblings.index(name)
+        right = ids[siblings[at + 1]] if at + 1 < len(siblings) else _NO_STREAM
+        leaf = name.rpartition("/")[2]
+        if name in children:  # a storage
+            entries.append(_dir_entry(leaf, 1, right, ids[children[name][0]], 0, 0))
+        else:
+            entries.append(_dir_entry(leaf, 2, right, _NO_STREAM, starts[name], len(streams[name]), len(data[name])))
     directory = b"".join(entries)
     directory += bytes(-len(directory) % _SECTOR)
     dir_start = len(sectors)
@@ -300,5 +321,53 @@ def write_ppt(path: Path, *, title: str | None = None, encrypted: bool = False) 
     streams = {"PowerPoint Document": bytes(stream), "Current User": current}
     if title is not None:
         streams["\x05SummaryInformation"] = _summary_information(title)
+    path.write_bytes(_compound_file(streams))
+    return path
+
+
+def write_msg(
+    path: Path,
+    *,
+    subject: str = "Spring tides next week",
+    body: str | None = "The range peaks on Friday.\r\n\r\n-- \r\nAda",
+    html: bytes | None = None,
+    attachments: Sequence[str] = ("tables.pdf",),
+    sender_address: str = "/O=EXCHANGELABS/OU=EXCHANGE ADMINISTRATIVE GROUP/CN=RECIPIENTS/CN=ADA",
+    locale: int | None = None,
+) -> Path:
+    """An Outlook message as Outlook saves one ([MS-OXMSG]): strings as UTF-16 property streams, the sender's
+    Exchange (X.500) address beside its SMTP one, the submit time in the property stream; ``html`` an HTML body
+    stored as bytes; each of ``attachments`` a storage with its file name. With ``locale`` (an LCID), the subject is
+    stored 8-bit in that locale's code page, as older Outlook versions store strings."""
+
+    def unicode(prop: int, text: str) -> tuple[str, bytes]:
+        return f"__substg1.0_{prop:04X}001F", text.encode("utf-16-le") + b"\x00\x00"
+
+    streams = dict(
+        [
+            unicode(0x0C1A, "Ada Lovelace"),
+            unicode(0x0C1F, sender_address),
+            unicode(0x5D01, "ada@example.org"),
+            unicode(0x0E04, "Tide desk"),
+            unicode(0x0E03, "Harbour office"),
+        ]
+    )
+    fixed = [(0x0039, 0x0040, 133_566_102_000_000_000)]  # PidTagClientSubmitTime: 2024-04-03 09:30:00 UTC
+    if locale is None:
+        streams.update([unicode(0x0037, subject)])
+    else:
+        codepage = {1049: "cp1251", 1031: "cp1252"}[locale]
+        streams["__substg1.0_0037001E"] = subject.encode(codepage) + b"\x00"
+        fixed.append((0x3FF1, 0x0003, locale))
+    if body is not None:
+        streams.update([unicode(0x1000, body)])
+    if html is not None:
+        streams["__substg1.0_10130102"] = html
+    for n, name in enumerate(attachments):
+        storage = f"__attach_version1.0_#{n:08X}"
+        streams[f"{storage}/__substg1.0_3707001F"] = name.encode("utf-16-le") + b"\x00\x00"
+        streams[f"{storage}/__properties_version1.0"] = bytes(8)
+    properties = bytes(32) + b"".join(struct.pack("<IIQ", (prop << 16) | kind, 0, value) for prop, kind, value in fixed)
+    streams["__properties_version1.0"] = properties
     path.write_bytes(_compound_file(streams))
     return path

@@ -23,7 +23,7 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
     ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xls, "
-    ".ods, .html, .htm, .xhtml, .pdf, .docx, .doc, .odt, .rtf, .pptx, .ppt, .odp, .epub, .ipynb, .eml and .mbox"
+    ".ods, .html, .htm, .xhtml, .pdf, .docx, .doc, .odt, .rtf, .pptx, .ppt, .odp, .epub, .ipynb, .eml, .mbox and .msg"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "

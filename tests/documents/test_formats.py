@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from format_files import write_docx, write_epub, write_html, write_odp, write_odt, write_pdf, write_pptx
-from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc, write_ppt
+from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc, write_msg, write_ppt
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -784,3 +784,37 @@ def test_ppt_files_encrypted_misnamed_or_damaged_are_skipped_with_the_reason(tmp
         (tmp_path / "tides.ppt").write_bytes(bytes(data))
         docs, log = read(tmp_path / "tides.ppt")
         assert len(docs) + log.files_skipped == 1
+
+
+def test_an_outlook_message_reads_as_an_eml_does(tmp_path):
+    pytest.importorskip("olefile")
+    write_msg(tmp_path / "tides.msg", attachments=("tables.pdf", "photo.jpg"))
+    (doc,), log = read(tmp_path)
+    # The sender's SMTP address, not its Exchange directory path; the time Outlook recorded, in UTC.
+    assert doc.text == (
+        "# Spring tides next week\n\nFrom: Ada Lovelace <ada@example.org>\nTo: Tide desk\nCc: Harbour office\n"
+        "Date: Wed, 03 Apr 2024 09:30:00 +0000\n\nThe range peaks on Friday.\n\n-- \nAda"
+    )
+    assert (
+        doc.metadata["title"] == "Spring tides next week" and doc.metadata["from"] == "Ada Lovelace <ada@example.org>"
+    )
+    assert doc.metadata["date"] == "2024-04-03T09:30:00+00:00" and doc.metadata["to"] == "Tide desk"
+    assert doc.metadata["attachments"] == ["tables.pdf", "photo.jpg"] and log.files_skipped == 0
+    # An HTML body alone, as Markdown; an 8-bit subject in the code page of the message's locale (Russian: cp1251).
+    html = b"<html><body><p>The <b>range</b> peaks.</p></body></html>"
+    write_msg(tmp_path / "tides.msg", subject="Прилив", body=None, html=html, attachments=(), locale=1049)
+    (doc,), _ = read(tmp_path)
+    assert doc.metadata["title"] == "Прилив" and doc.text.endswith("\n\nThe **range** peaks.")
+    assert "attachments" not in doc.metadata
+
+
+def test_msg_files_that_are_not_outlook_messages_are_skipped_with_the_reason(tmp_path):
+    pytest.importorskip("olefile")
+    (tmp_path / "saved.msg").write_text("From: ada@example.org\nSubject: Tides\n\nHello.\n", encoding="utf-8")
+    write_doc(tmp_path / "letter.msg", TIDE_PARAGRAPHS)
+    good = write_msg(tmp_path / "damaged.msg").read_bytes()
+    (tmp_path / "damaged.msg").write_bytes(good[:1024])
+    docs, log = read(tmp_path)
+    reasons = {Path(s.where).name: s.reason for s in log.skipped}
+    assert docs == [] and "Rename it to .eml" in reasons["saved.msg"]
+    assert "not an Outlook message" in reasons["letter.msg"] and "not a readable .msg file" in reasons["damaged.msg"]

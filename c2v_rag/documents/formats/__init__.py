@@ -24,6 +24,7 @@ from c2v_rag.documents.formats.mail import Email, Mbox
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, OpenDocumentText
+from c2v_rag.documents.formats.outlook import OutlookMessage
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
 from c2v_rag.documents.formats.rtf import Rtf
@@ -58,6 +59,7 @@ FORMATS: tuple[FileFormat, ...] = (
     Notebook(),
     Email(),
     Mbox(),
+    OutlookMessage(),
 )
 
 _BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}

@@ -30,7 +30,7 @@ from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id
 
 # The header lines a message's text carries under its subject, in this order.
-_SHOWN_HEADERS = ("From", "To", "Cc", "Date")
+SHOWN_HEADERS = ("From", "To", "Cc", "Date")
 
 
 class Email(FileFormat):
@@ -95,9 +95,21 @@ class Mbox(FileFormat):
 def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     """A message's text (its subject as a heading, its header lines, its body) and metadata; None for the text of
     something that is not a message (no header and no body)."""
-    subject = _valid(" ".join(str(message.get("Subject") or "").split()))
-    shown = {name: _valid(" ".join(str(message[name]).split())) for name in _SHOWN_HEADERS if message.get(name)}
-    body = _valid(_body(message))
+    subject = _valid(str(message.get("Subject") or ""))
+    shown = {name: _valid(str(message[name])) for name in SHOWN_HEADERS if message.get(name)}
+    attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
+    return mail_layout(subject, shown, _valid(_body(message)), _iso_date(message.get("Date")), attachments)
+
+
+def mail_layout(
+    subject: str, shown: dict[str, str], body: str, date: str | None, attachments: list[str]
+) -> tuple[str | None, dict[str, Any]]:
+    """A message's text and metadata from its parts, as every mail format gives them: the subject leading as a
+    heading, the ``shown`` header lines (:data:`SHOWN_HEADERS`, in that order), the body; ``title``, ``from``,
+    ``to``, ``date`` (ISO 8601) and ``attachments`` in the metadata. None for the text of an empty message."""
+    subject = " ".join(subject.split())
+    shown = {name: " ".join(shown[name].split()) for name in SHOWN_HEADERS if shown.get(name, "").strip()}
+    body = body.strip()
     if not shown and not subject and not body:
         return None, {}
     metadata: dict[str, Any] = {}
@@ -106,10 +118,8 @@ def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     for name in ("From", "To"):
         if name in shown:
             metadata[name.lower()] = shown[name]
-    date = _iso_date(message.get("Date"))
     if date:
         metadata["date"] = date
-    attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
     if attachments:
         metadata["attachments"] = attachments
     headers = "\n".join(f"{name}: {value}" for name, value in shown.items())
@@ -138,13 +148,18 @@ def _body(message: EmailMessage) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_subtype() == "html":
-        from c2v_rag.documents.formats.html import Html, html_to_markdown
-
-        missing = Html().missing()
-        if missing is not None:
-            raise MissingPackageError(f"{missing} (the message has no plain-text part, only HTML)")
-        return html_to_markdown(content)[1].strip()
+        return html_body(content)
     return content.replace("\r\n", "\n").strip()
+
+
+def html_body(content: str) -> str:
+    """An HTML message body as Markdown (the ``html`` extra)."""
+    from c2v_rag.documents.formats.html import Html, html_to_markdown
+
+    missing = Html().missing()
+    if missing is not None:
+        raise MissingPackageError(f"{missing} (the message has no plain-text part, only HTML)")
+    return html_to_markdown(content)[1].strip()
 
 
 def _valid(text: str) -> str:

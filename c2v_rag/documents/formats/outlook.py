@@ -1,0 +1,195 @@
+"""Outlook messages (``.msg``, as Outlook saves a mail dragged out of it): one document per file, read as an
+``.eml`` is: the subject leading as a heading, the ``From``, ``To``, ``Cc`` and ``Date`` lines, the plain-text body
+(else the HTML body as Markdown, the ``html`` extra); attachments' names in the metadata, their content not read.
+
+olefile opens the compound file. What is ours is the message's layout ([MS-OXMSG]): each property a stream named by
+its tag (``__substg1.0_0037001F``, the subject as UTF-16), fixed-size ones (the dates) in the property stream, each
+attachment a storage of its own. (extract-msg, the maintained reader, is GPL-3.0.)
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.core.errors import MissingPackageError
+from c2v_rag.core.extras import Requirement
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, parse_file
+from c2v_rag.documents.formats.mail import html_body, mail_layout
+from c2v_rag.documents.formats.ole import single_byte_codec
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
+
+# Property ids ([MS-OXPROPS]).
+_SUBJECT, _SENDER_NAME, _SENDER_ADDRESS, _SENDER_SMTP = 0x0037, 0x0C1A, 0x0C1F, 0x5D01
+_DISPLAY_TO, _DISPLAY_CC, _BODY, _HTML = 0x0E04, 0x0E03, 0x1000, 0x1013
+_SUBMIT_TIME, _DELIVERY_TIME = 0x0039, 0x0E06
+_MESSAGE_CODEPAGE, _INTERNET_CODEPAGE, _MESSAGE_LOCALE = 0x3FFD, 0x3FDE, 0x3FF1
+_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME = 0x3707, 0x3704, 0x3001
+# Property types: 8-bit and UTF-16 strings, binary, a 32-bit integer, a FILETIME.
+_STRING8, _UNICODE, _BINARY, _LONG, _TIME = 0x001E, 0x001F, 0x0102, 0x0003, 0x0040
+_PROPERTIES = "__properties_version1.0"
+_ATTACHMENT_PREFIX = "__attach_version1.0_#"
+_FILETIME_EPOCH = datetime.datetime(1601, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+class OutlookMessage(FileFormat):
+    name = "Outlook message"
+    suffixes = (".msg",)
+    requires = (Requirement("olefile", "olefile", "msg"),)
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        parsed = parse_file(file, options, log, ".msg", lambda: msg_text(file.read_bytes()))
+        if parsed is None:
+            return
+        text, metadata = parsed
+        if text is None:
+            log.skip_file(file, "an empty message (no subject, no sender, no body)")
+            return
+        yield file_document(file, root, text, metadata)
+
+
+def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
+    """An Outlook message's text and metadata, as :func:`~c2v_rag.documents.formats.mail.mail_layout` lays a
+    message out; None for the text of an empty one."""
+    import olefile
+
+    if not data.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        raise SkipFile("not an Outlook message (not an OLE compound file; an .eml saved as .msg? Rename it to .eml)")
+    try:
+        with olefile.OleFileIO(data) as ole:
+            message = _Properties(ole, "")
+            if not message.streams:
+                raise SkipFile("an OLE file without message properties: not an Outlook message")
+            attachments = [
+                _Properties(ole, entry[0] + "/").first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
+                for entry in ole.listdir(streams=False, storages=True)
+                if len(entry) == 1 and entry[0].startswith(_ATTACHMENT_PREFIX)
+            ]
+            subject = message.string(_SUBJECT)
+            sender = _sender(message)
+            to, cc = message.string(_DISPLAY_TO), message.string(_DISPLAY_CC)
+            body = message.string(_BODY).replace("\r\n", "\n")
+            html = message.html() if not body.strip() else ""
+            date = message.time(_SUBMIT_TIME) or message.time(_DELIVERY_TIME)
+    except OSError as err:  # olefile's word for a damaged compound file; the bytes were read already
+        raise SkipFile(f"not a readable .msg file ({err})") from err
+    if html:
+        try:
+            body = html_body(html)
+        except MissingPackageError as err:
+            raise SkipFile(str(err)) from err
+    shown = {"From": sender, "To": to, "Cc": cc, "Date": _shown_date(date)}
+    return mail_layout(subject, shown, body, date.isoformat() if date else None, [a for a in attachments if a])
+
+
+class _Properties:
+    """The properties of a message, or of one of its attachments (``prefix``: its storage's path and ``/``)."""
+
+    def __init__(self, ole: Any, prefix: str) -> None:
+        self.ole = ole
+        # Property streams by (id, type): __substg1.0_IIIITTTT.
+        self.streams: dict[tuple[int, int], str] = {}
+        depth = prefix.count("/")
+        for entry in ole.listdir(streams=True, storages=False):
+            name = "/".join(entry)
+            if len(entry) != depth + 1 or not name.startswith(prefix):
+                continue
+            tag = entry[-1].removeprefix("__substg1.0_")
+            if len(tag) == 8 and tag != entry[-1]:
+                try:
+                    self.streams[(int(tag[:4], 16), int(tag[4:], 16))] = name
+                except ValueError:
+                    continue
+        self.fixed = self._fixed(prefix + _PROPERTIES, header=32 if not prefix else 8)
+        # 8-bit strings are in the message's code page, which Outlook often leaves out: then in the Windows code page
+        # of the message's locale, else of its internet headers. An HTML body is in the latter's.
+        message, internet = self.fixed.get((_MESSAGE_CODEPAGE, _LONG)), self.fixed.get((_INTERNET_CODEPAGE, _LONG))
+        locale = _locale_codepage(self.fixed.get((_MESSAGE_LOCALE, _LONG)))
+        self.encoding = _codec(message or locale or internet)
+        self.html_encoding = _codec(internet or message or locale)
+
+    def _fixed(self, name: str, header: int) -> dict[tuple[int, int], int]:
+        """(id, type) -> the 8-byte value of each fixed-size property in the property stream."""
+        if not self.ole.exists(name):
+            return {}
+        data = self.ole.openstream(name).read()
+        values = {}
+        for at in range(header, len(data) - 15, 16):
+            tag, _flags, value = struct.unpack_from("<IIQ", data, at)
+            values[(tag >> 16, tag & 0xFFFF)] = value
+        return values
+
+    def string(self, prop: int) -> str:
+        for kind, decode in ((_UNICODE, "utf-16-le"), (_STRING8, self.encoding)):
+            name = self.streams.get((prop, kind))
+            if name is not None:
+                text = self.ole.openstream(name).read().decode(decode, "replace")
+                return text.split("\x00", 1)[0]
+        return ""
+
+    def first_string(self, *props: int) -> str:
+        return next((text for text in map(self.string, props) if text.strip()), "")
+
+    def html(self) -> str:
+        """The HTML body, stored as bytes (in the message's code page) or as a string."""
+        name = self.streams.get((_HTML, _BINARY))
+        if name is None:
+            return self.string(_HTML)
+        raw = self.ole.openstream(name).read().rstrip(b"\x00")
+        return raw.decode("utf-8" if raw.startswith(b"\xef\xbb\xbf") else self.html_encoding, "replace")
+
+    def time(self, prop: int) -> datetime.datetime | None:
+        value = self.fixed.get((prop, _TIME))
+        if not value:
+            return None
+        try:
+            return _FILETIME_EPOCH + datetime.timedelta(microseconds=value // 10)
+        except OverflowError:
+            return None
+
+
+def _codec(codepage: int | None) -> str:
+    """The Python codec of a Windows code page (cp1252 for none, or one Python lacks)."""
+    if codepage == 65001:
+        return "utf-8"
+    if codepage in (932, 936, 949, 950):  # Japanese, Chinese and Korean: two bytes for some characters
+        return f"cp{codepage}"
+    return single_byte_codec(codepage)
+
+
+# A locale's primary language -> its Windows code page where that is not cp1252 (Chinese: by the full locale id).
+_LANGUAGE_CODEPAGES = {
+    **dict.fromkeys((0x02, 0x19, 0x22, 0x23, 0x2F, 0x3F, 0x40, 0x43, 0x44, 0x50), 1251),  # Cyrillic
+    **dict.fromkeys((0x05, 0x0E, 0x15, 0x18, 0x1B, 0x24, 0x1C), 1250),  # Central European
+    0x08: 1253, 0x1F: 1254, 0x0D: 1255,  # Greek, Turkish, Hebrew
+    **dict.fromkeys((0x01, 0x20, 0x29), 1256),  # Arabic, Urdu, Persian
+    **dict.fromkeys((0x25, 0x26, 0x27), 1257),  # Baltic
+    0x2A: 1258, 0x1E: 874, 0x11: 932, 0x12: 949,  # Vietnamese, Thai, Japanese, Korean
+}  # fmt: skip
+_CHINESE_CODEPAGES = {0x0804: 936, 0x1004: 936, 0x0404: 950, 0x0C04: 950, 0x1404: 950}
+
+
+def _locale_codepage(lcid: int | None) -> int | None:
+    if not lcid:
+        return None
+    lcid &= 0xFFFF
+    return _CHINESE_CODEPAGES.get(lcid) or _LANGUAGE_CODEPAGES.get(lcid & 0x3FF, 1252)
+
+
+def _sender(message: _Properties) -> str:
+    """``Name <address>``, the SMTP address where an Exchange sender has only an X.500 one."""
+    name = message.string(_SENDER_NAME).strip()
+    address = message.string(_SENDER_SMTP).strip() or message.string(_SENDER_ADDRESS).strip()
+    if address.lower().startswith("/o="):  # an Exchange directory path, not an address anyone reads
+        address = ""
+    if name and address and address.lower() != name.lower():
+        return f"{name} <{address}>"
+    return name or address
+
+
+def _shown_date(date: datetime.datetime | None) -> str:
+    return date.strftime("%a, %d %b %Y %H:%M:%S +0000") if date else ""
