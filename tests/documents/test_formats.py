@@ -547,6 +547,7 @@ LATEX_PAPER = r"""\documentclass[11pt]{article}
 \def\port{Brest}
 \newcommand{\again}{\again again}
 \def\pair#1#2{#1 and #2}
+\newcommand{\unit}[2][m]{#2~#1}
 \title{Tides and the \emph{Moon}: a short study}
 \author{Ada Lovelace \and Mary Somerville\thanks{University of Somewhere}}
 \date{\today}
@@ -560,6 +561,7 @@ Spring tides come when the Sun and the Moon align~\cite{darwin1898}.
 \section{Introduction}\label{sec:intro}
 Tides rise twice a day (Section~\ref{sec:method}), \again.
 \method{} costs 50\% less.\footnote{On a quiet day.} The pull is $\vect{F}$, with $\alpha \leq 2$.
+\pair {Spring} {neap} tides alternate, from \unit{2} to \unit[km]{3}.
 \subsection*{Ranges}
 \begin{itemize}
   \item the Bay of Fundy
@@ -596,7 +598,8 @@ def test_a_latex_paper_reads_as_text_its_sections_as_headings(tmp_path):
         "# Tides and the Moon: a short study\n\n"
         "## Abstract\n\nSpring tides come when the Sun and the Moon align.\n\n"
         "## Introduction\n\nTides rise twice a day (Section), again.\n"
-        "TideNet costs 50% less. (On a quiet day.) The pull is F, with α≤2.\n\n"
+        "TideNet costs 50% less. (On a quiet day.) The pull is F, with α≤2.\n"
+        "Spring and neap tides alternate, from 2 m to 3 km.\n\n"
         "### Ranges\n\n* the Bay of Fundy\n\n* Brest: seven metres\n\n"
         "Place | Range (m)\nBay of Fundy | 16\n\nTidal ranges.\n\n"
         "## Method\n\nWe run tide_model.py; see the tables.\n\n"

@@ -4,13 +4,15 @@ pylatexenc parses the source and renders it as text (accents, symbols and math a
 \\leq 2$`` reads ``α≤2``). What is ours is what a search over papers and notes needs of it:
 
 - Only the ``document`` environment's body is read when there is one; the preamble gives the ``\\title`` that leads
-  the text (and goes into the metadata with the ``\\author``), and its definitions of macros without arguments
-  (``\\newcommand{\\method}{Causal2Vec}``), which are expanded where the body uses them.
+  the text (and goes into the metadata with the ``\\author``), and its macro definitions
+  (``\\newcommand{\\method}{Causal2Vec}``, ``\\newcommand{\\pair}[2]{#1 and #2}``, an optional first argument,
+  ``\\def\\pair#1#2{...}``), which are expanded where the body uses them, their arguments put in.
 - ``\\section`` and its kin become Markdown headings (``## Introduction``), so that a chunk's heading tells where it
   is; the abstract gets one too. Figure and table captions, footnotes and link texts stay; table cells are joined by
   `` | ``; verbatim and listing blocks are kept as they are, indentation and all.
 - Citations, cross-references, labels, graphics and the bibliography's commands are left out: their keys
-  (``sec:method``, ``smith2020``) are noise to an embedder. An unknown macro keeps its arguments' text.
+  (``sec:method``, ``smith2020``) are noise to an embedder. An unknown macro keeps its arguments' text;
+  math alphabets (``\\mathbf{F}``, ``\\mathbb{R}``) read as their letters.
 - ``\\input`` and ``\\include`` are not followed: the files they name are documents of their own when the folder is
   ingested, and a chapter would otherwise be embedded twice.
 """
@@ -72,6 +74,9 @@ _TABLES = ("tabular", "tabular*", "tabularx", "longtable", "array")
 _BLOCK = "\ue000{}\ue001"
 _BLOCK_MARK = re.compile("\ue000(\\d+)\ue001")
 _DEFINITIONS = ("newcommand", "renewcommand", "providecommand")
+_MATH_ALPHABETS = (
+    "mathbf", "mathit", "mathrm", "mathsf", "mathtt", "mathcal", "mathbb", "mathfrak", "mathscr", "boldsymbol", "bm",
+)  # fmt: skip
 # TeX's own definitions: \def\name<parameters>{body}.
 _TEX_DEFINITIONS = ("def", "gdef", "edef", "xdef")
 # Commands that define (what a preamble or a file of macros is made of).
@@ -81,6 +86,10 @@ _DEFINING = frozenset(
      "theoremstyle", "crefname", "Crefname", "newcounter", "usepackage", "RequirePackage", "setlength", "setcounter")
 )  # fmt: skip
 _DEFINED_NAME = re.compile(r"\s*\\([A-Za-z@]+|.)")
+# \def's parameter text when its parameters are plain (#1#2), a parameter in a body, an optional argument.
+_PLAIN_PARAMETERS = re.compile(r"(?:#[1-9])+")
+_PARAMETER = re.compile(r"#([1-9])")
+_BRACKETED = re.compile(r"\[([^\[\]]*)\]", re.DOTALL)
 
 
 class Latex(FileFormat):
@@ -110,6 +119,7 @@ def latex_to_text(source: str) -> tuple[str | None, str | None, str]:
     walker_context, text_context = _contexts()
     nodes, _, _ = latexwalker.LatexWalker(source, latex_context=walker_context, tolerant_parsing=True).get_latex_nodes()
     renderer = _renderer_class()(latex_context=text_context, math_mode="text", strict_latex_spaces=True)
+    renderer.walker_context = walker_context
     preamble, body = nodes, nodes
     for n, node in enumerate(nodes):
         if node.isNodeType(latexwalker.LatexEnvironmentNode) and node.environmentname == "document":
@@ -159,6 +169,26 @@ def _words(renderer: Any, nodes: list[Any]) -> str:
     return re.sub(r" ([.,;:!?)])", r"\1", text)
 
 
+def _inner(node: Any) -> str:
+    """A group's LaTeX source without its braces (or brackets); another node's source as it is."""
+    source = str(node.latex_verbatim())
+    return source[1:-1] if source[:1] in "{[" and source[-1:] in "}]" and len(source) >= 2 else source
+
+
+def _next_node(nodes: list[Any], at: int) -> int | None:
+    """The index of the first node from ``at`` that is not blank text (TeX skips spaces before an argument)."""
+    from pylatexenc import latexwalker
+
+    for index in range(at, len(nodes)):
+        node = nodes[index]
+        if node is None:
+            continue
+        if node.isNodeType(latexwalker.LatexCharsNode) and not node.chars.strip():
+            continue
+        return index
+    return None
+
+
 def _arguments(node: Any) -> list[Any]:
     return list(node.nodeargd.argnlist) if node.nodeargd is not None and node.nodeargd.argnlist else []
 
@@ -177,25 +207,100 @@ def _renderer_class() -> type:
             self.blocks: list[str] = []
             self.in_table = 0
             self.defined: dict[str, Any] = {}
+            # Macros with arguments: name -> (their number, the first one's default or None, the body's source).
+            self.with_arguments: dict[str, tuple[int, str | None, str]] = {}
             self.expanding: set[str] = set()  # a macro defined by itself (\newcommand{\a}{\a}) is expanded once
+            self.walker_context: Any = None
 
         def define(self, nodes: list[Any]) -> None:
-            """Record the macros without arguments that ``\\newcommand`` and its kin define among ``nodes``."""
+            """Record the macros that ``\\newcommand`` and its kin, and ``\\def``, define among ``nodes``."""
             for node in nodes:
                 if not node.isNodeType(latexwalker.LatexMacroNode):
                     continue
-                if node.macroname in _TEX_DEFINITIONS and node.nodeargd is not None and not node.nodeargd.parameters:
-                    self.defined[node.nodeargd.name] = node.nodeargd.body
+                if node.macroname in _TEX_DEFINITIONS and node.nodeargd is not None:
+                    parameters = node.nodeargd.parameters
+                    if not parameters:
+                        self.defined[node.nodeargd.name] = node.nodeargd.body
+                    elif _PLAIN_PARAMETERS.fullmatch(parameters):  # #1#2: not delimited ones (#1.)
+                        body = _inner(node.nodeargd.body)
+                        self.with_arguments[node.nodeargd.name] = (parameters.count("#"), None, body)
                 if node.macroname not in _DEFINITIONS:
                     continue
                 args = _arguments(node)  # *, {\name}, [number of arguments], [default], {body}
-                if len(args) < 5 or args[2] is not None or args[1] is None or args[4] is None:
+                if len(args) < 5 or args[1] is None or args[4] is None:
                     continue
                 name = args[1]
                 if name.isNodeType(latexwalker.LatexGroupNode) and len(name.nodelist) == 1:
                     name = name.nodelist[0]
-                if name.isNodeType(latexwalker.LatexMacroNode):
+                if not name.isNodeType(latexwalker.LatexMacroNode):
+                    continue
+                if args[2] is None:
                     self.defined[name.macroname] = args[4]
+                    continue
+                count = _inner(args[2]).strip()
+                if count.isdigit() and 0 < int(count) <= 9:
+                    default = _inner(args[3]) if args[3] is not None else None
+                    self.with_arguments[name.macroname] = (int(count), default, _inner(args[4]))
+
+        def nodelist_to_text(self, nodelist: Any) -> str:
+            """As pylatexenc renders a node list, with each macro the document defined with arguments expanded:
+            not knowing it takes arguments, pylatexenc parses ``\\pair{Sun}{Moon}`` as ``\\pair`` and two groups."""
+            nodes = list(nodelist or [])
+            if not self.with_arguments or not any(
+                n is not None and n.isNodeType(latexwalker.LatexMacroNode) and n.macroname in self.with_arguments
+                for n in nodes
+            ):
+                return str(super().nodelist_to_text(nodes))
+            pieces: list[str] = []
+            run: list[Any] = []
+            at = 0
+            while at < len(nodes):
+                node = nodes[at]
+                expanded = self._expand(nodes, at) if node is not None else None
+                if expanded is None:
+                    run.append(node)
+                    at += 1
+                    continue
+                text, at = expanded
+                pieces += [str(super().nodelist_to_text(run)), text]
+                run = []
+            pieces.append(str(super().nodelist_to_text(run)))
+            return "".join(pieces)
+
+        def _expand(self, nodes: list[Any], at: int) -> tuple[str, int] | None:
+            """The text of the defined macro at ``nodes[at]`` with the arguments after it, and where they end; None
+            when it is no such macro, or too few arguments follow it."""
+            node = nodes[at]
+            if not node.isNodeType(latexwalker.LatexMacroNode) or node.macroname not in self.with_arguments:
+                return None
+            if node.macroname in self.expanding or self.walker_context is None:
+                return None
+            count, default, body = self.with_arguments[node.macroname]
+            values: list[str] = []
+            end = at + 1
+            if default is not None:  # an optional first argument, in brackets, else its default
+                following = _next_node(nodes, end)
+                bracketed = None
+                if following is not None and nodes[following].isNodeType(latexwalker.LatexCharsNode):
+                    bracketed = _BRACKETED.fullmatch(nodes[following].chars.strip())
+                if following is not None and bracketed is not None:
+                    values.append(bracketed.group(1))
+                    end = following + 1
+                else:
+                    values.append(default)
+            while len(values) < count:
+                following = _next_node(nodes, end)
+                if following is None or not nodes[following].isNodeType(latexwalker.LatexGroupNode):
+                    return None
+                values.append(_inner(nodes[following]))
+                end = following + 1
+            source = _PARAMETER.sub(lambda m: values[int(m.group(1)) - 1] if int(m.group(1)) <= count else "", body)
+            walker = latexwalker.LatexWalker(source, latex_context=self.walker_context, tolerant_parsing=True)
+            self.expanding.add(node.macroname)
+            try:
+                return self.nodelist_to_text(walker.get_latex_nodes()[0]), end
+            finally:
+                self.expanding.discard(node.macroname)
 
         def macro_node_to_text(self, node: Any) -> str:
             body = self.defined.get(node.macroname)
@@ -322,6 +427,11 @@ def _contexts() -> tuple[Any, Any]:
                 for name in ("href", "hyperlink", "hypertarget")
             ),
             MacroTextSpec("url", simplify_repl=lambda node, l2tobj: _words(l2tobj, _arguments(node)[:1])),
+            # Math alphabets as their letters: pylatexenc's 𝐅 and ℝ are not the F and R a query is typed with.
+            *(
+                MacroTextSpec(name, simplify_repl=lambda node, l2tobj: _words(l2tobj, _arguments(node)[-1:]))
+                for name in _MATH_ALPHABETS
+            ),
             MacroTextSpec("footnote", simplify_repl=lambda node, l2tobj: f" ({_words(l2tobj, _arguments(node)[-1:])})"),
             MacroTextSpec(
                 "caption", simplify_repl=lambda node, l2tobj: f"\n\n{_words(l2tobj, _arguments(node)[-1:])}\n\n"
