@@ -22,12 +22,48 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
+from pydantic import BaseModel, Field
+
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, format_of, suffixes_in_words
-from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ReadLog, ReadOptions, SkippedInput
+from c2v_rag.documents.formats import (
+    FORMATS,
+    SUPPORTED_SUFFIXES,
+    FileFormat,
+    TextSuffixes,
+    format_of,
+    suffixes_in_words,
+)
+from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
+
+
+class FileSelection(BaseModel):
+    """Which of a folder's files are read, and how: the settings ingest, embed and adapt share (their configs'
+    base)."""
+
+    exclude: ExcludePatterns = Field(
+        default_factory=list,
+        description=(
+            "glob patterns of a folder's files and subfolders to leave out, as in a .gitignore: 'node_modules', "
+            "'*.min.html', 'drafts/*' (a pattern with a / matches the path under the folder). With ingest's sync, "
+            "the points of files left out are deleted, as those of files gone (--exclude)"
+        ),
+    )
+    text_suffixes: TextSuffixes = Field(
+        default_factory=list,
+        description=(
+            "more file suffixes a folder's files are read with, as plain text: source code, logs, configuration "
+            "('.py', '.log'); a suffix a format reads already is refused. With ingest's sync, the points of such "
+            "files are deleted on a run that no longer names their suffix, as those of files gone (--text-suffix)"
+        ),
+    )
+
+    def read_options(self) -> ReadOptions:
+        """What reading the sources needs of these settings."""
+        return ReadOptions(exclude=tuple(self.exclude), text_suffixes=tuple(self.text_suffixes))
+
 
 __all__ = [
     "MAX_LISTED_SKIPS",

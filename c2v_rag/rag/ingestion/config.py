@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.documents.chunking import (
@@ -13,9 +14,7 @@ from c2v_rag.documents.chunking import (
     decoder_tokens,
     default_decoder_max_length,
 )
-from c2v_rag.documents.files import ReadOptions
-from c2v_rag.documents.formats import TextSuffixes
-from c2v_rag.documents.reading import ExcludePatterns
+from c2v_rag.documents.files import FileSelection, ReadOptions
 from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDECODABLE_SHARE
 from c2v_rag.store.collection import check_payload_indexes
 from c2v_rag.store.sparse import BM25Config, resolve_sparse
@@ -26,7 +25,7 @@ ChunkContext = Literal["none", "lead"]
 DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
 
 
-class IngestConfig(BaseModel):
+class IngestConfig(FileSelection):
     """How documents are chunked, batched, embedded and written."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,22 +57,6 @@ class IngestConfig(BaseModel):
         description=(
             "files larger than this are skipped with a warning (None: no limit); .jsonl, .parquet, .csv and .tsv "
             "are streamed"
-        ),
-    )
-    exclude: ExcludePatterns = Field(
-        default_factory=list,
-        description=(
-            "glob patterns of a folder's files and subfolders to leave out, as in a .gitignore: 'node_modules', "
-            "'*.min.html', 'drafts/*' (a pattern with a / matches the path under the folder). With sync, the points "
-            "of files left out are deleted, as those of files gone"
-        ),
-    )
-    text_suffixes: TextSuffixes = Field(
-        default_factory=list,
-        description=(
-            "more file suffixes a folder's files are read with, as plain text: source code, logs, configuration "
-            "('.py', '.log'); a suffix a format reads already is refused. With sync, the points of such files are "
-            "deleted on a run that no longer names their suffix, as those of files gone"
         ),
     )
     max_undecodable_share: float = Field(
@@ -186,10 +169,9 @@ class IngestConfig(BaseModel):
 
     def read_options(self) -> ReadOptions:
         """What reading the sources needs of these settings."""
-        return ReadOptions(
+        return dataclasses.replace(
+            super().read_options(),
             max_file_bytes=self.max_file_bytes,
             max_undecodable_share=self.max_undecodable_share,
             on_error=self.on_error,
-            exclude=tuple(self.exclude),
-            text_suffixes=tuple(self.text_suffixes),
         )

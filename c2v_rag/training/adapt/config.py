@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from c2v_rag.documents.formats import TextSuffixes
-from c2v_rag.documents.reading import ExcludePatterns, ReadOptions
+from c2v_rag.documents.files import FileSelection
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
 DEFAULT_START = "c2v-smollm2-135m-minilm"
@@ -87,7 +86,7 @@ class AdaptGate(BaseModel):
     )
 
 
-class AdaptConfig(BaseModel):
+class AdaptConfig(FileSelection):
     """Everything ``adapt`` does, as configuration (``c2v-rag adapt --config FILE`` reads it from YAML)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -98,16 +97,4 @@ class AdaptConfig(BaseModel):
     training: AdaptTraining = Field(default_factory=AdaptTraining)
     gate: AdaptGate = Field(default_factory=AdaptGate)
     general_data: str | None = None
-    exclude: ExcludePatterns = Field(
-        default_factory=list,
-        description="glob patterns of a folder's files and subfolders to leave out, as ingest's exclude (--exclude)",
-    )
-    text_suffixes: TextSuffixes = Field(
-        default_factory=list,
-        description="more suffixes a folder's files are read with, as plain text, as ingest's (--text-suffix)",
-    )
     overwrite: bool = False
-
-    def read_options(self) -> ReadOptions:
-        """How the documents are read: which of a folder's files (as :meth:`IngestConfig.read_options`)."""
-        return ReadOptions(exclude=tuple(self.exclude), text_suffixes=tuple(self.text_suffixes))
