@@ -18,7 +18,7 @@ from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
-from c2v_rag.documents.formats.ole import summary_title
+from c2v_rag.documents.formats.ole import single_byte_codec, summary_title
 from c2v_rag.documents.formats.slides import deck_documents
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -68,13 +68,14 @@ def ppt_slides(data: bytes) -> tuple[str, list[tuple[str | None, str]] | str]:
         with olefile.OleFileIO(data) as ole:
             if ole.exists("EncryptedSummary"):
                 raise SkipFile("it is encrypted (password-protected): save it without a password to read it")
-            title, _ = summary_title(ole)
+            title, codepage = summary_title(ole)
             # A deck saved for PowerPoint 95 and 97 at once keeps the 97 version in a storage of its own.
             where = "PP97_DUALSTORAGE/" if ole.exists("PP97_DUALSTORAGE/PowerPoint Document") else ""
             if ole.exists("Header") and not where:  # PowerPoint 95
                 if not ole.exists("Text_Content"):
                     raise SkipFile("a PowerPoint 95 deck without its text stream: save it as .pptx to read it")
-                text = ole.openstream("Text_Content").read().decode("cp1252", "replace")
+                # In the writer's code page, which the summary information records, as Word 6.0/95's text is.
+                text = ole.openstream("Text_Content").read().decode(single_byte_codec(codepage), "replace")
                 return title or "", _paragraphs(text)
             if ole.exists("PP40"):
                 raise SkipFile("a PowerPoint 4.0 deck: open it in PowerPoint or LibreOffice and save it as .pptx")
@@ -88,10 +89,8 @@ def ppt_slides(data: bytes) -> tuple[str, list[tuple[str | None, str]] | str]:
         raise SkipFile("it is encrypted (password-protected): save it without a password to read it")
     deck = _Deck(stream)
     slides = deck.slides_by_edits(current)
-    if not any(
-        slide.texts or slide.notes for slide in slides
-    ):  # a damaged edit chain can point at nothing: the slides as they lie
-        slides = deck.slides_in_stream()
+    if not any(slide.texts or slide.notes for slide in slides):
+        slides = deck.slides_in_stream()  # a damaged edit chain can point at nothing: the slides as they lie
     return title or "", [_markdown(slide) for slide in slides]
 
 
