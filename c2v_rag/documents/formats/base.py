@@ -138,6 +138,20 @@ def titled_document(file: Path, root: str, title: str | None, body: str, *, lead
     return file_document(file, root, led_by_title(title, body), {"title": title} if title else None, lead=lead)
 
 
+def titled_or_skipped(
+    file: Path, root: str, log: ReadLog, parsed: tuple[str | None, str] | None
+) -> Iterator[SourceDocument]:
+    """The :func:`titled_document` of a parse's ``(title, text)``; nothing for a file skipped already (None) or one
+    that holds no text (skipped, with the reason)."""
+    if parsed is None:
+        return
+    title, text = parsed
+    if not text:
+        log.skip_file(file, "it holds no text (pictures or objects only?)")
+        return
+    yield titled_document(file, root, title, text)
+
+
 def led_by_title(title: str | None, body: str) -> str:
     """``body`` under ``title`` as a Markdown heading, so that its later chunks are led by it (ingest's
     ``chunk_context="lead"``); a body that already opens with the title is left as it is."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_or_skipped
 from c2v_rag.documents.formats.ole import single_byte_codec, summary_title
 from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.text import PlainText
@@ -84,13 +84,7 @@ class LegacyWord(FileFormat):
             yield from PlainText().read(file, root, options, log)  # a text file named .doc; binary junk is refused
             return
         parsed = parse_file(file, options, log, ".doc", lambda: word_text(file.read_bytes()))
-        if parsed is None:
-            return
-        title, text = parsed
-        if not text:
-            log.skip_file(file, "it holds no text (pictures or objects only?)")
-            return
-        yield titled_document(file, root, title, text)
+        yield from titled_or_skipped(file, root, log, parsed)
 
 
 def _read_as(fmt: FileFormat, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_or_skipped
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -35,13 +35,7 @@ class Rtf(FileFormat):
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         converted = parse_file(file, options, log, "RTF", lambda: rtf_text(file.read_bytes()))
-        if converted is None:
-            return
-        title, text = converted
-        if not text:
-            log.skip_file(file, "it holds no text (pictures or objects only?)")
-            return
-        yield titled_document(file, root, title, text)
+        yield from titled_or_skipped(file, root, log, converted)
 
 
 def rtf_text(data: bytes) -> tuple[str | None, str]:
