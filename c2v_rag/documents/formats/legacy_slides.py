@@ -18,7 +18,7 @@ from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_document
-from c2v_rag.documents.formats.ole import single_byte_codec, summary_title
+from c2v_rag.documents.formats.ole import OLE_MAGIC, compound_file, single_byte_codec, summary_title
 from c2v_rag.documents.formats.slides import deck_documents
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -58,33 +58,28 @@ class LegacyPowerPoint(FileFormat):
 def ppt_slides(data: bytes) -> tuple[str, list[tuple[str | None, str]] | str]:
     """A PowerPoint 97-2003 file's recorded title ("" without one) and its slides' (title, text as Markdown); for a
     PowerPoint 95 file, the text it keeps apart from its slides, as one string."""
-    import olefile
-
-    if not data.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+    if not data.startswith(OLE_MAGIC):
         if data.startswith(b"PK\x03\x04"):
             raise SkipFile("a zip file under a .ppt name: a .pptx saved as .ppt? Rename it to .pptx")
         raise SkipFile("not a PowerPoint 97-2003 file (not an OLE compound file)")
-    try:
-        with olefile.OleFileIO(data) as ole:
-            if ole.exists("EncryptedSummary"):
-                raise SkipFile("it is encrypted (password-protected): save it without a password to read it")
-            title, codepage = summary_title(ole)
-            # A deck saved for PowerPoint 95 and 97 at once keeps the 97 version in a storage of its own.
-            where = "PP97_DUALSTORAGE/" if ole.exists("PP97_DUALSTORAGE/PowerPoint Document") else ""
-            if ole.exists("Header") and not where:  # PowerPoint 95
-                if not ole.exists("Text_Content"):
-                    raise SkipFile("a PowerPoint 95 deck without its text stream: save it as .pptx to read it")
-                # In the writer's code page, which the summary information records, as Word 6.0/95's text is.
-                text = ole.openstream("Text_Content").read().decode(single_byte_codec(codepage), "replace")
-                return title or "", _paragraphs(text)
-            if ole.exists("PP40"):
-                raise SkipFile("a PowerPoint 4.0 deck: open it in PowerPoint or LibreOffice and save it as .pptx")
-            if not ole.exists(where + "PowerPoint Document"):
-                raise SkipFile("an OLE file without a PowerPoint Document stream: not a PowerPoint 97-2003 deck")
-            stream = ole.openstream(where + "PowerPoint Document").read()
-            current = ole.openstream(where + "Current User").read() if ole.exists(where + "Current User") else b""
-    except OSError as err:  # olefile's word for a damaged compound file; the bytes were read already
-        raise SkipFile(f"not a readable .ppt file ({err})") from err
+    with compound_file(data, ".ppt") as ole:
+        if ole.exists("EncryptedSummary"):
+            raise SkipFile("it is encrypted (password-protected): save it without a password to read it")
+        title, codepage = summary_title(ole)
+        # A deck saved for PowerPoint 95 and 97 at once keeps the 97 version in a storage of its own.
+        where = "PP97_DUALSTORAGE/" if ole.exists("PP97_DUALSTORAGE/PowerPoint Document") else ""
+        if ole.exists("Header") and not where:  # PowerPoint 95
+            if not ole.exists("Text_Content"):
+                raise SkipFile("a PowerPoint 95 deck without its text stream: save it as .pptx to read it")
+            # In the writer's code page, which the summary information records, as Word 6.0/95's text is.
+            text = ole.openstream("Text_Content").read().decode(single_byte_codec(codepage), "replace")
+            return title or "", _paragraphs(text)
+        if ole.exists("PP40"):
+            raise SkipFile("a PowerPoint 4.0 deck: open it in PowerPoint or LibreOffice and save it as .pptx")
+        if not ole.exists(where + "PowerPoint Document"):
+            raise SkipFile("an OLE file without a PowerPoint Document stream: not a PowerPoint 97-2003 deck")
+        stream = ole.openstream(where + "PowerPoint Document").read()
+        current = ole.openstream(where + "Current User").read() if ole.exists(where + "Current User") else b""
     if len(current) >= 20 and struct.unpack_from("<I", current, 12)[0] == _ENCRYPTED_TOKEN:
         raise SkipFile("it is encrypted (password-protected): save it without a password to read it")
     deck = _Deck(stream)

@@ -23,13 +23,12 @@ from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_file, titled_or_skipped
-from c2v_rag.documents.formats.ole import single_byte_codec, summary_title
+from c2v_rag.documents.formats.ole import OLE_MAGIC, compound_file, single_byte_codec, summary_title
 from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.text import PlainText
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _WORD_IDENT = 0xA5EC
 # Word 97 writes nFib 0xC1 (later versions keep it in the base FIB); Word 6.0 and 95 wrote 0x65-0x68 under other
 # idents, in another layout, of which their text is read.
@@ -77,7 +76,7 @@ class LegacyWord(FileFormat):
         if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
             yield from _read_as(Rtf(), file, root, options, log)
             return
-        if head != _OLE_MAGIC:
+        if head != OLE_MAGIC:
             if head.startswith(b"PK\x03\x04"):
                 log.skip_file(file, "a zip file under a .doc name: a .docx saved as .doc? Rename it to .docx")
                 return
@@ -97,23 +96,18 @@ def _read_as(fmt: FileFormat, file: Path, root: str, options: ReadOptions, log: 
 
 def word_text(data: bytes) -> tuple[str | None, str]:
     """A Word 97-2003 (or 6.0/95) file's recorded title (None without one) and its text as Markdown."""
-    import olefile
-
-    try:
-        with olefile.OleFileIO(data) as ole:
-            if not ole.exists("WordDocument"):
-                raise SkipFile("an OLE file without a WordDocument stream: not a Word document (Excel? PowerPoint?)")
-            word = ole.openstream("WordDocument").read()
-            fib = _Fib.parse(word)
-            table = b""
-            if not fib.word6:
-                table_name = "1Table" if fib.flags & _F_WHICH_TABLE_STREAM else "0Table"
-                if not ole.exists(table_name):
-                    raise SkipFile(f"its {table_name} stream is missing: a damaged Word file")
-                table = ole.openstream(table_name).read()
-            title, codepage = summary_title(ole)
-    except OSError as err:  # olefile's word for a damaged compound file; the bytes were read already
-        raise SkipFile(f"not a readable .doc file ({err})") from err
+    with compound_file(data, ".doc") as ole:
+        if not ole.exists("WordDocument"):
+            raise SkipFile("an OLE file without a WordDocument stream: not a Word document (Excel? PowerPoint?)")
+        word = ole.openstream("WordDocument").read()
+        fib = _Fib.parse(word)
+        table = b""
+        if not fib.word6:
+            table_name = "1Table" if fib.flags & _F_WHICH_TABLE_STREAM else "0Table"
+            if not ole.exists(table_name):
+                raise SkipFile(f"its {table_name} stream is missing: a damaged Word file")
+            table = ole.openstream(table_name).read()
+        title, codepage = summary_title(ole)
     if fib.word6:
         # Word 6.0/95 keeps its text 8-bit, in one run or (a fast-saved file) in pieces listed in the main stream, in
         # the writer's code page, which the summary information records (Word 97 on writes cp1252 or UTF-16).

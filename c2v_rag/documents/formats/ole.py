@@ -1,14 +1,34 @@
-"""What the Office 97-2003 readers share of the compound (OLE) files they are stored in: the title and code page in
-the summary information."""
+"""What the Office 97-2003 readers share of the compound (OLE) files they are stored in: opening one, and the title
+and code page in the summary information."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import struct
+from collections.abc import Iterator
 from typing import Any
+
+from c2v_rag.documents.formats.base import SkipFile
+
+# The first bytes of every compound file.
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 # Property types in the summary information: a 16-bit integer (the code page), 8-bit and UTF-16 strings.
 _VT_I2, _VT_LPSTR, _VT_LPWSTR = 2, 30, 31
+
+
+@contextlib.contextmanager
+def compound_file(data: bytes, kind: str) -> Iterator[Any]:
+    """olefile's view of a compound file's bytes; a damaged one (olefile says so with an ``OSError``, opening it or
+    reading a stream in the ``with`` body: the bytes were read already) is skipped, naming ``kind`` (``.doc``)."""
+    import olefile
+
+    try:
+        with olefile.OleFileIO(data) as ole:
+            yield ole
+    except OSError as err:
+        raise SkipFile(f"not a readable {kind} file ({err})") from err
 
 
 def summary_title(ole: Any) -> tuple[str | None, int | None]:

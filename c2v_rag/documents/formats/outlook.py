@@ -19,7 +19,7 @@ from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, parse_file
 from c2v_rag.documents.formats.mail import html_body, mail_layout
-from c2v_rag.documents.formats.ole import single_byte_codec
+from c2v_rag.documents.formats.ole import OLE_MAGIC, compound_file, single_byte_codec
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -55,28 +55,23 @@ class OutlookMessage(FileFormat):
 def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
     """An Outlook message's text and metadata, as :func:`~c2v_rag.documents.formats.mail.mail_layout` lays a
     message out; None for the text of an empty one."""
-    import olefile
-
-    if not data.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+    if not data.startswith(OLE_MAGIC):
         raise SkipFile("not an Outlook message (not an OLE compound file; an .eml saved as .msg? Rename it to .eml)")
-    try:
-        with olefile.OleFileIO(data) as ole:
-            message = _Properties(ole, "")
-            if not message.streams:
-                raise SkipFile("an OLE file without message properties: not an Outlook message")
-            attachments = [
-                _Properties(ole, entry[0] + "/").first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
-                for entry in ole.listdir(streams=False, storages=True)
-                if len(entry) == 1 and entry[0].startswith(_ATTACHMENT_PREFIX)
-            ]
-            subject = message.string(_SUBJECT)
-            sender = _sender(message)
-            to, cc = message.string(_DISPLAY_TO), message.string(_DISPLAY_CC)
-            body = message.string(_BODY).replace("\r\n", "\n")
-            html = message.html() if not body.strip() else ""
-            date = message.time(_SUBMIT_TIME) or message.time(_DELIVERY_TIME)
-    except OSError as err:  # olefile's word for a damaged compound file; the bytes were read already
-        raise SkipFile(f"not a readable .msg file ({err})") from err
+    with compound_file(data, ".msg") as ole:
+        message = _Properties(ole, "")
+        if not message.streams:
+            raise SkipFile("an OLE file without message properties: not an Outlook message")
+        attachments = [
+            _Properties(ole, entry[0] + "/").first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
+            for entry in ole.listdir(streams=False, storages=True)
+            if len(entry) == 1 and entry[0].startswith(_ATTACHMENT_PREFIX)
+        ]
+        subject = message.string(_SUBJECT)
+        sender = _sender(message)
+        to, cc = message.string(_DISPLAY_TO), message.string(_DISPLAY_CC)
+        body = message.string(_BODY).replace("\r\n", "\n")
+        html = message.html() if not body.strip() else ""
+        date = message.time(_SUBMIT_TIME) or message.time(_DELIVERY_TIME)
     if html:
         try:
             body = html_body(html)
