@@ -91,8 +91,13 @@ def ppt_slides(data: bytes) -> tuple[str, list[tuple[str | None, str]] | str]:
 
 def _paragraphs(text: str) -> str:
     """Text whose paragraphs end with a carriage return, as Markdown paragraphs."""
+    return "\n\n".join(_lines(text))
+
+
+def _lines(text: str) -> list[str]:
+    """The paragraphs and line breaks (``\\x0b``) of a PowerPoint text, each a line, spaces collapsed, blanks out."""
     lines = (" ".join(line.split()) for line in text.replace("\x0b", "\r").split("\r"))
-    return "\n\n".join(line for line in lines if line)
+    return [line for line in lines if line]
 
 
 @dataclass
@@ -266,8 +271,7 @@ def _markdown(slide: _SlideText) -> tuple[str | None, str]:
     title = None
     blocks: list[str] = []
     for kind, text in slide.texts:
-        lines = [" ".join(line.split()) for line in text.replace("\x0b", "\r").split("\r")]
-        lines = [line for line in lines if line]
+        lines = _lines(text)
         if not lines:
             continue
         if kind in _TITLES and title is None:
