@@ -58,11 +58,14 @@ def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
     if not data.startswith(OLE_MAGIC):
         raise SkipFile("not an Outlook message (not an OLE compound file; an .eml saved as .msg? Rename it to .eml)")
     with compound_file(data, ".msg") as ole:
-        message = _Properties(ole, "")
+        streams = ole.listdir(streams=True, storages=False)  # listed once: a message may hold hundreds of parts
+        message = _Properties(ole, "", streams)
         if not message.streams:
             raise SkipFile("an OLE file without message properties: not an Outlook message")
         attachments = [
-            _Properties(ole, entry[0] + "/").first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
+            _Properties(ole, entry[0] + "/", streams).first_string(
+                _ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME
+            )
             for entry in ole.listdir(streams=False, storages=True)
             if len(entry) == 1 and entry[0].startswith(_ATTACHMENT_PREFIX)
         ]
@@ -82,14 +85,15 @@ def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
 
 
 class _Properties:
-    """The properties of a message, or of one of its attachments (``prefix``: its storage's path and ``/``)."""
+    """The properties of a message, or of one of its attachments (``prefix``: its storage's path and ``/``), from
+    the file's ``streams`` (olefile's listing)."""
 
-    def __init__(self, ole: Any, prefix: str) -> None:
+    def __init__(self, ole: Any, prefix: str, streams: list[list[str]]) -> None:
         self.ole = ole
         # Property streams by (id, type): __substg1.0_IIIITTTT.
         self.streams: dict[tuple[int, int], str] = {}
         depth = prefix.count("/")
-        for entry in ole.listdir(streams=True, storages=False):
+        for entry in streams:
             name = "/".join(entry)
             if len(entry) != depth + 1 or not name.startswith(prefix):
                 continue
