@@ -366,3 +366,57 @@ ODS_BODY = """
 def write_ods(path: Path, body: str = ODS_BODY) -> Path:
     """An OpenDocument spreadsheet as LibreOffice Calc writes one (see :func:`write_odt`)."""
     return _write_opendocument(path, "spreadsheet", body, None)
+
+
+_OOXML = "application/vnd.openxmlformats-officedocument."
+_VBA = "application/vnd.ms-office.vbaProject"
+# Each Office Open XML variant's main part and its content type, as Office writes them; True: macro-enabled (Office
+# keeps the VBA project in a part beside the main one).
+OFFICE_VARIANTS = {
+    ".docm": ("word/document.xml", "application/vnd.ms-word.document.macroEnabled.main+xml", True),
+    ".dotx": ("word/document.xml", _OOXML + "wordprocessingml.template.main+xml", False),
+    ".dotm": ("word/document.xml", "application/vnd.ms-word.template.macroEnabledTemplate.main+xml", True),
+    ".pptm": ("ppt/presentation.xml", "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml", True),
+    ".ppsx": ("ppt/presentation.xml", _OOXML + "presentationml.slideshow.main+xml", False),
+    ".ppsm": ("ppt/presentation.xml", "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml", True),
+    ".potx": ("ppt/presentation.xml", _OOXML + "presentationml.template.main+xml", False),
+    ".potm": ("ppt/presentation.xml", "application/vnd.ms-powerpoint.template.macroEnabled.main+xml", True),
+    ".xlsm": ("xl/workbook.xml", "application/vnd.ms-excel.sheet.macroEnabled.main+xml", True),
+    ".xltx": ("xl/workbook.xml", _OOXML + "spreadsheetml.template.main+xml", False),
+    ".xltm": ("xl/workbook.xml", "application/vnd.ms-excel.template.macroEnabled.main+xml", True),
+}
+
+
+def office_variant(source: Path, target: Path) -> Path:
+    """``source`` (a .docx, .pptx or .xlsx) written as the variant ``target``'s suffix names, as Office writes it:
+    the main part's content type that variant's, and for a macro-enabled one a VBA project part that the main part's
+    relationships name."""
+    import re
+    import zipfile
+
+    main, content_type, macros = OFFICE_VARIANTS[target.suffix]
+    folder, name = main.split("/")
+    rels = f"{folder}/_rels/{name}.rels"
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as variant:
+        for item in original.infolist():
+            data = original.read(item)
+            if item.filename == "[Content_Types].xml":
+                text = data.decode()
+                text, count = re.subn(
+                    rf'(<Override PartName="/{re.escape(main)}" ContentType=")[^"]+"', rf'\g<1>{content_type}"', text
+                )
+                assert count == 1, f"{source} has no override for /{main}"
+                if macros:
+                    vba = f'<Override PartName="/{folder}/vbaProject.bin" ContentType="{_VBA}"/>'
+                    text = text.replace("</Types>", vba + "</Types>")
+                data = text.encode()
+            elif item.filename == rels and macros:
+                vba = (
+                    '<Relationship Id="rIdVba" Target="vbaProject.bin" '
+                    'Type="http://schemas.microsoft.com/office/2006/relationships/vbaProject"/>'
+                )
+                data = data.decode().replace("</Relationships>", vba + "</Relationships>").encode()
+            variant.writestr(item, data)
+        if macros:
+            variant.writestr(f"{folder}/vbaProject.bin", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    return target

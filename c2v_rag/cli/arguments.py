@@ -22,8 +22,10 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # What ingest, embed and adapt read (documents/formats, SUPPORTED_SUFFIXES; tests/cli check the two agree),
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
-    ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xls, "
-    ".ods, .html, .htm, .xhtml, .pdf, .docx, .doc, .odt, .rtf, .pptx, .ppt, .odp, .epub, .ipynb, .eml, .mbox and .msg"
+    ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xlsm, "
+    ".xltx, .xltm, .xls, .xlt, .ods, .ots, .html, .htm, .xhtml, .pdf, .docx, .docm, .dotx, .dotm, .doc, .dot, .odt, "
+    ".ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, .ipynb, .eml, "
+    ".mbox and .msg"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "

@@ -18,9 +18,11 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.core.extras import extra_command, missing_requirements
     from c2v_rag.documents.formats import FORMATS
 
+    names = max(len(fmt.name) for fmt in FORMATS)
+    suffixes = max(len(" ".join(fmt.suffixes)) for fmt in FORMATS)
     for fmt in FORMATS:
         absent = [r for r in fmt.requires if missing_requirements([r], fmt.name) is not None]
         status = f"needs {extra_command(absent[0].extra)}" if absent else "ready"
-        print(f"{fmt.name:26s} {' '.join(fmt.suffixes):32s} {status}")
+        print(f"{fmt.name:{names}s}  {' '.join(fmt.suffixes):{suffixes}s}  {status}")
     print("\nOther suffixes are read as plain text when named: --text-suffix .py (text_suffixes=[...] in Python).")
     return 0

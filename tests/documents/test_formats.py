@@ -4,12 +4,25 @@ page texts."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-from format_files import write_docx, write_epub, write_html, write_odp, write_odt, write_pdf, write_pptx
+from format_files import (
+    OFFICE_VARIANTS,
+    office_variant,
+    write_docx,
+    write_epub,
+    write_html,
+    write_odp,
+    write_odt,
+    write_pdf,
+    write_pptx,
+    write_xls,
+    write_xlsx,
+)
 from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc, write_msg, write_ppt
 from rag_helpers import make_text, stored_points
 
@@ -744,6 +757,81 @@ def test_a_damaged_doc_is_read_or_skipped_never_an_error(tmp_path):
         outcomes["read" if docs else "skipped"] += 1
         assert len(docs) + log.files_skipped == 1
     assert outcomes["read"] and outcomes["skipped"]  # both paths were taken
+
+
+def same_documents(got: list[SourceDocument], want: list[SourceDocument], got_file: Path, want_file: Path) -> None:
+    """``got`` (read from ``got_file``) are ``want`` (read from ``want_file``) but for the file they name."""
+
+    def named(docs: list[SourceDocument], file: Path) -> list[tuple]:
+        where = str(file.resolve())
+        return [
+            (d.doc_id.replace(where, "FILE"), d.text, d.pages, d.lead, {**d.metadata, "source": 0, "file_name": 0})
+            for d in docs
+        ]
+
+    assert got and named(got, got_file) == named(want, want_file)
+
+
+@pytest.mark.parametrize("suffix", sorted(OFFICE_VARIANTS))
+def test_macro_enabled_files_templates_and_shows_read_as_their_plain_format(tmp_path, suffix):
+    """What Word, PowerPoint and Excel save as a macro-enabled file, a template or a show (.docm, .dotx, .ppsx,
+    .xlsm...: the same parts, another main content type, a VBA part) reads as the .docx/.pptx/.xlsx it holds."""
+    kind = OFFICE_VARIANTS[suffix][0].split("/")[0]
+    package, write, plain_suffix = {
+        "word": ("docx", write_docx, ".docx"),
+        "ppt": ("pptx", write_pptx, ".pptx"),
+        "xl": ("openpyxl", write_xlsx, ".xlsx"),
+    }[kind]
+    library = pytest.importorskip(package)
+    plain = write(tmp_path / f"plain{plain_suffix}")
+    variant = office_variant(plain, tmp_path / f"variant{suffix}")
+    got, log = read(variant)
+    assert log.files_skipped == 0
+    same_documents(got, read(plain)[0], variant, plain)
+    if kind == "word" or suffix in (".ppsx", ".ppsm", ".potx", ".potm"):  # the library's own opener refuses it
+        with pytest.raises(ValueError, match="content type"):
+            (library.Document if kind == "word" else library.Presentation)(str(variant))
+
+
+def test_an_office_file_under_another_applications_suffix_is_skipped_with_what_it_holds(tmp_path):
+    pytest.importorskip("pptx")
+    (tmp_path / "deck.docx").write_bytes(write_pptx(tmp_path / "deck.pptx").read_bytes())
+    (tmp_path / "letter.pptx").write_bytes(write_docx(tmp_path / "letter.docx").read_bytes())
+    for name, reason in (
+        (
+            "deck.docx",
+            "not a Word document (its main part is application/vnd.openxmlformats-officedocument.presentationml",
+        ),
+        (
+            "letter.pptx",
+            "not a PowerPoint deck (its main part is application/vnd.openxmlformats-officedocument.wordprocessingml",
+        ),
+    ):
+        docs, log = read(tmp_path / name)
+        assert docs == [] and reason in log.skipped[0].reason
+
+
+def test_word_powerpoint_and_excel_97_templates_and_shows_read_as_their_documents(tmp_path):
+    pytest.importorskip("olefile")
+    pairs = [
+        (write_doc(tmp_path / "tides.doc", TIDE_PARAGRAPHS, title="Tide tables"), ".dot"),
+        (write_ppt(tmp_path / "tides.ppt", title="Tide talk"), ".pps"),
+        (write_ppt(tmp_path / "tides.ppt"), ".pot"),
+    ]
+    if all(importlib.util.find_spec(name) for name in ("xlrd", "xlwt")):
+        pairs.append((write_xls(tmp_path / "office.xls"), ".xlt"))
+    for plain, suffix in pairs:
+        variant = tmp_path / f"variant{suffix}"
+        variant.write_bytes(plain.read_bytes())
+        got, log = read(variant)
+        assert log.files_skipped == 0
+        same_documents(got, read(plain)[0], variant, plain)
+    (tmp_path / "newer.pps").write_bytes(write_pptx(tmp_path / "newer.pptx").read_bytes())
+    docs, log = read(tmp_path / "newer.pps")
+    assert (
+        docs == []
+        and "a zip file under a .pps name: a .ppsx saved as .pps? Rename it to .ppsx" in log.skipped[0].reason
+    )
 
 
 def test_a_powerpoint_97_deck_reads_as_a_pptx_one_its_current_slides_in_order(tmp_path):

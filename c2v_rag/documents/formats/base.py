@@ -48,6 +48,22 @@ class SkipFile(Exception):
     the reason to record."""
 
 
+def office_main_part(
+    file: Path, package: Any, factory: Any, part_class: type[T], content_types: Sequence[str], kind: str
+) -> T:
+    """The main part of an Office Open XML file (python-docx's or python-pptx's ``package`` class opening it) as
+    ``part_class``, which ``factory`` (that library's part factory) is told to make of ``content_types`` too: the
+    macro-enabled files', templates' and shows' main parts, which hold the same XML as the plain format's but which
+    the library maps to no part class of its own. :class:`SkipFile` naming ``kind`` when the main part is another
+    application's (a deck under a Word suffix)."""
+    for content_type in content_types:
+        factory.part_type_for.setdefault(content_type, part_class)
+    main = package.open(str(file)).main_document_part
+    if not isinstance(main, part_class):
+        raise SkipFile(f"not a {kind} (its main part is {main.content_type})")
+    return main
+
+
 def parse_or_skip(file: Path, log: ReadLog, kind: str, parse: Callable[[], T]) -> T | None:
     """What ``parse()`` returns, or None when ``file`` is skipped and recorded: ``parse`` raised :class:`SkipFile`,
     or failed as a damaged file does. An ``OSError`` (the file itself unreadable) is raised, for the caller's

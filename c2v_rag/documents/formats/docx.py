@@ -1,5 +1,6 @@
-"""Word documents (.docx) as Markdown: headings by their paragraph style, list items, tables as rows of cells.
-One document per file; headers, footers and comments are left out."""
+"""Word documents (.docx, and the macro-enabled .docm and templates .dotx/.dotm, which hold the same parts) as
+Markdown: headings by their paragraph style, list items, tables as rows of cells. One document per file; headers,
+footers and comments are left out."""
 
 from __future__ import annotations
 
@@ -8,28 +9,39 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, parse_file, titled_document
+from c2v_rag.documents.formats.base import FileFormat, office_main_part, parse_file, titled_document
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
 
 class Docx(FileFormat):
     name = "Word"
-    suffixes = (".docx",)
+    suffixes = (".docx", ".docm", ".dotx", ".dotm")
     requires = (Requirement("docx", "python-docx", "docx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        parsed = parse_file(file, options, log, ".docx", lambda: _title_and_blocks(file))
+        parsed = parse_file(file, options, log, file.suffix.lower(), lambda: _title_and_blocks(file))
         if parsed is None:
             return
         title, blocks = parsed
         yield titled_document(file, root, title, "\n\n".join(blocks))
 
 
-def _title_and_blocks(file: Path) -> tuple[str | None, list[str]]:
-    import docx
+# The main part's content type in a macro-enabled document and in the two templates. python-docx maps only a
+# .docx's to its document part (and docx.Document refuses the others); their XML is the same.
+_WORD_VARIANTS = (
+    "application/vnd.ms-word.document.macroEnabled.main+xml",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+    "application/vnd.ms-word.template.macroEnabledTemplate.main+xml",
+)
 
-    document = docx.Document(str(file))
+
+def _title_and_blocks(file: Path) -> tuple[str | None, list[str]]:
+    from docx.opc.part import PartFactory
+    from docx.package import Package
+    from docx.parts.document import DocumentPart
+
+    document = office_main_part(file, Package, PartFactory, DocumentPart, _WORD_VARIANTS, "Word document").document
     blocks = [b for b in (_block_markdown(item) for item in document.iter_inner_content()) if b]
     return " ".join((document.core_properties.title or "").split()) or _first_heading(blocks), blocks
 

@@ -38,11 +38,11 @@ _MAX_DEPTH = 32  # records nest a few levels deep; a damaged file may claim more
 
 class LegacyPowerPoint(FileFormat):
     name = "PowerPoint 97-2003"
-    suffixes = (".ppt",)
+    suffixes = (".ppt", ".pps", ".pot")  # a show and a template are the same format
     requires = (Requirement("olefile", "olefile", "ppt"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        parsed = parse_file(file, options, log, ".ppt", lambda: ppt_slides(file.read_bytes()))
+        parsed = parse_file(file, options, log, ".ppt", lambda: ppt_slides(file.read_bytes(), file.suffix.lower()))
         if parsed is None:
             return
         title, slides = parsed
@@ -55,12 +55,12 @@ class LegacyPowerPoint(FileFormat):
         yield from deck_documents(file, root, log, title, slides)
 
 
-def ppt_slides(data: bytes) -> tuple[str, list[tuple[str | None, str]] | str]:
+def ppt_slides(data: bytes, suffix: str = ".ppt") -> tuple[str, list[tuple[str | None, str]] | str]:
     """A PowerPoint 97-2003 file's recorded title ("" without one) and its slides' (title, text as Markdown); for a
     PowerPoint 95 file, the text it keeps apart from its slides, as one string."""
     if not data.startswith(OLE_MAGIC):
         if data.startswith(b"PK\x03\x04"):
-            raise SkipFile("a zip file under a .ppt name: a .pptx saved as .ppt? Rename it to .pptx")
+            raise SkipFile(f"a zip file under a {suffix} name: a {suffix}x saved as {suffix}? Rename it to {suffix}x")
         raise SkipFile("not a PowerPoint 97-2003 file (not an OLE compound file)")
     with compound_file(data, ".ppt") as ole:
         if ole.exists("EncryptedSummary"):

@@ -67,7 +67,7 @@ _CHARACTERS = str.maketrans(
 
 class LegacyWord(FileFormat):
     name = "Word 97-2003"
-    suffixes = (".doc",)
+    suffixes = (".doc", ".dot")  # a template is the same format
     requires = (Requirement("olefile", "olefile", "doc"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
@@ -78,7 +78,9 @@ class LegacyWord(FileFormat):
             return
         if head != OLE_MAGIC:
             if head.startswith(b"PK\x03\x04"):
-                log.skip_file(file, "a zip file under a .doc name: a .docx saved as .doc? Rename it to .docx")
+                suffix = file.suffix.lower()
+                reason = f"a zip file under a {suffix} name: a {suffix}x saved as {suffix}? Rename it to {suffix}x"
+                log.skip_file(file, reason)
                 return
             yield from PlainText().read(file, root, options, log)  # a text file named .doc; binary junk is refused
             return
@@ -89,7 +91,7 @@ class LegacyWord(FileFormat):
 def _read_as(fmt: FileFormat, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     missing = fmt.missing()
     if missing is not None:
-        log.skip_file(file, f"it is a {fmt.name} file under a .doc name; {missing}")
+        log.skip_file(file, f"it is a {fmt.name} file under a {file.suffix.lower()} name; {missing}")
         return
     yield from fmt.read(file, root, options, log)
 

@@ -66,10 +66,10 @@ _LEFT_OUT_BLOCKS = {
 
 class OpenDocumentText(FileFormat):
     name = "OpenDocument text"
-    suffixes = (".odt",)
+    suffixes = (".odt", ".ott")  # a template holds the same parts
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        parsed = parse_file(file, options, log, ".odt", lambda: odt_title_and_blocks(file))
+        parsed = parse_file(file, options, log, file.suffix.lower(), lambda: odt_title_and_blocks(file))
         if parsed is None:
             return
         title, blocks = parsed
@@ -78,12 +78,12 @@ class OpenDocumentText(FileFormat):
 
 class OpenDocumentPresentation(FileFormat):
     name = "OpenDocument presentation"
-    suffixes = (".odp",)
+    suffixes = (".odp", ".otp")
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.documents.formats.slides import deck_documents
 
-        parsed = parse_file(file, options, log, ".odp", lambda: odp_title_and_slides(file))
+        parsed = parse_file(file, options, log, file.suffix.lower(), lambda: odp_title_and_slides(file))
         if parsed is not None:
             yield from deck_documents(file, root, log, *parsed)
 

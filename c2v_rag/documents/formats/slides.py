@@ -1,4 +1,5 @@
-"""PowerPoint decks (.pptx): one document per file, its slides in order, each chunk told the slide it starts on
+"""PowerPoint decks (.pptx, and the macro-enabled .pptm, shows .ppsx/.ppsm and templates .potx/.potm, which hold
+the same parts): one document per file, its slides in order, each chunk told the slide it starts on
 (``page_label``: ``1``, ``2``...).
 
 A slide reads as its title (a Markdown heading), its text boxes and placeholders top to bottom (list levels as
@@ -12,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, file_document, join_pages, led_by_title, parse_file, shift_pages
+from c2v_rag.documents.formats.base import (
+    FileFormat,
+    file_document,
+    join_pages,
+    led_by_title,
+    office_main_part,
+    parse_file,
+    shift_pages,
+)
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -30,11 +39,11 @@ _UNNAMED = frozenset(
 
 class Slides(FileFormat):
     name = "PowerPoint"
-    suffixes = (".pptx",)
+    suffixes = (".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm")
     requires = (Requirement("pptx", "python-pptx", "pptx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        parsed = parse_file(file, options, log, ".pptx", lambda: _recorded_title_and_slides(file))
+        parsed = parse_file(file, options, log, file.suffix.lower(), lambda: _recorded_title_and_slides(file))
         if parsed is None:
             return
         yield from deck_documents(file, root, log, *parsed)
@@ -57,10 +66,22 @@ def deck_documents(
     yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
 
 
-def _recorded_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]:
-    import pptx
+# The main part's content type in a macro-enabled show and template. python-pptx maps a deck's, a macro-enabled
+# deck's, a show's and a template's to its presentation part, not these two (and pptx.Presentation refuses all but
+# the first two); their XML is the same.
+_POWERPOINT_VARIANTS = (
+    "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml",
+    "application/vnd.ms-powerpoint.template.macroEnabled.main+xml",
+)
 
-    deck = pptx.Presentation(str(file))
+
+def _recorded_title_and_slides(file: Path) -> tuple[str, list[tuple[str | None, str]]]:
+    from pptx.opc.package import PartFactory
+    from pptx.package import Package
+    from pptx.parts.presentation import PresentationPart
+
+    variants = _POWERPOINT_VARIANTS
+    deck = office_main_part(file, Package, PartFactory, PresentationPart, variants, "PowerPoint deck").presentation
     return " ".join((deck.core_properties.title or "").split()), [_slide_text(slide) for slide in deck.slides]
 
 

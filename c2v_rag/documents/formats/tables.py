@@ -71,7 +71,7 @@ class DelimitedTable(FileFormat):
 
 class Workbook(FileFormat):
     name = "Excel"
-    suffixes = (".xlsx",)
+    suffixes = (".xlsx", ".xlsm", ".xltx", ".xltm")  # the macro-enabled workbook and the templates: the same parts
     requires = (Requirement("openpyxl", "openpyxl", "xlsx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
@@ -79,7 +79,7 @@ class Workbook(FileFormat):
 
         # Cached values, not formulas: what the sheet shows. Read-only mode streams the rows.
         load = partial(openpyxl.load_workbook, file, read_only=True, data_only=True)
-        book = parse_file(file, options, log, ".xlsx", load)
+        book = parse_file(file, options, log, file.suffix.lower(), load)
         if book is None:
             return
         try:
@@ -99,11 +99,11 @@ class LegacyWorkbook(FileFormat):
     """Excel 97-2003 workbooks (.xls, the BIFF format), read with xlrd as .xlsx files are with openpyxl."""
 
     name = "Excel 97-2003"
-    suffixes = (".xls",)
+    suffixes = (".xls", ".xlt")
     requires = (Requirement("xlrd", "xlrd", "xls"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-        book = parse_file(file, options, log, ".xls", lambda: _open_xls(file))
+        book = parse_file(file, options, log, file.suffix.lower(), lambda: _open_xls(file))
         if book is None:
             return
         try:
@@ -124,7 +124,8 @@ def _open_xls(file: Path) -> Any:
 
     with file.open("rb") as handle:
         if handle.read(4) == b"PK\x03\x04":  # xlrd reads BIFF alone; a zip is a newer workbook misnamed
-            raise SkipFile("it is an .xlsx workbook (a zip) under an .xls name: rename it to .xlsx")
+            suffix = file.suffix.lower()
+            raise SkipFile(f"it is an {suffix}x workbook (a zip) under an {suffix} name: rename it to {suffix}x")
     # on_demand: a sheet is parsed when it is read, and let go after. xlrd writes its warnings about a file's
     # structure to stdout unless given a log of its own: ours, at debug level.
     return xlrd.open_workbook(str(file), on_demand=True, logfile=_DebugLog())
@@ -169,12 +170,12 @@ def _xls_cells(sheet: Any, datemode: int) -> Iterator[tuple[int, list[str]]]:
 
 class OpenDocumentSpreadsheet(FileFormat):
     name = "OpenDocument spreadsheet"
-    suffixes = (".ods",)
+    suffixes = (".ods", ".ots")
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.documents.formats.opendocument import ods_sheets, sheet_rows
 
-        sheets = parse_file(file, options, log, ".ods", lambda: ods_sheets(file))
+        sheets = parse_file(file, options, log, file.suffix.lower(), lambda: ods_sheets(file))
         for place, (name, elements) in enumerate(sheets or []):
             rows, position = _sheet_rows(sheet_rows(elements), len(elements), name, place, len(sheets or []))
             yield from _sheet_documents(file, root, name, rows, position, options, log)
