@@ -138,6 +138,22 @@ def test_html_is_read_as_markdown_without_the_page_chrome(tmp_path):
     assert read(binary)[0] == [] and "it is a PNG image" in read(binary)[1].skipped[0].reason
 
 
+def test_a_page_nested_thousands_deep_reads_whole(tmp_path):
+    """Python's HTML parser closes no implied end tags: a test report of 3,000 unclosed <li> nests 3,000 deep, and
+    the Markdown converter ran out of stack on it, which stopped the whole ingest. The levels past
+    html.MAX_NESTING read as their text."""
+    from c2v_rag.documents.formats import html
+
+    items = "".join(f"<li><a href='t{n}.jtr'>test{n}.java</a>: passed in {n} ms\n" for n in range(3000))
+    page = write_html(tmp_path / "report.html", f"<html><body><h1>Passed tests</h1><ul>{items}</ul></body></html>")
+    (doc,), log = read(page)
+    assert log.files_skipped == 0 and doc.metadata["title"] == "Passed tests"
+    assert doc.text.startswith("# Passed tests\n\n- test0.java: passed in 0 ms")  # the upper levels: Markdown
+    words = " ".join(doc.text.split())
+    at = [words.index(f"test{n}.java") for n in range(3000)]
+    assert at == sorted(at) and all(f"test{n}.java : passed in {n} ms" in words for n in range(html.MAX_NESTING, 3000))
+
+
 def test_a_word_document_keeps_its_headings_lists_and_tables(tmp_path):
     (doc,), _ = read(write_docx(tmp_path / "handbook.docx"))
     assert doc.text == (

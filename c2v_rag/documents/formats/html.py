@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import Requirement
-from c2v_rag.documents.formats.base import FileFormat, titled_document, within_size
+from c2v_rag.documents.formats.base import FileFormat, parse_or_skip, titled_document, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument
@@ -55,6 +55,10 @@ _DROPPED_CLASSES = {
     "md-footer",
 }
 _BLANK_RUNS = re.compile(r"\n{3,}")
+# How deep elements may nest before those below are read as their text alone: markdownify recurses a few frames per
+# level, and Python's own parser closes no implied end tags, so a report of 400 unclosed <li> nests 400 deep and
+# ran out of stack. Real pages nest a few dozen deep.
+MAX_NESTING = 64
 _PERMALINK_MARKS = {"#", "¶", "§", "🔗"}
 # "Page | Site", "Page — Site": a <title>'s site name, which every page of a site repeats.
 _SITE_SUFFIX = re.compile(r"\s+[|\u2014\u2013]\s+")
@@ -73,8 +77,9 @@ class Html(FileFormat):
         if reason is not None:
             log.skip_file(file, f"not an HTML file: {reason}")
             return
-        title, text = html_to_markdown(data)
-        yield titled_document(file, root, title, text)
+        parsed = parse_or_skip(file, log, "HTML", lambda: html_to_markdown(data))
+        if parsed is not None:
+            yield titled_document(file, root, *parsed)
 
 
 def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
@@ -102,9 +107,29 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     content: Any = mains[0] if len(mains) == 1 else soup
     heading = content.find("h1")
     title = heading.get_text(" ", strip=True) if heading is not None else head_title
+    _flatten_below(content, MAX_NESTING)
     converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["a", "img"], escape_misc=False)
     text = _BLANK_RUNS.sub("\n\n", converter.convert_soup(content)).strip()
     return (title or None), text
+
+
+def _flatten_below(root: Any, limit: int) -> None:
+    """Each element ``limit`` levels below ``root`` that holds elements of its own keeps its text alone, a string a
+    line: what lies deeper is read, without its Markdown."""
+    from bs4 import NavigableString, Tag
+
+    depth = {id(root): 0}
+    boundary = []
+    for element in root.descendants:  # parents come before their children
+        if isinstance(element, Tag):
+            level = depth[id(element.parent)] + 1
+            depth[id(element)] = level
+            if level == limit and element.find(True) is not None:
+                boundary.append(element)
+    for element in boundary:
+        text = "\n".join(element.stripped_strings)
+        element.clear()
+        element.append(NavigableString(text))
 
 
 def parse_markup(data: bytes | str) -> Any:
