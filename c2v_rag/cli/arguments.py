@@ -24,12 +24,13 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 DOCUMENT_SUFFIXES = (
     ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xlsm, "
     ".xltx, .xltm, .xls, .xlt, .ods, .ots, .html, .htm, .xhtml, .pdf, .docx, .docm, .dotx, .dotm, .doc, .dot, .odt, "
-    ".ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, .ipynb, .eml, "
-    ".mbox and .msg"
+    ".ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, .ipynb, .eml, .mbox, "
+    ".msg, .zip, .tar, .tgz, .tbz2, .txz, .gz, .bz2 and .xz"
 )
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "
-    "(Parquet, Excel, HTML, PDF, Word, RTF, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]')"
+    "(Parquet, Excel, HTML, PDF, Word, RTF, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]'), "
+    "and these inside archives or compressed"
 )
 
 

@@ -16,7 +16,6 @@ merely failed to read.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -33,7 +32,7 @@ from c2v_rag.documents.formats import (
     format_of,
     suffixes_in_words,
 )
-from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput
+from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -104,6 +103,13 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
             raise ValueError(f"no {suffixes_in_words()} files under {path}")
     else:
         fmt = format_of(root, options.text_suffixes)
+        if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
+            inner = Path(root.stem).suffix.lower()
+            as_text = f"; to read it as text pass text_suffixes=[{inner!r}] (--text-suffix {inner})" if inner else ""
+            raise ValueError(
+                f"{path}: a compressed file of a type c2v_rag does not read ({inner or 'no suffix'} inside "
+                f"{root.suffix.lower()}); it reads {suffixes_in_words()} files, compressed or not{as_text}"
+            )
         if fmt is None:
             suffix = root.suffix.lower()
             as_text = f"; to read it as text pass text_suffixes=[{suffix!r}] (--text-suffix {suffix})" if suffix else ""
@@ -194,23 +200,6 @@ def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int
         except (OSError, MissingPackageError):  # gone, or unreadable now: the ingest that follows says which
             continue
     return seen
-
-
-def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
-    """Whether a file or folder, by its path ``relative`` to the folder being read, matches one of ``patterns``.
-
-    As in a ``.gitignore``: a pattern without a ``/`` matches the name of the entry or of any folder above it
-    (``node_modules``, ``*.min.html``, ``build/``); a pattern with one matches the whole relative path
-    (``drafts/*``, ``docs/v1/*``), its ``*`` crossing folders. Matching is case-sensitive."""
-    path = relative.as_posix()
-    for pattern in patterns:
-        pattern = pattern.strip("/")
-        if "/" in pattern:
-            if fnmatch.fnmatchcase(path, pattern):
-                return True
-        elif any(fnmatch.fnmatchcase(part, pattern) for part in relative.parts):
-            return True
-    return False
 
 
 def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -8,11 +8,12 @@ read.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel
@@ -41,7 +42,7 @@ class ReadOptions:
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES
     max_undecodable_share: float = DEFAULT_MAX_UNDECODABLE_SHARE
     on_error: Literal["raise", "continue"] = "raise"
-    # Glob patterns of a folder's files and subfolders to leave out (files.excluded says how they match).
+    # Glob patterns of a folder's files and subfolders to leave out (excluded says how they match).
     exclude: tuple[str, ...] = ()
     # Suffixes read as plain text besides the formats' own, as formats.checked_text_suffixes gives them (lower
     # case, with their dot); IngestConfig and AdaptConfig check theirs so.
@@ -56,8 +57,25 @@ def checked_exclude(patterns: list[str]) -> list[str]:
     return patterns
 
 
-# A config's ``exclude`` field: glob patterns of a folder's files and subfolders to leave out (files.excluded).
+# A config's ``exclude`` field: glob patterns of a folder's files and subfolders to leave out (excluded).
 ExcludePatterns = Annotated[list[str], AfterValidator(checked_exclude)]
+
+
+def excluded(relative: PurePosixPath, patterns: Sequence[str]) -> bool:
+    """Whether a file or folder, by its path ``relative`` to the folder being read, matches one of ``patterns``.
+
+    As in a ``.gitignore``: a pattern without a ``/`` matches the name of the entry or of any folder above it
+    (``node_modules``, ``*.min.html``, ``build/``); a pattern with one matches the whole relative path
+    (``drafts/*``, ``docs/v1/*``), its ``*`` crossing folders. Matching is case-sensitive."""
+    path = relative.as_posix()
+    for pattern in patterns:
+        pattern = pattern.strip("/")
+        if "/" in pattern:
+            if fnmatch.fnmatchcase(path, pattern):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in relative.parts):
+            return True
+    return False
 
 
 @dataclass

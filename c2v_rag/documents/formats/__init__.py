@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
+from c2v_rag.documents.formats.archives import CompressedFile, TarArchive, ZipArchive
 from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
@@ -60,6 +61,9 @@ FORMATS: tuple[FileFormat, ...] = (
     Email(),
     Mbox(),
     OutlookMessage(),
+    ZipArchive(),
+    TarArchive(),
+    CompressedFile(),
 )
 
 _BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
@@ -71,7 +75,9 @@ def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | N
     (checked by :func:`checked_text_suffixes`); None: not one ingest reads."""
     suffix = path.suffix.lower()
     fmt = _BY_SUFFIX.get(suffix)
-    return AS_TEXT if fmt is None and suffix in text_suffixes else fmt
+    if fmt is None:
+        return AS_TEXT if suffix in text_suffixes else None
+    return fmt if fmt.accepts(path, text_suffixes) else None
 
 
 def checked_text_suffixes(suffixes: list[str]) -> list[str]:

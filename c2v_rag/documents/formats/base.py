@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -37,6 +37,11 @@ class FileFormat(ABC):
     def missing(self) -> MissingPackageError | None:
         """The error to give when a package this format needs is not installed, else None (nothing imported)."""
         return missing_requirements(self.requires, f"Reading {self.name} files ({', '.join(self.suffixes)})")
+
+    def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
+        """Whether this format reads ``file``, one of its suffixes: yes, unless the suffix alone does not say (a
+        compressed file, by the suffix under it)."""
+        return True
 
     @abstractmethod
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

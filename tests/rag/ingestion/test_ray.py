@@ -99,10 +99,13 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sour
     assert compare(points(on_ray), points(local)) < 1e-5
 
 
-def test_ray_reads_other_suffixes_as_text_and_office_files_as_the_local_engine_does(
+def test_ray_reads_other_suffixes_as_text_office_files_and_archives_as_the_local_engine_does(
     tmp_path, tiny_variant, ingest_config
 ):
-    """text_suffixes and the Office 97-2003 readers travel to the workers in the read options and the registry."""
+    """text_suffixes, the Office 97-2003 readers and archives (text_suffixes inside them too) travel to the workers
+    in the read options and the registry."""
+    import zipfile
+
     pytest.importorskip("olefile")
     from legacy_office_files import write_doc, write_msg
 
@@ -112,13 +115,17 @@ def test_ray_reads_other_suffixes_as_text_and_office_files_as_the_local_engine_d
     (folder / "notes.txt").write_text(make_text(7))
     write_doc(folder / "report.doc", [("Tide report", 2, None), (make_text(8), 0, None)])
     write_msg(folder / "mail.msg")
+    with zipfile.ZipFile(folder / "export.zip", "w") as archive:
+        archive.writestr("src/flow.py", "def flow(t):\n    return -t\n")
+        archive.writestr("guide.md", make_text(9))
     kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, text_suffixes=[".py"])
     expected = c2v_rag.ingest(folder, path=tmp_path / "local", **kwargs)
     result = c2v_rag.ingest(folder, path=tmp_path / "ray", engine="ray", ray=TWO_ACTORS, **kwargs)
-    assert expected.documents == result.documents == 4 and result.ok
+    assert expected.documents == result.documents == 6 and result.ok
     got, want = points(tmp_path / "ray"), points(tmp_path / "local")
     assert compare(got, want) < 1e-5
-    assert {p["metadata"]["file_name"] for p, _ in got.values()} == {"tides.py", "notes.txt", "report.doc", "mail.msg"}
+    names = {"tides.py", "notes.txt", "report.doc", "mail.msg", "flow.py", "guide.md"}
+    assert {p["metadata"]["file_name"] for p, _ in got.values()} == names
 
 
 def _every_point(path, collection: str = "kb") -> dict[str, tuple[dict, np.ndarray, tuple]]:

@@ -108,7 +108,7 @@ def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
         ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a string that is no path is a text
     for name in ("a.txt", "b.txt"):
         (folder / name).unlink()
-    with pytest.raises(ValueError, match=r"no \.txt, \.md, .* and \.msg files"):
+    with pytest.raises(ValueError, match=r"no \.txt, \.md, .*, \.msg, \.zip, .* and \.xz files"):
         ingest_into(folder, store, sync=True)  # an emptied folder is refused too
     assert points(store) == before
 
@@ -148,6 +148,36 @@ def test_files_that_cannot_be_read_keep_their_points(tmp_path, ingest_into):
     (folder / "r.jsonl").write_text(f'{{"id": "r1", "text": "{make_text(5, 1)}"}}\n', encoding="utf-8")
     result = ingest_into(folder, store, sync=True)
     assert result.documents_deleted == 1 and docs_of(store) == {"a.txt", "b.txt", "r1"}
+
+
+def test_a_sync_mirrors_the_files_inside_an_archive(tmp_path, ingest_into):
+    """A file gone from a zip is deleted as a file gone from a folder is; one that cannot be extracted keeps its
+    points; an unchanged archive is read again but nothing is embedded again."""
+    import zipfile
+
+    def write_zip(files: dict[str, bytes]) -> None:
+        with zipfile.ZipFile(folder / "export.zip", "w", zipfile.ZIP_STORED) as archive:
+            for name, data in files.items():
+                archive.writestr(name, data)
+
+    folder = make_folder(tmp_path / "docs", ["a.txt"])
+    files = {f"guide/{n}.md": make_text(10 + i, sentences=2).encode() for i, n in enumerate(("b", "c", "d"))}
+    write_zip(files)
+    store = tmp_path / "store"
+    first = ingest_into(folder, store, sync=True)
+    assert first.documents == 4 and docs_of(store) == {"a.txt", "b.md", "c.md", "d.md"}
+    again = ingest_into(folder, store, sync=True)
+    assert (again.chunks_written, again.documents_deleted) == (0, 0) and again.chunks_unchanged == first.chunks_written
+
+    del files["guide/c.md"]
+    write_zip(files)
+    result = ingest_into(folder, store, sync=True)
+    assert (result.documents_deleted, result.chunks_written) == (1, 0) and docs_of(store) == {"a.txt", "b.md", "d.md"}
+    assert points(store) == clean_ingest(ingest_into, folder, tmp_path, "clean")
+
+    write_zip({**files, "guide/d.md": b"\x00\x01 binary now" * 8})  # d.md cannot be read: its points stay
+    result = ingest_into(folder, store, sync=True, on_error="continue")
+    assert (result.files_skipped, result.documents_deleted) == (1, 0) and docs_of(store) == {"a.txt", "b.md", "d.md"}
 
 
 def test_a_file_read_through_another_root_is_claimed_by_it(tmp_path, ingest_into):

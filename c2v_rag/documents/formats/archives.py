@@ -1,0 +1,340 @@
+"""Archives (.zip, .tar, .tgz) and compressed files (.gz, .bz2, .xz): the documents of the files inside them.
+
+Each file inside an archive is read by the format its own suffix names, as it would be in a folder: hidden files,
+``exclude`` patterns (matched against the path under the folder, through the archive) and suffixes no format reads
+are left out, and ``text_suffixes`` apply. A document from inside an archive is named by the archive's path and
+the member's path under it (``/docs/export.zip/guide/intro.md``: its id and ``source``); its metadata says which
+archive it came from (``archive``). A compressed file (``notes.md.gz``) is the one file it holds, named by its own
+path; a folder's compressed files whose inner suffix no format reads (a ``changelog.gz``) are left out, as other
+suffixes are.
+
+Each member is extracted to a temporary file of its own name (deleted once read) and read from there, one at a
+time, within the size limit (``max_file_bytes``) each; archives inside archives are read up to
+:data:`MAX_NESTING` deep. A member that cannot be extracted (encrypted, damaged, an unsupported compression) is
+skipped with the reason, and the archive marked incomplete, so that a sync keeps its points.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextvars
+import functools
+import gzip
+import logging
+import lzma
+import tarfile
+import tempfile
+import zipfile
+from abc import abstractmethod
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_or_skip
+from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded
+from c2v_rag.documents.source_document import SourceDocument
+
+logger = logging.getLogger(__name__)
+
+MAX_NESTING = 4
+"""How many archives deep a member is read (an archive in an archive in an archive...); deeper ones are skipped."""
+
+# The members being read, outermost first: each one's temporary copy and the path it stands for.
+_reading: contextvars.ContextVar[tuple[tuple[Path, Path], ...]] = contextvars.ContextVar("archive_members", default=())
+_CHUNK = 1 << 20
+
+
+class Stream(Protocol):
+    """What a member's bytes are read through (a zip's, a tar's or a compressed file's stream)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Member:
+    """A regular file inside an archive: its path there (``/``-separated, no leading ``./``), its size as the
+    archive records it (None: unknown), and how to open its bytes."""
+
+    name: str
+    size: int | None
+    open: Callable[[], AbstractContextManager[Stream]]
+
+
+class Archive(FileFormat):
+    """A file of files: :meth:`members` lists them, and each is read by its own format."""
+
+    @abstractmethod
+    def opened(self, file: Path) -> AbstractContextManager[Sequence[Member]]:
+        """The archive's regular files, in the order they are read (raises as a damaged archive does): by name where
+        the archive is read at random cheaply, else as stored."""
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if len(_reading.get()) >= MAX_NESTING:
+            log.skip_file(file, f"an archive nested more than {MAX_NESTING} deep inside others is not read")
+            return
+        opened = parse_or_skip(file, log, f"{file.suffix.lower()} archive", lambda: self.opened(file))
+        if opened is None:
+            return
+        here = _relative(_real_path(file), root)
+        with opened as members:
+            other = 0
+            for member in members:
+                path = PurePosixPath(member.name)
+                if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
+                    continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
+                if options.exclude and excluded(here / path, options.exclude):
+                    continue
+                shown = file.joinpath(*path.parts)
+                if not _has_format(path, options):
+                    other += 1
+                    continue
+                extra = {"archive": str(file)}
+                yield from read_member(member, shown, root, options, log, extra)
+        if other:
+            logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
+
+
+class ZipArchive(Archive):
+    name = "ZIP archive"
+    suffixes = (".zip",)
+
+    def opened(self, file: Path) -> AbstractContextManager[Sequence[Member]]:
+        return _ZipMembers(file)
+
+
+class TarArchive(Archive):
+    """A tar archive, compressed or not (tarfile finds gzip, bzip2 and xz itself)."""
+
+    name = "tar archive"
+    suffixes = (".tar", ".tgz", ".tbz2", ".txz")
+
+    def opened(self, file: Path) -> AbstractContextManager[Sequence[Member]]:
+        return _TarMembers(file)
+
+
+class CompressedFile(FileFormat):
+    """One file compressed alone (``notes.md.gz``): read as the file it holds, by its inner suffix; a compressed
+    tar (``docs.tar.gz``) as a tar archive."""
+
+    name = "compressed file"
+    suffixes = (".gz", ".bz2", ".xz")
+
+    def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
+        return _has_format(PurePosixPath(file.stem), ReadOptions(text_suffixes=tuple(text_suffixes)))
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if file.stem.lower().endswith(".tar"):
+            yield from TarArchive().read(file, root, options, log)
+            return
+        member = Member(file.stem, None, lambda: _decompressed(file))
+        yield from read_member(member, file, root, options, log, {})
+
+
+def read_member(
+    member: Member, shown: Path, root: str, options: ReadOptions, log: ReadLog, metadata: dict[str, Any]
+) -> Iterator[SourceDocument]:
+    """The documents of ``member``, read by its suffix's format from a temporary copy and named as ``shown`` (the
+    archive's path and the member's under it), ``metadata`` added to each."""
+    from c2v_rag.documents.formats import AS_TEXT, format_of
+
+    # None only for a compressed file reached through a link of another name (NEWS.rst.gz -> changelog.gz, as
+    # Debian's docs have them): the link's inner suffix was readable, so it is read as text, which refuses binaries.
+    fmt = format_of(Path(PurePosixPath(member.name).name), options.text_suffixes) or AS_TEXT
+    missing = fmt.missing()
+    if missing is not None:
+        log.skip_file(shown, " ".join(str(missing).split()))
+        return
+    limit = options.max_file_bytes
+    if limit is not None and member.size is not None and member.size > limit:
+        log.skip_file(
+            shown, f"it is {member.size:,} bytes, over the limit of {limit:,} (max_file_bytes / --max-file-mb)"
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="c2v-archive-") as folder:
+        copy = Path(folder) / _safe_name(member.name)
+        try:
+            written = _extract(member, copy, limit)
+        except SkipFile as skip:
+            log.skip_file(shown, str(skip))
+            return
+        except gzip.BadGzipFile as err:  # an OSError, but of the data, not of the disk
+            log.skip_file(shown, f"it cannot be extracted ({err})")
+            return
+        except OSError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a damaged member fails in zlib, bz2, lzma or zipfile, in many ways
+            log.skip_file(shown, f"it cannot be extracted ({type(err).__name__}: {err})")
+            return
+        if written is None:
+            log.skip_file(shown, f"it is {_over(limit)}")
+            return
+        renamed = _Renamed(copy, shown)
+        token = _reading.set((*_reading.get(), (copy, shown)))
+        try:
+            for doc in fmt.read(copy, root, options, _MemberLog(log, renamed)):
+                yield renamed.document(doc, metadata)
+        finally:
+            _reading.reset(token)
+
+
+class _Renamed:
+    """A member's temporary copy's path, in ids, sources, metadata and messages, replaced by the path it stands
+    for."""
+
+    def __init__(self, copy: Path, shown: Path) -> None:
+        self.pairs = ((copy.as_posix(), shown.as_posix()), (str(copy), str(shown)))
+        self.names = (copy.name, shown.name)
+
+    def text(self, text: str) -> str:
+        for old, new in self.pairs:
+            text = text.replace(old, new)
+        return text
+
+    def document(self, doc: SourceDocument, metadata: dict[str, Any]) -> SourceDocument:
+        fields = {key: self.text(value) if isinstance(value, str) else value for key, value in doc.metadata.items()}
+        if fields.get("file_name") == self.names[0]:  # the copy's name: the member's, or the compressed file's
+            fields["file_name"] = self.names[1]
+        for key, value in metadata.items():
+            fields.setdefault(key, value)  # a document of an archive inside this one names the innermost archive
+        return SourceDocument(
+            self.text(doc.doc_id),
+            doc.text,
+            fields,
+            self.text(doc.source) if doc.source is not None else None,
+            doc.source_root,
+            pages=doc.pages,
+            lead=doc.lead,
+        )
+
+
+class _MemberLog(ReadLog):
+    """The log a member's reader writes to: what it skips goes to the archive's log, named by the member's path
+    in the archive, not by its temporary copy."""
+
+    def __init__(self, parent: ReadLog, renamed: _Renamed) -> None:
+        super().__init__()
+        self.parent, self.renamed = parent, renamed
+
+    def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
+        self.parent.skip_file(self.renamed.text(str(path)), self.renamed.text(reason), incomplete=incomplete)
+
+    def skip_files(self, paths: Sequence[Path], reason: str) -> None:
+        self.parent.skip_files([Path(self.renamed.text(str(p))) for p in paths], self.renamed.text(reason))
+
+    def skip_record(self, where: str, file: Path, reason: str) -> None:
+        self.parent.skip_record(self.renamed.text(where), Path(self.renamed.text(str(file))), self.renamed.text(reason))
+
+
+class _ZipMembers(AbstractContextManager[Sequence[Member]]):
+    def __init__(self, file: Path) -> None:
+        self.archive = zipfile.ZipFile(file)
+
+    def __enter__(self) -> Sequence[Member]:
+        latest = {}  # a name stored twice: the later copy, as unzip keeps it
+        for info in self.archive.infolist():
+            name = _normal(info.filename)
+            if name and not info.is_dir():
+                latest[name] = info
+        ordered = sorted(latest.items())
+        return [Member(name, info.file_size, functools.partial(self._open, info)) for name, info in ordered]
+
+    def _open(self, info: zipfile.ZipInfo) -> AbstractContextManager[Stream]:
+        if info.flag_bits & 0x1:
+            raise SkipFile("it is encrypted (password-protected): extract it with its password to read it")
+        return self.archive.open(info)
+
+    def __exit__(self, *exc: object) -> None:
+        self.archive.close()
+
+
+class _TarMembers(AbstractContextManager[Sequence[Member]]):
+    def __init__(self, file: Path) -> None:
+        self.archive = tarfile.open(file, mode="r:*")
+
+    def __enter__(self) -> Sequence[Member]:
+        latest = {}
+        for info in self.archive.getmembers():
+            name = _normal(info.name)
+            if name and info.isfile():  # links, devices and folders hold no document
+                latest[name] = info
+        # In the order they are stored: a compressed tar is a stream, and reading a member before one already read
+        # decompresses it from its start again.
+        ordered = sorted(latest.items(), key=lambda item: item[1].offset_data)
+        return [Member(name, info.size, functools.partial(self._open, info)) for name, info in ordered]
+
+    def _open(self, info: tarfile.TarInfo) -> AbstractContextManager[Stream]:
+        handle = self.archive.extractfile(info)
+        if handle is None:
+            raise SkipFile("it is not a regular file in the archive")
+        return handle
+
+    def __exit__(self, *exc: object) -> None:
+        self.archive.close()
+
+
+_DECOMPRESSED: dict[str, Callable[[Path], AbstractContextManager[Stream]]] = {
+    ".gz": lambda file: gzip.GzipFile(file, "rb"),
+    ".bz2": lambda file: bz2.BZ2File(file, "rb"),
+    ".xz": lambda file: lzma.LZMAFile(file, "rb"),
+}
+
+
+def _decompressed(file: Path) -> AbstractContextManager[Stream]:
+    return _DECOMPRESSED[file.suffix.lower()](file)
+
+
+def _extract(member: Member, copy: Path, limit: int | None) -> int | None:
+    """Copy ``member``'s bytes to ``copy``: their count, or None when they run past ``limit`` (a size the archive
+    understated, or a compressed file's, which is known only once read)."""
+    written = 0
+    with member.open() as source, copy.open("wb") as target:
+        while chunk := source.read(_CHUNK):
+            written += len(chunk)
+            if limit is not None and written > limit:
+                return None
+            target.write(chunk)
+    return written
+
+
+def _over(limit: int | None) -> str:
+    return f"over the limit of {limit:,} bytes (max_file_bytes / --max-file-mb)"
+
+
+def _normal(name: str) -> str:
+    """A member's path as read here: ``/``-separated, without a leading ``./`` or ``/``, ``..`` parts dropped
+    (they name nothing inside the archive; the copy is written under a name of its own anyway)."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return "/".join(parts)
+
+
+def _safe_name(name: str) -> str:
+    """The file name a member's temporary copy gets: its own, so that its reader sees its suffix and name."""
+    base = PurePosixPath(name).name
+    return base if base and len(base.encode()) <= 200 else f"member{PurePosixPath(name).suffix[:20]}"
+
+
+def _has_format(path: PurePosixPath, options: ReadOptions) -> bool:
+    from c2v_rag.documents.formats import format_of
+
+    return format_of(Path(path.name), options.text_suffixes) is not None
+
+
+def _real_path(file: Path) -> Path:
+    """The path ``file`` (an archive's temporary copy, or a real file) stands for, through every archive around it."""
+    for copy, shown in reversed(_reading.get()):
+        if file == copy or copy in file.parents:
+            file = shown.joinpath(file.relative_to(copy))
+    return file
+
+
+def _relative(file: Path, root: str) -> PurePosixPath:
+    """``file``'s path under the folder the caller named (its name alone when the caller named it)."""
+    try:
+        return PurePosixPath(file.relative_to(root).as_posix())
+    except ValueError:
+        return PurePosixPath(file.name)
+
+
+__all__ = ["MAX_NESTING", "Archive", "CompressedFile", "Member", "TarArchive", "ZipArchive", "read_member"]
