@@ -209,11 +209,17 @@ def test_what_cannot_be_extracted_is_skipped_by_its_member_path_and_keeps_the_ar
     (tmp_path / "huge.md.gz").write_bytes(gzip.compress(b"w" * 6000))
     (tmp_path / "broken.md.gz").write_bytes(gzip.compress(good)[:-12] + b"garbage!")
     (tmp_path / "truncated.zip").write_bytes(archive.read_bytes()[:200])
+    whole = tmp_path / "whole.tgz"
+    with tarfile.open(whole, "w:gz") as tar:
+        tar.add(archive, "mixed.zip")
+    (tmp_path / "truncated.tgz").write_bytes(whole.read_bytes()[:300])
+    whole.unlink()
     docs, log = read(tmp_path, max_file_bytes=4500, exclude=("mixed.zip",))
     reasons = {Path(s.where).name: s.reason for s in log.skipped}
     assert docs == [] and "over the limit of 4,500 bytes" in reasons["huge.md.gz"]
     assert "cannot be extracted" in reasons["broken.md.gz"]
     assert "not a readable .zip archive file (BadZipFile" in reasons["truncated.zip"]
+    assert "not a readable .tgz archive file" in reasons["truncated.tgz"]
 
 
 def test_a_compressed_file_reached_through_a_link_of_another_name_reads_as_text(tmp_path):

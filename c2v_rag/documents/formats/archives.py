@@ -252,17 +252,23 @@ class _ZipMembers(AbstractContextManager[Sequence[Member]]):
 class _TarMembers(AbstractContextManager[Sequence[Member]]):
     def __init__(self, file: Path) -> None:
         self.archive = tarfile.open(file, mode="r:*")
-
-    def __enter__(self) -> Sequence[Member]:
+        try:  # the whole listing now, inside the caller's parse_or_skip: a truncated or damaged tar fails here
+            infos = self.archive.getmembers()
+        except BaseException:
+            self.archive.close()
+            raise
         latest = {}
-        for info in self.archive.getmembers():
+        for info in infos:
             name = _normal(info.name)
             if name and info.isfile():  # links, devices and folders hold no document
                 latest[name] = info
         # In the order they are stored: a compressed tar is a stream, and reading a member before one already read
         # decompresses it from its start again.
         ordered = sorted(latest.items(), key=lambda item: item[1].offset_data)
-        return [Member(name, info.size, functools.partial(self._open, info)) for name, info in ordered]
+        self.members = [Member(name, info.size, functools.partial(self._open, info)) for name, info in ordered]
+
+    def __enter__(self) -> Sequence[Member]:
+        return self.members
 
     def _open(self, info: tarfile.TarInfo) -> AbstractContextManager[Stream]:
         handle = self.archive.extractfile(info)
