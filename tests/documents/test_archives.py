@@ -231,3 +231,17 @@ def test_a_compressed_file_reached_through_a_link_of_another_name_reads_as_text(
     (doc,), log = read(folder)
     assert doc.doc_id == (folder / "changelog.gz").resolve().as_posix() and log.files_skipped == 0
     assert doc.text == "wadllib (1.3.6)\n\n  * Fix the tide tables." and doc.metadata["file_name"] == "changelog.gz"
+
+
+def test_progress_moves_through_an_archive_member_by_member(tmp_path):
+    """The log's document_span (what the progress bar's ETA reads within a file): each member's share of the
+    archive, and within it the member's own span (a JSONL file's records by their bytes)."""
+    records = b'{"id": "r1", "text": "first"}\n{"id": "r2", "text": "second"}\n'
+    archive = write_zip(tmp_path / "a.zip", {"a.md": b"A.", "b.jsonl": records, "c.md": b"C.", "d.md": b"D."})
+    log = ReadLog()
+    spans = [(doc.doc_id, log.document_span) for doc in iter_documents(archive, options=ReadOptions(), log=log)]
+    # r1's line with its newline: its share of b.jsonl's bytes, within b.jsonl's quarter of the archive
+    half = (records.index(b"\n") + 1) / len(records) / 4
+    assert [doc_id.split("/")[-1] for doc_id, _ in spans] == ["a.md", "r1", "r2", "c.md", "d.md"]
+    want = [(0, 0.25), (0.25, 0.25 + half), (0.25 + half, 0.5), (0.5, 0.75), (0.75, 1.0)]
+    assert [value for _, span in spans for value in span] == pytest.approx([value for span in want for value in span])

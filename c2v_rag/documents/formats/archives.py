@@ -80,7 +80,7 @@ class Archive(FileFormat):
         here = _relative(_real_path(file), root)
         with opened as members:
             other = 0
-            for member in members:
+            for place, member in enumerate(members):
                 path = PurePosixPath(member.name)
                 if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
                     continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
@@ -91,7 +91,8 @@ class Archive(FileFormat):
                     other += 1
                     continue
                 extra = {"archive": str(file)}
-                yield from read_member(member, shown, root, options, log, extra)
+                span = (place / len(members), (place + 1) / len(members))
+                yield from read_member(member, shown, root, options, log, extra, span)
         if other:
             logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
 
@@ -133,10 +134,17 @@ class CompressedFile(FileFormat):
 
 
 def read_member(
-    member: Member, shown: Path, root: str, options: ReadOptions, log: ReadLog, metadata: dict[str, Any]
+    member: Member,
+    shown: Path,
+    root: str,
+    options: ReadOptions,
+    log: ReadLog,
+    metadata: dict[str, Any],
+    span: tuple[float, float] = (0.0, 1.0),
 ) -> Iterator[SourceDocument]:
     """The documents of ``member``, read by its suffix's format from a temporary copy and named as ``shown`` (the
-    archive's path and the member's under it), ``metadata`` added to each."""
+    archive's path and the member's under it), ``metadata`` added to each; ``span`` is the member's share of the
+    archive, for progress (``log.document_span``)."""
     from c2v_rag.documents.formats import AS_TEXT, format_of
 
     # None only for a compressed file reached through a link of another name (NEWS.rst.gz -> changelog.gz, as
@@ -173,7 +181,11 @@ def read_member(
         renamed = _Renamed(copy, shown)
         token = _reading.set((*_reading.get(), (copy, shown)))
         try:
-            for doc in fmt.read(copy, root, options, _MemberLog(log, renamed)):
+            member_log = _MemberLog(log, renamed)
+            for doc in fmt.read(copy, root, options, member_log):
+                # Where the document lies in the archive: its place in the member, within the member's share.
+                start, end = member_log.document_span
+                log.document_span = (span[0] + start * (span[1] - span[0]), span[0] + end * (span[1] - span[0]))
                 yield renamed.document(doc, metadata)
         finally:
             _reading.reset(token)
