@@ -827,6 +827,29 @@ def test_an_office_file_under_another_applications_suffix_is_skipped_with_what_i
         assert docs == [] and reason in log.skipped[0].reason
 
 
+def test_opendocument_templates_read_as_their_documents(tmp_path):
+    """LibreOffice's templates (.ott, .otp, .ots): the same parts, a mimetype of '...-template'."""
+    import zipfile
+
+    from format_files import write_ods
+
+    for write, plain_suffix, suffix in (
+        (write_odt, ".odt", ".ott"),
+        (write_odp, ".odp", ".otp"),
+        (write_ods, ".ods", ".ots"),
+    ):
+        plain = write(tmp_path / f"plain{plain_suffix}")
+        template = tmp_path / f"template{suffix}"
+        with zipfile.ZipFile(plain) as source, zipfile.ZipFile(template, "w") as target:
+            for item in source.infolist():
+                data = source.read(item)
+                target.writestr(item, data + b"-template" if item.filename == "mimetype" else data)
+        assert zipfile.ZipFile(template).read("mimetype").endswith(b"-template")
+        got, log = read(template)
+        assert log.files_skipped == 0
+        same_documents(got, read(plain)[0], template, plain)
+
+
 def test_word_powerpoint_and_excel_97_templates_and_shows_read_as_their_documents(tmp_path):
     pytest.importorskip("olefile")
     pairs = [
