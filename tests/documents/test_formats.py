@@ -540,6 +540,52 @@ def test_a_mailbox_is_one_document_per_message_known_by_its_message_id(tmp_path)
     assert {d.source for d in docs} == {str(where)}
 
 
+def test_attachments_a_format_reads_are_documents_of_their_own_named_through_the_message(tmp_path):
+    import mailbox
+
+    pytest.importorskip("docx")
+    message = _message("Offer", "See the attached terms.")
+    message["Message-ID"] = "<offer-1@example.org>"
+    terms = write_docx(tmp_path / "terms.docx")
+    word = "vnd.openxmlformats-officedocument.wordprocessingml.document"
+    message.add_attachment(terms.read_bytes(), maintype="application", subtype=word, filename="terms.docx")
+    message.add_attachment(b"# Notes\n\nBring boots.", maintype="text", subtype="markdown", filename="notes.md")
+    message.add_attachment(b"# Notes\n\nA second copy.", maintype="text", subtype="markdown", filename="notes.md")
+    message.add_attachment(b"\x89PNG\r\n\x1a\n", maintype="image", subtype="png", filename="logo.png")
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    (folder / "offer.eml").write_bytes(bytes(message))
+    docs, log = read(folder)
+    eml = (folder / "offer.eml").resolve().as_posix()
+    assert [d.doc_id for d in docs] == [eml, f"{eml}/terms.docx", f"{eml}/notes.md", f"{eml}/notes-2.md"]
+    assert log.files_skipped == 0 and docs[0].metadata["attachments"] == [
+        "terms.docx",
+        "notes.md",
+        "notes.md",
+        "logo.png",
+    ]
+    (alone,), _ = read(terms)  # an attachment reads as the file itself does
+    assert docs[1].text == alone.text and docs[1].metadata["title"] == alone.metadata["title"]
+    assert docs[1].metadata["attachment_of"] == eml and docs[1].metadata["file_name"] == "terms.docx"
+    assert docs[1].source == f"{eml}/terms.docx" and docs[3].text == "# Notes\n\nA second copy."
+    docs, _ = read(folder, exclude=("*.docx",))  # patterns match through the message, as through a folder
+    assert [d.doc_id for d in docs] == [eml, f"{eml}/notes.md", f"{eml}/notes-2.md"]
+    # In a mailbox: the mailbox, the message's Message-ID, the attachment's name.
+    box = mailbox.mbox(tmp_path / "inbox.mbox")
+    box.add(message)
+    box.flush()
+    box.close()
+    docs, _ = read(tmp_path / "inbox.mbox")
+    where = (tmp_path / "inbox.mbox").resolve().as_posix()
+    assert [d.doc_id for d in docs] == [
+        f"{where}:<offer-1@example.org>",
+        f"{where}/<offer-1@example.org>/terms.docx",
+        f"{where}/<offer-1@example.org>/notes.md",
+        f"{where}/<offer-1@example.org>/notes-2.md",
+    ]
+    assert docs[1].metadata["attachment_of"] == docs[0].doc_id and docs[1].text == alone.text
+
+
 def test_mail_files_that_are_not_mail_are_skipped_with_the_reason(tmp_path):
     (tmp_path / "notes.mbox").write_text("just some text\nwith no From line\n", encoding="utf-8")
     (tmp_path / "photo.eml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))

@@ -77,24 +77,39 @@ class Archive(FileFormat):
         opened = parse_or_skip(file, log, f"{file.suffix.lower()} archive", lambda: self.opened(file))
         if opened is None:
             return
-        here = _relative(_real_path(file), root)
         with opened as members:
-            other = 0
-            for place, member in enumerate(members):
-                path = PurePosixPath(member.name)
-                if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
-                    continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
-                if options.exclude and excluded(here / path, options.exclude):
-                    continue
-                shown = file.joinpath(*path.parts)
-                if not _has_format(path, options):
-                    other += 1
-                    continue
-                extra = {"archive": str(file)}
-                span = (place / len(members), (place + 1) / len(members))
-                yield from read_member(member, shown, root, options, log, extra, span)
-        if other:
-            logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
+            inside = [(PurePosixPath(member.name), member) for member in members]
+            yield from read_inner(file, inside, root, options, log, {"archive": str(file)})
+
+
+def read_inner(
+    file: Path,
+    inside: Sequence[tuple[PurePosixPath, Member]],
+    root: str,
+    options: ReadOptions,
+    log: ReadLog,
+    metadata: dict[str, Any],
+    span: tuple[float, float] = (0.0, 1.0),
+) -> Iterator[SourceDocument]:
+    """The documents of the files held inside ``file`` (an archive's members, a message's attachments), each at its
+    path inside it: hidden ones, those ``exclude`` leaves out (matched through ``file`` as through a folder) and
+    those no format reads are left out, the others read by :func:`read_member` and named ``file/path``; ``span``
+    is their share of ``file``, for progress."""
+    here = _relative(_real_path(file), root)
+    other = 0
+    share = (span[1] - span[0]) / max(len(inside), 1)
+    for place, (path, member) in enumerate(inside):
+        if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
+            continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
+        if options.exclude and excluded(here / path, options.exclude):
+            continue
+        if not _has_format(path, options):
+            other += 1
+            continue
+        start = span[0] + place * share
+        yield from read_member(member, file.joinpath(*path.parts), root, options, log, metadata, (start, start + share))
+    if other:
+        logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
 
 
 class ZipArchive(Archive):
@@ -355,4 +370,14 @@ def _relative(file: Path, root: str) -> PurePosixPath:
         return PurePosixPath(file.name)
 
 
-__all__ = ["MAX_NESTING", "Archive", "CompressedFile", "Member", "TarArchive", "ZipArchive", "read_member"]
+__all__ = [
+    "MAX_NESTING",
+    "Archive",
+    "CompressedFile",
+    "Member",
+    "Stream",
+    "TarArchive",
+    "ZipArchive",
+    "read_inner",
+    "read_member",
+]

@@ -3,8 +3,13 @@ Takeout export one) one document per message.
 
 A message reads as its subject (leading it as a heading), its ``From``, ``To``, ``Cc`` and ``Date`` lines, and its
 body: the plain-text part, else the HTML part as Markdown (the ``html`` extra), in the charset the message names.
-Attachments are not read; their file names are listed in the metadata, beside ``title`` (the subject), ``from``,
-``to`` and ``date`` (ISO 8601). Python's own ``email`` and ``mailbox`` packages parse them.
+Its attachments' file names are listed in the metadata, beside ``title`` (the subject), ``from``, ``to`` and
+``date`` (ISO 8601). Python's own ``email`` and ``mailbox`` packages parse them.
+
+An attachment that a format reads (a PDF, a Word file, a spreadsheet) gives documents of its own, read as the file
+would be, named by the message file and its name (``/mail/offer.eml/terms.pdf``; in a mailbox
+``/mail/inbox.mbox/<Message-ID>/terms.pdf``), ``attachment_of`` naming the message's id; ``exclude`` patterns match
+that path (``*.xlsx`` leaves out spreadsheets attached). Attached messages are not read.
 
 A mailbox's message is known by its ``Message-ID`` header: its id is ``FILE:<Message-ID>``, which stays the same
 when other messages are deleted or the mail client compacts the file, so a re-run embeds only the new messages
@@ -18,10 +23,12 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
+import functools
+import io
 from collections import Counter
 from collections.abc import Iterator
 from email.message import EmailMessage
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from c2v_rag.core.errors import MissingPackageError
@@ -53,6 +60,7 @@ class Email(FileFormat):
             log.skip_file(file, "not an e-mail message (no headers and no body)")
             return
         yield file_document(file, root, text, metadata)
+        yield from attachment_documents(message, file, None, file.as_posix(), root, options, log)  # type: ignore[arg-type]
 
 
 class Mbox(FileFormat):
@@ -88,6 +96,16 @@ class Mbox(FileFormat):
                 log.document_span = ((n - 1) / len(keys), n / len(keys))
                 doc_id = f"{file}:{_message_key(message, text, seen)}"
                 yield SourceDocument(doc_id, text, {**metadata, "source": str(file)}, str(file), root)
+                yield from attachment_documents(
+                    message,  # type: ignore[arg-type]
+                    file,
+                    doc_id.removeprefix(f"{file}:"),
+                    doc_id,
+                    root,
+                    options,
+                    log,
+                    log.document_span,
+                )
         finally:
             box.close()
 
@@ -99,6 +117,37 @@ def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     shown = {name: _valid(str(message[name])) for name in SHOWN_HEADERS if message.get(name)}
     attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
     return mail_layout(subject, shown, _valid(_body(message)), _iso_date(message.get("Date")), attachments)
+
+
+def attachment_documents(
+    message: EmailMessage,
+    file: Path,
+    key: str | None,
+    doc_id: str,
+    root: str,
+    options: ReadOptions,
+    log: ReadLog,
+    span: tuple[float, float] = (0.0, 1.0),
+) -> Iterator[SourceDocument]:
+    """The documents of ``message``'s attachments that a format reads, each at ``key/name`` inside ``file`` (the
+    message file, or the mailbox with the message's ``key``), ``attachment_of`` naming the message's ``doc_id``."""
+    from c2v_rag.documents.formats.archives import Member, read_inner
+
+    inside = []
+    names: Counter[str] = Counter()
+    for part in message.iter_attachments():
+        name = PurePosixPath(_valid(str(part.get_filename() or "")).replace("\\", "/")).name
+        data = part.get_payload(decode=True)
+        if not name or not isinstance(data, bytes):  # an attached message gives no bytes: not read
+            continue
+        names[name] += 1
+        if names[name] > 1:  # two attachments of one name: the second is name-2.pdf
+            shown = PurePosixPath(name)
+            name = f"{shown.stem}-{names[shown.name]}{shown.suffix}"
+        path = PurePosixPath(key, name) if key else PurePosixPath(name)
+        inside.append((path, Member(name, len(data), functools.partial(io.BytesIO, data))))
+    if inside:
+        yield from read_inner(file, inside, root, options, log, {"attachment_of": doc_id}, span)
 
 
 def mail_layout(
