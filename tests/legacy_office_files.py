@@ -331,14 +331,15 @@ def write_msg(
     subject: str = "Spring tides next week",
     body: str | None = "The range peaks on Friday.\r\n\r\n-- \r\nAda",
     html: bytes | None = None,
-    attachments: Sequence[str] = ("tables.pdf",),
+    attachments: Sequence[str | tuple[str, bytes]] = ("tables.pdf",),
     sender_address: str = "/O=EXCHANGELABS/OU=EXCHANGE ADMINISTRATIVE GROUP/CN=RECIPIENTS/CN=ADA",
     locale: int | None = None,
 ) -> Path:
     """An Outlook message as Outlook saves one ([MS-OXMSG]): strings as UTF-16 property streams, the sender's
     Exchange (X.500) address beside its SMTP one, the submit time in the property stream; ``html`` an HTML body
-    stored as bytes; each of ``attachments`` a storage with its file name. With ``locale`` (an LCID), the subject is
-    stored 8-bit in that locale's code page, as older Outlook versions store strings."""
+    stored as bytes; each of ``attachments`` a storage with its file name (and its bytes, given a (name, bytes)
+    pair). With ``locale`` (an LCID), the subject is stored 8-bit in that locale's code page, as older Outlook
+    versions store strings."""
 
     def unicode(prop: int, text: str) -> tuple[str, bytes]:
         return f"__substg1.0_{prop:04X}001F", text.encode("utf-16-le") + b"\x00\x00"
@@ -363,9 +364,12 @@ def write_msg(
         streams.update([unicode(0x1000, body)])
     if html is not None:
         streams["__substg1.0_10130102"] = html
-    for n, name in enumerate(attachments):
+    for n, attachment in enumerate(attachments):
+        name, content = (attachment, None) if isinstance(attachment, str) else attachment
         storage = f"__attach_version1.0_#{n:08X}"
         streams[f"{storage}/__substg1.0_3707001F"] = name.encode("utf-16-le") + b"\x00\x00"
+        if content is not None:
+            streams[f"{storage}/__substg1.0_37010102"] = content
         streams[f"{storage}/__properties_version1.0"] = bytes(8)
     properties = bytes(32) + b"".join(struct.pack("<IIQ", (prop << 16) | kind, 0, value) for prop, kind, value in fixed)
     streams["__properties_version1.0"] = properties

@@ -976,6 +976,16 @@ def test_an_outlook_message_reads_as_an_eml_does(tmp_path):
     )
     assert doc.metadata["date"] == "2024-04-03T09:30:00+00:00" and doc.metadata["to"] == "Tide desk"
     assert doc.metadata["attachments"] == ["tables.pdf", "photo.jpg"] and log.files_skipped == 0
+    # An attached file a format reads (stored by value) is a document of its own, as an .eml's is. (4 KB or more:
+    # the test's compound file records a shorter stream's padded size.)
+    content = b"# Notes\n\n" + b"Bring boots.\n" * 400
+    attached = ("tables.pdf", ("notes.md", content), ("photo.jpg", b"\xff\xd8\xff"))
+    write_msg(tmp_path / "tides.msg", attachments=attached)
+    (message, notes), log = read(tmp_path)
+    where = (tmp_path / "tides.msg").resolve().as_posix()
+    assert notes.doc_id == f"{where}/notes.md" and notes.text == content.decode() and log.files_skipped == 0
+    assert notes.metadata["attachment_of"] == message.doc_id == where and notes.metadata["file_name"] == "notes.md"
+    assert message.metadata["attachments"] == ["tables.pdf", "notes.md", "photo.jpg"]
     # An HTML body alone, as Markdown; an 8-bit subject in the code page of the message's locale (Russian: cp1251).
     html = b"<html><body><p>The <b>range</b> peaks.</p></body></html>"
     write_msg(tmp_path / "tides.msg", subject="Прилив", body=None, html=html, attachments=(), locale=1049)

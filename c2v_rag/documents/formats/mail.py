@@ -60,7 +60,8 @@ class Email(FileFormat):
             log.skip_file(file, "not an e-mail message (no headers and no body)")
             return
         yield file_document(file, root, text, metadata)
-        yield from attachment_documents(message, file, None, file.as_posix(), root, options, log)  # type: ignore[arg-type]
+        attached = attached_files(message)  # type: ignore[arg-type]
+        yield from attachment_documents(file, None, file.as_posix(), attached, root, options, log)
 
 
 class Mbox(FileFormat):
@@ -96,16 +97,9 @@ class Mbox(FileFormat):
                 log.document_span = ((n - 1) / len(keys), n / len(keys))
                 doc_id = f"{file}:{_message_key(message, text, seen)}"
                 yield SourceDocument(doc_id, text, {**metadata, "source": str(file)}, str(file), root)
-                yield from attachment_documents(
-                    message,  # type: ignore[arg-type]
-                    file,
-                    doc_id.removeprefix(f"{file}:"),
-                    doc_id,
-                    root,
-                    options,
-                    log,
-                    log.document_span,
-                )
+                key = doc_id.removeprefix(f"{file}:")
+                attached = attached_files(message)  # type: ignore[arg-type]
+                yield from attachment_documents(file, key, doc_id, attached, root, options, log, log.document_span)
         finally:
             box.close()
 
@@ -119,26 +113,36 @@ def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     return mail_layout(subject, shown, _valid(_body(message)), _iso_date(message.get("Date")), attachments)
 
 
+def attached_files(message: EmailMessage) -> list[tuple[str, bytes]]:
+    """The name and bytes of each file attached to ``message`` (attached messages give no bytes: left out)."""
+    files = []
+    for part in message.iter_attachments():
+        data = part.get_payload(decode=True)
+        if part.get_filename() and isinstance(data, bytes):
+            files.append((_valid(str(part.get_filename())), data))
+    return files
+
+
 def attachment_documents(
-    message: EmailMessage,
     file: Path,
     key: str | None,
     doc_id: str,
+    attached: list[tuple[str, bytes]],
     root: str,
     options: ReadOptions,
     log: ReadLog,
     span: tuple[float, float] = (0.0, 1.0),
 ) -> Iterator[SourceDocument]:
-    """The documents of ``message``'s attachments that a format reads, each at ``key/name`` inside ``file`` (the
-    message file, or the mailbox with the message's ``key``), ``attachment_of`` naming the message's ``doc_id``."""
+    """The documents of a message's ``attached`` files (name, bytes) that a format reads, each at ``key/name`` inside
+    ``file`` (the message file, or the mailbox with the message's ``key``), ``attachment_of`` naming the message's
+    ``doc_id``."""
     from c2v_rag.documents.formats.archives import Member, read_inner
 
     inside = []
     names: Counter[str] = Counter()
-    for part in message.iter_attachments():
-        name = PurePosixPath(_valid(str(part.get_filename() or "")).replace("\\", "/")).name
-        data = part.get_payload(decode=True)
-        if not name or not isinstance(data, bytes):  # an attached message gives no bytes: not read
+    for given, data in attached:
+        name = PurePosixPath(given.replace("\\", "/")).name
+        if not name:
             continue
         names[name] += 1
         if names[name] > 1:  # two attachments of one name: the second is name-2.pdf

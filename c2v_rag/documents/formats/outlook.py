@@ -1,6 +1,7 @@
 """Outlook messages (``.msg``, as Outlook saves a mail dragged out of it): one document per file, read as an
 ``.eml`` is: the subject leading as a heading, the ``From``, ``To``, ``Cc`` and ``Date`` lines, the plain-text body
-(else the HTML body as Markdown, the ``html`` extra); attachments' names in the metadata, their content not read.
+(else the HTML body as Markdown, the ``html`` extra); attachments' names in the metadata, and each attached file a
+format reads as documents of its own, as an ``.eml``'s are (attached messages are not read).
 
 olefile opens the compound file. What is ours is the message's layout ([MS-OXMSG]): each property a stream named by
 its tag (``__substg1.0_0037001F``, the subject as UTF-16), fixed-size ones (the dates) in the property stream, each
@@ -18,7 +19,7 @@ from typing import Any
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, parse_file
-from c2v_rag.documents.formats.mail import html_body, mail_layout
+from c2v_rag.documents.formats.mail import attachment_documents, html_body, mail_layout
 from c2v_rag.documents.formats.ole import OLE_MAGIC, compound_file, single_byte_codec
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -28,7 +29,7 @@ _SUBJECT, _SENDER_NAME, _SENDER_ADDRESS, _SENDER_SMTP = 0x0037, 0x0C1A, 0x0C1F, 
 _DISPLAY_TO, _DISPLAY_CC, _BODY, _HTML = 0x0E04, 0x0E03, 0x1000, 0x1013
 _SUBMIT_TIME, _DELIVERY_TIME = 0x0039, 0x0E06
 _MESSAGE_CODEPAGE, _INTERNET_CODEPAGE, _MESSAGE_LOCALE = 0x3FFD, 0x3FDE, 0x3FF1
-_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME = 0x3707, 0x3704, 0x3001
+_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME, _ATTACH_DATA = 0x3707, 0x3704, 0x3001, 0x3701
 # Property types: 8-bit and UTF-16 strings, binary, a 32-bit integer, a FILETIME.
 _STRING8, _UNICODE, _BINARY, _LONG, _TIME = 0x001E, 0x001F, 0x0102, 0x0003, 0x0040
 _PROPERTIES = "__properties_version1.0"
@@ -45,16 +46,17 @@ class OutlookMessage(FileFormat):
         parsed = parse_file(file, options, log, ".msg", lambda: msg_text(file.read_bytes()))
         if parsed is None:
             return
-        text, metadata = parsed
+        text, metadata, attached = parsed
         if text is None:
             log.skip_file(file, "an empty message (no subject, no sender, no body)")
             return
         yield file_document(file, root, text, metadata)
+        yield from attachment_documents(file, None, file.as_posix(), attached, root, options, log)
 
 
-def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
+def msg_text(data: bytes) -> tuple[str | None, dict[str, Any], list[tuple[str, bytes]]]:
     """An Outlook message's text and metadata, as :func:`~c2v_rag.documents.formats.mail.mail_layout` lays a
-    message out; None for the text of an empty one."""
+    message out (None for the text of an empty one), and its attached files' names and bytes."""
     if not data.startswith(OLE_MAGIC):
         raise SkipFile("not an Outlook message (not an OLE compound file; an .eml saved as .msg? Rename it to .eml)")
     with compound_file(data, ".msg") as ole:
@@ -62,13 +64,16 @@ def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
         message = _Properties(ole, "", streams)
         if not message.streams:
             raise SkipFile("an OLE file without message properties: not an Outlook message")
-        attachments = [
-            _Properties(ole, entry[0] + "/", streams).first_string(
-                _ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME
-            )
-            for entry in ole.listdir(streams=False, storages=True)
-            if len(entry) == 1 and entry[0].startswith(_ATTACHMENT_PREFIX)
-        ]
+        attachments, attached = [], []
+        for entry in ole.listdir(streams=False, storages=True):
+            if len(entry) != 1 or not entry[0].startswith(_ATTACHMENT_PREFIX):
+                continue
+            part = _Properties(ole, entry[0] + "/", streams)
+            name = part.first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
+            attachments.append(name)
+            content = part.streams.get((_ATTACH_DATA, _BINARY))  # an attached message is a storage: no bytes
+            if name and content is not None:
+                attached.append((name, ole.openstream(content).read()))
         subject = message.string(_SUBJECT)
         sender = _sender(message)
         to, cc = message.string(_DISPLAY_TO), message.string(_DISPLAY_CC)
@@ -81,7 +86,9 @@ def msg_text(data: bytes) -> tuple[str | None, dict[str, Any]]:
         except MissingPackageError as err:
             raise SkipFile(str(err)) from err
     shown = {"From": sender, "To": to, "Cc": cc, "Date": _shown_date(date)}
-    return mail_layout(subject, shown, body, date.isoformat() if date else None, [a for a in attachments if a])
+    names = [name for name in attachments if name]
+    text, metadata = mail_layout(subject, shown, body, date.isoformat() if date else None, names)
+    return text, metadata, attached
 
 
 class _Properties:
