@@ -7,8 +7,6 @@ format are skipped with one warning that names the command, and a file passed on
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -28,13 +26,10 @@ from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, Ope
 from c2v_rag.documents.formats.outlook import OutlookMessage
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
+from c2v_rag.documents.formats.registry import AS_TEXT, format_for_suffix, format_of, register
 from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.slides import Slides
 from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, OpenDocumentSpreadsheet, Workbook
-from c2v_rag.documents.formats.text import PlainText
-
-# What text_suffixes read: files of other suffixes as plain text (source code, logs, configuration).
-AS_TEXT = PlainText()
 
 FORMATS: tuple[FileFormat, ...] = (
     AS_TEXT,
@@ -66,18 +61,8 @@ FORMATS: tuple[FileFormat, ...] = (
     CompressedFile(),
 )
 
-_BY_SUFFIX = {suffix: fmt for fmt in FORMATS for suffix in fmt.suffixes}
-SUPPORTED_SUFFIXES = frozenset(_BY_SUFFIX)
-
-
-def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | None:
-    """The format that reads ``path``, by its suffix: a format's own, else plain text for one of ``text_suffixes``
-    (checked by :func:`checked_text_suffixes`); None: not one ingest reads."""
-    suffix = path.suffix.lower()
-    fmt = _BY_SUFFIX.get(suffix)
-    if fmt is None:
-        return AS_TEXT if suffix in text_suffixes else None
-    return fmt if fmt.accepts(path, text_suffixes) else None
+register(FORMATS)
+SUPPORTED_SUFFIXES = frozenset(suffix for fmt in FORMATS for suffix in fmt.suffixes)
 
 
 def checked_text_suffixes(suffixes: list[str]) -> list[str]:
@@ -91,10 +76,10 @@ def checked_text_suffixes(suffixes: list[str]) -> list[str]:
             raise ValueError(
                 f"text_suffixes={suffixes!r}: {given!r} is not a file suffix; name suffixes such as '.py' or '.log'"
             )
-        if suffix in _BY_SUFFIX:
+        fmt = format_for_suffix(suffix)
+        if fmt is not None:
             raise ValueError(
-                f"text_suffixes={suffixes!r}: {suffix} files are read as {_BY_SUFFIX[suffix].name} already; leave "
-                f"{given!r} out"
+                f"text_suffixes={suffixes!r}: {suffix} files are read as {fmt.name} already; leave {given!r} out"
             )
         checked.append(suffix)
     return list(dict.fromkeys(checked))

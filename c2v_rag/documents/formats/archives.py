@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_or_skip
+from c2v_rag.documents.formats.registry import AS_TEXT, format_of
 from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -160,8 +161,6 @@ def read_member(
     """The documents of ``member``, read by its suffix's format from a temporary copy and named as ``shown`` (the
     archive's path and the member's under it), ``metadata`` added to each; ``span`` is the member's share of the
     archive, for progress (``log.document_span``)."""
-    from c2v_rag.documents.formats import AS_TEXT, format_of
-
     # None only for a compressed file reached through a link of another name (NEWS.rst.gz -> changelog.gz, as
     # Debian's docs have them): the link's inner suffix was readable, so it is read as text, which refuses binaries.
     fmt = format_of(Path(PurePosixPath(member.name).name), options.text_suffixes) or AS_TEXT
@@ -349,8 +348,6 @@ def _safe_name(name: str) -> str:
 
 
 def _has_format(path: PurePosixPath, options: ReadOptions) -> bool:
-    from c2v_rag.documents.formats import format_of
-
     return format_of(Path(path.name), options.text_suffixes) is not None
 
 

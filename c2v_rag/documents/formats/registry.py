@@ -1,0 +1,41 @@
+"""Which format reads a file, by its suffix: the lookup that the folder walk and the readers of files inside files
+(archives, mail attachments) share.
+
+The formats are registered by :mod:`c2v_rag.documents.formats` (its ``FORMATS``); this module imports none of them
+but plain text, so that a format that hands inner files on to other formats can look them up here without
+importing the package that lists it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from c2v_rag.documents.formats.base import FileFormat
+from c2v_rag.documents.formats.text import PlainText
+
+# What text_suffixes read: files of other suffixes as plain text (source code, logs, configuration).
+AS_TEXT = PlainText()
+
+_BY_SUFFIX: dict[str, FileFormat] = {}
+
+
+def register(formats: Iterable[FileFormat]) -> None:
+    """Make ``formats`` the ones :func:`format_of` finds, each by its suffixes."""
+    _BY_SUFFIX.clear()
+    _BY_SUFFIX.update({suffix: fmt for fmt in formats for suffix in fmt.suffixes})
+
+
+def format_for_suffix(suffix: str) -> FileFormat | None:
+    """The format registered for ``suffix`` (lower case, with its dot), whether or not it reads a given file."""
+    return _BY_SUFFIX.get(suffix)
+
+
+def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | None:
+    """The format that reads ``path``, by its suffix: a format's own, else plain text for one of ``text_suffixes``
+    (checked by :func:`~c2v_rag.documents.formats.checked_text_suffixes`); None: not one ingest reads."""
+    suffix = path.suffix.lower()
+    fmt = _BY_SUFFIX.get(suffix)
+    if fmt is None:
+        return AS_TEXT if suffix in text_suffixes else None
+    return fmt if fmt.accepts(path, text_suffixes) else None
