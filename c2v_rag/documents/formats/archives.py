@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from c2v_rag.documents.formats.base import FileFormat, SkipFile, parse_or_skip
+from c2v_rag.documents.formats.base import FileFormat, SkipFile, over_limit, parse_or_skip
 from c2v_rag.documents.formats.registry import AS_TEXT, format_of
 from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded
 from c2v_rag.documents.source_document import SourceDocument
@@ -104,7 +104,7 @@ def read_inner(
             continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
         if options.exclude and excluded(here / path, options.exclude):
             continue
-        if not _has_format(path, options):
+        if not _has_format(path, options.text_suffixes):
             other += 1
             continue
         start = span[0] + place * share
@@ -139,7 +139,7 @@ class CompressedFile(FileFormat):
     suffixes = (".gz", ".bz2", ".xz")
 
     def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
-        return _has_format(PurePosixPath(file.stem), ReadOptions(text_suffixes=tuple(text_suffixes)))
+        return _has_format(PurePosixPath(file.stem), text_suffixes)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if file.stem.lower().endswith(".tar"):
@@ -170,9 +170,7 @@ def read_member(
         return
     limit = options.max_file_bytes
     if limit is not None and member.size is not None and member.size > limit:
-        log.skip_file(
-            shown, f"it is {member.size:,} bytes, over the limit of {limit:,} (max_file_bytes / --max-file-mb)"
-        )
+        log.skip_file(shown, over_limit(member.size, limit))
         return
     with tempfile.TemporaryDirectory(prefix="c2v-archive-") as folder:
         copy = Path(folder) / _safe_name(member.name)
@@ -189,8 +187,8 @@ def read_member(
         except Exception as err:  # noqa: BLE001 - a damaged member fails in zlib, bz2, lzma or zipfile, in many ways
             log.skip_file(shown, f"it cannot be extracted ({type(err).__name__}: {err})")
             return
-        if written is None:
-            log.skip_file(shown, f"it is {_over(limit)}")
+        if written is None and limit is not None:
+            log.skip_file(shown, over_limit(None, limit))
             return
         renamed = _Renamed(copy, shown)
         token = _reading.set((*_reading.get(), (copy, shown)))
@@ -330,10 +328,6 @@ def _extract(member: Member, copy: Path, limit: int | None) -> int | None:
     return written
 
 
-def _over(limit: int | None) -> str:
-    return f"over the limit of {limit:,} bytes (max_file_bytes / --max-file-mb)"
-
-
 def _normal(name: str) -> str:
     """A member's path as read here: ``/``-separated, without a leading ``./`` or ``/``, ``..`` parts dropped
     (they name nothing inside the archive; the copy is written under a name of its own anyway)."""
@@ -347,8 +341,8 @@ def _safe_name(name: str) -> str:
     return base if base and len(base.encode()) <= 200 else f"member{PurePosixPath(name).suffix[:20]}"
 
 
-def _has_format(path: PurePosixPath, options: ReadOptions) -> bool:
-    return format_of(Path(path.name), options.text_suffixes) is not None
+def _has_format(path: PurePosixPath, text_suffixes: Collection[str]) -> bool:
+    return format_of(Path(path.name), text_suffixes) is not None
 
 
 def _real_path(file: Path) -> Path:

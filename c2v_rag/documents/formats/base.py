@@ -96,11 +96,17 @@ def within_size(file: Path, options: ReadOptions, log: ReadLog) -> bool:
     """Whether ``file`` is within the size limit; if not it is skipped and recorded."""
     size = file.stat().st_size
     if options.max_file_bytes is not None and size > options.max_file_bytes:
-        log.skip_file(
-            file, f"it is {size:,} bytes, over the limit of {options.max_file_bytes:,} (max_file_bytes / --max-file-mb)"
-        )
+        log.skip_file(file, over_limit(size, options.max_file_bytes))
         return False
     return True
+
+
+def over_limit(size: int | None, limit: int) -> str:
+    """Why a file of ``size`` bytes (None: known only to be larger, a stream cut at the limit) is skipped."""
+    where = "(max_file_bytes / --max-file-mb)"
+    if size is None:
+        return f"it is over the limit of {limit:,} bytes {where}"
+    return f"it is {size:,} bytes, over the limit of {limit:,} {where}"
 
 
 def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:

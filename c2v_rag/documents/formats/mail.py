@@ -95,9 +95,9 @@ class Mbox(FileFormat):
                     log.skip_record(where, file, f"{type(err).__name__}: {err}")
                     continue
                 log.document_span = ((n - 1) / len(keys), n / len(keys))
-                doc_id = f"{file}:{_message_key(message, text, seen)}"
+                key = _message_key(message, text, seen)
+                doc_id = f"{file}:{key}"
                 yield SourceDocument(doc_id, text, {**metadata, "source": str(file)}, str(file), root)
-                key = doc_id.removeprefix(f"{file}:")
                 attached = attached_files(message)  # type: ignore[arg-type]
                 yield from attachment_documents(file, key, doc_id, attached, root, options, log, log.document_span)
         finally:
