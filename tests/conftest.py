@@ -5,6 +5,15 @@ from __future__ import annotations
 import logging
 import os
 
+# Under pytest-xdist (the README's `-n`) every worker is a torch process, and so is every program a test starts:
+# OpenMP threads beyond the cores spin against each other and slow every process several times over. Each worker
+# gets its share of the cores, through the variables that the worker's own torch and its subprocesses read.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    _share = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, str(_share))
+
 import pytest
 import torch
 from tiny_corpus import CORPUS  # test modules import it from there
