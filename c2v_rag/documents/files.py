@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.documents.formats import (
-    FORMATS,
-    SUPPORTED_SUFFIXES,
-    FileFormat,
-    TextSuffixes,
-    format_of,
-    suffixes_in_words,
-)
+from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
+from c2v_rag.documents.sniffing import binary_reason
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -95,35 +91,37 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
     """The resolved root of a file or folder the caller named, and its supported files, checked."""
     path = path.expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of {suffixes_in_words()} files")
+        raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of documents ({FORMATS_COMMAND})")
     root = path.resolve()
     if root.is_dir():
-        files = list_files(root, options, log)
-        if not files:
-            raise ValueError(f"no {suffixes_in_words()} files under {path}")
-    else:
-        fmt = format_of(root, options.text_suffixes)
-        if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
-            inner = Path(root.stem).suffix.lower()
-            as_text = f"; to read it as text pass text_suffixes=[{inner!r}] (--text-suffix {inner})" if inner else ""
-            raise ValueError(
-                f"{path}: a compressed file of a type c2v_rag does not read ({inner or 'no suffix'} inside "
-                f"{root.suffix.lower()}); it reads {suffixes_in_words()} files, compressed or not{as_text}"
-            )
-        if fmt is None:
-            suffix = root.suffix.lower()
-            as_text = f"; to read it as text pass text_suffixes=[{suffix!r}] (--text-suffix {suffix})" if suffix else ""
-            raise ValueError(
-                f"{path}: unsupported file type {root.suffix!r}; c2v_rag reads {suffixes_in_words()} "
-                f"(convert other formats to one of these first{as_text})"
-            )
-        missing = fmt.missing()
-        if missing is not None:
-            raise missing
-        if not os.access(root, os.R_OK):
-            raise PermissionError(f"{path} is not readable (permission denied); fix its permissions")
-        files = [root]
-    return str(root), files
+        listing = _listing(root, options, log)
+        if not listing.files:
+            raise ValueError(listing.nothing_to_read(path, options))
+        return str(root), listing.files
+    fmt = format_of(root, options.text_suffixes)
+    if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
+        inner = Path(root.stem).suffix.lower()
+        as_text = f"; to read it as text pass text_suffixes=[{inner!r}] (--text-suffix {inner})" if inner else ""
+        raise ValueError(
+            f"{path}: a compressed file of a type c2v_rag does not read ({inner or 'no suffix'} inside "
+            f"{root.suffix.lower()}; {FORMATS_COMMAND}){as_text}"
+        )
+    if fmt is None:
+        suffix = root.suffix.lower()
+        as_text = (
+            f", or pass text_suffixes=[{suffix!r}] (--text-suffix {suffix}) to read it as text"
+            if suffix and _looks_like_text(root)
+            else ""
+        )
+        raise ValueError(
+            f"{path}: unsupported file type {root.suffix!r} ({FORMATS_COMMAND}); convert it to one of those{as_text}"
+        )
+    missing = fmt.missing()
+    if missing is not None:
+        raise missing
+    if not os.access(root, os.R_OK):
+        raise PermissionError(f"{path} is not readable (permission denied); fix its permissions")
+    return str(root), [root]
 
 
 def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = False) -> list[Path]:
@@ -131,9 +129,82 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = 
 
     A folder that cannot be listed raises (``on_error="raise"``) or is recorded as incomplete. Files of a format
     whose package is not installed are skipped, with one warning per format naming the install command. What is
-    left out (other suffixes, ``exclude``) is logged at INFO unless ``quiet``.
+    left out (other suffixes, by suffix; ``exclude``) is logged at INFO unless ``quiet``.
     """
-    files, other = [], 0
+    return _listing(root, options, log, quiet=quiet).files
+
+
+# Where a message sends a user who asks which files are read (the list is 59 suffixes long).
+FORMATS_COMMAND = "`c2v-rag formats` lists the types c2v_rag reads"
+# How many suffixes a message names of those it left out, most files first.
+_NAMED_SUFFIXES = 6
+
+
+@dataclass
+class _Listing:
+    """A folder's listing: the files to read, and what was left out, for the messages."""
+
+    files: list[Path] = field(default_factory=list)
+    # Files no format reads, by suffix ("" for none), with the first met of each: its first bytes tell text.
+    others: Counter[str] = field(default_factory=Counter)
+    other_example: dict[str, Path] = field(default_factory=dict)
+    excluded: int = 0
+
+    def add_other(self, file: Path) -> None:
+        suffix = file.suffix.lower()
+        self.others[suffix] += 1
+        self.other_example.setdefault(suffix, file)
+
+    def others_in_words(self) -> str:
+        """``.png (4), .css (2), no suffix (1)``: the suffixes left out, most files first."""
+        named = [f"{suffix or 'no suffix'} ({n})" for suffix, n in self.others.most_common(_NAMED_SUFFIXES)]
+        rest = len(self.others) - len(named)
+        return ", ".join(named) + (f" and {rest} more suffixes" if rest else "")
+
+    def text_suffixes(self) -> list[str]:
+        """The suffixes left out whose first file looks like text (the ones --text-suffix could read), most first."""
+        return [
+            suffix
+            for suffix, _ in self.others.most_common(_NAMED_SUFFIXES)
+            if suffix and _looks_like_text(self.other_example[suffix])
+        ]
+
+    def nothing_to_read(self, path: Path, options: ReadOptions) -> str:
+        """Why a folder gave no file to read, and the fix."""
+        if self.others:
+            text = self.text_suffixes()
+            as_text = (
+                f"; to read {_in_words(text)} files as plain text, pass text_suffixes={text!r} "
+                f"({' '.join(f'--text-suffix {s}' for s in text)})"
+                if text
+                else ""
+            )
+            return (
+                f"no file under {path} is of a type c2v_rag reads: it holds {self.others_in_words()} "
+                f"({FORMATS_COMMAND}){as_text}"
+            )
+        if self.excluded:
+            return f"every file under {path} is left out by exclude {list(options.exclude)} (--exclude)"
+        return f"no files under {path} (hidden files and folders, whose names start with '.', are left out)"
+
+
+def _in_words(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
+
+
+def _looks_like_text(file: Path) -> bool:
+    """Whether ``file``'s first bytes are those of a text file (no binary signature, no NUL bytes)."""
+    try:
+        with file.open("rb") as handle:
+            return binary_reason(handle.read(8192)) is None
+    except OSError:
+        return False
+
+
+def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = False) -> _Listing:
+    """:func:`list_files`, with what was left out."""
+    listing = _Listing()
     missing = {fmt: fmt.missing() for fmt in FORMATS}  # asked once per listing, not per file
     unreadable_formats: dict[FileFormat, list[Path]] = {}
 
@@ -146,42 +217,46 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = 
             ) from err
         log.skip_file(where, f"the folder cannot be listed ({err.strerror or err})")
 
-    left_out = 0
     for folder, dirs, names in os.walk(root, onerror=unreadable):
         # Relative paths are made only when there are patterns to match them against: a listing is per file.
         here = PurePosixPath(Path(folder).relative_to(root).as_posix()) if options.exclude else None
         visible = [d for d in dirs if not d.startswith(".")]
         dirs[:] = [d for d in visible if here is None or not excluded(here / d, options.exclude)]
-        left_out += len(visible) - len(dirs)
+        listing.excluded += len(visible) - len(dirs)
         for name in names:
             if name.startswith("."):
                 continue
             if here is not None and excluded(here / name, options.exclude):
-                left_out += 1
+                listing.excluded += 1
                 continue
             file = Path(folder) / name
             fmt = format_of(file, options.text_suffixes)
             if fmt is None or not file.is_file():
-                other += 1
+                listing.add_other(file)
             elif missing[fmt] is not None:
                 unreadable_formats.setdefault(fmt, []).append(file)
             else:
-                files.append(file)
-    if other and not quiet:
+                listing.files.append(file)
+    if listing.others and not quiet:
         logger.info(
-            "Skipped %d files under %s that are not %s (text_suffixes, --text-suffix, reads other suffixes as text)",
-            other,
+            "Skipped %d files under %s of types c2v_rag does not read: %s (%s; text_suffixes, --text-suffix, "
+            "reads other suffixes as plain text)",
+            listing.others.total(),
             root,
-            suffixes_in_words(),
+            listing.others_in_words(),
+            FORMATS_COMMAND,
         )
-    if left_out and not quiet:
-        logger.info("Left out %d files and folders under %s matching exclude %s", left_out, root, list(options.exclude))
-    if unreadable_formats and not files:  # nothing to read but what a missing package would read: say so
+    if listing.excluded and not quiet:
+        logger.info(
+            "Left out %d files and folders under %s matching exclude %s", listing.excluded, root, list(options.exclude)
+        )
+    if unreadable_formats and not listing.files:  # nothing to read but what a missing package would read: say so
         error = missing[next(iter(unreadable_formats))]
         raise MissingPackageError(f"{root} holds only files whose reader is not installed. {error}")
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
-    return sorted(files)
+    listing.files.sort()
+    return listing
 
 
 def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int, int]]:

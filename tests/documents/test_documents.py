@@ -107,5 +107,5 @@ def test_bad_files_name_the_file(tmp_path: Path):
         list(iter_documents(keynote))
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ValueError, match=r"no \.txt, \.md, .*, \.msg, \.zip, .* and \.xz files"):
+    with pytest.raises(ValueError, match=r"no files under .*empty \(hidden files"):
         list(iter_documents(empty))

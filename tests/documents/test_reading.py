@@ -192,7 +192,8 @@ def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
     (tmp_path / "blob.py").write_bytes(b"\x00\x01" * 100)  # what its suffix says it is not: skipped as any file
     with caplog.at_level(logging.INFO, logger="c2v_rag.documents.files"):
         assert [Path(d.doc_id).name for d in iter_documents(tmp_path, log=ReadLog())] == ["notes.md"]
-    assert any("Skipped 3 files" in r.getMessage() and "--text-suffix" in r.getMessage() for r in caplog.records)
+    skipped = [r.getMessage() for r in caplog.records if "Skipped 3 files" in r.getMessage()]
+    assert len(skipped) == 1 and ": .py (2), .log (1) (" in skipped[0] and "--text-suffix" in skipped[0]
     log = ReadLog()
     options = IngestConfig(text_suffixes=["py", "*.log", ".py"]).read_options()
     assert options.text_suffixes == (".py", ".log")  # as format_of matches them
@@ -212,6 +213,41 @@ def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
     ):
         with pytest.raises(ValueError, match=re.escape(reason)):
             IngestConfig(text_suffixes=bad)
+
+
+def test_a_folder_with_nothing_to_read_says_what_it_holds_and_the_fix_that_works(tmp_path: Path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    for name in ("a.json", "b.json", "c.json"):
+        (folder / name).write_text('{"text": "Spring tides follow the new and the full moon."}\n', encoding="utf-8")
+    for name in ("chart.png", "map.png"):
+        (folder / name).write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    for name in ("Makefile", "LICENSE"):
+        (folder / name).write_text("all:\n\techo tides\n", encoding="utf-8")
+    for n in range(6):  # more suffixes than a message names
+        (folder / f"x.k{n}").write_bytes(b"\x00" * 8)
+    with pytest.raises(ValueError) as info:
+        iter_documents(folder)
+    message = str(info.value)
+    assert message.startswith(f"no file under {folder} is of a type c2v_rag reads: it holds .json (3), ")
+    assert "no suffix (2)" in message and ".png (2)" in message and "(1), " in message
+    assert message.count(" (1)") == 3 and "and 3 more suffixes" in message  # six suffixes named, most files first
+    # Only the suffix whose files are text is offered as text; the PNG and the binary ones are not.
+    assert message.endswith("pass text_suffixes=['.json'] (--text-suffix .json)")
+    # The fix the message names reads them.
+    docs = list(iter_documents(folder, options=IngestConfig(text_suffixes=[".json"]).read_options()))
+    assert sorted(Path(d.doc_id).name for d in docs) == ["a.json", "b.json", "c.json"]
+
+    notes = tmp_path / "notes"
+    (notes / "drafts").mkdir(parents=True)
+    (notes / "drafts" / "tides.md").write_text("# Tides\n", encoding="utf-8")
+    (notes / ".plan.md").write_text("# Hidden\n", encoding="utf-8")
+    options = IngestConfig(exclude=["drafts"]).read_options()
+    with pytest.raises(ValueError, match=re.escape(f"every file under {notes} is left out by exclude ['drafts']")):
+        iter_documents(notes, options=options)
+    (notes / "drafts" / "tides.md").unlink()
+    with pytest.raises(ValueError, match=re.escape(f"no files under {notes} (hidden files and folders")):
+        iter_documents(notes)
 
 
 def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path, caplog):

@@ -89,12 +89,6 @@ def checked_text_suffixes(suffixes: list[str]) -> list[str]:
 TextSuffixes = Annotated[list[str], AfterValidator(checked_text_suffixes)]
 
 
-def suffixes_in_words() -> str:
-    """Every suffix read, for messages: ``.txt, .md, ... and .docx``."""
-    names = [s for fmt in FORMATS for s in fmt.suffixes]
-    return f"{', '.join(names[:-1])} and {names[-1]}"
-
-
 __all__ = [
     "AS_TEXT",
     "FORMATS",
@@ -103,5 +97,4 @@ __all__ = [
     "TextSuffixes",
     "checked_text_suffixes",
     "format_of",
-    "suffixes_in_words",
 ]

@@ -108,7 +108,7 @@ def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
         ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a string that is no path is a text
     for name in ("a.txt", "b.txt"):
         (folder / name).unlink()
-    with pytest.raises(ValueError, match=r"no \.txt, \.md, .*, \.msg, \.zip, .* and \.xz files"):
+    with pytest.raises(ValueError, match=r"no files under .*docs \(hidden files"):
         ingest_into(folder, store, sync=True)  # an emptied folder is refused too
     assert points(store) == before
 
