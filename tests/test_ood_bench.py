@@ -107,3 +107,16 @@ def test_metrics_match_trec_eval():
         if query != "q3":  # trec_eval's recip_rank has no cut-off: f at rank 11 counts there, not in MRR@10
             assert ours["mrr@10"] == pytest.approx(reference[query]["recip_rank"])
     assert metrics.query_metrics(run["q3"], qrels["q3"])["mrr@10"] == 0.0
+
+
+def test_a_cached_collection_is_keyed_by_the_base_models_its_adapters_apply_to(tiny_model_factory):
+    score = _load("score")
+    model = tiny_model_factory()
+    model.weights_digest, model.adapters_digest = "w" * 16, "a" * 16
+    keys = set()
+    for bases in (None, {"decoder": "1" * 16, "encoder": "2" * 16}, {"decoder": "3" * 16, "encoder": "2" * 16}):
+        model.bases_digests = bases
+        keys.add(score.model_key(model, "variant"))
+    assert len(keys) == 3  # another base under the same adapters embeds otherwise: never the cached collection
+    model.bases_digests = {"encoder": "2" * 16, "decoder": "1" * 16}  # the same bases, listed in another order
+    assert score.model_key(model, "variant") in keys

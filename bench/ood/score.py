@@ -112,16 +112,17 @@ def load_model(reference: str, quantize: str = "none") -> Any:
 
 
 def model_key(model: Any, reference: str) -> str:
-    """What identifies a model's document vectors: its weights' digest and its adapters' (how their weights apply),
-    its whole configuration and, when it is quantized, how (a variant without a digest, as a base model has, is
-    keyed by its reference instead). Float models keep the keys their cached collections were made under, and
-    so do variants without an adapter."""
+    """What identifies a model's document vectors: its weights' digest, its adapters' (how their weights apply) and
+    its base models' contents (what the adapters apply to), its whole configuration and, when it is quantized, how
+    (a variant without a digest, as a base model has, is keyed by its reference instead)."""
     weights = (
         model.weights_digest or f"reference:{Path(reference).resolve() if Path(reference).exists() else reference}"
     )
     adapters = f"adapters:{model.adapters_digest}" if model.adapters_digest else ""
+    bases = f"bases:{json.dumps(model.bases_digests, sort_keys=True)}" if model.bases_digests else ""
     quantized = "" if model.quantization == "none" else f"quantization:{model.quantization}"
-    return hashlib.sha256((weights + adapters + model.config.key_json() + quantized).encode()).hexdigest()[:16]
+    key = weights + adapters + bases + model.config.key_json() + quantized
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def decoder_cap(model: Any, asked: int | None) -> int | None:
