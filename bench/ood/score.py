@@ -15,8 +15,8 @@ Usage (after ``python bench/ood/build.py``)::
         --truncate-dim full --truncate-dim 384 --truncate-dim 960 --json out.json
 
 Ingested collections are kept under ``--cache`` (default: the user cache, ``c2v_rag/ood-cache``),
-one per (model weights, adapters, base models and config, corpus digest, truncate_dim, chunking, library version), so that
-scoring another instruction re-embeds only the queries.
+one per (model weights, adapters, base models and config, corpus digest, truncate_dim, chunking, library
+version), so that scoring another instruction re-embeds only the queries.
 """
 
 from __future__ import annotations
