@@ -48,7 +48,9 @@ def _graph(path: Path, seed: int = 0) -> Path:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32])],
         initializer=[w, b, *consts],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # onnx writes its newest IR version unless told; onnxruntime at its floor (1.31) reads up to 13, onnx 1.23.0 writes
+    # 14. Opset 17's own IR version (8) is what the graph needs.
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.save(model, path)
     return path
 

@@ -106,7 +106,8 @@ def test_long_documents_keep_their_head_and_are_counted(lm_variant, caplog):
     assert len(pair.ids) == max_length and pair.truncated
     # The cut document scores as its head would: the same tokens (decoding and re-tokenizing the head keeps them).
     assert tokenizer(head, add_special_tokens=False)["input_ids"] == pair.ids[len(reranker.pairs.head) :][:room]
-    assert scores[0] == pytest.approx(reranker.score(QUERY, [head])[0], abs=1e-6)
+    # Batched beside another document or alone, float32 sums differ in the last bits (2e-6 on torch 2.6).
+    assert scores[0] == pytest.approx(reranker.score(QUERY, [head])[0], abs=1e-5)
     reranker.score(QUERY, [long])
     assert reranker.truncated == 2
 

