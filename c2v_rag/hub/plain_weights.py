@@ -31,6 +31,9 @@ ENV_SWITCH = "C2V_RAG_PLAIN_FORWARD"
 # head (tied to the embeddings when absent), BERT's pooler and its saved position ids (a buffer rebuilt as
 # arange). Any other unknown entry means another model than these modules compute, and so no plain forward.
 _IGNORED = ("lm_head.weight", "pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids")
+# The names older BERT checkpoints give a LayerNorm's parameters, which transformers renames as it loads them; some
+# transformers versions (5.2) write them back under these names when they save a model.
+_LEGACY_NAMES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
 
 
 def plain_forward_enabled() -> bool:
@@ -158,7 +161,7 @@ def _load_weights(module: PlainBackbone, files: list[Path], dtype: torch.dtype, 
             logger.debug("no plain forward: %s unreadable (%s)", file, err)
             return False
         for name, tensor in tensors.items():
-            state[name[len(prefix) :] if name.startswith(prefix) else name] = tensor
+            state[_current_name(name[len(prefix) :] if name.startswith(prefix) else name)] = tensor
     for name in _IGNORED:
         state.pop(name, None)
     expected = module.state_dict()
@@ -178,3 +181,11 @@ def _load_weights(module: PlainBackbone, files: list[Path], dtype: torch.dtype, 
     module.load_state_dict({name: tensor.to(dtype) for name, tensor in state.items()}, assign=True)
     # assign=True keeps the loaded tensors; the rotary frequencies stay the float32 buffer built in __init__
     return True
+
+
+def _current_name(name: str) -> str:
+    """``name`` as transformers names the parameter once loaded (``LayerNorm.gamma`` is ``LayerNorm.weight``)."""
+    for legacy, current in _LEGACY_NAMES.items():
+        if name.endswith(legacy):
+            return name[: -len(legacy)] + current
+    return name

@@ -72,6 +72,29 @@ def test_tiny_bert_states_equal_transformers(tiny_dirs):
             assert torch.equal(got, want)
 
 
+def test_a_bert_checkpoint_with_the_old_layernorm_names_runs_the_plain_forward(tiny_dirs, tmp_path):
+    # Older BERT checkpoints (and transformers 5.2's save_pretrained) name a LayerNorm's parameters gamma and beta;
+    # transformers renames them as it loads, and so must the plain forward, or it falls back to transformers.
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "bert-gamma-beta"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    renamed = {
+        name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): tensor
+        for name, tensor in weights.items()
+    }
+    assert sum(name.endswith("LayerNorm.gamma") for name in renamed) == 5  # embeddings, and 2 of each of 2 layers
+    save_file(renamed, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    plain, ref = load_plain_backbone(folder, dtype=torch.float32), _hf(folder, torch.float32)
+    assert isinstance(plain, PlainBert)
+    ids = torch.randint(5, plain.config.vocab_size, (2, 11))
+    with torch.inference_mode():
+        assert torch.equal(plain(input_ids=ids).last_hidden_state, ref(input_ids=ids).last_hidden_state)
+
+
 @pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3", "gemma", "gemma3", "gpt2"])
 def test_other_families_have_no_plain_forward(tiny_dirs, family):
     assert load_plain_backbone(tiny_dirs[family], dtype=torch.float32) is None
