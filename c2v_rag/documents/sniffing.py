@@ -121,7 +121,7 @@ def decode_text(data: bytes, max_undecodable_share: float = DEFAULT_MAX_UNDECODA
         pass
     text = data.decode("utf-8-sig", errors="replace")
     # Each replacement stands for one or more invalid bytes; compare with the byte count.
-    replaced = text.count("\ufffd") - data.count("\ufffd".encode("utf-8"))
+    replaced = text.count("\ufffd") - data.count("\ufffd".encode())
     if _utf8_characters_beyond_ascii(text) < replaced:
         legacy = legacy_encoding(data)
         if legacy is not None:
