@@ -40,7 +40,7 @@ def test_binary_data_is_not_text(data, reason):
 
 
 def test_text_is_text_and_a_few_stray_bytes_are_replaced():
-    assert decode_text("Grüße, 東京 \ufffd".encode("utf-8")).text == "Grüße, 東京 \ufffd"  # a literal U+FFFD is fine
+    assert decode_text("Grüße, 東京 \ufffd".encode()).text == "Grüße, 東京 \ufffd"  # a literal U+FFFD is fine
     assert decode_text(b"\xef\xbb\xbfwith a BOM") == Decoded("with a BOM", "utf-8")
     # UTF-8 with a stray Latin-1 byte stays UTF-8: its valid accents outnumber the bad byte.
     stray = ("Grüße aus Köln, schön. " * 5).encode("utf-8") + "caf\xe9".encode("latin-1")

@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("sentence_transformers")
 datasets = pytest.importorskip("datasets")
-from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments  # noqa: E402
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments  # noqa: E402, I001 (ruff 0.15 and 0.17 wrap it differently)
 from sentence_transformers.base.sampler import MultiDatasetBatchSamplers  # noqa: E402
 from sentence_transformers.sentence_transformer.losses import (  # noqa: E402
     CachedMultipleNegativesRankingLoss,
