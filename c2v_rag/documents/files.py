@@ -26,9 +26,10 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from c2v_rag.core.errors import MissingPackageError
+from c2v_rag.core.wording import in_words
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
-from c2v_rag.documents.sniffing import binary_reason
+from c2v_rag.documents.sniffing import binary_reason, file_head
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class _Listing:
         if self.others:
             text = self.text_suffixes()
             as_text = (
-                f"; to read {_in_words(text)} files as plain text, pass text_suffixes={text!r} "
+                f"; to read {in_words(text)} files as plain text, pass text_suffixes={text!r} "
                 f"({' '.join(f'--text-suffix {s}' for s in text)})"
                 if text
                 else ""
@@ -188,16 +189,10 @@ class _Listing:
         return f"no files under {path} (hidden files and folders, whose names start with '.', are left out)"
 
 
-def _in_words(names: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return f"{', '.join(names[:-1])} and {names[-1]}" if len(names) > 1 else names[0]
-
-
 def _looks_like_text(file: Path) -> bool:
     """Whether ``file``'s first bytes are those of a text file (no binary signature, no NUL bytes)."""
     try:
-        with file.open("rb") as handle:
-            return binary_reason(handle.read(8192)) is None
+        return binary_reason(file_head(file)) is None
     except OSError:
         return False
 

@@ -18,6 +18,7 @@ search results, so such files are skipped with a warning instead. The checks, ch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 # Defaults for IngestConfig.max_file_bytes / max_undecodable_share (kept here, with the checks).
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -86,6 +87,16 @@ def binary_signature(head: bytes) -> str | None:
         if head.startswith(magic):
             return kind
     return None
+
+
+# How much of a file's start the signature and NUL-byte checks read.
+HEAD_BYTES = 8192
+
+
+def file_head(file: Path) -> bytes:
+    """The first :data:`HEAD_BYTES` of ``file``, what :func:`binary_reason` judges it by."""
+    with file.open("rb") as handle:
+        return handle.read(HEAD_BYTES)
 
 
 def binary_reason(head: bytes) -> str | None:

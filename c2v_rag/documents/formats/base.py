@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import Decoded, NotText, binary_reason, decode_text
+from c2v_rag.documents.sniffing import HEAD_BYTES, Decoded, NotText, binary_reason, decode_text, file_head
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -122,9 +122,8 @@ def opens_as_text(file: Path, log: ReadLog, data: bytes | None = None) -> bool:
     """Whether ``file`` opens as text does (its first 8 KiB: ``data``, its bytes where read already); if not it is
     skipped and recorded. For formats that decode text themselves (JSONL, mail) or stream it."""
     if data is None:
-        with file.open("rb") as handle:
-            data = handle.read(8192)
-    reason = binary_reason(data[:8192])
+        data = file_head(file)
+    reason = binary_reason(data[:HEAD_BYTES])
     if reason is not None:
         log.skip_file(file, f"not a text file: {reason}")
     return reason is None

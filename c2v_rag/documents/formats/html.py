@@ -12,7 +12,7 @@ from typing import Any
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, parse_or_skip, titled_document, within_size
 from c2v_rag.documents.reading import ReadLog, ReadOptions
-from c2v_rag.documents.sniffing import binary_reason
+from c2v_rag.documents.sniffing import HEAD_BYTES, binary_reason
 from c2v_rag.documents.source_document import SourceDocument
 
 # Elements that are never a page's content.
@@ -73,7 +73,7 @@ class Html(FileFormat):
         if not within_size(file, options, log):
             return
         data = file.read_bytes()
-        reason = binary_reason(data[:8192])
+        reason = binary_reason(data[:HEAD_BYTES])
         if reason is not None:
             log.skip_file(file, f"not an HTML file: {reason}")
             return

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from c2v_rag.core.wording import in_words
 from c2v_rag.evaluation.paired import PairedDifference, paired_bootstrap
 from c2v_rag.training.adapt.config import AdaptGate
 from c2v_rag.training.adapt.gate import GateScores
@@ -39,7 +40,7 @@ class Verdict:
 def describe_sources(sources: list[str]) -> str:
     """E.g. ``generated questions and headings``."""
     names = [_SOURCE_NAMES.get(s, s) for s in sources]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return in_words(names)
 
 
 def decide(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:

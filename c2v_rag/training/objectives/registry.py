@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 
+from c2v_rag.core.wording import in_words
 from c2v_rag.training.objectives.base import BaseObjectiveConfig, Objective, ObjectiveContext
 from c2v_rag.training.objectives.contrastive import ContrastiveObjective
 from c2v_rag.training.objectives.mntp import MNTPObjective
@@ -57,8 +58,7 @@ def _is_default(field: str, value: Any) -> bool:
 
 
 def _listed(kinds: list[str]) -> str:
-    quoted = [repr(kind) for kind in kinds]
-    return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+    return in_words([repr(kind) for kind in kinds])
 
 
 def _checked_fields(raw: Any) -> Any:
