@@ -9,6 +9,7 @@ hands an embedded store to the one writing actor and back (``write="workers"``).
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ from c2v_rag.store.collection import QdrantConfig, config_fingerprint
 from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from c2v_rag.store.store_backend import StoreClient
 
 # How long the driver waits for the one writing actor to release an embedded store (write="workers").
 HANDOFF_WAIT_S = 60.0
@@ -209,29 +210,15 @@ class RayIngestRun:
                 self.startup_seconds = time.perf_counter() - started
                 if handoff:
                     self.client.close()  # the one actor opens the embedded directory for the run
-                results = embed_stage(source_dataset(plan, read, job, self.options), job, self.options)
-                pending: list[dict[str, Any]] = []
-                try:
-                    for table in results.iter_batches(batch_size=None, batch_format="pyarrow"):
-                        for row in table.to_pylist():
-                            if self._count(row, progress) and self.write == "driver":
-                                pending.append(row)
-                                if sum(len(r["embedded"]) for r in pending) >= self.settings.batch_size:
-                                    self._write(sink, pending)
-                                    pending = []
-                        if self.result.failed and self.settings.on_error == "raise":
-                            break
-                except ray.exceptions.RayError as err:
-                    cause = user_error(err)
-                    if cause is err:
-                        raise
-                    raise cause from None
-                finally:
-                    if pending and not handoff:
-                        self._write(sink, pending)
+                self._consume(
+                    ray, embed_stage(source_dataset(plan, read, job, self.options), job, self.options), sink, progress
+                )
         finally:
             progress.close()
             if handoff:
+                # Ray ends the actor once the driver holds nothing that could rebuild the blocks it
+                # returned; _consume has dropped its references, and a collection frees any cycle left.
+                gc.collect()
                 self.client = self._reopen_after_handoff()
                 if self.target.is_edge:
                     # Ray ends the actor without closing its client, so the points it wrote are in Edge's
@@ -241,7 +228,37 @@ class RayIngestRun:
         self.result.seconds = time.perf_counter() - started
         return self.result
 
-    def _reopen_after_handoff(self) -> QdrantClient:
+    def _consume(self, ray: Any, results: Any, sink: QdrantSink, progress: tqdm) -> None:
+        """Count every document row of ``results`` (the actors' Dataset), and write them with
+        ``write="driver"``.
+
+        Holds the Dataset and its batches only while it runs, also when it raises: an actor pool lives while
+        the driver holds a block it returned (Ray keeps the actor to rebuild the block if it is lost),
+        and with write="workers" on an embedded store that actor holds the store's lock.
+        """
+        pending: list[dict[str, Any]] = []
+        table = None
+        try:
+            for table in results.iter_batches(batch_size=None, batch_format="pyarrow"):
+                for row in table.to_pylist():
+                    if self._count(row, progress) and self.write == "driver":
+                        pending.append(row)
+                        if sum(len(r["embedded"]) for r in pending) >= self.settings.batch_size:
+                            self._write(sink, pending)
+                            pending = []
+                if self.result.failed and self.settings.on_error == "raise":
+                    break
+        except ray.exceptions.RayError as err:
+            cause = user_error(err)
+            if cause is err:
+                raise
+            raise cause from None
+        finally:
+            if pending:
+                self._write(sink, pending)
+            results = table = None  # what a raised exception's traceback would otherwise keep
+
+    def _reopen_after_handoff(self) -> StoreClient:
         """The embedded store again, once the actor that wrote into it has let go.
 
         Ray tears the actor pool down after the last batch has reached the driver, asynchronously:
