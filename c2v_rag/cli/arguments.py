@@ -27,6 +27,8 @@ DOCUMENT_SUFFIXES = (
     ".ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, .ipynb, .eml, .mbox, "
     ".msg, .zip, .tar, .tgz, .tbz2, .txz, .gz, .bz2 and .xz"
 )
+# Where a description sends a reader for the types (PATH's help lists the suffixes).
+FORMATS_LISTED = "`c2v-rag formats` lists each type, and whether its reader is installed here"
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "
     "(Parquet, Excel, HTML, PDF, Word, RTF, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]'), "

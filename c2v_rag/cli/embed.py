@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from c2v_rag.cli.arguments import (
-    DOCUMENT_SUFFIXES,
+    FORMATS_LISTED,
     PATHS_HELP,
     add_chunk_options,
     add_decoder_max_length,
@@ -27,9 +27,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "embed",
         help="chunk and embed files into Parquet (ids, text, metadata, vector), with no vector store",
-        description=f"Chunk and embed {DOCUMENT_SUFFIXES} files (or folders of them) into Parquet files "
-        "under --out: one row per chunk with the point id ingest would give it, the document id, chunk "
-        "index, text, metadata (JSON) and the vector. On this machine, or on Ray with --ray.",
+        description="Chunk and embed files (or folders of them: text, Markdown, HTML, PDF, Office, e-mail, "
+        f"tables, archives...; {FORMATS_LISTED}) into Parquet files under --out: one row per chunk with the "
+        "point id ingest would give it, the document id, chunk index, text, metadata (JSON) and the vector. On "
+        "this machine, or on Ray with --ray.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from c2v_rag.cli.arguments import (
-    DOCUMENT_SUFFIXES,
+    FORMATS_LISTED,
     PATHS_HELP,
     add_chunk_options,
     add_decoder_max_length,
@@ -38,10 +38,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "ingest",
         help="chunk, embed and store files in Qdrant (re-runs add nothing)",
-        description=f"Chunk, embed and store {DOCUMENT_SUFFIXES} files (or folders of them) in a Qdrant "
-        "collection. Re-running skips stored chunks and replaces changed documents; without --sync "
-        "nothing is ever deleted. Exit codes: 0 done, 1 some batches failed (--on-error continue), "
-        "2 bad input or setup (nothing written), 3 failed midway (re-run to resume), 130 interrupted.",
+        description="Chunk, embed and store files (or folders of them) in a Qdrant collection: text, Markdown, "
+        f"HTML, PDF, Office, e-mail, tables, archives... ({FORMATS_LISTED}). Re-running skips stored chunks "
+        "and replaces changed documents; without --sync nothing is ever deleted. Exit codes: 0 done, 1 some "
+        "batches failed (--on-error continue), 2 bad input or setup (nothing written), 3 failed midway (re-run "
+        "to resume), 130 interrupted.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     add_qdrant_options(parser)
