@@ -15,14 +15,17 @@ would make every re-run look like new documents.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from c2v_rag.documents.files import SUPPORTED_SUFFIXES, ReadLog, ReadOptions, open_source
+from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
 from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 from c2v_rag.encode.loop import check_unicode
 
@@ -84,21 +87,50 @@ class InputSize:
 
     ``unit`` is ``"file"`` when the input is files and folders (a file may hold many documents), else
     ``"doc"``; ``total`` is None when it is not known up front (an iterator, paths mixed with texts).
+    ``sizes`` are the files' sizes in bytes, in the order they are read: a bar weights each file by its size
+    (:meth:`position`), since a folder's time goes with its bytes, not its count of files (one large PDF among
+    small pages is most of the run).
     """
 
     unit: Literal["file", "doc"]
     total: int | None
+    sizes: Sequence[int] = ()
+
+    @cached_property
+    def _ends(self) -> list[int]:
+        """Where each file ends on the bar; empty when the inputs are counted, not weighed."""
+        if self.unit != "file" or self.total is None or len(self.sizes) != self.total:
+            return []
+        return list(itertools.accumulate(size + FILE_OVERHEAD_BYTES for size in self.sizes))
+
+    @property
+    def extent(self) -> float | None:
+        """The bar's total: the files' weight, or the count of inputs; None when not known."""
+        if self.total is None:
+            return None
+        return float(self._ends[-1]) if self._ends else float(self.total)
+
+    def position(self, inputs: float) -> float:
+        """Where ``inputs`` (the inputs done whole, plus the share done of the next) lies on the bar."""
+        ends = self._ends
+        if not ends:
+            return float(inputs)
+        whole = min(int(inputs), len(ends))
+        start = ends[whole - 1] if whole else 0
+        if whole == len(ends):
+            return float(start)
+        return float(start + (inputs - whole) * (ends[whole] - start))
 
 
 def input_size(docs: Any, log: ReadLog) -> InputSize:
     """The size of ``docs`` once :func:`iter_documents` has opened it with ``log``: every path given at
     the top level or in a top-level list is listed then, so its files are counted without reading one."""
     if _names_path(docs):
-        return InputSize("file", log.files_listed)
+        return InputSize("file", log.files_listed, tuple(log.file_sizes))
     if isinstance(docs, (list, tuple)):
         paths = sum(isinstance(item, os.PathLike) for item in docs)
         if paths == len(docs) and docs:
-            return InputSize("file", log.files_listed)
+            return InputSize("file", log.files_listed, tuple(log.file_sizes))
         # Each item that is not a path is one document.
         return InputSize("doc", None if paths else len(docs))
     if isinstance(docs, (str, Mapping)) or _framework_kind(docs):

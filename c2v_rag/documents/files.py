@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -78,7 +79,6 @@ __all__ = [
 def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
     """The documents of a file or folder the caller named; the checks run now, the reading lazily."""
     root, files = list_source(path, options, log)
-    log.files_listed += len(files)
     return _read_files(files, root, options, log)
 
 
@@ -89,7 +89,8 @@ def read_file(file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iter
 
 
 def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, list[Path]]:
-    """The resolved root of a file or folder the caller named, and its supported files, checked."""
+    """The resolved root of a file or folder the caller named, and its supported files, checked; their sizes
+    go to ``log.file_sizes``."""
     path = path.expanduser()
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; pass a file or a folder of documents ({FORMATS_COMMAND})")
@@ -98,6 +99,7 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         listing = _listing(root, options, log)
         if not listing.files:
             raise ValueError(listing.nothing_to_read(path, options))
+        log.file_sizes.extend(_content_size(file, listing.sizes[file], options) for file in listing.files)
         return str(root), listing.files
     fmt = format_of(root, options.text_suffixes)
     if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
@@ -122,7 +124,13 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         raise missing
     if not os.access(root, os.R_OK):
         raise PermissionError(f"{path} is not readable (permission denied); fix its permissions")
+    log.file_sizes.append(fmt.content_size(root, root.stat().st_size))
     return str(root), [root]
+
+
+def _content_size(file: Path, size: int, options: ReadOptions) -> int:
+    fmt = format_of(file, options.text_suffixes)
+    return size if fmt is None else fmt.content_size(file, size)
 
 
 def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = False) -> list[Path]:
@@ -146,6 +154,8 @@ class _Listing:
     """A folder's listing: the files to read, and what was left out, for the messages."""
 
     files: list[Path] = field(default_factory=list)
+    # Each file's size in bytes on disk.
+    sizes: dict[Path, int] = field(default_factory=dict)
     # Files no format reads, by suffix ("" for none), with the first met of each: its first bytes tell text.
     others: Counter[str] = field(default_factory=Counter)
     other_example: dict[str, Path] = field(default_factory=dict)
@@ -197,6 +207,16 @@ def _looks_like_text(file: Path) -> bool:
         return False
 
 
+def _regular_file_size(file: Path) -> int | None:
+    """The size of ``file`` in bytes where it is a regular file (through symbolic links, as ``Path.is_file``
+    tells), else None: one ``stat`` for both."""
+    try:
+        status = file.stat()
+    except (OSError, ValueError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
 def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = False) -> _Listing:
     """:func:`list_files`, with what was left out."""
     listing = _Listing()
@@ -226,12 +246,14 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
                 continue
             file = Path(folder) / name
             fmt = format_of(file, options.text_suffixes)
-            if fmt is None or not file.is_file():
+            size = None if fmt is None else _regular_file_size(file)
+            if fmt is None or size is None:
                 listing.add_other(file)
             elif missing[fmt] is not None:
                 unreadable_formats.setdefault(fmt, []).append(file)
             else:
                 listing.files.append(file)
+                listing.sizes[file] = size
     if listing.others and not quiet:
         logger.info(
             "Skipped %d files under %s of types c2v_rag does not read: %s (%s; text_suffixes, --text-suffix, "
@@ -265,8 +287,8 @@ def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int
             # quiet: what the listing leaves out was said by the ingest, not again at every look
             files = list_files(root.resolve(), options, ReadLog(), quiet=True) if root.is_dir() else [root.resolve()]
             for file in files:
-                stat = file.stat()
-                seen[str(file)] = (stat.st_size, stat.st_mtime_ns)
+                status = file.stat()
+                seen[str(file)] = (status.st_size, status.st_mtime_ns)
         except (OSError, MissingPackageError):  # gone, or unreadable now: the ingest that follows says which
             continue
     return seen

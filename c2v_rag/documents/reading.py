@@ -22,6 +22,10 @@ from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDEC
 
 logger = logging.getLogger(__name__)
 
+# What a file weighs on a progress bar beyond the bytes it holds: every file costs a chunk's work at least, and an
+# empty one still moves the bar.
+FILE_OVERHEAD_BYTES = 1024
+
 # Skipped inputs kept by name in a ReadLog; beyond this only the counts grow (a corpus of
 # millions of bad lines must not fill memory with their descriptions).
 MAX_LISTED_SKIPS = 1000
@@ -87,14 +91,19 @@ class ReadLog:
     skipped: list[SkippedInput] = field(default_factory=list)
     # Resolved files and folders some of whose documents may be missing from this read.
     incomplete: set[str] = field(default_factory=set)
-    # For progress: the files the sources were found to hold when opened (before any is read), and
-    # those done with so far (read to the end, skipped, or unreadable and skipped).
-    files_listed: int = 0
+    # For progress: how many bytes each file the sources were found to hold when opened (before any is read) holds
+    # (FileFormat.content_size), in the order they are read, and how many are done with so far (read to the end,
+    # skipped, or unreadable and skipped).
+    file_sizes: list[int] = field(default_factory=list)
     files_done: int = 0
     # For progress within a file: the share of the file being read that comes before the document last handed
     # on, and the share up to its end (a text file is one document, (0, 1); a JSONL line, its bytes' span; Parquet
     # row n of N, ((n - 1) / N, n / N)).
     document_span: tuple[float, float] = (0.0, 1.0)
+
+    @property
+    def files_listed(self) -> int:
+        return len(self.file_sizes)
 
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
         self.files_skipped += 1

@@ -18,6 +18,7 @@ from rag_helpers import make_text
 from c2v_rag.documents.documents import iter_documents
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.documents.formats import archives
+from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
 from c2v_rag.documents.source_document import SourceDocument
 
 
@@ -235,13 +236,43 @@ def test_a_compressed_file_reached_through_a_link_of_another_name_reads_as_text(
 
 def test_progress_moves_through_an_archive_member_by_member(tmp_path):
     """The log's document_span (what the progress bar's ETA reads within a file): each member's share of the
-    archive, and within it the member's own span (a JSONL file's records by their bytes)."""
+    archive by its size (as a folder's files weigh), and within it the member's own span (a JSONL file's records by
+    their bytes)."""
     records = b'{"id": "r1", "text": "first"}\n{"id": "r2", "text": "second"}\n'
-    archive = write_zip(tmp_path / "a.zip", {"a.md": b"A.", "b.jsonl": records, "c.md": b"C.", "d.md": b"D."})
+    members = {"a.md": b"A.", "b.jsonl": records, "c.md": b"Long. " * 5000, "d.md": b"D."}
+    archive = write_zip(tmp_path / "a.zip", members)
     log = ReadLog()
     spans = [(doc.doc_id, log.document_span) for doc in iter_documents(archive, options=ReadOptions(), log=log)]
-    # r1's line with its newline: its share of b.jsonl's bytes, within b.jsonl's quarter of the archive
-    half = (records.index(b"\n") + 1) / len(records) / 4
     assert [doc_id.split("/")[-1] for doc_id, _ in spans] == ["a.md", "r1", "r2", "c.md", "d.md"]
-    want = [(0, 0.25), (0.25, 0.25 + half), (0.25 + half, 0.5), (0.5, 0.75), (0.75, 1.0)]
+    weights = [len(data) + FILE_OVERHEAD_BYTES for data in members.values()]
+    a, b, c, d = (sum(weights[:i]) / sum(weights) for i in range(1, 5))
+    r1 = a + (b - a) * (records.index(b"\n") + 1) / len(records)  # r1's line with its newline, within b.jsonl's share
+    want = [(0, a), (a, r1), (r1, b), (b, c), (c, d)]
+    assert d == pytest.approx(1.0) and c - b > 0.8  # the long member is most of the archive
     assert [value for _, span in spans for value in span] == pytest.approx([value for span in want for value in span])
+
+
+def test_a_folders_files_are_listed_with_the_bytes_they_hold(tmp_path):
+    """What a progress bar weights each file by: its size, and for a gzip file or a ZIP archive what it holds
+    (compressed text is several times its size to read); bzip2 and xz say theirs only when decompressed."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = ("The tide turns twice a day. " * 400).encode()
+    (folder / "a.md").write_bytes(text)
+    (folder / "b.md.gz").write_bytes(gzip.compress(text))
+    (folder / "c.md.bz2").write_bytes(bz2.compress(text))
+    write_zip(folder / "d.zip", {"one.md": text, "two.md": text[:100]})
+    with io.BytesIO() as packed:
+        with tarfile.open(fileobj=packed, mode="w") as tar:
+            info = tarfile.TarInfo("inner.md")
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+        tar_bytes = packed.getvalue()
+    (folder / "e.tgz").write_bytes(gzip.compress(tar_bytes))
+    (folder / "f.md.gz").write_bytes(b"not gzip at all, despite the name")
+    log = ReadLog()
+    list(iter_documents(folder, options=ReadOptions(on_error="continue"), log=log))
+    on_disk = {f.name: f.stat().st_size for f in folder.iterdir()}
+    assert on_disk["b.md.gz"] < len(text) / 10  # the repeated sentence compresses well
+    want = [len(text), len(text), on_disk["c.md.bz2"], len(text) + 100, len(tar_bytes), on_disk["f.md.gz"]]
+    assert log.file_sizes == want and log.files_listed == 6

@@ -20,6 +20,7 @@ import bz2
 import contextvars
 import functools
 import gzip
+import itertools
 import logging
 import lzma
 import tarfile
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, over_limit, parse_or_skip
 from c2v_rag.documents.formats.registry import AS_TEXT, format_of
-from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded
+from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES, ReadLog, ReadOptions, excluded
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -98,8 +99,7 @@ def read_inner(
     is their share of ``file``, for progress."""
     here = _relative(_real_path(file), root)
     other = 0
-    share = (span[1] - span[0]) / max(len(inside), 1)
-    for place, (path, member) in enumerate(inside):
+    for (path, member), member_span in zip(inside, _spans(inside, span), strict=True):
         if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
             continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
         if options.exclude and excluded(here / path, options.exclude):
@@ -107,15 +107,31 @@ def read_inner(
         if not _has_format(path, options.text_suffixes):
             other += 1
             continue
-        start = span[0] + place * share
-        yield from read_member(member, file.joinpath(*path.parts), root, options, log, metadata, (start, start + share))
+        yield from read_member(member, file.joinpath(*path.parts), root, options, log, metadata, member_span)
     if other:
         logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
+
+
+def _spans(inside: Sequence[tuple[PurePosixPath, Member]], span: tuple[float, float]) -> list[tuple[float, float]]:
+    """Each member's share of ``span``, by its size where every member's is known (as a folder's files weigh on a
+    progress bar), else equal shares."""
+    known = [member.size for _, member in inside if member.size is not None]
+    weights = [size + FILE_OVERHEAD_BYTES for size in known] if len(known) == len(inside) else [1] * len(inside)
+    ends = list(itertools.accumulate(weights))
+    width = (span[1] - span[0]) / ends[-1] if ends else 0.0
+    return [(span[0] + (end - weight) * width, span[0] + end * width) for weight, end in zip(weights, ends)]
 
 
 class ZipArchive(Archive):
     name = "ZIP archive"
     suffixes = (".zip",)
+
+    def content_size(self, file: Path, size: int) -> int:
+        try:  # the central directory alone, at the end of the file
+            with zipfile.ZipFile(file) as archive:
+                return max(size, sum(info.file_size for info in archive.infolist()))
+        except (OSError, zipfile.BadZipFile, ValueError):  # reading says what is wrong with it
+            return size
 
     def opened(self, file: Path) -> AbstractContextManager[Sequence[Member]]:
         return _ZipMembers(file)
@@ -126,6 +142,9 @@ class TarArchive(Archive):
 
     name = "tar archive"
     suffixes = (".tar", ".tgz", ".tbz2", ".txz")
+
+    def content_size(self, file: Path, size: int) -> int:
+        return gzip_content_size(file, size)
 
     def opened(self, file: Path) -> AbstractContextManager[Sequence[Member]]:
         return _TarMembers(file)
@@ -141,12 +160,28 @@ class CompressedFile(FileFormat):
     def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
         return _has_format(PurePosixPath(file.stem), text_suffixes)
 
+    def content_size(self, file: Path, size: int) -> int:
+        return gzip_content_size(file, size)
+
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if file.stem.lower().endswith(".tar"):
             yield from TarArchive().read(file, root, options, log)
             return
         member = Member(file.stem, None, lambda: _decompressed(file))
         yield from read_member(member, file, root, options, log, {})
+
+
+def gzip_content_size(file: Path, size: int) -> int:
+    """The size of what a gzip file holds, from its last four bytes (the size modulo 4 GiB, of its last member
+    where it has several); ``size`` for a file that is not gzip (bzip2 and xz say theirs only by decompressing)."""
+    try:
+        with open(file, "rb") as stream:
+            if stream.read(2) != b"\x1f\x8b" or size < 18:  # gzip's magic; its smallest file
+                return size
+            stream.seek(-4, 2)
+            return max(size, int.from_bytes(stream.read(4), "little"))
+    except OSError:  # reading says what is wrong with it
+        return size
 
 
 def read_member(

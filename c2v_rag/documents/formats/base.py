@@ -43,6 +43,11 @@ class FileFormat(ABC):
         compressed file, by the suffix under it)."""
         return True
 
+    def content_size(self, file: Path, size: int) -> int:
+        """How many bytes reading ``file`` (``size`` bytes on disk) goes through, as far as can be told without
+        reading it: a progress bar weights the file by it. Its size, unless it is compressed."""
+        return size
+
     @abstractmethod
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         """The documents of ``file`` (resolved), read under the caller's ``root``."""

@@ -382,11 +382,12 @@ class IngestProgress:
 
     It counts inputs (files, or documents when the input is not files) because their number is known
     before anything is read, so the bar has a total, a percentage and an ETA from the start; the chunks
-    are known only as the documents are chunked. An input is done once all its chunks are embedded (or
-    found stored); the bar also moves through the input being read, by where its embedded chunks end in it
-    (:attr:`ChunkBatch.reach`), so one long file gets a percentage and an ETA too, while the count shown is of
-    whole inputs. Within a batch the bar moves with each forward pass, the batch's reach spread over its
-    chunks, so a batch that takes minutes still moves it every few seconds.
+    are known only as the documents are chunked. Files weigh their size on the bar (:meth:`InputSize.position`),
+    so the percentage and the ETA follow the bytes read while the count shown is of files. An input is done once
+    all its chunks are embedded (or found stored); the bar also moves through the input being read, by where its
+    embedded chunks end in it (:attr:`ChunkBatch.reach`), so one long file gets a percentage and an ETA too, while
+    the count shown is of whole inputs. Within a batch the bar moves with each forward pass, the batch's reach
+    spread over its chunks, so a batch that takes minutes still moves it every few seconds.
 
     The rate is the chunks over the time since ``started``: the unit and the clock of the run's summary,
     whose figures the last refresh shows (:meth:`close`).
@@ -398,7 +399,9 @@ class IngestProgress:
     def __init__(self, desc: str, size: InputSize, *, show: bool, started: float | None = None) -> None:
         self.started = time.perf_counter() if started is None else started
         self.truncation = Truncation()
+        self.size = size
         self.inputs = 0.0  # how far the batches done reach, in inputs (ChunkBatch.reach)
+        self._shown = 0.0  # the inputs the bar shows, which may be inside the batch being embedded
         self.chunks = 0  # embedded or found stored, in the batches done
         self._batch: ChunkBatch | None = None
         self._output = contextlib.ExitStack()
@@ -407,13 +410,14 @@ class IngestProgress:
         bar_format = (
             "{desc}: {whole_fmt} " + unit + " [{elapsed}{postfix}]"
             if size.total is None
-            else "{l_bar}{bar}| {whole_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
+            else "{l_bar}{bar}| {whole_fmt}/{inputs_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
         )
         # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
         # every update may redraw (at most every mininterval), even one that only changes the postfix.
         self.bar = _InputBar(
             desc=desc,
-            total=size.total,
+            total=size.extent,
+            inputs=size.total,
             bar_format=bar_format,
             disable=not show,
             smoothing=0,
@@ -468,7 +472,7 @@ class IngestProgress:
         what was truncated, if anything."""
         try:
             if not self.bar.disable:
-                self._show(self.bar.n, self.chunks if chunks is None else chunks, seconds)
+                self._show(self._shown, self.chunks if chunks is None else chunks, seconds)
             self.bar.close()
         finally:
             self._output.close()
@@ -486,19 +490,27 @@ class IngestProgress:
             return
         seconds = time.perf_counter() - self.started if seconds is None else seconds
         rate = chunks / seconds if seconds > 0 else 0.0
+        self._shown = inputs
+        # The sums of shares can land a hair under a whole number.
+        self.bar.whole = int(inputs + 1e-6)
         self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
-        self.bar.update(inputs - self.bar.n)
+        self.bar.update(self.size.position(inputs) - self.bar.n)
 
 
 class _InputBar(tqdm):
-    """tqdm, with ``{whole_fmt}``: the inputs done whole, where ``n`` (and so the percentage and the ETA) also
-    counts the share of the one being read."""
+    """tqdm, with ``{whole_fmt}`` and ``{inputs_fmt}``: the inputs done whole and the inputs in all, where ``n``
+    and ``total`` (and so the percentage and the ETA) are positions on the bar (:meth:`InputSize.position`), which
+    also count the share done of the input being read."""
+
+    def __init__(self, *args: Any, inputs: int | None, **kwargs: Any) -> None:
+        self.whole, self.inputs = 0, inputs  # before tqdm's first draw
+        super().__init__(*args, **kwargs)
 
     @property
     def format_dict(self) -> dict[str, Any]:
         shown = super().format_dict
-        # The sums of shares can land a hair under a whole number.
-        shown["whole_fmt"] = str(int(shown["n"] + 1e-6))
+        shown["whole_fmt"] = str(self.whole)
+        shown["inputs_fmt"] = str(self.inputs)
         return shown
 
 
