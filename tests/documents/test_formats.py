@@ -200,9 +200,9 @@ def test_the_ray_rows_carry_a_documents_pages():
     from c2v_rag.rag.ingestion.ray_dataflow import _doc_row, _row_doc
 
     doc = SourceDocument("id", "one\n\ntwo", {"title": "T"}, "/x.pdf", "/", pages=((0, "iv"), (5, "1")), lead="T")
-    assert _row_doc(_doc_row(doc)) == doc
+    assert _row_doc(_doc_row(doc, 1.0)) == doc
     plain = SourceDocument("id", "text", {}, None, None)
-    assert _row_doc(_doc_row(plain)) == plain
+    assert _row_doc(_doc_row(plain, 1.0)) == plain
 
 
 def test_an_ingested_pdf_records_the_page_each_chunk_starts_on(tmp_path, tiny_variant, ingest_config, monkeypatch):

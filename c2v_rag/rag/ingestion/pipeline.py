@@ -422,11 +422,11 @@ class IngestProgress:
             disable=not show,
             smoothing=0,
             miniters=0,
-            **_unsized_terminal(sys.stderr),
+            **unsized_terminal(sys.stderr),
         )
         if not self.bar.disable:
             self.bar.start_t -= time.perf_counter() - self.started  # elapsed on the rate's clock
-            self._output.enter_context(_printed_above_bars())
+            self._output.enter_context(printed_above_bars())
 
     @contextlib.contextmanager
     def embedding(self, batch: ChunkBatch) -> Iterator[None]:
@@ -514,7 +514,7 @@ class _InputBar(tqdm):
         return shown
 
 
-def _unsized_terminal(stream: Any) -> dict[str, int]:
+def unsized_terminal(stream: Any) -> dict[str, int]:
     """tqdm's ``ncols`` and ``nrows`` where ``stream`` is a terminal that reports no size, else none (tqdm measures).
 
     A pseudo-terminal nobody sized (``script`` or ``docker exec -t`` run from a pipe, some CI runners) reports
@@ -534,14 +534,15 @@ def _unsized_terminal(stream: Any) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def _printed_above_bars() -> Iterator[None]:
+def printed_above_bars() -> Iterator[None]:
     """Log records and warnings written to the console go above the open bars (tqdm clears them, writes,
     redraws them), instead of into a bar's line. Each console log handler, and the one logging falls back
     to without any, is wrapped for the duration; its level, filters and format stay its own. What is put
-    back is only what is still this call's, so that runs overlapping in threads leave nothing wrapped."""
+    back is only what is still this call's, so that runs overlapping in threads leave nothing wrapped. Ray's
+    loggers have console handlers of their own (a Ray run's driver logs through them)."""
     wrapped = [
         (logger_, _AboveBars(handler), handler)
-        for logger_ in (logging.getLogger(), logging.getLogger("c2v_rag"))
+        for logger_ in map(logging.getLogger, (None, "c2v_rag", "ray", "ray.data"))
         for handler in logger_.handlers
         if _is_console(handler)
     ]

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from c2v_rag.core.extras import require
 from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
+from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
@@ -160,11 +161,21 @@ class RaySession:
 
 @dataclass
 class SourcePlan:
-    """What the driver hands to Ray: files (each with the root it was named through) and documents
-    already in memory."""
+    """What the driver hands to Ray: files (each with the root it was named through, and its weight on the
+    progress bar: the bytes it holds and :data:`FILE_OVERHEAD_BYTES`, as the in-process engine's bar weighs it) and
+    documents already in memory (weighing their characters and as much)."""
 
-    files: list[tuple[str, str]] = field(default_factory=list)
+    files: list[tuple[str, str, int]] = field(default_factory=list)
     inline: list[SourceDocument] = field(default_factory=list)
+
+    @property
+    def weight(self) -> int:
+        """All the input's weight on the progress bar: what the rows of its documents add up to."""
+        return sum(weight for _, _, weight in self.files) + sum(map(_inline_weight, self.inline))
+
+
+def _inline_weight(doc: SourceDocument) -> int:
+    return len(doc.text) + FILE_OVERHEAD_BYTES
 
 
 def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
@@ -176,8 +187,10 @@ def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
     plan = SourcePlan()
 
     def add_path(path: Path) -> None:
+        listed = len(log.file_sizes)
         root, files = list_source(path, options, log)
-        plan.files.extend((str(f), root) for f in files)
+        sizes = log.file_sizes[listed:]
+        plan.files.extend((str(f), root, size + FILE_OVERHEAD_BYTES) for f, size in zip(files, sizes, strict=True))
 
     if (isinstance(docs, str) and names_existing_path(docs)) or isinstance(docs, os.PathLike):
         add_path(Path(docs))
@@ -196,9 +209,11 @@ def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
     return plan
 
 
-def _doc_row(doc: SourceDocument) -> dict[str, Any]:
-    # Metadata travels as JSON: Arrow cannot hold dicts whose keys and types differ between rows.
+def _doc_row(doc: SourceDocument, weight: float) -> dict[str, Any]:
+    # Metadata travels as JSON: Arrow cannot hold dicts whose keys and types differ between rows. ``weight``: the
+    # document's share of the progress bar (SourcePlan).
     return {
+        "weight": float(weight),
         "doc_id": doc.doc_id,
         "text": doc.text,
         "metadata": json.dumps(doc.metadata, ensure_ascii=False, default=str),
@@ -223,9 +238,13 @@ def _row_doc(row: dict[str, Any]) -> SourceDocument:
 
 
 def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str, Any]]:
-    # What a file task skips (on_error="continue") is logged by the task; Ray forwards worker logs.
+    # What a file task skips (on_error="continue") is logged by the task; Ray forwards worker logs. Each document
+    # weighs its share of the file (its span, as it is handed on: a JSONL line by its bytes, a member by its size).
     log = ReadLog()
-    docs = [_doc_row(d) for d in read_file(Path(row["file"]), row["root"], options, log)]
+    docs = []
+    for doc in read_file(Path(row["file"]), row["root"], options, log):
+        start, end = log.document_span
+        docs.append(_doc_row(doc, row["weight"] * (end - start)))
     if log.files_skipped or log.records_skipped:
         logger.warning("%s: skipped %d files and %d records", row["file"], log.files_skipped, log.records_skipped)
     return docs
@@ -256,13 +275,15 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
     parts = []
     if plan.files:
         files = ray.data.from_items(
-            [{"file": f, "root": r} for f, r in plan.files], override_num_blocks=min(len(plan.files), 1000)
+            [{"file": f, "root": r, "weight": w} for f, r, w in plan.files],
+            override_num_blocks=min(len(plan.files), 1000),
         )
         parts.append(
             files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks).map_batches(_chunk_rows, **chunk)
         )
     if plan.inline:
-        parts.append(ray.data.from_items([_doc_row(d) for d in plan.inline]).map_batches(_chunk_rows, **chunk))
+        rows = [_doc_row(d, _inline_weight(d)) for d in plan.inline]
+        parts.append(ray.data.from_items(rows).map_batches(_chunk_rows, **chunk))
     if not parts:
         raise ValueError("docs is empty: nothing to ingest")
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
@@ -282,11 +303,12 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
         _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, lead=lead)
     chunker = _chunkers[key]
     rows: dict[str, list[Any]] = {
-        k: [] for k in ("doc_id", "fingerprint", "doc_hash", "source_root", "point_ids", "texts", "payloads")
+        k: [] for k in ("weight", "doc_id", "fingerprint", "doc_hash", "source_root", "point_ids", "texts", "payloads")
     }
     for record in batch.to_pylist():
         doc = _row_doc(record)
         chunks = list(document_chunks(doc, chunker))
+        rows["weight"].append(record["weight"])
         rows["doc_id"].append(doc.doc_id)
         rows["fingerprint"].append(document_fingerprint(doc))
         rows["doc_hash"].append(document_hash(doc, chunker))
@@ -299,6 +321,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
         rows,
         schema=pa.schema(
             [
+                ("weight", pa.float64()),
                 ("doc_id", pa.string()),
                 ("fingerprint", pa.string()),
                 ("doc_hash", pa.string()),
@@ -541,6 +564,7 @@ def document_table(
     rows: dict[str, list[Any]] = {
         k: []
         for k in (
+            "weight",
             "doc_id",
             "fingerprint",
             "doc_hash",
@@ -554,8 +578,10 @@ def document_table(
             "error",
         )
     }
-    for doc in documents.select(["doc_id", "fingerprint", "doc_hash", "point_ids", "source_root"]).to_pylist():
+    columns = ["weight", "doc_id", "fingerprint", "doc_hash", "point_ids", "source_root"]
+    for doc in documents.select(columns).to_pylist():
         own = [where[pid] for pid in doc["point_ids"] if pid in where]
+        rows["weight"].append(doc["weight"])
         rows["doc_id"].append(doc["doc_id"])
         rows["fingerprint"].append(doc["fingerprint"])
         rows["doc_hash"].append(doc["doc_hash"])
@@ -569,6 +595,7 @@ def document_table(
         rows["error"].append(error)
     schema = pa.schema(
         [
+            ("weight", pa.float64()),
             ("doc_id", pa.string()),
             ("fingerprint", pa.string()),
             ("doc_hash", pa.string()),

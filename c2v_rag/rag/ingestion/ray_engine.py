@@ -9,8 +9,11 @@ hands an embedded store to the one writing actor and back (``write="workers"``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +26,7 @@ from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
-from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch
+from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, printed_above_bars, unsized_terminal
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
 from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.ray_dataflow import (
@@ -169,6 +172,7 @@ class RayIngestRun:
         self.result = IngestResult(collection=collection, location=target.location)
         self.seen = SeenDocuments()
         self.startup_seconds = 0.0
+        self._started = time.perf_counter()
 
     def _actor_sink(self) -> ActorSink:
         """Where the actors' embedded batches go, chosen once for the run."""
@@ -194,7 +198,7 @@ class RayIngestRun:
         )
 
     def execute(self, plan: SourcePlan, read: ReadOptions) -> IngestResult:
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         job = self._job()
         handoff = self.write == "workers" and not self.target.is_server
         sink = QdrantSink(
@@ -202,11 +206,19 @@ class RayIngestRun:
                 self.client, self.collection, self.layout, retrying_call(Retry.of(self.settings)), fresh=self.created
             )
         )
+        # The bar weighs every document's share of the input (SourcePlan), as the in-process engine's weighs
+        # files, so it has a percentage and an ETA from the start; the actors' rows come back in any order.
         progress = tqdm(
-            desc=f"Ingesting into {self.collection} on Ray", unit="chunk", disable=not self.settings.show_progress
+            desc=f"Ingesting into {self.collection} on Ray",
+            total=plan.weight or None,
+            bar_format="{l_bar}{bar}| [{elapsed}<{remaining}{postfix}]",
+            smoothing=0,
+            miniters=0,
+            disable=not self.settings.show_progress,
+            **unsized_terminal(sys.stderr),
         )
         try:
-            with RaySession(self.options) as ray:
+            with printed_above_bars(), RaySession(self.options) as ray, ray_data_bars_off():
                 self.startup_seconds = time.perf_counter() - started
                 if handoff:
                     self.client.close()  # the one actor opens the embedded directory for the run
@@ -248,6 +260,9 @@ class RayIngestRun:
                             pending = []
                 if self.result.failed and self.settings.on_error == "raise":
                     break
+            else:  # every row is in; the documents skipped unread (a bad file or record) never came back
+                if progress.total is not None:
+                    progress.update(progress.total - progress.n)
         except ray.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:
@@ -277,14 +292,20 @@ class RayIngestRun:
                     raise
                 time.sleep(0.2)
 
-    def _count(self, row: dict[str, Any], progress) -> bool:
+    def _count(self, row: dict[str, Any], progress: tqdm) -> bool:
         """Record a document's row; False for a repeat of a document already seen."""
-        if not self.seen.is_new(row["doc_id"], row["fingerprint"]):
+        new = self.seen.is_new(row["doc_id"], row["fingerprint"])
+        if new:
+            self.result.documents += 1
+            self.result.chunks += len(row["point_ids"])
+        else:
             self.result.duplicate_documents += 1
+        seconds = time.perf_counter() - self._started
+        rate = self.result.chunks / seconds if seconds > 0 else 0.0
+        progress.set_postfix_str(f"{self.result.chunks} chunks, {rate:.1f} chunks/s", refresh=False)
+        progress.update(row["weight"])  # a repeat was read too
+        if not new:
             return False
-        self.result.documents += 1
-        self.result.chunks += len(row["point_ids"])
-        progress.update(len(row["point_ids"]))
         if row["error"] is not None:
             self.result.failed.append(
                 FailedBatch(doc_ids=[row["doc_id"]], chunks=len(row["point_ids"]), error=row["error"])
@@ -329,6 +350,32 @@ class RayIngestRun:
         sink.write(embedded)
         self.result.chunks_written += len(embedded.chunks)
         self.result.chunks_unchanged += embedded.unchanged
+
+
+@contextlib.contextmanager
+def ray_data_bars_off() -> Iterator[None]:
+    """Ray Data's own progress bars off for the run, and back as they were after: the run's bar shows its progress
+    (a percentage and an ETA from the documents' shares), and Ray's bars, drawn on the same terminal in the same
+    process, garbled it; without a terminal Ray logs them every few seconds instead. Ray's one warning that its
+    bars are off, which tells the user to turn them on, is left out."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    shown = context.enable_progress_bars
+    context.enable_progress_bars = False
+    handlers = list(logging.getLogger("ray.data").handlers)  # Ray Data's modules log through them
+    for handler in handlers:
+        handler.addFilter(_not_the_bars_off_warning)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_not_the_bars_off_warning)
+        context.enable_progress_bars = shown
+
+
+def _not_the_bars_off_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Progress bars disabled")
 
 
 def _stored_ids(client: Any, collection: str) -> Iterator[str]:

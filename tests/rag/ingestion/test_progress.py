@@ -270,12 +270,12 @@ def test_a_terminal_that_reports_no_size_still_shows_the_bar():
 
     from tqdm import tqdm
 
-    from c2v_rag.rag.ingestion.pipeline import _unsized_terminal
+    from c2v_rag.rag.ingestion.pipeline import unsized_terminal
 
     leader, follower = os.openpty()  # a new pseudo-terminal has 0 columns and 0 rows, like an unsized `script`
     try:
         with os.fdopen(follower, "w", closefd=False) as tty:
-            size = _unsized_terminal(tty)
+            size = unsized_terminal(tty)
             assert size["ncols"] > 0 and size["nrows"] > 0
             with tqdm(total=3, desc="Ingesting into x", file=tty, mininterval=0, **size) as bar:
                 bar.update(1)
@@ -286,4 +286,4 @@ def test_a_terminal_that_reports_no_size_still_shows_the_bar():
         os.close(follower)
     assert "Ingesting into x:  33%|" in drawn  # at the terminal's own size (0 x 0) tqdm drew nothing
     # Not a terminal: tqdm measures as usual.
-    assert _unsized_terminal(io.StringIO()) == {}
+    assert unsized_terminal(io.StringIO()) == {}

@@ -27,6 +27,7 @@ from rag_helpers import compare, make_text, points
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions, load_model
+from c2v_rag.rag.ingestion.ray_engine import RayIngestRun
 from c2v_rag.store.backends import store_kind
 
 ACTOR_CLASS = "ChunkEmbedActor"
@@ -70,11 +71,34 @@ def sources(tmp_path):
     return folder
 
 
-def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(tmp_path, sources, tiny_variant, ingest_config):
+def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(
+    tmp_path, sources, tiny_variant, ingest_config, monkeypatch
+):
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
     expected = c2v_rag.ingest(sources, path=local, **kwargs)
+    seen: list[tuple[str, float, float]] = []  # each row's document, its weight on the bar, and the bar's total
+    ray_bars: set[bool] = set()  # whether Ray Data's own bars were on as the rows came in
+    real_count = RayIngestRun._count
+
+    def count(self, row, progress):
+        seen.append((row["doc_id"], row["weight"], progress.total))
+        ray_bars.add(ray.data.DataContext.get_current().enable_progress_bars)
+        return real_count(self, row, progress)
+
+    monkeypatch.setattr(RayIngestRun, "_count", count)
+    monkeypatch.setattr(ray.data.DataContext.get_current(), "enable_progress_bars", True)  # as a user's Ray has it
     result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+    # Ray Data's bars were off for the run (they garbled the run's own), and are as the user had them after.
+    assert ray_bars == {False} and ray.data.DataContext.get_current().enable_progress_bars is True
+    monkeypatch.undo()
+    # The bar weighs the files' bytes as the in-process bar does; every document comes back with its share of its
+    # file (a record or a row by its span), in whatever order the actors finish: the shares add up to the total.
+    files = {f.resolve().as_posix(): f.stat().st_size + 1024 for f in sources.iterdir()}
+    assert len(seen) == 12 and {total for _, _, total in seen} == {sum(files.values())}
+    assert sum(weight for _, weight, _ in seen) == pytest.approx(sum(files.values()))
+    whole = [(doc_id, weight) for doc_id, weight, _ in seen if doc_id.endswith((".txt", ".md"))]
+    assert len(whole) == 4 and all(weight == files[doc_id] for doc_id, weight in whole)  # one document, the file
     got, want = points(on_ray), points(local)
     difference = compare(got, want)
     print(
