@@ -10,11 +10,14 @@ loop finds its observer, so that no builder's signature carries it.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from tqdm.auto import tqdm
+
+from c2v_rag.core.terminal import unsized_terminal
 
 # The stages in the order they run, each weighted by its CPU seconds in a first int8 load of the default preset
 # on one AVX2 core (decoder export 11.0 s, calibration 49.8 s, attention fusion + int8 rewrite + save about 3 s,
@@ -40,6 +43,7 @@ class _Bar:
                 desc=self.description,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
                 disable=not _shown.get(),
+                **unsized_terminal(sys.stderr),
             )
         return self.bar
 

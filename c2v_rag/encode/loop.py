@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
 from c2v_rag.encode.long_texts import (
     LongTexts,
@@ -520,7 +522,7 @@ def _run(
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
     model.eval()
-    progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show)
+    progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show, **unsized_terminal(sys.stderr))
     done = 0
     # For the observer: characters of the texts embedded so far, in the order the batches run (the order above).
     chars = np.cumsum([0] + [len(texts[i]) for i in order]) if observer is not None else np.zeros(1)

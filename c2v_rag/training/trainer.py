@@ -15,6 +15,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ import torch
 from c2v_rag.core.devices import cpu_has_native_bf16, resolve_device
 from c2v_rag.core.extras import require
 from c2v_rag.core.instructions import Instruction
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.nn.projector import match_word_embedding_norm
@@ -725,13 +727,15 @@ class Trainer:
         cfg = self.config.training
         if self.step == 0 and not self.evaluations:
             self.evaluate()
+        size = unsized_terminal(sys.stderr)  # a terminal that reports no size is not measured again either
         progress = tqdm(
             total=cfg.steps,
             initial=self.step,
             desc="train",
             unit="step",
             disable=not (cfg.progress_bar and self.ctx.is_main),
-            dynamic_ncols=True,
+            dynamic_ncols=not size,
+            **size,
         )
         try:
             while self.step < cfg.steps:

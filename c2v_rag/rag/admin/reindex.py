@@ -20,6 +20,7 @@ later reindex of the name switches without a gap.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.documents.chunking import decoder_tokens
 from c2v_rag.rag.embedding import Embedder
@@ -273,7 +275,13 @@ def _refill(
     from qdrant_client.http import models
 
     total = client.count(previous, exact=True).count
-    progress = tqdm(total=total, desc=f"Reindexing into {new}", unit="chunk", disable=not show_progress)
+    progress = tqdm(
+        total=total,
+        desc=f"Reindexing into {new}",
+        unit="chunk",
+        disable=not show_progress,
+        **unsized_terminal(sys.stderr),
+    )
     written, offset = 0, None
     try:
         while True:

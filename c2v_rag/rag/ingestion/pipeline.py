@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import shutil
 import sys
 import threading
 import time
@@ -38,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
 from c2v_rag.rag.ingestion.points import (
@@ -512,25 +511,6 @@ class _InputBar(tqdm):
         shown["whole_fmt"] = str(self.whole)
         shown["inputs_fmt"] = str(self.inputs)
         return shown
-
-
-def unsized_terminal(stream: Any) -> dict[str, int]:
-    """tqdm's ``ncols`` and ``nrows`` where ``stream`` is a terminal that reports no size, else none (tqdm measures).
-
-    A pseudo-terminal nobody sized (``script`` or ``docker exec -t`` run from a pipe, some CI runners) reports
-    0 or -1 columns and rows: tqdm then cuts each line of its bar to nothing and counts the bar as below the
-    screen, so the user saw blank lines and no bar at all.
-    """
-    try:
-        if not stream.isatty():
-            return {}
-        size = os.get_terminal_size(stream.fileno())
-    except (AttributeError, OSError, ValueError):
-        return {}
-    if size.columns > 0 and size.lines > 0:
-        return {}
-    fallback = shutil.get_terminal_size((100, 24))
-    return {"ncols": fallback.columns, "nrows": fallback.lines}
 
 
 @contextlib.contextmanager

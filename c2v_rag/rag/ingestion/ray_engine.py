@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
-from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, printed_above_bars, unsized_terminal
+from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, printed_above_bars
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
 from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.ray_dataflow import (

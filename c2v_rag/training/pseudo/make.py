@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import random
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from c2v_rag.core.jsonl import iter_jsonl
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import input_size
 from c2v_rag.documents.files import ReadLog
@@ -46,7 +48,13 @@ def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True)
     opened = iter_documents(docs, log=log)
     size = input_size(docs, log)
     chunks: list[CorpusChunk] = []
-    with tqdm(total=size.total, desc="Reading and chunking", unit=size.unit, disable=not show_progress) as bar:
+    with tqdm(
+        total=size.total,
+        desc="Reading and chunking",
+        unit=size.unit,
+        disable=not show_progress,
+        **unsized_terminal(sys.stderr),
+    ) as bar:
         done = 0
 
         def advance(_: int) -> None:
@@ -157,6 +165,7 @@ def generated_pairs(
         desc="Writing questions",
         unit="chunk",
         disable=not show_progress,
+        **unsized_terminal(sys.stderr),
     ) as bar:
         # Batches of the generator's own size, each saved before the next starts.
         step = max(1, getattr(generator, "batch_size", 16)) * 4
