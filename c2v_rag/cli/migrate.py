@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import add_qdrant_options, collection_from
+from c2v_rag.cli.arguments import add_qdrant_options, add_quiet, collection_from
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -30,6 +30,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--to-collection", default=None, metavar="NAME", help="the copy's name (default: the same)")
     parser.add_argument("--batch-size", type=int, default=256, help="points copied per request")
+    add_quiet(parser)
     return parser
 
 
@@ -41,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
     target = Collection(
         args.to_collection or source.name, path=args.to_path, qdrant_url=args.to_url, store=args.to_store
     )
-    result = source.migrate(target, batch_size=args.batch_size)
+    result = source.migrate(target, batch_size=args.batch_size, show_progress=not args.quiet)
     print(f"migrated: {result.summary()}")
     return 0

@@ -335,14 +335,15 @@ class Collection:
         chosen = self.model if model is None else self.model.model_copy(update={"model": model})
         return reindex_collection(self.name, self.target, chosen, client=self.client, **given)
 
-    def migrate(self, to: Collection, *, batch_size: int = 256) -> MigrateResult:
+    def migrate(self, to: Collection, *, batch_size: int = 256, show_progress: bool = True) -> MigrateResult:
         """Copy this collection into ``to`` (another store, or another name), vectors unchanged: points keep
         their ids, payloads and vectors, the copy its recorded model and layout. An alias is recreated in the
-        target, pointing at the copy; a stopped migration resumes when run again."""
+        target, pointing at the copy; a stopped migration resumes when run again. ``show_progress``: a bar of
+        the points copied, with an ETA."""
         from c2v_rag.rag.admin.migrate import migrate_collection
 
         name = to.name if to.name != self.name else None  # None: the copy keeps the concrete name, and the alias
-        return migrate_collection(self.name, self.target, to.target, name, batch_size)
+        return migrate_collection(self.name, self.target, to.target, name, batch_size, show_progress)
 
     def delete(self) -> bool:
         """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
@@ -519,12 +520,14 @@ def migrate(
     batch_size: int = 256,
     source: QdrantConfig | None = None,
     target: QdrantConfig | None = None,
+    show_progress: bool = True,
 ) -> MigrateResult:
     """Copy ``collection`` (or the collection an alias names) into another store, vectors unchanged
     (:meth:`Collection.migrate`). ``source_*`` and ``target_*`` are each end's ``path``, ``qdrant_url`` and
     ``store`` (``target_store="edge"`` with a new path makes a Qdrant Edge store; storage options of a new
     target collection come from ``target=``, a :class:`~c2v_rag.QdrantConfig`); ``target_collection`` names the
-    copy (default: the source collection's own name); ``api_key`` serves a server at either end.
+    copy (default: the source collection's own name); ``api_key`` serves a server at either end;
+    ``show_progress``: a bar of the points copied, with an ETA.
 
     Raises:
         ValueError: source and target are the same store and collection.
@@ -542,4 +545,6 @@ def migrate(
             (target_path, target_url, target_store, target),
         )
     ]
-    return migrate_collection(collection, ends[0].resolve(), ends[1].resolve(), target_collection, batch_size)
+    return migrate_collection(
+        collection, ends[0].resolve(), ends[1].resolve(), target_collection, batch_size, show_progress
+    )

@@ -465,9 +465,16 @@ def test_cli_ingest_search_and_migrate_with_store_edge(tmp_path, tiny_variant, c
 
     hits = json.loads(capsys.readouterr().out)
     assert [h["id"] for h in hits] == [h.id for h in c2v_rag.search("vitamin bone", path=edge, collection="kb")]
-    assert main(["migrate", "--path", str(edge), "--collection", "kb", "--to-path", str(local)]) == 0
-    assert "copied into 'kb' at embedded Qdrant at" in capsys.readouterr().out
+    migrate = ["migrate", "--path", str(edge), "--collection", "kb", "--to-path", str(local)]
+    assert main(migrate) == 0
+    out, err = capsys.readouterr()
+    assert "copied into 'kb' at embedded Qdrant at" in out
+    points = len(edge_points(edge))
+    assert "Copying kb: 100%" in err and f"{points}/{points} [" in err  # a bar, to its end
     same_points(edge_points(edge), local_points(local))
+    assert main([*migrate, "-q"]) == 0  # again (a resumed copy), quiet
+    out, err = capsys.readouterr()
+    assert "copied into 'kb'" in out and "Copying" not in err
     # The wrong engine named on the command line: one error line, exit 2, before the model loads.
     assert main(["search", "vitamin", "--path", str(local), "--store", "edge", "--collection", "kb"]) == 2
     assert "holds a qdrant-client local-mode store" in capsys.readouterr().err

@@ -12,12 +12,16 @@ again (an existing target collection is checked against the source, then filled 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from tqdm.auto import tqdm
 
+from c2v_rag.core.terminal import unsized_terminal
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.store.aliases import alias_target, switch_alias
@@ -50,7 +54,12 @@ class MigrateResult(BaseModel):
 
 
 def migrate_collection(
-    collection: str, src: QdrantConfig, dst: QdrantConfig, target_collection: str | None = None, batch_size: int = 256
+    collection: str,
+    src: QdrantConfig,
+    dst: QdrantConfig,
+    target_collection: str | None = None,
+    batch_size: int = 256,
+    show_progress: bool = True,
 ) -> MigrateResult:
     """Copy ``collection`` (or the collection an alias names) from ``src`` into ``dst``, vectors unchanged:
     :meth:`c2v_rag.Collection.migrate`, which documents the arguments."""
@@ -72,8 +81,17 @@ def migrate_collection(
             )
         info = reader.get_collection(concrete)
         total = reader.count(concrete, exact=True).count
-        with _opened(dst) as writer:
-            copied = copy_collection(reader, writer, concrete, name, info, dst, src.location, batch_size)
+        progress = tqdm(
+            total=total,
+            desc=f"Copying {concrete}",
+            unit="point",
+            disable=not show_progress,
+            **unsized_terminal(sys.stderr),
+        )
+        with _opened(dst) as writer, progress:
+            copied = copy_collection(
+                reader, writer, concrete, name, info, dst, src.location, batch_size, on_copied=progress.update
+            )
             stored = writer.count(name, exact=True).count
             if stored < total:
                 raise RuntimeError(
@@ -105,9 +123,11 @@ def copy_collection(
     target: QdrantConfig,
     source_location: str,
     batch_size: int,
+    on_copied: Callable[[int], object] | None = None,
 ) -> int:
     """Copy every point of ``source_name`` (ids, payloads, dense and sparse vectors) into ``name``, created like
-    it or checked to be a copy of it; reader and writer may be one client. Returns the points copied."""
+    it or checked to be a copy of it; reader and writer may be one client. ``on_copied`` hears how many points
+    each request copied (a progress bar). Returns the points copied."""
     from qdrant_client.http import models
 
     _ensure_copy(writer, name, info, target, source_location, source_name)
@@ -124,6 +144,8 @@ def copy_collection(
 
             call_with_retry(upsert, what=f"copying {len(points)} points", attempts=5, initial_wait=0.5, max_wait=30.0)
             copied += len(points)
+            if on_copied is not None:
+                on_copied(len(points))
         if offset is None:
             return copied
 
