@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 
 # The stages in the order they run, each weighted by its CPU seconds in a first int8 load of the default preset
 # on one AVX2 core (decoder export 11.0 s, calibration 49.8 s, attention fusion + int8 rewrite + save about 3 s,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -17,11 +18,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
 from c2v_rag.encode.long_texts import (
     LongTexts,
@@ -522,16 +522,27 @@ def _run(
     decoder_truncated = encoder_truncated = 0
     was_training = model.training
     model.eval()
-    progress = tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show, **unsized_terminal(sys.stderr))
-    done = 0
-    # For the observer: characters of the texts embedded so far, in the order the batches run (the order above).
-    chars = np.cumsum([0] + [len(texts[i]) for i in order]) if observer is not None else np.zeros(1)
+    # Characters of the texts embedded so far, in the order the batches run (the order above): the work done, which
+    # the bar's percentage and ETA follow (by texts, the longest first would make its early ETAs far too long).
+    chars = np.cumsum([0] + [len(texts[i]) for i in order])
     total_chars = max(1, int(chars[-1]))
+    progress = CountingBar(
+        total=total_chars,
+        items=len(texts),
+        desc="Encoding",
+        bar_format="{l_bar}{bar}| {count_fmt}/{items_fmt} texts [{elapsed}<{remaining}{postfix}]",
+        smoothing=0,
+        disable=not show,
+        **unsized_terminal(sys.stderr),
+    )
+    done, started = 0, time.perf_counter()
 
     def on_batch(n: int, _tokens: int) -> None:
         nonlocal done
         done += n
-        progress.update(n)
+        progress.count = done
+        progress.set_postfix_str(f"{done / max(time.perf_counter() - started, 1e-9):.1f} texts/s", refresh=False)
+        progress.update(int(chars[done]) - progress.n)
         if observer is not None:
             observer.encoded(done, len(texts), int(chars[done]) / total_chars)
 

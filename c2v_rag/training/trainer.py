@@ -29,7 +29,7 @@ import torch
 from c2v_rag.core.devices import cpu_has_native_bf16, resolve_device
 from c2v_rag.core.extras import require
 from c2v_rag.core.instructions import Instruction
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.nn.projector import match_word_embedding_norm

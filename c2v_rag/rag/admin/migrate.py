@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.store.aliases import alias_target, switch_alias

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.documents.chunking import decoder_tokens
 from c2v_rag.rag.embedding import Embedder

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
 from c2v_rag.rag.ingestion.points import (
@@ -407,16 +407,16 @@ class IngestProgress:
         unit = "files" if size.unit == "file" else "docs"
         # tqdm's own rate would be inputs/s; the postfix carries the chunk rate the summary reports instead.
         bar_format = (
-            "{desc}: {whole_fmt} " + unit + " [{elapsed}{postfix}]"
+            "{desc}: {count_fmt} " + unit + " [{elapsed}{postfix}]"
             if size.total is None
-            else "{l_bar}{bar}| {whole_fmt}/{inputs_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
+            else "{l_bar}{bar}| {count_fmt}/{items_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
         )
         # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
         # every update may redraw (at most every mininterval), even one that only changes the postfix.
-        self.bar = _InputBar(
+        self.bar = CountingBar(
             desc=desc,
             total=size.extent,
-            inputs=size.total,
+            items=size.total,
             bar_format=bar_format,
             disable=not show,
             smoothing=0,
@@ -491,26 +491,9 @@ class IngestProgress:
         rate = chunks / seconds if seconds > 0 else 0.0
         self._shown = inputs
         # The sums of shares can land a hair under a whole number.
-        self.bar.whole = int(inputs + 1e-6)
+        self.bar.count = int(inputs + 1e-6)
         self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
         self.bar.update(self.size.position(inputs) - self.bar.n)
-
-
-class _InputBar(tqdm):
-    """tqdm, with ``{whole_fmt}`` and ``{inputs_fmt}``: the inputs done whole and the inputs in all, where ``n``
-    and ``total`` (and so the percentage and the ETA) are positions on the bar (:meth:`InputSize.position`), which
-    also count the share done of the input being read."""
-
-    def __init__(self, *args: Any, inputs: int | None, **kwargs: Any) -> None:
-        self.whole, self.inputs = 0, inputs  # before tqdm's first draw
-        super().__init__(*args, **kwargs)
-
-    @property
-    def format_dict(self) -> dict[str, Any]:
-        shown = super().format_dict
-        shown["whole_fmt"] = str(self.whole)
-        shown["inputs_fmt"] = str(self.inputs)
-        return shown
 
 
 @contextlib.contextmanager

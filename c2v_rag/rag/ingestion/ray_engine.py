@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig

@@ -19,7 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from c2v_rag.core.jsonl import iter_jsonl
-from c2v_rag.core.terminal import unsized_terminal
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import input_size
 from c2v_rag.documents.files import ReadLog

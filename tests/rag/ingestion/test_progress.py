@@ -270,7 +270,7 @@ def test_a_terminal_that_reports_no_size_still_shows_the_bar():
 
     from tqdm import tqdm
 
-    from c2v_rag.core.terminal import unsized_terminal
+    from c2v_rag.core.progress_bar import unsized_terminal
 
     leader, follower = os.openpty()  # a new pseudo-terminal has 0 columns and 0 rows, like an unsized `script`
     try:

@@ -1,0 +1,47 @@
+"""What c2v_rag's progress bars share: the size tqdm is given where the terminal reports none, and a bar whose
+percentage and ETA follow the work done while it counts whole items."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from tqdm.auto import tqdm
+
+
+def unsized_terminal(stream: Any) -> dict[str, int]:
+    """tqdm's ``ncols`` and ``nrows`` where ``stream`` is a terminal that reports no size, else none (tqdm measures).
+
+    A pseudo-terminal nobody sized (``script`` or ``docker exec -t`` run from a pipe, some CI runners) reports
+    0 or -1 columns and rows: tqdm then cuts each line of its bar to nothing and counts the bar as below the
+    screen, so the user saw blank lines and no bar at all.
+    """
+    try:
+        if not stream.isatty():
+            return {}
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return {}
+    if size.columns > 0 and size.lines > 0:
+        return {}
+    fallback = shutil.get_terminal_size((100, 24))
+    return {"ncols": fallback.columns, "nrows": fallback.lines}
+
+
+class CountingBar(tqdm):
+    """tqdm whose position (``n`` of ``total``, so the percentage and the ETA) is work done, in whatever unit
+    predicts time (bytes, characters), while it shows whole items done of all: ``{count_fmt}/{items_fmt}`` in
+    its ``bar_format``, from :attr:`count` and ``items``. Items of unequal size make a count a poor clock: the
+    longest go first in an encode, and one large file among small ones is most of an ingest."""
+
+    def __init__(self, *args: Any, items: int | None, **kwargs: Any) -> None:
+        self.count, self.items = 0, items  # before tqdm's first draw
+        super().__init__(*args, **kwargs)
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        shown = super().format_dict
+        shown["count_fmt"] = str(self.count)
+        shown["items_fmt"] = str(self.items)
+        return shown
