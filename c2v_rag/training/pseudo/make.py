@@ -19,7 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from c2v_rag.core.jsonl import iter_jsonl
-from c2v_rag.core.progress_bar import unsized_terminal
+from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import input_size
 from c2v_rag.documents.files import ReadLog
@@ -48,24 +48,34 @@ def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True)
     opened = iter_documents(docs, log=log)
     size = input_size(docs, log)
     chunks: list[CorpusChunk] = []
-    with tqdm(
-        total=size.total,
+    # As the ingest bar: files weigh the bytes they hold (InputSize.position), the count shown is of files.
+    with CountingBar(
+        total=size.extent,
+        items=size.total,
         desc="Reading and chunking",
-        unit=size.unit,
+        bar_format=(
+            "{desc}: {count_fmt} " + size.unit + "s [{elapsed}]"
+            if size.total is None
+            else "{l_bar}{bar}| {count_fmt}/{items_fmt} " + size.unit + "s [{elapsed}<{remaining}]"
+        ),
+        smoothing=0,
         disable=not show_progress,
         **unsized_terminal(sys.stderr),
     ) as bar:
         done = 0
 
+        def show(inputs: int) -> None:
+            bar.count = inputs
+            bar.update(size.position(inputs) - bar.n)
+
         def advance(_: int) -> None:
             nonlocal done
-            now = log.files_done if size.unit == "file" else done + 1
-            bar.update(now - bar.n)
+            show(log.files_done if size.unit == "file" else done + 1)
             done += 1
 
         chunks.extend(iter_chunks(opened, chunker, on_document=advance))
         if size.unit == "file":
-            bar.update(log.files_done - bar.n)
+            show(log.files_done)
     if not chunks:
         raise ValueError("the documents gave no text to make training pairs from")
     return chunks

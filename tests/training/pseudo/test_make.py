@@ -110,3 +110,28 @@ def test_generated_questions_are_cached_and_asked_for_only_once(folder, chunker,
         assert sum(FirstWords.calls) == 10
     finally:
         GENERATORS.pop("first-words", None)
+
+
+def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path, chunker, monkeypatch, capsys):
+    import c2v_rag.training.pseudo.make as make
+
+    docs = tmp_path / "mixed"
+    docs.mkdir()
+    for i, sentences in enumerate([2, 2, 200, 2]):  # c.md is most of the bytes
+        (docs / f"{'abcd'[i]}.md").write_text(f"# Page {i}\n\n{make_text(i, sentences)}\n")
+    recorded: list[tuple[int, float]] = []
+
+    class Recording(make.CountingBar):
+        def update(self, n=1):
+            result = super().update(n)
+            recorded.append((self.count, self.n / self.total))
+            return result
+
+    monkeypatch.setattr(make, "CountingBar", Recording)
+    make.read_corpus(docs, chunker, show_progress=True)
+    # independent of the bar: each file's bytes and 1 KiB, in the order read
+    weights = [f.stat().st_size + 1024 for f in sorted(docs.iterdir())]
+    for count, fraction in recorded:
+        assert fraction == pytest.approx(sum(weights[:count]) / sum(weights)), (count, fraction)
+    assert recorded[-1] == (4, pytest.approx(1.0)) and any(fraction > 0.8 for count, fraction in recorded if count == 3)
+    assert "4/4 files" in capsys.readouterr().err
