@@ -87,9 +87,9 @@ class InputSize:
 
     ``unit`` is ``"file"`` when the input is files and folders (a file may hold many documents), else
     ``"doc"``; ``total`` is None when it is not known up front (an iterator, paths mixed with texts).
-    ``sizes`` are the files' sizes in bytes, in the order they are read: a bar weights each file by its size
-    (:meth:`position`), since a folder's time goes with its bytes, not its count of files (one large PDF among
-    small pages is most of the run).
+    ``sizes`` are the bytes each file holds (a compressed file's inside: ``FileFormat.content_size``), in the
+    order they are read: a bar weighs each file by them (:meth:`position`), since a folder's time goes with its
+    bytes, not its count of files (one large PDF among small pages is most of the run).
     """
 
     unit: Literal["file", "doc"]
