@@ -263,7 +263,7 @@ class RayIngestRun:
                     break
             else:  # every row is in; the documents skipped unread (a bad file or record) never came back
                 if progress.total is not None:
-                    progress.update(progress.total - progress.n)
+                    progress.update(max(0.0, progress.total - progress.n))
         except ray.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:
