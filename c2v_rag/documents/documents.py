@@ -87,9 +87,9 @@ class InputSize:
 
     ``unit`` is ``"file"`` when the input is files and folders (a file may hold many documents), else
     ``"doc"``; ``total`` is None when it is not known up front (an iterator, paths mixed with texts).
-    ``sizes`` are the bytes each file holds (a compressed file's inside: ``FileFormat.content_size``), in the
-    order they are read: a bar weighs each file by them (:meth:`position`), since a folder's time goes with its
-    bytes, not its count of files (one large PDF among small pages is most of the run).
+    ``sizes`` are the bytes each file holds (a compressed file's inside: ``FileFormat.content_size``), or each
+    document's characters, in the order they are read: a bar weighs each input by them (:meth:`position`), since
+    a run's time goes with its text, not its count of inputs (one large PDF among small pages is most of it).
     """
 
     unit: Literal["file", "doc"]
@@ -98,8 +98,8 @@ class InputSize:
 
     @cached_property
     def _ends(self) -> list[int]:
-        """Where each file ends on the bar; empty when the inputs are counted, not weighed."""
-        if self.unit != "file" or self.total is None or len(self.sizes) != self.total:
+        """Where each input ends on the bar; empty when the inputs are counted, not weighed."""
+        if self.total is None or len(self.sizes) != self.total:
             return []
         return list(itertools.accumulate(size + FILE_OVERHEAD_BYTES for size in self.sizes))
 
@@ -132,7 +132,7 @@ def input_size(docs: Any, log: ReadLog) -> InputSize:
         if paths == len(docs) and docs:
             return InputSize("file", log.files_listed, tuple(log.file_sizes))
         # Each item that is not a path is one document.
-        return InputSize("doc", None if paths else len(docs))
+        return InputSize("doc", None, ()) if paths else InputSize("doc", len(docs), tuple(map(_text_length, docs)))
     if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
         return InputSize("doc", 1)
     return InputSize("doc", None)
@@ -218,6 +218,22 @@ def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Ite
             f"{where} is a {type(item).__name__}; expected a str, a dict with 'text', a LlamaIndex "
             "Document/Node, a LangChain Document or a pathlib.Path"
         )
+
+
+def _text_length(item: Any) -> int:
+    """The characters of an in-memory document's text (what :func:`_from_item` reads), for a progress bar's
+    weights; 0 for an item it will refuse."""
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, Mapping):
+        text = item.get("text")
+        return len(text) if isinstance(text, str) else 0
+    kind = _framework_kind(item)
+    if kind == "langchain":
+        return len(item.page_content or "")
+    if kind == "llama_index":
+        return len(item.get_content())
+    return 0
 
 
 def _framework_kind(item: Any) -> str | None:

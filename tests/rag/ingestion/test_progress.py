@@ -9,6 +9,8 @@ import random
 import re
 import sys
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -123,7 +125,34 @@ def test_one_long_file_moves_the_bar_through_itself(tmp_path, tiny_variant, inge
     assert "100%|" in bars[-1] and "1/1 files" in bars[-1]
 
 
-def test_files_weigh_their_bytes_on_the_bar(tmp_path, tiny_variant, ingest_config, monkeypatch, capsys):
+@pytest.fixture
+def weighed(monkeypatch) -> Callable[..., list[tuple[float, float]]]:
+    """Ingest ``docs`` with the bar on, and check it against ``ends`` (where each input ends, as a share of all of
+    them, computed by the test): inside input k (k done whole) the bar's share done lies inside input k's. Returns
+    every (inputs, share of the bar) it showed."""
+
+    def ingest(docs: Any, ends: list[float], tmp_path: Any, tiny_variant: Any, ingest_config: Any, name: str):
+        fractions: list[tuple[float, float]] = []
+        real_show = IngestProgress._show
+
+        def show(self, inputs, chunks, seconds=None):
+            real_show(self, inputs, chunks, seconds)
+            fractions.append((inputs, self.bar.n / self.bar.total))
+
+        monkeypatch.setattr(IngestProgress, "_show", show)
+        config = ingest_config.model_copy(update={"batch_size": 3, "show_progress": True})
+        c2v_rag.ingest(docs, path=tmp_path / "qd", collection=name, model=tiny_variant, config=config)
+        assert fractions[-1] == (len(ends), pytest.approx(1.0))
+        for inputs, fraction in fractions:
+            k = int(inputs + 1e-6)
+            start, end = (ends[k - 1] if k else 0.0), (ends[k] if k < len(ends) else 1.0)
+            assert start - 1e-9 <= fraction <= end + 1e-9, (inputs, fraction, ends)
+        return fractions
+
+    return ingest
+
+
+def test_files_weigh_their_bytes_on_the_bar(tmp_path, tiny_variant, ingest_config, weighed, capsys):
     # Six notes of a sentence or two and one long page between them: the page is most of the bytes, and so of the
     # run's time. The bar's share done follows the bytes (the notes before the page are a sliver of it, the page
     # done is most of it), while the count it shows stays of files.
@@ -136,26 +165,21 @@ def test_files_weigh_their_bytes_on_the_bar(tmp_path, tiny_variant, ingest_confi
     weights = [(folder / name).stat().st_size + 1024 for name in names]
     ends = [sum(weights[: i + 1]) / sum(weights) for i in range(len(names))]
     assert ends[3] - ends[2] > 0.6  # the long page is most of the bytes
-    fractions: list[tuple[float, float]] = []
-    real_show = IngestProgress._show
-
-    def show(self, inputs, chunks, seconds=None):
-        real_show(self, inputs, chunks, seconds)
-        fractions.append((inputs, self.bar.n / self.bar.total))
-
-    monkeypatch.setattr(IngestProgress, "_show", show)
-    config = ingest_config.model_copy(update={"batch_size": 3, "show_progress": True})
-    c2v_rag.ingest(folder, path=tmp_path / "qd", collection="mixed", model=tiny_variant, config=config)
-    assert fractions[-1] == (7, pytest.approx(1.0))
-    for inputs, fraction in fractions:  # inside file k (k files done whole), the bar is inside file k's bytes
-        k = int(inputs + 1e-6)
-        start, end = (ends[k - 1] if k else 0.0), (ends[k] if k < len(names) else 1.0)
-        assert start - 1e-9 <= fraction <= end + 1e-9, (inputs, fraction, ends)
+    fractions = weighed(folder, ends, tmp_path, tiny_variant, ingest_config, "mixed")
     # through the page, the bar goes from under a quarter to most of its length (by files: from 3/7 to 4/7)
     assert min(f for inputs, f in fractions if 3 <= inputs < 4) < 0.25
     assert max(f for inputs, f in fractions if inputs < 4) > 0.75
     bars = [b for b in screens(capsys.readouterr().err) if b.startswith("Ingesting into mixed")]
     assert "0/7 files" in bars[0] and "100%|" in bars[-1] and "7/7 files" in bars[-1]
+
+
+def test_texts_in_memory_weigh_their_characters_on_the_bar(tmp_path, tiny_variant, ingest_config, weighed):
+    # As files weigh their bytes: six short texts and a long one between them, given as a list of strings.
+    texts = [make_text(i, 300 if i == 3 else 1) for i in range(7)]
+    ends = [sum(len(t) + 1024 for t in texts[: i + 1]) / sum(len(t) + 1024 for t in texts) for i in range(7)]
+    assert ends[3] - ends[2] > 0.6  # the long text is most of the characters
+    fractions = weighed(texts, ends, tmp_path, tiny_variant, ingest_config, "texts")
+    assert max(f for inputs, f in fractions if inputs < 4) > 0.75
 
 
 def test_records_of_one_jsonl_file_move_the_bar(tmp_path, tiny_variant, ingest_config, shown):
