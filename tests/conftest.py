@@ -155,3 +155,23 @@ def tiny_recipe(tiny_dirs, tiny_train_data, tmp_path):
         }
 
     return make
+
+
+@pytest.fixture
+def bar_shares(monkeypatch):
+    """``bar_shares(module)``: the (items counted, share of the bar done) of every update of each ``CountingBar``
+    that ``module`` makes from then on, in order (the bar still draws)."""
+
+    def watch(module) -> list[tuple[int, float]]:
+        recorded: list[tuple[int, float]] = []
+
+        class Recording(module.CountingBar):
+            def update(self, n=1):
+                result = super().update(n)
+                recorded.append((self.count, self.n / self.total))
+                return result
+
+        monkeypatch.setattr(module, "CountingBar", Recording)
+        return recorded
+
+    return watch

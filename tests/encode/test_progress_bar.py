@@ -8,20 +8,12 @@ import random
 import c2v_rag.encode.loop as loop
 
 
-def test_the_encode_bar_moves_by_characters_and_counts_texts(tiny_model_factory, monkeypatch, capsys):
+def test_the_encode_bar_moves_by_characters_and_counts_texts(tiny_model_factory, bar_shares, capsys):
     rng = random.Random(0)
     words = "tide moon sea shore wave current salt storm".split()
     # A few long texts among many short ones: by count the long ones are a sliver, by characters most of it.
     texts = [" ".join(rng.choices(words, k=rng.choice([3, 4, 120]))) for _ in range(40)]
-    recorded: list[tuple[int, float]] = []  # (texts done, the bar's fraction) after each batch
-
-    class Recording(loop.CountingBar):
-        def update(self, n=1):
-            result = super().update(n)
-            recorded.append((self.count, self.n / self.total))
-            return result
-
-    monkeypatch.setattr(loop, "CountingBar", Recording)
+    recorded = bar_shares(loop)  # (texts done, the bar's fraction) after each batch
     model = tiny_model_factory()
     model.encode(texts, batch_size=4, show_progress_bar=True)
     # independent of the bar: the share of the characters in the k longest texts, the order the batches run in

@@ -112,22 +112,14 @@ def test_generated_questions_are_cached_and_asked_for_only_once(folder, chunker,
         GENERATORS.pop("first-words", None)
 
 
-def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path, chunker, monkeypatch, capsys):
+def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path, chunker, bar_shares, capsys):
     import c2v_rag.training.pseudo.make as make
 
     docs = tmp_path / "mixed"
     docs.mkdir()
     for i, sentences in enumerate([2, 2, 200, 2]):  # c.md is most of the bytes
         (docs / f"{'abcd'[i]}.md").write_text(f"# Page {i}\n\n{make_text(i, sentences)}\n")
-    recorded: list[tuple[int, float]] = []
-
-    class Recording(make.CountingBar):
-        def update(self, n=1):
-            result = super().update(n)
-            recorded.append((self.count, self.n / self.total))
-            return result
-
-    monkeypatch.setattr(make, "CountingBar", Recording)
+    recorded = bar_shares(make)
     make.read_corpus(docs, chunker, show_progress=True)
     # independent of the bar: each file's bytes and 1 KiB, in the order read
     weights = [f.stat().st_size + 1024 for f in sorted(docs.iterdir())]
