@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from c2v_rag.documents.chunking import TokenChunker
-    from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
+    from c2v_rag.documents.reading import progress_weight
     from c2v_rag.rag.embedding import load_model
     from c2v_rag.rag.ingestion.config import IngestConfig
 
@@ -80,8 +80,8 @@ def main() -> None:
         times = np.array([r["read_s"] + r["chunks"] / args.chunks_per_second for r in rows])
         weights = {
             "count": np.ones(len(rows)),
-            "size": np.array([r["size"] + FILE_OVERHEAD_BYTES for r in rows], dtype=float),
-            "content": np.array([r["content"] + FILE_OVERHEAD_BYTES for r in rows], dtype=float),
+            "size": np.array([progress_weight(r["size"]) for r in rows], dtype=float),
+            "content": np.array([progress_weight(r["content"]) for r in rows], dtype=float),
         }
         errors = {name: projection_error(times, w) for name, w in weights.items()}
         cells = [f"{e['mean']:.2f} (max {e['max']:.2f})" for e in errors.values()]

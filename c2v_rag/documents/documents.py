@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from c2v_rag.documents.files import SUPPORTED_SUFFIXES, ReadLog, ReadOptions, open_source
-from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
+from c2v_rag.documents.reading import progress_weight
 from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
 from c2v_rag.encode.loop import check_unicode
 
@@ -101,7 +101,7 @@ class InputSize:
         """Where each input ends on the bar; empty when the inputs are counted, not weighed."""
         if self.total is None or len(self.sizes) != self.total:
             return []
-        return list(itertools.accumulate(size + FILE_OVERHEAD_BYTES for size in self.sizes))
+        return list(itertools.accumulate(map(progress_weight, self.sizes)))
 
     @property
     def extent(self) -> float | None:

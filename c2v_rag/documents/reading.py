@@ -22,13 +22,16 @@ from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDEC
 
 logger = logging.getLogger(__name__)
 
-# What a file weighs on a progress bar beyond the bytes it holds: every file costs a chunk's work at least, and an
-# empty one still moves the bar.
-FILE_OVERHEAD_BYTES = 1024
 
 # Skipped inputs kept by name in a ReadLog; beyond this only the counts grow (a corpus of
 # millions of bad lines must not fill memory with their descriptions).
 MAX_LISTED_SKIPS = 1000
+
+
+def progress_weight(size: int) -> int:
+    """What an input holding ``size`` bytes (a file) or characters (a document in memory) weighs on a progress bar:
+    its size and 1 KiB more, since every input costs a chunk's work at least, and an empty one still moves the bar."""
+    return size + 1024
 
 
 class SkippedInput(BaseModel):

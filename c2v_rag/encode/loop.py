@@ -529,9 +529,8 @@ def _run(
     progress = CountingBar(
         total=total_chars,
         items=len(texts),
+        noun="texts",
         desc="Encoding",
-        bar_format="{l_bar}{bar}| {count_fmt}/{items_fmt} texts [{elapsed}<{remaining}{postfix}]",
-        smoothing=0,
         disable=not show,
         **unsized_terminal(sys.stderr),
     )

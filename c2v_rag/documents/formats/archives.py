@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, over_limit, parse_or_skip
 from c2v_rag.documents.formats.registry import AS_TEXT, format_of
-from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES, ReadLog, ReadOptions, excluded
+from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded, progress_weight
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def _spans(inside: Sequence[tuple[PurePosixPath, Member]], span: tuple[float, fl
     """Each member's share of ``span``, by its size where every member's is known (as a folder's files weigh on a
     progress bar), else equal shares."""
     known = [member.size for _, member in inside if member.size is not None]
-    weights = [size + FILE_OVERHEAD_BYTES for size in known] if len(known) == len(inside) else [1] * len(inside)
+    weights = [progress_weight(size) for size in known] if len(known) == len(inside) else [1] * len(inside)
     ends = list(itertools.accumulate(weights))
     width = (span[1] - span[0]) / ends[-1] if ends else 0.0
     return [(span[0] + (end - weight) * width, span[0] + end * width) for weight, end in zip(weights, ends)]

@@ -404,22 +404,14 @@ class IngestProgress:
         self.chunks = 0  # embedded or found stored, in the batches done
         self._batch: ChunkBatch | None = None
         self._output = contextlib.ExitStack()
-        unit = "files" if size.unit == "file" else "docs"
         # tqdm's own rate would be inputs/s; the postfix carries the chunk rate the summary reports instead.
-        bar_format = (
-            "{desc}: {count_fmt} " + unit + " [{elapsed}{postfix}]"
-            if size.total is None
-            else "{l_bar}{bar}| {count_fmt}/{items_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
-        )
-        # smoothing=0: the ETA follows the average rate of the whole run, not the last burst; miniters=0:
-        # every update may redraw (at most every mininterval), even one that only changes the postfix.
+        # miniters=0: every update may redraw (at most every mininterval), even one that only changes the postfix.
         self.bar = CountingBar(
             desc=desc,
             total=size.extent,
             items=size.total,
-            bar_format=bar_format,
+            noun="files" if size.unit == "file" else "docs",
             disable=not show,
-            smoothing=0,
             miniters=0,
             **unsized_terminal(sys.stderr),
         )
@@ -488,12 +480,17 @@ class IngestProgress:
         if self.bar.disable:
             return
         seconds = time.perf_counter() - self.started if seconds is None else seconds
-        rate = chunks / seconds if seconds > 0 else 0.0
         self._shown = inputs
         # The sums of shares can land a hair under a whole number.
         self.bar.count = int(inputs + 1e-6)
-        self.bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s", refresh=False)
+        self.bar.set_postfix_str(chunks_and_rate(chunks, seconds), refresh=False)
         self.bar.update(self.size.position(inputs) - self.bar.n)
+
+
+def chunks_and_rate(chunks: int, seconds: float) -> str:
+    """An ingest bar's postfix: the chunks so far and their rate over ``seconds``, as the run's summary gives it."""
+    rate = chunks / seconds if seconds > 0 else 0.0
+    return f"{chunks} chunks, {rate:.1f} chunks/s"
 
 
 @contextlib.contextmanager

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from c2v_rag.core.extras import require
 from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
-from c2v_rag.documents.reading import FILE_OVERHEAD_BYTES
+from c2v_rag.documents.reading import progress_weight
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
@@ -162,8 +162,8 @@ class RaySession:
 @dataclass
 class SourcePlan:
     """What the driver hands to Ray: files (each with the root it was named through, and its weight on the
-    progress bar: the bytes it holds and :data:`FILE_OVERHEAD_BYTES`, as the in-process engine's bar weighs it) and
-    documents already in memory (weighing their characters and as much)."""
+    progress bar, :func:`~c2v_rag.documents.reading.progress_weight` of the bytes it holds, as the in-process
+    engine's bar weighs it) and documents already in memory (weighed by their characters)."""
 
     files: list[tuple[str, str, int]] = field(default_factory=list)
     inline: list[SourceDocument] = field(default_factory=list)
@@ -175,7 +175,7 @@ class SourcePlan:
 
 
 def _inline_weight(doc: SourceDocument) -> int:
-    return len(doc.text) + FILE_OVERHEAD_BYTES
+    return progress_weight(len(doc.text))
 
 
 def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
@@ -190,7 +190,7 @@ def plan_sources(docs: Any, options: ReadOptions, log: ReadLog) -> SourcePlan:
         listed = len(log.file_sizes)
         root, files = list_source(path, options, log)
         sizes = log.file_sizes[listed:]
-        plan.files.extend((str(f), root, size + FILE_OVERHEAD_BYTES) for f, size in zip(files, sizes, strict=True))
+        plan.files.extend((str(f), root, progress_weight(size)) for f, size in zip(files, sizes, strict=True))
 
     if (isinstance(docs, str) and names_existing_path(docs)) or isinstance(docs, os.PathLike):
         add_path(Path(docs))

@@ -27,7 +27,7 @@ from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
-from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, printed_above_bars
+from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, chunks_and_rate, printed_above_bars
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
 from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.ray_dataflow import (
@@ -302,8 +302,7 @@ class RayIngestRun:
         else:
             self.result.duplicate_documents += 1
         seconds = time.perf_counter() - self._started
-        rate = self.result.chunks / seconds if seconds > 0 else 0.0
-        progress.set_postfix_str(f"{self.result.chunks} chunks, {rate:.1f} chunks/s", refresh=False)
+        progress.set_postfix_str(chunks_and_rate(self.result.chunks, seconds), refresh=False)
         progress.update(row["weight"])  # a repeat was read too
         if not new:
             return False

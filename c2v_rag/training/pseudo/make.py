@@ -52,13 +52,8 @@ def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True)
     with CountingBar(
         total=size.extent,
         items=size.total,
+        noun=size.unit + "s",
         desc="Reading and chunking",
-        bar_format=(
-            "{desc}: {count_fmt} " + size.unit + "s [{elapsed}]"
-            if size.total is None
-            else "{l_bar}{bar}| {count_fmt}/{items_fmt} " + size.unit + "s [{elapsed}<{remaining}]"
-        ),
-        smoothing=0,
         disable=not show_progress,
         **unsized_terminal(sys.stderr),
     ) as bar:
