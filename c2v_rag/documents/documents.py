@@ -18,16 +18,16 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from c2v_rag.documents.files import SUPPORTED_SUFFIXES, ReadLog, ReadOptions, open_source
+from c2v_rag.documents.items import EXPECTED_ITEMS, item_kind, item_text_length
 from c2v_rag.documents.reading import progress_weight
-from c2v_rag.documents.source_document import SourceDocument, check_metadata, content_doc_id, from_record, source_of
-from c2v_rag.encode.loop import check_unicode
+from c2v_rag.documents.source_document import SourceDocument, content_doc_id, from_record
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def iter_documents(
         return open_source(Path(docs), options, log)
     if isinstance(docs, os.PathLike):
         return open_source(Path(docs), options, log)
-    if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
+    if item_kind(docs) is not None:
         return _from_item(docs, "docs", options, log)
     if isinstance(docs, Iterable) and not isinstance(docs, (bytes, bytearray)):
         if isinstance(docs, (list, tuple)):
@@ -132,8 +132,8 @@ def input_size(docs: Any, log: ReadLog) -> InputSize:
         if paths == len(docs) and docs:
             return InputSize("file", log.files_listed, tuple(log.file_sizes))
         # Each item that is not a path is one document.
-        return InputSize("doc", None, ()) if paths else InputSize("doc", len(docs), tuple(map(_text_length, docs)))
-    if isinstance(docs, (str, Mapping)) or _framework_kind(docs):
+        return InputSize("doc", None, ()) if paths else InputSize("doc", len(docs), tuple(map(item_text_length, docs)))
+    if item_kind(docs) is not None:
         return InputSize("doc", 1)
     return InputSize("doc", None)
 
@@ -195,51 +195,9 @@ def names_existing_path(text: str) -> bool:
 
 
 def _from_item(item: Any, where: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
-    if isinstance(item, str):
-        check_unicode(item, where)
-        yield SourceDocument(content_doc_id(item), item)
-    elif isinstance(item, os.PathLike):
+    if isinstance(item, os.PathLike):
         yield from open_source(Path(item), options, log)
-    elif isinstance(item, Mapping):
-        yield from_record(item, where)
-    elif (kind := _framework_kind(item)) == "langchain":
-        metadata = dict(item.metadata or {})
-        check_metadata(metadata, where)
-        doc_id = getattr(item, "id", None) or content_doc_id(item.page_content)
-        yield SourceDocument(str(doc_id), item.page_content, metadata, source_of(metadata))
-    elif kind == "llama_index":
-        metadata = dict(item.metadata or {})
-        check_metadata(metadata, where)
-        # A Document's id is its doc id; a chunk-level Node is treated as a document of its own
-        # (grouping nodes by ref_doc_id would delete siblings that are not in this input).
-        yield SourceDocument(str(item.node_id), item.get_content(), metadata, source_of(metadata))
+    elif (kind := item_kind(item)) is not None:
+        yield kind.document(item, where)
     else:
-        raise TypeError(
-            f"{where} is a {type(item).__name__}; expected a str, a dict with 'text', a LlamaIndex "
-            "Document/Node, a LangChain Document or a pathlib.Path"
-        )
-
-
-def _text_length(item: Any) -> int:
-    """The characters of an in-memory document's text (what :func:`_from_item` reads), for a progress bar's
-    weights; 0 for an item it will refuse."""
-    if isinstance(item, str):
-        return len(item)
-    if isinstance(item, Mapping):
-        text = item.get("text")
-        return len(text) if isinstance(text, str) else 0
-    kind = _framework_kind(item)
-    if kind == "langchain":
-        return len(item.page_content or "")
-    if kind == "llama_index":
-        return len(item.get_content())
-    return 0
-
-
-def _framework_kind(item: Any) -> str | None:
-    # Duck-typed so neither framework has to be installed to ingest plain inputs.
-    if hasattr(item, "page_content") and hasattr(item, "metadata"):
-        return "langchain"
-    if hasattr(item, "get_content") and hasattr(item, "node_id") and hasattr(item, "metadata"):
-        return "llama_index"
-    return None
+        raise TypeError(f"{where} is a {type(item).__name__}; expected {EXPECTED_ITEMS}")

@@ -83,6 +83,21 @@ def check_metadata(metadata: Mapping[str, Any], where: str) -> None:
             check_unicode(value, f"{where}[metadata][{key!r}]")
 
 
+def record_text(record: Mapping[str, Any]) -> str | None:
+    """The text :func:`from_record` gives a record's document; None where it refuses the record for its text."""
+    text_key = next((k for k in TEXT_KEYS if k in record), None)
+    text = record[text_key] if text_key is not None else None
+    return _titled(record, text) if isinstance(text, str) else None
+
+
+def _titled(record: Mapping[str, Any], text: str) -> str:
+    # A title goes before the text, as BEIR corpora keep it apart.
+    title = record.get("title")
+    if isinstance(title, str) and title.strip():
+        return f"{title.strip()}\n\n{text}" if text.strip() else title.strip()
+    return text
+
+
 def from_record(
     record: Mapping[str, Any], where: str, default_id: str | None = None, source: str | None = None
 ) -> SourceDocument:
@@ -111,9 +126,7 @@ def from_record(
             continue
         if isinstance(value, (str, int, float, bool)) or value is None:
             metadata[key] = value
-    title = record.get("title")
-    if isinstance(title, str) and title.strip():
-        text = f"{title.strip()}\n\n{text}" if text.strip() else title.strip()
+    text = _titled(record, text)
     check_metadata(metadata, where)
     if source is not None:
         metadata.setdefault("source", source)

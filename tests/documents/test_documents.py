@@ -79,6 +79,33 @@ def test_framework_documents():
     ]
 
 
+def test_each_item_weighs_the_text_its_document_holds():
+    # The bar weighs in-memory items before they are read: by the text each kind's document will hold, whatever key
+    # a record keeps it under and with its title before it. Refused items weigh nothing (they fail when read).
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("llama_index.core")
+    from langchain_core.documents import Document as LCDocument
+    from llama_index.core import Document as LIDocument
+
+    from c2v_rag.documents.documents import InputSize, input_size
+    from c2v_rag.documents.files import ReadLog
+
+    items = [
+        "a plain string",
+        {"text": "a record"},
+        {"content": "kept under content", "title": "A title"},
+        {"body": "", "title": "only a title"},
+        {"page_content": "under page_content", "id": "p"},
+        LCDocument(page_content="chain doc"),
+        LIDocument(text="llama doc", id_="li-1"),
+    ]
+    read = [len(doc.text) for doc in iter_documents(items)]
+    assert read == [14, 8, 27, 12, 18, 9, 9]  # the title, a blank line, the text; a title alone
+    assert input_size(items, ReadLog()) == InputSize("doc", len(items), tuple(read))
+    refused = [{"text": 3}, {"body_text": "x"}, 3.5]
+    assert input_size(refused, ReadLog()).sizes == (0, 0, 0)
+
+
 @pytest.mark.parametrize(
     ("docs", "error", "fragment"),
     [
