@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from c2v_rag.rag import (
         Collection,
         CollectionSummary,
+        DeleteResult,
         EmbedderOptions,
         IngestConfig,
         QdrantConfig,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         SearchHit,
         SearchOptions,
         asearch,
+        delete_documents,
         embed,
         ingest,
         list_collections,
@@ -78,6 +80,8 @@ __all__ = [
     "asearch",
     "reindex",
     "migrate",
+    "delete_documents",
+    "DeleteResult",
     "list_collections",
     "IngestConfig",
     "QdrantConfig",
@@ -129,6 +133,7 @@ _EXPORTS = {
     **{
         name: "c2v_rag.rag"
         for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "list_collections")
+        + ("delete_documents", "DeleteResult")
         + ("Collection", "CollectionSummary", "open_collection", "SearchHit", "SearchOptions", "IngestConfig")
         + ("QdrantConfig",)
         + ("EmbedderOptions", "RetrieverOptions")

@@ -161,6 +161,35 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grpc", action="store_true", help="talk gRPC to the Qdrant server")
 
 
+def add_filter(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--filter``: metadata conditions as JSON, the dict form of :mod:`c2v_rag.store.filters`."""
+    parser.add_argument(
+        "--filter",
+        default=None,
+        metavar="JSON",
+        help=f'{what}, e.g. \'{{"file_name": "tides.txt"}}\', \'{{"year": {{"gte": 2020}}, "must_not": '
+        '{"lang": ["de"]}}\'; the keys are the chunks\' metadata fields (files: source, file_name, doc_id, '
+        "chunk_index; PDFs: page_label; docs/ingest-and-search.md, 'Payload fields')",
+    )
+
+
+def filter_from(text: str | None) -> dict[str, Any] | None:
+    """``--filter`` as a dict of metadata conditions; a ValueError that shows the syntax when it is not one."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f'--filter {text!r} is not JSON ({err.msg}); write it like --filter \'{{"year": {{"gte": 2020}}}}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--filter must be a JSON object of metadata conditions, got {text!r}")
+    return value
+
+
 def collection_from(args: argparse.Namespace) -> Collection:
     """The collection handle the store flags (:func:`add_qdrant_options`) and the model flags
     (:func:`add_model_options`, where the command has them) name."""

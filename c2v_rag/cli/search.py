@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.cli.arguments import add_model_options, add_qdrant_options, add_query_options, collection_from
+from c2v_rag.cli.arguments import (
+    add_filter,
+    add_model_options,
+    add_qdrant_options,
+    add_query_options,
+    collection_from,
+    filter_from,
+)
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -23,14 +30,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_query_options(parser, task_help="registered task whose instruction the query gets")
     parser.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
     parser.add_argument("--json", action="store_true", help="print the hits as JSON")
-    parser.add_argument(
-        "--filter",
-        default=None,
-        metavar="JSON",
-        help='metadata conditions, e.g. \'{"file_name": "tides.txt"}\', \'{"year": {"gte": 2020}, "must_not": '
-        '{"lang": ["de"]}}\'; the keys are the chunks\' metadata fields (files: source, file_name, doc_id, '
-        "chunk_index; PDFs: page_label; docs/ingest-and-search.md, 'Payload fields')",
-    )
+    add_filter(parser, "metadata conditions the hits must meet")
     parser.add_argument(
         "--mode",
         choices=["dense", "sparse", "hybrid"],
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         task=args.task,
         instruction=args.instruction,
         examples=args.example,
-        filter=_parse_filter(args.filter),
+        filter=filter_from(args.filter),
         mode=args.mode,
         fusion=args.fusion,
         group_by_document=args.group_by_document,
@@ -131,20 +131,3 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
         snippet = " ".join(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :].split())
         print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
-
-
-def _parse_filter(text: str | None) -> dict[str, Any] | None:
-    """``--filter`` as a dict of metadata conditions; a ValueError that shows the syntax when it is not one."""
-    import json
-
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f'--filter {text!r} is not JSON ({err.msg}); write it like --filter \'{{"year": {{"gte": 2020}}}}\''
-        ) from None
-    if not isinstance(value, dict):
-        raise ValueError(f"--filter must be a JSON object of metadata conditions, got {text!r}")
-    return value

@@ -8,6 +8,7 @@ called, and say how to install what is missing; BM25 sparse vectors need bm25s a
 
 from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
 from c2v_rag.documents.documents import SourceDocument, iter_documents
+from c2v_rag.rag.admin.delete import DeleteResult
 from c2v_rag.rag.admin.listing import CollectionSummary
 from c2v_rag.rag.admin.migrate import MigrateResult
 from c2v_rag.rag.admin.reindex import ReindexResult
@@ -25,6 +26,7 @@ from c2v_rag.rag.errors import (
 from c2v_rag.rag.handle import (
     Collection,
     asearch,
+    delete_documents,
     ingest,
     list_collections,
     migrate,
@@ -60,6 +62,8 @@ __all__ = [
     "reindex",
     "ReindexResult",
     "migrate",
+    "delete_documents",
+    "DeleteResult",
     "list_collections",
     "CollectionSummary",
     "MigrateResult",

@@ -8,8 +8,8 @@ quantization, part weights, BM25 vectors, the model that filled it) is read from
 reindex may switch an alias in between; queries get their instruction from the one policy,
 :func:`~c2v_rag.core.instructions.query_prompt`.
 
-The top-level functions (``c2v_rag.ingest``, ``search``, ``search_many``, ``asearch``, ``reindex``, ``migrate``)
-are this handle, opened for one call.
+The top-level functions (``c2v_rag.ingest``, ``search``, ``search_many``, ``asearch``, ``reindex``, ``migrate``,
+``delete_documents``) are this handle, opened for one call.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from c2v_rag.rag.options import (
 from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, check_collection_name, fingerprint_of
 
 if TYPE_CHECKING:
+    from qdrant_client.http import models
     from typing_extensions import Unpack
 
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rag.admin.delete import DeleteResult
     from c2v_rag.rag.admin.listing import CollectionSummary
     from c2v_rag.rag.admin.migrate import MigrateResult
     from c2v_rag.rag.admin.reindex import ReindexResult
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
     from c2v_rag.rag.results import IngestResult
     from c2v_rag.rag.retrieval.search import SearchHit
+    from c2v_rag.store.filters import FilterLike
     from c2v_rag.store.sparse import BM25Config
 
 
@@ -345,6 +348,36 @@ class Collection:
         name = to.name if to.name != self.name else None  # None: the copy keeps the concrete name, and the alias
         return migrate_collection(self.name, self.target, to.target, name, batch_size, show_progress)
 
+    def delete_documents(
+        self,
+        doc_ids: str | Sequence[str] | None = None,
+        *,
+        files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        filter: FilterLike | models.Filter | None = None,
+    ) -> DeleteResult:
+        """Take documents out of the collection, every chunk of each: those whose id is in ``doc_ids`` (a search
+        hit's ``doc_id``: a record's or framework document's id, a string's content hash, a file's absolute path),
+        those read from ``files`` (files or folders, which need not exist any more: a file's own document, a JSONL
+        file's records, an archive's members, a message's attachments), and those ``filter`` matches (as
+        :meth:`search` takes it: ``{"file_name": "old.md"}``); given ids or files and a filter, those of them it
+        matches. An ingest only adds and updates, and a sync deletes only files gone from the folders it mirrors;
+        this deletes anything else. Deleting the whole collection is :meth:`delete`.
+
+        Returns:
+            What was deleted, and the ids and files (as absolute paths) that matched nothing (``not_found``).
+
+        Raises:
+            ValueError: no ``doc_ids``, ``files`` or ``filter``, or an empty list (checked before the store opens).
+            CollectionNotFoundError: no such collection.
+        """
+        from c2v_rag.rag.admin.delete import check_selection, delete_documents, document_ids, file_paths
+
+        ids, paths = document_ids(doc_ids), file_paths(files)
+        narrowing = check_selection(ids, paths, filter)
+        with self._opened() as client:
+            concrete, _ = self._concrete(client)
+            return delete_documents(client, concrete, ids, paths, narrowing)
+
     def delete(self) -> bool:
         """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
         from c2v_rag.store.aliases import alias_target
@@ -481,6 +514,20 @@ def reindex(collection: str = DEFAULT_COLLECTION, **kwargs: Unpack[_Reindex]) ->
     this call with the store and model keywords of :class:`Collection`."""
     handle, rest = _handle("reindex", dict(kwargs), REINDEX_KEYS, collection)
     return handle.reindex(**rest)
+
+
+def delete_documents(
+    doc_ids: str | Sequence[str] | None = None,
+    *,
+    files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    filter: FilterLike | models.Filter | None = None,
+    collection: str = DEFAULT_COLLECTION,
+    **kwargs: Unpack[OpenKeywords],
+) -> DeleteResult:
+    """:meth:`Collection.delete_documents` of ``collection``, opened for this call with the store keywords of
+    :class:`Collection` (no model loads)."""
+    handle, _ = _handle("delete_documents", dict(kwargs), frozenset(), collection)
+    return handle.delete_documents(doc_ids, files=files, filter=filter)
 
 
 def list_collections(

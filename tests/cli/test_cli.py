@@ -132,6 +132,7 @@ def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
             ],
         ),
         ("reindex", ["--collection", "--model", "--sparse", "--drop-previous", "--convert"]),
+        ("delete", ["DOC_ID", "--file", "--filter", "--collection", "--path", "--qdrant-url", "--json"]),
     ],
 )
 def test_help(command, expected, capsys):
@@ -345,6 +346,38 @@ def test_sparse_versioned_ingest_then_filtered_hybrid_search_and_reindex(
     assert "unknown operator 'like'" in capsys.readouterr().err
     assert main(["search", query, *args, "--filter", "n=1"]) == 2
     assert "is not JSON" in capsys.readouterr().err
+
+
+def test_delete_takes_out_documents_by_id_file_and_filter_and_exits_1_on_one_it_did_not_find(
+    folder, tmp_path, tiny_variant, capsys
+):
+    import json
+    from collections import Counter
+
+    store = str(tmp_path / "qdrant")
+    args = ["--path", store, "--collection", "kb"]
+    ingest = ["ingest", str(folder), *args, "--model", str(tiny_variant), "--chunk-size", "24", "-q"]
+    assert main(ingest) == 0
+    capsys.readouterr()
+    hits = c2v_rag.search(make_text(1), top_k=100, path=store, collection="kb", model=str(tiny_variant))
+    chunks = Counter(hit.doc_id for hit in hits)
+    a_txt, b_md = str((folder / "a.txt").resolve()), str((folder / "nested" / "b.md").resolve())
+    assert set(chunks) == {a_txt, b_md, "c1"}
+
+    assert main(["delete", "c1", "nope", *args]) == 1  # done, but one id named nothing
+    captured = capsys.readouterr()
+    assert captured.out == f"deleted 1 documents ({chunks['c1']} chunks) from 'kb'\n"
+    assert captured.err == "not found: 'nope' (no document of 'kb' has this id or came from there)\n"
+    assert main(["delete", "--file", str(folder / "nested"), "--filter", '{"file_name": "b.md"}', "--json", *args]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == {"collection": "kb", "documents_deleted": 1, "chunks_deleted": chunks[b_md], "not_found": []}
+    left = c2v_rag.search(make_text(1), top_k=100, path=store, collection="kb", model=str(tiny_variant))
+    assert {hit.doc_id for hit in left} == {a_txt}
+
+    assert main(["delete", *args]) == 2  # nothing named: refused before the store opens
+    assert "name the documents to delete: DOC_ID..." in capsys.readouterr().err
+    assert main(["delete", "--filter", "{}", *args]) == 2  # an empty filter would match them all
+    assert "name the documents to delete: DOC_ID..." in capsys.readouterr().err
 
 
 def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_variant, capsys):
