@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from format_files import (
@@ -540,8 +541,19 @@ def test_a_mailbox_is_one_document_per_message_known_by_its_message_id(tmp_path)
     assert {d.source for d in docs} == {str(where)}
 
 
-def test_attachments_a_format_reads_are_documents_of_their_own_named_through_the_message(tmp_path):
+def _read_in_mailbox(message: Any, path: Path) -> tuple[list[SourceDocument], str]:
+    """The documents of ``message`` alone in a new mailbox at ``path``, and the mailbox's path as ids hold it."""
     import mailbox
+
+    box = mailbox.mbox(path)
+    box.add(message)
+    box.flush()
+    box.close()
+    docs, _ = read(path)
+    return docs, path.resolve().as_posix()
+
+
+def test_attachments_a_format_reads_are_documents_of_their_own_named_through_the_message(tmp_path):
 
     pytest.importorskip("docx")
     message = _message("Offer", "See the attached terms.")
@@ -571,12 +583,7 @@ def test_attachments_a_format_reads_are_documents_of_their_own_named_through_the
     docs, _ = read(folder, exclude=("*.docx",))  # patterns match through the message, as through a folder
     assert [d.doc_id for d in docs] == [eml, f"{eml}/notes.md", f"{eml}/notes-2.md"]
     # In a mailbox: the mailbox, the message's Message-ID, the attachment's name.
-    box = mailbox.mbox(tmp_path / "inbox.mbox")
-    box.add(message)
-    box.flush()
-    box.close()
-    docs, _ = read(tmp_path / "inbox.mbox")
-    where = (tmp_path / "inbox.mbox").resolve().as_posix()
+    docs, where = _read_in_mailbox(message, tmp_path / "inbox.mbox")
     assert [d.doc_id for d in docs] == [
         f"{where}:<offer-1@example.org>",
         f"{where}/<offer-1@example.org>/terms.docx",
@@ -584,6 +591,46 @@ def test_attachments_a_format_reads_are_documents_of_their_own_named_through_the
         f"{where}/<offer-1@example.org>/notes-2.md",
     ]
     assert docs[1].metadata["attachment_of"] == docs[0].doc_id and docs[1].text == alone.text
+
+
+def test_an_attached_message_reads_as_a_message_file_its_attachments_too(tmp_path):
+
+    forwarded = _message("Fwd: Q3 numbers", "Numbers are up.", sender="Grace Hopper <grace@example.org>")
+    forwarded.add_attachment(b"# Q3\n\nUp 4%.", maintype="text", subtype="markdown", filename="q3.md")
+    message = _message("Offer", "Forwarding the numbers.")
+    message["Message-ID"] = "<offer-2@example.org>"
+    message.add_attachment(forwarded)  # message/rfc822, with no file name: named by its subject
+    named = _message("Minutes", "Agreed on Friday.")
+    message.add_attachment(named, filename="minutes")  # a name without .eml gets it
+    (tmp_path / "offer.eml").write_bytes(bytes(message))
+    docs, log = read(tmp_path / "offer.eml")
+    eml = (tmp_path / "offer.eml").resolve().as_posix()
+    fwd = f"{eml}/Fwd - Q3 numbers.eml"
+    assert [d.doc_id for d in docs] == [eml, fwd, f"{fwd}/q3.md", f"{eml}/minutes.eml"] and log.files_skipped == 0
+    assert docs[0].metadata["attachments"] == ["Fwd - Q3 numbers.eml", "minutes.eml"]
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "fwd.eml").write_bytes(bytes(forwarded))
+    alone, _ = read(tmp_path / "saved" / "fwd.eml")
+    assert docs[1].text == alone[0].text  # as the message saved as a file reads
+    assert docs[1].metadata["from"] == "Grace Hopper <grace@example.org>" and docs[1].metadata["attachment_of"] == eml
+    assert docs[2].text == "# Q3\n\nUp 4%." and docs[2].metadata["attachment_of"] == fwd
+    # In a mailbox, under the message's Message-ID, as its files are.
+    docs, where = _read_in_mailbox(message, tmp_path / "inbox.mbox")
+    assert [d.doc_id for d in docs][1:3] == [f"{where}/<offer-2@example.org>/Fwd - Q3 numbers.eml"] + [
+        f"{where}/<offer-2@example.org>/Fwd - Q3 numbers.eml/q3.md"
+    ]
+
+
+def test_messages_forwarded_inside_one_another_are_read_four_deep(tmp_path):
+    inner = _message("Level 6", "The innermost.")
+    for level in range(5, 0, -1):
+        outer = _message(f"Level {level}", f"Forwarding level {level + 1}.")
+        outer.add_attachment(inner, filename=f"level-{level + 1}.eml")
+        inner = outer
+    (tmp_path / "chain.eml").write_bytes(bytes(inner))
+    docs, log = read(tmp_path / "chain.eml")
+    assert [d.metadata["title"] for d in docs] == [f"Level {n}" for n in range(1, 6)]  # the file and four inside it
+    assert log.files_skipped == 1 and "more than 4 deep inside archives or messages" in log.skipped[0].reason
 
 
 def test_mail_files_that_are_not_mail_are_skipped_with_the_reason(tmp_path):

@@ -41,7 +41,8 @@ from c2v_rag.documents.source_document import SourceDocument
 logger = logging.getLogger(__name__)
 
 MAX_NESTING = 4
-"""How many archives deep a member is read (an archive in an archive in an archive...); deeper ones are skipped."""
+"""How many archives or messages deep a member is read (an archive in an archive in an archive..., a message
+forwarded as an attachment of one forwarded...); deeper ones are skipped."""
 
 # The members being read, outermost first: each one's temporary copy and the path it stands for.
 _reading: contextvars.ContextVar[tuple[tuple[Path, Path], ...]] = contextvars.ContextVar("archive_members", default=())
@@ -97,6 +98,9 @@ def read_inner(
     path inside it: hidden ones, those ``exclude`` leaves out (matched through ``file`` as through a folder) and
     those no format reads are left out, the others read by :func:`read_member` and named ``file/path``; ``span``
     is their share of ``file``, for progress."""
+    if len(_reading.get()) >= MAX_NESTING:  # a message attached to a message attached to ... (archives stop earlier)
+        log.skip_file(file, f"what it holds lies more than {MAX_NESTING} deep inside archives or messages: not read")
+        return
     here = _relative(_real_path(file), root)
     other = 0
     for (path, member), member_span in zip(inside, _spans(inside, span), strict=True):

@@ -9,7 +9,9 @@ Its attachments' file names are listed in the metadata, beside ``title`` (the su
 An attachment that a format reads (a PDF, a Word file, a spreadsheet) gives documents of its own, read as the file
 would be, named by the message file and its name (``/mail/offer.eml/terms.pdf``; in a mailbox
 ``/mail/inbox.mbox/<Message-ID>/terms.pdf``), ``attachment_of`` naming the message's id; ``exclude`` patterns match
-that path (``*.xlsx`` leaves out spreadsheets attached). Attached messages are not read.
+that path (``*.xlsx`` leaves out spreadsheets attached). An attached message (mail forwarded as an attachment) reads
+as an ``.eml`` file would, its own attachments included: ``/mail/offer.eml/Fwd - Q3 numbers.eml``, named by its file
+name or its subject.
 
 A mailbox's message is known by its ``Message-ID`` header: its id is ``FILE:<Message-ID>``, which stays the same
 when other messages are deleted or the mail client compacts the file, so a re-run embeds only the new messages
@@ -109,18 +111,37 @@ def message_text(message: EmailMessage) -> tuple[str | None, dict[str, Any]]:
     something that is not a message (no header and no body)."""
     subject = _valid(str(message.get("Subject") or ""))
     shown = {name: _valid(str(message[name])) for name in SHOWN_HEADERS if message.get(name)}
-    attachments = [_valid(str(part.get_filename())) for part in message.iter_attachments() if part.get_filename()]
+    attachments = [name for part in message.iter_attachments() if (name := _attachment_name(part))]
     return mail_layout(subject, shown, _valid(_body(message)), _iso_date(message.get("Date")), attachments)
 
 
 def attached_files(message: EmailMessage) -> list[tuple[str, bytes]]:
-    """The name and bytes of each file attached to ``message`` (attached messages give no bytes: left out)."""
+    """The name and bytes of each file attached to ``message``. An attached message (mail forwarded as an
+    attachment) is an ``.eml`` file, so that it reads as a message file does, its own attachments included."""
     files = []
     for part in message.iter_attachments():
-        data = part.get_payload(decode=True)
-        if part.get_filename() and isinstance(data, bytes):
-            files.append((_valid(str(part.get_filename())), data))
+        name = _attachment_name(part)
+        if part.get_content_type() == "message/rfc822":
+            inner = part.get_content()
+            data = inner.as_bytes() if isinstance(inner, email.message.Message) else None
+        else:
+            data = part.get_payload(decode=True)
+        if name and isinstance(data, bytes):
+            files.append((name, data))
     return files
+
+
+def _attachment_name(part: EmailMessage) -> str | None:
+    """An attachment's file name; an attached message's ends in ``.eml``, and one that has none is named by its
+    subject (``Fwd - Q3 numbers.eml``), else ``message.eml``."""
+    name = _valid(str(part.get_filename())) if part.get_filename() else None
+    if part.get_content_type() != "message/rfc822":
+        return name
+    if name is None:
+        inner = part.get_content()
+        subject = _valid(str(inner.get("Subject") or "")) if isinstance(inner, email.message.Message) else ""
+        name = " ".join(subject.replace("/", " ").replace("\\", " ").replace(":", " -").split())[:80] or "message"
+    return name if name.lower().endswith(".eml") else f"{name}.eml"
 
 
 def attachment_documents(
