@@ -423,16 +423,13 @@ class Collection:
         return concrete, require_collection(client, concrete, self.target)
 
     def _opened(self) -> Any:
-        """The handle's client (left open), or the store opened for one call and closed after it."""
-        import contextlib
-
+        """The handle's client (left open), or the store opened for one call and closed after it
+        (:meth:`~c2v_rag.QdrantConfig.opened`: a server's failures as this package's errors)."""
         from c2v_rag.rag.extras import require_rag
 
         require_rag("c2v_rag.Collection")
         check_collection_name(self.name)
-        if self.client is not None:
-            return contextlib.nullcontext(self.client)
-        return contextlib.closing(self.target.connect())
+        return self.target.opened(self.client)
 
 
 def open_collection(name: str = DEFAULT_COLLECTION, **kwargs: Unpack[OpenKeywords]) -> Collection:

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from c2v_rag.encode.loop import truncate_rows
-from c2v_rag.rag.errors import CollectionMismatchError, CollectionNotFoundError
+from c2v_rag.rag.errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    QdrantRequestError,
+    QdrantUnreachableError,
+)
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.handle import CheckedCollection, Collection
 from c2v_rag.rag.options import CommonSearchOptions
@@ -48,7 +53,14 @@ class CollectionSearcher:
         return Collection(collection, qdrant=self.target, client=self._connect())
 
     async def _call(self, fn, *args, **kwargs):
-        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        """``fn`` on the Qdrant thread; a server that does not answer is a 503, one that answers an error a 502, each
+        naming the store (never its key)."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        except QdrantUnreachableError as err:
+            raise ApiError(503, str(err), code="store_unreachable", type="server_error") from None
+        except QdrantRequestError as err:
+            raise ApiError(502, str(err), code="store_error", type="server_error") from None
 
     async def check(self, collection: str, mode: str = "dense") -> CheckedCollection:
         """The concrete collection behind ``collection`` (an alias is resolved here, once) and its record: a 404

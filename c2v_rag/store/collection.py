@@ -13,11 +13,12 @@ replication. Each is a backend of :mod:`c2v_rag.store.backends`' registry, which
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,7 +35,7 @@ from c2v_rag.store.backends import (
     check_store_name,
     store_kind,
 )
-from c2v_rag.store.errors import CollectionMismatchError, CollectionNotFoundError
+from c2v_rag.store.errors import CollectionMismatchError, CollectionNotFoundError, server_error
 from c2v_rag.store.point_schema import DEFAULT_SPARSE_NAME, DOC_ID_KEY, metadata_field
 from c2v_rag.store.server_backend import API_KEY_ENV  # noqa: F401 (kept importable from here)
 from c2v_rag.store.store_backend import StoreBackend, StoreClient
@@ -240,6 +241,30 @@ class QdrantConfig(BaseModel):
                 "%s ignores the server options %s", backend.title[:1].upper() + backend.title[1:], ", ".join(ignored)
             )
         return backend.connect(self)
+
+    @contextlib.contextmanager
+    def opened(self, client: StoreClient | None = None) -> Iterator[StoreClient]:
+        """``client`` (left open), or a client :meth:`connect` opens for the block and closes after it. Whichever, a
+        server's failure inside the block comes out as :class:`~c2v_rag.QdrantUnreachableError` (it did not answer)
+        or :class:`~c2v_rag.QdrantRequestError` (it answered an error status), naming its URL and never its key,
+        not as the HTTP library's own exception."""
+        own = client is None
+        held = self.connect() if own else client
+        try:
+            yield held
+        except Exception as err:
+            translated = self.store_error(err)
+            if translated is err:
+                raise
+            raise translated from err
+        finally:
+            if own:
+                held.close()
+
+    def store_error(self, err: BaseException) -> BaseException:
+        """``err``, raised talking to this store, as :meth:`opened` raises it: a server's failure as this package's
+        error (:func:`~c2v_rag.store.errors.server_error`), anything else as it is."""
+        return server_error(self.location, err, 1) if self.is_server else err
 
     def connect_async(self) -> AsyncQdrantClient | None:
         """An ``AsyncQdrantClient`` on the store, or None for a backend without one (Edge), whose

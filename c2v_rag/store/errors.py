@@ -28,3 +28,29 @@ class QdrantUnreachableError(C2VError, ConnectionError):
 
 class QdrantRequestError(C2VError, RuntimeError):
     """The Qdrant server answered with an error status (4xx/5xx) to a request made before any write."""
+
+
+def server_error(location: str, err: BaseException, attempts: int) -> BaseException:
+    """``err`` from the Qdrant server at ``location`` as one of these errors, naming the URL (never the key): a
+    transport failure :class:`QdrantUnreachableError`, an error status :class:`QdrantRequestError`; any other
+    error is returned as it is."""
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    from c2v_rag.store.retry import is_transient
+
+    if isinstance(err, C2VError):  # already this package's own (QdrantUnreachableError is a ConnectionError)
+        return err
+    if isinstance(err, UnexpectedResponse):
+        status = f"{err.status_code} {err.reason_phrase}".strip()
+        detail = " ".join(err.content.decode("utf-8", errors="replace").split())[:300] if err.content else ""
+        hint = ""
+        if err.status_code in (401, 403):
+            hint = "; check the API key (api_key=, or $QDRANT_API_KEY)"
+        return QdrantRequestError(f"Qdrant at {location} answered {status}{f': {detail}' if detail else ''}{hint}")
+    if is_transient(err):
+        return QdrantUnreachableError(
+            f"cannot reach Qdrant at {location} after {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"({type(err).__name__}: {err}); check that the server is running and that the URL and port "
+            "are right"
+        )
+    return err

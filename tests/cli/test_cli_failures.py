@@ -212,6 +212,45 @@ def test_an_http_error_from_the_server_is_one_line(folder, broken_variant, statu
     assert "refused by the test server" in line and ("API key" in line) == (status == 403)
 
 
+# Commands that read or change a collection without ingesting: a server's failure is the same one line.
+READERS = [("search", "tides"), ("collections",), ("delete", "doc-1")]
+
+
+@pytest.mark.parametrize("command", READERS, ids=[c[0] for c in READERS])
+def test_commands_on_a_server_name_it_when_it_is_away_or_refuses(command):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        away = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    proc = run_cli(*command, "--qdrant-url", away)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert one_error_line(proc).startswith(f"error: cannot reach Qdrant at {away} after 1 attempt (")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        proc = run_cli(*command, "--qdrant-url", url)
+    finally:
+        server.shutdown()
+    line = one_error_line(proc)
+    assert proc.returncode == EXIT_BAD_INPUT and f"Qdrant at {url} answered 403 Forbidden" in line
+    assert "refused by the test server" in line and "API key" in line
+
+
+def test_the_python_calls_raise_the_package_errors_sync_and_async():
+    import asyncio
+
+    import c2v_rag
+    from c2v_rag.rag import QdrantUnreachableError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        away = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    kb = c2v_rag.open_collection("kb", qdrant_url=away)
+    for call in (kb.count, kb.exists, lambda: kb.delete_documents(["a"]), lambda: asyncio.run(kb.asearch("tides"))):
+        with pytest.raises(QdrantUnreachableError, match=f"cannot reach Qdrant at {away}"):
+            call()
+
+
 def test_verbose_adds_the_traceback(tmp_path, broken_variant):
     proc = run_cli(
         "-v", "ingest", str(tmp_path / "typo"), "--path", str(tmp_path / "s"), "--model", str(broken_variant)

@@ -258,3 +258,18 @@ def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant):
             assert bad.status_code == 400, bad.text
             error = bad.json()["error"]
             assert error["param"] == "rerank" and message in error["message"], error
+
+
+def test_a_store_server_that_is_away_is_a_503_naming_it(tiny_variant):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        away = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = ServerConfig(model_name="tiny", qdrant_url=away, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        response = httpx.post(server.url + "/v1/search", json={"query": "tides"})
+        assert httpx.post(server.url + "/v1/embeddings", json={"input": "tides"}).status_code == 200  # still serving
+    error = response.json()["error"]
+    assert response.status_code == 503 and error["code"] == "store_unreachable"
+    assert error["message"].startswith(f"cannot reach Qdrant at {away}")

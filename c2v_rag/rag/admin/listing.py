@@ -62,17 +62,12 @@ def list_collections(target: QdrantConfig, client: Any = None) -> list[Collectio
     backend = target.backend
     if client is None and backend.uses_directory and not backend.directory(target).exists():
         return []  # no store there yet: listing it does not create one
-    own = client is None
-    client = target.connect() if own else client
-    try:
+    with target.opened(client) as opened:
         aliases: dict[str, list[str]] = {}
-        for alias in client.get_aliases().aliases:
+        for alias in opened.get_aliases().aliases:
             aliases.setdefault(alias.collection_name, []).append(alias.alias_name)
-        names = sorted(c.name for c in client.get_collections().collections)
-        return [_summary(client, target, name, sorted(aliases.get(name, []))) for name in names]
-    finally:
-        if own:
-            client.close()
+        names = sorted(c.name for c in opened.get_collections().collections)
+        return [_summary(opened, target, name, sorted(aliases.get(name, []))) for name in names]
 
 
 def _summary(client: Any, target: QdrantConfig, name: str, aliases: list[str]) -> CollectionSummary:

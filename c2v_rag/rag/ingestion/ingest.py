@@ -28,7 +28,7 @@ from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
 from c2v_rag.rag.ingestion.local_engine import LocalEngine
-from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_client, server_error
+from c2v_rag.rag.ingestion.preflight import check_target, drop_if_empty, open_client
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.ingestion.ray_engine import RayEngine
 from c2v_rag.rag.ingestion.sync import sync_roots
@@ -36,6 +36,7 @@ from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.store.aliases import resolve_alias, switch_alias, versioned_target
 from c2v_rag.store.collection import QdrantConfig, ensure_collection, fingerprint_of
+from c2v_rag.store.errors import server_error
 from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.store_backend import StoreClient
 from c2v_rag.store.vectors import CollectionVectors
@@ -123,7 +124,7 @@ def ingest_documents(
                 info=info,
             )
         except Exception as err:
-            store_error = server_error(target, err, 1)
+            store_error = server_error(target.location, err, 1)
             if store_error is err:
                 raise
             raise store_error from err

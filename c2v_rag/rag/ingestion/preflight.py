@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.rag.errors import QdrantRequestError, QdrantUnreachableError
 from c2v_rag.store.backends import check_collection_name
 from c2v_rag.store.collection import QdrantConfig, check_collection, config_fingerprint
-from c2v_rag.store.retry import call_with_retry, is_transient
+from c2v_rag.store.errors import server_error
+from c2v_rag.store.retry import call_with_retry
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
@@ -43,29 +43,8 @@ def open_client(target: QdrantConfig, *, attempts: int, initial_wait: float, max
             )
         except Exception as err:
             client.close()
-            raise server_error(target, err, attempts) from err
+            raise server_error(target.location, err, attempts) from err
     return client
-
-
-def server_error(target: QdrantConfig, err: BaseException, attempts: int) -> BaseException:
-    """``err`` from a Qdrant server as one of this package's errors, naming the URL (never the key)."""
-    from qdrant_client.http.exceptions import UnexpectedResponse
-
-    where = target.location
-    if isinstance(err, UnexpectedResponse):
-        status = f"{err.status_code} {err.reason_phrase}".strip()
-        detail = " ".join(err.content.decode("utf-8", errors="replace").split())[:300] if err.content else ""
-        hint = ""
-        if err.status_code in (401, 403):
-            hint = "; check the API key (api_key=, or $QDRANT_API_KEY)"
-        return QdrantRequestError(f"Qdrant at {where} answered {status}{f': {detail}' if detail else ''}{hint}")
-    if is_transient(err):
-        return QdrantUnreachableError(
-            f"cannot reach Qdrant at {where} after {attempts} attempt{'s' if attempts != 1 else ''} "
-            f"({type(err).__name__}: {err}); check that the server is running and that the URL and port "
-            "are right"
-        )
-    return err
 
 
 def check_target(

@@ -128,6 +128,11 @@ async def asearch_query(
         return (await asyncio.to_thread(_search_sync, call, target, None))[0]
     try:
         return (await _search_async(call, target, qdrant_client))[0]
+    except Exception as err:  # as QdrantConfig.opened gives a server's failures to the sync paths
+        translated = target.store_error(err)
+        if translated is err:
+            raise
+        raise translated from err
     finally:
         if own_client:
             await qdrant_client.close()
@@ -172,9 +177,7 @@ class _SearchCall:
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
-    own_client = client is None
-    qdrant_client = client if client is not None else target.connect()
-    try:
+    with target.opened(client) as qdrant_client:
         check_collection_name(call.options.collection)
         concrete = resolve_alias(qdrant_client, call.options.collection)
         info = require_collection(qdrant_client, concrete, target)
@@ -185,9 +188,6 @@ def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | 
             check_filter_keys(call.options.filter, points, call.options.collection, target.location)
         plan, requests = call.plan(info, concrete, target)
         return call.finish(plan, _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document))
-    finally:
-        if own_client:
-            qdrant_client.close()
 
 
 async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQdrantClient) -> list[list[SearchHit]]:
