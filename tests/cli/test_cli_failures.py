@@ -213,7 +213,7 @@ def test_an_http_error_from_the_server_is_one_line(folder, broken_variant, statu
 
 
 # Commands that read or change a collection without ingesting: a server's failure is the same one line.
-READERS = [("search", "tides"), ("collections",), ("delete", "doc-1")]
+READERS = [("search", "tides"), ("collections",), ("delete", "doc-1"), ("reindex",)]
 
 
 @pytest.mark.parametrize("command", READERS, ids=[c[0] for c in READERS])

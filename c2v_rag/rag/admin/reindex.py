@@ -110,10 +110,8 @@ def reindex_collection(
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if decoder_max_length is not None:
         IngestConfig(decoder_max_length=decoder_max_length)  # refused here as an ingest refuses it, before any work
-    own_client = client is None
-    qdrant_client: StoreClient = client if client is not None else target.connect()
     started = time.perf_counter()
-    try:
+    with target.opened(client) as qdrant_client:
         previous = alias_target(qdrant_client, collection)
         plain = None
         if previous is None:
@@ -216,9 +214,6 @@ def reindex_collection(
             dropped_previous=drop_previous,
             converted=plain is not None,
         )
-    finally:
-        if own_client:
-            qdrant_client.close()
 
 
 def _count(client: StoreClient, collection: str) -> int:
