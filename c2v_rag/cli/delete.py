@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.arguments import add_filter, add_qdrant_options, collection_from, filter_from
+from c2v_rag.cli.arguments import add_filter, add_qdrant_options, add_quiet, collection_from, filter_from
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_filter(parser, "metadata conditions of the documents to delete")
     add_qdrant_options(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet(parser)
     return parser
 
 
@@ -43,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     conditions = filter_from(args.filter)
     if not args.doc_ids and not args.file and not conditions:  # an empty filter matches every document
         raise ValueError("name the documents to delete: DOC_ID... (a hit's doc_id), --file PATH or --filter JSON")
-    result = collection_from(args).delete_documents(args.doc_ids or None, files=args.file or None, filter=conditions)
+    result = collection_from(args).delete_documents(
+        args.doc_ids or None, files=args.file or None, filter=conditions, show_progress=not args.quiet
+    )
     if args.json:
         print(result.model_dump_json())
     else:

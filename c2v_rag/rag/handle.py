@@ -354,6 +354,7 @@ class Collection:
         *,
         files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         filter: FilterLike | models.Filter | None = None,
+        show_progress: bool = True,
     ) -> DeleteResult:
         """Take documents out of the collection, every chunk of each: those whose id is in ``doc_ids`` (a search
         hit's ``doc_id``: a record's or framework document's id, a string's content hash, a file's absolute path),
@@ -361,7 +362,8 @@ class Collection:
         file's records, an archive's members, a message's attachments), and those ``filter`` matches (as
         :meth:`search` takes it: ``{"file_name": "old.md"}``); given ids or files and a filter, those of them it
         matches. An ingest only adds and updates, and a sync deletes only files gone from the folders it mirrors;
-        this deletes anything else. Deleting the whole collection is :meth:`delete`.
+        this deletes anything else. Deleting the whole collection is :meth:`delete`. ``show_progress``: a bar of
+        the chunks read while finding ``files``' documents, once that has taken a second.
 
         Returns:
             What was deleted, and the ids and files (as absolute paths) that matched nothing (``not_found``).
@@ -376,7 +378,7 @@ class Collection:
         narrowing = check_selection(ids, paths, filter)
         with self._opened() as client:
             concrete, _ = self._concrete(client)
-            return delete_documents(client, concrete, ids, paths, narrowing)
+            return delete_documents(client, concrete, ids, paths, narrowing, show_progress)
 
     def delete(self) -> bool:
         """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
@@ -519,12 +521,13 @@ def delete_documents(
     files: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     filter: FilterLike | models.Filter | None = None,
     collection: str = DEFAULT_COLLECTION,
+    show_progress: bool = True,
     **kwargs: Unpack[OpenKeywords],
 ) -> DeleteResult:
     """:meth:`Collection.delete_documents` of ``collection``, opened for this call with the store keywords of
     :class:`Collection` (no model loads)."""
     handle, _ = _handle("delete_documents", dict(kwargs), frozenset(), collection)
-    return handle.delete_documents(doc_ids, files=files, filter=filter)
+    return handle.delete_documents(doc_ids, files=files, filter=filter, show_progress=show_progress)
 
 
 def list_collections(

@@ -11,13 +11,16 @@ JSONL file's records, an archive's members and a message's attachments, at any d
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+from tqdm.auto import tqdm
 
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.store.filters import to_qdrant_filter
 from c2v_rag.store.point_schema import DOC_ID_KEY, PAYLOAD_METADATA_KEY, payload_metadata
 
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
 # Documents named in one scroll and one delete request: a filter's MatchAny of this many ids stays a small request.
 _DOCS_PER_CALL = 256
 _SCROLL_PAGE = 1024
+# A bar only where the scan is long enough to wonder about (hundreds of thousands of chunks).
+BAR_DELAY_S = 1.0
 
 
 class DeleteResult(BaseModel):
@@ -92,13 +97,18 @@ def check_selection(
 
 
 def delete_documents(
-    client: Any, collection: str, doc_ids: list[str] | None, files: list[str] | None, narrowing: models.Filter | None
+    client: Any,
+    collection: str,
+    doc_ids: list[str] | None,
+    files: list[str] | None,
+    narrowing: models.Filter | None,
+    show_progress: bool = False,
 ) -> DeleteResult:
     """Delete every chunk of the documents ``doc_ids`` names or ``files`` hold that ``narrowing`` also matches (any
     may be None, not all: :func:`check_selection`) from ``collection`` (a concrete collection, aliases resolved)."""
     from qdrant_client.http import models
 
-    held = documents_of_files(client, collection, files, narrowing) if files is not None else {}
+    held = documents_of_files(client, collection, files, narrowing, show_progress) if files is not None else {}
     chosen_ids = (
         None if doc_ids is None and files is None else [*(doc_ids or ()), *(i for ids in held.values() for i in ids)]
     )
@@ -123,18 +133,30 @@ def delete_documents(
 
 
 def documents_of_files(
-    client: Any, collection: str, files: list[str], narrowing: models.Filter | None
+    client: Any, collection: str, files: list[str], narrowing: models.Filter | None, show_progress: bool = False
 ) -> dict[str, list[str]]:
     """The ids of the documents each of ``files`` holds (among those ``narrowing`` matches): those whose ``source``
     is the file or a path inside it (``/docs/export.zip/guide/intro.md`` inside ``/docs/export.zip``). Every chunk's
-    source is read once: a prefix is no condition a Qdrant filter can state."""
+    source is read once: a prefix is no condition a Qdrant filter can state; ``show_progress``: a bar of the chunks
+    read, shown once the scan has taken a second."""
     held: dict[str, dict[str, None]] = {file: {} for file in files}
-    for payload in _payloads(client, collection, narrowing, [DOC_ID_KEY, PAYLOAD_METADATA_KEY]):
-        source, doc_id = payload_metadata(payload).get("source"), payload.get(DOC_ID_KEY)
-        if isinstance(source, str) and doc_id is not None:
-            for file in _file_and_folders(source):
-                if file in held:
-                    held[file][str(doc_id)] = None
+    total = client.count(collection, count_filter=narrowing, exact=False).count if show_progress else None
+    progress = tqdm(
+        total=total,
+        desc=f"Reading the sources in {collection}",
+        unit="chunk",
+        delay=BAR_DELAY_S,
+        disable=not show_progress,
+        **unsized_terminal(sys.stderr),
+    )
+    with progress:
+        for payload in _payloads(client, collection, narrowing, [DOC_ID_KEY, PAYLOAD_METADATA_KEY]):
+            progress.update()
+            source, doc_id = payload_metadata(payload).get("source"), payload.get(DOC_ID_KEY)
+            if isinstance(source, str) and doc_id is not None:
+                for file in _file_and_folders(source):
+                    if file in held:
+                        held[file][str(doc_id)] = None
     return {file: list(ids) for file, ids in held.items()}
 
 

@@ -159,3 +159,18 @@ def test_a_call_that_names_no_documents_is_refused_before_the_store_opens(tmp_pa
     assert not store.exists()
     with pytest.raises(CollectionNotFoundError, match="kb"):
         kb.delete_documents(["a"])
+
+
+def test_finding_files_documents_shows_a_bar_of_the_chunks_read(tmp_path, tiny_variant, monkeypatch, capsys):
+    from c2v_rag.rag.admin import delete
+
+    monkeypatch.setattr(delete, "BAR_DELAY_S", 0)  # shown at once; by default only once the scan takes a second
+    kb = Collection("kb", path=tmp_path, model=tiny_variant)
+    kb.ingest([{"id": f"r{i}", "text": make_text(i, sentences=3)} for i in range(4)], **SMALL)
+    chunks = kb.count()
+    capsys.readouterr()
+    kb.delete_documents(files=[tmp_path / "nothing.md"])
+    bar = capsys.readouterr().err
+    assert "Reading the sources in kb: 100%" in bar and f"{chunks}/{chunks}" in bar
+    kb.delete_documents(files=[tmp_path / "nothing.md"], show_progress=False)
+    assert capsys.readouterr().err == ""
