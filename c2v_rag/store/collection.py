@@ -244,27 +244,30 @@ class QdrantConfig(BaseModel):
 
     @contextlib.contextmanager
     def opened(self, client: StoreClient | None = None) -> Iterator[StoreClient]:
-        """``client`` (left open), or a client :meth:`connect` opens for the block and closes after it. Whichever, a
-        server's failure inside the block comes out as :class:`~c2v_rag.QdrantUnreachableError` (it did not answer)
-        or :class:`~c2v_rag.QdrantRequestError` (it answered an error status), naming its URL and never its key,
-        not as the HTTP library's own exception."""
+        """``client`` (left open), or a client :meth:`connect` opens for the block and closes after it; either way
+        inside :meth:`store_errors`."""
         own = client is None
         held = self.connect() if own else client
         try:
-            yield held
-        except Exception as err:
-            translated = self.store_error(err)
-            if translated is err:
-                raise
-            raise translated from err
+            with self.store_errors():
+                yield held
         finally:
             if own:
                 held.close()
 
-    def store_error(self, err: BaseException) -> BaseException:
-        """``err``, raised talking to this store, as :meth:`opened` raises it: a server's failure as this package's
-        error (:func:`~c2v_rag.store.errors.server_error`), anything else as it is."""
-        return server_error(self.location, err, 1) if self.is_server else err
+    @contextlib.contextmanager
+    def store_errors(self) -> Iterator[None]:
+        """A server's failure inside the block comes out as :class:`~c2v_rag.QdrantUnreachableError` (it did not
+        answer) or :class:`~c2v_rag.QdrantRequestError` (it answered an error status), naming its URL and never its
+        key, not as the HTTP library's own exception (:func:`~c2v_rag.store.errors.server_error`); anything else,
+        and anything from an embedded store, as it is."""
+        try:
+            yield
+        except Exception as err:
+            translated = server_error(self.location, err, 1) if self.is_server else err
+            if translated is err:
+                raise
+            raise translated from err
 
     def connect_async(self) -> AsyncQdrantClient | None:
         """An ``AsyncQdrantClient`` on the store, or None for a backend without one (Edge), whose

@@ -36,7 +36,6 @@ from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.results import IngestResult
 from c2v_rag.store.aliases import resolve_alias, switch_alias, versioned_target
 from c2v_rag.store.collection import QdrantConfig, ensure_collection, fingerprint_of
-from c2v_rag.store.errors import server_error
 from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.store_backend import StoreClient
 from c2v_rag.store.vectors import CollectionVectors
@@ -100,7 +99,7 @@ def ingest_documents(
         held.collection, publish_as = (
             versioned_target(held.client, collection) if versioned else (resolve_alias(held.client, collection), None)
         )
-        try:
+        with target.store_errors():
             # An existing collection keeps what it recorded unless asked otherwise: its quantization, and for a
             # model named, its part weights. Else the defaults. Read once: the check below takes this info.
             exists = held.client.collection_exists(held.collection)
@@ -123,11 +122,6 @@ def ingest_documents(
                 quantize=quantization,
                 info=info,
             )
-        except Exception as err:
-            store_error = server_error(target.location, err, 1)
-            if store_error is err:
-                raise
-            raise store_error from err
         plan = IngestPlan(
             settings=settings,
             target=target,

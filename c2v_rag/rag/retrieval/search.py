@@ -127,12 +127,8 @@ async def asearch_query(
     if qdrant_client is None:
         return (await asyncio.to_thread(_search_sync, call, target, None))[0]
     try:
-        return (await _search_async(call, target, qdrant_client))[0]
-    except Exception as err:  # as QdrantConfig.opened gives a server's failures to the sync paths
-        translated = target.store_error(err)
-        if translated is err:
-            raise
-        raise translated from err
+        with target.store_errors():  # as QdrantConfig.opened gives a server's failures to the sync paths
+            return (await _search_async(call, target, qdrant_client))[0]
     finally:
         if own_client:
             await qdrant_client.close()
