@@ -13,6 +13,7 @@ from c2v_rag.core.extras import Requirement, missing_requirements
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.sniffing import HEAD_BYTES, Decoded, NotText, binary_reason, decode_text, file_head
 from c2v_rag.documents.source_document import SourceDocument
+from c2v_rag.documents.terminal import screen_text
 
 logger = logging.getLogger(__name__)
 
@@ -115,12 +116,13 @@ def over_limit(size: int | None, limit: int) -> str:
 
 
 def read_text(file: Path, options: ReadOptions, log: ReadLog) -> str | None:
-    """``file``'s text in the encoding it is in (:func:`~c2v_rag.documents.sniffing.decode_text`), or None when it
-    is over the size limit or not text (skipped and recorded)."""
+    """``file``'s text in the encoding it is in (:func:`~c2v_rag.documents.sniffing.decode_text`), as a terminal
+    showed it (:func:`~c2v_rag.documents.terminal.screen_text`: a log's colour codes and nroff's overstrikes out), or
+    None when it is over the size limit or not text (skipped and recorded)."""
     if not within_size(file, options, log):
         return None
     decoded = checked_text(file, file.read_bytes(), options, log)
-    return None if decoded is None else decoded.text
+    return None if decoded is None else screen_text(decoded.text)
 
 
 def opens_as_text(file: Path, log: ReadLog, data: bytes | None = None) -> bool:
