@@ -381,18 +381,11 @@ class Collection:
             return delete_documents(client, concrete, ids, paths, narrowing, show_progress)
 
     def delete(self) -> bool:
-        """Delete the collection (an alias: the alias and the collection it names); False when there was none."""
-        from c2v_rag.store.aliases import alias_target
+        """Delete the collection (an alias: the collection it points at) with its aliases; False when there was none.
+        The earlier versions a reindex kept (``papers_v1``) stay: they are collections of their own."""
+        from c2v_rag.rag.admin.delete_collection import delete_collection
 
-        with self._opened() as client:
-            concrete = alias_target(client, self.name)
-            if concrete is not None:
-                from qdrant_client.http import models
-
-                drop = models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=self.name))
-                client.update_collection_aliases(change_aliases_operations=[drop])
-            name = concrete or self.name
-            return bool(client.collection_exists(name) and client.delete_collection(name))
+        return delete_collection(self._checked_target(), self.name, client=self.client) is not None
 
     # ------------------------------------------------------------------ reads
 
@@ -427,11 +420,15 @@ class Collection:
     def _opened(self) -> Any:
         """The handle's client (left open), or the store opened for one call and closed after it
         (:meth:`~c2v_rag.QdrantConfig.opened`: a server's failures as this package's errors)."""
+        return self._checked_target().opened(self.client)
+
+    def _checked_target(self) -> QdrantConfig:
+        """The store, once the packages a store needs and the collection's name are checked."""
         from c2v_rag.rag.extras import require_rag
 
         require_rag("c2v_rag.Collection")
         check_collection_name(self.name)
-        return self.target.opened(self.client)
+        return self.target
 
 
 def open_collection(name: str = DEFAULT_COLLECTION, **kwargs: Unpack[OpenKeywords]) -> Collection:

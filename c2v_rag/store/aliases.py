@@ -7,12 +7,16 @@ query vector of one model with the stored vectors of another.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
 
     from c2v_rag.store.store_backend import StoreClient
+
+# What a versioned collection's name ends with: ``_v`` and its version.
+_VERSION_SUFFIX = re.compile(r"_v(\d+)$")
 
 
 def _lookup(aliases, name: str) -> str:
@@ -52,11 +56,25 @@ def switch_alias(client: StoreClient, alias: str, collection: str) -> None:
     client.update_collection_aliases(change_aliases_operations=operations)
 
 
-def _versions(client: StoreClient, alias: str) -> list[int]:
-    import re
-
+def _numbered_versions(client: StoreClient, alias: str) -> list[tuple[int, str]]:
     pattern = re.compile(rf"^{re.escape(alias)}_v(\d+)$")
-    return [int(m.group(1)) for c in client.get_collections().collections if (m := pattern.match(c.name))]
+    return sorted(
+        (int(m.group(1)), c.name) for c in client.get_collections().collections if (m := pattern.match(c.name))
+    )
+
+
+def version_names(client: StoreClient, alias: str) -> list[str]:
+    """The collections named ``{alias}_v{n}`` (a versioned ingest's and reindex's), by ``n``."""
+    return [name for _, name in _numbered_versions(client, alias)]
+
+
+def versioned_base(collection: str) -> str:
+    """The name ``collection`` is a version of (``papers`` for ``papers_v2``), or ``collection`` itself."""
+    return _VERSION_SUFFIX.sub("", collection)
+
+
+def _versions(client: StoreClient, alias: str) -> list[int]:
+    return [number for number, _ in _numbered_versions(client, alias)]
 
 
 def next_version(client: StoreClient, alias: str) -> str:

@@ -209,6 +209,12 @@ class QdrantConfig(BaseModel):
         return self.url is not None
 
     @property
+    def absent(self) -> bool:
+        """An embedded store whose directory does not exist yet: it holds nothing, and opening it would make one."""
+        backend = self.backend
+        return backend.uses_directory and not backend.directory(self).exists()
+
+    @property
     def is_edge(self) -> bool:
         """An embedded Qdrant Edge store: for the ingest engines that treat it apart (a Ray run builds its
         HNSW graph once the writing actor has let go of the store)."""

@@ -59,8 +59,7 @@ def list_collections(target: QdrantConfig, client: Any = None) -> list[Collectio
     sorted by name; none for an embedded store whose directory does not exist (it is not created).
     :func:`c2v_rag.list_collections` takes the store as keywords."""
     require_rag("c2v_rag.list_collections")
-    backend = target.backend
-    if client is None and backend.uses_directory and not backend.directory(target).exists():
+    if client is None and target.absent:
         return []  # no store there yet: listing it does not create one
     with target.opened(client) as opened:
         aliases: dict[str, list[str]] = {}
