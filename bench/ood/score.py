@@ -141,8 +141,10 @@ def collection_dir(
     reference: str,
     truncate_dim: int | None,
     decoder_max_length: int | None = None,
+    chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
 ) -> Path:
-    """The embedded Qdrant folder for these document vectors (``decoder_max_length``: ingest's, None: whole chunks)."""
+    """The embedded Qdrant folder for these document vectors (``decoder_max_length``: ingest's, None: whole chunks;
+    ``chunking``: ingest's chunk size and overlap)."""
     import c2v_rag
 
     key = json.dumps(
@@ -150,7 +152,7 @@ def collection_dir(
             "model": model_key(model, reference),
             "corpus": corpus.digest,
             "truncate_dim": truncate_dim,
-            "chunk": [CHUNK_SIZE, CHUNK_OVERLAP],
+            "chunk": list(chunking),
             # Collections cut before chunk_context existed (no leads) keep their keys.
             **({"chunk_context": CHUNK_CONTEXT} if CHUNK_CONTEXT != "none" else {}),
             **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
@@ -162,7 +164,12 @@ def collection_dir(
 
 
 def ensure_ingested(
-    folder: Path, corpus: Corpus, model: Any, truncate_dim: int | None, decoder_max_length: int | None = None
+    folder: Path,
+    corpus: Corpus,
+    model: Any,
+    truncate_dim: int | None,
+    decoder_max_length: int | None = None,
+    chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
 ) -> float:
     """Ingest the corpus into ``folder`` unless a complete ingest is there; the seconds it took (0 if cached).
     A run stopped half-way is resumed by ingest itself (its point ids are deterministic)."""
@@ -179,8 +186,8 @@ def ensure_ingested(
         path=folder / "qdrant",
         model=model,
         truncate_dim=truncate_dim,
-        chunk_size=CHUNK_SIZE,
-        chunk_overlap=CHUNK_OVERLAP,
+        chunk_size=chunking[0],
+        chunk_overlap=chunking[1],
         chunk_context=CHUNK_CONTEXT,
         show_progress=True,
         config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length or 0),
@@ -360,16 +367,17 @@ def score_model(
 
     rows: list[Row] = []
     cap = decoder_cap(model, args.decoder_max_length)
-    full = collection_dir(args.cache, corpus, model, reference, None, cap)
-    full_seconds = ensure_ingested(full, corpus, model, None, cap)
+    chunking = (args.chunk_size, args.chunk_overlap)
+    full = collection_dir(args.cache, corpus, model, reference, None, cap, chunking)
+    full_seconds = ensure_ingested(full, corpus, model, None, cap, chunking)
     stored = stored_points(full)
     if not points:
         points.append(stored)
     for dim in args.truncate_dim or [None]:
         folder, seconds, how = full, full_seconds, "ingest + search_many"
         if dim is not None and args.truncate_ingest:
-            folder = collection_dir(args.cache, corpus, model, reference, dim, cap)
-            seconds = ensure_ingested(folder, corpus, model, dim, cap)
+            folder = collection_dir(args.cache, corpus, model, reference, dim, cap, chunking)
+            seconds = ensure_ingested(folder, corpus, model, dim, cap, chunking)
         elif dim is not None:
             how = "prefix of the full collection's vectors"
         for task, instruction in prompts(args):
@@ -384,6 +392,7 @@ def score_model(
                 "query_prompt": task_label(model, task, instruction),
                 "scored_by": how,
                 "quantization": model.quantization,
+                "chunking": list(chunking),
             }
             rows.append(
                 Row(
@@ -492,6 +501,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="ingest's decoder_max_length: the decoder reads this many tokens of each chunk, 0 whole chunks "
         "(default: ingest's for a new collection)",
+    )
+    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help="ingest's chunk_size (default: ingest's)")
+    parser.add_argument(
+        "--chunk-overlap", type=int, default=CHUNK_OVERLAP, help="ingest's chunk_overlap (default: ingest's)"
     )
     parser.add_argument("--json", type=Path, help="write every score, setting and ranking here")
     args = parser.parse_args(argv)
