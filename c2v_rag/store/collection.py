@@ -14,17 +14,19 @@ replication. Each is a backend of :mod:`c2v_rag.store.backends`' registry, which
 from __future__ import annotations
 
 import contextlib
+import difflib
 import logging
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
+from c2v_rag.core.wording import in_words
 from c2v_rag.store.backends import (
     DEFAULT_STORE,
     StoreKind,
@@ -625,15 +627,35 @@ def require_collection(client: StoreClient, name: str, config: QdrantConfig) -> 
     except Exception:
         # Each backend says "not found" its own way (a 404, a ValueError, Edge's error): asked plainly here.
         if not client.collection_exists(name):
-            raise collection_not_found(name, config) from None
+            raise collection_not_found(name, config, store_names(client)) from None
         raise
 
 
-def collection_not_found(name: str, config: QdrantConfig) -> CollectionNotFoundError:
+def store_names(client: StoreClient) -> list[str]:
+    """The names a store answers to: its collections and their aliases, sorted."""
+    aliases = [a.alias_name for a in client.get_aliases().aliases]
+    return sorted({c.name for c in client.get_collections().collections} | set(aliases))
+
+
+# How close a name must be to one the store holds to be offered as the one meant (difflib's ratio).
+_CLOSE_NAME = 0.75
+
+
+def collection_not_found(name: str, config: QdrantConfig, held: Sequence[str] = ()) -> CollectionNotFoundError:
+    """The error for a collection ``name`` the store lacks; ``held``, the names it has (:func:`store_names`), are
+    listed, the closest first offered, since a mistyped or forgotten name is the common cause."""
+    ingest = f"c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}"
+    if not held:
+        return CollectionNotFoundError(
+            f"collection {name!r} does not exist at {config.location}. Ingest documents first ({ingest}), "
+            "or name the collection you ingested into."
+        )
+    close = difflib.get_close_matches(name, held, n=1, cutoff=_CLOSE_NAME)
+    meant = f"; did you mean {close[0]!r}?" if close else "."
+    listed = in_words([repr(n) for n in held[:10]]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
     return CollectionNotFoundError(
-        f"collection {name!r} does not exist at {config.location}. Ingest documents first "
-        f"(c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}), "
-        "or name the collection you ingested into."
+        f"collection {name!r} does not exist at {config.location}, which holds {listed}{meant} Name one of them "
+        f"(--collection, collection=), or ingest documents into {name!r} first ({ingest})."
     )
 
 

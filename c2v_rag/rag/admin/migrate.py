@@ -25,7 +25,13 @@ from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.store.aliases import alias_target, switch_alias
-from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY, QdrantConfig, check_collection_name, collection_not_found
+from c2v_rag.store.collection import (
+    FINGERPRINT_METADATA_KEY,
+    QdrantConfig,
+    check_collection_name,
+    collection_not_found,
+    store_names,
+)
 from c2v_rag.store.retry import call_with_retry
 
 logger = logging.getLogger(__name__)
@@ -71,7 +77,7 @@ def migrate_collection(
     with _opened(src) as reader:
         concrete = alias_target(reader, collection) or collection
         if not reader.collection_exists(concrete):
-            raise collection_not_found(collection, src)
+            raise collection_not_found(collection, src, store_names(reader))
         name = target_collection or concrete
         check_collection_name(name)
         if src.location == dst.location and name == concrete:

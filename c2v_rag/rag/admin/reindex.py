@@ -43,6 +43,7 @@ from c2v_rag.store.collection import (
     ensure_collection,
     fingerprint_of,
     model_fingerprint,
+    store_names,
     stored_vector_params,
 )
 from c2v_rag.store.point_schema import HYBRID_DENSE_NAME, payload_text
@@ -116,7 +117,7 @@ def reindex_collection(
         plain = None
         if previous is None:
             if not qdrant_client.collection_exists(collection):
-                raise collection_not_found(collection, target)
+                raise collection_not_found(collection, target, store_names(qdrant_client))
             if not convert:
                 raise ValueError(
                     f"collection {collection!r} at {target.location} is a plain collection, not an alias, so "

@@ -190,7 +190,9 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     check_collection_name(call.options.collection)
     concrete = await aresolve_alias(client, call.options.collection)
     if not await client.collection_exists(concrete):
-        raise collection_not_found(call.options.collection, target)
+        held = {c.name for c in (await client.get_collections()).collections}
+        held |= {a.alias_name for a in (await client.get_aliases()).aliases}
+        raise collection_not_found(call.options.collection, target, sorted(held))
     sample = sample_request(call.options.filter)
     if sample is not None:
         points, _ = await client.scroll(concrete, **sample)

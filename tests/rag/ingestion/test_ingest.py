@@ -303,6 +303,22 @@ def test_search_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
 
 
+def test_a_collection_not_found_names_those_the_store_holds_and_the_closest(tmp_path, tiny_variant, ingest_config):
+    """A mistyped name is the common cause: every entry point lists the store's collections and aliases."""
+    import asyncio
+
+    docs = [{"id": f"doc-{i}", "text": make_text(i)} for i in range(2)]
+    c2v_rag.ingest(docs, path=tmp_path, collection="notes", model=tiny_variant, config=ingest_config)
+    c2v_rag.ingest(docs, path=tmp_path, collection="papers", model=tiny_variant, config=ingest_config, versioned=True)
+    held = "which holds 'notes', 'papers' and 'papers_v1'"
+    with pytest.raises(CollectionNotFoundError, match=f"{held}; did you mean 'notes'\\? Name one of them"):
+        c2v_rag.search("query", path=tmp_path, collection="note", model=tiny_variant)
+    with pytest.raises(CollectionNotFoundError, match=f"{held}; did you mean 'papers'\\?"):
+        asyncio.run(c2v_rag.asearch("query", path=tmp_path, collection="paper", model=tiny_variant))
+    with pytest.raises(CollectionNotFoundError, match=f"'tides' does not exist at .*, {held}\\. Name one of them"):
+        c2v_rag.open_collection("tides", path=tmp_path).count()  # nothing close: no guess
+
+
 def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_variant, corpus, ingest_config, caplog):
     # Same base models, dims and readout, other weights: what a retrained preset under the same name
     # looks like. Only the weights digest tells the two apart.
