@@ -85,6 +85,23 @@ def test_running_headers_footers_and_page_numbers_are_left_out(tmp_path):
     assert short.text.count("Chapter 2: Tides") == 2 and short.text.count("- 1 -") == 1
 
 
+def test_chapter_headers_that_name_each_chapter_are_left_out_by_the_page_number_they_carry(tmp_path):
+    """A Texinfo manual's header names the chapter and the page ("Chapter 2: Currents 5"): no header recurs on three
+    pages, but the top of every page carries its own number, so each goes; a line that only looks numbered stays."""
+    headers = ["Chapter 1: Tides 1", "Chapter 1: Tides 2", "3", "Chapter 2: Currents 4", "Chapter 2: Currents 5", "6"]
+    body = ["Tides rise twice a day.", "Neap tides are weaker.", "Currents follow the wind.", "Rips pull seaward.",
+            "Eddies turn slowly.", "Waves carry energy."]  # fmt: skip
+    pages = [[header, text] for header, text in zip(headers, body)]
+    pages.append(["7 Wonders of the sea", "are many."])  # page 7 starts with its number: read as its header
+    pages.append(["12 tides a week", "is a rough count."])  # page 8: not its number, kept
+    (doc,), _ = read(write_pdf(tmp_path / "manual.pdf", pages, title="Ocean Manual"))
+    starts = [offset for offset, _ in doc.pages] + [len(doc.text)]
+    own = [doc.text[a:b].strip() for a, b in zip(starts, starts[1:])]
+    assert own[1:6] == body[1:6] and own[6] == "are many."  # the price: a heading that starts with its page's number
+    assert own[7] == "12 tides a week\nis a rough count."
+    assert own[0] == "# Ocean Manual\n\nChapter 1: Tides 1\n" + body[0]  # the first page's first line stays
+
+
 def test_a_pdf_without_a_recorded_title_takes_its_short_first_line(tmp_path):
     pdf = write_pdf(tmp_path / "spec.pdf", [["Shared Database Spec", "Thomas Leonard", "1. Introduction"], ["More."]])
     (doc,), _ = read(pdf)

@@ -28,7 +28,8 @@ _LINE_HYPHEN = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
 _TITLE_LINE_CHARS = 120
 # Running headers and footers: a line among a page's first or last EDGE_LINES that recurs (digits aside) at that
 # edge of at least RUNNING_SHARE of the pages with text, and of RUNNING_PAGES of them; or that starts or ends with
-# the page's own number and recurs so on RUNNING_PAGES pages ("Chapter 4: Function reference 9", a bare "12").
+# the page's own number, at an edge where RUNNING_PAGES pages have such a line ("Chapter 4: Function reference 9",
+# a bare "12"): whatever its words, since a book names each chapter in its own pages' headers.
 EDGE_LINES = 2
 RUNNING_SHARE = 0.4
 RUNNING_PAGES = 3
@@ -85,15 +86,16 @@ def strip_running_lines(texts: list[str], labels: list[str]) -> list[str]:
     if sum(1 for t in texts if t) < RUNNING_PAGES:
         return texts
     recurring: dict[tuple[str, str], int] = {}  # (edge, line with its digits as #): pages it is at that edge of
-    numbered: dict[tuple[str, str], int] = {}  # the same, counting the pages where it carries the page's number
+    numbered: dict[str, int] = {}  # edge: pages with a line there that carries the page's number
     for text, label in zip(texts, labels):
-        for key, line in _edge_lines(text).items():
+        edges = _edge_lines(text)
+        for key in edges:
             recurring[key] = recurring.get(key, 0) + 1
-            if _carries(line, label):
-                numbered[key] = numbered.get(key, 0) + 1
+        for edge in {edge for (edge, _), line in edges.items() if _carries(line, label)}:
+            numbered[edge] = numbered.get(edge, 0) + 1
     least = max(RUNNING_PAGES, RUNNING_SHARE * sum(1 for t in texts if t))
     running = {key for key, n in recurring.items() if n >= least}
-    paged = {key for key, n in numbered.items() if n >= RUNNING_PAGES}
+    paged = {edge for edge, n in numbered.items() if n >= RUNNING_PAGES}
     if not running and not paged:
         return texts
     first = next(n for n, text in enumerate(texts) if text)
@@ -120,14 +122,14 @@ def _carries(line: str, label: str) -> bool:
     return bool(label) and bool(words) and label in (words[0], words[-1])
 
 
-def _without_edges(text: str, label: str, running: set[tuple[str, str]], paged: set[tuple[str, str]]) -> str:
+def _without_edges(text: str, label: str, running: set[tuple[str, str]], paged: set[str]) -> str:
     lines = text.split("\n")
     for edge, index in (("top", 0), ("bottom", -1)):
         for _ in range(EDGE_LINES):
             if not lines:
                 break
             key = _edge_key(edge, lines[index])
-            if key not in running and not (key in paged and _carries(lines[index], label)):
+            if key not in running and not (edge in paged and _carries(lines[index], label)):
                 break
             lines.pop(index)
     return "\n".join(lines).strip()
