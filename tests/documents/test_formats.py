@@ -156,6 +156,29 @@ def test_html_is_read_as_markdown_without_the_page_chrome(tmp_path):
     assert read(binary)[0] == [] and "it is a PNG image" in read(binary)[1].skipped[0].reason
 
 
+def test_a_docbook_chapter_reads_without_its_navigation_and_once_titled(tmp_path):
+    """DocBook's HTML (Valgrind's manual, many GNU and Linux manuals): previous/up/next links in a "navheader" div
+    and a "nav" table, and a chapter heading with a no-break space after its number, as its <title> has a space."""
+    nav = (
+        '<div class="navheader"><table width="100%"><tr><td><a href="intro.html">Prev</a></td>'
+        '<th>Valgrind User Manual</th><td><a href="next.html">Next</a></td></tr></table></div>'
+    )
+    footer = (
+        '<div><table class="nav" width="100%"><tr><td><a href="intro.html">&lt;&lt;\u00a01. Introduction</a></td>'
+        '<td><a href="manual.html">Up</a></td><td><a href="next.html">3. Advanced&nbsp;&gt;&gt;</a></td></tr>'
+        '<tr><td colspan="3"><a href="index.html">Home</a></td></tr></table></div>'
+    )
+    page = write_html(
+        tmp_path / "manual-core.html",
+        "<html><head><title>2. Using the Valgrind core</title></head><body>"
+        f'{nav}<div class="chapter"><h1 class="title">2.&nbsp;Using the Valgrind core</h1>'
+        f"<p>This chapter describes the core.</p><p>Run it on your program.</p></div>{footer}</body></html>",
+    )
+    (doc,), _ = read(page)
+    text = doc.text.replace("\u00a0", " ")  # the heading keeps its own space
+    assert text == "# 2. Using the Valgrind core\n\nThis chapter describes the core.\n\nRun it on your program."
+
+
 def test_a_page_nested_thousands_deep_reads_whole(tmp_path):
     """Python's HTML parser closes no implied end tags: a test report of 3,000 unclosed <li> nests 3,000 deep, and
     the Markdown converter ran out of stack on it, which stopped the whole ingest. The levels past

@@ -191,8 +191,8 @@ def led_by_title(title: str | None, body: str) -> str:
     title = " ".join((title or "").split())
     if not title:
         return body
-    opening = body.lstrip().split("\n", 1)[0].lstrip("#").strip()
-    if opening.casefold() == title.casefold():
+    opening = " ".join(body.lstrip().split("\n", 1)[0].lstrip("#").split())  # spaced as the title is: DocBook's
+    if opening.casefold() == title.casefold():  # headings put a no-break space after their number
         return body
     return f"# {title}\n\n{body}" if body.strip() else title
 

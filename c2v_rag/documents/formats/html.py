@@ -34,9 +34,13 @@ _DROPPED_TAGS = [
     "select",
     "hr",
 ]
-# ARIA roles and class names that documentation generators give their navigation (Sphinx, Texinfo, MkDocs...).
+# ARIA roles and class names that documentation generators give their navigation (Sphinx, Texinfo, MkDocs, DocBook's
+# "navheader"/"navfooter" and Valgrind's "nav" tables of previous/up/next links, Bootstrap's "nav" lists...).
 _DROPPED_ROLES = {"navigation", "search", "contentinfo", "banner"}
 _DROPPED_CLASSES = {
+    "nav",
+    "navheader",
+    "navfooter",
     "nav-panel",
     "navigation",
     "navbar",
