@@ -32,7 +32,7 @@ FORMATS_LISTED = "`c2v-rag formats` lists each type, and whether its reader is i
 PATHS_HELP = (
     f"file or folder of {DOCUMENT_SUFFIXES} "
     "(Parquet, Excel, HTML, PDF, Word, RTF, PowerPoint, EPUB and LaTeX files: pip install 'c2v-rag[formats]'), "
-    "and these inside archives or compressed"
+    "and these inside archives or compressed; README, INSTALL, FAQ and other documentation without a suffix as text"
 )
 
 

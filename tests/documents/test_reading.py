@@ -215,6 +215,42 @@ def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
             IngestConfig(text_suffixes=bad)
 
 
+def test_documentation_named_without_a_suffix_is_read_as_text_and_licences_and_change_logs_are_not(tmp_path: Path):
+    import gzip
+
+    texts = {
+        "README": "Tide tables for the harbour.\n",
+        "INSTALL": "Run make install.\n",
+        "faq": "Why two tides a day?\n",
+        "README.Debian": "Packaged for Debian.\n",
+        "COPYING": "GNU GENERAL PUBLIC LICENSE\n",
+        "LICENSE": "MIT License\n",
+        "copyright": "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n",
+        "AUTHORS": "Ada Lovelace\n",
+        "NEWS": "1.2: faster\n",
+        "Makefile": "all:\n\techo tides\n",
+        "INSTALL.sh": "make install\n",  # a suffix of its own: a script, not read
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "changelog.gz").write_bytes(gzip.compress(b"tides (1.2) unstable; urgency=low\n"))
+    (tmp_path / "README.Debian.gz").write_bytes(gzip.compress(b"Built with the tide patch.\n"))
+    (tmp_path / "TODO").write_bytes(b"\x00\x01" * 10)  # named like documentation, not text: skipped as any file
+    log = ReadLog()
+    docs = {Path(d.doc_id).name: d.text for d in iter_documents(tmp_path, log=log)}
+    assert docs == {
+        "README": texts["README"],
+        "INSTALL": texts["INSTALL"],
+        "faq": texts["faq"],
+        "README.Debian": texts["README.Debian"],
+        "README.Debian.gz": "Built with the tide patch.\n",
+    }
+    assert [Path(s.where).name for s in log.skipped] == ["TODO"] and "not a text file" in log.skipped[0].reason
+    # Named alone, a README is read as one in a folder is.
+    (doc,) = iter_documents(tmp_path / "README")
+    assert doc.text == texts["README"]
+
+
 def test_a_folder_with_nothing_to_read_says_what_it_holds_and_the_fix_that_works(tmp_path: Path):
     folder = tmp_path / "exports"
     folder.mkdir()

@@ -18,6 +18,14 @@ from c2v_rag.documents.formats.text import PlainText
 AS_TEXT = PlainText()
 
 _BY_SUFFIX: dict[str, FileFormat] = {}
+# Files that projects name for their documentation without a suffix (README, INSTALL, FAQ, as GNU and older projects
+# write them), read as plain text; a README with a suffix no format reads too (README.Debian, README.1st). Not:
+# licences (COPYING, LICENSE, Debian's copyright), whose same legal text in every folder would answer any question;
+# lists of names (AUTHORS, THANKS); and change logs (ChangeLog, NEWS), each release's lines, which a Debian system
+# holds 500 of (/usr/share/doc/*/changelog.gz). Their suffixed forms (CHANGELOG.md) are read as their format.
+DOCUMENTATION_NAMES = frozenset(
+    {"readme", "install", "faq", "todo", "hacking", "contributing", "bugs", "notes", "usage"}
+)  # fmt: skip
 
 
 def register(formats: Iterable[FileFormat]) -> None:
@@ -33,9 +41,17 @@ def format_for_suffix(suffix: str) -> FileFormat | None:
 
 def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | None:
     """The format that reads ``path``, by its suffix: a format's own, else plain text for one of ``text_suffixes``
-    (checked by :func:`~c2v_rag.documents.formats.checked_text_suffixes`); None: not one ingest reads."""
+    (checked by :func:`~c2v_rag.documents.formats.checked_text_suffixes`) or for documentation by its name
+    (:func:`is_documentation_name`); None: not one ingest reads."""
     suffix = path.suffix.lower()
     fmt = _BY_SUFFIX.get(suffix)
     if fmt is None:
-        return AS_TEXT if suffix in text_suffixes else None
+        return AS_TEXT if suffix in text_suffixes or is_documentation_name(path.name) else None
     return fmt if fmt.accepts(path, text_suffixes) else None
+
+
+def is_documentation_name(name: str) -> bool:
+    """Whether a file named ``name``, whose suffix no format reads, is documentation read as plain text
+    (:data:`DOCUMENTATION_NAMES`: ``README``, ``INSTALL``; ``README.Debian``)."""
+    stem, dot, _ = name.partition(".")
+    return stem.casefold() in DOCUMENTATION_NAMES and (not dot or stem.casefold() == "readme")
