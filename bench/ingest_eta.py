@@ -4,6 +4,7 @@ against the time the run really took.
 
     taskset -c 0 env OMP_NUM_THREADS=1 python bench/ingest_eta.py /tmp/md-300
     python bench/ingest_eta.py /tmp/md-300 --checkout ../c2v-old --checkout .   # two versions, one after the other
+    python bench/ingest_eta.py /tmp/md-300 --ray 2    # `ingest --ray --actors 2`: its bar counts a percentage
 
 Each ``--checkout`` (a source tree of c2v_rag; default: this one) ingests the folder into a fresh embedded
 Qdrant; they run one after the other in the same process affinity, so the ratios can be compared. A ratio of 1.00
@@ -28,16 +29,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import recorded_command, speed_flags_note  # noqa: E402
 
 BAR = re.compile(r"(\d+)/(\d+) files \[(?:(\d+):)?(\d+):(\d+)<(?:(?:(\d+):)?(\d+):(\d+)|\?)")
+# The Ray bar: no file count (files finish on the actors), a percentage of the bytes read.
+RAY_BAR = re.compile(r"(\d+)%\|[^|]*\| \[(?:(\d+):)?(\d+):(\d+)<(?:(?:(\d+):)?(\d+):(\d+)|\?)")
 
 
 def _seconds(hours: str | None, minutes: str, seconds: str) -> int:
     return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds)
 
 
-def run_in_terminal(checkout: Path, folder: Path, store: Path) -> tuple[str, float]:
+def run_in_terminal(checkout: Path, folder: Path, store: Path, extra: list[str]) -> tuple[str, float]:
     """The ingest command's terminal output and its wall time, in a pseudo-terminal 120 x 30."""
     command = [sys.executable, "-m", "c2v_rag.cli", "ingest", str(folder), "--path", str(store)]
-    command += ["--collection", "eta"]
+    command += ["--collection", "eta", *extra]
     env = {**os.environ, "COLUMNS": "120", "LINES": "30", "PYTHONPATH": str(checkout.resolve())}
     output = bytearray()
     start = time.perf_counter()
@@ -62,15 +65,19 @@ def run_in_terminal(checkout: Path, folder: Path, store: Path) -> tuple[str, flo
 
 
 def projections(output: str) -> list[dict[str, float]]:
-    """Each redraw with an ETA: files done, elapsed and projected total seconds."""
+    """Each redraw with an ETA: files done (the Ray bar: percent), elapsed and projected total seconds."""
     rows = []
     for screen in re.split(r"[\r\n]", output):
         match = BAR.search(screen)
-        if not match or match.group(7) is None:
+        if match is not None and match.group(7) is not None:
+            done, total = int(match.group(1)), int(match.group(2))
+            times = match.groups()[2:]
+        elif (ray := RAY_BAR.search(screen)) is not None and ray.group(6) is not None:
+            done, total = int(ray.group(1)), 100
+            times = ray.groups()[1:]
+        else:
             continue
-        done, total = int(match.group(1)), int(match.group(2))
-        elapsed = _seconds(match.group(3), match.group(4), match.group(5))
-        remaining = _seconds(match.group(6), match.group(7), match.group(8))
+        elapsed, remaining = _seconds(*times[:3]), _seconds(*times[3:])
         rows.append({"files": done, "of": total, "elapsed": elapsed, "projected": elapsed + remaining})
     return rows
 
@@ -89,8 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path)
     parser.add_argument("--checkout", type=Path, action="append", help="a c2v_rag source tree (repeatable)")
+    parser.add_argument("--ray", type=int, metavar="ACTORS", help="ingest on a local Ray cluster with this many actors")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    extra = ["--ray", "--actors", str(args.ray)] if args.ray else []
     checkouts = args.checkout or [Path(__file__).resolve().parents[1]]
     revisions = [
         subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=c, capture_output=True, text=True).stdout.strip()
@@ -99,7 +108,7 @@ def main() -> None:
     results = []
     for checkout, revision in zip(checkouts, revisions):
         with tempfile.TemporaryDirectory() as store:
-            output, wall = run_in_terminal(checkout, args.folder, Path(store) / "qdrant")
+            output, wall = run_in_terminal(checkout, args.folder, Path(store) / "qdrant", extra)
         rows = projections(output)
         # The bar's clock (its last elapsed) is the run's, without the interpreter's start-up and model load.
         real = rows[-1]["elapsed"] if rows else wall
