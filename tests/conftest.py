@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 
 # Under pytest-xdist (the README's `-n`) every worker is a torch process, and so is every program a test starts:
 # OpenMP threads beyond the cores spin against each other and slow every process several times over. Each worker
@@ -25,6 +26,12 @@ os.environ.setdefault("C2V_RAG_MERGED_CACHE", "0")
 # New vectors default to quantize="auto", which is int8 or float depending on the CPU running the suite; the tests
 # compare ingests with float encodes unless they ask for int8. The default's own test removes this.
 os.environ["C2V_RAG_QUANTIZE"] = "none"
+# A suite started in the background of a non-interactive shell (`pytest ... &` in a script) inherits SIGINT ignored,
+# and so does every command a test starts: Python keeps an inherited SIG_IGN, so the Ctrl-C the interrupt tests send
+# was lost, the test timed out and its training run went on after the suite. A handler here is reset to the default
+# in every child, which then installs Python's own.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -37,13 +37,16 @@ def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resume
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     words = ["c2v-rag", "train", str(recipe), "--set", "training.lr=0.0005"]
     proc = subprocess.Popen(_cli(words), env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not (out / "checkpoints" / "step-000003").is_dir():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "no checkpoint after 240 s"
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "checkpoints" / "step-000003").is_dir():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # a run the test lost track of never outlives it
     assert proc.returncode == EXIT_INTERRUPTED, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: training interrupted after step ") and "stored chunks" not in err

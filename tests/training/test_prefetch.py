@@ -173,15 +173,18 @@ def test_ctrl_c_stops_a_run_with_workers_and_its_workers(tiny_recipe, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "c2v_rag.cli", "train", str(recipe)]
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not (out / "checkpoints" / "step-000003").is_dir():
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "no checkpoint after 240 s"
-        time.sleep(0.2)
-    workers = _children(proc.pid)
-    assert len(workers) >= 2  # the two prefetch workers (and the loader's own helpers, if any)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "checkpoints" / "step-000003").is_dir():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2  # the two prefetch workers (and the loader's own helpers, if any)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()  # a run the test lost track of never outlives it
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert err.strip().splitlines()[-1].startswith("error: training interrupted after step ")
     deadline = time.monotonic() + 30
