@@ -50,6 +50,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from c2v_rag.nn.backbone import backbone_config
+
 logger = logging.getLogger(__name__)
 
 # Stored in the model's metadata: OnnxDecoder then checks that the positions it is given are 0..T-1.
@@ -91,7 +93,7 @@ def fuse_attention(model: Any, decoder: nn.Module) -> int:
     model is left as it was)."""
     from onnx import helper
 
-    graph, config = model.graph, decoder.config
+    graph, config = model.graph, backbone_config(decoder)
     # c2v_rag.nn.attention's switch writes config.is_causal (read here: that module sits above this one);
     # LLM2Vec's recipe turns it off: every token sees the whole row, the padding masked
     if not getattr(config, "is_causal", True):
@@ -232,7 +234,11 @@ class _Blocks:
     the attention as one block or as :data:`BLOCKS`."""
 
     def __init__(self, heads: int, kv_heads: int, head_dim: int) -> None:
-        self.attrs = {"q_num_heads": heads, "kv_num_heads": kv_heads, "scale": float(1.0 / np.sqrt(head_dim))}
+        self.attrs: dict[str, Any] = {
+            "q_num_heads": heads,
+            "kv_num_heads": kv_heads,
+            "scale": float(1.0 / np.sqrt(head_dim)),
+        }
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.constants: list[Any] = []
 
@@ -301,7 +307,7 @@ class _Blocks:
         q, k, v = (parts[p].output[0] for p in "qkv")
         output = parts["o"].input[0]
         tag = f"attn_layer_{index}"
-        rotary = {"domain": "com.microsoft", "interleaved": 0}
+        rotary: dict[str, Any] = {"domain": "com.microsoft", "interleaved": 0}
         nodes = [
             helper.make_node(
                 "RotaryEmbedding",

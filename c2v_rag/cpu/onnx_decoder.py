@@ -44,6 +44,7 @@ from c2v_rag.cpu.build_progress import stage
 from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 from c2v_rag.cpu.ort_session import cpu_session
+from c2v_rag.nn.backbone import backbone_config, embedding_table, input_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +89,10 @@ def check_exportable(module: nn.Module, role: str) -> None:
 def decoder_key(decoder: nn.Module, method: str) -> str:
     """A sha256 (24 hex digits) naming the export of ``decoder``'s current weights with ``method``."""
     digest = hashlib.sha256(f"c2v-onnx-decoder {FORMAT} {method} {OPSET}\n".encode())
-    digest.update(config_json(decoder.config, is_causal=getattr(decoder.config, "is_causal", True)))
+    config = backbone_config(decoder)
+    digest.update(config_json(config, is_causal=getattr(config, "is_causal", True)))
     # the word embeddings stay in torch and are not in the graph
-    hash_weights(digest, decoder, skip=decoder.get_input_embeddings())
+    hash_weights(digest, decoder, skip=input_embeddings(decoder))
     return digest.hexdigest()[:24]
 
 
@@ -123,7 +125,7 @@ class _LastHidden(nn.Module):
 @contextlib.contextmanager
 def eager_attention(model: nn.Module):
     """Trace with transformers' eager attention (an explicit additive mask); the weights are the same."""
-    config = model.config
+    config = backbone_config(model)
     previous = config._attn_implementation
     config._attn_implementation = "eager"
     try:
@@ -169,7 +171,7 @@ def export_last_hidden(
 def export_decoder(decoder: nn.Module, path: Path) -> Path:
     """Export ``decoder`` (float32, eval) to ONNX at ``path``: inputs ``inputs_embeds`` [B, T, d] float32,
     ``attention_mask`` and ``position_ids`` [B, T] int64, output ``last_hidden_state`` [B, T, d]; B and T free."""
-    d = decoder.get_input_embeddings().weight.shape[1]
+    d = embedding_table(decoder).shape[1]
     batch, length = EXAMPLE_SHAPE
     generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
     args = (
@@ -288,8 +290,8 @@ class OnnxDecoder(nn.Module):
         """``threads``: how many batches the encode loop runs at once, one core each (None: torch's thread
         count when it runs: ``torch.set_num_threads``, ``OMP_NUM_THREADS``)."""
         super().__init__()
-        self.config = decoder.config
-        self.embed_tokens = decoder.get_input_embeddings()
+        self.config = backbone_config(decoder)
+        self.embed_tokens = input_embeddings(decoder)
         self.method = method
         self.path = Path(path)
         self.threads = threads

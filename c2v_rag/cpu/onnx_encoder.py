@@ -39,6 +39,7 @@ from c2v_rag.cpu.onnx_decoder import (
     onnx_cache_dir,
 )
 from c2v_rag.cpu.ort_session import cpu_session
+from c2v_rag.nn.backbone import backbone_config
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ _FILE = "encoder-fp32.onnx"
 def encoder_key(encoder: nn.Module) -> str:
     """A sha256 (24 hex digits) naming the export of ``encoder``'s current weights."""
     digest = hashlib.sha256(f"c2v-onnx-encoder {FORMAT} {OPSET}\n".encode())
-    digest.update(config_json(encoder.config))
+    digest.update(config_json(backbone_config(encoder)))
     hash_weights(digest, encoder)
     return digest.hexdigest()[:24]
 
@@ -60,7 +61,7 @@ def export_encoder(encoder: nn.Module, path: Path) -> Path:
     """Export ``encoder`` (float32, eval) to ONNX at ``path``: inputs ``input_ids`` and ``attention_mask``
     [B, T] int64, output ``last_hidden_state`` [B, T, k]; B and T free (T up to the encoder's positions)."""
     generator = torch.Generator().manual_seed(0)  # leaves the caller's random state alone
-    ids = torch.randint(100, min(1000, encoder.config.vocab_size), EXAMPLE_SHAPE, generator=generator)
+    ids = torch.randint(100, min(1000, backbone_config(encoder).vocab_size), EXAMPLE_SHAPE, generator=generator)
     return export_last_hidden(encoder, "encoder", _INPUTS, (ids, example_mask()), path)
 
 

@@ -17,6 +17,7 @@ from c2v_rag.hub.sources import (
     normalizes_embeddings,
     resolve_reference,
 )
+from c2v_rag.nn.backbone import backbone_config
 from c2v_rag.nn.pooling import mean_pool
 
 
@@ -45,7 +46,7 @@ class BiEncoder:
             out = pool_windows(self.encode(windows.texts, batch_size=batch_size), windows, policy.pooling)
             return out[0] if single else out
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        out = np.zeros((len(texts), backbone_config(self.model).hidden_size), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 rows = order[start : start + batch_size]
@@ -66,7 +67,7 @@ class BiEncoder:
     def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk", **_: Any) -> Windows:
         """Each text that fits whole, and overlapping windows of each longer one (see :mod:`c2v_rag.encode.long_texts`)."""  # noqa: E501
         policy = resolve_long_texts(long_texts)
-        texts, _ = check_texts(texts)
+        texts = check_texts(texts)[0]
         specials = len(self.tokenizer("")["input_ids"])
         fits = [len(ids) <= self.max_length for ids in self.tokenizer(texts)["input_ids"]] if texts else []
         window = check_window(policy.window, self.max_length - specials, f"the encoder ({self.max_length} tokens)")

@@ -17,6 +17,7 @@ from torch import nn
 from c2v_rag.core.errors import LMHeadNotFoundError
 from c2v_rag.hub.sources import resolve_reference
 from c2v_rag.nn.attention import base_model
+from c2v_rag.nn.backbone import embedding_table
 
 _HEAD_KEYS = ("lm_head.weight", "model.lm_head.weight", "output.weight")
 
@@ -41,7 +42,7 @@ def _from_checkpoint(directory: Path) -> torch.Tensor | None:
 def lm_head_weight(decoder: nn.Module, reference: str, revision: str | None = None) -> torch.Tensor:
     """The frozen output-projection weight [vocab, d] of ``decoder`` (base model ``reference``)."""
     base = base_model(decoder)
-    embedding = base.get_input_embeddings().weight
+    embedding = embedding_table(base)
     if getattr(base.config, "tie_word_embeddings", False):
         return embedding.detach()
     source = resolve_reference(reference, revision)

@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -38,6 +39,9 @@ from c2v_rag.hub.sources import (
     quiet_progress_bars,
 )
 from c2v_rag.version import __version__
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ def find_merged(key: str | None) -> Path | None:
     return entry
 
 
-def store_merged(module: torch.nn.Module, key: str | None) -> None:
+def store_merged(module: PreTrainedModel, key: str | None) -> None:
     """Save ``module`` (a backbone, adapters merged) as the entry ``key``; a cache that cannot be written is
     skipped with a note in the log (the model is loaded all the same)."""
     root = merged_dir()

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, cast
 
 import torch
 
@@ -240,8 +241,8 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     # look like a GGUF checkpoint again.
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.hf_quantizer = None
-    model.is_quantized = False
+    cast(Any, model).hf_quantizer = None
+    cast(Any, model).is_quantized = False
     with cache_entry(target, written=lambda: (target / "config.json").is_file()) as tmp:
         with quiet_progress_bars():
             model.save_pretrained(tmp, safe_serialization=True)

@@ -15,7 +15,7 @@ import copy
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer, transformers_tokeniz
 from c2v_rag.hub.plain_weights import load_plain_backbone
 from c2v_rag.hub.sources import ResolvedSource, content_digests, encoder_length_limit, load_backbone, resolve_reference
 from c2v_rag.nn.attention import set_attention_mode
+from c2v_rag.nn.backbone import input_embeddings
 from c2v_rag.nn.depth import keep_layers, narrowing, transformer_layers
 from c2v_rag.nn.plain import PlainBackbone
 from c2v_rag.nn.pooling import encoder_part, mean_pool, mix_encoder_vector, split_parts, weigh_parts
@@ -501,8 +502,7 @@ class Causal2Vec(nn.Module):
 
     def decoder_inputs(self, batch: Causal2VecBatch, contextual: torch.Tensor | None) -> torch.Tensor:
         """Word embeddings of the batch with C written into its slots, by position."""
-        # A transformers model's method; nn.Module's typing sees attributes as tensors or modules.
-        embedding: nn.Module = cast(Any, self.decoder).get_input_embeddings()
+        embedding = input_embeddings(self.decoder)
         embeds = embedding(batch.input_ids)
         if contextual is None:
             return embeds

@@ -10,11 +10,13 @@ switch: no model class is copied or patched, so any transformers 5 release keeps
 from __future__ import annotations
 
 import sys
+from typing import Any, cast
 
 from torch import nn
 
 from c2v_rag.core.config import AttentionMode
 from c2v_rag.core.errors import UnsupportedArchitectureError
+from c2v_rag.nn.backbone import backbone_config
 
 # The mask builders that honour ``config.is_causal``; a model whose module imports neither
 # builds its mask some other way, and flipping the flag would silently do nothing.
@@ -57,9 +59,9 @@ def set_attention_mode(decoder: nn.Module, mode: AttentionMode) -> None:
     if mode == "bidirectional":
         check_bidirectional_support(model)
     causal = mode == "causal"
-    model.config.is_causal = causal
+    backbone_config(model).is_causal = causal
     for module in _attention_modules(model):
-        module.is_causal = causal
+        cast(Any, module).is_causal = causal
 
 
 def attention_mode(decoder: nn.Module) -> AttentionMode:
@@ -77,7 +79,7 @@ def set_attention_dropout(decoder: nn.Module, probability: float) -> int:
     count = 0
     for module in base_model(decoder).modules():
         if isinstance(getattr(module, "attention_dropout", None), float):
-            module.attention_dropout = float(probability)
+            cast(Any, module).attention_dropout = float(probability)
             count += 1
     if count == 0:
         raise UnsupportedArchitectureError(

@@ -15,14 +15,17 @@ backbone cut the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from torch import nn
+
+from c2v_rag.nn.backbone import backbone_config
 
 
 def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
     """The ``.layers`` list of ``backbone``'s transformer blocks (looked for through peft's wrappers), or a
     ValueError that says which decoders have one."""
-    return _layers_owner(backbone).layers
+    return cast(nn.ModuleList, _layers_owner(backbone).layers)
 
 
 def _layers_owner(backbone: nn.Module) -> nn.Module:
@@ -45,7 +48,7 @@ def keep_layers(backbone: nn.Module, positions: Sequence[int]) -> None:
     config has them, ``layer_types`` to match; each kept attention block's ``layer_idx`` becomes its new position.
     """
     owner = _layers_owner(backbone)
-    layers = owner.layers
+    layers = cast(nn.ModuleList, owner.layers)
     count = len(layers)
     positions = list(positions)
     if not positions or positions != sorted(set(positions)) or positions[0] < 0 or positions[-1] >= count:
@@ -54,7 +57,7 @@ def keep_layers(backbone: nn.Module, positions: Sequence[int]) -> None:
             "in increasing order"
         )
     owner.layers = nn.ModuleList(layers[i] for i in positions)
-    config = owner.config
+    config = backbone_config(owner)
     config.num_hidden_layers = len(positions)
     layer_types = getattr(config, "layer_types", None)
     if isinstance(layer_types, list) and len(layer_types) == count:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from c2v_rag.encode.batching import pad_right, plan_batches
+from c2v_rag.nn.backbone import input_embeddings
 from c2v_rag.rerank.templates import Pair
 
 MAX_BATCH_SIZE = 256
@@ -47,7 +48,7 @@ class QueryLikelihood:
             ids, mask = pad_right([p.ids for p in rows], self.pad_id)
             ids, mask = ids.to(self.device), mask.to(self.device)
             positions = torch.arange(ids.size(1), device=self.device).expand_as(ids)
-            embeds = self.backbone.get_input_embeddings()(ids)
+            embeds = input_embeddings(self.backbone)(ids)
             hidden = self.backbone(
                 inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
             ).last_hidden_state

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from c2v_rag.encode.batching import Causal2VecBatch, pad_right
 from c2v_rag.nn.attention import attention_mode
+from c2v_rag.nn.backbone import input_embeddings
 from c2v_rag.training.gradcache import make_batch
 from c2v_rag.training.lm_head import lm_head_weight, token_logits
 from c2v_rag.training.objectives.base import BaseObjectiveConfig, Objective, ObjectiveContext, check_finite
@@ -50,7 +51,7 @@ def conditioned_lm_loss(
     """
     ids, mask = pad_right(targets, model.pad_id)  # [B, m]: the targets, right-padded
     ids, mask = ids.to(prefix.device), mask.to(prefix.device)
-    words = model.decoder.get_input_embeddings()(ids[:, :-1])  # [B, m - 1, h]
+    words = input_embeddings(model.decoder)(ids[:, :-1])  # [B, m - 1, h]
     inputs = torch.cat([prefix.unsqueeze(1).to(words.dtype), words], dim=1)  # [B, m, h]: the prefix [B, h] first
     attention = torch.cat([torch.ones_like(mask[:, :1]), mask[:, :-1]], dim=1)  # [B, m]
     positions = torch.arange(inputs.size(1), device=inputs.device).expand(inputs.size(0), -1)
