@@ -258,7 +258,7 @@ def encode_texts(
     long_texts: str | LongTexts | None = None,
     truncate_dim: int | None = None,
     max_length: int | None = None,
-) -> np.ndarray | torch.Tensor:
+) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
     """Embed ``sentences`` with one ``instruction``; see :meth:`Causal2Vec.encode`.
 
     ``batch_size`` caps the texts per batch and ``max_tokens_per_batch`` the padded decoder
@@ -396,9 +396,10 @@ class PreparedTexts:
     def concat(cls, parts: Sequence[PreparedTexts]) -> PreparedTexts:
         """One set of inputs holding every part's texts, in order."""
         has_encoder = bool(parts) and parts[0].encoder_ids is not None
+        encoder_ids = [e for part in parts for e in part.encoder_ids or ()]
         return cls(
             pieces=[p for part in parts for p in part.pieces],
-            encoder_ids=[e for part in parts for e in part.encoder_ids] if has_encoder else None,
+            encoder_ids=encoder_ids if has_encoder else None,
             lengths=[n for part in parts for n in part.lengths],
             decoder_truncated=[t for part in parts for t in part.decoder_truncated],
             encoder_truncated=[t for part in parts for t in part.encoder_truncated],
@@ -468,6 +469,7 @@ def embed_prepared(
         truncate_dim is not None and prepared.encoder_ids is not None and model.needs_for(truncate_dim) == "encoder"
     )
     if encoder_only:
+        assert prepared.encoder_ids is not None  # encoder_only checked it
         # No decoder runs: batch by the encoder's own lengths and budget (the decoder inputs are a few tokens each).
         lengths = [len(ids) for ids in prepared.encoder_ids]
         max_tokens = encoder_max_tokens or default_encoder_max_tokens(model.device)
@@ -480,6 +482,7 @@ def embed_prepared(
                 None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
             ).to(model.device)
             padded = batch.encoder_input_ids if encoder_only else batch.input_ids
+            assert padded is not None  # encoder_only: the batch holds the encoder ids
             return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(padded.numel())
 
     for batch_rows, vectors, padded in _forward_all(forward, plan, model.batch_workers):

@@ -159,7 +159,7 @@ class PromptBuilder:
         if self._echo is not None:
             # Both copies must fit, with the template around them.
             budget = (budget - sum(len(p) for p in self._echo)) // 2
-        if examples and budget < 1:
+        if isinstance(instruction, InContextPrompt) and examples and budget < 1:
             # Examples are never cut (a cut example teaches a wrong pattern); the text would be lost instead.
             owner = f"task {instruction.task!r}" if instruction.task else "the instruction"
             raise ValueError(

@@ -617,7 +617,7 @@ class Causal2Vec(nn.Module):
         is_query: bool = True,
         examples: Sequence[tuple[str, str]] | None = None,
         **kwargs: Any,
-    ) -> np.ndarray | torch.Tensor:
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """Embed texts, all with the same instruction (symmetric tasks: STS, classification...).
 
         ``examples`` are in-context ``(query, response)`` pairs placed before the instruction (Causal2Vec
@@ -675,7 +675,7 @@ class Causal2Vec(nn.Module):
         instruction: str | None = None,
         examples: Sequence[tuple[str, str]] | None = None,
         **kwargs: Any,
-    ) -> np.ndarray | torch.Tensor:
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """Embed search queries with the task's instruction, else the variant's default one, else MS MARCO's
         (:func:`~c2v_rag.core.instructions.query_prompt`, the policy of every entry point).
 
@@ -693,7 +693,7 @@ class Causal2Vec(nn.Module):
         instruction: str | None = None,
         examples: Sequence[tuple[str, str]] | None = None,
         **kwargs: Any,
-    ) -> np.ndarray | torch.Tensor:
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """Embed documents: no instruction for asymmetric tasks (paper, A.3), the task's own for symmetric ones.
 
         In-context examples follow the instruction: documents of an asymmetric task get none (passing

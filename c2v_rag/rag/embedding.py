@@ -29,7 +29,7 @@ ModelRef = str | Path | None
 
 logger = logging.getLogger(__name__)
 
-_cache: dict[tuple[str, str, str, str, float | None], Causal2Vec] = {}
+_cache: dict[tuple[str, str, str, str, str | None], Causal2Vec] = {}
 _cache_lock = threading.Lock()
 _LOCK_ATTR = "_c2v_rag_encode_lock"
 
@@ -240,12 +240,18 @@ class Embedder:
         cap = self.max_length if self.decoder_max_length is None else self.decoder_max_length
         chosen = decoder_cut_chosen(self.model) if cap is not None else contextlib.nullcontext()
         with encode_lock(self.model), chosen:
-            return self.model.encode_documents(texts, **self.document_prompt(), **{**self._kwargs(), "max_length": cap})
+            vectors = self.model.encode_documents(
+                texts, **self.document_prompt(), **{**self._kwargs(), "max_length": cap}
+            )
+        assert isinstance(vectors, np.ndarray)  # _kwargs asks for encode's default, numpy
+        return vectors
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         """``(len(queries), dim)`` float32 query vectors, with the query instruction."""
         with encode_lock(self.model):
-            return self.model.encode_queries(list(queries), **self.query_prompt(), **self._kwargs())
+            vectors = self.model.encode_queries(list(queries), **self.query_prompt(), **self._kwargs())
+        assert isinstance(vectors, np.ndarray)  # _kwargs asks for encode's default, numpy
+        return vectors
 
     def embed_query(self, query: str) -> np.ndarray:
         """One query vector, 1-D."""
