@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from c2v_rag.core.instructions import get_task, resolve_instruction
+from c2v_rag.core.instructions import InContextPrompt, Instruction, get_task, resolve_instruction
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
 from c2v_rag.training.config import DatasetSection, TrainConfig
@@ -39,8 +39,8 @@ class Example:
     positive: str
     negatives: tuple[str, ...] = ()
     dataset: str = "default"
-    query_instruction: str | None = None
-    passage_instruction: str | None = None
+    query_instruction: Instruction = None
+    passage_instruction: Instruction = None
     positive_key: str = ""
     negative_keys: tuple[str, ...] = ()
     known_positive_keys: frozenset[str] = field(default_factory=frozenset)
@@ -63,8 +63,8 @@ class RetrievalDev:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     corpus: dict[str, str]
-    query_instruction: str | None
-    passage_instruction: str | None
+    query_instruction: Instruction
+    passage_instruction: Instruction
 
 
 @dataclass
@@ -81,7 +81,7 @@ class LoadedDataset:
 # ---------------------------------------------------------------------------------------------- instructions
 
 
-def section_instructions(section: DatasetSection, default_symmetric: bool) -> tuple[str | None, str | None]:
+def section_instructions(section: DatasetSection, default_symmetric: bool) -> tuple[Instruction, Instruction]:
     """(query instruction, passage instruction) for a dataset section.
 
     Queries carry the instruction; passages carry it only on symmetric data (STS, NLI, label
@@ -92,7 +92,7 @@ def section_instructions(section: DatasetSection, default_symmetric: bool) -> tu
 
 def resolve_pair(
     task: str | None, instruction: str | None, symmetric: bool | None, default_symmetric: bool
-) -> tuple[str | None, str | None]:
+) -> tuple[Instruction, Instruction]:
     query = resolve_instruction(task=task, instruction=instruction, is_query=True)
     if symmetric is None:
         if task is not None:
@@ -174,7 +174,7 @@ def load_jsonl(section: DatasetSection) -> LoadedDataset:
     """
     path = Path(section.path).expanduser()
     base = section_instructions(section, default_symmetric=False)
-    raw: list[tuple[str, str, tuple[str, ...], str, tuple[str | None, str | None]]] = []
+    raw: list[tuple[str, str, tuple[str, ...], str, tuple[Instruction, Instruction]]] = []
     for number, record in iter_jsonl(path):
         where = f"{path}:{number}"
         for name in ("query", "positive"):
@@ -380,7 +380,7 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
     b_col = _column(header, second, ["sentence2"], 1, path)
     s_col = _column(header, section.score_column, ["score"], 2, path)
     qi, pi = section_instructions(section, default_symmetric=True)
-    pairs = []
+    scored: list[tuple[str, str, float]] = []
     for number, row in enumerate(rows, 1):
         try:
             a, b, raw_score = row[a_col].strip(), row[b_col].strip(), row[s_col].strip()
@@ -392,19 +392,19 @@ def load_scored_pairs(section: DatasetSection) -> LoadedDataset:
             raise ValueError(
                 f"{path}: data row {number} has score {raw_score!r}, not a number; set score_column"
             ) from None
-        if section.loss == "cosent":
-            if a and b:
-                pairs.append((a, b, score))
-        elif a and b and a != b and score >= section.min_score:
-            pairs.append((a, b))
+        if a and b:
+            scored.append((a, b, score))
     if section.loss == "cosent":
-        if len({score for _, _, score in pairs}) < 2:
+        if len({score for _, _, score in scored}) < 2:
             raise ValueError(
                 f"{path}: loss 'cosent' ranks pairs by score, but the file has fewer than two distinct scores"
             )
-        examples = [Example(a, b, (), section.display_name, qi, pi, score=score) for a, b, score in pairs]
+        examples = [Example(a, b, (), section.display_name, qi, pi, score=score) for a, b, score in scored]
         train, held = split_by_query(examples, section.dev_fraction, section.dev_seed)
         return LoadedDataset(section.display_name, train, held_out=held)
+    min_score = section.min_score
+    assert min_score is not None  # DatasetSection requires it of scored_pairs without cosent
+    pairs = [(a, b) for a, b, score in scored if a != b and score >= min_score]
     if not pairs:
         raise ValueError(f"{path}: no pair scores {section.min_score} or more; lower min_score")
     # A sentence's partners in every pair, and itself (its reversed pair may share the batch), are
@@ -442,10 +442,18 @@ def write_jsonl(examples: Iterable[Example], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as handle:
         for e in examples:
-            record = {"query": e.query, "positive": e.positive, "dataset": e.dataset}
+            record: dict[str, Any] = {"query": e.query, "positive": e.positive, "dataset": e.dataset}
             if e.negatives:
                 record["negatives"] = list(e.negatives)
-            if e.query_instruction:
+            if isinstance(e.query_instruction, InContextPrompt):
+                # A record names in-context examples only through the registered task that holds them.
+                if e.query_instruction.task is None:
+                    raise ValueError(
+                        f"query {e.query!r} has in-context examples of no task: the JSONL format cannot hold them"
+                    )
+                record["task"] = e.query_instruction.task
+                record["symmetric"] = e.passage_instruction is not None
+            elif e.query_instruction:
                 record["instruction"] = e.query_instruction
                 record["symmetric"] = e.passage_instruction is not None
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -464,8 +472,8 @@ def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
                 "positive": e.positive,
                 "negatives": list(e.negatives),
                 "dataset": e.dataset,
-                "query_instruction": e.query_instruction,
-                "passage_instruction": e.passage_instruction,
+                "query_instruction": _instruction_record(e.query_instruction),
+                "passage_instruction": _instruction_record(e.passage_instruction),
                 "positive_key": e.positive_key,
                 "negative_keys": list(e.negative_keys),
                 "known_positive_keys": sorted(e.known_positive_keys),
@@ -473,6 +481,19 @@ def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
+
+
+def _instruction_record(instruction: Instruction) -> str | dict[str, Any] | None:
+    if isinstance(instruction, InContextPrompt):
+        return {"instruction": instruction.instruction, "examples": instruction.examples, "task": instruction.task}
+    return instruction
+
+
+def _record_instruction(record: str | dict[str, Any] | None) -> Instruction:
+    if isinstance(record, dict):
+        examples = tuple((query, response) for query, response in record["examples"])
+        return InContextPrompt(record["instruction"], examples, record["task"])
+    return record
 
 
 def read_examples(path: str | Path) -> list[Example]:
@@ -485,8 +506,8 @@ def read_examples(path: str | Path) -> list[Example]:
                 r["positive"],
                 tuple(r["negatives"]),
                 r["dataset"],
-                r["query_instruction"],
-                r["passage_instruction"],
+                _record_instruction(r["query_instruction"]),
+                _record_instruction(r["passage_instruction"]),
                 r["positive_key"],
                 tuple(r["negative_keys"]),
                 frozenset(r["known_positive_keys"]),

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from c2v_rag.core.instructions import Instruction
+from c2v_rag.encode.loop import encode_texts
 from c2v_rag.evaluation.datasets import read_stsb
 from c2v_rag.evaluation.evaluators import search
 from c2v_rag.evaluation.metrics import ndcg_at_k
@@ -58,20 +60,23 @@ class RetrievalEvaluator:
         if self.max_length is not None:
             model.max_seq_length = self.max_length
         try:
-            q = model.encode(
+            q = encode_texts(
+                model,
                 [self.dev.queries[i] for i in query_ids],
-                instruction=self.dev.query_instruction or "",
+                self.dev.query_instruction,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
             )
-            d = model.encode(
+            d = encode_texts(
+                model,
                 [self.dev.corpus[i] for i in self.doc_ids],
-                instruction=self.dev.passage_instruction or "",
+                self.dev.passage_instruction,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
             )
         finally:
             model.max_seq_length = previous
+        assert isinstance(q, np.ndarray) and isinstance(d, np.ndarray)  # encode_texts' default output
         rankings = search(q, d, self.doc_ids, top_k=10)
         values = [ndcg_at_k(ranked, self.dev.qrels[qid], 10) for qid, ranked in zip(query_ids, rankings)]
         return {f"{self.name}/ndcg@10": float(np.mean(values))}
@@ -82,13 +87,13 @@ class STSEvaluator:
     """Spearman correlation between cosine similarities and gold scores of sentence pairs."""
 
     pairs: list[tuple[str, str, float]]
-    instruction: str | None
+    instruction: Instruction
     name: str = "sts"
     batch_size: int = 64
 
     @classmethod
     def from_tsv(
-        cls, path: str | Path, *, instruction: str | None, limit: int | None = None, name: str = "sts", seed: int = 0
+        cls, path: str | Path, *, instruction: Instruction, limit: int | None = None, name: str = "sts", seed: int = 0
     ) -> STSEvaluator:
         """Read an STS-B style TSV with ``score``, ``sentence1`` and ``sentence2`` columns."""
         data = read_stsb(Path(path).expanduser(), name=name)
@@ -100,9 +105,13 @@ class STSEvaluator:
     def __call__(self, model: Causal2Vec) -> dict[str, float]:
         from scipy.stats import spearmanr
 
-        kwargs = dict(instruction=self.instruction or "", batch_size=self.batch_size, normalize_embeddings=True)
-        a = model.encode([p[0] for p in self.pairs], **kwargs)
-        b = model.encode([p[1] for p in self.pairs], **kwargs)
+        a = encode_texts(
+            model, [p[0] for p in self.pairs], self.instruction, batch_size=self.batch_size, normalize_embeddings=True
+        )
+        b = encode_texts(
+            model, [p[1] for p in self.pairs], self.instruction, batch_size=self.batch_size, normalize_embeddings=True
+        )
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)  # encode_texts' default output
         cosine = (a * b).sum(1)
         return {f"{self.name}/spearman": float(spearmanr(cosine, [p[2] for p in self.pairs]).statistic)}
 

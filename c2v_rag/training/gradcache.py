@@ -51,7 +51,7 @@ class MultiBatchForward(nn.Module):
 
 
 def prepare_batch(
-    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None], truncate_dim: int | None = None
+    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[Instruction], truncate_dim: int | None = None
 ) -> Causal2VecBatch:
     """Tokenize texts, each with its own instruction, into one collated batch on the CPU (for the prefix of
     ``truncate_dim`` values when given: see :meth:`Causal2Vec.needs_for`): the host's share of
@@ -60,7 +60,7 @@ def prepare_batch(
         raise ValueError(f"{len(texts)} texts but {len(instructions)} instructions")
     pieces: list = [None] * len(texts)
     enc_ids: list | None = [None] * len(texts) if model.config.num_contextual_tokens else None
-    groups: dict[str | None, list[int]] = {}
+    groups: dict[Instruction, list[int]] = {}
     for i, instruction in enumerate(instructions):
         groups.setdefault(instruction, []).append(i)
     for instruction, rows in groups.items():
@@ -68,12 +68,13 @@ def prepare_batch(
         for j, row in enumerate(rows):
             pieces[row] = group_pieces[j]
             if enc_ids is not None:
+                assert group_enc is not None  # prepare tokenizes for the encoder whenever the model has one
                 enc_ids[row] = group_enc[j]
     return model.collate(pieces, enc_ids)
 
 
 def make_batch(
-    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[str | None], truncate_dim: int | None = None
+    model: Causal2Vec, texts: Sequence[str], instructions: Sequence[Instruction], truncate_dim: int | None = None
 ) -> Causal2VecBatch:
     """Tokenize texts, each with its own instruction, into one model-ready batch on the model's device
     (:func:`prepare_batch`, then moved)."""
@@ -151,9 +152,9 @@ class ContrastiveStep:
     def prepare(
         self,
         queries: Sequence[str],
-        query_instructions: Sequence[str | None],
+        query_instructions: Sequence[Instruction],
         passages: Sequence[str],
-        passage_instructions: Sequence[str | None],
+        passage_instructions: Sequence[Instruction],
     ) -> PreparedStep:
         """The step's host-side work, on the CPU: its queries and passages tokenized into the chunks
         :meth:`run` embeds. It reads only the tokenizers and settings, so a worker process can run it ahead."""
@@ -161,7 +162,7 @@ class ContrastiveStep:
         chunks = self._chunks(queries, query_instructions, 0) + self._chunks(passages, passage_instructions, n_q)
         return PreparedStep(chunks, n_q)
 
-    def _chunks(self, texts: Sequence[str], instructions: Sequence[str | None], offset: int) -> list[_Chunk]:
+    def _chunks(self, texts: Sequence[str], instructions: Sequence[Instruction], offset: int) -> list[_Chunk]:
         # Length-sorted chunks pad little; rows remember where each embedding belongs. The length is the
         # decoder's whole input: in-context examples can be longer than the query they precede.
         order = sorted(range(len(texts)), key=lambda i: (len(texts[i]) + prompt_chars(instructions[i]), i))
@@ -176,7 +177,7 @@ class ContrastiveStep:
         return chunks
 
     def _no_sync(self, last: bool):
-        if not last and hasattr(self.module, "no_sync"):
+        if not last and isinstance(self.module, nn.parallel.DistributedDataParallel):
             return self.module.no_sync()
         return contextlib.nullcontext()
 
@@ -185,9 +186,9 @@ class ContrastiveStep:
     def run(
         self,
         queries: Sequence[str],
-        query_instructions: Sequence[str | None],
+        query_instructions: Sequence[Instruction],
         passages: Sequence[str],
-        passage_instructions: Sequence[str | None],
+        passage_instructions: Sequence[Instruction],
         loss_fn: LossFn,
         prepared: PreparedStep | None = None,
     ) -> float:
@@ -246,10 +247,12 @@ class ContrastiveStep:
         loss = self._loss(loss_fn, full, n_q)
         loss.backward()
         grads = full.grad
+        assert grads is not None  # the loss is computed from full
         replay_error = 0.0
         end_state = torch.get_rng_state()
         end_cuda = torch.cuda.get_rng_state_all() if device.type == "cuda" else None
         for i, chunk in enumerate(chunks):
+            assert chunk.rng_state is not None  # recorded by the first pass
             torch.set_rng_state(chunk.rng_state)
             if chunk.cuda_rng_state is not None:
                 torch.cuda.set_rng_state_all(chunk.cuda_rng_state)

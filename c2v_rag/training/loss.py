@@ -4,6 +4,7 @@ their sum over parts and prefixes of the embedding (every part trained to embed;
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -103,6 +104,7 @@ def over_views(loss_fn: PairLoss, views: Sequence[tuple[slice, float]]) -> PairL
         return loss_fn
 
     def summed(queries: torch.Tensor, passages: torch.Tensor) -> torch.Tensor:
-        return sum(weight * loss_fn(queries[:, view], passages[:, view]) for view, weight in views)
+        # a tensor, never sum()'s start 0: views is not empty
+        return cast(torch.Tensor, sum(weight * loss_fn(queries[:, view], passages[:, view]) for view, weight in views))
 
     return summed

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from c2v_rag.core.instructions import Instruction
+from c2v_rag.encode.loop import encode_texts
 from c2v_rag.training.bm25 import bm25_rankings
 from c2v_rag.training.data import Example, with_negatives
 
@@ -37,9 +39,9 @@ def passage_pool(examples: Sequence[Example], corpus: dict[str, str] | None = No
 def embed_for_mining(
     model: Causal2Vec,
     queries: Sequence[str],
-    query_instruction: str | None,
+    query_instruction: Instruction,
     pool_texts: Sequence[str],
-    passage_instruction: str | None,
+    passage_instruction: Instruction,
     *,
     truncate_dim: int | None = None,
     batch_size: int = 64,
@@ -49,15 +51,26 @@ def embed_for_mining(
     # A prefix the variant serves is computed from what it needs (the encoder's part: no decoder); another one
     # (a variant not yet trained for it) is cut from the whole vector, the same values.
     served = truncate_dim is None or truncate_dim in model.config.vector_sizes
-    kwargs = {
-        "batch_size": batch_size,
-        "normalize_embeddings": served,
-        "truncate_dim": truncate_dim if served else None,
-    }
-    q = model.encode(list(queries), instruction=query_instruction or "", show_progress_bar=len(queries) > 256, **kwargs)
-    p = model.encode(
-        list(pool_texts), instruction=passage_instruction or "", show_progress_bar=len(pool_texts) > 256, **kwargs
+    prefix = truncate_dim if served else None
+    q = encode_texts(
+        model,
+        list(queries),
+        query_instruction,
+        batch_size=batch_size,
+        show_progress_bar=len(queries) > 256,
+        normalize_embeddings=served,
+        truncate_dim=prefix,
     )
+    p = encode_texts(
+        model,
+        list(pool_texts),
+        passage_instruction,
+        batch_size=batch_size,
+        show_progress_bar=len(pool_texts) > 256,
+        normalize_embeddings=served,
+        truncate_dim=prefix,
+    )
+    assert isinstance(q, np.ndarray) and isinstance(p, np.ndarray)  # encode_texts' default output
     q_vectors, p_vectors = torch.from_numpy(q), torch.from_numpy(p)
     if not served:
         q_vectors = torch.nn.functional.normalize(q_vectors[:, :truncate_dim].float(), dim=-1)

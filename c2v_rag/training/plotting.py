@@ -35,7 +35,7 @@ def plot_loss_curve(
     if len(datasets) > 1:
         # One batch is one dataset, and their losses sit on different scales (CoSENT over a batch's pairs, InfoNCE
         # with label duplicates...): one line each, or the mixture's curve is mostly the order of the batches.
-        colors = plt.get_cmap("tab10").colors
+        colors = matplotlib.color_sequences["tab10"]
         for i, name in enumerate(datasets):
             own = [(h["step"], h["loss"]) for h in history if h.get("dataset") == name]
             ax.plot([s for s, _ in own], [v for _, v in own], color=colors[i % 10], alpha=0.25, linewidth=1)

@@ -140,7 +140,9 @@ class StepPrefetcher:
             num_workers=self.workers,
             prefetch_factor=self.depth,
             pin_memory=self.pin_memory,
-            collate_fn=_as_is,
+            # Without batching (batch_size=None) the loader calls collate_fn on each item, not on the list torch's
+            # annotation expects.
+            collate_fn=_as_is,  # type: ignore[arg-type]
             multiprocessing_context="fork",
             # The loader seeds its workers from this generator, not from the training process's random state,
             # which decides dropout: with or without workers, the run draws the same.

@@ -116,7 +116,7 @@ def layout_step(batch: PlannedBatch, *, num_negatives: int, seed: int, step: int
     rng = random.Random(f"{seed}/negatives/{step}")
     per_rank = len(batch.global_examples) // world_size
     keys: list[str] = []
-    rank_passages: list[tuple[str, str | None]] = []
+    rank_passages: list[tuple[str, Instruction]] = []
     for r in range(world_size):
         shard = batch.global_examples[r * per_rank : (r + 1) * per_rank]
         chosen = [choose_negatives(e, k, rng) for e in shard]
@@ -151,7 +151,7 @@ def _scores(examples: list[Example]) -> list[float] | None:
         return None
     if not all(scored):
         raise ValueError("a batch mixes scored and unscored examples; one dataset must be all one or the other")
-    return [float(e.score) for e in examples]
+    return [float(e.score) for e in examples if e.score is not None]
 
 
 def add_icl_examples(

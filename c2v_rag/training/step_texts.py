@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from c2v_rag.core.instructions import Instruction
+
 
 @dataclass(frozen=True)
 class StepTexts:
@@ -19,9 +21,9 @@ class StepTexts:
 
     dataset: str
     queries: list[str]
-    query_instructions: list[str | None]
+    query_instructions: list[Instruction]
     passages: list[str]
-    passage_instructions: list[str | None]
+    passage_instructions: list[Instruction]
     targets: list[int]
     exclude: list[list[bool]]
     num_negatives: int

@@ -34,7 +34,7 @@ def _sniff_delimiter(path: Path, first_line: str) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
     counts = {d: first_line.count(d) for d in ("\t", ",", ";", "|")}
-    best = max(counts, key=counts.get)
+    best = max(counts, key=counts.__getitem__)
     if counts[best] == 0:
         raise ValueError(f"{path}: cannot tell the column delimiter; set 'delimiter' in the dataset section")
     return best
@@ -47,8 +47,10 @@ def read_rows(path: Path, delimiter: str | None, has_header: bool | None) -> tup
         handle.seek(0)
         delimiter = delimiter or _sniff_delimiter(path, first)
         # TSV text is rarely quoted, and sentences hold stray quote marks; CSV follows RFC 4180.
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-        rows = [row for row in csv.reader(handle, delimiter=delimiter, quoting=quoting) if row]
+        reader = csv.reader(
+            handle, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+        )
+        rows = [row for row in reader if row]
     if not rows:
         return None, []
     if has_header is None:

@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
@@ -62,6 +62,10 @@ from c2v_rag.training.prefetch import StepInputs, StepPrefetcher, resolve_worker
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 from c2v_rag.training.sampling import HomogeneousBatchPlan, add_icl_examples, layout_step
 from c2v_rag.training.step_texts import StepTexts
+
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +133,13 @@ def _lora_config(section: LoraSection, defaults: list[str], module: torch.nn.Mod
         leaves = {d.rsplit(".", 1)[-1] for d in defaults}
         # Known layer names where the family uses them; peft's "all-linear" elsewhere (GPT-2...).
         targets = defaults if leaves & names else "all-linear"
-    return LoraConfig(r=section.r, lora_alpha=section.alpha, lora_dropout=section.dropout, target_modules=targets)
+    return LoraConfig(
+        r=section.r,
+        # peft annotates an int, but only divides by it (the scale alpha / r): a fractional alpha holds.
+        lora_alpha=section.alpha,  # type: ignore[arg-type]
+        lora_dropout=section.dropout,
+        target_modules=targets,
+    )
 
 
 def build_model(config: TrainConfig, device: torch.device, precision: str) -> Causal2Vec:
@@ -149,6 +159,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         if readout:  # readout fields only (checked by ModelSection): a stage may read h_C, the next concat
             model.set_readout(**readout)
     else:
+        assert section.decoder is not None  # ModelSection sets either variant or decoder
         model = Causal2Vec.from_components(
             section.decoder,
             section.encoder,
@@ -189,7 +200,7 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
         model.encoder.eval()  # a frozen encoder should not add dropout noise to C
     if config.training.gradient_checkpointing:
         _enable_checkpointing(model.decoder)
-        if train_encoder:
+        if train_encoder and model.encoder is not None:
             _enable_checkpointing(model.encoder)
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
@@ -214,15 +225,16 @@ def _enable_checkpointing(module: torch.nn.Module) -> None:
     # Non-reentrant checkpointing: inputs need not require grad (frozen embeddings), and it
     # replays the RNG state, so dropout matches between the forward and the recompute.
     kwargs = {"use_reentrant": False}
-    if hasattr(module, "activation_checkpointing_enable"):  # transformers >= 5.x's name
-        module.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    model = cast("PreTrainedModel", module)  # or a peft wrapper of one, which forwards both methods to it
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
-        module.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _warn_kept_adapter(role: str, module: torch.nn.Module, section: LoraSection) -> None:
     """A continued variant's adapter trains as it was saved; say so when the recipe asks for another shape."""
-    adapter = module.peft_config["default"]  # type: ignore[index]
+    adapter = cast("LoraConfig", cast("PeftModel", module).peft_config["default"])  # the adapters trained are LoRA
     kept = {"r": adapter.r, "alpha": float(adapter.lora_alpha), "dropout": adapter.lora_dropout}
     asked = {name: getattr(section, name) for name in kept if name in section.model_fields_set}
     differ = {name: value for name, value in asked.items() if value != kept[name]}
@@ -369,6 +381,11 @@ def build_evaluators(config: TrainConfig, loaded: Sequence[LoadedDataset]) -> li
     evaluators: list[Evaluator] = []
     if ev.retrieval_dataset is not None:
         dataset = next(d for d in loaded if d.name == ev.retrieval_dataset)
+        if dataset.dev is None:
+            raise ValueError(
+                f"evaluation.retrieval_dataset={ev.retrieval_dataset!r} has no dev queries: its dev_fraction holds "
+                "out none of its few judged queries. Raise its dev_fraction, or leave retrieval_dataset unset"
+            )
         evaluators.append(
             RetrievalEvaluator(
                 dataset.dev,
@@ -525,7 +542,7 @@ class Trainer:
         if resume:
             self._resume(resume)
 
-    def _resume(self, resume: bool | str | Path) -> None:
+    def _resume(self, resume: Literal[True] | str | Path) -> None:
         if resume is True or resume == "auto":
             found = list_checkpoints(self.checkpoint_root)
             if not found:

@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from c2v_rag.core.instructions import get_task
-from c2v_rag.training.config import DatasetSection
+from c2v_rag.core import instructions
+from c2v_rag.core.instructions import InContextPrompt, get_task, register_task
+from c2v_rag.training.config import DatasetSection, TrainConfig
 from c2v_rag.training.data import Example, dump_examples, load_section, read_examples, write_jsonl
 from c2v_rag.training.mining import mine_hard_negatives
 from c2v_rag.training.sampling import HomogeneousBatchPlan, layout_step
+from c2v_rag.training.trainer import build_evaluators
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -54,6 +56,21 @@ def test_beir_loader_splits_by_query(beir_dir):
     # Deterministic.
     again = load_section(_section(format="beir", path=str(beir_dir), task="SciFact", dev_fraction=0.3))
     assert again.dev.queries == loaded.dev.queries
+
+
+def test_a_retrieval_dev_set_that_holds_out_no_query_is_refused_before_training(beir_dir):
+    config = TrainConfig.model_validate(
+        {
+            "model": {"decoder": "d"},
+            "datasets": [{"format": "beir", "path": str(beir_dir), "name": "tiny", "dev_fraction": 0.01}],
+            "evaluation": {"retrieval_dataset": "tiny"},
+            "output": {"dir": "o"},
+        }
+    )
+    loaded = [load_section(config.datasets[0])]
+    assert loaded[0].dev is None  # 1% of 10 queries rounds to none
+    with pytest.raises(ValueError, match="retrieval_dataset='tiny' has no dev queries"):
+        build_evaluators(config, loaded)
 
 
 def test_tsv_loaders_detect_headers_and_report_bad_rows(tmp_path):
@@ -113,6 +130,22 @@ def test_jsonl_records_and_errors(tmp_path):
     bad.write_text(json.dumps({"query": "q", "positive": "p", "pos": "x"}) + "\n")
     with pytest.raises(ValueError, match="unknown field"):
         load_section(_section(format="jsonl", path=str(bad)))
+
+
+def test_examples_of_a_task_with_in_context_examples_are_written_and_read_back(tmp_path, monkeypatch):
+    # A registered task's examples come with its instruction: the dump (the mined-negatives cache) and the export
+    # both keep them, where JSON cannot hold the prompt object itself.
+    monkeypatch.setattr(instructions, "_REGISTRY", dict(instructions._REGISTRY))  # the task is this test's alone
+    register_task("IclDataTest", "Find the evidence", examples=[("a claim", "its evidence")])
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"query": "q1", "positive": "p1", "task": "IclDataTest"}) + "\n")
+    examples = load_section(_section(format="jsonl", path=str(path))).examples
+    assert examples[0].query_instruction == InContextPrompt(
+        "Find the evidence", (("a claim", "its evidence"),), "IclDataTest"
+    )
+    assert read_examples(dump_examples(examples, tmp_path / "dump.jsonl")) == examples
+    exported = write_jsonl(examples, tmp_path / "export.jsonl")
+    assert load_section(_section(format="jsonl", path=str(exported))).examples == examples
 
 
 def test_labelled_pairs_share_a_label(tmp_path):

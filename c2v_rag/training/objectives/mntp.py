@@ -61,6 +61,7 @@ def mntp_mask(
     tokens 80% become ``mask_id``, 10% a random token, 10% stay; ``roberta``: all become ``mask_id``.
     At least one token per batch is chosen.
     """
+    assert batch.pool_mask is not None  # collate marks the text tokens of every batch
     ids = batch.input_ids.cpu()
     candidates = (batch.pool_mask.cpu() * batch.attention_mask.cpu()).bool()  # [B, T]
     candidates[:, 0] = False

@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from c2v_rag.core.instructions import Instruction
 from c2v_rag.nn.attention import set_attention_dropout
 from c2v_rag.training.gradcache import ContrastiveStep
 from c2v_rag.training.objectives.base import EmbeddingViewsConfig, Objective, ObjectiveContext, View, loss_views
@@ -65,6 +66,6 @@ class SimCSEObjective(Objective[SimCSEConfig]):
     def backward(self, texts: StepTexts, step: int, prepared: object | None = None) -> float:
         # B sentences -> B queries and the same B sentences as passages: targets [B] = 0..B-1, exclude [B, B].
         queries, positives, targets, exclude = simcse_pairs(texts.queries)
-        none: list[str | None] = [None] * len(queries)
+        none: list[Instruction] = [None] * len(queries)
         paired = StepTexts(texts.dataset, queries, none, positives, none, targets, exclude, 0)
         return self.contrastive.backward(paired, step)

@@ -68,7 +68,8 @@ def write_pairs(folder: Path, pairs: PairSet, settings: dict[str, Any]) -> None:
             for c in pairs.chunks
         ],
     )
-    queries, qrels = [], {"train": [], "heldout": []}
+    queries: list[dict[str, Any]] = []
+    qrels: dict[str, list[str]] = {"train": [], "heldout": []}
     for split, split_pairs in (("train", pairs.train), ("heldout", pairs.heldout)):
         for i, p in enumerate(split_pairs):
             qid = f"{split}-{i}"

@@ -131,7 +131,8 @@ class LocalLMGenerator(QueryGenerator):
         model = AutoModelForCausalLM.from_pretrained(
             resolved.location, use_safetensors=True, trust_remote_code=False, dtype=torch.float32, **load
         )
-        self._model = model.to(self.device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, whose typing leaves self unbound.
+        self._model = model.to(self.device).eval()  # type: ignore[arg-type]
         self._tokenizer = tokenizer
         self._location = resolved.location
 

@@ -61,8 +61,8 @@ def normalize_url(url: str) -> str:
 def _mean_logprob(choice: dict[str, Any]) -> float | None:
     """The mean of the reply's token log-probabilities, if the server sent them (OpenAI's layout)."""
     content = (choice.get("logprobs") or {}).get("content") or []
-    values = [t.get("logprob") for t in content if isinstance(t, dict)]
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    logprobs = [t.get("logprob") for t in content if isinstance(t, dict)]
+    values = [v for v in logprobs if isinstance(v, (int, float)) and math.isfinite(v)]
     return sum(values) / len(values) if values else None
 
 
