@@ -28,6 +28,7 @@ from c2v_rag.rag.options import (
     ConnectionOptions,
     ModelOptions,
     OpenKeywords,
+    OpenKeywordsWithoutUrl,
     SearchKeywords,
     SearchOptions,
     search_options,
@@ -446,7 +447,7 @@ class _Search(OpenKeywords, SearchKeywords, total=False):
     collection: str
 
 
-class _Ingest(OpenKeywords, IngestKeywords, total=False):
+class _Ingest(OpenKeywordsWithoutUrl, IngestKeywords, total=False):
     pass
 
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, StrictInt
 
@@ -51,7 +51,8 @@ class _Options(BaseModel):
         Nothing is validated here (``model_construct``): each value is checked where it is used, so the
         library's errors and their order stay. ``values`` may hold other sets' fields; they are left to those.
         """
-        return cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values})
+        # pydantic's mypy plugin types model_construct as returning the class it is defined on, not cls
+        return cast("Self", cls.model_construct(**{name: values[name] for name in cls.model_fields if name in values}))
 
 
 class ConnectionOptions(_Options):
@@ -170,7 +171,7 @@ class ResolvedModel:
             )
         path = resolve_variant_path(model)
         as_path = Path(model).expanduser() if model is not None else None
-        reference = DEFAULT_PRESET if model is None else str(as_path.resolve()) if as_path.is_dir() else str(model)
+        reference = DEFAULT_PRESET if as_path is None else str(as_path.resolve()) if as_path.is_dir() else str(model)
         config = read_config(path)
         return cls(options, reference, config, VariantDigests.of_directory(path, config))
 
@@ -327,11 +328,10 @@ class SearchOptions(RerankOption, CommonSearchOptions):
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
 
 
-class OpenKeywords(TypedDict, total=False):
-    """The keyword form of :class:`ConnectionOptions` and :class:`ModelOptions`, and an open ``client``: what
-    :class:`~c2v_rag.Collection` and every top-level function take to name the store and the model."""
+class OpenKeywordsWithoutUrl(TypedDict, total=False):
+    """:class:`OpenKeywords` less ``qdrant_url``: the keywords of :func:`c2v_rag.ingest`, which takes the URL as a
+    parameter of its own too."""
 
-    qdrant_url: str | None
     path: str | Path | None
     api_key: str | SecretStr | None
     prefer_grpc: bool | None
@@ -342,6 +342,13 @@ class OpenKeywords(TypedDict, total=False):
     dtype: str | None
     quantize: str | None
     client: QdrantClient | None
+
+
+class OpenKeywords(OpenKeywordsWithoutUrl, total=False):
+    """The keyword form of :class:`ConnectionOptions` and :class:`ModelOptions`, and an open ``client``: what
+    :class:`~c2v_rag.Collection` and every top-level function take to name the store and the model."""
+
+    qdrant_url: str | None
 
 
 class SearchKeywords(TypedDict, total=False):

@@ -164,8 +164,8 @@ class PointWriter:
         claims = roots_to_claim(records, {c.point_id: c.source_root for c in chunks})
         for root, claimed in claims.items():
             self.call(
-                lambda root=root, claimed=claimed: self.client.set_payload(
-                    self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True
+                functools.partial(
+                    self.client.set_payload, self.collection, {SOURCE_ROOT_KEY: root}, points=claimed, wait=True
                 ),
                 f"recording the source root of {len(claimed)} stored chunks",
             )

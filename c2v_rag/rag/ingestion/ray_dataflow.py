@@ -60,6 +60,7 @@ from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from ray.data import Dataset
 
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.store.collection import QdrantConfig
@@ -260,30 +261,35 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
         spare = ray.cluster_resources().get("CPU", 0) - options.actors * options.cpus_per_actor
         # 0: the tasks share the actors' CPUs; asking for one that the actors hold would wait forever.
         cpus = 1 if spare >= 1 else 0
-    tasks = dict(num_cpus=cpus, compute=ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors))
-    chunk = dict(
-        fn_kwargs={
-            "model": job.model,
-            "chunk_size": job.chunk_size,
-            "chunk_overlap": job.chunk_overlap,
-            "lead": job.lead,
-        },
-        batch_size=options.docs_per_batch,
-        batch_format="pyarrow",
-        **tasks,
-    )
+    compute = ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors)
+    chunking = {"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap, "lead": job.lead}
+
+    def chunked(documents: Dataset) -> Dataset:
+        return documents.map_batches(
+            _chunk_rows,  # type: ignore[arg-type]  # Ray's annotation of fn leaves out the fn_kwargs it is called with
+            fn_kwargs=chunking,
+            batch_size=options.docs_per_batch,
+            batch_format="pyarrow",
+            num_cpus=cpus,
+            compute=compute,
+        )
+
     parts = []
     if plan.files:
         files = ray.data.from_items(
             [{"file": f, "root": r, "weight": w} for f, r, w in plan.files],
             override_num_blocks=min(len(plan.files), 1000),
         )
-        parts.append(
-            files.flat_map(_read_file_rows, fn_kwargs={"options": read}, **tasks).map_batches(_chunk_rows, **chunk)
+        read_files = files.flat_map(
+            _read_file_rows,  # type: ignore[arg-type]  # as above: fn_kwargs are not in Ray's annotation of fn
+            fn_kwargs={"options": read},
+            num_cpus=cpus,
+            compute=compute,
         )
+        parts.append(chunked(read_files))
     if plan.inline:
         rows = [_doc_row(d, _inline_weight(d)) for d in plan.inline]
-        parts.append(ray.data.from_items(rows).map_batches(_chunk_rows, **chunk))
+        parts.append(chunked(ray.data.from_items(rows)))
     if not parts:
         raise ValueError("docs is empty: nothing to ingest")
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])

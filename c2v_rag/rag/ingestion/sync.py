@@ -25,6 +25,7 @@ only looks at the roots it is given.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import warnings
@@ -124,9 +125,10 @@ def delete_gone_documents(
         offset = None
         while True:
             points, offset = call(
-                lambda offset=offset: client.scroll(
+                functools.partial(
+                    client.scroll,
                     collection,
-                    scroll_filter=models.Filter(must=[in_root]),  # noqa: B023
+                    scroll_filter=models.Filter(must=[in_root]),
                     limit=_SCROLL_PAGE,
                     offset=offset,
                     with_payload=[DOC_ID_KEY, "source"],
@@ -154,7 +156,7 @@ def delete_gone_documents(
                 )
             )
             call(
-                lambda selector=selector: client.delete(collection, selector, wait=True),
+                functools.partial(client.delete, collection, selector, wait=True),
                 f"deleting {len(batch)} documents gone from {root}",
             )
         if doc_ids:

@@ -114,14 +114,19 @@ async def asearch_query(
     target: QdrantConfig,
     model: ModelOptions,
     options: SearchOptions,
-    client: AsyncQdrantClient | None = None,
+    client: AsyncQdrantClient | StoreClient | None = None,
 ) -> list[SearchHit]:
     """:func:`search_queries` for one query under asyncio: Qdrant through ``AsyncQdrantClient``, the model in a
-    worker thread (:meth:`c2v_rag.Collection.asearch`). A backend without an async client (Qdrant Edge) is
-    searched whole in a worker thread."""
+    worker thread (:meth:`c2v_rag.Collection.asearch`). A backend without an async client (Qdrant Edge), and a
+    synchronous ``client``, are searched whole in a worker thread."""
     require_rag("c2v_rag.asearch")
+    from qdrant_client import AsyncQdrantClient
+
     check_query(query)
     call = _SearchCall.check([query], top_k, options, model)
+    if client is not None and not isinstance(client, AsyncQdrantClient):
+        # A handle's QdrantClient: it may hold the embedded store, which a second client could not open.
+        return (await asyncio.to_thread(_search_sync, call, target, client))[0]
     own_client = client is None
     qdrant_client = client if client is not None else target.connect_async()
     if qdrant_client is None:

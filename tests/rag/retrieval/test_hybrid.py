@@ -325,6 +325,13 @@ def test_asearch_keeps_the_event_loop_free_and_takes_an_open_async_client(
     assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
 
 
+def test_asearch_on_a_handle_holding_a_synchronous_client_searches_through_it(hybrid):
+    # The client holds the embedded store, so asearch can open no other: it reads through this one, in a thread.
+    want = c2v_rag.search(QUERY, top_k=3, collection="kb", client=hybrid)
+    hits = asyncio.run(c2v_rag.Collection("kb", client=hybrid).asearch(QUERY, top_k=3))
+    assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
+
+
 def test_search_vector_runs_each_mode_from_an_embedded_query(hybrid, tiny_variant):
     """Collection.search_vector (what the server's /v1/search calls) gives search()'s hits in every mode, from the
     query's vector and, for the BM25 side, its text."""
