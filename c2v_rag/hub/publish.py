@@ -150,6 +150,8 @@ def _model_index(scores: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
             continue
         task_type, dataset, metric, metric_type = DEV_SETS[name]
         value = values.get(metric, values.get("main"))
+        if value is None:  # scores of other metrics only: nothing the card's metric could name
+            continue
         results.append(
             {
                 "task": {"type": task_type},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -34,6 +35,16 @@ def test_the_presets_card_carries_hub_metadata_and_its_dev_scores():
         "HuggingFaceEmbeddings(",
     ):
         assert how in card.text
+
+
+def test_a_dev_set_without_the_cards_metric_is_left_out_of_the_card(tmp_path):
+    directory = tmp_path / "variant"
+    shutil.copytree(PRESETS_DIR / DEFAULT_PRESET, directory)
+    scores = json.loads((directory / "dev_scores.json").read_text())
+    scores["banking77-dev"] = {"accuracy_std": 0.01}  # neither its metric (accuracy) nor "main"
+    (directory / "dev_scores.json").write_text(json.dumps(scores))
+    results = {r.dataset_split for r in hub.ModelCard(model_card(directory, "someone/c2v-preset")).data.eval_results}
+    assert results == set(scores) - {"banking77-dev"}
 
 
 def test_the_upload_folder_loads_as_a_variant_and_as_a_sentence_transformers_model(tiny_model_factory, tmp_path):
