@@ -87,7 +87,7 @@ _CALIBRATION_FILE = "int8_calibration.json"
 @cache
 def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The shipped calibration set: (documents, queries), original texts of many domains and lengths."""
-    data = json.loads(resources.files("c2v_rag").joinpath("resources", _CALIBRATION_FILE).read_text("utf-8"))
+    data = json.loads((resources.files("c2v_rag") / "resources" / _CALIBRATION_FILE).read_text("utf-8"))
     return tuple(data["documents"]), tuple(data["queries"])
 
 
@@ -389,7 +389,9 @@ def int8_decoder_file(model: Any, *, cache_dir: Path | None = None) -> Path:
             proto = onnx.load(str(source))
             if fuse_attention(proto, model.decoder):
                 last_layer_at_rows(proto)
-            rewrite_per_token_int8(proto.graph, maxima, opset=default_opset(proto))
+            opset = default_opset(proto)
+            assert opset is not None  # export_decoder's graph imports the default domain at its OPSET
+            rewrite_per_token_int8(proto.graph, maxima, opset=opset)
             onnx.save_model(proto, str(target))
         return target
 
