@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from c2v_rag.cli.arguments import PATHS_HELP, add_file_selection
 from c2v_rag.cli.errors import EXIT_BAD_INPUT
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.training.adapt.run import adapt
 
     try:
-        raw = {}
+        raw: dict[str, Any] = {}
         if args.config:
             raw = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
         config = AdaptConfig.model_validate(raw)

@@ -13,7 +13,7 @@ import difflib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from c2v_rag.cli import (
     adapt,
@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole parser: global flags, and one subparser per command whose ``func`` is its ``run``."""
     parser = argparse.ArgumentParser(prog="c2v-rag", description="Causal2Vec embeddings for retrieval and RAG")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and details")
-    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
+    # The commands take it as a maker of ArgumentParsers, which every CommandParser it makes is.
+    subparsers = cast("Subparsers", parser.add_subparsers(dest="command", required=True, parser_class=CommandParser))
     for command in COMMANDS:
         command.add_parser(subparsers).set_defaults(func=command.run)
     return parser

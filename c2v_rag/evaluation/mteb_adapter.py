@@ -33,11 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from c2v_rag.core.instructions import STS_INSTRUCTION, get_task
+
+if TYPE_CHECKING:
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 
 _ASYMMETRIC_TYPES = {"Retrieval", "Reranking", "InstructionRetrieval", "InstructionReranking"}
 _STS_LIKE_TYPES = {"STS", "Summarization", "PairClassification"}
@@ -151,7 +154,7 @@ def local_retrieval_task(
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    split = {
+    split: RetrievalSplitData = {
         "corpus": Dataset.from_list([{"id": k, "text": v} for k, v in corpus.items()]),
         "queries": Dataset.from_list([{"id": k, "text": v} for k, v in queries.items()]),
         "relevant_docs": relevant,

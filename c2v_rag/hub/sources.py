@@ -482,8 +482,9 @@ def encoder_length_limit(source: ResolvedSource, config) -> int:
     limit = getattr(config, "max_position_embeddings", None) or 512
     if source.is_local:
         st_config = _sentence_transformers_file(source, "sentence_bert_config.json")
-        try:
-            limit = min(limit, int(st_config["max_seq_length"]))
-        except (ValueError, KeyError, TypeError):
-            pass
+        if isinstance(st_config, dict):
+            try:
+                limit = min(limit, int(st_config["max_seq_length"]))
+            except (ValueError, KeyError, TypeError):
+                pass
     return int(limit)

@@ -298,6 +298,7 @@ def load_variant(
         plain = []  # adapters to attach, or int8 to export: both work on transformers' modules
     model = cls.from_config(config, device=device, dtype=dtype, backbones=cached, plain=plain)
     if projector_state is not None:
+        assert model.projector is not None  # a model with Contextual tokens is built with its projector
         try:
             model.projector.load_state_dict(projector_state)
         except RuntimeError as err:

@@ -65,6 +65,7 @@ class Causal2VecModule(InputModule):
         cache_folder: str | None = None,
         revision: str | None = None,
         local_files_only: bool = False,
+        init_defaults: dict[str, Any] | None = None,
         model_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> Causal2VecModule:
@@ -72,7 +73,8 @@ class Causal2VecModule(InputModule):
 
         ``model_kwargs={"dtype": ...}`` (``torch.float32``, ``"bfloat16"``...) overrides the
         variant's dtype; other model_kwargs are refused, since the backbones are configured by
-        the variant.
+        the variant. ``init_defaults`` (what sentence-transformers fills into a module's saved config)
+        do not apply either: the variant's config is its own.
         """
         options = dict(model_kwargs or {})
         dtype = options.pop("dtype", None) or options.pop("torch_dtype", None)
@@ -147,7 +149,8 @@ class Causal2VecModule(InputModule):
         return {key: getattr(batch, field) for field, key in _FEATURE_KEYS.items() if getattr(batch, field) is not None}
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        batch = Causal2VecBatch(**{field: features.get(key) for field, key in _FEATURE_KEYS.items()})
+        tensors: dict[str, Any] = {field: features.get(key) for field, key in _FEATURE_KEYS.items()}
+        batch = Causal2VecBatch(**tensors)
         batch = batch.to(self.model.device)
         features["sentence_embedding"] = self.model(batch)
         return features

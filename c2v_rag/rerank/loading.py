@@ -55,9 +55,10 @@ def load_scoring_model(
     if decoder not in ("base", "variant"):
         raise ValueError(f"decoder must be 'base' or 'variant', got {decoder!r}")
     loaded = model if isinstance(model, Causal2Vec) else None
-    if loaded is None and model is not None and not isinstance(model, (str, Path)):
+    named = None if isinstance(model, Causal2Vec) else model
+    if named is not None and not isinstance(named, (str, Path)):
         raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
-    config = loaded.config if loaded is not None else read_config(resolve_variant_path(model))
+    config = loaded.config if loaded is not None else read_config(resolve_variant_path(named))
     source = resolve_reference(config.decoder, config.decoder_revision)
     tokenizer = loaded.tokenizer if loaded is not None else load_tokenizer(source)
     # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
@@ -71,7 +72,7 @@ def load_scoring_model(
                 "rerank with decoder='base'"
             )
         if loaded is None:
-            loaded = Causal2Vec.from_pretrained(model, device=device, dtype=dtype)
+            loaded = Causal2Vec.from_pretrained(named, device=device, dtype=dtype)
         if loaded.quantization != "none":
             raise ValueError(
                 f"the model is quantized ({loaded.quantization}), and its int8 decoder computes no language-model "
@@ -81,8 +82,7 @@ def load_scoring_model(
     else:
         target = loaded.device if loaded is not None and device is None else resolve_device(device)
         # A loaded float model's dtype, as its device: "auto" would give bf16 on some CPUs to a float32 model.
-        float_model = loaded is not None and loaded.quantization == "none"
-        if dtype is None and float_model:
+        if dtype is None and loaded is not None and loaded.quantization == "none":
             torch_dtype = loaded.dtype
         else:
             torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
@@ -95,7 +96,7 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
     app.get("/v1/models")(service.models)
     app.get("/health")(service.health)
     app.get("/metrics")(service.prometheus)
-    service.routes = {route.path for route in app.routes}
+    service.routes = {route.path for route in app.routes if isinstance(route, Route)}
     return app
 
 
@@ -215,7 +216,7 @@ class EmbeddingService:
             raise _too_large_body(len(raw), limit)
         return parse_body(raw, schema)
 
-    async def embed(self, texts: list[str], instruction: str | None):
+    async def embed(self, texts: list[str], instruction: Instruction):
         try:
             return await self.batcher.embed(texts, instruction)
         except QueueFullError as err:

@@ -117,7 +117,8 @@ class DynamicBatcher:
     async def start(self) -> None:
         """Start the worker; call from the event loop that will call :meth:`embed`."""
         self.model.eval()
-        self._queue = asyncio.Queue()
+        queue: asyncio.Queue[_Job | None] = asyncio.Queue()
+        self._queue = queue
         # torch's intra-op thread count is per thread: set it in the thread that runs the model.
         self._executor = ThreadPoolExecutor(
             max_workers=1,
@@ -125,12 +126,13 @@ class DynamicBatcher:
             initializer=configure_cpu_threads,
             initargs=(self.threads, None),
         )
-        self._worker = asyncio.create_task(self._run(), name="c2v-batcher")
+        self._worker = asyncio.create_task(self._run(queue), name="c2v-batcher")
 
     async def stop(self) -> None:
         """Finish every queued request, then stop the worker (graceful shutdown)."""
         if self._worker is None:
             return
+        assert self._queue is not None and self._executor is not None  # start() made them with the worker
         await self._queue.put(None)  # after every job already queued
         await self._worker
         self._executor.shutdown(wait=True)
@@ -142,6 +144,7 @@ class DynamicBatcher:
         """The vectors of ``texts`` (one instruction for all), computed in a shared batch."""
         if self._worker is None:
             raise RuntimeError("the batcher is not running: call start() first")
+        assert self._queue is not None  # start() made it with the worker
         if self.queued_texts and self.queued_texts + len(texts) > self.max_queued_texts:
             raise QueueFullError(f"{self.queued_texts} texts are already waiting (limit {self.max_queued_texts})")
         job = _Job(list(texts), instruction, asyncio.get_running_loop().create_future())
@@ -156,14 +159,14 @@ class DynamicBatcher:
 
     # ------------------------------------------------------------------ the worker
 
-    async def _run(self) -> None:
+    async def _run(self, queue: asyncio.Queue[_Job | None]) -> None:
         loop = asyncio.get_running_loop()
         stopping = False
         while not stopping:
-            first = await self._queue.get()
+            first = await queue.get()
             if first is None:
                 break
-            jobs, stopping = await self._collect(first, loop)
+            jobs, stopping = await self._collect(queue, first, loop)
             self._set_queued(self.queued_texts - sum(len(j.texts) for j in jobs))
             jobs = [j for j in jobs if not j.future.done()]  # callers that went away
             if not jobs:
@@ -186,24 +189,26 @@ class DynamicBatcher:
                 else:
                     job.future.set_result(outcome)
 
-    async def _collect(self, first: _Job, loop: asyncio.AbstractEventLoop) -> tuple[list[_Job], bool]:
+    async def _collect(
+        self, queue: asyncio.Queue[_Job | None], first: _Job, loop: asyncio.AbstractEventLoop
+    ) -> tuple[list[_Job], bool]:
         """``first`` and the requests that join it: those waiting now, and those that arrive in the window."""
         jobs = [first]
         texts = len(first.texts)
         chars = sum(len(t) for t in first.texts)
         deadline = loop.time() + self.max_wait_s
         while texts < self.max_round_texts:
-            if self._queue.empty():
+            if queue.empty():
                 full = texts >= self.batch_size or chars // _CHARS_PER_TOKEN >= self.max_batch_tokens
                 remaining = deadline - loop.time()
                 if full or remaining <= 0:
                     break
                 try:
-                    job = await asyncio.wait_for(self._queue.get(), timeout=remaining)
+                    job = await asyncio.wait_for(queue.get(), timeout=remaining)
                 except asyncio.TimeoutError:
                     break
             else:
-                job = self._queue.get_nowait()
+                job = queue.get_nowait()
             if job is None:
                 return jobs, True
             jobs.append(job)
@@ -214,7 +219,7 @@ class DynamicBatcher:
     def _encode_round(self, jobs: list[_Job]) -> list[EmbedResult | BaseException]:
         """In the worker thread: tokenize each request, encode them all together, split the rows."""
         start = time.perf_counter()
-        outcomes: list[EmbedResult | BaseException | None] = [None] * len(jobs)
+        outcomes: dict[int, EmbedResult | BaseException] = {}
         admitted: list[tuple[int, PreparedTexts]] = []
         for i, job in enumerate(jobs):
             try:
@@ -251,7 +256,7 @@ class DynamicBatcher:
             offset += n
         if self.metrics is not None:
             self.metrics.round_seconds.observe(time.perf_counter() - start)
-        return outcomes
+        return [outcomes[i] for i in range(len(jobs))]
 
     def _observe_batch(self, texts: int, padded_tokens: int) -> None:
         if self.metrics is not None:

@@ -103,7 +103,7 @@ class CollectionSearcher:
         ``vector`` is the served model's whole query vector (None for a sparse search); it is cut to the prefix
         the collection stores. ``query``, the query's text, is the BM25 side of a sparse or hybrid search."""
         if vector is not None:
-            vector = truncate_rows(np.asarray(vector, dtype=np.float32), checked.truncate_dim)
+            vector = truncate_rows(np.asarray(vector, dtype=np.float32), checked.truncate_dim).tolist()
         handle = self._handle(checked.name)
         try:
             return await self._call(lambda: handle.search_vector(vector, top_k, options, query=query, checked=checked))

@@ -12,27 +12,28 @@ from c2v_rag.serving.app import create_app, served_name
 from c2v_rag.serving.config import ServerConfig
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
 logger = logging.getLogger(__name__)
 
 
-def _uvicorn_config(app: FastAPI, config: ServerConfig, **overrides):
+def _uvicorn_config(app: FastAPI, config: ServerConfig, *, log_level: str = "info") -> uvicorn.Config:
     import uvicorn
 
     # Uvicorn handles SIGTERM/SIGINT: it stops accepting, lets in-flight requests finish (up to
     # timeout_graceful_shutdown), then runs the lifespan shutdown, which drains the batcher.
     # Its access log records method, path and status, never headers: the API key stays out.
-    options = dict(
+    return uvicorn.Config(
+        app,
         host=config.host,
         port=config.port,
-        timeout_graceful_shutdown=config.graceful_shutdown_s,
-        log_level="info",
+        # uvicorn annotates an int, but waits with it as an asyncio timeout: fractions of a second hold.
+        timeout_graceful_shutdown=config.graceful_shutdown_s,  # type: ignore[arg-type]
+        log_level=log_level,
         access_log=False,
         lifespan="on",
     )
-    options.update(overrides)
-    return uvicorn.Config(app, **options)
 
 
 def serve(config: ServerConfig) -> None:

@@ -255,7 +255,7 @@ class QdrantConfig(BaseModel):
         """``client`` (left open), or a client :meth:`connect` opens for the block and closes after it; either way
         inside :meth:`store_errors`."""
         own = client is None
-        held = self.connect() if own else client
+        held = client if client is not None else self.connect()
         try:
             with self.store_errors():
                 yield held

@@ -436,8 +436,9 @@ class EdgeClient:
     def search_ef(self, collection_name: str) -> int:
         """The search ef a query of ``collection_name`` runs with when it sets none (see the class)."""
         col = self._store.collection(collection_name)
-        if self._hnsw_ef or col.search_ef:
-            return self._hnsw_ef or col.search_ef
+        ef = self._hnsw_ef or col.search_ef
+        if ef:
+            return ef
         if col.points is None:
             col.points = col.shard.info().points_count
         return auto_search_ef(col.points)

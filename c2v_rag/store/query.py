@@ -72,6 +72,8 @@ def query_request(
     dense_using = layout.dense or None
     if mode == "dense":
         return models.QueryRequest(query=_floats(dense), using=dense_using, filter=filter, **common)
+    if sparse is None:
+        raise ValueError("a sparse or hybrid query needs its sparse vector")
     sparse_query = models.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
     if mode == "sparse":
         return models.QueryRequest(query=sparse_query, using=layout.sparse, filter=filter, **common)

@@ -125,8 +125,9 @@ def attached_files(message: EmailMessage) -> list[tuple[str, bytes]]:
             inner = part.get_content()
             data = inner.as_bytes() if isinstance(inner, email.message.Message) else None
         else:
-            data = part.get_payload(decode=True)
-        if name and isinstance(data, bytes):
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else None
+        if name and data is not None:
             files.append((name, data))
     return files
 
