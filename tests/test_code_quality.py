@@ -1,4 +1,4 @@
-"""The code's own checks, run as tests so that CI runs them: ruff's lint and format, and mypy on the public API.
+"""The code's own checks, run as tests so that CI runs them: ruff's lint and format, and mypy on the package.
 
 Both tools read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); the test extra installs them.
 """
@@ -28,8 +28,9 @@ def test_the_code_is_formatted():
 
 
 def test_the_public_api_type_checks():
+    """mypy on the whole package (pyproject.toml's [tool.mypy] ``files``), the public API included."""
     result = run("mypy", "--no-incremental")
-    assert result.returncode == 0, f"mypy (files in pyproject.toml's [tool.mypy]):\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, f"mypy on the c2v_rag package:\n{result.stdout}{result.stderr}"
 
 
 def test_no_local_absolute_path_ships():
