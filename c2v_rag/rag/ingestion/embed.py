@@ -100,7 +100,7 @@ def embed(
     )
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
-    write = choose_engine(_WRITERS, engine)
+    write = choose_engine(_WRITERS, engine, ray)
     # before any model loads or document is read: without it, every chunk would be embedded and then lost
     require("pyarrow.parquet", "embed (its Parquet files)", "parquet", distribution="pyarrow")
     if chosen.model is not None and not isinstance(chosen.model, (str, Path)):

@@ -39,10 +39,16 @@ ENGINE_NAMES = ("local", "ray")
 T = TypeVar("T")
 
 
-def choose_engine(engines: Mapping[str, T], engine: str) -> T:
-    """``engines[engine]``, or a ValueError naming the engines there are."""
+def choose_engine(engines: Mapping[str, T], engine: str, ray: object = None) -> T:
+    """``engines[engine]``, or a ValueError naming the engines there are; ``ray`` (the caller's ``ray=``) with
+    another engine than Ray is refused, since this process would otherwise run what was meant for the cluster."""
     if engine not in engines:
         raise ValueError(f"engine={engine!r}: use 'local' (this process) or 'ray' (a Ray cluster)")
+    if ray is not None and engine != "ray":
+        raise ValueError(
+            f"ray={ray!r} is for engine='ray', and engine={engine!r} runs in this process: pass engine='ray' as well "
+            "(or leave ray= out)"
+        )
     return engines[engine]
 
 

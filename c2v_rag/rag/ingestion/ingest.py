@@ -68,7 +68,7 @@ def ingest_documents(
     documents the arguments; ``client`` is an open client to use instead of connecting (left open)."""
     require_rag("c2v_rag.ingest")
     # The engine refuses what it cannot run (engine="ray": Ray missing, sync=True, a model object) at once.
-    runner = choose_engine(ENGINES, engine)(model=chosen.model, settings=settings, ray=ray)
+    runner = choose_engine(ENGINES, engine, ray)(model=chosen.model, settings=settings, ray=ray)
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
     read = settings.read_options()

@@ -303,6 +303,20 @@ def test_search_errors_name_the_fix(tmp_path, tiny_variant):
         c2v_rag.search("query", path=tmp_path, collection="a/b", model=tiny_variant)
 
 
+def test_ray_options_without_the_ray_engine_are_refused_before_any_work(tmp_path, tiny_variant):
+    """ray= alone used to run in this process, the options unused: an ingest meant for a cluster ran locally."""
+    from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
+
+    store = tmp_path / "store"
+    for call in (
+        lambda: c2v_rag.ingest(["a tide"], path=store, model=tiny_variant, ray=RayOptions(actors=2)),
+        lambda: c2v_rag.embed(["a tide"], out=tmp_path / "out", model=tiny_variant, ray="auto"),
+    ):
+        with pytest.raises(ValueError, match="is for engine='ray', and engine='local' runs in this process"):
+            call()
+    assert not store.exists() and not (tmp_path / "out").exists()
+
+
 def test_a_collection_not_found_names_those_the_store_holds_and_the_closest(tmp_path, tiny_variant, ingest_config):
     """A mistyped name is the common cause: every entry point lists the store's collections and aliases."""
     import asyncio
