@@ -85,7 +85,7 @@ class RayOptions(BaseModel):
         default=None, ge=0, description="None: 1 when the cluster has GPUs, else 0 (CPU actors)"
     )
     cpus_per_actor: float = Field(default=1, gt=0, description="CPUs reserved per actor; its torch threads on CPU")
-    docs_per_batch: int = Field(default=64, ge=1, description="documents an actor chunks, embeds and writes at once")
+    docs_per_batch: int = Field(default=16, ge=1, description="documents an actor chunks, embeds and writes at once")
     chunk_tasks: int | None = Field(
         default=None, ge=1, description="tasks reading and chunking at once (None: 2 per actor)"
     )
