@@ -52,26 +52,21 @@ def embed_for_mining(
     # (a variant not yet trained for it) is cut from the whole vector, the same values.
     served = truncate_dim is None or truncate_dim in model.config.vector_sizes
     prefix = truncate_dim if served else None
-    q = encode_texts(
-        model,
-        list(queries),
-        query_instruction,
-        batch_size=batch_size,
-        show_progress_bar=len(queries) > 256,
-        normalize_embeddings=served,
-        truncate_dim=prefix,
-    )
-    p = encode_texts(
-        model,
-        list(pool_texts),
-        passage_instruction,
-        batch_size=batch_size,
-        show_progress_bar=len(pool_texts) > 256,
-        normalize_embeddings=served,
-        truncate_dim=prefix,
-    )
-    assert isinstance(q, np.ndarray) and isinstance(p, np.ndarray)  # encode_texts' default output
-    q_vectors, p_vectors = torch.from_numpy(q), torch.from_numpy(p)
+
+    def encoded(texts: Sequence[str], instruction: Instruction) -> torch.Tensor:
+        vectors = encode_texts(
+            model,
+            list(texts),
+            instruction,
+            batch_size=batch_size,
+            show_progress_bar=len(texts) > 256,
+            normalize_embeddings=served,
+            truncate_dim=prefix,
+        )
+        assert isinstance(vectors, np.ndarray)  # encode_texts' default output
+        return torch.from_numpy(vectors)
+
+    q_vectors, p_vectors = encoded(queries, query_instruction), encoded(pool_texts, passage_instruction)
     if not served:
         q_vectors = torch.nn.functional.normalize(q_vectors[:, :truncate_dim].float(), dim=-1)
         p_vectors = torch.nn.functional.normalize(p_vectors[:, :truncate_dim].float(), dim=-1)
