@@ -179,6 +179,22 @@ def test_a_docbook_chapter_reads_without_its_navigation_and_once_titled(tmp_path
     assert text == "# 2. Using the Valgrind core\n\nThis chapter describes the core.\n\nRun it on your program."
 
 
+def test_an_example_in_several_code_tabs_reads_a_line_each(tmp_path):
+    """Node.js's API pages give each example as ES module and CommonJS, two <code> in one <pre>: they were glued
+    into one line (``...promises';const fs = ...``)."""
+    page = write_html(
+        tmp_path / "fs.html",
+        "<html><body><h1>File system</h1><pre><code class='mjs'>import * as fs from 'node:fs';</code>"
+        "<code class='cjs'>const fs = require('node:fs');</code></pre>"
+        "<pre><code>one;\n</code><code>two;</code></pre></body></html>",
+    )
+    (doc,), _ = read(page)
+    assert doc.text == (
+        "# File system\n\n```\nimport * as fs from 'node:fs';\nconst fs = require('node:fs');\n```\n\n"
+        "```\none;\ntwo;\n```"
+    )
+
+
 def test_a_page_nested_thousands_deep_reads_whole(tmp_path):
     """Python's HTML parser closes no implied end tags: a test report of 3,000 unclosed <li> nests 3,000 deep, and
     the Markdown converter ran out of stack on it, which stopped the whole ingest. The levels past

@@ -105,6 +105,12 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     for table in soup.find_all("table"):
         if _is_layout(table):
             _as_blocks(table)
+    for pre in soup.find_all("pre"):
+        # One example in several tabs (Node.js's ESM and CommonJS): each its own lines, not glued to the last.
+        for code in pre.find_all("code", recursive=False)[:-1]:
+            after = code.next_sibling
+            if not code.get_text().endswith("\n") and not (isinstance(after, str) and after.startswith("\n")):
+                code.insert_after("\n")
     if soup.head is not None:
         soup.head.decompose()
     mains = soup.find_all("main") or soup.find_all(role="main") or soup.find_all("article")
