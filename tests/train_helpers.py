@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import torch
 
 
@@ -19,3 +25,19 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
 
 def no_dropout_callback(trainer, step: int) -> None:
     disable_dropout(trainer.model)
+
+
+@contextlib.contextmanager
+def run_past_checkpoint(command: list[str], env: dict[str, str], out: Path) -> Iterator[subprocess.Popen[str]]:
+    """``command`` (a ``c2v-rag train`` run writing to ``out``) started, given once its step-3 checkpoint is saved,
+    and killed on leaving if it still runs: a run the test lost track of never outlives it."""
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "checkpoints" / "step-000003").is_dir():
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.kill()

@@ -13,10 +13,10 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
+from train_helpers import run_past_checkpoint
 
 from c2v_rag.cli.errors import EXIT_INTERRUPTED
 from c2v_rag.cli.train import command_words, interrupted_message
@@ -36,17 +36,9 @@ def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resume
     out = Path(tiny_recipe()["output"]["dir"])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     words = ["c2v-rag", "train", str(recipe), "--set", "training.lr=0.0005"]
-    proc = subprocess.Popen(_cli(words), env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (out / "checkpoints" / "step-000003").is_dir():
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no checkpoint after 240 s"
-            time.sleep(0.2)
+    with run_past_checkpoint(_cli(words), env, out) as proc:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()  # a run the test lost track of never outlives it
     assert proc.returncode == EXIT_INTERRUPTED, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: training interrupted after step ") and "stored chunks" not in err

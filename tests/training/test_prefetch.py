@@ -6,7 +6,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from train_helpers import run_past_checkpoint
 
 from c2v_rag.cli.errors import EXIT_INTERRUPTED
 from c2v_rag.training import TrainConfig, Trainer
@@ -172,19 +172,11 @@ def test_ctrl_c_stops_a_run_with_workers_and_its_workers(tiny_recipe, tmp_path):
     out = Path(tiny_recipe()["output"]["dir"])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "c2v_rag.cli", "train", str(recipe)]
-    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (out / "checkpoints" / "step-000003").is_dir():
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no checkpoint after 240 s"
-            time.sleep(0.2)
+    with run_past_checkpoint(command, env, out) as proc:
         workers = _children(proc.pid)
         assert len(workers) >= 2  # the two prefetch workers (and the loader's own helpers, if any)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()  # a run the test lost track of never outlives it
     assert proc.returncode == EXIT_INTERRUPTED, err
     assert err.strip().splitlines()[-1].startswith("error: training interrupted after step ")
     deadline = time.monotonic() + 30
