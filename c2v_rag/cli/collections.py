@@ -71,7 +71,7 @@ def _delete(target: QdrantConfig, names: list[str], *, yes: bool, as_json: bool)
     """Delete each of ``names`` in turn, asking first unless ``yes``; exit 1 when one matched nothing."""
     import json
 
-    from c2v_rag.rag.admin.delete_collection import delete_collection
+    from c2v_rag.rag.admin.delete_collection import delete_collections
     from c2v_rag.store.collection import check_collection_name
 
     for name in names:
@@ -80,7 +80,7 @@ def _delete(target: QdrantConfig, names: list[str], *, yes: bool, as_json: bool)
         raise ValueError(
             "deleting a collection asks first, and no terminal can answer here: add --yes to delete without asking"
         )
-    results = {name: delete_collection(target, name, confirm=None if yes else _confirmed) for name in names}
+    results = delete_collections(target, names, confirm=None if yes else _confirmed)
     missing = [name for name, result in results.items() if result is None]
     for name, result in results.items():
         if result is None:

@@ -384,9 +384,9 @@ class Collection:
     def delete(self) -> bool:
         """Delete the collection (an alias: the collection it points at) with its aliases; False when there was none.
         The earlier versions a reindex kept (``papers_v1``) stay: they are collections of their own."""
-        from c2v_rag.rag.admin.delete_collection import delete_collection
+        from c2v_rag.rag.admin.delete_collection import delete_collections
 
-        return delete_collection(self._checked_target(), self.name, client=self.client) is not None
+        return delete_collections(self._checked_target(), [self.name], client=self.client)[self.name] is not None
 
     # ------------------------------------------------------------------ reads
 

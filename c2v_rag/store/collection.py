@@ -633,8 +633,13 @@ def require_collection(client: StoreClient, name: str, config: QdrantConfig) -> 
 
 def store_names(client: StoreClient) -> list[str]:
     """The names a store answers to: its collections and their aliases, sorted."""
-    aliases = [a.alias_name for a in client.get_aliases().aliases]
-    return sorted({c.name for c in client.get_collections().collections} | set(aliases))
+    return held_names(client.get_collections(), client.get_aliases())
+
+
+def held_names(collections: Any, aliases: Any) -> list[str]:
+    """:func:`store_names` from a store's answers to ``get_collections`` and ``get_aliases`` (an async client's
+    too)."""
+    return sorted({c.name for c in collections.collections} | {a.alias_name for a in aliases.aliases})
 
 
 # How close a name must be to one the store holds to be offered as the one meant (difflib's ratio).

@@ -1,4 +1,4 @@
-"""``delete_collection``: remove a whole collection, and say first what goes with it.
+"""``delete_collections``: remove whole collections, and say first what goes with it.
 
 A name may be an alias (``ingest(..., versioned=True)``, ``reindex``): deleting it removes the collection it points
 at, and every alias of that collection goes with it, on a server as in both embedded engines. The earlier versions a
@@ -8,7 +8,7 @@ plan names them, so that nobody believes them gone. A concrete collection named 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -58,18 +58,27 @@ def planned_deletion(client: Any, name: str) -> CollectionDeletion | None:
     return CollectionDeletion(name=name, collection=collection, points=points, aliases=aliases, kept_versions=kept)
 
 
-def delete_collection(
-    target: QdrantConfig, name: str, *, client: Any = None, confirm: Callable[[CollectionDeletion], bool] | None = None
-) -> CollectionDeletion | None:
-    """Delete collection ``name`` of the store ``target`` (an alias: the collection it points at) with its aliases,
-    once ``confirm``, shown the plan first, agrees (None: without asking). The plan, ``deleted`` saying whether it
-    went; None when there is no such collection or alias (an embedded store whose directory does not exist is not
-    created). ``client``, an open client of the store, is used and left open."""
+def delete_collections(
+    target: QdrantConfig,
+    names: Sequence[str],
+    *,
+    client: Any = None,
+    confirm: Callable[[CollectionDeletion], bool] | None = None,
+) -> dict[str, CollectionDeletion | None]:
+    """Delete each collection of ``names`` from the store ``target`` (an alias: the collection it points at) with its
+    aliases, in turn, the store opened once, each once ``confirm``, shown its plan first, agrees (None: without
+    asking). By name: the plan, ``deleted`` saying whether it went; None when there is no such collection or alias
+    (an embedded store whose directory does not exist is not created). ``client``, an open client of the store, is
+    used and left open."""
     if client is None and target.absent:
-        return None
+        return dict.fromkeys(names)
     with target.opened(client) as opened:
-        plan = planned_deletion(opened, name)
-        if plan is None or (confirm is not None and not confirm(plan)):
-            return plan
-        opened.delete_collection(plan.collection)  # its aliases go with it, on every backend
-        return plan.model_copy(update={"deleted": True})
+        return {name: _delete(opened, name, confirm) for name in names}
+
+
+def _delete(client: Any, name: str, confirm: Callable[[CollectionDeletion], bool] | None) -> CollectionDeletion | None:
+    plan = planned_deletion(client, name)
+    if plan is None or (confirm is not None and not confirm(plan)):
+        return plan
+    client.delete_collection(plan.collection)  # its aliases go with it, on every backend
+    return plan.model_copy(update={"deleted": True})

@@ -24,6 +24,7 @@ from c2v_rag.store.collection import (
     collection_not_found,
     config_fingerprint,
     fingerprint_of,
+    held_names,
     model_fingerprint,
     recorded_readout,
     require_collection,
@@ -195,9 +196,8 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     check_collection_name(call.options.collection)
     concrete = await aresolve_alias(client, call.options.collection)
     if not await client.collection_exists(concrete):
-        held = {c.name for c in (await client.get_collections()).collections}
-        held |= {a.alias_name for a in (await client.get_aliases()).aliases}
-        raise collection_not_found(call.options.collection, target, sorted(held))
+        held = held_names(await client.get_collections(), await client.get_aliases())
+        raise collection_not_found(call.options.collection, target, held)
     sample = sample_request(call.options.filter)
     if sample is not None:
         points, _ = await client.scroll(concrete, **sample)
