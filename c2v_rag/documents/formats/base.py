@@ -191,8 +191,9 @@ def led_by_title(title: str | None, body: str) -> str:
     title = " ".join((title or "").split())
     if not title:
         return body
-    opening = " ".join(body.lstrip().split("\n", 1)[0].lstrip("#").split())  # spaced as the title is: DocBook's
-    if opening.casefold() == title.casefold():  # headings put a no-break space after their number
+    # Spaced as the title is: DocBook's headings put a no-break space after their number.
+    opening = " ".join(body.lstrip().split("\n", 1)[0].lstrip("#").split())
+    if opening.casefold() == title.casefold():
         return body
     return f"# {title}\n\n{body}" if body.strip() else title
 
