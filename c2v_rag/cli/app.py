@@ -85,7 +85,7 @@ class CommandParser(argparse.ArgumentParser):
     the command's flags; ``--top_k`` or ``--colection`` then left the user to read the whole ``--help``.
     """
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         parsed, extras = super().parse_known_args(args, namespace)
         unknown = [extra.split("=", 1)[0] for extra in extras if extra.startswith("--")]
         if unknown:

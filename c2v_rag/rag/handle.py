@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from c2v_rag.rag.retrieval.search import SearchHit
     from c2v_rag.store.filters import FilterLike
     from c2v_rag.store.sparse import BM25Config
+    from c2v_rag.store.store_backend import StoreClient
 
 
 class IngestKeywords(TypedDict, total=False):
@@ -178,7 +179,8 @@ class Collection:
     def _search(self, where: str, queries: Sequence[str], top_k: int, kwargs: Any) -> list[list[SearchHit]]:
         from c2v_rag.rag.retrieval.search import search_queries
 
-        return search_queries(queries, top_k, self.target, self.model, self._options(where, kwargs), self.client)
+        options = self._options(where, kwargs)
+        return search_queries(queries, top_k, self.target, self.model, options, self._sync_client(where))
 
     def _options(self, where: str, kwargs: Any) -> SearchOptions:
         """The call's :class:`SearchOptions`: its search keywords (any other is a TypeError) over ``options=``."""
@@ -279,7 +281,8 @@ class Collection:
         from c2v_rag.rag.ingestion.ingest import ingest_documents
 
         settings, run = _ingest_settings(kwargs)
-        return ingest_documents(docs, self.name, self.target, self.model, settings, client=self.client, **run)
+        client = self._sync_client("ingest")
+        return ingest_documents(docs, self.name, self.target, self.model, settings, client=client, **run)
 
     def watch(
         self,
@@ -311,7 +314,9 @@ class Collection:
         folders = [Path(p) for p in given]
         settings, run = _ingest_settings(kwargs)
         return watch(
-            lambda: ingest_documents(folders, self.name, self.target, self.model, settings, client=self.client, **run),
+            lambda: ingest_documents(
+                folders, self.name, self.target, self.model, settings, client=self._sync_client("watch"), **run
+            ),
             folders,
             settings.read_options(),
             interval=interval,
@@ -337,7 +342,7 @@ class Collection:
 
         (given,) = split_keywords("reindex", kwargs, REINDEX_KEYS)
         chosen = self.model if model is None else self.model.model_copy(update={"model": model})
-        return reindex_collection(self.name, self.target, chosen, client=self.client, **given)
+        return reindex_collection(self.name, self.target, chosen, client=self._sync_client("reindex"), **given)
 
     def migrate(self, to: Collection, *, batch_size: int = 256, show_progress: bool = True) -> MigrateResult:
         """Copy this collection into ``to`` (another store, or another name), vectors unchanged: points keep
@@ -386,7 +391,8 @@ class Collection:
         The earlier versions a reindex kept (``papers_v1``) stay: they are collections of their own."""
         from c2v_rag.rag.admin.delete_collection import delete_collections
 
-        return delete_collections(self._checked_target(), [self.name], client=self.client)[self.name] is not None
+        deleted = delete_collections(self._checked_target(), [self.name], client=self._sync_client("delete"))
+        return deleted[self.name] is not None
 
     # ------------------------------------------------------------------ reads
 
@@ -421,7 +427,20 @@ class Collection:
     def _opened(self) -> Any:
         """The handle's client (left open), or the store opened for one call and closed after it
         (:meth:`~c2v_rag.QdrantConfig.opened`: a server's failures as this package's errors)."""
-        return self._checked_target().opened(self.client)
+        return self._checked_target().opened(self._sync_client("this call"))
+
+    def _sync_client(self, where: str) -> StoreClient | None:
+        """The handle's client for a synchronous call; an ``AsyncQdrantClient`` serves :meth:`asearch` alone, and
+        its coroutines would otherwise surface as a confusing error deep in the call."""
+        from qdrant_client import AsyncQdrantClient
+
+        if isinstance(self.client, AsyncQdrantClient):
+            raise TypeError(
+                f"Collection {self.name!r} holds an AsyncQdrantClient, which only asearch() uses; {where} needs a "
+                "QdrantClient: pass client=QdrantClient(...) to open_collection, or none (each call then opens "
+                "the store)"
+            )
+        return self.client
 
     def _checked_target(self) -> QdrantConfig:
         """The store, once the packages a store needs and the collection's name are checked."""

@@ -29,7 +29,7 @@ from c2v_rag.store.query import Fusion, SearchMode
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
     from typing_extensions import Self
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from c2v_rag.hub.variants import VariantDigests
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.store.filters import FilterLike
+    from c2v_rag.store.store_backend import StoreClient
 
 
 class _Options(BaseModel):
@@ -341,7 +342,7 @@ class OpenKeywordsWithoutUrl(TypedDict, total=False):
     device: str | None
     dtype: str | None
     quantize: str | None
-    client: QdrantClient | None
+    client: StoreClient | AsyncQdrantClient | None
 
 
 class OpenKeywords(OpenKeywordsWithoutUrl, total=False):

@@ -34,7 +34,7 @@ class RetrieverOptions(ConnectionOptions, ModelOptions, SearchOptions):  # type:
     name with the handle's store and model fields passed through once (documented on the option classes), and
     the search's fields. The query and ``top_k`` come with each call."""
 
-    collection: Any = Field(  # type: ignore[assignment]
+    collection: Any = Field(
         default=DEFAULT_COLLECTION,
         description="a Collection handle (c2v_rag.open_collection), or the name of a collection or alias, "
         "opened with this object's store and model fields",

@@ -27,6 +27,7 @@ from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.store.store_backend import StoreClient
 
 
 class CollectionSearcher:
@@ -40,10 +41,10 @@ class CollectionSearcher:
         require_rag("c2v-rag serve --qdrant-url/--path")
         self.target = config.connection().resolve()
         self.model = model
-        self._client = None
+        self._client: StoreClient | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="c2v-qdrant")
 
-    def _connect(self):
+    def _connect(self) -> StoreClient:
         if self._client is None:
             self._client = self.target.connect()
         return self._client

@@ -199,7 +199,7 @@ def _renderer_class() -> type:
     per document (the contexts are shared by every file)."""
     from pylatexenc import latex2text, latexwalker
 
-    class Renderer(latex2text.LatexNodes2Text):  # type: ignore[misc]
+    class Renderer(latex2text.LatexNodes2Text):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.title: str | None = None
@@ -329,7 +329,7 @@ def _contexts() -> tuple[Any, Any]:
         std_macro,
     )
 
-    class VerbatimBody(MacroStandardArgsParser):  # type: ignore[misc]
+    class VerbatimBody(MacroStandardArgsParser):
         """An environment's body as it stands, up to its ``\\end``: pylatexenc's own parser for this looks for
         ``\\end{verbatim}`` whatever the environment."""
 
@@ -346,7 +346,7 @@ def _contexts() -> tuple[Any, Any]:
             )
             return ParsedVerbatimArgs(verbatim_chars_node=chars), pos, end - pos
 
-    class TexDefinition(MacroStandardArgsParser):  # type: ignore[misc]
+    class TexDefinition(MacroStandardArgsParser):
         """``\\def``'s name, parameter text (``#1#2``) and braced body; pylatexenc reads none of them, and the body
         would come out as text."""
 

@@ -54,7 +54,7 @@ class Email(FileFormat):
             return
         message = email.message_from_bytes(data, policy=email.policy.default)
         try:
-            text, metadata = message_text(message)  # type: ignore[arg-type]
+            text, metadata = message_text(message)
         except MissingPackageError as err:
             log.skip_file(file, str(err))
             return
@@ -62,7 +62,7 @@ class Email(FileFormat):
             log.skip_file(file, "not an e-mail message (no headers and no body)")
             return
         yield file_document(file, root, text, metadata)
-        attached = attached_files(message)  # type: ignore[arg-type]
+        attached = attached_files(message)
         yield from attachment_documents(file, None, file.as_posix(), attached, root, options, log)
 
 
@@ -87,7 +87,7 @@ class Mbox(FileFormat):
                 where = f"{file}: message {n}"
                 try:
                     message = email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
-                    text, metadata = message_text(message)  # type: ignore[arg-type]
+                    text, metadata = message_text(message)
                     if text is None:
                         raise ValueError("an empty message (no headers and no body)")
                     check_metadata(metadata, where)
@@ -100,7 +100,7 @@ class Mbox(FileFormat):
                 key = _message_key(message, text, seen)
                 doc_id = f"{file}:{key}"
                 yield SourceDocument(doc_id, text, {**metadata, "source": str(file)}, str(file), root)
-                attached = attached_files(message)  # type: ignore[arg-type]
+                attached = attached_files(message)
                 yield from attachment_documents(file, key, doc_id, attached, root, options, log, log.document_span)
         finally:
             box.close()

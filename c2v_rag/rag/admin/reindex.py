@@ -52,8 +52,6 @@ from c2v_rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
 from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
-
     from c2v_rag.store.store_backend import StoreClient
 
 logger = logging.getLogger(__name__)
@@ -93,7 +91,7 @@ def reindex_collection(
     convert: bool = False,
     show_progress: bool = True,
     decoder_max_length: int | None = None,
-    client: QdrantClient | None = None,
+    client: StoreClient | None = None,
 ) -> ReindexResult:
     """Re-embed the chunks behind alias ``collection`` with ``chosen`` and switch the alias to them:
     :meth:`c2v_rag.Collection.reindex`, which documents the arguments.

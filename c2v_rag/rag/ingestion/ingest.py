@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog
@@ -40,10 +40,6 @@ from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.store_backend import StoreClient
 from c2v_rag.store.vectors import CollectionVectors
 
-if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
-
-
 __all__ = ["ingest_documents", "ENGINES"]
 
 logger = logging.getLogger(__name__)
@@ -59,7 +55,7 @@ def ingest_documents(
     chosen: ModelOptions,
     settings: IngestConfig,
     *,
-    client: QdrantClient | None = None,
+    client: StoreClient | None = None,
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
     versioned: bool = False,
@@ -90,7 +86,7 @@ def ingest_documents(
             max_wait=settings.retry_max_wait,
         )
         if client is None
-        else cast(StoreClient, client)
+        else client
     )
     held = IngestStore(opened, own_client)
     try:

@@ -39,7 +39,7 @@ from c2v_rag.documents.files import ReadLog
 from c2v_rag.store.point_schema import DOC_ID_KEY, SOURCE_ROOT_KEY
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient
+    from c2v_rag.store.store_backend import StoreClient
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def sync_roots(docs: Any) -> list[str]:
     return roots
 
 
-def ensure_root_index(client: QdrantClient, collection: str) -> None:
+def ensure_root_index(client: StoreClient, collection: str) -> None:
     """A keyword index on the source root, so a server filters on it without a full scan."""
     from qdrant_client.http import models
 
@@ -103,7 +103,7 @@ def roots_to_claim(records: Iterable[Any], roots_by_id: dict[str, str | None]) -
 
 
 def delete_gone_documents(
-    client: QdrantClient,
+    client: StoreClient,
     collection: str,
     roots: Iterable[str],
     seen: Container[str],

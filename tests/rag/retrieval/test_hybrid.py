@@ -332,6 +332,41 @@ def test_asearch_on_a_handle_holding_a_synchronous_client_searches_through_it(hy
     assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
 
 
+def test_a_handle_holding_an_async_client_refuses_sync_calls_by_name(tmp_path, tiny_variant, tiny_model):
+    """An AsyncQdrantClient serves asearch; search, ingest and the reads say so before touching it, where its
+    coroutines would otherwise fail deep inside the call."""
+    from qdrant_client import AsyncQdrantClient
+
+    c2v_rag.ingest(
+        [make_text(i, sentences=2) for i in range(3)], path=tmp_path, collection="kb", model=tiny_variant, **SMALL
+    )
+    want = c2v_rag.search(QUERY, top_k=2, path=tmp_path, collection="kb", model=tiny_model)
+    chunks = c2v_rag.open_collection("kb", path=tmp_path).count()
+
+    async def main():
+        client = AsyncQdrantClient(path=str(tmp_path))
+        try:
+            handle = c2v_rag.open_collection("kb", client=client, model=tiny_model)
+            refusals = []
+            for call in (
+                lambda: handle.search(QUERY, top_k=2),
+                lambda: handle.ingest([make_text(9)]),
+                handle.count,
+                handle.delete,
+            ):
+                with pytest.raises(TypeError, match="holds an AsyncQdrantClient, which only asearch") as err:
+                    call()
+                refusals.append(str(err.value).split("; ", 1)[1].split(" needs", 1)[0])
+            return refusals, await handle.asearch(QUERY, top_k=2)
+        finally:
+            await client.close()
+
+    refusals, hits = asyncio.run(main())
+    assert refusals == ["search", "ingest", "this call", "delete"]
+    assert [(h.id, round(h.score, 5)) for h in hits] == [(h.id, round(h.score, 5)) for h in want]
+    assert c2v_rag.open_collection("kb", path=tmp_path).count() == chunks  # nothing was deleted or added
+
+
 def test_search_vector_runs_each_mode_from_an_embedded_query(hybrid, tiny_variant):
     """Collection.search_vector (what the server's /v1/search calls) gives search()'s hits in every mode, from the
     query's vector and, for the BM25 side, its text."""
