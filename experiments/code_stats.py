@@ -13,10 +13,9 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import tomllib
 from collections import Counter
 from pathlib import Path
-
-import tomllib
 
 PACKAGE = "c2v_rag"
 

@@ -11,14 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
 import pytest
-
-# import-linter and grimp need Python 3.11; the test extra installs them there.
-grimp = pytest.importorskip("grimp")
-pytest.importorskip("importlinter")
-
-from importlinter import api  # noqa: E402
-from importlinter.contracts.layers import LayerField  # noqa: E402
+from importlinter import api
+from importlinter.contracts.layers import LayerField
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 PACKAGE = "c2v_rag"

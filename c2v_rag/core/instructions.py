@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 Example = tuple[str, str]
 """An in-context example: ``(query, response)``, as bge-en-icl writes it before the query."""
 
 
-class TaskKind(str, Enum):
+class TaskKind(StrEnum):
     RETRIEVAL = "retrieval"
     RERANKING = "reranking"
     CLASSIFICATION = "classification"

@@ -29,9 +29,10 @@ from c2v_rag.store.query import Fusion, SearchMode
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from qdrant_client import AsyncQdrantClient
     from qdrant_client.http import models
-    from typing_extensions import Self
 
     from c2v_rag.core.config import Causal2VecConfig
     from c2v_rag.hub.variants import VariantDigests

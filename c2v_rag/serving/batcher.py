@@ -205,7 +205,7 @@ class DynamicBatcher:
                     break
                 try:
                     job = await asyncio.wait_for(queue.get(), timeout=remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             else:
                 job = queue.get_nowait()

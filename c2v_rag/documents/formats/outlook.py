@@ -34,7 +34,7 @@ _ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME, _ATTACH_DATA = 0x3707, 0x
 _STRING8, _UNICODE, _BINARY, _LONG, _TIME = 0x001E, 0x001F, 0x0102, 0x0003, 0x0040
 _PROPERTIES = "__properties_version1.0"
 _ATTACHMENT_PREFIX = "__attach_version1.0_#"
-_FILETIME_EPOCH = datetime.datetime(1601, 1, 1, tzinfo=datetime.timezone.utc)
+_FILETIME_EPOCH = datetime.datetime(1601, 1, 1, tzinfo=datetime.UTC)
 
 
 class OutlookMessage(FileFormat):

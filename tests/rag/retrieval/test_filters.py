@@ -77,7 +77,7 @@ CASES = [
         lambda m: m["n"] >= 1 and m["lang"] != "en" and m["n"] != 7,
     ),
     (
-        {"published": {"gte": "2024-03-01", "lt": dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)}},
+        {"published": {"gte": "2024-03-01", "lt": dt.datetime(2024, 6, 1, tzinfo=dt.UTC)}},
         lambda m: "2024-03" <= m["published"][:7] < "2024-06",
     ),
 ]
