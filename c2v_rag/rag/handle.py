@@ -432,7 +432,9 @@ class Collection:
     def _sync_client(self, where: str) -> StoreClient | None:
         """The handle's client for a synchronous call; an ``AsyncQdrantClient`` serves :meth:`asearch` alone, and
         its coroutines would otherwise surface as a confusing error deep in the call."""
-        from qdrant_client import AsyncQdrantClient
+        if self.client is None:
+            return None
+        from qdrant_client import AsyncQdrantClient  # installed: the handle holds one of its clients
 
         if isinstance(self.client, AsyncQdrantClient):
             raise TypeError(
