@@ -29,6 +29,7 @@ import torch
 from c2v_rag.core.devices import cpu_has_native_bf16, resolve_device
 from c2v_rag.core.extras import require
 from c2v_rag.core.instructions import Instruction
+from c2v_rag.core.interrupts import remembered_interrupts
 from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.model.causal2vec import Causal2Vec
@@ -755,27 +756,29 @@ class Trainer:
             **size,
         )
         try:
-            while self.step < cfg.steps:
-                for callback in self.callbacks:
-                    callback(self, self.step)
-                try:
-                    record = self._train_step(self.step)
-                except NonFiniteLossError as err:
-                    self._diverged(err)
-                self.step += 1
-                self.history.append(record)
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                    progress.set_postfix(
-                        loss=f"{record['loss']:.4f}",
-                        lr=f"{record['lr']:.2e}",
-                        samples_s=f"{record['examples_per_s']:.1f}",
-                    )
-                progress.update(1)
-                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                    self._save()
-                every = self.config.evaluation.every
-                if every and self.step % every == 0 and self.step < cfg.steps:
-                    self.evaluate()
+            with remembered_interrupts() as interrupts:
+                while self.step < cfg.steps:
+                    interrupts.check()  # a Ctrl-C that a finalizer swallowed during the last step
+                    for callback in self.callbacks:
+                        callback(self, self.step)
+                    try:
+                        record = self._train_step(self.step)
+                    except NonFiniteLossError as err:
+                        self._diverged(err)
+                    self.step += 1
+                    self.history.append(record)
+                    if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                        progress.set_postfix(
+                            loss=f"{record['loss']:.4f}",
+                            lr=f"{record['lr']:.2e}",
+                            samples_s=f"{record['examples_per_s']:.1f}",
+                        )
+                    progress.update(1)
+                    if cfg.save_every and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                        self._save()
+                    every = self.config.evaluation.every
+                    if every and self.step % every == 0 and self.step < cfg.steps:
+                        self.evaluate()
         finally:
             progress.close()
             self.stop_prefetch()

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+from c2v_rag.core.interrupts import remembered_interrupts
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
@@ -573,11 +574,13 @@ class IngestCore:
         once: nothing more is embedded.
         """
         try:
-            for doc in documents:
-                if self.failures.stopped:
-                    return
-                for batch in self.batcher.add(doc):
-                    self._send(batch, sink)
+            with remembered_interrupts() as interrupts:
+                for doc in documents:
+                    interrupts.check()  # a Ctrl-C that a finalizer swallowed
+                    if self.failures.stopped:
+                        return
+                    for batch in self.batcher.add(doc):
+                        self._send(batch, sink)
         except Exception:
             try:
                 self._send_rest(sink)

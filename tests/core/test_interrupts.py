@@ -1,0 +1,85 @@
+"""remembered_interrupts: a Ctrl-C that a finalizer swallows still stops the loop at its next check."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from c2v_rag.core.interrupts import remembered_interrupts
+
+
+class _InterruptedFinalizer:
+    """An object whose finalizer receives the Ctrl-C: Python runs the handler there and drops its exception."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # bytecode after the signal, where the pending handler runs
+
+
+# pytest reports the exception Python dropped in the finalizer: that drop is what these tests are about.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.fixture
+def python_sigint_handler():
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_python_alone_loses_a_ctrl_c_taken_in_a_finalizer(python_sigint_handler):
+    # What the latch is for: without it, no KeyboardInterrupt comes out of the finalizer, and the code after it
+    # runs on as if no Ctrl-C had come.
+    obj = _InterruptedFinalizer()
+    del obj
+
+
+def test_the_latch_raises_the_swallowed_ctrl_c_at_the_next_check(python_sigint_handler):
+    steps = []
+    with pytest.raises(KeyboardInterrupt), remembered_interrupts() as interrupts:
+        for step in range(3):
+            interrupts.check()
+            steps.append(step)
+            obj = _InterruptedFinalizer()
+            del obj  # the Ctrl-C arrives here and is dropped with "Exception ignored in"
+    assert steps == [0]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_a_ctrl_c_outside_a_finalizer_still_raises_at_once(python_sigint_handler):
+    reached = []
+    with pytest.raises(KeyboardInterrupt), remembered_interrupts():
+        signal.raise_signal(signal.SIGINT)
+        reached.append("after")
+    assert reached == []
+
+
+def test_a_program_with_its_own_handler_keeps_it(python_sigint_handler):
+    calls = []
+
+    def own(signum, frame):
+        calls.append(signum)
+
+    signal.signal(signal.SIGINT, own)
+    with remembered_interrupts() as interrupts:
+        signal.raise_signal(signal.SIGINT)
+        interrupts.check()  # the program's handler took it; nothing to raise
+    assert calls == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is own
+
+
+def test_off_the_main_thread_nothing_changes():
+    seen = []
+
+    def worker():
+        with remembered_interrupts() as interrupts:
+            seen.append(signal.getsignal(signal.SIGINT))
+            interrupts.check()
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == [before]
