@@ -6,8 +6,10 @@ fresh processes on the cores this one may use:
 
 - ``python -c ...``: the interpreter alone, and with ``import torch`` or ``import qdrant_client``, the two
   imports every search needs (each process ends without the interpreter's teardown, as a search does);
-- ``c2v-rag search QUERY --json`` on a collection, as the collection records (int8 for an int8 collection);
-- the same with ``--quantize none``: the query embedded in float32, whatever the collection's vectors are.
+- ``c2v-rag search QUERY --json`` on a collection, as the collection records (int8 for an int8 collection) and
+  with its default ``--rerank auto`` (the top 20 reranked where the CPU has bf16 in hardware);
+- the same with ``--rerank none``: the first stage alone;
+- ``--quantize none --rerank none``: the query embedded in float32, whatever the collection's vectors are.
 
 It prints the median wall and CPU seconds of each, the floor (the two imports, less one interpreter start,
 which both include) and what a search spends beyond it, and whether the two searches return the same hits.
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("--query", default="How do I get a stack trace of interrupts?")
     parser.add_argument("--rounds", type=int, default=5, help="each command runs once a round (default 5)")
     parser.add_argument("--json", type=Path, default=None, help="write the runs and medians here")
+    parser.add_argument("--threads", type=int, default=None, help="the searches' --threads (default: theirs, 1)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -73,13 +76,15 @@ def main() -> None:
     from c2v_rag.core.devices import cpu_flags
 
     search = [cli, "search", args.query, "--path", str(args.path), "--collection", args.collection, "--json"]
+    search += ["--threads", str(args.threads)] if args.threads else []
     commands = {
         # each ends as the search does, without the interpreter's teardown (c2v_rag.cli.app.exit_now)
         "interpreter": [sys.executable, "-c", "import os; os._exit(0)"],
         "import torch": [sys.executable, "-c", "import os, torch; os._exit(0)"],
         "import qdrant_client": [sys.executable, "-c", "import os, qdrant_client; os._exit(0)"],
         "search": search,
-        "search --quantize none": [*search, "--quantize", "none"],
+        "search --rerank none": [*search, "--rerank", "none"],
+        "search --quantize none --rerank none": [*search, "--quantize", "none", "--rerank", "none"],
     }
     print(f"CPU flags: {speed_flags_note()}; affinity {sorted(os.sched_getaffinity(0))}", flush=True)
     timed(search)  # warms the page cache and the model caches; not counted
@@ -103,16 +108,18 @@ def main() -> None:
         kind: medians["import torch"][kind] + medians["import qdrant_client"][kind] - start[kind]
         for kind in ("wall_s", "cpu_s")
     }
-    same_hits = hit_ids(outputs["search"]) == hit_ids(outputs["search --quantize none"])
+    same_hits = hit_ids(outputs["search --rerank none"]) == hit_ids(outputs["search --quantize none --rerank none"])
+    reranked = any(hit.get("rerank_score") is not None for hit in json.loads(outputs["search"]))
 
-    print(f"\n{'median of ' + str(args.rounds):<28}{'wall s':>9}{'CPU s':>9}{'vs search':>11}")
+    plain = medians["search --rerank none"]["wall_s"]
+    print(f"\n{'median of ' + str(args.rounds):<38}{'wall s':>9}{'CPU s':>9}{'vs --rerank none':>18}")
     for name, m in medians.items():
-        ratio = m["wall_s"] / medians["search"]["wall_s"]
-        print(f"{name:<28}{m['wall_s']:>9.2f}{m['cpu_s']:>9.2f}{ratio:>10.2f}x")
-    print(f"{'floor: both imports':<28}{floor['wall_s']:>9.2f}{floor['cpu_s']:>9.2f}", end="")
-    print(f"{floor['wall_s'] / medians['search']['wall_s']:>10.2f}x")
-    beyond = medians["search"]["wall_s"] - floor["wall_s"]
-    print(f"\nA search spends {beyond:.2f} s wall beyond the floor of its two imports ({floor['wall_s']:.2f} s).")
+        print(f"{name:<38}{m['wall_s']:>9.2f}{m['cpu_s']:>9.2f}{m['wall_s'] / plain:>17.2f}x")
+    print(f"{'floor: both imports':<38}{floor['wall_s']:>9.2f}{floor['cpu_s']:>9.2f}{floor['wall_s'] / plain:>17.2f}x")
+    print(
+        f"\nA search without reranking spends {plain - floor['wall_s']:.2f} s wall beyond the floor of its two "
+        f"imports ({floor['wall_s']:.2f} s); the default search reranked: {reranked}."
+    )
     print(f"--quantize none returns the same hits, in the same order: {same_hits}")
 
     if args.json is not None:
@@ -128,6 +135,7 @@ def main() -> None:
             "medians": {name: {k: round(v, 3) for k, v in m.items()} for name, m in medians.items()},
             "floor": {k: round(v, 3) for k, v in floor.items()},
             "same_hits_with_quantize_none": same_hits,
+            "default_search_reranked": reranked,
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

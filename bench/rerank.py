@@ -92,7 +92,10 @@ def ood_candidates(name: str, model: Any, folder: Path | None = None) -> dict[st
         "bm25": bm25_top(corpus.docs, {q: corpus.bench.queries[q] for q in qids}),
     }
     # score.py's folder for the preset, unless named (--collection: a folder another checkout's score.py keyed)
-    folder = folder or ood.collection_dir(args.cache, corpus, model, "default", None)
+    # (read by the decoder at ingest's decoder_max_length for a new collection, as score.py ingests it)
+    folder = folder or ood.collection_dir(
+        args.cache, corpus, model, "default", None, ood.decoder_cap(model, args.decoder_max_length)
+    )
     if not (folder / "complete.json").exists():
         print(f"{name}: no complete cached collection at {folder} yet (bench/ood/score.py): BM25 candidates only")
         return found

@@ -26,6 +26,9 @@ os.environ.setdefault("C2V_RAG_MERGED_CACHE", "0")
 # New vectors default to quantize="auto", which is int8 or float depending on the CPU running the suite; the tests
 # compare ingests with float encodes unless they ask for int8. The default's own test removes this.
 os.environ["C2V_RAG_QUANTIZE"] = "none"
+# Searches default to rerank="auto", which reranks or not depending on the CPU running the suite; the tests compare
+# searches with independent rankings unless they ask for reranking. The default's own tests set it.
+os.environ["C2V_RAG_RERANK"] = "none"
 # A suite started in the background of a non-interactive shell (`pytest ... &` in a script) inherits SIGINT ignored,
 # and so does every command a test starts: Python keeps an inherited SIG_IGN, so the Ctrl-C the interrupt tests send
 # was lost, the test timed out and its training run went on after the suite. A handler here is reset to the default

@@ -50,12 +50,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rerank",
-        type=int,
-        default=None,
-        metavar="N",
+        type=rerank_depth,
+        default="auto",
+        metavar="N|auto|none",
         help="rerank the top N hits (N >= --top-k) by the decoder's likelihood of the query given each, fused with "
-        "their scores; each hit then shows its fused score beside its first-stage one (costs a decoder pass over "
-        "N hits: docs/ingest-and-search.md, 'Reranking')",
+        "their scores; each hit then shows its fused score beside its first-stage one. auto (the default): the "
+        "top 20 where the decoder computes in bf16 (a CPU with avx512_bf16 or AMX, a GPU; about 2 s a query on "
+        "two cores), none elsewhere, or what $C2V_RAG_RERANK says (docs/ingest-and-search.md, 'Reranking')",
     )
     parser.add_argument(
         "--threads",
@@ -131,3 +132,15 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
         snippet = " ".join(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :].split())
         print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
+
+
+def rerank_depth(value: str) -> int | str | None:
+    """``--rerank``'s value: a number of hits, ``auto`` or ``none``."""
+    word = value.strip().lower()
+    if word == "auto":
+        return "auto"
+    if word in ("none", "off", "0"):
+        return None
+    if word.isdigit():
+        return int(word)
+    raise argparse.ArgumentTypeError(f"expected a number of hits (e.g. 20), 'auto' or 'none', got {value!r}")

@@ -18,9 +18,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, StrictInt, field_validator
 
 from c2v_rag.store.backends import StoreKind
 from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, recorded_readout
@@ -307,12 +307,24 @@ class CommonSearchOptions(_Options):
 class RerankOption(_Options):
     """The second stage of a search by a query's text: :class:`SearchOptions` and the server's ``/v1/search``."""
 
-    rerank: StrictInt | None = Field(
-        default=None,
+    rerank: StrictInt | Literal["auto"] | None = Field(
+        default="auto",
         description="rerank the first stage's top N hits (N >= top_k) by the decoder's likelihood of the query "
         "given each hit, fused with their scores, and return the best top_k (each hit's rerank_score); None: no "
-        "reranking. Costs a decoder pass over N hits per query (docs/ingest-and-search.md)",
+        "reranking; 'auto': the top 20 where the decoder computes in bf16 or fp16 (a CPU with avx512_bf16 or AMX, "
+        "a GPU), none elsewhere, or what $C2V_RAG_RERANK says. Costs a decoder pass over N hits per query "
+        "(docs/ingest-and-search.md)",
     )
+
+    @field_validator("rerank", mode="before")
+    @classmethod
+    def _one_rerank_error(cls, value: Any) -> Any:
+        # One error naming the field, where the union's own would name each member ("rerank.int").
+        if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise ValueError(
+            f"must be a positive integer (how many first-stage hits to rerank), 'auto' or null, got {value!r}"
+        )
 
 
 class SearchOptions(RerankOption, CommonSearchOptions):
@@ -366,7 +378,7 @@ class SearchKeywords(TypedDict, total=False):
     fusion: Fusion
     with_vectors: bool
     group_by_document: bool
-    rerank: int | None
+    rerank: int | Literal["auto"] | None
     options: SearchOptions | None
 
 

@@ -17,11 +17,13 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
+from c2v_rag.core.devices import dtype_name
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
-from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits
+from c2v_rag.rag.options import ModelOptions
+from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits, resolve_rerank
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.metrics import ServerMetrics
@@ -294,6 +296,7 @@ class EmbeddingService:
         _check_task(options.task)
         try:
             check_rerank(options.rerank, body.top_k)
+            rerank = resolve_rerank(options.rerank, body.top_k, self.reranker_options())
         except ValueError as err:
             raise ApiError(400, f"'rerank': {err}", param="rerank") from None
         checked = await self.searcher.check(options.collection, options.mode)
@@ -305,9 +308,9 @@ class EmbeddingService:
             self.metrics.texts.inc(1)
             self.metrics.tokens.inc(tokens)
         # With rerank=N the first stage reads the top N and the served variant's reranker keeps the best top_k.
-        first_stage = options.rerank or body.top_k
+        first_stage = rerank or body.top_k
         hits = await self.searcher.nearest(checked, vector, first_stage, options, query=body.query)
-        if options.rerank is not None:
+        if rerank is not None:
             reranker = await self.reranker()
             self.metrics.texts.inc(len(hits))  # the reranker reads every first-stage hit, as /v1/rerank counts
             hits = await asyncio.to_thread(rerank_hits, reranker, body.query, hits, body.top_k)
@@ -341,6 +344,13 @@ class EmbeddingService:
         ]
         payload = {"object": "list", "model": self.name, "results": results}
         return Response(json.dumps(payload), media_type="application/json", headers={"X-Truncated-Inputs": str(cut)})
+
+    def reranker_options(self) -> ModelOptions:
+        """Where the reranker runs, for ``rerank="auto"``: the served model's device, and its dtype where it is
+        float (an int8 model's reranker loads its base decoder as ``dtype="auto"`` does)."""
+        model = self.model
+        dtype = dtype_name(model.dtype) if model.quantization == "none" else None
+        return ModelOptions(device=str(model.device), dtype=dtype)
 
     async def reranker(self) -> Causal2VecReranker:
         """The served variant's reranker, loaded in a worker thread on first use."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from c2v_rag.encode.loop import check_unicode
 from c2v_rag.rag.options import CommonSearchOptions, RerankOption, SearchOptions
@@ -81,6 +81,13 @@ class SearchRequest(RerankOption, CommonSearchOptions, _SearchQuery):
     error has always been reported in.
     """
 
+    # Off unless a request asks: the server's reranker runs one request at a time, so reranking every search by
+    # default would hold a loaded server to about one search a second on a CPU.
+    rerank: StrictInt | Literal["auto"] | None = Field(
+        None,
+        description="rerank the first stage's top N hits by the decoder's likelihood; 'auto' as the library "
+        "decides it for the served model's device (the top 20 where it computes in bf16 or fp16); null: none",
+    )
     # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
     filter: dict[str, Any] | None = Field(
         None,

@@ -157,9 +157,12 @@ def test_the_cli_and_the_server_build_the_same_search_options(monkeypatch):
             "mode": "hybrid",
             "fusion": "dbsf",
             "group_by_document": True,
+            "rerank": "auto",
         }
     )
     assert seen["options"].model_copy(update={"collection": "kb"}) == body.search_options("kb")
+    # The one default that differs: the command reranks as "auto" decides, the server only when a request asks.
+    assert seen["options"].rerank == "auto" and SearchRequest(query="tides").rerank is None
     handle = seen["handle"]
     assert handle.name == "kb" and handle.connection.path == "store" and handle.connection.qdrant_url is None
     assert handle.model.model is None and handle.model.quantize is None

@@ -225,7 +225,7 @@ def test_plain_serve_searches_the_store_ingest_and_search_use(tmp_path, tiny_var
     assert "http://127.0.0.1:" in log  # loopback unless told otherwise
 
 
-def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant):
+def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant, monkeypatch):
     """``rerank`` on /v1/search: the top N by the served variant's reranker fused with the first stage's scores,
     the hits and rerank scores ``c2v_rag.search(..., rerank=N)`` returns; a bad N is a 400 naming the field."""
     docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(6)]
@@ -251,8 +251,19 @@ def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant):
         assert [h["score"] for h in hits] == pytest.approx([h.score for h in reranked], abs=1e-5)
         plain = search().json()["data"]
         assert [h["id"] for h in plain] == [h.id for h in first[:3]] and plain[0]["rerank_score"] is None
+        # The server reranks when a request asks, by number or "auto" (here what $C2V_RAG_RERANK says); a request
+        # that does not ask is not reranked even where the library's default would (a server's throughput).
+        monkeypatch.setenv("C2V_RAG_RERANK", "8")
+        assert [h["id"] for h in search(rerank="auto").json()["data"]] == [h.id for h in reranked]
+        assert search().json()["data"][0]["rerank_score"] is None
 
-        refused = ((2, "rerank=2 is less than top_k=3"), (True, "integer"), (0, "positive"), ("8", "integer"))
+        refused = (
+            (2, "rerank=2 is less than top_k=3"),
+            (True, "integer"),
+            (0, "positive"),
+            ("8", "integer"),
+            ("all", "'auto'"),
+        )
         for rerank, message in refused:
             bad = search(rerank=rerank)
             assert bad.status_code == 400, bad.text

@@ -15,7 +15,7 @@ from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import CommonSearchOptions, ModelOptions, SearchOptions
-from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits, shared_reranker
+from c2v_rag.rag.retrieval.reranking import auto_reranker, check_rerank, rerank_hits, resolve_rerank, shared_reranker
 from c2v_rag.store.aliases import aresolve_alias, resolve_alias
 from c2v_rag.store.collection import (
     QdrantConfig,
@@ -150,24 +150,28 @@ class _SearchCall:
     options: SearchOptions
     model: ModelOptions
     query_filter: models.Filter | None
+    rerank: int | None  # the first-stage hits reranked ("auto" resolved), None: none
 
     @classmethod
     def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> _SearchCall:
         """The checks that need no store and no model, so a bad argument fails before either opens."""
         queries = _check_queries(queries, top_k)
         check_rerank(options.rerank, top_k)
+        rerank = resolve_rerank(options.rerank, top_k, model)
         query_filter = to_qdrant_filter(options.filter)  # a bad filter fails before any model loads
         check_fusion(options.fusion)
-        return cls(queries, top_k, options, model, query_filter)
+        return cls(queries, top_k, options, model, query_filter, rerank)
 
     def plan(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, list[models.QueryRequest]]:
         """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
         queries: blocking, as it loads the model and embeds."""
         plan = _Plan.build(info, concrete, target, self.options, self.model)
-        if self.options.rerank is not None:
-            plan.reranker = shared_reranker(self.model, _recorded_model(fingerprint_of(info)))
+        if self.rerank is not None:
+            recorded = _recorded_model(fingerprint_of(info))
+            auto = self.options.rerank == "auto"
+            plan.reranker = auto_reranker(self.model, recorded) if auto else shared_reranker(self.model, recorded)
         # With rerank=N the first stage reads the top N; :meth:`finish` keeps the best top_k of them.
-        first_stage = self.options.rerank or self.top_k
+        first_stage = self.rerank if self.rerank is not None and plan.reranker is not None else self.top_k
         return plan, plan.requests(self.queries, first_stage, self.query_filter, self.options)
 
     def finish(self, plan: _Plan, found: list[list[SearchHit]]) -> list[list[SearchHit]]:

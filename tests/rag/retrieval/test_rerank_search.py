@@ -121,3 +121,85 @@ def test_the_cli_reranks_and_shows_both_scores(store, capsys):
     )
     assert main(["search", *args, "--rerank", "1"]) == 2
     assert "rerank=1 is less than top_k=2" in capsys.readouterr().err
+
+
+def _ranked(hits):
+    return [(h.id, None if h.rerank_score is None else round(h.rerank_score, 5)) for h in hits]
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, monkeypatch, native_bf16):
+    import c2v_rag.core.devices
+
+    monkeypatch.delenv("C2V_RAG_RERANK")  # the suite turns the default off (conftest); this is its test
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_has_native_bf16", lambda: native_bf16)
+    options = {"top_k": 3, "collection": "kb", "path": store, "device": "cpu"}
+    default = c2v_rag.search(QUERY, **options)
+    if native_bf16:  # bf16 where the CPU has it: the top 20 reranked
+        assert _ranked(default) == _ranked(c2v_rag.search(QUERY, rerank=20, **options))
+        assert all(h.rerank_score is not None for h in default)
+    else:  # float32 elsewhere: the vectors' order, as rerank=None
+        assert _ranked(default) == _ranked(c2v_rag.search(QUERY, rerank=None, **options))
+        assert all(h.rerank_score is None for h in default)
+    # A float32 model asked for explicitly is not reranked by default, whatever the CPU.
+    float32 = c2v_rag.search(QUERY, dtype="float32", **options)
+    assert all(h.rerank_score is None for h in float32)
+
+
+def test_c2v_rag_rerank_sets_what_auto_does(store, monkeypatch):
+    options = {"top_k": 2, "collection": "kb", "path": store, "dtype": "float32"}
+    monkeypatch.setenv("C2V_RAG_RERANK", "6")
+    assert _ranked(c2v_rag.search(QUERY, **options)) == _ranked(c2v_rag.search(QUERY, rerank=6, **options))
+    # A number below top_k reranks top_k hits.
+    monkeypatch.setenv("C2V_RAG_RERANK", "1")
+    assert _ranked(c2v_rag.search(QUERY, **options)) == _ranked(c2v_rag.search(QUERY, rerank=2, **options))
+    monkeypatch.setenv("C2V_RAG_RERANK", "none")
+    assert all(h.rerank_score is None for h in c2v_rag.search(QUERY, **options))
+    # An explicit number is not the default's to change.
+    assert all(h.rerank_score is not None for h in c2v_rag.search(QUERY, rerank=6, **options))
+    monkeypatch.setenv("C2V_RAG_RERANK", "always")
+    with pytest.raises(ValueError, match=r"\$C2V_RAG_RERANK='always' is not 'auto', 'none' or a number of hits"):
+        c2v_rag.search(QUERY, **options)
+
+
+def test_auto_searches_unreranked_with_a_warning_when_the_reranker_cannot_load(store, monkeypatch, caplog):
+    import c2v_rag.rag.retrieval.reranking as reranking
+
+    def unavailable(model, recorded):
+        raise OSError("SmolLM2-135M-Instruct: no such file (offline)")
+
+    monkeypatch.setenv("C2V_RAG_RERANK", "6")
+    monkeypatch.setattr(reranking, "shared_reranker", unavailable)
+    monkeypatch.setattr("c2v_rag.rag.retrieval.search.shared_reranker", unavailable)
+    monkeypatch.setattr(reranking, "_failed", set())
+    options = {"top_k": 2, "collection": "kb", "path": store, "dtype": "float32"}
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        hits = [c2v_rag.search(QUERY, **options) for _ in range(2)]
+    assert _ranked(hits[0]) == _ranked(c2v_rag.search(QUERY, rerank=None, **options)) == _ranked(hits[1])
+    warned = [r.getMessage() for r in caplog.records if "could not load" in r.getMessage()]
+    assert len(warned) == 1 and "no such file (offline)" in warned[0] and "--rerank none" in warned[0]
+    # Asked for by number, the same failure is the caller's error.
+    with pytest.raises(OSError, match="offline"):
+        c2v_rag.search(QUERY, rerank=6, **options)
+
+
+@pytest.mark.parametrize(("given", "expected"), [("auto", 6), ("none", None), ("0", None), ("4", 4)])
+def test_the_cli_takes_a_number_auto_or_none(store, capsys, monkeypatch, given, expected):
+    import json
+
+    from c2v_rag.cli import main
+
+    monkeypatch.setenv("C2V_RAG_RERANK", "6")  # what auto does here, whatever the CPU
+    args = [QUERY, "--path", str(store), "--collection", "kb", "-k", "2", "--json", "--rerank", given]
+    assert main(["search", *args]) == 0
+    printed = [(h["id"], h["rerank_score"]) for h in json.loads(capsys.readouterr().out)]
+    want = c2v_rag.search(QUERY, top_k=2, rerank=expected, collection="kb", path=store)
+    assert printed == [(h.id, h.rerank_score) for h in want]
+
+
+def test_the_cli_names_a_bad_rerank(capsys):
+    from c2v_rag.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["search", QUERY, "--rerank", "many"])
+    assert "expected a number of hits (e.g. 20), 'auto' or 'none', got 'many'" in capsys.readouterr().err
