@@ -3,7 +3,7 @@ scores (:meth:`~c2v_rag.rerank.Causal2VecReranker.fused_scores`), and the best `
 
 ``rerank="auto"``, the default of a search by the library, the command line and the frameworks' retrievers, reranks
 the top :data:`AUTO_DEPTH` where the reranker's decoder computes in bf16 or fp16 (a CPU with bf16 in hardware:
-avx512_bf16 or AMX; a GPU), about 1.7 s a query on two Zen 5 cores, and not where it would compute in float32 (an
+avx512_bf16 or AMX; a GPU), about 1.8 s a query on two Zen 5 cores, and not where it would compute in float32 (an
 AVX2 CPU: 7 s a query); ``$C2V_RAG_RERANK`` sets another default (docs/ingest-and-search.md, "Reranking").
 
 The reranker of a variant loads once per process (its base decoder: seconds) and is shared by every handle and
