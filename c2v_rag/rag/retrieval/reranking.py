@@ -90,12 +90,18 @@ def resolve_rerank(rerank: int | str | None, top_k: int, model: ModelOptions) ->
     import torch
 
     from c2v_rag.core.devices import resolve_device, resolve_dtype
+    from c2v_rag.model.causal2vec import Causal2Vec
 
-    device = resolve_device(model.device)
-    try:
-        dtype = resolve_dtype(model.dtype or "auto", device)
-    except ValueError:
-        return None  # loading the model reports a bad dtype
+    loaded = model.model if isinstance(model.model, Causal2Vec) else None
+    # As the reranker will load (c2v_rag.rerank.loading): a loaded model's device, and a float one's dtype.
+    device = loaded.device if loaded is not None and model.device is None else resolve_device(model.device)
+    if loaded is not None and model.dtype is None and loaded.quantization == "none":
+        dtype = loaded.dtype
+    else:
+        try:
+            dtype = resolve_dtype(model.dtype or "auto", device)
+        except ValueError:
+            return None  # loading the model reports a bad dtype
     return max(AUTO_DEPTH, top_k) if dtype in (torch.bfloat16, torch.float16) else None
 
 

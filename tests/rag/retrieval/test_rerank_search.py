@@ -128,7 +128,7 @@ def _ranked(hits):
 
 
 @pytest.mark.parametrize("native_bf16", [True, False])
-def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, monkeypatch, native_bf16):
+def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, tiny_lm_variant, monkeypatch, native_bf16):
     import c2v_rag.core.devices
 
     monkeypatch.delenv("C2V_RAG_RERANK")  # the suite turns the default off (conftest); this is its test
@@ -141,9 +141,13 @@ def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, monke
     else:  # float32 elsewhere: the vectors' order, as rerank=None
         assert _ranked(default) == _ranked(c2v_rag.search(QUERY, rerank=None, **options))
         assert all(h.rerank_score is None for h in default)
-    # A float32 model asked for explicitly is not reranked by default, whatever the CPU.
+    # A float32 model, asked for by name or loaded, is not reranked by default, whatever the CPU: its reranker
+    # would compute in float32 too.
     float32 = c2v_rag.search(QUERY, dtype="float32", **options)
     assert all(h.rerank_score is None for h in float32)
+    loaded = c2v_rag.Causal2Vec.from_pretrained(tiny_lm_variant, device="cpu", dtype="float32")
+    with_loaded = {k: v for k, v in options.items() if k != "device"}
+    assert all(h.rerank_score is None for h in c2v_rag.search(QUERY, model=loaded, **with_loaded))
 
 
 def test_c2v_rag_rerank_sets_what_auto_does(store, monkeypatch):
