@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 # The style sheet written: istd -> sti. Heading 2 sits at istd 3, so a reader that took istd for the level fails.
 STYLES = {0: 0, 1: 1, 2: 62, 3: 2}  # Normal, heading 1, Title, heading 2
@@ -178,15 +179,19 @@ def _compound_file(streams: dict[str, bytes]) -> bytes:
         starts[name] = len(sectors)
         sectors += [blob[i * _SECTOR : (i + 1) * _SECTOR] for i in range(count)]
         fat += [*range(starts[name] + 1, starts[name] + count), _END_OF_CHAIN]
-    # The tree: the root's children, and each storage's ("storage/stream" names, one level deep), as chains of
-    # right siblings in the format's order (shorter names first).
+    # The tree: the root's children, and each storage's ("storage/stream" names, storages inside storages too), as
+    # chains of right siblings in the format's order (shorter names first).
     children: dict[str, list[str]] = {"": []}
-    for name in streams:
-        storage, _, _leaf = name.rpartition("/")
+
+    def place(name: str) -> None:
+        storage = name.rpartition("/")[0]
         if storage and storage not in children:
             children[storage] = []
-            children[""].append(storage)
+            place(storage)
         children[storage].append(name)
+
+    for name in streams:
+        place(name)
     ids: dict[str, int] = {}
     order = ["Root Entry"]
     for parent in children:
@@ -325,24 +330,54 @@ def write_ppt(path: Path, *, title: str | None = None, encrypted: bool = False) 
     return path
 
 
+class AttachedMsg(NamedTuple):
+    """A message attached to an Outlook message (``write_msg``'s ``attachments``), as Outlook stores a mail dragged
+    into another: a storage holding the message, not bytes. ``name`` None: the attachment has no file name."""
+
+    name: str | None
+    subject: str
+    body: str
+    attachments: tuple[str | tuple[str, bytes] | AttachedMsg, ...] = ()
+
+
 def write_msg(
     path: Path,
     *,
     subject: str = "Spring tides next week",
     body: str | None = "The range peaks on Friday.\r\n\r\n-- \r\nAda",
     html: bytes | None = None,
-    attachments: Sequence[str | tuple[str, bytes]] = ("tables.pdf",),
+    attachments: Sequence[str | tuple[str, bytes] | AttachedMsg] = ("tables.pdf",),
     sender_address: str = "/O=EXCHANGELABS/OU=EXCHANGE ADMINISTRATIVE GROUP/CN=RECIPIENTS/CN=ADA",
     locale: int | None = None,
 ) -> Path:
     """An Outlook message as Outlook saves one ([MS-OXMSG]): strings as UTF-16 property streams, the sender's
     Exchange (X.500) address beside its SMTP one, the submit time in the property stream; ``html`` an HTML body
     stored as bytes; each of ``attachments`` a storage with its file name (and its bytes, given a (name, bytes)
-    pair). With ``locale`` (an LCID), the subject is stored 8-bit in that locale's code page, as older Outlook
-    versions store strings."""
+    pair; an :class:`AttachedMsg` as a message stored inside it). With ``locale`` (an LCID), the subject is stored
+    8-bit in that locale's code page, as older Outlook versions store strings."""
+    streams = _msg_streams(
+        "", subject, body, html, attachments, sender_address=sender_address, locale=locale, header=32
+    )
+    path.write_bytes(_compound_file(streams))
+    return path
+
+
+def _msg_streams(
+    prefix: str,
+    subject: str,
+    body: str | None,
+    html: bytes | None,
+    attachments: Sequence[str | tuple[str, bytes] | AttachedMsg],
+    *,
+    sender_address: str,
+    locale: int | None,
+    header: int,
+) -> dict[str, bytes]:
+    """The streams of one message under ``prefix`` (its storage's path and ``/``; the root's is ""); ``header``: its
+    property stream's header size (32 for the file's message, 24 for an attached one)."""
 
     def unicode(prop: int, text: str) -> tuple[str, bytes]:
-        return f"__substg1.0_{prop:04X}001F", text.encode("utf-16-le") + b"\x00\x00"
+        return f"{prefix}__substg1.0_{prop:04X}001F", text.encode("utf-16-le") + b"\x00\x00"
 
     streams = dict(
         [
@@ -358,20 +393,37 @@ def write_msg(
         streams.update([unicode(0x0037, subject)])
     else:
         codepage = {1049: "cp1251", 1031: "cp1252"}[locale]
-        streams["__substg1.0_0037001E"] = subject.encode(codepage) + b"\x00"
+        streams[f"{prefix}__substg1.0_0037001E"] = subject.encode(codepage) + b"\x00"
         fixed.append((0x3FF1, 0x0003, locale))
     if body is not None:
         streams.update([unicode(0x1000, body)])
     if html is not None:
-        streams["__substg1.0_10130102"] = html
+        streams[f"{prefix}__substg1.0_10130102"] = html
     for n, attachment in enumerate(attachments):
-        name, content = (attachment, None) if isinstance(attachment, str) else attachment
-        storage = f"__attach_version1.0_#{n:08X}"
-        streams[f"{storage}/__substg1.0_3707001F"] = name.encode("utf-16-le") + b"\x00\x00"
-        if content is not None:
-            streams[f"{storage}/__substg1.0_37010102"] = content
+        storage = f"{prefix}__attach_version1.0_#{n:08X}"
+        if isinstance(attachment, AttachedMsg):
+            if attachment.name is not None:
+                streams[f"{storage}/__substg1.0_3707001F"] = attachment.name.encode("utf-16-le") + b"\x00\x00"
+            streams.update(
+                _msg_streams(
+                    f"{storage}/__substg1.0_3701000D/",
+                    attachment.subject,
+                    attachment.body,
+                    None,
+                    attachment.attachments,
+                    sender_address=sender_address,
+                    locale=None,
+                    header=24,
+                )
+            )
+        else:
+            name, content = (attachment, None) if isinstance(attachment, str) else attachment
+            streams[f"{storage}/__substg1.0_3707001F"] = name.encode("utf-16-le") + b"\x00\x00"
+            if content is not None:
+                streams[f"{storage}/__substg1.0_37010102"] = content
         streams[f"{storage}/__properties_version1.0"] = bytes(8)
-    properties = bytes(32) + b"".join(struct.pack("<IIQ", (prop << 16) | kind, 0, value) for prop, kind, value in fixed)
-    streams["__properties_version1.0"] = properties
-    path.write_bytes(_compound_file(streams))
-    return path
+    properties = bytes(header) + b"".join(
+        struct.pack("<IIQ", (prop << 16) | kind, 0, value) for prop, kind, value in fixed
+    )
+    streams[f"{prefix}__properties_version1.0"] = properties
+    return streams

@@ -24,7 +24,7 @@ from format_files import (
     write_xls,
     write_xlsx,
 )
-from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, write_doc, write_msg, write_ppt
+from legacy_office_files import HEADING_1, HEADING_2, NORMAL, TITLE, AttachedMsg, write_doc, write_msg, write_ppt
 from rag_helpers import make_text, stored_points
 
 from c2v_rag.core.errors import MissingPackageError
@@ -1095,6 +1095,35 @@ def test_an_outlook_message_reads_as_an_eml_does(tmp_path):
     (doc,), _ = read(tmp_path)
     assert doc.metadata["title"] == "Прилив" and doc.text.endswith("\n\nThe **range** peaks.")
     assert "attachments" not in doc.metadata
+
+
+def test_a_message_attached_to_an_outlook_message_reads_as_a_message_with_its_attachments(tmp_path):
+    """Outlook stores a mail dragged into another as a message inside the attachment, not as bytes: it is read as
+    an attached .eml is, a document of its own, and so are the files attached to it, at any depth."""
+    pytest.importorskip("olefile")
+    notes = b"# Notes\n\n" + b"Bring boots.\n" * 400
+    inner = AttachedMsg(None, "Harbour works: Friday", "The quay closes at noon.", (("notes.md", notes),))
+    outer = AttachedMsg("earlier.msg", "Re: tides", "See below.", (inner,))
+    write_msg(tmp_path / "tides.msg", attachments=("tables.pdf", outer))
+    docs, log = read(tmp_path)
+    assert log.files_skipped == 0, log.skipped
+    by_id = {doc.doc_id: doc for doc in docs}
+    where = (tmp_path / "tides.msg").resolve().as_posix()
+    assert by_id[where].metadata["attachments"] == ["tables.pdf", "earlier.eml"]
+    forwarded = by_id[f"{where}/earlier.eml"]
+    assert forwarded.metadata["attachment_of"] == where
+    assert forwarded.metadata["attachments"] == ["Harbour works - Friday.eml"]
+    # The attached message as the outer one reads: its subject leading, its header lines, its body. (Outlook keeps
+    # recipients' names without their addresses; the e-mail reader quotes a recipient that has no address.)
+    assert forwarded.text == (
+        '# Re: tides\n\nFrom: Ada Lovelace <ada@example.org>\nTo: "Tide desk"\nCc: "Harbour office"\n'
+        "Date: Wed, 03 Apr 2024 09:30:00 +0000\n\nSee below."
+    )
+    assert forwarded.metadata["date"] == "2024-04-03T09:30:00+00:00"
+    deeper = by_id[f"{where}/earlier.eml/Harbour works - Friday.eml"]
+    assert deeper.metadata["title"] == "Harbour works: Friday" and deeper.text.endswith("The quay closes at noon.")
+    assert by_id[f"{where}/earlier.eml/Harbour works - Friday.eml/notes.md"].text == notes.decode()
+    assert len(docs) == 4
 
 
 def test_msg_files_that_are_not_outlook_messages_are_skipped_with_the_reason(tmp_path):

@@ -138,9 +138,15 @@ def _attachment_name(part: EmailMessage) -> str | None:
     name = _valid(str(part.get_filename())) if part.get_filename() else None
     if part.get_content_type() != "message/rfc822":
         return name
-    if name is None:
-        inner = part.get_content()
-        subject = _valid(str(inner.get("Subject") or "")) if isinstance(inner, email.message.Message) else ""
+    inner = part.get_content()
+    subject = _valid(str(inner.get("Subject") or "")) if isinstance(inner, email.message.Message) else ""
+    return eml_name(name, subject)
+
+
+def eml_name(name: str | None, subject: str) -> str:
+    """The file name an attached message reads under: its own name, else its subject made a file name
+    (``Fwd - Q3 numbers.eml``), else ``message.eml``; always ending in ``.eml``."""
+    if not name:
         name = " ".join(subject.replace("/", " ").replace("\\", " ").replace(":", " -").split())[:80] or "message"
     return name if name.lower().endswith(".eml") else f"{name}.eml"
 

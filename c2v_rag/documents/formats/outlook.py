@@ -1,7 +1,8 @@
 """Outlook messages (``.msg``, as Outlook saves a mail dragged out of it): one document per file, read as an
 ``.eml`` is: the subject leading as a heading, the ``From``, ``To``, ``Cc`` and ``Date`` lines, the plain-text body
 (else the HTML body as Markdown, the ``html`` extra); attachments' names in the metadata, and each attached file a
-format reads as documents of its own, as an ``.eml``'s are (attached messages are not read).
+format reads as documents of its own, as an ``.eml``'s are. An attached message (a mail dragged into another) is
+read as an attached ``.eml`` is: a message of its own, with its own attachments.
 
 olefile opens the compound file. What is ours is the message's layout ([MS-OXMSG]): each property a stream named by
 its tag (``__substg1.0_0037001F``, the subject as UTF-16), fixed-size ones (the dates) in the property stream, each
@@ -11,15 +12,18 @@ attachment a storage of its own. (extract-msg, the maintained reader, is GPL-3.0
 from __future__ import annotations
 
 import datetime
+import email.message
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from email.header import Header
 from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, file_document, parse_file
-from c2v_rag.documents.formats.mail import attachment_documents, html_body, mail_layout
+from c2v_rag.documents.formats.mail import attachment_documents, eml_name, html_body, mail_layout
 from c2v_rag.documents.formats.ole import OLE_MAGIC, compound_file, single_byte_codec
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
@@ -34,6 +38,10 @@ _ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME, _ATTACH_DATA = 0x3707, 0x
 _STRING8, _UNICODE, _BINARY, _LONG, _TIME = 0x001E, 0x001F, 0x0102, 0x0003, 0x0040
 _PROPERTIES = "__properties_version1.0"
 _ATTACHMENT_PREFIX = "__attach_version1.0_#"
+_EMBEDDED_MESSAGE = "__substg1.0_3701000D"  # an attachment's data as an object: a message of its own
+# The property stream's header before its 16-byte entries: the message's, an attachment's, an attached message's.
+_MESSAGE_HEADER, _ATTACHMENT_HEADER, _EMBEDDED_HEADER = 32, 8, 24
+_MAX_NESTING = 8  # messages attached inside attached messages, as deep as any real mail goes
 _FILETIME_EPOCH = datetime.datetime(1601, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -56,46 +64,109 @@ class OutlookMessage(FileFormat):
 
 def msg_text(data: bytes) -> tuple[str | None, dict[str, Any], list[tuple[str, bytes]]]:
     """An Outlook message's text and metadata, as :func:`~c2v_rag.documents.formats.mail.mail_layout` lays a
-    message out (None for the text of an empty one), and its attached files' names and bytes."""
+    message out (None for the text of an empty one), and its attached files' names and bytes (an attached message
+    as an ``.eml`` file)."""
     if not data.startswith(OLE_MAGIC):
         raise SkipFile("not an Outlook message (not an OLE compound file; an .eml saved as .msg? Rename it to .eml)")
     with compound_file(data, ".msg") as ole:
-        streams = ole.listdir(streams=True, storages=False)  # listed once: a message may hold hundreds of parts
-        message = _Properties(ole, "", streams)
-        if not message.streams:
+        # Listed once: a message may hold hundreds of parts.
+        listing = (ole.listdir(streams=True, storages=False), ole.listdir(streams=False, storages=True))
+        if not _Properties(ole, "", listing[0], _MESSAGE_HEADER).streams:
             raise SkipFile("an OLE file without message properties: not an Outlook message")
-        attachments, attached = [], []
-        for entry in ole.listdir(streams=False, storages=True):
-            if len(entry) != 1 or not entry[0].startswith(_ATTACHMENT_PREFIX):
-                continue
-            part = _Properties(ole, entry[0] + "/", streams)
-            name = part.first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
-            attachments.append(name)
-            content = part.streams.get((_ATTACH_DATA, _BINARY))  # an attached message is a storage: no bytes
-            if name and content is not None:
-                attached.append((name, ole.openstream(content).read()))
-        subject = message.string(_SUBJECT)
-        sender = _sender(message)
-        to, cc = message.string(_DISPLAY_TO), message.string(_DISPLAY_CC)
-        body = message.string(_BODY).replace("\r\n", "\n")
-        html = message.html() if not body.strip() else ""
-        date = message.time(_SUBMIT_TIME) or message.time(_DELIVERY_TIME)
-    if html:
+        message = _read_message(ole, [], listing, _MESSAGE_HEADER)
+    body = message.body
+    if message.html:
         try:
-            body = html_body(html)
+            body = html_body(message.html)
         except MissingPackageError as err:
             raise SkipFile(str(err)) from err
-    shown = {"From": sender, "To": to, "Cc": cc, "Date": _shown_date(date)}
-    names = [name for name in attachments if name]
-    text, metadata = mail_layout(subject, shown, body, date.isoformat() if date else None, names)
-    return text, metadata, attached
+    date = message.date.isoformat() if message.date else None
+    text, metadata = mail_layout(message.subject, message.shown(), body, date, message.names)
+    return text, metadata, message.attached
+
+
+@dataclass
+class _Message:
+    """What a message holds: its header fields, its body (plain, else ``html``), and its attachments' names and
+    the files among them (name, bytes)."""
+
+    subject: str
+    sender: str
+    to: str
+    cc: str
+    date: datetime.datetime | None
+    body: str
+    html: str
+    names: list[str] = field(default_factory=list)
+    attached: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def shown(self) -> dict[str, str]:
+        return {"From": self.sender, "To": self.to, "Cc": self.cc, "Date": _shown_date(self.date)}
+
+
+def _read_message(ole: Any, path: list[str], listing: tuple[list[list[str]], list[list[str]]], header: int) -> _Message:
+    """The message stored at ``path`` (the file's root, or an attachment's embedded message), with its attachments."""
+    streams, storages = listing
+    prefix = "".join(f"{part}/" for part in path)
+    props = _Properties(ole, prefix, streams, header)
+    body = props.string(_BODY).replace("\r\n", "\n")
+    message = _Message(
+        subject=props.string(_SUBJECT),
+        sender=_sender(props),
+        to=props.string(_DISPLAY_TO),
+        cc=props.string(_DISPLAY_CC),
+        date=props.time(_SUBMIT_TIME) or props.time(_DELIVERY_TIME),
+        body=body,
+        html=props.html() if not body.strip() else "",
+    )
+    for entry in storages:
+        if len(entry) != len(path) + 1 or entry[: len(path)] != path or not entry[-1].startswith(_ATTACHMENT_PREFIX):
+            continue
+        part = _Properties(ole, "/".join(entry) + "/", streams, _ATTACHMENT_HEADER)
+        name = part.first_string(_ATTACH_LONG_NAME, _ATTACH_NAME, _ATTACH_DISPLAY_NAME)
+        content = part.streams.get((_ATTACH_DATA, _BINARY))
+        if content is not None:
+            message.names.append(name)
+            if name:
+                message.attached.append((name, ole.openstream(content).read()))
+        elif [*entry, _EMBEDDED_MESSAGE] in storages and len(path) < 2 * _MAX_NESTING:
+            inner = _read_message(ole, [*entry, _EMBEDDED_MESSAGE], listing, _EMBEDDED_HEADER)
+            # Read as the .eml it is turned into: "earlier.msg" reads as "earlier.eml".
+            shown = eml_name(name[:-4] if name.lower().endswith(".msg") else name, inner.subject)
+            message.names.append(shown)
+            message.attached.append((shown, _as_eml(inner)))
+        else:
+            message.names.append(name)  # a link, an OLE object: named, nothing to read
+    message.names = [name for name in message.names if name]
+    return message
+
+
+def _as_eml(message: _Message) -> bytes:
+    """``message`` as an ``.eml`` file (MIME), its attachments as parts: read by the e-mail format as any attached
+    ``.eml`` is. Header values are RFC 2047-encoded, so any name or subject survives."""
+    eml = email.message.EmailMessage()
+    for name, value in (("Subject", message.subject), ("To", message.to), ("Cc", message.cc)):
+        if value.strip():
+            eml[name] = Header(" ".join(value.split()), "utf-8").encode()
+    if message.sender.strip():
+        eml["From"] = Header(message.sender, "utf-8").encode()
+    if message.date is not None:
+        eml["Date"] = _shown_date(message.date)
+    if message.body.strip() or not message.html:
+        eml.set_content(message.body)
+    else:
+        eml.set_content(message.html, subtype="html")
+    for name, data in message.attached:
+        eml.add_attachment(data, maintype="application", subtype="octet-stream", filename=name)
+    return eml.as_bytes()
 
 
 class _Properties:
-    """The properties of a message, or of one of its attachments (``prefix``: its storage's path and ``/``), from
-    the file's ``streams`` (olefile's listing)."""
+    """The properties of a message, of one of its attachments or of an attached message (``prefix``: its storage's
+    path and ``/``; ``header``: its property stream's header size), from the file's ``streams`` (olefile's
+    listing)."""
 
-    def __init__(self, ole: Any, prefix: str, streams: list[list[str]]) -> None:
+    def __init__(self, ole: Any, prefix: str, streams: list[list[str]], header: int) -> None:
         self.ole = ole
         # Property streams by (id, type): __substg1.0_IIIITTTT.
         self.streams: dict[tuple[int, int], str] = {}
@@ -110,7 +181,7 @@ class _Properties:
                     self.streams[(int(tag[:4], 16), int(tag[4:], 16))] = name
                 except ValueError:
                     continue
-        self.fixed = self._fixed(prefix + _PROPERTIES, header=32 if not prefix else 8)
+        self.fixed = self._fixed(prefix + _PROPERTIES, header)
         # 8-bit strings are in the message's code page, which Outlook often leaves out: then in the Windows code page
         # of the message's locale, else of its internet headers. An HTML body is in the latter's.
         message, internet = self.fixed.get((_MESSAGE_CODEPAGE, _LONG)), self.fixed.get((_INTERNET_CODEPAGE, _LONG))
