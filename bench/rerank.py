@@ -299,8 +299,10 @@ def cmd_latency(args: argparse.Namespace) -> None:
 
     name = "manpages"
     found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+    from c2v_rag.hub.fast_tokenizer import transformers_tokenizer
+
     reranker = Causal2VecReranker(None, template=args.template, batch_tokens=args.batch_tokens)
-    tokenizer = reranker.scoring.tokenizer
+    tokenizer = transformers_tokenizer(reranker.scoring.tokenizer)  # decode is transformers' alone
     qids = sorted(found["queries"])[: args.queries]
     first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
     times = []

@@ -50,7 +50,7 @@ ENV_SWITCH = "C2V_RAG_TOKENIZER_CACHE"
 # An entry is the size of its tokenizer.json (3.5 MB for SmolLM2, 0.7 MB for MiniLM): room for a dozen models.
 MAX_CACHE_BYTES = 64 << 20
 # Part of every entry's name: a change of what an entry holds names new entries.
-_FORMAT = "1"
+_FORMAT = "2"  # 2: the chat turn's close (chat_turn_close)
 _BACKEND_FILE = "tokenizer.json"
 _ATTRIBUTES_FILE = "attributes.json"
 # Files of a model folder that do not change its tokenizer: checking them would only slow the digest down.
@@ -95,6 +95,8 @@ class TokenizerAttributes:
     truncation_side: str
     split_special_tokens: bool
     model_input_names: list[str]
+    # What the chat template writes after a user message up to the assistant's first word (chat_turn_close).
+    chat_turn_close: str | None = None
 
 
 class FastTokenizer:
@@ -180,6 +182,23 @@ class FastTokenizer:
 def transformers_tokenizer(tokenizer: Any) -> Any:
     """transformers' tokenizer behind ``tokenizer``: its own when a :class:`FastTokenizer`, else ``tokenizer``."""
     return tokenizer.transformers_tokenizer if isinstance(tokenizer, FastTokenizer) else tokenizer
+
+
+def chat_turn_close(tokenizer: Any) -> str | None:
+    """What ``tokenizer``'s chat template writes after a user message's content up to the assistant's first word
+    (``<|im_end|>\\n<|im_start|>assistant\\n`` for ChatML), or None (no chat template, or one that does not
+    write the message once). A :class:`FastTokenizer` answers from its entry, recorded when transformers'
+    tokenizer was saved, so no template is rendered and transformers is not imported."""
+    if isinstance(tokenizer, FastTokenizer) and tokenizer.__dict__.get("_transformers") is None:
+        return tokenizer.attributes.chat_turn_close
+    tokenizer = transformers_tokenizer(tokenizer)
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    marker = "\x00"
+    opened = tokenizer.apply_chat_template(
+        [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
+    )
+    return opened.split(marker)[1] if isinstance(opened, str) and opened.count(marker) == 1 else None
 
 
 def load_fast_tokenizer(source: ResolvedSource, *, trust_remote_code: bool = False) -> Any:
@@ -268,6 +287,7 @@ def _attributes(tokenizer: Any) -> TokenizerAttributes | None:
         truncation_side=tokenizer.truncation_side,
         split_special_tokens=bool(tokenizer.split_special_tokens),
         model_input_names=list(tokenizer.model_input_names),
+        chat_turn_close=chat_turn_close(tokenizer),
     )
 
 

@@ -48,8 +48,9 @@ def load_scoring_model(
     from c2v_rag.core.config import read_config
     from c2v_rag.core.devices import resolve_device, resolve_dtype
     from c2v_rag.encode.prompting import detect_prompt_format
+    from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
-    from c2v_rag.hub.sources import load_tokenizer, resolve_reference
+    from c2v_rag.hub.sources import resolve_reference
     from c2v_rag.model.causal2vec import Causal2Vec
 
     if decoder not in ("base", "variant"):
@@ -60,7 +61,8 @@ def load_scoring_model(
         raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
     config = loaded.config if loaded is not None else read_config(resolve_variant_path(named))
     source = resolve_reference(config.decoder, config.decoder_revision)
-    tokenizer = loaded.tokenizer if loaded is not None else load_tokenizer(source)
+    # The loaded model's tokenizer, or the same kind (tokenizers alone, transformers where that differs).
+    tokenizer = loaded.tokenizer if loaded is not None else load_fast_tokenizer(source)
     # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
     prompt_format = (
         config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)

@@ -120,14 +120,10 @@ def turn_close(tokenizer: Any, prompt_format: PromptFormat) -> str:
     """What a chat template writes after a user message's content up to the assistant's first word
     (``<|im_end|>\\n<|im_start|>assistant\\n`` for ChatML); without a chat template, the prompt format's suffix and
     a newline."""
-    if getattr(tokenizer, "chat_template", None):
-        marker = "\x00"
-        opened = tokenizer.apply_chat_template(
-            [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
-        )
-        if opened.count(marker) == 1:
-            return opened.split(marker)[1]
-    return prompt_format.suffix + "\n"
+    from c2v_rag.hub.fast_tokenizer import chat_turn_close
+
+    closed = chat_turn_close(tokenizer)
+    return closed if closed is not None else prompt_format.suffix + "\n"
 
 
 def _adds_bos(tokenizer: Any) -> bool:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from rag_helpers import save_causal_lm
 
+from c2v_rag.hub.fast_tokenizer import FastTokenizer, transformers_tokenizer
 from c2v_rag.rerank import Causal2VecReranker, RerankTemplate, fuse, zscore
 
 DOCS = [
@@ -97,7 +98,9 @@ def test_long_documents_keep_their_head_and_are_counted(lm_variant, caplog):
     reranker = Causal2VecReranker(variant, device="cpu", dtype="float32", max_length=max_length)
     tokenizer = reranker.scoring.tokenizer
     long = " ".join(DOCS[:4] * 3)
-    head = tokenizer.decode(tokenizer(long, add_special_tokens=False)["input_ids"][:room])
+    # decode is transformers' tokenizer's alone (the reranker's may be the tokenizers-only one of the cache)
+    decode = transformers_tokenizer(tokenizer).decode
+    head = decode(tokenizer(long, add_special_tokens=False)["input_ids"][:room])
     with caplog.at_level(logging.WARNING, logger="c2v_rag"):
         scores = reranker.score(QUERY, [long, DOCS[4]])
     assert reranker.truncated == 1
@@ -226,3 +229,19 @@ def test_the_presets_reranker_scores_as_its_base_decoder_does():
     scores = reranker.score(query, docs)
     np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-4)
     assert scores[0] > scores[1]
+
+
+def test_a_reranker_loads_its_tokenizer_from_the_cache_and_gives_transformers_ids(lm_variant, monkeypatch, tmp_path):
+    """A reranker loaded by name reads the decoder's tokenizer with tokenizers alone once the cache holds it (no
+    transformers import, a second off a search), and its pairs are the ids transformers' tokenizer gives."""
+    variant, _ = lm_variant
+    monkeypatch.setenv("C2V_RAG_TOKENIZER_CACHE", str(tmp_path / "tokenizers"))
+    first = Causal2VecReranker(variant, device="cpu", dtype="float32")  # loads through transformers, writes the entry
+    cached = Causal2VecReranker(variant, device="cpu", dtype="float32")
+    assert isinstance(cached.scoring.tokenizer, FastTokenizer)
+    assert not isinstance(first.scoring.tokenizer, FastTokenizer)
+    query_ids = cached.pairs.query_ids(QUERY)
+    assert query_ids == first.pairs.query_ids(QUERY)
+    assert [p.ids for p in cached.pairs.pairs(query_ids, DOCS)] == [p.ids for p in first.pairs.pairs(query_ids, DOCS)]
+    assert cached.scoring.tokenizer.__dict__["_transformers"] is None  # the chat turn came from the entry
+    np.testing.assert_allclose(cached.score(QUERY, DOCS), first.score(QUERY, DOCS), rtol=1e-6, atol=1e-6)
