@@ -1,8 +1,8 @@
 """``c2v-rag env``: what this machine gives c2v_rag, for a bug report or a benchmark's record.
 
 The versions of c2v_rag, Python, torch and the packages behind each extra; the CPU, its flags that decide speed
-and what ``dtype="auto"`` and ``quantize="auto"`` pick on it; the GPUs; where caches go; and the environment
-variables c2v_rag reads, with any secret's value hidden.
+and what ``dtype="auto"``, ``quantize="auto"`` and a search's ``rerank="auto"`` pick on it; the GPUs; where caches
+go; and the environment variables c2v_rag reads, with any secret's value hidden.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def environment() -> dict[str, dict[str, Any]]:
             "class": cpu_class(),
             "dtype auto": str(resolve_dtype("auto", cpu)).removeprefix("torch."),
             "quantize auto": resolve_quantize("auto", cpu),
+            "rerank auto": _rerank_auto(),
             "torch threads": torch.get_num_threads(),
         },
         "gpu": {"cuda": torch.version.cuda or "none", "devices": ", ".join(gpus) or "none"},
@@ -80,6 +81,18 @@ def environment() -> dict[str, dict[str, Any]]:
             if name.startswith(_PREFIXES)
         },
     }
+
+
+def _rerank_auto() -> str:
+    """What a search's ``rerank="auto"`` does here (the default device and dtype, ``$C2V_RAG_RERANK``)."""
+    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.retrieval.reranking import resolve_rerank
+
+    try:
+        depth = resolve_rerank("auto", 1, ModelOptions())
+    except ValueError as err:  # a bad $C2V_RAG_RERANK, named
+        return f"error: {err}"
+    return f"the top {depth}" if depth else "none"
 
 
 def _version(distribution: str) -> str:

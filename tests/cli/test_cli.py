@@ -189,6 +189,11 @@ def test_env_reports_versions_and_cpu_flags_and_hides_secrets(capsys, monkeypatc
         listed = next(line for line in cpuinfo.read_text().splitlines() if line.startswith(("flags", "Features")))
         have = [f for f in SPEED_FLAGS if f in listed.split(":", 1)[1].split()]
         assert facts["cpu"]["speed flags"] == (" ".join(have) or "none found")
+    # What a search's rerank="auto" does here, as the search decides it (the suite sets $C2V_RAG_RERANK=none).
+    assert facts["cpu"]["rerank auto"] == "none"
+    monkeypatch.setenv("C2V_RAG_RERANK", "12")
+    assert main(["env", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu"]["rerank auto"] == "the top 12"
     assert main(["env"]) == 0
     assert "quantize auto:" in capsys.readouterr().out
 
