@@ -90,7 +90,7 @@ def _rerank_auto() -> str:
 
     try:
         depth = resolve_rerank("auto", 1, ModelOptions())
-    except ValueError as err:  # a bad $C2V_RAG_RERANK, named
+    except (ValueError, OSError) as err:  # a bad $C2V_RAG_RERANK, the default preset unreadable: named
         return f"error: {err}"
     return f"the top {depth}" if depth else "none"
 

@@ -136,11 +136,9 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
 
 def rerank_depth(value: str) -> int | str | None:
     """``--rerank``'s value: a number of hits, ``auto`` or ``none``."""
-    word = value.strip().lower()
-    if word == "auto":
-        return "auto"
-    if word in ("none", "off", "0"):
-        return None
-    if word.isdigit():
-        return int(word)
-    raise argparse.ArgumentTypeError(f"expected a number of hits (e.g. 20), 'auto' or 'none', got {value!r}")
+    from c2v_rag.rag.retrieval.reranking import rerank_from_text
+
+    try:
+        return rerank_from_text(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

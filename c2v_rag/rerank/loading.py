@@ -46,7 +46,6 @@ def load_scoring_model(
     """The scorer for ``model`` (a preset name, a variant directory, None for the default preset, or a loaded
     :class:`~c2v_rag.Causal2Vec`)."""
     from c2v_rag.core.config import read_config
-    from c2v_rag.core.devices import resolve_device, resolve_dtype
     from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
@@ -82,16 +81,27 @@ def load_scoring_model(
             )
         backbone = loaded.decoder
     else:
-        target = loaded.device if loaded is not None and device is None else resolve_device(device)
-        # A loaded float model's dtype, as its device: "auto" would give bf16 on some CPUs to a float32 model.
-        if dtype is None and loaded is not None and loaded.quantization == "none":
-            torch_dtype = loaded.dtype
-        else:
-            torch_dtype = resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        target, torch_dtype = base_device_dtype(config, loaded, device, dtype)
         backbone = _load_base(source, torch_dtype, target)
     head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return ScoringModel(QueryLikelihood(backbone, head.detach(), int(pad_id or 0)), tokenizer, prompt_format, config)
+
+
+def base_device_dtype(
+    config: Causal2VecConfig,
+    loaded: Causal2Vec | None,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+) -> tuple[torch.device, torch.dtype]:
+    """Where and in what the base decoder scores: ``device``, else a loaded model's; ``dtype``, else a loaded
+    float model's ("auto" would give bf16 on some CPUs to a float32 model), else the variant's, resolved."""
+    from c2v_rag.core.devices import resolve_device, resolve_dtype
+
+    target = loaded.device if loaded is not None and device is None else resolve_device(device)
+    if dtype is None and loaded is not None and loaded.quantization == "none":
+        return target, loaded.dtype
+    return target, resolve_dtype(dtype if dtype is not None else config.dtype, target)
 
 
 def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from c2v_rag.core.devices import dtype_name
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
@@ -296,7 +295,7 @@ class EmbeddingService:
         _check_task(options.task)
         try:
             check_rerank(options.rerank, body.top_k)
-            rerank = resolve_rerank(options.rerank, body.top_k, self.reranker_options())
+            rerank = resolve_rerank(options.rerank, body.top_k, ModelOptions(model=self.model))
         except ValueError as err:
             raise ApiError(400, f"'rerank': {err}", param="rerank") from None
         checked = await self.searcher.check(options.collection, options.mode)
@@ -344,13 +343,6 @@ class EmbeddingService:
         ]
         payload = {"object": "list", "model": self.name, "results": results}
         return Response(json.dumps(payload), media_type="application/json", headers={"X-Truncated-Inputs": str(cut)})
-
-    def reranker_options(self) -> ModelOptions:
-        """Where the reranker runs, for ``rerank="auto"``: the served model's device, and its dtype where it is
-        float (an int8 model's reranker loads its base decoder as ``dtype="auto"`` does)."""
-        model = self.model
-        dtype = dtype_name(model.dtype) if model.quantization == "none" else None
-        return ModelOptions(device=str(model.device), dtype=dtype)
 
     async def reranker(self) -> Causal2VecReranker:
         """The served variant's reranker, loaded in a worker thread on first use."""

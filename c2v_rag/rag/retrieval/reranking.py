@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from c2v_rag.rag.options import ModelOptions
 
@@ -48,8 +48,12 @@ logger = logging.getLogger(__name__)
 
 
 def check_rerank(rerank: Any, top_k: int) -> None:
-    """``rerank`` is None, ``"auto"`` or a number of first-stage hits of at least ``top_k``."""
-    if rerank is None or rerank == "auto":
+    """``rerank`` is None, ``"auto"`` (with a valid ``$C2V_RAG_RERANK``) or a number of first-stage hits of at
+    least ``top_k``."""
+    if rerank == "auto":
+        auto_depth_setting()
+        return
+    if rerank is None:
         return
     if not isinstance(rerank, int) or isinstance(rerank, bool) or rerank < 1:
         raise ValueError(
@@ -63,25 +67,40 @@ def check_rerank(rerank: Any, top_k: int) -> None:
         )
 
 
+def rerank_from_text(value: str) -> int | Literal["auto"] | None:
+    """A search's ``rerank`` written as text (``--rerank``, ``$C2V_RAG_RERANK``): a number of hits, ``auto``, or
+    ``none`` (``off``, ``0``); a ValueError for anything else."""
+    word = value.strip().lower()
+    if word == "auto":
+        return "auto"
+    if word in ("none", "off", "0"):
+        return None
+    if word.isdigit():
+        return int(word)
+    raise ValueError(f"expected a number of hits (e.g. 20), 'auto' or 'none', got {value!r}")
+
+
 def auto_depth_setting() -> int | None:
     """What ``rerank="auto"`` does where ``$C2V_RAG_RERANK`` decides: None to follow the device (unset or
     ``auto``), 0 for no reranking (``none``), else that many hits."""
     value = os.environ.get(RERANK_ENV, "").strip().lower()
-    if value in ("", "auto"):
+    if not value:
         return None
-    if value in ("none", "off", "0"):
-        return 0
-    if value.isdigit():
-        return int(value)
-    raise ValueError(
-        f"${RERANK_ENV}={value!r} is not 'auto', 'none' or a number of hits (e.g. 20): set it to one or unset it"
-    )
+    try:
+        chosen = rerank_from_text(value)
+    except ValueError:
+        raise ValueError(
+            f"${RERANK_ENV}={value!r} is not 'auto', 'none' or a number of hits (e.g. 20): set it to one or unset it"
+        ) from None
+    return None if chosen == "auto" else chosen or 0
 
 
-def resolve_rerank(rerank: int | str | None, top_k: int, model: ModelOptions) -> int | None:
+def resolve_rerank(
+    rerank: int | str | None, top_k: int, model: ModelOptions, recorded: str | None = None
+) -> int | None:
     """How many first-stage hits a search reranks (None: none). ``"auto"``: ``$C2V_RAG_RERANK``'s choice, else
-    :data:`AUTO_DEPTH` (at least ``top_k``) where the reranker's decoder would compute in bf16 or fp16 on
-    ``model``'s device and dtype, else none."""
+    :data:`AUTO_DEPTH` (at least ``top_k``) where the reranker of the model that searches (``recorded``, a
+    collection's model, when ``model`` names none) would compute in bf16 or fp16, else none."""
     if rerank != "auto":
         return rerank if isinstance(rerank, int) else None
     setting = auto_depth_setting()
@@ -89,19 +108,13 @@ def resolve_rerank(rerank: int | str | None, top_k: int, model: ModelOptions) ->
         return max(setting, top_k) if setting else None
     import torch
 
-    from c2v_rag.core.devices import resolve_device, resolve_dtype
-    from c2v_rag.model.causal2vec import Causal2Vec
+    from c2v_rag.rerank.loading import base_device_dtype
 
-    loaded = model.model if isinstance(model.model, Causal2Vec) else None
-    # As the reranker will load (c2v_rag.rerank.loading): a loaded model's device, and a float one's dtype.
-    device = loaded.device if loaded is not None and model.device is None else resolve_device(model.device)
-    if loaded is not None and model.dtype is None and loaded.quantization == "none":
-        dtype = loaded.dtype
-    else:
-        try:
-            dtype = resolve_dtype(model.dtype or "auto", device)
-        except ValueError:
-            return None  # loading the model reports a bad dtype
+    resolved = model.resolve(recorded)
+    try:
+        _, dtype = base_device_dtype(resolved.config, resolved.loaded, model.device, model.dtype)
+    except ValueError:
+        return None  # loading the model reports a bad dtype
     return max(AUTO_DEPTH, top_k) if dtype in (torch.bfloat16, torch.float16) else None
 
 

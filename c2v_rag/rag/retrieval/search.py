@@ -150,28 +150,27 @@ class _SearchCall:
     options: SearchOptions
     model: ModelOptions
     query_filter: models.Filter | None
-    rerank: int | None  # the first-stage hits reranked ("auto" resolved), None: none
 
     @classmethod
     def check(cls, queries: Sequence[str], top_k: int, options: SearchOptions, model: ModelOptions) -> _SearchCall:
         """The checks that need no store and no model, so a bad argument fails before either opens."""
         queries = _check_queries(queries, top_k)
         check_rerank(options.rerank, top_k)
-        rerank = resolve_rerank(options.rerank, top_k, model)
         query_filter = to_qdrant_filter(options.filter)  # a bad filter fails before any model loads
         check_fusion(options.fusion)
-        return cls(queries, top_k, options, model, query_filter, rerank)
+        return cls(queries, top_k, options, model, query_filter)
 
     def plan(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, list[models.QueryRequest]]:
         """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
         queries: blocking, as it loads the model and embeds."""
         plan = _Plan.build(info, concrete, target, self.options, self.model)
-        if self.rerank is not None:
-            recorded = _recorded_model(fingerprint_of(info))
+        recorded = _recorded_model(fingerprint_of(info))
+        depth = resolve_rerank(self.options.rerank, self.top_k, self.model, recorded)  # "auto" decided
+        if depth is not None:
             auto = self.options.rerank == "auto"
             plan.reranker = auto_reranker(self.model, recorded) if auto else shared_reranker(self.model, recorded)
         # With rerank=N the first stage reads the top N; :meth:`finish` keeps the best top_k of them.
-        first_stage = self.rerank if self.rerank is not None and plan.reranker is not None else self.top_k
+        first_stage = depth if depth is not None and plan.reranker is not None else self.top_k
         return plan, plan.requests(self.queries, first_stage, self.query_filter, self.options)
 
     def finish(self, plan: _Plan, found: list[list[SearchHit]]) -> list[list[SearchHit]]:

@@ -150,6 +150,29 @@ def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, tiny_
     assert all(h.rerank_score is None for h in c2v_rag.search(QUERY, model=loaded, **with_loaded))
 
 
+def test_auto_follows_the_dtype_the_variant_records(tmp_path, tiny_lm_variant, monkeypatch):
+    """A variant whose config says float32 gets a float32 reranker (as its model loads), so auto does not rerank
+    with it even on a CPU with bf16: decided for the collection's own model."""
+    import json
+    import shutil
+
+    import c2v_rag.core.devices
+
+    monkeypatch.delenv("C2V_RAG_RERANK")
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_has_native_bf16", lambda: True)
+    variant = shutil.copytree(tiny_lm_variant, tmp_path / "float32-variant")
+    config = json.loads((variant / "causal2vec_config.json").read_text())
+    (variant / "causal2vec_config.json").write_text(json.dumps({**config, "dtype": "float32"}))
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(4)]
+    c2v_rag.ingest(docs, path=tmp_path / "store", collection="kb", model=variant, chunk_size=24, show_progress=False)
+    hits = c2v_rag.search(QUERY, top_k=2, collection="kb", path=tmp_path / "store", device="cpu")
+    assert hits and all(h.rerank_score is None for h in hits)
+    assert all(
+        h.rerank_score is not None
+        for h in c2v_rag.search(QUERY, top_k=2, rerank=4, collection="kb", path=tmp_path / "store", device="cpu")
+    )
+
+
 def test_c2v_rag_rerank_sets_what_auto_does(store, monkeypatch):
     options = {"top_k": 2, "collection": "kb", "path": store, "dtype": "float32"}
     monkeypatch.setenv("C2V_RAG_RERANK", "6")
