@@ -71,9 +71,10 @@ def msg_text(data: bytes) -> tuple[str | None, dict[str, Any], list[tuple[str, b
     with compound_file(data, ".msg") as ole:
         # Listed once: a message may hold hundreds of parts.
         listing = (ole.listdir(streams=True, storages=False), ole.listdir(streams=False, storages=True))
-        if not _Properties(ole, "", listing[0], _MESSAGE_HEADER).streams:
+        props = _Properties(ole, "", listing[0], _MESSAGE_HEADER)
+        if not props.streams:
             raise SkipFile("an OLE file without message properties: not an Outlook message")
-        message = _read_message(ole, [], listing, _MESSAGE_HEADER)
+        message = _read_message(ole, [], listing, props)
     body = message.body
     if message.html:
         try:
@@ -104,11 +105,12 @@ class _Message:
         return {"From": self.sender, "To": self.to, "Cc": self.cc, "Date": _shown_date(self.date)}
 
 
-def _read_message(ole: Any, path: list[str], listing: tuple[list[list[str]], list[list[str]]], header: int) -> _Message:
-    """The message stored at ``path`` (the file's root, or an attachment's embedded message), with its attachments."""
+def _read_message(
+    ole: Any, path: list[str], listing: tuple[list[list[str]], list[list[str]]], props: _Properties
+) -> _Message:
+    """The message stored at ``path`` (the file's root, or an attachment's embedded message), whose properties are
+    ``props``, with its attachments."""
     streams, storages = listing
-    prefix = "".join(f"{part}/" for part in path)
-    props = _Properties(ole, prefix, streams, header)
     body = props.string(_BODY).replace("\r\n", "\n")
     message = _Message(
         subject=props.string(_SUBJECT),
@@ -130,7 +132,9 @@ def _read_message(ole: Any, path: list[str], listing: tuple[list[list[str]], lis
             if name:
                 message.attached.append((name, ole.openstream(content).read()))
         elif [*entry, _EMBEDDED_MESSAGE] in storages and len(path) < 2 * _MAX_NESTING:
-            inner = _read_message(ole, [*entry, _EMBEDDED_MESSAGE], listing, _EMBEDDED_HEADER)
+            inner_path = [*entry, _EMBEDDED_MESSAGE]
+            inner_props = _Properties(ole, "/".join(inner_path) + "/", streams, _EMBEDDED_HEADER)
+            inner = _read_message(ole, inner_path, listing, inner_props)
             # Read as the .eml it is turned into: "earlier.msg" reads as "earlier.eml".
             shown = eml_name(name[:-4] if name.lower().endswith(".msg") else name, inner.subject)
             message.names.append(shown)
