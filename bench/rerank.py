@@ -166,8 +166,9 @@ def cmd_candidates(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------ scoring
 
 
-def config_key(template: str, decoder: str, max_length: int) -> str:
-    return f"{template}|{decoder}|{max_length}"
+def config_key(template: str, decoder: str, max_length: int, precision: str = "float") -> str:
+    """The likelihoods' key: float decoders (float32, bf16) share the plain key, int8 has its own."""
+    return f"{template}|{decoder}|{max_length}" + ("|int8" if precision == "int8" else "")
 
 
 def scores_path(name: str) -> Path:
@@ -187,9 +188,14 @@ def cmd_score(args: argparse.Namespace) -> None:
     from c2v_rag.rerank import Causal2VecReranker
 
     reranker = Causal2VecReranker(
-        None, decoder=args.decoder, template=args.template, max_length=args.max_length, batch_tokens=args.batch_tokens
+        None,
+        decoder=args.decoder,
+        template=args.template,
+        quantize=args.quantize,
+        max_length=args.max_length,
+        batch_tokens=args.batch_tokens,
     )
-    key = config_key(args.template, args.decoder, reranker.max_length)
+    key = config_key(args.template, args.decoder, reranker.max_length, reranker.precision)
     for name in args.set:
         found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
         stored = load_scores(name)
@@ -301,7 +307,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
     found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
     from c2v_rag.hub.fast_tokenizer import transformers_tokenizer
 
-    reranker = Causal2VecReranker(None, template=args.template, batch_tokens=args.batch_tokens)
+    reranker = Causal2VecReranker(None, template=args.template, quantize=args.quantize, batch_tokens=args.batch_tokens)
     tokenizer = transformers_tokenizer(reranker.scoring.tokenizer)  # decode is transformers' alone
     qids = sorted(found["queries"])[: args.queries]
     first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
@@ -322,6 +328,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
         "chunk_tokens": args.chunk_tokens,
         "batch_tokens": reranker.batch_tokens,
         "template": args.template,
+        "precision": reranker.precision,
         "queries": len(times),
         "seconds_per_query_median": float(np.median(warm)),
         "seconds_per_query_mean": float(np.mean(warm)),
@@ -353,6 +360,7 @@ def main() -> int:
     p.add_argument("--decoder", default="base", choices=("base", "variant"))
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--batch-tokens", type=int, default=None)
+    p.add_argument("--quantize", default="auto", choices=("auto", "int8", "none"), help="the reranker's quantize")
     p = sub.add_parser("report")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--json", type=Path)
@@ -363,6 +371,7 @@ def main() -> int:
     p.add_argument("--queries", type=int, default=11)
     p.add_argument("--template", default="search-query")
     p.add_argument("--batch-tokens", type=int, default=None)
+    p.add_argument("--quantize", default="auto", choices=("auto", "int8", "none"), help="the reranker's quantize")
     p.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.set = getattr(args, "set", None) or list(SETS)

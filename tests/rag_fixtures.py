@@ -27,18 +27,12 @@ def tiny_variant_qwen(tiny_model_factory, tmp_path_factory):
 def tiny_lm_variant(tiny_dirs, tmp_path_factory):
     """A saved tiny variant (qwen2, ChatML) whose base decoder keeps its language-model head: one a reranker
     scores with."""
-    import torch
-    from rag_helpers import save_causal_lm
+    from rag_helpers import save_lm_variant
 
-    from c2v_rag import Causal2Vec
-
-    root = tmp_path_factory.mktemp("lm-variant")
-    base = save_causal_lm(root, "qwen2", tied=True)
     # The projector starts random: seeded, so the variant is the same whichever tests ran before (the reranking
     # tests' "the order changed" held or not by the draw).
-    torch.manual_seed(3)
-    model = Causal2Vec.from_components(str(base), str(tiny_dirs["bert"]), device="cpu", dtype="float32", max_length=96)
-    return model.save_pretrained(root / "variant")
+    variant, _ = save_lm_variant(tmp_path_factory.mktemp("lm-variant"), "qwen2", True, tiny_dirs["bert"], seed=3)
+    return variant
 
 
 @pytest.fixture(scope="session")

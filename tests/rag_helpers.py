@@ -80,3 +80,29 @@ def save_causal_lm(root, family: str, tied: bool):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def save_lm_variant(root, family: str, tied: bool, encoder, seed: int | None = None):
+    """A tiny variant saved under ``root/variant`` whose base decoder (:func:`save_causal_lm`) keeps its language-model
+    head, with ``encoder`` (a tiny BERT's folder) as its encoder: one a reranker scores with. ``seed`` fixes its random
+    projector. Returns the variant's folder and its base decoder's."""
+    import torch
+
+    from c2v_rag import Causal2Vec
+
+    base = save_causal_lm(root, family, tied)
+    if seed is not None:
+        torch.manual_seed(seed)
+    model = Causal2Vec.from_components(str(base), str(encoder), device="cpu", dtype="float32", max_length=96)
+    return model.save_pretrained(root / "variant"), base
+
+
+# A query and documents to rerank: one on the query's topic, others off it, and a one-word document.
+RERANK_DOCS = [
+    "Vitamin deficiency is linked to bone loss in older adults.",
+    "The stock market fell sharply after the announcement.",
+    "Cats and dogs are popular pets; many people keep both at home.",
+    "Proteins fold into three dimensional structures that determine their function.",
+    "Bone",
+]
+RERANK_QUERY = "vitamin and bone loss"

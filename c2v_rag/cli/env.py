@@ -84,15 +84,17 @@ def environment() -> dict[str, dict[str, Any]]:
 
 
 def _rerank_auto() -> str:
-    """What a search's ``rerank="auto"`` does here (the default device and dtype, ``$C2V_RAG_RERANK``)."""
+    """What a search's ``rerank="auto"`` does here (the default device and dtype, ``$C2V_RAG_RERANK``,
+    ``$C2V_RAG_QUANTIZE``), and what the reranker computes in."""
     from c2v_rag.rag.options import ModelOptions
-    from c2v_rag.rag.retrieval.reranking import resolve_rerank
+    from c2v_rag.rag.retrieval.reranking import auto_plan, resolve_rerank
 
     try:
         depth = resolve_rerank("auto", 1, ModelOptions())
+        precision = auto_plan(ModelOptions()).precision
     except (ValueError, OSError) as err:  # a bad $C2V_RAG_RERANK, the default preset unreadable: named
         return f"error: {err}"
-    return f"the top {depth}" if depth else "none"
+    return f"the top {depth} (the decoder in {precision})" if depth else "none"
 
 
 def _version(distribution: str) -> str:

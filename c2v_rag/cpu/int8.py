@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -118,6 +118,27 @@ def input_maxima(
     ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`."""
     if documents is None or queries is None:
         documents, queries = calibration_texts()
+
+    def encode() -> None:
+        # The long calibration passages would trip encode's once-per-model truncation warning, which is about
+        # the user's texts, not these.
+        warned, model.truncation_warned = model.truncation_warned, True
+        try:
+            with stage("calibrating", steps=1 + len(CALIBRATION_TASKS)) as progress:
+                model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
+                progress.step()
+                for task in CALIBRATION_TASKS:
+                    model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
+                    progress.step()
+        finally:
+            model.truncation_warned = warned
+
+    return linear_input_maxima(model.decoder, encode)
+
+
+def linear_input_maxima(module: nn.Module, run: Callable[[], object]) -> dict[str, np.ndarray]:
+    """``max |x_k|`` per input channel of each ``nn.Linear`` in ``module``, by module name, over every row that
+    ``run()`` feeds them: what SmoothQuant's factors are computed from."""
     amax: dict[str, torch.Tensor] = {}
 
     def hook(name: str):
@@ -127,19 +148,10 @@ def input_maxima(
 
         return record
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.decoder.named_modules() if isinstance(m, nn.Linear)]
-    # The long calibration passages would trip encode's once-per-model truncation warning, which is about
-    # the user's texts, not these.
-    warned, model.truncation_warned = model.truncation_warned, True
+    handles = [m.register_forward_hook(hook(n)) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     try:
-        with stage("calibrating", steps=1 + len(CALIBRATION_TASKS)) as progress:
-            model.encode_documents(list(documents), batch_size=batch_size, show_progress_bar=False)
-            progress.step()
-            for task in CALIBRATION_TASKS:
-                model.encode_queries(list(queries), task=task, batch_size=batch_size, show_progress_bar=False)
-                progress.step()
+        run()
     finally:
-        model.truncation_warned = warned
         for handle in handles:
             handle.remove()
     return {name: value.cpu().numpy() for name, value in amax.items()}

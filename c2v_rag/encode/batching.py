@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 def plan_batches(
@@ -127,3 +131,19 @@ def collate(
         else:
             pool[row, int(last[row])] = 1  # an empty text: its EOS state, rather than a zero vector
     return Causal2VecBatch(ids, mask, context, last, enc_ids, enc_mask, pool)
+
+
+def forward_batches(forward: Callable[[list[int]], T], plan: list[list[int]], workers: int) -> Iterator[T]:
+    """``forward`` of each batch of ``plan``, in order; ``workers`` batches at a time on as many threads when
+    the model asks for it (:attr:`~c2v_rag.model.causal2vec.Causal2Vec.batch_workers`: the ONNX Runtime path, whose
+    sessions run each batch on one core). Results are taken, and callbacks run, on the caller's thread."""
+    workers = min(workers, len(plan))
+    if workers <= 1:
+        yield from map(forward, plan)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="c2v-batch")
+    try:
+        yield from pool.map(forward, plan)
+    finally:
+        # an error (or the caller stopping early) drops the batches not started yet
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -11,7 +11,6 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ import torch
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
-from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
+from c2v_rag.encode.batching import Causal2VecBatch, forward_batches, plan_batches
 from c2v_rag.encode.long_texts import (
     LongTexts,
     Windows,
@@ -485,26 +484,10 @@ def embed_prepared(
             assert padded is not None  # encoder_only: the batch holds the encoder ids
             return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(padded.numel())
 
-    for batch_rows, vectors, padded in _forward_all(forward, plan, model.batch_workers):
+    for batch_rows, vectors, padded in forward_batches(forward, plan, model.batch_workers):
         out[[targets[r] for r in batch_rows]] = vectors
         if on_batch is not None:
             on_batch(len(batch_rows), padded)
-
-
-def _forward_all(forward: Callable[[list[int]], Any], plan: list[list[int]], workers: int) -> Iterator[Any]:
-    """``forward`` of each batch of ``plan``, in order; ``workers`` batches at a time on as many threads when
-    the model asks for it (:attr:`~c2v_rag.model.causal2vec.Causal2Vec.batch_workers`: the ONNX Runtime path, whose
-    sessions run each batch on one core). Results are taken, and callbacks run, on the caller's thread."""
-    workers = min(workers, len(plan))
-    if workers <= 1:
-        yield from map(forward, plan)
-        return
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="c2v-batch")
-    try:
-        yield from pool.map(forward, plan)
-    finally:
-        # an error (or the caller stopping early) drops the batches not started yet
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run(

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from c2v_rag.encode.batching import pad_right, plan_batches
+from c2v_rag.encode.batching import forward_batches, pad_right, plan_batches
 from c2v_rag.nn.backbone import input_embeddings
 from c2v_rag.rerank.templates import Pair
 
@@ -36,31 +36,44 @@ class QueryLikelihood:
     def device(self) -> torch.device:
         return self.head.device
 
+    @property
+    def workers(self) -> int:
+        """Batches run at once: an ONNX Runtime decoder computes each on one core
+        (:attr:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder.batch_workers`); torch splits one batch over its threads."""
+        return int(getattr(self.backbone, "batch_workers", 1))
+
     @torch.inference_mode()
     def log_probs(self, pairs: Sequence[Pair], max_tokens: int) -> np.ndarray:
         """The summed log-probability of each pair's query tokens, in float64, in the pairs' order."""
         out = np.zeros(len(pairs), dtype=np.float64)
         lengths = [len(p.ids) for p in pairs]
+        workers = self.workers
+        if workers > 1 and lengths:
+            # at least one batch per worker: a query's 20 hits fit one budget, which would leave the other cores idle
+            max_tokens = min(max_tokens, max(max(lengths), -(-sum(lengths) // workers)))
         # No pad-fraction cut: a CPU pays for padding, but the pairs of one query differ by their documents only,
         # and one budget keeps the batches as few as the budget allows (bench/rerank.py times it).
-        for batch in plan_batches(lengths, max_tokens=max_tokens, max_batch_size=MAX_BATCH_SIZE):
-            rows = [pairs[i] for i in batch]
-            ids, mask = pad_right([p.ids for p in rows], self.pad_id)
-            ids, mask = ids.to(self.device), mask.to(self.device)
-            positions = torch.arange(ids.size(1), device=self.device).expand_as(ids)
-            embeds = input_embeddings(self.backbone)(ids)
-            hidden = self.backbone(
-                inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
-            ).last_hidden_state
-            # Position t predicts token t + 1: the query's tokens [start, end) are predicted from [start - 1, end - 1).
-            row_index = torch.cat(
-                [torch.full((len(p.ids) - p.query_start,), r, dtype=torch.long) for r, p in enumerate(rows)]
-            )
-            col_index = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in rows])
-            targets = torch.cat([torch.as_tensor(p.ids[p.query_start :], dtype=torch.long) for p in rows])
-            states = hidden[row_index.to(self.device), col_index.to(self.device)]  # [query tokens, d]
-            logits = F.linear(states.to(self.head.dtype), self.head).float()
-            token_lp = logits.log_softmax(-1).gather(1, targets.to(self.device)[:, None])[:, 0].double().cpu()
-            sums = torch.zeros(len(rows), dtype=torch.float64).index_add_(0, row_index, token_lp)
-            out[batch] = sums.numpy()
+        plan = plan_batches(lengths, max_tokens=max_tokens, max_batch_size=MAX_BATCH_SIZE)
+        for batch, sums in zip(plan, forward_batches(lambda b: self._batch([pairs[i] for i in b]), plan, workers)):
+            out[batch] = sums
         return out
+
+    @torch.inference_mode()
+    def _batch(self, rows: list[Pair]) -> np.ndarray:
+        ids, mask = pad_right([p.ids for p in rows], self.pad_id)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        positions = torch.arange(ids.size(1), device=self.device).expand_as(ids)
+        embeds = input_embeddings(self.backbone)(ids)
+        hidden = self.backbone(
+            inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
+        ).last_hidden_state
+        # Position t predicts token t + 1: the query's tokens [start, end) are predicted from [start - 1, end - 1).
+        row_index = torch.cat(
+            [torch.full((len(p.ids) - p.query_start,), r, dtype=torch.long) for r, p in enumerate(rows)]
+        )
+        col_index = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in rows])
+        targets = torch.cat([torch.as_tensor(p.ids[p.query_start :], dtype=torch.long) for p in rows])
+        states = hidden[row_index.to(self.device), col_index.to(self.device)]  # [query tokens, d]
+        logits = F.linear(states.to(self.head.dtype), self.head).float()
+        token_lp = logits.log_softmax(-1).gather(1, targets.to(self.device)[:, None])[:, 0].double().cpu()
+        return torch.zeros(len(rows), dtype=torch.float64).index_add_(0, row_index, token_lp).numpy()

@@ -6,6 +6,9 @@ likelihoods rank better (``bench/rerank.py``, docs/ingest-and-search.md). ``deco
 variant's own decoder, adapters merged in (a loaded :class:`~c2v_rag.Causal2Vec`'s ``decoder``), for variants
 whose training kept it a language model. Either way the head is the base's output embedding matrix: the input
 embeddings where the base ties them (SmolLM2, most small models), else its ``lm_head.weight``.
+
+``quantize`` (:func:`scoring_plan`): the base decoder's linear layers in int8 on a CPU (:mod:`c2v_rag.rerank.int8`),
+where new vectors would be int8, or the float decoder in its dtype.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ import torch
 from c2v_rag.core.config import Causal2VecConfig, PromptFormat
 from c2v_rag.hub.lm_head import lm_head_weight
 from c2v_rag.rerank.likelihood import QueryLikelihood
+from c2v_rag.rerank.templates import DEFAULT_TEMPLATE, PairBuilder, RerankTemplate, get_template
 
 if TYPE_CHECKING:
     from c2v_rag.hub.sources import ResolvedSource
     from c2v_rag.model.causal2vec import Causal2Vec
 
 DecoderChoice = Literal["base", "variant"]
+QuantizeChoice = Literal["auto", "int8", "none"]
+QUANTIZE_CHOICES: tuple[str, ...] = ("auto", "int8", "none")
 
 
 @dataclass
@@ -35,6 +41,69 @@ class ScoringModel:
     tokenizer: Any
     prompt_format: PromptFormat
     config: Causal2VecConfig
+    precision: str
+    """``"int8"`` or the float dtype's name (:attr:`ScoringPlan.precision`)."""
+
+
+@dataclass(frozen=True)
+class ScoringPlan:
+    """Where and how the reranker's decoder computes: on ``device``, in int8 (:mod:`c2v_rag.rerank.int8`) or in
+    the float ``dtype``."""
+
+    device: torch.device
+    dtype: torch.dtype
+    int8: bool
+
+    @property
+    def precision(self) -> str:
+        """``"int8"``, else the float dtype's name (``"bfloat16"``, ``"float32"``...)."""
+        from c2v_rag.core.devices import dtype_name
+
+        return "int8" if self.int8 else dtype_name(self.dtype)
+
+
+def scoring_plan(
+    config: Causal2VecConfig,
+    loaded: Causal2Vec | None,
+    decoder: DecoderChoice,
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+    quantize: str | None,
+) -> ScoringPlan:
+    """How the reranker of ``config`` (or of the ``loaded`` model) scores.
+
+    ``quantize="int8"``: the base decoder in int8, on a CPU. ``"auto"``: int8 where new vectors would be int8
+    (:func:`~c2v_rag.core.devices.default_quantize`: a CPU class where int8 was measured within its quality bound
+    and faster than float, with the ``int8`` extra installed; ``$C2V_RAG_QUANTIZE=none`` keeps float), unless
+    ``dtype`` was given, the ``variant`` decoder scores, or a loaded float model sets the dtype; None or ``"none"``:
+    the float decoder. The float dtype: ``dtype``, else a
+    loaded float model's ("auto" would give bf16 on some CPUs to a float32 model), else the variant's, resolved.
+    """
+    from c2v_rag.core.devices import default_quantize, resolve_device, resolve_dtype, resolve_quantize
+
+    if quantize is not None and quantize not in QUANTIZE_CHOICES:
+        raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_CHOICES)} or None, got {quantize!r}")
+    target = loaded.device if loaded is not None and device is None else resolve_device(device)
+    if quantize == "int8":
+        if decoder != "base":
+            raise ValueError("quantize='int8' scores with the base decoder: pass decoder='base' or quantize=None")
+        if target.type != "cpu":
+            raise ValueError(
+                f"quantize='int8' runs on a CPU only, not on {target}: pass device='cpu', or drop quantize to score "
+                "in bf16/fp16 on the GPU"
+            )
+        return ScoringPlan(target, torch.float32, True)
+    if dtype is None and loaded is not None and loaded.quantization == "none":
+        return ScoringPlan(target, loaded.dtype, False)
+    if (
+        quantize == "auto"
+        and decoder == "base"
+        and dtype is None
+        and target.type == "cpu"
+        and resolve_quantize(default_quantize(), target) != "none"
+    ):
+        return ScoringPlan(target, torch.float32, True)
+    return ScoringPlan(target, resolve_dtype(dtype if dtype is not None else config.dtype, target), False)
 
 
 def load_scoring_model(
@@ -42,10 +111,14 @@ def load_scoring_model(
     decoder: DecoderChoice,
     device: str | torch.device | None,
     dtype: str | torch.dtype | None,
+    quantize: str | None = "auto",
+    template: RerankTemplate | None = None,
 ) -> ScoringModel:
     """The scorer for ``model`` (a preset name, a variant directory, None for the default preset, or a loaded
-    :class:`~c2v_rag.Causal2Vec`)."""
+    :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
+    decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
+    from c2v_rag.core.devices import dtype_name
     from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
@@ -59,6 +132,7 @@ def load_scoring_model(
     if named is not None and not isinstance(named, (str, Path)):
         raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
     config = loaded.config if loaded is not None else read_config(resolve_variant_path(named))
+    plan = scoring_plan(config, loaded, decoder, device, dtype, quantize)
     source = resolve_reference(config.decoder, config.decoder_revision)
     # The loaded model's tokenizer, or the same kind (tokenizers alone, transformers where that differs).
     tokenizer = loaded.tokenizer if loaded is not None else load_fast_tokenizer(source)
@@ -66,6 +140,8 @@ def load_scoring_model(
     prompt_format = (
         config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)
     )
+    # The pairs' layout: what an int8 decoder is calibrated on, and the pad id of every batch.
+    pairs = PairBuilder(tokenizer, prompt_format, template or get_template(DEFAULT_TEMPLATE), config.max_length)
     if decoder == "variant":
         if config.attention != "causal":
             raise ValueError(
@@ -80,28 +156,26 @@ def load_scoring_model(
                 "states: rerank with decoder='base', or pass the model name rather than the loaded int8 model"
             )
         backbone = loaded.decoder
+        head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
+    elif plan.int8:
+        from c2v_rag.rerank.int8 import int8_scoring_decoder
+
+        floats: list[torch.nn.Module] = []
+
+        def load_float() -> torch.nn.Module:
+            floats.append(_load_base(source, torch.float32, plan.device))
+            return floats[-1]
+
+        backbone = int8_scoring_decoder(config, source, pairs, load_float)
+        # the head from the float backbone, whose layers are then dropped: the graph runs them
+        head = lm_head_weight(floats[-1], config.decoder, config.decoder_revision)
+        floats.clear()
     else:
-        target, torch_dtype = base_device_dtype(config, loaded, device, dtype)
-        backbone = _load_base(source, torch_dtype, target)
-    head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return ScoringModel(QueryLikelihood(backbone, head.detach(), int(pad_id or 0)), tokenizer, prompt_format, config)
-
-
-def base_device_dtype(
-    config: Causal2VecConfig,
-    loaded: Causal2Vec | None,
-    device: str | torch.device | None,
-    dtype: str | torch.dtype | None,
-) -> tuple[torch.device, torch.dtype]:
-    """Where and in what the base decoder scores: ``device``, else a loaded model's; ``dtype``, else a loaded
-    float model's ("auto" would give bf16 on some CPUs to a float32 model), else the variant's, resolved."""
-    from c2v_rag.core.devices import resolve_device, resolve_dtype
-
-    target = loaded.device if loaded is not None and device is None else resolve_device(device)
-    if dtype is None and loaded is not None and loaded.quantization == "none":
-        return target, loaded.dtype
-    return target, resolve_dtype(dtype if dtype is not None else config.dtype, target)
+        backbone = _load_base(source, plan.dtype, plan.device)
+        head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
+    precision = dtype_name(head.dtype) if decoder == "variant" else plan.precision
+    likelihood = QueryLikelihood(backbone, head.detach(), pairs.pad_id)
+    return ScoringModel(likelihood, tokenizer, prompt_format, config, precision)
 
 
 def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from c2v_rag.encode.loop import check_texts, default_max_tokens
 from c2v_rag.rerank.fusion import DEFAULT_WEIGHT, fuse
-from c2v_rag.rerank.loading import DecoderChoice, load_scoring_model
+from c2v_rag.rerank.loading import DecoderChoice, QuantizeChoice, load_scoring_model
 from c2v_rag.rerank.templates import DEFAULT_TEMPLATE, PairBuilder, RerankTemplate, get_template
 
 if TYPE_CHECKING:
@@ -50,6 +50,10 @@ class Causal2VecReranker:
         template: a name in :data:`~c2v_rag.rerank.templates.TEMPLATES` or a
             :class:`~c2v_rag.rerank.templates.RerankTemplate`.
         device, dtype: where and in what the decoder runs (None: cuda when present; the variant's dtype).
+        quantize: ``"auto"`` runs the base decoder's linear layers in int8 on a CPU where new vectors would be int8
+            (:mod:`c2v_rag.rerank.int8`; the ``int8`` extra on a CPU where int8 was measured as good;
+            ``$C2V_RAG_QUANTIZE``; built once and cached), unless ``dtype`` is given; ``"int8"`` asks for it; None
+            or ``"none"``: the float decoder.
         max_length: decoder tokens per (instruction, document, query); longer documents keep their head
             (None: the variant's ``max_length``). :attr:`truncated` counts the documents cut.
         batch_tokens: padded tokens per forward pass (None: encode's default for the device).
@@ -63,6 +67,7 @@ class Causal2VecReranker:
         template: str | RerankTemplate = DEFAULT_TEMPLATE,
         device: str | torch.device | None = None,
         dtype: str | torch.dtype | None = None,
+        quantize: QuantizeChoice | None = "auto",
         max_length: int | None = None,
         batch_tokens: int | None = None,
     ) -> None:
@@ -70,21 +75,28 @@ class Causal2VecReranker:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         chosen = get_template(template)
-        self.scoring = load_scoring_model(model, decoder, device, dtype)
+        self.scoring = load_scoring_model(model, decoder, device, dtype, quantize, chosen)
         self.decoder = decoder
         self.template = chosen
         self.max_length = max_length or self.scoring.config.max_length
-        self.batch_tokens = batch_tokens or default_max_tokens(self.scoring.likelihood.device)
+        self.batch_tokens = batch_tokens or default_max_tokens(
+            self.scoring.likelihood.device, "int8" if self.precision == "int8" else "none"
+        )
         self.pairs = PairBuilder(self.scoring.tokenizer, self.scoring.prompt_format, chosen, self.max_length)
         self.truncated = 0
         """Documents cut to fit ``max_length`` so far, over every call."""
         self._warned = False
         self._lock = threading.Lock()  # one forward at a time: a server's threads share the reranker
 
+    @property
+    def precision(self) -> str:
+        """What the decoder computes in: ``"int8"``, or its float dtype's name."""
+        return self.scoring.precision
+
     def __repr__(self) -> str:
         return (
             f"Causal2VecReranker({self.scoring.config.decoder!r}, decoder={self.decoder!r}, "
-            f"template={self.template.name!r}, max_length={self.max_length})"
+            f"template={self.template.name!r}, precision={self.precision!r}, max_length={self.max_length})"
         )
 
     def score(self, query: str, documents: Sequence[str]) -> np.ndarray:

@@ -84,6 +84,13 @@ class PairBuilder:
         self.head = ([bos] if bos is not None and _adds_bos(tokenizer) else []) + self._ids(before)
         self.middle = self._ids(after)
 
+    @property
+    def pad_id(self) -> int:
+        """The id batches are right-padded with: the tokenizer's pad token, else its EOS (no real token attends to
+        a pad under causal attention, so any id serves)."""
+        pad = self.tokenizer.pad_token_id
+        return int((pad if pad is not None else self.tokenizer.eos_token_id) or 0)
+
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 

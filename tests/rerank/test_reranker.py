@@ -8,19 +8,12 @@ import logging
 import numpy as np
 import pytest
 import torch
-from rag_helpers import save_causal_lm
+from rag_helpers import RERANK_DOCS, RERANK_QUERY, save_lm_variant
 
 from c2v_rag.hub.fast_tokenizer import FastTokenizer, transformers_tokenizer
 from c2v_rag.rerank import Causal2VecReranker, RerankTemplate, fuse, zscore
 
-DOCS = [
-    "Vitamin deficiency is linked to bone loss in older adults.",
-    "The stock market fell sharply after the announcement.",
-    "Cats and dogs are popular pets; many people keep both at home.",
-    "Proteins fold into three dimensional structures that determine their function.",
-    "Bone",
-]
-QUERY = "vitamin and bone loss"
+DOCS, QUERY = RERANK_DOCS, RERANK_QUERY
 
 
 @pytest.fixture(
@@ -28,14 +21,8 @@ QUERY = "vitamin and bone loss"
 )
 def lm_variant(request, tmp_path_factory, tiny_dirs):
     """A saved tiny variant whose base decoder has a language-model head, and that base's folder."""
-    from c2v_rag import Causal2Vec
-
     family, tied = request.param
-    root = tmp_path_factory.mktemp("rerank")
-    base = save_causal_lm(root, family, tied)
-    model = Causal2Vec.from_components(str(base), str(tiny_dirs["bert"]), device="cpu", dtype="float32", max_length=96)
-    model.save_pretrained(root / "variant")
-    return root / "variant", base
+    return save_lm_variant(tmp_path_factory.mktemp("rerank"), family, tied, tiny_dirs["bert"])
 
 
 def reference_scores(base, pairs) -> np.ndarray:

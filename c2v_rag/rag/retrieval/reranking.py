@@ -2,9 +2,10 @@
 scores (:meth:`~c2v_rag.rerank.Causal2VecReranker.fused_scores`), and the best ``top_k`` of them kept.
 
 ``rerank="auto"``, the default of a search by the library, the command line and the frameworks' retrievers, reranks
-the top :data:`AUTO_DEPTH` where the reranker's decoder computes in bf16 or fp16 (a CPU with bf16 in hardware:
-avx512_bf16 or AMX; a GPU), about 1.8 s a query on two Zen 5 cores, and not where it would compute in float32 (an
-AVX2 CPU: 7 s a query); ``$C2V_RAG_RERANK`` sets another default (docs/ingest-and-search.md, "Reranking").
+as deep as the reranker's decoder is fast on this machine (:func:`auto_depth`): the top :data:`AUTO_DEPTH` where it
+computes in int8 with AVX-512's int8 dot products, in bf16 or fp16 (a CPU with bf16 in hardware, a GPU), the top
+:data:`AVX2_DEPTH` in int8 on an AVX2 CPU, and none in float32; ``$C2V_RAG_RERANK`` sets another default
+(docs/ingest-and-search.md, "Reranking", with the cost of each).
 
 The reranker of a variant loads once per process (its base decoder: seconds) and is shared by every handle and
 search that names the same model, device and dtype, as :func:`~c2v_rag.rag.embedding.load_model` shares models.
@@ -22,6 +23,7 @@ from c2v_rag.rag.options import ModelOptions
 
 if TYPE_CHECKING:
     from c2v_rag.rerank import Causal2VecReranker
+    from c2v_rag.rerank.loading import ScoringPlan
 
 
 class _Hit(Protocol):
@@ -41,8 +43,12 @@ _lock = threading.Lock()
 
 RERANK_ENV = "C2V_RAG_RERANK"
 AUTO_DEPTH = 20
-"""The hits ``rerank="auto"`` reorders (at least ``top_k``): the top 20 gained more than the top 10 on the three
-sets measured, at twice the cost (docs/ingest-and-search.md)."""
+"""The hits ``rerank="auto"`` reorders (at least ``top_k``) where the decoder is fast: the top 20 gained more than
+the top 10 on the three sets measured, at twice the cost (docs/ingest-and-search.md)."""
+AVX2_DEPTH = 10
+"""The hits ``rerank="auto"`` reorders with the int8 decoder on an AVX2 CPU, whose int8 products (``vpmaddubsw``)
+run at about half the rate of AVX-512's: the top 10, at about the cost of the top 20 elsewhere."""
+_INT8_DOT_PRODUCTS = frozenset({"avx512_vnni", "avx512_bf16", "amx"})  # core.devices.cpu_class rows
 
 logger = logging.getLogger(__name__)
 
@@ -99,23 +105,38 @@ def resolve_rerank(
     rerank: int | str | None, top_k: int, model: ModelOptions, recorded: str | None = None
 ) -> int | None:
     """How many first-stage hits a search reranks (None: none). ``"auto"``: ``$C2V_RAG_RERANK``'s choice, else
-    :data:`AUTO_DEPTH` (at least ``top_k``) where the reranker of the model that searches (``recorded``, a
-    collection's model, when ``model`` names none) would compute in bf16 or fp16, else none."""
+    :func:`auto_depth` (at least ``top_k``) for the reranker of the model that searches (``recorded``, a
+    collection's model, when ``model`` names none)."""
     if rerank != "auto":
         return rerank if isinstance(rerank, int) else None
     setting = auto_depth_setting()
     if setting is not None:
         return max(setting, top_k) if setting else None
-    import torch
-
-    from c2v_rag.rerank.loading import base_device_dtype
-
-    resolved = model.resolve(recorded)
     try:
-        _, dtype = base_device_dtype(resolved.config, resolved.loaded, model.device, model.dtype)
+        plan = auto_plan(model, recorded)
     except ValueError:
         return None  # loading the model reports a bad dtype
-    return max(AUTO_DEPTH, top_k) if dtype in (torch.bfloat16, torch.float16) else None
+    depth = auto_depth(plan)
+    return max(depth, top_k) if depth else None
+
+
+def auto_plan(model: ModelOptions, recorded: str | None = None) -> ScoringPlan:
+    """How the reranker a search loads (:func:`shared_reranker`) would score: where, and in int8 or which dtype."""
+    from c2v_rag.rerank.loading import scoring_plan
+
+    resolved = model.resolve(recorded)
+    return scoring_plan(resolved.config, resolved.loaded, "base", model.device, model.dtype, "auto")
+
+
+def auto_depth(plan: ScoringPlan) -> int | None:
+    """The hits ``rerank="auto"`` reorders with a reranker that scores as ``plan`` says: :data:`AUTO_DEPTH` in
+    int8 on a CPU with AVX-512's int8 dot products (VNNI; AMX) and in bf16 or fp16, :data:`AVX2_DEPTH` in int8 on
+    an AVX2 CPU, none in float32 (two to five times int8's time: docs/ingest-and-search.md)."""
+    from c2v_rag.core.devices import cpu_class
+
+    if plan.int8:
+        return AUTO_DEPTH if cpu_class() in _INT8_DOT_PRODUCTS else AVX2_DEPTH
+    return AUTO_DEPTH if plan.precision in ("bfloat16", "float16") else None
 
 
 def auto_reranker(model: ModelOptions, recorded: str | None) -> Causal2VecReranker | None:
@@ -146,6 +167,7 @@ def shared_reranker(model: ModelOptions, recorded: str | None) -> Causal2VecRera
     key = (source, model.device, model.dtype)
     with _lock:
         if key not in _cache:
+            # quantize="auto": int8 where new vectors would be int8, unless a dtype was asked for
             _cache[key] = Causal2VecReranker(source, device=model.device, dtype=model.dtype)
         return _cache[key]
 

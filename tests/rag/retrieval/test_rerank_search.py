@@ -150,6 +150,50 @@ def test_auto_reranks_the_top_20_where_the_decoder_computes_in_bf16(store, tiny_
     assert all(h.rerank_score is None for h in c2v_rag.search(QUERY, model=loaded, **with_loaded))
 
 
+@pytest.mark.parametrize(("cpu", "depth"), [("avx512_vnni", 20), ("avx512_bf16", 20), ("avx2", 10)])
+def test_auto_reranks_with_the_int8_decoder_as_deep_as_the_cpus_int8_products_allow(
+    tiny_lm_variant, monkeypatch, cpu, depth
+):
+    pytest.importorskip("onnxruntime")
+    import c2v_rag.core.devices
+    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.retrieval.reranking import resolve_rerank
+
+    monkeypatch.delenv("C2V_RAG_RERANK")  # the suite turns the defaults off (conftest); this is their test
+    monkeypatch.delenv("C2V_RAG_QUANTIZE")
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: cpu)
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_has_native_bf16", lambda: False)
+    on_cpu = ModelOptions(model=str(tiny_lm_variant), device="cpu")
+    assert resolve_rerank("auto", 3, on_cpu) == depth
+    assert resolve_rerank("auto", 30, on_cpu) == 30  # at least top_k
+    # float everywhere ($C2V_RAG_QUANTIZE=none), no int8 extra, or a dtype asked for: float32 here, no reranking
+    monkeypatch.setenv("C2V_RAG_QUANTIZE", "none")
+    assert resolve_rerank("auto", 3, on_cpu) is None
+    monkeypatch.delenv("C2V_RAG_QUANTIZE")
+    assert resolve_rerank("auto", 3, ModelOptions(model=str(tiny_lm_variant), device="cpu", dtype="float32")) is None
+    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: False)
+    assert resolve_rerank("auto", 3, on_cpu) is None
+
+
+def test_an_auto_search_on_avx2_reranks_its_top_10_with_the_int8_decoder(store, tiny_lm_variant, monkeypatch, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import c2v_rag.core.devices
+    from c2v_rag.rag.retrieval import reranking
+
+    monkeypatch.delenv("C2V_RAG_RERANK")
+    monkeypatch.delenv("C2V_RAG_QUANTIZE")
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))  # the tiny decoder's int8 graph, built here
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(reranking, "_cache", {})
+    options = {"top_k": 3, "collection": "kb", "path": store, "device": "cpu"}
+    default = c2v_rag.search(QUERY, **options)
+    assert all(h.rerank_score is not None for h in default)
+    assert [r.precision for r in reranking._cache.values()] == ["int8"]
+    assert _ranked(default) == _ranked(c2v_rag.search(QUERY, rerank=10, **options))
+    first = c2v_rag.search(QUERY, rerank=None, **{**options, "top_k": 10})
+    assert len(first) == 10 and {h.id for h in default} <= {h.id for h in first}
+
+
 def test_auto_follows_the_dtype_the_variant_records(tmp_path, tiny_lm_variant, monkeypatch):
     """A variant whose config says float32 gets a float32 reranker (as its model loads), so auto does not rerank
     with it even on a CPU with bf16: decided for the collection's own model."""

@@ -1,0 +1,137 @@
+"""The reranker's base decoder in int8 on a CPU: the embedding path's per-token recipe, calibrated on pairs.
+
+A reranked search runs the whole base decoder over each hit and the query after it: twenty hits of 200 tokens
+are 4,000 decoder positions, where a search's own query is twenty. So the decoder's linear layers run as int8
+GEMMs in ONNX Runtime, by the recipe the embedding model's ``quantize="int8"`` uses
+(:func:`c2v_rag.cpu.int8.rewrite_per_token_int8`: SmoothQuant, each token's activations on their own scale,
+7-bit weights that AVX2's int8 instructions take without overflow), over the block-causal attention graph of
+:func:`c2v_rag.cpu.onnx_attention.fuse_attention`. What it costs and what it keeps of the float ranking are in
+docs/ingest-and-search.md ("Reranking").
+
+**Calibration.** SmoothQuant's factors come from the largest input of each linear layer per channel while the
+float decoder scores the package's calibration texts (:func:`c2v_rag.cpu.int8.calibration_texts`) as pairs under
+the reranker's template: each document once, with a query. The template's head and middle tokens are the same in
+every pair a search scores, so they are in the maxima.
+
+**Cache.** The graph is built once per base decoder, template and tokenizer, and kept beside the embedding
+model's graphs (``$C2V_RAG_CACHE/onnx``): keyed by the decoder's weights, this recipe and the pairs' layout. A
+later load finds it by the base's content digest (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`)
+without loading transformers, then reads only what stays in torch: the word embeddings, which are also the
+language-model head of a tied decoder such as SmolLM2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from c2v_rag.core.devices import INT8_METHOD
+from c2v_rag.core.extras import require
+from c2v_rag.cpu import int8 as recipe
+from c2v_rag.cpu import onnx_decoder as decoder_files
+from c2v_rag.rerank.templates import Pair, PairBuilder
+
+if TYPE_CHECKING:
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.cpu.onnx_decoder import OnnxDecoder
+    from c2v_rag.hub.sources import ResolvedSource
+
+# Bump when the calibration or the graph's build below changes in a way the recipe's constants do not show.
+RECIPE_VERSION = 1
+CALIBRATION_BATCH_TOKENS = 4096
+
+
+def calibration_pairs(pairs: PairBuilder) -> list[Pair]:
+    """Each packaged calibration document once, before one of the calibration queries in turn."""
+    documents, queries = recipe.calibration_texts()
+    out: list[Pair] = []
+    for i, document in enumerate(documents):
+        out += pairs.pairs(pairs.query_ids(queries[i % len(queries)]), [document])
+    return out
+
+
+def recipe_key(pairs: PairBuilder) -> str:
+    """sha256 of what the graph depends on besides the decoder's weights: the per-token recipe's constants, the
+    calibration texts, and the pairs' layout (the template's tokens around the document, in this tokenizer)."""
+    digest = hashlib.sha256(
+        f"c2v-rerank-int8 v{RECIPE_VERSION} {INT8_METHOD} v{recipe.RECIPE_VERSION} {recipe.SMOOTH_ALPHA} "
+        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} decoder {decoder_files.FORMAT} "
+        f"{decoder_files.OPSET}\n".encode()
+    )
+    digest.update(json.dumps(recipe.calibration_texts()).encode())
+    digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())
+    return digest.hexdigest()[:24]
+
+
+def int8_scoring_decoder(
+    config: Causal2VecConfig,
+    source: ResolvedSource,
+    pairs: PairBuilder,
+    load_float: Callable[[], nn.Module],
+    *,
+    cache_dir: Path | None = None,
+) -> OnnxDecoder:
+    """The base decoder of ``config`` (at ``source``) as an int8 :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`
+    for scoring ``pairs``' layout; ``load_float()`` gives the float32 backbone on the CPU whose word embeddings
+    stay in torch (any backbone: plain torch serves). Built and cached on first use (the module doc)."""
+    from c2v_rag.cpu.onnx_decoder import OnnxDecoder
+
+    require("onnxruntime", "the int8 reranker", "int8")
+    key = recipe_key(pairs)
+    digest = source.content_digest()
+    alias = _alias(digest, key) if digest is not None else None
+    found = recipe.find_int8_graphs(alias, cache_dir) if alias is not None else None
+    if found is not None:
+        return OnnxDecoder(load_float(), found.decoder, INT8_METHOD)
+    path = _build(config, source, pairs, key, cache_dir)
+    if alias is not None:
+        recipe.record_int8_graphs(alias, recipe.Int8Graphs(path, None), cache_dir)
+    return OnnxDecoder(load_float(), path, INT8_METHOD)
+
+
+def _alias(digest: str, key: str) -> str:
+    return hashlib.sha256(f"c2v-rerank-int8-alias {key} {digest}".encode()).hexdigest()[:24]
+
+
+def _build(
+    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, key: str, cache_dir: Path | None
+) -> Path:
+    """Calibrate transformers' float32 decoder on the calibration pairs, export it and write the int8 graph."""
+    from c2v_rag.cpu.build_progress import building, stage
+    from c2v_rag.cpu.onnx_attention import default_opset, fuse_attention
+    from c2v_rag.hub.lm_head import lm_head_weight
+    from c2v_rag.hub.sources import load_backbone
+    from c2v_rag.rerank.likelihood import QueryLikelihood
+
+    onnx = require("onnx", "the int8 reranker", "int8")
+    with building("Building the int8 reranker (once; cached for later loads)"):
+        # The export traces transformers' modules.
+        decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
+        decoder_files.check_exportable(decoder, "decoder")
+
+        def transform(exported: Path, target: Path) -> Path:
+            head = lm_head_weight(decoder, config.decoder, config.decoder_revision)
+            scorer = QueryLikelihood(decoder, head, pairs.pad_id)
+            calibration = calibration_pairs(pairs)
+            with stage("calibrating"):
+                maxima = recipe.linear_input_maxima(
+                    decoder, lambda: scorer.log_probs(calibration, CALIBRATION_BATCH_TOKENS)
+                )
+            with stage("writing the int8 decoder"):
+                proto = onnx.load(str(exported))
+                fuse_attention(proto, decoder)
+                opset = default_opset(proto)
+                assert opset is not None  # export_decoder's graph imports the default domain at its OPSET
+                recipe.rewrite_per_token_int8(proto.graph, maxima, opset=opset)
+                onnx.save_model(proto, str(target))
+            return target
+
+        return decoder_files.cached_onnx(
+            decoder, INT8_METHOD, cache_dir, transform=transform, key_extra=f"rerank {key}"
+        )
