@@ -144,6 +144,7 @@ class EmbeddingService:
         # /v1/rerank's reranker: loaded on its first request (the base decoder, seconds), then shared.
         self._reranker: Causal2VecReranker | None = None
         self._reranker_lock = asyncio.Lock()
+        self._reranker_failure_logged = False
 
     async def start(self) -> None:
         await self.batcher.start()
@@ -306,11 +307,11 @@ class EmbeddingService:
             vector, tokens = result.vectors[0], result.tokens[0]
             self.metrics.texts.inc(1)
             self.metrics.tokens.inc(tokens)
+        reranker = await self.search_reranker(options.rerank) if rerank is not None else None
         # With rerank=N the first stage reads the top N and the served variant's reranker keeps the best top_k.
-        first_stage = rerank or body.top_k
+        first_stage = rerank if reranker is not None and rerank is not None else body.top_k
         hits = await self.searcher.nearest(checked, vector, first_stage, options, query=body.query)
-        if rerank is not None:
-            reranker = await self.reranker()
+        if reranker is not None:
             self.metrics.texts.inc(len(hits))  # the reranker reads every first-stage hit, as /v1/rerank counts
             hits = await asyncio.to_thread(rerank_hits, reranker, body.query, hits, body.top_k)
         return {
@@ -343,6 +344,20 @@ class EmbeddingService:
         ]
         payload = {"object": "list", "model": self.name, "results": results}
         return Response(json.dumps(payload), media_type="application/json", headers={"X-Truncated-Inputs": str(cut)})
+
+    async def search_reranker(self, asked: int | str | None) -> Causal2VecReranker | None:
+        """The reranker for a search that reranks. Under ``"auto"``, one that cannot load (its base decoder not on
+        this machine) leaves the search unreranked, logged once, as the library's ``auto`` does; a number asked for
+        fails the request."""
+        try:
+            return await self.reranker()
+        except (OSError, ValueError, ImportError) as err:
+            if asked != "auto":
+                raise
+            if not self._reranker_failure_logged:
+                self._reranker_failure_logged = True
+                logger.warning("rerank='auto': the reranker could not load (%s), so searches are not reranked", err)
+            return None
 
     async def reranker(self) -> Causal2VecReranker:
         """The served variant's reranker, loaded in a worker thread on first use."""

@@ -271,6 +271,43 @@ def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant, monke
             assert error["param"] == "rerank" and message in error["message"], error
 
 
+def test_search_endpoints_auto_rerank_searches_unreranked_when_the_reranker_cannot_load(
+    tmp_path, tiny_lm_variant, monkeypatch, caplog
+):
+    """As the library's ``rerank="auto"``: a reranker that cannot load (its base decoder missing offline) leaves
+    an ``"auto"`` search unreranked, logged once; a number asked for is the request's error."""
+    import c2v_rag.rerank
+
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(6)]
+    c2v_rag.ingest(
+        docs, path=tmp_path, collection="kb", model=tiny_lm_variant, chunk_size=24, chunk_overlap=4, show_progress=False
+    )
+    query = "vitamin bone proteins"
+    first = c2v_rag.search(query, top_k=3, path=tmp_path, collection="kb", model=tiny_lm_variant, rerank=None)
+
+    def unavailable(*args, **kwargs):
+        raise OSError("SmolLM2-135M-Instruct: no such file (offline)")
+
+    monkeypatch.setattr(c2v_rag.rerank, "Causal2VecReranker", unavailable)
+    monkeypatch.setenv("C2V_RAG_RERANK", "8")  # what "auto" does, whatever the CPU
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path, collection="kb")
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        with ServerThread(create_app(load_model(tiny_lm_variant, device="cpu"), config), config) as server:
+
+            def search(**body) -> httpx.Response:
+                return httpx.post(server.url + "/v1/search", json={"query": query, "top_k": 3, **body}, timeout=60)
+
+            answers = [search(rerank="auto") for _ in range(2)]
+            asked = search(rerank=8)
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        hits = answer.json()["data"]
+        assert [h["id"] for h in hits] == [h.id for h in first] and all(h["rerank_score"] is None for h in hits)
+    warned = [r.getMessage() for r in caplog.records if "could not load" in r.getMessage()]
+    assert len(warned) == 1 and "no such file (offline)" in warned[0]
+    assert asked.status_code == 500
+
+
 def test_a_store_server_that_is_away_is_a_503_naming_it(tiny_variant):
     import socket
 
