@@ -13,6 +13,7 @@ where new vectors would be int8, or the float decoder in its dtype.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +28,8 @@ from c2v_rag.rerank.templates import DEFAULT_TEMPLATE, PairBuilder, RerankTempla
 if TYPE_CHECKING:
     from c2v_rag.hub.sources import ResolvedSource
     from c2v_rag.model.causal2vec import Causal2Vec
+
+logger = logging.getLogger(__name__)
 
 DecoderChoice = Literal["base", "variant"]
 QuantizeChoice = Literal["auto", "int8", "none"]
@@ -118,7 +121,7 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
     decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
-    from c2v_rag.core.devices import dtype_name
+    from c2v_rag.core.devices import dtype_name, resolve_dtype
     from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
@@ -158,24 +161,38 @@ def load_scoring_model(
         backbone = loaded.decoder
         head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     elif plan.int8:
-        from c2v_rag.rerank.int8 import int8_scoring_decoder
-
-        floats: list[torch.nn.Module] = []
-
-        def load_float() -> torch.nn.Module:
-            floats.append(_load_base(source, torch.float32, plan.device))
-            return floats[-1]
-
-        backbone = int8_scoring_decoder(config, source, pairs, load_float)
-        # the head from the float backbone, whose layers are then dropped: the graph runs them
-        head = lm_head_weight(floats[-1], config.decoder, config.decoder_revision)
-        floats.clear()
+        try:
+            backbone, head = _int8_base(config, source, pairs, plan.device)
+        except Exception as err:  # an export or ONNX Runtime failure on an unusual decoder: int8 is an optimization
+            if quantize != "auto":
+                raise
+            logger.warning("the int8 reranker could not be built (%s), so it scores with the float decoder", err)
+            plan = ScoringPlan(plan.device, resolve_dtype(config.dtype, plan.device), False)
+            backbone = _load_base(source, plan.dtype, plan.device)
+            head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     else:
         backbone = _load_base(source, plan.dtype, plan.device)
         head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     precision = dtype_name(head.dtype) if decoder == "variant" else plan.precision
     likelihood = QueryLikelihood(backbone, head.detach(), pairs.pad_id)
     return ScoringModel(likelihood, tokenizer, prompt_format, config, precision)
+
+
+def _int8_base(
+    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, device: torch.device
+) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The base decoder in int8 (:mod:`c2v_rag.rerank.int8`) and its head, read from the float backbone whose layers
+    are then dropped (the graph runs them)."""
+    from c2v_rag.rerank.int8 import int8_scoring_decoder
+
+    floats: list[torch.nn.Module] = []
+
+    def load_float() -> torch.nn.Module:
+        floats.append(_load_base(source, torch.float32, device))
+        return floats[-1]
+
+    backbone = int8_scoring_decoder(config, source, pairs, load_float)
+    return backbone, lm_head_weight(floats[-1], config.decoder, config.decoder_revision)
 
 
 def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:

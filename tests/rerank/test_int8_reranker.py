@@ -127,6 +127,27 @@ def test_a_loaded_float_model_keeps_its_dtype_and_an_int8_one_reranks_in_int8(va
     assert scoring_plan(model.config, model, "base", None, None, "auto").int8
 
 
+def test_auto_scores_with_the_float_decoder_when_the_int8_graph_cannot_be_built(variant, monkeypatch, caplog):
+    import c2v_rag.core.devices as devices
+    import c2v_rag.rerank.int8 as int8_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("ONNX export failed: an operator this exporter does not know")
+
+    monkeypatch.setattr(devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.delenv("C2V_RAG_QUANTIZE", raising=False)
+    monkeypatch.setattr(int8_module, "int8_scoring_decoder", broken)
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        fallback = Causal2VecReranker(variant, device="cpu")
+    assert fallback.precision == "float32"
+    assert any("could not be built" in r.getMessage() and "operator" in r.getMessage() for r in caplog.records)
+    exact = Causal2VecReranker(variant, device="cpu", dtype="float32")
+    np.testing.assert_allclose(fallback.score(QUERY, DOCS), exact.score(QUERY, DOCS), rtol=1e-6, atol=1e-6)
+    with pytest.raises(RuntimeError, match="ONNX export failed"):  # asked for by name, the failure is the caller's
+        Causal2VecReranker(variant, device="cpu", quantize="int8")
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
