@@ -253,7 +253,7 @@ def report_set(name: str, configs: list[str]) -> dict[str, Any]:
     qrels = found["qrels"]
     rows: dict[str, Any] = {}
     for first in [f for f in ("dense", "bm25") if f in found]:
-        for top in (10, 20, 50):
+        for top in (10, 20, 30, 50):
             for key in configs:
                 table = stored.get(key, {})
                 covered = [q for q in sorted(qrels) if reranked(found[first][q], found["queries"][q], table, top, 0.0)]
