@@ -79,8 +79,8 @@ def scoring_plan(
     (:func:`~c2v_rag.core.devices.default_quantize`: a CPU class where int8 was measured within its quality bound
     and faster than float, with the ``int8`` extra installed; ``$C2V_RAG_QUANTIZE=none`` keeps float), unless
     ``dtype`` was given, the ``variant`` decoder scores, or a loaded float model sets the dtype; None or ``"none"``:
-    the float decoder. The float dtype: ``dtype``, else a
-    loaded float model's ("auto" would give bf16 on some CPUs to a float32 model), else the variant's, resolved.
+    the float decoder. The float dtype: ``dtype``, else a loaded float model's ("auto" would give bf16 on some CPUs
+    to a float32 model), else the variant's, resolved.
     """
     from c2v_rag.core.devices import default_quantize, resolve_device, resolve_dtype, resolve_quantize
 
@@ -121,7 +121,7 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
     decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
-    from c2v_rag.core.devices import dtype_name, resolve_dtype
+    from c2v_rag.core.devices import dtype_name
     from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
@@ -160,22 +160,31 @@ def load_scoring_model(
             )
         backbone = loaded.decoder
         head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
-    elif plan.int8:
+    else:
+        backbone, head, plan = _base_scorer(config, source, pairs, plan, quantize)
+    precision = dtype_name(head.dtype) if decoder == "variant" else plan.precision
+    likelihood = QueryLikelihood(backbone, head.detach(), pairs.pad_id)
+    return ScoringModel(likelihood, tokenizer, prompt_format, config, precision)
+
+
+def _base_scorer(
+    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, plan: ScoringPlan, quantize: str | None
+) -> tuple[torch.nn.Module, torch.Tensor, ScoringPlan]:
+    """The base decoder as ``plan`` says and its head, and the plan carried out: under ``quantize="auto"`` an int8
+    graph that cannot be built (an export or ONNX Runtime failure on an unusual decoder) leaves the float decoder,
+    with a warning, since int8 is an optimization; asked for by name, the failure is the caller's."""
+    from c2v_rag.core.devices import resolve_dtype
+
+    if plan.int8:
         try:
-            backbone, head = _int8_base(config, source, pairs, plan.device)
-        except Exception as err:  # an export or ONNX Runtime failure on an unusual decoder: int8 is an optimization
+            return (*_int8_base(config, source, pairs, plan.device), plan)
+        except Exception as err:  # torch.onnx and ONNX Runtime raise many kinds
             if quantize != "auto":
                 raise
             logger.warning("the int8 reranker could not be built (%s), so it scores with the float decoder", err)
             plan = ScoringPlan(plan.device, resolve_dtype(config.dtype, plan.device), False)
-            backbone = _load_base(source, plan.dtype, plan.device)
-            head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
-    else:
-        backbone = _load_base(source, plan.dtype, plan.device)
-        head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
-    precision = dtype_name(head.dtype) if decoder == "variant" else plan.precision
-    likelihood = QueryLikelihood(backbone, head.detach(), pairs.pad_id)
-    return ScoringModel(likelihood, tokenizer, prompt_format, config, precision)
+    backbone = _load_base(source, plan.dtype, plan.device)
+    return backbone, lm_head_weight(backbone, config.decoder, config.decoder_revision), plan
 
 
 def _int8_base(
