@@ -7,7 +7,7 @@ fresh processes on the cores this one may use:
 - ``python -c ...``: the interpreter alone, and with ``import torch`` or ``import qdrant_client``, the two
   imports every search needs (each process ends without the interpreter's teardown, as a search does);
 - ``c2v-rag search QUERY --json`` on a collection, as the collection records (int8 for an int8 collection) and
-  with its default ``--rerank auto`` (the top 20 reranked where the CPU has bf16 in hardware);
+  with its default ``--rerank auto`` (the top 20 reranked where the decoder is fast: int8 or bf16 in hardware);
 - the same with ``--rerank none``: the first stage alone;
 - ``--quantize none --rerank none``: the query embedded in float32, whatever the collection's vectors are.
 

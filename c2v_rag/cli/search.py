@@ -55,8 +55,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="N|auto|none",
         help="rerank the top N hits (N >= --top-k) by the decoder's likelihood of the query given each, fused with "
         "their scores; each hit then shows its fused score beside its first-stage one. auto (the default): the "
-        "top 20 where the decoder computes in bf16 (a CPU with avx512_bf16 or AMX, a GPU; about 2 s a query on "
-        "two cores), none elsewhere, or what $C2V_RAG_RERANK says (docs/ingest-and-search.md, 'Reranking')",
+        "top 20 where the decoder is fast (int8 with the int8 extra, bf16 in the CPU's hardware, a GPU; 1-2 s a "
+        "query on two cores), the top 10 in int8 on AVX2, none where it would compute in float32, or what "
+        "$C2V_RAG_RERANK says (docs/ingest-and-search.md, 'Reranking')",
     )
     parser.add_argument(
         "--threads",

@@ -311,9 +311,9 @@ class RerankOption(_Options):
         default="auto",
         description="rerank the first stage's top N hits (N >= top_k) by the decoder's likelihood of the query "
         "given each hit, fused with their scores, and return the best top_k (each hit's rerank_score); None: no "
-        "reranking; 'auto': the top 20 where the decoder computes in bf16 or fp16 (a CPU with avx512_bf16 or AMX, "
-        "a GPU), none elsewhere, or what $C2V_RAG_RERANK says. Costs a decoder pass over N hits per query "
-        "(docs/ingest-and-search.md)",
+        "reranking; 'auto': the top 20 where the decoder is fast (int8 with AVX-512, bf16 or fp16), the top 10 in "
+        "int8 on AVX2, none where it would compute in float32, or what $C2V_RAG_RERANK says. Costs a decoder pass "
+        "over N hits per query (docs/ingest-and-search.md)",
     )
 
     @field_validator("rerank", mode="before")

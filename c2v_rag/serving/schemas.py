@@ -86,7 +86,8 @@ class SearchRequest(RerankOption, CommonSearchOptions, _SearchQuery):
     rerank: StrictInt | Literal["auto"] | None = Field(
         None,
         description="rerank the first stage's top N hits by the decoder's likelihood; 'auto' as the library "
-        "decides it for the served model's device (the top 20 where it computes in bf16 or fp16); null: none",
+        "decides it for the served model (the top 20 where its decoder is fast: int8 with AVX-512, bf16 or fp16; "
+        "the top 10 in int8 on AVX2); null: none",
     )
     # JSON carries the dict form of a filter only (a qdrant_client Filter is a Python object).
     filter: dict[str, Any] | None = Field(
