@@ -37,6 +37,14 @@ class QueryLikelihood:
         return self.head.device
 
     @property
+    def precision(self) -> str:
+        """``"int8"`` where an int8 ONNX Runtime decoder computes (:mod:`c2v_rag.rerank.int8`), else the float dtype's
+        name (the head's, which is the decoder's)."""
+        from c2v_rag.core.devices import INT8_METHOD, dtype_name
+
+        return "int8" if getattr(self.backbone, "method", None) == INT8_METHOD else dtype_name(self.head.dtype)
+
+    @property
     def workers(self) -> int:
         """Batches run at once: an ONNX Runtime decoder computes each on one core
         (:attr:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder.batch_workers`); torch splits one batch over its threads."""

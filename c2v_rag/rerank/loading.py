@@ -44,8 +44,6 @@ class ScoringModel:
     tokenizer: Any
     prompt_format: PromptFormat
     config: Causal2VecConfig
-    precision: str
-    """``"int8"`` or the float dtype's name (:attr:`ScoringPlan.precision`)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,6 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
     decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
-    from c2v_rag.core.devices import dtype_name
     from c2v_rag.encode.prompting import detect_prompt_format
     from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
@@ -161,47 +158,34 @@ def load_scoring_model(
         backbone = loaded.decoder
         head = lm_head_weight(backbone, config.decoder, config.decoder_revision)
     else:
-        backbone, head, plan = _base_scorer(config, source, pairs, plan, quantize)
-    precision = dtype_name(head.dtype) if decoder == "variant" else plan.precision
+        backbone, head = _base_scorer(config, source, pairs, plan, quantize)
     likelihood = QueryLikelihood(backbone, head.detach(), pairs.pad_id)
-    return ScoringModel(likelihood, tokenizer, prompt_format, config, precision)
+    return ScoringModel(likelihood, tokenizer, prompt_format, config)
 
 
 def _base_scorer(
     config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, plan: ScoringPlan, quantize: str | None
-) -> tuple[torch.nn.Module, torch.Tensor, ScoringPlan]:
-    """The base decoder as ``plan`` says and its head, and the plan carried out: under ``quantize="auto"`` an int8
-    graph that cannot be built (an export or ONNX Runtime failure on an unusual decoder) leaves the float decoder,
-    with a warning, since int8 is an optimization; asked for by name, the failure is the caller's."""
+) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The base decoder as ``plan`` says and its head. Under ``quantize="auto"`` an int8 graph that cannot be built
+    (an export or ONNX Runtime failure on an unusual decoder) leaves the float decoder, with a warning, since int8 is
+    an optimization; asked for by name, the failure is the caller's."""
     from c2v_rag.core.devices import resolve_dtype
+    from c2v_rag.rerank.int8 import int8_scoring_decoder
 
+    device, dtype = plan.device, plan.dtype
+    backbone: torch.nn.Module | None = None
     if plan.int8:
         try:
-            return (*_int8_base(config, source, pairs, plan.device), plan)
+            backbone = int8_scoring_decoder(config, source, pairs, lambda: _load_base(source, torch.float32, device))
         except Exception as err:  # torch.onnx and ONNX Runtime raise many kinds
             if quantize != "auto":
                 raise
             logger.warning("the int8 reranker could not be built (%s), so it scores with the float decoder", err)
-            plan = ScoringPlan(plan.device, resolve_dtype(config.dtype, plan.device), False)
-    backbone = _load_base(source, plan.dtype, plan.device)
-    return backbone, lm_head_weight(backbone, config.decoder, config.decoder_revision), plan
-
-
-def _int8_base(
-    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, device: torch.device
-) -> tuple[torch.nn.Module, torch.Tensor]:
-    """The base decoder in int8 (:mod:`c2v_rag.rerank.int8`) and its head, read from the float backbone whose layers
-    are then dropped (the graph runs them)."""
-    from c2v_rag.rerank.int8 import int8_scoring_decoder
-
-    floats: list[torch.nn.Module] = []
-
-    def load_float() -> torch.nn.Module:
-        floats.append(_load_base(source, torch.float32, device))
-        return floats[-1]
-
-    backbone = int8_scoring_decoder(config, source, pairs, load_float)
-    return backbone, lm_head_weight(floats[-1], config.decoder, config.decoder_revision)
+            dtype = resolve_dtype(config.dtype, device)
+    if backbone is None:
+        backbone = _load_base(source, dtype, device)
+    # an int8 decoder keeps the float word embeddings, and so the head of a tied decoder
+    return backbone, lm_head_weight(backbone, config.decoder, config.decoder_revision)
 
 
 def _load_base(source: ResolvedSource, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:

@@ -91,7 +91,7 @@ class Causal2VecReranker:
     @property
     def precision(self) -> str:
         """What the decoder computes in: ``"int8"``, or its float dtype's name."""
-        return self.scoring.precision
+        return self.scoring.likelihood.precision
 
     def __repr__(self) -> str:
         return (
