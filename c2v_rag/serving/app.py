@@ -22,7 +22,7 @@ from c2v_rag.core.instructions import get_task, query_prompt, resolve_instructio
 from c2v_rag.encode.loop import default_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.rag.retrieval.reranking import check_rerank, rerank_hits, resolve_rerank
+from c2v_rag.rag.retrieval.reranking import LOAD_ERRORS, check_rerank, rerank_hits, resolve_rerank, warn_unreranked
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
 from c2v_rag.serving.metrics import ServerMetrics
@@ -144,7 +144,7 @@ class EmbeddingService:
         # /v1/rerank's reranker: loaded on its first request (the base decoder, seconds), then shared.
         self._reranker: Causal2VecReranker | None = None
         self._reranker_lock = asyncio.Lock()
-        self._reranker_failure_logged = False
+        self._unreranked: set[str] = set()  # the served model, once its reranker failed to load (said once)
 
     async def start(self) -> None:
         await self.batcher.start()
@@ -351,12 +351,10 @@ class EmbeddingService:
         fails the request."""
         try:
             return await self.reranker()
-        except (OSError, ValueError, ImportError) as err:
+        except LOAD_ERRORS as err:
             if asked != "auto":
                 raise
-            if not self._reranker_failure_logged:
-                self._reranker_failure_logged = True
-                logger.warning("rerank='auto': the reranker could not load (%s), so searches are not reranked", err)
+            warn_unreranked(self._unreranked, self.name, err, 'send "rerank": null to silence this')
             return None
 
     async def reranker(self) -> Causal2VecReranker:

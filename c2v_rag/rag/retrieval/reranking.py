@@ -144,18 +144,26 @@ def auto_reranker(model: ModelOptions, recorded: str | None) -> Causal2VecRerank
     machine, say) leaves the search unreranked, with a warning once per model, rather than failing it."""
     try:
         return shared_reranker(model, recorded)
-    except (OSError, ValueError, ImportError) as err:
-        key = (recorded, str(model.model))
-        with _lock:
-            first = key not in _failed
-            _failed.add(key)
-        if first:
-            logger.warning(
-                "rerank='auto': the reranker could not load (%s), so searches are not reranked; pass rerank=None "
-                "(--rerank none) to silence this",
-                err,
-            )
+    except LOAD_ERRORS as err:
+        warn_unreranked(_failed, (recorded, str(model.model)), err, "pass rerank=None (--rerank none) to silence this")
         return None
+
+
+LOAD_ERRORS = (OSError, ValueError, ImportError)
+"""What a reranker that cannot load raises (its base decoder missing offline, a bad dtype, a missing extra): under
+``rerank="auto"`` the search goes on unreranked (:func:`warn_unreranked`)."""
+
+
+def warn_unreranked(warned: set[Any], key: Any, err: Exception, silence: str) -> None:
+    """Say once per ``key`` (a model; ``warned`` holds those said) that ``rerank="auto"`` searches go unreranked
+    because the reranker could not load (``err``), and how to ``silence`` it."""
+    with _lock:
+        first = key not in warned
+        warned.add(key)
+    if first:
+        logger.warning(
+            "rerank='auto': the reranker could not load (%s), so searches are not reranked; %s", err, silence
+        )
 
 
 def shared_reranker(model: ModelOptions, recorded: str | None) -> Causal2VecReranker:
