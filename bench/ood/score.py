@@ -283,8 +283,8 @@ def task_label(model: Any, task: str | None, instruction: str | None) -> str:
 # ------------------------------------------------------------------------------------ baselines
 
 
-def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str], cache: Path) -> dict[str, list[str]]:
-    """all-MiniLM-L6-v2 on the stored chunks, each document scored by its best chunk (cached on disk)."""
+def minilm_vectors(corpus: Corpus, chunk_texts: list[str], cache: Path) -> tuple[Any, np.ndarray]:
+    """all-MiniLM-L6-v2 and its vectors of the stored chunks (cached on disk, by the chunks' digest)."""
     from tqdm import tqdm
 
     from c2v_rag.evaluation.baselines import BiEncoder
@@ -293,16 +293,21 @@ def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str
     path = cache / corpus.name / f"minilm-{digest}.npy"
     encoder = BiEncoder("all-minilm-l6-v2")
     if path.exists():
-        vectors = np.load(path)
-    else:
-        batch = 64
-        parts = [
-            encoder.encode(chunk_texts[i : i + batch], batch_size=batch)
-            for i in tqdm(range(0, len(chunk_texts), batch), desc=f"{corpus.name}: all-minilm-l6-v2", unit="batch")
-        ]
-        vectors = np.concatenate(parts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, vectors)
+        return encoder, np.load(path)
+    batch = 64
+    parts = [
+        encoder.encode(chunk_texts[i : i + batch], batch_size=batch)
+        for i in tqdm(range(0, len(chunk_texts), batch), desc=f"{corpus.name}: all-minilm-l6-v2", unit="batch")
+    ]
+    vectors = np.concatenate(parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return encoder, vectors
+
+
+def minilm_rankings(corpus: Corpus, chunk_docs: list[str], chunk_texts: list[str], cache: Path) -> dict[str, list[str]]:
+    """all-MiniLM-L6-v2 on the stored chunks, each document scored by its best chunk."""
+    encoder, vectors = minilm_vectors(corpus, chunk_texts, cache)
     ids = query_ids(corpus)
     scores = encoder.encode([corpus.bench.queries[q] for q in ids]) @ vectors.T
     return {q: best_documents(row, chunk_docs) for q, row in zip(ids, scores)}
