@@ -8,6 +8,8 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
     python bench/rerank.py score --set manpages --first dense --top 20 --template search-query --decoder base
     # 3. the tables: dense, dense + rerank top 20 / 50, BM25 + rerank, at each fusion weight; the JSON in --json
     python bench/rerank.py report --json bench/results/rerank_avx2.json
+    # other fusions of the two scores than the shipped z-scores, on the cached likelihoods
+    python bench/rerank.py fusions --top 20 --json bench/results/rerank_fusions_int8_avx512bf16.json
     # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2)
     python bench/rerank.py latency --threads 1 --top 20 --chunk-tokens 200
 
@@ -294,6 +296,90 @@ def cmd_report(args: argparse.Namespace) -> None:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
+# ------------------------------------------------------------------------------------ fusions
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """0 for the highest value, 1 for the next... (ties in list order)."""
+    order = np.argsort(-values, kind="stable")
+    out = np.empty(len(values))
+    out[order] = np.arange(len(values))
+    return out
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    spread = values.max() - values.min()
+    return (values - values.min()) / spread if spread > 0 else np.zeros_like(values)
+
+
+def _robust_z(values: np.ndarray) -> np.ndarray:
+    median = np.median(values)
+    mad = 1.4826 * np.median(np.abs(values - median))
+    return (values - median) / mad if mad > 0 else np.zeros_like(values)
+
+
+def fusion_rules() -> dict[str, Any]:
+    """Other ways to fuse a query's first-stage scores d with its likelihoods ll, beside the shipped one
+    (c2v_rag.rerank.fuse at its default weight): each maps (d, ll) to the fused scores."""
+    from c2v_rag.rerank import fuse
+    from c2v_rag.rerank.fusion import DEFAULT_WEIGHT, zscore
+
+    return {
+        f"z-scores, weight {DEFAULT_WEIGHT} (shipped)": lambda d, ll: fuse(d, ll, DEFAULT_WEIGHT),
+        "z-scores, weight 0.4": lambda d, ll: fuse(d, ll, 0.4),
+        "z-scores, weight 0.6": lambda d, ll: fuse(d, ll, 0.6),
+        "min-max": lambda d, ll: _minmax(d) + _minmax(ll),
+        "robust z (median, MAD)": lambda d, ll: _robust_z(d) + _robust_z(ll),
+        "z-scores, likelihood's clipped at +-2": lambda d, ll: zscore(d) + np.clip(zscore(ll), -2, 2),
+        "z-scores of ranks": lambda d, ll: zscore(-_ranks(d)) + zscore(-_ranks(ll)),
+        "reciprocal rank, k 60": lambda d, ll: 1 / (60 + _ranks(d)) + 1 / (60 + _ranks(ll)),
+        "reciprocal rank, k 10": lambda d, ll: 1 / (10 + _ranks(d)) + 1 / (10 + _ranks(ll)),
+    }
+
+
+def cmd_fusions(args: argparse.Namespace) -> None:
+    """nDCG@10 of the dense top ``--top`` reranked under each of :func:`fusion_rules`, on the likelihoods of one
+    cached configuration, each rule against the shipped one, paired by question."""
+    rules = fusion_rules()
+    shipped = next(iter(rules))
+    report: dict[str, Any] = {
+        "command": recorded_command("bench/rerank.py", sys.argv[1:]),
+        "cpu_flags": ood.cpu_flags(),
+        "sets": {},
+    }
+    for name in args.set:
+        found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+        key = next((k for k in load_scores(name) if k.endswith(args.config_suffix)), None)
+        table = load_scores(name).get(key or "", {})
+        per_rule: dict[str, list[float]] = {rule: [] for rule in rules}
+        for q in sorted(found["qrels"]):
+            cands, query = found["dense"][q], found["queries"][q]
+            head = cands[: args.top]
+            keys = [text_key(query, t) for _, _, t in head]
+            if any(k not in table for k in keys):
+                continue
+            first = np.array([s for _, s, _ in head], dtype=np.float64)
+            likelihood = np.array([table[k] for k in keys], dtype=np.float64)
+            for rule, fused in rules.items():
+                order = np.argsort(-fused(first, likelihood), kind="stable")
+                run = [head[i][0] for i in order] + [d for d, _, _ in cands[args.top :]]
+                per_rule[rule].append(metrics.query_metrics(run, found["qrels"][q])["ndcg@10"])
+        base = np.array(per_rule[shipped])
+        if not len(base):
+            continue
+        rows = {}
+        print(f"\n## {name}: {len(base)} questions, dense top {args.top}, likelihoods {key}")
+        for rule, values in per_rule.items():
+            diff = np.array(values) - base
+            se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else float("nan")
+            rows[rule] = {"ndcg@10": float(np.mean(values)), "vs_shipped": float(diff.mean()), "se": se}
+            print(f"{rule:40s} {np.mean(values):.4f}  {diff.mean():+.4f} +- {se:.4f}")
+        report["sets"][name] = {"questions": len(base), "config": key, "top": args.top, "rules": rows}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------------ latency
 
 
@@ -364,6 +450,11 @@ def main() -> int:
     p = sub.add_parser("report")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--json", type=Path)
+    p = sub.add_parser("fusions")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--config-suffix", default="|int8", help="which cached likelihoods: the key's end")
+    p.add_argument("--json", type=Path)
     p = sub.add_parser("latency")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--top", type=int, default=20)
@@ -377,7 +468,8 @@ def main() -> int:
     args.set = getattr(args, "set", None) or list(SETS)
     if getattr(args, "first", None) is None:
         args.first = ["dense"]
-    {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "latency": cmd_latency}[args.command](args)
+    commands = {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "fusions": cmd_fusions}
+    (commands | {"latency": cmd_latency})[args.command](args)
     return 0
 
 
