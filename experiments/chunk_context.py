@@ -140,7 +140,13 @@ def main() -> None:
 
     def rankings(store: Path) -> dict[str, list[str]]:
         hits = c2v_rag.search_many(
-            queries, top_k=score.TOP_K, collection=score.COLLECTION, path=store, model=model, group_by_document=True
+            queries,
+            top_k=score.TOP_K,
+            collection=score.COLLECTION,
+            path=store,
+            model=model,
+            group_by_document=True,
+            rerank=None,  # the vectors' ranking, as score.py's
         )
         return {q: [h.doc_id for h in found] for q, found in zip(ids, hits)}
 

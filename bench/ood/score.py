@@ -2,8 +2,9 @@
 
 The Causal2Vec rows take a user's path: ``c2v_rag.ingest`` of every document into an embedded Qdrant
 (chunked as ingest chunks: 200 decoder tokens, 20 shared), then ``c2v_rag.search_many(...,
-group_by_document=True)``, which ranks documents by their best chunk. Queries get the instruction of
-``--task`` / ``--instruction``. The baselines rank the same documents:
+group_by_document=True, rerank=None)``, which ranks documents by their best chunk's vector (the reranker that
+search runs by default is ``bench/rerank.py``'s to measure). Queries get the instruction of ``--task`` /
+``--instruction``. The baselines rank the same documents:
 
 - all-minilm-l6-v2: its normalized mean-pooled vectors (as sentence-transformers ships it) of the very
   chunks ingest stored, a document scored by its best chunk, as ``group_by_document`` does;
@@ -200,7 +201,7 @@ def ensure_ingested(
 def c2v_rankings(
     folder: Path, corpus: Corpus, model: Any, task: str | None, instruction: str | None
 ) -> dict[str, list[str]]:
-    """Each question's top documents through ``search_many(group_by_document=True)``."""
+    """Each question's top documents through ``search_many(group_by_document=True)``, by the vectors alone."""
     import c2v_rag
 
     ids = query_ids(corpus)
@@ -213,6 +214,7 @@ def c2v_rankings(
         task=task,
         instruction=instruction,
         group_by_document=True,
+        rerank=None,  # the embedding's ranking: search reranks by default where the CPU allows
     )
     return {q: [hit.doc_id for hit in found] for q, found in zip(ids, hits)}
 
