@@ -26,7 +26,8 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   x is divided by s and W's row k multiplied by s, an identity in exact arithmetic that leaves int8 far
   fewer outliers to straddle. The division is folded into the RMSNorm's weight where the norm feeds only
   those layers (else one ``Mul``; ``o_proj``). ``max|x_k|`` is measured by :func:`input_maxima` on the
-  float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package.
+  float model over :func:`calibration_texts`, a fixed set of original texts shipped with the package, under
+  bf16 autocast where the CPU computes bf16 natively (:func:`calibration_precision`).
 - ``down_proj`` too. Its inputs are the extreme ones (per-channel maxima in the thousands), so int8 there
   costs the most quality, still inside the bound, for a clear speed-up (docs/performance.md, "int8 on CPU").
   It relies on the whole int8 path computing each text on its own, bit for bit (the projector row by row):
@@ -59,7 +60,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from c2v_rag.core.devices import INT8_METHOD
+from c2v_rag.core.devices import INT8_METHOD, cpu_has_native_bf16
 from c2v_rag.cpu import onnx_decoder as _decoder_files
 from c2v_rag.cpu import onnx_encoder as _encoder_files
 from c2v_rag.cpu.build_progress import stage
@@ -84,6 +85,15 @@ CALIBRATION_TASKS: tuple[str | None, ...] = (None, "MSMARCO", "STSBenchmark", "E
 _CALIBRATION_FILE = "int8_calibration.json"
 
 
+def calibration_precision() -> str:
+    """What the float model calibrates in (:func:`linear_input_maxima`): ``"bf16"`` (autocast) where the CPU
+    multiplies bf16 in hardware, ``"fp32"`` elsewhere. A graph's keys name it, so the graphs differ by CPU class.
+
+    bf16 calibrates about three times as fast there, and the int8 vectors it gives are as close to the float
+    model's as float32 calibration's (bench/results/notes/int8-history.md, "Calibration in bf16")."""
+    return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
 @cache
 def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The shipped calibration set: (documents, queries), original texts of many domains and lengths."""
@@ -98,7 +108,7 @@ def recipe_key(model: Any) -> str:
     :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
     digest = hashlib.sha256(
         f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
-        f"{CALIBRATION_TASKS}\n".encode()
+        f"{CALIBRATION_TASKS} calibrated in {calibration_precision()}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.key_json().encode())
@@ -138,7 +148,8 @@ def input_maxima(
 
 def linear_input_maxima(module: nn.Module, run: Callable[[], object]) -> dict[str, np.ndarray]:
     """``max |x_k|`` per input channel of each ``nn.Linear`` in ``module``, by module name, over every row that
-    ``run()`` feeds them: what SmoothQuant's factors are computed from."""
+    ``run()`` feeds them: what SmoothQuant's factors are computed from. ``run`` runs under bf16 autocast where
+    :func:`calibration_precision` says so."""
     amax: dict[str, torch.Tensor] = {}
 
     def hook(name: str):
@@ -150,7 +161,8 @@ def linear_input_maxima(module: nn.Module, run: Callable[[], object]) -> dict[st
 
     handles = [m.register_forward_hook(hook(n)) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     try:
-        run()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=calibration_precision() == "bf16"):
+            run()
     finally:
         for handle in handles:
             handle.remove()
@@ -427,8 +439,8 @@ def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | 
     graphs by this name instead (:func:`find_int8_graphs`)."""
     digest = hashlib.sha256(
         f"c2v-int8-alias {INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
-        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} decoder {_decoder_files.FORMAT} {_decoder_files.OPSET} "
-        f"encoder {_encoder_files.FORMAT}\n".encode()
+        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} calibrated in {calibration_precision()} decoder "
+        f"{_decoder_files.FORMAT} {_decoder_files.OPSET} encoder {_encoder_files.FORMAT}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(config_json.encode())

@@ -61,8 +61,8 @@ def recipe_key(pairs: PairBuilder) -> str:
     calibration texts, and the pairs' layout (the template's tokens around the document, in this tokenizer)."""
     digest = hashlib.sha256(
         f"c2v-rerank-int8 v{RECIPE_VERSION} {INT8_METHOD} v{recipe.RECIPE_VERSION} {recipe.SMOOTH_ALPHA} "
-        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} decoder {decoder_files.FORMAT} "
-        f"{decoder_files.OPSET}\n".encode()
+        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} calibrated in "
+        f"{recipe.calibration_precision()} decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n".encode()
     )
     digest.update(json.dumps(recipe.calibration_texts()).encode())
     digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())

@@ -383,6 +383,31 @@ def test_the_cache_key_follows_the_encoder_the_embeddings_and_the_calibration(ti
     assert int8_module.recipe_key(model) != key
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_calibration_runs_in_the_precision_the_cpu_computes_natively(monkeypatch, precision):
+    monkeypatch.setattr(int8_module, "cpu_has_native_bf16", lambda: precision == "bf16")
+    assert int8_module.calibration_precision() == precision
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 4))
+    x = torch.randn(64, 16)
+    maxima = int8_module.linear_input_maxima(layers, lambda: layers(x))
+    # the second layer reads the first's output: computed in bf16 under bf16 calibration, else in float32
+    first = layers[0]
+    cast = torch.bfloat16 if precision == "bf16" else torch.float32
+    expected = torch.nn.functional.linear(x.to(cast), first.weight.to(cast), first.bias.to(cast)).abs().amax(0)
+    np.testing.assert_array_equal(maxima["1"], expected.detach().float().numpy())
+    np.testing.assert_array_equal(maxima["0"], x.abs().amax(0).numpy())  # the model's input is not cast
+
+
+def test_the_graph_keys_name_the_calibration_precision(tiny_variant, monkeypatch):
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    keys = {}
+    for native in (True, False):
+        monkeypatch.setattr(int8_module, "cpu_has_native_bf16", lambda native=native: native)
+        keys[native] = (int8_module.recipe_key(model), int8_module.variant_alias("w", "{}", None, "[]"))
+    assert keys[True][0] != keys[False][0] and keys[True][1] != keys[False][1]
+
+
 def test_int8_needs_float32_weights_and_a_cpu(tiny_variant):
     with pytest.raises(ValueError, match=r"dtype='bfloat16' cannot apply"):
         Causal2Vec.from_pretrained(tiny_variant, device="cpu", dtype="bfloat16", quantize="int8")
