@@ -89,9 +89,10 @@ def _rerank_auto() -> str:
     from c2v_rag.rag.options import ModelOptions
     from c2v_rag.rag.retrieval.reranking import auto_plan, resolve_rerank
 
+    options = ModelOptions()  # resolves the default preset once for both questions
     try:
-        depth = resolve_rerank("auto", 1, ModelOptions())
-        precision = auto_plan(ModelOptions()).precision
+        depth = resolve_rerank("auto", 1, options)
+        precision = auto_plan(options).precision
     except (ValueError, OSError) as err:  # a bad $C2V_RAG_RERANK, the default preset unreadable: named
         return f"error: {err}"
     return f"the top {depth} (the decoder in {precision})" if depth else "none"
