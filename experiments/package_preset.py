@@ -322,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         model_card(args.name, config, scores, reference, recipe, args.recipe, stages, read_parts(args.parts))
     )
     write_st_files(staging)  # the preset is a sentence-transformers model too
+    # Its int8 calibration, so that a first int8 load does not calibrate (c2v_rag/model/int8_calibration.py).
+    from c2v_rag.model.int8_calibration import write_int8_calibration
+
+    print(f"int8 calibration: {write_int8_calibration(staging).stat().st_size / 1e6:.2f} MB")
     for path in staging.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     # Swap in only once the new preset is complete, so a failure never leaves a half-written one.

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -70,6 +71,8 @@ from c2v_rag.cpu.onnx_decoder import cached_onnx, check_exportable, hash_weights
 
 if TYPE_CHECKING:
     import onnx
+
+logger = logging.getLogger(__name__)
 
 SMOOTH_ALPHA = 0.5
 KEEP_FLOAT: tuple[str, ...] = ()
@@ -101,14 +104,73 @@ def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(data["documents"]), tuple(data["queries"])
 
 
-def recipe_key(model: Any) -> str:
+SHIPPED_MAXIMA_FILE = "int8_calibration.safetensors"
+"""A variant folder's calibration for int8, made where it was packaged (:func:`shipped_maxima_key`): a first int8
+load that finds it valid for the variant's files skips calibrating, most of building the graphs."""
+_KEY_FIELD = "calibration_key"
+
+
+def shipped_maxima_key(variant: str) -> str:
+    """What shipped maxima are valid for: ``variant`` (the variant's weight files, adapters, config and base
+    models' contents, as :mod:`c2v_rag.hub.variants` digests them, the same on every machine), the calibration
+    texts and tasks, in float32. The recipe's other constants do not change the maxima, which are statistics of
+    the float model alone."""
+    digest = hashlib.sha256(f"c2v-int8-maxima fp32 {CALIBRATION_TASKS}\n".encode())
+    digest.update(json.dumps(calibration_texts()).encode())
+    digest.update(variant.encode())
+    return digest.hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class ShippedMaxima:
+    """A variant's shipped calibration (:data:`SHIPPED_MAXIMA_FILE`), read and found valid: what
+    :func:`input_maxima` would give in float32, by module name, and the key it was made for."""
+
+    key: str
+    maxima: dict[str, np.ndarray]
+
+
+def write_shipped_maxima(path: Path, maxima: dict[str, np.ndarray], key: str) -> None:
+    """Save ``maxima`` (float32, by module name) for the variant ``key`` names (:func:`shipped_maxima_key`)."""
+    from safetensors.numpy import save_file
+
+    tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in maxima.items()}
+    save_file(tensors, str(path), metadata={_KEY_FIELD: key})
+
+
+def read_shipped_maxima(path: Path, key: str) -> ShippedMaxima | None:
+    """The maxima at ``path`` when they were made for ``key``; None when there are none, or they were made for
+    other weights (a retrained or edited variant: a debug line, and the load calibrates instead)."""
+    if not path.is_file():
+        return None
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            made_for = (handle.metadata() or {}).get(_KEY_FIELD)
+            if made_for != key:
+                logger.debug("%s was made for other weights (%s, not %s); calibrating instead", path, made_for, key)
+                return None
+            return ShippedMaxima(key, {name: handle.get_tensor(name) for name in handle.keys()})
+    except (OSError, SafetensorError) as err:
+        logger.warning("could not read %s (%s); calibrating instead", path, err)
+        return None
+
+
+def _maxima_source(shipped: str | None) -> str:
+    """Where a graph's maxima come from, as the keys name it."""
+    return f"maxima shipped {shipped}" if shipped else f"calibrated in {calibration_precision()}"
+
+
+def recipe_key(model: Any, shipped: str | None = None) -> str:
     """sha256 of what the calibration depends on besides the decoder's graph weights: the calibration texts,
     the recipe's constants, the model's config, and the weights that make the decoder's inputs (the
     encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
-    :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph)."""
+    :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph). ``shipped``: the
+    key of the variant's shipped maxima when they stand in for a calibration here (:class:`ShippedMaxima`)."""
     digest = hashlib.sha256(
         f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
-        f"{CALIBRATION_TASKS} calibrated in {calibration_precision()}\n".encode()
+        f"{CALIBRATION_TASKS} {_maxima_source(shipped)}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.key_json().encode())
@@ -121,11 +183,17 @@ def recipe_key(model: Any) -> str:
 
 
 def input_maxima(
-    model: Any, documents: Sequence[str] | None = None, queries: Sequence[str] | None = None, *, batch_size: int = 8
+    model: Any,
+    documents: Sequence[str] | None = None,
+    queries: Sequence[str] | None = None,
+    *,
+    batch_size: int = 8,
+    precision: str | None = None,
 ) -> dict[str, np.ndarray]:
     """``max |x_k|`` per input channel of each ``nn.Linear`` in ``model.decoder``, by module name, over
     every position the decoder sees while ``model`` (float) encodes the calibration texts (the packaged
-    ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`."""
+    ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`. ``precision``: as
+    :func:`linear_input_maxima`'s."""
     if documents is None or queries is None:
         documents, queries = calibration_texts()
 
@@ -143,13 +211,16 @@ def input_maxima(
         finally:
             model.truncation_warned = warned
 
-    return linear_input_maxima(model.decoder, encode)
+    return linear_input_maxima(model.decoder, encode, precision=precision)
 
 
-def linear_input_maxima(module: nn.Module, run: Callable[[], object]) -> dict[str, np.ndarray]:
+def linear_input_maxima(
+    module: nn.Module, run: Callable[[], object], *, precision: str | None = None
+) -> dict[str, np.ndarray]:
     """``max |x_k|`` per input channel of each ``nn.Linear`` in ``module``, by module name, over every row that
     ``run()`` feeds them: what SmoothQuant's factors are computed from. ``run`` runs under bf16 autocast where
-    :func:`calibration_precision` says so."""
+    ``precision`` (default :func:`calibration_precision`) is ``"bf16"``."""
+    precision = precision or calibration_precision()
     amax: dict[str, torch.Tensor] = {}
 
     def hook(name: str):
@@ -161,7 +232,7 @@ def linear_input_maxima(module: nn.Module, run: Callable[[], object]) -> dict[st
 
     handles = [m.register_forward_hook(hook(n)) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=calibration_precision() == "bf16"):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             run()
     finally:
         for handle in handles:
@@ -398,9 +469,10 @@ def _zero_point_rows(wq: np.ndarray, extra: int, levels: int) -> np.ndarray:
     return (np.sign(target)[None, :] * rows).astype(np.int8)
 
 
-def int8_decoder_file(model: Any, *, cache_dir: Path | None = None) -> Path:
+def int8_decoder_file(model: Any, *, cache_dir: Path | None = None, shipped: ShippedMaxima | None = None) -> Path:
     """The int8 graph of ``model.decoder`` (float32, CPU, merged adapters) with :data:`INT8_METHOD`, for an
-    :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`; built (``model`` calibrated) only when not cached yet."""
+    :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`; built only when not cached yet, from ``shipped`` (the maxima
+    the variant ships for its own weights) or else by calibrating ``model``."""
     from c2v_rag.core.extras import require
 
     onnx = require("onnx", "quantize='int8'", "int8")
@@ -408,7 +480,7 @@ def int8_decoder_file(model: Any, *, cache_dir: Path | None = None) -> Path:
     check_exportable(model.decoder, "decoder")
 
     def build(source: Path, target: Path) -> Path:
-        maxima = input_maxima(model)
+        maxima = shipped.maxima if shipped is not None else input_maxima(model)
         with stage("writing the int8 decoder"):
             proto = onnx.load(str(source))
             if fuse_attention(proto, model.decoder):
@@ -419,7 +491,8 @@ def int8_decoder_file(model: Any, *, cache_dir: Path | None = None) -> Path:
             onnx.save_model(proto, str(target))
         return target
 
-    return cached_onnx(model.decoder, INT8_METHOD, cache_dir, transform=build, key_extra=recipe_key(model))
+    key = recipe_key(model, shipped.key if shipped is not None else None)
+    return cached_onnx(model.decoder, INT8_METHOD, cache_dir, transform=build, key_extra=key)
 
 
 @dataclass(frozen=True)
@@ -430,7 +503,9 @@ class Int8Graphs:
     encoder: Path | None
 
 
-def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | None, bases: str) -> str:
+def variant_alias(
+    weights_digest: str, config_json: str, adapters_digest: str | None, bases: str, shipped: str | None = None
+) -> str:
     """A name for the int8 graphs of a variant as saved: its weights' digest, its adapters' (how their weights
     apply: :func:`~c2v_rag.hub.variants.adapters_digest`), its config, its base models' files as they are now
     (``bases``: :meth:`~c2v_rag.hub.sources.ResolvedSource.file_stamps`), and everything else the
@@ -439,7 +514,7 @@ def variant_alias(weights_digest: str, config_json: str, adapters_digest: str | 
     graphs by this name instead (:func:`find_int8_graphs`)."""
     digest = hashlib.sha256(
         f"c2v-int8-alias {INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
-        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} calibrated in {calibration_precision()} decoder "
+        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} {_maxima_source(shipped)} decoder "
         f"{_decoder_files.FORMAT} {_decoder_files.OPSET} encoder {_encoder_files.FORMAT}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())

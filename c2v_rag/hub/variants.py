@@ -40,7 +40,7 @@ from c2v_rag.hub.sources import content_digests, resolve_reference
 from c2v_rag.hub.st_files import write_st_files
 
 if TYPE_CHECKING:
-    from c2v_rag.cpu.int8 import Int8Graphs
+    from c2v_rag.cpu.int8 import Int8Graphs, ShippedMaxima
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,9 @@ class VariantModel(Protocol):
 
     def eval(self: ModelT) -> ModelT: ...
 
-    def apply_quantization(self: ModelT, quantize: str | None, *, cache_dir: Path | None = None) -> ModelT: ...
+    def apply_quantization(
+        self: ModelT, quantize: str | None, *, cache_dir: Path | None = None, shipped: ShippedMaxima | None = None
+    ) -> ModelT: ...
 
     def use_int8_graphs(self: ModelT, graphs: Int8Graphs) -> ModelT: ...
 
@@ -292,8 +294,10 @@ def load_variant(
     cached = {role: found for role, key in keys.items() if (found := find_merged(key)) is not None}
     plain = [role for role in ("decoder", "encoder") if role not in adapters or role in cached]
     int8 = resolve_quantize(quantize, target) != "none"
+    # The calibration the folder ships for these files, if any and valid: the graphs' build then skips calibrating.
+    shipped = _shipped_maxima(directory, config) if int8 and merge_adapters else None
     # int8 graphs built earlier from these files: no export, so no need of transformers' modules or of hashing them
-    alias, graphs = _int8_graphs(digest, adapter_digest, config) if int8 and merge_adapters else (None, None)
+    alias, graphs = _int8_graphs(digest, adapter_digest, config, shipped) if int8 and merge_adapters else (None, None)
     if not (merge_adapters and plain_forward_enabled()) or (int8 and graphs is None):
         plain = []  # adapters to attach, or int8 to export: both work on transformers' modules
     model = cls.from_config(config, device=device, dtype=dtype, backbones=cached, plain=plain)
@@ -315,7 +319,7 @@ def load_variant(
     model = model.to(model.device).eval()
     if graphs is not None:
         return model.use_int8_graphs(graphs)
-    model.apply_quantization(quantize)
+    model.apply_quantization(quantize, shipped=shipped)
     if alias is not None:
         from c2v_rag.cpu.int8 import Int8Graphs, record_int8_graphs
         from c2v_rag.cpu.onnx_decoder import OnnxDecoder
@@ -327,10 +331,10 @@ def load_variant(
 
 
 def _int8_graphs(
-    digest: str | None, adapter_digest: str | None, config: Causal2VecConfig
+    digest: str | None, adapter_digest: str | None, config: Causal2VecConfig, shipped: ShippedMaxima | None = None
 ) -> tuple[str | None, Int8Graphs | None]:
     """The alias of a variant's int8 graphs (:func:`c2v_rag.cpu.int8.variant_alias`; None without a digest)
-    and the graphs noted under it, if any."""
+    and the graphs noted under it, if any; graphs built from ``shipped`` maxima have their own."""
     if digest is None:
         return None, None
     from c2v_rag.core.extras import require
@@ -344,8 +348,35 @@ def _int8_graphs(
     stamps = [resolve_reference(getattr(config, r), getattr(config, f"{r}_revision")).file_stamps() for r in roles]
     if any(s is None for s in stamps):
         return None, None
-    alias = variant_alias(digest, config.key_json(), adapter_digest, json.dumps(stamps))
+    alias = variant_alias(
+        digest, config.key_json(), adapter_digest, json.dumps(stamps), shipped.key if shipped is not None else None
+    )
     return alias, find_int8_graphs(alias)
+
+
+def int8_calibration_key(directory: Path, config: Causal2VecConfig) -> str | None:
+    """What a variant's shipped calibration is made for (:func:`c2v_rag.cpu.int8.shipped_maxima_key`): its digests
+    as every machine computes them alike (its files, its adapters, its bases' contents) and its config. None where a
+    base's contents are not known before it loads (a hub id): nothing then tells whether the maxima fit."""
+    from c2v_rag.cpu.int8 import shipped_maxima_key
+
+    digests = VariantDigests.of_directory(directory, config)
+    if digests.weights is None or digests.bases is None or set(digests.bases) != set(base_roles(config)):
+        return None
+    variant = {"weights": digests.weights, "adapters": digests.adapters, "bases": digests.bases}
+    return shipped_maxima_key(json.dumps(variant, sort_keys=True) + "\n" + config.key_json())
+
+
+def _shipped_maxima(directory: Path, config: Causal2VecConfig) -> ShippedMaxima | None:
+    """The variant folder's shipped calibration (:data:`c2v_rag.cpu.int8.SHIPPED_MAXIMA_FILE`) when it was made for
+    the folder's files as they are now; None otherwise (the load then calibrates)."""
+    from c2v_rag.cpu.int8 import SHIPPED_MAXIMA_FILE, read_shipped_maxima
+
+    path = directory / SHIPPED_MAXIMA_FILE
+    if not path.is_file():
+        return None
+    key = int8_calibration_key(directory, config)
+    return read_shipped_maxima(path, key) if key is not None else None
 
 
 def _merged_key(

@@ -38,7 +38,7 @@ from c2v_rag.nn.projector import ContextualProjector
 from c2v_rag.nn.readout import REPRESENTATIONS, Representation
 
 if TYPE_CHECKING:
-    from c2v_rag.cpu.int8 import Int8Graphs
+    from c2v_rag.cpu.int8 import Int8Graphs, ShippedMaxima
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,9 @@ class Causal2Vec(nn.Module):
             cls, name_or_path, device=device, dtype=dtype, quantize=quantize, merge_adapters=merge_adapters
         )
 
-    def apply_quantization(self, quantize: str | None, *, cache_dir: Path | None = None) -> Causal2Vec:
+    def apply_quantization(
+        self, quantize: str | None, *, cache_dir: Path | None = None, shipped: ShippedMaxima | None = None
+    ) -> Causal2Vec:
         """Apply ``quantize`` (see :meth:`from_pretrained`) to this loaded float model, in place; returns it.
 
         Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8-token-sq"``): int8 replaces
@@ -249,6 +251,8 @@ class Causal2Vec(nn.Module):
         model's weights and cached on disk, and runs the encoder in ONNX Runtime too, in float32
         (:func:`c2v_rag.cpu.onnx_encoder.onnx_encoder`: the same states, in less CPU time). ``cache_dir`` is
         where the ONNX files are kept (default: ``$C2V_RAG_CACHE/onnx``, else ``~/.cache/c2v_rag/onnx``).
+        ``shipped``: the calibration the variant's folder ships for these weights, used instead of calibrating
+        (``from_pretrained`` finds it; :func:`c2v_rag.hub.variants.write_int8_calibration` makes it).
         """
         from c2v_rag.core.devices import resolve_quantize
 
@@ -272,7 +276,7 @@ class Causal2Vec(nn.Module):
 
         # The bar shows only on a first load, while the graphs are built; they are cached for later loads.
         with building("Building the int8 model (once; cached for later loads)"):
-            decoder = int8_decoder_file(self, cache_dir=cache_dir)  # calibrates through the torch encoder
+            decoder = int8_decoder_file(self, cache_dir=cache_dir, shipped=shipped)  # calibrates unless shipped
             encoder = onnx_encoder_file(self.encoder, cache_dir=cache_dir) if self.encoder is not None else None
         return self.use_int8_graphs(Int8Graphs(decoder, encoder))
 
