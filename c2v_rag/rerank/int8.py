@@ -25,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -56,17 +58,84 @@ def calibration_pairs(pairs: PairBuilder) -> list[Pair]:
     return out
 
 
-def recipe_key(pairs: PairBuilder) -> str:
+def recipe_key(pairs: PairBuilder, shipped: str | None = None) -> str:
     """sha256 of what the graph depends on besides the decoder's weights: the per-token recipe's constants, the
-    calibration texts, and the pairs' layout (the template's tokens around the document, in this tokenizer)."""
+    calibration texts, the pairs' layout (the template's tokens around the document, in this tokenizer), and where
+    the maxima come from (``shipped``: the key of the package's maxima for this base, :func:`shipped_maxima`)."""
+    source = f"maxima shipped {shipped}" if shipped else f"calibrated in {recipe.calibration_precision()}"
     digest = hashlib.sha256(
         f"c2v-rerank-int8 v{RECIPE_VERSION} {INT8_METHOD} v{recipe.RECIPE_VERSION} {recipe.SMOOTH_ALPHA} "
-        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} calibrated in "
-        f"{recipe.calibration_precision()} decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n".encode()
+        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} {source} "
+        f"decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n".encode()
     )
     digest.update(json.dumps(recipe.calibration_texts()).encode())
     digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())
     return digest.hexdigest()[:24]
+
+
+SHIPPED_DIR = "rerank_int8_calibration"
+"""The package's folder (under ``c2v_rag/resources``) of reranker calibrations made once for known base decoders
+(:func:`write_shipped_maxima`): a first int8 reranker on such a base builds its graph without calibrating."""
+
+
+def shipped_maxima_key(base_digest: str, pairs: PairBuilder) -> str:
+    """What shipped maxima are valid for: the base decoder's contents
+    (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`), the pairs' layout, the calibration texts, float32
+    (the recipe's other constants do not change maxima, statistics of the float decoder alone)."""
+    digest = hashlib.sha256(f"c2v-rerank-int8-maxima fp32 {base_digest}\n".encode())
+    digest.update(json.dumps(recipe.calibration_texts()).encode())
+    digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())
+    return digest.hexdigest()[:24]
+
+
+def shipped_folder() -> Path:
+    return Path(str(resources.files("c2v_rag") / "resources" / SHIPPED_DIR))
+
+
+def shipped_maxima(source: ResolvedSource, pairs: PairBuilder) -> recipe.ShippedMaxima | None:
+    """The package's maxima for this base decoder and layout, if it ships any (None for a hub id, whose contents
+    are not known before it loads)."""
+    digest = source.content_digest()
+    folder = shipped_folder()
+    if digest is None or not folder.is_dir():
+        return None
+    key = shipped_maxima_key(digest, pairs)
+    for path in sorted(folder.glob("*.safetensors")):
+        found = recipe.read_shipped_maxima(path, key)
+        if found is not None:
+            return found
+    return None
+
+
+def write_shipped_maxima(
+    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, path: Path
+) -> recipe.ShippedMaxima:
+    """Calibrate ``config``'s base decoder (at ``source``) for ``pairs``' layout in float32 and save the maxima at
+    ``path`` (put it in :func:`shipped_folder` to ship it). What a first int8 reranker on an AVX2 CPU computes."""
+    from c2v_rag.hub.sources import load_backbone
+
+    digest = source.content_digest()
+    if digest is None:
+        raise ValueError(f"{source.location}: a base on the hub has no contents to key a shipped calibration by")
+    decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
+    shipped = recipe.ShippedMaxima(shipped_maxima_key(digest, pairs), _calibrate(decoder, config, pairs, "fp32"))
+    recipe.write_shipped_maxima(path, shipped.maxima, shipped.key)
+    return shipped
+
+
+def _calibrate(
+    decoder: nn.Module, config: Causal2VecConfig, pairs: PairBuilder, precision: str | None = None
+) -> dict[str, np.ndarray]:
+    """The decoder's linear input maxima while it scores the calibration pairs (:func:`calibration_pairs`)."""
+    from c2v_rag.hub.lm_head import lm_head_weight
+    from c2v_rag.rerank.likelihood import QueryLikelihood
+
+    head = lm_head_weight(decoder, config.decoder, config.decoder_revision)
+    scorer = QueryLikelihood(decoder, head, pairs.pad_id)
+    calibration = calibration_pairs(pairs)
+    return recipe.linear_input_maxima(
+        decoder, lambda: scorer.log_probs(calibration, CALIBRATION_BATCH_TOKENS), precision=precision
+    )
 
 
 def int8_scoring_decoder(
@@ -83,13 +152,14 @@ def int8_scoring_decoder(
     from c2v_rag.cpu.onnx_decoder import OnnxDecoder
 
     require("onnxruntime", "the int8 reranker", "int8")
-    key = recipe_key(pairs)
+    shipped = shipped_maxima(source, pairs)
+    key = recipe_key(pairs, shipped.key if shipped is not None else None)
     digest = source.content_digest()
     alias = _alias(digest, key) if digest is not None else None
     found = recipe.find_int8_graphs(alias, cache_dir) if alias is not None else None
     if found is not None:
         return OnnxDecoder(load_float(), found.decoder, INT8_METHOD)
-    path = _build(config, source, pairs, key, cache_dir)
+    path = _build(config, source, pairs, key, cache_dir, shipped)
     if alias is not None:
         recipe.record_int8_graphs(alias, recipe.Int8Graphs(path, None), cache_dir)
     return OnnxDecoder(load_float(), path, INT8_METHOD)
@@ -100,14 +170,18 @@ def _alias(digest: str, key: str) -> str:
 
 
 def _build(
-    config: Causal2VecConfig, source: ResolvedSource, pairs: PairBuilder, key: str, cache_dir: Path | None
+    config: Causal2VecConfig,
+    source: ResolvedSource,
+    pairs: PairBuilder,
+    key: str,
+    cache_dir: Path | None,
+    shipped: recipe.ShippedMaxima | None = None,
 ) -> Path:
-    """Calibrate transformers' float32 decoder on the calibration pairs, export it and write the int8 graph."""
+    """Calibrate transformers' float32 decoder on the calibration pairs (unless the package ships its maxima),
+    export it and write the int8 graph."""
     from c2v_rag.cpu.build_progress import building, stage
     from c2v_rag.cpu.onnx_attention import default_opset, fuse_attention
-    from c2v_rag.hub.lm_head import lm_head_weight
     from c2v_rag.hub.sources import load_backbone
-    from c2v_rag.rerank.likelihood import QueryLikelihood
 
     onnx = require("onnx", "the int8 reranker", "int8")
     with building("Building the int8 reranker (once; cached for later loads)"):
@@ -116,13 +190,11 @@ def _build(
         decoder_files.check_exportable(decoder, "decoder")
 
         def transform(exported: Path, target: Path) -> Path:
-            head = lm_head_weight(decoder, config.decoder, config.decoder_revision)
-            scorer = QueryLikelihood(decoder, head, pairs.pad_id)
-            calibration = calibration_pairs(pairs)
-            with stage("calibrating"):
-                maxima = recipe.linear_input_maxima(
-                    decoder, lambda: scorer.log_probs(calibration, CALIBRATION_BATCH_TOKENS)
-                )
+            if shipped is not None:
+                maxima = shipped.maxima
+            else:
+                with stage("calibrating"):
+                    maxima = _calibrate(decoder, config, pairs)
             with stage("writing the int8 decoder"):
                 proto = onnx.load(str(exported))
                 fuse_attention(proto, decoder)

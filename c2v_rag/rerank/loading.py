@@ -14,6 +14,7 @@ where new vectors would be int8, or the float decoder in its dtype.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -107,6 +108,45 @@ def scoring_plan(
     return ScoringPlan(target, resolve_dtype(dtype if dtype is not None else config.dtype, target), False)
 
 
+def scoring_layout(
+    config: Causal2VecConfig, loaded: Causal2Vec | None, template: RerankTemplate | None = None
+) -> tuple[ResolvedSource, Any, PromptFormat, PairBuilder]:
+    """The base decoder's source, the tokenizer, the prompt format and the pairs' layout a reranker of ``config``
+    scores with (``template``, else the default one's)."""
+    from c2v_rag.encode.prompting import detect_prompt_format
+    from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
+    from c2v_rag.hub.sources import resolve_reference
+
+    source = resolve_reference(config.decoder, config.decoder_revision)
+    # The loaded model's tokenizer, or the same kind (tokenizers alone, transformers where that differs).
+    tokenizer = loaded.tokenizer if loaded is not None else load_fast_tokenizer(source)
+    # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
+    prompt_format = (
+        config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)
+    )
+    # The pairs' layout: what an int8 decoder is calibrated on, and the pad id of every batch.
+    pairs = PairBuilder(tokenizer, prompt_format, template or get_template(DEFAULT_TEMPLATE), config.max_length)
+    return source, tokenizer, prompt_format, pairs
+
+
+def write_rerank_calibration(model: str | Path | None = None, folder: Path | None = None) -> Path:
+    """Calibrate the int8 reranker of ``model``'s base decoder (a preset name or variant directory; None: the default
+    preset) in float32, for the default template, and save the maxima in ``folder`` (default: the package's
+    :func:`~c2v_rag.rerank.int8.shipped_folder`, what the package ships), named by the base. Every variant on that base
+    then builds its first int8 reranker without calibrating. Returns the file's path."""
+    from c2v_rag.core.config import read_config
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.rerank.int8 import shipped_folder, write_shipped_maxima
+
+    config = read_config(resolve_variant_path(model))
+    source, _, _, pairs = scoring_layout(config, None)
+    target = folder or shipped_folder()
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / (re.sub(r"[^A-Za-z0-9._-]+", "-", str(config.decoder)).strip("-")[-80:] + ".safetensors")
+    write_shipped_maxima(config, source, pairs, path)
+    return path
+
+
 def load_scoring_model(
     model: str | Path | Causal2Vec | None,
     decoder: DecoderChoice,
@@ -119,10 +159,7 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
     decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
-    from c2v_rag.encode.prompting import detect_prompt_format
-    from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer
     from c2v_rag.hub.presets import resolve_variant_path
-    from c2v_rag.hub.sources import resolve_reference
     from c2v_rag.model.causal2vec import Causal2Vec
 
     if decoder not in ("base", "variant"):
@@ -133,15 +170,7 @@ def load_scoring_model(
         raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
     config = loaded.config if loaded is not None else read_config(resolve_variant_path(named))
     plan = scoring_plan(config, loaded, decoder, device, dtype, quantize)
-    source = resolve_reference(config.decoder, config.decoder_revision)
-    # The loaded model's tokenizer, or the same kind (tokenizers alone, transformers where that differs).
-    tokenizer = loaded.tokenizer if loaded is not None else load_fast_tokenizer(source)
-    # A config read from disk may still say "auto": the chat format then comes from the tokenizer, as a model's does.
-    prompt_format = (
-        config.prompt_format if isinstance(config.prompt_format, PromptFormat) else detect_prompt_format(tokenizer)
-    )
-    # The pairs' layout: what an int8 decoder is calibrated on, and the pad id of every batch.
-    pairs = PairBuilder(tokenizer, prompt_format, template or get_template(DEFAULT_TEMPLATE), config.max_length)
+    source, tokenizer, prompt_format, pairs = scoring_layout(config, loaded, template)
     if decoder == "variant":
         if config.attention != "causal":
             raise ValueError(

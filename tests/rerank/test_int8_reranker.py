@@ -184,3 +184,41 @@ def test_the_presets_int8_reranker_ranks_as_its_float_decoder_does(tmp_path, mon
     approximate = Causal2VecReranker(device="cpu", quantize="int8").score(query, docs)
     assert list(np.argsort(-approximate)) == list(np.argsort(-exact))
     np.testing.assert_allclose(approximate, exact, atol=0.15)
+
+
+def test_a_shipped_calibration_builds_the_graph_a_float32_calibration_builds(variant, tmp_path, monkeypatch):
+    import c2v_rag.cpu.int8 as recipe
+    import c2v_rag.rerank.int8 as int8_module
+    from c2v_rag.rerank.loading import write_rerank_calibration
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # a new machine's: the graph is built again
+    shipped_folder = tmp_path / "shipped"
+    path = write_rerank_calibration(variant, shipped_folder)
+    assert path.parent == shipped_folder and path.suffix == ".safetensors"
+    monkeypatch.setattr(int8_module, "shipped_folder", lambda: shipped_folder)
+    calibrations: list[int] = []
+    calibrate = int8_module._calibrate
+    monkeypatch.setattr(int8_module, "_calibrate", lambda *a, **k: calibrations.append(1) or calibrate(*a, **k))
+    shipped = Causal2VecReranker(variant, device="cpu", quantize="int8")
+    assert calibrations == []
+    # Without it, a float32 calibration here gives the same maxima, so the same graph (under another key) and scores.
+    monkeypatch.setattr(int8_module, "shipped_folder", lambda: tmp_path / "none")
+    monkeypatch.setattr(recipe, "calibration_precision", lambda: "fp32")
+    calibrated = Causal2VecReranker(variant, device="cpu", quantize="int8")
+    assert calibrations == [1]
+    assert calibrated.scoring.likelihood.backbone.path != shipped.scoring.likelihood.backbone.path
+    np.testing.assert_array_equal(calibrated.score(QUERY, DOCS), shipped.score(QUERY, DOCS))
+
+
+@pytest.mark.real_weights
+def test_the_package_ships_a_reranker_calibration_for_the_presets_base():
+    # Stale after the base package, the template or the calibration texts change: write it again with
+    # c2v_rag.rerank.loading.write_rerank_calibration().
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.rerank.int8 import shipped_maxima
+    from c2v_rag.rerank.loading import scoring_layout
+
+    source, _, _, pairs = scoring_layout(read_config(resolve_variant_path(None)), None)
+    shipped = shipped_maxima(source, pairs)
+    assert shipped is not None, "stale: write it again with c2v_rag.rerank.loading.write_rerank_calibration()"
+    assert "layers.29.mlp.down_proj" in shipped.maxima
