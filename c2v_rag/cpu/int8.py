@@ -108,6 +108,7 @@ SHIPPED_MAXIMA_FILE = "int8_calibration.safetensors"
 """A variant folder's calibration for int8, made where it was packaged (:func:`shipped_maxima_key`): a first int8
 load that finds it valid for the variant's files skips calibrating, most of building the graphs."""
 _KEY_FIELD = "calibration_key"
+_BASES_FIELD = "bases"
 
 
 def shipped_maxima_key(variant: str) -> str:
@@ -130,12 +131,24 @@ class ShippedMaxima:
     maxima: dict[str, np.ndarray]
 
 
-def write_shipped_maxima(path: Path, maxima: dict[str, np.ndarray], key: str) -> None:
-    """Save ``maxima`` (float32, by module name) for the variant ``key`` names (:func:`shipped_maxima_key`)."""
+def write_shipped_maxima(
+    path: Path, maxima: dict[str, np.ndarray], key: str, bases: dict[str, str] | None = None
+) -> None:
+    """Save ``maxima`` (float32, by module name) for the variant ``key`` names (:func:`shipped_maxima_key`), with
+    the content digests of the base models they were made on (``bases``, by role; :func:`shipped_bases`)."""
     from safetensors.numpy import save_file
 
     tensors = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in maxima.items()}
-    save_file(tensors, str(path), metadata={_KEY_FIELD: key})
+    save_file(tensors, str(path), metadata={_KEY_FIELD: key, _BASES_FIELD: json.dumps(bases or {}, sort_keys=True)})
+
+
+def shipped_bases(path: Path) -> dict[str, str]:
+    """The base models' content digests a shipped calibration was made on: where a machine's differ (another release
+    of a base package, or of the library that converts it), the calibration does not apply there."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as handle:
+        return dict(json.loads((handle.metadata() or {}).get(_BASES_FIELD) or "{}"))
 
 
 def read_shipped_maxima(path: Path, key: str) -> ShippedMaxima | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from c2v_rag.core.config import read_config
 from c2v_rag.hub.presets import resolve_variant_path
-from c2v_rag.hub.variants import int8_calibration_key
+from c2v_rag.hub.variants import VariantDigests, int8_calibration_key
 
 
 def write_int8_calibration(variant: str | Path) -> Path:
@@ -24,7 +24,8 @@ def write_int8_calibration(variant: str | Path) -> Path:
     from c2v_rag.model.causal2vec import Causal2Vec
 
     directory = resolve_variant_path(variant)
-    key = int8_calibration_key(directory, read_config(directory))
+    config = read_config(directory)
+    key = int8_calibration_key(directory, config)
     if key is None:
         raise ValueError(
             f"{directory}: a variant without weights of its own, or with a base on the hub (whose contents are not "
@@ -33,5 +34,6 @@ def write_int8_calibration(variant: str | Path) -> Path:
     model = Causal2Vec.from_pretrained(directory, device="cpu", dtype="float32")
     model.use_transformers_backbones()  # the calibration hooks transformers' nn.Linear modules, as the build does
     path = directory / SHIPPED_MAXIMA_FILE
-    write_shipped_maxima(path, input_maxima(model, precision="fp32"), key)
+    bases = VariantDigests.of_directory(directory, config).bases
+    write_shipped_maxima(path, input_maxima(model, precision="fp32"), key, bases)
     return path

@@ -119,7 +119,7 @@ def write_shipped_maxima(
         raise ValueError(f"{source.location}: a base on the hub has no contents to key a shipped calibration by")
     decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
     shipped = recipe.ShippedMaxima(shipped_maxima_key(digest, pairs), _calibrate(decoder, config, pairs, "fp32"))
-    recipe.write_shipped_maxima(path, shipped.maxima, shipped.key)
+    recipe.write_shipped_maxima(path, shipped.maxima, shipped.key, {"decoder": digest})
     return shipped
 
 

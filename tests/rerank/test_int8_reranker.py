@@ -214,11 +214,15 @@ def test_a_shipped_calibration_builds_the_graph_a_float32_calibration_builds(var
 def test_the_package_ships_a_reranker_calibration_for_the_presets_base():
     # Stale after the base package, the template or the calibration texts change: write it again with
     # c2v_rag.rerank.loading.write_rerank_calibration().
+    from c2v_rag.cpu.int8 import shipped_bases
     from c2v_rag.hub.presets import resolve_variant_path
-    from c2v_rag.rerank.int8 import shipped_maxima
+    from c2v_rag.rerank.int8 import shipped_folder, shipped_maxima
     from c2v_rag.rerank.loading import scoring_layout
 
     source, _, _, pairs = scoring_layout(read_config(resolve_variant_path(None)), None)
+    made_on = shipped_bases(shipped_folder() / "smollm2-135m-instruct.safetensors")
+    if made_on != {"decoder": source.content_digest()}:  # another release of the package or of its converter
+        pytest.skip(f"the base decoder here ({source.content_digest()}) is not the one it was made on ({made_on})")
     shipped = shipped_maxima(source, pairs)
     assert shipped is not None, "stale: write it again with c2v_rag.rerank.loading.write_rerank_calibration()"
     assert "layers.29.mlp.down_proj" in shipped.maxima
