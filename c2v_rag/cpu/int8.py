@@ -52,7 +52,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,11 +124,18 @@ def shipped_maxima_key(variant: str) -> str:
 
 @dataclass(frozen=True)
 class ShippedMaxima:
-    """A variant's shipped calibration (:data:`SHIPPED_MAXIMA_FILE`), read and found valid: what
-    :func:`input_maxima` would give in float32, by module name, and the key it was made for."""
+    """A shipped calibration (:data:`SHIPPED_MAXIMA_FILE`) found valid: the key it was made for and its file, whose
+    maxima (what :func:`input_maxima` would give in float32, by module name) are read when a graph is built, not on
+    every load that finds its graphs built already."""
 
     key: str
-    maxima: dict[str, np.ndarray]
+    path: Path
+
+    @cached_property
+    def maxima(self) -> dict[str, np.ndarray]:
+        from safetensors.numpy import load_file
+
+        return load_file(str(self.path))
 
 
 def write_shipped_maxima(
@@ -164,13 +171,13 @@ def read_shipped_maxima(path: Path, key: str) -> ShippedMaxima | None:
             if made_for != key:
                 logger.debug("%s was made for other weights (%s, not %s); calibrating instead", path, made_for, key)
                 return None
-            return ShippedMaxima(key, {name: handle.get_tensor(name) for name in handle.keys()})
+            return ShippedMaxima(key, path)
     except (OSError, SafetensorError) as err:
         logger.warning("could not read %s (%s); calibrating instead", path, err)
         return None
 
 
-def _maxima_source(shipped: str | None) -> str:
+def maxima_source(shipped: str | None) -> str:
     """Where a graph's maxima come from, as the keys name it."""
     return f"maxima shipped {shipped}" if shipped else f"calibrated in {calibration_precision()}"
 
@@ -183,7 +190,7 @@ def recipe_key(model: Any, shipped: str | None = None) -> str:
     key of the variant's shipped maxima when they stand in for a calibration here (:class:`ShippedMaxima`)."""
     digest = hashlib.sha256(
         f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
-        f"{CALIBRATION_TASKS} {_maxima_source(shipped)}\n".encode()
+        f"{CALIBRATION_TASKS} {maxima_source(shipped)}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.key_json().encode())
@@ -482,27 +489,39 @@ def _zero_point_rows(wq: np.ndarray, extra: int, levels: int) -> np.ndarray:
     return (np.sign(target)[None, :] * rows).astype(np.int8)
 
 
+def write_int8_graph(
+    exported: Path, target: Path, decoder: nn.Module, maxima: dict[str, np.ndarray], *, readout_rows_only: bool
+) -> Path:
+    """The float32 export of ``decoder`` at ``exported`` rewritten by this recipe into ``target``: block-causal
+    attention (:func:`~c2v_rag.cpu.onnx_attention.fuse_attention`), the last layer at the rows the embedding reads
+    where ``readout_rows_only`` (a reranker needs every row's states), and per-token int8 linear layers with
+    SmoothQuant factors from ``maxima``."""
+    import onnx
+
+    with stage("writing the int8 decoder"):
+        proto = onnx.load(str(exported))
+        if fuse_attention(proto, decoder) and readout_rows_only:
+            last_layer_at_rows(proto)
+        opset = default_opset(proto)
+        assert opset is not None  # export_decoder's graph imports the default domain at its OPSET
+        rewrite_per_token_int8(proto.graph, maxima, opset=opset)
+        onnx.save_model(proto, str(target))
+    return target
+
+
 def int8_decoder_file(model: Any, *, cache_dir: Path | None = None, shipped: ShippedMaxima | None = None) -> Path:
     """The int8 graph of ``model.decoder`` (float32, CPU, merged adapters) with :data:`INT8_METHOD`, for an
     :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`; built only when not cached yet, from ``shipped`` (the maxima
     the variant ships for its own weights) or else by calibrating ``model``."""
     from c2v_rag.core.extras import require
 
-    onnx = require("onnx", "quantize='int8'", "int8")
+    require("onnx", "quantize='int8'", "int8")
     require("onnxruntime", "quantize='int8'", "int8")
     check_exportable(model.decoder, "decoder")
 
     def build(source: Path, target: Path) -> Path:
         maxima = shipped.maxima if shipped is not None else input_maxima(model)
-        with stage("writing the int8 decoder"):
-            proto = onnx.load(str(source))
-            if fuse_attention(proto, model.decoder):
-                last_layer_at_rows(proto)
-            opset = default_opset(proto)
-            assert opset is not None  # export_decoder's graph imports the default domain at its OPSET
-            rewrite_per_token_int8(proto.graph, maxima, opset=opset)
-            onnx.save_model(proto, str(target))
-        return target
+        return write_int8_graph(source, target, model.decoder, maxima, readout_rows_only=True)
 
     key = recipe_key(model, shipped.key if shipped is not None else None)
     return cached_onnx(model.decoder, INT8_METHOD, cache_dir, transform=build, key_extra=key)
@@ -527,7 +546,7 @@ def variant_alias(
     graphs by this name instead (:func:`find_int8_graphs`)."""
     digest = hashlib.sha256(
         f"c2v-int8-alias {INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
-        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} {_maxima_source(shipped)} decoder "
+        f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} {maxima_source(shipped)} decoder "
         f"{_decoder_files.FORMAT} {_decoder_files.OPSET} encoder {_encoder_files.FORMAT}\n".encode()
     )
     digest.update(json.dumps(calibration_texts()).encode())

@@ -252,7 +252,7 @@ class Causal2Vec(nn.Module):
         (:func:`c2v_rag.cpu.onnx_encoder.onnx_encoder`: the same states, in less CPU time). ``cache_dir`` is
         where the ONNX files are kept (default: ``$C2V_RAG_CACHE/onnx``, else ``~/.cache/c2v_rag/onnx``).
         ``shipped``: the calibration the variant's folder ships for these weights, used instead of calibrating
-        (``from_pretrained`` finds it; :func:`c2v_rag.hub.variants.write_int8_calibration` makes it).
+        (``from_pretrained`` finds it; :func:`c2v_rag.model.int8_calibration.write_int8_calibration` makes it).
         """
         from c2v_rag.core.devices import resolve_quantize
 

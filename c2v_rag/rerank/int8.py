@@ -62,10 +62,9 @@ def recipe_key(pairs: PairBuilder, shipped: str | None = None) -> str:
     """sha256 of what the graph depends on besides the decoder's weights: the per-token recipe's constants, the
     calibration texts, the pairs' layout (the template's tokens around the document, in this tokenizer), and where
     the maxima come from (``shipped``: the key of the package's maxima for this base, :func:`shipped_maxima`)."""
-    source = f"maxima shipped {shipped}" if shipped else f"calibrated in {recipe.calibration_precision()}"
     digest = hashlib.sha256(
         f"c2v-rerank-int8 v{RECIPE_VERSION} {INT8_METHOD} v{recipe.RECIPE_VERSION} {recipe.SMOOTH_ALPHA} "
-        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} {source} "
+        f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} {recipe.maxima_source(shipped)} "
         f"decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n".encode()
     )
     digest.update(json.dumps(recipe.calibration_texts()).encode())
@@ -118,9 +117,9 @@ def write_shipped_maxima(
     if digest is None:
         raise ValueError(f"{source.location}: a base on the hub has no contents to key a shipped calibration by")
     decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
-    shipped = recipe.ShippedMaxima(shipped_maxima_key(digest, pairs), _calibrate(decoder, config, pairs, "fp32"))
-    recipe.write_shipped_maxima(path, shipped.maxima, shipped.key, {"decoder": digest})
-    return shipped
+    key = shipped_maxima_key(digest, pairs)
+    recipe.write_shipped_maxima(path, _calibrate(decoder, config, pairs, "fp32"), key, {"decoder": digest})
+    return recipe.ShippedMaxima(key, path)
 
 
 def _calibrate(
@@ -180,10 +179,9 @@ def _build(
     """Calibrate transformers' float32 decoder on the calibration pairs (unless the package ships its maxima),
     export it and write the int8 graph."""
     from c2v_rag.cpu.build_progress import building, stage
-    from c2v_rag.cpu.onnx_attention import default_opset, fuse_attention
     from c2v_rag.hub.sources import load_backbone
 
-    onnx = require("onnx", "the int8 reranker", "int8")
+    require("onnx", "the int8 reranker", "int8")
     with building("Building the int8 reranker (once; cached for later loads)"):
         # The export traces transformers' modules.
         decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
@@ -195,14 +193,7 @@ def _build(
             else:
                 with stage("calibrating"):
                     maxima = _calibrate(decoder, config, pairs)
-            with stage("writing the int8 decoder"):
-                proto = onnx.load(str(exported))
-                fuse_attention(proto, decoder)
-                opset = default_opset(proto)
-                assert opset is not None  # export_decoder's graph imports the default domain at its OPSET
-                recipe.rewrite_per_token_int8(proto.graph, maxima, opset=opset)
-                onnx.save_model(proto, str(target))
-            return target
+            return recipe.write_int8_graph(exported, target, decoder, maxima, readout_rows_only=False)
 
         return decoder_files.cached_onnx(
             decoder, INT8_METHOD, cache_dir, transform=transform, key_extra=f"rerank {key}"
