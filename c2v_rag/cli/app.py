@@ -42,6 +42,7 @@ from c2v_rag.cli.errors import (
     report,
     silence_stdout,
 )
+from c2v_rag.core.interrupts import ignore_further_interrupts, sigint_kept
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -127,18 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     for handler in handlers:
         handler.addFilter(flag_wording)
     one_line_warnings()
-    try:
-        code = args.func(args)
-        sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the interpreter's teardown
-    except (Exception, KeyboardInterrupt) as err:
-        if output_closed(err):
-            silence_stdout()
-            code = EXIT_OUTPUT_CLOSED
-        else:
-            code = report(err, args.verbose)
-    finally:
-        for handler in handlers:
-            handler.removeFilter(flag_wording)
+    with sigint_kept(restore=argv is not None):
+        try:
+            code = args.func(args)
+            sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the teardown
+        except (Exception, KeyboardInterrupt) as err:
+            if isinstance(err, KeyboardInterrupt):
+                ignore_further_interrupts()  # the command has stopped: only its message and the exit are left
+            if output_closed(err):
+                silence_stdout()
+                code = EXIT_OUTPUT_CLOSED
+            else:
+                code = report(err, args.verbose)
+        finally:
+            for handler in handlers:
+                handler.removeFilter(flag_wording)
     if argv is None and getattr(args, "exit_fast", False):
         exit_now(code)
     return code

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     EXIT_BAD_INPUT here, named after the recipe where that helps, rather than the generic report of
     ``errors.py``; Ctrl-C is training's own line (what was saved, the command that resumes) and EXIT_INTERRUPTED.
     """
+    from c2v_rag.core.interrupts import ignore_further_interrupts
     from c2v_rag.training import load_config
     from c2v_rag.training.checkpoint import CheckpointError
     from c2v_rag.training.data import check_data_paths
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
+        ignore_further_interrupts()  # the run has stopped; a second Ctrl-C must not cut its message or exit short
         print(f"error: {interrupted_message(config, trainer.step, command_words(args))}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"variant written to {result.output_dir} after {result.steps} steps (final loss {result.final_loss:.4f})")

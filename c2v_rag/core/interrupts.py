@@ -6,6 +6,9 @@ prints "Exception ignored in ..." and carries on, and a training run that counte
 its last step (seen on Python 3.12: ``c2v-rag train`` ran past a Ctrl-C). :func:`remembered_interrupts` keeps
 Python's behaviour, the exception at once, and remembers the signal too; the loop calls
 :meth:`InterruptLatch.check` between its steps, which raises the interrupt a finalizer swallowed.
+
+:func:`sigint_kept` and :func:`ignore_further_interrupts` serve a command that has stopped on a Ctrl-C and has only
+its report and its exit left.
 """
 
 from __future__ import annotations
@@ -51,3 +54,31 @@ def remembered_interrupts() -> Iterator[InterruptLatch]:
         yield latch
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def ignore_further_interrupts() -> None:
+    """From now on Ctrl-C does nothing (in the main thread; elsewhere nothing changes).
+
+    For a command that has stopped on a Ctrl-C and has only its message and its exit left. A second Ctrl-C there
+    (a user who presses it again, or holds it) would otherwise raise inside the message, or, once the interpreter's
+    teardown has put SIGINT's default action back, kill the process by the signal: the message printed, but the
+    exit status 130 that the command documents lost. The interpreter leaves an ignored SIGINT ignored through its
+    teardown. :func:`sigint_kept` puts the handler back for a caller that goes on.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def sigint_kept(restore: bool) -> Iterator[None]:
+    """Within the block, code may :func:`ignore_further_interrupts`; on leaving, the SIGINT handler the block
+    found is put back if ``restore`` (a process that goes on: a test, a notebook calling the CLI's ``main``).
+    A program about to exit leaves it as it is, so that its teardown stays out of a second Ctrl-C's reach."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main_thread else None
+    try:
+        yield
+    finally:
+        # None: a handler installed outside Python, which cannot be put back from here (and is not replaced).
+        if restore and before is not None and signal.getsignal(signal.SIGINT) is not before:
+            signal.signal(signal.SIGINT, before)

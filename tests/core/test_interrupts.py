@@ -1,4 +1,6 @@
-"""remembered_interrupts: a Ctrl-C that a finalizer swallows still stops the loop at its next check."""
+"""remembered_interrupts: a Ctrl-C that a finalizer swallows still stops the loop at its next check.
+sigint_kept / ignore_further_interrupts: a command that stopped on Ctrl-C exits without a second one's reach, and a
+process that goes on gets its handler back."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import threading
 
 import pytest
 
-from c2v_rag.core.interrupts import remembered_interrupts
+from c2v_rag.core.interrupts import ignore_further_interrupts, remembered_interrupts, sigint_kept
 
 
 class _InterruptedFinalizer:
@@ -83,3 +85,29 @@ def test_off_the_main_thread_nothing_changes():
     thread.start()
     thread.join()
     assert seen == [before]
+
+
+def test_once_stopped_a_further_ctrl_c_does_nothing_and_the_handler_comes_back(python_sigint_handler):
+    with sigint_kept(restore=True):
+        ignore_further_interrupts()
+        signal.raise_signal(signal.SIGINT)  # would raise KeyboardInterrupt under Python's handler
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_program_about_to_exit_keeps_sigint_ignored(python_sigint_handler):
+    with sigint_kept(restore=False):
+        ignore_further_interrupts()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the fixture puts Python's handler back
+
+
+def test_a_block_that_ignores_nothing_leaves_the_handler_alone(python_sigint_handler):
+    def own(signum, frame):
+        pass
+
+    signal.signal(signal.SIGINT, own)
+    with sigint_kept(restore=True):
+        pass
+    assert signal.getsignal(signal.SIGINT) is own

@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -56,6 +57,23 @@ def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resume
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"after {saved + 1} steps" in resumed.stdout
+
+
+def test_ctrl_c_pressed_again_while_the_run_stops_still_names_the_checkpoint(tiny_recipe, tmp_path):
+    """A user who presses Ctrl-C again (or holds it) while the run stops gets the same message and exit code, not a
+    traceback, ingest's message or a death by signal that leaves the shell nothing to read."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe(steps=100_000, save_every=3)))
+    out = Path(tiny_recipe()["output"]["dir"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with run_past_checkpoint(_cli(["c2v-rag", "train", str(recipe)]), env, out) as proc:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.01)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert err.strip().splitlines()[-1].startswith("error: training interrupted after step "), err
 
 
 def test_an_interrupt_before_any_checkpoint_says_so(tiny_recipe, tmp_path):
