@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         search_many,
     )
     from c2v_rag.rag.embedding import apply_encode_kwargs, check_encode_kwargs
+    from c2v_rag.rag.retriever import RERANK_SCORE_KEY, warn_if_reranked
     from c2v_rag.rerank import Causal2VecReranker, RerankResult
     from c2v_rag.store.point_schema import HIDDEN_FROM_LLM, metadata_field
     from c2v_rag.training.adapt.config import AdaptConfig
@@ -100,6 +101,8 @@ __all__ = [
     "make_splitter",
     "HIDDEN_FROM_LLM",
     "metadata_field",
+    "RERANK_SCORE_KEY",
+    "warn_if_reranked",
     "adapt",
     "AdaptConfig",
     "AdaptReport",
@@ -145,6 +148,8 @@ _EXPORTS = {
     "make_splitter": "c2v_rag.encode.splitting",
     "HIDDEN_FROM_LLM": "c2v_rag.store.point_schema",
     "metadata_field": "c2v_rag.store.point_schema",
+    "RERANK_SCORE_KEY": "c2v_rag.rag.retriever",
+    "warn_if_reranked": "c2v_rag.rag.retriever",
 }
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,27 @@ from c2v_rag.rag.handle import Collection
 from c2v_rag.rag.options import OPEN_KEYS, ConnectionOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.store.collection import DEFAULT_COLLECTION
+
+RERANK_SCORE_KEY = "_rerank_score"
+"""The metadata key under which the framework retrievers pass on a hit's ``rerank_score`` when their search
+reranked (the item's score stays the first stage's, as :class:`~c2v_rag.SearchHit` keeps it): how a reranker
+chained after them tells that its items were reranked already (:func:`warn_if_reranked`)."""
+
+
+def warn_if_reranked(metadata: Iterable[Mapping[str, Any]], reranker: str) -> None:
+    """Warn (once per place, as :mod:`warnings` does) when every item a ``reranker`` is given came reranked from a
+    Causal2VecRetriever: by default (``rerank="auto"``) the retriever reranks its top 20 where the decoder is fast,
+    and a reranker chained after it does the same work again."""
+    items = list(metadata)
+    if items and all(RERANK_SCORE_KEY in item for item in items):
+        warnings.warn(
+            f"{reranker} got results that Causal2VecRetriever has already reranked (its rerank option, 'auto' by "
+            "default, reranks its top 20 where the decoder is fast): reranking them again costs as much once more. "
+            "Give the retriever rerank=None to rerank once, here.",
+            UserWarning,
+            stacklevel=3,
+        )
+
 
 # One lock per embedded store directory: a store takes one client at a time, so the calls of a
 # retriever used from several threads (LangChain's batch, asyncio's worker threads) take turns.

@@ -4,6 +4,7 @@ each framework's own pipeline: each must return what ``c2v_rag.search(..., reran
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import pytest
 
@@ -39,7 +40,7 @@ def test_the_llama_index_postprocessor_reranks_inside_a_query_engine(store, tiny
     want = c2v_rag.search(QUERY, top_k=2, rerank=6, path=store, collection="kb")
     monkeypatch.setattr(Settings, "_llm", MockLLM())  # no LLM is installed; the retrieval is what is tested
     engine = RetrieverQueryEngine.from_args(
-        LlamaRetriever(path=store, collection="kb", similarity_top_k=6),
+        LlamaRetriever(path=store, collection="kb", similarity_top_k=6, rerank=None),
         node_postprocessors=[LlamaRerank(top_n=2, model=tiny_lm_variant, device="cpu")],
         llm=MockLLM(),
         response_mode="no_text",
@@ -66,7 +67,7 @@ def test_the_langchain_compressor_reranks_a_retrievers_documents_in_a_chain(stor
 
     want = c2v_rag.search(QUERY, top_k=2, rerank=6, path=store, collection="kb")
     compressor = LangChainRerank(top_n=2, model=tiny_lm_variant, device="cpu")
-    retriever = LangChainRetriever(path=store, collection="kb", k=6)
+    retriever = LangChainRetriever(path=store, collection="kb", k=6, rerank=None)
     chain = retriever | RunnableLambda(lambda docs: compressor.compress_documents(docs, QUERY))
     for docs in (chain.invoke(QUERY), asyncio.run(compressor.acompress_documents(retriever.invoke(QUERY), QUERY))):
         assert [d.id for d in docs] == [h.id for h in want]
@@ -79,3 +80,32 @@ def test_the_langchain_compressor_reranks_a_retrievers_documents_in_a_chain(stor
     assert [d.page_content for d in ranked] == [plain[r.index].page_content for r in want_plain]
     with pytest.raises(ValueError, match="top_n"):
         LangChainRerank(top_n=0)
+
+
+def test_a_reranker_after_a_retriever_that_reranked_says_so_and_what_to_do(store, tiny_lm_variant):
+    want = c2v_rag.search(QUERY, top_k=3, rerank=6, path=store, collection="kb")
+    nodes = LlamaRetriever(path=store, collection="kb", similarity_top_k=3, rerank=6).retrieve(QUERY)
+    docs = LangChainRetriever(path=store, collection="kb", k=3, rerank=6).invoke(QUERY)
+    # Each item carries the score that ordered it, kept out of the LLM's view; its score stays the first stage's.
+    for items in ([(n.node.metadata, n.score) for n in nodes], [(d.metadata, d.metadata["_score"]) for d in docs]):
+        assert [m[c2v_rag.RERANK_SCORE_KEY] for m, _ in items] == pytest.approx([h.rerank_score for h in want])
+        assert [score for _, score in items] == pytest.approx([h.score for h in want])
+    assert c2v_rag.RERANK_SCORE_KEY in nodes[0].node.excluded_llm_metadata_keys
+    from llama_index.core.schema import MetadataMode
+
+    assert c2v_rag.RERANK_SCORE_KEY in nodes[0].node.get_content(metadata_mode=MetadataMode.ALL)
+    assert c2v_rag.RERANK_SCORE_KEY not in nodes[0].node.get_content(metadata_mode=MetadataMode.LLM)
+    llama = LlamaRerank(top_n=2, model=tiny_lm_variant, device="cpu")
+    langchain = LangChainRerank(top_n=2, model=tiny_lm_variant, device="cpu")
+    for rerank in (
+        lambda: llama.postprocess_nodes(nodes, query_str=QUERY),
+        lambda: langchain.compress_documents(docs, QUERY),
+    ):
+        with pytest.warns(UserWarning, match="already reranked.*rerank=None"):
+            rerank()
+    # Retrieved without reranking, or from elsewhere: no warning.
+    plain = LangChainRetriever(path=store, collection="kb", k=3, rerank=None).invoke(QUERY)
+    assert all(c2v_rag.RERANK_SCORE_KEY not in d.metadata for d in plain)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        langchain.compress_documents(plain, QUERY)

@@ -9,7 +9,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from c2v_rag import Causal2VecReranker
+from c2v_rag import Causal2VecReranker, warn_if_reranked
 
 
 class Causal2VecRerank(BaseDocumentCompressor):
@@ -30,7 +30,7 @@ class Causal2VecRerank(BaseDocumentCompressor):
 
             retriever = ContextualCompressionRetriever(
                 base_compressor=Causal2VecRerank(top_n=5),
-                base_retriever=Causal2VecRetriever(collection="papers", path="store", k=20),
+                base_retriever=Causal2VecRetriever(collection="papers", path="store", k=20, rerank=None),
             )
     """
 
@@ -52,6 +52,7 @@ class Causal2VecRerank(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         if not documents:
             return []
+        warn_if_reranked((doc.metadata for doc in documents), "Causal2VecRerank")
         scores = [doc.metadata.get("_score") for doc in documents]
         ranked = self.reranker.rerank(
             query,

@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
-from c2v_rag import RetrieverOptions, SearchHit
+from c2v_rag import RERANK_SCORE_KEY, RetrieverOptions, SearchHit
 
 # langchain_qdrant.RetrievalMode's values, and the search mode each is.
 RETRIEVAL_MODES = {"dense": "dense", "sparse": "sparse", "hybrid": "hybrid"}
@@ -26,7 +26,8 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     ``search_kwargs={"k": ...}``; ``invoke(query, k=..., filter=...)`` overrides both per call.
 
     Each Document carries the chunk's text as ``page_content``, its metadata, and, as
-    ``langchain_qdrant`` does, ``_id`` and ``_collection_name``; ``_score`` is the search score.
+    ``langchain_qdrant`` does, ``_id`` and ``_collection_name``; ``_score`` is the search score, and
+    ``_rerank_score``, where the search reranked (``rerank``), the score that ordered the documents.
 
     Example:
         .. code-block:: python
@@ -66,6 +67,8 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
 
     def _document(self, hit: SearchHit) -> Document:
         metadata = {**hit.metadata, "_id": hit.id, "_collection_name": self.collection_name, "_score": hit.score}
+        if hit.rerank_score is not None:  # the search reranked: what ordered the documents
+            metadata[RERANK_SCORE_KEY] = hit.rerank_score
         if hit.doc_id is not None:
             metadata.setdefault("doc_id", hit.doc_id)
         return Document(page_content=hit.text, metadata=metadata, id=hit.id)

@@ -8,7 +8,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from c2v_rag import Causal2VecReranker
+from c2v_rag import Causal2VecReranker, warn_if_reranked
 
 
 class Causal2VecRerank(BaseNodePostprocessor):
@@ -24,7 +24,8 @@ class Causal2VecRerank(BaseNodePostprocessor):
 
             from llama_index.embeddings.causal2vec import Causal2VecRerank, Causal2VecRetriever
 
-            retriever = Causal2VecRetriever("papers", path="store", similarity_top_k=20)
+            # rerank=None: the retriever would otherwise rerank its top 20 itself
+            retriever = Causal2VecRetriever("papers", path="store", similarity_top_k=20, rerank=None)
             engine = RetrieverQueryEngine.from_args(retriever, node_postprocessors=[Causal2VecRerank(top_n=5)])
     """
 
@@ -50,6 +51,7 @@ class Causal2VecRerank(BaseNodePostprocessor):
             raise ValueError("Causal2VecRerank needs the query: pass query_str or query_bundle")
         if not nodes:
             return []
+        warn_if_reranked((node.node.metadata for node in nodes), "Causal2VecRerank")
         scores = [node.score for node in nodes]
         ranked = self.reranker.rerank(
             query_bundle.query_str,

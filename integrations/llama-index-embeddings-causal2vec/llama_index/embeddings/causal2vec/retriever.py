@@ -15,7 +15,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
-from c2v_rag import HIDDEN_FROM_LLM, Collection, RetrieverOptions, SearchHit, metadata_field
+from c2v_rag import HIDDEN_FROM_LLM, RERANK_SCORE_KEY, Collection, RetrieverOptions, SearchHit, metadata_field
 
 # VectorStoreQueryMode -> c2v_rag's search mode.
 QUERY_MODES = {
@@ -93,12 +93,15 @@ class Causal2VecRetriever(BaseRetriever):
 def to_node(hit: SearchHit) -> NodeWithScore:
     """A hit as LlamaIndex's scored node: the chunk's id, text and metadata, its document as the source."""
     # As the stored node says: the vector embeds the text alone, and bookkeeping stays out of prompts.
+    metadata = dict(hit.metadata)
+    if hit.rerank_score is not None:  # the search reranked: what ordered the nodes, for a reranker after this one
+        metadata[RERANK_SCORE_KEY] = hit.rerank_score
     node = TextNode(
         id_=hit.id,
         text=hit.text,
-        metadata=dict(hit.metadata),
-        excluded_embed_metadata_keys=list(hit.metadata),
-        excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in hit.metadata],
+        metadata=metadata,
+        excluded_embed_metadata_keys=list(metadata),
+        excluded_llm_metadata_keys=[k for k in [*HIDDEN_FROM_LLM, RERANK_SCORE_KEY] if k in metadata],
     )
     if hit.doc_id is not None:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=hit.doc_id)
