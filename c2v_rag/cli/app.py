@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 silence_stdout()
                 code = EXIT_OUTPUT_CLOSED
             else:
-                code = report(err, args.verbose)
+                code = report(err, args.verbose, getattr(args, "on_interrupt", None))
         finally:
             for handler in handlers:
                 handler.removeFilter(flag_wording)

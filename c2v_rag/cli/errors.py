@@ -11,7 +11,7 @@ The exit code tells a script what to do next:
        fix it and run again
 3      failed midway (a batch failed after retries, or an unexpected error): what was
        stored stays stored; re-running the same command resumes
-130    interrupted (Ctrl-C); re-running the same command resumes
+130    interrupted (Ctrl-C); the line says what re-running does where it resumes or finishes
 141    the reader of the output went away (``c2v-rag search ... | head -1``): the status a
        shell gives a program that SIGPIPE ends; nothing is printed
 =====  ==================================================================================
@@ -84,14 +84,14 @@ def flag_wording(record: logging.LogRecord) -> bool:
     return True
 
 
-def classify(err: BaseException) -> tuple[str, int]:
-    """The one-line message and the exit code for ``err``."""
+def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, int]:
+    """The one-line message and the exit code for ``err`` (``on_interrupt``: :func:`report`'s)."""
     from c2v_rag.rag.errors import IngestError, IngestInterrupted
 
     if isinstance(err, IngestInterrupted):
         return str(err), EXIT_INTERRUPTED
     if isinstance(err, KeyboardInterrupt):
-        return "interrupted; re-run the same command to resume (stored chunks are skipped)", EXIT_INTERRUPTED
+        return f"interrupted; {on_interrupt}" if on_interrupt else "interrupted", EXIT_INTERRUPTED
     if isinstance(err, IngestError):
         return str(err), EXIT_FAILED
     if isinstance(err, (C2VError, ValueError, TypeError, KeyError, OSError)):
@@ -136,9 +136,13 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
-def report(err: BaseException, verbose: bool) -> int:
-    """Print ``err`` as one ``error:`` line (and the traceback when ``verbose``); its exit code."""
-    message, code = classify(err)
+def report(err: BaseException, verbose: bool, on_interrupt: str | None = None) -> int:
+    """Print ``err`` as one ``error:`` line (and the traceback when ``verbose``); its exit code.
+
+    ``on_interrupt`` is what the command says after a plain Ctrl-C: what running it again does, for a command that
+    resumes or finishes its work (set by its parser); a command that only reads says nothing more.
+    """
+    message, code = classify(err, on_interrupt)
     if verbose:
         traceback.print_exception(err, file=sys.stderr)
     print("error: " + in_flags(" ".join(str(message).split())), file=sys.stderr)
