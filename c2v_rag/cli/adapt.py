@@ -64,7 +64,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_file_selection(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when present)")
     parser.add_argument("--overwrite", action="store_true", help="replace what a finished run left in --out")
-    parser.set_defaults(on_interrupt="re-run it with the same arguments to resume")  # errors.report: after a Ctrl-C
+    parser.set_defaults(on_interrupt="re-run it with the same arguments to resume")
     return parser
 
 

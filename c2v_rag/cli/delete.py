@@ -36,7 +36,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_qdrant_options(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_quiet(parser)
-    parser.set_defaults(on_interrupt="run it again to delete the rest")  # errors.report: after a Ctrl-C
+    parser.set_defaults(on_interrupt="run it again to delete the rest")
     return parser
 
 

@@ -118,9 +118,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
-    parser.set_defaults(
-        on_interrupt="re-run the same command to resume (stored chunks are skipped)"
-    )  # errors.report: after a Ctrl-C
+    parser.set_defaults(on_interrupt="re-run the same command to resume (stored chunks are skipped)")
     return parser
 
 

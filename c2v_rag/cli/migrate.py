@@ -31,7 +31,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--to-collection", default=None, metavar="NAME", help="the copy's name (default: the same)")
     parser.add_argument("--batch-size", type=int, default=256, help="points copied per request")
     add_quiet(parser)
-    parser.set_defaults(on_interrupt="run it again to resume the copy")  # errors.report: after a Ctrl-C
+    parser.set_defaults(on_interrupt="run it again to resume the copy")
     return parser
 
 

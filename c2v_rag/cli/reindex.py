@@ -46,9 +46,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_decoder_max_length(parser, default="what the collection recorded")
     add_quiet(parser)
     add_model_options(parser, "the new variant directory or preset (default: the default preset)")
-    parser.set_defaults(
-        on_interrupt="the alias was not switched and the new collection is dropped; run it again"
-    )  # errors.report: after a Ctrl-C
+    parser.set_defaults(on_interrupt="the alias was not switched and the new collection is dropped; run it again")
     return parser
 
 
