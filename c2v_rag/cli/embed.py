@@ -33,7 +33,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "this machine, or on Ray with --ray.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
-    parser.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the Parquet files")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the folder for the Parquet files: a new or empty one, or one an earlier embed wrote, which this run "
+        "resumes (only chunks no file holds are embedded; the model and chunk settings must be the same)",
+    )
     add_chunk_options(parser)
     add_decoder_max_length(parser)
     parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")
@@ -48,6 +54,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
+    parser.set_defaults(on_interrupt="re-run the same command to resume (chunks already written are skipped)")
     return parser
 
 

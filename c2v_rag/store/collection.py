@@ -433,17 +433,10 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
         return
     # Collections written before a field was recorded lack it: compare what they have.
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
-    # float and int8 vectors of one model search each other alike (measured): that difference is no mismatch
-    kinds = {stored["quantize"], fingerprint.get("quantize")}
-    mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
-    differ = [
-        f
-        for f in _FINGERPRINT_FIELDS
-        if f in stored
-        and stored[f] != fingerprint.get(f)
-        and not (f == "quantize" and mixed)
-        and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
-    ]
+    differ = fingerprint_differences(stored, fingerprint)
+    mixed = {stored["quantize"], fingerprint.get("quantize")} <= INTERCHANGEABLE_QUANTIZE and (
+        stored["quantize"] != fingerprint.get("quantize")
+    )
     if mixed and (location, name) not in _MIXED_NOTED:
         _MIXED_NOTED.add((location, name))  # once per collection
         logger.info(
@@ -487,6 +480,24 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
             "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
         )
+
+
+def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> list[str]:
+    """The fields of a model fingerprint on which ``stored`` (a record: a collection's, an embed folder's) names
+    vectors that ``fingerprint``'s model cannot be compared with. Fields the record lacks are not compared (it
+    predates them); float and int8 vectors of one model search each other alike (measured), and a base model is
+    compared only where both recorded its contents."""
+    stored = {**_FINGERPRINT_DEFAULTS, **stored}
+    kinds = {stored["quantize"], fingerprint.get("quantize")}
+    mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
+    return [
+        f
+        for f in _FINGERPRINT_FIELDS
+        if f in stored
+        and stored[f] != fingerprint.get(f)
+        and not (f == "quantize" and mixed)
+        and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
+    ]
 
 
 def _bases_differ(stored: Mapping[str, str] | None, current: Mapping[str, str] | None) -> bool:

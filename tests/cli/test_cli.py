@@ -416,8 +416,12 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     assert "embedded" in capsys.readouterr().out and table.num_rows > 0
     assert table.column_names == ["id", "doc_id", "chunk_index", "text", "metadata", "vector"]
     assert {d.rsplit("/", 1)[-1] for d in table.column("doc_id").to_pylist()} == {"a.txt", "c1"}  # nested/ left out
-    assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant)]) == 2  # never overwritten
-    assert "already holds Parquet files" in capsys.readouterr().err
+    other = ["--chunk-size", "32", "--chunk-overlap", "4"]
+    assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), *other]) == 2  # refused
+    assert "(--chunk-size 24; this run has --chunk-size 32)" in capsys.readouterr().err
+    rerun = ["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), "--chunk-size", "24"]
+    assert main([*rerun, "--chunk-overlap", "4", "--exclude", "nested", "-q"]) == 0  # resumes: nothing left to do
+    assert f"0 chunks ({table.num_rows} already there) into 0 Parquet files" in capsys.readouterr().out
     model_and_store = ["--model", str(tiny_variant), "--path", str(tmp_path / "q"), "--chunk-size", "24", "-q"]
     assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--exclude", "a.txt"]) == 0
     assert capsys.readouterr().out.startswith("ingested 1 documents")

@@ -321,6 +321,39 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest
     assert resumed.chunks_unchanged == stored and resumed.chunks_written == resumed.chunks - stored
 
 
+def test_ctrl_c_stops_an_embed_with_its_files_whole_and_a_rerun_resumes(tmp_path, tiny_variant, ingest_config):
+    import pyarrow.parquet as pq
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(200):  # ~1,000 chunks in batches of 4, as in the ingest test above
+        (docs / f"{i:03d}.txt").write_text(make_text(i, 4), encoding="utf-8")
+    out = tmp_path / "vectors"
+    args = ["embed", str(docs), "--out", str(out), "--model", str(tiny_variant), *CHUNKS, "--batch-size", "4", "-q"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "c2v_rag.cli", *args], stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
+    writing = out / ".part-00000.parquet.inprogress"  # the open file, under its hidden name
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not writing.exists() or writing.stat().st_size < 8192):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert err.strip().splitlines()[-1] == (
+        "error: interrupted; re-run the same command to resume (chunks already written are skipped)"
+    )
+    assert [f.name for f in out.iterdir()] == ["part-00000.parquet"]  # closed and named: its rows kept
+    kept = pq.read_table(out).num_rows
+    assert kept > 0
+    assert main(args) == 0
+    whole = c2v_rag.embed(docs, tmp_path / "whole", model=tiny_variant, config=ingest_config)
+    table = pq.read_table(out)
+    assert table.num_rows == whole.chunks > kept and len(set(table.column("id").to_pylist())) == whole.chunks
+
+
 def test_a_batch_that_fails_midway_exits_3(tmp_path, folder, tiny_variant, capsys, monkeypatch):
     # The store failing mid-run cannot be provoked from outside here; the upload is made to fail.
     def full_disk(self, *args, **kwargs):

@@ -144,21 +144,28 @@ class IngestConfig(FileSelection):
         ``chunk_context`` resolved to what it recorded (a collection from before it was recorded: 'none'), and
         ``decoder_max_length`` to what it recorded (none recorded: whole chunks, held as None). A different one
         asked for is refused, as the collection's stored chunks would then be cut, or read, two ways."""
+        return self.for_record(recorded, config, holder=f"collection {name!r}", instead="ingest into a new collection")
+
+    def for_record(
+        self, recorded: dict[str, Any] | None, config: Causal2VecConfig, *, holder: str, instead: str
+    ) -> IngestConfig:
+        """:meth:`for_collection` for any record of earlier chunks (a collection's, an ``embed`` folder's):
+        ``holder`` names what holds them and ``instead`` the way out, in the error of a setting that differs."""
         if recorded is None:
             return self.for_model(config)
         stored = recorded.get("chunk_context", "none")
         if self.chunk_context is not None and self.chunk_context != stored:
             raise ValueError(
-                f"collection {name!r} records chunk_context={stored!r}: its chunks were stored "
+                f"{holder} records chunk_context={stored!r}: its chunks were stored "
                 f"{'with' if stored == 'lead' else 'without'} their document's lead. Pass chunk_context={stored!r} "
-                "(or leave it out) to add to it, or ingest into a new collection"
+                f"(or leave it out) to add to it, or {instead}"
             )
         read = recorded.get("decoder_max_length")
         if self.decoder_max_length is not None and decoder_tokens(self.decoder_max_length) != read:
             how = f"decoder_max_length={read}" if read is not None else "whole chunks (decoder_max_length=0)"
             raise ValueError(
-                f"collection {name!r} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
-                "add to it as they were, or ingest into a new collection"
+                f"{holder} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
+                f"add to it as they were, or {instead}"
             )
         return self.model_copy(update={"chunk_context": stored, "decoder_max_length": read})
 

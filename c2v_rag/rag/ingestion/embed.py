@@ -9,7 +9,8 @@ layout of :func:`~c2v_rag.rag.ingestion.parquet_rows.chunk_table`:
 (``fixed_size_list<float32>[dim]``, unit length).
 
 It runs in this process (``engine="local"``, files ``part-00000.parquet``, ...) or on Ray
-(``engine="ray"``, Ray Data's ``write_parquet``, files named by Ray).
+(``engine="ray"``, Ray Data's ``write_parquet``, files named by Ray). A run into a folder that earlier runs wrote
+resumes it: only the chunks no file holds yet are embedded (:mod:`~c2v_rag.rag.ingestion.parquet_folder`).
 """
 
 from __future__ import annotations
@@ -27,20 +28,24 @@ from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
+from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder, embed_record
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ModelOptions
+from c2v_rag.store.collection import config_fingerprint
 
 logger = logging.getLogger(__name__)
 
 
 class EmbedResult(BaseModel):
-    """What an ``embed`` wrote."""
+    """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
+    already in the folder held, which were not embedded again."""
 
     out: str
     files: list[str] = Field(default_factory=list)
     documents: int = 0
     duplicate_documents: int = 0
     chunks: int = 0
+    unchanged: int = 0
     seconds: float = 0.0
 
     @property
@@ -48,8 +53,9 @@ class EmbedResult(BaseModel):
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
+        held = f" ({self.unchanged} already there)" if self.unchanged else ""
         return (
-            f"{self.documents} documents, {self.chunks} chunks into {len(self.files)} Parquet files under "
+            f"{self.documents} documents, {self.chunks} chunks{held} into {len(self.files)} Parquet files under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
 
@@ -73,7 +79,8 @@ def embed(
     ray: RayOptions | str | None = None,
     rows_per_file: int = 100_000,
 ) -> EmbedResult:
-    """Chunk and embed ``docs`` into Parquet files under ``out`` (a new or empty folder).
+    """Chunk and embed ``docs`` into Parquet files under ``out``: a new or empty folder, or one earlier runs of
+    ``embed`` wrote, which this run resumes.
 
     Args:
         docs: what :func:`~c2v_rag.ingest` takes: strings, dicts, framework documents, files or
@@ -83,10 +90,14 @@ def embed(
         chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``
             (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
         engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
-        rows_per_file: chunks per Parquet file with the local engine.
+        rows_per_file: chunks per Parquet file with the local engine (which also closes a file after 10 minutes,
+            so that a run killed outright loses at most that much).
 
-    Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and
-    model. A folder that already holds Parquet files is refused (nothing is overwritten).
+    Point ids, texts, metadata and vectors are the ones ``ingest`` stores for the same input and model. Each file
+    records the model and chunking settings; a run into a folder that holds files of earlier runs (one that was
+    interrupted, or a folder of more documents) embeds only the chunks none of them holds, with the same settings,
+    as a re-run of ``ingest`` does. Other settings, and Parquet files that ``embed`` did not write, are refused
+    before any work; nothing is overwritten.
     """
     chosen = ModelOptions.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
     settings = IngestConfig.with_overrides(
@@ -105,9 +116,31 @@ def embed(
     require("pyarrow.parquet", "embed (its Parquet files)", "parquet", distribution="pyarrow")
     if chosen.model is not None and not isinstance(chosen.model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
-    folder = _check_out(Path(out))
-    check_chunk_size(settings.chunk_size, chosen.resolve().config.max_length)
-    settings = settings.for_model(chosen.resolve().config)  # new vectors: the defaults where none is asked
+    folder = EmbedFolder.open(out)
+    resolved = chosen.resolve()
+    check_chunk_size(settings.chunk_size, resolved.config.max_length)
+    # New vectors get the defaults where none is asked; a folder earlier runs wrote, the settings they recorded.
+    settings = settings.for_record(
+        folder.recorded, resolved.config, holder=str(folder.path), instead="pass a new folder"
+    )
+    resolved = resolved.reading(folder.recorded)  # the part weights the folder's vectors were read at
+    quantize_as = resolved.quantization(folder.recorded)
+    record = embed_record(
+        config_fingerprint(
+            resolved.config,
+            resolved.reference,
+            resolved.digests,
+            truncate_dim=settings.truncate_dim,
+            quantize=quantize_as,
+            document_prompt=settings.document_prompt,
+            chunk_context=settings.chunk_context,
+            decoder_max_length=settings.decoder_max_length,
+        ),
+        settings.chunk_size,
+        settings.chunk_overlap,
+    )
+    folder.check(record)
+    folder.prepare()
     log = ReadLog()
     read = settings.read_options()
     started = time.perf_counter()
@@ -120,7 +153,9 @@ def embed(
         model=chosen.model,
         device=chosen.device,
         dtype=chosen.dtype,
-        quantize=chosen.resolve().quantization(),  # the default for new vectors when none is asked
+        quantize=quantize_as,
+        readout=resolved.readout,
+        record=record,
         ray=ray,
         rows_per_file=rows_per_file,
         started=started,
@@ -130,21 +165,9 @@ def embed(
     return result
 
 
-def _check_out(folder: Path) -> Path:
-    folder = folder.expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
-    if folder.is_dir() and any(folder.glob("*.parquet")):
-        raise FileExistsError(
-            f"{folder} already holds Parquet files; pass a new or empty folder (nothing is overwritten)"
-        )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 def _embed_here(
     docs: Any,
-    folder: Path,
+    folder: EmbedFolder,
     settings: IngestConfig,
     read: ReadOptions,
     log: ReadLog,
@@ -153,12 +176,14 @@ def _embed_here(
     device: str | None,
     dtype: str | None,
     quantize: str | None,
+    readout: dict[str, Any] | None,
+    record: dict[str, Any],
     ray: Any,
     rows_per_file: int,
     started: float,
 ) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
-    ``rows_per_file`` chunks (``ray`` is unused). The run's seconds count from ``started``."""
+    ``rows_per_file`` chunks after the folder's own (``ray`` is unused). The run's seconds count from ``started``."""
     from c2v_rag.cpu.build_progress import build_bar_shown
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.documents import input_size, iter_documents
@@ -175,16 +200,16 @@ def _embed_here(
     documents = iter_documents(docs, options=read, log=log)
     size = input_size(docs, log)  # counted before the model loads and anything is read
     with build_bar_shown(settings.show_progress):  # a first int8 load's bar, like the run's
-        c2v = load_model(model, device=device, dtype=dtype, quantize=quantize)
+        c2v = load_model(model, device=device, dtype=dtype, quantize=quantize, readout=readout)
     batcher = DocumentBatcher(
         TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,
         log if size.unit == "file" else None,
     )
     # On the summary's clock (from ``started``), so that the bar's chunk rate is the summary's.
-    progress = IngestProgress(f"Embedding into {folder}", size, show=settings.show_progress, started=started)
+    progress = IngestProgress(f"Embedding into {folder.path}", size, show=settings.show_progress, started=started)
     core = IngestCore(batcher, BatchEmbedder(Embedder.for_documents(c2v, settings)), StopAtFirstFailure(), progress)
-    sink = ParquetSink(folder, rows_per_file)
+    sink = ParquetSink(folder.path, rows_per_file, record=record, stored=folder.stored, first_part=folder.next_part())
     seconds = 0.0
     try:
         core.run(documents, sink)
@@ -195,18 +220,19 @@ def _embed_here(
             seconds = time.perf_counter() - started
             progress.close(sink.rows, seconds)
     return EmbedResult(
-        out=str(folder),
+        out=str(folder.path),
         files=sink.files,
         documents=batcher.documents,
         duplicate_documents=batcher.duplicate_documents,
         chunks=sink.rows,
+        unchanged=batcher.chunks - sink.rows,
         seconds=seconds,
     )
 
 
 def _embed_on_ray(
     docs: Any,
-    folder: Path,
+    folder: EmbedFolder,
     settings: IngestConfig,
     read: ReadOptions,
     log: ReadLog,
@@ -215,6 +241,8 @@ def _embed_on_ray(
     device: str | None,
     dtype: str | None,
     quantize: str | None,
+    readout: dict[str, Any] | None,
+    record: dict[str, Any],
     ray: RayOptions | str | None,
     rows_per_file: int,
     started: float,
@@ -242,21 +270,23 @@ def _embed_on_ray(
         device=device,
         dtype=dtype,
         quantize=quantize,
-        sink=ExportRows(),
+        readout=readout,
+        sink=ExportRows(stored=folder.stored, record=record),
     )
     with RaySession(options) as ray_module:
         try:
             # Writing, like reading, asks for no CPU (the actors may hold them all).
             embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
-                str(folder), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors
+                str(folder.path), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors
             )
         except ray_module.exceptions.RayError as err:
             cause = user_error(err)
             if cause is err:
                 raise
             raise cause from None
-    files = sorted(str(p) for p in folder.glob("*.parquet"))
-    result = EmbedResult(out=str(folder), files=files)
+    before = set(folder.files)
+    files = sorted(str(p) for p in folder.path.glob("*.parquet") if p not in before)
+    result = EmbedResult(out=str(folder.path), files=files)
     if files:
         ids = pq.read_table(files, columns=["doc_id"]).column("doc_id")
         result.chunks = len(ids)

@@ -53,6 +53,7 @@ from c2v_rag.core.extras import require
 from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.documents.reading import progress_weight
+from c2v_rag.rag.ingestion.parquet_folder import with_record
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
@@ -369,12 +370,21 @@ class ActorSink:
         raise err
 
 
+@dataclass
 class ExportRows(ActorSink):
-    """``embed(engine="ray")``: the actor returns its chunks' Parquet rows, and Ray Data writes the files; the
-    first failed batch stops the run, as it does in one process."""
+    """``embed(engine="ray")``: the actor returns its chunks' Parquet rows, with the run's ``record`` in their schema,
+    and Ray Data writes the files; the first failed batch stops the run, as it does in one process."""
+
+    # The point ids the folder's files held when the run began (earlier runs'): not embedded again.
+    stored: frozenset[str] = frozenset()
+    # What each file records (parquet_folder.embed_record).
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        return [c for c in chunks if c.point_id not in self.stored]
 
     def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
-        return chunk_table(embedded)
+        return with_record(chunk_table(embedded), self.record)
 
 
 class DocumentRows(ActorSink):

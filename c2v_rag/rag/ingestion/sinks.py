@@ -19,11 +19,13 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.rag.ingestion.parquet_folder import in_progress, part_name, with_record
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchFailures, EmbeddedBatch, Sink
 from c2v_rag.rag.ingestion.points import Call, DocumentState, PendingChunk, PointWriter
@@ -32,6 +34,9 @@ from c2v_rag.rag.ingestion.sync import SyncReport, delete_gone_documents
 if TYPE_CHECKING:
     from c2v_rag.documents.files import ReadLog
     from c2v_rag.rag.ingestion.config import IngestConfig
+
+# The longest an embed file stays open: a run killed outright (no Ctrl-C) loses at most the chunks of this long.
+FILE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -158,36 +163,60 @@ class BackgroundWrites:
 
 
 class ParquetSink:
-    """``embed``'s files in ``folder``: ``part-00000.parquet``, ``part-00001.parquet``, ... A file takes whole
-    batches and is closed once it holds ``rows_per_file`` rows or more."""
+    """``embed``'s files in ``folder``: ``part-00000.parquet``, ``part-00001.parquet``, ... (numbered from
+    ``first_part``). A file takes whole batches and is closed once it holds ``rows_per_file`` rows or more, or has
+    been open ``seconds_per_file`` (what a run killed outright loses at most). Each is written under a hidden name
+    and renamed once closed (:mod:`~c2v_rag.rag.ingestion.parquet_folder`); its schema carries ``record``. Chunks
+    whose point ids are in ``stored`` (an earlier run's files) are not embedded again."""
 
-    def __init__(self, folder: Path, rows_per_file: int) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        rows_per_file: int,
+        *,
+        record: Mapping[str, Any],
+        stored: Container[str] = frozenset(),
+        first_part: int = 0,
+        seconds_per_file: float = FILE_SECONDS,
+    ) -> None:
         self.folder = folder
         self.rows_per_file = rows_per_file
+        self.seconds_per_file = seconds_per_file
+        self.record = record
+        self.stored = stored
         self.files: list[str] = []
         self.rows = 0
+        self._next = first_part
         self._file: Any = None
+        self._path: Path | None = None
         self._in_file = 0
+        self._opened = 0.0
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return list(chunks)  # a new folder: nothing is stored
+        return [c for c in chunks if c.point_id not in self.stored]
 
     def write(self, embedded: EmbeddedBatch) -> None:
         import pyarrow.parquet as pq
 
         if not embedded.chunks:
             return  # a batch that only completes documents: nothing to write
-        table = chunk_table(embedded)
-        if self._file is None or self._in_file >= self.rows_per_file:
+        table = with_record(chunk_table(embedded), self.record)
+        full = self._in_file >= self.rows_per_file or time.monotonic() - self._opened >= self.seconds_per_file
+        if self._file is not None and full:
             self.close()
-            path = self.folder / f"part-{len(self.files):05d}.parquet"
-            self._file, self._in_file = pq.ParquetWriter(path, table.schema), 0
-            self.files.append(str(path))
+        if self._file is None:
+            self._path = self.folder / part_name(self._next)
+            self._next += 1
+            self._file, self._in_file = pq.ParquetWriter(in_progress(self._path), table.schema), 0
+            self._opened = time.monotonic()
         self._file.write_table(table)
         self._in_file += table.num_rows
         self.rows += table.num_rows
 
     def close(self) -> None:
-        if self._file is not None:
+        """Close the open file and give it its name: its rows are then part of the folder."""
+        if self._file is not None and self._path is not None:
             self._file.close()
             self._file = None
+            in_progress(self._path).replace(self._path)
+            self.files.append(str(self._path))

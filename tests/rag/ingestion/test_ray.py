@@ -278,8 +278,19 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     stored = points(tmp_path / "store")
     assert sorted(stored) == tables[0].column("id").to_pylist()
     assert np.abs(np.stack([stored[i][1] for i in tables[0].column("id").to_pylist()]) - vectors[0]).max() < 1e-5
-    with pytest.raises(FileExistsError, match="already holds Parquet files"):
-        c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
+    # Ray resumes a folder a local run began: it embeds only the chunks no file holds, and the folder ends as one
+    # whole run's.
+    begun = c2v_rag.embed(
+        sorted(sources.glob("*.txt")), tmp_path / "mixed", model=str(tiny_variant), config=ingest_config
+    )
+    resumed = c2v_rag.embed(
+        sources, tmp_path / "mixed", model=str(tiny_variant), config=ingest_config, engine="ray", ray=TWO_ACTORS
+    )
+    mixed = pq.read_table(tmp_path / "mixed").sort_by("id")
+    assert (begun.chunks, resumed.chunks, mixed.num_rows) == (begun.chunks, local.chunks - begun.chunks, local.chunks)
+    assert mixed.column("id").to_pylist() == tables[0].column("id").to_pylist()
+    assert float(np.abs(np.asarray(mixed.column("vector").to_pylist(), dtype=np.float32) - vectors[0]).max()) < 1e-5
+    assert pq.read_schema(resumed.files[0]).metadata == pq.read_schema(begun.files[0]).metadata  # the run's record
 
 
 def _embed_actors() -> list[dict]:

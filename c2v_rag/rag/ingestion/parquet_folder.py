@@ -1,0 +1,138 @@
+"""An ``embed`` folder: the Parquet files that runs of ``embed`` wrote there, and the settings they were written with.
+
+Each file records, in its schema's metadata under ``c2v_rag``, the run's record: the model's fingerprint, as a
+collection records it (:func:`~c2v_rag.store.collection.config_fingerprint`: weights, part weights, truncation,
+quantization, the decoder tokens read and the chunks' lead), and how the chunks were cut (``chunk_size``,
+``chunk_overlap``). A run into a folder that holds such files resumes it: with the same model and settings it embeds
+only the chunks whose point ids no file holds yet, and writes them into new files beside the old ones. A run with
+other settings is refused before any work (the folder would hold vectors that cannot be compared, or documents cut
+two ways), and so is a folder with Parquet files ``embed`` did not write (nothing is overwritten).
+
+The local engine writes each file under a hidden name (``.part-00003.parquet.inprogress``) and renames it once it is
+closed, so that a run killed outright (SIGKILL, a lost machine) leaves no file cut short, only that hidden one, which
+the next run deletes and whose chunks it embeds again; a Ctrl-C closes the file and keeps its rows. Ray writes its
+own files: one a killed run cut short cannot be read, and is named in the error that refuses the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY, fingerprint_differences
+
+logger = logging.getLogger(__name__)
+
+# The schema metadata key of each file's record (the one a collection's metadata uses).
+RECORD_KEY = FINGERPRINT_METADATA_KEY.encode()
+# A run's record beyond the model's fingerprint: what decides how its documents were cut into chunks (and so their
+# point ids). chunk_context and decoder_max_length are in the fingerprint; document_prompt is compared here, as a
+# collection only records it.
+CHUNKING_FIELDS = ("chunk_size", "chunk_overlap", "chunk_context", "decoder_max_length", "document_prompt")
+# The local engine's file names, and the hidden name a file has while it is written.
+PART_NAME = re.compile(r"part-(\d+)\.parquet")
+IN_PROGRESS = ".inprogress"
+
+
+def part_name(number: int) -> str:
+    """The name of the local engine's ``number``-th file: ``part-00000.parquet``, ..."""
+    return f"part-{number:05d}.parquet"
+
+
+def in_progress(path: Path) -> Path:
+    """The hidden name ``path`` has while it is written (Parquet readers of the folder skip names that start with
+    a dot)."""
+    return path.with_name(f".{path.name}{IN_PROGRESS}")
+
+
+@dataclass(frozen=True)
+class EmbedFolder:
+    """A folder ``embed`` writes to, as it stands before a run: ``files`` are the Parquet files earlier runs wrote
+    there, ``recorded`` their record (None: no such file), ``stored`` the point ids they hold."""
+
+    path: Path
+    recorded: dict[str, Any] | None = None
+    stored: frozenset[str] = frozenset()
+    files: tuple[Path, ...] = ()
+
+    @classmethod
+    def open(cls, out: str | Path) -> EmbedFolder:
+        """Read what ``out`` holds (the ``id`` column and the schema of each file), refusing a file that is not a
+        folder, a Parquet file that cannot be read or that ``embed`` did not write, and files of two records."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder = Path(out).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
+        files = tuple(sorted(folder.glob("*.parquet"))) if folder.is_dir() else ()
+        if not files:
+            return cls(folder)
+        records: dict[str, dict[str, Any]] = {}
+        for file in files:
+            try:
+                raw = (pq.read_schema(file).metadata or {}).get(RECORD_KEY)
+            except (OSError, pa.ArrowException) as err:
+                raise ValueError(
+                    f"{file} cannot be read as Parquet ({err}); a run stopped while writing it? Delete it (the next "
+                    "run embeds its chunks again), or pass a new folder"
+                ) from None
+            if raw is None:
+                raise FileExistsError(
+                    f"{folder} holds Parquet files that embed did not write ({file.name}); pass a new or empty folder "
+                    "(nothing is overwritten)"
+                )
+            record = json.loads(raw)
+            records.setdefault(json.dumps(record, sort_keys=True), record)
+        if len(records) > 1:
+            raise ValueError(
+                f"{folder} holds Parquet files written with different settings; pass a new or empty folder"
+            )
+        ids = pq.read_table(list(files), columns=["id"]).column("id").to_pylist()
+        return cls(folder, next(iter(records.values())), frozenset(ids), files)
+
+    def check(self, record: Mapping[str, Any]) -> None:
+        """Refuse a run whose ``record`` (:func:`embed_record`) differs from the folder's in what makes its vectors
+        comparable or its chunks the same."""
+        if self.recorded is None:
+            return
+        differ = fingerprint_differences(self.recorded, record) + [
+            f for f in CHUNKING_FIELDS if self.recorded.get(f) != record.get(f)
+        ]
+        if differ:
+            raise ValueError(
+                f"{self.path} holds chunks that embed wrote with other settings "
+                f"({', '.join(f'{f}={self.recorded.get(f)!r}' for f in differ)}; this run has "
+                f"{', '.join(f'{f}={record.get(f)!r}' for f in differ)}): resuming would mix vectors that cannot be "
+                "compared, or documents cut two ways. Re-run with the model and settings that wrote it, or pass a "
+                "new folder"
+            )
+
+    def prepare(self) -> None:
+        """Create the folder, and delete the hidden files a killed run left half written (their chunks are embedded
+        again)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for left in self.path.glob(f".part-*.parquet{IN_PROGRESS}"):
+            logger.info("Deleting %s, which a stopped run left half written; its chunks are embedded again", left)
+            left.unlink(missing_ok=True)
+
+    def next_part(self) -> int:
+        """The number of the local engine's next file: after the highest of the files already there."""
+        numbers = [int(m.group(1)) for f in self.files if (m := PART_NAME.fullmatch(f.name))]
+        return max(numbers) + 1 if numbers else 0
+
+
+def embed_record(fingerprint: Mapping[str, Any], chunk_size: int, chunk_overlap: int) -> dict[str, Any]:
+    """What each file of a run records: the model's ``fingerprint`` and the chunking settings."""
+    return {**fingerprint, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+
+
+def with_record(table: Any, record: Mapping[str, Any]) -> Any:
+    """``table`` (a ``pyarrow.Table`` of :func:`~c2v_rag.rag.ingestion.parquet_rows.chunk_table`) with ``record`` in
+    its schema's metadata, which every Parquet file written from it keeps."""
+    return table.replace_schema_metadata({RECORD_KEY: json.dumps(record, sort_keys=True).encode()})

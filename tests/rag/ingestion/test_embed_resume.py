@@ -1,0 +1,141 @@
+"""``embed`` into a folder earlier runs wrote: a stopped run resumes to what one whole run writes, and a folder of
+other settings, of files ``embed`` did not write, or with a file cut short is refused before any work."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from rag_helpers import make_text  # noqa: E402
+
+import c2v_rag  # noqa: E402
+from c2v_rag.rag.ingestion.parquet_folder import RECORD_KEY  # noqa: E402
+from c2v_rag.rag.ingestion.sinks import ParquetSink  # noqa: E402
+
+
+@pytest.fixture
+def docs():
+    """Twelve documents of a few chunks each at chunk_size=24."""
+    return [{"id": f"doc-{i}", "text": make_text(i, sentences=5), "metadata": {"n": i}} for i in range(12)]
+
+
+def stopped_after(docs: list[dict], count: int):
+    """The documents, then a Ctrl-C once ``count`` of them have been read."""
+    yield from docs[:count]
+    raise KeyboardInterrupt
+
+
+def folder_rows(folder) -> dict[str, dict]:
+    """Every row of the folder's Parquet files (as a reader of the folder sees them), by point id; an id twice fails."""
+    table = pq.read_table(folder)
+    rows = table.to_pylist()
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "a chunk written twice"
+    return {r["id"]: r for r in rows}
+
+
+def test_a_stopped_embed_resumes_to_the_rows_one_whole_run_writes(tmp_path, docs, tiny_variant, ingest_config):
+    whole = c2v_rag.embed(docs, tmp_path / "whole", model=str(tiny_variant), config=ingest_config)
+    out = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        c2v_rag.embed(stopped_after(docs, 7), out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
+    before = folder_rows(out)
+    assert 0 < len(before) < whole.chunks  # the batches embedded before the Ctrl-C were kept
+    assert not list(out.glob(".*"))  # the open file was closed and named
+    first_files = sorted(out.glob("*.parquet"))
+
+    resumed = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
+    assert (resumed.unchanged, resumed.chunks) == (len(before), whole.chunks - len(before))
+    assert f"({len(before)} already there)" in resumed.summary()
+    assert all(f in sorted(out.glob("*.parquet")) for f in first_files)  # nothing rewritten
+    assert not set(resumed.files) & {str(f) for f in first_files}  # new files after the old ones
+    after, reference = folder_rows(out), folder_rows(tmp_path / "whole")
+    assert after.keys() == reference.keys()
+    for point, row in reference.items():
+        assert {k: after[point][k] for k in ("doc_id", "chunk_index", "text", "metadata")} == {
+            k: row[k] for k in ("doc_id", "chunk_index", "text", "metadata")
+        }
+    vectors = np.asarray([after[p]["vector"] for p in reference], dtype=np.float32)
+    expected = np.asarray([row["vector"] for row in reference.values()], dtype=np.float32)
+    assert float(np.abs(vectors - expected).max()) < 1e-5
+
+    again = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)  # a third run: nothing to do
+    assert (again.chunks, again.unchanged, again.files) == (0, whole.chunks, [])
+
+
+def test_each_file_records_the_run_that_wrote_it(tmp_path, docs, tiny_variant, ingest_config):
+    result = c2v_rag.embed(docs[:3], tmp_path / "out", model=str(tiny_variant), config=ingest_config)
+    record = json.loads(pq.read_schema(result.files[0]).metadata[RECORD_KEY])
+    assert (record["chunk_size"], record["chunk_overlap"], record["model"]) == (24, 4, str(tiny_variant))
+    assert record["quantize"] == "none" and record["weights"]  # the model's fingerprint, as a collection's
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"chunk_size": 32}, "chunk_size=24"),
+        ({"truncate_dim": 32}, "embedding_dim=64"),
+        ({"config": {"task": "STSBenchmark"}}, "document_prompt="),
+        ({"config": {"decoder_max_length": 12}}, "decoder_max_length"),
+    ],
+)
+def test_a_run_with_other_settings_is_refused_before_it_embeds(
+    tmp_path, docs, tiny_variant, ingest_config, change, named
+):
+    out = tmp_path / "out"
+    first = c2v_rag.embed(docs[:3], out, model=str(tiny_variant), config=ingest_config)
+    kwargs = {k: v for k, v in change.items() if k != "config"}
+    config = ingest_config.model_copy(update=change.get("config", {}))
+    with pytest.raises(ValueError, match=named) as refused:
+        c2v_rag.embed(docs, out, model=str(tiny_variant), config=config, **kwargs)
+    assert "pass a new folder" in str(refused.value)
+    assert sorted(str(f) for f in out.glob("*.parquet")) == first.files  # nothing written
+
+
+def test_a_folder_embed_did_not_write_or_with_a_file_cut_short_is_refused(tmp_path, docs, tiny_variant, ingest_config):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    pq.write_table(pa.table({"id": ["a"], "text": ["b"]}), foreign / "data.parquet")
+    with pytest.raises(FileExistsError, match=r"embed did not write \(data.parquet\)"):
+        c2v_rag.embed(docs, foreign, model=str(tiny_variant), config=ingest_config)
+
+    out = tmp_path / "out"
+    c2v_rag.embed(docs[:3], out, model=str(tiny_variant), config=ingest_config)
+    cut = out / "part-ray-000.parquet"  # a file another writer (Ray) was killed while writing
+    cut.write_bytes((out / "part-00000.parquet").read_bytes()[:200])
+    with pytest.raises(ValueError, match="part-ray-000.parquet cannot be read as Parquet") as refused:
+        c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)
+    assert "Delete it" in str(refused.value)
+    cut.unlink()
+    # The hidden file a local run killed outright leaves is deleted, and its chunks embedded again.
+    left = out / ".part-00001.parquet.inprogress"
+    left.write_bytes(b"PAR1 cut short")
+    resumed = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)
+    assert not left.exists() and resumed.chunks > 0 and resumed.files[0].endswith("part-00001.parquet")
+    assert len(folder_rows(out)) == resumed.chunks + resumed.unchanged
+
+
+def test_the_local_writer_closes_a_file_that_has_been_open_long_enough(tmp_path, tiny_model, ingest_config):
+    from c2v_rag.rag.embedding import Embedder
+    from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch
+    from c2v_rag.rag.ingestion.points import PendingChunk
+
+    embedder = BatchEmbedder(Embedder.for_documents(tiny_model, ingest_config))
+
+    def batch(i: int) -> ChunkBatch:
+        chunk = PendingChunk(f"p{i}", f"text {i}", {"doc_id": f"d{i}", "metadata": {"chunk_index": 0}}, None)
+        return ChunkBatch.of_documents([(f"d{i}", [chunk], None)])
+
+    for seconds, files in ((3600.0, 1), (0.0, 3)):
+        folder = tmp_path / f"s{seconds:g}"
+        folder.mkdir()
+        sink = ParquetSink(folder, 1000, record={}, seconds_per_file=seconds)
+        for i in range(3):
+            sink.write(embedder.embed(batch(i), sink))
+        sink.close()
+        assert (len(sink.files), pq.read_table(folder).num_rows) == (files, 3)
