@@ -620,6 +620,15 @@ def ensure_collection(
         warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
         client.create_payload_index(name, DOC_ID_KEY, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
     _create_payload_indexes(client, name, payload_indexes or {})
+    if config.is_server and fingerprint_of(client.get_collection(name)) is None:
+        # A server before Qdrant 1.16 takes create_collection's metadata and drops it without an error.
+        logger.warning(
+            "Qdrant at %s did not keep collection %r's metadata (servers before Qdrant 1.16 drop it): c2v_rag "
+            "cannot check that later ingests and searches of it use the model that filled it, nor read the part "
+            "weights and chunk settings it was made with. Upgrade the server to Qdrant 1.16 or later",
+            config.location,
+            name,
+        )
     logger.info(
         "Created collection %r at %s (%d dims, %s)",
         name,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -106,29 +107,48 @@ def test_resolve_lays_arguments_over_the_config(tmp_path, monkeypatch):
     )
 
 
-def test_ensure_collection_sends_the_server_settings_and_indexes_doc_id(tiny_model):
-    calls = []
+class RecordingServer:
+    """The calls ``ensure_collection`` makes of a Qdrant server, recorded; ``keeps_metadata=False`` answers as a
+    server before Qdrant 1.16 does, which takes ``create_collection``'s metadata and drops it (none runs here)."""
 
-    class RecordingClient:
-        def collection_exists(self, name):
-            return False
+    def __init__(self, keeps_metadata: bool = True) -> None:
+        self.calls: list[tuple] = []
+        self.keeps_metadata = keeps_metadata
+        self.metadata = None
 
-        def create_collection(self, name, **kwargs):
-            calls.append(("create_collection", name, kwargs))
+    def collection_exists(self, name):
+        return False
 
-        def create_payload_index(self, name, field_name, field_schema, wait):
-            calls.append(("create_payload_index", name, field_name, field_schema))
+    def create_collection(self, name, **kwargs):
+        self.calls.append(("create_collection", name, kwargs))
+        self.metadata = kwargs.get("metadata") if self.keeps_metadata else None
 
+    def create_payload_index(self, name, field_name, field_schema, wait):
+        self.calls.append(("create_payload_index", name, field_name, field_schema))
+
+    def get_collection(self, name):
+        return SimpleNamespace(config=SimpleNamespace(metadata=self.metadata))
+
+
+def test_ensure_collection_sends_the_server_settings_and_indexes_doc_id(tiny_model, caplog):
     config = QdrantConfig(
         url="http://h:6333", datatype="float16", quantization="binary", shard_number=2, replication_factor=3
     )
     fingerprint = model_fingerprint(tiny_model, "/variants/tiny")
-    assert ensure_collection(RecordingClient(), "docs", config, fingerprint) is True
-    assert calls == [
+    server = RecordingServer()
+    assert ensure_collection(server, "docs", config, fingerprint) is True
+    assert server.calls == [
         ("create_collection", "docs", {"metadata": {"c2v_rag": fingerprint}, **config.create_collection_kwargs(64)}),
         ("create_payload_index", "docs", "doc_id", models.PayloadSchemaType.KEYWORD),
     ]
     assert fingerprint["embedding_dim"] == 64 and fingerprint["model"] == "/variants/tiny"
+    assert "did not keep" not in caplog.text
+
+    old = RecordingServer(keeps_metadata=False)
+    assert ensure_collection(old, "docs", config, fingerprint) is True
+    assert old.calls == server.calls  # created all the same, and said so
+    assert "Qdrant at http://h:6333 did not keep collection 'docs'" in caplog.text
+    assert "Upgrade the server to Qdrant 1.16 or later" in caplog.text
 
 
 def test_ingest_over_the_server_path_connects_with_its_settings(
