@@ -9,7 +9,9 @@ same vectors.
 
 An entry is named by a digest of everything its tensors depend on: the variant's own weights
 (:func:`~c2v_rag.hub.variants.weights_digest`, which covers the adapters' weights), the adapter's config (its
-scaling and target modules), the base model's files (names, sizes, modification times), the backbone's role,
+scaling and target modules), the base model's contents (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`,
+not its path: a cache copied or restored elsewhere, or a base reinstalled in a new environment, finds its entries),
+the backbone's role,
 the dtype and device type the merge ran in, and the versions of c2v_rag, torch, transformers and peft.
 Changing any of them names another entry, so a stale one is never read; the least recently used entries
 are removed once the cache outgrows :data:`MAX_CACHE_BYTES`. A base that is a hub id (not a local directory)
@@ -75,12 +77,14 @@ def merged_key(
         adapter_config = (adapter / "adapter_config.json").read_bytes()
     except OSError:
         return None  # loading reports it
-    root = Path(base.location)
+    contents = base.content_digest()
+    if contents is None:
+        return None
     digest = hashlib.sha256(adapter_config + b"\0")
     for part in (
         weights_digest,
         role,
-        str(root),
+        contents,
         str(dtype),
         device.type,
         __version__,
@@ -89,10 +93,8 @@ def merged_key(
         distribution_version("peft"),
     ):
         digest.update(part.encode() + b"\0")
-    if layers is not None:  # only then: the entries of whole decoders keep the names they had
+    if layers is not None:
         digest.update(("layers:" + ",".join(map(str, layers))).encode() + b"\0")
-    for stamp in base.file_stamps() or ():
-        digest.update(f"{stamp}\0".encode())
     return f"{role}-{digest.hexdigest()[:20]}"
 
 

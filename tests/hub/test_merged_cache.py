@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from tiny_models import with_lora
 
 from c2v_rag import Causal2Vec
@@ -103,7 +105,7 @@ def test_a_changed_adapter_is_merged_again(lora_variant, cache, change):
     np.testing.assert_array_equal(load(lora_variant).encode_queries(TEXTS), after)
 
 
-def test_the_key_follows_the_base_model_the_dtype_and_the_device(tiny_dirs, lora_variant, cache):
+def test_the_key_follows_the_base_model_the_dtype_and_the_device(tiny_dirs, lora_variant, cache, tmp_path):
     base = ResolvedSource(str(tiny_dirs["llama"]))
     adapter = lora_variant / "decoder_adapter"
     key = merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cpu"))
@@ -115,13 +117,21 @@ def test_the_key_follows_the_base_model_the_dtype_and_the_device(tiny_dirs, lora
         merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cuda")),
     ]
     assert key not in others and len(set(others)) == len(others)
-    weights = next(tiny_dirs["llama"].glob("*.safetensors"))
-    stat = weights.stat()
-    try:
-        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the base was replaced
-        assert merged.merged_key("abc", "decoder", adapter, base, torch.float32, torch.device("cpu")) != key
-    finally:
-        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # The base's contents name it, not its path: a copy elsewhere (a cache restored to another folder, a package in
+    # a new environment) finds the entry, and other weights at the same path do not.
+    copy = tmp_path / "copied-base"
+    shutil.copytree(tiny_dirs["llama"], copy)
+    moved = ResolvedSource(str(copy))
+    assert merged.merged_key("abc", "decoder", adapter, moved, torch.float32, torch.device("cpu")) == key
+    weights = next(copy.glob("*.safetensors"))
+    tensors = load_file(weights)
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1  # the base replaced with other weights
+    save_file(tensors, weights)
+    assert (
+        merged.merged_key("abc", "decoder", adapter, ResolvedSource(str(copy)), torch.float32, torch.device("cpu"))
+        != key
+    )
     # A hub id's files are not known before it loads, and a variant without weights has no digest: not cached.
     remote = ResolvedSource("owner/model", is_local=False)
     assert merged.merged_key("abc", "decoder", adapter, remote, torch.float32, torch.device("cpu")) is None
