@@ -15,7 +15,8 @@ class CollectionNotFoundError(C2VError, LookupError):
 
 
 class StoreLockedError(C2VError, RuntimeError):
-    """The embedded Qdrant directory is open in another client (this process or another one)."""
+    """The embedded Qdrant directory is open in another client (this process or another one), or another ``embed``
+    is writing into the Parquet folder."""
 
 
 class StoreKindError(C2VError, ValueError):

@@ -345,7 +345,7 @@ def test_ctrl_c_stops_an_embed_with_its_files_whole_and_a_rerun_resumes(tmp_path
     assert err.strip().splitlines()[-1] == (
         "error: interrupted; re-run the same command to resume (chunks already written are skipped)"
     )
-    assert [f.name for f in out.iterdir()] == ["part-00000.parquet"]  # closed and named: its rows kept
+    assert sorted(f.name for f in out.iterdir()) == [".embed.lock", "part-00000.parquet"]  # closed and named
     kept = pq.read_table(out).num_rows
     assert kept > 0
     assert main(args) == 0

@@ -97,7 +97,8 @@ def embed(
     records the model and chunking settings; a run into a folder that holds files of earlier runs (one that was
     interrupted, or a folder of more documents) embeds only the chunks none of them holds, with the same settings,
     as a re-run of ``ingest`` does. Other settings, and Parquet files that ``embed`` did not write, are refused
-    before any work; nothing is overwritten.
+    before any work; nothing is overwritten. A run holds the folder's lock: a second one into it is refused
+    (:class:`~c2v_rag.rag.StoreLockedError`) until the first ends.
     """
     chosen = ModelOptions.as_given({"model": model, "device": device, "dtype": dtype, "quantize": quantize})
     settings = IngestConfig.with_overrides(
@@ -116,50 +117,50 @@ def embed(
     require("pyarrow.parquet", "embed (its Parquet files)", "parquet", distribution="pyarrow")
     if chosen.model is not None and not isinstance(chosen.model, (str, Path)):
         raise TypeError("embed takes the model as a preset name or a variant directory")
-    folder = EmbedFolder.open(out)
     resolved = chosen.resolve()
     check_chunk_size(settings.chunk_size, resolved.config.max_length)
-    # New vectors get the defaults where none is asked; a folder earlier runs wrote, the settings they recorded.
-    settings = settings.for_record(
-        folder.recorded, resolved.config, holder=str(folder.path), instead="pass a new folder"
-    )
-    resolved = resolved.reading(folder.recorded)  # the part weights the folder's vectors were read at
-    quantize_as = resolved.quantization(folder.recorded)
-    record = embed_record(
-        config_fingerprint(
-            resolved.config,
-            resolved.reference,
-            resolved.digests,
-            truncate_dim=settings.truncate_dim,
+    with EmbedFolder.locked(out) as folder:
+        # New vectors get the defaults where none is asked; a folder earlier runs wrote, the settings they recorded.
+        settings = settings.for_record(
+            folder.recorded, resolved.config, holder=str(folder.path), instead="pass a new folder"
+        )
+        resolved = resolved.reading(folder.recorded)  # the part weights the folder's vectors were read at
+        quantize_as = resolved.quantization(folder.recorded)
+        record = embed_record(
+            config_fingerprint(
+                resolved.config,
+                resolved.reference,
+                resolved.digests,
+                truncate_dim=settings.truncate_dim,
+                quantize=quantize_as,
+                document_prompt=settings.document_prompt,
+                chunk_context=settings.chunk_context,
+                decoder_max_length=settings.decoder_max_length,
+            ),
+            settings.chunk_size,
+            settings.chunk_overlap,
+        )
+        folder.check(record)
+        folder.prepare()
+        log = ReadLog()
+        read = settings.read_options()
+        started = time.perf_counter()
+        result = write(
+            docs,
+            folder,
+            settings,
+            read,
+            log,
+            model=chosen.model,
+            device=chosen.device,
+            dtype=chosen.dtype,
             quantize=quantize_as,
-            document_prompt=settings.document_prompt,
-            chunk_context=settings.chunk_context,
-            decoder_max_length=settings.decoder_max_length,
-        ),
-        settings.chunk_size,
-        settings.chunk_overlap,
-    )
-    folder.check(record)
-    folder.prepare()
-    log = ReadLog()
-    read = settings.read_options()
-    started = time.perf_counter()
-    result = write(
-        docs,
-        folder,
-        settings,
-        read,
-        log,
-        model=chosen.model,
-        device=chosen.device,
-        dtype=chosen.dtype,
-        quantize=quantize_as,
-        readout=resolved.readout,
-        record=record,
-        ray=ray,
-        rows_per_file=rows_per_file,
-        started=started,
-    )
+            readout=resolved.readout,
+            record=record,
+            ray=ray,
+            rows_per_file=rows_per_file,
+            started=started,
+        )
     # The local writer counts its seconds itself, when its progress bar shows them.
     result.seconds = result.seconds or time.perf_counter() - started
     return result

@@ -8,6 +8,9 @@ only the chunks whose point ids no file holds yet, and writes them into new file
 other settings is refused before any work (the folder would hold vectors that cannot be compared, or documents cut
 two ways), and so is a folder with Parquet files ``embed`` did not write (nothing is overwritten).
 
+A run holds the folder's lock (``.embed.lock``) from reading it to its last file: a second run into the same folder
+is refused at once, not left to read the first one's files half written or to write under the same names.
+
 The local engine writes each file under a hidden name (``.part-00003.parquet.inprogress``) and renames it once it is
 closed, so that a run killed outright (SIGKILL, a lost machine) leaves no file cut short, only that hidden one, which
 the next run deletes and whose chunks it embeds again; a Ctrl-C closes the file and keeps its rows. Ray writes its
@@ -16,15 +19,17 @@ own files: one a killed run cut short cannot be read, and is named in the error 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY, fingerprint_differences
+from c2v_rag.store.errors import StoreLockedError
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ CHUNKING_FIELDS = ("chunk_size", "chunk_overlap", "chunk_context", "decoder_max_
 # The local engine's file names, and the hidden name a file has while it is written.
 PART_NAME = re.compile(r"part-(\d+)\.parquet")
 IN_PROGRESS = ".inprogress"
+# The file a run locks, in the folder (hidden: Parquet readers of the folder skip it).
+LOCK_NAME = ".embed.lock"
 
 
 def part_name(number: int) -> str:
@@ -61,15 +68,36 @@ class EmbedFolder:
     files: tuple[Path, ...] = ()
 
     @classmethod
-    def open(cls, out: str | Path) -> EmbedFolder:
-        """Read what ``out`` holds (the ``id`` column and the schema of each file), refusing a file that is not a
-        folder, a Parquet file that cannot be read or that ``embed`` did not write, and files of two records."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    @contextlib.contextmanager
+    def locked(cls, out: str | Path) -> Iterator[EmbedFolder]:
+        """The folder ``out`` (created if need be) as it stands, held for the block: another run into it is refused
+        until the block ends (:class:`~c2v_rag.store.errors.StoreLockedError`, at once)."""
+        from filelock import FileLock, Timeout
 
         folder = Path(out).expanduser()
         if folder.exists() and not folder.is_dir():
             raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(folder / LOCK_NAME)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise StoreLockedError(
+                f"another embed is writing into {folder} (it holds {folder / LOCK_NAME}); wait for it to end, or "
+                "pass another folder"
+            ) from None
+        try:
+            yield cls.read(folder)
+        finally:
+            lock.release()
+
+    @classmethod
+    def read(cls, folder: Path) -> EmbedFolder:
+        """What ``folder`` holds (the ``id`` column and the schema of each file), refusing a Parquet file that cannot
+        be read or that ``embed`` did not write, and files of two records. Read it under :meth:`locked`."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         files = tuple(sorted(folder.glob("*.parquet"))) if folder.is_dir() else ()
         if not files:
             return cls(folder)
@@ -114,9 +142,8 @@ class EmbedFolder:
             )
 
     def prepare(self) -> None:
-        """Create the folder, and delete the hidden files a killed run left half written (their chunks are embedded
-        again)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        """Delete the hidden files a killed run left half written (their chunks are embedded again): under
+        :meth:`locked`, no other run is writing them."""
         for left in self.path.glob(f".part-*.parquet{IN_PROGRESS}"):
             logger.info("Deleting %s, which a stopped run left half written; its chunks are embedded again", left)
             left.unlink(missing_ok=True)

@@ -46,7 +46,7 @@ def test_a_stopped_embed_resumes_to_the_rows_one_whole_run_writes(tmp_path, docs
         c2v_rag.embed(stopped_after(docs, 7), out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
     before = folder_rows(out)
     assert 0 < len(before) < whole.chunks  # the batches embedded before the Ctrl-C were kept
-    assert not list(out.glob(".*"))  # the open file was closed and named
+    assert not list(out.glob("*.inprogress"))  # the open file was closed and named
     first_files = sorted(out.glob("*.parquet"))
 
     resumed = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
@@ -139,3 +139,34 @@ def test_the_local_writer_closes_a_file_that_has_been_open_long_enough(tmp_path,
             sink.write(embedder.embed(batch(i), sink))
         sink.close()
         assert (len(sink.files), pq.read_table(folder).num_rows) == (files, 3)
+
+
+def test_a_second_run_into_a_folder_another_is_writing_is_refused_at_once(tmp_path, docs, tiny_variant, ingest_config):
+    import subprocess
+    import sys
+
+    from c2v_rag.rag import StoreLockedError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    # Another process holds the folder's lock, as a running embed does.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; lock = FileLock(sys.argv[1]); lock.acquire(); "
+            "print('held', flush=True); time.sleep(120)",
+            str(out / ".embed.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLockedError, match=f"another embed is writing into {out}"):
+            c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)
+        assert not list(out.glob("*.parquet"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config).chunks > 0  # released
