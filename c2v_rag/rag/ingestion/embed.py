@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 
 class EmbedResult(BaseModel):
     """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
-    already in the folder held, which were not embedded again."""
+    already in the folder held, which were not embedded again (counted by the local engine; on Ray, whose actors
+    skip them where they run, it stays 0)."""
 
     out: str
     files: list[str] = Field(default_factory=list)
