@@ -210,7 +210,7 @@ def input_maxima(
     batch_size: int = 8,
     precision: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """``max |x_k|`` per input channel of each ``nn.Linear`` in ``model.decoder``, by module name, over
+    """``max |x_k|`` per input channel of each linear layer in ``model.decoder``, by module name, over
     every position the decoder sees while ``model`` (float) encodes the calibration texts (the packaged
     ones unless given): documents plain, queries under each of :data:`CALIBRATION_TASKS`. ``precision``: as
     :func:`linear_input_maxima`'s."""
@@ -237,9 +237,12 @@ def input_maxima(
 def linear_input_maxima(
     module: nn.Module, run: Callable[[], object], *, precision: str | None = None
 ) -> dict[str, np.ndarray]:
-    """``max |x_k|`` per input channel of each ``nn.Linear`` in ``module``, by module name, over every row that
-    ``run()`` feeds them: what SmoothQuant's factors are computed from. ``run`` runs under bf16 autocast where
-    ``precision`` (default :func:`calibration_precision`) is ``"bf16"``."""
+    """``max |x_k|`` per input channel of each linear layer in ``module`` (``nn.Linear``, or the plain forward's
+    :class:`~c2v_rag.nn.plain.Linear`, whose names are transformers'), by module name, over every row that ``run()``
+    feeds them: what SmoothQuant's factors are computed from. ``run`` runs under bf16 autocast where ``precision``
+    (default :func:`calibration_precision`) is ``"bf16"``."""
+    from c2v_rag.nn.plain import Linear as PlainLinear
+
     precision = precision or calibration_precision()
     amax: dict[str, torch.Tensor] = {}
 
@@ -250,7 +253,10 @@ def linear_input_maxima(
 
         return record
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
+    linears = [(n, m) for n, m in module.named_modules() if isinstance(m, (nn.Linear, PlainLinear))]
+    if not linears:  # maxima of nothing would build an int8 graph with no SmoothQuant factor at all
+        raise ValueError(f"{type(module).__name__} has no linear layer to calibrate")
+    handles = [m.register_forward_hook(hook(n)) for n, m in linears]
     try:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             run()

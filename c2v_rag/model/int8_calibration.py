@@ -32,7 +32,7 @@ def write_int8_calibration(variant: str | Path) -> Path:
             "known before it loads), cannot ship a calibration"
         )
     model = Causal2Vec.from_pretrained(directory, device="cpu", dtype="float32")
-    model.use_transformers_backbones()  # the calibration hooks transformers' nn.Linear modules, as the build does
+    model.use_transformers_backbones()  # calibrated on the modules a first int8 load builds from (same maxima)
     path = directory / SHIPPED_MAXIMA_FILE
     bases = VariantDigests.of_directory(directory, config).bases
     write_shipped_maxima(path, input_maxima(model, precision="fp32"), key, bases)

@@ -230,13 +230,27 @@ def test_the_packaged_calibration_set_is_readable_and_varied():
     assert len(set(documents)) == len(documents) and all(q.strip() for q in queries)
 
 
-def test_calibration_records_every_decoder_linear_layer(tiny_variant):
+def test_calibration_records_every_decoder_linear_layer_on_either_backbone(tiny_variant):
+    from c2v_rag.nn.plain import PlainLlama
+
     model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
-    maxima = int8_module.input_maxima(model)
-    linears = {n: m for n, m in model.decoder.named_modules() if isinstance(m, torch.nn.Linear)}
-    assert set(maxima) == set(linears)
-    for name, module in linears.items():
-        assert maxima[name].shape == (module.in_features,) and (maxima[name] > 0).all()
+    assert isinstance(model.decoder, PlainLlama)  # the plain forward: its linear layers are not nn.Linear
+    plain = int8_module.input_maxima(model)
+    config = model.decoder.config
+    projections = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+    projections += ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    expected = {f"layers.{i}.{p}" for i in range(config.num_hidden_layers) for p in projections}
+    assert set(plain) == expected
+    modules = dict(model.decoder.named_modules())
+    for name, values in plain.items():
+        assert values.shape == (modules[name].weight.shape[1],) and (values > 0).all()
+    # transformers' modules of the same weights see the same inputs: the same maxima, bit for bit
+    transformers = int8_module.input_maxima(model.use_transformers_backbones())
+    assert set(transformers) == expected
+    for name in expected:
+        np.testing.assert_array_equal(plain[name], transformers[name])
+    with pytest.raises(ValueError, match="has no linear layer to calibrate"):
+        int8_module.linear_input_maxima(torch.nn.Sequential(torch.nn.ReLU()), lambda: None)
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
