@@ -86,9 +86,9 @@ def flag_wording(record: logging.LogRecord) -> bool:
 
 def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, int]:
     """The one-line message and the exit code for ``err`` (``on_interrupt``: :func:`report`'s)."""
-    from c2v_rag.rag.errors import IngestError, IngestInterrupted
+    from c2v_rag.rag.errors import IngestError, RunInterrupted
 
-    if isinstance(err, IngestInterrupted):
+    if isinstance(err, RunInterrupted):
         return str(err), EXIT_INTERRUPTED
     if isinstance(err, KeyboardInterrupt):
         return f"interrupted; {on_interrupt}" if on_interrupt else "interrupted", EXIT_INTERRUPTED

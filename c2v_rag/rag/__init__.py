@@ -16,6 +16,7 @@ from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, 
 from c2v_rag.rag.errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
+    EmbedInterrupted,
     IngestError,
     IngestInterrupted,
     QdrantRequestError,
@@ -36,10 +37,10 @@ from c2v_rag.rag.handle import (
     search_many,
 )
 from c2v_rag.rag.ingestion.config import IngestConfig
-from c2v_rag.rag.ingestion.embed import EmbedResult, embed
+from c2v_rag.rag.ingestion.embed import embed
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ConnectionOptions, ModelOptions, SearchOptions
-from c2v_rag.rag.results import FailedBatch, IngestResult, SkippedInput
+from c2v_rag.rag.results import EmbedResult, FailedBatch, IngestResult, SkippedInput
 from c2v_rag.rag.retrieval.search import SearchHit
 from c2v_rag.rag.retriever import RetrieverOptions
 from c2v_rag.store.collection import DEFAULT_COLLECTION, QdrantConfig, default_local_path
@@ -89,6 +90,7 @@ __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "IngestInterrupted",
+    "EmbedInterrupted",
     "StoreLockedError",
     "StoreKindError",
     "QdrantUnreachableError",

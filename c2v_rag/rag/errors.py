@@ -17,16 +17,18 @@ from c2v_rag.store.errors import (
 __all__ = [
     "CollectionMismatchError",
     "CollectionNotFoundError",
+    "EmbedInterrupted",
     "IngestError",
     "IngestInterrupted",
     "QdrantRequestError",
     "QdrantUnreachableError",
+    "RunInterrupted",
     "StoreKindError",
     "StoreLockedError",
 ]
 
 if TYPE_CHECKING:
-    from c2v_rag.rag.results import IngestResult
+    from c2v_rag.rag.results import EmbedResult, IngestResult
 
 
 class IngestError(C2VError, RuntimeError):
@@ -42,13 +44,28 @@ class IngestError(C2VError, RuntimeError):
         self.result = result
 
 
-class IngestInterrupted(KeyboardInterrupt):
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run that keeps what it wrote (an ingest, an embed); the message says how much and how to
+    resume. A :class:`KeyboardInterrupt`, so code that catches Ctrl-C still catches it."""
+
+
+class IngestInterrupted(RunInterrupted):
     """Ctrl-C stopped an ingest; ``result`` holds what was stored before it stopped.
 
-    A :class:`KeyboardInterrupt`, so code that catches Ctrl-C still catches it. Re-running the
-    same ingest resumes: stored chunks are skipped.
+    Re-running the same ingest resumes: stored chunks are skipped.
     """
 
     def __init__(self, message: str, result: IngestResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class EmbedInterrupted(RunInterrupted):
+    """Ctrl-C stopped an ``embed``; ``result`` holds what it wrote before it stopped (its open file closed).
+
+    Re-running the same embed into the same folder resumes: chunks already written are skipped.
+    """
+
+    def __init__(self, message: str, result: EmbedResult) -> None:
         super().__init__(message)
         self.result = result

@@ -1,5 +1,5 @@
 """What an ingest did: :class:`IngestResult`, with the batches that failed (:class:`FailedBatch`) and the inputs it
-skipped (:class:`SkippedInput`)."""
+skipped (:class:`SkippedInput`); what an ``embed`` wrote: :class:`EmbedResult`."""
 
 from __future__ import annotations
 
@@ -64,3 +64,28 @@ class IngestResult(BaseModel):
         if self.failed:
             text += f"; {len(self.failed)} batches failed"
         return text
+
+
+class EmbedResult(BaseModel):
+    """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
+    already in the folder held, which were not embedded again (counted by the local engine; on Ray, whose actors
+    skip them where they run, it stays 0)."""
+
+    out: str
+    files: list[str] = Field(default_factory=list)
+    documents: int = 0
+    duplicate_documents: int = 0
+    chunks: int = 0
+    unchanged: int = 0
+    seconds: float = 0.0
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        held = f" ({self.unchanged} already there)" if self.unchanged else ""
+        return (
+            f"{self.documents} documents, {self.chunks} chunks{held} into {len(self.files)} Parquet files under "
+            f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
+        )

@@ -342,12 +342,13 @@ def test_ctrl_c_stops_an_embed_with_its_files_whole_and_a_rerun_resumes(tmp_path
     err = proc.stderr.read()
     proc.wait(timeout=120)
     assert proc.returncode == EXIT_INTERRUPTED, err
-    assert err.strip().splitlines()[-1] == (
-        "error: interrupted; re-run the same command to resume (chunks already written are skipped)"
-    )
     assert sorted(f.name for f in out.iterdir()) == [".embed.lock", "part-00000.parquet"]  # closed and named
     kept = pq.read_table(out).num_rows
     assert kept > 0
+    assert err.strip().splitlines()[-1] == (
+        f"error: interrupted; {kept} chunks were written to {out}. Re-run the same embed to resume: chunks already "
+        "written are skipped."
+    )
     assert main(args) == 0
     whole = c2v_rag.embed(docs, tmp_path / "whole", model=tiny_variant, config=ingest_config)
     table = pq.read_table(out)

@@ -21,44 +21,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
 from c2v_rag.core.extras import require
 from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
+from c2v_rag.rag.errors import EmbedInterrupted
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import choose_engine
 from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder, embed_record
 from c2v_rag.rag.ingestion.ray_dataflow import RayOptions
 from c2v_rag.rag.options import ModelOptions
+from c2v_rag.rag.results import EmbedResult
 from c2v_rag.store.collection import config_fingerprint
 
 logger = logging.getLogger(__name__)
-
-
-class EmbedResult(BaseModel):
-    """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
-    already in the folder held, which were not embedded again (counted by the local engine; on Ray, whose actors
-    skip them where they run, it stays 0)."""
-
-    out: str
-    files: list[str] = Field(default_factory=list)
-    documents: int = 0
-    duplicate_documents: int = 0
-    chunks: int = 0
-    unchanged: int = 0
-    seconds: float = 0.0
-
-    @property
-    def chunks_per_second(self) -> float:
-        return self.chunks / self.seconds if self.seconds > 0 else 0.0
-
-    def summary(self) -> str:
-        held = f" ({self.unchanged} already there)" if self.unchanged else ""
-        return (
-            f"{self.documents} documents, {self.chunks} chunks{held} into {len(self.files)} Parquet files under "
-            f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
-        )
 
 
 def embed(
@@ -212,24 +187,36 @@ def _embed_here(
     progress = IngestProgress(f"Embedding into {folder.path}", size, show=settings.show_progress, started=started)
     core = IngestCore(batcher, BatchEmbedder(Embedder.for_documents(c2v, settings)), StopAtFirstFailure(), progress)
     sink = ParquetSink(folder.path, rows_per_file, record=record, stored=folder.stored, first_part=folder.next_part())
-    seconds = 0.0
-    try:
-        core.run(documents, sink)
-    finally:
+
+    def finish() -> EmbedResult:
         try:
             sink.close()
         finally:
             seconds = time.perf_counter() - started
             progress.close(sink.rows, seconds)
-    return EmbedResult(
-        out=str(folder.path),
-        files=sink.files,
-        documents=batcher.documents,
-        duplicate_documents=batcher.duplicate_documents,
-        chunks=sink.rows,
-        unchanged=batcher.chunks - sink.rows,
-        seconds=seconds,
-    )
+        return EmbedResult(
+            out=str(folder.path),
+            files=sink.files,
+            documents=batcher.documents,
+            duplicate_documents=batcher.duplicate_documents,
+            chunks=sink.rows,
+            unchanged=batcher.chunks - sink.rows,
+            seconds=seconds,
+        )
+
+    try:
+        core.run(documents, sink)
+    except KeyboardInterrupt:
+        done = finish()
+        raise EmbedInterrupted(
+            f"interrupted; {done.chunks} chunks were written to {done.out}. Re-run the same embed to resume: chunks "
+            "already written are skipped.",
+            done,
+        ) from None
+    except BaseException:
+        finish()  # the rows written so far stay readable
+        raise
+    return finish()
 
 
 def _embed_on_ray(

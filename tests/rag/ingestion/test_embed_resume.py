@@ -14,6 +14,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from rag_helpers import make_text  # noqa: E402
 
 import c2v_rag  # noqa: E402
+from c2v_rag.rag import EmbedInterrupted  # noqa: E402
 from c2v_rag.rag.ingestion.parquet_folder import RECORD_KEY  # noqa: E402
 from c2v_rag.rag.ingestion.sinks import ParquetSink  # noqa: E402
 
@@ -42,10 +43,12 @@ def folder_rows(folder) -> dict[str, dict]:
 def test_a_stopped_embed_resumes_to_the_rows_one_whole_run_writes(tmp_path, docs, tiny_variant, ingest_config):
     whole = c2v_rag.embed(docs, tmp_path / "whole", model=str(tiny_variant), config=ingest_config)
     out = tmp_path / "stopped"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(EmbedInterrupted) as stopped:  # a KeyboardInterrupt, with what was written
         c2v_rag.embed(stopped_after(docs, 7), out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
     before = folder_rows(out)
-    assert 0 < len(before) < whole.chunks  # the batches embedded before the Ctrl-C were kept
+    assert 0 < len(before) == stopped.value.result.chunks < whole.chunks  # the batches embedded before it were kept
+    assert sorted(stopped.value.result.files) == sorted(str(f) for f in out.glob("*.parquet"))
+    assert f"interrupted; {len(before)} chunks were written to {out}. Re-run the same embed" in str(stopped.value)
     assert not list(out.glob("*.inprogress"))  # the open file was closed and named
     first_files = sorted(out.glob("*.parquet"))
 
