@@ -81,11 +81,15 @@ class EmbedResult(BaseModel):
 
     @property
     def chunks_per_second(self) -> float:
-        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+        """The chunks done (written, or found already there) a second, as an ingest counts unchanged ones and
+        as the progress bar shows it."""
+        return (self.chunks + self.unchanged) / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        held = f" ({self.unchanged} already there)" if self.unchanged else ""
+        counts = f"{self.chunks} chunks"
+        if self.unchanged:
+            counts = f"{self.chunks + self.unchanged} chunks ({self.chunks} written, {self.unchanged} already there)"
         return (
-            f"{self.documents} documents, {self.chunks} chunks{held} into {len(self.files)} Parquet files under "
+            f"{self.documents} documents, {counts} into {len(self.files)} Parquet files under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )

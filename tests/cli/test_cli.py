@@ -421,7 +421,9 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     assert "(--chunk-size 24; this run has --chunk-size 32)" in capsys.readouterr().err
     rerun = ["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), "--chunk-size", "24"]
     assert main([*rerun, "--chunk-overlap", "4", "--exclude", "nested", "-q"]) == 0  # resumes: nothing left to do
-    assert f"0 chunks ({table.num_rows} already there) into 0 Parquet files" in capsys.readouterr().out
+    assert (
+        f"{table.num_rows} chunks (0 written, {table.num_rows} already there) into 0 Parquet" in capsys.readouterr().out
+    )
     model_and_store = ["--model", str(tiny_variant), "--path", str(tmp_path / "q"), "--chunk-size", "24", "-q"]
     assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--exclude", "a.txt"]) == 0
     assert capsys.readouterr().out.startswith("ingested 1 documents")

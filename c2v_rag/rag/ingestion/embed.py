@@ -193,7 +193,7 @@ def _embed_here(
             sink.close()
         finally:
             seconds = time.perf_counter() - started
-            progress.close(sink.rows, seconds)
+            progress.close(batcher.chunks, seconds)  # the chunks done, written or found there: the summary's count
         return EmbedResult(
             out=str(folder.path),
             files=sink.files,

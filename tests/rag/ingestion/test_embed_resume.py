@@ -54,7 +54,9 @@ def test_a_stopped_embed_resumes_to_the_rows_one_whole_run_writes(tmp_path, docs
 
     resumed = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
     assert (resumed.unchanged, resumed.chunks) == (len(before), whole.chunks - len(before))
-    assert f"({len(before)} already there)" in resumed.summary()
+    assert f"{whole.chunks} chunks ({whole.chunks - len(before)} written, {len(before)} already there)" in (
+        resumed.summary()
+    )
     assert all(f in sorted(out.glob("*.parquet")) for f in first_files)  # nothing rewritten
     assert not set(resumed.files) & {str(f) for f in first_files}  # new files after the old ones
     after, reference = folder_rows(out), folder_rows(tmp_path / "whole")
