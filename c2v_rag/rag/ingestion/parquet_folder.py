@@ -101,7 +101,7 @@ class EmbedFolder:
         files = tuple(sorted(folder.glob("*.parquet"))) if folder.is_dir() else ()
         if not files:
             return cls(folder)
-        records: dict[str, dict[str, Any]] = {}
+        recorded: dict[str, Any] | None = None
         for file in files:
             try:
                 raw = (pq.read_schema(file).metadata or {}).get(RECORD_KEY)
@@ -116,23 +116,22 @@ class EmbedFolder:
                     "(nothing is overwritten)"
                 )
             record = json.loads(raw)
-            records.setdefault(json.dumps(record, sort_keys=True), record)
-        if len(records) > 1:
-            raise ValueError(
-                f"{folder} holds Parquet files written with different settings; pass a new or empty folder"
-            )
+            if recorded is None:
+                recorded = record  # the first file's, which later runs were checked against
+            elif differ := differences(recorded, record):
+                raise ValueError(
+                    f"{folder} holds Parquet files written with different settings ({file.name}: "
+                    f"{', '.join(differ)}); pass a new or empty folder"
+                )
         ids = pq.read_table(list(files), columns=["id"]).column("id").to_pylist()
-        return cls(folder, next(iter(records.values())), frozenset(ids), files)
+        return cls(folder, recorded, frozenset(ids), files)
 
     def check(self, record: Mapping[str, Any]) -> None:
         """Refuse a run whose ``record`` (:func:`embed_record`) differs from the folder's in what makes its vectors
         comparable or its chunks the same."""
         if self.recorded is None:
             return
-        differ = fingerprint_differences(self.recorded, record) + [
-            f for f in CHUNKING_FIELDS if self.recorded.get(f) != record.get(f)
-        ]
-        if differ:
+        if differ := differences(self.recorded, record):
             raise ValueError(
                 f"{self.path} holds chunks that embed wrote with other settings "
                 f"({', '.join(f'{f}={self.recorded.get(f)!r}' for f in differ)}; this run has "
@@ -152,6 +151,12 @@ class EmbedFolder:
         """The number of the local engine's next file: after the highest of the files already there."""
         numbers = [int(m.group(1)) for f in self.files if (m := PART_NAME.fullmatch(f.name))]
         return max(numbers) + 1 if numbers else 0
+
+
+def differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
+    """The fields on which two runs' records differ in what makes their vectors comparable (as a collection decides:
+    float and int8 vectors of one model mix) or their chunks the same."""
+    return fingerprint_differences(recorded, record) + [f for f in CHUNKING_FIELDS if recorded.get(f) != record.get(f)]
 
 
 def embed_record(fingerprint: Mapping[str, Any], chunk_size: int, chunk_overlap: int) -> dict[str, Any]:

@@ -175,3 +175,21 @@ def test_a_second_run_into_a_folder_another_is_writing_is_refused_at_once(tmp_pa
         holder.kill()
         holder.wait()
     assert c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config).chunks > 0  # released
+
+
+def test_float_and_int8_runs_of_one_model_share_a_folder_as_they_share_a_collection(
+    tmp_path, docs, tiny_variant, ingest_config, monkeypatch
+):
+    from c2v_rag.core.devices import INT8_METHOD, int8_runtime_installed
+
+    if not int8_runtime_installed():
+        pytest.skip("needs the int8 extra (onnx, onnxruntime)")
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # the int8 graphs, out of the user's cache
+    out = tmp_path / "out"
+    kwargs = dict(model=str(tiny_variant), config=ingest_config)
+    c2v_rag.embed(docs[:4], out, quantize="none", **kwargs)
+    c2v_rag.embed(docs[:8], out, quantize="int8", **kwargs)  # the other kind of the same model: added
+    kinds = {json.loads(pq.read_schema(f).metadata[RECORD_KEY])["quantize"] for f in out.glob("*.parquet")}
+    assert kinds == {"none", INT8_METHOD}
+    third = c2v_rag.embed(docs, out, **kwargs)  # a third run reads a folder of both kinds
+    assert third.chunks > 0 and len(folder_rows(out)) == third.chunks + third.unchanged
