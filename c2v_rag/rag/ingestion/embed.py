@@ -262,19 +262,22 @@ def _embed_on_ray(
         readout=readout,
         sink=ExportRows(stored=folder.stored, record=record),
     )
-    with RaySession(options) as ray_module:
-        try:
-            # Writing, like reading, asks for no CPU (the actors may hold them all).
-            embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
-                str(folder.path), ray_remote_args={"num_cpus": 0}, concurrency=options.chunk_tasks or 2 * options.actors
-            )
-        except ray_module.exceptions.RayError as err:
-            cause = user_error(err)
-            if cause is err:
-                raise
-            raise cause from None
-    before = set(folder.files)
-    files = sorted(str(p) for p in folder.path.glob("*.parquet") if p not in before)
+    try:
+        with RaySession(options) as ray_module:
+            try:
+                # Writing, like reading, asks for no CPU (the actors may hold them all).
+                embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
+                    str(folder.path),
+                    ray_remote_args={"num_cpus": 0},
+                    concurrency=options.chunk_tasks or 2 * options.actors,
+                )
+            except ray_module.exceptions.RayError as err:
+                cause = user_error(err)
+                if cause is err:
+                    raise
+                raise cause from None
+    finally:  # the session is closed: no task writes any more
+        files = [str(f) for f in folder.drop_cut_files()]
     result = EmbedResult(out=str(folder.path), files=files)
     if files:
         ids = pq.read_table(files, columns=["doc_id"]).column("doc_id")

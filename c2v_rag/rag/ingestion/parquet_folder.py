@@ -14,7 +14,8 @@ is refused at once, not left to read the first one's files half written or to wr
 The local engine writes each file under a hidden name (``.part-00003.parquet.inprogress``) and renames it once it is
 closed, so that a run killed outright (SIGKILL, a lost machine) leaves no file cut short, only that hidden one, which
 the next run deletes and whose chunks it embeds again; a Ctrl-C closes the file and keeps its rows. Ray writes its
-own files: one a killed run cut short cannot be read, and is named in the error that refuses the folder.
+own files: once a stopped Ray run's tasks are gone, the files they left cut short are deleted (:meth:`drop_cut_files`);
+one that a run killed outright left cannot be read, and is named in the error that refuses the folder.
 """
 
 from __future__ import annotations
@@ -146,6 +147,25 @@ class EmbedFolder:
         for left in self.path.glob(f".part-*.parquet{IN_PROGRESS}"):
             logger.info("Deleting %s, which a stopped run left half written; its chunks are embedded again", left)
             left.unlink(missing_ok=True)
+
+    def drop_cut_files(self) -> list[Path]:
+        """Delete the Parquet files that appeared since the folder was read and cannot be read (a Ray run stopped
+        while its tasks wrote them; call it once they are stopped); returns the files kept, which are whole."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        kept = []
+        for file in sorted(set(self.path.glob("*.parquet")) - set(self.files)):
+            try:
+                pq.read_schema(file)
+            except (OSError, pa.ArrowException):
+                logger.warning(
+                    "Deleting %s, which the stopped run left half written; its chunks are embedded again", file
+                )
+                file.unlink(missing_ok=True)
+            else:
+                kept.append(file)
+        return kept
 
     def next_part(self) -> int:
         """The number of the local engine's next file: after the highest of the files already there."""

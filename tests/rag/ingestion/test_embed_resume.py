@@ -193,3 +193,17 @@ def test_float_and_int8_runs_of_one_model_share_a_folder_as_they_share_a_collect
     assert kinds == {"none", INT8_METHOD}
     third = c2v_rag.embed(docs, out, **kwargs)  # a third run reads a folder of both kinds
     assert third.chunks > 0 and len(folder_rows(out)) == third.chunks + third.unchanged
+
+
+def test_files_a_stopped_ray_run_left_cut_short_are_deleted_and_whole_ones_kept(tmp_path, docs, tiny_variant):
+    from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder
+
+    out = tmp_path / "out"
+    c2v_rag.embed(docs[:3], out, model=str(tiny_variant), chunk_size=24, chunk_overlap=4, show_progress=False)
+    folder = EmbedFolder.read(out)  # as the Ray run found it
+    earlier = out / "part-00000.parquet"
+    whole, cut = out / "ray-000000.parquet", out / "ray-000001.parquet"  # what two of its tasks wrote
+    whole.write_bytes(earlier.read_bytes())
+    cut.write_bytes(earlier.read_bytes()[:300])
+    assert folder.drop_cut_files() == [whole]
+    assert sorted(out.glob("*.parquet")) == [earlier, whole]  # the earlier run's file is not touched
