@@ -41,7 +41,9 @@ def ray_cluster():
     # Workers keep the driver's niceness (Ray would renice them to 15 otherwise, which starves
     # them on a shared machine) and find c2v_rag where the driver does.
     os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    # address="local": a cluster of its own, even while test_ray_two_nodes' Cluster (which registers itself as this
+    # machine's cluster, for ray.init() to join) runs in another pytest-xdist worker.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield
     ray.shutdown()
