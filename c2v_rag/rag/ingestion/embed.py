@@ -193,14 +193,15 @@ def _embed_here(
             sink.close()
         finally:
             seconds = time.perf_counter() - started
-            progress.close(batcher.chunks, seconds)  # the chunks done, written or found there: the summary's count
+            # the chunks done, written or found there: the summary's count
+            progress.close(sink.rows + sink.unchanged, seconds)
         return EmbedResult(
             out=str(folder.path),
             files=sink.files,
             documents=batcher.documents,
             duplicate_documents=batcher.duplicate_documents,
             chunks=sink.rows,
-            unchanged=batcher.chunks - sink.rows,
+            unchanged=sink.unchanged,
             seconds=seconds,
         )
 

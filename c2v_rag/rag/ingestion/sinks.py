@@ -186,6 +186,7 @@ class ParquetSink:
         self.stored = stored
         self.files: list[str] = []
         self.rows = 0
+        self.unchanged = 0  # chunks found in ``stored``: not embedded again
         self._next = first_part
         self._file: Any = None
         self._path: Path | None = None
@@ -193,7 +194,9 @@ class ParquetSink:
         self._opened = 0.0
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return [c for c in chunks if c.point_id not in self.stored]
+        todo = [c for c in chunks if c.point_id not in self.stored]
+        self.unchanged += len(chunks) - len(todo)
+        return todo
 
     def write(self, embedded: EmbeddedBatch) -> None:
         import pyarrow.parquet as pq
@@ -214,9 +217,13 @@ class ParquetSink:
         self.rows += table.num_rows
 
     def close(self) -> None:
-        """Close the open file and give it its name: its rows are then part of the folder."""
+        """Close the open file and give it its name: its rows are then part of the folder, and :attr:`rows` counts
+        what the files hold (a Ctrl-C between a batch's write and its count would leave the count a batch short)."""
+        import pyarrow.parquet as pq
+
         if self._file is not None and self._path is not None:
             self._file.close()
             self._file = None
             in_progress(self._path).replace(self._path)
             self.files.append(str(self._path))
+            self.rows = sum(pq.read_metadata(f).num_rows for f in self.files)
