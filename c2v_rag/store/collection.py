@@ -434,9 +434,7 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
     # Collections written before a field was recorded lack it: compare what they have.
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
     differ = fingerprint_differences(stored, fingerprint)
-    mixed = {stored["quantize"], fingerprint.get("quantize")} <= INTERCHANGEABLE_QUANTIZE and (
-        stored["quantize"] != fingerprint.get("quantize")
-    )
+    mixed = _mixed_kinds(stored["quantize"], fingerprint.get("quantize"))
     if mixed and (location, name) not in _MIXED_NOTED:
         _MIXED_NOTED.add((location, name))  # once per collection
         logger.info(
@@ -488,16 +486,21 @@ def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str,
     predates them); float and int8 vectors of one model search each other alike (measured), and a base model is
     compared only where both recorded its contents."""
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
-    kinds = {stored["quantize"], fingerprint.get("quantize")}
-    mixed = len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
     return [
         f
         for f in _FINGERPRINT_FIELDS
         if f in stored
         and stored[f] != fingerprint.get(f)
-        and not (f == "quantize" and mixed)
+        and not (f == "quantize" and _mixed_kinds(stored[f], fingerprint.get(f)))
         and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
     ]
+
+
+def _mixed_kinds(stored: str | None, current: str | None) -> bool:
+    """Whether two quantize kinds differ only as float and int8 vectors of one model do, which search each other
+    alike (measured): no mismatch."""
+    kinds = {stored, current}
+    return len(kinds) > 1 and kinds <= INTERCHANGEABLE_QUANTIZE
 
 
 def _bases_differ(stored: Mapping[str, str] | None, current: Mapping[str, str] | None) -> bool:

@@ -355,8 +355,11 @@ class ActorSink:
     def open(self) -> None:
         """Take what the sink needs in the actor (a store client); nothing by default."""
 
+    # The point ids stored when the run began (a snapshot the driver took), not embedded again; none by default.
+    stored: frozenset[str] = frozenset()
+
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return list(chunks)  # nothing is stored yet, by default
+        return [c for c in chunks if c.point_id not in self.stored]
 
     def write(self, embedded: EmbeddedBatch) -> None:
         """Nothing by default: the batch goes back to Ray in :meth:`rows`."""
@@ -379,9 +382,6 @@ class ExportRows(ActorSink):
     stored: frozenset[str] = frozenset()
     # What each file records (parquet_folder.embed_record).
     record: dict[str, Any] = field(default_factory=dict)
-
-    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return [c for c in chunks if c.point_id not in self.stored]
 
     def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
         return with_record(chunk_table(embedded), self.record)
@@ -411,9 +411,6 @@ class ShipToDriver(DocumentRows):
     # The point ids stored when the run began (a snapshot the driver took): not embedded again.
     stored: frozenset[str] = frozenset()
     ship: ClassVar[bool] = True
-
-    def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return [c for c in chunks if c.point_id not in self.stored]
 
 
 @dataclass

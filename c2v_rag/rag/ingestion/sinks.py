@@ -214,11 +214,11 @@ class ParquetSink:
             self._opened = time.monotonic()
         self._file.write_table(table)
         self._in_file += table.num_rows
-        self.rows += table.num_rows
 
     def close(self) -> None:
-        """Close the open file and give it its name: its rows are then part of the folder, and :attr:`rows` counts
-        what the files hold (a Ctrl-C between a batch's write and its count would leave the count a batch short)."""
+        """Close the open file and give it its name: its rows are then part of the folder, and :attr:`rows` (the rows
+        of the closed files) counts them as the file holds them, so a Ctrl-C between a batch's write and any count of
+        ours cannot leave the count a batch short."""
         import pyarrow.parquet as pq
 
         if self._file is not None and self._path is not None:
@@ -226,4 +226,4 @@ class ParquetSink:
             self._file = None
             in_progress(self._path).replace(self._path)
             self.files.append(str(self._path))
-            self.rows = sum(pq.read_metadata(f).num_rows for f in self.files)
+            self.rows += pq.read_metadata(self._path).num_rows
