@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         embed,
         ingest,
         list_collections,
+        load_embedded,
         migrate,
         open_collection,
         reindex,
@@ -76,6 +77,7 @@ __all__ = [
     "UnsupportedArchitectureError",
     "ingest",
     "embed",
+    "load_embedded",
     "search",
     "search_many",
     "asearch",
@@ -135,7 +137,8 @@ _EXPORTS = {
     "list_presets": "c2v_rag.hub.presets",
     **{
         name: "c2v_rag.rag"
-        for name in ("ingest", "embed", "search", "search_many", "asearch", "reindex", "migrate", "list_collections")
+        for name in ("ingest", "embed", "load_embedded", "search", "search_many", "asearch", "reindex", "migrate")
+        + ("list_collections",)
         + ("delete_documents", "DeleteResult")
         + ("Collection", "CollectionSummary", "open_collection", "SearchHit", "SearchOptions", "IngestConfig")
         + ("QdrantConfig",)

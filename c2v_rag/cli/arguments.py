@@ -130,6 +130,38 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
+def add_sparse(parser: argparse.ArgumentParser) -> None:
+    """``--sparse bm25``: a new collection's BM25 sparse vectors."""
+    parser.add_argument(
+        "--sparse",
+        choices=["bm25"],
+        default=None,
+        help="also store BM25 sparse vectors, for search --mode sparse|hybrid",
+    )
+
+
+def add_payload_index(parser: argparse.ArgumentParser) -> None:
+    """``--payload-index KEY=TYPE``, repeatable (:func:`payload_indexes_from` reads them)."""
+    parser.add_argument(
+        "--payload-index",
+        action="append",
+        metavar="KEY=TYPE",
+        help="index a metadata key for filters on a server: keyword, integer, float, bool, "
+        "datetime, text, uuid (repeatable)",
+    )
+
+
+def payload_indexes_from(args: argparse.Namespace) -> dict[str, str]:
+    """``--payload-index KEY=TYPE`` flags as {key: type}; the store checks the types."""
+    indexes = {}
+    for item in args.payload_index or []:
+        key, sep, kind = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--payload-index {item!r} must be KEY=TYPE, e.g. year=integer")
+        indexes[key] = kind
+    return indexes
+
+
 def add_qdrant_options(parser: argparse.ArgumentParser) -> None:
     """Where the Qdrant store is: a server, or an embedded directory and its engine, and the collection."""
     add_store_options(parser)

@@ -30,7 +30,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         description="Chunk and embed files (or folders of them: text, Markdown, HTML, PDF, Office, e-mail, "
         f"tables, archives...; {FORMATS_LISTED}) into Parquet files under --out: one row per chunk with the "
         "point id ingest would give it, the document id, chunk index, text, metadata (JSON) and the vector. On "
-        "this machine, or on Ray with --ray.",
+        "this machine, or on Ray with --ray. `c2v-rag load DIR` stores them in a collection later, with no model.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument(

@@ -17,11 +17,14 @@ from c2v_rag.cli.arguments import (
     add_decoder_max_length,
     add_file_selection,
     add_model_options,
+    add_payload_index,
     add_qdrant_options,
     add_quiet,
     add_ray_options,
+    add_sparse,
     add_truncate_dim,
     collection_from,
+    payload_indexes_from,
     ray_args,
 )
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
@@ -78,12 +81,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     )
     add_file_selection(parser)
     add_quiet(parser)
-    parser.add_argument(
-        "--sparse",
-        choices=["bm25"],
-        default=None,
-        help="also store BM25 sparse vectors, for search --mode sparse|hybrid",
-    )
+    add_sparse(parser)
     parser.add_argument(
         "--chunk-context",
         choices=["lead", "none"],
@@ -97,13 +95,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="--collection is an alias: a new one gets NAME_v1 behind it once written (see c2v-rag reindex)",
     )
-    parser.add_argument(
-        "--payload-index",
-        action="append",
-        metavar="KEY=TYPE",
-        help="index a metadata key for filters on a server: keyword, integer, float, bool, "
-        "datetime, text, uuid (repeatable)",
-    )
+    add_payload_index(parser)
     parser.add_argument(
         "--watch",
         nargs="?",
@@ -182,7 +174,7 @@ def _ingest_keywords(args: argparse.Namespace, config: IngestConfig) -> dict[str
         "show_progress": not args.quiet,
         "sparse": args.sparse,
         "versioned": args.versioned,
-        "payload_indexes": _parse_payload_indexes(args.payload_index or []),
+        "payload_indexes": payload_indexes_from(args),
         "config": config,
         "truncate_dim": args.truncate_dim,
         "chunk_context": args.chunk_context,
@@ -193,14 +185,3 @@ def _ingest_keywords(args: argparse.Namespace, config: IngestConfig) -> dict[str
 
 def _megabytes(value: float | None) -> int | None:
     return None if value is None else max(1, int(value * 1024 * 1024))
-
-
-def _parse_payload_indexes(items: list[str]) -> dict[str, str]:
-    """``--payload-index KEY=TYPE`` flags as {key: type}; the store checks the types."""
-    indexes = {}
-    for item in items:
-        key, sep, kind = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--payload-index {item!r} must be KEY=TYPE, e.g. year=integer")
-        indexes[key] = kind
-    return indexes

@@ -28,6 +28,10 @@ SHEET_KEY = "sheet"
 # once all of them are stored: a re-run that meets the document again unchanged skips it before chunking. Outside the
 # metadata, like the source root, but LlamaIndex puts metadata keys beside it, so it is reserved.
 DOC_HASH_KEY = "_doc_hash"
+# The key under which c2v_rag records the model and settings its vectors were made with: in a collection's metadata,
+# and in the schema metadata of each Parquet file ``embed`` writes (which the Parquet reader therefore knows as
+# vectors to load, not documents to read).
+RECORD_METADATA_KEY = "c2v_rag"
 # LlamaIndex's node fields in a payload.
 NODE_KEYS = ("_node_content", "_node_type", "ref_doc_id", "document_id")
 # Keys the payload writer owns: user metadata under these names would be silently overwritten

@@ -10,6 +10,7 @@ from c2v_rag.core.instructions import DEFAULT_QUERY_TASK
 from c2v_rag.documents.documents import SourceDocument, iter_documents
 from c2v_rag.rag.admin.delete import DeleteResult
 from c2v_rag.rag.admin.listing import CollectionSummary
+from c2v_rag.rag.admin.load_embedded import LoadResult
 from c2v_rag.rag.admin.migrate import MigrateResult
 from c2v_rag.rag.admin.reindex import ReindexResult
 from c2v_rag.rag.embedding import Embedder, EmbedderOptions, clear_model_cache, load_model
@@ -21,6 +22,7 @@ from c2v_rag.rag.errors import (
     IngestInterrupted,
     QdrantRequestError,
     QdrantUnreachableError,
+    RunInterrupted,
     StoreKindError,
     StoreLockedError,
 )
@@ -30,6 +32,7 @@ from c2v_rag.rag.handle import (
     delete_documents,
     ingest,
     list_collections,
+    load_embedded,
     migrate,
     open_collection,
     reindex,
@@ -54,6 +57,8 @@ __all__ = [
     "ingest",
     "embed",
     "EmbedResult",
+    "load_embedded",
+    "LoadResult",
     "search",
     "search_many",
     "asearch",
@@ -91,6 +96,7 @@ __all__ = [
     "CollectionNotFoundError",
     "IngestInterrupted",
     "EmbedInterrupted",
+    "RunInterrupted",
     "StoreLockedError",
     "StoreKindError",
     "QdrantUnreachableError",

@@ -9,7 +9,7 @@ reindex may switch an alias in between; queries get their instruction from the o
 :func:`~c2v_rag.core.instructions.query_prompt`.
 
 The top-level functions (``c2v_rag.ingest``, ``search``, ``search_many``, ``asearch``, ``reindex``, ``migrate``,
-``delete_documents``) are this handle, opened for one call.
+``delete_documents``, ``load_embedded``) are this handle, opened for one call.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.rag.admin.delete import DeleteResult
     from c2v_rag.rag.admin.listing import CollectionSummary
+    from c2v_rag.rag.admin.load_embedded import LoadResult
     from c2v_rag.rag.admin.migrate import MigrateResult
     from c2v_rag.rag.admin.reindex import ReindexResult
     from c2v_rag.rag.ingestion.config import IngestConfig
@@ -354,6 +355,45 @@ class Collection:
         name = to.name if to.name != self.name else None  # None: the copy keeps the concrete name, and the alias
         return migrate_collection(self.name, self.target, to.target, name, batch_size, show_progress)
 
+    def load_embedded(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        sparse: str | BM25Config | None = None,
+        payload_indexes: dict[str, str] | None = None,
+        batch_size: int = 256,
+        show_progress: bool = True,
+    ) -> LoadResult:
+        """Store the chunks and vectors that ``embed`` wrote into ``folder`` in this collection, without embedding
+        them again: the points an ingest of the same documents with the same model stores (ids, payloads, vectors),
+        the collection recording that model (made from the files' record when new, refused when it holds another
+        model's vectors; no model loads). Points already stored are skipped, so a stopped load resumes when run
+        again and a folder that grew loads its new chunks.
+
+        Args:
+            folder: the folder ``c2v_rag.embed``/``c2v-rag embed --out`` wrote (on this machine, or copied here).
+            sparse: ``"bm25"`` gives a new collection BM25 sparse vectors too (computed from the chunk texts); an
+                existing collection keeps its own layout (a hybrid one gets them without it).
+            payload_indexes: metadata key -> Qdrant index type, as for :meth:`ingest`.
+            batch_size: rows read and upserted together. ``show_progress``: a bar of the chunks, with an ETA.
+
+        The files do not hold the hash by which a re-run of an ingest skips a whole unchanged document: a later
+        :meth:`ingest` of the same documents chunks them again, embeds nothing and records it.
+        """
+        from c2v_rag.rag.admin.load_embedded import load_embedded
+
+        with self._opened() as client:
+            return load_embedded(
+                folder,
+                self.name,
+                self.target,
+                client=client,
+                sparse=sparse,
+                payload_indexes=payload_indexes,
+                batch_size=batch_size,
+                show_progress=show_progress,
+            )
+
     def delete_documents(
         self,
         doc_ids: str | Sequence[str] | None = None,
@@ -547,6 +587,25 @@ def delete_documents(
     :class:`Collection` (no model loads)."""
     handle, _ = _handle("delete_documents", dict(kwargs), frozenset(), collection)
     return handle.delete_documents(doc_ids, files=files, filter=filter, show_progress=show_progress)
+
+
+def load_embedded(
+    folder: str | os.PathLike[str],
+    *,
+    collection: str = DEFAULT_COLLECTION,
+    sparse: str | BM25Config | None = None,
+    payload_indexes: dict[str, str] | None = None,
+    batch_size: int = 256,
+    show_progress: bool = True,
+    **kwargs: Unpack[OpenKeywords],
+) -> LoadResult:
+    """:meth:`Collection.load_embedded` into ``collection``, opened for this call with the store keywords of
+    :class:`Collection` (no model loads): ``c2v_rag.load_embedded("vectors/", collection="papers",
+    qdrant_url="http://qdrant:6333")``."""
+    handle, _ = _handle("load_embedded", dict(kwargs), frozenset(), collection)
+    return handle.load_embedded(
+        folder, sparse=sparse, payload_indexes=payload_indexes, batch_size=batch_size, show_progress=show_progress
+    )
 
 
 def list_collections(

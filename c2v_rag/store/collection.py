@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from c2v_rag.core.devices import INTERCHANGEABLE_QUANTIZE, LEGACY_INT8
 from c2v_rag.core.wording import in_words
+from c2v_rag.documents.payload_keys import RECORD_METADATA_KEY
 from c2v_rag.store.backends import (
     DEFAULT_STORE,
     StoreKind,
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_COLLECTION = "c2v_rag"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 # The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
-FINGERPRINT_METADATA_KEY = "c2v_rag"
+FINGERPRINT_METADATA_KEY = RECORD_METADATA_KEY
 # What makes two models' vectors comparable; a collection records it when created.
 _FINGERPRINT_FIELDS = (
     "decoder",

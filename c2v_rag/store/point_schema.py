@@ -139,16 +139,31 @@ def chunk_payload(
     doc: DocumentFields, chunk: ChunkFields, point_id: str, metadata: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The payload of one chunk's point (``metadata`` from :func:`chunk_metadata`)."""
+    return point_payload(
+        point_id, doc.doc_id, chunk.text, metadata, (chunk.start_char, chunk.end_char), doc.source_root
+    )
+
+
+def point_payload(
+    point_id: str,
+    doc_id: str,
+    text: str,
+    metadata: Mapping[str, Any],
+    span: tuple[int | None, int | None] = (None, None),
+    source_root: str | None = None,
+) -> dict[str, Any]:
+    """The payload of the point ``point_id``: chunk ``text`` of document ``doc_id`` with its ``metadata``, at
+    ``span`` (start and end characters in the document's text) and read through ``source_root``."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
     from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
     node = TextNode(
         id_=point_id,
-        text=chunk.text,
+        text=text,
         metadata=dict(metadata),
-        start_char_idx=chunk.start_char,
-        end_char_idx=chunk.end_char,
-        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc.doc_id)},
+        start_char_idx=span[0],
+        end_char_idx=span[1],
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=doc_id)},
         # The stored vector embeds the chunk text alone; LlamaIndex must not think otherwise.
         excluded_embed_metadata_keys=list(metadata),
         excluded_llm_metadata_keys=[k for k in HIDDEN_FROM_LLM if k in metadata],
@@ -156,9 +171,9 @@ def chunk_payload(
     payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
     # JSON-safe copies of the metadata values (datetimes become strings) come from the dump above.
     payload[PAYLOAD_METADATA_KEY] = {key: payload[key] for key in metadata}
-    payload[CONTENT_KEY] = chunk.text
-    if doc.source_root is not None:
-        payload[SOURCE_ROOT_KEY] = doc.source_root
+    payload[CONTENT_KEY] = text
+    if source_root is not None:
+        payload[SOURCE_ROOT_KEY] = source_root
     return payload
 
 
@@ -173,6 +188,20 @@ def payload_text(payload: Mapping[str, Any]) -> str:
         except ValueError:
             return ""
     return str(payload.get("text", ""))
+
+
+def payload_char_span(payload: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """Where a chunk of a c2v_rag or LlamaIndex payload starts and ends in its document's text (None: not recorded),
+    from the node LlamaIndex serialized into it."""
+    node_json = payload.get("_node_content")
+    if not isinstance(node_json, str):
+        return None, None
+    try:
+        node = json.loads(node_json)
+    except ValueError:
+        return None, None
+    start, end = node.get("start_char_idx"), node.get("end_char_idx")
+    return (start if isinstance(start, int) else None), (end if isinstance(end, int) else None)
 
 
 def payload_metadata(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -414,7 +414,9 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     )
     table = pq.read_table(out)
     assert "embedded" in capsys.readouterr().out and table.num_rows > 0
-    assert table.column_names == ["id", "doc_id", "chunk_index", "text", "metadata", "vector"]
+    assert table.column_names == [
+        *("id", "doc_id", "chunk_index", "text", "metadata", "vector", "start_char", "end_char", "source_root")
+    ]
     assert {d.rsplit("/", 1)[-1] for d in table.column("doc_id").to_pylist()} == {"a.txt", "c1"}  # nested/ left out
     other = ["--chunk-size", "32", "--chunk-overlap", "4"]
     assert main(["embed", str(folder), "--out", str(out), "--model", str(tiny_variant), *other]) == 2  # refused

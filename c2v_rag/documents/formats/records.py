@@ -8,6 +8,7 @@ from pathlib import Path
 
 from c2v_rag.core.extras import Requirement
 from c2v_rag.documents.formats.base import FileFormat, opens_as_text
+from c2v_rag.documents.payload_keys import RECORD_METADATA_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument, from_record
 
@@ -53,6 +54,16 @@ class Parquet(FileFormat):
             log.skip_file(file, "not a Parquet file (no PAR1 signature)")
             return
         table = parquet.ParquetFile(file)
+        if RECORD_METADATA_KEY.encode() in (table.schema_arrow.metadata or {}):
+            # Its rows are chunks with their vectors: read as documents, each would be chunked and embedded again.
+            reason = (
+                f"it holds the chunks and vectors that c2v-rag embed wrote, not documents; store them with "
+                f"`c2v-rag load {file.parent}` (c2v_rag.load_embedded), which does not embed them again"
+            )
+            if options.on_error == "raise":
+                raise ValueError(f"{file}: {reason}")
+            log.skip_file(file, reason)
+            return
         rows = (record for batch in table.iter_batches(batch_size=1024) for record in batch.to_pylist())
         total = table.metadata.num_rows or 1
         records = ((f"{file}:{n}", r, ((n - 1) / total, n / total)) for n, r in enumerate(rows, start=1))

@@ -2,11 +2,8 @@
 
 For lakehouse tables and offline pipelines: the rows carry what a Qdrant point would (the same
 point ids, chunk texts, metadata and vectors as :func:`~c2v_rag.rag.ingestion.ingest.ingest`), in the
-layout of :func:`~c2v_rag.rag.ingestion.parquet_rows.chunk_table`:
-
-``id`` (string, the point id), ``doc_id`` (string), ``chunk_index`` (int32), ``text`` (string),
-``metadata`` (string: a JSON object, the payload's ``metadata``), ``vector``
-(``fixed_size_list<float32>[dim]``, unit length).
+layout of :mod:`~c2v_rag.rag.ingestion.parquet_rows`; :mod:`~c2v_rag.rag.admin.load_embedded` stores them in a
+collection later.
 
 It runs in this process (``engine="local"``, files ``part-00000.parquet``, ...) or on Ray
 (``engine="ray"``, Ray Data's ``write_parquet``, files named by Ray). A run into a folder that earlier runs wrote

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -73,29 +74,40 @@ class EmbedFolder:
     def locked(cls, out: str | Path) -> Iterator[EmbedFolder]:
         """The folder ``out`` (created if need be) as it stands, held for the block: another run into it is refused
         until the block ends (:class:`~c2v_rag.store.errors.StoreLockedError`, at once)."""
-        from filelock import FileLock, Timeout
-
         folder = Path(out).expanduser()
         if folder.exists() and not folder.is_dir():
             raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(folder / LOCK_NAME)
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise StoreLockedError(
-                f"another embed is writing into {folder} (it holds {folder / LOCK_NAME}); wait for it to end, or "
-                "pass another folder"
-            ) from None
-        try:
-            yield cls.read(folder)
-        finally:
-            lock.release()
+        with _held(folder, f"another embed is writing into {folder}", "wait for it to end, or pass another folder"):
+            yield cls.read(folder, fix="pass a new or empty folder (nothing is overwritten)")
 
     @classmethod
-    def read(cls, folder: Path) -> EmbedFolder:
-        """What ``folder`` holds (the ``id`` column and the schema of each file), refusing a Parquet file that cannot
-        be read or that ``embed`` did not write, and files of two records. Read it under :meth:`locked`."""
+    @contextlib.contextmanager
+    def loading(cls, path: str | os.PathLike[str]) -> Iterator[EmbedFolder]:
+        """The folder ``path`` that runs of ``embed`` wrote, as it stands, to read its vectors (not its ids) in the
+        block: an embed run into it meanwhile is refused, as is this while one writes (where the folder is read-only,
+        no lock is taken)."""
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"{folder} is not a folder; pass the folder (--out) that c2v-rag embed wrote"
+                if folder.exists()
+                else f"{folder} does not exist; pass the folder (--out) that c2v-rag embed wrote"
+            )
+        with _held(folder, f"an embed is writing into {folder}", "load it once that run has ended", optional=True):
+            fix = "move the other files out, or load each run's files from a folder of their own"
+            held = cls.read(folder, ids=False, fix=fix)
+            if not held.files:
+                raise FileNotFoundError(
+                    f"{folder} holds no Parquet files; pass the folder (--out) that c2v-rag embed wrote"
+                )
+            yield held
+
+    @classmethod
+    def read(cls, folder: Path, *, ids: bool = True, fix: str = "pass a new or empty folder") -> EmbedFolder:
+        """What ``folder`` holds (the schema of each file, and with ``ids`` its ``id`` column), refusing a Parquet file
+        that cannot be read or that ``embed`` did not write, and files of two records (``fix``: what the error tells
+        the caller to do then). Read it under :meth:`locked`."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -112,20 +124,17 @@ class EmbedFolder:
                     "run embeds its chunks again), or pass a new folder"
                 ) from None
             if raw is None:
-                raise FileExistsError(
-                    f"{folder} holds Parquet files that embed did not write ({file.name}); pass a new or empty folder "
-                    "(nothing is overwritten)"
-                )
+                raise FileExistsError(f"{folder} holds Parquet files that embed did not write ({file.name}); {fix}")
             record = json.loads(raw)
             if recorded is None:
                 recorded = record  # the first file's, which later runs were checked against
             elif differ := differences(recorded, record):
                 raise ValueError(
                     f"{folder} holds Parquet files written with different settings ({file.name}: "
-                    f"{', '.join(differ)}); pass a new or empty folder"
+                    f"{', '.join(differ)}); {fix}"
                 )
-        ids = pq.read_table(list(files), columns=["id"]).column("id").to_pylist()
-        return cls(folder, recorded, frozenset(ids), files)
+        stored = pq.read_table(list(files), columns=["id"]).column("id").to_pylist() if ids else ()
+        return cls(folder, recorded, frozenset(stored), files)
 
     def check(self, record: Mapping[str, Any]) -> None:
         """Refuse a run whose ``record`` (:func:`embed_record`) differs from the folder's in what makes its vectors
@@ -173,6 +182,30 @@ class EmbedFolder:
         return max(numbers) + 1 if numbers else 0
 
 
+@contextlib.contextmanager
+def _held(folder: Path, busy: str, fix: str, *, optional: bool = False) -> Iterator[None]:
+    """The folder's lock for the block; :class:`~c2v_rag.store.errors.StoreLockedError` (``busy``; ``fix``) at once
+    where another run holds it. ``optional``: go on without it where the lock file cannot be made (a read-only
+    folder)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(folder / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise StoreLockedError(f"{busy} (it holds {folder / LOCK_NAME}); {fix}") from None
+    except OSError:
+        if not optional:
+            raise
+        logger.debug("Reading %s without its lock: the folder is read-only", folder)
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
     """The fields on which two runs' records differ in what makes their vectors comparable (as a collection decides:
     float and int8 vectors of one model mix) or their chunks the same."""
@@ -182,6 +215,12 @@ def differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list[
 def embed_record(fingerprint: Mapping[str, Any], chunk_size: int, chunk_overlap: int) -> dict[str, Any]:
     """What each file of a run records: the model's ``fingerprint`` and the chunking settings."""
     return {**fingerprint, "chunk_size": chunk_size, "chunk_overlap": chunk_overlap}
+
+
+def record_fingerprint(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's fingerprint in a run's ``record`` (:func:`embed_record`): what a collection of its vectors
+    records."""
+    return {k: v for k, v in record.items() if k not in ("chunk_size", "chunk_overlap")}
 
 
 def with_record(table: Any, record: Mapping[str, Any]) -> Any:

@@ -1,0 +1,193 @@
+"""``load_embedded``: store the chunks and vectors of an ``embed`` folder in a collection, without embedding again.
+
+``embed`` writes Parquet files where no store is at hand (a Ray cluster, a GPU box, a lakehouse job); this puts
+their rows into any store as the points an ingest of the same documents with the same model stores: the same ids,
+payloads (with the source root a sync mirrors) and vectors, but for the hash by which a re-run skips a whole
+unchanged document, which the files do not hold. A later ``ingest`` of those documents therefore chunks them once
+more, embeds nothing (their chunks are stored) and records it. Files of runs before the source root was written
+load without it; an ingest of the documents through a path then claims their points for it.
+
+The collection records the model fingerprint the files recorded, so a search embeds its queries with that model,
+and an ingest or load of another model's vectors into it is refused, as for a collection an ingest made. A new
+collection is dense-only unless ``sparse="bm25"``; an existing hybrid one gets each chunk's BM25 vector, computed
+from its text (no model is loaded).
+
+Points already in the collection are skipped, not rewritten (a later ingest's bookkeeping on them stays), so a load
+that stopped resumes when run again, and loading a folder that ``embed`` grew since loads only the new chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from c2v_rag.core.extras import require
+from c2v_rag.core.progress_bar import unsized_terminal
+from c2v_rag.rag.errors import RunInterrupted
+from c2v_rag.rag.extras import require_rag
+from c2v_rag.rag.ingestion.config import IngestConfig
+from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder, record_fingerprint
+from c2v_rag.rag.ingestion.parquet_rows import OPTIONAL_COLUMNS, POINT_COLUMNS, table_points
+from c2v_rag.rag.ingestion.points import PointWriter
+from c2v_rag.rag.ingestion.preflight import drop_if_empty, open_client
+from c2v_rag.rag.ingestion.sinks import Retry, retrying_call
+from c2v_rag.store.aliases import resolve_alias
+from c2v_rag.store.collection import QdrantConfig, check_payload_indexes, ensure_collection, fingerprint_of
+from c2v_rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
+from c2v_rag.store.vectors import CollectionVectors
+
+if TYPE_CHECKING:
+    from c2v_rag.store.store_backend import StoreClient
+
+logger = logging.getLogger(__name__)
+
+
+class LoadResult(BaseModel):
+    """What a load stored: ``chunks`` rows read from ``files``, of which ``written`` were new and ``unchanged``
+    already in the collection."""
+
+    collection: str
+    location: str
+    folder: str
+    files: int
+    chunks: int
+    written: int
+    unchanged: int
+    seconds: float
+
+    def summary(self) -> str:
+        return (
+            f"{self.chunks} chunks ({self.written} written, {self.unchanged} already there) from {self.files} "
+            f"Parquet files in {self.folder} into {self.collection!r} at {self.location} in {self.seconds:.1f} s"
+        )
+
+
+def load_embedded(
+    folder: str | os.PathLike[str],
+    collection: str,
+    target: QdrantConfig,
+    *,
+    client: StoreClient | None = None,
+    sparse: str | BM25Config | None = None,
+    payload_indexes: dict[str, str] | None = None,
+    batch_size: int = 256,
+    show_progress: bool = True,
+) -> LoadResult:
+    """Store the rows of the ``embed`` folder ``folder`` in ``collection`` at ``target``:
+    :meth:`c2v_rag.Collection.load_embedded`, which documents the arguments; ``client`` is an open client to use
+    instead of connecting (left open)."""
+    require_rag("c2v_rag.load_embedded")
+    pq = require("pyarrow.parquet", "loading embed's Parquet files", "parquet", distribution="pyarrow")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    bm25 = resolve_sparse(sparse)
+    check_payload_indexes(payload_indexes or {})
+    started = time.perf_counter()
+    with EmbedFolder.loading(folder) as held:
+        assert held.recorded is not None  # loading() refuses a folder without embed's files
+        fingerprint = record_fingerprint(held.recorded)
+        rows = sum(_checked_rows(pq, file, fingerprint["embedding_dim"]) for file in held.files)
+        retry = Retry.of(IngestConfig())
+        opened = (
+            open_client(target, attempts=retry.attempts, initial_wait=retry.initial_wait, max_wait=retry.max_wait)
+            if client is None
+            else client
+        )
+        name, created, written, unchanged = collection, False, 0, 0
+        try:
+            with target.store_errors():
+                name = resolve_alias(opened, collection)  # an alias is loaded through to its collection
+                info = opened.get_collection(name) if opened.collection_exists(name) else None
+                # An existing collection keeps its layout (a hybrid one gets BM25 vectors); sparse= asks for one.
+                layout = (
+                    CollectionVectors.from_fingerprint(fingerprint_of(info), target)
+                    if info is not None and bm25 is None
+                    else CollectionVectors.for_ingest(target, bm25)
+                )
+                encoder = BM25Encoder(layout.bm25) if layout.bm25 is not None else None
+                created = ensure_collection(opened, name, target, fingerprint, layout, payload_indexes or {})
+            writer = PointWriter(opened, name, layout, retrying_call(retry), fresh=created)
+            bar = tqdm(
+                total=rows,
+                desc=f"Loading into {name}",
+                unit="chunk",
+                disable=not show_progress,
+                **unsized_terminal(sys.stderr),
+            )
+            with bar, target.store_errors():
+                for file in held.files:
+                    columns = [c for c in (*POINT_COLUMNS, *OPTIONAL_COLUMNS) if c in pq.read_schema(file).names]
+                    for batch in pq.ParquetFile(file).iter_batches(batch_size=batch_size, columns=columns):
+                        chunks, vectors = table_points(_table(batch, file))
+                        new = writer.not_stored(chunks)
+                        if new:
+                            keep = {c.point_id for c in new}
+                            rows_new = [i for i, c in enumerate(chunks) if c.point_id in keep]
+                            sparse_vectors = encoder.encode_documents([c.text for c in new]) if encoder else None
+                            writer.write(writer.points(new, vectors[rows_new], sparse_vectors), {})
+                        written += len(new)
+                        unchanged += len(chunks) - len(new)
+                        bar.update(len(chunks))
+        except KeyboardInterrupt:
+            if created:
+                drop_if_empty(opened, name, target)
+            raise RunInterrupted(
+                f"interrupted; {written} chunks were loaded into {name!r} at {target.location}. Run the same load "
+                "again to resume (chunks already stored are skipped)"
+            ) from None
+        except BaseException:
+            if created:
+                drop_if_empty(opened, name, target)
+            raise
+        finally:
+            if client is None:
+                opened.close()
+    result = LoadResult(
+        collection=name,
+        location=target.location,
+        folder=str(held.path),
+        files=len(held.files),
+        chunks=written + unchanged,
+        written=written,
+        unchanged=unchanged,
+        seconds=time.perf_counter() - started,
+    )
+    logger.info("Loaded %s", result.summary())
+    return result
+
+
+def _checked_rows(pq: Any, file: Path, dim: int) -> int:
+    """The rows of ``file``, once its schema is checked to hold points of ``dim``-dimensional vectors (before any
+    write: a file edited or written by hand fails here, naming what is wrong)."""
+    import pyarrow as pa
+
+    schema = pq.read_schema(file)
+    missing = [c for c in POINT_COLUMNS if c not in schema.names]
+    if missing:
+        raise ValueError(f"{file} lacks the column(s) {', '.join(missing)} that embed writes; re-run embed for it")
+    vector = schema.field("vector").type
+    fixed = pa.types.is_fixed_size_list(vector)
+    if not fixed or vector.list_size != dim or not pa.types.is_floating(vector.value_type):
+        raise ValueError(
+            f"{file}'s vector column is {vector}, not the fixed_size_list<float>[{dim}] the files' record says; "
+            "re-run embed for it"
+        )
+    return int(pq.read_metadata(file).num_rows)
+
+
+def _table(batch: Any, file: Path) -> Any:
+    """A record batch of ``file`` as a table, refusing rows without an id, document id, text, metadata or vector."""
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch])
+    for column in POINT_COLUMNS:
+        if table.column(column).null_count:
+            raise ValueError(f"{file} has a row without {column}; re-run embed for it")
+    return table
