@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from c2v_rag.cli.arguments import add_filter, add_qdrant_options, add_quiet, collection_from, filter_from
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
+from c2v_rag.core.wording import counted
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -52,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(result.model_dump_json())
     else:
         print(
-            f"deleted {result.documents_deleted} documents ({result.chunks_deleted} chunks) from {result.collection!r}"
+            f"deleted {counted(result.documents_deleted, 'document')} ({counted(result.chunks_deleted, 'chunk')}) "
+            f"from {result.collection!r}"
         )
     for doc_id in result.not_found:
         print(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from c2v_rag.core.wording import counted
+
 # Defined with the reading that records it (a ReadLog); re-exported here, with the results that list it.
 from c2v_rag.documents.files import SkippedInput
 
@@ -53,16 +55,18 @@ class IngestResult(BaseModel):
     def summary(self) -> str:
         unchanged = f" ({self.documents_unchanged} unchanged)" if self.documents_unchanged else ""
         text = (
-            f"{self.documents} documents{unchanged}, {self.chunks} chunks ({self.chunks_written} written, "
-            f"{self.chunks_unchanged} unchanged) into {self.collection!r} at {self.location} in "
-            f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
+            f"{counted(self.documents, 'document')}{unchanged}, {counted(self.chunks, 'chunk')} "
+            f"({self.chunks_written} written, {self.chunks_unchanged} unchanged) into {self.collection!r} at "
+            f"{self.location} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
         if self.files_skipped or self.records_skipped:
-            text += f"; skipped {self.files_skipped} files and {self.records_skipped} records"
+            skipped = f"{counted(self.files_skipped, 'file')} and {counted(self.records_skipped, 'record')}"
+            text += f"; skipped {skipped}"
         if self.documents_deleted:
-            text += f"; sync deleted {self.documents_deleted} documents ({self.chunks_deleted} chunks)"
+            deleted = f"{counted(self.documents_deleted, 'document')} ({counted(self.chunks_deleted, 'chunk')})"
+            text += f"; sync deleted {deleted}"
         if self.failed:
-            text += f"; {len(self.failed)} batches failed"
+            text += f"; {counted(len(self.failed), 'batch', 'batches')} failed"
         return text
 
 
@@ -86,10 +90,11 @@ class EmbedResult(BaseModel):
         return (self.chunks + self.unchanged) / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        counts = f"{self.chunks} chunks"
+        counts = counted(self.chunks, "chunk")
         if self.unchanged:
-            counts = f"{self.chunks + self.unchanged} chunks ({self.chunks} written, {self.unchanged} already there)"
+            total = counted(self.chunks + self.unchanged, "chunk")
+            counts = f"{total} ({self.chunks} written, {self.unchanged} already there)"
         return (
-            f"{self.documents} documents, {counts} into {len(self.files)} Parquet files under "
+            f"{counted(self.documents, 'document')}, {counts} into {counted(len(self.files), 'Parquet file')} under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )

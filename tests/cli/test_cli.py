@@ -244,12 +244,12 @@ def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant)
             raise AssertionError(f"no output; stderr: {process.stderr.read()}") from None
 
     try:
-        assert next_line().startswith("ingested 1 documents, ")
+        assert next_line().startswith("ingested 1 document, ")
         assert next_line().startswith(f"watching {folder} every 0.2 s")
         (folder / "b.txt").write_text(make_text(1, sentences=3), encoding="utf-8")
         assert " ingested 2 documents (1 unchanged), " in next_line()  # stamped with the time
         (folder / "a.txt").unlink()
-        assert "ingested 1 documents (1 unchanged), " in (line := next_line()) and "sync deleted 1 documents" in line
+        assert "ingested 1 document (1 unchanged), " in (line := next_line()) and "sync deleted 1 document " in line
         time.sleep(1)  # past the run's last lines: Ctrl-C now lands between runs, where it ends the watch
     finally:
         process.send_signal(signal.SIGINT)
@@ -375,7 +375,7 @@ def test_delete_takes_out_documents_by_id_file_and_filter_and_exits_1_on_one_it_
 
     assert main(["delete", "c1", "nope", *args]) == 1  # done, but one id named nothing
     captured = capsys.readouterr()
-    assert captured.out == f"deleted 1 documents ({chunks['c1']} chunks) from 'kb'\n"
+    assert captured.out == f"deleted 1 document ({chunks['c1']} chunks) from 'kb'\n"
     assert captured.err == "not found: 'nope' (no document of 'kb' has this id or came from there)\n"
     assert main(["delete", "--file", str(folder / "nested"), "--filter", '{"file_name": "b.md"}', "--json", *args]) == 0
     printed = json.loads(capsys.readouterr().out)
@@ -428,7 +428,7 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
     )
     model_and_store = ["--model", str(tiny_variant), "--path", str(tmp_path / "q"), "--chunk-size", "24", "-q"]
     assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--exclude", "a.txt"]) == 0
-    assert capsys.readouterr().out.startswith("ingested 1 documents")
+    assert capsys.readouterr().out.startswith("ingested 1 document,")
     (folder / "tide.py").write_text("def tide():\n    return 'high'\n", encoding="utf-8")
     assert main(["ingest", str(folder), *model_and_store, "--exclude", "*.jsonl", "--text-suffix", ".py"]) == 0
     assert capsys.readouterr().out.startswith("ingested 3 documents (1 unchanged)")  # a.txt and tide.py new

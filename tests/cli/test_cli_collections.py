@@ -65,7 +65,7 @@ def test_collections_lists_every_collection_with_its_record(tmp_path, tiny_varia
     assert [c.model_dump() for c in c2v_rag.list_collections(path=store)] == list(listed.values())
     assert main(["collections", "--path", str(store)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "foreign: 1 points, not made by c2v_rag"
+    assert lines[0] == "foreign: 1 point, not made by c2v_rag"
     assert lines[2].startswith(f"papers_v1 (alias: papers): {counts['papers_v1']} points, model ")
     assert lines[1] == f"notes: {counts['notes']} points, model {tiny_variant.resolve()} (64-dim)"
 

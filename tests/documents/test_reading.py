@@ -167,7 +167,7 @@ def test_on_error_continue_ingests_the_rest_and_counts_the_skips(tmp_path, rag):
     (folder / "b.txt").write_bytes(b"GIF89a\x01\x00")
     result = rag(folder, tmp_path / "store", on_error="continue")
     assert (result.documents, result.files_skipped, result.records_skipped) == (3, 1, 5)
-    assert "skipped 1 files and 5 records" in result.summary() and count(tmp_path / "store") == result.chunks
+    assert "skipped 1 file and 5 records" in result.summary() and count(tmp_path / "store") == result.chunks
 
 
 def test_with_raise_a_bad_record_stops_the_run_but_keeps_what_came_before(tmp_path, rag, ingest_config):

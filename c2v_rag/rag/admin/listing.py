@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from c2v_rag.core.wording import counted
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.store.collection import QdrantConfig, fingerprint_of, stored_vector_params
 from c2v_rag.store.errors import CollectionMismatchError
@@ -43,7 +44,7 @@ class CollectionSummary(BaseModel):
         """One line for a terminal: name, aliases, size and the recorded model."""
         aliases = f" (alias: {', '.join(self.aliases)})" if self.aliases else ""
         if not self.made_by_c2v_rag:
-            return f"{self.name}{aliases}: {self.points} points, not made by c2v_rag"
+            return f"{self.name}{aliases}: {counted(self.points, 'point')}, not made by c2v_rag"
         how = [f"{self.vector_size}-dim" if self.vector_size is not None else "", self.quantize or ""]
         if self.truncate_dim:
             how.append(f"truncate_dim={self.truncate_dim}")
@@ -51,7 +52,8 @@ class CollectionSummary(BaseModel):
             how.append("+ BM25")
         details = ", ".join(h for h in how if h and h != "none")
         model = self.model or "a model object"
-        return f"{self.name}{aliases}: {self.points} points, model {model}" + (f" ({details})" if details else "")
+        line = f"{self.name}{aliases}: {counted(self.points, 'point')}, model {model}"
+        return line + (f" ({details})" if details else "")
 
 
 def list_collections(target: QdrantConfig, client: Any = None) -> list[CollectionSummary]:

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from c2v_rag.core.extras import require
 from c2v_rag.core.progress_bar import unsized_terminal
+from c2v_rag.core.wording import counted
 from c2v_rag.rag.errors import RunInterrupted
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -64,8 +65,9 @@ class LoadResult(BaseModel):
 
     def summary(self) -> str:
         return (
-            f"{self.chunks} chunks ({self.written} written, {self.unchanged} already there) from {self.files} "
-            f"Parquet files in {self.folder} into {self.collection!r} at {self.location} in {self.seconds:.1f} s"
+            f"{counted(self.chunks, 'chunk')} ({self.written} written, {self.unchanged} already there) from "
+            f"{counted(self.files, 'Parquet file')} in {self.folder} into {self.collection!r} at {self.location} in "
+            f"{self.seconds:.1f} s"
         )
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from c2v_rag.core.progress_bar import unsized_terminal
+from c2v_rag.core.wording import counted
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.store.aliases import alias_target, switch_alias
@@ -53,7 +54,7 @@ class MigrateResult(BaseModel):
 
     def summary(self) -> str:
         return (
-            f"{self.points} points of {self.collection!r} at {self.source} copied into "
+            f"{counted(self.points, 'point')} of {self.collection!r} at {self.source} copied into "
             f"{self.target_collection!r} at {self.target} in {self.seconds:.1f} s"
             + (f"; alias {self.alias!r} points at it" if self.alias else "")
         )
