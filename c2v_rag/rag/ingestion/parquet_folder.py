@@ -26,12 +26,13 @@ import logging
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY, fingerprint_differences
 from c2v_rag.store.errors import StoreLockedError
+from c2v_rag.store.point_id_set import PointIdSet
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class EmbedFolder:
 
     path: Path
     recorded: dict[str, Any] | None = None
-    stored: frozenset[str] = frozenset()
+    stored: PointIdSet = field(default_factory=PointIdSet)
     files: tuple[Path, ...] = ()
 
     @classmethod
@@ -133,8 +134,14 @@ class EmbedFolder:
                     f"{folder} holds Parquet files written with different settings ({file.name}: "
                     f"{', '.join(differ)}); {fix}"
                 )
-        stored = pq.read_table(list(files), columns=["id"]).column("id").to_pylist() if ids else ()
-        return cls(folder, recorded, frozenset(stored), files)
+        stored = (
+            PointIdSet.from_arrow(
+                batch.column(0) for file in files for batch in pq.ParquetFile(file).iter_batches(columns=["id"])
+            )
+            if ids
+            else PointIdSet()
+        )
+        return cls(folder, recorded, stored, files)
 
     def check(self, record: Mapping[str, Any]) -> None:
         """Refuse a run whose ``record`` (:func:`embed_record`) differs from the folder's in what makes its vectors

@@ -58,6 +58,7 @@ from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
 from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
+from c2v_rag.store.point_id_set import PointIdSet
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -356,10 +357,11 @@ class ActorSink:
         """Take what the sink needs in the actor (a store client); nothing by default."""
 
     # The point ids stored when the run began (a snapshot the driver took), not embedded again; none by default.
-    stored: frozenset[str] = frozenset()
+    stored: PointIdSet = PointIdSet()
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        return [c for c in chunks if c.point_id not in self.stored]
+        held = self.stored.isin([c.point_id for c in chunks])
+        return [c for c, stored in zip(chunks, held) if not stored]
 
     def write(self, embedded: EmbeddedBatch) -> None:
         """Nothing by default: the batch goes back to Ray in :meth:`rows`."""
@@ -379,7 +381,7 @@ class ExportRows(ActorSink):
     and Ray Data writes the files; the first failed batch stops the run, as it does in one process."""
 
     # The point ids the folder's files held when the run began (earlier runs'): not embedded again.
-    stored: frozenset[str] = frozenset()
+    stored: PointIdSet = field(default_factory=PointIdSet)
     # What each file records (parquet_folder.embed_record).
     record: dict[str, Any] = field(default_factory=dict)
 
@@ -409,7 +411,7 @@ class ShipToDriver(DocumentRows):
     opens in one process only)."""
 
     # The point ids stored when the run began (a snapshot the driver took): not embedded again.
-    stored: frozenset[str] = frozenset()
+    stored: PointIdSet = field(default_factory=PointIdSet)
     ship: ClassVar[bool] = True
 
 

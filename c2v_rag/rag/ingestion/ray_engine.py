@@ -47,6 +47,7 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 from c2v_rag.rag.results import FailedBatch, IngestResult
 from c2v_rag.store.collection import QdrantConfig, config_fingerprint
+from c2v_rag.store.point_id_set import PointIdSet
 from c2v_rag.store.vectors import CollectionVectors
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class RayIngestRun:
                 self.target, self.collection, self.layout, fresh=self.created, retry=Retry.of(self.settings)
             )
         # The ids stored as the run begins, so that the actors embed nothing twice.
-        stored = frozenset() if self.created else frozenset(_stored_ids(self.client, self.collection))
+        stored = PointIdSet() if self.created else PointIdSet.from_ids(_stored_ids(self.client, self.collection))
         return ShipToDriver(stored=stored)
 
     def _job(self) -> EmbedJob:

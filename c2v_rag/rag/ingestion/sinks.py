@@ -30,6 +30,7 @@ from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchFailures, EmbeddedBatch, Sink
 from c2v_rag.rag.ingestion.points import Call, DocumentState, PendingChunk, PointWriter
 from c2v_rag.rag.ingestion.sync import SyncReport, delete_gone_documents
+from c2v_rag.store.point_id_set import PointIdSet
 
 if TYPE_CHECKING:
     from c2v_rag.documents.files import ReadLog
@@ -175,7 +176,7 @@ class ParquetSink:
         rows_per_file: int,
         *,
         record: Mapping[str, Any],
-        stored: Container[str] = frozenset(),
+        stored: PointIdSet | None = None,
         first_part: int = 0,
         seconds_per_file: float = FILE_SECONDS,
     ) -> None:
@@ -183,7 +184,7 @@ class ParquetSink:
         self.rows_per_file = rows_per_file
         self.seconds_per_file = seconds_per_file
         self.record = record
-        self.stored = stored
+        self.stored = stored if stored is not None else PointIdSet()
         self.files: list[str] = []
         self.rows = 0
         self.unchanged = 0  # chunks found in ``stored``: not embedded again
@@ -194,7 +195,8 @@ class ParquetSink:
         self._opened = 0.0
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        todo = [c for c in chunks if c.point_id not in self.stored]
+        held = self.stored.isin([c.point_id for c in chunks])
+        todo = [c for c, stored in zip(chunks, held) if not stored]
         self.unchanged += len(chunks) - len(todo)
         return todo
 

@@ -17,6 +17,7 @@ import c2v_rag  # noqa: E402
 from c2v_rag.rag import EmbedInterrupted  # noqa: E402
 from c2v_rag.rag.ingestion.parquet_folder import RECORD_KEY  # noqa: E402
 from c2v_rag.rag.ingestion.sinks import ParquetSink  # noqa: E402
+from c2v_rag.store.point_id_set import PointIdSet  # noqa: E402
 
 
 @pytest.fixture
@@ -220,7 +221,7 @@ def test_a_ctrl_c_right_after_a_batch_is_written_still_counts_it(tmp_path, tiny_
     chunks = [
         PendingChunk(f"p{i}", f"text {i}", {"doc_id": "d", "metadata": {"chunk_index": i}}, None) for i in range(3)
     ]
-    sink = ParquetSink(tmp_path, 1000, record={}, stored={"p0"})
+    sink = ParquetSink(tmp_path, 1000, record={}, stored=PointIdSet.from_ids(["p0"]))
     embedded = embedder.embed(ChunkBatch.of_documents([("d", chunks, None)]), sink)
     written = pq.ParquetWriter.write_table
 
