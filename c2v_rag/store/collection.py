@@ -486,7 +486,9 @@ def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str,
     vectors that ``fingerprint``'s model cannot be compared with. Fields the record lacks are not compared (it
     predates them); float and int8 vectors of one model search each other alike (measured), and a base model is
     compared only where both recorded its contents."""
-    stored = {**_FINGERPRINT_DEFAULTS, **stored}
+    # Both sides read a missing field as its default: two records from before a field (two files of one older embed
+    # run) do not differ on it.
+    stored, fingerprint = {**_FINGERPRINT_DEFAULTS, **stored}, {**_FINGERPRINT_DEFAULTS, **fingerprint}
     return [
         f
         for f in _FINGERPRINT_FIELDS

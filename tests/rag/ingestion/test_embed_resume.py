@@ -234,3 +234,14 @@ def test_a_ctrl_c_right_after_a_batch_is_written_still_counts_it(tmp_path, tiny_
         sink.write(embedded)
     sink.close()
     assert (sink.rows, sink.unchanged) == (pq.read_table(tmp_path).num_rows, 1) == (2, 1)
+
+
+def test_files_whose_records_predate_a_field_are_still_one_folder(tmp_path):
+    from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder, part_name, with_record
+
+    older = {"model": "m", "decoder": "d", "encoder": "e", "embedding_dim": 4, "chunk_size": 24, "chunk_overlap": 4}
+    for n in range(2):  # two files of one run of a version that recorded no quantize
+        pq.write_table(with_record(pa.table({"id": [f"p{n}"]}), older), tmp_path / part_name(n))
+    folder = EmbedFolder.read(tmp_path)
+    assert folder.recorded == older and set(folder.stored) == {"p0", "p1"}
+    folder.check({**older, "quantize": "none"})  # a float run today resumes it, as it resumes its own files
