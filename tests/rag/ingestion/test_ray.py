@@ -264,7 +264,7 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     )
     tables = [pq.read_table(r.files).sort_by("id") for r in (local, on_ray)]
     assert (local.chunks, local.documents) == (on_ray.chunks, on_ray.documents) == (tables[0].num_rows, 12)
-    for column in ("id", "doc_id", "chunk_index", "text", "metadata"):
+    for column in ("id", "doc_id", "chunk_index", "text", "metadata", "start_char", "end_char", "source_root"):
         assert tables[0].column(column).to_pylist() == tables[1].column(column).to_pylist(), column
     texts, indexes = tables[1].column("text").to_pylist(), tables[1].column("chunk_index").to_pylist()
     assert any(i and t.startswith("Title\n") for t, i in zip(texts, indexes)), "no later chunk led by its title"
@@ -280,6 +280,12 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     stored = points(tmp_path / "store")
     assert sorted(stored) == tables[0].column("id").to_pylist()
     assert np.abs(np.stack([stored[i][1] for i in tables[0].column("id").to_pylist()]) - vectors[0]).max() < 1e-5
+    # Loaded, Ray's files make the points the ingest made (but for the document hash only an ingest records).
+    c2v_rag.load_embedded(tmp_path / "ray", path=tmp_path / "store", collection="loaded", show_progress=False)
+    loaded = points(tmp_path / "store", "loaded")
+    assert {p: payload for p, (payload, _) in loaded.items()} == {
+        p: {k: v for k, v in payload.items() if k != "_doc_hash"} for p, (payload, _) in stored.items()
+    }
     # Ray resumes a folder a local run began: it embeds only the chunks no file holds, and the folder ends as one
     # whole run's.
     begun = c2v_rag.embed(
