@@ -40,7 +40,14 @@ from c2v_rag.rag.ingestion.points import PointWriter
 from c2v_rag.rag.ingestion.preflight import drop_if_empty, open_client
 from c2v_rag.rag.ingestion.sinks import Retry, retrying_call
 from c2v_rag.store.aliases import resolve_alias
-from c2v_rag.store.collection import QdrantConfig, check_payload_indexes, ensure_collection, fingerprint_of
+from c2v_rag.store.collection import (
+    QdrantConfig,
+    check_payload_indexes,
+    ensure_collection,
+    fingerprint_differences,
+    fingerprint_of,
+)
+from c2v_rag.store.errors import CollectionMismatchError
 from c2v_rag.store.sparse import BM25Config, BM25Encoder, resolve_sparse
 from c2v_rag.store.vectors import CollectionVectors
 
@@ -107,6 +114,7 @@ def load_embedded(
             with target.store_errors():
                 name = resolve_alias(opened, collection)  # an alias is loaded through to its collection
                 info = opened.get_collection(name) if opened.collection_exists(name) else None
+                _check_settings(fingerprint_of(info) if info is not None else None, fingerprint, name, target, held)
                 # An existing collection keeps its layout (a hybrid one gets BM25 vectors); sparse= asks for one.
                 layout = (
                     CollectionVectors.from_fingerprint(fingerprint_of(info), target)
@@ -163,6 +171,23 @@ def load_embedded(
     )
     logger.info("Loaded %s", result.summary())
     return result
+
+
+def _check_settings(
+    recorded: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, target: QdrantConfig, held: EmbedFolder
+) -> None:
+    """Refuse a collection that records another model or settings than the folder's files, naming both (the
+    store's own check, which ``ensure_collection`` makes too, words its fix for an ingest's flags)."""
+    if not recorded:
+        return  # a new collection, or another tool's (the store's check covers its vectors)
+    differ = fingerprint_differences(recorded, fingerprint)
+    if differ:
+        both = "; ".join(f"{f}={recorded.get(f)!r} there, {fingerprint.get(f)!r} in the files" for f in differ)
+        raise CollectionMismatchError(
+            f"collection {name!r} at {target.location} holds vectors made with another model or settings than "
+            f"{held.path}'s ({both}): they cannot be searched together. Load into another collection "
+            "(collection=...), or embed the documents again with the collection's model"
+        )
 
 
 def _checked_rows(pq: Any, file: Path, dim: int) -> int:

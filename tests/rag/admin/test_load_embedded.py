@@ -134,14 +134,24 @@ def test_bm25_vectors_are_the_ones_ingest_stores_and_a_hybrid_collection_keeps_i
 
 
 def test_another_models_collection_is_refused_before_anything_is_written(
-    tmp_path, folder, tiny_variant, tiny_variant_qwen, ingest_config
+    tmp_path, folder, tiny_variant, tiny_variant_qwen, tiny_model_factory, ingest_config
 ):
     store, vectors = tmp_path / "store", tmp_path / "vectors"
     c2v_rag.ingest(["one text"], collection="kb", path=store, model=str(tiny_variant_qwen), config=ingest_config)
     c2v_rag.embed(folder, vectors, model=str(tiny_variant), config=ingest_config)
-    with pytest.raises(CollectionMismatchError, match="kb"):
+    with pytest.raises(CollectionMismatchError, match=r"'kb' .* holds vectors made with another model") as refused:
         c2v_rag.load_embedded(vectors, collection="kb", path=store, show_progress=False)
+    assert "Load into another collection" in str(refused.value) and "decoder=" in str(refused.value)
     assert len(points(store, "kb")) == 1
+    # Another size of one model's vectors (truncate_dim), likewise: named, and nothing written.
+    sized = tmp_path / "sized"
+    tiny_model_factory("llama", max_length=128, matryoshka_dims=[32]).save_pretrained(sized)
+    c2v_rag.embed(folder, tmp_path / "full", model=str(sized), config=ingest_config)
+    c2v_rag.embed(folder, tmp_path / "short", model=str(sized), config=ingest_config, truncate_dim=32)
+    full = c2v_rag.load_embedded(tmp_path / "full", collection="full", path=store, show_progress=False)
+    with pytest.raises(CollectionMismatchError, match=r"truncate_dim=None there, 32 in the files"):
+        c2v_rag.load_embedded(tmp_path / "short", collection="full", path=store, show_progress=False)
+    assert len(points(store, "full")) == full.written
 
 
 @pytest.mark.parametrize("case", ["missing", "file", "empty", "not-embed", "bad-vectors"])
