@@ -48,6 +48,7 @@ FLAG_WORDING: tuple[tuple[str, str], ...] = (
     (r"\btruncate_dim=(\d+)", r"--truncate-dim \1"),
     (r"\bchunk_size=(\d+)", r"--chunk-size \1"),
     (r"\bcollection=\.\.\.", "--collection NAME"),
+    (r"\bmodel=\.\.\.", "--model MODEL"),
     (r"\bmode='?(dense|sparse|hybrid)'?", r"--mode \1"),
     (r"\bfusion='?(rrf|dbsf)'?", r"--fusion \1"),
     (r"\bsparse='?bm25'?", "--sparse bm25"),

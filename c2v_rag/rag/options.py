@@ -134,9 +134,27 @@ class ModelOptions(_Options):
         ``recorded`` (a collection's model) stands in when ``model`` is None."""
         key = (self.model, None if self.model is not None else recorded)
         if key not in self._resolved:
-            chosen = self if self.model is not None or recorded is None else self.model_copy(update={"model": recorded})
-            self._resolved[key] = ResolvedModel.of(chosen)
+            if self.model is not None or recorded is None:
+                self._resolved[key] = ResolvedModel.of(self)
+            else:
+                self._resolved[key] = _resolve_recorded(self.model_copy(update={"model": recorded}), recorded)
         return self._resolved[key]
+
+
+def _resolve_recorded(chosen: ModelOptions, recorded: str) -> ResolvedModel:
+    """The model a collection (or embed folder) recorded, resolved here; where this machine does not have it (the
+    vectors were made elsewhere: a cluster's path, a copied store), an error that says where the name came from and
+    how to name the same variant here."""
+    from c2v_rag.core.errors import VariantLoadError
+
+    try:
+        return ResolvedModel.of(chosen)
+    except VariantLoadError as err:
+        raise VariantLoadError(
+            f"the collection records its model as {recorded!r}, which is not found on this machine. Pass "
+            "model=... the same variant's folder (or preset) here: its weights are checked against the ones that "
+            "made the collection"
+        ) from err
 
 
 @dataclass(frozen=True)

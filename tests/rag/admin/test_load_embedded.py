@@ -20,6 +20,7 @@ from rag_helpers import make_text, stored_vectors  # noqa: E402
 
 import c2v_rag  # noqa: E402
 from c2v_rag.cli import main  # noqa: E402
+from c2v_rag.core.errors import VariantLoadError  # noqa: E402
 from c2v_rag.documents.payload_keys import DOC_HASH_KEY  # noqa: E402
 from c2v_rag.rag import CollectionMismatchError, RunInterrupted  # noqa: E402
 from c2v_rag.store.point_schema import SOURCE_ROOT_KEY  # noqa: E402
@@ -247,3 +248,23 @@ def test_the_command_loads_resumes_and_reports_ctrl_c(tmp_path, folder, tiny_var
             c2v_rag.load_embedded(vectors, collection="fresh", path=store, show_progress=False)
     with closing(QdrantClient(path=str(store))) as client:
         assert not client.collection_exists("fresh")  # created by the run, left empty: removed
+
+
+def test_a_folder_embedded_elsewhere_is_searched_with_the_variants_path_here(
+    tmp_path, folder, tiny_variant, ingest_config, capsys
+):
+    import shutil
+
+    there = tmp_path / "cluster" / "variant"  # where the embed ran
+    shutil.copytree(tiny_variant, there)
+    c2v_rag.embed(folder, tmp_path / "vectors", model=str(there), config=ingest_config)
+    shutil.rmtree(there)
+    store = tmp_path / "store"
+    c2v_rag.load_embedded(tmp_path / "vectors", collection="kb", path=store, show_progress=False)
+    with pytest.raises(VariantLoadError, match=rf"records its model as '{there}', which is not found on this machine"):
+        c2v_rag.search("tidal pools", collection="kb", path=store, rerank=None)
+    assert main(["search", "tidal pools", "--path", str(store), "--collection", "kb", "--rerank", "none"]) == 2
+    assert "Pass --model MODEL the same variant's folder" in capsys.readouterr().err
+    # The same weights under their path here: accepted (the weights are compared, not the path).
+    hits = c2v_rag.search("tidal pools", collection="kb", path=store, model=str(tiny_variant), rerank=None, top_k=1)
+    assert len(hits) == 1 and hits[0].id in points(store, "kb")
