@@ -79,7 +79,9 @@ class EmbedFolder:
         if folder.exists() and not folder.is_dir():
             raise NotADirectoryError(f"out={folder} is a file; pass a folder for the Parquet files")
         folder.mkdir(parents=True, exist_ok=True)
-        with _held(folder, f"another embed is writing into {folder}", "wait for it to end, or pass another folder"):
+        with _held(
+            folder, f"another embed (or a load) is using {folder}", "wait for it to end, or pass another folder"
+        ):
             yield cls.read(folder, fix="pass a new or empty folder (nothing is overwritten)")
 
     @classmethod

@@ -169,7 +169,7 @@ def test_a_second_run_into_a_folder_another_is_writing_is_refused_at_once(tmp_pa
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(StoreLockedError, match=f"another embed is writing into {out}"):
+        with pytest.raises(StoreLockedError, match=f"another embed \\(or a load\\) is using {out}"):
             c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)
         assert not list(out.glob("*.parquet"))
     finally:
