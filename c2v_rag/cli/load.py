@@ -34,6 +34,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_sparse(parser)
     add_payload_index(parser)
     parser.add_argument("--batch-size", type=int, default=256, help="rows read and stored together (default 256)")
+    parser.add_argument(
+        "--versioned",
+        action="store_true",
+        help="--collection is an alias: vectors of another model than its collection's go into a new NAME_vN, and "
+        "the alias moves to it once every chunk is stored (a switch without downtime; the previous version is kept)",
+    )
     add_quiet(parser)
     parser.set_defaults(on_interrupt="run it again to resume (chunks already stored are skipped)")
     return parser
@@ -47,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         payload_indexes=payload_indexes_from(args),
         batch_size=args.batch_size,
         show_progress=not args.quiet,
+        versioned=args.versioned,
     )
     print(f"loaded {result.summary()}")
     return EXIT_OK

@@ -363,6 +363,7 @@ class Collection:
         payload_indexes: dict[str, str] | None = None,
         batch_size: int = 256,
         show_progress: bool = True,
+        versioned: bool = False,
     ) -> LoadResult:
         """Store the chunks and vectors that ``embed`` wrote into ``folder`` in this collection, without embedding
         them again: the points an ingest of the same documents with the same model stores (ids, payloads, vectors),
@@ -376,6 +377,11 @@ class Collection:
                 existing collection keeps its own layout (a hybrid one gets them without it).
             payload_indexes: metadata key -> Qdrant index type, as for :meth:`ingest`.
             batch_size: rows read and upserted together. ``show_progress``: a bar of the chunks, with an ETA.
+            versioned: the name is an alias: vectors of another model or settings than its collection's go into a
+                new collection ``{name}_v{n+1}``, and the alias moves to it once every chunk is stored (the
+                previous version is kept; a stopped load resumes its version): a new model's vectors, embedded
+                elsewhere, switched in without downtime, as :meth:`reindex` does. Vectors of the collection's own
+                model and settings go into it.
 
         The files do not hold the hash by which a re-run of an ingest skips a whole unchanged document: a later
         :meth:`ingest` of the same documents chunks them again, embeds nothing and records it.
@@ -392,6 +398,7 @@ class Collection:
                 payload_indexes=payload_indexes,
                 batch_size=batch_size,
                 show_progress=show_progress,
+                versioned=versioned,
             )
 
     def delete_documents(
@@ -597,6 +604,7 @@ def load_embedded(
     payload_indexes: dict[str, str] | None = None,
     batch_size: int = 256,
     show_progress: bool = True,
+    versioned: bool = False,
     **kwargs: Unpack[OpenKeywords],
 ) -> LoadResult:
     """:meth:`Collection.load_embedded` into ``collection``, opened for this call with the store keywords of
@@ -604,7 +612,12 @@ def load_embedded(
     qdrant_url="http://qdrant:6333")``."""
     handle, _ = _handle("load_embedded", dict(kwargs), frozenset(), collection)
     return handle.load_embedded(
-        folder, sparse=sparse, payload_indexes=payload_indexes, batch_size=batch_size, show_progress=show_progress
+        folder,
+        sparse=sparse,
+        payload_indexes=payload_indexes,
+        batch_size=batch_size,
+        show_progress=show_progress,
+        versioned=versioned,
     )
 
 

@@ -14,6 +14,13 @@ from its text (no model is loaded).
 
 Points already in the collection are skipped, not rewritten (a later ingest's bookkeeping on them stays), so a load
 that stopped resumes when run again, and loading a folder that ``embed`` grew since loads only the new chunks.
+
+``versioned=True`` publishes the folder behind an alias, as a reindex does. Vectors of another model or settings than
+the alias' collection (or of a name not used yet) are loaded into a new collection ``{name}_v{n+1}`` (``{name}_v1``
+for the first), and the alias ``name`` moves to it in one request once every chunk is stored: readers of the alias
+never see it half loaded, and the previous version is kept. A versioned load that stopped before the switch left its
+version unaliased: the same load run again resumes it. Vectors of the alias' own model and settings (a folder that
+grew) go into its collection, as without ``versioned``.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from c2v_rag.rag.ingestion.parquet_rows import OPTIONAL_COLUMNS, POINT_COLUMNS, 
 from c2v_rag.rag.ingestion.points import PointWriter
 from c2v_rag.rag.ingestion.preflight import drop_if_empty, open_client
 from c2v_rag.rag.ingestion.sinks import Retry, retrying_call
-from c2v_rag.store.aliases import resolve_alias
+from c2v_rag.store.aliases import alias_target, next_version, resolve_alias, switch_alias, version_names
 from c2v_rag.store.collection import (
     QdrantConfig,
     check_payload_indexes,
@@ -69,13 +76,21 @@ class LoadResult(BaseModel):
     written: int
     unchanged: int
     seconds: float
+    # versioned=True: the alias now pointing at ``collection``, and the collection it pointed at before (kept)
+    alias: str | None = None
+    previous: str | None = None
 
     def summary(self) -> str:
-        return (
+        text = (
             f"{counted(self.chunks, 'chunk')} ({self.written} written, {self.unchanged} already there) from "
             f"{counted(self.files, 'Parquet file')} in {self.folder} into {self.collection!r} at {self.location} in "
             f"{self.seconds:.1f} s"
         )
+        if self.alias is not None:
+            text += f"; alias {self.alias!r} now points at it" + (
+                f" (it pointed at {self.previous!r}, which is kept)" if self.previous else ""
+            )
+        return text
 
 
 def load_embedded(
@@ -88,6 +103,7 @@ def load_embedded(
     payload_indexes: dict[str, str] | None = None,
     batch_size: int = 256,
     show_progress: bool = True,
+    versioned: bool = False,
 ) -> LoadResult:
     """Store the rows of the ``embed`` folder ``folder`` in ``collection`` at ``target``:
     :meth:`c2v_rag.Collection.load_embedded`, which documents the arguments; ``client`` is an open client to use
@@ -110,9 +126,13 @@ def load_embedded(
             else client
         )
         name, created, written, unchanged = collection, False, 0, 0
+        publish: tuple[str, str | None] | None = None  # versioned: the alias to switch, and its collection now
         try:
             with target.store_errors():
-                name = resolve_alias(opened, collection)  # an alias is loaded through to its collection
+                if versioned:
+                    name, publish = _version_to_load(opened, collection, fingerprint)
+                else:
+                    name = resolve_alias(opened, collection)  # an alias is loaded through to its collection
                 info = opened.get_collection(name) if opened.collection_exists(name) else None
                 _check_settings(fingerprint_of(info) if info is not None else None, fingerprint, name, target, held)
                 # An existing collection keeps its layout (a hybrid one gets BM25 vectors); sparse= asks for one.
@@ -145,6 +165,8 @@ def load_embedded(
                         written += len(new)
                         unchanged += len(chunks) - len(new)
                         bar.update(len(chunks))
+                if publish is not None:
+                    switch_alias(opened, publish[0], name)  # every chunk stored: readers move in one request
         except KeyboardInterrupt:
             if created:
                 drop_if_empty(opened, name, target)
@@ -168,9 +190,37 @@ def load_embedded(
         written=written,
         unchanged=unchanged,
         seconds=time.perf_counter() - started,
+        alias=publish[0] if publish else None,
+        previous=publish[1] if publish else None,
     )
     logger.info("Loaded %s", result.summary())
     return result
+
+
+def _version_to_load(client: Any, alias: str, fingerprint: dict[str, Any]) -> tuple[str, tuple[str, str | None] | None]:
+    """A versioned load's collection, and (the alias, the collection it points at now) to switch once it is loaded:
+    the alias' collection where it holds vectors of the same model and settings (nothing to switch); else the version
+    a stopped load of these vectors left unaliased; else the next version."""
+    current = alias_target(client, alias)
+    if current is None and client.collection_exists(alias):
+        raise ValueError(
+            f"collection {alias!r} is a plain collection, not an alias, so versioned=True cannot publish behind it "
+            "(Qdrant names cannot be both): c2v_rag.reindex(..., convert=True) puts it behind an alias first, or "
+            "load without versioned="
+        )
+    if current is not None and _same_vectors(client, current, fingerprint):
+        return current, None  # more chunks of the same vectors: added where readers already read
+    versions = version_names(client, alias)
+    if versions and versions[-1] != current and _same_vectors(client, versions[-1], fingerprint):
+        # newer than the alias' collection: a versioned load of these vectors that stopped before the switch
+        logger.info("Resuming %r, which a stopped load of these vectors left unpublished", versions[-1])
+        return versions[-1], (alias, current)
+    return next_version(client, alias), (alias, current)
+
+
+def _same_vectors(client: Any, collection: str, fingerprint: dict[str, Any]) -> bool:
+    recorded = fingerprint_of(client.get_collection(collection))
+    return recorded is not None and not fingerprint_differences(recorded, fingerprint)
 
 
 def _check_settings(

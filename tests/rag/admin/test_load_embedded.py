@@ -268,3 +268,53 @@ def test_a_folder_embedded_elsewhere_is_searched_with_the_variants_path_here(
     # The same weights under their path here: accepted (the weights are compared, not the path).
     hits = c2v_rag.search("tidal pools", collection="kb", path=store, model=str(tiny_variant), rerank=None, top_k=1)
     assert len(hits) == 1 and hits[0].id in points(store, "kb")
+
+
+def test_a_versioned_load_publishes_a_new_models_vectors_behind_the_alias_once_complete(
+    tmp_path, folder, tiny_variant, tiny_variant_qwen, ingest_config, capsys
+):
+    store = tmp_path / "store"
+    llama, qwen = tmp_path / "llama", tmp_path / "qwen"
+    c2v_rag.embed(folder, llama, model=str(tiny_variant), config=ingest_config, rows_per_file=10)
+    c2v_rag.embed(folder, qwen, model=str(tiny_variant_qwen), config=ingest_config, rows_per_file=10)
+    handle = c2v_rag.open_collection("kb", path=store)
+
+    first = handle.load_embedded(llama, versioned=True, show_progress=False)
+    assert (first.collection, first.alias, first.previous) == ("kb_v1", "kb", None)
+    assert handle.recorded()["model"] == str(tiny_variant)  # read through the alias
+    # The folder grew (another run of embed): same vectors, so into the alias' collection, nothing to switch.
+    again = handle.load_embedded(llama, versioned=True, show_progress=False)
+    assert (again.collection, again.alias, again.written) == ("kb_v1", None, 0)
+
+    # Another model's vectors: a new version, stopped after its first batch, left unpublished ...
+    import c2v_rag.rag.ingestion.points as points_module
+
+    real_write, calls = points_module.PointWriter.write, []
+
+    def stopped_after_one(self, *args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real_write(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(points_module.PointWriter, "write", stopped_after_one)
+        with pytest.raises(RunInterrupted, match="were loaded into 'kb_v2'"):
+            handle.load_embedded(qwen, versioned=True, batch_size=4, show_progress=False)
+    assert handle.recorded()["model"] == str(tiny_variant) and 0 < len(points(store, "kb_v2")) < first.chunks
+    # ... which the same load run again resumes, then publishes; the previous version is kept.
+    resumed = handle.load_embedded(qwen, versioned=True, show_progress=False)
+    assert (resumed.collection, resumed.alias, resumed.previous) == ("kb_v2", "kb", "kb_v1")
+    assert resumed.unchanged == len(points(store, "kb_v2")) - resumed.written > 0
+    assert handle.recorded()["model"] == str(tiny_variant_qwen) and len(points(store, "kb_v1")) == first.chunks
+    assert "alias 'kb' now points at it (it pointed at 'kb_v1', which is kept)" in resumed.summary()
+    hits = c2v_rag.search(make_text(3, sentences=1), collection="kb", path=store, rerank=None, top_k=3)
+    assert {h.id for h in hits} <= set(points(store, "kb_v2"))  # searched with the new version's model, no flag
+
+    # A plain collection has no alias to publish behind.
+    c2v_rag.load_embedded(llama, collection="plain", path=store, show_progress=False)
+    with pytest.raises(ValueError, match="'plain' is a plain collection, not an alias"):
+        c2v_rag.load_embedded(llama, collection="plain", path=store, versioned=True, show_progress=False)
+    capsys.readouterr()
+    assert main(["load", str(llama), "--path", str(store), "--collection", "kb", "--versioned", "-q"]) == 0
+    assert "into 'kb_v3' at" in (out := capsys.readouterr().out) and "(it pointed at 'kb_v2', which is kept)" in out
