@@ -99,8 +99,9 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         listing = _listing(root, options, log)
         if not listing.files:
             raise ValueError(listing.nothing_to_read(path, options))
-        log.file_sizes.extend(_content_size(file, listing.sizes[file], options) for file in listing.files)
-        return str(root), listing.files
+        files = _not_refused(listing.files, options, log)
+        log.file_sizes.extend(_content_size(file, listing.sizes[file], options) for file in files)
+        return str(root), files
     fmt = format_of(root, options.text_suffixes)
     if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
         inner = Path(root.stem).suffix.lower()
@@ -124,8 +125,25 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         raise missing
     if not os.access(root, os.R_OK):
         raise PermissionError(f"{path} is not readable (permission denied); fix its permissions")
-    log.file_sizes.append(fmt.content_size(root, root.stat().st_size))
-    return str(root), [root]
+    files = _not_refused([root], options, log)
+    log.file_sizes.extend(fmt.content_size(file, file.stat().st_size) for file in files)
+    return str(root), files
+
+
+def _not_refused(files: list[Path], options: ReadOptions, log: ReadLog) -> list[Path]:
+    """``files`` but those their format refuses (:meth:`FileFormat.refuses`): raised with the reason, before any
+    reading (``on_error="raise"``), or skipped and recorded."""
+    kept = []
+    for file in files:
+        fmt = format_of(file, options.text_suffixes)
+        reason = fmt.refuses(file) if fmt is not None else None
+        if reason is None:
+            kept.append(file)
+        elif options.on_error == "raise":
+            raise ValueError(f"{file}: {reason}")
+        else:
+            log.skip_file(file, reason)
+    return kept
 
 
 def _content_size(file: Path, size: int, options: ReadOptions) -> int:

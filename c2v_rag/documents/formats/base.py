@@ -44,6 +44,12 @@ class FileFormat(ABC):
         compressed file, by the suffix under it)."""
         return True
 
+    def refuses(self, file: Path) -> str | None:
+        """Why ``file``, though of this format, must not be read as documents, as far as a look before any reading
+        tells (a listing asks for each file, so that an ingest refuses it before the model loads, or skips it
+        under ``on_error="continue"``); None to read it."""
+        return None
+
     def content_size(self, file: Path, size: int) -> int:
         """How many bytes reading ``file`` (``size`` bytes on disk) goes through, as far as can be told without
         reading it: a progress bar weights the file by it. Its size, unless it is compressed."""

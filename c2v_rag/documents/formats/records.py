@@ -44,6 +44,27 @@ class Parquet(FileFormat):
     suffixes = (".parquet",)
     requires = (Requirement("pyarrow", "pyarrow", "parquet"),)
 
+    def refuses(self, file: Path) -> str | None:
+        """An ``embed`` file: its rows are chunks with their vectors, which read as documents would be chunked and
+        embedded again (its footer tells, read without the rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            metadata = pq.read_schema(file).metadata
+        except (OSError, pa.ArrowException):
+            return None  # not readable as Parquet: reading it says so
+        return self._refusal(metadata, file)
+
+    @staticmethod
+    def _refusal(metadata: dict[bytes, bytes] | None, file: Path) -> str | None:
+        if RECORD_METADATA_KEY.encode() not in (metadata or {}):
+            return None
+        return (
+            "it holds the chunks and vectors that c2v-rag embed wrote, not documents; store them with "
+            f"`c2v-rag load {file.parent}` (c2v_rag.load_embedded), which does not embed them again"
+        )
+
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         from c2v_rag.core.extras import require
 
@@ -54,12 +75,7 @@ class Parquet(FileFormat):
             log.skip_file(file, "not a Parquet file (no PAR1 signature)")
             return
         table = parquet.ParquetFile(file)
-        if RECORD_METADATA_KEY.encode() in (table.schema_arrow.metadata or {}):
-            # Its rows are chunks with their vectors: read as documents, each would be chunked and embedded again.
-            reason = (
-                f"it holds the chunks and vectors that c2v-rag embed wrote, not documents; store them with "
-                f"`c2v-rag load {file.parent}` (c2v_rag.load_embedded), which does not embed them again"
-            )
+        if (reason := self._refusal(table.schema_arrow.metadata, file)) is not None:  # written since it was listed
             if options.on_error == "raise":
                 raise ValueError(f"{file}: {reason}")
             log.skip_file(file, reason)

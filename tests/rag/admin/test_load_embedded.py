@@ -218,8 +218,12 @@ def test_a_sync_after_a_load_deletes_the_documents_gone_from_the_folder(tmp_path
 def test_ingest_refuses_embeds_files_and_names_load(tmp_path, folder, tiny_variant, ingest_config):
     vectors = tmp_path / "vectors"
     c2v_rag.embed(folder, vectors, model=str(tiny_variant), config=ingest_config)
-    with pytest.raises(ValueError, match=r"c2v-rag embed wrote, not documents; store them with `c2v-rag load "):
-        c2v_rag.ingest(vectors, path=tmp_path / "store", model=str(tiny_variant), config=ingest_config)
+    refusal = r"c2v-rag embed wrote, not documents; store them with `c2v-rag load "
+    # Refused as the folder is listed, before the model is even looked for (this one does not exist).
+    with pytest.raises(ValueError, match=refusal):
+        c2v_rag.ingest(vectors, path=tmp_path / "store", model=str(tmp_path / "no-variant"), config=ingest_config)
+    with pytest.raises(ValueError, match=refusal):  # a file named alone, likewise
+        c2v_rag.ingest(sorted(vectors.glob("*.parquet"))[0], path=tmp_path / "store", config=ingest_config)
     skipped = c2v_rag.ingest(
         vectors, path=tmp_path / "store", model=str(tiny_variant), config=ingest_config, on_error="continue"
     )
