@@ -97,7 +97,9 @@ class EmbedFolder:
                 if folder.exists()
                 else f"{folder} does not exist; pass the folder (--out) that c2v-rag embed wrote"
             )
-        with _held(folder, f"an embed is writing into {folder}", "load it once that run has ended", optional=True):
+        with _held(
+            folder, f"another embed or load is using {folder}", "load it once that run has ended", optional=True
+        ):
             fix = "move the other files out, or load each run's files from a folder of their own"
             held = cls.read(folder, ids=False, fix=fix)
             if not held.files:
@@ -207,12 +209,14 @@ def _held(folder: Path, busy: str, fix: str, *, optional: bool = False) -> Itera
         if not optional:
             raise
         logger.debug("Reading %s without its lock: the folder is read-only", folder)
-        yield
-        return
+        held = False
+    else:
+        held = True
     try:
         yield
     finally:
-        lock.release()
+        if held:
+            lock.release()
 
 
 def differences(recorded: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:

@@ -322,3 +322,17 @@ def test_a_versioned_load_publishes_a_new_models_vectors_behind_the_alias_once_c
     capsys.readouterr()
     assert main(["load", str(llama), "--path", str(store), "--collection", "kb", "--versioned", "-q"]) == 0
     assert "into 'kb_v3' at" in (out := capsys.readouterr().out) and "(it pointed at 'kb_v2', which is kept)" in out
+
+
+def test_a_folder_an_embed_is_writing_is_refused_until_it_ends(tmp_path, folder, tiny_variant, ingest_config):
+    from c2v_rag.rag import StoreLockedError
+    from c2v_rag.rag.ingestion.parquet_folder import EmbedFolder
+
+    vectors = tmp_path / "vectors"
+    c2v_rag.embed(folder, vectors, model=str(tiny_variant), config=ingest_config)
+    with EmbedFolder.locked(vectors):  # as a run of embed into it holds it
+        with pytest.raises(
+            StoreLockedError, match="another embed or load is using .*; load it once that run has ended"
+        ):
+            c2v_rag.load_embedded(vectors, collection="kb", path=tmp_path / "store", show_progress=False)
+    assert c2v_rag.load_embedded(vectors, collection="kb", path=tmp_path / "store", show_progress=False).written > 0
