@@ -97,6 +97,21 @@ class ReindexKeywords(TypedDict, total=False):
 REINDEX_KEYS = frozenset(ReindexKeywords.__annotations__)
 
 
+class LoadKeywords(TypedDict, total=False):
+    """What loading an ``embed`` folder takes besides the folder (:func:`~c2v_rag.rag.admin.load_embedded.
+    load_embedded` holds the defaults: ``sparse=None``, ``payload_indexes=None``, ``batch_size=256``,
+    ``show_progress=True``, ``versioned=False``)."""
+
+    sparse: Literal["bm25"] | BM25Config | None
+    payload_indexes: dict[str, str] | None
+    batch_size: int
+    show_progress: bool
+    versioned: bool
+
+
+LOAD_KEYS = frozenset(LoadKeywords.__annotations__)
+
+
 class CheckedCollection(NamedTuple):
     """What :meth:`Collection.check_model` found: the concrete collection behind the name (an alias resolved), the
     prefix size it stores (None: whole vectors) and its record (``{}`` for a collection another tool made)."""
@@ -355,16 +370,7 @@ class Collection:
         name = to.name if to.name != self.name else None  # None: the copy keeps the concrete name, and the alias
         return migrate_collection(self.name, self.target, to.target, name, batch_size, show_progress)
 
-    def load_embedded(
-        self,
-        folder: str | os.PathLike[str],
-        *,
-        sparse: str | BM25Config | None = None,
-        payload_indexes: dict[str, str] | None = None,
-        batch_size: int = 256,
-        show_progress: bool = True,
-        versioned: bool = False,
-    ) -> LoadResult:
+    def load_embedded(self, folder: str | os.PathLike[str], **kwargs: Unpack[LoadKeywords]) -> LoadResult:
         """Store the chunks and vectors that ``embed`` wrote into ``folder`` in this collection, without embedding
         them again: the points an ingest of the same documents with the same model stores (ids, payloads, vectors),
         the collection recording that model (made from the files' record when new, refused when it holds another
@@ -388,18 +394,9 @@ class Collection:
         """
         from c2v_rag.rag.admin.load_embedded import load_embedded
 
+        (given,) = split_keywords("load_embedded", kwargs, LOAD_KEYS)
         with self._opened() as client:
-            return load_embedded(
-                folder,
-                self.name,
-                self.target,
-                client=client,
-                sparse=sparse,
-                payload_indexes=payload_indexes,
-                batch_size=batch_size,
-                show_progress=show_progress,
-                versioned=versioned,
-            )
+            return load_embedded(folder, self.name, self.target, client=client, **given)
 
     def delete_documents(
         self,
@@ -596,29 +593,18 @@ def delete_documents(
     return handle.delete_documents(doc_ids, files=files, filter=filter, show_progress=show_progress)
 
 
+class _Load(OpenKeywords, LoadKeywords, total=False):
+    pass
+
+
 def load_embedded(
-    folder: str | os.PathLike[str],
-    *,
-    collection: str = DEFAULT_COLLECTION,
-    sparse: str | BM25Config | None = None,
-    payload_indexes: dict[str, str] | None = None,
-    batch_size: int = 256,
-    show_progress: bool = True,
-    versioned: bool = False,
-    **kwargs: Unpack[OpenKeywords],
+    folder: str | os.PathLike[str], collection: str = DEFAULT_COLLECTION, **kwargs: Unpack[_Load]
 ) -> LoadResult:
     """:meth:`Collection.load_embedded` into ``collection``, opened for this call with the store keywords of
     :class:`Collection` (no model loads): ``c2v_rag.load_embedded("vectors/", collection="papers",
     qdrant_url="http://qdrant:6333")``."""
-    handle, _ = _handle("load_embedded", dict(kwargs), frozenset(), collection)
-    return handle.load_embedded(
-        folder,
-        sparse=sparse,
-        payload_indexes=payload_indexes,
-        batch_size=batch_size,
-        show_progress=show_progress,
-        versioned=versioned,
-    )
+    handle, rest = _handle("load_embedded", dict(kwargs), LOAD_KEYS, collection)
+    return handle.load_embedded(folder, **rest)
 
 
 def list_collections(

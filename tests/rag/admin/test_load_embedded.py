@@ -177,6 +177,8 @@ def test_a_folder_embed_did_not_write_is_refused_with_the_fix(tmp_path, folder, 
         "not-embed": "holds Parquet files that embed did not write (mine.parquet); move the other files out",
         "bad-vectors": "vector column is fixed_size_list<element: float>[3]",
     }[case]
+    with pytest.raises(TypeError, match="colection"):  # a misspelt keyword, refused before anything is read
+        c2v_rag.load_embedded(given, colection="kb", path=store)  # type: ignore[call-arg]
     with pytest.raises((ValueError, FileNotFoundError, FileExistsError)) as refused:
         c2v_rag.load_embedded(given, collection="kb", path=store, show_progress=False)
     assert words in str(refused.value)
