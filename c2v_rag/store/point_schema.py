@@ -181,27 +181,30 @@ def payload_text(payload: Mapping[str, Any]) -> str:
     """The chunk text of a payload written by c2v_rag, LangChain or LlamaIndex."""
     if isinstance(payload.get(CONTENT_KEY), str):
         return payload[CONTENT_KEY]
-    node_json = payload.get("_node_content")
-    if isinstance(node_json, str):
-        try:
-            return str(json.loads(node_json).get("text", ""))
-        except ValueError:
-            return ""
+    node = _serialized_node(payload)
+    if node is not None:
+        return str(node.get("text", ""))
     return str(payload.get("text", ""))
 
 
 def payload_char_span(payload: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """Where a chunk of a c2v_rag or LlamaIndex payload starts and ends in its document's text (None: not recorded),
     from the node LlamaIndex serialized into it."""
-    node_json = payload.get("_node_content")
-    if not isinstance(node_json, str):
-        return None, None
-    try:
-        node = json.loads(node_json)
-    except ValueError:
-        return None, None
+    node = _serialized_node(payload) or {}
     start, end = node.get("start_char_idx"), node.get("end_char_idx")
     return (start if isinstance(start, int) else None), (end if isinstance(end, int) else None)
+
+
+def _serialized_node(payload: Mapping[str, Any]) -> Any:
+    """The node LlamaIndex serialized into a payload (``_node_content``, parsed); None where the payload has none,
+    ``{}`` where it is not JSON."""
+    node_json = payload.get("_node_content")
+    if not isinstance(node_json, str):
+        return None
+    try:
+        return json.loads(node_json)
+    except ValueError:
+        return {}
 
 
 def payload_metadata(payload: Mapping[str, Any]) -> dict[str, Any]:
