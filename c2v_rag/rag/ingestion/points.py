@@ -31,6 +31,7 @@ from c2v_rag.store.point_schema import DOC_ID_KEY, PAYLOAD_LAYOUT, SOURCE_ROOT_K
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.source_document import SourceDocument
+    from c2v_rag.store.point_id_set import PointIdSet
     from c2v_rag.store.vectors import CollectionVectors
 
 T = TypeVar("T")
@@ -70,6 +71,12 @@ def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[Pend
     for chunk in chunker.iter_chunks(doc.text, doc.lead):
         pid, payload = chunk_point(doc, chunk)
         yield PendingChunk(pid, chunk.text, payload, doc.source_root, chunk.end_char)
+
+
+def not_in(stored: PointIdSet, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+    """The ``chunks`` whose point ids ``stored`` (a snapshot of ids taken as a run began) does not hold, in order."""
+    held = stored.isin([c.point_id for c in chunks])
+    return [c for c, is_held in zip(chunks, held) if not is_held]
 
 
 def document_fingerprint(doc: SourceDocument) -> str:

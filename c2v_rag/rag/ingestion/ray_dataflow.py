@@ -56,7 +56,14 @@ from c2v_rag.documents.reading import progress_weight
 from c2v_rag.rag.ingestion.parquet_folder import with_record
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBatch
-from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, document_chunks, document_fingerprint, document_hash
+from c2v_rag.rag.ingestion.points import (
+    PendingChunk,
+    PointWriter,
+    document_chunks,
+    document_fingerprint,
+    document_hash,
+    not_in,
+)
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 from c2v_rag.store.point_id_set import PointIdSet
 
@@ -360,8 +367,7 @@ class ActorSink:
     stored: PointIdSet = PointIdSet()
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        held = self.stored.isin([c.point_id for c in chunks])
-        return [c for c, stored in zip(chunks, held) if not stored]
+        return not_in(self.stored, chunks)
 
     def write(self, embedded: EmbeddedBatch) -> None:
         """Nothing by default: the batch goes back to Ray in :meth:`rows`."""

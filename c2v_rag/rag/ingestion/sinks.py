@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from c2v_rag.rag.ingestion.parquet_folder import in_progress, part_name, with_record
 from c2v_rag.rag.ingestion.parquet_rows import chunk_table
 from c2v_rag.rag.ingestion.pipeline import BatchFailures, EmbeddedBatch, Sink
-from c2v_rag.rag.ingestion.points import Call, DocumentState, PendingChunk, PointWriter
+from c2v_rag.rag.ingestion.points import Call, DocumentState, PendingChunk, PointWriter, not_in
 from c2v_rag.rag.ingestion.sync import SyncReport, delete_gone_documents
 from c2v_rag.store.point_id_set import PointIdSet
 
@@ -195,8 +195,7 @@ class ParquetSink:
         self._opened = 0.0
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
-        held = self.stored.isin([c.point_id for c in chunks])
-        todo = [c for c, stored in zip(chunks, held) if not stored]
+        todo = not_in(self.stored, chunks)
         self.unchanged += len(chunks) - len(todo)
         return todo
 
