@@ -118,7 +118,9 @@ def load_embedded(
     with EmbedFolder.loading(folder) as held:
         assert held.recorded is not None  # loading() refuses a folder without embed's files
         fingerprint = record_fingerprint(held.recorded)
-        rows = sum(_checked_rows(pq, file, fingerprint["embedding_dim"]) for file in held.files)
+        # Each file's footer read once: checked, counted and its columns picked before any write, then reused.
+        footers = [_checked_footer(pq, file, fingerprint["embedding_dim"]) for file in held.files]
+        rows = sum(metadata.num_rows for metadata, _ in footers)
         retry = Retry.of(IngestConfig())
         opened = (
             open_client(target, attempts=retry.attempts, initial_wait=retry.initial_wait, max_wait=retry.max_wait)
@@ -152,9 +154,9 @@ def load_embedded(
                 **unsized_terminal(sys.stderr),
             )
             with bar, target.store_errors():
-                for file in held.files:
-                    columns = [c for c in (*POINT_COLUMNS, *OPTIONAL_COLUMNS) if c in pq.read_schema(file).names]
-                    for batch in pq.ParquetFile(file).iter_batches(batch_size=batch_size, columns=columns):
+                for file, (metadata, columns) in zip(held.files, footers):
+                    parquet = pq.ParquetFile(file, metadata=metadata)  # one file open at a time
+                    for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
                         chunks, vectors = table_points(_table(batch, file))
                         new = writer.not_stored(chunks)
                         if new:
@@ -240,12 +242,14 @@ def _check_settings(
         )
 
 
-def _checked_rows(pq: Any, file: Path, dim: int) -> int:
-    """The rows of ``file``, once its schema is checked to hold points of ``dim``-dimensional vectors (before any
-    write: a file edited or written by hand fails here, naming what is wrong)."""
+def _checked_footer(pq: Any, file: Path, dim: int) -> tuple[Any, list[str]]:
+    """``file``'s footer (``FileMetaData``) and the columns to read of it, once its schema is checked to hold points
+    of ``dim``-dimensional vectors (before any write: a file edited or written by hand fails here, naming what is
+    wrong)."""
     import pyarrow as pa
 
-    schema = pq.read_schema(file)
+    metadata = pq.read_metadata(file)
+    schema = metadata.schema.to_arrow_schema()
     missing = [c for c in POINT_COLUMNS if c not in schema.names]
     if missing:
         raise ValueError(f"{file} lacks the column(s) {', '.join(missing)} that embed writes; re-run embed for it")
@@ -256,7 +260,7 @@ def _checked_rows(pq: Any, file: Path, dim: int) -> int:
             f"{file}'s vector column is {vector}, not the fixed_size_list<float>[{dim}] the files' record says; "
             "re-run embed for it"
         )
-    return int(pq.read_metadata(file).num_rows)
+    return metadata, [c for c in (*POINT_COLUMNS, *OPTIONAL_COLUMNS) if c in schema.names]
 
 
 def _table(batch: Any, file: Path) -> Any:
