@@ -297,5 +297,5 @@ def add_file_selection(parser: argparse.ArgumentParser) -> None:
         dest="text_suffixes",
         metavar="SUFFIX",
         help="also read files with this suffix, as plain text: source code, logs, configuration (.py, .log; "
-        "repeatable)",
+        "'' for files without a suffix, such as NEWS or INTRO; repeatable)",
     )

@@ -27,5 +27,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{fmt.name:{names}s}  {' '.join(fmt.suffixes):{suffixes}s}  {status}")
     names_read = ", ".join(sorted(name.upper() for name in DOCUMENTATION_NAMES))
     print(f"\nAs plain text too: {names_read} without a suffix, and README.* (README.Debian).")
-    print("Other suffixes are read as plain text when named: --text-suffix .py (text_suffixes=[...] in Python).")
+    print(
+        "Other suffixes are read as plain text when named: --text-suffix .py, and --text-suffix '' for every file "
+        "without a suffix (text_suffixes=[...] in Python)."
+    )
     return 0

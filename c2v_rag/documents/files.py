@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import stat
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -29,8 +30,9 @@ from pydantic import BaseModel, Field
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.wording import in_words
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
+from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
-from c2v_rag.documents.sniffing import binary_reason, file_head
+from c2v_rag.documents.sniffing import HEAD_BYTES, binary_reason, file_head
 from c2v_rag.documents.source_document import SourceDocument
 
 logger = logging.getLogger(__name__)
@@ -103,22 +105,18 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
         log.file_sizes.extend(_content_size(file, listing.sizes[file], options) for file in files)
         return str(root), files
     fmt = format_of(root, options.text_suffixes)
-    if fmt is None and root.suffix.lower() in SUPPORTED_SUFFIXES:  # compressed, and no format reads what is inside
-        inner = Path(root.stem).suffix.lower()
-        as_text = f"; to read it as text pass text_suffixes=[{inner!r}] (--text-suffix {inner})" if inner else ""
-        raise ValueError(
-            f"{path}: a compressed file of a type c2v_rag does not read ({inner or 'no suffix'} inside "
-            f"{root.suffix.lower()}; {FORMATS_COMMAND}){as_text}"
-        )
     if fmt is None:
-        suffix = root.suffix.lower()
-        as_text = (
-            f", or pass text_suffixes=[{suffix!r}] (--text-suffix {suffix}) to read it as text"
-            if suffix and _looks_like_text(root)
-            else ""
-        )
+        suffix = _type_suffix(root)
+        as_text = f"; to read it as text, {_as_text_fix([suffix])}" if _looks_like_text(root) else ""
+        if root.suffix.lower() in COMPRESSED_SUFFIXES:
+            raise ValueError(
+                f"{path}: a compressed file of a type c2v_rag does not read ({suffix or 'no suffix'} inside "
+                f"{root.suffix.lower()}; {FORMATS_COMMAND}){as_text}"
+            )
+        if not suffix:
+            raise ValueError(f"{path}: a file without a suffix, of no type c2v_rag reads ({FORMATS_COMMAND}){as_text}")
         raise ValueError(
-            f"{path}: unsupported file type {root.suffix!r} ({FORMATS_COMMAND}); convert it to one of those{as_text}"
+            f"{path}: unsupported file type {suffix!r} ({FORMATS_COMMAND}); convert it to one of those{as_text}"
         )
     missing = fmt.missing()
     if missing is not None:
@@ -165,6 +163,8 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = 
 FORMATS_COMMAND = "`c2v-rag formats` lists the types c2v_rag reads"
 # How many suffixes a message names of those it left out, most files first.
 _NAMED_SUFFIXES = 6
+# A compressed file's type is the suffix under its own (notes.md.gz); formats.CompressedFile reads them.
+COMPRESSED_SUFFIXES = frozenset(CompressedFile.suffixes)
 
 
 @dataclass
@@ -174,40 +174,35 @@ class _Listing:
     files: list[Path] = field(default_factory=list)
     # Each file's size in bytes on disk.
     sizes: dict[Path, int] = field(default_factory=dict)
-    # Files no format reads, by suffix ("" for none), with the first met of each: its first bytes tell text.
+    # Files no format reads, by the suffix a text_suffixes entry would read them with (formats.NO_SUFFIX for none; a
+    # compressed file's inner one: NEWS.gz is NO_SUFFIX), with the first met of each: its first bytes tell text.
     others: Counter[str] = field(default_factory=Counter)
     other_example: dict[str, Path] = field(default_factory=dict)
     excluded: int = 0
 
     def add_other(self, file: Path) -> None:
-        suffix = file.suffix.lower()
+        suffix = _type_suffix(file)
         self.others[suffix] += 1
         self.other_example.setdefault(suffix, file)
 
     def others_in_words(self) -> str:
         """``.png (4), .css (2), no suffix (1)``: the suffixes left out, most files first."""
-        named = [f"{suffix or 'no suffix'} ({n})" for suffix, n in self.others.most_common(_NAMED_SUFFIXES)]
-        rest = len(self.others) - len(named)
-        return ", ".join(named) + (f" and {rest} more suffixes" if rest else "")
+        return suffixes_in_words(self.others)
 
     def text_suffixes(self) -> list[str]:
         """The suffixes left out whose first file looks like text (the ones --text-suffix could read), most first."""
         return [
             suffix
-            for suffix, _ in self.others.most_common(_NAMED_SUFFIXES)
-            if suffix and _looks_like_text(self.other_example[suffix])
+            for suffix, _ in _ranked(self.others)[:_NAMED_SUFFIXES]
+            if _looks_like_text(self.other_example[suffix])
         ]
 
     def nothing_to_read(self, path: Path, options: ReadOptions) -> str:
         """Why a folder gave no file to read, and the fix."""
         if self.others:
             text = self.text_suffixes()
-            as_text = (
-                f"; to read {in_words(text)} files as plain text, pass text_suffixes={text!r} "
-                f"({' '.join(f'--text-suffix {s}' for s in text)})"
-                if text
-                else ""
-            )
+            named = in_words([s or "suffix-less" for s in text])
+            as_text = f"; to read {named} files as plain text, {_as_text_fix(text)}" if text else ""
             return (
                 f"no file under {path} is of a type c2v_rag reads: it holds {self.others_in_words()} "
                 f"({FORMATS_COMMAND}){as_text}"
@@ -217,10 +212,40 @@ class _Listing:
         return f"no files under {path} (hidden files and folders, whose names start with '.', are left out)"
 
 
+def _as_text_fix(suffixes: Sequence[str]) -> str:
+    """``pass text_suffixes=['.log', ''] (--text-suffix .log --text-suffix '')``: how to read files as text."""
+    flags = " ".join(f"--text-suffix {shlex.quote(suffix)}" for suffix in suffixes)
+    return f"pass text_suffixes={list(suffixes)!r} ({flags})"
+
+
+def suffixes_in_words(counts: Mapping[str, int]) -> str:
+    """``.png (4), .css (2), no suffix (1)``: files by suffix, most first (the first six named)."""
+    ranked = _ranked(counts)
+    named = [f"{suffix or 'no suffix'} ({n})" for suffix, n in ranked[:_NAMED_SUFFIXES]]
+    rest = len(ranked) - len(named)
+    return ", ".join(named) + (f" and {rest} more suffixes" if rest else "")
+
+
+def _ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    """``counts`` most first, ties by suffix: the same order for the same folder, whatever order it is listed in."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _type_suffix(file: Path) -> str:
+    """The suffix that tells ``file``'s type, as ``text_suffixes`` names it: its own, or for a compressed file the
+    one inside (``notes.sed.gz``: ``.sed``; ``NEWS.gz``: none)."""
+    suffix = file.suffix.lower()
+    return Path(file.stem).suffix.lower() if suffix in COMPRESSED_SUFFIXES else suffix
+
+
 def _looks_like_text(file: Path) -> bool:
-    """Whether ``file``'s first bytes are those of a text file (no binary signature, no NUL bytes)."""
+    """Whether ``file``'s first bytes are those of a text file (no binary signature, no NUL bytes); a compressed
+    file's, once decompressed."""
     try:
-        return binary_reason(file_head(file)) is None
+        if not file.is_file():  # a pipe would block the read; a link to nothing holds no text
+            return False
+        compressed = file.suffix.lower() in COMPRESSED_SUFFIXES
+        return binary_reason(compressed_head(file, HEAD_BYTES) if compressed else file_head(file)) is None
     except OSError:
         return False
 
@@ -265,13 +290,16 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
             file = Path(folder) / name
             fmt = format_of(file, options.text_suffixes)
             size = None if fmt is None else _regular_file_size(file)
-            if fmt is None or size is None:
+            if fmt is None:
                 listing.add_other(file)
+            elif size is None:  # a link to nothing, a pipe, a socket: nothing to read, and no type to name
+                continue
             elif missing[fmt] is not None:
                 unreadable_formats.setdefault(fmt, []).append(file)
             else:
                 listing.files.append(file)
                 listing.sizes[file] = size
+    log.not_read.update(listing.others)
     if listing.others and not quiet:
         logger.info(
             "Skipped %d files under %s of types c2v_rag does not read: %s (%s; text_suffixes, --text-suffix, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -92,6 +93,9 @@ class ReadLog:
     files_skipped: int = 0
     records_skipped: int = 0
     skipped: list[SkippedInput] = field(default_factory=list)
+    # Files of the folders listed that no format reads, by suffix ("" for none): left out, not skipped (no warning;
+    # text_suffixes reads the text ones).
+    not_read: Counter[str] = field(default_factory=Counter)
     # Resolved files and folders some of whose documents may be missing from this read.
     incomplete: set[str] = field(default_factory=set)
     # For progress: how many bytes each file the sources were found to hold when opened (before any is read) holds

@@ -8,7 +8,19 @@ from pydantic import BaseModel, Field
 from c2v_rag.core.wording import counted
 
 # Defined with the reading that records it (a ReadLog); re-exported here, with the results that list it.
-from c2v_rag.documents.files import SkippedInput
+from c2v_rag.documents.files import ReadLog, SkippedInput, suffixes_in_words
+
+# What a result says of the files of other types its folders held.
+_FILES_NOT_READ = (
+    "files of the folders read that no format reads, by suffix ('' for none; a compressed file's inner one), left "
+    "out: text_suffixes reads such files as plain text"
+)
+
+
+def _not_read_words(counts: dict[str, int]) -> str:
+    """``; not read: 57 files of other types (no suffix (43), .sed (2))``, or nothing when there were none."""
+    total = sum(counts.values())
+    return f"; not read: {counted(total, 'file')} of other types ({suffixes_in_words(counts)})" if total else ""
 
 
 class FailedBatch(BaseModel):
@@ -38,6 +50,7 @@ class IngestResult(BaseModel):
     skipped: list[SkippedInput] = Field(default_factory=list, description="the first 1,000 skipped inputs")
     documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
     chunks_deleted: int = 0
+    files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
     seconds: float = 0.0
 
     @property
@@ -67,7 +80,14 @@ class IngestResult(BaseModel):
             text += f"; sync deleted {deleted}"
         if self.failed:
             text += f"; {counted(len(self.failed), 'batch', 'batches')} failed"
-        return text
+        return text + _not_read_words(self.files_not_read)
+
+    def record_reading(self, log: ReadLog) -> None:
+        """Take what reading skipped and left out from ``log``."""
+        self.files_skipped = log.files_skipped
+        self.records_skipped = log.records_skipped
+        self.skipped = list(log.skipped)
+        self.files_not_read = dict(log.not_read)
 
 
 class EmbedResult(BaseModel):
@@ -81,6 +101,7 @@ class EmbedResult(BaseModel):
     duplicate_documents: int = 0
     chunks: int = 0
     unchanged: int = 0
+    files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
     seconds: float = 0.0
 
     @property
@@ -97,4 +118,4 @@ class EmbedResult(BaseModel):
         return (
             f"{counted(self.documents, 'document')}, {counts} into {counted(len(self.files), 'Parquet file')} under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
-        )
+        ) + _not_read_words(self.files_not_read)

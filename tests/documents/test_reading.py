@@ -159,6 +159,44 @@ def count(store: Path) -> int:
         return client.count("kb").count
 
 
+def test_files_without_a_suffix_are_read_as_text_when_asked_and_counted_when_not(
+    tmp_path, rag, tiny_variant, ingest_config
+):
+    import gzip
+
+    folder = tmp_path / "doc"
+    (folder / "bash").mkdir(parents=True)
+    (folder / "bash" / "RBASH").write_text("The Restricted Shell\n\nrbash forbids changing directories.\n")
+    (folder / "bash" / "NEWS.gz").write_bytes(gzip.compress(b"This is a terse description of new features.\n"))
+    (folder / "bash" / "README").write_text("Bash is the GNU Project's shell.\n")  # documentation by its name
+    (folder / "bash" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (folder / "bash" / "dc.sed.gz").write_bytes(gzip.compress(b"s/tide/ebb/\n"))
+    store = tmp_path / "store"
+    plain = rag(folder, store)
+    assert plain.documents == 1 and plain.files_not_read == {"": 2, ".png": 1, ".sed": 1}
+    assert plain.summary().endswith("; not read: 4 files of other types (no suffix (2), .png (1), .sed (1))")
+    # The fix a user is told: text_suffixes [''] (--text-suffix ''), which reads RBASH and, inside its .gz, NEWS.
+    log = ReadLog()
+    options = IngestConfig(text_suffixes=["", ".sed"]).read_options()
+    assert options.text_suffixes == ("", ".sed")
+    docs = {Path(d.doc_id).name: d.text for d in iter_documents(folder, options=options, log=log)}
+    assert sorted(docs) == ["NEWS.gz", "RBASH", "README", "dc.sed.gz"] and docs["dc.sed.gz"] == "s/tide/ebb/\n"
+    assert docs["NEWS.gz"] == "This is a terse description of new features.\n" and log.not_read == {".png": 1}
+    asked = rag(folder, store, text_suffixes=[""])
+    assert asked.documents == 3 and asked.files_not_read == {".png": 1, ".sed": 1}
+    assert count(store) == asked.chunks
+    # embed says the same of what it left out.
+    import c2v_rag
+
+    embedded = c2v_rag.embed(folder, tmp_path / "vectors", model=str(tiny_variant), config=ingest_config)
+    assert embedded.files_not_read == plain.files_not_read and embedded.summary().endswith(plain.summary()[-70:])
+    # One file named alone: the same fix, and the same reading with it.
+    with pytest.raises(ValueError, match=re.escape("RBASH: a file without a suffix, of no type c2v_rag reads")) as info:
+        iter_documents(folder / "bash" / "RBASH")
+    assert str(info.value).endswith("to read it as text, pass text_suffixes=[''] (--text-suffix '')")
+    assert [d.text for d in iter_documents(folder / "bash" / "RBASH", options=options)] == [docs["RBASH"]]
+
+
 def test_on_error_continue_ingests_the_rest_and_counts_the_skips(tmp_path, rag):
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -210,6 +248,7 @@ def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
         ([".md"], ".md files are read as text already"),
         ([".pdf"], "read as PDF already"),
         (["src/"], "'src/' is not a file suffix"),
+        (["a b"], "'a b' is not a file suffix; name suffixes such as '.py' or '.log', or '' for files without one"),
     ):
         with pytest.raises(ValueError, match=re.escape(reason)):
             IngestConfig(text_suffixes=bad)
@@ -268,8 +307,8 @@ def test_a_folder_with_nothing_to_read_says_what_it_holds_and_the_fix_that_works
     assert message.startswith(f"no file under {folder} is of a type c2v_rag reads: it holds .json (3), ")
     assert "no suffix (2)" in message and ".png (2)" in message and "(1), " in message
     assert message.count(" (1)") == 3 and "and 3 more suffixes" in message  # six suffixes named, most files first
-    # Only the suffix whose files are text is offered as text; the PNG and the binary ones are not.
-    assert message.endswith("pass text_suffixes=['.json'] (--text-suffix .json)")
+    # Only the suffixes whose files are text are offered as text (the Makefile's: none); not the PNG, the binary.
+    assert message.endswith("pass text_suffixes=['.json', ''] (--text-suffix .json --text-suffix '')")
     # The fix the message names reads them.
     docs = list(iter_documents(folder, options=IngestConfig(text_suffixes=[".json"]).read_options()))
     assert sorted(Path(d.doc_id).name for d in docs) == ["a.json", "b.json", "c.json"]

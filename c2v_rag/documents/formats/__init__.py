@@ -63,18 +63,26 @@ FORMATS: tuple[FileFormat, ...] = (
 
 register(FORMATS)
 SUPPORTED_SUFFIXES = frozenset(suffix for fmt in FORMATS for suffix in fmt.suffixes)
+# The text_suffixes entry of files named without a suffix (INTRO, NEWS, Makefile; NEWS.gz compressed): beyond the
+# documentation read by its name (registry.DOCUMENTATION_NAMES), read as plain text only when asked.
+NO_SUFFIX = ""
 
 
 def checked_text_suffixes(suffixes: list[str]) -> list[str]:
-    """``text_suffixes`` as format_of matches them (lower case, with their dot: ``py`` and ``*.py`` are ``.py``);
-    one that a format reads already, or that is no suffix, is refused with the fix."""
+    """``text_suffixes`` as format_of matches them (lower case, with their dot: ``py`` and ``*.py`` are ``.py``;
+    ``""`` for files without a suffix, :data:`NO_SUFFIX`); one that a format reads already, or that is no suffix, is
+    refused with the fix."""
     checked = []
     for given in suffixes:
         suffix = given.strip().lower().removeprefix("*")  # *.py is .py
+        if suffix in ("", "."):  # files named without a suffix: INTRO, NEWS, Makefile
+            checked.append(NO_SUFFIX)
+            continue
         suffix = suffix if suffix.startswith(".") else f".{suffix}"
         if len(suffix) < 2 or any(c.isspace() or c in "/\\*?." for c in suffix[1:]):
             raise ValueError(
-                f"text_suffixes={suffixes!r}: {given!r} is not a file suffix; name suffixes such as '.py' or '.log'"
+                f"text_suffixes={suffixes!r}: {given!r} is not a file suffix; name suffixes such as '.py' or '.log', "
+                "or '' for files without one"
             )
         fmt = format_for_suffix(suffix)
         if fmt is not None:
@@ -93,6 +101,7 @@ __all__ = [
     "AS_TEXT",
     "FORMATS",
     "SUPPORTED_SUFFIXES",
+    "NO_SUFFIX",
     "FileFormat",
     "TextSuffixes",
     "checked_text_suffixes",

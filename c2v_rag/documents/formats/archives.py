@@ -354,6 +354,16 @@ def _decompressed(file: Path) -> AbstractContextManager[Stream]:
     return _DECOMPRESSED[file.suffix.lower()](file)
 
 
+def compressed_head(file: Path, size: int) -> bytes:
+    """The first ``size`` bytes of what the compressed file ``file`` (``.gz``, ``.bz2``, ``.xz``) holds; OSError
+    when it cannot be read or is not what its suffix says."""
+    try:
+        with _decompressed(file) as stream:
+            return stream.read(size)
+    except (EOFError, lzma.LZMAError) as err:  # a truncated stream, xz's own errors: not OSErrors
+        raise OSError(f"{file}: {err}") from err
+
+
 def _extract(member: Member, copy: Path, limit: int | None) -> int | None:
     """Copy ``member``'s bytes to ``copy``: their count, or None when they run past ``limit`` (a size the archive
     understated, or a compressed file's, which is known only once read)."""
@@ -408,6 +418,7 @@ __all__ = [
     "Stream",
     "TarArchive",
     "ZipArchive",
+    "compressed_head",
     "read_inner",
     "read_member",
 ]

@@ -136,6 +136,7 @@ def embed(
         )
     # The local writer counts its seconds itself, when its progress bar shows them.
     result.seconds = result.seconds or time.perf_counter() - started
+    result.files_not_read = dict(log.not_read)
     return result
 
 

@@ -223,9 +223,7 @@ class LocalIngestRun:
             self.result.documents_unchanged = batcher.unchanged_documents
             self.result.chunks = batcher.chunks
             self.result.seconds = time.perf_counter() - self.started
-            self.result.files_skipped = self.log.files_skipped
-            self.result.records_skipped = self.log.records_skipped
-            self.result.skipped = list(self.log.skipped)
+            self.result.record_reading(self.log)
             self.progress.close(self.result.chunks, self.result.seconds)
 
     def _count(self, embedded: EmbeddedBatch) -> None:
