@@ -15,10 +15,14 @@ SAVED = sorted(PRESETS.glob("*/train_config*.yaml"))
 
 
 def test_every_objective_is_named_by_its_config_kind():
-    assert {"contrastive", "simcse", "mntp", "reconstruction"} <= set(OBJECTIVES)
+    assert {"contrastive", "simcse", "mntp", "reconstruction", "distill"} <= set(OBJECTIVES)
+    required = {"distill": {"teacher": "c2v-smollm2-135m-minilm"}}  # the fields a kind has no default for
     for kind, objective in OBJECTIVES.items():
-        assert objective.config_type.kind_name() == kind == objective_config(kind=kind).kind
-        assert isinstance(objective_config(kind=kind), CONFIGS[kind])
+        config = objective_config(kind=kind, **required.get(kind, {}))
+        assert objective.config_type.kind_name() == kind == config.kind
+        assert isinstance(config, CONFIGS[kind])
+    with pytest.raises(ValueError, match="distill.teacher"):
+        objective_config(kind="distill")
     assert objective_config().kind == DEFAULT_KIND == "contrastive"
 
 

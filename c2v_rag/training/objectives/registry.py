@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 from c2v_rag.core.wording import in_words
 from c2v_rag.training.objectives.base import BaseObjectiveConfig, Objective, ObjectiveContext
 from c2v_rag.training.objectives.contrastive import ContrastiveObjective
+from c2v_rag.training.objectives.distill import DistillObjective
 from c2v_rag.training.objectives.mntp import MNTPObjective
 from c2v_rag.training.objectives.reconstruction import ReconstructionObjective
 from c2v_rag.training.objectives.simcse import SimCSEObjective
@@ -30,7 +31,7 @@ def _by_kind(*objectives: type[Objective[Any]]) -> dict[str, type[Objective[Any]
 
 
 OBJECTIVES: dict[str, type[Objective[Any]]] = _by_kind(
-    ContrastiveObjective, SimCSEObjective, MNTPObjective, ReconstructionObjective
+    ContrastiveObjective, SimCSEObjective, MNTPObjective, ReconstructionObjective, DistillObjective
 )
 """The objective classes, by the ``kind`` that names them."""
 
