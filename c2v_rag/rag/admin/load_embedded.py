@@ -173,8 +173,9 @@ def load_embedded(
             if created:
                 drop_if_empty(opened, name, target)
             raise RunInterrupted(
-                f"interrupted; {written} chunks were loaded into {name!r} at {target.location}. Run the same load "
-                "again to resume (chunks already stored are skipped)"
+                f"interrupted; {written} chunks were loaded into {name!r} at {target.location}, and perhaps the "
+                "batch being written as it stopped. Run the same load again to resume (chunks already stored are "
+                "skipped)"
             ) from None
         except BaseException:
             if created:
