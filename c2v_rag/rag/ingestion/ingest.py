@@ -132,7 +132,6 @@ def ingest_documents(
             held.client, held.collection, target, runner.fingerprint(plan), layout, settings.payload_indexes
         )
         result = runner.run(plan, held)
-        result.record_reading(log)  # the Ray engine's: its driver listed the files, its workers read them
         return _publish(held.client, held.collection, target, held.created, result, publish_as)
     except BaseException:
         if held.created:

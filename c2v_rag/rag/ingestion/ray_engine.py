@@ -70,10 +70,12 @@ class RayEngine:
         check_ray_ingest(model, settings)
         self.plan = SourcePlan()
         self.read = ReadOptions()
+        self.log = ReadLog()
 
     def open_input(self, docs: Any, read: ReadOptions, log: ReadLog) -> None:
         self.plan = plan_sources(docs, read, log)
         self.read = read
+        self.log = log  # what the driver's listing skipped and left out (the workers' reading logs its own skips)
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
         # The actors load the model by its reference (a preset name or an absolute variant
@@ -109,6 +111,7 @@ class RayEngine:
             result = ray_run.execute(self.plan, self.read)
         finally:
             store.client = ray_run.client  # reopened when the one actor held an embedded store
+        result.record_reading(self.log)
         raise_failed(result, plan.settings)
         return result
 
