@@ -208,7 +208,9 @@ class ContrastiveStep:
         return self._run_cached(chunks, prepared.n_q, loss_fn)
 
     @staticmethod
-    def _assemble(chunks: list[_Chunk], reps: list[torch.Tensor], total: int) -> torch.Tensor:
+    def assemble(chunks: Sequence[_Chunk], reps: list[torch.Tensor], total: int) -> torch.Tensor:
+        """The chunks' embeddings ``reps`` [rows of each chunk, d] as one [total, d] tensor in the step's row order
+        (queries first), undoing the length sort of :meth:`prepare`."""
         out = reps[0].new_empty((total, reps[0].size(1)))
         for chunk, rep in zip(chunks, reps):
             out[chunk.rows] = rep
@@ -243,7 +245,7 @@ class ContrastiveStep:
                     chunk.cuda_rng_state = torch.cuda.get_rng_state_all()
                 with self.autocast():
                     cached.append(inner([chunk.batch])[0])
-        full = self._assemble(chunks, cached, total).requires_grad_(True)
+        full = self.assemble(chunks, cached, total).requires_grad_(True)
         loss = self._loss(loss_fn, full, n_q)
         loss.backward()
         grads = full.grad

@@ -70,8 +70,8 @@ NO_SUFFIX = ""
 
 def checked_text_suffixes(suffixes: list[str]) -> list[str]:
     """``text_suffixes`` as format_of matches them (lower case, with their dot: ``py`` and ``*.py`` are ``.py``;
-    ``""`` for files without a suffix, :data:`NO_SUFFIX`); one that a format reads already, or that is no suffix, is
-    refused with the fix."""
+    ``""`` for files without a suffix, :data:`NO_SUFFIX`); one that a format reads already, or that is not a suffix
+    (``src/``), is refused with the fix."""
     checked = []
     for given in suffixes:
         suffix = given.strip().lower().removeprefix("*")  # *.py is .py

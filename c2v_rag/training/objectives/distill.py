@@ -119,15 +119,12 @@ class DistillObjective(Objective[DistillConfig]):
         in the step's row order."""
         device = self.teacher.device
         total = sum(len(chunk.rows) for chunk in prepared.chunks)
-        out: torch.Tensor | None = None
         with self.stepper.autocast():
-            for chunk in prepared.chunks:
-                vectors = self.teacher(chunk.batch.to(device), truncate_dim=self.stepper.truncate_dim).float()
-                if out is None:
-                    out = vectors.new_empty((total, vectors.size(1)))
-                out[chunk.rows] = vectors
-        assert out is not None, "a step has texts"
-        return out
+            reps = [
+                self.teacher(chunk.batch.to(device), truncate_dim=self.stepper.truncate_dim).float()
+                for chunk in prepared.chunks
+            ]
+        return ContrastiveStep.assemble(prepared.chunks, reps, total)
 
 
 def check_teacher(teacher: Causal2Vec, student: Causal2Vec, reference: str) -> None:
