@@ -22,8 +22,9 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--sets",
         nargs="+",
-        default=["stsb-dev", "scifact-dev", "emotion-val"],
-        help="dev sets: stsb-dev, scifact-dev, scifact-dev-1k, emotion-val, banking77-dev",
+        default=["stsb-dev", "scifact-dev-1k", "emotion-val", "banking77-dev"],
+        help="dev sets: stsb-dev, scifact-dev, scifact-dev-1k, emotion-val, banking77-dev (default: the four a model "
+        "card reports; scifact-dev ranks all 5,183 abstracts, several times scifact-dev-1k's time)",
     )
     parser.add_argument("--baseline", nargs="*", help="also score bi-encoders alone, e.g. all-minilm-l6-v2")
     parser.add_argument("--json", help="write all scores to this file")

@@ -484,7 +484,6 @@ class Trainer:
             device = torch.device("cuda", self.ctx.local_rank)
         self.device = device
         self._check_output(bool(resume))
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         self.precision = resolve_precision(train.precision, device)
         random.seed(train.seed)
         np.random.seed(train.seed)
@@ -498,15 +497,6 @@ class Trainer:
             100 * trainable / total,
             self.precision,
         )
-        with autocast_factory(self.precision, device)():
-            self.groups, self.loaded = prepare_data(cfg, self.model, self.output_dir, self.ctx)
-        self.negatives = negatives_per_dataset(cfg, self.groups)
-        self.icl_examples = {s.display_name: s.icl_examples for s in cfg.datasets}
-        weights = {s.display_name: s.weight for s in cfg.datasets}
-        self.plan = HomogeneousBatchPlan(
-            self.groups, train.batch_size * self.ctx.world_size, seed=train.seed, weights=weights
-        )
-        self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
         self.forward_module = MultiBatchForward(self.model)
         module: torch.nn.Module = self.forward_module
         if self.ctx.enabled:
@@ -525,7 +515,19 @@ class Trainer:
             seed=train.seed,
             distributed=self.ctx.enabled,
         )
+        # The objective (a distill teacher, say) is built and checked before the output folder is made and the data
+        # prepared: a refused run leaves nothing behind and costs no mining.
         self.objective = build_objective(cfg.objective, context)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        with autocast_factory(self.precision, device)():
+            self.groups, self.loaded = prepare_data(cfg, self.model, self.output_dir, self.ctx)
+        self.negatives = negatives_per_dataset(cfg, self.groups)
+        self.icl_examples = {s.display_name: s.icl_examples for s in cfg.datasets}
+        weights = {s.display_name: s.weight for s in cfg.datasets}
+        self.plan = HomogeneousBatchPlan(
+            self.groups, train.batch_size * self.ctx.world_size, seed=train.seed, weights=weights
+        )
+        self.evaluators = build_evaluators(cfg, self.loaded) + self.extra_evaluators
         self.prefetch_workers = self._resolve_prefetch()
         self.parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
