@@ -104,6 +104,14 @@ def calibration_texts() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(data["documents"]), tuple(data["queries"])
 
 
+def calibration_digest(header: str) -> Any:
+    """A sha256 (hashlib's) begun with ``header`` and the calibration texts, as every key of an int8 graph or of
+    maxima begins: each then adds what else it depends on."""
+    digest = hashlib.sha256(header.encode())
+    digest.update(json.dumps(calibration_texts()).encode())
+    return digest
+
+
 SHIPPED_MAXIMA_FILE = "int8_calibration.safetensors"
 """A variant folder's calibration for int8, made where it was packaged (:func:`shipped_maxima_key`): a first int8
 load that finds it valid for the variant's files skips calibrating, most of building the graphs."""
@@ -116,8 +124,7 @@ def shipped_maxima_key(variant: str) -> str:
     models' contents, as :mod:`c2v_rag.hub.variants` digests them, the same on every machine), the calibration
     texts and tasks, in float32. The recipe's other constants do not change the maxima, which are statistics of
     the float model alone."""
-    digest = hashlib.sha256(f"c2v-int8-maxima fp32 {CALIBRATION_TASKS}\n".encode())
-    digest.update(json.dumps(calibration_texts()).encode())
+    digest = calibration_digest(f"c2v-int8-maxima fp32 {CALIBRATION_TASKS}\n")
     digest.update(variant.encode())
     return digest.hexdigest()[:24]
 
@@ -188,11 +195,10 @@ def recipe_key(model: Any, shipped: str | None = None) -> str:
     encoder's and projector's, which make the Contextual token, and the decoder's word embeddings, which
     :func:`~c2v_rag.cpu.onnx_decoder.decoder_key` leaves out because they are not in the graph). ``shipped``: the
     key of the variant's shipped maxima when they stand in for a calibration here (:class:`ShippedMaxima`)."""
-    digest = hashlib.sha256(
+    digest = calibration_digest(
         f"{INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} {FOLD_ZERO_POINT} "
-        f"{CALIBRATION_TASKS} {maxima_source(shipped)}\n".encode()
+        f"{CALIBRATION_TASKS} {maxima_source(shipped)}\n"
     )
-    digest.update(json.dumps(calibration_texts()).encode())
     digest.update(model.config.key_json().encode())
     hash_weights(digest, model.decoder.get_input_embeddings(), "decoder.embeddings.")
     for role in ("encoder", "projector"):
@@ -550,12 +556,11 @@ def variant_alias(
     graphs' own keys name (this recipe, the calibration texts, the export formats). The keys hash the backbones'
     tensors, which takes transformers' modules and seconds of a load; a load from the variant's files finds its
     graphs by this name instead (:func:`find_int8_graphs`)."""
-    digest = hashlib.sha256(
+    digest = calibration_digest(
         f"c2v-int8-alias {INT8_METHOD} v{RECIPE_VERSION} {SMOOTH_ALPHA} {KEEP_FLOAT} {WEIGHT_LEVELS} "
         f"{FOLD_ZERO_POINT} {CALIBRATION_TASKS} {maxima_source(shipped)} decoder "
-        f"{_decoder_files.FORMAT} {_decoder_files.OPSET} encoder {_encoder_files.FORMAT}\n".encode()
+        f"{_decoder_files.FORMAT} {_decoder_files.OPSET} encoder {_encoder_files.FORMAT}\n"
     )
-    digest.update(json.dumps(calibration_texts()).encode())
     digest.update(config_json.encode())
     digest.update(weights_digest.encode())
     digest.update(f"\nadapters {adapters_digest}\nbases {bases}".encode())

@@ -62,14 +62,18 @@ def recipe_key(pairs: PairBuilder, shipped: str | None = None) -> str:
     """sha256 of what the graph depends on besides the decoder's weights: the per-token recipe's constants, the
     calibration texts, the pairs' layout (the template's tokens around the document, in this tokenizer), and where
     the maxima come from (``shipped``: the key of the package's maxima for this base, :func:`shipped_maxima`)."""
-    digest = hashlib.sha256(
+    digest = recipe.calibration_digest(
         f"c2v-rerank-int8 v{RECIPE_VERSION} {INT8_METHOD} v{recipe.RECIPE_VERSION} {recipe.SMOOTH_ALPHA} "
         f"{recipe.KEEP_FLOAT} {recipe.WEIGHT_LEVELS} {recipe.FOLD_ZERO_POINT} {recipe.maxima_source(shipped)} "
-        f"decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n".encode()
+        f"decoder {decoder_files.FORMAT} {decoder_files.OPSET}\n"
     )
-    digest.update(json.dumps(recipe.calibration_texts()).encode())
-    digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())
+    digest.update(_layout(pairs))
     return digest.hexdigest()[:24]
+
+
+def _layout(pairs: PairBuilder) -> bytes:
+    """The pairs' layout as keys record it: the template's tokens around the document."""
+    return json.dumps({"head": pairs.head, "middle": pairs.middle}).encode()
 
 
 SHIPPED_DIR = "rerank_int8_calibration"
@@ -81,9 +85,8 @@ def shipped_maxima_key(base_digest: str, pairs: PairBuilder) -> str:
     """What shipped maxima are valid for: the base decoder's contents
     (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`), the pairs' layout, the calibration texts, float32
     (the recipe's other constants do not change maxima, statistics of the float decoder alone)."""
-    digest = hashlib.sha256(f"c2v-rerank-int8-maxima fp32 {base_digest}\n".encode())
-    digest.update(json.dumps(recipe.calibration_texts()).encode())
-    digest.update(json.dumps({"head": pairs.head, "middle": pairs.middle}).encode())
+    digest = recipe.calibration_digest(f"c2v-rerank-int8-maxima fp32 {base_digest}\n")
+    digest.update(_layout(pairs))
     return digest.hexdigest()[:24]
 
 
