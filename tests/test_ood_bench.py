@@ -120,3 +120,35 @@ def test_a_cached_collection_is_keyed_by_the_base_models_its_adapters_apply_to(t
     assert len(keys) == 3  # another base under the same adapters embeds otherwise: never the cached collection
     model.bases_digests = {"encoder": "2" * 16, "decoder": "1" * 16}  # the same bases, listed in another order
     assert score.model_key(model, "variant") in keys
+
+
+def test_sparse_and_hybrid_rows_search_a_bm25_collection_of_their_own(tiny_model_factory, tmp_path):
+    """``--mode`` takes a user's hybrid path: an ingest with ``sparse="bm25"``, cached apart from the dense one, and
+    a search in that mode; BM25 alone finds each question's one rare word, where a tiny random model cannot."""
+    pytest.importorskip("bm25s")
+    score = _load("score")
+    model = tiny_model_factory()
+    docs = {
+        "a/zebra": "Zebras have black and white stripes that confuse biting flies.",
+        "a/kiln": "A kiln fires clay pots at temperatures above a thousand degrees.",
+        "a/sonar": "Sonar measures depth by timing the echo of a sound pulse.",
+        "a/yeast": "Yeast ferments sugar into alcohol and carbon dioxide.",
+    }
+    asked = {"q1": "why do zebras look like that", "q2": "how is a kiln used", "q3": "what does sonar time"}
+    qrels = {"q1": {"a/zebra": 1}, "q2": {"a/kiln": 1}, "q3": {"a/sonar": 1}}
+    bench = score.questions.Benchmark("tiny", asked, {}, qrels, {}, {})
+    corpus = score.Corpus("tiny", docs, "digest", bench)
+    args = score.argparse.Namespace(
+        cache=tmp_path, decoder_max_length=None, chunk_size=64, chunk_overlap=8, truncate_dim=None,
+        truncate_ingest=False, task=None, instruction=None, rerank=None, mode="sparse",
+    )  # fmt: skip
+    [row] = score.score_model(corpus, args, "tiny", model, [])
+    assert row.system.endswith(" sparse") and row.settings["mode"] == "sparse"
+    assert {q: ranked[0] for q, ranked in row.rankings.items()} == {q: next(iter(j)) for q, j in qrels.items()}
+    args.mode = "hybrid"
+    [hybrid] = score.score_model(corpus, args, "tiny", model, [])
+    assert hybrid.system.endswith(" hybrid") and set(hybrid.rankings) == set(qrels)
+    cap = score.decoder_cap(model, None)
+    dense = score.collection_dir(tmp_path, corpus, model, "tiny", None, cap, (64, 8))
+    bm25 = score.collection_dir(tmp_path, corpus, model, "tiny", None, cap, (64, 8), "bm25")
+    assert bm25 != dense and (bm25 / "complete.json").is_file() and not dense.exists()  # one ingest, with BM25

@@ -2,9 +2,10 @@
 
 The Causal2Vec rows take a user's path: ``c2v_rag.ingest`` of every document into an embedded Qdrant
 (chunked as ingest chunks: 200 decoder tokens, 20 shared), then ``c2v_rag.search_many(...,
-group_by_document=True, rerank=None)``, which ranks documents by their best chunk's vector (the reranker that
-search runs by default is ``bench/rerank.py``'s to measure). Queries get the instruction of ``--task`` /
-``--instruction``. The baselines rank the same documents:
+group_by_document=True, rerank=None)``, which ranks documents by their best chunk's vector. ``--mode hybrid``
+(or ``sparse``) ingests with ``sparse="bm25"`` and searches in that mode, as a user of hybrid search does;
+``--rerank N`` reorders each question's top N chunks with the reranker search runs by default where the CPU
+allows. Queries get the instruction of ``--task`` / ``--instruction``. The baselines rank the same documents:
 
 - all-minilm-l6-v2: its normalized mean-pooled vectors (as sentence-transformers ships it) of the very
   chunks ingest stored, a document scored by its best chunk, as ``group_by_document`` does;
@@ -143,9 +144,10 @@ def collection_dir(
     truncate_dim: int | None,
     decoder_max_length: int | None = None,
     chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
+    sparse: str | None = None,
 ) -> Path:
     """The embedded Qdrant folder for these document vectors (``decoder_max_length``: ingest's, None: whole chunks;
-    ``chunking``: ingest's chunk size and overlap)."""
+    ``chunking``: ingest's chunk size and overlap; ``sparse``: ingest's sparse vectors, None for dense alone)."""
     import c2v_rag
 
     key = json.dumps(
@@ -157,6 +159,7 @@ def collection_dir(
             # Collections cut before chunk_context existed (no leads) keep their keys.
             **({"chunk_context": CHUNK_CONTEXT} if CHUNK_CONTEXT != "none" else {}),
             **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
+            **({"sparse": sparse} if sparse is not None else {}),  # dense collections keep their keys
             "c2v_rag": c2v_rag.__version__,
         },
         sort_keys=True,
@@ -171,6 +174,7 @@ def ensure_ingested(
     truncate_dim: int | None,
     decoder_max_length: int | None = None,
     chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
+    sparse: str | None = None,
 ) -> float:
     """Ingest the corpus into ``folder`` unless a complete ingest is there; the seconds it took (0 if cached).
     A run stopped half-way is resumed by ingest itself (its point ids are deterministic)."""
@@ -190,6 +194,7 @@ def ensure_ingested(
         chunk_size=chunking[0],
         chunk_overlap=chunking[1],
         chunk_context=CHUNK_CONTEXT,
+        sparse=sparse,
         show_progress=True,
         config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length or 0),
     )
@@ -199,9 +204,16 @@ def ensure_ingested(
 
 
 def c2v_rankings(
-    folder: Path, corpus: Corpus, model: Any, task: str | None, instruction: str | None
+    folder: Path,
+    corpus: Corpus,
+    model: Any,
+    task: str | None,
+    instruction: str | None,
+    mode: str = "dense",
+    rerank: int | None = None,
 ) -> dict[str, list[str]]:
-    """Each question's top documents through ``search_many(group_by_document=True)``, by the vectors alone."""
+    """Each question's top documents through ``search_many(group_by_document=True)`` in ``mode``, reranked from the
+    top ``rerank`` chunks or (None) by the first stage alone."""
     import c2v_rag
 
     ids = query_ids(corpus)
@@ -214,7 +226,9 @@ def c2v_rankings(
         task=task,
         instruction=instruction,
         group_by_document=True,
-        rerank=None,  # the embedding's ranking: search reranks by default where the CPU allows
+        mode=mode,
+        rerank=rerank,  # None: the first stage's ranking (search reranks by default where the CPU allows)
+        show_progress=True,
     )
     return {q: [hit.doc_id for hit in found] for q, found in zip(ids, hits)}
 
@@ -223,6 +237,8 @@ def stored_points(folder: Path) -> tuple[list[str], list[str], np.ndarray]:
     """(document ids, texts, vectors) of every chunk in an ingested collection, in (document, chunk)
     order: the chunks the baselines embed, so that they see exactly what the model saw."""
     from qdrant_client import QdrantClient
+
+    from c2v_rag.store.point_schema import HYBRID_DENSE_NAME
 
     client = QdrantClient(path=str(folder / "qdrant"))
     try:
@@ -237,7 +253,8 @@ def stored_points(folder: Path) -> tuple[list[str], list[str], np.ndarray]:
                         str(payload["doc_id"]),
                         int(payload.get("metadata", {}).get("chunk_index", 0)),
                         str(payload["page_content"]),
-                        list(point.vector),
+                        # a hybrid collection's points hold named vectors: the dense one is the model's
+                        list(point.vector[HYBRID_DENSE_NAME] if isinstance(point.vector, dict) else point.vector),
                     )
                 )
             if offset is None:
@@ -375,24 +392,27 @@ def score_model(
     rows: list[Row] = []
     cap = decoder_cap(model, args.decoder_max_length)
     chunking = (args.chunk_size, args.chunk_overlap)
-    full = collection_dir(args.cache, corpus, model, reference, None, cap, chunking)
-    full_seconds = ensure_ingested(full, corpus, model, None, cap, chunking)
+    sparse = None if args.mode == "dense" else "bm25"
+    full = collection_dir(args.cache, corpus, model, reference, None, cap, chunking, sparse)
+    full_seconds = ensure_ingested(full, corpus, model, None, cap, chunking, sparse)
     stored = stored_points(full)
     if not points:
         points.append(stored)
     for dim in args.truncate_dim or [None]:
         folder, seconds, how = full, full_seconds, "ingest + search_many"
         if dim is not None and args.truncate_ingest:
-            folder = collection_dir(args.cache, corpus, model, reference, dim, cap, chunking)
-            seconds = ensure_ingested(folder, corpus, model, dim, cap, chunking)
+            folder = collection_dir(args.cache, corpus, model, reference, dim, cap, chunking, sparse)
+            seconds = ensure_ingested(folder, corpus, model, dim, cap, chunking, sparse)
         elif dim is not None:
+            if args.mode != "dense" or args.rerank is not None:
+                raise SystemExit("error: --mode and --rerank score a whole collection: add --truncate-ingest")
             how = "prefix of the full collection's vectors"
         for task, instruction in prompts(args):
             started = time.perf_counter()
             if how.startswith("prefix"):
                 rankings = prefix_rankings(stored, corpus, model, dim, task, instruction)
             else:
-                rankings = c2v_rankings(folder, corpus, model, task, instruction)
+                rankings = c2v_rankings(folder, corpus, model, task, instruction, args.mode, args.rerank)
             settings = {
                 "model": reference,
                 "truncate_dim": dim,
@@ -400,10 +420,14 @@ def score_model(
                 "scored_by": how,
                 "quantization": model.quantization,
                 "chunking": list(chunking),
+                "mode": args.mode,
+                "rerank": args.rerank,
             }
+            label = "" if args.mode == "dense" else f" {args.mode}"
+            label += "" if args.rerank is None else f" rerank {args.rerank}"
             rows.append(
                 Row(
-                    f"c2v {reference}" + ("" if model.quantization == "none" else f" ({model.quantization})"),
+                    f"c2v {reference}" + ("" if model.quantization == "none" else f" ({model.quantization})") + label,
                     settings,
                     metrics.evaluate(rankings, corpus.bench.qrels),
                     rankings,
@@ -512,6 +536,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help="ingest's chunk_size (default: ingest's)")
     parser.add_argument(
         "--chunk-overlap", type=int, default=CHUNK_OVERLAP, help="ingest's chunk_overlap (default: ingest's)"
+    )
+    parser.add_argument(
+        "--mode",
+        default="dense",
+        choices=["dense", "sparse", "hybrid"],
+        help="search's mode; sparse and hybrid ingest with sparse='bm25', into collections of their own",
+    )
+    parser.add_argument(
+        "--rerank",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rerank each question's top N chunks as search(rerank=N) does (default: the first stage alone)",
     )
     parser.add_argument("--json", type=Path, help="write every score, setting and ranking here")
     args = parser.parse_args(argv)

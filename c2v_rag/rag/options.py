@@ -358,6 +358,11 @@ class SearchOptions(RerankOption, CommonSearchOptions):
     )
     instruction: str | None = Field(default=None, description="a literal query instruction instead of task")
     with_vectors: bool = Field(default=False, description="also return each hit's stored dense vector")
+    show_progress: bool = Field(
+        default=False,
+        description="progress bars with an ETA while the queries are embedded and while they are reranked (a "
+        "search_many over an evaluation set's questions)",
+    )
 
 
 class OpenKeywordsWithoutUrl(TypedDict, total=False):
@@ -395,6 +400,7 @@ class SearchKeywords(TypedDict, total=False):
     mode: SearchMode
     fusion: Fusion
     with_vectors: bool
+    show_progress: bool
     group_by_document: bool
     rerank: int | Literal["auto"] | None
     options: SearchOptions | None

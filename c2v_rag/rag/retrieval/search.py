@@ -5,12 +5,15 @@ run here."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+from tqdm.auto import tqdm
 
+from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.errors import CollectionMismatchError
 from c2v_rag.rag.extras import require_rag
@@ -178,7 +181,16 @@ class _SearchCall:
         runs the decoder)."""
         if plan.reranker is None:
             return found
-        return [rerank_hits(plan.reranker, query, hits, self.top_k) for query, hits in zip(self.queries, found)]
+        pairs = tqdm(
+            zip(self.queries, found),
+            total=len(found),
+            desc="Reranking",
+            unit="query",
+            disable=not self.options.show_progress,
+            **unsized_terminal(sys.stderr),
+        )
+        with pairs:
+            return [rerank_hits(plan.reranker, query, hits, self.top_k) for query, hits in pairs]
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
@@ -315,6 +327,7 @@ class _Plan:
                 query_examples=options.examples,
                 normalize=True,
                 truncate_dim=truncate_dim,
+                show_progress=options.show_progress,
             )
         sparse = BM25Encoder(layout.bm25) if options.mode != "dense" else None
         return cls(layout, options.mode, embedder, sparse, options.fusion)

@@ -76,6 +76,16 @@ def test_search_many_and_asearch_rerank_as_search_does(store):
     assert [h.rerank_score for h in got] == pytest.approx([h.rerank_score for h in singles[0]])
 
 
+def test_search_many_shows_bars_of_its_queries_only_when_asked(client, capsys):
+    queries = [QUERY, "stock market cats", "tides and the moon"]
+    quiet = c2v_rag.search_many(queries, top_k=2, rerank=4, collection="kb", client=client)
+    assert capsys.readouterr().err == ""
+    shown = c2v_rag.search_many(queries, top_k=2, rerank=4, collection="kb", client=client, show_progress=True)
+    err = capsys.readouterr().err
+    assert "Reranking: 100%" in err and "3/3" in err  # a bar of the queries reranked, with its count
+    assert [[h.id for h in hits] for hits in shown] == [[h.id for h in hits] for hits in quiet]
+
+
 def test_the_reranker_loads_once_per_process(client, tiny_lm_variant):
     from c2v_rag.rag.options import ModelOptions
     from c2v_rag.rag.retrieval.reranking import shared_reranker
