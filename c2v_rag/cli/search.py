@@ -22,9 +22,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "search",
         help="search an ingested collection",
-        description="Print the chunks nearest to QUERY: score, source and a snippet.",
+        description="Print the chunks nearest to QUERY: score, source and a snippet. QUERY '-' reads queries from "
+        "standard input, one a line, with the model loaded once: typed at a 'query>' prompt, or a file's lines "
+        "(c2v-rag search - < questions.txt), each line's hits printed under it in order (JSON Lines with --json).",
     )
-    parser.add_argument("query")
+    parser.add_argument("query", help="the query, or '-' for queries from standard input, one a line")
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default 5)")
     add_qdrant_options(parser)
     add_query_options(parser, task_help="registered task whose instruction the query gets")
@@ -91,12 +93,65 @@ def run(args: argparse.Namespace) -> int:
         group_by_document=args.group_by_document,
         rerank=args.rerank,
     )
+    if args.query == "-":
+        return _search_lines(args, options)
     hits = collection_from(args).search(args.query, args.top_k, options=options)
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
     else:
         _print_hits(hits, args.snippet_chars, _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode])
     return 0
+
+
+# Queries from a file are searched this many at a time: one embedding batch and one Qdrant request each, and their
+# hits printed before the next slice starts, so output flows and a Ctrl-C keeps what was printed.
+_LINES_PER_CALL = 32
+
+
+def _search_lines(args: argparse.Namespace, options: Any) -> int:
+    """``QUERY -``: each line of standard input a query, the model loaded once. At a terminal, a prompt answered
+    line by line until end of input (Ctrl-D); from a file or a pipe, every line's hits in order, with a bar of the
+    queries done on stderr (the lines read first: none is an error before the store or the model opens)."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    from c2v_rag.core.progress_bar import unsized_terminal
+
+    if sys.stdin.isatty():
+        collection = collection_from(args)
+        while True:
+            try:
+                query = input("query> ").strip()
+            except EOFError:
+                print()
+                return 0
+            if query:
+                _print_query_hits(query, collection.search(query, args.top_k, options=options), args)
+    queries = [line.strip() for line in sys.stdin if line.strip()]
+    if not queries:
+        raise ValueError("QUERY '-' reads queries from standard input, one a line, and none came: pipe a file in")
+    collection = collection_from(args)
+    with tqdm(total=len(queries), desc="Searching", unit="query", **unsized_terminal(sys.stderr)) as bar:
+        for start in range(0, len(queries), _LINES_PER_CALL):
+            batch = queries[start : start + _LINES_PER_CALL]
+            for query, hits in zip(batch, collection.search_many(batch, args.top_k, options=options)):
+                _print_query_hits(query, hits, args)
+            sys.stdout.flush()
+            bar.update(len(batch))
+    return 0
+
+
+def _print_query_hits(query: str, hits: list[Any], args: argparse.Namespace) -> None:
+    """One query's hits: a JSON line ``{"query", "hits"}`` with ``--json``, else the query and its ranked lines."""
+    import json
+
+    if args.json:
+        print(json.dumps({"query": query, "hits": [h.model_dump() for h in hits]}, ensure_ascii=False))
+        return
+    print(f"query: {query}")
+    _print_hits(hits, args.snippet_chars, _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode])
+    print()
 
 
 # What the score column is, by mode (and fusion): a hybrid search's fused scores (1.0000, 0.6667, 0.5000 with

@@ -539,3 +539,32 @@ def test_ingest_decoder_max_length_is_recorded_and_kept(folder, tmp_path, tiny_v
     assert "decoder_max_length" not in recorded["whole"]
     assert recorded["cut"]["decoder_max_length"] == 12
     assert recorded["default"]["decoder_max_length"] == DEFAULT_DECODER_MAX_LENGTH
+
+
+def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_once(
+    folder, tmp_path, tiny_variant, capsys, monkeypatch
+):
+    import io
+    import json
+
+    store = str(tmp_path / "qdrant")
+    common = ["--path", store, "--collection", "lines"]
+    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
+    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
+    capsys.readouterr()
+    queries = [make_text(i)[:30].strip() for i in (1, 2, 3)]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{queries[0]}\n\n  {queries[1]}  \n{queries[2]}\n"))
+    assert main(["search", "-", *common, "--top-k", "2", "--rerank", "none", "--json"]) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = c2v_rag.search_many(queries, top_k=2, path=store, collection="lines", rerank=None)
+    assert [row["query"] for row in rows] == queries  # blank lines skipped, each line stripped, in order
+    assert [[h["id"] for h in row["hits"]] for row in rows] == [[h.id for h in hits] for hits in expected]
+    assert "Searching" in err and "3/3" in err
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{queries[1]}\n"))
+    assert main(["search", "-", *common, "--top-k", "1", "--rerank", "none"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"query: {queries[1]}" and lines[1].startswith(" 1. ") and lines[-1] == ""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n  \n"))
+    assert main(["search", "-", *common]) == 2
+    assert "none came: pipe a file in" in capsys.readouterr().err

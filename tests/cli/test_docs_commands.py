@@ -21,7 +21,8 @@ PAGES = ["README.md", "docs/getting-started.md", "docs/ingest-and-search.md", "d
 
 def shown_commands() -> list[tuple[str, str]]:
     """(page, command) for each ``c2v-rag`` command in a page's bash blocks, continuation lines joined and
-    comments dropped; commands with optional parts in brackets (a synopsis, not a command) are left out."""
+    comments and redirections dropped; commands with optional parts in brackets (a synopsis, not a command) are
+    left out."""
     found = []
     for page in PAGES:
         for block in re.findall(r"```bash\n(.*?)```", (ROOT / page).read_text(encoding="utf-8"), flags=re.S):
@@ -30,6 +31,9 @@ def shown_commands() -> list[tuple[str, str]]:
                     words = shlex.split(part, comments=True)
                     if words[:1] == ["c2v-rag"] or words[1:2] == ["c2v-rag"]:  # VAR=value c2v-rag ...
                         words = words[words.index("c2v-rag") + 1 :]
+                        # The command's own words end where the shell's begin: a redirection or a pipe.
+                        shell = [i for i, w in enumerate(words) if w in {"<", ">", ">>", "2>", "|"}]
+                        words = words[: shell[0]] if shell else words
                         if not any(w.startswith("[") for w in words):
                             found.append((page, shlex.join(words)))
     return found
