@@ -119,6 +119,10 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
     from c2v_rag.core.progress_bar import unsized_terminal
 
     if sys.stdin.isatty():
+        try:
+            import readline  # noqa: F401  (the prompt then edits its line and recalls earlier queries)
+        except ImportError:  # not on Windows
+            pass
         collection = collection_from(args)
         while True:
             try:

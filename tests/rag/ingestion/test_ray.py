@@ -128,8 +128,9 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(
 def test_ray_reads_other_suffixes_as_text_office_files_and_archives_as_the_local_engine_does(
     tmp_path, tiny_variant, ingest_config
 ):
-    """text_suffixes, the Office 97-2003 readers and archives (text_suffixes inside them too) travel to the workers
-    in the read options and the registry."""
+    """text_suffixes (the empty one, files without a suffix, compressed too), the Office 97-2003 readers and
+    archives (text_suffixes inside them too) travel to the workers in the read options and the registry."""
+    import gzip
     import zipfile
 
     pytest.importorskip("olefile")
@@ -139,18 +140,20 @@ def test_ray_reads_other_suffixes_as_text_office_files_and_archives_as_the_local
     folder.mkdir()
     (folder / "tides.py").write_text('def height(t):\n    """The tide\'s height at hour t."""\n    return 2 * t\n')
     (folder / "notes.txt").write_text(make_text(7))
+    (folder / "INTRO").write_text(make_text(10))
+    (folder / "NEWS.gz").write_bytes(gzip.compress(make_text(11).encode()))
     write_doc(folder / "report.doc", [("Tide report", 2, None), (make_text(8), 0, None)])
     write_msg(folder / "mail.msg")
     with zipfile.ZipFile(folder / "export.zip", "w") as archive:
         archive.writestr("src/flow.py", "def flow(t):\n    return -t\n")
         archive.writestr("guide.md", make_text(9))
-    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, text_suffixes=[".py"])
+    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, text_suffixes=[".py", ""])
     expected = c2v_rag.ingest(folder, path=tmp_path / "local", **kwargs)
     result = c2v_rag.ingest(folder, path=tmp_path / "ray", engine="ray", ray=TWO_ACTORS, **kwargs)
-    assert expected.documents == result.documents == 6 and result.ok
+    assert expected.documents == result.documents == 8 and result.ok
     got, want = points(tmp_path / "ray"), points(tmp_path / "local")
     assert compare(got, want) < 1e-5
-    names = {"tides.py", "notes.txt", "report.doc", "mail.msg", "flow.py", "guide.md"}
+    names = {"tides.py", "notes.txt", "report.doc", "mail.msg", "flow.py", "guide.md", "INTRO", "NEWS.gz"}
     assert {p["metadata"]["file_name"] for p, _ in got.values()} == names
 
 
