@@ -124,14 +124,18 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
         except ImportError:  # not on Windows
             pass
         collection = collection_from(args)
+        print("a query a line; Ctrl-C drops the line or the search under way, Ctrl-D ends", file=sys.stderr)
         while True:
+            # As in Python's own prompt: Ctrl-C drops what is under way and asks again, end of input ends.
             try:
                 query = input("query> ").strip()
+                if query:
+                    _print_query_hits(query, collection.search(query, args.top_k, options=options), args)
+            except KeyboardInterrupt:
+                print()
             except EOFError:
                 print()
                 return 0
-            if query:
-                _print_query_hits(query, collection.search(query, args.top_k, options=options), args)
     queries = [line.strip() for line in sys.stdin if line.strip()]
     if not queries:
         raise ValueError("QUERY '-' reads queries from standard input, one a line, and none came: pipe a file in")

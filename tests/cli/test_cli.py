@@ -568,3 +568,40 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n  \n"))
     assert main(["search", "-", *common]) == 2
     assert "none came: pipe a file in" in capsys.readouterr().err
+
+
+def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, tiny_variant):
+    """At a terminal (a pseudo-terminal here), ``search -`` prompts, answers each line, and ends at Ctrl-D with 0."""
+    import os
+    import pty
+    import select
+    import subprocess
+    from pathlib import Path
+
+    store = str(tmp_path / "qdrant")
+    common = ["--path", store, "--collection", "prompt"]
+    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
+    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "c2v_rag.cli", "search", "-", *common, "--top-k", "1", "--rerank", "none"]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=repo)
+    os.close(follower)
+    seen = b""
+
+    def read_until(marker: bytes, count: int = 1) -> None:
+        nonlocal seen
+        while seen.count(marker) < count:
+            ready, _, _ = select.select([leader], [], [], 120)
+            assert ready, seen.decode(errors="replace")
+            seen += os.read(leader, 4096)
+
+    read_until(b"query> ")
+    os.write(leader, make_text(2)[:30].encode() + b"\n")
+    read_until(b"query> ", 2)
+    os.write(leader, b"\x04")  # Ctrl-D at an empty line: end of input
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    text = seen.decode(errors="replace").replace("\r", "")
+    assert "Ctrl-D ends" in text and f"query: {make_text(2)[:30].strip()}\n 1. " in text
