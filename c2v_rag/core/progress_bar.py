@@ -1,10 +1,13 @@
-"""What c2v_rag's progress bars share: the size tqdm is given where the terminal reports none, and a bar whose
-percentage and ETA follow the work done while it counts whole items."""
+"""What c2v_rag's progress bars share: the size tqdm is given where the terminal reports none, a bar whose
+percentage and ETA follow the work done while it counts whole items, and a bar whose clock runs between updates."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -53,3 +56,26 @@ class CountingBar(tqdm):
         shown["count_fmt"] = str(self.count)
         shown["items_fmt"] = str(self.items)
         return shown
+
+
+@contextmanager
+def ticking(bar: tqdm, interval: float = 1.0) -> Iterator[None]:
+    """Redraw ``bar`` every ``interval`` seconds while the block runs, so that its elapsed time and postfix move
+    when no update comes: tqdm draws only on updates, and a Ray run waiting for its actors' first batch (a minute
+    on a cluster that loads the model) showed one frozen line, which reads as hung."""
+    if bar.disable:
+        yield
+        return
+    stop = threading.Event()
+
+    def redraw() -> None:
+        while not stop.wait(interval):
+            bar.refresh()
+
+    clock = threading.Thread(target=redraw, name="c2v-rag-bar-clock", daemon=True)
+    clock.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        clock.join()

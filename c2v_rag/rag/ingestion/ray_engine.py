@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from c2v_rag.core.progress_bar import unsized_terminal
+from c2v_rag.core.progress_bar import ticking, unsized_terminal
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -222,9 +222,13 @@ class RayIngestRun:
             disable=not self.settings.show_progress,
             **unsized_terminal(sys.stderr),
         )
+        # Until the first batch comes back (Ray starting, then the actors loading the model), the bar's clock runs and
+        # its postfix says what is awaited; the first document's count replaces it.
+        progress.set_postfix_str("starting Ray", refresh=False)
         try:
-            with printed_above_bars(), RaySession(self.options) as ray, ray_data_bars_off():
+            with ticking(progress), printed_above_bars(), RaySession(self.options) as ray, ray_data_bars_off():
                 self.startup_seconds = time.perf_counter() - started
+                progress.set_postfix_str(_awaiting_actors(self.options.actors), refresh=False)
                 if handoff:
                     self.client.close()  # the one actor opens the embedded directory for the run
                 self._consume(
@@ -389,3 +393,8 @@ def _stored_ids(client: Any, collection: str) -> Iterator[str]:
         yield from (str(r.id) for r in records)
         if offset is None:
             return
+
+
+def _awaiting_actors(count: int) -> str:
+    """The bar's postfix while the actors start: what the first batch waits for."""
+    return "the actor loads the model, then embeds" if count == 1 else f"{count} actors load the model, then embed"

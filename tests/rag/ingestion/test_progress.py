@@ -324,3 +324,38 @@ def test_a_terminal_that_reports_no_size_still_shows_the_bar():
     assert "Ingesting into x:  33%|" in drawn  # at the terminal's own size (0 x 0) tqdm drew nothing
     # Not a terminal: tqdm measures as usual.
     assert unsized_terminal(io.StringIO()) == {}
+
+
+def test_a_ticking_bar_redraws_its_clock_and_postfix_while_no_update_comes():
+    """What a Ray run shows while its actors load the model: the bar is redrawn, its elapsed time and its postfix
+    current, though nothing was counted; once the block ends, nothing draws any more."""
+    import io
+    import threading
+
+    from tqdm import tqdm
+
+    from c2v_rag.core.progress_bar import ticking
+
+    out = io.StringIO()
+    bar = tqdm(total=10, desc="Ingesting", file=out, bar_format="{desc} [{postfix}]", mininterval=0)
+    bar.set_postfix_str("starting", refresh=False)
+    drawn = threading.Event()
+    refresh = bar.refresh
+
+    def counted_refresh(*args, **kwargs):
+        result = refresh(*args, **kwargs)
+        if "waiting" in out.getvalue():
+            drawn.set()
+        return result
+
+    bar.refresh = counted_refresh
+    with ticking(bar, interval=0.01):
+        bar.set_postfix_str("waiting", refresh=False)  # no update, no refresh: only the clock can draw it
+        assert drawn.wait(timeout=60)
+    after = out.getvalue()
+    threading.Event().wait(0.05)
+    assert out.getvalue() == after  # the clock stopped with the block
+    bar.close()
+    with ticking(tqdm(total=1, disable=True), interval=0.01):
+        pass  # a disabled bar starts no clock
+    assert "c2v-rag-bar-clock" not in {t.name for t in threading.enumerate()}
