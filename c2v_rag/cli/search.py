@@ -124,7 +124,13 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
         except ImportError:  # not on Windows
             pass
         collection = collection_from(args)
-        print("a query a line; Ctrl-C drops the line or the search under way, Ctrl-D ends", file=sys.stderr)
+        # Counting checks the collection is there: a wrong name fails now, not after the first query is typed.
+        chunks = collection.count()
+        print(
+            f"{chunks} chunks in {collection.name!r}: a query a line; Ctrl-C drops the line or the search under way, "
+            "Ctrl-D ends",
+            file=sys.stderr,
+        )
         while True:
             # As in Python's own prompt: Ctrl-C drops what is under way and asks again, end of input ends.
             try:

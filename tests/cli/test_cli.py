@@ -604,4 +604,5 @@ def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, 
     assert proc.wait(timeout=60) == 0
     os.close(leader)
     text = seen.decode(errors="replace").replace("\r", "")
-    assert "Ctrl-D ends" in text and f"query: {make_text(2)[:30].strip()}\n 1. " in text
+    assert "chunks in 'prompt': a query a line" in text and "Ctrl-D ends" in text
+    assert f"query: {make_text(2)[:30].strip()}\n 1. " in text
