@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([h.model_dump() for h in hits], ensure_ascii=False, indent=2))
     else:
-        _print_hits(hits, args.snippet_chars, _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode])
+        _print_hits(hits, args.snippet_chars, _score_kind(args))
     return 0
 
 
@@ -164,7 +164,7 @@ def _print_query_hits(query: str, hits: list[Any], args: argparse.Namespace) -> 
         print(json.dumps({"query": query, "hits": [h.model_dump() for h in hits]}, ensure_ascii=False))
         return
     print(f"query: {query}")
-    _print_hits(hits, args.snippet_chars, _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode])
+    _print_hits(hits, args.snippet_chars, _score_kind(args))
     print()
 
 
@@ -177,6 +177,11 @@ _SCORE_KINDS = {
     "both, 0.67 second in both), not cosines",
     "dbsf": "scores: fused scores (the dense and BM25 scores normalised and summed), not cosines",
 }
+
+
+def _score_kind(args: argparse.Namespace) -> str | None:
+    """The line above the hits that says what their scores are, for the search's mode and fusion."""
+    return _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode]
 
 
 def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:

@@ -26,6 +26,24 @@ def folder(tmp_path):
     return docs
 
 
+def ingested(folder, tmp_path, variant, collection: str) -> list[str]:
+    """``folder`` ingested into a new embedded store with ``variant`` (small chunks): the flags that name it."""
+    common = ["--path", str(tmp_path / "qdrant"), "--collection", collection]
+    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
+    assert main(["ingest", str(folder), *common, "--model", str(variant), *chunking, "-q"]) == 0
+    return common
+
+
+def as_program(*args: str) -> dict:
+    """``subprocess`` arguments that run ``c2v-rag ARGS`` from this checkout, one thread, as a user's shell would."""
+    import os
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    return {"args": [sys.executable, "-m", "c2v_rag.cli", *args], "env": env, "cwd": repo}
+
+
 def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant, capsys):
     store = str(tmp_path / "qdrant")
     args = ["--path", store, "--collection", "cli"]
@@ -463,27 +481,19 @@ def test_search_run_as_the_program_ends_the_process_once_its_output_is_flushed(t
 
 
 def test_search_into_a_closed_pipe_ends_quietly_with_the_sigpipe_status(folder, tmp_path, tiny_variant):
-    import os
     import subprocess
-    import sys
-    from pathlib import Path
 
     from c2v_rag.cli.errors import EXIT_OUTPUT_CLOSED, output_closed
 
-    store = str(tmp_path / "qdrant")
-    common = ["--path", store, "--collection", "pipe"]
-    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
-    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "c2v_rag.cli", "search", "a question", *common, "--top-k", "5"]
+    common = ingested(folder, tmp_path, tiny_variant, "pipe")
+    program = as_program("search", "a question", *common, "--top-k", "5")
     # `| head -1` that has already gone: the reader's end is closed before the command prints anything.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=repo)
+    proc = subprocess.Popen(**program, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdout.close()
     err = proc.stderr.read()
     assert proc.wait(timeout=300) == EXIT_OUTPUT_CLOSED and err == ""
     # Read to the end, the same search prints its results and exits 0.
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=repo, timeout=300)
+    done = subprocess.run(**program, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip(), done.stderr
     # Any other broken pipe (a server's socket) is an error like any other: stdout here is still open.
     assert not output_closed(BrokenPipeError()) and not output_closed(ValueError())
@@ -547,17 +557,14 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     import io
     import json
 
-    store = str(tmp_path / "qdrant")
-    common = ["--path", store, "--collection", "lines"]
-    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
-    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
+    common = ingested(folder, tmp_path, tiny_variant, "lines")
     capsys.readouterr()
     queries = [make_text(i)[:30].strip() for i in (1, 2, 3)]
     monkeypatch.setattr(sys, "stdin", io.StringIO(f"{queries[0]}\n\n  {queries[1]}  \n{queries[2]}\n"))
     assert main(["search", "-", *common, "--top-k", "2", "--rerank", "none", "--json"]) == 0
     out, err = capsys.readouterr()
     rows = [json.loads(line) for line in out.splitlines()]
-    expected = c2v_rag.search_many(queries, top_k=2, path=store, collection="lines", rerank=None)
+    expected = c2v_rag.search_many(queries, top_k=2, path=tmp_path / "qdrant", collection="lines", rerank=None)
     assert [row["query"] for row in rows] == queries  # blank lines skipped, each line stripped, in order
     assert [[h["id"] for h in row["hits"]] for row in rows] == [[h.id for h in hits] for hits in expected]
     assert "Searching" in err and "3/3" in err
@@ -576,17 +583,11 @@ def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, 
     import pty
     import select
     import subprocess
-    from pathlib import Path
 
-    store = str(tmp_path / "qdrant")
-    common = ["--path", store, "--collection", "prompt"]
-    chunking = ["--chunk-size", "24", "--chunk-overlap", "4"]
-    assert main(["ingest", str(folder), *common, "--model", str(tiny_variant), *chunking, "-q"]) == 0
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "c2v_rag.cli", "search", "-", *common, "--top-k", "1", "--rerank", "none"]
+    common = ingested(folder, tmp_path, tiny_variant, "prompt")
+    program = as_program("search", "-", *common, "--top-k", "1", "--rerank", "none")
     leader, follower = pty.openpty()
-    proc = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=repo)
+    proc = subprocess.Popen(**program, stdin=follower, stdout=follower, stderr=follower)
     os.close(follower)
     seen = b""
 
