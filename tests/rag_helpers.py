@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
-from contextlib import closing
+import sys
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 
 import numpy as np
 
@@ -106,3 +108,21 @@ RERANK_DOCS = [
     "Bone",
 ]
 RERANK_QUERY = "vitamin and bone loss"
+
+
+@contextmanager
+def ray_console_on_stderr() -> Iterator[None]:
+    """Ray's console handlers write to this moment's ``sys.stderr`` (a test's ``capsys``) in the block: each holds
+    the ``sys.stderr`` of the moment Ray was imported, an earlier capture's, closed since."""
+    from c2v_rag.rag.ingestion.ray_logs import ray_console_handlers
+
+    handlers = ray_console_handlers()
+    assert handlers, "Ray's loggers have no console handler"
+    streams = [handler.stream for handler in handlers]
+    for handler in handlers:
+        handler.stream = sys.stderr  # not setStream, which flushes the old stream
+    try:
+        yield
+    finally:
+        for handler, stream in zip(handlers, streams):
+            handler.stream = stream

@@ -248,6 +248,7 @@ def _embed_on_ray(
         source_dataset,
         user_error,
     )
+    from c2v_rag.rag.ingestion.ray_logs import quiet_ray
 
     options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
@@ -262,7 +263,8 @@ def _embed_on_ray(
         sink=ExportRows(stored=folder.stored, record=record),
     )
     try:
-        with RaySession(options) as ray_module:
+        # Ray Data's own bars stay: they are the run's progress here.
+        with quiet_ray(bars_off=False), RaySession(options) as ray_module:
             try:
                 # Writing, like reading, asks for no CPU (the actors may hold them all).
                 embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(

@@ -9,10 +9,8 @@ hands an embedded store to the one writing actor and back (``write="workers"``).
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
-import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -44,6 +42,7 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
     source_dataset,
     user_error,
 )
+from c2v_rag.rag.ingestion.ray_logs import quiet_ray
 from c2v_rag.rag.ingestion.sinks import QdrantSink, Retry, retrying_call
 from c2v_rag.rag.results import FailedBatch, IngestResult
 from c2v_rag.store.collection import QdrantConfig, config_fingerprint
@@ -226,7 +225,7 @@ class RayIngestRun:
         # its postfix says what is awaited; the first document's count replaces it.
         progress.set_postfix_str("starting Ray", refresh=False)
         try:
-            with ticking(progress), printed_above_bars(), RaySession(self.options) as ray, ray_data_bars_off():
+            with quiet_ray(bars_off=True), ticking(progress), printed_above_bars(), RaySession(self.options) as ray:
                 self.startup_seconds = time.perf_counter() - started
                 progress.set_postfix_str(_awaiting_actors(self.options.actors), refresh=False)
                 if handoff:
@@ -358,32 +357,6 @@ class RayIngestRun:
         sink.write(embedded)
         self.result.chunks_written += len(embedded.chunks)
         self.result.chunks_unchanged += embedded.unchanged
-
-
-@contextlib.contextmanager
-def ray_data_bars_off() -> Iterator[None]:
-    """Ray Data's own progress bars off for the run, and back as they were after: the run's bar shows its progress
-    (a percentage and an ETA from the documents' shares), and Ray's bars, drawn on the same terminal in the same
-    process, garbled it; without a terminal Ray logs them every few seconds instead. Ray's one warning that its
-    bars are off, which tells the user to turn them on, is left out."""
-    from ray.data import DataContext
-
-    context = DataContext.get_current()
-    shown = context.enable_progress_bars
-    context.enable_progress_bars = False
-    handlers = list(logging.getLogger("ray.data").handlers)  # Ray Data's modules log through them
-    for handler in handlers:
-        handler.addFilter(_not_the_bars_off_warning)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            handler.removeFilter(_not_the_bars_off_warning)
-        context.enable_progress_bars = shown
-
-
-def _not_the_bars_off_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("Progress bars disabled")
 
 
 def _stored_ids(client: Any, collection: str) -> Iterator[str]:

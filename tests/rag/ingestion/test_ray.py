@@ -8,6 +8,7 @@ starts its own actors, so the module keeps to a few runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
@@ -23,7 +24,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "ray", "ray.dat
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
-from rag_helpers import compare, make_text, points
+from rag_helpers import compare, make_text, points, ray_console_on_stderr
 
 import c2v_rag
 from c2v_rag.rag import CollectionMismatchError, QdrantConfig, RayOptions, load_model
@@ -74,7 +75,7 @@ def sources(tmp_path):
 
 
 def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(
-    tmp_path, sources, tiny_variant, ingest_config, monkeypatch
+    tmp_path, sources, tiny_variant, ingest_config, monkeypatch, capsys, caplog
 ):
     local, on_ray = tmp_path / "local", tmp_path / "ray"
     kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config)
@@ -90,7 +91,11 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(
 
     monkeypatch.setattr(RayIngestRun, "_count", count)
     monkeypatch.setattr(ray.data.DataContext.get_current(), "enable_progress_bars", True)  # as a user's Ray has it
-    result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+    with ray_console_on_stderr():
+        capsys.readouterr()
+        result = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+        # Ray Data's notes on the driver (the dataset's start, its plan, its end) stayed off the console.
+        assert "Execution plan of Dataset" not in capsys.readouterr().err
     # Ray Data's bars were off for the run (they garbled the run's own), and are as the user had them after.
     assert ray_bars == {False} and ray.data.DataContext.get_current().enable_progress_bars is True
     monkeypatch.undo()
@@ -111,8 +116,11 @@ def test_ray_ingest_equals_the_local_one_then_reruns_and_replaces(
     assert result.ok and difference < 1e-5
     assert {p["metadata"].get("lang") for p, _ in got.values()} >= {"en", "de", "fr"}  # Parquet columns
 
-    # A re-run adds nothing.
-    again = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+    # A re-run adds nothing. With c2v_rag logging at INFO (the CLI's -v), Ray's notes show.
+    caplog.set_level(logging.INFO, logger="c2v_rag")
+    with ray_console_on_stderr():
+        again = c2v_rag.ingest(sources, path=on_ray, engine="ray", ray=TWO_ACTORS, **kwargs)
+        assert "Execution plan of Dataset" in capsys.readouterr().err
     assert (again.chunks_written, again.chunks_unchanged) == (0, expected.chunks)
     assert sorted(points(on_ray)) == sorted(want)
 
