@@ -92,8 +92,7 @@ class IngestResult(BaseModel):
 
 class EmbedResult(BaseModel):
     """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
-    already in the folder held, which were not embedded again (counted by the local engine; on Ray, whose actors
-    skip them where they run, it stays 0)."""
+    already in the folder held, which were not embedded again."""
 
     out: str
     files: list[str] = Field(default_factory=list)

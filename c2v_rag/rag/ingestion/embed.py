@@ -246,25 +246,30 @@ def _embed_on_ray(
         embed_stage,
         plan_sources,
         source_dataset,
+        start_tally,
         user_error,
     )
     from c2v_rag.rag.ingestion.ray_logs import quiet_ray
 
     options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
-    job = EmbedJob.for_run(
-        settings,
-        options,
-        model=ModelOptions.as_given({"model": model}).resolve().reference,
-        device=device,
-        dtype=dtype,
-        quantize=quantize,
-        readout=readout,
-        sink=ExportRows(stored=folder.stored, record=record),
-    )
+    reference = ModelOptions.as_given({"model": model}).resolve().reference
+    documents = unchanged = 0
     try:
         # Ray Data's own bars stay: they are the run's progress here.
         with quiet_ray(bars_off=False), RaySession(options) as ray_module:
+            tally = start_tally(ray_module)
+            sink = ExportRows(stored=folder.stored, record=record, tally=tally)
+            job = EmbedJob.for_run(
+                settings,
+                options,
+                model=reference,
+                device=device,
+                dtype=dtype,
+                quantize=quantize,
+                readout=readout,
+                sink=sink,
+            )
             try:
                 # Writing, like reading, asks for no CPU (the actors may hold them all).
                 embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
@@ -277,13 +282,11 @@ def _embed_on_ray(
                 if cause is err:
                     raise
                 raise cause from None
+            documents, unchanged = ray_module.get(tally.totals.remote())
     finally:  # the session is closed: no task writes any more
         files = [str(f) for f in folder.drop_cut_files()]
-    result = EmbedResult(out=str(folder.path), files=files)
-    if files:
-        ids = pq.read_table(files, columns=["doc_id"]).column("doc_id")
-        result.chunks = len(ids)
-        result.documents = len(set(ids.to_pylist()))
+    result = EmbedResult(out=str(folder.path), files=files, documents=documents, unchanged=unchanged)
+    result.chunks = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     return result
 
 

@@ -381,6 +381,27 @@ class ActorSink:
         raise err
 
 
+class RunTally:
+    """A Ray actor that adds up what the embedding actors count and the files do not show: the documents they read
+    and the chunks they found written already (``embed(engine="ray")``'s result, as the local engine counts them)."""
+
+    def __init__(self) -> None:
+        self.documents = 0
+        self.unchanged = 0
+
+    def add(self, documents: int, unchanged: int) -> None:
+        self.documents += documents
+        self.unchanged += unchanged
+
+    def totals(self) -> tuple[int, int]:
+        return self.documents, self.unchanged
+
+
+def start_tally(ray: Any) -> Any:
+    """A :class:`RunTally` on the cluster, taking no CPU from the actors (the session must be open)."""
+    return ray.remote(num_cpus=0)(RunTally).remote()
+
+
 @dataclass
 class ExportRows(ActorSink):
     """``embed(engine="ray")``: the actor returns its chunks' Parquet rows, with the run's ``record`` in their schema,
@@ -390,8 +411,15 @@ class ExportRows(ActorSink):
     stored: PointIdSet = field(default_factory=PointIdSet)
     # What each file records (parquet_folder.embed_record).
     record: dict[str, Any] = field(default_factory=dict)
+    # The run's RunTally actor, told each batch's documents and stored chunks before its rows go back (waited for:
+    # the driver reads the totals once the last rows are written).
+    tally: Any = None
 
     def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
+        if self.tally is not None:
+            import ray
+
+            ray.get(self.tally.add.remote(documents.num_rows, embedded.unchanged))
         return with_record(chunk_table(embedded), self.record)
 
 

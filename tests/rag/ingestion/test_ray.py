@@ -307,6 +307,9 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     )
     mixed = pq.read_table(tmp_path / "mixed").sort_by("id")
     assert (begun.chunks, resumed.chunks, mixed.num_rows) == (begun.chunks, local.chunks - begun.chunks, local.chunks)
+    # Its result counts what the local engine's would: every document read, and the chunks the folder held.
+    assert (resumed.documents, resumed.unchanged) == (local.documents, begun.chunks)
+    assert f"{local.chunks} chunks ({resumed.chunks} written, {begun.chunks} already there)" in resumed.summary()
     assert mixed.column("id").to_pylist() == tables[0].column("id").to_pylist()
     assert float(np.abs(np.asarray(mixed.column("vector").to_pylist(), dtype=np.float32) - vectors[0]).max()) < 1e-5
     assert pq.read_schema(resumed.files[0]).metadata == pq.read_schema(begun.files[0]).metadata  # the run's record
