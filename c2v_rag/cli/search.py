@@ -116,6 +116,7 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
 
     from tqdm.auto import tqdm
 
+    from c2v_rag.cli.errors import report
     from c2v_rag.core.progress_bar import unsized_terminal
 
     if sys.stdin.isatty():
@@ -124,15 +125,18 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
         except ImportError:  # not on Windows
             pass
         collection = collection_from(args)
-        # Counting checks the collection is there: a wrong name fails now, not after the first query is typed.
+        # What the first query would fail on fails now, before one is typed (a wrong name, another model's
+        # collection, a filter key no chunk has), and the model and reranker load now, not at the first query.
         chunks = collection.count()
+        collection.prepare_search(args.top_k, options=options)
         print(
             f"{chunks} chunks in {collection.name!r}: a query a line; Ctrl-C drops the line or the search under way, "
             "Ctrl-D ends",
             file=sys.stderr,
         )
         while True:
-            # As in Python's own prompt: Ctrl-C drops what is under way and asks again, end of input ends.
+            # As in Python's own prompt: Ctrl-C drops what is under way and asks again, an error is said and the
+            # prompt goes on (a server that went away may come back), end of input ends.
             try:
                 query = input("query> ").strip()
                 if query:
@@ -142,6 +146,8 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
             except EOFError:
                 print()
                 return 0
+            except Exception as err:
+                report(err, args.verbose)
     queries = [line.strip() for line in sys.stdin if line.strip()]
     if not queries:
         raise ValueError("QUERY '-' reads queries from standard input, one a line, and none came: pipe a file in")

@@ -192,6 +192,17 @@ class Collection:
         per query, in their order."""
         return self._search("search_many", queries, top_k, kwargs)
 
+    def prepare_search(self, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> None:
+        """Do what a :meth:`search` with these arguments does before its query, without one: check the collection,
+        its model, the filter's keys and the mode (raising what the search would), then load the model and, where
+        the search reranks, the reranker (once per process). A program that answers queries as they come (a
+        prompt, a bot) calls it first: a wrong option fails before the first query is asked, and the first search is
+        as fast as the next."""
+        from c2v_rag.rag.retrieval.search import prepare_search
+
+        options = self._options("prepare_search", kwargs)
+        prepare_search(top_k, self.target, self.model, options, self._sync_client("prepare_search"))
+
     def _search(self, where: str, queries: Sequence[str], top_k: int, kwargs: Any) -> list[list[SearchHit]]:
         from c2v_rag.rag.retrieval.search import search_queries
 

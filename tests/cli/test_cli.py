@@ -577,33 +577,74 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     assert "none came: pipe a file in" in capsys.readouterr().err
 
 
-def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, tiny_variant):
-    """At a terminal (a pseudo-terminal here), ``search -`` prompts, answers each line, and ends at Ctrl-D with 0."""
-    import os
-    import pty
-    import select
-    import subprocess
+class _Terminal:
+    """``c2v-rag`` run as a program at a pseudo-terminal: what it printed, and lines typed at it."""
 
+    def __init__(self, *args: str) -> None:
+        import os
+        import pty
+        import subprocess
+
+        self.leader, follower = pty.openpty()
+        self.proc = subprocess.Popen(**as_program(*args), stdin=follower, stdout=follower, stderr=follower)
+        os.close(follower)
+        self.seen = b""
+
+    def read_until(self, marker: bytes, count: int = 1) -> None:
+        import os
+        import select
+
+        while self.seen.count(marker) < count:
+            ready, _, _ = select.select([self.leader], [], [], 120)
+            assert ready, self.text()
+            try:
+                self.seen += os.read(self.leader, 4096)
+            except OSError:  # the program ended: nothing more to read
+                assert self.seen.count(marker) >= count, self.text()
+
+    def type(self, line: bytes) -> None:
+        import os
+
+        os.write(self.leader, line)
+
+    def ended(self) -> int:
+        import os
+
+        code = self.proc.wait(timeout=60)
+        try:
+            while chunk := os.read(self.leader, 4096):
+                self.seen += chunk
+        except OSError:  # the terminal closed with the program
+            pass
+        os.close(self.leader)
+        return code
+
+    def text(self) -> str:
+        return self.seen.decode(errors="replace").replace("\r", "")
+
+
+def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, tiny_variant, tiny_variant_qwen):
+    """At a terminal (a pseudo-terminal here), ``search -`` prompts, answers each line, says an error and goes on,
+    and ends at Ctrl-D with 0; what the first query would fail on fails before the prompt."""
     common = ingested(folder, tmp_path, tiny_variant, "prompt")
-    program = as_program("search", "-", *common, "--top-k", "1", "--rerank", "none")
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(**program, stdin=follower, stdout=follower, stderr=follower)
-    os.close(follower)
-    seen = b""
-
-    def read_until(marker: bytes, count: int = 1) -> None:
-        nonlocal seen
-        while seen.count(marker) < count:
-            ready, _, _ = select.select([leader], [], [], 120)
-            assert ready, seen.decode(errors="replace")
-            seen += os.read(leader, 4096)
-
-    read_until(b"query> ")
-    os.write(leader, make_text(2)[:30].encode() + b"\n")
-    read_until(b"query> ", 2)
-    os.write(leader, b"\x04")  # Ctrl-D at an empty line: end of input
-    assert proc.wait(timeout=60) == 0
-    os.close(leader)
-    text = seen.decode(errors="replace").replace("\r", "")
+    terminal = _Terminal("search", "-", *common, "--top-k", "1", "--rerank", "none")
+    terminal.read_until(b"query> ")
+    terminal.type(make_text(2)[:30].encode() + b"\n")
+    terminal.read_until(b"query> ", 2)
+    # The collection goes while the prompt waits (the store is free between searches): the next query fails with
+    # the error a search gives, and the prompt asks again.
+    assert c2v_rag.open_collection("prompt", path=str(tmp_path / "qdrant")).delete()
+    terminal.type(b"tides\n")
+    terminal.read_until(b"query> ", 3)
+    terminal.type(b"\x04")  # Ctrl-D at an empty line: end of input
+    assert terminal.ended() == 0
+    text = terminal.text()
     assert "chunks in 'prompt': a query a line" in text and "Ctrl-D ends" in text
     assert f"query: {make_text(2)[:30].strip()}\n 1. " in text
+    assert "error: collection 'prompt' does not exist" in text.split("query> ")[2]
+
+    # Another model's collection is refused before the prompt, not at the first query.
+    ingested(folder, tmp_path, tiny_variant, "prompt")
+    other = _Terminal("search", "-", *common, "--model", str(tiny_variant_qwen))
+    assert other.ended() == 2
+    assert "error: " in other.text() and "query> " not in other.text()

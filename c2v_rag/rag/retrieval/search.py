@@ -163,17 +163,35 @@ class _SearchCall:
         check_fusion(options.fusion)
         return cls(queries, top_k, options, model, query_filter)
 
-    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, list[models.QueryRequest]]:
-        """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
-        queries: blocking, as it loads the model and embeds."""
+    def checked(self, client: StoreClient, target: QdrantConfig) -> tuple[str, Any]:
+        """The concrete collection the call names and its info, once it is there and any filter key it uses is
+        carried by its chunks (a missing one fails, or warns, here: before the model loads)."""
+        check_collection_name(self.options.collection)
+        concrete = resolve_alias(client, self.options.collection)
+        info = require_collection(client, concrete, target)
+        sample = sample_request(self.options.filter)
+        if sample is not None:
+            points, _ = client.scroll(concrete, **sample)
+            check_filter_keys(self.options.filter, points, self.options.collection, target.location)
+        return concrete, info
+
+    def prepared(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, int | None]:
+        """The plan for the collection ``concrete`` (read as ``info``), and the depth it reranks (None: it does
+        not): blocking, as it loads the model and the reranker, once per process."""
         plan = _Plan.build(info, concrete, target, self.options, self.model)
         recorded = _recorded_model(fingerprint_of(info))
         depth = resolve_rerank(self.options.rerank, self.top_k, self.model, recorded)  # "auto" decided
         if depth is not None:
             auto = self.options.rerank == "auto"
             plan.reranker = auto_reranker(self.model, recorded) if auto else shared_reranker(self.model, recorded)
+        return plan, depth if plan.reranker is not None else None
+
+    def plan(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, list[models.QueryRequest]]:
+        """The plan for the collection ``concrete`` (read as ``info``) and the requests of the
+        queries: blocking, as it loads the model and embeds."""
+        plan, depth = self.prepared(info, concrete, target)
         # With rerank=N the first stage reads the top N; :meth:`finish` keeps the best top_k of them.
-        first_stage = depth if depth is not None and plan.reranker is not None else self.top_k
+        first_stage = depth if depth is not None else self.top_k
         return plan, plan.requests(self.queries, first_stage, self.query_filter, self.options)
 
     def finish(self, plan: _Plan, found: list[list[SearchHit]]) -> list[list[SearchHit]]:
@@ -193,16 +211,22 @@ class _SearchCall:
             return [rerank_hits(plan.reranker, query, hits, self.top_k) for query, hits in pairs]
 
 
+def prepare_search(
+    top_k: int, target: QdrantConfig, model: ModelOptions, options: SearchOptions, client: StoreClient | None = None
+) -> None:
+    """What a search of ``options.collection`` with these arguments does before its queries, without one: every
+    check (the collection, its model, the filter's keys, the mode), then the model and any reranker loaded
+    (:meth:`c2v_rag.Collection.prepare_search`)."""
+    require_rag("c2v_rag.prepare_search")
+    call = _SearchCall.check([], top_k, options, model)
+    with target.opened(client) as qdrant_client:
+        concrete, info = call.checked(qdrant_client, target)
+        call.prepared(info, concrete, target)
+
+
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
     with target.opened(client) as qdrant_client:
-        check_collection_name(call.options.collection)
-        concrete = resolve_alias(qdrant_client, call.options.collection)
-        info = require_collection(qdrant_client, concrete, target)
-        # Filter keys no chunk carries fail (or warn) here, before the model loads.
-        sample = sample_request(call.options.filter)
-        if sample is not None:
-            points, _ = qdrant_client.scroll(concrete, **sample)
-            check_filter_keys(call.options.filter, points, call.options.collection, target.location)
+        concrete, info = call.checked(qdrant_client, target)
         plan, requests = call.plan(info, concrete, target)
         return call.finish(plan, _read(qdrant_client, concrete, plan.layout, requests, call.options.group_by_document))
 

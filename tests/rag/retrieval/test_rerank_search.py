@@ -284,3 +284,28 @@ def test_the_cli_names_a_bad_rerank(capsys):
     with pytest.raises(SystemExit):
         main(["search", QUERY, "--rerank", "many"])
     assert "expected a number of hits (e.g. 20), 'auto' or 'none', got 'many'" in capsys.readouterr().err
+
+
+def test_prepare_search_loads_what_a_search_needs_and_raises_what_it_would(store, tiny_lm_variant):
+    """A handle's prepare_search loads the model and the reranker a search with these options uses (the ones
+    the next search takes from the process's caches) and refuses what that search would refuse, with no query."""
+    from c2v_rag.rag import CollectionNotFoundError
+    from c2v_rag.rag import embedding as shared_models
+    from c2v_rag.rag.retrieval import reranking
+
+    shared_models.clear_model_cache()
+    reranking._cache.clear()
+    handle = c2v_rag.open_collection("kb", path=store)
+    handle.prepare_search(3, rerank=6)
+    (model,) = shared_models._cache.values()
+    (reranker,) = reranking._cache.values()
+    hits = handle.search(QUERY, 3, rerank=6)
+    assert list(shared_models._cache.values()) == [model] and list(reranking._cache.values()) == [reranker]
+    assert len(hits) == 3 and all(h.rerank_score is not None for h in hits)
+
+    with pytest.raises(ValueError, match="rerank"):
+        handle.prepare_search(8, rerank=6)  # fewer hits reranked than asked for
+    with pytest.raises(ValueError, match="has no sparse vectors"):
+        handle.prepare_search(mode="hybrid")  # ingested without sparse vectors
+    with pytest.raises(CollectionNotFoundError):
+        c2v_rag.open_collection("other", path=store).prepare_search()
