@@ -154,12 +154,20 @@ class TarArchive(Archive):
         return _TarMembers(file)
 
 
+# A compressed file's suffix -> how to open what it holds: the suffixes CompressedFile takes.
+_DECOMPRESSED: dict[str, Callable[[Path], AbstractContextManager[Stream]]] = {
+    ".gz": lambda file: gzip.GzipFile(file, "rb"),
+    ".bz2": lambda file: bz2.BZ2File(file, "rb"),
+    ".xz": lambda file: lzma.LZMAFile(file, "rb"),
+}
+
+
 class CompressedFile(FileFormat):
     """One file compressed alone (``notes.md.gz``): read as the file it holds, by its inner suffix; a compressed
     tar (``docs.tar.gz``) as a tar archive."""
 
     name = "compressed file"
-    suffixes = (".gz", ".bz2", ".xz")
+    suffixes = tuple(_DECOMPRESSED)
 
     def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
         return _has_format(PurePosixPath(file.stem), text_suffixes)
@@ -341,13 +349,6 @@ class _TarMembers(AbstractContextManager[Sequence[Member]]):
 
     def __exit__(self, *exc: object) -> None:
         self.archive.close()
-
-
-_DECOMPRESSED: dict[str, Callable[[Path], AbstractContextManager[Stream]]] = {
-    ".gz": lambda file: gzip.GzipFile(file, "rb"),
-    ".bz2": lambda file: bz2.BZ2File(file, "rb"),
-    ".xz": lambda file: lzma.LZMAFile(file, "rb"),
-}
 
 
 def _decompressed(file: Path) -> AbstractContextManager[Stream]:
