@@ -354,13 +354,17 @@ def _int8_graphs(
     return alias, find_int8_graphs(alias)
 
 
-def int8_calibration_key(directory: Path, config: Causal2VecConfig) -> str | None:
+def int8_calibration_key(
+    directory: Path, config: Causal2VecConfig, digests: VariantDigests | None = None
+) -> str | None:
     """What a variant's shipped calibration is made for (:func:`c2v_rag.cpu.int8.shipped_maxima_key`): its digests
     as every machine computes them alike (its files, its adapters, its bases' contents) and its config. None where a
-    base's contents are not known before it loads (a hub id): nothing then tells whether the maxima fit."""
+    base's contents are not known before it loads (a hub id): nothing then tells whether the maxima fit.
+    ``digests``: the folder's, where the caller has them already (reading them hashes its weight files)."""
     from c2v_rag.cpu.int8 import shipped_maxima_key
 
-    digests = VariantDigests.of_directory(directory, config)
+    if digests is None:
+        digests = VariantDigests.of_directory(directory, config)
     if digests.weights is None or digests.bases is None or set(digests.bases) != set(base_roles(config)):
         return None
     variant = {"weights": digests.weights, "adapters": digests.adapters, "bases": digests.bases}

@@ -25,7 +25,8 @@ def write_int8_calibration(variant: str | Path) -> Path:
 
     directory = resolve_variant_path(variant)
     config = read_config(directory)
-    key = int8_calibration_key(directory, config)
+    digests = VariantDigests.of_directory(directory, config)
+    key = int8_calibration_key(directory, config, digests)
     if key is None:
         raise ValueError(
             f"{directory}: a variant without weights of its own, or with a base on the hub (whose contents are not "
@@ -34,6 +35,5 @@ def write_int8_calibration(variant: str | Path) -> Path:
     model = Causal2Vec.from_pretrained(directory, device="cpu", dtype="float32")
     model.use_transformers_backbones()  # calibrated on the modules a first int8 load builds from (same maxima)
     path = directory / SHIPPED_MAXIMA_FILE
-    bases = VariantDigests.of_directory(directory, config).bases
-    write_shipped_maxima(path, input_maxima(model, precision="fp32"), key, bases)
+    write_shipped_maxima(path, input_maxima(model, precision="fp32"), key, digests.bases)
     return path
