@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from c2v_rag.core.errors import MissingPackageError
-from c2v_rag.core.wording import in_words
+from c2v_rag.core.wording import counted, in_words
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
 from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
@@ -224,6 +224,13 @@ def suffixes_in_words(counts: Mapping[str, int]) -> str:
     named = [f"{suffix or 'no suffix'} ({n})" for suffix, n in ranked[:_NAMED_SUFFIXES]]
     rest = len(ranked) - len(named)
     return ", ".join(named) + (f" and {rest} more suffixes" if rest else "")
+
+
+def not_read_words(counts: Mapping[str, int]) -> str:
+    """``not read: 57 files of other types (no suffix (43), .sed (2))`` (a :class:`ReadLog`'s ``not_read``), or
+    nothing when there were none."""
+    total = sum(counts.values())
+    return f"not read: {counted(total, 'file')} of other types ({suffixes_in_words(counts)})" if total else ""
 
 
 def _ranked(counts: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from c2v_rag.core.wording import counted
 
 # Defined with the reading that records it (a ReadLog); re-exported here, with the results that list it.
-from c2v_rag.documents.files import ReadLog, SkippedInput, suffixes_in_words
+from c2v_rag.documents.files import ReadLog, SkippedInput, not_read_words
 
 # What a result says of the files of other types its folders held.
 _FILES_NOT_READ = (
@@ -19,8 +19,8 @@ _FILES_NOT_READ = (
 
 def _not_read_words(counts: dict[str, int]) -> str:
     """``; not read: 57 files of other types (no suffix (43), .sed (2))``, or nothing when there were none."""
-    total = sum(counts.values())
-    return f"; not read: {counted(total, 'file')} of other types ({suffixes_in_words(counts)})" if total else ""
+    words = not_read_words(counts)
+    return f"; {words}" if words else ""
 
 
 class FailedBatch(BaseModel):

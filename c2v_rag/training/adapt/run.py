@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.documents.files import ReadLog
 from c2v_rag.documents.reading import ReadOptions
 from c2v_rag.training.adapt.config import AdaptConfig
 from c2v_rag.training.adapt.report import AdaptReport
@@ -49,8 +50,10 @@ def _check_output(out: Path, overwrite: bool) -> None:
 
 def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
     """A path training can read the documents from: the path given, else (other inputs, or a folder read with
-    options: ``exclude`` patterns, ``text_suffixes``) the documents written as JSONL."""
-    from c2v_rag.documents.documents import iter_documents, names_existing_path
+    options: ``exclude`` patterns, ``text_suffixes``) the documents written as JSONL, with a bar over the files
+    read (a folder of PDFs takes minutes)."""
+    from c2v_rag.documents.documents import names_existing_path
+    from c2v_rag.training.pseudo.make import read_documents
 
     as_given = read == ReadOptions()
     if as_given and (isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))):
@@ -58,8 +61,9 @@ def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
     pairs_dir.mkdir(parents=True, exist_ok=True)
     target = pairs_dir / DOCUMENTS_FILE
     tmp = target.with_suffix(".tmp")
+    documents = read_documents(docs, ReadLog(), desc="Reading the documents", options=read)
     with tmp.open("w", encoding="utf-8") as handle:
-        for doc in iter_documents(docs, options=read):
+        for doc in documents:
             handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
             handle.write("\n")
     tmp.replace(target)

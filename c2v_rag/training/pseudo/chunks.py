@@ -8,7 +8,7 @@ for the same documents and chunking.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +45,7 @@ def document_title(text: str, metadata: dict[str, Any], headings: list[tuple[int
     return None
 
 
-def iter_chunks(
-    documents: Iterable[SourceDocument], chunker: TokenChunker, *, on_document: Callable[[int], None] | None = None
-) -> Iterator[CorpusChunk]:
+def iter_chunks(documents: Iterable[SourceDocument], chunker: TokenChunker) -> Iterator[CorpusChunk]:
     """The chunks of every document (as :func:`~c2v_rag.documents.documents.iter_documents` reads them from
     whatever ``ingest`` takes), each under the last heading that starts before it."""
     for document in documents:
@@ -64,5 +62,3 @@ def iter_chunks(
                 title=title,
                 heading=above[-1] if above else None,
             )
-        if on_document is not None:
-            on_document(1)

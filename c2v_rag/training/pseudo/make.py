@@ -12,7 +12,7 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ from tqdm.auto import tqdm
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
-from c2v_rag.documents.documents import input_size
-from c2v_rag.documents.files import ReadLog
+from c2v_rag.documents.documents import input_size, iter_documents
+from c2v_rag.documents.files import ReadLog, ReadOptions, not_read_words
+from c2v_rag.documents.source_document import SourceDocument
 from c2v_rag.training.pseudo.beir_cache import PairSet, read_pairs, read_settings, write_pairs
 from c2v_rag.training.pseudo.chunks import CorpusChunk, iter_chunks
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
@@ -39,38 +40,42 @@ _GATE_PREFERENCE = {"generated": 0, "heading": 1, "crop": 2}
 _MIN_CHUNK_WORDS = 25
 
 
-def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:
-    """Every chunk of ``docs``, with a progress bar over the files (or documents) read."""
-    log = ReadLog()
-    from c2v_rag.documents.documents import iter_documents
-
+def read_documents(
+    docs: Any, log: ReadLog, *, desc: str, options: ReadOptions | None = None, show_progress: bool = True
+) -> Iterator[SourceDocument]:
+    """The documents of ``docs``, read as ``ingest`` reads them (``options``: its exclude patterns and text
+    suffixes), with a bar as ingest's: over the files read, each weighing the bytes it holds, or over the documents
+    given. Files of types it does not read are said once, at the end, as a warning (``log.not_read`` counts them):
+    a folder whose files are mostly of other types would otherwise train on a few of them unnoticed."""
     # Opening checks every path before any reading; the size it finds is the bar's total.
-    opened = iter_documents(docs, log=log)
+    opened = iter_documents(docs, options=options, log=log)
     size = input_size(docs, log)
-    chunks: list[CorpusChunk] = []
-    # As the ingest bar: files weigh the bytes they hold (InputSize.position), the count shown is of files.
     with CountingBar(
         total=size.extent,
         items=size.total,
         noun=size.unit + "s",
-        desc="Reading and chunking",
+        desc=desc,
         disable=not show_progress,
         **unsized_terminal(sys.stderr),
     ) as bar:
-        done = 0
 
         def show(inputs: int) -> None:
             bar.count = inputs
             bar.update(size.position(inputs) - bar.n)
 
-        def advance(_: int) -> None:
-            nonlocal done
-            show(log.files_done if size.unit == "file" else done + 1)
-            done += 1
-
-        chunks.extend(iter_chunks(opened, chunker, on_document=advance))
+        for done, document in enumerate(opened, start=1):
+            yield document  # what the caller does with it (chunking) is on the bar's clock too
+            show(log.files_done if size.unit == "file" else done)
         if size.unit == "file":
             show(log.files_done)
+    if log.not_read:
+        logger.warning("%s (--text-suffix SUFFIX reads a suffix as plain text)", not_read_words(log.not_read))
+
+
+def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:
+    """Every chunk of ``docs``, with a progress bar over the files (or documents) read."""
+    documents = read_documents(docs, ReadLog(), desc="Reading and chunking", show_progress=show_progress)
+    chunks = list(iter_chunks(documents, chunker))
     if not chunks:
         raise ValueError("the documents gave no text to make training pairs from")
     return chunks

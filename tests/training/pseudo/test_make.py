@@ -127,3 +127,33 @@ def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path,
         assert fraction == pytest.approx(sum(weights[:count]) / sum(weights)), (count, fraction)
     assert recorded[-1] == (4, pytest.approx(1.0)) and any(fraction > 0.8 for count, fraction in recorded if count == 3)
     assert "4/4 files" in capsys.readouterr().err
+
+
+def test_reading_says_which_files_it_left_unread_and_text_suffixes_read_them(tmp_path, caplog, capsys):
+    """Files of types adapt does not read are said in a warning, counted by suffix, as ingest's summary counts
+    them; ``text_suffixes`` reads them (files without a suffix here), with a bar over the files read."""
+    import logging
+    from pathlib import Path
+
+    from c2v_rag.documents.files import ReadLog
+    from c2v_rag.documents.reading import ReadOptions
+    from c2v_rag.training.pseudo.make import read_documents
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(f"# Guide\n\n{make_text(1)}\n")
+    (docs / "INTRO").write_text(make_text(2))
+    (docs / "RBASH").write_text(make_text(3))
+    (docs / "fix.sed").write_text("s/colour/color/g\n")
+    with caplog.at_level(logging.WARNING):
+        read = list(read_documents(docs, ReadLog(), desc="Reading", show_progress=False))
+    assert [Path(d.doc_id).name for d in read] == ["guide.md"]
+    assert "not read: 3 files of other types (no suffix (2), .sed (1))" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        options = ReadOptions(text_suffixes=("",))
+        read = list(read_documents(docs, ReadLog(), desc="Reading the documents", options=options))
+    assert sorted(Path(d.doc_id).name for d in read) == ["INTRO", "RBASH", "guide.md"]
+    assert "not read: 1 file of other types (.sed (1))" in caplog.text
+    err = capsys.readouterr().err
+    assert "Reading the documents: 100%" in err and "3/3 files" in err
