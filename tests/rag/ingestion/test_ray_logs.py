@@ -53,6 +53,9 @@ def test_a_run_shows_ray_warnings_but_not_its_notes_and_all_with_verbose_logging
 ):
     with ray_console_on_stderr():
         caplog.set_level(logging.WARNING, logger="c2v_rag")
+        # Ray's loggers pass every record to the handlers: ray.init(logging_level=...) in another test of the
+        # process sets the "ray" logger's level, which would drop some before any filter sees them.
+        caplog.set_level(logging.DEBUG, logger="ray")
         context = ray.data.DataContext.get_current()
         monkeypatch.setattr(context, "enable_progress_bars", True)  # as a user's Ray has it
         with warnings.catch_warnings(record=True) as caught:

@@ -286,15 +286,16 @@ def test_the_cli_names_a_bad_rerank(capsys):
     assert "expected a number of hits (e.g. 20), 'auto' or 'none', got 'many'" in capsys.readouterr().err
 
 
-def test_prepare_search_loads_what_a_search_needs_and_raises_what_it_would(store, tiny_lm_variant):
+def test_prepare_search_loads_what_a_search_needs_and_raises_what_it_would(store, tiny_lm_variant, monkeypatch):
     """A handle's prepare_search loads the model and the reranker a search with these options uses (the ones
     the next search takes from the process's caches) and refuses what that search would refuse, with no query."""
     from c2v_rag.rag import CollectionNotFoundError
     from c2v_rag.rag import embedding as shared_models
     from c2v_rag.rag.retrieval import reranking
 
-    shared_models.clear_model_cache()
-    reranking._cache.clear()
+    # Empty caches for this test; the process's own, which other tests' fixtures fill, come back after it.
+    monkeypatch.setattr(shared_models, "_cache", {})
+    monkeypatch.setattr(reranking, "_cache", {})
     handle = c2v_rag.open_collection("kb", path=store)
     handle.prepare_search(3, rerank=6)
     (model,) = shared_models._cache.values()
