@@ -84,23 +84,50 @@ def _on_questions(before: GateScores, after: GateScores, gate: AdaptGate) -> Ver
     return Verdict(better, [reason], evidence)
 
 
-def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
+def _heldout_evidence(gate: AdaptGate, items: int) -> dict[str, Any]:
+    """The evidence record of a verdict on the held-out queries of ``gate.evidence``'s sources, ``items`` of them."""
     what = describe_sources(list(gate.evidence))
-    ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
     level = (1 - gate.confidence) / 2
     sign = f" and a sign test p at most {level:g}" if gate.min_gain >= 0 else ""
     rule = (
         f"the {gate.confidence:.0%} interval of the held-out {what}' nDCG@10 gain above {gate.min_gain:g}{sign}, "
         f"over at least {gate.min_items} of them"
     )
-    evidence: dict[str, Any] = {
+    return {
         "signal": f"held-out {what}",
         "metric": "ndcg@10",
-        "items": len(ids),
+        "items": items,
         "min_items": gate.min_items,
         "rule": rule,
         "real_questions_measured": False,
     }
+
+
+def too_few_to_judge(gate: AdaptGate, heldout_sources: list[str]) -> Verdict | None:
+    """The verdict before any training when the held-out queries (of ``heldout_sources``) hold fewer than
+    ``gate.min_items`` of the evidence sources and no questions of the user's decide: the gate could keep no
+    variant whatever it scored, so training it would only cost time. None when the gate can judge."""
+    if gate.questions is not None:
+        return None
+    items = sum(source in gate.evidence for source in heldout_sources)
+    if items >= gate.min_items:
+        return None
+    what = describe_sources(list(gate.evidence))
+    reason = (
+        f"held-out {what} ({items}): too few to judge (the gate needs {gate.min_items}), whatever a variant would "
+        "score, so none was trained. To judge one: give your own questions (--questions FILE), let the generator "
+        "write for more chunks (--max-generated N: it writes for held-out chunks first, up to half of N; on list-like "
+        "documents a small generator asks back more than it asks), use a stronger one (--generator openai), or give "
+        "more documents"
+    )
+    return Verdict(False, [reason], _heldout_evidence(gate, items))
+
+
+def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
+    what = describe_sources(list(gate.evidence))
+    ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
+    level = (1 - gate.confidence) / 2
+    evidence = _heldout_evidence(gate, len(ids))
     reasons = []
     clear = False
     if not ids:

@@ -59,6 +59,8 @@ class AdaptReport(BaseModel):
             if self.kept
             else f"NOT KEPT: the adapted variant did not pass the gate; keep using {self.start} "
             f"(the candidate stays in {self.output}/candidate for inspection)"
+            if self.after
+            else f"NOT KEPT: no variant was trained; keep using {self.start}"
         )
         lines.append(verdict)
         lines.extend(self.evidence_lines())

@@ -257,7 +257,7 @@ def adapt(
     from c2v_rag.documents.documents import iter_documents
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.model.causal2vec import Causal2Vec
-    from c2v_rag.training.adapt.decision import decide
+    from c2v_rag.training.adapt.decision import decide, too_few_to_judge
     from c2v_rag.training.adapt.gate import gate_data, query_sources, question_data, score
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
@@ -307,6 +307,22 @@ def adapt(
         raise ValueError(
             "no held-out chunk kept a query, so the gate cannot score the variant: give more documents, or raise "
             "pairs.holdout_fraction"
+        )
+    early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout])
+    if early is not None:  # not kept whatever a variant scored: minutes of training and scoring saved
+        return _write_report(
+            AdaptReport(
+                start=config.start,
+                output=str(out),
+                kept=False,
+                reasons=early.reasons,
+                evidence=early.evidence,
+                pairs=pairs.report,
+                seconds=seconds,
+                cpu=cpu_facts(),
+                settings=config.model_dump(mode="json"),
+            ),
+            out,
         )
 
     clock = time.perf_counter()
@@ -358,6 +374,10 @@ def adapt(
         cpu=cpu_facts(),
         settings=config.model_dump(mode="json"),
     )
+    return _write_report(report, out)
+
+
+def _write_report(report: AdaptReport, out: Path) -> AdaptReport:
     (out / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return report
 

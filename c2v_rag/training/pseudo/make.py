@@ -69,7 +69,7 @@ def read_documents(
         if size.unit == "file":
             show(log.files_done)
     if log.not_read:
-        logger.warning("%s (--text-suffix SUFFIX reads a suffix as plain text)", not_read_words(log.not_read))
+        logger.warning("%s; --text-suffix SUFFIX reads a suffix as plain text", not_read_words(log.not_read))
 
 
 def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:

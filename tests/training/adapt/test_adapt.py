@@ -13,6 +13,7 @@ from c2v_rag.training.adapt.decision import decide
 from c2v_rag.training.adapt.gate import GateScores
 from c2v_rag.training.adapt.general_data import GeneralDataError, find_general_data
 from c2v_rag.training.adapt.run import adapt
+from c2v_rag.training.pseudo.beir_cache import read_pairs
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
 
 pytest.importorskip("bm25s")
@@ -38,10 +39,12 @@ def folder(tmp_path):
 
 
 def config(general, **gate) -> AdaptConfig:
+    """Settings for a small folder: a tiny gate that judges on a single held-out heading, unless ``gate`` says
+    otherwise (the default 30 would stop these runs before training: test_too_few_to_judge_stops_before_training)."""
     return AdaptConfig(
         pairs=PseudoPairsConfig(generator="none", min_words=2, round_trip_k=None, holdout_fraction=0.25),
         training=AdaptTraining(steps=3, batch_size=4, precision="fp32", device="cpu"),
-        gate=AdaptGate(corpus_size=20, sts_limit=20, **gate),
+        gate=AdaptGate(corpus_size=20, sts_limit=20, **{"min_items": 1, **gate}),
         general_data=str(general),
     )
 
@@ -53,7 +56,7 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
     for i in range(8):  # pages without a heading: their held-out queries are crops
         (folder / f"note{i}.txt").write_text(make_text(40 + i, 8) + "\n")
     # A gate that any variant passes: the path a kept variant takes, whatever three steps did.
-    report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0, min_items=1), start=str(start))
+    report = adapt(folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start))
     assert report.kept
     assert set(report.before) == set(report.after) >= {"ndcg@10", "mrr@10", "stsb_dev_spearman"}
     # The held-out queries' scores by source (crops, headings here) add up to the whole: a mean weighted by counts.
@@ -97,7 +100,7 @@ def test_a_variant_that_passes_is_written_to_out_and_loads(start, folder, genera
 
 def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, tmp_path):
     out = tmp_path / "adapted"
-    report = adapt(folder, out, config=config(general, min_gain=1.0, min_items=1), start=str(start))
+    report = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
     assert not report.kept
     assert not (out / "modules.json").exists() and (out / "candidate" / "modules.json").is_file()
     assert any("no clear gain" in r for r in report.reasons)
@@ -293,3 +296,18 @@ def test_exclude_leaves_a_folders_files_out_of_the_pairs(start, folder, general,
     assert sorted(r["id"] for r in read) == sorted((folder / f"page{i}.md").resolve().as_posix() for i in range(16))
     written = " ".join(p.read_text() for p in (out / "pairs").rglob("*.jsonl"))
     assert "page3.md" in written and "zanzibar" not in written
+
+
+def test_too_few_to_judge_stops_before_training(start, folder, general, tmp_path):
+    """Fewer held-out headings and generated questions than the gate needs, and no questions of the user's: the
+    verdict is "not kept" whatever a variant would score, so adapt says so without training one."""
+    out = tmp_path / "adapted"
+    settings = config(general, min_items=30)
+    report = adapt(folder, out, config=settings, start=str(start))
+    items = sum(p.source in ("heading", "generated") for p in read_pairs(out / "pairs").heldout)
+    assert 0 < items < 30 and report.evidence["items"] == items
+    assert not report.kept and not report.after and not (out / "candidate").exists()
+    assert f"({items}): too few to judge (the gate needs 30)" in report.reasons[0]
+    assert "--questions FILE" in report.reasons[0] and "NOT KEPT: no variant was trained" in report.table()
+    assert json.loads((out / "adapt_report.json").read_text())["kept"] is False
+    assert "training" not in report.seconds and "pairs" in report.seconds
