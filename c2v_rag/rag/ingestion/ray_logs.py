@@ -22,13 +22,17 @@ _RAY_LOGGERS = ("ray", "ray.data")
 _TOKEN_NOTE = "Token authentication is enabled for this Ray cluster"
 # Ray Data's warning when its bars are off, which tells the user to turn them on: the run's own bar is on.
 _BARS_OFF_NOTE = "Progress bars disabled"
+# Where Ray Data logs its progress at INFO, every 10 s, in place of its bars when stdout is no terminal: a run that
+# keeps Ray's bars (embed's, which has none of its own) keeps these lines too.
+_PROGRESS_LOGGERS = "ray.data._internal.progress"
 # Ray Data's warning when a run's input makes fewer blocks than the writing tasks it may run (embed's write_parquet),
 # with advice on repartitioning: a small folder makes one block, and a big one keeps every writer busy.
 _WRITE_CONCURRENCY_NOTE = "The maximum number of concurrent tasks for 'Write'"
 
 
 class _RayConsoleFilter(logging.Filter):
-    """Ray's console records to show: warnings and errors, but for its notes; every record when ``verbose``."""
+    """Ray's console records to show: warnings and errors, but for its notes, and Ray Data's progress lines where its
+    bars stay on; every record when ``verbose``."""
 
     def __init__(self, *, verbose: bool, bars_off: bool) -> None:
         super().__init__()
@@ -39,6 +43,8 @@ class _RayConsoleFilter(logging.Filter):
         message = record.getMessage()
         if self.bars_off and message.startswith(_BARS_OFF_NOTE):
             return False
+        if not self.bars_off and record.name.startswith(_PROGRESS_LOGGERS):
+            return True
         return self.verbose or (record.levelno >= logging.WARNING and not message.startswith(_TOKEN_NOTE))
 
 

@@ -82,3 +82,22 @@ def test_a_run_shows_ray_warnings_but_not_its_notes_and_all_with_verbose_logging
             assert context.enable_progress_bars is True
             _log_everything()
         assert len(_shown(capsys.readouterr().err)) == len(RAY_LINES + KEPT_LINES) and len(caught) == 1
+
+
+def test_a_run_that_keeps_ray_data_bars_keeps_its_progress_lines_without_a_terminal(capsys, caplog):
+    """Without a terminal Ray Data logs its progress at INFO instead of drawing bars: embed --ray, which has no
+    bar of its own, keeps those lines; a run with its own bar turns Ray's off (and so these lines)."""
+    progress = logging.getLogger("ray.data._internal.progress.logging_progress")
+    line = "Dataset dataset_1: 3/8 blocks, 1.2 MiB"  # the shape of Ray's line, not its exact wording
+    with ray_console_on_stderr():
+        caplog.set_level(logging.WARNING, logger="c2v_rag")
+        caplog.set_level(logging.DEBUG, logger="ray")
+        with quiet_ray(bars_off=False):
+            progress.info(line)
+            logging.getLogger("ray.data._internal.execution.streaming_executor").info("Execution plan of Dataset")
+        kept = capsys.readouterr().err
+        with quiet_ray(bars_off=True):
+            progress.info(line)
+        dropped = capsys.readouterr().err
+    assert line in kept and "Execution plan" not in kept
+    assert line not in dropped
