@@ -82,3 +82,17 @@ def sigint_kept(restore: bool) -> Iterator[None]:
         # None: a handler installed outside Python, which cannot be put back from here (and is not replaced).
         if restore and before is not None and signal.getsignal(signal.SIGINT) is not before:
             signal.signal(signal.SIGINT, before)
+
+
+def caused_by_ctrl_c(err: BaseException) -> bool:
+    """Whether ``err`` was raised because of a KeyboardInterrupt (its cause or context, at any depth): a library
+    that catches every exception in a callback turns Ctrl-C into its own error (pydantic-core's serializer raises
+    ``PydanticSerializationError`` from it)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from c2v_rag.core.extras import require
+from c2v_rag.core.interrupts import caused_by_ctrl_c
 from c2v_rag.documents.chunking import check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import EmbedInterrupted
@@ -205,15 +206,15 @@ def _embed_here(
 
     try:
         core.run(documents, sink)
-    except KeyboardInterrupt:
-        done = finish()
-        raise EmbedInterrupted(
-            f"interrupted; {done.chunks} chunks were written to {done.out}. Re-run the same embed to resume: chunks "
-            "already written are skipped.",
-            done,
-        ) from None
-    except BaseException:
-        finish()  # the rows written so far stay readable
+    except BaseException as err:
+        done = finish()  # the rows written so far stay readable
+        # Ctrl-C, also inside a library that turns it into its own error (pydantic-core's serializer does)
+        if caused_by_ctrl_c(err):
+            raise EmbedInterrupted(
+                f"interrupted; {done.chunks} chunks were written to {done.out}. Re-run the same embed to resume: "
+                "chunks already written are skipped.",
+                done,
+            ) from None
         raise
     return finish()
 

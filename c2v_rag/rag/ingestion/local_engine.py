@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.core.interrupts import caused_by_ctrl_c
 from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import InputSize, input_size, iter_documents
@@ -261,17 +262,3 @@ def _is_embedded(client: Any) -> bool:
 def _is_local_mode(client: Any) -> bool:
     """Whether ``client`` is qdrant-client's local mode (Qdrant in Python, in this process)."""
     return type(getattr(client, "_client", None)).__name__ == "QdrantLocal"
-
-
-def caused_by_ctrl_c(err: BaseException) -> bool:
-    """Whether ``err`` was raised because of a KeyboardInterrupt (its cause or context, at any depth): a library
-    that catches every exception in a callback turns Ctrl-C into its own error (pydantic-core's serializer raises
-    ``PydanticSerializationError`` from it)."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-from c2v_rag.core.interrupts import remembered_interrupts
+from c2v_rag.core.interrupts import caused_by_ctrl_c, remembered_interrupts
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
 from c2v_rag.documents.documents import InputSize
 from c2v_rag.encode.loop import Truncation, observing
@@ -581,7 +581,9 @@ class IngestCore:
                         return
                     for batch in self.batcher.add(doc):
                         self._send(batch, sink)
-        except Exception:
+        except Exception as err:
+            if caused_by_ctrl_c(err):  # Ctrl-C inside a library that wraps it: nothing more is embedded
+                raise
             try:
                 self._send_rest(sink)
             except Exception as err:  # the error that stopped the reading is the one to report

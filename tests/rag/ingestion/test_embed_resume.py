@@ -32,6 +32,16 @@ def stopped_after(docs: list[dict], count: int):
     raise KeyboardInterrupt
 
 
+def wrapped_stop_after(docs: list[dict], count: int):
+    """As :func:`stopped_after`, but the Ctrl-C reaches the run as a library's own error raised from it, as Ctrl-C in
+    pydantic-core's serializer (LlamaIndex's node dump) does: `Error calling function `custom_model_dump``."""
+    yield from docs[:count]
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as interrupt:
+        raise RuntimeError("Error calling function `custom_model_dump`: KeyboardInterrupt") from interrupt
+
+
 def folder_rows(folder) -> dict[str, dict]:
     """Every row of the folder's Parquet files (as a reader of the folder sees them), by point id; an id twice fails."""
     table = pq.read_table(folder)
@@ -72,6 +82,18 @@ def test_a_stopped_embed_resumes_to_the_rows_one_whole_run_writes(tmp_path, docs
 
     again = c2v_rag.embed(docs, out, model=str(tiny_variant), config=ingest_config)  # a third run: nothing to do
     assert (again.chunks, again.unchanged, again.files) == (0, whole.chunks, [])
+
+
+def test_a_ctrl_c_a_library_wrapped_stops_the_embed_as_a_plain_one_does(tmp_path, docs, tiny_variant, ingest_config):
+    """Seen in CI: a Ctrl-C during a node dump ended `c2v-rag embed` with exit code 2 and pydantic's message."""
+    runs = {}
+    for name, stop in (("plain", stopped_after), ("wrapped", wrapped_stop_after)):
+        with pytest.raises(EmbedInterrupted) as stopped:
+            c2v_rag.embed(stop(docs, 7), tmp_path / name, model=str(tiny_variant), config=ingest_config)
+        runs[name] = stopped.value.result.chunks
+        assert runs[name] == len(folder_rows(tmp_path / name)) > 0
+    # Nothing more is embedded after a wrapped Ctrl-C than after a plain one (the batch being read is dropped).
+    assert runs["wrapped"] == runs["plain"]
 
 
 def test_each_file_records_the_run_that_wrote_it(tmp_path, docs, tiny_variant, ingest_config):
