@@ -255,7 +255,7 @@ def _embed_on_ray(
     options = RayOptions.resolve(ray)
     plan = plan_sources(docs, read, log)
     reference = ModelOptions.as_given({"model": model}).resolve().reference
-    documents = unchanged = 0
+    documents = repeated = unchanged = 0
     try:
         # Ray Data's own bars stay: they are the run's progress here.
         with quiet_ray(bars_off=False), RaySession(options) as ray_module:
@@ -283,10 +283,12 @@ def _embed_on_ray(
                 if cause is err:
                     raise
                 raise cause from None
-            documents, unchanged = ray_module.get(tally.totals.remote())
+            documents, repeated, unchanged = ray_module.get(tally.totals.remote())
     finally:  # the session is closed: no task writes any more
         files = [str(f) for f in folder.drop_cut_files()]
-    result = EmbedResult(out=str(folder.path), files=files, documents=documents, unchanged=unchanged)
+    result = EmbedResult(
+        out=str(folder.path), files=files, documents=documents, duplicate_documents=repeated, unchanged=unchanged
+    )
     result.chunks = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     return result
 

@@ -383,18 +383,26 @@ class ActorSink:
 
 class RunTally:
     """A Ray actor that adds up what the embedding actors count and the files do not show: the documents they read
-    and the chunks they found written already (``embed(engine="ray")``'s result, as the local engine counts them)."""
+    (a repeat of one by its id counted apart) and the chunks they found written already (``embed(engine="ray")``'s
+    result, as the local engine counts them). It holds the ids of the documents read, as an ingest's driver does."""
 
     def __init__(self) -> None:
-        self.documents = 0
+        self.doc_ids: set[str] = set()
+        self.rows = 0
         self.unchanged = 0
 
-    def add(self, documents: int, unchanged: int) -> None:
-        self.documents += documents
+    def add(self, doc_ids: list[str], unchanged: int) -> list[str]:
+        """Count a batch's documents and stored chunks; the ids met for the first time, whose rows are written (a
+        repeat that another batch, on any actor, met first is not written twice)."""
+        first = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id not in self.doc_ids]
+        self.doc_ids.update(first)
+        self.rows += len(doc_ids)
         self.unchanged += unchanged
+        return first
 
-    def totals(self) -> tuple[int, int]:
-        return self.documents, self.unchanged
+    def totals(self) -> tuple[int, int, int]:
+        """(documents, repeated documents, chunks found written already)."""
+        return len(self.doc_ids), self.rows - len(self.doc_ids), self.unchanged
 
 
 def start_tally(ray: Any) -> Any:
@@ -416,11 +424,15 @@ class ExportRows(ActorSink):
     tally: Any = None
 
     def rows(self, documents: pa.Table, embedded: EmbeddedBatch) -> pa.Table:
+        table = chunk_table(embedded)
         if self.tally is not None:
+            import pyarrow as pa
+            import pyarrow.compute as pc
             import ray
 
-            ray.get(self.tally.add.remote(documents.num_rows, embedded.unchanged))
-        return with_record(chunk_table(embedded), self.record)
+            first = ray.get(self.tally.add.remote(documents.column("doc_id").to_pylist(), embedded.unchanged))
+            table = table.filter(pc.is_in(table.column("doc_id"), value_set=pa.array(first, type=pa.string())))
+        return with_record(table, self.record)
 
 
 class DocumentRows(ActorSink):

@@ -309,6 +309,14 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     assert (begun.chunks, resumed.chunks, mixed.num_rows) == (begun.chunks, local.chunks - begun.chunks, local.chunks)
     # Its result counts what the local engine's would: every document read, and the chunks the folder held.
     assert (resumed.documents, resumed.unchanged) == (local.documents, begun.chunks)
+    # A document given twice is read once and counted as a repeat, its rows written once, on both engines.
+    twice = [{"id": "d", "text": make_text(1)}, {"id": "e", "text": make_text(2)}, {"id": "d", "text": make_text(1)}]
+    counts = {}
+    for engine, extra in (("local", {}), ("ray", {"engine": "ray", "ray": TWO_ACTORS})):
+        got = c2v_rag.embed(twice, tmp_path / f"twice-{engine}", model=str(tiny_variant), config=ingest_config, **extra)
+        rows = pq.read_table(got.files).column("id").to_pylist()
+        counts[engine] = (got.documents, got.duplicate_documents, got.chunks, len(rows), len(set(rows)))
+    assert counts["ray"] == counts["local"] and counts["local"][:2] == (2, 1)
     assert f"{local.chunks} chunks ({resumed.chunks} written, {begun.chunks} already there)" in resumed.summary()
     assert mixed.column("id").to_pylist() == tables[0].column("id").to_pylist()
     assert float(np.abs(np.asarray(mixed.column("vector").to_pylist(), dtype=np.float32) - vectors[0]).max()) < 1e-5
