@@ -65,7 +65,6 @@ def main() -> None:
     import c2v_rag.training.pseudo.generation as generation
     import c2v_rag.training.pseudo.local_lm as local_lm
     from c2v_rag.documents.chunking import TokenChunker
-    from c2v_rag.documents.files import ReadLog
     from c2v_rag.documents.formats import checked_text_suffixes
     from c2v_rag.documents.reading import ReadOptions
     from c2v_rag.training.adapt.config import DEFAULT_START
@@ -82,7 +81,7 @@ def main() -> None:
     rows = []
     for spec in args.corpus:
         name, _, path = spec.partition("=")
-        documents = read_documents(path, ReadLog(), desc=f"Reading {name}", options=read)
+        documents = read_documents(path, desc=f"Reading {name}", options=read)
         chunks = list(iter_chunks(documents, chunker))
         usable = [c for c in chunks if len(c.text.split()) >= 25]
         targets = random.Random(args.seed).sample(usable, min(args.chunks, len(usable)))

@@ -18,12 +18,15 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from c2v_rag.documents.files import ReadLog
 from c2v_rag.documents.reading import ReadOptions
 from c2v_rag.training.adapt.config import AdaptConfig
 from c2v_rag.training.adapt.report import AdaptReport
+
+if TYPE_CHECKING:
+    from c2v_rag.training.adapt.decision import Verdict
+    from c2v_rag.training.pseudo.beir_cache import PairSet
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
     pairs_dir.mkdir(parents=True, exist_ok=True)
     target = pairs_dir / DOCUMENTS_FILE
     tmp = target.with_suffix(".tmp")
-    documents = read_documents(docs, ReadLog(), desc="Reading the documents", options=read)
+    documents = read_documents(docs, desc="Reading the documents", options=read)
     with tmp.open("w", encoding="utf-8") as handle:
         for doc in documents:
             handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
@@ -310,20 +313,7 @@ def adapt(
         )
     early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout])
     if early is not None:  # not kept whatever a variant scored: minutes of training and scoring saved
-        return _write_report(
-            AdaptReport(
-                start=config.start,
-                output=str(out),
-                kept=False,
-                reasons=early.reasons,
-                evidence=early.evidence,
-                pairs=pairs.report,
-                seconds=seconds,
-                cpu=cpu_facts(),
-                settings=config.model_dump(mode="json"),
-            ),
-            out,
-        )
+        return _write_report(config, out, early, pairs, seconds)
 
     clock = time.perf_counter()
     candidate = Path(recipe.output.dir)
@@ -357,27 +347,38 @@ def adapt(
     seconds["gate"] = time.perf_counter() - clock
     if verdict.kept:
         _publish(candidate, out)
+    return _write_report(
+        config,
+        out,
+        verdict,
+        pairs,
+        seconds,
+        per_query=[
+            {"id": q, "source": sources.get(q), "before": was, "after": scores["after"].per_query.get(q)}
+            for q, was in scores["before"].per_query.items()
+        ],
+        before=scores["before"].as_dict(),
+        after=scores["after"].as_dict(),
+    )
+
+
+def _write_report(
+    config: AdaptConfig, out: Path, verdict: Verdict, pairs: PairSet, seconds: dict[str, float], **scored: Any
+) -> AdaptReport:
+    """The run's report on ``verdict``, written to ``out``; ``scored``: the gate's scores, where a variant was
+    trained and scored."""
     report = AdaptReport(
         start=config.start,
         output=str(out),
         kept=verdict.kept,
         reasons=verdict.reasons,
         evidence=verdict.evidence,
-        per_query=[
-            {"id": q, "source": sources.get(q), "before": was, "after": scores["after"].per_query.get(q)}
-            for q, was in scores["before"].per_query.items()
-        ],
         pairs=pairs.report,
-        before=scores["before"].as_dict(),
-        after=scores["after"].as_dict(),
         seconds=seconds,
         cpu=cpu_facts(),
         settings=config.model_dump(mode="json"),
+        **scored,
     )
-    return _write_report(report, out)
-
-
-def _write_report(report: AdaptReport, out: Path) -> AdaptReport:
     (out / REPORT_FILE).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return report
 

@@ -41,12 +41,13 @@ _MIN_CHUNK_WORDS = 25
 
 
 def read_documents(
-    docs: Any, log: ReadLog, *, desc: str, options: ReadOptions | None = None, show_progress: bool = True
+    docs: Any, *, desc: str, options: ReadOptions | None = None, show_progress: bool = True
 ) -> Iterator[SourceDocument]:
     """The documents of ``docs``, read as ``ingest`` reads them (``options``: its exclude patterns and text
     suffixes), with a bar as ingest's: over the files read, each weighing the bytes it holds, or over the documents
-    given. Files of types it does not read are said once, at the end, as a warning (``log.not_read`` counts them):
-    a folder whose files are mostly of other types would otherwise train on a few of them unnoticed."""
+    given. Files of types it does not read are said once, at the end, as a warning: a folder whose files are mostly
+    of other types would otherwise train on a few of them unnoticed."""
+    log = ReadLog()
     # Opening checks every path before any reading; the size it finds is the bar's total.
     opened = iter_documents(docs, options=options, log=log)
     size = input_size(docs, log)
@@ -74,7 +75,7 @@ def read_documents(
 
 def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True) -> list[CorpusChunk]:
     """Every chunk of ``docs``, with a progress bar over the files (or documents) read."""
-    documents = read_documents(docs, ReadLog(), desc="Reading and chunking", show_progress=show_progress)
+    documents = read_documents(docs, desc="Reading and chunking", show_progress=show_progress)
     chunks = list(iter_chunks(documents, chunker))
     if not chunks:
         raise ValueError("the documents gave no text to make training pairs from")

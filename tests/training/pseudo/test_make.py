@@ -135,7 +135,6 @@ def test_reading_says_which_files_it_left_unread_and_text_suffixes_read_them(tmp
     import logging
     from pathlib import Path
 
-    from c2v_rag.documents.files import ReadLog
     from c2v_rag.documents.reading import ReadOptions
     from c2v_rag.training.pseudo.make import read_documents
 
@@ -146,13 +145,13 @@ def test_reading_says_which_files_it_left_unread_and_text_suffixes_read_them(tmp
     (docs / "RBASH").write_text(make_text(3))
     (docs / "fix.sed").write_text("s/colour/color/g\n")
     with caplog.at_level(logging.WARNING):
-        read = list(read_documents(docs, ReadLog(), desc="Reading", show_progress=False))
+        read = list(read_documents(docs, desc="Reading", show_progress=False))
     assert [Path(d.doc_id).name for d in read] == ["guide.md"]
     assert "not read: 3 files of other types (no suffix (2), .sed (1))" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         options = ReadOptions(text_suffixes=("",))
-        read = list(read_documents(docs, ReadLog(), desc="Reading the documents", options=options))
+        read = list(read_documents(docs, desc="Reading the documents", options=options))
     assert sorted(Path(d.doc_id).name for d in read) == ["INTRO", "RBASH", "guide.md"]
     assert "not read: 1 file of other types (.sed (1))" in caplog.text
     err = capsys.readouterr().err
