@@ -60,13 +60,16 @@ def read_documents(
         **unsized_terminal(sys.stderr),
     ) as bar:
 
-        def show(inputs: int) -> None:
+        def show(inputs: int, share_of_next: float = 0.0) -> None:
             bar.count = inputs
-            bar.update(size.position(inputs) - bar.n)
+            bar.update(size.position(inputs + share_of_next) - bar.n)
 
         for done, document in enumerate(opened, start=1):
             yield document  # what the caller does with it (chunking) is on the bar's clock too
-            show(log.files_done if size.unit == "file" else done)
+            if size.unit == "file":  # within a file of many documents (JSONL, Parquet, an archive), as ingest's bar
+                show(log.files_done, log.document_span[1])
+            else:
+                show(done)
         if size.unit == "file":
             show(log.files_done)
     if log.not_read:

@@ -121,12 +121,32 @@ def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path,
         (docs / f"{'abcd'[i]}.md").write_text(f"# Page {i}\n\n{make_text(i, sentences)}\n")
     recorded = bar_shares(make)
     make.read_corpus(docs, chunker, show_progress=True)
-    # independent of the bar: each file's bytes and 1 KiB, in the order read
+    # independent of the bar: each file's bytes and 1 KiB, in the order read; a file of one document is done once
+    # its document is handed on, while the count says the files read before it
     weights = [f.stat().st_size + 1024 for f in sorted(docs.iterdir())]
     for count, fraction in recorded:
-        assert fraction == pytest.approx(sum(weights[:count]) / sum(weights)), (count, fraction)
+        assert fraction == pytest.approx(sum(weights[: count + 1]) / sum(weights)), (count, fraction)
     assert recorded[-1] == (4, pytest.approx(1.0)) and any(fraction > 0.8 for count, fraction in recorded if count == 3)
     assert "4/4 files" in capsys.readouterr().err
+
+
+def test_the_bar_moves_within_a_file_of_many_documents(tmp_path, chunker, bar_shares):
+    """A JSONL file of documents (adapt's --from-jsonl corpus, a BEIR corpus) moves the bar by its records' bytes,
+    as ingest's bar does, rather than standing at 0/1 files until the whole file is read."""
+    import json
+
+    import c2v_rag.training.pseudo.make as make
+
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"id": f"d{i}", "text": make_text(i, 1 + i % 3)}) + "\n" for i in range(40)]
+    corpus.write_text("".join(lines))
+    recorded = bar_shares(make)
+    make.read_corpus(corpus, chunker, show_progress=True)
+    # independent of the bar: where each line ends in the file, as a share of its bytes
+    ends = [sum(len(line.encode()) for line in lines[: i + 1]) for i in range(len(lines))]
+    within = [fraction for count, fraction in recorded if count == 0]
+    assert within == pytest.approx([end / corpus.stat().st_size for end in ends])
+    assert recorded[-1] == (1, pytest.approx(1.0))
 
 
 def test_reading_says_which_files_it_left_unread_and_text_suffixes_read_them(tmp_path, caplog, capsys):
