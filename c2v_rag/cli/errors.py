@@ -151,12 +151,19 @@ def report(err: BaseException, verbose: bool, on_interrupt: str | None = None) -
 
 
 def one_line_warnings() -> None:
-    """Library warnings as one ``warning:`` line each, and none for what the CLI reports itself."""
+    """Library warnings as one ``warning:`` line each, each said once a command, and none for what the CLI reports
+    itself."""
     # qdrant-client's background version check warns when the server does not answer; the
     # reachability check says that, with the URL, as the error.
     warnings.filterwarnings("ignore", message="Failed to obtain server version")
+    # Python dedups a warning by where it is raised; the same words from two places (search -'s checks before its
+    # prompt, then its first search) said twice are noise.
+    said: set[str] = set()
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"warning: {in_flags(str(message))}", file=sys.stderr)
+        text = in_flags(str(message))
+        if text not in said:
+            said.add(text)
+            print(f"warning: {text}", file=sys.stderr)
 
     warnings.showwarning = show

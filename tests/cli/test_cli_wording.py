@@ -14,7 +14,7 @@ for _module in ("qdrant_client", "llama_index.core"):
 from rag_helpers import make_text
 
 from c2v_rag.cli import main
-from c2v_rag.cli.errors import EXIT_BAD_INPUT, in_flags
+from c2v_rag.cli.errors import EXIT_BAD_INPUT, in_flags, one_line_warnings
 
 CHUNKS = ["--chunk-size", "24", "--chunk-overlap", "4", "-q"]
 
@@ -139,3 +139,19 @@ def test_chunks_over_the_encoder_say_which_chunk_size_fits(tmp_path, tiny_model_
         assert main(["ingest", str(docs), *store, "--chunk-size", "100", "--chunk-overlap", "4"]) == 0
     text = caplog.text
     assert "truncated for the encoder" in text and "Chunks fit it whole at --chunk-size 14 or less." in text, text
+
+
+def test_a_warning_is_said_once_a_command(capsys):
+    """The same words warned from two places (``search -`` checks a filter before its prompt, then at its first
+    search) show once, as a ``warning:`` line in the flags' words; other warnings still show."""
+    import warnings
+
+    with warnings.catch_warnings():  # restores showwarning and the filters
+        warnings.simplefilter("default")
+        one_line_warnings()
+        for _ in range(2):
+            warnings.warn("truncate_dim=None keeps the whole vector", UserWarning, stacklevel=1)
+        warnings.warn("truncate_dim=None keeps the whole vector", UserWarning, stacklevel=1)  # another line
+        warnings.warn("another matter", UserWarning, stacklevel=1)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: {in_flags('truncate_dim=None keeps the whole vector')}", "warning: another matter"]
