@@ -2,6 +2,7 @@
 
     python bench/train_memory.py recipes/own_data.yaml --data docs/ --steps 3 [--set KEY=VALUE ...]
         [--json bench/results/train_memory_<flags>.json --label own_data]
+    python bench/train_memory.py OUT/candidate/train_config.yaml --steps 40    # an adapt run's recipe
 
 Runs the recipe as ``c2v-rag train`` does (same config, same Trainer) into a temporary output.dir, for
 ``--steps`` steps, while a thread samples the resident set size (RSS) every 50 ms. The trainer's own log lines
@@ -118,11 +119,11 @@ def main() -> None:
         start = time.perf_counter()
         trainer.setup()
         setup_s = time.perf_counter() - start
-        times, cpu_times = [], []
+        times, cpu_times, datasets = [], [], []
         for step in range(args.steps):
             sampler.mark(f"step {step + 1}")
             start, cpu_start = time.perf_counter(), time.process_time()
-            trainer._train_step(step)
+            datasets.append(trainer._train_step(step)["dataset"])
             times.append(time.perf_counter() - start)
             cpu_times.append(time.process_time() - cpu_start)
         sampler.sample()
@@ -147,6 +148,16 @@ def main() -> None:
         # CPU seconds: on a core shared with other work, what the step itself cost (one thread: comparable).
         "cpu_s_per_step": [round(t, 2) for t in cpu_times],
         "median_cpu_s_per_step": round(statistics.median(cpu_times[1:] or cpu_times), 2),
+        # a recipe of several datasets (adapt's: the corpus and the general data) has steps of other sizes
+        "by_dataset": {
+            name: {
+                "steps": len(steps),
+                "median_cpu_s_per_step": round(statistics.median(cpu_times[i] for i in steps), 2),
+                "peak_rss_gib": round(max(sampler.peaks[f"step {i + 1}"] for i in steps) / gib, 2),
+            }
+            for name in dict.fromkeys(datasets)
+            for steps in [[i for i, d in enumerate(datasets) if d == name]]
+        },
         "cpu": platform.processor() or platform.machine(),
         "cpu_flags": cpu_flags(),
         "torch": torch.__version__,

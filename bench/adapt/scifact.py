@@ -101,9 +101,12 @@ def run(args: argparse.Namespace) -> None:
     start_name = Path(args.start).name
     results = REPO / "bench" / "results" / "adapt" / "scifact" / f"{start_name}_dim{args.eval_dim}"
     results.mkdir(parents=True, exist_ok=True)
-    target = results / f"{args.condition}_seed{args.seed}.json"
+    dropout = "" if args.encoder_attention_dropout is None else f"_attn{args.encoder_attention_dropout:g}"
+    target = results / f"{args.condition}{dropout}_seed{args.seed}.json"
     clock = time.perf_counter()
     record = {"condition": args.condition, "seed": args.seed, "start": args.start, "eval_dim": args.eval_dim}
+    if args.encoder_attention_dropout is not None:
+        record["encoder_attention_dropout"] = args.encoder_attention_dropout
     if args.condition == "bm25":
         scores = bm25_ndcg(data)
     elif args.condition == "start":
@@ -119,7 +122,9 @@ def run(args: argparse.Namespace) -> None:
         config = AdaptConfig(
             start=args.start,
             pairs=pairs_config(condition, args.max_generated),
-            training=AdaptTraining(steps=args.steps, seed=args.seed),
+            training=AdaptTraining(
+                steps=args.steps, seed=args.seed, encoder_attention_dropout=args.encoder_attention_dropout
+            ),
             general_data=str(data_root),
         )
         task = ModelOptions(model=args.start).resolve().config.default_task
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> None:
         pairs = make_pairs(str(corpus), chunker, config.pairs, pairs_dir, generation_cache=runs / "generated.jsonl")
         record["pairs"] = pairs.report
         record["general_share"] = 1.0 if args.condition == "general" else config.training.general_share
-        out = runs / f"{start_name}-{args.condition}-seed{args.seed}"
+        out = runs / f"{start_name}-{args.condition}{dropout}-seed{args.seed}"
         recipe = train_config(config, str(corpus), out, general, task, train_pairs=len(pairs.train))
         # The pairs folder of this condition, shared by its seeds (and the mined negatives with it).
         recipe.datasets[0].pairs_dir = str(pairs_dir)
@@ -179,11 +184,14 @@ def label(record: dict) -> str:
     from c2v_rag.training.adapt.config import AdaptTraining
 
     share = record.get("general_share")
+    name = record["condition"]
+    if "encoder_attention_dropout" in record:
+        name += f" (encoder attention dropout {record['encoder_attention_dropout']:g})"
     if record["condition"] in ("start", "bm25", "general") or share is None:
-        return record["condition"]
+        return name
     if share == AdaptTraining().general_share:
-        return record["condition"]
-    return f"{record['condition']} ({share:.0%} general batches)"
+        return name
+    return f"{name} ({share:.0%} general batches)"
 
 
 def summary(args: argparse.Namespace) -> None:
@@ -221,6 +229,9 @@ def main() -> None:
     r.add_argument("--runs", default=str(REPO / "runs" / "adapt-scifact"))
     r.add_argument("--steps", type=int, default=150)
     r.add_argument("--max-generated", type=int, default=300)
+    r.add_argument(
+        "--encoder-attention-dropout", type=float, default=None, help="training: the encoder's attention dropout"
+    )
     r.add_argument("--eval-dim", default="384")
     r.set_defaults(func=run)
     s = sub.add_parser("summary")

@@ -34,6 +34,7 @@ from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.model.causal2vec import Causal2Vec
 from c2v_rag.nn.projector import match_word_embedding_norm
+from c2v_rag.training.attention_dropout import set_attention_dropout
 from c2v_rag.training.checkpoint import (
     CheckpointError,
     checkpoint_name,
@@ -199,6 +200,8 @@ def build_model(config: TrainConfig, device: torch.device, precision: str) -> Ca
     model.train()
     if model.encoder is not None and not train_encoder:
         model.encoder.eval()  # a frozen encoder should not add dropout noise to C
+    if train_encoder and model.encoder is not None and config.training.encoder_attention_dropout is not None:
+        set_attention_dropout(model.encoder, config.training.encoder_attention_dropout, role="encoder")
     if config.training.gradient_checkpointing:
         _enable_checkpointing(model.decoder)
         if train_encoder and model.encoder is not None:

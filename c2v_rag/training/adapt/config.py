@@ -31,6 +31,14 @@ class AdaptTraining(BaseModel):
     hard_negatives: int = Field(1, ge=0)
     margin: float | None = Field(0.05, ge=0, description="mining: drop candidates scored within this of the positive")
     precision: Literal["auto", "fp32", "bf16", "bf16-autocast"] = "auto"
+    encoder_attention_dropout: float | None = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="the encoder's dropout on attention probabilities while training; None keeps the start's (0.1 "
+        "for MiniLM). At 0 a CPU step runs PyTorch's fused attention: less time and memory, the same scores on real "
+        "questions in our tests (docs/adapt.md, 'What it costs')",
+    )
     seed: int = 0
     device: str | None = None
 

@@ -12,6 +12,7 @@ continues from its last checkpoint.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -187,6 +188,7 @@ def train_config(
             max_grad_norm=1.0,
             precision=t.precision,
             gradient_checkpointing=t.parts != "encoder",
+            encoder_attention_dropout=t.encoder_attention_dropout,
             seed=t.seed,
             save_every=25,
             keep_checkpoints=1,
@@ -194,6 +196,22 @@ def train_config(
         ),
         output=OutputSection(dir=str(out / CANDIDATE_DIR), default_task=task, overwrite=False),
     )
+
+
+def _train_candidate(recipe: Any, candidate: Path) -> None:
+    """Train ``recipe`` into ``candidate``, resuming its checkpoints. The trainer (the model, its optimizer, the
+    mined data) is let go before returning: the gate loads two models after it."""
+    from c2v_rag.training.trainer import Trainer
+
+    resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
+    if candidate.exists() and not resume:
+        shutil.rmtree(candidate)
+    trainer = Trainer(recipe)
+    trainer.setup(resume=resume)
+    (candidate / RECIPE_FILE).write_text(recipe.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    trainer.fit()
+    del trainer
+    gc.collect()  # the model's hooks and the trainer refer to each other
 
 
 def _candidate_matches(candidate: Path, recipe: Any, *, overwrite: bool) -> bool:
@@ -265,7 +283,7 @@ def adapt(
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
     from c2v_rag.training.pseudo.make import generator_options, make_pairs
-    from c2v_rag.training.trainer import Trainer, check_training_packages
+    from c2v_rag.training.trainer import check_training_packages
 
     config = _with_overrides(
         config or AdaptConfig(),
@@ -320,13 +338,7 @@ def adapt(
     if _candidate_matches(candidate, recipe, overwrite=config.overwrite):
         logger.info("reusing the trained candidate in %s", candidate)
     else:
-        resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
-        if candidate.exists() and not resume:
-            shutil.rmtree(candidate)
-        trainer = Trainer(recipe)
-        trainer.setup(resume=resume)
-        (candidate / RECIPE_FILE).write_text(recipe.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        trainer.fit()
+        _train_candidate(recipe, candidate)
     seconds["training"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
