@@ -130,6 +130,15 @@ def main() -> None:
         sampler.running = False
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
     gib = 1024**3
+    # a recipe of several datasets (adapt's: the corpus and the general data) has steps of other sizes
+    by_dataset = {}
+    for name in dict.fromkeys(datasets):
+        steps = [i for i, d in enumerate(datasets) if d == name]
+        by_dataset[name] = {
+            "steps": len(steps),
+            "median_cpu_s_per_step": round(statistics.median(cpu_times[i] for i in steps), 2),
+            "peak_rss_gib": round(max(sampler.peaks[f"step {i + 1}"] for i in steps) / gib, 2),
+        }
     result = {
         "label": args.label or Path(args.recipe).stem,
         "command": recorded_command("bench/train_memory.py", sys.argv[1:]),
@@ -148,16 +157,7 @@ def main() -> None:
         # CPU seconds: on a core shared with other work, what the step itself cost (one thread: comparable).
         "cpu_s_per_step": [round(t, 2) for t in cpu_times],
         "median_cpu_s_per_step": round(statistics.median(cpu_times[1:] or cpu_times), 2),
-        # a recipe of several datasets (adapt's: the corpus and the general data) has steps of other sizes
-        "by_dataset": {
-            name: {
-                "steps": len(steps),
-                "median_cpu_s_per_step": round(statistics.median(cpu_times[i] for i in steps), 2),
-                "peak_rss_gib": round(max(sampler.peaks[f"step {i + 1}"] for i in steps) / gib, 2),
-            }
-            for name in dict.fromkeys(datasets)
-            for steps in [[i for i, d in enumerate(datasets) if d == name]]
-        },
+        "by_dataset": by_dataset,
         "cpu": platform.processor() or platform.machine(),
         "cpu_flags": cpu_flags(),
         "torch": torch.__version__,
