@@ -46,6 +46,14 @@ def _tokenizer_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _gate_cache(tmp_path_factory):
+    """adapt's kept gate scores (c2v_rag.training.adapt.score_cache) in a folder of the session: the tiny models are
+    the same in every session, and scores kept from an older checkout would stand in for the code under test."""
+    if "C2V_RAG_GATE_CACHE" not in os.environ:
+        os.environ["C2V_RAG_GATE_CACHE"] = str(tmp_path_factory.mktemp("gate-cache"))
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _default_store(tmp_path_factory):
     """The embedded store that ingest, search and serve use when told none (``$C2V_RAG_QDRANT_PATH``, else the user
     data directory) in a folder of the session: a test that relies on the default must not read, or write into,

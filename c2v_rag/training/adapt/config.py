@@ -86,6 +86,12 @@ class AdaptGate(BaseModel):
         "random ones (each costs an encoding per model)",
     )
     sts_limit: int | None = Field(None, ge=10, description="STS-B dev pairs scored (default: all 1,500)")
+    reuse_scores: bool = Field(
+        True,
+        description="take a model's scores from an earlier run that scored it on the same data (kept under "
+        "$C2V_RAG_CACHE/adapt-gate, or $C2V_RAG_GATE_CACHE) instead of scoring it again: the start's STS-B dev "
+        "score on every run after the first, and both models' scores on a re-run with other settings",
+    )
     questions: str | None = Field(
         None,
         description="a JSONL file of your own questions, each {'query': ..., 'doc_ids': [...]} naming the documents "

@@ -10,6 +10,7 @@ decides is :mod:`~c2v_rag.training.adapt.decision`.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
 from c2v_rag.evaluation.metrics import Run, evaluate_run, mrr_at_k, ndcg_at_k
 from c2v_rag.training.adapt.questions import Question
+from c2v_rag.training.adapt.score_cache import ScoreCache, digest, file_digest
 from c2v_rag.training.data import gate_corpus
 from c2v_rag.training.pseudo.beir_cache import PairSet
 
@@ -111,31 +113,68 @@ def score(
     sources: dict[str, str] | None = None,
     questions: RetrievalData | None = None,
     batch_size: int = 32,
+    cache: ScoreCache | None = None,
+    name: str = "model",
 ) -> GateScores:
     """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it, its chunks read
     as an ingest into a new collection reads them: :func:`~c2v_rag.documents.chunking.default_decoder_max_length`);
     with ``sources`` (query id -> source), the retrieval scores of each source's queries too; with ``questions``
-    (:func:`question_data`), the scores on the user's questions."""
+    (:func:`question_data`), the scores on the user's questions. With ``cache``, each part a model was already
+    scored on with the same data is taken from it (``name`` says which model in its :attr:`~ScoreCache.reused`)."""
     read = default_decoder_max_length(model.config)
-    run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True, document_max_length=read)
-    qrels = {q: data.qrels[q] for q in data.judged_query_ids}
-    retrieval = evaluate_run(run, qrels)
-    sts = read_stsb(sts_path, name="stsb-dev")
-    if sts_limit is not None:
-        sts.first, sts.second, sts.scores = sts.first[:sts_limit], sts.second[:sts_limit], sts.scores[:sts_limit]
-    spearman = evaluate_sts(model, sts, batch_size=batch_size, show_progress_bar=True)["spearman"]
-    asked: dict[str, float] = {}
-    per_question: dict[str, float] = {}
-    if questions is not None:
+    sources = sources or {}
+
+    def kept(part: str, inputs: dict[str, Any], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if cache is None:
+            return compute()
+        return cache.scores(model, name, part, {**inputs, "batch_size": batch_size}, compute)
+
+    def heldout() -> dict[str, Any]:
+        run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True, document_max_length=read)
+        qrels = {q: data.qrels[q] for q in data.judged_query_ids}
+        retrieval = evaluate_run(run, qrels)
+        return {
+            "ndcg@10": retrieval["ndcg@10"],
+            "mrr@10": retrieval["mrr@10"],
+            "by_source": scores_by_source(run, qrels, sources),
+            "per_query": {q: ndcg_at_k(list(run.get(q, ())), rels, 10) for q, rels in qrels.items()},
+        }
+
+    def sts() -> dict[str, Any]:
+        pairs = read_stsb(sts_path, name="stsb-dev")
+        if sts_limit is not None:
+            pairs.first, pairs.second = pairs.first[:sts_limit], pairs.second[:sts_limit]
+            pairs.scores = pairs.scores[:sts_limit]
+        return {"spearman": evaluate_sts(model, pairs, batch_size=batch_size, show_progress_bar=True)["spearman"]}
+
+    def asked() -> dict[str, Any]:
+        assert questions is not None
         judged = {q: questions.qrels[q] for q in questions.judged_query_ids}
-        run_asked = retrieval_run(
-            model, questions, batch_size=batch_size, show_progress_bar=True, document_max_length=read
-        )
-        asked = scores_by_source(run_asked, judged, dict.fromkeys(judged, "questions"))["questions"]
-        per_question = {q: mrr_at_k(list(run_asked.get(q, ())), rels, 10) for q, rels in judged.items()}
-    by_source = scores_by_source(run, qrels, sources or {})
-    per_query = {q: ndcg_at_k(list(run.get(q, ())), rels, 10) for q, rels in qrels.items()}
-    return GateScores(retrieval["ndcg@10"], retrieval["mrr@10"], spearman, by_source, asked, per_query, per_question)
+        run = retrieval_run(model, questions, batch_size=batch_size, show_progress_bar=True, document_max_length=read)
+        return {
+            "scores": scores_by_source(run, judged, dict.fromkeys(judged, "questions"))["questions"],
+            "per_question": {q: mrr_at_k(list(run.get(q, ())), rels, 10) for q, rels in judged.items()},
+        }
+
+    held = kept("held-out queries", {"data": _data_inputs(data), "read": read, "sources": sources}, heldout)
+    spearman = kept("STS-B dev", {"file": file_digest(sts_path), "limit": sts_limit}, sts)["spearman"]
+    on_questions: dict[str, Any] = {"scores": {}, "per_question": {}}
+    if questions is not None:
+        on_questions = kept("your questions", {"data": _data_inputs(questions), "read": read}, asked)
+    return GateScores(
+        held["ndcg@10"],
+        held["mrr@10"],
+        spearman,
+        held["by_source"],
+        on_questions["scores"],
+        held["per_query"],
+        on_questions["per_question"],
+    )
+
+
+def _data_inputs(data: RetrievalData) -> str:
+    """What a retrieval score reads of ``data``, as a digest: the chunks, the queries, the judgements, the task."""
+    return digest({"corpus": data.corpus, "queries": data.queries, "qrels": data.qrels, "task": data.task})
 
 
 def scores_by_source(

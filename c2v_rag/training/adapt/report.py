@@ -25,6 +25,9 @@ class AdaptReport(BaseModel):
     after: dict[str, float] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time per phase."""
+    reused: list[str] = Field(default_factory=list)
+    """The gate's scores taken from an earlier run instead of computed, as ``'<model>: <part>'`` (the start's
+    ``STS-B dev``, say): ``gate.reuse_scores``."""
     cpu: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -48,6 +51,8 @@ class AdaptReport(BaseModel):
                 delta = f"{after - self.before[key]:+.4f}" if after is not None else ""
                 lines.append(f"  {key:<{width}} {self.before[key]:.4f} -> {shown:>8}  {delta}")
         lines.append("Time: " + ", ".join(f"{phase} {secs / 60:.1f} min" for phase, secs in self.seconds.items()))
+        if self.reused:
+            lines.append("  scores reused from an earlier run, not computed again: " + "; ".join(self.reused))
         if self.cpu:
             flags = " ".join(self.cpu.get("flags", [])) or "no AVX2/AVX-512 flags"
             lines.append(

@@ -251,7 +251,7 @@ def adapt(
     out: str | os.PathLike[str],
     *,
     config: AdaptConfig | None = None,
-    start: str | None = None,
+    start: str | os.PathLike[str] | None = None,
     generator: str | None = None,
     generator_url: str | None = None,
     generator_model: str | None = None,
@@ -282,6 +282,7 @@ def adapt(
     from c2v_rag.training.adapt.gate import gate_data, query_sources, question_data, score
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
+    from c2v_rag.training.adapt.score_cache import ScoreCache
     from c2v_rag.training.pseudo.make import generator_options, make_pairs
     from c2v_rag.training.trainer import check_training_packages
 
@@ -348,11 +349,19 @@ def adapt(
         size, seed = config.gate.corpus_size, config.training.seed
         asked = question_data(asked_questions, pairs, corpus_size=size, task=task, seed=seed)
     sources = query_sources(pairs)
+    cache = ScoreCache.from_environment() if config.gate.reuse_scores else None
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
         model = Causal2Vec.from_pretrained(source, device=config.training.device)
         scores[name] = score(
-            model, data, general.stsb_dev, sts_limit=config.gate.sts_limit, sources=sources, questions=asked
+            model,
+            data,
+            general.stsb_dev,
+            sts_limit=config.gate.sts_limit,
+            sources=sources,
+            questions=asked,
+            cache=cache,
+            name="the start" if name == "before" else "the candidate",
         )
         del model
     verdict = decide(scores["before"], scores["after"], config.gate, sources)
@@ -371,6 +380,7 @@ def adapt(
         ],
         before=scores["before"].as_dict(),
         after=scores["after"].as_dict(),
+        reused=cache.reused if cache is not None else [],
     )
 
 
@@ -407,6 +417,8 @@ def _with_overrides(config: AdaptConfig, **values: Any) -> AdaptConfig:
             training[key] = value
         elif key == "questions":
             data["gate"][key] = str(value)
+        elif key == "start":
+            data[key] = os.fspath(value)
         else:
             data[key] = value
     return AdaptConfig.model_validate(data)

@@ -311,3 +311,36 @@ def test_too_few_to_judge_stops_before_training(start, folder, general, tmp_path
     assert "--questions FILE" in report.reasons[0] and "NOT KEPT: no variant was trained" in report.table()
     assert json.loads((out / "adapt_report.json").read_text())["kept"] is False
     assert "training" not in report.seconds and "pairs" in report.seconds
+
+
+def test_a_rerun_takes_the_scores_it_already_has(start, folder, general, tmp_path, monkeypatch):
+    monkeypatch.setenv("C2V_RAG_GATE_CACHE", str(tmp_path / "gate-cache"))
+    start_parts = {"the start: held-out queries", "the start: STS-B dev"}
+    candidate_parts = {"the candidate: held-out queries", "the candidate: STS-B dev"}
+    first = adapt(folder, tmp_path / "first", config=config(general, min_gain=1.0), start=start)
+    assert first.reused == [] and not first.kept
+    # Other gate settings on the same output: the same two models on the same data, decided again without scoring.
+    regated = adapt(folder, tmp_path / "first", config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=start)
+    assert set(regated.reused) == start_parts | candidate_parts and regated.kept
+    assert (regated.before, regated.after) == (first.before, first.after)
+    assert "scores reused from an earlier run" in regated.table()
+    # Another training: a new candidate, scored; the start's scores found.
+    longer = config(general, min_gain=1.0)
+    longer.training.steps = 4
+    retrained = adapt(folder, tmp_path / "retrained", config=longer, start=start)
+    assert set(retrained.reused) == start_parts and retrained.before == first.before
+    # Another folder: other held-out queries, the same STS-B dev.
+    (folder / "extra.md").write_text(f"# One more page\n\n{make_text(90, 8)}\n")
+    other = adapt(folder, tmp_path / "other", config=config(general, min_gain=1.0), start=start)
+    assert other.reused == ["the start: STS-B dev"]
+    # A score taken from the cache is the one scoring computes: the same run with the cache off, then with every
+    # kept file torn (scored again, and kept anew).
+    fresh_gate = config(general, min_gain=1.0)
+    fresh_gate.gate.reuse_scores = False
+    fresh = adapt(folder, tmp_path / "fresh", config=fresh_gate, start=start)
+    assert fresh.reused == [] and fresh.before == other.before
+    for kept in (tmp_path / "gate-cache").glob("*.json"):
+        kept.write_text("{torn")
+    torn = adapt(folder, tmp_path / "other", config=config(general, min_gain=1.0), start=start)
+    assert torn.reused == [] and (torn.before, torn.after) == (other.before, other.after)
+    assert adapt(folder, tmp_path / "other", config=config(general, min_gain=1.0), start=start).reused

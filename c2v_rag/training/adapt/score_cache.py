@@ -1,0 +1,127 @@
+"""The gate's scores kept between runs, so that a model already scored on the same data is not scored again.
+
+An ``adapt`` run scores two models, its start and its candidate, and scoring one takes minutes on a CPU. The start
+is the same model in every run from it: a re-run on the same folder (with another ``--steps``, say) finds all its
+scores, a run on another folder its STS-B dev score. A re-run with other gate settings, or of a run cut short in
+the gate, finds the candidate's too.
+
+Each part of a model's scores (the held-out queries, STS-B dev, the user's questions) is a JSON file under
+``$C2V_RAG_GATE_CACHE`` (else ``$C2V_RAG_CACHE/adapt-gate``; ``0`` turns it off), named by a sha256 of everything
+that decides it: the model as loaded (its own weights, its adapters' settings, the contents of its base models, its
+config, device, dtype and quantization), the data and how it is read, and the versions of c2v_rag and torch. A model
+whose bases are hub ids has no digest of its base weights, so it is always scored afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FOLDER = "adapt-gate"
+ENV_SWITCH = "C2V_RAG_GATE_CACHE"
+
+
+def digest(value: Any) -> str:
+    """A sha256 of ``value`` as canonical JSON (sorted keys): the same data, the same digest."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """A sha256 of a file's bytes."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def model_key(model: Any) -> str | None:
+    """What decides a loaded model's vectors, as a digest; None where its base weights have no digest (hub ids)."""
+    import torch
+
+    from c2v_rag.hub.variants import VariantDigests
+    from c2v_rag.version import __version__
+
+    digests = VariantDigests.of_model(model)
+    if digests.bases is None:
+        return None
+    return digest(
+        {
+            "config": model.config.model_dump(mode="json"),
+            "weights": digests.weights,
+            "adapters": digests.adapters,
+            "bases": digests.bases,
+            "device": str(model.device),
+            "dtype": str(model.dtype),
+            "quantization": model.quantization,
+            "versions": {"c2v_rag": __version__, "torch": torch.__version__},
+        }
+    )
+
+
+class ScoreCache:
+    """Scores by model and part, in the folder ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reused: list[str] = []
+        """The parts taken from the cache in this run, as ``'<model name>: <part>'``."""
+
+    @classmethod
+    def from_environment(cls) -> ScoreCache | None:
+        """The cache in ``$C2V_RAG_GATE_CACHE`` when it names a folder, else ``$C2V_RAG_CACHE/adapt-gate`` (else the
+        user cache dir's); None when it is ``0`` (or ``off``, ``false``, ``no``)."""
+        env = os.environ.get(ENV_SWITCH, "").strip()
+        if env.lower() in ("0", "off", "false", "no"):
+            return None
+        if env:
+            return cls(Path(env).expanduser())
+        from c2v_rag.hub.sources import cache_dir
+
+        return cls(cache_dir() / FOLDER)
+
+    def scores(
+        self, model: Any, name: str, part: str, inputs: dict[str, Any], compute: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """``part``'s scores of ``model`` (called ``name`` in :attr:`reused`) on ``inputs`` (what the part reads
+        besides the model, as JSON): kept ones when there are, else ``compute()``'s, kept for the next run."""
+        key = model_key(model)
+        if key is None:
+            return compute()
+        slug = "-".join(part.lower().split())
+        path = self.root / f"{slug}-{digest({'model': key, 'part': part, 'inputs': inputs})[:32]}.json"
+        kept = self._read(path)
+        if kept is not None:
+            logger.info("%s: %s scores reused from an earlier run (%s)", name, part, path)
+            self.reused.append(f"{name}: {part}")
+            return kept
+        scores = compute()
+        self._write(path, scores)
+        return scores
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any] | None:
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:  # a torn or foreign file: score again, and overwrite it
+            logger.debug("ignoring the unreadable kept scores %s: %s", path, err)
+            return None
+        return value if isinstance(value, dict) else None
+
+    @staticmethod
+    def _write(path: Path, scores: dict[str, Any]) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(scores, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(path)
+        except OSError as err:  # a read-only cache costs the next run minutes, not this one its result
+            logger.warning(
+                "could not keep the gate's scores in %s (%s): the next run scores this model again", path, err
+            )
