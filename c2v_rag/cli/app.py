@@ -40,6 +40,7 @@ from c2v_rag.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OUTPUT_CLOSED,
     flag_wording,
+    library_logs_once,
     one_line_warnings,
     output_closed,
     report,
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     for handler in handlers:
         handler.addFilter(flag_wording)
     one_line_warnings()
-    with sigint_kept(restore=argv is not None):
+    with sigint_kept(restore=argv is not None), library_logs_once():
         try:
             code = args.func(args)
             sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the teardown

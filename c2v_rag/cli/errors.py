@@ -29,6 +29,8 @@ import select
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from c2v_rag.core.errors import C2VError
 
@@ -148,6 +150,26 @@ def report(err: BaseException, verbose: bool, on_interrupt: str | None = None) -
         traceback.print_exception(err, file=sys.stderr)
     print("error: " + in_flags(" ".join(str(message).split())), file=sys.stderr)
     return code
+
+
+# Libraries that log through a stderr handler of their own and pass each record on to the root logger's too: with the
+# CLI's handler on the root, each of their messages showed twice (an offline hub's six retry warnings, twelve lines).
+SELF_HANDLED_LOGGERS = ("huggingface_hub",)
+
+
+@contextmanager
+def library_logs_once() -> Iterator[None]:
+    """While the command runs, the :data:`SELF_HANDLED_LOGGERS` keep their records to their own handler (which they
+    add on import, perhaps during the command); as they were after."""
+    loggers = [logging.getLogger(name) for name in SELF_HANDLED_LOGGERS]
+    kept = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, propagate in zip(loggers, kept):
+            logger.propagate = propagate
 
 
 def one_line_warnings() -> None:

@@ -14,7 +14,7 @@ for _module in ("qdrant_client", "llama_index.core"):
 from rag_helpers import make_text
 
 from c2v_rag.cli import main
-from c2v_rag.cli.errors import EXIT_BAD_INPUT, in_flags, one_line_warnings
+from c2v_rag.cli.errors import EXIT_BAD_INPUT, in_flags, library_logs_once, one_line_warnings
 
 CHUNKS = ["--chunk-size", "24", "--chunk-overlap", "4", "-q"]
 
@@ -155,3 +155,29 @@ def test_a_warning_is_said_once_a_command(capsys):
         warnings.warn("another matter", UserWarning, stacklevel=1)
     err = capsys.readouterr().err.splitlines()
     assert err == [f"warning: {in_flags('truncate_dim=None keeps the whole vector')}", "warning: another matter"]
+
+
+def test_a_library_with_its_own_log_handler_is_heard_once():
+    """huggingface_hub logs through a stderr handler of its own and passes each record to the root logger too: under
+    the command line's root handler, each of its warnings (an offline hub's retries) showed twice. During a command
+    the root's handler no longer gets them; its own still does."""
+    import io
+    import logging
+
+    from huggingface_hub.utils import logging as hub_logging
+
+    hub = hub_logging.get_logger("huggingface_hub.utils._http")
+    assert logging.getLogger("huggingface_hub").handlers  # its own, added on import: one showing
+    shown = io.StringIO()
+    root = logging.StreamHandler(shown)
+    logging.getLogger().addHandler(root)
+    try:
+        hub.warning("Retrying in 1s [Retry 1/5].")
+        assert "Retrying in 1s" in shown.getvalue()  # the second showing, before
+        with library_logs_once():
+            hub.warning("Retrying in 2s [Retry 2/5].")
+        assert "Retrying in 2s" not in shown.getvalue()
+        hub.warning("Retrying in 4s [Retry 3/5].")  # a process that goes on gets its logging back as it was
+        assert "Retrying in 4s" in shown.getvalue()
+    finally:
+        logging.getLogger().removeHandler(root)
