@@ -86,6 +86,12 @@ class AdaptGate(BaseModel):
         "random ones (each costs an encoding per model)",
     )
     sts_limit: int | None = Field(None, ge=10, description="STS-B dev pairs scored (default: all 1,500)")
+    quantize: Literal["auto", "none", "int8"] | None = Field(
+        None,
+        description="how the gate embeds both models: None as an ingest into a new collection embeds its chunks "
+        "(int8 on the CPUs where that is the default, with the int8 extra; $C2V_RAG_QUANTIZE), so that it scores "
+        "the vectors search will use; 'none' float, 'int8', 'auto'",
+    )
     reuse_scores: bool = Field(
         True,
         description="take a model's scores from an earlier run that scored it on the same data (kept under "

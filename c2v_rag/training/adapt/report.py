@@ -25,6 +25,9 @@ class AdaptReport(BaseModel):
     after: dict[str, float] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
     """Wall time per phase."""
+    scored_with: dict[str, str] = Field(default_factory=dict)
+    """How the gate embedded both models: ``dtype`` and ``quantization`` (``none``, or the int8 method that an
+    ingest into a new collection uses on this CPU: ``gate.quantize``)."""
     reused: list[str] = Field(default_factory=list)
     """The gate's scores taken from an earlier run instead of computed, as ``'<model>: <part>'`` (the start's
     ``STS-B dev``, say): ``gate.reuse_scores``."""
@@ -58,6 +61,11 @@ class AdaptReport(BaseModel):
             lines.append(
                 f"  on {self.cpu.get('name') or 'a CPU'}, {self.cpu.get('torch_threads')} torch threads; {flags}"
             )
+        if self.scored_with:
+            quantization = self.scored_with.get("quantization", "none")
+            kind = self.scored_with.get("dtype", "float") if quantization == "none" else "int8"
+            as_ingest = self.settings.get("gate", {}).get("quantize") is None
+            lines.append(f"  the gate embedded in {kind}" + (", as ingest does here" if as_ingest else ""))
         lines.extend(f"  {reason}" for reason in self.reasons)
         verdict = (
             f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"

@@ -273,6 +273,7 @@ def adapt(
     ``overwrite``.
     """
     from c2v_rag.core.config import read_config
+    from c2v_rag.core.devices import default_quantize, dtype_name, resolve_device, resolve_quantize
     from c2v_rag.core.extras import require
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.documents import iter_documents
@@ -303,6 +304,13 @@ def adapt(
     seconds: dict[str, float] = {}
     # Everything that can be checked is checked before the first document is read.
     _check_output(out, config.overwrite)
+    quantize = config.gate.quantize or default_quantize()
+    try:
+        gate_int8 = resolve_quantize(quantize, resolve_device(config.training.device)) != "none"
+    except ValueError as err:
+        raise ValueError(f"gate.quantize: {err}") from err
+    if gate_int8:
+        require("onnxruntime", "the gate's int8 embedding (gate.quantize)", "int8")
     require("llama_index.core", "chunking documents as ingest does", "adapt")
     start_config = read_config(resolve_variant_path(config.start))
     task = config.task or start_config.default_task
@@ -352,7 +360,8 @@ def adapt(
     cache = ScoreCache.from_environment() if config.gate.reuse_scores else None
     scores = {}
     for name, source in (("before", config.start), ("after", str(candidate))):
-        model = Causal2Vec.from_pretrained(source, device=config.training.device)
+        model = Causal2Vec.from_pretrained(source, device=config.training.device, quantize=quantize)
+        scored_with = {"dtype": dtype_name(model.dtype), "quantization": model.quantization}
         scores[name] = score(
             model,
             data,
@@ -381,6 +390,7 @@ def adapt(
         before=scores["before"].as_dict(),
         after=scores["after"].as_dict(),
         reused=cache.reused if cache is not None else [],
+        scored_with=scored_with,
     )
 
 

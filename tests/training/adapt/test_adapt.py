@@ -123,6 +123,11 @@ def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     with pytest.raises(GeneralDataError, match="stsb.dev.tsv"):
         find_general_data(tmp_path)
+    on_gpu = config(general)
+    on_gpu.training.device, on_gpu.gate.quantize = "cuda", "int8"  # int8 is for CPUs: said before any work
+    with pytest.raises(ValueError, match="gate.quantize: quantize='int8' runs on a CPU only"):
+        adapt(folder, tmp_path / "gpu", config=on_gpu, start=str(start))
+    assert not (tmp_path / "gpu").exists()
 
 
 def scores(per_query: dict[str, float], sts: float = 0.80, **extra) -> GateScores:
@@ -344,3 +349,25 @@ def test_a_rerun_takes_the_scores_it_already_has(start, folder, general, tmp_pat
     torn = adapt(folder, tmp_path / "other", config=config(general, min_gain=1.0), start=start)
     assert torn.reused == [] and (torn.before, torn.after) == (other.before, other.after)
     assert adapt(folder, tmp_path / "other", config=config(general, min_gain=1.0), start=start).reused
+
+
+def test_the_gate_embeds_as_an_ingest_into_a_new_collection_does(start, folder, general, tmp_path, monkeypatch):
+    """The gate scores the vectors search will use: int8 where ingest's default is int8 ($C2V_RAG_QUANTIZE, which
+    the suite sets to none), or as ``gate.quantize`` says."""
+    pytest.importorskip("onnxruntime")
+    from c2v_rag.core.devices import INT8_METHOD
+
+    float_gate = adapt(folder, tmp_path / "float", config=config(general, min_gain=1.0), start=start)
+    assert float_gate.scored_with == {"dtype": "float32", "quantization": "none"}
+    assert "the gate embedded in float32, as ingest does here" in float_gate.table()
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # the tiny models' int8 graphs
+    monkeypatch.setenv("C2V_RAG_QUANTIZE", "int8")
+    int8_gate = adapt(folder, tmp_path / "int8", config=config(general, min_gain=1.0), start=start)
+    assert int8_gate.scored_with["quantization"] == INT8_METHOD and int8_gate.reused == []
+    assert "the gate embedded in int8, as ingest does here" in int8_gate.table()
+    # The same start, its decoder in int8: near its float self.
+    before_float, before_int8 = float_gate.before["stsb_dev_spearman"], int8_gate.before["stsb_dev_spearman"]
+    assert before_int8 == pytest.approx(before_float, abs=0.1)
+    asked = config(general, min_gain=1.0)
+    asked.gate.quantize = "none"
+    assert adapt(folder, tmp_path / "asked", config=asked, start=start).scored_with["quantization"] == "none"
