@@ -279,6 +279,9 @@ def _embed_on_ray(
                     concurrency=options.chunk_tasks or 2 * options.actors,
                 )
             except ray_module.exceptions.RayError as err:
+                refusal = ray_module.get(tally.refusal.remote())
+                if refusal is not None:
+                    raise ValueError(refusal) from None
                 cause = user_error(err)
                 if cause is err:
                     raise

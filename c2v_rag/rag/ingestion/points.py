@@ -104,6 +104,9 @@ class SeenDocuments:
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._fingerprints
 
+    def __len__(self) -> int:
+        return len(self._fingerprints)
+
     def is_new(self, doc_id: str, fingerprint: str, source: str | None = None) -> bool:
         """True the first time ``doc_id`` is met; False for the same document again (to skip).
 

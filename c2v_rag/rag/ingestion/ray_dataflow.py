@@ -59,6 +59,7 @@ from c2v_rag.rag.ingestion.pipeline import BatchEmbedder, ChunkBatch, EmbeddedBa
 from c2v_rag.rag.ingestion.points import (
     PendingChunk,
     PointWriter,
+    SeenDocuments,
     document_chunks,
     document_fingerprint,
     document_hash,
@@ -384,25 +385,38 @@ class ActorSink:
 class RunTally:
     """A Ray actor that adds up what the embedding actors count and the files do not show: the documents they read
     (a repeat of one by its id counted apart) and the chunks they found written already (``embed(engine="ray")``'s
-    result, as the local engine counts them). It holds the ids of the documents read, as an ingest's driver does."""
+    result, as the local engine counts them). It holds the documents read, as an ingest's driver does
+    (:class:`~c2v_rag.rag.ingestion.points.SeenDocuments`), and refuses an id met again with other content, as
+    both do."""
 
     def __init__(self) -> None:
-        self.doc_ids: set[str] = set()
+        self.seen = SeenDocuments()
         self.rows = 0
         self.unchanged = 0
+        self.refused: str | None = None
 
-    def add(self, doc_ids: list[str], unchanged: int) -> list[str]:
-        """Count a batch's documents and stored chunks; the ids met for the first time, whose rows are written (a
-        repeat that another batch, on any actor, met first is not written twice)."""
-        first = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id not in self.doc_ids]
-        self.doc_ids.update(first)
+    def add(self, doc_ids: list[str], fingerprints: list[str], unchanged: int) -> list[str]:
+        """Count a batch's documents (their ids and :func:`document_fingerprint`) and stored chunks; the ids met for
+        the first time, whose rows are written (a repeat that another batch, on any actor, met first is not written
+        twice). Raises ValueError for an id met before with other content, and keeps its message for the driver
+        (:meth:`refusal`)."""
+        try:
+            first = [doc_id for doc_id, print_ in zip(doc_ids, fingerprints) if self.seen.is_new(doc_id, print_)]
+        except ValueError as err:
+            self.refused = str(err)
+            raise
         self.rows += len(doc_ids)
         self.unchanged += unchanged
         return first
 
+    def refusal(self) -> str | None:
+        """Why :meth:`add` failed the run, if it did. The driver raises it as the ValueError it was: passed from the
+        tally through the actor that asked, Ray delivers only an error of its own, with the message in its text."""
+        return self.refused
+
     def totals(self) -> tuple[int, int, int]:
         """(documents, repeated documents, chunks found written already)."""
-        return len(self.doc_ids), self.rows - len(self.doc_ids), self.unchanged
+        return len(self.seen), self.rows - len(self.seen), self.unchanged
 
 
 def start_tally(ray: Any) -> Any:
@@ -430,7 +444,8 @@ class ExportRows(ActorSink):
             import pyarrow.compute as pc
             import ray
 
-            first = ray.get(self.tally.add.remote(documents.column("doc_id").to_pylist(), embedded.unchanged))
+            ids, prints = (documents.column(name).to_pylist() for name in ("doc_id", "fingerprint"))
+            first = ray.get(self.tally.add.remote(ids, prints, embedded.unchanged))
             table = table.filter(pc.is_in(table.column("doc_id"), value_set=pa.array(first, type=pa.string())))
         return with_record(table, self.record)
 

@@ -317,6 +317,12 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
         rows = pq.read_table(got.files).column("id").to_pylist()
         counts[engine] = (got.documents, got.duplicate_documents, got.chunks, len(rows), len(set(rows)))
     assert counts["ray"] == counts["local"] and counts["local"][:2] == (2, 1)
+    # An id given twice with other content is refused on both engines, as ingest refuses it: the second text would be
+    # lost.
+    clash = [{"id": "d", "text": make_text(1)}, {"id": "d", "text": make_text(3)}]
+    for engine, extra in (("local", {}), ("ray", {"engine": "ray", "ray": TWO_ACTORS})):
+        with pytest.raises(ValueError, match="document id 'd' appears twice in the input with different content"):
+            c2v_rag.embed(clash, tmp_path / f"clash-{engine}", model=str(tiny_variant), config=ingest_config, **extra)
     assert f"{local.chunks} chunks ({resumed.chunks} written, {begun.chunks} already there)" in resumed.summary()
     assert mixed.column("id").to_pylist() == tables[0].column("id").to_pylist()
     assert float(np.abs(np.asarray(mixed.column("vector").to_pylist(), dtype=np.float32) - vectors[0]).max()) < 1e-5
