@@ -32,10 +32,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-# The variants: the shipped prompt, the same task after one worked example, and the task framed as finding the
-# passage. Each keeps "{passage}" first and the instruction last (small models follow what they read last).
+# The variants: the shipped prompt (its reply begun with local_lm.REPLY_START), the same without that beginning, the
+# same task after one worked example, and the task framed as finding the passage. Each keeps "{passage}" first and
+# the instruction last (small models follow what they read last).
 VARIANTS = {
     "shipped": None,  # generation.PROMPT as it is
+    "unbegun": None,  # the same, the model left to begin its reply
     "example": (
         "Here is a text:\n\nThe tide rises and falls twice a day because the Moon's gravity pulls on the oceans. "
         "When the Sun and the Moon line up, the tides are higher than usual.\n\n"
@@ -88,7 +90,8 @@ def main() -> None:
         for variant in args.variants:
             prompt = VARIANTS[variant] or shipped
             generation.PROMPT = local_lm.PROMPT = prompt  # chat_messages and describe() read the module's
-            generator = generation.build_generator(kind="local", batch_size=config.generator_batch_size)
+            begun = {} if variant == "shipped" else {"reply_start": ""}
+            generator = generation.build_generator(kind="local", batch_size=config.generator_batch_size, **begun)
             started = time.perf_counter()
             results = generator.generate([c.text for c in targets])
             seconds = time.perf_counter() - started

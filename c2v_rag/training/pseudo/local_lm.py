@@ -29,6 +29,11 @@ from c2v_rag.training.pseudo.generation import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+REPLY_START = "Search question:"
+"""How the local generator's reply begins, written for the model before it continues: the label a question would
+follow. Left to begin its reply itself, SmolLM2-135M-Instruct often asked back ("What's your question?") or chatted
+instead; begun so, it writes a question for most chunks (docs/adapt.md, "The bundled question writer").
+:func:`clean_question` strips the label."""
 
 
 @register
@@ -56,6 +61,7 @@ class LocalLMGenerator(QueryGenerator):
         temperature: float = 0.0,
         seed: int = 0,
         device: str = "cpu",
+        reply_start: str = REPLY_START,
     ) -> None:
         for option, value in (
             ("batch_size", batch_size),
@@ -73,6 +79,7 @@ class LocalLMGenerator(QueryGenerator):
         self.temperature = float(temperature)
         self.seed = seed
         self.device = device
+        self.reply_start = reply_start
         self._model: Any = None
         self._tokenizer: Any = None
         self._location: str | None = None
@@ -97,6 +104,7 @@ class LocalLMGenerator(QueryGenerator):
             "seed": self.seed,
             "device": self.device,
             "prompt": PROMPT,
+            "reply_start": self.reply_start,
         }
 
     def _check_device(self) -> None:
@@ -159,7 +167,9 @@ class LocalLMGenerator(QueryGenerator):
             return results
         self._check_device()
         self._load()
-        prompts = {i: self._prompt_ids(passages[i]) for i in todo}
+        # The reply is begun for the model (a prefilled answer), so that it continues with the question.
+        opening = self._tokenizer(self.reply_start, add_special_tokens=False)["input_ids"] if self.reply_start else []
+        prompts = {i: self._prompt_ids(passages[i]) + opening for i in todo}
         order = sorted(todo, key=lambda i: len(prompts[i]), reverse=True)  # longest first: memory peaks early
         devices = [torch.device(self.device)] if torch.device(self.device).type == "cuda" else []
         with torch.random.fork_rng(devices=devices), torch.inference_mode():
@@ -195,7 +205,7 @@ class LocalLMGenerator(QueryGenerator):
         results: list[GeneratedQuery | None] = []
         for row, row_logprobs in zip(generated.tolist(), logprobs):
             length = next((k for k, token in enumerate(row) if token in eos), len(row))
-            question = clean_question(tok.decode(row[:length], skip_special_tokens=True))
+            question = clean_question(self.reply_start + tok.decode(row[:length], skip_special_tokens=True))
             if question is None or length == 0:
                 results.append(None)
                 continue

@@ -111,3 +111,32 @@ def test_query_logprobs_match_the_models_own_loss_and_rank_the_right_passage_fir
         assert score == pytest.approx(-float(loss), abs=1e-3)
     grid = torch.tensor(scores[:-2]).view(len(queries), len(passages))
     assert grid.argmax(dim=1).tolist() == [0, 1, 2]  # each question is likeliest after its own passage
+
+
+# A changelog and a TODO list: left to begin its reply, SmolLM2-135M asks back ("What's your question?") or writes
+# no question at all.
+LISTS = [
+    "Changes in 2.4.1:\n* Fixed a crash on startup when the config file is empty\n* Updated translations (de, fr, ja)"
+    "\n* Removed the 32-bit limit on file sizes in the dump command",
+    "TODO\n\n- support IPv6 in the proxy\n- rewrite the config parser\n- add a man page for the daemon\n- make the "
+    "test suite run without network",
+]
+
+
+def test_the_reply_begun_for_the_model_gets_questions_where_it_asked_back(generator):
+    from c2v_rag.training.pseudo.filters import meta_reason
+    from c2v_rag.training.pseudo.pairs import PseudoPair
+
+    def asks_back(result: GeneratedQuery | None) -> bool:
+        return result is None or result.text.startswith("What's your") or meta_reason(pair(result)) is not None
+
+    def pair(result: GeneratedQuery) -> PseudoPair:
+        return PseudoPair(result.text, "c", "generated", "", None)
+
+    assert generator.describe()["reply_start"] == "Search question:"
+    unbegun = LocalLMGenerator(reply_start="").generate(LISTS)
+    assert all(asks_back(result) for result in unbegun), unbegun
+    begun = generator.generate(LISTS)
+    assert not any(asks_back(result) for result in begun), begun
+    for result in begun:
+        assert result.text.endswith("?") and "search question" not in result.text.lower()

@@ -124,13 +124,14 @@ def test_questions_from_the_server_in_order(served_model):
 
 
 def test_the_server_writes_what_the_local_generator_writes(served_model):
-    """Same prompt, same chat template, greedy on both sides: the same question, through HTTP or in process."""
+    """Same prompt, same chat template, greedy on both sides: the same question, through HTTP or in process (the
+    local generator's reply not begun for it, which a chat endpoint cannot do)."""
     from c2v_rag.training.pseudo.local_lm import LocalLMGenerator
 
     url, model = served_model
     passage = PASSAGES[2]
     (remote,) = OpenAIChatGenerator(url, model, max_tokens=32).generate([passage])
-    (local,) = LocalLMGenerator(max_new_tokens=32).generate([passage])
+    (local,) = LocalLMGenerator(max_new_tokens=32, reply_start="").generate([passage])
     assert remote is not None and local is not None and remote.text == local.text
 
 
