@@ -142,11 +142,27 @@ def generation_targets(
 GENERATED_FILE = "generated.jsonl"
 # What decides a generated question besides the passage: the rest of describe() (batch size, device, where the
 # weights were found) changes the cost, not the text.
-_GENERATION_KEYS = ("kind", "model", "url", "max_passage_tokens", "max_new_tokens", "temperature", "seed", "prompt")
+_GENERATION_KEYS = (
+    "kind",
+    "model",
+    "url",
+    "max_passage_tokens",
+    "max_new_tokens",
+    "temperature",
+    "seed",
+    "prompt",
+    "reply_start",
+)
+
+
+def generation_settings(description: dict[str, Any]) -> dict[str, Any]:
+    """What of a generator's :meth:`~c2v_rag.training.pseudo.generation.QueryGenerator.describe` decides its
+    questions (:data:`_GENERATION_KEYS`)."""
+    return {k: description.get(k) for k in _GENERATION_KEYS}
 
 
 def _generation_key(description: dict[str, Any], passage: str) -> str:
-    settings = json.dumps({k: description.get(k) for k in _GENERATION_KEYS}, sort_keys=True)
+    settings = json.dumps(generation_settings(description), sort_keys=True)
     return hashlib.sha256((settings + "\0" + passage).encode()).hexdigest()
 
 
@@ -261,6 +277,11 @@ def make_pairs(
     chunks = read_corpus(docs, chunker, show_progress=show_progress)
     timings["read"] = time.perf_counter() - start
     settings = {"config": config.model_dump(mode="json"), "corpus": corpus_digest(chunks), "chunks": len(chunks)}
+    if config.generator != "none" and config.max_generated:
+        # The generator's own settings (its prompt, how its reply begins) too: pairs made by another are not reused.
+        from c2v_rag.training.pseudo.generation import build_generator
+
+        settings["generator"] = generation_settings(build_generator(**generator_options(config)).describe())
     if read_settings(folder) == settings:
         logger.info("reusing the pseudo-pairs in %s (same documents and settings)", folder)
         pairs = read_pairs(folder)

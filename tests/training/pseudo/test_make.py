@@ -42,14 +42,15 @@ class FirstWords(QueryGenerator):
     name = "first-words"
     calls: list[int] = []
 
-    def __init__(self, batch_size: int = 4) -> None:
+    def __init__(self, batch_size: int = 4, reply_start: str = "Which") -> None:
         self.batch_size = batch_size
+        self.reply_start = reply_start
 
     def check(self) -> None:
         pass
 
     def describe(self) -> dict:
-        return {"kind": self.name, "model": "rule", "prompt": "first five words"}
+        return {"kind": self.name, "model": "rule", "prompt": "first five words", "reply_start": self.reply_start}
 
     def generate(
         self, passages: Sequence[str], *, progress: Callable[[int], None] | None = None
@@ -57,7 +58,7 @@ class FirstWords(QueryGenerator):
         FirstWords.calls.append(len(passages))
         if progress is not None:
             progress(len(passages))
-        return [GeneratedQuery("Which " + " ".join(p.split()[:5]).lower() + "?", -0.5) for p in passages]
+        return [GeneratedQuery(f"{self.reply_start} " + " ".join(p.split()[:5]).lower() + "?", -0.5) for p in passages]
 
 
 def test_pairs_are_written_as_a_beir_folder_with_a_held_out_split(folder, chunker, tmp_path):
@@ -108,6 +109,15 @@ def test_generated_questions_are_cached_and_asked_for_only_once(folder, chunker,
         other = config.model_copy(update={"crops_per_chunk": 0})
         make_pairs(folder, chunker, other, tmp_path / "b", show_progress=False, generation_cache=cache)
         assert sum(FirstWords.calls) == 10
+        assert make_pairs(folder, chunker, config, tmp_path / "a", show_progress=False).report.get("reused")
+        # The same settings, a generator that begins its replies otherwise: its own questions, and pairs made again.
+        monkeypatch.setattr(
+            "c2v_rag.training.pseudo.make.generator_options",
+            lambda config: {"kind": "first-words", "batch_size": 4, "reply_start": "What"},
+        )
+        again = make_pairs(folder, chunker, config, tmp_path / "a", show_progress=False, generation_cache=cache)
+        assert sum(FirstWords.calls) == 20 and not again.report.get("reused")
+        assert all(p.query.startswith("What ") for p in again.train + again.heldout if p.source == "generated")
     finally:
         GENERATORS.pop("first-words", None)
 
