@@ -201,6 +201,7 @@ def train_config(
 def _train_candidate(recipe: Any, candidate: Path) -> None:
     """Train ``recipe`` into ``candidate``, resuming its checkpoints. The trainer (the model, its optimizer, the
     mined data) is let go before returning: the gate loads two models after it."""
+    from c2v_rag.core.memory import release_freed_memory
     from c2v_rag.training.trainer import Trainer
 
     resume = (candidate / "checkpoints").is_dir() and any((candidate / "checkpoints").iterdir())
@@ -212,6 +213,7 @@ def _train_candidate(recipe: Any, candidate: Path) -> None:
     trainer.fit()
     del trainer
     gc.collect()  # the model's hooks and the trainer refer to each other
+    release_freed_memory()  # else the gate's two models and the candidate's int8 build land on what training freed
 
 
 def _candidate_matches(candidate: Path, recipe: Any, *, overwrite: bool) -> bool:
