@@ -53,8 +53,8 @@ def environment() -> dict[str, dict[str, Any]]:
     """Every fact ``c2v-rag env`` prints, by section."""
     import torch
 
+    from c2v_rag.core.cache import cache_dir
     from c2v_rag.core.devices import cpu_class, cpu_model, resolve_dtype, resolve_quantize, speed_flags
-    from c2v_rag.hub.sources import cache_dir
     from c2v_rag.version import __version__
 
     cpu = torch.device("cpu")

@@ -62,10 +62,10 @@ import torch
 from torch import nn
 
 from c2v_rag.core.devices import INT8_METHOD, cpu_has_native_bf16
+from c2v_rag.core.files import write_atomically
 from c2v_rag.cpu import onnx_decoder as _decoder_files
 from c2v_rag.cpu import onnx_encoder as _encoder_files
 from c2v_rag.cpu.build_progress import stage
-from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_attention import default_opset, drop_unused_initializers, fuse_attention, last_layer_at_rows
 from c2v_rag.cpu.onnx_decoder import cached_onnx, check_exportable, hash_weights, onnx_cache_dir
 

@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,9 +38,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from c2v_rag.core.cache import cache_dir
 from c2v_rag.core.extras import require
+from c2v_rag.core.files import write_atomically
 from c2v_rag.cpu.build_progress import stage
-from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_attention import POSITIONS_FROM_LENGTHS, POSITIONS_KEY, READOUT_INPUT
 from c2v_rag.cpu.ort_session import cpu_session
 from c2v_rag.nn.backbone import backbone_config, embedding_table, input_embeddings
@@ -57,11 +57,7 @@ OPSET = 17
 
 def onnx_cache_dir() -> Path:
     """Where exported decoders are kept: ``$C2V_RAG_CACHE/onnx``, else ``<user cache dir>/c2v_rag/onnx``."""
-    env = os.environ.get("C2V_RAG_CACHE")
-    if env:
-        return Path(env).expanduser() / "onnx"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg or Path.home() / ".cache").expanduser() / "c2v_rag" / "onnx"
+    return cache_dir() / "onnx"
 
 
 # Where the weights were read from, not what they are (the keys hash the weights themselves): a base model

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from c2v_rag.core.extras import require
+from c2v_rag.core.files import write_atomically
 from c2v_rag.cpu.build_progress import stage
-from c2v_rag.cpu.cache_files import write_atomically
 from c2v_rag.cpu.onnx_decoder import (
     EXAMPLE_SHAPE,
     OPSET,

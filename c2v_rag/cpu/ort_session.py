@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.core.extras import require
-from c2v_rag.cpu.cache_files import write_atomically
+from c2v_rag.core.files import write_atomically
 
 logger = logging.getLogger(__name__)
 

@@ -34,15 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.cache import cache_folder
 from c2v_rag.hub.plain_weights import plain_forward_enabled
-from c2v_rag.hub.sources import (
-    ResolvedSource,
-    cache_dir,
-    cache_entry,
-    distribution_version,
-    evict_least_recent,
-    load_tokenizer,
-)
+from c2v_rag.hub.sources import ResolvedSource, cache_entry, distribution_version, evict_least_recent, load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -218,10 +212,7 @@ def load_fast_tokenizer(source: ResolvedSource, *, trust_remote_code: bool = Fal
 def tokenizer_cache_dir() -> Path | None:
     """Where entries are kept: ``$C2V_RAG_TOKENIZER_CACHE`` when it names a folder, else
     ``$C2V_RAG_CACHE/tokenizers`` (else the user cache dir's); None when it or ``C2V_RAG_PLAIN_FORWARD`` is off."""
-    env = os.environ.get(ENV_SWITCH, "").strip()
-    if env.lower() in ("0", "off", "false", "no") or not plain_forward_enabled():
-        return None
-    return Path(env).expanduser() if env else cache_dir() / "tokenizers"
+    return cache_folder("tokenizers", ENV_SWITCH) if plain_forward_enabled() else None
 
 
 def _entry(source: ResolvedSource, trust_remote_code: bool) -> Path | None:

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from c2v_rag.core.cache import cache_dir, switched_off
 from c2v_rag.hub.sources import (
     ResolvedSource,
     announce_cache_write,
-    cache_dir,
     cache_entry,
     distribution_version,
     evict_least_recent,
@@ -54,9 +54,7 @@ MAX_CACHE_BYTES = 4 << 30
 def merged_dir() -> Path | None:
     """Where merged backbones are kept: ``$C2V_RAG_CACHE/merged``, else ``<user cache dir>/c2v_rag/merged``;
     None when ``$C2V_RAG_MERGED_CACHE`` turns the cache off."""
-    if os.environ.get("C2V_RAG_MERGED_CACHE", "").strip().lower() in ("0", "off", "false", "no"):
-        return None
-    return cache_dir() / "merged"
+    return None if switched_off("C2V_RAG_MERGED_CACHE") else cache_dir() / "merged"
 
 
 def merged_key(

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from c2v_rag.core.cache import switched_off
 from c2v_rag.nn.plain import PlainBackbone, PlainBert, PlainLlama
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ _LEGACY_NAMES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "Layer
 
 def plain_forward_enabled() -> bool:
     """False when ``$C2V_RAG_PLAIN_FORWARD`` turns the plain forward off (``0``, ``off``, ``false``, ``no``)."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("0", "off", "false", "no")
+    return not switched_off(ENV_SWITCH)
 
 
 def load_plain_backbone(location: str | Path, *, dtype: torch.dtype) -> PlainBackbone | None:

@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 
 import torch
 
+from c2v_rag.core.cache import cache_dir, keep_text
 from c2v_rag.core.errors import ModelSourceError
 from c2v_rag.core.extras import missing_package, require
 
@@ -85,16 +86,6 @@ PACKAGED_SOURCES: dict[str, PackagedSource] = {
         ),
     ]
 }
-
-
-def cache_dir() -> Path:
-    """Where c2v_rag caches converted weights: ``$C2V_RAG_CACHE`` or the user cache directory."""
-    env = os.environ.get("C2V_RAG_CACHE")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("c2v_rag"))
 
 
 @dataclass(frozen=True)
@@ -152,7 +143,7 @@ class ResolvedSource:
                         size += len(block)
             digest = hashed.hexdigest()[:16]
             if size >= KEPT_DIGEST_BYTES:
-                _write_small_cache_file(kept, digest)
+                keep_text(kept, digest)
         _CONTENT_DIGESTS[name] = digest
         return digest
 
@@ -170,23 +161,6 @@ _BASE_FILES = ("*.safetensors", "*.json")
 _CONTENT_DIGESTS: dict[str, str] = {}
 # A base of fewer bytes is hashed again in each process (32 MiB: about 40 ms) rather than kept in a file of its own.
 KEPT_DIGEST_BYTES = 32 << 20
-
-
-def _write_small_cache_file(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` through a sibling temporary file, so that a reader never sees half of it; a
-    cache that cannot be written (a read-only home) is skipped with a debug line: the value is computed again."""
-    tmp = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=f".{target.name}-", delete=False) as handle:
-            tmp = Path(handle.name)
-            handle.write(text)
-        tmp.chmod(0o644)  # mkstemp makes it private; the cache is shared like any model cache
-        os.replace(tmp, target)
-    except OSError as err:
-        logger.debug("could not keep %s in the cache: %s", target, err)
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
 
 
 def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSource:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.files import write_text_atomically
 from c2v_rag.store.errors import StoreLockedError
 from c2v_rag.store.local_backend import LocalModeBackend
 from c2v_rag.store.store_backend import wrong_store
@@ -225,6 +226,4 @@ class EdgeStore:
 
 
 def _write_json_atomically(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=1, sort_keys=True))

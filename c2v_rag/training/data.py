@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.core.files import replacing
 from c2v_rag.core.instructions import InContextPrompt, Instruction, get_task, resolve_instruction
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.evaluation.datasets import holdout_indices, read_beir, split_queries
@@ -464,8 +465,7 @@ def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
     """Write examples with every field (keys included), e.g. to reuse mined negatives on resume."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with replacing(path) as handle:
         for e in examples:
             record = {
                 "query": e.query,
@@ -479,7 +479,6 @@ def dump_examples(examples: Iterable[Example], path: str | Path) -> Path:
                 "known_positive_keys": sorted(e.known_positive_keys),
             }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    tmp.replace(path)
     return path
 
 

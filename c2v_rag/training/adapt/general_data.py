@@ -15,7 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from c2v_rag.hub.sources import cache_dir
+from c2v_rag.core.cache import cache_dir
+from c2v_rag.core.files import replacing
 
 ENV_VAR = "C2V_RAG_GENERAL_DATA"
 HUB_STSB = "sentence-transformers/stsb"
@@ -59,13 +60,11 @@ def _fetch_stsb(target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for name, remote in _HUB_FILES.items():
         table = pq.read_table(hf_hub_download(HUB_STSB, remote, repo_type="dataset")).to_pydict()
-        tmp = target / (name + ".tmp")
-        with tmp.open("w", encoding="utf-8", newline="") as handle:
+        with replacing(target / name, newline="") as handle:
             writer = csv.writer(handle, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
             writer.writerow(["score", "sentence1", "sentence2"])
             for a, b, s in zip(table["sentence1"], table["sentence2"], table["score"]):
                 writer.writerow([f"{5 * float(s):.4f}", " ".join(a.split()), " ".join(b.split())])
-        tmp.replace(target / name)
 
 
 def find_general_data(folder: str | Path | None = None) -> GeneralData:

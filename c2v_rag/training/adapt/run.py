@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.core.files import replacing
 from c2v_rag.documents.reading import ReadOptions
 from c2v_rag.training.adapt.config import AdaptConfig
 from c2v_rag.training.adapt.report import AdaptReport
@@ -62,15 +63,12 @@ def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
     as_given = read == ReadOptions()
     if as_given and (isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))):
         return str(Path(docs).expanduser().resolve())
-    pairs_dir.mkdir(parents=True, exist_ok=True)
     target = pairs_dir / DOCUMENTS_FILE
-    tmp = target.with_suffix(".tmp")
     documents = read_documents(docs, desc="Reading the documents", options=read)
-    with tmp.open("w", encoding="utf-8") as handle:
+    with replacing(target) as handle:
         for doc in documents:
             handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
             handle.write("\n")
-    tmp.replace(target)
     return str(target)
 
 

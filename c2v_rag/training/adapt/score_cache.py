@@ -8,19 +8,23 @@ the gate, finds the candidate's too.
 Each part of a model's scores (the held-out queries, STS-B dev, the user's questions) is a JSON file under
 ``$C2V_RAG_GATE_CACHE`` (else ``$C2V_RAG_CACHE/adapt-gate``; ``0`` turns it off), named by a sha256 of everything
 that decides it: the model as loaded (its own weights, its adapters' settings, the contents of its base models, its
-config, device, dtype and quantization), the data and how it is read, and the versions of c2v_rag and torch. A model
-whose bases are hub ids has no digest of its base weights, so it is always scored afresh.
+config, device, dtype and quantization), the data and how it is read, the code that scores (a digest of c2v_rag's
+own source files, so that an edited checkout does not reuse the scores of the code before) and the versions of the
+libraries that compute vectors (torch, transformers, tokenizers, onnxruntime). A model whose bases are hub ids has
+no digest of its base weights, so it is always scored afresh.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from c2v_rag.core.cache import cache_folder, keep_text
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +43,24 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+@functools.cache
+def source_digest(root: Path | None = None) -> str:
+    """A sha256 of the Python files (names and bytes) under ``root``, by default c2v_rag's own: read once per
+    process, in a few milliseconds."""
+    if root is None:
+        root = Path(__file__).resolve().parents[2]  # c2v_rag/training/adapt/score_cache.py -> c2v_rag
+    hashed = hashlib.sha256()
+    for file in sorted(root.rglob("*.py")):
+        hashed.update(f"\n{file.relative_to(root).as_posix()}\n".encode())
+        hashed.update(file.read_bytes())
+    return hashed.hexdigest()
+
+
 def model_key(model: Any) -> str | None:
     """What decides a loaded model's vectors, as a digest; None where its base weights have no digest (hub ids)."""
     import torch
 
+    from c2v_rag.hub.sources import distribution_version
     from c2v_rag.hub.variants import VariantDigests
     from c2v_rag.version import __version__
 
@@ -58,7 +76,12 @@ def model_key(model: Any) -> str | None:
             "device": str(model.device),
             "dtype": str(model.dtype),
             "quantization": model.quantization,
-            "versions": {"c2v_rag": __version__, "torch": torch.__version__},
+            "versions": {
+                "c2v_rag": __version__,
+                "c2v_rag source": source_digest(),
+                "torch": torch.__version__,
+                **{name: distribution_version(name) for name in ("transformers", "tokenizers", "onnxruntime")},
+            },
         }
     )
 
@@ -75,14 +98,8 @@ class ScoreCache:
     def from_environment(cls) -> ScoreCache | None:
         """The cache in ``$C2V_RAG_GATE_CACHE`` when it names a folder, else ``$C2V_RAG_CACHE/adapt-gate`` (else the
         user cache dir's); None when it is ``0`` (or ``off``, ``false``, ``no``)."""
-        env = os.environ.get(ENV_SWITCH, "").strip()
-        if env.lower() in ("0", "off", "false", "no"):
-            return None
-        if env:
-            return cls(Path(env).expanduser())
-        from c2v_rag.hub.sources import cache_dir
-
-        return cls(cache_dir() / FOLDER)
+        folder = cache_folder(FOLDER, ENV_SWITCH)
+        return None if folder is None else cls(folder)
 
     def scores(
         self, model: Any, name: str, part: str, inputs: dict[str, Any], compute: Callable[[], dict[str, Any]]
@@ -116,12 +133,7 @@ class ScoreCache:
 
     @staticmethod
     def _write(path: Path, scores: dict[str, Any]) -> None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(scores, sort_keys=True) + "\n", encoding="utf-8")
-            tmp.replace(path)
-        except OSError as err:  # a read-only cache costs the next run minutes, not this one its result
-            logger.warning(
-                "could not keep the gate's scores in %s (%s): the next run scores this model again", path, err
-            )
+        # a read-only cache costs the next run minutes, not this one its result
+        failed = keep_text(path, json.dumps(scores, sort_keys=True) + "\n")
+        if failed is not None:
+            logger.warning("could not keep the gate's scores in %s (%s): the next run scores it again", path, failed)

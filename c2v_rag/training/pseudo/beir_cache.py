@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.files import replacing
 from c2v_rag.core.jsonl import iter_jsonl
 from c2v_rag.training.pseudo.chunks import CorpusChunk
 from c2v_rag.training.pseudo.pairs import PseudoPair
@@ -41,11 +42,9 @@ class PairSet:
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with replacing(path) as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def write_pairs(folder: Path, pairs: PairSet, settings: dict[str, Any]) -> None:

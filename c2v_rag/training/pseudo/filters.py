@@ -21,9 +21,11 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _META = re.compile(
     r"^(here\s+(is|are)|here's|sure\b|certainly\b|okay\b|as an ai|i (cannot|can't|am)|the (text|passage|article|"
     r"document|claim|question|answer|following)\b|this (text|passage|article|document)\b|(a |one )?question\b|"
-    r"answer\b|query\b|write\b|generate\b|please\b)|\b(the (text|passage|document) (says|states|describes|mentions)|"
+    r"answer\b|query\b|write\b|generate\b|please\b|what(['’]s|\s+is|\s+are)\s+your\b)|"
+    r"\b(the (text|passage|document) (says|states|describes|mentions)|"
     r"according to the (text|passage|document|article)|in (this|the) (text|passage|document|article)|"
-    r"(the|this|your|my|user's) (search )?(question|answer|query)|search question)\b",
+    r"(the|this|your|my|user's) (search )?(question|answer|query)|search question|"
+    r"your (text|passage|document|article))\b",
     re.IGNORECASE,
 )
 

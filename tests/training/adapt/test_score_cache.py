@@ -54,3 +54,37 @@ def test_off_and_elsewhere_by_environment(tmp_path, monkeypatch):
     monkeypatch.delenv("C2V_RAG_GATE_CACHE")
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
     assert ScoreCache.from_environment().root == tmp_path / "cache" / "adapt-gate"
+
+
+def test_a_cache_it_cannot_write_costs_a_warning_not_the_scores(tiny_model_factory, tmp_path, caplog):
+    model = tiny_model_factory("llama", representation="concat", encoder_share=0.5)
+    model.bases_digests = {"decoder": "d" * 16, "encoder": "e" * 16}
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the folder should be")
+    cache = ScoreCache(blocked)
+    with caplog.at_level("WARNING", logger="c2v_rag.training.adapt.score_cache"):
+        assert cache.scores(model, "the start", "STS-B dev", {}, lambda: {"spearman": 0.5}) == {"spearman": 0.5}
+    (record,) = caplog.records
+    assert "could not keep the gate's scores" in record.getMessage() and str(blocked) in record.getMessage()
+    assert cache.scores(model, "the start", "STS-B dev", {}, lambda: {"spearman": 0.6}) == {"spearman": 0.6}
+
+
+def test_edited_code_is_another_key(tiny_model_factory, tmp_path, monkeypatch):
+    from c2v_rag.training.adapt import score_cache
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "gate.py").write_text("THRESHOLD = 0.01\n")
+    (package / "notes.txt").write_text("not code")
+    before = score_cache.source_digest(package)
+    (package / "notes.txt").write_text("other notes")
+    assert score_cache.source_digest.__wrapped__(package) == before
+    (package / "sub" / "gate.py").write_text("THRESHOLD = 0.02\n")
+    edited = score_cache.source_digest.__wrapped__(package)
+    assert edited != before
+    # and the key of a model follows the digest of the code that scores it
+    model = tiny_model_factory("llama", representation="concat", encoder_share=0.5)
+    model.bases_digests = {"decoder": "d" * 16, "encoder": "e" * 16}
+    key = model_key(model)
+    monkeypatch.setattr(score_cache, "source_digest", lambda: edited)
+    assert model_key(model) != key
