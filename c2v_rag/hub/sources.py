@@ -100,32 +100,48 @@ class ResolvedSource:
         """``name:size:mtime_ns`` of each of a local directory's weight and config files, sorted: what tells a base
         replaced in place (a package upgrade, a checkpoint saved over another) from the one a cache entry was made
         from. None for a hub id, whose files are not known before it loads."""
-        if not self.is_local:
-            return None
-        stamps = []
-        for file in self._base_files():
-            stat = file.stat()
-            stamps.append(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}")
-        return stamps
+        return _stamps(self._base_files()) if self.is_local else None
 
     def _base_files(self) -> list[Path]:
         """A local directory's weight and config files (:data:`_BASE_FILES`), sorted."""
         root = Path(self.location)
         return sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)})
 
+    def hub_snapshot(self) -> Path | None:
+        """A hub id's folder in the local Hugging Face cache at its revision (``main`` when none), read from the
+        cache alone, without the network; None for a local directory, or where the cache has no such snapshot."""
+        if self.is_local:
+            return None
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(self.location, "config.json", revision=self.revision)
+        return Path(found).parent if isinstance(found, str) else None
+
     def content_digest(self) -> str | None:
-        """A short sha256 over the contents of a local directory's weight and config files (those of
-        :meth:`file_stamps`), None for a hub id. What a collection records of its base models: a base replaced with
-        other weights (a package release with another conversion, a checkpoint saved over another) gets another
-        digest, the same weights reinstalled the same one.
+        """A short sha256 over the contents of a base model's weight and config files. What a collection records of
+        its base models: a base replaced with other weights (a package release with another conversion, a
+        checkpoint saved over another, a hub repository whose weights changed) gets another digest, the same
+        weights reinstalled the same one.
+
+        A local directory's files are those of :meth:`file_stamps`. A hub id's are read from its snapshot in the
+        Hugging Face cache (:meth:`hub_snapshot`), only the weights and the files the loader reads
+        (:data:`_HUB_BASE_FILES`), since other tools add files there: its digest starts with ``hub-`` and is
+        compared with hub digests only. None where a hub id has no snapshot here yet.
 
         Hashing reads every weight file (about 0.7 s for the preset's decoder on one core), so the digest is kept
-        under ``$C2V_RAG_CACHE/digests``, named by the directory and its :meth:`file_stamps`: once per state of the
+        under ``$C2V_RAG_CACHE/digests``, named by the folder and its files' sizes and times: once per state of the
         files, then a few ``stat`` calls (a base under :data:`KEPT_DIGEST_BYTES` is hashed again in each process)."""
-        stamps = self.file_stamps()
-        if stamps is None:
-            return None
-        name = hashlib.sha256("\n".join([self.location, *stamps]).encode()).hexdigest()[:32]
+        if self.is_local:
+            root, files, kind = Path(self.location), self._base_files(), ""
+        else:
+            snapshot = self.hub_snapshot()
+            if snapshot is None:
+                return None
+            root, kind = snapshot, HUB_DIGEST_PREFIX
+            files = sorted({f for pattern in _HUB_BASE_FILES for f in snapshot.glob(pattern)})
+            if not any(f.suffix == ".safetensors" for f in files):  # its weights are not downloaded yet
+                return None
+        name = hashlib.sha256("\n".join([kind + str(root), *_stamps(files)]).encode()).hexdigest()[:32]
         if name in _CONTENT_DIGESTS:
             return _CONTENT_DIGESTS[name]
         kept = cache_dir() / "digests" / name
@@ -135,7 +151,7 @@ class ResolvedSource:
             digest = ""
         if len(digest) != 16:
             hashed, size = hashlib.sha256(), 0
-            for file in self._base_files():
+            for file in files:
                 hashed.update(f"\n{file.name}\n".encode())
                 with file.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
@@ -144,19 +160,42 @@ class ResolvedSource:
             digest = hashed.hexdigest()[:16]
             if size >= KEPT_DIGEST_BYTES:
                 keep_text(kept, digest)
-        _CONTENT_DIGESTS[name] = digest
-        return digest
+        _CONTENT_DIGESTS[name] = kind + digest
+        return kind + digest
+
+
+def same_kind_of_digest(first: str, second: str) -> bool:
+    """Whether two content digests cover the same kind of files (both hub snapshots', or both local folders'), and
+    so tell the same base from another."""
+    return first.startswith(HUB_DIGEST_PREFIX) == second.startswith(HUB_DIGEST_PREFIX)
+
+
+def _stamps(files: list[Path]) -> list[str]:
+    return [f"{file.name}:{(stat := file.stat()).st_size}:{stat.st_mtime_ns}" for file in files]
 
 
 def content_digests(sources: Mapping[str, ResolvedSource | None]) -> dict[str, str] | None:
-    """Each source's :meth:`~ResolvedSource.content_digest` by its role (``decoder``, ``encoder``), leaving out hub ids
-    and absent roles; None when none is left."""
+    """Each source's :meth:`~ResolvedSource.content_digest` by its role (``decoder``, ``encoder``), leaving out
+    absent roles and hub ids not in the local cache; None when none is left."""
     found = {role: digest for role, source in sources.items() if source and (digest := source.content_digest())}
     return found or None
 
 
 # The files of a base model whose replacement changes what it computes (file_stamps, content_digest).
 _BASE_FILES = ("*.safetensors", "*.json")
+# The same in a hub snapshot: not every JSON file, since sentence-transformers and other tools download theirs into
+# the same folder later, and the digest would change under a collection that recorded it.
+_HUB_BASE_FILES = (
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+# What starts a hub snapshot's content digest: hub digests and local ones cover other files, so they are compared
+# only with their own kind.
+HUB_DIGEST_PREFIX = "hub-"
 # content_digest's results in this process, by the name of their cache file.
 _CONTENT_DIGESTS: dict[str, str] = {}
 # A base of fewer bytes is hashed again in each process (32 MiB: about 40 ms) rather than kept in a file of its own.

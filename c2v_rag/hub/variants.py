@@ -212,8 +212,8 @@ def base_roles(config: Causal2VecConfig) -> tuple[str, ...]:
 
 def bases_digests(config: Causal2VecConfig) -> dict[str, str] | None:
     """The content digest (:meth:`~c2v_rag.hub.sources.ResolvedSource.content_digest`) of each base model the
-    variant runs, by role (``decoder``, ``encoder``), where it is a local directory or a packaged alias; None when
-    none is (hub ids, whose files are not known before they load). A loaded model has its own, taken as it loaded
+    variant runs, by role (``decoder``, ``encoder``), where it is a local directory, a packaged alias or a hub id
+    whose snapshot is in the local Hugging Face cache; None when none is. A loaded model has its own, taken as it loaded
     (``Causal2Vec.bases_digests``).
 
     The variant's references name its bases, not their weights: collections record this beside them, so that a
@@ -359,7 +359,8 @@ def int8_calibration_key(
 ) -> str | None:
     """What a variant's shipped calibration is made for (:func:`c2v_rag.cpu.int8.shipped_maxima_key`): its digests
     as every machine computes them alike (its files, its adapters, its bases' contents) and its config. None where a
-    base's contents are not known before it loads (a hub id): nothing then tells whether the maxima fit.
+    base's contents are not known before it loads (a hub id not in the local cache): nothing then tells whether the
+    maxima fit.
     ``digests``: the folder's, where the caller has them already (reading them hashes its weight files)."""
     from c2v_rag.cpu.int8 import shipped_maxima_key
 

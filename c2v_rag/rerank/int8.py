@@ -95,8 +95,8 @@ def shipped_folder() -> Path:
 
 
 def shipped_maxima(source: ResolvedSource, pairs: PairBuilder) -> recipe.ShippedMaxima | None:
-    """The package's maxima for this base decoder and layout, if it ships any (None for a hub id, whose contents
-    are not known before it loads)."""
+    """The package's maxima for this base decoder and layout, if it ships any (None for a hub id not yet in the
+    local cache, whose contents are not known before it loads)."""
     digest = source.content_digest()
     folder = shipped_folder()
     if digest is None or not folder.is_dir():
@@ -118,7 +118,9 @@ def write_shipped_maxima(
 
     digest = source.content_digest()
     if digest is None:
-        raise ValueError(f"{source.location}: a base on the hub has no contents to key a shipped calibration by")
+        raise ValueError(
+            f"{source.location}: a hub base not in the local cache has no contents to key a shipped calibration by"
+        )
     decoder = load_backbone(source, dtype=torch.float32, attn_implementation="sdpa")
     key = shipped_maxima_key(digest, pairs)
     recipe.write_shipped_maxima(path, _calibrate(decoder, config, pairs, "fp32"), key, {"decoder": digest})

@@ -508,10 +508,16 @@ def _mixed_kinds(stored: str | None, current: str | None) -> bool:
 
 def _bases_differ(stored: Mapping[str, str] | None, current: Mapping[str, str] | None) -> bool:
     """Whether two records of base contents (:func:`~c2v_rag.hub.variants.bases_digests`) name other weights: a
-    role is compared where both recorded it (a hub base has no digest, so a collection built from the hub id and
-    searched with a local copy of it is not refused)."""
+    role is compared where both recorded it, and both as hub ids or both as local folders. A hub snapshot's digest
+    covers other files than a folder's, so a collection built from a hub id and searched with a local copy of it is
+    not refused; nor is one recorded before hub bases had digests."""
     stored, current = stored or {}, current or {}
-    return any(stored[role] != current[role] for role in stored.keys() & current.keys())
+    roles = stored.keys() & current.keys()
+    if not roles:
+        return False
+    from c2v_rag.hub.sources import same_kind_of_digest
+
+    return any(stored[r] != current[r] for r in roles if same_kind_of_digest(stored[r], current[r]))
 
 
 def _readout_fix(stored: dict[str, Any], differ: list[str]) -> str:

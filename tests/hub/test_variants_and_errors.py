@@ -117,6 +117,38 @@ def test_a_base_models_content_digest_follows_its_bytes_not_its_file_stamps(tiny
     assert set(bases_digests(elsewhere) or {}) == {"encoder"}
 
 
+def test_a_hub_bases_digest_is_read_from_its_snapshot_in_the_local_cache(tiny_dirs, tmp_path, monkeypatch):
+    """A hub id's digest covers its snapshot's weights, config and tokenizer files at the revision asked for, read
+    without the network; None before its weights are downloaded."""
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
+    home = tmp_path / "hf" / "models--tiny-org--llama"
+    first, second = home / "snapshots" / ("a" * 40), home / "snapshots" / ("b" * 40)
+    (home / "refs").mkdir(parents=True)
+    (home / "refs" / "main").write_text("a" * 40)
+    first.mkdir(parents=True)
+    shutil.copy(tiny_dirs["llama"] / "config.json", first)
+    source = sources.resolve_reference("tiny-org/llama")
+    assert not source.is_local and source.hub_snapshot() == first
+    assert source.content_digest() is None  # the config alone: its weights are not here yet
+    for file in tiny_dirs["llama"].iterdir():
+        shutil.copy(file, first)
+    digest = source.content_digest()
+    assert digest is not None and digest.startswith(sources.HUB_DIGEST_PREFIX)
+    # The same files as a local folder: a digest of another kind (every JSON file counts there).
+    local = sources.resolve_reference(str(tiny_dirs["llama"])).content_digest()
+    assert local is not None and not sources.same_kind_of_digest(digest, local)
+    shutil.copytree(first, second)
+    (weights,) = second.glob("*.safetensors")
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # one bit of one weight
+    assert sources.resolve_reference("tiny-org/llama", revision="b" * 40).content_digest() not in (None, digest)
+    assert sources.resolve_reference("tiny-org/llama", revision="a" * 40).content_digest() == digest
+    assert sources.resolve_reference("tiny-org/other").hub_snapshot() is None
+
+
 @pytest.mark.parametrize(
     "damage",
     [

@@ -10,8 +10,8 @@ Each part of a model's scores (the held-out queries, STS-B dev, the user's quest
 that decides it: the model as loaded (its own weights, its adapters' settings, the contents of its base models, its
 config, device, dtype and quantization), the data and how it is read, the code that scores (a digest of c2v_rag's
 own source files, so that an edited checkout does not reuse the scores of the code before) and the versions of the
-libraries that compute vectors (torch, transformers, tokenizers, onnxruntime). A model whose bases are hub ids has
-no digest of its base weights, so it is always scored afresh.
+libraries that compute vectors (torch, transformers, tokenizers, onnxruntime). A model on a hub-id base that was not
+loaded from the local Hugging Face cache has no digest of its base weights, so it is always scored afresh.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def source_digest(root: Path | None = None) -> str:
 
 
 def model_key(model: Any) -> str | None:
-    """What decides a loaded model's vectors, as a digest; None where its base weights have no digest (hub ids)."""
+    """What decides a loaded model's vectors, as a digest; None where its base weights have no digest (a hub id
+    loaded from elsewhere than the local Hugging Face cache)."""
     import torch
 
     from c2v_rag.hub.sources import distribution_version

@@ -476,6 +476,76 @@ def test_a_base_model_replaced_in_place_is_refused_and_the_same_weights_reinstal
     assert [h.score for h in moved] != [h.score for h in before]
 
 
+def _publish_on_the_hub_cache(cache, repo, folder, commit):
+    """``folder``'s files as the Hugging Face cache holds a download of ``repo`` at ``commit`` (its ``main``)."""
+    import shutil
+
+    home = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = home / "snapshots" / commit
+    shutil.copytree(folder, snapshot)
+    (home / "refs").mkdir(parents=True, exist_ok=True)
+    (home / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def test_a_hub_base_whose_weights_changed_is_refused(tmp_path, tiny_dirs, corpus, ingest_config, monkeypatch):
+    """A base named by hub id is digested in its snapshot in the Hugging Face cache (loaded offline here, by real
+    transformers): a new revision with other weights is refused as a base replaced in place is; files other tools
+    download into the snapshot (sentence-transformers' modules.json, a README) change nothing."""
+    import huggingface_hub.constants as hub_constants
+    from safetensors.torch import load_file, save_file
+
+    from c2v_rag import Causal2Vec
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.hub.variants import bases_digests
+    from c2v_rag.store.collection import FINGERPRINT_METADATA_KEY
+
+    cache = tmp_path / "hf"
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
+    snapshot = _publish_on_the_hub_cache(cache, "tiny-org/llama", tiny_dirs["llama"], "a" * 40)
+    config = Causal2VecConfig(decoder="tiny-org/llama", encoder=str(tiny_dirs["bert"]), dtype="float32", max_length=128)
+    model = Causal2Vec.from_config(config, device="cpu")
+    assert model.bases_digests is not None and model.bases_digests["decoder"].startswith("hub-")
+    assert bases_digests(config) == model.bases_digests  # read from the snapshot before a load, as after
+    variant = model.save_pretrained(tmp_path / "variant")
+    store = tmp_path / "store"
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=variant, config=ingest_config)
+    with closing(QdrantClient(path=str(store))) as client:
+        recorded = client.get_collection("kb").config.metadata[FINGERPRINT_METADATA_KEY]
+    assert recorded["bases"]["decoder"] == model.bases_digests["decoder"]
+    before = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
+    assert before
+
+    (snapshot / "modules.json").write_text("[]")
+    (snapshot / "README.md").write_text("# tiny")
+    again = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
+    assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in before]
+
+    newer = _publish_on_the_hub_cache(cache, "tiny-org/llama", tiny_dirs["llama"], "b" * 40)
+    (weights,) = newer.glob("*.safetensors")
+    state = load_file(str(weights))
+    save_file({k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in
+               state.items()}, str(weights))  # fmt: skip
+    fix = r"built with another model \(bases=.*A base model's files changed since it was built"
+    with pytest.raises(CollectionMismatchError, match=fix):
+        c2v_rag.search("tides", path=store, collection="kb", model=variant)
+    with pytest.raises(CollectionMismatchError, match=fix):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=variant, config=ingest_config)
+
+
+def test_hub_and_local_digests_of_a_base_are_compared_only_with_their_own_kind():
+    from c2v_rag.store.collection import fingerprint_differences
+
+    hub, local = {"decoder": "hub-0123456789abcdef"}, {"decoder": "0123456789abcdef"}
+    assert fingerprint_differences({"bases": hub}, {"bases": {"decoder": "hub-fedcba9876543210"}}) == ["bases"]
+    assert fingerprint_differences({"bases": local}, {"bases": {"decoder": "fedcba9876543210"}}) == ["bases"]
+    assert fingerprint_differences({"bases": hub}, {"bases": local}) == []  # a local copy of the hub's base
+    assert fingerprint_differences({"bases": local}, {"bases": hub}) == []
+    assert fingerprint_differences({"bases": hub}, {"bases": None}) == []  # a machine without the snapshot
+
+
 def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     tmp_path, tiny_variant, tiny_model, ingest_config
 ):
