@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -153,6 +154,11 @@ class ResolvedSource:
             hashed, size = hashlib.sha256(), 0
             for file in files:
                 hashed.update(f"\n{file.name}\n".encode())
+                if kind:  # a hub snapshot: each file by its sha256, which names the blob of a large file there
+                    sha, read = _file_sha256(file)
+                    hashed.update(sha.encode())
+                    size += read
+                    continue
                 with file.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
                         hashed.update(block)
@@ -168,6 +174,19 @@ def same_kind_of_digest(first: str, second: str) -> bool:
     """Whether two content digests cover the same kind of files (both hub snapshots', or both local folders'), and
     so tell the same base from another."""
     return first.startswith(HUB_DIGEST_PREFIX) == second.startswith(HUB_DIGEST_PREFIX)
+
+
+def _file_sha256(file: Path) -> tuple[str, int]:
+    """A hub snapshot file's sha256 and the bytes read for it. The Hugging Face cache keeps a large (LFS) file as a
+    link to a blob named by the sha256 of its contents: that name, with nothing read. A file copied into the
+    snapshot (a cache without links) is read, and gets the same sha256."""
+    if file.is_symlink() and _SHA256_NAME.fullmatch(name := file.resolve().name):
+        return name, 0
+    with file.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest(), file.stat().st_size
+
+
+_SHA256_NAME = re.compile(r"[0-9a-f]{64}")
 
 
 def _stamps(files: list[Path]) -> list[str]:

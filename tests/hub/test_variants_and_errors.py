@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -147,6 +148,17 @@ def test_a_hub_bases_digest_is_read_from_its_snapshot_in_the_local_cache(tiny_di
     assert sources.resolve_reference("tiny-org/llama", revision="b" * 40).content_digest() not in (None, digest)
     assert sources.resolve_reference("tiny-org/llama", revision="a" * 40).content_digest() == digest
     assert sources.resolve_reference("tiny-org/other").hub_snapshot() is None
+    # As huggingface_hub lays a download out: links to blobs, a large file's named by its sha256 (used unread),
+    # a small file's by its git id. The same files, the same digest as copied in.
+    linked, blobs = home / "snapshots" / ("c" * 40), home / "blobs"
+    linked.mkdir()
+    blobs.mkdir()
+    for file in first.iterdir():
+        data = file.read_bytes()
+        blob_id = hashlib.sha256(data).hexdigest() if file.suffix == ".safetensors" else hashlib.sha1(data).hexdigest()
+        (blobs / blob_id).write_bytes(data)
+        (linked / file.name).symlink_to(f"../../blobs/{blob_id}")
+    assert sources.resolve_reference("tiny-org/llama", revision="c" * 40).content_digest() == digest
 
 
 @pytest.mark.parametrize(
