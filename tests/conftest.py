@@ -61,6 +61,17 @@ def _default_store(tmp_path_factory):
     os.environ["C2V_RAG_QDRANT_PATH"] = str(tmp_path_factory.mktemp("default-store") / "qdrant")
 
 
+@pytest.fixture(autouse=True)
+def _hub_offline_mode():
+    """huggingface_hub's offline switch as the test found it: a process that finds the hub silent turns it on for
+    the rest of its life (c2v_rag.hub.hub_access), and a test that turns it on must not decide the next ones."""
+    from huggingface_hub import constants
+
+    before = constants.HF_HUB_OFFLINE
+    yield
+    constants.HF_HUB_OFFLINE = before
+
+
 pytest_plugins = ["rag_fixtures"]
 
 

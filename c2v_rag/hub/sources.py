@@ -35,6 +35,7 @@ import torch
 from c2v_rag.core.cache import cache_dir, keep_text
 from c2v_rag.core.errors import ModelSourceError
 from c2v_rag.core.extras import missing_package, require
+from c2v_rag.hub.hub_access import cache_only_without_hub, not_in_cache_hint
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +237,7 @@ def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSo
             f"base model reference {reference!r} is neither a model directory, a hub id "
             f"(owner/name) nor a packaged alias ({', '.join(PACKAGED_SOURCES)})"
         )
+    cache_only_without_hub(reference)
     return ResolvedSource(reference, revision=revision, is_local=False)
 
 
@@ -426,7 +428,8 @@ def load_tokenizer(source: ResolvedSource, *, trust_remote_code: bool = False):
     try:
         return AutoTokenizer.from_pretrained(source.location, **kwargs)
     except OSError as err:
-        raise ModelSourceError(f"could not load the tokenizer of {source.location!r}: {err}") from err
+        hint = "" if source.is_local else not_in_cache_hint(source.location)
+        raise ModelSourceError(f"could not load the tokenizer of {source.location!r}: {err}{hint}") from err
 
 
 # Model types whose configuration classes AutoTokenizer would otherwise import; verified to pick the same tokenizer
@@ -487,7 +490,7 @@ def load_backbone(
         with _no_loading_bar(source):
             model = AutoModel.from_pretrained(source.location, dtype=dtype, use_safetensors=True, **kwargs)
     except OSError as err:
-        hint = "" if source.is_local else " (is the machine offline? pass a local directory or a packaged alias)"
+        hint = "" if source.is_local else not_in_cache_hint(source.location)
         raise ModelSourceError(f"could not load model weights from {source.location!r}{hint}: {err}") from err
     return model.eval()
 

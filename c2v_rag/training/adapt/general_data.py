@@ -17,6 +17,7 @@ from pathlib import Path
 
 from c2v_rag.core.cache import cache_dir
 from c2v_rag.core.files import replacing
+from c2v_rag.hub.hub_access import cache_only_without_hub
 
 ENV_VAR = "C2V_RAG_GENERAL_DATA"
 HUB_STSB = "sentence-transformers/stsb"
@@ -57,6 +58,7 @@ def _fetch_stsb(target: Path) -> None:
     from c2v_rag.core.extras import require
 
     pq = require("pyarrow.parquet", "reading STS-B from the Hugging Face Hub", command="pip install pyarrow")
+    cache_only_without_hub(f"the dataset {HUB_STSB}")
     target.mkdir(parents=True, exist_ok=True)
     for name, remote in _HUB_FILES.items():
         table = pq.read_table(hf_hub_download(HUB_STSB, remote, repo_type="dataset")).to_pydict()

