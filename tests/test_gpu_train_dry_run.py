@@ -107,9 +107,10 @@ def _train_args(sent: dict[str, Path], out: Path, max_steps: int = 4) -> list[st
 
 @pytest.fixture(scope="module")
 def trained(sent) -> Path:
-    if not pieces.receive(sent["device"] / "runs" / "gpu-send", sent["store"])["complete"]:
-        for call in sorted(p for p in sent["send"].iterdir() if p.is_dir() and p.name != "pieces"):
-            _carry(call, sent["device"])
+    # Every call folder carried again, whatever the test above left: under pytest-xdist this module's tests may run
+    # in other workers, each with its own `sent` that no call was carried to yet.
+    for call in sorted(p for p in sent["send"].iterdir() if p.is_dir() and p.name != "pieces"):
+        _carry(call, sent["device"])
     out = sent["root"] / "out"
     _run(*_train_args(sent, out))
     return out

@@ -12,9 +12,12 @@ from __future__ import annotations
 import functools
 import logging
 
+from c2v_rag.core.cache import switched_off
+
 logger = logging.getLogger(__name__)
 
-PROBE_TIMEOUT_S = 3.0
+PROBE_TIMEOUT_S = 5.0
+OFFLINE_ENV = "HF_HUB_OFFLINE"
 
 
 @functools.cache
@@ -36,18 +39,21 @@ def hub_answers() -> bool:
 def cache_only_without_hub(what: str) -> bool:
     """Before ``what`` (a hub id, a dataset) is read from the hub: True when it is to come from the local cache
     alone, because ``HF_HUB_OFFLINE`` says so or the hub does not answer (then offline mode is set for the rest of
-    the process, with a warning)."""
+    the process, with a warning). ``HF_HUB_OFFLINE=0`` set on purpose skips the check: the hub is then always asked,
+    for a network where it answers too slowly for the check."""
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
         return True
-    if hub_answers():
+    if switched_off(OFFLINE_ENV) or hub_answers():
         return False
     constants.HF_HUB_OFFLINE = True
     logger.warning(
-        "the Hugging Face Hub (%s) does not answer: reading %s, and anything else this process needs from the hub, "
-        "from the local cache only, as HF_HUB_OFFLINE=1 does (set it to skip this check)",
+        "the Hugging Face Hub (%s) did not answer within %.0f s: reading %s, and anything else this process needs from "
+        "the hub, from the local cache only, as HF_HUB_OFFLINE=1 does (set it to skip this check; HF_HUB_OFFLINE=0 "
+        "always asks the hub)",
         constants.ENDPOINT,
+        PROBE_TIMEOUT_S,
         what,
     )
     return True

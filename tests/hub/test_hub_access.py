@@ -82,6 +82,13 @@ def test_a_silent_hub_turns_the_process_to_its_cache_with_one_warning(endpoint, 
     assert "'owner/model' is not in the local Hugging Face cache" in hint and "hf download" in hint
 
 
+def test_offline_set_to_0_on_purpose_always_asks_the_hub(endpoint, silent_hub, monkeypatch):
+    endpoint(silent_hub)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert hub_access.cache_only_without_hub("owner/model") is False
+    assert constants.HF_HUB_OFFLINE is False and hub_access.hub_answers.cache_info().currsize == 0  # never asked
+
+
 def test_offline_mode_asks_nothing(endpoint, answering_hub, monkeypatch):
     endpoint(answering_hub)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
