@@ -49,11 +49,10 @@ def cache_only_without_hub(what: str) -> bool:
         return False
     constants.HF_HUB_OFFLINE = True
     logger.warning(
-        "the Hugging Face Hub (%s) did not answer within %.0f s: reading %s, and anything else this process needs from "
-        "the hub, from the local cache only, as HF_HUB_OFFLINE=1 does (set it to skip this check; HF_HUB_OFFLINE=0 "
-        "always asks the hub)",
+        "the Hugging Face Hub (%s) does not answer: reading %s, and anything else this process needs from the hub, "
+        "from the local cache only, as HF_HUB_OFFLINE=1 does (set it to skip this check; HF_HUB_OFFLINE=0 always asks "
+        "the hub)",
         constants.ENDPOINT,
-        PROBE_TIMEOUT_S,
         what,
     )
     return True

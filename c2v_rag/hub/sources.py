@@ -92,11 +92,14 @@ PACKAGED_SOURCES: dict[str, PackagedSource] = {
 
 @dataclass(frozen=True)
 class ResolvedSource:
-    """A loadable location: a local directory, or a hub id with its revision."""
+    """A loadable location: a local directory, or a hub id with its revision. A hub id read from its snapshot in the
+    local Hugging Face cache (offline) is a local directory that keeps its ``hub_id``: its files and digest are a
+    hub snapshot's (:data:`_HUB_BASE_FILES`)."""
 
     location: str
     revision: str | None = None
     is_local: bool = True
+    hub_id: str | None = None
 
     def file_stamps(self) -> list[str] | None:
         """``name:size:mtime_ns`` of each of a local directory's weight and config files, sorted: what tells a base
@@ -105,9 +108,9 @@ class ResolvedSource:
         return _stamps(self._base_files()) if self.is_local else None
 
     def _base_files(self) -> list[Path]:
-        """A local directory's weight and config files (:data:`_BASE_FILES`), sorted."""
-        root = Path(self.location)
-        return sorted({f for pattern in _BASE_FILES for f in root.glob(pattern)})
+        """A local directory's weight and config files (:data:`_BASE_FILES`; a hub snapshot's
+        :data:`_HUB_BASE_FILES`), sorted."""
+        return _files(Path(self.location), _HUB_BASE_FILES if self.hub_id else _BASE_FILES)
 
     def hub_snapshot(self) -> Path | None:
         """A hub id's folder in the local Hugging Face cache at its revision (``main`` when none), read from the
@@ -134,13 +137,12 @@ class ResolvedSource:
         under ``$C2V_RAG_CACHE/digests``, named by the folder and its files' sizes and times: once per state of the
         files, then a few ``stat`` calls (a base under :data:`KEPT_DIGEST_BYTES` is hashed again in each process)."""
         if self.is_local:
-            root, files, kind = Path(self.location), self._base_files(), ""
+            root, files, kind = Path(self.location), self._base_files(), HUB_DIGEST_PREFIX if self.hub_id else ""
         else:
             snapshot = self.hub_snapshot()
             if snapshot is None:
                 return None
-            root, kind = snapshot, HUB_DIGEST_PREFIX
-            files = sorted({f for pattern in _HUB_BASE_FILES for f in snapshot.glob(pattern)})
+            root, files, kind = snapshot, _files(snapshot, _HUB_BASE_FILES), HUB_DIGEST_PREFIX
             if not any(f.suffix == ".safetensors" for f in files):  # its weights are not downloaded yet
                 return None
         name = hashlib.sha256("\n".join([kind + str(root), *_stamps(files)]).encode()).hexdigest()[:32]
@@ -190,6 +192,10 @@ def _file_sha256(file: Path) -> tuple[str, int]:
 _SHA256_NAME = re.compile(r"[0-9a-f]{64}")
 
 
+def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
+    return sorted({f for pattern in patterns for f in root.glob(pattern)})
+
+
 def _stamps(files: list[Path]) -> list[str]:
     return [f"{file.name}:{(stat := file.stat()).st_size}:{stat.st_mtime_ns}" for file in files]
 
@@ -237,8 +243,28 @@ def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSo
             f"base model reference {reference!r} is neither a model directory, a hub id "
             f"(owner/name) nor a packaged alias ({', '.join(PACKAGED_SOURCES)})"
         )
-    cache_only_without_hub(reference)
-    return ResolvedSource(reference, revision=revision, is_local=False)
+    remote = ResolvedSource(reference, revision=revision, is_local=False)
+    if cache_only_without_hub(reference):
+        # Nothing is asked of the hub: its snapshot is loaded as the local folder it is, with what local bases
+        # have (the plain forward, the caches of tokenizers and merged backbones, int8 graphs found by name).
+        snapshot = remote.hub_snapshot()
+        if snapshot is not None and _complete(snapshot):
+            return ResolvedSource(str(snapshot), revision=revision, hub_id=reference)
+    return remote
+
+
+def _complete(snapshot: Path) -> bool:
+    """Whether a hub snapshot holds a config and all its safetensors weights (every shard its index names)."""
+    index = snapshot / "model.safetensors.index.json"
+    if not (snapshot / "config.json").is_file():
+        return False
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError):
+            return False
+        return all((snapshot / shard).is_file() for shard in shards)
+    return any(snapshot.glob("*.safetensors"))
 
 
 def _materialize(source: PackagedSource) -> Path:

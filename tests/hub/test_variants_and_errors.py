@@ -161,6 +161,45 @@ def test_a_hub_bases_digest_is_read_from_its_snapshot_in_the_local_cache(tiny_di
     assert sources.resolve_reference("tiny-org/llama", revision="c" * 40).content_digest() == digest
 
 
+def test_offline_a_complete_hub_snapshot_loads_as_a_local_folder(tiny_dirs, tmp_path, monkeypatch):
+    """With the hub not asked, a hub id whose snapshot holds its config and every weight shard is that folder, with
+    the fast paths of local bases (a variant on it then loads from the merged-backbone cache); its digest is the
+    one the hub id has online. A snapshot missing a shard stays a hub id (its load then names what is missing)."""
+
+    import huggingface_hub.constants as hub_constants
+
+    from c2v_rag import Causal2Vec
+    from c2v_rag.core.config import Causal2VecConfig
+    from c2v_rag.hub.merged import merged_dir
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
+    monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)  # tests/conftest.py turns it off for the others
+    for repo, folder in (("tiny-org/llama", tiny_dirs["llama"]), ("tiny-org/bert", tiny_dirs["bert"])):
+        home = tmp_path / "hf" / f"models--{repo.replace('/', '--')}"
+        shutil.copytree(folder, home / "snapshots" / ("a" * 40))
+        (home / "refs").mkdir()
+        (home / "refs" / "main").write_text("a" * 40)
+    snapshot = tmp_path / "hf" / "models--tiny-org--llama" / "snapshots" / ("a" * 40)
+
+    source = sources.resolve_reference("tiny-org/llama")
+    assert source.is_local and source.hub_id == "tiny-org/llama" and source.location == str(snapshot)
+    online = sources.ResolvedSource("tiny-org/llama", is_local=False)
+    assert source.content_digest() == online.content_digest() and source.content_digest().startswith("hub-")
+    assert source.file_stamps() is not None
+
+    config = Causal2VecConfig(decoder="tiny-org/llama", encoder="tiny-org/bert", dtype="float32")
+    variant = with_lora(Causal2Vec.from_config(config, device="cpu")).save_pretrained(tmp_path / "variant")
+    first = Causal2Vec.from_pretrained(variant, device="cpu")
+    assert sorted(p.name.split("-")[0] for p in merged_dir().iterdir()) == ["decoder"]
+    again = Causal2Vec.from_pretrained(variant, device="cpu")
+    assert np.array_equal(first.encode(["tides"]), again.encode(["tides"]))
+
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "model-2.safetensors"}}))
+    assert not sources.resolve_reference("tiny-org/llama").is_local
+
+
 @pytest.mark.parametrize(
     "damage",
     [
