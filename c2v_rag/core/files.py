@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -18,14 +19,13 @@ from typing import IO
 @contextlib.contextmanager
 def replacing(target: Path, *, newline: str | None = None) -> Iterator[IO[str]]:
     """A text file (UTF-8) opened for writing beside ``target``, renamed onto it when the block ends without error
-    and removed when it raises. The folder is made when missing. ``newline`` is :func:`open`'s."""
+    and removed when it raises. The folder is made when missing. ``newline`` is :func:`open`'s. The file gets the
+    permissions the user's umask gives any new file (``mkstemp``'s would be private to the user, whatever it says)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
-    tmp = Path(name)
+    tmp = target.parent / f".{target.name}-{uuid.uuid4().hex[:12]}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as handle:
+        with tmp.open("x", encoding="utf-8", newline=newline) as handle:  # "x": never another writer's file
             yield handle
-        tmp.chmod(0o644)  # mkstemp makes it private; these files are read like any other the user writes
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -73,7 +73,16 @@ def test_replacing_keeps_the_old_file_when_the_writer_fails(tmp_path: Path) -> N
     with replacing(target) as handle:
         handle.write("new ✓\n")
     assert target.read_text(encoding="utf-8") == "new ✓\n"
-    assert target.stat().st_mode & 0o777 == 0o644
+    umask = os.umask(0o077)  # a user who keeps new files private: so does the writer
+    try:
+        with replacing(target) as handle:
+            handle.write("private\n")
+    finally:
+        os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o600
+    with replacing(target) as handle:
+        handle.write("shared\n")
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_write_atomically_removes_its_folder_on_failure(tmp_path: Path) -> None:
