@@ -52,9 +52,11 @@ def run(args: argparse.Namespace) -> int:
 def environment() -> dict[str, dict[str, Any]]:
     """Every fact ``c2v-rag env`` prints, by section."""
     import torch
+    from huggingface_hub import constants as hub_constants
 
     from c2v_rag.core.cache import cache_dir
     from c2v_rag.core.devices import cpu_class, cpu_model, resolve_dtype, resolve_quantize, speed_flags
+    from c2v_rag.hub.hub_access import hub_status
     from c2v_rag.version import __version__
 
     cpu = torch.device("cpu")
@@ -74,7 +76,8 @@ def environment() -> dict[str, dict[str, Any]]:
         },
         "gpu": {"cuda": torch.version.cuda or "none", "devices": ", ".join(gpus) or "none"},
         "packages": {name: _version(name) for name in PACKAGES},
-        "paths": {"cache": str(cache_dir())},
+        "paths": {"cache": str(cache_dir()), "hugging face cache": hub_constants.HF_HUB_CACHE},
+        "hub": {"endpoint": hub_constants.ENDPOINT, "answers": hub_status()},
         "environment": {
             name: "(set, hidden)" if any(word in name for word in _SECRET_WORDS) else value
             for name, value in sorted(os.environ.items())

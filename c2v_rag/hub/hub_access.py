@@ -58,6 +58,19 @@ def cache_only_without_hub(what: str) -> bool:
     return True
 
 
+def hub_status() -> str:
+    """How this process reads hub ids, in words (``c2v-rag env``); asks the hub where a load would."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "not asked (offline mode): hub ids load from the local cache only"
+    if switched_off(OFFLINE_ENV):
+        return "not checked (HF_HUB_OFFLINE=0): hub ids are always asked for"
+    if hub_answers():
+        return "yes"
+    return "no answer: hub ids load from the local cache only"
+
+
 def not_in_cache_hint(what: str) -> str:
     """The fix for a hub id missing from the cache of a process without the hub; empty where the hub answers."""
     from huggingface_hub import constants

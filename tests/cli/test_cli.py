@@ -192,16 +192,21 @@ def test_env_reports_versions_and_cpu_flags_and_hides_secrets(capsys, monkeypatc
     from importlib.metadata import version
     from pathlib import Path
 
+    from huggingface_hub import constants
+
     from c2v_rag.core.devices import SPEED_FLAGS
 
     monkeypatch.setenv("C2V_RAG_API_KEY", "sk-do-not-print")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as the variable, set before the import, makes it
     assert main(["env", "--json"]) == 0
     out = capsys.readouterr().out
     assert "sk-do-not-print" not in out
     facts = json.loads(out)
     assert facts["environment"]["C2V_RAG_API_KEY"] == "(set, hidden)" and facts["environment"]["HF_HUB_OFFLINE"] == "1"
     assert facts["packages"]["torch"] == version("torch") and facts["c2v_rag"]["version"] == c2v_rag.__version__
+    assert facts["hub"]["answers"].startswith("not asked (offline mode)")
+    assert facts["paths"]["hugging face cache"] == constants.HF_HUB_CACHE
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():  # the flags as Linux lists them, those that decide speed
         listed = next(line for line in cpuinfo.read_text().splitlines() if line.startswith(("flags", "Features")))

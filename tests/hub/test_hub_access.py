@@ -66,6 +66,7 @@ def test_a_hub_that_answers_is_used(endpoint, answering_hub, caplog):
         assert hub_access.cache_only_without_hub("owner/other") is False
     assert _Hub.asked == ["/"]  # once per process
     assert constants.HF_HUB_OFFLINE is False and caplog.records == []
+    assert hub_access.hub_status() == "yes"
     assert hub_access.not_in_cache_hint("owner/model") == ""
 
 
@@ -78,6 +79,7 @@ def test_a_silent_hub_turns_the_process_to_its_cache_with_one_warning(endpoint, 
     (record,) = caplog.records
     assert silent_hub in record.getMessage() and "owner/model" in record.getMessage()
     assert "HF_HUB_OFFLINE=1" in record.getMessage()
+    assert hub_access.hub_status() == "not asked (offline mode): hub ids load from the local cache only"
     hint = hub_access.not_in_cache_hint("owner/model")
     assert "'owner/model' is not in the local Hugging Face cache" in hint and "hf download" in hint
 
@@ -87,6 +89,7 @@ def test_offline_set_to_0_on_purpose_always_asks_the_hub(endpoint, silent_hub, m
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert hub_access.cache_only_without_hub("owner/model") is False
     assert constants.HF_HUB_OFFLINE is False and hub_access.hub_answers.cache_info().currsize == 0  # never asked
+    assert hub_access.hub_status().startswith("not checked (HF_HUB_OFFLINE=0)")
 
 
 def test_offline_mode_asks_nothing(endpoint, answering_hub, monkeypatch):
