@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from urllib.parse import quote
 
 from c2v_rag.core.cache import switched_off
 
@@ -56,6 +57,24 @@ def cache_only_without_hub(what: str) -> bool:
         what,
     )
     return True
+
+
+@functools.cache
+def current_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit ``revision`` (``main`` when None) of the model ``repo_id`` names on the hub now, from one request
+    for its ``config.json`` (the user's token applies; no retries); None where the hub does not say (no such
+    repository or file, no access, no network). Asked once per process, so that every load in it reads the same
+    weights."""
+    import httpx
+    from huggingface_hub import constants, get_hf_file_metadata
+
+    url = f"{constants.ENDPOINT}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/config.json"
+    try:
+        commit = get_hf_file_metadata(url, timeout=PROBE_TIMEOUT_S).commit_hash
+    except httpx.HTTPError as err:  # huggingface_hub's HTTP errors (404, 401) are httpx's too
+        logger.debug("no current commit of %s@%s from the hub: %s", repo_id, revision, err)
+        return None
+    return commit if isinstance(commit, str) and commit else None
 
 
 def hub_status() -> str:

@@ -35,7 +35,7 @@ import torch
 from c2v_rag.core.cache import cache_dir, keep_text
 from c2v_rag.core.errors import ModelSourceError
 from c2v_rag.core.extras import missing_package, require
-from c2v_rag.hub.hub_access import cache_only_without_hub, not_in_cache_hint
+from c2v_rag.hub.hub_access import cache_only_without_hub, current_commit, not_in_cache_hint
 
 logger = logging.getLogger(__name__)
 
@@ -112,14 +112,15 @@ class ResolvedSource:
         :data:`_HUB_BASE_FILES`), sorted."""
         return _files(Path(self.location), _HUB_BASE_FILES if self.hub_id else _BASE_FILES)
 
-    def hub_snapshot(self) -> Path | None:
-        """A hub id's folder in the local Hugging Face cache at its revision (``main`` when none), read from the
-        cache alone, without the network; None for a local directory, or where the cache has no such snapshot."""
+    def hub_snapshot(self, commit: str | None = None) -> Path | None:
+        """A hub id's folder in the local Hugging Face cache at ``commit``, else at its revision (``main`` when none)
+        as the cache last saw it, read from the cache alone, without the network; None for a local directory, or
+        where the cache has no such snapshot."""
         if self.is_local:
             return None
         from huggingface_hub import try_to_load_from_cache
 
-        found = try_to_load_from_cache(self.location, "config.json", revision=self.revision)
+        found = try_to_load_from_cache(self.location, "config.json", revision=commit or self.revision)
         return Path(found).parent if isinstance(found, str) else None
 
     def content_digest(self) -> str | None:
@@ -244,12 +245,16 @@ def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSo
             f"(owner/name) nor a packaged alias ({', '.join(PACKAGED_SOURCES)})"
         )
     remote = ResolvedSource(reference, revision=revision, is_local=False)
+    # A snapshot of the revision the cache holds whole is loaded as the local folder it is, with what local bases
+    # have (the plain forward, the caches of tokenizers and merged backbones, int8 graphs found by name). Offline,
+    # the one the cache last saw; online, the one the hub names now (one request), else transformers downloads it.
     if cache_only_without_hub(reference):
-        # Nothing is asked of the hub: its snapshot is loaded as the local folder it is, with what local bases
-        # have (the plain forward, the caches of tokenizers and merged backbones, int8 graphs found by name).
         snapshot = remote.hub_snapshot()
-        if snapshot is not None and _complete(snapshot):
-            return ResolvedSource(str(snapshot), revision=revision, hub_id=reference)
+    else:
+        commit = current_commit(reference, revision)
+        snapshot = remote.hub_snapshot(commit) if commit else None
+    if snapshot is not None and _complete(snapshot):
+        return ResolvedSource(str(snapshot), revision=revision, hub_id=reference)
     return remote
 
 

@@ -16,11 +16,23 @@ from c2v_rag.hub.sources import resolve_reference
 
 
 class _Hub(BaseHTTPRequestHandler):
+    """The hub's answers to HEAD requests: its root (any answer says it is there), and a model's config.json at a
+    revision, with the commit the revision names now (``commits``), as huggingface.co answers them."""
+
     asked: list[str] = []
+    commits: dict[str, str] = {}
 
     def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
         type(self).asked.append(self.path)
-        self.send_response(401)  # any answer will do: an account is not what the check is about
+        commit = self.commits.get(self.path)
+        if self.path == "/" or commit is None:
+            self.send_response(401 if self.path == "/" else 404)  # the root: an account is not what is asked
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", commit)
+        self.send_header("ETag", '"0123abcd"')
+        self.send_header("Content-Length", "2")
         self.end_headers()
 
     def log_message(self, *args: object) -> None:
@@ -29,7 +41,7 @@ class _Hub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def answering_hub() -> Iterator[str]:
-    _Hub.asked = []
+    _Hub.asked, _Hub.commits = [], {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -61,6 +73,7 @@ def endpoint(monkeypatch: pytest.MonkeyPatch):
 
 def test_a_hub_that_answers_is_used(endpoint, answering_hub, caplog):
     endpoint(answering_hub)
+    hub_access.current_commit.cache_clear()
     with caplog.at_level(logging.WARNING, logger="c2v_rag.hub.hub_access"):
         assert hub_access.cache_only_without_hub("owner/model") is False
         assert hub_access.cache_only_without_hub("owner/other") is False
@@ -107,3 +120,33 @@ def test_a_hub_id_not_in_the_cache_fails_at_once_naming_the_fix(endpoint, silent
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     with pytest.raises(ModelSourceError, match=r"'owner/model' is not in the local Hugging Face cache.*hf download"):
         load_tokenizer(resolve_reference("owner/model"))
+
+
+def test_online_the_snapshot_of_the_commit_the_hub_names_now_loads_as_a_local_folder(
+    endpoint, answering_hub, tiny_dirs, tmp_path, monkeypatch
+):
+    """One request asks the hub which commit a revision names; a snapshot of it the cache holds whole is loaded from
+    the cache as a local folder. A commit the cache lacks, or a hub that does not know the model, leaves the hub
+    id to transformers, which downloads it."""
+    import shutil
+
+    endpoint(answering_hub)
+    hub_access.current_commit.cache_clear()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    home = tmp_path / "hf" / "models--tiny-org--llama"
+    for commit in ("a" * 40, "b" * 40):
+        shutil.copytree(tiny_dirs["llama"], home / "snapshots" / commit)
+    (home / "refs").mkdir()
+    (home / "refs" / "main").write_text("a" * 40)  # what the cache last saw; the hub has moved on to b
+    _Hub.commits = {"/tiny-org/llama/resolve/main/config.json": "b" * 40}
+
+    source = resolve_reference("tiny-org/llama")
+    assert source.is_local and source.hub_id == "tiny-org/llama"
+    assert source.location == str(home / "snapshots" / ("b" * 40))
+    assert resolve_reference("tiny-org/llama").location == source.location
+    assert _Hub.asked.count("/tiny-org/llama/resolve/main/config.json") == 1  # once per process
+    assert constants.HF_HUB_OFFLINE is False
+
+    _Hub.commits["/tiny-org/llama/resolve/v2/config.json"] = "c" * 40  # a revision whose commit is not here
+    assert not resolve_reference("tiny-org/llama", revision="v2").is_local
+    assert not resolve_reference("tiny-org/unknown").is_local  # 404: transformers says what is wrong
