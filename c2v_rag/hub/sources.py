@@ -193,6 +193,10 @@ def _file_sha256(file: Path) -> tuple[str, int]:
 _SHA256_NAME = re.compile(r"[0-9a-f]{64}")
 
 
+# A tokenizer without tokenizer.json is built from one of these (BERT's WordPiece, SentencePiece, GPT-2's BPE).
+_TOKENIZER_VOCABS = ("vocab.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json")
+
+
 def _files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted({f for pattern in patterns for f in root.glob(pattern)})
 
@@ -259,9 +263,14 @@ def resolve_reference(reference: str, revision: str | None = None) -> ResolvedSo
 
 
 def _complete(snapshot: Path) -> bool:
-    """Whether a hub snapshot holds a config and all its safetensors weights (every shard its index names)."""
+    """Whether a hub snapshot holds a config, a tokenizer and all its safetensors weights (every shard its index
+    names): what a load reads, so that a folder missing some of it is left to transformers, which downloads it."""
     index = snapshot / "model.safetensors.index.json"
     if not (snapshot / "config.json").is_file():
+        return False
+    if not (snapshot / "tokenizer.json").is_file() and not (
+        (snapshot / "tokenizer_config.json").is_file() and any((snapshot / f).is_file() for f in _TOKENIZER_VOCABS)
+    ):
         return False
     if index.is_file():
         try:
@@ -539,17 +548,20 @@ def _no_loading_bar(source: ResolvedSource) -> Iterator[None]:
 
 
 def _sentence_transformers_file(source: ResolvedSource, name: str) -> dict | list | None:
-    """A sentence-transformers config file of the model (local, or from the hub when online), or None."""
-    if source.is_local:
-        path = Path(source.location) / name
-    else:
+    """A sentence-transformers config file of the model (local, or from the hub when online), or None. A hub
+    snapshot loaded as a folder gets the file from the hub, at the snapshot's commit, where the cache lacks it: the
+    same settings as the hub id read online."""
+    path = Path(source.location) / name if source.is_local else None
+    hub_id = source.hub_id if source.is_local else source.location
+    if (path is None or not path.is_file()) and hub_id is not None:
+        revision = Path(source.location).name if source.is_local else source.revision
         try:
             from huggingface_hub import hf_hub_download
 
-            path = Path(hf_hub_download(source.location, name, revision=source.revision))
+            path = Path(hf_hub_download(hub_id, name, revision=revision))
         except Exception:  # no such file, or offline: the model is not a sentence-transformers one
             return None
-    if not path.is_file():
+    if path is None or not path.is_file():
         return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))

@@ -198,6 +198,11 @@ def test_offline_a_complete_hub_snapshot_loads_as_a_local_folder(tiny_dirs, tmp_
 
     (snapshot / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "model-2.safetensors"}}))
     assert not sources.resolve_reference("tiny-org/llama").is_local
+    (snapshot / "model.safetensors.index.json").unlink()
+    (snapshot / "tokenizer.json").rename(snapshot / "tokenizer.json.away")  # no tokenizer it can be built from
+    assert not sources.resolve_reference("tiny-org/llama").is_local
+    (snapshot / "tokenizer.json.away").rename(snapshot / "tokenizer.json")
+    assert sources.resolve_reference("tiny-org/llama").is_local
 
 
 @pytest.mark.parametrize(
