@@ -193,6 +193,23 @@ def _file_sha256(file: Path) -> tuple[str, int]:
 _SHA256_NAME = re.compile(r"[0-9a-f]{64}")
 
 
+def _remote_code_files(snapshot: Path) -> list[str]:
+    """The Python files a snapshot's configs name for remote code (their ``auto_map``), read with
+    ``trust_remote_code``; a name no file of this folder can hold (code in another repository) is returned as is,
+    so that the snapshot is not taken as complete."""
+    names = []
+    for config in ("config.json", "tokenizer_config.json"):
+        try:
+            auto_map = json.loads((snapshot / config).read_text(encoding="utf-8")).get("auto_map") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        for value in auto_map.values():
+            for reference in value if isinstance(value, list) else [value]:
+                if isinstance(reference, str):
+                    names.append(reference if "--" in reference else reference.rsplit(".", 1)[0] + ".py")
+    return names
+
+
 # A tokenizer without tokenizer.json is built from one of these (BERT's WordPiece, SentencePiece, GPT-2's BPE).
 _TOKENIZER_VOCABS = ("vocab.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json")
 
@@ -271,6 +288,8 @@ def _complete(snapshot: Path) -> bool:
     if not (snapshot / "tokenizer.json").is_file() and not (
         (snapshot / "tokenizer_config.json").is_file() and any((snapshot / f).is_file() for f in _TOKENIZER_VOCABS)
     ):
+        return False
+    if not all((snapshot / f).is_file() for f in _remote_code_files(snapshot)):
         return False
     if index.is_file():
         try:

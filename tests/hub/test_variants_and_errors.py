@@ -203,6 +203,12 @@ def test_offline_a_complete_hub_snapshot_loads_as_a_local_folder(tiny_dirs, tmp_
     assert not sources.resolve_reference("tiny-org/llama").is_local
     (snapshot / "tokenizer.json.away").rename(snapshot / "tokenizer.json")
     assert sources.resolve_reference("tiny-org/llama").is_local
+    # Remote code its config names must be there too (trust_remote_code reads it from the folder).
+    config = json.loads((snapshot / "config.json").read_text())
+    (snapshot / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoModel": "modeling_tiny.TinyModel"}}))
+    assert not sources.resolve_reference("tiny-org/llama").is_local
+    (snapshot / "modeling_tiny.py").write_text("")
+    assert sources.resolve_reference("tiny-org/llama").is_local
 
 
 @pytest.mark.parametrize(
