@@ -575,8 +575,11 @@ def _sentence_transformers_file(source: ResolvedSource, name: str) -> dict | lis
     if (path is None or not path.is_file()) and hub_id is not None:
         revision = Path(source.location).name if source.is_local else source.revision
         try:
-            from huggingface_hub import hf_hub_download
+            from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
+            known = try_to_load_from_cache(hub_id, name, revision=revision) if source.is_local else None
+            if known is not None and not isinstance(known, str):
+                return None  # the hub said before that this commit has no such file (its cache keeps that)
             path = Path(hf_hub_download(hub_id, name, revision=revision))
         except Exception:  # no such file, or offline: the model is not a sentence-transformers one
             return None

@@ -25,8 +25,12 @@ class _Hub(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
         type(self).asked.append(self.path)
         commit = self.commits.get(self.path)
+        revision = self.path.split("/")[4] if self.path.count("/") >= 5 else ""
         if self.path == "/" or commit is None:
             self.send_response(401 if self.path == "/" else 404)  # the root: an account is not what is asked
+            if len(revision) == 40:  # a file the commit lacks, said as the hub says it (its client keeps that)
+                self.send_header("X-Error-Code", "EntryNotFound")
+                self.send_header("X-Repo-Commit", revision)
             self.end_headers()
             return
         self.send_response(200)
@@ -64,6 +68,8 @@ def silent_hub() -> str:
 def endpoint(monkeypatch: pytest.MonkeyPatch):
     def use(url: str) -> None:
         monkeypatch.setattr(constants, "ENDPOINT", url)
+        # As HF_ENDPOINT set before huggingface_hub's import makes it: downloads go there too.
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         hub_access.hub_answers.cache_clear()
 
@@ -146,6 +152,12 @@ def test_online_the_snapshot_of_the_commit_the_hub_names_now_loads_as_a_local_fo
     assert resolve_reference("tiny-org/llama").location == source.location
     assert _Hub.asked.count("/tiny-org/llama/resolve/main/config.json") == 1  # once per process
     assert constants.HF_HUB_OFFLINE is False
+    # A sentence-transformers file the snapshot lacks is asked for at its commit, once: the hub's 404 is kept.
+    from c2v_rag.hub.sources import normalizes_embeddings
+
+    asked = f"/tiny-org/llama/resolve/{'b' * 40}/modules.json"
+    assert normalizes_embeddings(source) is False and normalizes_embeddings(source) is False
+    assert _Hub.asked.count(asked) == 1
 
     _Hub.commits["/tiny-org/llama/resolve/v2/config.json"] = "c" * 40  # a revision whose commit is not here
     assert not resolve_reference("tiny-org/llama", revision="v2").is_local
