@@ -6,7 +6,6 @@ import this module as ``common``.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import random
@@ -50,13 +49,6 @@ def mixed_texts(data: Path, n_docs: int, n_queries: int, seed: int = 0) -> list[
 # ------------------------------------------------------------------ memory
 
 
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-
-
 def _status_kib(field: str) -> int:
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
@@ -72,9 +64,9 @@ def reset_peak_rss() -> int:
     :func:`peak_rss_kib` is the high-water mark of what ran since. ``malloc_trim`` first, so one
     configuration's freed-but-cached heap does not hide the next one's growth.
     """
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    from c2v_rag.core.memory import release_freed_memory
+
+    release_freed_memory()
     with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
         f.write("5")
     return _status_kib("VmRSS")
