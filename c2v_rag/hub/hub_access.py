@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Literal
 from urllib.parse import quote
 
 from c2v_rag.core.cache import switched_off
@@ -37,6 +38,18 @@ def hub_answers() -> bool:
     return True
 
 
+def _hub_use() -> Literal["offline", "always", "answers", "silent"]:
+    """How this process reads hub ids: offline mode is on; ``HF_HUB_OFFLINE=0`` set on purpose (always ask, no
+    check); the hub answers; it does not (asked once, :func:`hub_answers`)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "offline"
+    if switched_off(OFFLINE_ENV):
+        return "always"
+    return "answers" if hub_answers() else "silent"
+
+
 def cache_only_without_hub(what: str) -> bool:
     """Before ``what`` (a hub id, a dataset) is read from the hub: True when it is to come from the local cache
     alone, because ``HF_HUB_OFFLINE`` says so or the hub does not answer (then offline mode is set for the rest of
@@ -44,10 +57,9 @@ def cache_only_without_hub(what: str) -> bool:
     for a network where it answers too slowly for the check."""
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE:
-        return True
-    if switched_off(OFFLINE_ENV) or hub_answers():
-        return False
+    use = _hub_use()
+    if use != "silent":
+        return use == "offline"
     constants.HF_HUB_OFFLINE = True
     logger.warning(
         "the Hugging Face Hub (%s) does not answer: reading %s, and anything else this process needs from the hub, "
@@ -79,15 +91,12 @@ def current_commit(repo_id: str, revision: str | None) -> str | None:
 
 def hub_status() -> str:
     """How this process reads hub ids, in words (``c2v-rag env``); asks the hub where a load would."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return "not asked (offline mode): hub ids load from the local cache only"
-    if switched_off(OFFLINE_ENV):
-        return "not checked (HF_HUB_OFFLINE=0): hub ids are always asked for"
-    if hub_answers():
-        return "yes"
-    return "no answer: hub ids load from the local cache only"
+    return {
+        "offline": "not asked (offline mode): hub ids load from the local cache only",
+        "always": "not checked (HF_HUB_OFFLINE=0): hub ids are always asked for",
+        "answers": "yes",
+        "silent": "no answer: hub ids load from the local cache only",
+    }[_hub_use()]
 
 
 def not_in_cache_hint(what: str) -> str:
