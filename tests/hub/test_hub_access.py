@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hub_cache import publish_snapshot
 from huggingface_hub import constants
 
 from c2v_rag.hub import hub_access
@@ -134,21 +135,17 @@ def test_online_the_snapshot_of_the_commit_the_hub_names_now_loads_as_a_local_fo
     """One request asks the hub which commit a revision names; a snapshot of it the cache holds whole is loaded from
     the cache as a local folder. A commit the cache lacks, or a hub that does not know the model, leaves the hub
     id to transformers, which downloads it."""
-    import shutil
-
     endpoint(answering_hub)
     hub_access.current_commit.cache_clear()
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    home = tmp_path / "hf" / "models--tiny-org--llama"
-    for commit in ("a" * 40, "b" * 40):
-        shutil.copytree(tiny_dirs["llama"], home / "snapshots" / commit)
-    (home / "refs").mkdir()
-    (home / "refs" / "main").write_text("a" * 40)  # what the cache last saw; the hub has moved on to b
+    # main as the cache last saw it is a; the hub has moved on to b
+    publish_snapshot(tmp_path / "hf", "tiny-org/llama", tiny_dirs["llama"], "a" * 40)
+    newer = publish_snapshot(tmp_path / "hf", "tiny-org/llama", tiny_dirs["llama"], "b" * 40, main=False)
     _Hub.commits = {"/tiny-org/llama/resolve/main/config.json": "b" * 40}
 
     source = resolve_reference("tiny-org/llama")
     assert source.is_local and source.hub_id == "tiny-org/llama"
-    assert source.location == str(home / "snapshots" / ("b" * 40))
+    assert source.location == str(newer)
     assert resolve_reference("tiny-org/llama").location == source.location
     assert _Hub.asked.count("/tiny-org/llama/resolve/main/config.json") == 1  # once per process
     assert constants.HF_HUB_OFFLINE is False

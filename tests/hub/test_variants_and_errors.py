@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from hub_cache import publish_snapshot
 from tiny_models import with_lora
 
 from c2v_rag import Causal2Vec, MissingPackageError, ModelSourceError, VariantLoadError
@@ -125,11 +126,9 @@ def test_a_hub_bases_digest_is_read_from_its_snapshot_in_the_local_cache(tiny_di
 
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
-    home = tmp_path / "hf" / "models--tiny-org--llama"
-    first, second = home / "snapshots" / ("a" * 40), home / "snapshots" / ("b" * 40)
-    (home / "refs").mkdir(parents=True)
-    (home / "refs" / "main").write_text("a" * 40)
-    first.mkdir(parents=True)
+    first = publish_snapshot(tmp_path / "hf", "tiny-org/llama", None, "a" * 40)
+    home = first.parent.parent
+    second = home / "snapshots" / ("b" * 40)
     shutil.copy(tiny_dirs["llama"] / "config.json", first)
     source = sources.resolve_reference("tiny-org/llama")
     assert not source.is_local and source.hub_snapshot() == first
@@ -176,12 +175,8 @@ def test_offline_a_complete_hub_snapshot_loads_as_a_local_folder(tiny_dirs, tmp_
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
     monkeypatch.delenv("C2V_RAG_MERGED_CACHE", raising=False)  # tests/conftest.py turns it off for the others
-    for repo, folder in (("tiny-org/llama", tiny_dirs["llama"]), ("tiny-org/bert", tiny_dirs["bert"])):
-        home = tmp_path / "hf" / f"models--{repo.replace('/', '--')}"
-        shutil.copytree(folder, home / "snapshots" / ("a" * 40))
-        (home / "refs").mkdir()
-        (home / "refs" / "main").write_text("a" * 40)
-    snapshot = tmp_path / "hf" / "models--tiny-org--llama" / "snapshots" / ("a" * 40)
+    snapshot = publish_snapshot(tmp_path / "hf", "tiny-org/llama", tiny_dirs["llama"], "a" * 40)
+    publish_snapshot(tmp_path / "hf", "tiny-org/bert", tiny_dirs["bert"], "a" * 40)
 
     source = sources.resolve_reference("tiny-org/llama")
     assert source.is_local and source.hub_id == "tiny-org/llama" and source.location == str(snapshot)

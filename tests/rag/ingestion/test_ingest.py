@@ -18,6 +18,7 @@ import torch
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
+from hub_cache import publish_snapshot
 from qdrant_client import QdrantClient
 from qdrant_client.http import models
 from rag_helpers import make_text, stored_points, stored_vectors
@@ -476,18 +477,6 @@ def test_a_base_model_replaced_in_place_is_refused_and_the_same_weights_reinstal
     assert [h.score for h in moved] != [h.score for h in before]
 
 
-def _publish_on_the_hub_cache(cache, repo, folder, commit):
-    """``folder``'s files as the Hugging Face cache holds a download of ``repo`` at ``commit`` (its ``main``)."""
-    import shutil
-
-    home = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = home / "snapshots" / commit
-    shutil.copytree(folder, snapshot)
-    (home / "refs").mkdir(parents=True, exist_ok=True)
-    (home / "refs" / "main").write_text(commit)
-    return snapshot
-
-
 def test_a_hub_base_whose_weights_changed_is_refused(tmp_path, tiny_dirs, corpus, ingest_config, monkeypatch):
     """A base named by hub id is digested in its snapshot in the Hugging Face cache (loaded offline here, by real
     transformers): a new revision with other weights is refused as a base replaced in place is; files other tools
@@ -504,7 +493,7 @@ def test_a_hub_base_whose_weights_changed_is_refused(tmp_path, tiny_dirs, corpus
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "c2v"))
-    snapshot = _publish_on_the_hub_cache(cache, "tiny-org/llama", tiny_dirs["llama"], "a" * 40)
+    snapshot = publish_snapshot(cache, "tiny-org/llama", tiny_dirs["llama"], "a" * 40)
     config = Causal2VecConfig(decoder="tiny-org/llama", encoder=str(tiny_dirs["bert"]), dtype="float32", max_length=128)
     model = Causal2Vec.from_config(config, device="cpu")
     assert model.bases_digests is not None and model.bases_digests["decoder"].startswith("hub-")
@@ -523,7 +512,7 @@ def test_a_hub_base_whose_weights_changed_is_refused(tmp_path, tiny_dirs, corpus
     again = c2v_rag.search("tides", top_k=100, path=store, collection="kb", model=variant)
     assert [(h.id, h.score) for h in again] == [(h.id, h.score) for h in before]
 
-    newer = _publish_on_the_hub_cache(cache, "tiny-org/llama", tiny_dirs["llama"], "b" * 40)
+    newer = publish_snapshot(cache, "tiny-org/llama", tiny_dirs["llama"], "b" * 40)
     (weights,) = newer.glob("*.safetensors")
     state = load_file(str(weights))
     save_file({k: v + 0.05 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1)) for k, v in
