@@ -15,12 +15,12 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
 
 Sets: ``scifact-dev`` is ``c2v-rag eval``'s scifact-dev-1k (the seeded 20% of SciFact's train claims, 162, against
 1,000 abstracts), dense = the preset's vectors of the whole abstracts with the SciFact query instruction;
-``manpages`` and ``jargon`` are bench/ood's, dense = ``score.py``'s cached collection of the preset (200-token
-chunks, a document ranked by its best chunk, which is the text reranked, as ``search(group_by_document=True,
-rerank=N)`` reranks its hits), BM25 = ``score.py``'s over whole documents (the document is reranked, its head).
-``score`` takes ``--queries K`` to score the first K questions only (sorted by id); the report scores each row (a
-first stage, a depth, a configuration) on the questions that configuration scored to that depth, with the first
-stage alone on the same questions beside it, and says how many.
+``manpages``, ``jargon`` and ``postfix`` are bench/ood's, dense = ``score.py``'s cached collection of the preset
+(200-token chunks, a document ranked by its best chunk, which is the text reranked, as
+``search(group_by_document=True, rerank=N)`` reranks its hits), BM25 = ``score.py``'s over whole documents (the
+document is reranked, its head). ``score`` takes ``--queries K`` to score the first K questions only (sorted by id);
+the report scores each row (a first stage, a depth, a configuration) on the questions that configuration scored to
+that depth, with the first stage alone on the same questions beside it, and says how many.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import score as ood  # noqa: E402
 from common import recorded_command  # noqa: E402
 
 TOP = 50
-SETS = ("scifact-dev", "manpages", "jargon")
+SETS = ("scifact-dev", *ood.build.BENCHMARKS)  # SciFact dev and every bench/ood benchmark
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
 
 

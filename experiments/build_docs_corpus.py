@@ -214,7 +214,16 @@ DEBIAN_DOCS = (
     "gnuplot-doc",
 )
 # bench/ood's benchmarks are built from these: never read, even when named.
-FORBIDDEN_PACKAGES = {"manpages", "manpages-dev", "manpages-posix", "manpages-posix-dev", "dict-jargon", "glibc-doc"}
+FORBIDDEN_PACKAGES = {
+    "manpages",
+    "manpages-dev",
+    "manpages-posix",
+    "manpages-posix-dev",
+    "dict-jargon",
+    "glibc-doc",
+    "postfix",
+    "postfix-doc",
+}
 INFO_DIR = Path("/usr/share/info")
 DPKG_INFO = Path("/var/lib/dpkg/info")
 # A rendered man page (git-commit.1.html, cmake.1.html, man3/...) is a man page whatever its format.

@@ -15,7 +15,13 @@ from script_loading import load_script
 
 OOD = Path(__file__).resolve().parents[1] / "bench" / "ood"
 # What a document id of each benchmark looks like (build.py's ids: the file's path without .md).
-ID_PATTERNS = {"manpages": re.compile(r"^man\d/[^/\s]+$"), "jargon": re.compile(r"^jargon/[a-z0-9]+(-[a-z0-9]+)*$")}
+ID_PATTERNS = {
+    "manpages": re.compile(r"^man\d/[^/\s]+$"),
+    "jargon": re.compile(r"^jargon/[a-z0-9]+(-[a-z0-9]+)*$"),
+    "postfix": re.compile(r"^[a-z0-9_]+_readme/[a-z0-9]+(-[a-z0-9]+)*$|^overview/[a-z0-9]+(-[a-z0-9]+)*$"),
+}
+# The fewest documents a benchmark's corpus has: enough distractors that finding the answer is not luck.
+MIN_DOCUMENTS = {"manpages": 1000, "jargon": 1000, "postfix": 500}
 
 
 def _load(name: str):
@@ -28,7 +34,7 @@ metrics = _load("metrics")
 BENCHMARKS = questions.benchmark_names(OOD)
 
 
-def test_both_benchmarks_are_committed():
+def test_every_benchmark_is_committed():
     assert BENCHMARKS == sorted(ID_PATTERNS)
 
 
@@ -46,7 +52,7 @@ def test_benchmark_files_agree(name):
             assert doc in bench.judged, f"{doc} has no title in judged.jsonl"
         assert bench.notes[query], f"{query} has no note saying why its answer answers it"
     assert set(bench.judged) == {d for judged in bench.qrels.values() for d in judged}
-    assert bench.corpus["documents"] >= 1000 and re.fullmatch(r"[0-9a-f]{64}", bench.corpus["digest"])
+    assert bench.corpus["documents"] >= MIN_DOCUMENTS[name] and re.fullmatch(r"[0-9a-f]{64}", bench.corpus["digest"])
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
@@ -140,7 +146,7 @@ def test_sparse_and_hybrid_rows_search_a_bm25_collection_of_their_own(tiny_model
     corpus = score.Corpus("tiny", docs, "digest", bench)
     args = score.argparse.Namespace(
         cache=tmp_path, decoder_max_length=None, chunk_size=64, chunk_overlap=8, truncate_dim=None,
-        truncate_ingest=False, task=None, instruction=None, rerank=None, mode="sparse",
+        truncate_ingest=False, task=None, instruction=None, rerank=None, mode="sparse", chunk_context="lead",
     )  # fmt: skip
     [row] = score.score_model(corpus, args, "tiny", model, [])
     assert row.system.endswith(" sparse") and row.settings["mode"] == "sparse"
@@ -152,3 +158,35 @@ def test_sparse_and_hybrid_rows_search_a_bm25_collection_of_their_own(tiny_model
     dense = score.collection_dir(tmp_path, corpus, model, "tiny", None, cap, (64, 8))
     bm25 = score.collection_dir(tmp_path, corpus, model, "tiny", None, cap, (64, 8), "bm25")
     assert bm25 != dense and (bm25 / "complete.json").is_file() and not dense.exists()  # one ingest, with BM25
+    unled = score.collection_dir(tmp_path, corpus, model, "tiny", None, cap, (64, 8), "bm25", "none")
+    assert unled != bm25 and row.settings["chunk_context"] == "lead"  # --chunk-context none: a collection of its own
+
+
+def test_postfix_guides_are_cut_into_their_sections():
+    build = _load("build")
+    parser = build._GuideSections()
+    parser.feed(
+        """<html><head><title>Postfix Small/Home
+        Office Hints</title></head><body><h1>Postfix Small/Home Office Hints</h1>
+        <p>Before the first section: not a document.</p>
+        <h2><a name="a">Relaying   mail</a></h2>
+        <p> Mail from
+        elsewhere &amp; more. </p>
+        <pre>
+/etc/postfix/main.cf:
+    relayhost = [mail.isp.example]
+</pre>
+        <ul><li>first item<li>second item</ul>
+        <h3>A subsection</h3><p>Its own text.</p></body></html>"""
+    )
+    assert parser.title == "Postfix Small/Home Office Hints"
+    (heading, parts), (sub, sub_parts) = parser.sections
+    assert (heading, sub) == ("Relaying mail", "A subsection")
+    paragraphs = [p.strip(" ") for p in re.split(r"\n\s*\n", "".join(parts)) if p.strip()]
+    assert paragraphs == [
+        "Mail from elsewhere & more.",
+        "/etc/postfix/main.cf:\n    relayhost = [mail.isp.example]",
+        "- first item",
+        "- second item",
+    ]
+    assert "".join(sub_parts).strip() == "Its own text."

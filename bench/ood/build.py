@@ -9,13 +9,16 @@ the same bytes on every machine with the same package versions, from:
   DESCRIPTION).
 - ``jargon``: the Jargon File 4.4.7 (Debian package ``dict-jargon``): informal, humorous lexicon
   prose about hacker slang and culture. One document per entry of at least 12 words.
+- ``postfix``: Postfix's guides (Debian package ``postfix-doc``, the ``*_README.html`` howtos and the
+  overview): an administrator's task documentation, configuration examples among the prose. One document
+  per section (``<h2>``) of at least 12 words, led by its heading and its guide's title.
 
 Every document ends at the first paragraph break past :data:`MAX_CHARS` characters, so a corpus is
 about two of ingest's 200-token chunks a document: what one shared CPU core embeds in tens of minutes.
 
 Usage::
 
-    python bench/ood/build.py [--out DIR] [--only manpages|jargon]
+    python bench/ood/build.py [--out DIR] [--only manpages|jargon|postfix]
 
 Each benchmark lands in ``DIR/<name>/docs/<doc id>.md`` with ``DIR/<name>/manifest.json`` (package
 versions, document count and a digest of every id and text). ``bench/ood/<name>/corpus.json`` in the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import html
 import json
 import re
 import shutil
@@ -35,11 +39,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-BENCHMARKS = ("manpages", "jargon")
-# Documents (both benchmarks) end at the first paragraph break past this many characters (~2 chunks).
+BENCHMARKS = ("manpages", "jargon", "postfix")
+# Documents (every benchmark) end at the first paragraph break past this many characters (~2 chunks).
 MAX_CHARS = 1500
 
 
@@ -244,6 +249,87 @@ def jargon_document(raw: str) -> tuple[str, str] | None:
     return headword, cut_at_paragraph(head + body, MAX_CHARS) + "\n"
 
 
+# ------------------------------------------------------------------------------------ postfix
+
+POSTFIX_PACKAGES = ("postfix-doc",)
+# The guides: every howto and the architecture overview. Not the HTML copies of Postfix's own man pages
+# (``postconf.5.html`` and the like: reference of another kind, and their pages run to hundreds of sections),
+# nor the index pages that only link to the others, nor the two guides kept for old versions beside their current
+# ones (POSTSCREEN_3_5, TLS_LEGACY: most of their sections are the current guide's again, so that a question would
+# have two answers that differ in a version number).
+_POSTFIX_GUIDE = re.compile(r"^/usr/share/doc/postfix/html/([A-Z0-9_]+_README|OVERVIEW)\.html$")
+_POSTFIX_OLD_GUIDES = frozenset({"POSTSCREEN_3_5_README", "TLS_LEGACY_README"})
+_BLOCKS = frozenset({"p", "pre", "li", "dt", "dd", "blockquote", "table", "tr", "ul", "ol", "dl", "hr", "br", "div"})
+
+
+class _GuideSections(HTMLParser):
+    """A Postfix guide's title (``<title>``) and its sections (``<h2>`` or ``<h3>``) as (heading, text): text keeps a
+    paragraph break between blocks, ``<pre>`` lines as they are, and each list item led by '- '."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title = ""
+        self.sections: list[tuple[str, list[str]]] = []
+        self._where: str | None = None  # "title", "h2" or "h3" while inside one, else None
+        self._heading: list[str] = []
+        self._pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("title", "h2", "h3"):
+            self._where, self._heading = tag, []
+        elif tag in ("h1", "h4"):
+            self._text("\n\n")
+        elif tag in _BLOCKS:
+            self._pre += tag == "pre"
+            self._text("\n\n- " if tag == "li" else "\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == self._where:
+            heading = re.sub(r"\s+", " ", "".join(self._heading)).strip()
+            if tag == "title":
+                self.title = heading
+            else:
+                self.sections.append((heading, []))
+            self._where = None
+        elif tag in ("h1", "h4"):
+            self._text("\n\n")
+        elif tag in _BLOCKS:
+            self._pre -= tag == "pre"
+            self._text("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._where is not None:
+            self._heading.append(data)
+        else:
+            self._text(data if self._pre else re.sub(r"\s+", " ", data))
+
+    def _text(self, text: str) -> None:
+        if self.sections and self._where is None:
+            self.sections[-1][1].append(text)
+
+
+def postfix_documents() -> Iterator[Document]:
+    """Every section (``<h2>`` or ``<h3>``) of at least 12 words of Postfix's guides, in file order: ``# heading``,
+    the guide's title, then the section's text up to the next heading of either level."""
+    for path in package_files("postfix-doc"):
+        match = _POSTFIX_GUIDE.match(str(path))
+        if not (match and path.is_file()) or match.group(1) in _POSTFIX_OLD_GUIDES:
+            continue
+        parser = _GuideSections()
+        parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+        seen: dict[str, int] = {}
+        for heading, parts in parser.sections:
+            paragraphs = [p.strip(" ") for p in re.split(r"\n\s*\n", html.unescape("".join(parts)))]
+            body = "\n\n".join(p for p in paragraphs if p.strip() and p.strip() != "-")
+            if len(body.split()) < _JARGON_MIN_WORDS or not heading:
+                continue
+            base = slug(heading)
+            seen[base] = seen.get(base, 0) + 1
+            doc_id = base if seen[base] == 1 else f"{base}-{seen[base]}"
+            text = f"# {heading}\n\n{parser.title}\n\n{body}"
+            yield Document(f"{match.group(1).lower()}/{doc_id}", cut_at_paragraph(text, MAX_CHARS) + "\n")
+
+
 # ------------------------------------------------------------------------------------ writing
 
 
@@ -263,6 +349,11 @@ SOURCES: dict[str, Source] = {
         "various free licenses per page (Linux man-pages project; see /usr/share/doc/manpages/copyright)",
     ),
     "jargon": Source(JARGON_PACKAGES, jargon_documents, "public domain (Jargon File 4.4.7)"),
+    "postfix": Source(
+        POSTFIX_PACKAGES,
+        postfix_documents,
+        "IBM Public License 1.0 or Eclipse Public License 2.0 (Postfix; see /usr/share/doc/postfix-doc/copyright)",
+    ),
 }
 
 

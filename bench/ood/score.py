@@ -145,9 +145,11 @@ def collection_dir(
     decoder_max_length: int | None = None,
     chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
     sparse: str | None = None,
+    chunk_context: str = CHUNK_CONTEXT,
 ) -> Path:
     """The embedded Qdrant folder for these document vectors (``decoder_max_length``: ingest's, None: whole chunks;
-    ``chunking``: ingest's chunk size and overlap; ``sparse``: ingest's sparse vectors, None for dense alone)."""
+    ``chunking``: ingest's chunk size and overlap; ``sparse``: ingest's sparse vectors, None for dense alone;
+    ``chunk_context``: ingest's)."""
     import c2v_rag
 
     key = json.dumps(
@@ -157,7 +159,7 @@ def collection_dir(
             "truncate_dim": truncate_dim,
             "chunk": list(chunking),
             # Collections cut before chunk_context existed (no leads) keep their keys.
-            **({"chunk_context": CHUNK_CONTEXT} if CHUNK_CONTEXT != "none" else {}),
+            **({"chunk_context": chunk_context} if chunk_context != "none" else {}),
             **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
             **({"sparse": sparse} if sparse is not None else {}),  # dense collections keep their keys
             "c2v_rag": c2v_rag.__version__,
@@ -175,6 +177,7 @@ def ensure_ingested(
     decoder_max_length: int | None = None,
     chunking: tuple[int, int] = (CHUNK_SIZE, CHUNK_OVERLAP),
     sparse: str | None = None,
+    chunk_context: str = CHUNK_CONTEXT,
 ) -> float:
     """Ingest the corpus into ``folder`` unless a complete ingest is there; the seconds it took (0 if cached).
     A run stopped half-way is resumed by ingest itself (its point ids are deterministic)."""
@@ -193,7 +196,7 @@ def ensure_ingested(
         truncate_dim=truncate_dim,
         chunk_size=chunking[0],
         chunk_overlap=chunking[1],
-        chunk_context=CHUNK_CONTEXT,
+        chunk_context=chunk_context,
         sparse=sparse,
         show_progress=True,
         config=c2v_rag.IngestConfig(decoder_max_length=decoder_max_length or 0),
@@ -393,16 +396,17 @@ def score_model(
     cap = decoder_cap(model, args.decoder_max_length)
     chunking = (args.chunk_size, args.chunk_overlap)
     sparse = None if args.mode == "dense" else "bm25"
-    full = collection_dir(args.cache, corpus, model, reference, None, cap, chunking, sparse)
-    full_seconds = ensure_ingested(full, corpus, model, None, cap, chunking, sparse)
+    context = args.chunk_context
+    full = collection_dir(args.cache, corpus, model, reference, None, cap, chunking, sparse, context)
+    full_seconds = ensure_ingested(full, corpus, model, None, cap, chunking, sparse, context)
     stored = stored_points(full)
     if not points:
         points.append(stored)
     for dim in args.truncate_dim or [None]:
         folder, seconds, how = full, full_seconds, "ingest + search_many"
         if dim is not None and args.truncate_ingest:
-            folder = collection_dir(args.cache, corpus, model, reference, dim, cap, chunking, sparse)
-            seconds = ensure_ingested(folder, corpus, model, dim, cap, chunking, sparse)
+            folder = collection_dir(args.cache, corpus, model, reference, dim, cap, chunking, sparse, context)
+            seconds = ensure_ingested(folder, corpus, model, dim, cap, chunking, sparse, context)
         elif dim is not None:
             if args.mode != "dense" or args.rerank is not None:
                 raise SystemExit("error: --mode and --rerank score a whole collection: add --truncate-ingest")
@@ -420,6 +424,8 @@ def score_model(
                 "scored_by": how,
                 "quantization": model.quantization,
                 "chunking": list(chunking),
+                "chunk_context": context,
+                "decoder_max_length": cap,
                 "mode": args.mode,
                 "rerank": args.rerank,
             }
@@ -536,6 +542,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help="ingest's chunk_size (default: ingest's)")
     parser.add_argument(
         "--chunk-overlap", type=int, default=CHUNK_OVERLAP, help="ingest's chunk_overlap (default: ingest's)"
+    )
+    parser.add_argument(
+        "--chunk-context",
+        default=CHUNK_CONTEXT,
+        choices=["lead", "none"],
+        help="ingest's chunk_context: chunks after a document's first led by its title (default: ingest's)",
     )
     parser.add_argument(
         "--mode",

@@ -80,3 +80,5 @@ def test_man_pages_and_the_benchmarks_packages_are_never_read():
         builder.debian_documents("manpages")
     with pytest.raises(SystemExit, match="bench/ood"):
         builder.debian_documents("dict-jargon")
+    with pytest.raises(SystemExit, match="bench/ood"):
+        builder.debian_documents("postfix-doc")
