@@ -58,16 +58,22 @@ def cache_dir() -> Path:
 # ------------------------------------------------------------------------------------ candidates
 
 
-def scifact_candidates(model: Any, data_dir: Path) -> dict[str, Any]:
+def scifact_candidates(model: Any, data_dir: Path, truncate_dim: int | None = None) -> dict[str, Any]:
+    """SciFact dev's dense candidates from the preset's vectors, or from their first ``truncate_dim`` values (as
+    ``ingest(truncate_dim=...)`` stores them), and BM25's."""
     from c2v_rag.evaluation.datasets import scifact_dev
 
     data = scifact_dev(data_dir, corpus_size=1000)
     doc_ids = list(data.corpus)
     texts = [data.corpus[d] for d in doc_ids]
-    vectors = np.asarray(model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True))
+    vectors = np.asarray(
+        model.encode_documents(texts, normalize_embeddings=True, show_progress_bar=True, truncate_dim=truncate_dim)
+    )
     qids = sorted(data.qrels)
     queries = np.asarray(
-        model.encode_queries([data.queries[q] for q in qids], task=data.task, normalize_embeddings=True)
+        model.encode_queries(
+            [data.queries[q] for q in qids], task=data.task, normalize_embeddings=True, truncate_dim=truncate_dim
+        )
     )
     dense = {}
     for q, row in zip(qids, queries @ vectors.T):
@@ -79,7 +85,8 @@ def scifact_candidates(model: Any, data_dir: Path) -> dict[str, Any]:
         "qrels": {q: dict(data.qrels[q]) for q in qids},
         "dense": dense,
         "bm25": bm25,
-        "dense_setting": f"preset, whole abstracts, query task {data.task}",
+        "dense_setting": f"preset, whole abstracts, query task {data.task}"
+        + ("" if truncate_dim is None else f", its first {truncate_dim} values"),
     }
 
 
@@ -144,6 +151,11 @@ def candidates_path(name: str) -> Path:
 def cmd_candidates(args: argparse.Namespace) -> None:
     from c2v_rag import DEFAULT_PRESET, Causal2Vec
 
+    if args.truncate_dim is not None and set(args.set) != {"scifact-dev"}:
+        raise SystemExit(
+            "--truncate-dim applies to scifact-dev; for a bench/ood set, score.py --truncate-dim N --truncate-ingest "
+            "--rerank 20 ingests and reranks at that size"
+        )
     model = Causal2Vec.from_pretrained(DEFAULT_PRESET)
     for name in args.set:
         path = candidates_path(name)
@@ -154,7 +166,7 @@ def cmd_candidates(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         folders = dict(item.split("=", 1) for item in args.collection or [])
         found = (
-            scifact_candidates(model, args.data)
+            scifact_candidates(model, args.data, args.truncate_dim)
             if name == "scifact-dev"
             else ood_candidates(name, model, Path(folders[name]) if name in folders else None)
         )
@@ -437,6 +449,12 @@ def main() -> int:
     p.add_argument("--force", action="store_true")
     p.add_argument("--collection", action="append", metavar="SET=DIR", help="score.py's cached collection folder")
     p.add_argument("--data", type=Path, default=Path("../shared/data"), help="the shared data, for scifact-dev")
+    p.add_argument(
+        "--truncate-dim",
+        type=int,
+        default=None,
+        help="scifact-dev: the dense candidates from the vectors' first N values (with its own $C2V_RERANK_CACHE)",
+    )
     p = sub.add_parser("score")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--first", action="append", choices=("dense", "bm25"))
