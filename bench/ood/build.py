@@ -11,7 +11,7 @@ the same bytes on every machine with the same package versions, from:
   prose about hacker slang and culture. One document per entry of at least 12 words.
 - ``postfix``: Postfix's guides (Debian package ``postfix-doc``, the ``*_README.html`` howtos and the
   overview): an administrator's task documentation, configuration examples among the prose. One document
-  per section (``<h2>``) of at least 12 words, led by its heading and its guide's title.
+  per section (``<h2>`` or ``<h3>``) of at least 12 words, led by its heading and its guide's title.
 
 Every document ends at the first paragraph break past :data:`MAX_CHARS` characters, so a corpus is
 about two of ingest's 200-token chunks a document: what one shared CPU core embeds in tens of minutes.
@@ -195,9 +195,9 @@ _JARGON_INDEX = Path("/usr/share/dictd/jargon.index")
 _JARGON_DICT = Path("/usr/share/dictd/jargon.dict.dz")
 # dictd's index writes offsets and lengths in base 64 with this alphabet (dictfmt's b64_encode).
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-# Entries whose body is shorter than this are cross-references ("See {foo}.") or one-line glosses:
-# nothing to retrieve by meaning, so they are left out.
-_JARGON_MIN_WORDS = 12
+# Jargon entries whose body is shorter than this are cross-references ("See {foo}.") or one-line glosses, and
+# Postfix sections this short are a line pointing elsewhere: nothing to retrieve by meaning, so they are left out.
+_MIN_WORDS = 12
 
 
 def dictd_number(text: str) -> int:
@@ -214,7 +214,7 @@ def slug(headword: str) -> str:
 
 
 def jargon_documents() -> Iterator[Document]:
-    """Every Jargon File entry with a body of at least ``_JARGON_MIN_WORDS`` words, in index order."""
+    """Every Jargon File entry with a body of at least ``_MIN_WORDS`` words, in index order."""
     data = gzip.decompress(_JARGON_DICT.read_bytes())  # dictzip is gzip with an index in a header field
     seen: dict[str, int] = {}
     for line in _JARGON_INDEX.read_text(encoding="utf-8").splitlines():
@@ -243,7 +243,7 @@ def jargon_document(raw: str) -> tuple[str, str] | None:
     # {term} marks a cross-reference in the File's source: kept as the plain term, as the HTML edition
     # shows it. Braces around code (with ; ( ) or =) are the code's own and stay.
     body = re.sub(r"\{\s*([^{};()=]*?)\s*\}", r"\1", "\n\n".join(p for p in paragraphs if p))
-    if len(body.split()) < _JARGON_MIN_WORDS:
+    if len(body.split()) < _MIN_WORDS:
         return None
     head = f"# {headword}\n\n" + (f"{gloss}\n\n" if gloss and gloss != "//" else "")
     return headword, cut_at_paragraph(head + body, MAX_CHARS) + "\n"
@@ -321,7 +321,7 @@ def postfix_documents() -> Iterator[Document]:
         for heading, parts in parser.sections:
             paragraphs = [p.strip(" ") for p in re.split(r"\n\s*\n", html.unescape("".join(parts)))]
             body = "\n\n".join(p for p in paragraphs if p.strip() and p.strip() != "-")
-            if len(body.split()) < _JARGON_MIN_WORDS or not heading:
+            if len(body.split()) < _MIN_WORDS or not heading:
                 continue
             base = slug(heading)
             seen[base] = seen.get(base, 0) + 1
