@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import html
 import json
 import re
 import shutil
@@ -319,7 +318,7 @@ def postfix_documents() -> Iterator[Document]:
         parser.feed(path.read_text(encoding="utf-8", errors="replace"))
         seen: dict[str, int] = {}
         for heading, parts in parser.sections:
-            paragraphs = [p.strip(" ") for p in re.split(r"\n\s*\n", html.unescape("".join(parts)))]
+            paragraphs = [p.strip(" ") for p in re.split(r"\n\s*\n", "".join(parts))]  # charrefs: the parser's
             body = "\n\n".join(p for p in paragraphs if p.strip() and p.strip() != "-")
             if len(body.split()) < _MIN_WORDS or not heading:
                 continue
