@@ -33,7 +33,7 @@ The folder is never a test set. The same installed versions give the same bytes.
 
     python experiments/build_docs_corpus.py --out runs/docs-corpus
     python experiments/build_docs_corpus.py --out runs/docs-corpus-api --package numpy --package sqlalchemy
-    apt-get install --no-install-recommends $(python experiments/build_docs_corpus.py --list-debian)
+    apt-get install --no-install-recommends --no-remove $(python experiments/build_docs_corpus.py --list-debian)
     python experiments/build_docs_corpus.py --pairs --out runs/docs-pairs
 """
 
@@ -798,7 +798,7 @@ def _count_lines(path: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="folder to write (made if missing)")
+    parser.add_argument("--out", type=Path, help="folder to write (made if missing); required but with --list-debian")
     parser.add_argument("--min-chars", type=int, default=300, help="shortest description or docstring kept")
     parser.add_argument("--package", action="append", default=[], help="also an installed package's API docstrings")
     parser.add_argument("--max-modules", type=int, default=40, help="modules of each --package at most")
@@ -815,6 +815,8 @@ def main() -> None:
     if args.list_debian:
         print(" ".join(DEBIAN_DOCS))
         return
+    if args.out is None:
+        parser.error("--out is required: the folder to write the pages or pairs into")
     if args.pairs:
         args.debian = args.debian or list(DEBIAN_DOCS)
         counts = write_pairs(args)["counts"]

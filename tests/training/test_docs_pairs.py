@@ -82,3 +82,14 @@ def test_man_pages_and_the_benchmarks_packages_are_never_read():
         builder.debian_documents("dict-jargon")
     with pytest.raises(SystemExit, match="bench/ood"):
         builder.debian_documents("postfix-doc")
+
+
+def test_the_package_list_prints_without_an_output_folder(monkeypatch, capsys):
+    # docs/gpu.md feeds it to apt-get: an argparse error here would install nothing, and say so only on stderr
+    monkeypatch.setattr("sys.argv", ["build_docs_corpus.py", "--list-debian"])
+    builder.main()
+    assert capsys.readouterr().out.split() == list(builder.DEBIAN_DOCS)
+    monkeypatch.setattr("sys.argv", ["build_docs_corpus.py", "--pairs"])
+    with pytest.raises(SystemExit):
+        builder.main()
+    assert "--out is required" in capsys.readouterr().err
