@@ -20,7 +20,9 @@ class AdaptReport(BaseModel):
     per_query: list[dict[str, Any]] = Field(default_factory=list)
     """Each held-out query's id, source and nDCG@10 before and after: the gate can be replayed from the report."""
     pairs: dict[str, Any] = Field(default_factory=dict)
-    """Chunks, held-out chunks, and pairs made, kept and dropped (with reasons) by source."""
+    """Chunks, held-out chunks, and pairs made, kept and dropped (with reasons) by source; of those kept, the
+    training pairs and held-out queries (``train_pairs``, ``heldout_pairs``, each ``..._by_source``) and those
+    neither uses: ``heldout_unused`` (a held-out chunk's pairs past its one gate query), ``over_max_pairs``."""
     before: dict[str, float] = Field(default_factory=dict)
     after: dict[str, float] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
@@ -44,7 +46,16 @@ class AdaptReport(BaseModel):
             dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(counts["dropped"].items(), key=lambda x: -x[1]))
             lines.append(f"  {source:<10} {counts['made']:>7} {counts['kept']:>7}  {dropped or '-'}")
         train, heldout = self.pairs.get("train_pairs", 0), self.pairs.get("heldout_pairs", 0)
-        lines.append(f"  training pairs {train}, held-out queries {heldout}")
+        lines.append(
+            f"  training pairs {train}{_by_source(self.pairs.get('train_by_source'))}, "
+            f"held-out queries {heldout}{_by_source(self.pairs.get('heldout_by_source'))}"
+        )
+        unused, capped = self.pairs.get("heldout_unused", 0), self.pairs.get("over_max_pairs", 0)
+        if unused or capped:
+            kept = sum(counts["kept"] for counts in self.pairs.get("by_source", {}).values())
+            parts = [f"{unused} more of the held-out chunks (the gate takes one query a chunk)"] if unused else []
+            parts += [f"{capped} past max_pairs"] if capped else []
+            lines.append(f"  of the {kept} kept, not used: " + ", ".join(parts))
         if self.before:
             width = max(len(key) for key in self.before)
             lines.append(f"Scores {'':<{width - 5}}({'start':>8} -> {'adapted':>8})")
@@ -95,3 +106,8 @@ class AdaptReport(BaseModel):
                 "(--questions FILE; docs/adapt.md, 'Gate on your own questions')."
             )
         return lines
+
+
+def _by_source(counts: dict[str, int] | None) -> str:
+    """`` (crop 788, generated 138)``, or nothing for a report written before these counts were."""
+    return " (" + ", ".join(f"{source} {n}" for source, n in counts.items()) + ")" if counts else ""

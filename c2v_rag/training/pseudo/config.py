@@ -21,7 +21,8 @@ class PseudoPairsConfig(BaseModel):
 
     Filters: query length in words, meta and degenerate text, the generator's mean token log-prob
     (``min_logprob``), and the round trip (``round_trip_k``: BM25 must rank the query's own chunk in its top k).
-    ``holdout_fraction`` of the chunks, with their queries, are kept out of training for the gate.
+    ``holdout_fraction`` of the chunks, with their queries, are kept out of training; the gate asks one query of
+    each (a generated question, else a heading, else a crop) and the others are not used.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -12,6 +12,7 @@ import logging
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,7 @@ def make_pairs(
     kept = filter_pairs(candidates, chunks, config, report)
     timings["filters"] = time.perf_counter() - start
     train, gate = split_pairs(kept, heldout, config)
+    on_heldout = sum(p.chunk_id in heldout for p in kept)
     if not train:
         raise ValueError(
             f"no training pair survived the filters ({report.as_dict()}); the documents may be too short for crops "
@@ -318,6 +320,12 @@ def make_pairs(
             "by_source": report.as_dict(),
             "train_pairs": len(train),
             "heldout_pairs": len(gate),
+            # What the filters kept and neither training nor the gate uses: a held-out chunk's pairs past the one
+            # the gate takes (split_pairs), and training pairs past max_pairs.
+            "heldout_unused": on_heldout - len(gate),
+            "over_max_pairs": len(kept) - on_heldout - len(train),
+            "train_by_source": dict(sorted(Counter(p.source for p in train).items())),
+            "heldout_by_source": dict(sorted(Counter(p.source for p in gate).items())),
             "seconds": timings,
         },
     )

@@ -76,6 +76,13 @@ def test_pairs_are_written_as_a_beir_folder_with_a_held_out_split(folder, chunke
     assert {d for rel in heldout.qrels.values() for d in rel} == {p.chunk_id for p in pairs.heldout}
     report = json.loads((tmp_path / "pairs" / "report.json").read_text())
     assert report["train_pairs"] == len(pairs.train) and report["chunks"] == len(pairs.chunks)
+    # Every pair the filters kept is trained on, asked by the gate, or counted as unused.
+    kept = sum(counts["kept"] for counts in report["by_source"].values())
+    used = report["train_pairs"] + report["heldout_pairs"]
+    assert kept == used + report["heldout_unused"] + report["over_max_pairs"]
+    assert report["heldout_unused"] > 0  # a held-out chunk with a heading has its crop too: one of them is unused
+    assert sum(report["train_by_source"].values()) == len(pairs.train)
+    assert sum(report["heldout_by_source"].values()) == len(pairs.heldout)
 
 
 def test_same_documents_and_settings_reuse_the_folder_and_a_change_remakes_it(folder, chunker, tmp_path):
