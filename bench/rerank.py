@@ -8,6 +8,8 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
     python bench/rerank.py score --set manpages --first dense --top 20 --template search-query --decoder base
     # 3. the tables: dense, dense + rerank top 20 / 50, BM25 + rerank, at each fusion weight; the JSON in --json
     python bench/rerank.py report --json bench/results/rerank_avx2.json
+    # two cached configurations (another variant's decoder: score --model DIR), paired by question
+    python bench/rerank.py compare --base 'search-query|base|256|int8' --other 'search-query|base|256|int8|model=NAME'
     # other fusions of the two scores than the shipped z-scores, on the cached likelihoods
     python bench/rerank.py fusions --top 20 --json bench/results/rerank_fusions_int8_avx512bf16.json
     # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2)
@@ -180,9 +182,11 @@ def cmd_candidates(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------ scoring
 
 
-def config_key(template: str, decoder: str, max_length: int, precision: str = "float") -> str:
-    """The likelihoods' key: float decoders (float32, bf16) share the plain key, int8 has its own."""
-    return f"{template}|{decoder}|{max_length}" + ("|int8" if precision == "int8" else "")
+def config_key(template: str, decoder: str, max_length: int, precision: str = "float", model: str | None = None) -> str:
+    """The likelihoods' key: float decoders (float32, bf16) share the plain key, int8 has its own; a variant other
+    than the default preset ends it with ``|model=NAME`` (its folder's name)."""
+    key = f"{template}|{decoder}|{max_length}" + ("|int8" if precision == "int8" else "")
+    return key + (f"|model={Path(model).name}" if model else "")
 
 
 def scores_path(name: str) -> Path:
@@ -202,14 +206,14 @@ def cmd_score(args: argparse.Namespace) -> None:
     from c2v_rag.rerank import Causal2VecReranker
 
     reranker = Causal2VecReranker(
-        None,
+        args.model,
         decoder=args.decoder,
         template=args.template,
         quantize=args.quantize,
         max_length=args.max_length,
         batch_tokens=args.batch_tokens,
     )
-    key = config_key(args.template, args.decoder, reranker.max_length, reranker.precision)
+    key = config_key(args.template, args.decoder, reranker.max_length, reranker.precision, args.model)
     for name in args.set:
         found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
         stored = load_scores(name)
@@ -303,6 +307,67 @@ def cmd_report(args: argparse.Namespace) -> None:
             cells = " ".join(f"w{w}={m['ndcg@10']:.3f}/{m['mrr@10']:.3f}" for w, m in row["by_weight"].items())
             scores = f"{base['ndcg@10']:.3f}/{base['mrr@10']:.3f}"
             print(f"{label:50s} n={row['questions']:3d} {first} ndcg/mrr={scores} | {cells}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    """Two cached likelihood configurations on the same questions, dense top ``--top`` at the shipped fusion weight:
+    nDCG@10 and MRR@10 of each, and ``--other`` minus ``--base`` paired by question."""
+    from c2v_rag.rerank.fusion import DEFAULT_WEIGHT
+
+    report: dict[str, Any] = {
+        "command": recorded_command("bench/rerank.py", sys.argv[1:]),
+        "cpu_flags": ood.cpu_flags(),
+        "base": args.base,
+        "other": args.other,
+        "top": args.top,
+        "weight": DEFAULT_WEIGHT,
+        "sets": {},
+    }
+    for name in args.set:
+        if not candidates_path(name).exists():
+            continue
+        found, stored = json.loads(candidates_path(name).read_text(encoding="utf-8")), load_scores(name)
+        tables = [stored.get(args.base, {}), stored.get(args.other, {})]
+        runs: list[dict[str, list[str]]] = [{}, {}]
+        for q in sorted(found["qrels"]):
+            ranked = [reranked(found["dense"][q], found["queries"][q], t, args.top, DEFAULT_WEIGHT) for t in tables]
+            if all(r is not None for r in ranked):
+                for run, r in zip(runs, ranked):
+                    run[q] = r  # type: ignore[assignment]
+        if not runs[0]:
+            print(f"{name}: no question scored by both configurations")
+            continue
+        judged = {q: found["qrels"][q] for q in runs[0]}
+        dense = {q: [d for d, _, _ in found["dense"][q]] for q in judged}
+        diff = np.array(
+            [
+                metrics.query_metrics(runs[1][q], judged[q])["ndcg@10"]
+                - metrics.query_metrics(runs[0][q], judged[q])["ndcg@10"]
+                for q in judged
+            ]
+        )
+        row = {
+            "questions": len(judged),
+            "dense": metrics.evaluate(dense, judged),
+            "base": metrics.evaluate(runs[0], judged),
+            "other": metrics.evaluate(runs[1], judged),
+            "ndcg_difference": {
+                "mean": float(diff.mean()),
+                "se": float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else float("nan"),
+                "up": int((diff > 0).sum()),
+                "down": int((diff < 0).sum()),
+            },
+        }
+        report["sets"][name] = row
+        d = row["ndcg_difference"]
+        print(
+            f"{name:12s} n={len(judged):3d} dense {row['dense']['ndcg@10']:.4f} | base {row['base']['ndcg@10']:.4f} "
+            f"| other {row['other']['ndcg@10']:.4f} | other - base {d['mean']:+.4f} +- {d['se']:.4f} "
+            f"({d['up']} up / {d['down']} down)"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
@@ -465,8 +530,17 @@ def main() -> int:
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--batch-tokens", type=int, default=None)
     p.add_argument("--quantize", default="auto", choices=("auto", "int8", "none"), help="the reranker's quantize")
+    p.add_argument(
+        "--model", default=None, help="a variant folder or preset whose base decoder scores (default: the preset)"
+    )
     p = sub.add_parser("report")
     p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--json", type=Path)
+    p = sub.add_parser("compare")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--base", required=True, help="a cached configuration's key, e.g. 'search-query|base|256|int8'")
+    p.add_argument("--other", required=True, help="the key compared with it")
     p.add_argument("--json", type=Path)
     p = sub.add_parser("fusions")
     p.add_argument("--set", action="append", choices=SETS)
@@ -486,7 +560,8 @@ def main() -> int:
     args.set = getattr(args, "set", None) or list(SETS)
     if getattr(args, "first", None) is None:
         args.first = ["dense"]
-    commands = {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "fusions": cmd_fusions}
+    commands = {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "compare": cmd_compare}
+    commands["fusions"] = cmd_fusions
     (commands | {"latency": cmd_latency})[args.command](args)
     return 0
 
