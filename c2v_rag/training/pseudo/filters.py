@@ -107,19 +107,18 @@ def apply_filters(
     chunk_ids: Sequence[str],
     chunk_texts: Sequence[str],
 ) -> list[PseudoPair]:
-    """The pairs that pass every filter (cheap ones first), duplicates of a query text dropped too."""
+    """The pairs that pass every filter (cheap ones first), then of each query text its first copy alone.
+
+    Duplicates are judged last, among the pairs that passed the round trip: a copy that failed it (its chunk is not
+    where BM25 finds the query) must not cost a copy that passed, and an identical pair twice would be its own
+    in-batch negative."""
     report.count_made(pairs)
     survivors: list[PseudoPair] = []
-    seen: dict[str, str] = {}
     for pair in pairs:
         reason = length_reason(pair, min_words, max_words) or meta_reason(pair) or logprob_reason(pair, min_logprob)
-        key = " ".join(pair.query.lower().split())
-        if reason is None and key in seen and seen[key] != pair.chunk_id:
-            reason = "duplicate query"
         if reason is not None:
             report.drop(pair, reason)
             continue
-        seen[key] = pair.chunk_id
         survivors.append(pair)
     # Crops are cut from their chunk, so BM25 always finds it: the round trip checks the other sources.
     checked = [p for p in survivors if p.source != "crop"]
@@ -131,5 +130,15 @@ def apply_filters(
             if id(pair) in failed:
                 report.drop(pair, f"own chunk not in BM25 top {round_trip_k}")
         survivors = [p for p in survivors if id(p) not in failed]
+    seen: set[str] = set()
+    unique: list[PseudoPair] = []
+    for pair in survivors:
+        key = " ".join(pair.query.lower().split())
+        if key in seen:
+            report.drop(pair, "duplicate query")
+            continue
+        seen.add(key)
+        unique.append(pair)
+    survivors = unique
     report.kept.update(p.source for p in survivors)
     return survivors

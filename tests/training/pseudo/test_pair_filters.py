@@ -58,7 +58,7 @@ def test_round_trip_rank_is_the_own_chunks_bm25_rank():
 def test_apply_filters_counts_every_drop_by_source_and_reason():
     pairs = [
         pair("How do plants make sugar from sunlight?"),
-        pair("How do plants make sugar from sunlight?", "b#0"),  # the same question for another chunk
+        pair("How do plants make sugar from sunlight?", "b#0"),  # the same question for another chunk: not its own
         pair("Why?"),
         pair("What slides downhill and carves valleys?", "c#0", logprob=-3.0),
         pair("Which bank decision made share prices drop?", "a#0"),  # its own chunk is not where BM25 looks
@@ -81,10 +81,29 @@ def test_apply_filters_counts_every_drop_by_source_and_reason():
     ]
     counts = report.as_dict()
     assert counts["generated"]["made"] == 5 and counts["generated"]["kept"] == 1
-    assert counts["generated"]["dropped"] == {
-        "duplicate query": 1,
-        "too short": 1,
-        "low log-prob": 1,
-        "own chunk not in BM25 top 1": 1,
-    }
+    assert counts["generated"]["dropped"] == {"too short": 1, "low log-prob": 1, "own chunk not in BM25 top 1": 2}
     assert counts["crop"] == {"made": 1, "kept": 1, "dropped": {}}
+
+
+def test_duplicates_are_judged_among_the_pairs_that_pass_the_round_trip():
+    bank, plants = "Which bank decision made share prices drop?", "How do plants make sugar from sunlight?"
+    pairs = [
+        pair(bank, "a#0"),  # BM25 finds the bank's chunk, not this one: it fails the round trip...
+        pair(bank, "b#0"),  # ...so this later copy, which passes, is the one kept
+        pair(plants),
+        pair(plants),  # the same pair again: it would be its own in-batch negative
+        pair(plants, "c#0"),
+    ]
+    report = FilterReport()
+    kept = apply_filters(
+        pairs,
+        report,
+        min_words=3,
+        max_words=40,
+        min_logprob=None,
+        round_trip_k=1,
+        chunk_ids=list(CHUNKS),
+        chunk_texts=list(CHUNKS.values()),
+    )
+    assert [(p.query, p.chunk_id) for p in kept] == [(bank, "b#0"), (plants, "a#0")]
+    assert report.as_dict()["generated"]["dropped"] == {"own chunk not in BM25 top 1": 2, "duplicate query": 1}
