@@ -213,7 +213,7 @@ def cmd_score(args: argparse.Namespace) -> None:
         max_length=args.max_length,
         batch_tokens=args.batch_tokens,
     )
-    key = config_key(args.template, args.decoder, reranker.max_length, reranker.precision, args.model)
+    key = config_key(args.template, args.decoder, reranker.max_length, reranker.precision, args.label or args.model)
     for name in args.set:
         found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
         stored = load_scores(name)
@@ -533,6 +533,7 @@ def main() -> int:
     p.add_argument(
         "--model", default=None, help="a variant folder or preset whose base decoder scores (default: the preset)"
     )
+    p.add_argument("--label", default=None, help="--model's name in the cache's key (default: its folder's name)")
     p = sub.add_parser("report")
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--json", type=Path)

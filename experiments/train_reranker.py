@@ -102,6 +102,8 @@ def bm25_negatives(
     passages that share the query's words, as a first stage's candidates do."""
     from c2v_rag.training.bm25 import bm25_rankings
 
+    if not indices:
+        return {}
     rankings = bm25_rankings([records[i]["query"] for i in indices], [r["positive"] for r in records], depth + 1)
     out = {}
     for i, ranking in zip(indices, rankings):
@@ -110,7 +112,9 @@ def bm25_negatives(
     return out
 
 
-def query_log_probs(backbone: torch.nn.Module, head: torch.Tensor, pairs: list[Pair], pad_id: int) -> torch.Tensor:
+def query_log_probs(
+    backbone: torch.nn.Module, head: torch.Tensor, pairs: list[Pair], pad_id: int, float_head: bool = False
+) -> torch.Tensor:
     """Summed log-probability of each pair's query tokens [n], with gradients (the reranker's
     :class:`~c2v_rag.rerank.likelihood.QueryLikelihood` computes the same without them)."""
     width = max(len(p.ids) for p in pairs)
@@ -126,13 +130,23 @@ def query_log_probs(backbone: torch.nn.Module, head: torch.Tensor, pairs: list[P
     rows = torch.cat([torch.full((len(p.ids) - p.query_start,), r) for r, p in enumerate(pairs)])
     cols = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in pairs])
     targets = torch.cat([torch.as_tensor(p.ids[p.query_start :]) for p in pairs])
-    logits = F.linear(hidden[rows, cols], head).float()  # [query tokens, vocab]
+    states = hidden[rows, cols]  # [query tokens, d]
+    if float_head:  # under bf16 autocast a logit near 20 rounds to steps of 0.125
+        with torch.autocast("cpu", enabled=False):
+            logits = F.linear(states.float(), head.float())  # [query tokens, vocab]
+    else:
+        logits = F.linear(states, head).float()
     token_lp = logits.log_softmax(-1).gather(1, targets[:, None])[:, 0]
     return torch.zeros(len(pairs)).index_add(0, rows, token_lp)
 
 
 def group_scores(
-    backbone: torch.nn.Module, head: torch.Tensor, builder: PairBuilder, queries: list[str], docs: list[list[str]]
+    backbone: torch.nn.Module,
+    head: torch.Tensor,
+    builder: PairBuilder,
+    queries: list[str],
+    docs: list[list[str]],
+    float_head: bool = False,
 ) -> torch.Tensor:
     """Mean log p(query token | document, earlier query tokens) for each query's documents [queries, documents]: the
     reranker's score. The mean, not the sum, keeps a long query's groups from dominating the loss with margins of tens
@@ -142,7 +156,7 @@ def group_scores(
         ids = builder.query_ids(q)
         pairs += builder.pairs(ids, d)
         lengths += [len(ids)] * len(d)
-    sums = query_log_probs(backbone, head, pairs, builder.pad_id)
+    sums = query_log_probs(backbone, head, pairs, builder.pad_id, float_head)
     return (sums / torch.tensor(lengths, dtype=sums.dtype)).view(len(queries), -1)
 
 
@@ -195,10 +209,12 @@ def main() -> None:
     p.add_argument("--bm25-skip", type=int, default=4, help="bm25: ... less the best this many")
     p.add_argument("--max-length", type=int, default=192)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--lm-weight", type=float, default=0.0, help="weight of the passage's query's language-model loss")
+    p.add_argument("--float-head", action="store_true", help="the head's logits in float32 (not under bf16 autocast)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--min-words", type=int, default=3)
-    p.add_argument("--heldout", type=int, default=200, help="held-out pairs scored before and after")
+    p.add_argument("--heldout", type=int, default=200, help="held-out pairs scored before and after (0: none)")
     p.add_argument("--save-every", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true")
@@ -269,7 +285,7 @@ def main() -> None:
         with torch.no_grad():
             log_scale.copy_(state["log_scale"])
         print(f"resumed at step {step}")
-    else:
+    elif held:
         scores = heldout_scores(model, head, builder, held, held_groups, 8)
         history.write(json.dumps({"step": 0, "heldout": scores}) + "\n")
         print(f"held out before training: {scores}", flush=True)
@@ -286,8 +302,12 @@ def main() -> None:
         )
         docs = [[train[i]["positive"]] + [train[j]["positive"] for j in n] for i, n in zip(indices, negatives)]
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            scores_qd = group_scores(model, head, builder, [r["query"] for r in picked], docs)  # [Q, 1 + negatives]
+            scores_qd = group_scores(
+                model, head, builder, [r["query"] for r in picked], docs, args.float_head
+            )  # [Q, 1 + negatives]
         loss = F.cross_entropy(scores_qd * log_scale.exp(), torch.zeros(len(picked), dtype=torch.long))
+        if args.lm_weight:  # the passage's query as text to predict: keeps the decoder a language model
+            loss = loss - args.lm_weight * scores_qd[:, 0].mean()
         optimizer.zero_grad()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -327,6 +347,8 @@ def main() -> None:
                 args.out / "state.pt",
             )
     model.eval()
+    if not held:
+        return
     scores = heldout_scores(model, head, builder, held, held_groups, 8)
     history.write(json.dumps({"step": step, "heldout": scores}) + "\n")
     print(f"held out after {step} steps: {scores}", flush=True)
