@@ -330,6 +330,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
         if not candidates_path(name).exists():
             continue
         found, stored = json.loads(candidates_path(name).read_text(encoding="utf-8")), load_scores(name)
+        if "dense" not in found:
+            print(f"{name}: no dense candidates cached (run candidates once score.py's collection is complete)")
+            continue
         tables = [stored.get(args.base, {}), stored.get(args.other, {})]
         runs: list[dict[str, list[str]]] = [{}, {}]
         for q in sorted(found["qrels"]):
