@@ -150,7 +150,7 @@ def group_scores(
 ) -> torch.Tensor:
     """Mean log p(query token | document, earlier query tokens) for each query's documents [queries, documents]: the
     reranker's score. The mean, not the sum, keeps a long query's groups from dominating the loss with margins of tens
-    of nats (a first run on the sum had losses of 40-60 on single steps)."""
+    of nats."""
     pairs, lengths = [], []
     for q, d in zip(queries, docs):
         ids = builder.query_ids(q)
@@ -242,9 +242,8 @@ def main() -> None:
     head = input_embeddings(backbone).weight.detach()  # tied: SmolLM2's head is its word embeddings
     model = get_peft_model(backbone, lora_config)
     model.train()
-    # A learnt scale on the scores (a temperature): the loss can then lower its confidence on noisy groups (a
-    # negative that answers the query too) without flattening the likelihoods themselves, which a first run did
-    # (its accuracy on new groups fell from 0.56 to 0.31 in 70 steps). The reranker z-scores, so ignores it.
+    # A learnt scale on the scores (a temperature): the loss can lower its confidence on noisy groups (a negative
+    # that answers the query too) without flattening the likelihoods themselves. The reranker z-scores, so ignores it.
     log_scale = torch.nn.Parameter(torch.zeros(()))
     params = [q for q in model.parameters() if q.requires_grad] + [log_scale]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
