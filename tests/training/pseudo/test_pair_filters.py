@@ -20,6 +20,22 @@ def pair(query: str, chunk: str = "a#0", source: str = "generated", logprob: flo
     return PseudoPair(query, chunk, source, CHUNKS[chunk], logprob)
 
 
+def filtered(pairs: list[PseudoPair], min_logprob: float | None) -> tuple[list[PseudoPair], FilterReport]:
+    """The pairs kept over :data:`CHUNKS`, with the round trip at top 1, and the report."""
+    report = FilterReport()
+    kept = apply_filters(
+        pairs,
+        report,
+        min_words=3,
+        max_words=40,
+        min_logprob=min_logprob,
+        round_trip_k=1,
+        chunk_ids=list(CHUNKS),
+        chunk_texts=list(CHUNKS.values()),
+    )
+    return kept, report
+
+
 @pytest.mark.parametrize(
     "query",
     [
@@ -64,17 +80,7 @@ def test_apply_filters_counts_every_drop_by_source_and_reason():
         pair("Which bank decision made share prices drop?", "a#0"),  # its own chunk is not where BM25 looks
         PseudoPair("Photosynthesis turns light into sugar.", "a#0", "crop", "rest", None),
     ]
-    report = FilterReport()
-    kept = apply_filters(
-        pairs,
-        report,
-        min_words=3,
-        max_words=40,
-        min_logprob=-1.5,
-        round_trip_k=1,
-        chunk_ids=list(CHUNKS),
-        chunk_texts=list(CHUNKS.values()),
-    )
+    kept, report = filtered(pairs, min_logprob=-1.5)
     assert [p.query for p in kept] == [
         "How do plants make sugar from sunlight?",
         "Photosynthesis turns light into sugar.",
@@ -94,16 +100,6 @@ def test_duplicates_are_judged_among_the_pairs_that_pass_the_round_trip():
         pair(plants),  # the same pair again: it would be its own in-batch negative
         pair(plants, "c#0"),
     ]
-    report = FilterReport()
-    kept = apply_filters(
-        pairs,
-        report,
-        min_words=3,
-        max_words=40,
-        min_logprob=None,
-        round_trip_k=1,
-        chunk_ids=list(CHUNKS),
-        chunk_texts=list(CHUNKS.values()),
-    )
+    kept, report = filtered(pairs, min_logprob=None)
     assert [(p.query, p.chunk_id) for p in kept] == [(bank, "b#0"), (plants, "a#0")]
     assert report.as_dict()["generated"]["dropped"] == {"own chunk not in BM25 top 1": 2, "duplicate query": 1}
