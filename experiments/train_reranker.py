@@ -45,6 +45,7 @@ from c2v_rag.core.config import CONFIG_FILE, read_config
 from c2v_rag.hub.presets import resolve_variant_path
 from c2v_rag.hub.sources import load_backbone
 from c2v_rag.nn.backbone import input_embeddings
+from c2v_rag.rerank.likelihood import query_states
 from c2v_rag.rerank.loading import scoring_layout
 from c2v_rag.rerank.templates import Pair, PairBuilder
 
@@ -117,20 +118,7 @@ def query_log_probs(
 ) -> torch.Tensor:
     """Summed log-probability of each pair's query tokens [n], with gradients (the reranker's
     :class:`~c2v_rag.rerank.likelihood.QueryLikelihood` computes the same without them)."""
-    width = max(len(p.ids) for p in pairs)
-    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for r, p in enumerate(pairs):
-        ids[r, : len(p.ids)] = torch.as_tensor(p.ids)
-        mask[r, : len(p.ids)] = 1
-    positions = torch.arange(width).expand_as(ids)
-    hidden = backbone(
-        inputs_embeds=input_embeddings(backbone)(ids), attention_mask=mask, position_ids=positions, use_cache=False
-    ).last_hidden_state  # [n, T, d]
-    rows = torch.cat([torch.full((len(p.ids) - p.query_start,), r) for r, p in enumerate(pairs)])
-    cols = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in pairs])
-    targets = torch.cat([torch.as_tensor(p.ids[p.query_start :]) for p in pairs])
-    states = hidden[rows, cols]  # [query tokens, d]
+    states, targets, rows = query_states(backbone, pairs, pad_id, torch.device("cpu"))  # [query tokens, d]
     if float_head:  # under bf16 autocast a logit near 20 rounds to steps of 0.125
         with torch.autocast("cpu", enabled=False):
             logits = F.linear(states.float(), head.float())  # [query tokens, vocab]

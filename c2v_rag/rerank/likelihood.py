@@ -68,20 +68,28 @@ class QueryLikelihood:
 
     @torch.inference_mode()
     def _batch(self, rows: list[Pair]) -> np.ndarray:
-        ids, mask = pad_right([p.ids for p in rows], self.pad_id)
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = torch.arange(ids.size(1), device=self.device).expand_as(ids)
-        embeds = input_embeddings(self.backbone)(ids)
-        hidden = self.backbone(
-            inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
-        ).last_hidden_state
-        # Position t predicts token t + 1: the query's tokens [start, end) are predicted from [start - 1, end - 1).
-        row_index = torch.cat(
-            [torch.full((len(p.ids) - p.query_start,), r, dtype=torch.long) for r, p in enumerate(rows)]
-        )
-        col_index = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in rows])
-        targets = torch.cat([torch.as_tensor(p.ids[p.query_start :], dtype=torch.long) for p in rows])
-        states = hidden[row_index.to(self.device), col_index.to(self.device)]  # [query tokens, d]
+        states, targets, row_index = query_states(self.backbone, rows, self.pad_id, self.device)
         logits = F.linear(states.to(self.head.dtype), self.head).float()
-        token_lp = logits.log_softmax(-1).gather(1, targets.to(self.device)[:, None])[:, 0].double().cpu()
-        return torch.zeros(len(rows), dtype=torch.float64).index_add_(0, row_index, token_lp).numpy()
+        token_lp = logits.log_softmax(-1).gather(1, targets[:, None])[:, 0].double().cpu()
+        return torch.zeros(len(rows), dtype=torch.float64).index_add_(0, row_index.cpu(), token_lp).numpy()
+
+
+def query_states(
+    backbone: nn.Module, rows: Sequence[Pair], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The decoder's last states that predict each pair's query tokens [query tokens, d], those tokens [query tokens]
+    and the row each belongs to [query tokens]: what the head turns into log-probabilities. Without a grad mode of
+    its own, so that training (``experiments/train_reranker.py``) computes the reranker's score as it does."""
+    ids, mask = pad_right([p.ids for p in rows], pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    positions = torch.arange(ids.size(1), device=device).expand_as(ids)
+    embeds = input_embeddings(backbone)(ids)
+    hidden = backbone(
+        inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=False
+    ).last_hidden_state  # [rows, T, d]
+    # Position t predicts token t + 1: the query's tokens [start, end) are predicted from [start - 1, end - 1).
+    row_index = torch.cat([torch.full((len(p.ids) - p.query_start,), r, dtype=torch.long) for r, p in enumerate(rows)])
+    col_index = torch.cat([torch.arange(p.query_start - 1, len(p.ids) - 1) for p in rows])
+    targets = torch.cat([torch.as_tensor(p.ids[p.query_start :], dtype=torch.long) for p in rows]).to(device)
+    row_index = row_index.to(device)
+    return hidden[row_index, col_index.to(device)], targets, row_index
