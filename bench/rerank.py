@@ -252,12 +252,16 @@ def reranked(cands: list, query: str, table: dict[str, float], top: int, weight:
 
 
 def paired_gain(run: dict[str, list[str]], first: dict[str, list], judged: dict) -> dict[str, float]:
-    """nDCG@10 of ``run`` minus the first stage's, per question: its mean, standard error, and how many
-    questions went up and down."""
+    """nDCG@10 of ``run`` minus the first stage's, per question: :func:`paired_difference`."""
+    return paired_difference(run, {q: [d for d, _, _ in first[q]] for q in judged}, judged)
+
+
+def paired_difference(run: dict[str, list[str]], base: dict[str, list[str]], judged: dict) -> dict[str, float]:
+    """nDCG@10 of ``run`` minus ``base``'s, per question: its mean, standard error, and how many questions went up
+    and down."""
     diffs = np.array(
         [
-            metrics.query_metrics(run[q], judged[q])["ndcg@10"]
-            - metrics.query_metrics([d for d, _, _ in first[q]], judged[q])["ndcg@10"]
+            metrics.query_metrics(run[q], judged[q])["ndcg@10"] - metrics.query_metrics(base[q], judged[q])["ndcg@10"]
             for q in judged
         ]
     )
@@ -345,24 +349,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
             continue
         judged = {q: found["qrels"][q] for q in runs[0]}
         dense = {q: [d for d, _, _ in found["dense"][q]] for q in judged}
-        diff = np.array(
-            [
-                metrics.query_metrics(runs[1][q], judged[q])["ndcg@10"]
-                - metrics.query_metrics(runs[0][q], judged[q])["ndcg@10"]
-                for q in judged
-            ]
-        )
         row = {
             "questions": len(judged),
             "dense": metrics.evaluate(dense, judged),
             "base": metrics.evaluate(runs[0], judged),
             "other": metrics.evaluate(runs[1], judged),
-            "ndcg_difference": {
-                "mean": float(diff.mean()),
-                "se": float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else float("nan"),
-                "up": int((diff > 0).sum()),
-                "down": int((diff < 0).sum()),
-            },
+            "ndcg_difference": paired_difference(runs[1], runs[0], judged),
         }
         report["sets"][name] = row
         d = row["ndcg_difference"]
