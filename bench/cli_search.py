@@ -19,8 +19,8 @@ Pin it to one core with one thread for figures that compare across runs:
         --path /tmp/c2v-q/qdrant --collection i50 --query "How do I get a stack trace of interrupts?" \\
         --rounds 5 --json cli_search.json
 
-The collection is any local-mode one (``c2v-rag ingest FOLDER --path DIR --collection NAME``); the caches must be
-warm (one search beforehand), as this measures a warm search.
+The collection is any embedded one, local mode or Edge (``c2v-rag ingest FOLDER --path DIR --collection NAME``);
+the caches must be warm (one search beforehand), as this measures a warm search.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def hit_ids(stdout: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--path", type=Path, required=True, help="the local-mode store (c2v-rag's --path)")
+    parser.add_argument(
+        "--path", type=Path, required=True, help="the embedded store, local mode or Edge (c2v-rag's --path)"
+    )
     parser.add_argument("--collection", required=True)
     parser.add_argument("--query", default="How do I get a stack trace of interrupts?")
     parser.add_argument("--rounds", type=int, default=5, help="each command runs once a round (default 5)")

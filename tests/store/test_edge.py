@@ -535,7 +535,7 @@ def test_a_large_local_mode_collection_suggests_edge(
 
     from c2v_rag.rag.ingestion import local_engine as local_ingest
 
-    monkeypatch.setattr(local_ingest, "LOCAL_MODE_POINTS_HINT", 5)  # the real threshold is 20,000 points
+    monkeypatch.setattr(local_ingest, "LOCAL_MODE_POINTS_HINT", 5)  # five points stand in for the real thousands
     with caplog.at_level(logging.WARNING, logger="c2v_rag.rag.ingestion.local_engine"):
         c2v_rag.ingest(corpus, path=tmp_path / "local", collection="kb", model=tiny_variant, config=ingest_config)
         c2v_rag.ingest(

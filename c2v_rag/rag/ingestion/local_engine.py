@@ -101,9 +101,9 @@ class LocalEngine:
         return result
 
 
-# Above this many points local mode's brute-force search and in-memory points get slow and large
-# (112 ms a query and 2.2 GB at 20,000 x 1,536; qdrant-client warns there too): docs/ingest-and-search.md, "Stores".
-LOCAL_MODE_POINTS_HINT = 20_000
+# Past this many points, opening a local-mode store (it reads every point into Python objects) takes seconds and
+# gigabytes that Edge does not, at every command-line search: docs/performance.md, "Stores".
+LOCAL_MODE_POINTS_HINT = 10_000
 
 
 def suggest_edge(client: Any, collection: str, target: QdrantConfig, result: IngestResult) -> None:
@@ -113,8 +113,9 @@ def suggest_edge(client: Any, collection: str, target: QdrantConfig, result: Ing
     points = client.count(collection, exact=True).count
     if points > LOCAL_MODE_POINTS_HINT:
         logger.warning(
-            "collection %r holds %d points in qdrant-client's local mode, which searches them by brute force in "
-            "Python; Qdrant Edge indexes them (HNSW): c2v-rag migrate --path %s --collection %s --to-path NEWDIR "
+            "collection %r holds %d points in qdrant-client's local mode, which reads them all into memory at each "
+            "open and searches them by brute force in Python; Qdrant Edge indexes them (HNSW): "
+            "c2v-rag migrate --path %s --collection %s --to-path NEWDIR "
             "--to-store edge, then use NEWDIR (docs/ingest-and-search.md, Stores)",
             collection,
             points,
