@@ -4,6 +4,7 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
 
     # 1. first-stage candidates: the dense top 50 (the default preset) and the BM25 top 50 of each question
     python bench/rerank.py candidates --set scifact-dev --set manpages --set jargon --data ../shared/data
+    #    (--quantize int8: from the collections score.py --quantize int8 made, the questions embedded in int8 too)
     # 2. the reranker's likelihood of each (question, candidate) pair, for one configuration
     python bench/rerank.py score --set manpages --first dense --top 20 --template search-query --decoder base
     # 3. the tables: dense, dense + rerank top 20 / 50, BM25 + rerank, at each fusion weight; the JSON in --json
@@ -108,7 +109,10 @@ def ood_candidates(name: str, model: Any, folder: Path | None = None) -> dict[st
         args.cache, corpus, model, "default", None, ood.decoder_cap(model, args.decoder_max_length)
     )
     if not (folder / "complete.json").exists():
-        print(f"{name}: no complete cached collection at {folder} yet (bench/ood/score.py): BM25 candidates only")
+        print(
+            f"{name}: no complete cached collection at {folder} yet (bench/ood/score.py --quantize "
+            f"{model.quantization}): BM25 candidates only"
+        )
         return found
     chunk_docs, chunk_texts, vectors = ood.stored_points(folder)
     queries = np.asarray(model.encode_queries([corpus.bench.queries[q] for q in qids], normalize_embeddings=True))
@@ -158,7 +162,9 @@ def cmd_candidates(args: argparse.Namespace) -> None:
             "--truncate-dim applies to scifact-dev; for a bench/ood set, score.py --truncate-dim N --truncate-ingest "
             "--rerank 20 ingests and reranks at that size"
         )
-    model = Causal2Vec.from_pretrained(DEFAULT_PRESET)
+    # The preset as score.py loads it with --quantize: its cached collection is keyed by that (int8 vectors live in
+    # collections of their own), and the questions are embedded the same way.
+    model = Causal2Vec.from_pretrained(DEFAULT_PRESET, quantize=args.quantize)
     for name in args.set:
         path = candidates_path(name)
         # A set cached before its dense collection was complete gets its dense candidates on a later run.
@@ -508,6 +514,12 @@ def main() -> int:
     p.add_argument("--set", action="append", choices=SETS)
     p.add_argument("--force", action="store_true")
     p.add_argument("--collection", action="append", metavar="SET=DIR", help="score.py's cached collection folder")
+    p.add_argument(
+        "--quantize",
+        default="none",
+        choices=("none", "int8"),
+        help="the preset's vectors, as score.py --quantize made its collection (int8: the ingest default's)",
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"), help="the shared data, for scifact-dev")
     p.add_argument(
         "--truncate-dim",
