@@ -77,9 +77,11 @@ def scoring_plan(
     ``quantize="int8"``: the base decoder in int8, on a CPU. ``"auto"``: int8 where new vectors would be int8
     (:func:`~c2v_rag.core.devices.default_quantize`: a CPU class where int8 was measured within its quality bound
     and faster than float, with the ``int8`` extra installed; ``$C2V_RAG_QUANTIZE=none`` keeps float), unless
-    ``dtype`` was given, the ``variant`` decoder scores, or a loaded float model sets the dtype; None or ``"none"``:
-    the float decoder. The float dtype: ``dtype``, else a loaded float model's ("auto" would give bf16 on some CPUs
-    to a float32 model), else the variant's, resolved.
+    ``dtype`` was given or the ``variant`` decoder scores. A loaded float model does not keep the base decoder in
+    float: its float is for its vectors (a server's and the frameworks' models stay float as sentence-transformers'
+    do), and the reranker's precision changes no vector. None or ``"none"``: the float decoder. The float dtype:
+    ``dtype``, else a loaded float model's ("auto" would give bf16 on some CPUs to a float32 model), else the
+    variant's, resolved.
     """
     from c2v_rag.core.devices import default_quantize, resolve_device, resolve_dtype, resolve_quantize
 
@@ -95,8 +97,6 @@ def scoring_plan(
                 "in bf16/fp16 on the GPU"
             )
         return ScoringPlan(target, torch.float32, True)
-    if dtype is None and loaded is not None and loaded.quantization == "none":
-        return ScoringPlan(target, loaded.dtype, False)
     if (
         quantize == "auto"
         and decoder == "base"
@@ -105,6 +105,8 @@ def scoring_plan(
         and resolve_quantize(default_quantize(), target) != "none"
     ):
         return ScoringPlan(target, torch.float32, True)
+    if dtype is None and loaded is not None and loaded.quantization == "none":
+        return ScoringPlan(target, loaded.dtype, False)
     return ScoringPlan(target, resolve_dtype(dtype if dtype is not None else config.dtype, target), False)
 
 

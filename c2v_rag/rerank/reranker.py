@@ -43,8 +43,8 @@ class Causal2VecReranker:
 
     Args:
         model: a preset name, a variant directory, None (the default preset) or a loaded
-            :class:`~c2v_rag.Causal2Vec` (its tokenizer and device are used, and a float model's dtype; with
-            ``decoder="variant"`` its decoder).
+            :class:`~c2v_rag.Causal2Vec` (its tokenizer and device are used, and a float model's dtype where the
+            decoder scores in float; with ``decoder="variant"`` its decoder).
         decoder: ``"base"`` (the variant's base decoder without adapters, measured the better ranker for the
             preset) or ``"variant"`` (its own decoder, adapters merged in).
         template: a name in :data:`~c2v_rag.rerank.templates.TEMPLATES` or a

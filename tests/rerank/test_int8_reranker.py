@@ -115,16 +115,26 @@ def test_auto_takes_int8_where_new_vectors_would_be_int8(variant, monkeypatch):
     assert not scoring_plan(config, None, "base", "cpu", None, "auto").int8
 
 
-def test_a_loaded_float_model_keeps_its_dtype_and_an_int8_one_reranks_in_int8(variant, monkeypatch):
+def test_a_loaded_float_model_reranks_in_int8_where_new_vectors_would_be_int8(variant, monkeypatch):
+    # A server's and the frameworks' models stay float for their vectors; their reranker goes as a search's does.
     import c2v_rag.core.devices as devices
     from c2v_rag import Causal2Vec
 
     monkeypatch.setattr(devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(devices, "int8_runtime_installed", lambda: True)
     monkeypatch.delenv("C2V_RAG_QUANTIZE", raising=False)
     model = Causal2Vec.from_pretrained(variant, device="cpu", dtype="float32")
-    assert scoring_plan(model.config, model, "base", None, None, "auto").precision == "float32"
+    assert scoring_plan(model.config, model, "base", None, None, "auto").int8
     model.quantization = "int8-token-sq"  # what the plan reads of an int8 model
     assert scoring_plan(model.config, model, "base", None, None, "auto").int8
+    model.quantization = "none"
+    # float asked for (quantize none, $C2V_RAG_QUANTIZE=none, a CPU where int8 is not the default): the model's dtype
+    assert scoring_plan(model.config, model, "base", None, None, None).precision == "float32"
+    monkeypatch.setenv("C2V_RAG_QUANTIZE", "none")
+    assert scoring_plan(model.config, model, "base", None, None, "auto").precision == "float32"
+    monkeypatch.delenv("C2V_RAG_QUANTIZE")
+    monkeypatch.setattr(devices, "cpu_class", lambda: "amx")
+    assert scoring_plan(model.config, model, "base", None, None, "auto").precision == "float32"
 
 
 def test_auto_scores_with_the_float_decoder_when_the_int8_graph_cannot_be_built(variant, monkeypatch, caplog):

@@ -271,6 +271,50 @@ def test_search_endpoint_reranks_as_search_does(tmp_path, tiny_lm_variant, monke
             assert error["param"] == "rerank" and message in error["message"], error
 
 
+def test_search_endpoints_auto_rerank_is_the_librarys_on_an_avx2_cpu(tmp_path, tiny_lm_variant, monkeypatch):
+    """The served model stays float (its vectors, as sentence-transformers'), but its reranker under ``"auto"``
+    goes as a search's does: on an AVX2 CPU with the int8 extra, the top 10 by the int8 decoder, the hits and
+    scores ``c2v_rag.search`` returns (a float32 reranker there would leave ``"auto"`` unreranked)."""
+    pytest.importorskip("onnxruntime")
+    import c2v_rag.core.devices
+    from c2v_rag.rag.retrieval import reranking
+
+    docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(8)]
+    c2v_rag.ingest(
+        docs,
+        path=tmp_path / "store",
+        collection="kb",
+        model=tiny_lm_variant,
+        chunk_size=24,
+        chunk_overlap=4,
+        show_progress=False,
+        quantize="none",
+    )
+    for name in ("C2V_RAG_RERANK", "C2V_RAG_QUANTIZE"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # the tiny decoder's int8 graph, built here
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: True)
+    monkeypatch.setattr(reranking, "_cache", {})
+    query = "vitamin bone proteins"
+    options = {"top_k": 3, "path": tmp_path / "store", "collection": "kb", "device": "cpu"}
+    library = c2v_rag.search(query, **options)
+    assert all(h.rerank_score is not None for h in library)
+    assert [r.precision for r in reranking._cache.values()] == ["int8"]
+
+    config = ServerConfig(model_name="tiny", qdrant_path=tmp_path / "store", collection="kb")
+    model = load_model(tiny_lm_variant, device="cpu")
+    assert model.quantization == "none"
+    with ServerThread(create_app(model, config), config) as server:
+        response = httpx.post(
+            server.url + "/v1/search", json={"query": query, "top_k": 3, "rerank": "auto"}, timeout=120
+        )
+    assert response.status_code == 200, response.text
+    hits = response.json()["data"]
+    assert [h["id"] for h in hits] == [h.id for h in library]
+    assert [h["rerank_score"] for h in hits] == pytest.approx([h.rerank_score for h in library], abs=1e-5)
+
+
 def test_search_endpoints_auto_rerank_searches_unreranked_when_the_reranker_cannot_load(
     tmp_path, tiny_lm_variant, monkeypatch, caplog
 ):
