@@ -55,7 +55,7 @@ def environment() -> dict[str, dict[str, Any]]:
     from huggingface_hub import constants as hub_constants
 
     from c2v_rag.core.cache import cache_dir
-    from c2v_rag.core.devices import cpu_class, cpu_model, resolve_dtype, resolve_quantize, speed_flags
+    from c2v_rag.core.devices import cpu_class, cpu_model, resolve_dtype, resolve_quantize, speed_flags, usable_cores
     from c2v_rag.hub.hub_access import hub_status
     from c2v_rag.version import __version__
 
@@ -66,7 +66,7 @@ def environment() -> dict[str, dict[str, Any]]:
         "c2v_rag": {"version": __version__, "python": platform.python_version(), "platform": platform.platform()},
         "cpu": {
             "model": cpu_model() or "unknown",
-            "cores usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "cores usable": usable_cores(),
             "speed flags": " ".join(speed_flags()) or "none found",
             "class": cpu_class(),
             "dtype auto": str(resolve_dtype("auto", cpu)).removeprefix("torch."),

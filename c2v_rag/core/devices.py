@@ -73,6 +73,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the platform tells it, e.g. under ``taskset``; else the
+    machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def configure_cpu_threads(intra_op: int | None = 1, inter_op: int | None = 1) -> None:
     """Set torch's CPU thread pools for latency-bound work (serving, one search query).
 

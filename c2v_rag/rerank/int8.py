@@ -153,20 +153,25 @@ def int8_scoring_decoder(
     """The base decoder of ``config`` (at ``source``) as an int8 :class:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder`
     for scoring ``pairs``' layout; ``load_float()`` gives the float32 backbone on the CPU whose word embeddings
     stay in torch (any backbone: plain torch serves). Built and cached on first use (the module doc)."""
+    from c2v_rag.core.devices import usable_cores
     from c2v_rag.cpu.onnx_decoder import OnnxDecoder
 
     require("onnxruntime", "the int8 reranker", "int8")
+    # A query's hits are several batches, and each session call computes one on one core without waiting at
+    # barriers: every core this process may use runs one, whatever torch's thread count (one in a search or a
+    # server, for the float path's sake; docs/serving.md, "CPU threads").
+    workers = usable_cores()
     shipped = shipped_maxima(source, pairs)
     key = recipe_key(pairs, shipped.key if shipped is not None else None)
     digest = source.content_digest()
     alias = _alias(digest, key) if digest is not None else None
     found = recipe.find_int8_graphs(alias, cache_dir) if alias is not None else None
     if found is not None:
-        return OnnxDecoder(load_float(), found.decoder, INT8_METHOD)
+        return OnnxDecoder(load_float(), found.decoder, INT8_METHOD, workers)
     path = _build(config, source, pairs, key, cache_dir, shipped)
     if alias is not None:
         recipe.record_int8_graphs(alias, recipe.Int8Graphs(path, None), cache_dir)
-    return OnnxDecoder(load_float(), path, INT8_METHOD)
+    return OnnxDecoder(load_float(), path, INT8_METHOD, workers)
 
 
 def _alias(digest: str, key: str) -> str:

@@ -29,6 +29,7 @@ from typing import Literal
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from c2v_rag.core.devices import usable_cores
 from c2v_rag.training.step_texts import StepTexts
 
 logger = logging.getLogger(__name__)
@@ -49,13 +50,6 @@ class StepInputs:
         """The same inputs with the prepared tensors page-locked (the DataLoader's pinning thread calls this)."""
         pin = getattr(self.prepared, "pin_memory", None)
         return StepInputs(self.step, self.texts, pin() if pin is not None else self.prepared)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity where the platform tells it, else the machine's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def resolve_workers(setting: int | Literal["auto"], device: torch.device, processes_per_host: int = 1) -> int:

@@ -89,6 +89,21 @@ def test_int8_scores_do_not_depend_on_batching_or_workers(int8_reranker, monkeyp
     np.testing.assert_allclose(int8_reranker.score(QUERY, DOCS), whole, rtol=0, atol=1e-6)
 
 
+def test_the_int8_reranker_runs_a_batch_on_every_usable_core_whatever_torchs_threads(variant, monkeypatch):
+    # A search and a server keep torch at one thread (the float path's barriers); the int8 sessions do not wait at
+    # barriers, so the reranker's batches go on every core the process may use.
+    import c2v_rag.core.devices as devices
+
+    monkeypatch.setattr(devices, "usable_cores", lambda: 3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        reranker = Causal2VecReranker(variant, device="cpu", quantize="int8")
+        assert reranker.scoring.likelihood.workers == 3
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_auto_takes_int8_where_new_vectors_would_be_int8(variant, monkeypatch):
     import c2v_rag.core.devices as devices
 

@@ -16,9 +16,10 @@ import yaml
 from train_helpers import run_past_checkpoint
 
 from c2v_rag.cli.errors import EXIT_INTERRUPTED
+from c2v_rag.core.devices import usable_cores
 from c2v_rag.training import TrainConfig, Trainer
 from c2v_rag.training.checkpoint import list_checkpoints
-from c2v_rag.training.prefetch import StepPrefetcher, resolve_workers, usable_cores
+from c2v_rag.training.prefetch import StepPrefetcher, resolve_workers
 from c2v_rag.training.step_texts import StepTexts
 
 ROOT = Path(__file__).resolve().parents[2]
