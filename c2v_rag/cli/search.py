@@ -155,9 +155,12 @@ def _search_lines(args: argparse.Namespace, options: Any) -> int:
     with tqdm(total=len(queries), desc="Searching", unit="query", **unsized_terminal(sys.stderr)) as bar:
         for start in range(0, len(queries), _LINES_PER_CALL):
             batch = queries[start : start + _LINES_PER_CALL]
-            for query, hits in zip(batch, collection.search_many(batch, args.top_k, options=options)):
-                _print_query_hits(query, hits, args)
-            sys.stdout.flush()
+            found = collection.search_many(batch, args.top_k, options=options)
+            # The bar steps aside while the hits print: on one terminal they would share its line.
+            with tqdm.external_write_mode(file=sys.stdout):
+                for query, hits in zip(batch, found):
+                    _print_query_hits(query, hits, args)
+                sys.stdout.flush()
             bar.update(len(batch))
     return 0
 

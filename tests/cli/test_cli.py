@@ -582,6 +582,27 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     assert "none came: pipe a file in" in capsys.readouterr().err
 
 
+def test_search_dash_keeps_its_bar_off_the_lines_of_hits(folder, tmp_path, tiny_variant):
+    """Queries piped in, hits and the bar on one screen (stdout and stderr together, as a terminal shows them): the
+    bar steps aside while hits print, so no line of hits starts with the bar's text."""
+    import subprocess
+
+    common = ingested(folder, tmp_path, tiny_variant, "bar")
+    queries = [make_text(i)[:30].strip() for i in (1, 2, 3)]
+    run = subprocess.run(
+        **as_program("search", "-", *common, "--top-k", "1", "--rerank", "none"),
+        input="\n".join(queries) + "\n",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout
+    shown = [line.rsplit("\r", 1)[-1] for line in run.stdout.split("\n")]  # a carriage return redraws its line
+    assert [line for line in shown if "query: " in line] == [f"query: {q}" for q in queries], run.stdout
+    assert "Searching" in run.stdout
+
+
 class _Terminal:
     """``c2v-rag`` run as a program at a pseudo-terminal: what it printed, and lines typed at it."""
 
