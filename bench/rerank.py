@@ -13,7 +13,8 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
     python bench/rerank.py compare --base 'search-query|base|256|int8' --other 'search-query|base|256|int8|model=NAME'
     # other fusions of the two scores than the shipped z-scores, on the cached likelihoods
     python bench/rerank.py fusions --top 20 --json bench/results/rerank_fusions_int8_avx512bf16.json
-    # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2)
+    # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2; the int8 decoder runs a batch on
+    # every usable core whatever --threads, so pin it for one: taskset -c 0)
     python bench/rerank.py latency --threads 1 --top 20 --chunk-tokens 200
 
 Sets: ``scifact-dev`` is ``c2v-rag eval``'s scifact-dev-1k (the seeded 20% of SciFact's train claims, 162, against
@@ -488,6 +489,8 @@ def cmd_latency(args: argparse.Namespace) -> None:
     warm = times[1:] or times
     result = {
         "threads": args.threads,
+        # batches at once: an int8 decoder runs one per usable core whatever torch's threads (taskset sets them)
+        "workers": reranker.scoring.likelihood.workers,
         "top": args.top,
         "chunk_tokens": args.chunk_tokens,
         "batch_tokens": reranker.batch_tokens,
