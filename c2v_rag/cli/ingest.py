@@ -131,9 +131,22 @@ def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.paths]
     if args.watch is not None:
         return _watch(args, paths, config)
-    result = collection_from(args).ingest(paths, **_ingest_keywords(args, config))
+    collection = collection_from(args)
+    result = collection.ingest(paths, **_ingest_keywords(args, config))
     print(f"ingested {result.summary()}")
+    if result.chunks:
+        _build_reranker(collection)
     return EXIT_OK if result.ok else EXIT_PARTIAL
+
+
+def _build_reranker(collection: Any) -> None:
+    """The int8 reranker the next ``c2v-rag search`` loads, built now where it is not yet (once per machine and base
+    decoder, seconds, under its own bar) rather than in that search; the model is the one the ingest embedded
+    with."""
+    from c2v_rag.rag.retrieval.reranking import auto_reranker, auto_reranker_unbuilt
+
+    if auto_reranker_unbuilt(collection.model):
+        auto_reranker(collection.model, None)
 
 
 def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) -> int:

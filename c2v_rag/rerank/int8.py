@@ -161,17 +161,32 @@ def int8_scoring_decoder(
     # barriers: every core this process may use runs one, whatever torch's thread count (one in a search or a
     # server, for the float path's sake; docs/serving.md, "CPU threads").
     workers = usable_cores()
+    shipped, key, alias, found = _lookup(source, pairs, cache_dir)
+    if found is not None:
+        return OnnxDecoder(load_float(), found, INT8_METHOD, workers)
+    path = _build(config, source, pairs, key, cache_dir, shipped)
+    if alias is not None:
+        recipe.record_int8_graphs(alias, recipe.Int8Graphs(path, None), cache_dir)
+    return OnnxDecoder(load_float(), path, INT8_METHOD, workers)
+
+
+def cached_int8_graph(source: ResolvedSource, pairs: PairBuilder, cache_dir: Path | None = None) -> Path | None:
+    """The graph :func:`int8_scoring_decoder` would read for ``source`` and ``pairs``' layout, or None where it
+    would build one first (nothing is loaded or built here)."""
+    return _lookup(source, pairs, cache_dir)[3]
+
+
+def _lookup(
+    source: ResolvedSource, pairs: PairBuilder, cache_dir: Path | None
+) -> tuple[recipe.ShippedMaxima | None, str, str | None, Path | None]:
+    """The shipped calibration, the recipe's key, the cache alias (None: the base has no content digest) and the
+    cached graph (None: none yet) of ``source``'s int8 reranker for ``pairs``' layout."""
     shipped = shipped_maxima(source, pairs)
     key = recipe_key(pairs, shipped.key if shipped is not None else None)
     digest = source.content_digest()
     alias = _alias(digest, key) if digest is not None else None
     found = recipe.find_int8_graphs(alias, cache_dir) if alias is not None else None
-    if found is not None:
-        return OnnxDecoder(load_float(), found.decoder, INT8_METHOD, workers)
-    path = _build(config, source, pairs, key, cache_dir, shipped)
-    if alias is not None:
-        recipe.record_int8_graphs(alias, recipe.Int8Graphs(path, None), cache_dir)
-    return OnnxDecoder(load_float(), path, INT8_METHOD, workers)
+    return shipped, key, alias, found.decoder if found is not None else None
 
 
 def _alias(digest: str, key: str) -> str:

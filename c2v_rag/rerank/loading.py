@@ -131,6 +131,15 @@ def scoring_layout(
     return source, tokenizer, prompt_format, pairs
 
 
+def int8_reranker_built(config: Causal2VecConfig) -> bool:
+    """Whether the int8 base decoder a reranker of ``config`` scores with (the default template) is in this machine's
+    cache already; nothing is loaded or built."""
+    from c2v_rag.rerank.int8 import cached_int8_graph
+
+    source, _, _, pairs = scoring_layout(config, None)
+    return cached_int8_graph(source, pairs) is not None
+
+
 def write_rerank_calibration(model: str | Path | None = None, folder: Path | None = None) -> Path:
     """Calibrate the int8 reranker of ``model``'s base decoder (a preset name or variant directory; None: the default
     preset) in float32, for the default template, and save the maxima in ``folder`` (default: the package's

@@ -582,6 +582,37 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     assert "none came: pipe a file in" in capsys.readouterr().err
 
 
+def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path, tiny_lm_variant, monkeypatch):
+    """Where searches rerank in int8 (an AVX2 CPU with the int8 extra here), ``c2v-rag ingest`` leaves the int8
+    reranker built, once: the first search loads it instead of building it, and a later ingest builds nothing."""
+    pytest.importorskip("onnxruntime")
+    import c2v_rag.core.devices
+    import c2v_rag.rerank.int8 as int8_module
+    from c2v_rag.rag.options import ModelOptions
+    from c2v_rag.rag.retrieval import reranking
+
+    for name in ("C2V_RAG_RERANK", "C2V_RAG_QUANTIZE"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: True)
+    monkeypatch.setattr(reranking, "_cache", {})
+    model = ModelOptions(model=str(tiny_lm_variant))
+    assert reranking.auto_reranker_unbuilt(model)
+    ingested(folder, tmp_path, tiny_lm_variant, "built")
+    assert not reranking.auto_reranker_unbuilt(model)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the int8 reranker was built again")
+
+    monkeypatch.setattr(int8_module, "_build", refuse)
+    monkeypatch.setattr(reranking, "_cache", {})
+    ingested(folder, tmp_path, tiny_lm_variant, "again")
+    assert reranking._cache == {}  # nothing loaded where it was built
+    hits = c2v_rag.search("vitamin", top_k=2, path=tmp_path / "qdrant", collection="built", device="cpu")
+    assert hits and all(h.rerank_score is not None for h in hits)
+
+
 def test_search_dash_keeps_its_bar_off_the_lines_of_hits(folder, tmp_path, tiny_variant):
     """Queries piped in, hits and the bar on one screen (stdout and stderr together, as a terminal shows them): the
     bar steps aside while hits print, so no line of hits starts with the bar's text."""

@@ -149,6 +149,16 @@ def auto_reranker(model: ModelOptions, recorded: str | None) -> Causal2VecRerank
         return None
 
 
+def auto_reranker_unbuilt(model: ModelOptions, recorded: str | None = None) -> bool:
+    """Whether the first ``rerank="auto"`` search with ``model`` would build its reranker before reranking: it
+    reranks in int8 on this machine and the graph is not in the cache yet (nothing is loaded or built here)."""
+    from c2v_rag.rerank.loading import int8_reranker_built
+
+    if resolve_rerank("auto", 1, model, recorded) is None or not auto_plan(model, recorded).int8:
+        return False
+    return not int8_reranker_built(model.resolve(recorded).config)
+
+
 LOAD_ERRORS = (OSError, ValueError, ImportError)
 """What a reranker that cannot load raises (its base decoder missing offline, a bad dtype, a missing extra): under
 ``rerank="auto"`` the search goes on unreranked (:func:`warn_unreranked`)."""
