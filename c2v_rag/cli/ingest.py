@@ -6,6 +6,7 @@ Its exit code says what to do next (``errors.py``): 1 when ``--on-error continue
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ WATCH_SECONDS = 10.0
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
     from c2v_rag.rag import IngestConfig, IngestResult
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
@@ -145,8 +148,13 @@ def _build_reranker(collection: Any) -> None:
     with."""
     from c2v_rag.rag.retrieval.reranking import auto_reranker, auto_reranker_unbuilt
 
-    if auto_reranker_unbuilt(collection.model):
-        auto_reranker(collection.model, None)
+    # The ingest has succeeded and its points are stored: a reranker that fails here must not turn that into an
+    # error exit, and the first search tries again (and says why, as it would have).
+    try:
+        if auto_reranker_unbuilt(collection.model):
+            auto_reranker(collection.model, None)
+    except Exception as err:  # an optimization: any failure of torch, ONNX Runtime or the cache is only reported
+        logger.warning("the reranker searches use was not built now (%s); the first search builds it", err)
 
 
 def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) -> int:

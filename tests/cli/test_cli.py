@@ -613,6 +613,21 @@ def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path
     assert hits and all(h.rerank_score is not None for h in hits)
 
 
+def test_an_ingest_whose_reranker_fails_to_build_still_exits_0(folder, tmp_path, tiny_variant, monkeypatch, caplog):
+    """The points are stored before the reranker is built: a failure there is a warning, not the ingest's error."""
+    from c2v_rag.rag.retrieval import reranking
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("ONNX Runtime: the cached graph is unreadable")
+
+    monkeypatch.setattr(reranking, "auto_reranker_unbuilt", lambda *args, **kwargs: True)
+    monkeypatch.setattr(reranking, "auto_reranker", broken)
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        common = ingested(folder, tmp_path, tiny_variant, "kept")  # asserts exit 0
+    assert any("not built now" in r.getMessage() and "unreadable" in r.getMessage() for r in caplog.records)
+    assert c2v_rag.open_collection("kept", path=common[1]).count() > 0
+
+
 def test_search_dash_keeps_its_bar_off_the_lines_of_hits(folder, tmp_path, tiny_variant):
     """Queries piped in, hits and the bar on one screen (stdout and stderr together, as a terminal shows them): the
     bar steps aside while hits print, so no line of hits starts with the bar's text."""
