@@ -110,6 +110,20 @@ RERANK_DOCS = [
 RERANK_QUERY = "vitamin and bone loss"
 
 
+def rerank_auto_in_int8_on_avx2(monkeypatch, cache) -> None:
+    """What ``rerank="auto"`` decides on an AVX2 CPU with the ``int8`` extra: the suite's ``$C2V_RAG_RERANK`` and
+    ``$C2V_RAG_QUANTIZE`` (none) taken away, int8 graphs built under ``cache``, no reranker loaded yet."""
+    import c2v_rag.core.devices
+    from c2v_rag.rag.retrieval import reranking
+
+    for name in ("C2V_RAG_RERANK", "C2V_RAG_QUANTIZE"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("C2V_RAG_CACHE", str(cache))
+    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
+    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: True)
+    monkeypatch.setattr(reranking, "_cache", {})
+
+
 @contextmanager
 def ray_console_on_stderr() -> Iterator[None]:
     """Ray's console handlers write to this moment's ``sys.stderr`` (a test's ``capsys``) in the block: each holds

@@ -10,7 +10,7 @@ import pytest
 for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
-from rag_helpers import make_text
+from rag_helpers import make_text, rerank_auto_in_int8_on_avx2
 
 import c2v_rag
 from c2v_rag.cli import main
@@ -586,17 +586,11 @@ def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path
     """Where searches rerank in int8 (an AVX2 CPU with the int8 extra here), ``c2v-rag ingest`` leaves the int8
     reranker built, once: the first search loads it instead of building it, and a later ingest builds nothing."""
     pytest.importorskip("onnxruntime")
-    import c2v_rag.core.devices
     import c2v_rag.rerank.int8 as int8_module
     from c2v_rag.rag.options import ModelOptions
     from c2v_rag.rag.retrieval import reranking
 
-    for name in ("C2V_RAG_RERANK", "C2V_RAG_QUANTIZE"):
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
-    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: True)
-    monkeypatch.setattr(reranking, "_cache", {})
+    rerank_auto_in_int8_on_avx2(monkeypatch, tmp_path / "cache")
     model = ModelOptions(model=str(tiny_lm_variant))
     assert reranking.auto_reranker_unbuilt(model)
     ingested(folder, tmp_path, tiny_lm_variant, "built")

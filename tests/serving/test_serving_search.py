@@ -8,7 +8,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "fastapi", "uvi
     pytest.importorskip(_module)
 
 import httpx
-from rag_helpers import make_text
+from rag_helpers import make_text, rerank_auto_in_int8_on_avx2
 
 import c2v_rag
 from c2v_rag.rag import Embedder, load_model
@@ -276,7 +276,6 @@ def test_search_endpoints_auto_rerank_is_the_librarys_on_an_avx2_cpu(tmp_path, t
     goes as a search's does: on an AVX2 CPU with the int8 extra, the top 10 by the int8 decoder, the hits and
     scores ``c2v_rag.search`` returns (a float32 reranker there would leave ``"auto"`` unreranked)."""
     pytest.importorskip("onnxruntime")
-    import c2v_rag.core.devices
     from c2v_rag.rag.retrieval import reranking
 
     docs = [{"id": f"doc-{i}", "text": make_text(i, sentences=4)} for i in range(8)]
@@ -290,12 +289,7 @@ def test_search_endpoints_auto_rerank_is_the_librarys_on_an_avx2_cpu(tmp_path, t
         show_progress=False,
         quantize="none",
     )
-    for name in ("C2V_RAG_RERANK", "C2V_RAG_QUANTIZE"):
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))  # the tiny decoder's int8 graph, built here
-    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
-    monkeypatch.setattr(c2v_rag.core.devices, "int8_runtime_installed", lambda: True)
-    monkeypatch.setattr(reranking, "_cache", {})
+    rerank_auto_in_int8_on_avx2(monkeypatch, tmp_path / "cache")  # the tiny decoder's int8 graph, built here
     query = "vitamin bone proteins"
     options = {"top_k": 3, "path": tmp_path / "store", "collection": "kb", "device": "cpu"}
     library = c2v_rag.search(query, **options)

@@ -13,7 +13,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity"):
     pytest.importorskip(_module)
 
 from qdrant_client import QdrantClient
-from rag_helpers import make_text
+from rag_helpers import make_text, rerank_auto_in_int8_on_avx2
 
 import c2v_rag
 from c2v_rag.rerank import DEFAULT_WEIGHT, Causal2VecReranker, fuse
@@ -187,14 +187,9 @@ def test_auto_reranks_with_the_int8_decoder_as_deep_as_the_cpus_int8_products_al
 
 def test_an_auto_search_on_avx2_reranks_its_top_10_with_the_int8_decoder(store, tiny_lm_variant, monkeypatch, tmp_path):
     pytest.importorskip("onnxruntime")
-    import c2v_rag.core.devices
     from c2v_rag.rag.retrieval import reranking
 
-    monkeypatch.delenv("C2V_RAG_RERANK")
-    monkeypatch.delenv("C2V_RAG_QUANTIZE")
-    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))  # the tiny decoder's int8 graph, built here
-    monkeypatch.setattr(c2v_rag.core.devices, "cpu_class", lambda: "avx2")
-    monkeypatch.setattr(reranking, "_cache", {})
+    rerank_auto_in_int8_on_avx2(monkeypatch, tmp_path)  # the tiny decoder's int8 graph, built here
     options = {"top_k": 3, "collection": "kb", "path": store, "device": "cpu"}
     default = c2v_rag.search(QUERY, **options)
     assert all(h.rerank_score is not None for h in default)
