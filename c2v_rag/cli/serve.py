@@ -50,7 +50,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--max-batch-tokens",
         type=int,
         default=None,
-        help="padded tokens per forward pass (default: 1,024 on CPU, 65,536 on GPU)",
+        help="padded tokens per forward pass (default: 512 under int8, else 1,024 on CPU; 65,536 on GPU)",
     )
     parser.add_argument(
         "--threads",

@@ -112,9 +112,9 @@ LEGACY_INT8 = "int8"
 # Kinds of vector of one model that may share a collection and search each other: mixing them scores like float
 # against float (docs/performance.md, "Mixing float and int8 vectors").
 INTERCHANGEABLE_QUANTIZE: frozenset[str] = frozenset({"none", INT8_METHOD})
-# CPU classes where int8 met the quality bound (dev scores within 0.005, cosine to float >= 0.99, alone vs
-# batch >= 0.999) and ran faster than the float default, so ``quantize="auto"`` picks it there
-# (docs/performance.md, "int8 on CPU", has each class's numbers). The avx512_bf16 run's float32 and int8 use no
+# CPU classes where int8 met the quality bound and ran faster than the float default, so ``quantize="auto"`` picks
+# it there (docs/performance.md, "Your CPU, and what the defaults pick", states the rule; "int8 on CPU" has each
+# class's numbers). The avx512_bf16 run's float32 and int8 use no
 # bf16 instruction, so it stands for AVX-512 VNNI CPUs without bf16 too. AMX CPUs multiply bf16 in tiles, much
 # faster than avx512_bf16, and int8 has not been shown faster there, so they keep bf16.
 _INT8_WITHIN_QUALITY_BOUND: frozenset[str] = frozenset({"avx2", "avx512_vnni", "avx512_bf16"})
