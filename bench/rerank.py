@@ -459,6 +459,74 @@ def cmd_fusions(args: argparse.Namespace) -> None:
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
+# ------------------------------------------------------------------------------------ depths
+
+
+def depth_policies(top: int) -> dict[str, Any]:
+    """How many of a query's dense hits (best first, at most ``top``) each policy reranks: fixed depths, and the hits
+    within a cosine gap of the best, at least a floor (the reranker's cost is one decoder pass a hit)."""
+    policies: dict[str, Any] = {f"fixed {k}": (lambda s, k=k: k) for k in (5, 8, 10, 12, 15, top)}
+    for gap in (0.05, 0.08, 0.1, 0.12, 0.15):
+        for floor in (5, 10):
+            policies[f"gap {gap}, at least {floor}"] = lambda s, g=gap, f=floor: max(f, int((s >= s[0] - g).sum()))
+    return policies
+
+
+def ndcg_at_depths(found: dict[str, Any], table: dict[str, float], qids: list[str], depth_of: Any, top: int):
+    """Each question's nDCG@10 with its dense top ``depth_of(scores)`` (at most ``top``) reranked at the shipped
+    fusion weight, and the mean depth."""
+    from c2v_rag.rerank.fusion import DEFAULT_WEIGHT
+
+    values, depths = [], []
+    for q in qids:
+        cands = found["dense"][q]
+        depth = min(top, depth_of(np.array([s for _, s, _ in cands[:top]])))
+        run = reranked(cands, found["queries"][q], table, depth, DEFAULT_WEIGHT)
+        values.append(metrics.query_metrics(run, found["qrels"][q])["ndcg@10"])  # type: ignore[arg-type]
+        depths.append(depth)
+    return np.array(values), float(np.mean(depths))
+
+
+def cmd_depths(args: argparse.Namespace) -> None:
+    """nDCG@10 of each :func:`depth_policies` policy on the cached likelihoods of one configuration, at the shipped
+    fusion weight, paired by question against reranking the whole dense top ``--top``, and the mean depth (the
+    pairs a query costs)."""
+    from c2v_rag.rerank.fusion import DEFAULT_WEIGHT
+
+    report: dict[str, Any] = {
+        "command": recorded_command("bench/rerank.py", sys.argv[1:]),
+        "cpu_flags": ood.cpu_flags(),
+        "weight": DEFAULT_WEIGHT,
+        "sets": {},
+    }
+    for name in args.set:
+        if not candidates_path(name).exists():
+            continue
+        found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
+        key = next((k for k in sorted(load_scores(name)) if k.endswith(args.config_suffix)), None)
+        table = load_scores(name).get(key or "", {})
+        qids = [
+            q for q in sorted(found["qrels"]) if reranked(found["dense"][q], found["queries"][q], table, args.top, 0)
+        ]
+        if not qids:
+            continue
+        whole, _ = ndcg_at_depths(found, table, qids, lambda s: args.top, args.top)
+        dense, _ = ndcg_at_depths(found, table, qids, lambda s: 0, args.top)
+        print(f"\n## {name}: {len(qids)} questions, likelihoods {key}")
+        print(f"dense alone {dense.mean():.4f}, its top {args.top} reranked {whole.mean():.4f}")
+        rows = {}
+        for label, depth_of in depth_policies(args.top).items():
+            values, depth = ndcg_at_depths(found, table, qids, depth_of, args.top)
+            diff = values - whole
+            se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else float("nan")
+            rows[label] = {"mean_depth": depth, "ndcg@10": float(values.mean()), "vs_top": float(diff.mean()), "se": se}
+            print(f"{label:24s} depth {depth:5.1f}  {values.mean():.4f}  {diff.mean():+.4f} +- {se:.4f}")
+        report["sets"][name] = {"questions": len(qids), "config": key, "dense": float(dense.mean()), "policies": rows}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------------ latency
 
 
@@ -558,6 +626,11 @@ def main() -> int:
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--config-suffix", default="|int8", help="which cached likelihoods: the key's end")
     p.add_argument("--json", type=Path)
+    p = sub.add_parser("depths")
+    p.add_argument("--set", action="append", choices=SETS)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--config-suffix", default="|int8", help="which cached likelihoods: the key's end")
+    p.add_argument("--json", type=Path)
     p = sub.add_parser("latency")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--top", type=int, default=20)
@@ -572,7 +645,7 @@ def main() -> int:
     if getattr(args, "first", None) is None:
         args.first = ["dense"]
     commands = {"candidates": cmd_candidates, "score": cmd_score, "report": cmd_report, "compare": cmd_compare}
-    commands["fusions"] = cmd_fusions
+    commands |= {"fusions": cmd_fusions, "depths": cmd_depths}
     (commands | {"latency": cmd_latency})[args.command](args)
     return 0
 
