@@ -378,9 +378,10 @@ class Causal2VecConfig(BaseModel):
         """The sizes this variant embeds at: its trained Matryoshka prefixes and the whole vector."""
         return sorted({*self.matryoshka_dims, self.embedding_dim})
 
-    def check_truncate_dim(self, truncate_dim: int | None) -> int | None:
+    def check_truncate_dim(self, truncate_dim: int | None, name: str = "truncate_dim") -> int | None:
         """``truncate_dim`` if the variant was trained for that prefix size (or it is the full size), else a
-        ValueError that lists the sizes it was trained for. ``None`` passes through (the full vector)."""
+        ValueError that lists the sizes it was trained for, naming the option as the caller knows it (``name``:
+        OpenAI's ``dimensions`` in the framework classes). ``None`` passes through (the full vector)."""
         if truncate_dim is None:
             return None
         full, allowed = self.embedding_dim, self.vector_sizes
@@ -391,7 +392,7 @@ class Causal2VecConfig(BaseModel):
                 else f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works"
             )
             raise ValueError(
-                f"truncate_dim={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
+                f"{name}={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
                 f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
                 "need (objective.matryoshka in the training recipe)"
             )

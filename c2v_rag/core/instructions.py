@@ -237,8 +237,10 @@ def get_task(name: str) -> Task:
         raise KeyError(unknown_task_message(name)) from None
 
 
-def unknown_task_message(name: str) -> str:
-    """Why ``name`` names no task: the closest registered names, where to find them all, the custom way.
+def unknown_task_message(name: str, custom: str = "instruction") -> str:
+    """Why ``name`` names no task: the closest registered names, where to find them all, the custom way (the
+    option ``custom`` that takes a literal instruction where the task was given: ``query_instruction`` in the
+    framework embedding classes).
 
     The names are not all listed: there are dozens, and on one line they buried the fix.
     """
@@ -249,8 +251,18 @@ def unknown_task_message(name: str) -> str:
     suggestion = f"did you mean {' or '.join(repr(names[c]) for c in dict.fromkeys(close))}? " if close else ""
     return (
         f"unknown task {name!r}; {suggestion}list_tasks() lists the {len(_REGISTRY)} registered tasks, "
-        "or pass instruction='...' for a custom instruction"
+        f"or pass {custom}='...' for a custom instruction"
     )
+
+
+def check_task(name: str | None, custom: str = "instruction") -> None:
+    """A ValueError (:func:`unknown_task_message`) where ``name`` is given and names no registered task: what the
+    options classes call when built, so that a wrong name fails before a model loads."""
+    if name is not None:
+        try:
+            get_task(name)
+        except KeyError:
+            raise ValueError(unknown_task_message(name, custom)) from None
 
 
 def register_task(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from c2v_rag.core.instructions import check_examples, get_task, query_prompt
+from c2v_rag.core.instructions import check_examples, check_task, get_task, query_prompt
 from c2v_rag.documents.chunking import check_decoder_tokens, decoder_tokens
 from c2v_rag.encode.long_texts import LongTextMode, LongTexts, resolve_long_texts
 
@@ -305,20 +305,30 @@ class EmbedderOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check_prompt(self) -> EmbedderOptions:
-        from c2v_rag.core.instructions import get_task
-
         if self.task is not None and self.query_instruction is not None:
             raise ValueError("pass either task= or query_instruction=, not both")
-        if self.task is not None:
-            try:
-                get_task(self.task)
-            except KeyError as err:
-                raise ValueError(str(err.args[0])) from None
+        check_task(self.task, custom="query_instruction")
         if self.query_examples is not None:
             check_examples(self.query_examples, where="query_examples")
         check_decoder_tokens(self.decoder_max_length, whole="documents")
         self.decoder_max_length = decoder_tokens(self.decoder_max_length or 0)  # 0, as ingest takes it: None
         return self
+
+    def check_dimensions(self) -> None:
+        """A ValueError naming ``dimensions`` where the variant was not trained for that size, read from its config
+        before any weights load (the framework classes call it once their model name is settled); a model the hub
+        resolves is checked when it loads (:meth:`embedder`)."""
+        if self.dimensions is None:
+            return
+        from c2v_rag.core.config import read_config
+        from c2v_rag.core.errors import VariantLoadError
+        from c2v_rag.hub.presets import resolve_variant_path
+
+        try:
+            folder = resolve_variant_path(self.model)
+        except VariantLoadError:
+            return  # not a preset or a folder: a hub id, whose config comes with its download
+        read_config(folder).check_truncate_dim(self.dimensions, name="dimensions")
 
     def loaded_model(self) -> Causal2Vec:
         """The shared model these options name (loaded on first use); ``max_length`` applies per call
@@ -328,8 +338,10 @@ class EmbedderOptions(BaseModel):
     def embedder(self, batch_size: int = 256) -> Embedder:
         """An :class:`Embedder` over the shared model; cheap, so it is built per call and never
         stored: a stored one would drag the weights into pickles and ``to_dict``."""
+        model = self.loaded_model()
+        model.config.check_truncate_dim(self.dimensions, name="dimensions")
         return Embedder(
-            self.loaded_model(),
+            model,
             task=self.task,
             query_instruction=self.query_instruction,
             text_instruction=self.text_instruction,

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from c2v_rag.core.instructions import check_task
 from c2v_rag.rag.handle import Collection
 from c2v_rag.rag.options import OPEN_KEYS, ConnectionOptions, ModelOptions, SearchOptions
 from c2v_rag.rag.retrieval.search import SearchHit
@@ -74,6 +75,7 @@ class RetrieverOptions(ConnectionOptions, ModelOptions, SearchOptions):  # type:
         named = [k for k in sorted(OPEN_KEYS) if getattr(self, k, None) is not None]
         if isinstance(self.collection, Collection) and named:
             raise ValueError(f"collection is a Collection handle: give its store and model to it, not {named}")
+        check_task(self.task)  # before the first query loads a model
         return self
 
     @property

@@ -151,11 +151,17 @@ def test_to_dict_and_pickle_carry_options_not_weights(cls, tiny_variant):
 
 
 @pytest.mark.parametrize("cls", EMBEDDING_CLASSES)
-def test_bad_options_are_refused(cls):
+def test_bad_options_are_refused(cls, tiny_variant):
     with pytest.raises(ValueError, match="either task= or query_instruction="):
         cls(task="SciFact", query_instruction="Find")
-    with pytest.raises(ValueError, match="unknown task 'NoSuchTask'"):
+    # the custom way these classes take: query_instruction (instruction= would be refused as unknown)
+    with pytest.raises(ValueError, match=r"unknown task 'NoSuchTask'.*pass query_instruction='\.\.\.'"):
         cls(task="NoSuchTask")
+    # a size the variant was not trained for, named as given and refused before any weights load
+    with pytest.raises(ValueError, match=r"dimensions=7: this variant"):
+        cls(model=str(tiny_variant), dimensions=7)
+    with pytest.raises(ValueError, match=r"dimensions=100: this variant was trained for the prefix sizes \[384, 960"):
+        cls(dimensions=100)  # the default preset
 
 
 @pytest.mark.parametrize(

@@ -109,3 +109,9 @@ def test_a_reranker_after_a_retriever_that_reranked_says_so_and_what_to_do(store
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         langchain.compress_documents(plain, QUERY)
+
+
+def test_a_misspelt_reranker_option_is_refused_in_both_frameworks():
+    for build in (LlamaRerank, LangChainRerank):
+        with pytest.raises(ValueError, match="top_k"):
+            build(top_k=3)  # top_n is the frameworks' name

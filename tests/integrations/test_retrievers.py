@@ -172,3 +172,17 @@ def test_bad_retriever_options_are_refused_by_name(stores):
         LlamaRetriever(path=stores["edge"], similarity_top_k=0)
     with pytest.raises(ValueError):
         LlamaRetriever(path=stores["edge"], no_such_option=1)
+    with pytest.raises(ValueError, match="'dense' is not a LlamaIndex query mode; use one of default, sparse, hybrid"):
+        LlamaRetriever(path=stores["edge"], vector_store_query_mode="dense")
+    with pytest.raises(ValueError, match="no search_kwargs: pass k= and filter= as fields"):
+        LangChainRetriever(path=stores["edge"], search_kwargs={"k": 3})
+    with pytest.raises(ValueError, match="no top_k: pass k="):
+        LangChainRetriever(path=stores["edge"], top_k=3)
+    # an unknown task fails when the retriever is built, not at its first query, and names the custom way it takes
+    for build in (LangChainRetriever, LlamaRetriever):
+        with pytest.raises(ValueError, match=r"unknown task 'NoSuchTask'.*pass instruction='\.\.\.'"):
+            build(path=stores["edge"], task="NoSuchTask")
+    # k=0 per call is a mistake, as the field's k=0 is, not "the default k"
+    retriever = LangChainRetriever(path=stores["edge"], store="edge", collection="kb", rerank=None)
+    with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
+        retriever.invoke(QUERY, k=0)

@@ -76,6 +76,7 @@ class Causal2VecEmbeddings(EmbedderOptions, Embeddings):
         check_encode_kwargs(self.query_encode_kwargs, "query_encode_kwargs")
         if self.dtype not in (None, *DTYPES):
             raise ValueError(f"model_kwargs dtype {self.dtype!r} is not one of {DTYPES}")
+        self.check_dimensions()
         return self
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -46,6 +46,20 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     k: int = Field(default=4, ge=1, description="documents to return")
     retrieval_mode: str | None = Field(default=None, description="dense, sparse or hybrid (sets mode)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _other_retrievers_names(cls, data: Any) -> Any:
+        # VectorStoreRetriever's names and LlamaIndex's, which "extra inputs are not permitted" leaves unexplained.
+        names = {
+            "search_kwargs": "pass k= and filter= as fields (search_kwargs is VectorStoreRetriever's)",
+            "top_k": "pass k=, LangChain's name for it",
+            "search_type": "similarity is what it does; score_threshold= sets a cutoff (mmr is not offered)",
+        }
+        given = [name for name in names if isinstance(data, dict) and name in data]
+        if given:
+            raise ValueError("; ".join(f"Causal2VecRetriever has no {name}: {names[name]}" for name in given))
+        return data
+
     @model_validator(mode="after")
     def _mode(self) -> Causal2VecRetriever:
         if self.retrieval_mode is not None:
@@ -58,12 +72,20 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, filter: Any = None
     ) -> list[Document]:
-        return [self._document(hit) for hit in self.search_hits(query, k or self.k, filter)]
+        return [self._document(hit) for hit in self.search_hits(query, self._k(k), filter)]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None, filter: Any = None
     ) -> list[Document]:
-        return [self._document(hit) for hit in await self.asearch_hits(query, k or self.k, filter)]
+        return [self._document(hit) for hit in await self.asearch_hits(query, self._k(k), filter)]
+
+    def _k(self, k: int | None) -> int:
+        """A call's ``k``, else the field's; checked as the field is (0 is a mistake, not "the default")."""
+        if k is None:
+            return self.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        return k
 
     def _document(self, hit: SearchHit) -> Document:
         metadata = {**hit.metadata, "_id": hit.id, "_collection_name": self.collection_name, "_score": hit.score}

@@ -61,6 +61,7 @@ class Causal2VecEmbedding(EmbedderOptions, BaseEmbedding):
             self.model = self.model_name  # HuggingFaceEmbedding's name for the model to load
         elif self.model != self.model_name:
             raise ValueError(f"model={self.model!r} and model_name={self.model_name!r} differ: pass one")
+        self.check_dimensions()
         return self
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
@@ -28,6 +28,8 @@ class Causal2VecRerank(BaseNodePostprocessor):
             retriever = Causal2VecRetriever("papers", path="store", similarity_top_k=20, rerank=None)
             engine = RetrieverQueryEngine.from_args(retriever, node_postprocessors=[Causal2VecRerank(top_n=5)])
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt option (top_k) is an error, as in the other classes
 
     top_n: int = Field(default=5, ge=1, description="nodes to keep")
     model: Any = Field(default=None, description="a preset name, a variant directory or a loaded Causal2Vec")

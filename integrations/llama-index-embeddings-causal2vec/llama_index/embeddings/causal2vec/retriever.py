@@ -70,12 +70,16 @@ class Causal2VecRetriever(BaseRetriever):
             )
         if not isinstance(similarity_top_k, int) or similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}")
-        mode = VectorStoreQueryMode(vector_store_query_mode)
-        if mode not in QUERY_MODES:
+        supported = ", ".join(m.value for m in QUERY_MODES)
+        try:
+            mode = VectorStoreQueryMode(vector_store_query_mode)
+        except ValueError:
             raise ValueError(
-                f"vector_store_query_mode={mode.value!r} is not supported; use one of "
-                f"{', '.join(m.value for m in QUERY_MODES)}"
-            )
+                f"vector_store_query_mode={vector_store_query_mode!r} is not a LlamaIndex query mode; use one of "
+                f"{supported} (dense search is {VectorStoreQueryMode.DEFAULT.value!r})"
+            ) from None
+        if mode not in QUERY_MODES:
+            raise ValueError(f"vector_store_query_mode={mode.value!r} is not supported; use one of {supported}")
         self.similarity_top_k = similarity_top_k
         if collection is not None:
             options["collection"] = collection
