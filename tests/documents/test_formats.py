@@ -179,6 +179,22 @@ def test_a_docbook_chapter_reads_without_its_navigation_and_once_titled(tmp_path
     assert text == "# 2. Using the Valgrind core\n\nThis chapter describes the core.\n\nRun it on your program."
 
 
+def test_a_heading_with_inline_code_is_the_title_once(tmp_path):
+    """Sphinx's module pages (Python's library reference: 241 of its 317 pages) mark the module's name as code in the
+    <h1>: read as text the title has no backticks, converted the heading has them, and the page was led by the title
+    again above its own heading, so every later chunk spent its lead on the same line twice."""
+    page = write_html(
+        tmp_path / "secrets.html",
+        "<html><head><title>secrets &mdash; Generate secrets &mdash; Python 3.11 documentation</title></head><body>"
+        '<h1><code class="xref">secrets</code> &mdash; Generate <em>secure</em> random numbers</h1>'
+        "<p><strong>Source code:</strong> Lib/secrets.py</p><p>The module generates tokens.</p></body></html>",
+    )
+    (doc,), _ = read(page)
+    assert doc.metadata["title"] == "secrets — Generate secure random numbers"
+    assert doc.text.startswith("# `secrets` — Generate *secure* random numbers\n\n**Source code:** Lib/secrets.py")
+    assert document_lead(doc.text) == "`secrets` — Generate *secure* random numbers\n**Source code:** Lib/secrets.py"
+
+
 def test_an_example_in_several_code_tabs_reads_a_line_each(tmp_path):
     """Node.js's API pages give each example as ES module and CommonJS, two <code> in one <pre>: they were glued
     into one line (``...promises';const fs = ...``)."""

@@ -197,11 +197,20 @@ def led_by_title(title: str | None, body: str) -> str:
     title = " ".join((title or "").split())
     if not title:
         return body
-    # Spaced as the title is: DocBook's headings put a no-break space after their number.
-    opening = " ".join(body.lstrip().split("\n", 1)[0].lstrip("#").split())
-    if opening.casefold() == title.casefold():
+    if _plain_words(body.lstrip().split("\n", 1)[0].lstrip("#")) == _plain_words(title):
         return body
     return f"# {title}\n\n{body}" if body.strip() else title
+
+
+# Markdown's inline marks and escapes: an HTML page's <h1> read as text has none, the same heading converted has
+# them ("`secrets` — ...", "token\\_hex"), and both are one title.
+_INLINE_MARKS = str.maketrans("", "", "`*_\\")
+
+
+def _plain_words(line: str) -> str:
+    """``line`` as words without Markdown's inline marks, casefolded, spaced as the title is (DocBook's headings
+    put a no-break space after their number)."""
+    return " ".join(line.translate(_INLINE_MARKS).split()).casefold()
 
 
 def join_pages(texts: list[str], labels: list[str]) -> tuple[str, list[tuple[int, str]]]:
