@@ -101,7 +101,10 @@ def check_window(window: int | None, limit: int, who: str) -> int:
     """The window size to use: ``window``, or the largest that ``limit`` allows (refusing one too large)."""
     largest = limit - WINDOW_SLACK
     if largest < 8:
-        raise ValueError(f"{who} reads only {limit} tokens of text: too few to chunk long texts into windows")
+        raise ValueError(
+            f"{who} reads only {limit} tokens of text beside its instruction and examples: too few to chunk long "
+            "texts into windows; raise max_length, or use long_texts='truncate'"
+        )
     if window is None:
         return largest
     if window > largest:

@@ -76,6 +76,9 @@ def test_bad_long_texts_values_are_refused_with_the_choices(model):
         model.encode([LONG], long_texts={"mode": "chunk", "window": 400})
     with pytest.raises(ValueError, match="overlap=40 must be smaller"):
         model.encode([LONG], long_texts={"mode": "chunk", "window": 20, "overlap": 40})
+    # room for no window beside the template: the fix named (a LlamaIndex user met it with max_length=24)
+    with pytest.raises(ValueError, match="too few to chunk long texts into windows; raise max_length"):
+        model.encode([LONG], long_texts="chunk", max_length=16)
 
 
 def test_bi_encoder_chunks_in_its_own_tokens(tiny_dirs):
