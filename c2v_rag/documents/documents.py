@@ -15,6 +15,7 @@ would make every re-run look like new documents.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import os
@@ -120,6 +121,18 @@ class InputSize:
         if whole == len(ends):
             return float(start)
         return float(start + (inputs - whole) * (ends[whole] - start))
+
+    def inputs_at(self, position: float) -> float:
+        """The inverse of :meth:`position`: the inputs done whole and the share of the next that a point of the bar
+        lies at."""
+        ends = self._ends
+        if not ends:
+            return float(position)
+        whole = bisect.bisect_right(ends, position)
+        if whole == len(ends):
+            return float(whole)
+        start = ends[whole - 1] if whole else 0
+        return whole + (position - start) / (ends[whole] - start)
 
 
 def input_size(docs: Any, log: ReadLog) -> InputSize:

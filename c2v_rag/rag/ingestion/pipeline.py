@@ -386,8 +386,8 @@ class IngestProgress:
     so the percentage and the ETA follow the bytes read while the count shown is of files. An input is done once
     all its chunks are embedded (or found stored); the bar also moves through the input being read, by where its
     embedded chunks end in it (:attr:`ChunkBatch.reach`), so one long file gets a percentage and an ETA too, while
-    the count shown is of whole inputs. Within a batch the bar moves with each forward pass, the batch's reach
-    spread over its chunks, so a batch that takes minutes still moves it every few seconds.
+    the count shown is of whole inputs. Within a batch the bar moves with each forward pass, the bytes the batch
+    reaches spread over its work, so a batch that takes minutes still moves it every few seconds.
 
     The rate is the chunks over the time since ``started``: the unit and the clock of the run's summary,
     whose figures the last refresh shows (:meth:`close`).
@@ -442,7 +442,14 @@ class IngestProgress:
         # The inputs move with the work done, not the chunks: the longest chunks go first, so counting chunks
         # would run slow early in each batch and the bar's ETA would be too long.
         share = min(1.0, (stored + work * of) / len(batch.chunks))
-        self._show(self.inputs + max(0.0, batch.reach - self.inputs) * share, self.chunks + chunks)
+        # Spread over the bytes the batch covers, not its count of inputs: a batch that opens with a small file
+        # and goes on into large ones otherwise sat at the small file's sliver of the bar, with an ETA of hours.
+        reach = max(self.inputs, batch.reach)
+        if share < 1.0:
+            start, end = self.size.position(self.inputs), self.size.position(reach)
+            # never back, not even by the rounding of position's round trip
+            reach = max(self._shown, min(reach, self.size.inputs_at(start + (end - start) * share)))
+        self._show(reach, self.chunks + chunks)
 
     def truncated(self, cut: Truncation) -> None:
         """:class:`~c2v_rag.encode.loop.EncodeObserver`: what one call cut, summed for the warning at the end."""
