@@ -118,7 +118,16 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
     heading = content.find("h1")
     title = heading.get_text(" ", strip=True) if heading is not None else head_title
     _flatten_below(content, MAX_NESTING)
-    converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["a", "img"], escape_misc=False)
+    # No escapes: the text is read by the models and BM25, not rendered, and BM25 split an escaped identifier
+    # (include\_hidden) into other terms than the query's include_hidden, so sparse search missed it.
+    converter = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        strip=["a", "img"],
+        escape_misc=False,
+        escape_underscores=False,
+        escape_asterisks=False,
+    )
     text = _BLANK_RUNS.sub("\n\n", converter.convert_soup(content)).strip()
     return (title or None), text
 

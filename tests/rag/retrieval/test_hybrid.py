@@ -383,3 +383,20 @@ def test_search_vector_runs_each_mode_from_an_embedded_query(hybrid, tiny_varian
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
     with pytest.raises(ValueError, match="needs the query's text"):
         handle.search_vector(vector, 5, CommonSearchOptions(mode="hybrid"))
+
+
+def test_sparse_search_finds_an_identifier_of_an_html_page(tmp_path, tiny_variant):
+    # An HTML page converted with Markdown's escapes stored include\_hidden, which BM25 splits into other terms than
+    # the query's include_hidden; a Markdown file with the same words was found, the page was not.
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    (folder / "glob.html").write_text(
+        "<html><body><h1>glob</h1><p>Pass <em>include_hidden=True</em> to match hidden files; "
+        "<code>root_dir</code> sets the directory.</p></body></html>",
+        encoding="utf-8",
+    )
+    (folder / "other.md").write_text("# Other\n\nNothing about hidden files here.\n", encoding="utf-8")
+    c2v_rag.ingest(folder, path=tmp_path / "qd", collection="pages", model=tiny_variant, sparse="bm25", **SMALL)
+    hits = c2v_rag.search("include_hidden", path=tmp_path / "qd", collection="pages", mode="sparse", rerank=None)
+    assert hits and {h.metadata["file_name"] for h in hits} == {"glob.html"}
+    assert "include_hidden=True" in hits[0].text and "\\_" not in hits[0].text
