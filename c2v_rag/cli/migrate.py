@@ -39,6 +39,12 @@ def run(args: argparse.Namespace) -> int:
     """Copy the collection and print the summary."""
     from c2v_rag.rag.handle import Collection
 
+    if args.to_path is None and args.to_url is None and args.to_collection is None:
+        # The default store would be the target: a copy into it is asked for by name, never by leaving it out.
+        raise ValueError(
+            "name the target: --to-path DIR (an embedded store; --to-store edge for Qdrant Edge) or --to-url URL, "
+            "or --to-collection NAME for a copy in the same store"
+        )
     source = collection_from(args)
     target = Collection(
         args.to_collection or source.name, path=args.to_path, qdrant_url=args.to_url, store=args.to_store

@@ -406,7 +406,7 @@ class Collection:
         from c2v_rag.rag.admin.load_embedded import load_embedded
 
         (given,) = split_keywords("load_embedded", kwargs, LOAD_KEYS)
-        with self._opened() as client:
+        with self._opened(creates=True) as client:
             return load_embedded(folder, self.name, self.target, client=client, **given)
 
     def delete_documents(
@@ -455,6 +455,8 @@ class Collection:
         """Whether the collection (or the alias) exists."""
         from c2v_rag.store.aliases import resolve_alias
 
+        if self.client is None and self._checked_target().absent:
+            return False  # no store there: asking does not make one
         with self._opened() as client:
             return bool(client.collection_exists(resolve_alias(client, self.name)))
 
@@ -479,10 +481,15 @@ class Collection:
         concrete = resolve_alias(client, self.name)
         return concrete, require_collection(client, concrete, self.target)
 
-    def _opened(self) -> Any:
+    def _opened(self, *, creates: bool = False) -> Any:
         """The handle's client (left open), or the store opened for one call and closed after it
-        (:meth:`~c2v_rag.QdrantConfig.opened`: a server's failures as this package's errors)."""
-        return self._checked_target().opened(self._sync_client("this call"))
+        (:meth:`~c2v_rag.QdrantConfig.opened`: a server's failures as this package's errors). Unless the call
+        ``creates`` the collection, an embedded store whose directory does not exist is not made:
+        :class:`~c2v_rag.CollectionNotFoundError`."""
+        target, client = self._checked_target(), self._sync_client("this call")
+        if not creates:
+            target.check_present(self.name, client)
+        return target.opened(client)
 
     def _sync_client(self, where: str) -> StoreClient | None:
         """The handle's client for a synchronous call; an ``AsyncQdrantClient`` serves :meth:`asearch` alone, and

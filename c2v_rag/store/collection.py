@@ -217,6 +217,13 @@ class QdrantConfig(BaseModel):
         backend = self.backend
         return backend.uses_directory and not backend.directory(self).exists()
 
+    def check_present(self, name: str, client: Any = None) -> None:
+        """A :class:`CollectionNotFoundError` for ``name`` where no open ``client`` is given and this is an embedded
+        store whose directory does not exist: a call that reads a collection must not create the store it reads
+        (an empty local-mode store made there then refused ``--store edge``)."""
+        if client is None and self.absent:
+            raise collection_not_found(name, self)
+
     @property
     def is_edge(self) -> bool:
         """An embedded Qdrant Edge store: for the ingest engines that treat it apart (a Ray run builds its
@@ -682,6 +689,11 @@ def collection_not_found(name: str, config: QdrantConfig, held: Sequence[str] = 
     """The error for a collection ``name`` the store lacks; ``held``, the names it has (:func:`store_names`), are
     listed, the closest first offered, since a mistyped or forgotten name is the common cause."""
     ingest = f"c2v_rag.ingest(..., collection={name!r}) or c2v-rag ingest PATH --collection {name}"
+    if config.absent:
+        return CollectionNotFoundError(
+            f"collection {name!r} does not exist at {config.location}: there is no store there (the directory does "
+            f"not exist). Name the store you ingested into (--path, path=), or ingest documents first ({ingest})."
+        )
     if not held:
         return CollectionNotFoundError(
             f"collection {name!r} does not exist at {config.location}. Ingest documents first ({ingest}), "

@@ -30,6 +30,7 @@ from rag_helpers import make_text, stored_points
 import c2v_rag
 from c2v_rag.cli import main
 from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+from c2v_rag.rag import CollectionNotFoundError
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sekrit-api-key-42"
@@ -381,3 +382,31 @@ def test_search_refuses_another_models_collection_before_loading_the_model(
     proc = run_cli("search", "bone loss", *store, "--model", str(other))
     line = one_error_line(proc)
     assert proc.returncode == EXIT_BAD_INPUT and "another model" in line and "corrupt" not in line, line
+
+
+def test_commands_that_read_a_store_that_does_not_exist_make_none(tmp_path, capsys):
+    """``search --path DIR`` on a directory that does not exist made an empty local-mode store there, which then
+    refused ``ingest --store edge``; each command that reads a collection names the missing store instead."""
+    missing = tmp_path / "nonexist"
+    where = ["--path", str(missing), "--collection", "kb"]
+    for command in (
+        ["search", "bone loss", *where],
+        ["delete", "doc-1", *where],
+        ["reindex", *where],
+        ["migrate", *where, "--to-path", str(tmp_path / "edge"), "--to-store", "edge"],
+    ):
+        assert main(command) == EXIT_BAD_INPUT, command
+        err = capsys.readouterr().err
+        assert "there is no store there (the directory does not exist)" in err, (command, err)
+        assert not missing.exists(), command
+    handle = c2v_rag.open_collection("kb", path=missing)
+    assert handle.exists() is False and not missing.exists()
+    with pytest.raises(CollectionNotFoundError, match="no store there"):
+        handle.count()
+    assert not missing.exists()
+
+
+def test_migrate_asks_for_its_target_by_name(tmp_path, capsys):
+    # Without a target it copied into the user's default store, silently.
+    assert main(["migrate", "--path", str(tmp_path / "store"), "--collection", "kb"]) == EXIT_BAD_INPUT
+    assert "name the target: --to-path DIR" in capsys.readouterr().err

@@ -75,6 +75,7 @@ def migrate_collection(
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     started = time.perf_counter()
+    src.check_present(collection)
     with _opened(src) as reader:
         concrete = alias_target(reader, collection) or collection
         if not reader.collection_exists(concrete):

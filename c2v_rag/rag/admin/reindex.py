@@ -110,6 +110,7 @@ def reindex_collection(
     if decoder_max_length is not None:
         IngestConfig(decoder_max_length=decoder_max_length)  # refused here as an ingest refuses it, before any work
     started = time.perf_counter()
+    target.check_present(collection, client)
     with target.opened(client) as qdrant_client:
         previous = alias_target(qdrant_client, collection)
         plain = None

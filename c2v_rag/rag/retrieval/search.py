@@ -132,6 +132,7 @@ async def asearch_query(
         # A handle's QdrantClient: it may hold the embedded store, which a second client could not open.
         return (await asyncio.to_thread(_search_sync, call, target, client))[0]
     own_client = client is None
+    target.check_present(options.collection, client)
     qdrant_client = client if client is not None else target.connect_async()
     if qdrant_client is None:
         return (await asyncio.to_thread(_search_sync, call, target, None))[0]
@@ -219,12 +220,14 @@ def prepare_search(
     (:meth:`c2v_rag.Collection.prepare_search`)."""
     require_rag("c2v_rag.prepare_search")
     call = _SearchCall.check([], top_k, options, model)
+    target.check_present(options.collection, client)
     with target.opened(client) as qdrant_client:
         concrete, info = call.checked(qdrant_client, target)
         call.prepared(info, concrete, target)
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
+    target.check_present(call.options.collection, client)
     with target.opened(client) as qdrant_client:
         concrete, info = call.checked(qdrant_client, target)
         plan, requests = call.plan(info, concrete, target)
