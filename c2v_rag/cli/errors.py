@@ -49,6 +49,12 @@ FLAG_WORDING: tuple[tuple[str, str], ...] = (
     (r"\btruncate_dim=None\b", "--truncate-dim full"),
     (r"\btruncate_dim=(\d+)", r"--truncate-dim \1"),
     (r"\bchunk_size=(\d+)", r"--chunk-size \1"),
+    (r"\bchunk_overlap=(\d+)", r"--chunk-overlap \1"),
+    (r"\btext_suffixes=\[([^\]]*)\]", r"--text-suffix \1"),
+    (r"\btop_k=(\d+)", r"--top-k \1"),
+    (r"\btop_k\b", "--top-k"),
+    (r"\brerank=(\d+)", r"--rerank \1"),
+    (r"\bchunk_context='(\w+)'", r"--chunk-context \1"),
     (r"\bcollection=\.\.\.", "--collection NAME"),
     (r"\bmodel=\.\.\.", "--model MODEL"),
     (r"\bmode='?(dense|sparse|hybrid)'?", r"--mode \1"),
@@ -65,6 +71,13 @@ FLAG_WORDING: tuple[tuple[str, str], ...] = (
     (r"\bdtype='(\w+)'", r"--dtype \1"),
     (r"\binstruction='\.\.\.'", "--instruction '...'"),
     (r"\blist_tasks\(\)", "`c2v-rag tasks`"),
+    (r"\bintra_op=(-?\d+) threads: pass 1 or more, or None for torch's default", r"--threads \1: pass 1 or more"),
+    (r"\bpass rerank >= ", "pass --rerank >= "),
+    (r"\btarget_path/target_url or target_collection\b", "--to-path/--to-url or --to-collection"),
+    (
+        r"\bc2v_rag\.migrate\(\.\.\., source_path=('[^']*'), target_store='(\w+)'\)",
+        r"c2v-rag migrate --path \1 --to-store \2 --to-path NEWDIR",
+    ),
     (r"\bc2v_rag\.reindex\b", "c2v-rag reindex"),
     (r"\bc2v_rag\.migrate\b", "c2v-rag migrate"),
 )
@@ -101,11 +114,27 @@ def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, 
         # Expected input and setup problems: the message names the input and the fix. (OSError
         # covers missing and unreadable paths; the store's own errors are C2VErrors.)
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        return str(message), EXIT_BAD_INPUT
+        return _validation_messages(err) or str(message), EXIT_BAD_INPUT
     upstream = _qdrant_response(err)
     if upstream is not None:
         return upstream, EXIT_FAILED
     return f"{type(err).__name__}: {err} (run with -v for the traceback)", EXIT_FAILED
+
+
+def _validation_messages(err: BaseException) -> str | None:
+    """A pydantic ValidationError (an options class checking what the command built from its flags) as its
+    messages alone, without pydantic's header, input dump and link; None for any other error. Our validators'
+    messages name the option and the fix; pydantic's own (a wrong type) get the field's name in front."""
+    from pydantic import ValidationError
+
+    if not isinstance(err, ValidationError):
+        return None
+    parts = []
+    for error in err.errors():
+        text = str(error["msg"]).removeprefix("Value error, ")
+        field = ".".join(str(part) for part in error["loc"])
+        parts.append(text if error["type"] == "value_error" or not field else f"{field}: {text}")
+    return "; ".join(parts)
 
 
 def _qdrant_response(err: BaseException) -> str | None:

@@ -205,4 +205,6 @@ def _ingest_keywords(args: argparse.Namespace, config: IngestConfig) -> dict[str
 
 
 def _megabytes(value: float | None) -> int | None:
+    if value is not None and not value > 0:  # not NaN either
+        raise ValueError(f"--max-file-mb {value:g}: pass the size in MB above which files are skipped, more than 0")
     return None if value is None else max(1, int(value * 1024 * 1024))

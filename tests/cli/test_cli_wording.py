@@ -107,10 +107,37 @@ def test_a_mistyped_flag_gets_the_flag_it_likely_meant(typed, meant, capsys):
         ),
         ("rebuild it with c2v_rag.reindex", "rebuild it with c2v-rag reindex"),
         ("pass chunk_size=254 (--chunk-size 254) or less", "pass --chunk-size 254 or less"),
+        ("intra_op=0 threads: pass 1 or more, or None for torch's default", "--threads 0: pass 1 or more"),
+        ("so pass rerank >= top_k (e.g. rerank=20 with top_k=5)", "pass --rerank >= --top-k (e.g. --rerank 20 with"),
+        ("pass another target_path/target_url or target_collection", "pass another --to-path/--to-url or --to-co"),
+        (
+            "copy them with c2v_rag.migrate(..., source_path='/s', target_store='edge').",
+            "c2v-rag migrate --path '/s' --to-store edge --to-path NEWDIR.",
+        ),
+        ("Pass chunk_context='lead' to", "Pass --chunk-context lead to"),
     ],
 )
 def test_the_flag_wording_table(python, cli):
     assert cli in in_flags(python)
+
+
+def test_an_options_check_is_its_message_not_pydantics_report(docs, tmp_path, capsys):
+    """The ingest's options are checked by pydantic, whose report (a header, the input dumped, a link) reached the
+    terminal: '1 validation error for IngestConfig text_suffixes Value error, ... [type=value_error, ...]'."""
+    store = ["--path", str(tmp_path / "q")]
+    for flags, said in (
+        (["--text-suffix", ".md"], "error: --text-suffix '.md': .md files are read as text already"),
+        (
+            ["--chunk-size", "50", "--chunk-overlap", "60"],
+            "error: --chunk-overlap 60 must be smaller than --chunk-size",
+        ),
+        (["--max-file-mb", "-1"], "error: --max-file-mb -1: pass the size in MB"),
+    ):
+        assert main(["ingest", str(docs), *store, *flags, "-q"]) == EXIT_BAD_INPUT, flags
+        line = error_line(capsys)
+        assert line.startswith(said), line
+        assert "validation error" not in line and "pydantic" not in line and "input_value" not in line, line
+    assert not (tmp_path / "q").exists()  # refused before the store was opened
 
 
 def test_hybrid_scores_are_labelled_fused_ranks_not_cosines(docs, tmp_path, tiny_variant, capsys):
