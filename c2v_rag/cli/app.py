@@ -117,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class LineFormatter(logging.Formatter):
+    """A log record as the command's own lines say things, ``warning: ...`` (as Python's warnings print, and
+    ``error:``); ``-v`` shows the level and the logger instead."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {super().format(record)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; every failure is one ``error:`` line and an exit code (``errors.py``).
 
@@ -125,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     does one that stopped on a Ctrl-C, after the exit handlers (:func:`exit_interrupted`).
     """
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    console = logging.StreamHandler()
+    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if args.verbose else LineFormatter())
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[console])
     # The library's warnings in flags while the command runs, and only then: main() called in a process that goes
     # on (a test, a notebook) leaves its logging as it found it.
     handlers = list(logging.getLogger().handlers)

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("eval", help="score variants on dev sets carved from the shared data")
+    parser = subparsers.add_parser(
+        "eval",
+        help="score variants on dev sets carved from the shared data",
+        description="Score each variant (and each --baseline bi-encoder alone) on dev sets carved from the data in "
+        "--data: STS-B (Spearman), SciFact (nDCG@10), Emotion and Banking77 (accuracy); a row per variant and "
+        "setting, printed as a table and written as JSON with --json.",
+    )
     parser.add_argument("variants", nargs="*", help="variant directories or presets ('default' for the default preset)")
     parser.add_argument("--data", required=True, help="folder with scifact/, stsb/, emotion/, banking77/")
     parser.add_argument(
@@ -83,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.evaluation.suites import format_table
 
     if not args.variants and not args.baseline:
-        raise SystemExit("c2v-rag eval: name at least one variant (or 'default'), or a --baseline bi-encoder")
+        raise ValueError("name at least one variant (or 'default'), or a --baseline bi-encoder")
     readout = _parse_readout(args.readout or [])
     long_texts = _long_texts(args)
     if args.truncate_dim is not None and not args.variants:
-        raise SystemExit("c2v-rag eval: --truncate-dim applies to Causal2Vec variants; name one")
+        raise ValueError("--truncate-dim applies to Causal2Vec variants; name one")
     suite = load_suite(args.sets, args.data)  # checks what scoring its sets imports (the eval extra)
     rows: dict[str, Any] = {}
     for variant in args.variants:

@@ -72,9 +72,11 @@ class IngestResult(BaseModel):
             f"({self.chunks_written} written, {self.chunks_unchanged} unchanged) into {self.collection!r} at "
             f"{self.location} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
-        if self.files_skipped or self.records_skipped:
-            skipped = f"{counted(self.files_skipped, 'file')} and {counted(self.records_skipped, 'record')}"
-            text += f"; skipped {skipped}"
+        skipped = [
+            counted(n, what) for n, what in ((self.files_skipped, "file"), (self.records_skipped, "record")) if n
+        ]
+        if skipped:
+            text += f"; skipped {' and '.join(skipped)}"
         if self.documents_deleted:
             deleted = f"{counted(self.documents_deleted, 'document')} ({counted(self.chunks_deleted, 'chunk')})"
             text += f"; sync deleted {deleted}"

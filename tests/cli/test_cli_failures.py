@@ -410,3 +410,15 @@ def test_migrate_asks_for_its_target_by_name(tmp_path, capsys):
     # Without a target it copied into the user's default store, silently.
     assert main(["migrate", "--path", str(tmp_path / "store"), "--collection", "kb"]) == EXIT_BAD_INPUT
     assert "name the target: --to-path DIR" in capsys.readouterr().err
+
+
+def test_a_skipped_file_is_a_warning_line_and_the_summary_counts_only_what_was_skipped(tmp_path, folder, tiny_variant):
+    # The reader's log record printed as "WARNING c2v_rag.documents.reading: Skipped ...", unlike the CLI's other
+    # "warning:" lines, and the summary said "skipped 1 file and 0 records".
+    (folder / "bin.txt").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 8)
+    proc = run_cli("ingest", str(folder), "--path", str(tmp_path / "store"), "--model", str(tiny_variant), *CHUNKS)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for part in proc.stderr.splitlines() for line in part.split("\r") if "bin.txt" in line]
+    assert lines and all(line.startswith("warning: Skipped ") for line in lines), proc.stderr
+    assert "WARNING" not in proc.stderr
+    assert proc.stdout.rstrip().endswith("; skipped 1 file"), proc.stdout

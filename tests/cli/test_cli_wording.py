@@ -208,3 +208,9 @@ def test_a_library_with_its_own_log_handler_is_heard_once():
         assert "Retrying in 4s" in shown.getvalue()
     finally:
         logging.getLogger().removeHandler(root)
+
+
+def test_eval_without_a_model_is_a_usage_error(tmp_path, capsys):
+    # It was a SystemExit with its message: exit 1 and no "error:" line, unlike every other refusal.
+    assert main(["eval", "--data", str(tmp_path)]) == EXIT_BAD_INPUT
+    assert error_line(capsys) == "error: name at least one variant (or 'default'), or a --baseline bi-encoder"
