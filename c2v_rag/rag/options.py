@@ -15,8 +15,9 @@ model loads, a mode the collection cannot serve once the collection is read), wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
@@ -171,9 +172,15 @@ class ResolvedModel:
     options: ModelOptions
     reference: str | None
     config: Causal2VecConfig
-    digests: VariantDigests
+    # ``digests`` computed when first asked: hashing the base models converts a packaged GGUF first (half a
+    # gigabyte, seconds), which what needs the config alone (c2v-rag env's rerank line) must not pay.
+    compute_digests: Callable[[], VariantDigests]
     # The part weights it is read at when not its own (a collection's record): ``config`` has them already.
     readout: dict[str, Any] | None = None
+
+    @cached_property
+    def digests(self) -> VariantDigests:
+        return self.compute_digests()
 
     @classmethod
     def of(cls, options: ModelOptions) -> ResolvedModel:
@@ -184,7 +191,7 @@ class ResolvedModel:
 
         model = options.model
         if isinstance(model, Causal2Vec):
-            return cls(options, None, model.config, VariantDigests.of_model(model))
+            return cls(options, None, model.config, lambda: VariantDigests.of_model(model))
         if model is not None and not isinstance(model, (str, Path)):
             raise TypeError(
                 f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}"
@@ -193,7 +200,7 @@ class ResolvedModel:
         as_path = Path(model).expanduser() if model is not None else None
         reference = DEFAULT_PRESET if as_path is None else str(as_path.resolve()) if as_path.is_dir() else str(model)
         config = read_config(path)
-        return cls(options, reference, config, VariantDigests.of_directory(path, config))
+        return cls(options, reference, config, lambda: VariantDigests.of_directory(path, config))
 
     @property
     def loaded(self) -> Causal2Vec | None:
@@ -270,7 +277,7 @@ class ResolvedModel:
             config = readout_config(self.config, **readout)
         except ValueError:  # weights this variant cannot be read at (another layout): the check names the mismatch
             return self
-        return replace(self, config=config, readout=readout)
+        return replace(self, config=config, readout=readout, compute_digests=lambda: self.digests)  # hashed once
 
     def as_recorded(self, recorded: Mapping[str, Any] | None) -> Causal2Vec:
         """The model, run as a collection's record says its vectors were made: its quantization unless another

@@ -199,7 +199,14 @@ def test_env_reports_versions_and_cpu_flags_and_hides_secrets(capsys, monkeypatc
     monkeypatch.setenv("C2V_RAG_API_KEY", "sk-do-not-print")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as the variable, set before the import, makes it
+    from c2v_rag.hub.variants import VariantDigests
+
+    hashed = []
+    real_digests = VariantDigests.of_directory
+    monkeypatch.setattr(VariantDigests, "of_directory", lambda *args: hashed.append(args) or real_digests(*args))
     assert main(["env", "--json"]) == 0
+    # No variant hashed: on a new machine that converted the preset's base model first (22 s, 517 MB written).
+    assert hashed == []
     out = capsys.readouterr().out
     assert "sk-do-not-print" not in out
     facts = json.loads(out)

@@ -130,7 +130,7 @@ def test_the_cli_reranks_and_shows_both_scores(store, capsys):
         and f"(reranked {expected[0].rerank_score:+.3f})" in out
     )
     assert main(["search", *args, "--rerank", "1"]) == 2
-    assert "rerank=1 is less than top_k=2" in capsys.readouterr().err
+    assert "--rerank 1 is less than --top-k 2" in capsys.readouterr().err
 
 
 def _ranked(hits):
