@@ -58,18 +58,24 @@ def test_a_list_of_texts_is_counted_in_documents(tmp_path, tiny_variant, corpus,
     assert "100%|" in final and "6/6 docs" in final
 
 
-@pytest.fixture
-def shown(monkeypatch) -> list[tuple[int, int]]:
-    """Every (inputs, chunks) the bar is asked to show, in order; the bar still draws them."""
-    calls: list[tuple[int, int]] = []
+def recorded_bar(monkeypatch, entry: Callable[[Any, float, int], Any]) -> list[Any]:
+    """``entry(bar, inputs, chunks)`` for everything the ingest bar is asked to show, in order, once drawn (the bar
+    still draws it)."""
+    calls: list[Any] = []
     real_show = IngestProgress._show
 
     def show(self, inputs, chunks, seconds=None):
-        calls.append((inputs, chunks))
         real_show(self, inputs, chunks, seconds)
+        calls.append(entry(self.bar, inputs, chunks))
 
     monkeypatch.setattr(IngestProgress, "_show", show)
     return calls
+
+
+@pytest.fixture
+def shown(monkeypatch) -> list[tuple[int, int]]:
+    """Every (inputs, chunks) the bar is asked to show, in order."""
+    return recorded_bar(monkeypatch, lambda bar, inputs, chunks: (inputs, chunks))
 
 
 def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, shown):
@@ -87,15 +93,7 @@ def test_the_bar_moves_within_one_batch(tmp_path, tiny_variant, ingest_config, s
 @pytest.fixture
 def bar_shares(monkeypatch) -> list[tuple[int, float]]:
     """Every (chunks, share of the bar) the bar shows, in order."""
-    calls: list[tuple[int, float]] = []
-    real_show = IngestProgress._show
-
-    def show(self, inputs, chunks, seconds=None):
-        real_show(self, inputs, chunks, seconds)
-        calls.append((chunks, self.bar.n / self.bar.total))
-
-    monkeypatch.setattr(IngestProgress, "_show", show)
-    return calls
+    return recorded_bar(monkeypatch, lambda bar, inputs, chunks: (chunks, bar.n / bar.total))
 
 
 def test_the_bar_follows_the_work_not_the_chunks(tmp_path, tiny_variant, ingest_config, bar_shares):
@@ -168,14 +166,7 @@ def weighed(monkeypatch) -> Callable[..., list[tuple[float, float]]]:
     every (inputs, share of the bar) it showed."""
 
     def ingest(docs: Any, ends: list[float], tmp_path: Any, tiny_variant: Any, ingest_config: Any, name: str):
-        fractions: list[tuple[float, float]] = []
-        real_show = IngestProgress._show
-
-        def show(self, inputs, chunks, seconds=None):
-            real_show(self, inputs, chunks, seconds)
-            fractions.append((inputs, self.bar.n / self.bar.total))
-
-        monkeypatch.setattr(IngestProgress, "_show", show)
+        fractions = recorded_bar(monkeypatch, lambda bar, inputs, chunks: (inputs, bar.n / bar.total))
         config = ingest_config.model_copy(update={"batch_size": 3, "show_progress": True})
         c2v_rag.ingest(docs, path=tmp_path / "qd", collection=name, model=tiny_variant, config=config)
         assert fractions[-1] == (len(ends), pytest.approx(1.0))
