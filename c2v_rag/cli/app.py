@@ -118,11 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class LineFormatter(logging.Formatter):
-    """A log record as the command's own lines say things, ``warning: ...`` (as Python's warnings print, and
-    ``error:``); ``-v`` shows the level and the logger instead."""
+    """A warning or an error logged by the library as the command's own lines say it, ``warning: ...`` (as Python's
+    warnings print); the records below them (``serve``'s request log) keep their level and logger, as ``-v`` keeps
+    every record's."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        return f"{record.levelname.lower()}: {super().format(record)}"
+    def __init__(self) -> None:
+        super().__init__(VERBOSE_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        if record.levelno >= logging.WARNING:
+            return f"{record.levelname.lower()}: {record.message}"
+        return super().formatMessage(record)
+
+
+VERBOSE_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     console = logging.StreamHandler()
-    console.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s") if args.verbose else LineFormatter())
+    console.setFormatter(logging.Formatter(VERBOSE_FORMAT) if args.verbose else LineFormatter())
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[console])
     # The library's warnings in flags while the command runs, and only then: main() called in a process that goes
     # on (a test, a notebook) leaves its logging as it found it.

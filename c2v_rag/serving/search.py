@@ -74,6 +74,7 @@ class CollectionSearcher:
         """
 
         def run() -> CheckedCollection:
+            self.target.check_present(collection, self._client)  # no store where none is: a 404, nothing created
             checked = self._handle(collection).check_model(self.model)
             if mode != "dense":
                 layout = CollectionVectors.from_fingerprint(checked.recorded, self.target)

@@ -359,3 +359,15 @@ def test_a_store_server_that_is_away_is_a_503_naming_it(tiny_variant):
     error = response.json()["error"]
     assert response.status_code == 503 and error["code"] == "store_unreachable"
     assert error["message"].startswith(f"cannot reach Qdrant at {away}")
+
+
+def test_a_search_on_a_store_that_does_not_exist_is_a_404_that_creates_none(tmp_path, tiny_variant):
+    # The server opened its store at the first search, so --path naming no directory got an empty local-mode store
+    # made there (which then refused an Edge ingest) and a 404 only after.
+    missing = tmp_path / "nostore"
+    config = ServerConfig(model_name="tiny", qdrant_path=missing, collection="kb")
+    with ServerThread(create_app(load_model(tiny_variant, device="cpu"), config), config) as server:
+        response = httpx.post(server.url + "/v1/search", json={"query": "tides", "top_k": 2})
+        assert response.status_code == 404, response.text
+        assert "there is no store there" in response.json()["error"]["message"]
+    assert not missing.exists()
