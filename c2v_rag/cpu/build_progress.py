@@ -78,6 +78,7 @@ def building(description: str) -> Iterator[None]:
         yield
         if bar.bar is not None:
             bar.advance_to(bar.bar.total)  # stages read from the cache count as done
+            bar.bar.set_postfix_str("built", refresh=True)  # not the last stage's name under a full bar
     finally:
         _bar.reset(token)
         if bar.bar is not None:

@@ -270,6 +270,8 @@ def test_quantize_int8_builds_a_cached_int8_decoder_close_to_float_and_batch_fre
     assert "100%" in shown and shown.count("Building the int8 model") >= 2, shown
     for name in ("exporting the decoder", "calibrating", "writing the int8 decoder", "exporting the encoder"):
         assert name in shown, name
+    last = [line for line in shown.replace("\r", "\n").splitlines() if "Building the int8 model" in line][-1]
+    assert "100%" in last and last.rstrip().endswith("built]"), last  # not "exporting the encoder" under a full bar
     assert model.quantization == INT8_METHOD and float_model.quantization == "none"
     assert isinstance(model.decoder, od.OnnxDecoder) and model.decoder.path.is_relative_to(tmp_path / "onnx")
     assert isinstance(model.encoder, OnnxEncoder) and model.encoder.path.is_relative_to(tmp_path / "onnx")
