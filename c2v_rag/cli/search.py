@@ -30,7 +30,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default 5)")
     add_qdrant_options(parser)
     add_query_options(parser, task_help="registered task whose instruction the query gets")
-    parser.add_argument("--snippet-chars", type=int, default=300, help="snippet length (default 300)")
+    parser.add_argument(
+        "--snippet-chars",
+        type=snippet_chars,
+        default=300,
+        metavar="N",
+        help="characters of each hit's text to show (default 300; 0: none)",
+    )
     parser.add_argument("--json", action="store_true", help="print the hits as JSON")
     add_filter(parser, "metadata conditions the hits must meet")
     parser.add_argument(
@@ -196,8 +202,6 @@ def _score_kind(args: argparse.Namespace) -> str | None:
 def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:
     """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text, under a
     line saying what the scores are when they are not cosines."""
-    import textwrap
-
     from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, PAGE_LABEL_KEY, ROW_KEY, SHEET_KEY
 
     if not hits:
@@ -214,8 +218,29 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
         print(f"{rank:2d}. {hit.score:.4f}  {where}{chunk}{fused}")
         # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
-        snippet = " ".join(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :].split())
-        print(textwrap.indent(textwrap.shorten(snippet, width=snippet_chars, placeholder=" ..."), "    "))
+        if snippet_chars:
+            print("    " + snippet(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :], snippet_chars))
+
+
+def snippet(text: str, chars: int) -> str:
+    """``text`` on one line, cut to about ``chars`` characters: at a word's end where one falls in the last
+    third, else mid-word (a first word longer than ``chars`` must still show), then " ..."."""
+    line = " ".join(text.split())
+    if len(line) <= chars:
+        return line
+    cut = line.rfind(" ", 0, chars + 1)
+    return (line[:cut] if cut > chars * 2 // 3 else line[:chars]).rstrip() + " ..."
+
+
+def snippet_chars(value: str) -> int:
+    """``--snippet-chars``'s value: 0 or more."""
+    try:
+        chars = int(value)
+    except ValueError:
+        chars = -1
+    if chars < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: pass the characters to show, 0 or more (0: no snippet)")
+    return chars
 
 
 def rerank_depth(value: str) -> int | str | None:

@@ -94,6 +94,15 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
         header, snippet = lines[2 * rank - 2], lines[2 * rank - 1]
         assert header.startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  (chunk {hit.chunk_index})")
         assert snippet.startswith("    ") and " ".join(hit.text.split())[:20] in snippet
+    # --snippet-chars 0 printed a traceback's last line ('invalid width 0'), and 3 printed '...' alone.
+    assert main(["search", query, *args, "--top-k", "3", "--snippet-chars", "0"]) == 0
+    assert capsys.readouterr().out.splitlines() == [line for line in lines if not line.startswith("    ")]
+    assert main(["search", query, *args, "--top-k", "3", "--snippet-chars", "3"]) == 0
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("    ")]
+    assert shown == ["    " + " ".join(hit.text.split())[:3].rstrip() + " ..." for hit in hits]
+    with pytest.raises(SystemExit):
+        main(["search", query, *args, "--snippet-chars", "-1"])
+    assert "'-1': pass the characters to show, 0 or more" in capsys.readouterr().err
     assert {h.source.rsplit("/", 1)[1] for h in c2v_rag.search(query, top_k=100, path=store, collection="cli")} == {
         "a.txt",
         "b.md",
@@ -555,7 +564,7 @@ def test_ingest_decoder_max_length_is_recorded_and_kept(folder, tmp_path, tiny_v
     capsys.readouterr()
     assert main([*base, "--collection", "whole", "--decoder-max-length", "12"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "records whole chunks" in err and "Leave decoder_max_length out" in err
+    assert "records whole chunks" in err and "Leave --decoder-max-length out" in err
     with closing(QdrantClient(path=store)) as client:
         recorded = {name: collection_fingerprint(client, name) for name in ("whole", "cut", "default")}
     assert "decoder_max_length" not in recorded["whole"]
