@@ -9,7 +9,7 @@ at module level: ``c2v-rag --help`` builds every parser, and the library is load
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from c2v_rag.rag.handle import Collection
@@ -72,11 +72,11 @@ def add_query_options(parser: argparse.ArgumentParser, task_help: str) -> None:
     )
 
 
-def truncate_dim_value(text: str) -> int | None:
-    """``--truncate-dim``'s value: a size, or ``full`` for the whole vector (what leaving the flag out gives),
-    so that the word an error suggests for Python's ``truncate_dim=None`` is one the flag takes."""
+def truncate_dim_value(text: str) -> int | Literal["full"]:
+    """``--truncate-dim``'s value: a size, or ``full`` for the whole vector (``none`` too: the word an error
+    suggests for Python's ``truncate_dim=None`` is one the flag takes)."""
     if text.strip().lower() in ("full", "none"):
-        return None
+        return "full"
     try:
         return int(text)
     except ValueError:
@@ -91,8 +91,8 @@ def add_truncate_dim(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="shorter vectors (Matryoshka): one of the sizes the variant was trained for, e.g. 384 or "
-        "960 for the default preset, or 'full' (the default: the whole vector); search embeds queries at "
-        "the collection's size",
+        "960 for the default preset, or 'full' for the whole vector (left out: what an existing collection "
+        "stores, else the whole vector); search embeds queries at the collection's size",
     )
 
 

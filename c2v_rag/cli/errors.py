@@ -47,6 +47,8 @@ EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head -1` reports for `yes
 # library, and stays right for both. A pattern covers a keyword as the library's messages spell it.
 FLAG_WORDING: tuple[tuple[str, str], ...] = (
     (r"\btruncate_dim=None\b", "--truncate-dim full"),
+    (r"\bLeave truncate_dim out\b", "Leave --truncate-dim out"),
+    (r"\bLeave decoder_max_length out\b", "Leave --decoder-max-length out"),
     (r"\btruncate_dim=(\d+)", r"--truncate-dim \1"),
     (r"\bchunk_size=(\d+)", r"--chunk-size \1"),
     (r"\bchunk_overlap=(\d+)", r"--chunk-overlap \1"),

@@ -69,7 +69,7 @@ class IngestKeywords(TypedDict, total=False):
     show_progress: bool | None
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
-    truncate_dim: int | None
+    truncate_dim: int | Literal["full"] | None
     chunk_context: Literal["none", "lead"] | None
     decoder_max_length: int | None
     config: IngestConfig | None
@@ -277,11 +277,13 @@ class Collection:
                 (``["node_modules", "*.min.html", "drafts/*"]``); with ``sync``, their points are deleted.
             text_suffixes: more suffixes a folder's files are read with, as plain text (``[".py", ".log"]``: source
                 code, logs); a suffix a format reads already is refused.
-            sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``.
+            sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``
+                (None: what an existing collection holds, so a hybrid one's new chunks get theirs, else none).
             payload_indexes: metadata key -> Qdrant index type (``keyword``, ``integer``, ``float``, ``bool``,
                 ``datetime``, ``text``, ``uuid``), for fast filters on a server.
             truncate_dim: store shorter vectors, one of the sizes the variant was trained for (its
-                ``matryoshka_dims``); the collection records it and search embeds queries at that size.
+                ``matryoshka_dims``), or ``"full"``, the whole vector; the collection records it and search
+                embeds queries at that size (None: what an existing collection recorded, else the whole vector).
             chunk_context: ``"lead"`` (the default for a new collection) starts each chunk after a document's
                 first with the document's opening where it opens with a title (the title and the line under it, at
                 most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the

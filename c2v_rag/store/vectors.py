@@ -54,6 +54,17 @@ class CollectionVectors:
             return cls(dense=config.vector_name)
         return cls(dense=config.vector_name or HYBRID_DENSE_NAME, sparse=config.sparse_vector_name, bm25=bm25)
 
+    @classmethod
+    def for_writing(
+        cls, config: VectorNames, bm25: BM25Config | None, recorded: Mapping[str, Any] | None, *, exists: bool
+    ) -> CollectionVectors:
+        """The layout of points written into a collection that ``exists`` with the fingerprint ``recorded``: its
+        own where no sparse vectors are asked for (so a hybrid collection's new points get its BM25 vectors),
+        else :meth:`for_ingest`, which :meth:`check_against` then compares with the collection's."""
+        if exists and bm25 is None:
+            return cls.from_fingerprint(recorded, config)
+        return cls.for_ingest(config, bm25)
+
     def record(self) -> dict[str, Any]:
         """What the collection's metadata stores."""
         return {

@@ -45,23 +45,24 @@ def error_line(capsys) -> str:
 
 def test_a_truncate_dim_mismatch_suggests_a_value_the_flag_takes(docs, tmp_path, matryoshka_variant, capsys):
     """The error said 'pass truncate_dim=None (--truncate-dim None)', and --truncate-dim None was then
-    'invalid int value'. Now it says --truncate-dim full, which the flag takes."""
+    'invalid int value'. Now the flag takes 'full', and a later ingest left without it adds at the size the
+    collection records (it was refused with 'pass --truncate-dim 32')."""
     store = ["--path", str(tmp_path / "q"), "--model", str(matryoshka_variant)]
     assert main(["ingest", str(docs), *store, *CHUNKS]) == 0
     capsys.readouterr()
 
     assert main(["ingest", str(docs), *store, *CHUNKS, "--truncate-dim", "32"]) == EXIT_BAD_INPUT
     line = error_line(capsys)
-    assert "--truncate-dim full" in line and "None" not in line and "truncate_dim=" not in line, line
-    assert "--collection NAME" in line, line
-    # The suggestion runs: the full size is what the collection holds.
+    assert "records whole vectors. Leave --truncate-dim out" in line, line
+    assert "None" not in line and "truncate_dim" not in line and "--collection NAME" in line, line
     assert main(["ingest", str(docs), *store, *CHUNKS, "--truncate-dim", "full"]) == 0
 
     short = ["--path", str(tmp_path / "q"), "--collection", "short", "--model", str(matryoshka_variant)]
     assert main(["ingest", str(docs), *short, *CHUNKS, "--truncate-dim", "32"]) == 0
+    assert main(["ingest", str(docs), *short, *CHUNKS]) == 0
     capsys.readouterr()
-    assert main(["ingest", str(docs), *short, *CHUNKS]) == EXIT_BAD_INPUT
-    assert "pass --truncate-dim 32," in error_line(capsys)
+    assert main(["ingest", str(docs), *short, *CHUNKS, "--truncate-dim", "full"]) == EXIT_BAD_INPUT
+    assert "records --truncate-dim 32: its vectors are prefixes of 32 values" in error_line(capsys)
 
     with pytest.raises(SystemExit) as info:
         main(["ingest", str(docs), *short, "--truncate-dim", "3x"])

@@ -137,11 +137,8 @@ def load_embedded(
                     name = resolve_alias(opened, collection)  # an alias is loaded through to its collection
                 info = opened.get_collection(name) if opened.collection_exists(name) else None
                 _check_settings(fingerprint_of(info) if info is not None else None, fingerprint, name, target, held)
-                # An existing collection keeps its layout (a hybrid one gets BM25 vectors); sparse= asks for one.
-                layout = (
-                    CollectionVectors.from_fingerprint(fingerprint_of(info), target)
-                    if info is not None and bm25 is None
-                    else CollectionVectors.for_ingest(target, bm25)
+                layout = CollectionVectors.for_writing(
+                    target, bm25, fingerprint_of(info) if info is not None else None, exists=info is not None
                 )
                 encoder = BM25Encoder(layout.bm25) if layout.bm25 is not None else None
                 created = ensure_collection(opened, name, target, fingerprint, layout, payload_indexes or {})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -71,16 +71,17 @@ class IngestConfig(FileSelection):
     show_progress: bool = True
     sparse: BM25Config | None = Field(
         default=None,
-        description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for sparse and hybrid search",
+        description="'bm25' (or a BM25Config): also store a BM25 sparse vector per chunk, for sparse and hybrid "
+        "search; None: what an existing collection holds (a hybrid one's chunks get its BM25 vectors), else none",
     )
     payload_indexes: dict[str, str] = Field(
         default_factory=dict, description="metadata key -> Qdrant index type (keyword, integer, float, ...)"
     )
-    truncate_dim: int | None = Field(
+    truncate_dim: Annotated[int, Field(ge=1)] | Literal["full"] | None = Field(
         default=None,
-        ge=1,
-        description="store shorter vectors (Matryoshka): one of the sizes the variant was trained for; the "
-        "collection records it, and search embeds queries at the same size",
+        description="store shorter vectors (Matryoshka): one of the sizes the variant was trained for, or 'full' for "
+        "the whole vector. The collection records it, and search embeds queries at the same size; None: what an "
+        "existing collection recorded, else the whole vector",
     )
     chunk_context: ChunkContext | None = Field(
         default=None,
@@ -136,15 +137,36 @@ class IngestConfig(FileSelection):
         asked = self.decoder_max_length
         tokens = default_decoder_max_length(config) if asked is None else decoder_tokens(asked)
         return self.model_copy(
-            update={"chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT, "decoder_max_length": tokens}
+            update={
+                "chunk_context": self.chunk_context or DEFAULT_CHUNK_CONTEXT,
+                "decoder_max_length": tokens,
+                "truncate_dim": self._vector_size(config),
+            }
         )
+
+    @property
+    def prefix_dim(self) -> int | None:
+        """``truncate_dim`` as a size: the prefix the vectors keep, None for the whole vector (``'full'``; left
+        out, once :meth:`for_model` or :meth:`for_record` has resolved it)."""
+        return None if self.truncate_dim == "full" else self.truncate_dim
+
+    def _vector_size(self, config: Causal2VecConfig) -> int | None:
+        """``truncate_dim`` as a collection records it: the prefix size, or None for the whole vector ('full',
+        left out, or the whole size); an untrained size is refused here."""
+        asked = self.prefix_dim
+        if config.decoder_hidden_size is None:  # an old config: its sizes are checked once the model is loaded
+            return asked
+        return config.check_truncate_dim(asked)
 
     def for_collection(self, recorded: dict[str, Any] | None, name: str, config: Causal2VecConfig) -> IngestConfig:
         """These settings for a collection that recorded ``recorded`` (None: a new one, :meth:`for_model`):
-        ``chunk_context`` resolved to what it recorded (a collection from before it was recorded: 'none'), and
-        ``decoder_max_length`` to what it recorded (none recorded: whole chunks, held as None). A different one
-        asked for is refused, as the collection's stored chunks would then be cut, or read, two ways."""
-        return self.for_record(recorded, config, holder=f"collection {name!r}", instead="ingest into a new collection")
+        ``chunk_context`` resolved to what it recorded (a collection from before it was recorded: 'none'),
+        ``decoder_max_length`` to what it recorded (none recorded: whole chunks, held as None), and
+        ``truncate_dim`` to its vectors' size (None: whole vectors). A different one asked for is refused, as
+        the collection's stored chunks would then be cut, or read, two ways, or its vectors would not fit."""
+        return self.for_record(
+            recorded, config, holder=f"collection {name!r}", instead="ingest into a new collection (collection=...)"
+        )
 
     def for_record(
         self, recorded: dict[str, Any] | None, config: Causal2VecConfig, *, holder: str, instead: str
@@ -167,7 +189,11 @@ class IngestConfig(FileSelection):
                 f"{holder} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
                 f"add to it as they were, or {instead}"
             )
-        return self.model_copy(update={"chunk_context": stored, "decoder_max_length": read})
+        size = recorded.get("truncate_dim")
+        if self.truncate_dim is not None and self._vector_size(config) != size:
+            how = f"truncate_dim={size}: its vectors are prefixes of {size} values" if size else "whole vectors"
+            raise ValueError(f"{holder} records {how}. Leave truncate_dim out to add to it at that size, or {instead}")
+        return self.model_copy(update={"chunk_context": stored, "decoder_max_length": read, "truncate_dim": size})
 
     @property
     def document_prompt(self) -> dict[str, str | None]:

@@ -73,9 +73,8 @@ def ingest_documents(
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     model = chosen.resolve()
     check_chunk_size(settings.chunk_size, model.config.max_length)
-    bm25 = settings.sparse  # "bm25" became a BM25Config when the settings were validated
-    layout = CollectionVectors.for_ingest(target, bm25)
-    sparse_encoder = BM25Encoder(bm25) if bm25 is not None else None  # fails fast when bm25s is missing
+    if settings.sparse is not None:  # "bm25" became a BM25Config when the settings were validated
+        BM25Encoder(settings.sparse)  # fails fast when bm25s is missing
     # 3. The store: lock, reachability, and an existing collection's size, distance and model.
     own_client = client is None
     opened: StoreClient = (
@@ -96,14 +95,17 @@ def ingest_documents(
             versioned_target(held.client, collection) if versioned else (resolve_alias(held.client, collection), None)
         )
         with target.store_errors():
-            # An existing collection keeps what it recorded unless asked otherwise: its quantization, and for a
-            # model named, its part weights. Else the defaults. Read once: the check below takes this info.
+            # An existing collection keeps what it recorded unless asked otherwise: its quantization, vector size,
+            # sparse vectors and, for a model named, part weights. Else the defaults. Read once: the check below
+            # takes this info.
             exists = held.client.collection_exists(held.collection)
             info = held.client.get_collection(held.collection) if exists else None
             recorded = fingerprint_of(info) if info is not None else None
             # A collection another tool made records nothing: its chunks are read as one from before the
             # settings were recorded (no lead, whole chunks), as that tool's embedders read them.
             settings = settings.for_collection(None if info is None else recorded or {}, held.collection, model.config)
+            layout = CollectionVectors.for_writing(target, settings.sparse, recorded, exists=info is not None)
+            settings = settings.model_copy(update={"sparse": layout.bm25})
             model = model.reading(recorded)
             quantization = model.quantization(recorded)
             check_target(
@@ -114,7 +116,7 @@ def ingest_documents(
                 model.reference,
                 layout,
                 digests=model.digests,
-                truncate_dim=settings.truncate_dim,
+                truncate_dim=settings.prefix_dim,
                 quantize=quantization,
                 info=info,
             )
@@ -122,7 +124,7 @@ def ingest_documents(
             settings=settings,
             target=target,
             layout=layout,
-            sparse_encoder=sparse_encoder,
+            sparse_encoder=BM25Encoder(layout.bm25) if layout.bm25 is not None else None,
             model=model,
             quantization=quantization,
             roots=roots,

@@ -73,7 +73,7 @@ class LocalEngine:
         return model_fingerprint(
             c2v,
             plan.model.reference,
-            settings.truncate_dim,
+            settings.prefix_dim,
             settings.document_prompt,
             settings.chunk_context,
             settings.decoder_max_length,

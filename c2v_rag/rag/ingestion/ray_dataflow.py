@@ -567,7 +567,7 @@ class EmbedJob:
             text_instruction=settings.text_instruction,
             threads=max(1, int(options.cpus_per_actor)),
             sink=sink,
-            truncate_dim=settings.truncate_dim,
+            truncate_dim=settings.prefix_dim,
             decoder_max_length=settings.decoder_max_length,
             bm25=bm25,
         )

@@ -83,7 +83,7 @@ class RayEngine:
             plan.model.config,
             plan.model.reference,
             plan.model.digests,
-            truncate_dim=plan.settings.truncate_dim,
+            truncate_dim=plan.settings.prefix_dim,
             quantize=plan.quantization,
             document_prompt=plan.settings.document_prompt,
             chunk_context=plan.settings.chunk_context,

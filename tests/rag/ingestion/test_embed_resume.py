@@ -107,7 +107,6 @@ def test_each_file_records_the_run_that_wrote_it(tmp_path, docs, tiny_variant, i
     ("change", "named"),
     [
         ({"chunk_size": 32}, "chunk_size=24"),
-        ({"truncate_dim": 32}, "embedding_dim=64"),
         ({"config": {"task": "STSBenchmark"}}, "document_prompt="),
         ({"config": {"decoder_max_length": 12}}, "decoder_max_length"),
     ],

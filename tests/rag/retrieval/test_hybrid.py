@@ -215,14 +215,27 @@ def test_mode_errors_name_the_fix(tmp_path, tiny_variant, hybrid):
         c2v_rag.ingest(["more text"], path=tmp_path, collection="x", model=tiny_variant, sparse="splade", **SMALL)
 
 
-def test_a_hybrid_collection_refuses_chunks_without_sparse_vectors(tmp_path, tiny_variant):
-    c2v_rag.ingest(["bone loss"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25", **SMALL)
-    with pytest.raises(CollectionMismatchError, match="holds bm25 sparse vectors too; pass sparse='bm25'"):
-        c2v_rag.ingest(["more"], path=tmp_path, collection="kb", model=tiny_variant, **SMALL)
-    again = c2v_rag.ingest(
-        ["bone loss", "more"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25", **SMALL
-    )
+def test_a_hybrid_collections_new_chunks_get_its_bm25_vectors_unasked(tmp_path, tiny_variant):
+    """Re-running an ingest into a hybrid collection without sparse= was refused ('pass sparse='bm25''), while the
+    other settings it records were reused; now its new chunks get BM25 vectors made with its recorded settings,
+    and sparse settings that differ from them are refused."""
+    recorded = BM25Config(k1=0.9, avg_length=12)
+    c2v_rag.ingest(["bone loss"], path=tmp_path, collection="kb", model=tiny_variant, sparse=recorded, **SMALL)
+    again = c2v_rag.ingest(["bone loss", "calcium intake"], path=tmp_path, collection="kb", model=tiny_variant, **SMALL)
     assert (again.chunks_unchanged, again.chunks_written) == (1, 1)
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        payloads = stored_points(client, "kb")
+        new = next(i for i, p in payloads.items() if p["page_content"] == "calcium intake")
+        stored = client.retrieve("kb", [new], with_vectors=True)[0].vector["text-sparse-new"]
+        indices, values = BM25Encoder(recorded).encode_documents(["calcium intake"])[0]
+        assert dict(zip(stored.indices, stored.values)) == pytest.approx(dict(zip(indices, values)))
+        assert dict(zip(indices, values)) != pytest.approx(
+            dict(zip(*BM25Encoder().encode_documents(["calcium intake"])[0]))
+        )
+        hits = c2v_rag.search("calcium", collection="kb", client=client, mode="sparse", model=tiny_variant)
+        assert [h.id for h in hits] == [new]
+    with pytest.raises(CollectionMismatchError, match="stores sparse vector 'text-sparse-new' with"):
+        c2v_rag.ingest(["more"], path=tmp_path, collection="kb", model=tiny_variant, sparse="bm25", **SMALL)
 
 
 def test_llama_index_opens_and_queries_a_hybrid_collection(hybrid, tiny_variant, monkeypatch):

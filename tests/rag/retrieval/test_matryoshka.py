@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient
 from rag_helpers import stored_points
 
 import c2v_rag
-from c2v_rag.rag import DEFAULT_QUERY_TASK, CollectionMismatchError
+from c2v_rag.rag import DEFAULT_QUERY_TASK
 from c2v_rag.store.collection import collection_fingerprint
 
 SIZES = [16, 40]  # inside the encoder's 24 values, and inside [encoder; h_C] (24 + 32)
@@ -73,14 +73,63 @@ def test_a_size_mismatch_or_an_untrained_size_is_refused_before_the_model_loads(
     broken = tmp_path / "broken"
     shutil.copytree(matryoshka_variant, broken)
     (broken / "projector.safetensors").write_bytes(b"not safetensors at all")
-    with pytest.raises(CollectionMismatchError, match=r"truncate_dim=16.*truncate_dim=None"):
-        c2v_rag.ingest(corpus[2:], path=tmp_path, collection="short", model=broken, config=ingest_config)
+    with pytest.raises(ValueError, match=r"'short' records truncate_dim=16.*Leave truncate_dim out"):
+        c2v_rag.ingest(
+            corpus[2:], path=tmp_path, collection="short", model=broken, config=ingest_config, truncate_dim="full"
+        )
     with pytest.raises(
         ValueError, match=r"truncate_dim=20: this variant was trained for the prefix sizes \[16, 40, 88\]"
     ):
         c2v_rag.ingest(
             corpus[2:], path=tmp_path, collection="other", model=broken, config=ingest_config, truncate_dim=20
         )
+
+
+def test_a_later_ingest_adds_at_the_size_the_collection_recorded(tmp_path, matryoshka_variant, model, corpus):
+    """It was refused ('pass truncate_dim=16') while the collection's other recorded settings were reused."""
+    small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
+    c2v_rag.ingest(corpus[:2], path=tmp_path, collection="short", model=matryoshka_variant, truncate_dim=16, **small)
+    again = c2v_rag.ingest(corpus[2:4], path=tmp_path, collection="short", model=matryoshka_variant, **small)
+    assert again.ok and again.chunks_written > 0
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        payloads = stored_points(client, "short")
+        latest = [i for i, p in payloads.items() if p["doc_id"] == corpus[3]["id"]]
+        point = client.retrieve("short", latest[:1], with_vectors=True)[0]
+        expected = model.encode_documents(
+            payloads[latest[0]]["page_content"], truncate_dim=16, normalize_embeddings=True
+        )
+        np.testing.assert_allclose(point.vector, expected, atol=1e-5)
+    # The same size written out, or the whole size on a collection of whole vectors, is the collection's too.
+    c2v_rag.ingest(corpus[4:5], path=tmp_path, collection="short", model=matryoshka_variant, truncate_dim=16, **small)
+    c2v_rag.ingest(corpus[:1], path=tmp_path, collection="whole", model=matryoshka_variant, **small)
+    c2v_rag.ingest(
+        corpus[1:2],
+        path=tmp_path,
+        collection="whole",
+        model=matryoshka_variant,
+        truncate_dim=model.embedding_dim,
+        **small,
+    )
+    with pytest.raises(ValueError, match=r"'whole' records whole vectors. Leave truncate_dim out"):
+        c2v_rag.ingest(
+            corpus[2:3], path=tmp_path, collection="whole", model=matryoshka_variant, truncate_dim=16, **small
+        )
+
+
+def test_an_embed_folder_keeps_its_size_as_a_collection_does(tmp_path, matryoshka_variant, corpus):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False, "model": str(matryoshka_variant)}
+    out = tmp_path / "out"
+    first = c2v_rag.embed(corpus[:2], out, truncate_dim=16, **small)
+    more = c2v_rag.embed(corpus[:4], out, **small)  # resumes at the folder's size
+    assert more.chunks > 0 and more.unchanged > 0
+    assert {len(v) for f in out.glob("*.parquet") for v in pq.read_table(f).column("vector").to_pylist()} == {16}
+    files = sorted(str(f) for f in out.glob("*.parquet"))
+    with pytest.raises(ValueError, match=r"records truncate_dim=16.*or pass a new folder"):
+        c2v_rag.embed(corpus, out, truncate_dim="full", **small)
+    assert sorted(str(f) for f in out.glob("*.parquet")) == files and first.files[0] in files
 
 
 def test_both_framework_adapters_take_dimensions(matryoshka_variant, model):
@@ -157,7 +206,7 @@ def test_a_short_collection_on_qdrant_edge_searches_as_local_mode_does(
         hits[store] = c2v_rag.search(query, top_k=4, collection="short", path=path, store=store)
     assert [h.id for h in hits["edge"]] == [h.id for h in hits["local"]]
     np.testing.assert_allclose([h.score for h in hits["edge"]], [h.score for h in hits["local"]], atol=1e-5)
-    with pytest.raises(CollectionMismatchError, match="truncate_dim=40"):
+    with pytest.raises(ValueError, match="records truncate_dim=40"):
         c2v_rag.ingest(
             corpus,
             path=tmp_path / "edge",
@@ -165,4 +214,5 @@ def test_a_short_collection_on_qdrant_edge_searches_as_local_mode_does(
             collection="short",
             model=matryoshka_variant,
             config=ingest_config,
+            truncate_dim="full",
         )
