@@ -129,6 +129,10 @@ class PromptFormat(BaseModel):
 KEYED_SINCE: dict[str, Any] = {"decoder_layers": None}
 
 
+# What a variant's metadata measured of its weights, read its way: the dev scores its model card publishes.
+MEASURED_METADATA = ("dev_scores",)
+
+
 class Causal2VecConfig(BaseModel):
     """Everything needed to rebuild a variant, except the trained weights.
 
@@ -377,6 +381,11 @@ class Causal2VecConfig(BaseModel):
     def vector_sizes(self) -> list[int]:
         """The sizes this variant embeds at: its trained Matryoshka prefixes and the whole vector."""
         return sorted({*self.matryoshka_dims, self.embedding_dim})
+
+    def unmeasured_metadata(self) -> dict[str, Any]:
+        """``metadata`` without what measured this variant's weights read its way (:data:`MEASURED_METADATA`):
+        for a variant whose weights or readout changed, whose card would otherwise publish them as its own."""
+        return {key: value for key, value in self.metadata.items() if key not in MEASURED_METADATA}
 
     def check_truncate_dim(self, truncate_dim: int | None, name: str = "truncate_dim") -> int | None:
         """``truncate_dim`` if the variant was trained for that prefix size (or it is the full size), else a

@@ -337,7 +337,9 @@ class Causal2Vec(nn.Module):
             )
         wanted = list(layers)
         # validated before anything is cut
-        changed = Causal2VecConfig.model_validate({**self.config.model_dump(), "decoder_layers": wanted})
+        changed = Causal2VecConfig.model_validate(
+            {**self.config.model_dump(), "decoder_layers": wanted, "metadata": self.config.unmeasured_metadata()}
+        )
         count = len(transformer_layers(self.decoder))
         keep_layers(self.decoder, narrowing(self.config.decoder_layers, wanted, count))
         self.config = changed
@@ -732,6 +734,7 @@ def readout_config(config: Causal2VecConfig, **fields: Any) -> Causal2VecConfig:
         # A prefix of whole parts, each a unit vector of its own, is still a weighted mix of parts in the new
         # layout; any other trained size cut a part that the new readout weighs otherwise.
         fields["matryoshka_dims"] = [n for n in current["matryoshka_dims"] if n in _whole_part_prefixes(changed)]
+        fields["metadata"] = config.unmeasured_metadata()  # scores measured at the old readout
     return Causal2VecConfig.model_validate({**current, **fields})
 
 

@@ -821,8 +821,14 @@ class Trainer:
             model.config.default_task = cfg.output.default_task
         # The prefix sizes this run trained; sizes a continued variant had but this run did not train are dropped.
         model.config.matryoshka_dims = cfg.objective.prefix_sizes()
+        # What the variant this run continued measured or was made of describes those weights, not these: a
+        # card would publish its dev scores as this variant's. Its name stays, as where this one came from.
+        parent = model.config.unmeasured_metadata()
+        parent.pop("soup_of", None)
+        if cfg.model.variant is not None:
+            parent["continued_from"] = Path(cfg.model.variant).name
         model.config.metadata = {
-            **model.config.metadata,
+            **parent,
             "trained": True,
             "training": {
                 "steps": self.step,

@@ -174,6 +174,19 @@ def test_contextual_readout_is_h_c_and_skips_the_text(tiny_model_factory):
         model.set_readout(max_length=8)
 
 
+def test_a_changed_readout_or_depth_drops_the_scores_measured_before(tiny_model_factory):
+    """Saved with them, a re-weighted variant's model card published the scores of the old readout as its own."""
+    model = tiny_model_factory("llama", encoder_share=0.5)
+    model.config.metadata = {"name": "mine", "dev_scores": {"stsb-dev": 0.8}}
+    model.set_readout(encoder_share=0.5)  # the same readout: the scores still hold
+    assert model.config.metadata["dev_scores"] == {"stsb-dev": 0.8}
+    model.set_readout(encoder_share=0.25)
+    assert model.config.metadata == {"name": "mine"}
+    model.config.metadata["dev_scores"] = {"stsb-dev": 0.8}
+    model.keep_decoder_layers([0])
+    assert model.config.metadata == {"name": "mine"}
+
+
 def test_projector_rescaled_to_the_word_embeddings_norm(tiny_model_factory):
     from c2v_rag.nn.projector import _PROBE_TEXTS, match_word_embedding_norm
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from c2v_rag import Causal2Vec
+from c2v_rag.hub.publish import model_card
 from c2v_rag.training import TrainConfig, Trainer, TrainingDivergedError, train
 from c2v_rag.training.checkpoint import CheckpointError, list_checkpoints
 
@@ -227,6 +229,11 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_recipe):
 
 def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
     first = train(TrainConfig.model_validate(tiny_recipe(steps=2)))
+    # As the preset's config does: the scores measured on these weights, and the variants they were souped from.
+    config_file = first.output_dir / "causal2vec_config.json"
+    recorded = json.loads(config_file.read_text())
+    recorded["metadata"].update(dev_scores={"stsb-dev": 0.88}, soup_of=["a", "b"], name="first")
+    config_file.write_text(json.dumps(recorded))
     trained = Causal2Vec.from_pretrained(first.output_dir, device="cpu", dtype="float32")
     raw = tiny_recipe(steps=1)
     raw["model"] = {"variant": str(first.output_dir)}
@@ -243,7 +250,13 @@ def test_continue_training_a_variant_keeps_its_weights(tiny_recipe, tmp_path):
         torch.from_numpy(trainer.model.encode(texts)), torch.from_numpy(trained.encode(texts)), rtol=1e-4, atol=1e-5
     )
     trainer.fit()
-    assert Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata["trained"]
+    # They described the first variant's weights: the second's config, and its model card, carried them as its own.
+    metadata = Causal2Vec.from_pretrained(tmp_path / "second", device="cpu", dtype="float32").config.metadata
+    assert metadata["trained"] and metadata["training"]["steps"] == 1
+    assert "dev_scores" not in metadata and "soup_of" not in metadata
+    assert metadata["continued_from"] == first.output_dir.name and metadata["name"] == "first"
+    assert "model-index" not in model_card(tmp_path / "second", "me/second")
+    assert "model-index" in model_card(first.output_dir, "me/first")
 
 
 def test_continuing_a_variant_says_when_the_recipe_asks_for_another_adapter(tiny_recipe, tmp_path, caplog):
