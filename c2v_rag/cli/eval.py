@@ -7,6 +7,8 @@ and optionally as JSON.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from c2v_rag.cli.arguments import add_runtime_options
@@ -84,6 +86,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Check the flags, score every variant and baseline, print the table and write ``--json``."""
     import json
+    from pathlib import Path
 
     from c2v_rag.evaluation import load_suite
     from c2v_rag.evaluation.suites import format_table
@@ -94,18 +97,48 @@ def run(args: argparse.Namespace) -> int:
     long_texts = _long_texts(args)
     if args.truncate_dim is not None and not args.variants:
         raise ValueError("--truncate-dim applies to Causal2Vec variants; name one")
+    _check_models(args.variants, args.baseline or [])
     suite = load_suite(args.sets, args.data)  # checks what scoring its sets imports (the eval extra)
     rows: dict[str, Any] = {}
-    for variant in args.variants:
-        rows.update(_score_variant(variant, args, suite, readout, long_texts))
-    for baseline in args.baseline or []:
-        rows.update(_score_baseline(baseline, args, suite, long_texts))
+    scorers: list[Callable[[], dict[str, Any]]] = [
+        partial(_score_variant, variant, args, suite, readout, long_texts) for variant in args.variants
+    ]
+    scorers += [partial(_score_baseline, baseline, args, suite, long_texts) for baseline in args.baseline or []]
+    try:
+        for score in scorers:
+            rows.update(score())
+            if args.json:  # after each model: a later one that fails loses none of the scores before it
+                Path(args.json).write_text(json.dumps(rows, indent=2))
+    except BaseException:
+        if rows:
+            print(format_table(rows))
+            print(f"(scored before the error{f'; written to {args.json}' if args.json else ''})")
+        raise
     print(format_table(rows))
-    if args.json:
-        from pathlib import Path
-
-        Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
+
+
+def _check_models(variants: list[str], baselines: list[str]) -> None:
+    """Refuse, before any model loads, a variant that is not one, and a ``--baseline`` that names a variant (the
+    flag takes every name after it: ``--baseline all-minilm-l6-v2 default`` scored ``default`` as a
+    bi-encoder); scoring takes minutes a model, and a name that fails later lost the scores before it."""
+    from c2v_rag.core.config import read_config
+    from c2v_rag.core.errors import VariantLoadError
+    from c2v_rag.hub.presets import resolve_variant_path
+    from c2v_rag.hub.sources import resolve_reference
+
+    for variant in variants:
+        read_config(resolve_variant_path(variant))
+    for baseline in baselines:
+        try:
+            read_config(resolve_variant_path(baseline))
+        except VariantLoadError:
+            resolve_reference(baseline)  # a bi-encoder: a packaged alias, a model directory or a hub id
+        else:
+            raise ValueError(
+                f"--baseline {baseline!r} is a Causal2Vec variant, and --baseline scores bi-encoders alone: name "
+                "variants before --baseline, which takes every name after it"
+            )
 
 
 def _score_variant(
@@ -116,9 +149,7 @@ def _score_variant(
     from c2v_rag.evaluation.suites import SharedDocuments
     from c2v_rag.model.causal2vec import Causal2Vec
 
-    model = Causal2Vec.from_pretrained(
-        None if variant == "default" else variant, device=args.device, dtype=args.dtype, quantize=args.quantize
-    )
+    model = Causal2Vec.from_pretrained(variant, device=args.device, dtype=args.dtype, quantize=args.quantize)
     if args.max_length is not None:
         model.max_seq_length = args.max_length
     name = variant

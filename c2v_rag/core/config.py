@@ -400,6 +400,8 @@ class Causal2VecConfig(BaseModel):
                 if self.matryoshka_dims
                 else f"was not trained for shorter vectors (no matryoshka_dims), so only {full} works"
             )
+            if isinstance(truncate_dim, str) and truncate_dim.isdigit() and int(truncate_dim) in allowed:
+                raise ValueError(f"{name}={truncate_dim!r} is text: pass the size as an int, {name}={truncate_dim}")
             raise ValueError(
                 f"{name}={truncate_dim!r}: this variant {trained}. A prefix it was not trained "
                 f"for scores far below the full vector; pick one of {allowed}, or train the sizes you "
@@ -422,7 +424,16 @@ def read_config(directory: Path) -> Causal2VecConfig:
     """
     path = directory / CONFIG_FILE
     if not path.is_file():
-        raise VariantLoadError(f"{path} is missing: {directory} is not a Causal2Vec variant directory")
+        plain = (directory / "config.json").is_file()  # a transformers model: a base to build a variant on
+        raise VariantLoadError(
+            f"{path} is missing: {directory} is not a Causal2Vec variant directory"
+            + (
+                "; it holds a plain transformers model, which can be a variant's base: "
+                "Causal2Vec.from_components(decoder=..., encoder=...) builds one (docs/models.md)"
+                if plain
+                else ""
+            )
+        )
     try:
         return Causal2VecConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from c2v_rag.core.arguments import check_count
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
@@ -266,6 +267,8 @@ def encode_texts(
     the first that many values, one of the sizes the variant was trained for (``matryoshka_dims``).
     ``max_length`` bounds each input's decoder tokens for this call (None: the model's ``max_seq_length``).
     """
+    check_count("batch_size", batch_size)
+    check_count("max_tokens_per_batch", max_tokens_per_batch, optional=True)
     policy = resolve_long_texts(long_texts)
     truncate_dim = model.config.check_truncate_dim(truncate_dim)
     max_length = check_max_length(max_length)

@@ -23,6 +23,18 @@ class EmbeddingModel(Protocol):
     def long_text_windows(self, texts: list[str], *, long_texts: Any = "chunk") -> Any: ...
 
 
+def check_embedder(model: Any) -> None:
+    """Refuse, naming what is missing, a model without the two methods the evaluators call (a
+    SentenceTransformer raised ``AttributeError: ... no attribute 'encode_documents'`` half-way)."""
+    missing = [name for name in ("encode_queries", "encode_documents") if not callable(getattr(model, name, None))]
+    if missing:
+        raise TypeError(
+            f"{type(model).__name__} has no {' or '.join(missing)}: the evaluators call encode_queries(texts, "
+            "task=...) and encode_documents(texts, task=...), as Causal2Vec and c2v_rag.evaluation.BiEncoder do. "
+            "Wrap your model in such a class, or score a sentence-transformers model with mteb (docs/frameworks.md)"
+        )
+
+
 def _unit(vectors: np.ndarray) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.as_tensor(np.asarray(vectors, dtype=np.float32)), dim=-1)
 
@@ -74,6 +86,7 @@ def retrieval_run(
     ``document_max_length``: the decoder tokens each document is read with (as an ingest reads its chunks,
     ``decoder_max_length``); queries are not cut by it.
     """
+    check_embedder(model)
     doc_ids, query_ids = data.doc_ids, data.judged_query_ids
     doc_texts = [data.corpus[d] for d in doc_ids]
     query_kwargs = encode_kwargs if examples is None else {**encode_kwargs, "examples": examples}
@@ -121,6 +134,7 @@ def evaluate_sts(model: EmbeddingModel, data: PairScoreData, **encode_kwargs: An
     """Spearman correlation of cosine similarities with the gold scores (symmetric: both sides instructed)."""
     from scipy.stats import spearmanr
 
+    check_embedder(model)
     a = _unit(model.encode_documents(data.first, task=data.task, **encode_kwargs))
     b = _unit(model.encode_documents(data.second, task=data.task, **encode_kwargs))
     cosine = (a * b).sum(-1).numpy()
@@ -133,6 +147,7 @@ def evaluate_classification(
     """MTEB's few-shot protocol: logistic regression on n examples per label, averaged over seeds."""
     from sklearn.linear_model import LogisticRegression
 
+    check_embedder(model)
     labels = sorted(set(data.train_labels))
     train_y = np.array(data.train_labels)
     rng_pool = {label: np.flatnonzero(train_y == label) for label in labels}

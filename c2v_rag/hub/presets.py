@@ -8,6 +8,8 @@ from c2v_rag.core.errors import VariantLoadError
 
 PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
 DEFAULT_PRESET = "c2v-smollm2-135m-minilm"
+# What names the default preset where a name is needed (c2v-rag eval default, bench/ood/score.py --model default).
+DEFAULT_ALIAS = "default"
 
 
 def list_presets() -> list[str]:
@@ -16,9 +18,14 @@ def list_presets() -> list[str]:
 
 
 def resolve_variant_path(name_or_path: str | Path | None) -> Path:
-    """A variant directory for a preset name, a path, or None (the default preset)."""
-    if name_or_path is None:
+    """A variant directory for a preset name, a path, or None or ``"default"`` (the default preset, as
+    ``c2v-rag eval default`` names it)."""
+    if name_or_path is None or name_or_path == DEFAULT_ALIAS:
         name_or_path = DEFAULT_PRESET
+    if not str(name_or_path).strip():  # Path("") is the working directory
+        raise VariantLoadError(
+            "an empty variant name: pass a variant directory, a preset name, or nothing for the default preset"
+        )
     candidate = Path(name_or_path).expanduser()
     if candidate.is_dir():
         return candidate

@@ -218,7 +218,7 @@ class Causal2Vec(nn.Module):
         quantize: str | None = None,
         merge_adapters: bool = True,
     ) -> Causal2Vec:
-        """Load a saved variant directory or a named preset (the default preset when None).
+        """Load a saved variant directory or a named preset (the default preset when None or ``"default"``).
 
         Only safetensors are read. A missing or corrupt file raises
         :class:`~c2v_rag.core.errors.VariantLoadError` naming it. ``merge_adapters=False`` keeps LoRA
@@ -638,8 +638,10 @@ class Causal2Vec(nn.Module):
 
         ``task`` names a registered task (its instruction applies to every input when the task is
         symmetric); ``instruction`` is a literal string. Keyword arguments follow
-        sentence-transformers: ``batch_size``, ``max_tokens_per_batch``, ``show_progress_bar``,
-        ``normalize_embeddings``, ``precision``, ``convert_to_numpy``, ``convert_to_tensor``.
+        sentence-transformers: ``prompt`` (the instruction, as ``instruction=``) or ``prompt_name`` (one of the
+        variant's prompts: ``"query"``, ``"document"``, ``"SciFact-query"``...), ``batch_size``,
+        ``max_tokens_per_batch``, ``show_progress_bar``, ``normalize_embeddings``, ``precision``,
+        ``convert_to_numpy``, ``convert_to_tensor``.
         A single string returns a 1-D vector; a list returns ``(len, embedding_dim)``.
 
         ``long_texts`` says what happens to a text longer than the model reads: ``"truncate"``
@@ -655,8 +657,45 @@ class Causal2Vec(nn.Module):
         """
         from c2v_rag.encode.loop import encode_texts
 
+        instruction = self._st_prompt(kwargs, task, instruction)
+        _check_keywords("encode", kwargs, encode_texts)
         resolved = resolve_instruction(task=task, instruction=instruction, is_query=is_query, examples=examples)
         return encode_texts(self, sentences, resolved, **kwargs)
+
+    def _st_prompt(self, kwargs: dict[str, Any], task: str | None, instruction: str | None) -> str | None:
+        """``instruction``, or the one sentence-transformers' ``prompt=`` (the text itself) or ``prompt_name=`` (a
+        key of the variant's prompts, :func:`~c2v_rag.hub.st_files.st_prompts`: ``"query"``, ``"document"``,
+        ``"SciFact-query"``...) gives, popped from ``kwargs``: what ``SentenceTransformer`` on the variant's folder
+        embeds with the same keyword."""
+        prompt, name = kwargs.pop("prompt", None), kwargs.pop("prompt_name", None)
+        if prompt is None and name is None:
+            return instruction
+        if prompt is not None and name is not None:
+            raise ValueError("pass prompt= (the instruction itself) or prompt_name= (one of its names), not both")
+        if task is not None or instruction is not None:
+            given = "task=" if task is not None else "instruction="
+            raise ValueError(
+                f"prompt= and prompt_name= (sentence-transformers' names) set the instruction, as {given} does: "
+                "pass one of them"
+            )
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt= takes the instruction as a string, got {type(prompt).__name__}")
+            return prompt
+        from c2v_rag.hub.st_files import st_prompts
+
+        prompts = st_prompts(self.config)
+        if name not in prompts:
+            import difflib
+
+            close = difflib.get_close_matches(str(name), list(prompts), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"prompt_name={name!r} is not one of this variant's prompts: {hint}'query', 'document', "
+                f"'<task>-query', '<task>-document' or a symmetric task's name ({len(prompts)} in all, "
+                "c2v_rag.hub.st_files.st_prompts(model.config) lists them); or pass prompt='<instruction>'"
+            )
+        return prompts[name]
 
     def long_text_windows(
         self,
@@ -688,7 +727,8 @@ class Causal2Vec(nn.Module):
         ``examples=[(query, response), ...]`` puts in-context examples before the instruction (Causal2Vec
         "w/ ICL"); None uses the task's registered examples, ``[]`` none. See :meth:`encode`.
         """
-        task, instruction = query_prompt(self.config, task=task, instruction=instruction)
+        if "prompt" not in kwargs and "prompt_name" not in kwargs:  # those name the instruction themselves
+            task, instruction = query_prompt(self.config, task=task, instruction=instruction)
         return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
 
     def encode_documents(
@@ -715,6 +755,24 @@ class Causal2Vec(nn.Module):
         """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
         a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+
+def _check_keywords(method: str, given: dict[str, Any], target: Any) -> None:
+    """Refuse a keyword ``target`` (the function ``method`` hands ``given`` to) does not take, under ``method``'s
+    name: Python's own error named the inner function (``encode_texts() got an unexpected keyword``)."""
+    import inspect
+
+    takes = [name for name, p in inspect.signature(target).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = [name for name in given if name not in takes]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], takes, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(
+            f"{method}() got an unexpected keyword argument {unknown[0]!r}{hint}. It takes task, instruction, "
+            f"prompt, prompt_name, examples and {', '.join(takes)}"
+        )
 
 
 def readout_config(config: Causal2VecConfig, **fields: Any) -> Causal2VecConfig:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
+from c2v_rag.core.arguments import check_count
 from c2v_rag.encode.loop import check_texts, default_max_tokens
 from c2v_rag.rerank.fusion import DEFAULT_WEIGHT, fuse
 from c2v_rag.rerank.loading import DecoderChoice, QuantizeChoice, load_scoring_model
@@ -72,8 +73,7 @@ class Causal2VecReranker:
         batch_tokens: int | None = None,
     ) -> None:
         for name, value in (("max_length", max_length), ("batch_tokens", batch_tokens)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+            check_count(name, value, optional=True)
         chosen = get_template(template)
         self.scoring = load_scoring_model(model, decoder, device, dtype, quantize, chosen)
         self.decoder = decoder

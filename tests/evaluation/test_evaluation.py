@@ -145,11 +145,60 @@ def test_mteb_adapter_puts_instructions_where_the_paper_does(tiny_model_factory)
     np.testing.assert_array_equal(sts, model.encode(texts, instruction="Retrieve semantically similar text."))
 
 
+def test_an_embedder_without_the_two_methods_is_named_with_what_it_lacks():
+    """training.md said the evaluators score any embedder: a SentenceTransformer failed half-way with
+    AttributeError ('no attribute encode_documents')."""
+
+    class OnlyEncode:
+        def encode(self, texts, **_):
+            return np.ones((len(texts), 4))
+
+    data = PairScoreData(name="sts", first=["a", "b"], second=["c", "d"], scores=[1.0, 0.0], task="STSBenchmark")
+    with pytest.raises(TypeError, match="OnlyEncode has no encode_queries or encode_documents: .*mteb"):
+        evaluate_sts(OnlyEncode(), data)
+
+
 def test_eval_readout_option_names_the_fields_it_takes():
     from c2v_rag.cli import main
 
     with pytest.raises(SystemExit, match="representation"):
         main(["eval", "default", "--data", "nowhere", "--readout", "max_length=8"])
+
+
+def test_eval_checks_every_name_first_and_keeps_the_scores_made_before_an_error(tiny_model_factory, tmp_path, capsys):
+    """A misspelt second variant, or a variant after --baseline, was found after the first was scored: minutes to
+    hours of scores printed nowhere, and --json not written."""
+    import json
+    import shutil
+
+    from c2v_rag.cli import main
+    from c2v_rag.cli.errors import EXIT_BAD_INPUT
+
+    variant = tmp_path / "variant"
+    tiny_model_factory("llama").save_pretrained(variant)
+    stsb = tmp_path / "data" / "stsb"
+    stsb.mkdir(parents=True)
+    pairs = [("A cat sleeps.", "A cat is asleep.", 4.5), ("A man cooks.", "The sky is blue.", 0.2)] * 3
+    pairs += [("Dogs bark.", "A dog barks loudly.", 3.8), ("Rain falls.", "Stocks rose today.", 0.5)]
+    rows = "".join(f"{score}\t{a}\t{b}\n" for a, b, score in pairs)
+    (stsb / "stsb.dev.tsv").write_text("score\tsentence1\tsentence2\n" + rows)
+    out = tmp_path / "scores.json"
+    common = ["--data", str(tmp_path / "data"), "--sets", "stsb-dev", "--dtype", "float32", "--json", str(out)]
+
+    assert main(["eval", str(variant), str(tmp_path / "tyop"), *common]) == EXIT_BAD_INPUT
+    assert "tyop' is neither a variant directory nor a preset" in capsys.readouterr().err and not out.exists()
+    assert main(["eval", str(variant), *common, "--baseline", "all-minilm-l6-v2", str(variant)]) == EXIT_BAD_INPUT
+    assert "name variants before --baseline" in capsys.readouterr().err and not out.exists()
+
+    # A variant whose config reads but whose weights do not: found only when it loads, after the first was scored.
+    broken = tmp_path / "broken"
+    shutil.copytree(variant, broken)
+    (broken / "projector.safetensors").write_bytes(b"not safetensors")
+    assert main(["eval", str(variant), str(broken), *common]) == EXIT_BAD_INPUT
+    printed = capsys.readouterr().out
+    ((name, scores),) = json.loads(out.read_text()).items()
+    assert name == str(variant) and 0 < abs(scores["stsb-dev"]["main"]) <= 1
+    assert str(variant) in printed and f"written to {out}" in printed
 
 
 def test_retrieval_run_reads_documents_at_document_max_length_and_queries_whole(tiny_model_factory):

@@ -265,6 +265,23 @@ def test_unknown_preset_and_bad_reference(tmp_path):
         sources.resolve_reference(str(tmp_path / "missing" / "dir"))
 
 
+def test_a_name_that_is_no_variant_says_what_it_is(tiny_dirs, monkeypatch, tmp_path):
+    """'' loaded the working directory ('. is not a Causal2Vec variant directory'); a plain model's folder did
+    not say how to make a variant of it; 'default', which c2v-rag eval takes, was no preset here."""
+    from c2v_rag.hub.presets import DEFAULT_PRESET, resolve_variant_path
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(VariantLoadError, match="an empty variant name"):
+        Causal2Vec.from_pretrained("")
+    with pytest.raises(VariantLoadError, match=r"plain transformers model.*Causal2Vec.from_components\(decoder="):
+        Causal2Vec.from_pretrained(tiny_dirs["llama"])
+    with pytest.raises(VariantLoadError, match="is not a Causal2Vec variant directory$"):
+        Causal2Vec.from_pretrained(tmp_path)
+    assert resolve_variant_path("default") == resolve_variant_path(None) and resolve_variant_path(None).name == (
+        DEFAULT_PRESET
+    )
+
+
 def test_base_model_with_other_hidden_size_is_refused(tiny_model_factory, tiny_dirs, tmp_path):
     path = tiny_model_factory("llama").save_pretrained(tmp_path / "v")
     config = json.loads((path / "causal2vec_config.json").read_text())

@@ -70,6 +70,40 @@ def test_encode_query_and_document_are_causal2vecs(variant):
     assert st_model.prompts["query"] == SCIFACT and st_model.prompts["document"] == ""
 
 
+def test_the_native_encode_takes_prompt_and_prompt_name_as_sentence_transformers_does(variant):
+    """models.md says encode takes sentence-transformers' keywords; prompt= and prompt_name= were a TypeError
+    naming an inner function (encode_texts)."""
+    path, model = variant
+    st_model = load_st(path)
+    texts = TEXTS[:3]
+    for name in ("query", "document", "SciFact-query", "STSBenchmark", "Retrieval-query"):
+        np.testing.assert_allclose(
+            model.encode(texts, prompt_name=name), st_model.encode(texts, prompt_name=name), atol=1e-5, rtol=0
+        )
+    np.testing.assert_allclose(
+        model.encode_queries(texts, prompt_name="STSBenchmark"),
+        model.encode(texts, task="STSBenchmark"),
+        atol=1e-6,
+        rtol=0,
+    )
+    np.testing.assert_allclose(
+        model.encode_queries(texts, prompt="Find pets"), st_model.encode(texts, prompt="Find pets"), atol=1e-5, rtol=0
+    )
+    np.testing.assert_allclose(
+        model.encode_documents(texts, prompt_name="query"), model.encode_queries(texts), atol=1e-6, rtol=0
+    )
+    with pytest.raises(ValueError, match="did you mean 'SciFact-query'"):
+        model.encode(texts, prompt_name="Scifact-query")
+    with pytest.raises(ValueError, match="set the instruction, as task= does: pass one"):
+        model.encode_queries(texts, task="SciFact", prompt="Find pets")
+    with pytest.raises(ValueError, match="not both"):
+        model.encode(texts, prompt="a", prompt_name="query")
+    with pytest.raises(TypeError, match=r"encode\(\) got an unexpected keyword argument 'batchsize' \(did you mean "):
+        model.encode(texts, batchsize=8)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got '8' .*pass it as an int"):
+        model.encode(texts, batch_size="8")
+
+
 def test_save_pretrained_writes_what_sentence_transformers_reads(variant):
     path, model = variant
     modules = json.loads((path / MODULES_FILE).read_text())

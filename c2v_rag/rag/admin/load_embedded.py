@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.core.arguments import check_count
 from c2v_rag.core.extras import require
 from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.core.wording import counted
@@ -110,8 +111,7 @@ def load_embedded(
     instead of connecting (left open)."""
     require_rag("c2v_rag.load_embedded")
     pq = require("pyarrow.parquet", "loading embed's Parquet files", "parquet", distribution="pyarrow")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_count("batch_size", batch_size)
     bm25 = resolve_sparse(sparse)
     check_payload_indexes(payload_indexes or {})
     started = time.perf_counter()

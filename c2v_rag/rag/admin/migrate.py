@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.core.arguments import check_count
 from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.core.wording import counted
 from c2v_rag.rag.errors import CollectionMismatchError
@@ -72,8 +73,7 @@ def migrate_collection(
     :meth:`c2v_rag.Collection.migrate`, which documents the arguments."""
     require_rag("c2v_rag.migrate")
     check_collection_name(collection)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_count("batch_size", batch_size)
     started = time.perf_counter()
     src.check_present(collection)
     with _opened(src) as reader:

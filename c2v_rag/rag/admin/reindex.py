@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from c2v_rag.core.arguments import check_count
 from c2v_rag.core.progress_bar import unsized_terminal
 from c2v_rag.cpu.build_progress import build_bar_shown
 from c2v_rag.documents.chunking import decoder_tokens
@@ -105,8 +106,7 @@ def reindex_collection(
 
     require_rag("c2v_rag.reindex")
     check_collection_name(collection)
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_count("batch_size", batch_size)
     if decoder_max_length is not None:
         IngestConfig(decoder_max_length=decoder_max_length)  # refused here as an ingest refuses it, before any work
     started = time.perf_counter()
