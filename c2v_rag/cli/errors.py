@@ -31,6 +31,7 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from c2v_rag.core.errors import C2VError
 
@@ -116,17 +117,19 @@ def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, 
         # Expected input and setup problems: the message names the input and the fix. (OSError
         # covers missing and unreadable paths; the store's own errors are C2VErrors.)
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        return _validation_messages(err) or str(message), EXIT_BAD_INPUT
+        return validation_messages(err) or str(message), EXIT_BAD_INPUT
     upstream = _qdrant_response(err)
     if upstream is not None:
         return upstream, EXIT_FAILED
     return f"{type(err).__name__}: {err} (run with -v for the traceback)", EXIT_FAILED
 
 
-def _validation_messages(err: BaseException) -> str | None:
+def validation_messages(err: BaseException, model: type | None = None) -> str | None:
     """A pydantic ValidationError (an options class checking what the command built from its flags) as its
     messages alone, without pydantic's header, input dump and link; None for any other error. Our validators'
-    messages name the option and the fix; pydantic's own (a wrong type) get the field's name in front."""
+    messages name the option and the fix; pydantic's own (a wrong type) get the field's name in front. A key the
+    options do not have gets the likeliest one it meant and the keys there are, where ``model`` (the validated
+    class) is given: ``--set training.stepz=2``."""
     from pydantic import ValidationError
 
     if not isinstance(err, ValidationError):
@@ -135,8 +138,44 @@ def _validation_messages(err: BaseException) -> str | None:
     for error in err.errors():
         text = str(error["msg"]).removeprefix("Value error, ")
         field = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden" and model is not None:
+            text = _unknown_key(model, error["loc"]) or text
         parts.append(text if error["type"] == "value_error" or not field else f"{field}: {text}")
     return "; ".join(parts)
+
+
+def _unknown_key(model: type, loc: tuple[Any, ...]) -> str | None:
+    """What to say of the key ``loc[-1]`` that ``model``'s section at ``loc[:-1]`` does not have, or None where
+    that section's class cannot be followed (a union of several)."""
+    import difflib
+
+    section = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue  # an item of a list: its class is the list's item class, found with the field
+        field = getattr(section, "model_fields", {}).get(part)
+        inner = _model_class(field.annotation) if field is not None else None
+        if inner is None:
+            return None
+        section = inner
+    names = sorted(getattr(section, "model_fields", {}))
+    if not names:
+        return None
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+    meant = f"did you mean {close[0]!r}? " if close else ""
+    return f"no such setting: {meant}it takes {', '.join(names)}"
+
+
+def _model_class(annotation: Any) -> type | None:
+    """The one pydantic model class inside ``annotation`` (``X``, ``X | None``, ``list[X]``), else None."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = {c for arg in typing.get_args(annotation) if (c := _model_class(arg)) is not None}
+    return found.pop() if len(found) == 1 else None
 
 
 def _qdrant_response(err: BaseException) -> str | None:

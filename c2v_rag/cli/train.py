@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     EXIT_BAD_INPUT here, named after the recipe where that helps, rather than the generic report of
     ``errors.py``; Ctrl-C is training's own line (what was saved, the command that resumes) and EXIT_INTERRUPTED.
     """
+    from c2v_rag.cli.errors import validation_messages
     from c2v_rag.core.interrupts import ignore_further_interrupts
-    from c2v_rag.training import load_config
+    from c2v_rag.training import TrainConfig, load_config
     from c2v_rag.training.checkpoint import CheckpointError
     from c2v_rag.training.data import check_data_paths
     from c2v_rag.training.trainer import Trainer, TrainingDivergedError
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config, args.overrides, args.data)
         check_data_paths(config, args.config, data_given=bool(args.data))
     except (FileNotFoundError, ValueError) as err:  # pydantic's ValidationError is a ValueError
-        print(f"error: {args.config}: {err}", file=sys.stderr)
+        print(f"error: {args.config}: {validation_messages(err, TrainConfig) or err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     resume: bool | str = args.resume if args.resume not in (None, "auto") else args.resume == "auto"
     trainer = Trainer(config)

@@ -215,3 +215,18 @@ def test_eval_without_a_model_is_a_usage_error(tmp_path, capsys):
     # It was a SystemExit with its message: exit 1 and no "error:" line, unlike every other refusal.
     assert main(["eval", "--data", str(tmp_path)]) == EXIT_BAD_INPUT
     assert error_line(capsys) == "error: name at least one variant (or 'default'), or a --baseline bi-encoder"
+
+
+@pytest.mark.parametrize(
+    ("override", "meant"), [("training.stepz=2", "did you mean 'steps'?"), ("datasets.0.pth=x", "did you mean 'path'?")]
+)
+def test_a_mistyped_recipe_key_gets_the_key_it_likely_meant(override, meant, capsys):
+    """It was pydantic's report: '1 validation error for TrainConfig', 'Extra inputs are not permitted
+    [type=extra_forbidden, ...]' and a link, with no word of the keys there are."""
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "llm2vec_mntp.yaml"
+    assert main(["train", str(recipe), "--set", override]) == EXIT_BAD_INPUT
+    line = error_line(capsys)
+    assert f"{override.split('=')[0]}: no such setting: {meant} it takes " in line, line
+    assert "pydantic" not in line and "extra_forbidden" not in line, line
