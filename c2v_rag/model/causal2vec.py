@@ -420,6 +420,18 @@ class Causal2Vec(nn.Module):
     def max_seq_length(self, value: int) -> None:
         if not isinstance(value, int) or value < 4:
             raise ValueError(f"max_seq_length must be an int of at least 4 tokens, got {value!r}")
+        positions = getattr(getattr(self.decoder, "config", None), "max_position_embeddings", None)
+        if isinstance(positions, int) and value > positions:
+            import warnings
+
+            # Not refused: a decoder with rotary positions runs past them (and a user may have scaled them), but
+            # what it gives there was not trained; a silent 100,000 read 9,000 words as if it were in range.
+            warnings.warn(
+                f"max_seq_length={value} is beyond the decoder's {positions} positions: texts longer than those "
+                f"are read at positions it was not trained on; {positions} or less keeps them in range",
+                UserWarning,
+                stacklevel=2,
+            )
         self.prompts.max_length = value
 
     @property

@@ -174,6 +174,20 @@ def test_contextual_readout_is_h_c_and_skips_the_text(tiny_model_factory):
         model.set_readout(max_length=8)
 
 
+def test_max_seq_length_past_the_decoders_positions_warns(tiny_model_factory):
+    """model.max_seq_length = 100000 on SmolLM2 (8,192 positions) read a 9,000-word text without a word."""
+    import warnings
+
+    model = tiny_model_factory("llama")
+    positions = model.decoder.config.max_position_embeddings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.max_seq_length = positions
+    with pytest.warns(UserWarning, match=f"beyond the decoder's {positions} positions"):
+        model.max_seq_length = positions + 1
+    assert model.max_seq_length == positions + 1
+
+
 def test_a_changed_readout_or_depth_drops_the_scores_measured_before(tiny_model_factory):
     """Saved with them, a re-weighted variant's model card published the scores of the old readout as its own."""
     model = tiny_model_factory("llama", encoder_share=0.5)
