@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("train", help="fine-tune a variant from a YAML recipe (see recipes/)")
-    parser.add_argument("config", help="the YAML training recipe")
+    parser.add_argument(
+        "config",
+        help="the YAML training recipe: a file, or the name of one in the source repository's recipes/ "
+        "(own_data, llm2vec_mntp...)",
+    )
     parser.add_argument(
         "--data",
         action="append",

@@ -337,8 +337,31 @@ class TrainConfig(_Section):
         return self
 
 
+# The recipes of a source checkout (what `pip install -e .` installs from); a wheel does not hold them.
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def recipe_path(name_or_path: str | Path) -> Path:
+    """The recipe file ``name_or_path`` names: a path, or the name of one in :data:`RECIPES_DIR`
+    (``llm2vec_mntp`` for ``recipes/llm2vec_mntp.yaml``, as torchtune names its configs)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    named = RECIPES_DIR / f"{path.name}.yaml"
+    if len(path.parts) == 1 and not path.suffix and named.is_file():
+        return named
+    recipes = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+    where = (
+        f"; name one of the recipes in {RECIPES_DIR} ({', '.join(recipes)}), or give a recipe file's path"
+        if recipes
+        else "; give a recipe file's path (the recipes ship in the source repository's recipes/ folder)"
+    )
+    raise FileNotFoundError(f"training config {name_or_path} does not exist{where}")
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None, data: list[str] | None = None) -> TrainConfig:
-    """Read a YAML recipe, point it at ``data`` when given, apply ``key.sub=value`` overrides, and validate it.
+    """Read a YAML recipe (a path, or a recipe's name: :func:`recipe_path`), point it at ``data`` when given, apply
+    ``key.sub=value`` overrides, and validate it.
 
     ``data`` (``--data`` on the command line) replaces the recipe's datasets with one per path, its format read
     from the path (:func:`c2v_rag.training.user_data.replace_datasets`); overrides apply after it, so
@@ -347,9 +370,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, data: list
     """
     import yaml
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"training config {path} does not exist")
+    path = recipe_path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:

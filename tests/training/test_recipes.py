@@ -23,6 +23,20 @@ def test_recipes_validate(recipe):
     assert config.training.temperature == 0.05
 
 
+def test_a_recipe_is_named_as_torchtune_names_its_configs(tmp_path, monkeypatch, capsys):
+    """`c2v-rag train llm2vec_mntp` said only 'training config llm2vec_mntp does not exist'."""
+    monkeypatch.chdir(tmp_path)  # not where the recipes are
+    named = load_config("llm2vec_mntp")
+    assert named == load_config(ROOT / "recipes" / "llm2vec_mntp.yaml")
+    with pytest.raises(FileNotFoundError, match=r"llm2vec_mtnp does not exist; name one of the recipes in .*own_data"):
+        load_config("llm2vec_mtnp")
+    assert main(["train", "llm2vec_mtnp"]) == 2
+    assert "llm2vec_mntp, llm2vec_simcse" in capsys.readouterr().err
+    (tmp_path / "mine").write_text("not: a recipe")  # a file of that name is the user's, not a recipe's name
+    with pytest.raises(ValueError, match="validation errors for TrainConfig"):
+        load_config("mine")
+
+
 def test_overrides_and_bad_config_errors(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
