@@ -7,6 +7,7 @@ pair classification, summarization) put it on every input.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -14,6 +15,9 @@ from typing import Protocol
 
 Example = tuple[str, str]
 """An in-context example: ``(query, response)``, as bge-en-icl writes it before the query."""
+
+
+logger = logging.getLogger(__name__)
 
 
 class TaskKind(StrEnum):
@@ -278,8 +282,28 @@ def register_task(
     gets, in front of it (Causal2Vec "w/ ICL", bge-en-icl's layout); a call can override them with
     ``examples=`` (``[]`` for none).
     """
-    task = Task(name, instruction, TaskKind(kind), check_examples(examples or (), where=f"task {name!r}"))
-    _REGISTRY[name.strip().lower()] = task
+    try:
+        kind = TaskKind(kind)
+    except ValueError:
+        raise ValueError(
+            f"register_task({name!r}, ...): kind={kind!r} is not a task kind; pass one of "
+            f"{', '.join(repr(k.value) for k in TaskKind)}"
+        ) from None
+    task = Task(name, instruction, kind, check_examples(examples or (), where=f"task {name!r}"))
+    key = name.strip().lower()
+    before = _REGISTRY.get(key)
+    if before is not None and before != task:
+        # Replacing is allowed (a variant's own wording of a task), but a built-in task's instruction is what the
+        # paper's evaluation and the presets use: say so, once per change, so that a typo'd re-use is seen.
+        logger.warning(
+            "register_task: task %r is replaced (instruction %r, kind %s; it was %r, %s)",
+            before.name,
+            task.instruction,
+            task.kind.value,
+            before.instruction,
+            before.kind.value,
+        )
+    _REGISTRY[key] = task
     return task
 
 

@@ -291,3 +291,21 @@ def test_the_example_token_cache_stays_bounded_and_exact(tiny_model_factory):
     assert prompts.example_ids(sets[0]) == first == direct
     assert prompts.instruction_ids(sets[0]) == prompts.instruction_ids(INSTRUCTION)
     assert len(prompts._instruction_cache) == 1
+
+
+def test_register_task_names_the_kinds_and_says_when_it_replaces_a_task(caplog):
+    """A bad kind said only "'bogus' is not a valid TaskKind"; a built-in task was replaced without a word."""
+    import logging
+
+    from c2v_rag import get_task
+
+    with pytest.raises(ValueError, match=r"kind='bogus' is not a task kind; pass one of 'retrieval', 'reranking'"):
+        register_task("KindTest", "x", "bogus")
+    register_task("ReplaceTest", "Find the evidence")
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.core.instructions"):
+        register_task("ReplaceTest", "Find the evidence")  # the same again (a notebook cell re-run): no word
+        assert not caplog.records
+        register_task("replacetest", "Find the claim", "sts")
+    (record,) = caplog.records
+    assert "task 'ReplaceTest' is replaced (instruction 'Find the claim', kind sts" in record.getMessage()
+    assert get_task("ReplaceTest").instruction == "Find the claim"
