@@ -333,12 +333,14 @@ def adapt(
     seconds["pairs"] = time.perf_counter() - clock
     recipe = train_config(config, documents, out, general, task, train_pairs=len(pairs.train))
     logger.info("%d training pairs, %d held-out queries", len(pairs.train), len(pairs.heldout))
-    if not pairs.heldout:
+    # Too few held-out items, none included, is "not kept" before training (exit 1, as documented); with the
+    # user's questions, the gate still needs held-out chunks to rank them among.
+    early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout])
+    if early is None and not pairs.heldout:
         raise ValueError(
             "no held-out chunk kept a query, so the gate cannot score the variant: give more documents, or raise "
             "pairs.holdout_fraction"
         )
-    early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout])
     if early is not None:  # not kept whatever a variant scored: minutes of training and scoring saved
         return _write_report(config, out, early, pairs, seconds)
 

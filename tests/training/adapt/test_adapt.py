@@ -318,6 +318,22 @@ def test_too_few_to_judge_stops_before_training(start, folder, general, tmp_path
     assert "training" not in report.seconds and "pairs" in report.seconds
 
 
+def test_no_held_out_item_at_all_is_not_kept_before_training_too(start, general, tmp_path):
+    """Zero held-out items was an error (exit 2, "no held-out chunk kept a query"), while a few were "not kept"
+    (exit 1), as adapt.md says of too few."""
+    docs = tmp_path / "two"
+    docs.mkdir()
+    for i in range(2):
+        (docs / f"n{i}.txt").write_text(make_text(70 + i, 12) + "\n")
+    out = tmp_path / "adapted"
+    settings = config(general)
+    settings.pairs.holdout_fraction = 0.0
+    report = adapt(docs, out, config=settings, start=str(start))
+    assert not read_pairs(out / "pairs").heldout
+    assert not report.kept and not (out / "candidate").exists() and "training" not in report.seconds
+    assert "(0): too few to judge (the gate needs 1)" in report.reasons[0]
+
+
 def test_a_rerun_takes_the_scores_it_already_has(start, folder, general, tmp_path, monkeypatch):
     monkeypatch.setenv("C2V_RAG_GATE_CACHE", str(tmp_path / "gate-cache"))
     start_parts = {"the start: held-out queries", "the start: STS-B dev"}
