@@ -763,10 +763,42 @@ class Causal2Vec(nn.Module):
     encode_query = encode_queries
     encode_document = encode_documents
 
+    # sentence-transformers' name of what similarity computes (its SimilarityFunction.COSINE).
+    similarity_fn_name = "cosine"
+
     def similarity(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Cosine similarity matrix between two sets of embeddings (1-D inputs count as one row)."""
-        a_t, b_t = (torch.atleast_2d(torch.as_tensor(x).detach().to("cpu", torch.float32)) for x in (a, b))
+        """Cosine similarity matrix [len(a), len(b)] between two sets of embeddings (1-D inputs count as one row)."""
+        a_t, b_t = _embedding_rows(a, b, "similarity")
         return nn.functional.normalize(a_t, dim=-1) @ nn.functional.normalize(b_t, dim=-1).T
+
+    def similarity_pairwise(self, a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of each row of ``a`` with the same row of ``b`` [len(a)] (sentence-transformers')."""
+        a_t, b_t = _embedding_rows(a, b, "similarity_pairwise")
+        if len(a_t) != len(b_t):
+            raise ValueError(f"similarity_pairwise pairs rows: got {len(a_t)} and {len(b_t)} embeddings")
+        return (nn.functional.normalize(a_t, dim=-1) * nn.functional.normalize(b_t, dim=-1)).sum(-1)
+
+    def get_max_seq_length(self) -> int:
+        """:attr:`max_seq_length` (sentence-transformers' getter)."""
+        return self.max_seq_length
+
+
+def _embedding_rows(
+    a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor, method: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` as float32 rows on the CPU, refused by name when they are texts or of different sizes (a
+    mismatch was torch's 'mat1 and mat2 shapes cannot be multiplied', texts 'too many dimensions 'str'')."""
+    rows = []
+    for value in (a, b):
+        if isinstance(value, str) or (isinstance(value, (list, tuple)) and value and isinstance(value[0], str)):
+            raise TypeError(f"{method} takes embeddings, not texts: encode them first (model.encode(texts))")
+        rows.append(torch.atleast_2d(torch.as_tensor(value).detach().to("cpu", torch.float32)))
+    if rows[0].shape[-1] != rows[1].shape[-1]:
+        raise ValueError(
+            f"{method} compares embeddings of one size, got {rows[0].shape[-1]} and {rows[1].shape[-1]} values: "
+            "embed both at the same truncate_dim"
+        )
+    return rows[0], rows[1]
 
 
 def _check_keywords(method: str, given: dict[str, Any], target: Any) -> None:

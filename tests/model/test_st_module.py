@@ -104,6 +104,22 @@ def test_the_native_encode_takes_prompt_and_prompt_name_as_sentence_transformers
         model.encode(texts, batch_size="8")
 
 
+def test_the_native_model_has_sentence_transformers_similarity_and_length_getters(variant):
+    path, model = variant
+    st_model = load_st(path)
+    q, d = model.encode_queries(TEXTS[:3]), model.encode_documents(TEXTS[:3])
+    assert model.similarity_fn_name == st_model.similarity_fn_name == "cosine"
+    np.testing.assert_allclose(model.similarity_pairwise(q, d), st_model.similarity_pairwise(q, d), atol=1e-6)
+    np.testing.assert_allclose(model.similarity(q, d), st_model.similarity(q, d), atol=1e-6)
+    assert model.get_max_seq_length() == st_model.get_max_seq_length() == 96
+    with pytest.raises(TypeError, match="similarity takes embeddings, not texts: encode them first"):
+        model.similarity(["a"], ["b"])
+    with pytest.raises(ValueError, match=f"one size, got {q.shape[1]} and 8 values"):
+        model.similarity(q, d[:, :8])
+    with pytest.raises(ValueError, match="pairs rows: got 3 and 2"):
+        model.similarity_pairwise(q, d[:2])
+
+
 def test_save_pretrained_writes_what_sentence_transformers_reads(variant):
     path, model = variant
     modules = json.loads((path / MODULES_FILE).read_text())
