@@ -169,10 +169,11 @@ class PromptBuilder:
                 f"(examples=...), or raise max_length"
             )
         if budget < 0:
+            what = f"the instruction {instruction!r} and the template take" if instruction else "the template takes"
             raise ValueError(
-                f"max_length={max_length} leaves no room for the text: the instruction "
-                f"{instruction!r} and the template alone take {fixed + len(self._closing)} tokens. "
-                "Raise max_length or shorten the instruction."
+                f"max_length={max_length} leaves no room for the text: {what} "
+                f"{fixed + len(self._closing)} tokens. Raise max_length"
+                + (" or shorten the instruction." if instruction else ".")
             )
         return budget
 

@@ -140,6 +140,14 @@ def test_default_preset_loads_offline_and_encodes(preset):
     assert np.isfinite(q).all() and np.isfinite(d).all()
 
 
+def test_a_max_length_the_template_fills_says_what_fills_it(preset):
+    """A document's error said "the instruction None and the template alone take 5 tokens"; it has none."""
+    with pytest.raises(ValueError, match=r"leaves no room for the text: the template takes \d+ tokens. Raise max_"):
+        preset.encode_documents(["a text"], max_length=4)
+    with pytest.raises(ValueError, match=r"the instruction 'Find the evidence' and the template take \d+ tokens"):
+        preset.encode(["a text"], instruction="Find the evidence", max_length=4)
+
+
 def test_default_preset_shorter_sizes_are_the_whole_vector_cut(preset):
     """384 runs MiniLM alone and 960 is MiniLM and h_EOS; both give the whole vector's first values."""
     assert preset.config.matryoshka_dims == [384, 960] and preset.config.vector_sizes == [384, 960, 1536]
