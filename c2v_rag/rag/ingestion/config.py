@@ -189,7 +189,8 @@ class IngestConfig(FileSelection):
                 f"{holder} records {how}: its chunks were embedded so. Leave decoder_max_length out to "
                 f"add to it as they were, or {instead}"
             )
-        size = recorded.get("truncate_dim")
+        # A collection another tool made records no size: the asked one goes, checked against its vectors' size.
+        size = recorded["truncate_dim"] if "truncate_dim" in recorded else self._vector_size(config)
         if self.truncate_dim is not None and self._vector_size(config) != size:
             how = f"truncate_dim={size}: its vectors are prefixes of {size} values" if size else "whole vectors"
             raise ValueError(f"{holder} records {how}. Leave truncate_dim out to add to it at that size, or {instead}")

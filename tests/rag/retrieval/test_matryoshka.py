@@ -15,6 +15,7 @@ for _module in ("qdrant_client", "llama_index.core", "tenacity", "langchain_core
 
 import httpx
 from qdrant_client import QdrantClient
+from qdrant_client.http import models
 from rag_helpers import stored_points
 
 import c2v_rag
@@ -110,6 +111,13 @@ def test_a_later_ingest_adds_at_the_size_the_collection_recorded(tmp_path, matry
         truncate_dim=model.embedding_dim,
         **small,
     )
+    # A collection another tool made records no size: the one asked is checked against its vectors alone.
+    with closing(QdrantClient(path=str(tmp_path / "other"))) as client:
+        client.create_collection("theirs", vectors_config=models.VectorParams(size=16, distance=models.Distance.COSINE))
+    added = c2v_rag.ingest(
+        corpus[:1], path=tmp_path / "other", collection="theirs", model=matryoshka_variant, truncate_dim=16, **small
+    )
+    assert added.chunks_written > 0
     with pytest.raises(ValueError, match=r"'whole' records whole vectors. Leave truncate_dim out"):
         c2v_rag.ingest(
             corpus[2:3], path=tmp_path, collection="whole", model=matryoshka_variant, truncate_dim=16, **small
