@@ -20,7 +20,9 @@ What a sync never deletes, by construction:
 
 A file reachable from two roots (a folder and its subfolder, both ingested) belongs to the root
 that last ingested it; moving a whole root elsewhere leaves the old root's points, since a sync
-only looks at the roots it is given.
+only looks at the roots it is given. A file outside the root, read through a link under it, is not
+deleted when the link goes while the file is still there: another root synced into the collection
+may hold it.
 """
 
 from __future__ import annotations
@@ -102,6 +104,17 @@ def roots_to_claim(records: Iterable[Any], roots_by_id: dict[str, str | None]) -
     return claims
 
 
+def _elsewhere(source: Any, root: str) -> bool:
+    """Whether ``source`` is a file outside ``root`` that still exists: read through a link under the root (a
+    document belongs to the root that last read it), so its link going is not its file going, and another
+    folder synced into the collection may hold it (Debian's /usr/share/doc/cpp/README.Bugs links into gcc-12's)."""
+    if not isinstance(source, str) or not source:
+        return False
+    path = Path(source)
+    inside = path == Path(root) or Path(root) in path.parents
+    return not inside and path.is_file()
+
+
 def delete_gone_documents(
     client: StoreClient,
     collection: str,
@@ -122,6 +135,7 @@ def delete_gone_documents(
         in_root = models.FieldCondition(key=SOURCE_ROOT_KEY, match=models.MatchValue(value=root))
         gone: dict[str, int] = {}
         kept: set[str] = set()
+        linked: set[str] = set()
         offset = None
         while True:
             points, offset = call(
@@ -143,6 +157,8 @@ def delete_gone_documents(
                     continue
                 if log.covers(payload.get("source")):
                     kept.add(doc_id)
+                elif _elsewhere(payload.get("source"), root):
+                    linked.add(doc_id)
                 else:
                     gone[doc_id] = gone.get(doc_id, 0) + 1
             if offset is None:
@@ -164,6 +180,13 @@ def delete_gone_documents(
         if kept:
             logger.warning(
                 "Sync kept %d documents under %s whose files could not be read completely this run", len(kept), root
+            )
+        if linked:
+            logger.info(
+                "Sync kept %d documents last read through a link under %s whose files are elsewhere and still there; "
+                "a sync of their own folder mirrors them",
+                len(linked),
+                root,
             )
         report.documents_deleted += len(doc_ids)
         report.chunks_deleted += sum(gone.values())

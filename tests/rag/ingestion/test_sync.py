@@ -190,3 +190,20 @@ def test_a_file_read_through_another_root_is_claimed_by_it(tmp_path, ingest_into
     (folder / "sub" / "c.txt").unlink()
     assert ingest_into(folder, store, sync=True).documents_deleted == 1
     assert docs_of(store) == {"a.txt", "b.txt"}
+
+
+def test_a_file_read_through_a_link_is_not_deleted_with_the_link_while_it_is_there(tmp_path, ingest_into):
+    """A sync of one folder deleted another folder's document: its file had been read through a link under the
+    first (Debian's /usr/share/doc/cpp/README.Bugs -> ../gcc-12/README.Bugs), and the link went."""
+    ext = make_folder(tmp_path / "ext", ["outside.txt", "keep.txt"])
+    mine = make_folder(tmp_path / "mine", ["a.txt"])
+    (mine / "link.txt").symlink_to(ext / "outside.txt")
+    store = tmp_path / "store"
+    ingest_into(ext, store, sync=True)
+    ingest_into(mine, store, sync=True)  # outside.txt is now recorded under mine/
+    (mine / "link.txt").unlink()
+    assert ingest_into(mine, store, sync=True).documents_deleted == 0
+    assert docs_of(store) == {"a.txt", "keep.txt", "outside.txt"}
+    (ext / "outside.txt").unlink()  # its file gone too: the next sync of the folder that last read it deletes it
+    ingest_into(mine, store, sync=True)
+    assert docs_of(store) == {"a.txt", "keep.txt"}
