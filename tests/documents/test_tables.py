@@ -88,6 +88,25 @@ def test_a_table_with_a_text_column_reads_as_records(tmp_path):
     assert docs[f"{quoted.resolve().as_posix()}:1"].text == "Name, first: Jürgen\nCity: Köln, Ehrenfeld"
 
 
+def test_an_unclosed_quote_is_named_not_read_as_the_rest_of_the_file(tmp_path):
+    """A cell that opened a quote and never closed it took every later row into itself, silently: 1 document of
+    4 rows, exit 0. A quoted cell with text after its quote was read as if unquoted."""
+    table = tmp_path / "faq.csv"
+    table.write_text(
+        'q,a\nWhat is alpha?,"Alpha is first\nWhat is beta?,Beta is second\nWhat is gamma?,Gamma is third\n'
+    )
+    with pytest.raises(ValueError, match=r"faq\.csv:1: a cell of this row opens a quote that nothing closes"):
+        read(table)
+    docs, log = read(table, on_error="continue")
+    assert docs == [] and log.records_skipped == 1 and "close the quote" in log.skipped[0].reason
+
+    stray = tmp_path / "stray.csv"
+    stray.write_text('q,a\n"one"x,first\ntwo,second\n')
+    docs, log = read(stray, on_error="continue")
+    assert [d.metadata["row"] for d in docs] == [2] and log.skipped[0].where.endswith("stray.csv:1")
+    assert "a quoted cell must end at its closing quote" in log.skipped[0].reason
+
+
 def test_a_row_with_more_cells_than_the_header_is_skipped_or_stops_the_read(tmp_path):
     rows = [["name", "note"], ["alpha", "one"], ["beta", "two", "stray"], ["gamma", "x"]]
     table = write_csv(tmp_path / "t.csv", rows)

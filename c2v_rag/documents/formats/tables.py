@@ -249,12 +249,15 @@ def table_dialect(text: str, tab_separated: bool) -> type[csv.Dialect]:
     The header decides because it is one line of short names; ``csv.Sniffer`` reads the rows too and misreads
     cells that span lines or hold quotes."""
     if tab_separated:
-        return csv.excel_tab
-    header = text[: text.find("\n") if "\n" in text else len(text)]
-    header = re.sub(r'"[^"]*"', "", header)  # a quoted name may hold another delimiter: "Name, first";"Age"
-    counts = {delimiter: header.count(delimiter) for delimiter in _CSV_DELIMITERS}
-    delimiter = max(counts, key=lambda d: counts[d]) if any(counts.values()) else ","
-    return type("Table", (csv.excel,), {"delimiter": delimiter})
+        delimiter = "\t"
+    else:
+        header = text[: text.find("\n") if "\n" in text else len(text)]
+        header = re.sub(r'"[^"]*"', "", header)  # a quoted name may hold another delimiter: "Name, first";"Age"
+        counts = {delimiter: header.count(delimiter) for delimiter in _CSV_DELIMITERS}
+        delimiter = max(counts, key=lambda d: counts[d]) if any(counts.values()) else ","
+    # strict: an unclosed quote is an error at the end of the file, where the lenient reader made everything after
+    # it one cell of one row, silently; a quoted cell with text after its closing quote is an error for its row.
+    return type("Table", (csv.excel,), {"delimiter": delimiter, "strict": True})
 
 
 def column_names(header: list[str]) -> list[str]:
@@ -290,9 +293,18 @@ def row_records(
     while True:
         try:
             row = next(rows, None)
-        except csv.Error as err:  # a NUL, an unclosed quote: nothing after it can be read as rows
-            _bad_row(f"{where}:{number + 1}", f"the table cannot be read from this row on: {err}", file, options, log)
-            return
+        except csv.Error as err:
+            number += 1
+            if "end of data" in str(err):  # a quote opened in this row and never closed: the rest is lost to it
+                reason = (
+                    f"a cell of this row opens a quote that nothing closes, so the rest of the file (to line "
+                    f"{getattr(rows, 'line_num', '?')}) would be that one cell: close the quote"
+                )
+                _bad_row(f"{where}:{number}", reason, file, options, log)
+                return
+            reason = f"it cannot be read as a row ({err}): a quoted cell must end at its closing quote"
+            _bad_row(f"{where}:{number}", reason, file, options, log)
+            continue
         if row is None:
             return
         number += 1
