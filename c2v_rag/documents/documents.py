@@ -60,6 +60,8 @@ def iter_documents(
     log = log if log is not None else ReadLog()
     if isinstance(docs, str) and names_existing_path(docs):
         return open_source(Path(docs), options, log)
+    if isinstance(docs, str):
+        check_not_missing_path(docs)
     if isinstance(docs, os.PathLike):
         return open_source(Path(docs), options, log)
     if item_kind(docs) is not None:
@@ -185,6 +187,26 @@ def check_not_path_strings(docs: list[Any] | tuple[Any, ...]) -> None:
         "embedded as texts, so these file names, not the files, would be stored. To read the files pass "
         "pathlib.Path objects ([Path(p) for p in paths]) or their folder; to embed the strings as texts anyway "
         "pass them as dicts ([{'text': s} for s in strings])."
+    )
+
+
+def check_not_missing_path(text: str) -> None:
+    """Refuse a top-level string that reads as a path to nothing rather than as a text: one word with a
+    separator whose folder exists (``notes/drafts/todo`` where ``notes/drafts`` does), or one that starts as a
+    path does (``/``, ``./``, ``../``, ``~``) or ends in a readable suffix (``report.pdf``). An existing path is
+    read as one; a mistyped one was embedded as the text of one document, silently. A word like ``and/or``, or
+    a URL, stays a text."""
+    word = text.strip()
+    if not word or any(c.isspace() for c in word) or "://" in word or len(word) > 1024:
+        return
+    path = Path(word).expanduser()
+    marked = word.startswith(("/", "./", "../", "~")) or path.suffix.lower() in SUPPORTED_SUFFIXES
+    if not (marked or ("/" in word or os.sep in word) and names_existing_path(str(path.parent))):
+        return
+    raise FileNotFoundError(
+        f"docs={text!r} looks like a path, and no file or folder is there (a typo?); a string is read as a path "
+        f"only where one exists. Pass an existing file or folder, or {{'text': {text!r}}} to embed the string "
+        "itself as a text"
     )
 
 

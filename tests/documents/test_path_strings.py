@@ -70,3 +70,20 @@ def test_a_lone_path_string_beside_a_dict_is_refused():
     # The dict is a text; every string there looks like a path, so the list is refused.
     with pytest.raises(ValueError, match="look like file paths"):
         list(iter_documents(["report.md", {"text": "a dict next to it"}]))
+
+
+@pytest.mark.parametrize("typo", ["notes/n9.md", "notes/drafts", "./missing", "/no/such/folder", "report.pdf"])
+def test_a_lone_string_that_reads_as_a_missing_path_is_refused(folder, monkeypatch, typo):
+    """ingest("folders/awk/nonexist") stored the string as the text of a document, silently (a messy-folder
+    walkthrough); an existing path is read, and a string that does not read as a path stays a text."""
+    monkeypatch.chdir(folder.parent)
+    with pytest.raises(FileNotFoundError, match=rf"docs={typo!r} looks like a path, and no file or folder is there"):
+        list(iter_documents(typo))
+    assert [d.text for d in iter_documents({"text": typo})] == [typo]  # the fix the error names
+    assert len(list(iter_documents("notes/n1.md"))) == 1
+
+
+@pytest.mark.parametrize("text", ["and/or", "https://example.com/a.html", "vitamin deficiency", "tides", "x/y"])
+def test_a_lone_string_that_does_not_read_as_a_path_is_a_text(folder, monkeypatch, text):
+    monkeypatch.chdir(folder.parent)
+    assert [d.text for d in iter_documents(text)] == [text]

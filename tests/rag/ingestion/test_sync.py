@@ -104,8 +104,8 @@ def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
         ingest_into([tmp_path / "dcos"], store, sync=True)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ingest_into([folder, tmp_path / "typo"], store, sync=True)  # one good path does not make it run
-    with pytest.raises(ValueError, match="sync=True mirrors files and folders"):
-        ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a string that is no path is a text
+    with pytest.raises(FileNotFoundError, match="looks like a path, and no file or folder is there"):
+        ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a typo'd path string (it was embedded as a text)
     for name in ("a.txt", "b.txt"):
         (folder / name).unlink()
     with pytest.raises(ValueError, match=r"no files under .*docs \(hidden files"):
