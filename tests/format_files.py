@@ -17,9 +17,10 @@ def write_pdf(
     password: str | None = None,
 ) -> Path:
     """A PDF whose page ``n`` shows the lines ``pages[n]`` in Helvetica (a text layer pypdf extracts); ``labels``
-    are ``(first page, last page, style, start)`` page-label ranges (style ``/r`` roman, ``/D`` decimal)."""
+    are ``(first page, last page, style, start)`` page-label ranges (style ``/r`` roman, ``/D`` decimal). The
+    ligatures ``ﬁ`` and ``ﬂ`` in a line are drawn as those glyphs (``/fi``, ``/fl``), as typeset PDFs draw them."""
     from pypdf import PdfWriter
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+    from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject, NumberObject
 
     def escaped(line: str) -> str:
         return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
@@ -31,7 +32,15 @@ def write_pdf(
                 NameObject("/Type"): NameObject("/Font"),
                 NameObject("/Subtype"): NameObject("/Type1"),
                 NameObject("/BaseFont"): NameObject("/Helvetica"),
-                NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
+                NameObject("/Encoding"): DictionaryObject(
+                    {
+                        NameObject("/Type"): NameObject("/Encoding"),
+                        NameObject("/BaseEncoding"): NameObject("/WinAnsiEncoding"),
+                        NameObject("/Differences"): ArrayObject(
+                            [NumberObject(1), NameObject("/fi"), NameObject("/fl")]
+                        ),
+                    }
+                ),
             }
         )
     )
@@ -42,7 +51,8 @@ def write_pdf(
         )
         stream = DecodedStreamObject()
         shown = " ".join(f"({escaped(line)}) Tj T*" for line in lines)
-        stream.set_data(f"BT /F1 11 Tf 13 TL 72 720 Td {shown} ET".encode("latin-1"))
+        glyphs = shown.replace("ﬁ", "\x01").replace("ﬂ", "\x02")
+        stream.set_data(f"BT /F1 11 Tf 13 TL 72 720 Td {glyphs} ET".encode("latin-1"))
         page[NameObject("/Contents")] = writer._add_object(stream)
     for first, last, style, start in labels:
         writer.set_page_label(first, last, style=style, start=start)

@@ -69,6 +69,14 @@ def test_a_pdf_is_one_document_led_by_its_title_with_each_page_where_it_starts(t
     assert doc.lead == "Ocean Handbook"  # the title alone: the lines under a PDF's title are its authors
 
 
+def test_a_pdfs_ligature_glyphs_are_read_as_the_letters_typed(tmp_path):
+    """Typeset PDFs draw "fi" and "fl" as one glyph, and the text layer kept it: 35 of the 51 chunks of fontconfig's
+    user manual held "conﬁguration ﬁles", which MiniLM's tokenizer and BM25 do not read as the words."""
+    (doc,), _ = read(write_pdf(tmp_path / "manual.pdf", [["Font conﬁguration ﬁles and ﬂags", "café au lait"]]))
+    assert "Font configuration files and flags" in doc.text and "café au lait" in doc.text
+    assert not any("\ufb00" <= ch <= "\ufb06" for ch in doc.text)
+
+
 def test_running_headers_footers_and_page_numbers_are_left_out(tmp_path):
     body = ["Tides rise twice a day.", "Ocean Handbook", "Neap tides are weaker."]  # the title inside a page stays
     pages = [["Ocean Handbook", f"Chapter 2: Tides {n}", body[(n - 1) % 3], f"- {n} -"] for n in range(1, 6)]

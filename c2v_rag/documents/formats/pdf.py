@@ -34,6 +34,10 @@ EDGE_LINES = 2
 RUNNING_SHARE = 0.4
 RUNNING_PAGES = 3
 _DIGITS = re.compile(r"\d+")
+# Typographic ligatures a PDF's fonts draw as one glyph, which its text layer keeps ("conﬁguration ﬁles"): spelled
+# out, as the words were typed. Left in, MiniLM's tokenizer splits "ﬁles" into pieces no other copy of the word has
+# ('ﬁ', '##les' against 'files'), and BM25 never matches them.
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 
 
 class Pdf(FileFormat):
@@ -76,7 +80,7 @@ def _pages_and_title(file: Path) -> tuple[list[str], list[str], str | None]:
 
 
 def _page_text(page: Any) -> str:
-    text = page.extract_text() or ""
+    text = (page.extract_text() or "").translate(_LIGATURES)
     return _LINE_HYPHEN.sub("", text.replace("\r\n", "\n")).strip()
 
 
