@@ -47,7 +47,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         description="Chunk, embed and store files (or folders of them) in a Qdrant collection: text, Markdown, "
         f"HTML, PDF, Office, e-mail, tables, archives... ({FORMATS_LISTED}). Re-running skips stored chunks "
         "and replaces changed documents; without --sync nothing is ever deleted. Exit codes: 0 done, 1 some "
-        "batches failed (--on-error continue), 2 bad input or setup (nothing written), 3 failed midway (re-run "
+        "batches failed (--on-error continue), 2 bad input or setup (a file or record found bad midway stops the "
+        "run there, what was embedded before it is kept: fix it and re-run), 3 failed midway (re-run "
         "to resume), 130 interrupted.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)

@@ -355,9 +355,11 @@ def _read_files(files: list[Path], root: str, options: ReadOptions, log: ReadLog
             log.document_span = (0.0, 1.0)  # a record format sets each record's own
             yield from fmt.read(file.resolve(), root, options, log)
         except OSError as err:
-            if options.on_error == "raise":
-                raise
-            log.skip_file(file.resolve(), f"it cannot be read ({err.strerror or err})")
+            reason = f"it cannot be read ({err.strerror or err})"
+            if options.on_error == "raise":  # Python's own "[Errno 13] Permission denied: ..." named no fix
+                fix = "fix its permissions" if isinstance(err, PermissionError) else "check it"
+                raise type(err)(f"{file}: {reason}; {fix}, or pass on_error='continue' to skip it") from err
+            log.skip_file(file.resolve(), reason)
         # Counted once the consumer asks for the next document: every document of this file has been
         # handed on by then.
         log.files_done += 1

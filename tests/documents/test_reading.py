@@ -341,3 +341,23 @@ def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path
     assert [d.text for d in iter_documents(tmp_path / "build" / "x.md", options=ReadOptions(exclude=patterns))] == [
         "text"
     ]
+
+
+def test_a_file_that_cannot_be_read_when_its_turn_comes_is_named_with_the_fix(tmp_path: Path):
+    """Under on_error='raise' the error was Python's own ("[Errno 13] Permission denied: '.../secret.txt'", from
+    a messy-folder walkthrough), naming no fix; a file gone between the listing and its reading is the same path."""
+    (tmp_path / "a.txt").write_text("first file")
+    (tmp_path / "b.txt").write_text("second file")
+    docs = iter_documents(tmp_path)  # listed now, read as consumed
+    (tmp_path / "b.txt").unlink()
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"b\.txt: it cannot be read \(No such file or directory\); check "
+        r"it, or pass on_error='continue' to skip it",
+    ):
+        list(docs)
+    (tmp_path / "b.txt").write_text("second file")
+    log = ReadLog()
+    docs = iter_documents(tmp_path, options=ReadOptions(on_error="continue"), log=log)
+    (tmp_path / "b.txt").unlink()
+    assert [d.text for d in docs] == ["first file"] and log.skipped[0].reason.startswith("it cannot be read")
