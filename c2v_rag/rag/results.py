@@ -66,7 +66,10 @@ class IngestResult(BaseModel):
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        unchanged = f" ({self.documents_unchanged} unchanged)" if self.documents_unchanged else ""
+        notes = [f"{self.documents_unchanged} unchanged"] if self.documents_unchanged else []
+        if self.duplicate_documents:  # a file met twice (through a link, or named twice) is stored once
+            notes.append(f"{self.duplicate_documents} more met twice, stored once")
+        unchanged = f" ({', '.join(notes)})" if notes else ""
         text = (
             f"{counted(self.documents, 'document')}{unchanged}, {counted(self.chunks, 'chunk')} "
             f"({self.chunks_written} written, {self.chunks_unchanged} unchanged) into {self.collection!r} at "

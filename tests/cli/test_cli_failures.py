@@ -422,3 +422,13 @@ def test_a_skipped_file_is_a_warning_line_and_the_summary_counts_only_what_was_s
     assert lines and all(line.startswith("warning: Skipped ") for line in lines), proc.stderr
     assert "WARNING" not in proc.stderr
     assert proc.stdout.rstrip().endswith("; skipped 1 file"), proc.stdout
+
+
+def test_the_summary_says_how_many_files_were_met_twice(tmp_path, folder, tiny_variant):
+    """A folder whose files link to one another: the bar counted 18 files and the summary 14 documents, with no
+    word of the 4 met twice (a messy-folder walkthrough on /usr/share/doc/gcc-12, cpp and g++)."""
+    (folder / "b.txt").write_text(make_text(2, 2), encoding="utf-8")
+    (folder / "again.txt").symlink_to(folder / "a.txt")
+    proc = run_cli("ingest", str(folder), "--path", str(tmp_path / "store"), "--model", str(tiny_variant), *CHUNKS)
+    assert proc.returncode == 0, proc.stderr
+    assert "ingested 2 documents (1 more met twice, stored once), " in proc.stdout, proc.stdout
