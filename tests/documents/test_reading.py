@@ -135,6 +135,8 @@ def test_bad_jsonl_records_are_reported_by_line_and_skipped(tmp_path: Path, capl
     expected = [(f"{resolved}:{n}", reason) for n, (_, reason) in enumerate(BAD_LINES, 1) if reason]
     assert [s.where for s in log.skipped] == [where for where, _ in expected]
     assert all(reason in s.reason for (_, reason), s in zip(expected, log.skipped))
+    # Each names its line once, as the record (it said "Skipped the record F:2: F:2 is not valid JSON").
+    assert not any(s.where in s.reason for s in log.skipped) and log.skipped[0].reason.startswith("it is not valid")
     assert log.records_skipped == 5 and len(caplog.records) == 5 and log.covers(str(resolved))
     with pytest.raises(ValueError, match=r"records\.jsonl:2 is not valid JSON"):
         list(iter_documents(file))  # on_error="raise", the default

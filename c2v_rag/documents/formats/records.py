@@ -29,7 +29,8 @@ class Jsonl(FileFormat):
         def bad_line(number: int, err: ValueError) -> None:
             if options.on_error == "raise":
                 raise err
-            log.skip_record(f"{file}:{number}", file, str(err))
+            where = f"{file}:{number}"
+            log.skip_record(where, file, _reason(where, err))
 
         size = file.stat().st_size or 1
         records = (
@@ -97,7 +98,18 @@ def record_documents(
         except (ValueError, TypeError) as err:
             if options.on_error == "raise":
                 raise
-            log.skip_record(where, file, str(err))
+            log.skip_record(where, file, _reason(where, err))
             continue
         log.document_span = span
         yield doc.with_root(root)
+
+
+def _reason(where: str, err: Exception) -> str:
+    """``err``'s message as the reason a record at ``where`` was skipped: without ``where`` in front, which the
+    messages carry for the error a run raises, and the log names already ("Skipped the record F:4: F:4 is not
+    valid JSON")."""
+    message = str(err)
+    if not message.startswith(where):
+        return message
+    rest = message[len(where) :]
+    return f"it{rest}" if rest.startswith(" ") else rest
