@@ -730,3 +730,15 @@ def test_search_dash_at_a_terminal_prompts_until_end_of_input(folder, tmp_path, 
     other = _Terminal("search", "-", *common, "--model", str(tiny_variant_qwen))
     assert other.ended() == 2
     assert "error: " in other.text() and "query> " not in other.text()
+
+
+def test_a_file_name_with_a_newline_keeps_its_hit_on_one_line(tmp_path, tiny_variant, capsys):
+    """A name holding a newline broke the one-hit-a-line layout (a messy-folder walkthrough)."""
+    docs = tmp_path / "odd"
+    docs.mkdir()
+    (docs / "line\nbreak.txt").write_text(make_text(5), encoding="utf-8")
+    store = ingested(docs, tmp_path, tiny_variant, "odd")
+    capsys.readouterr()
+    assert main(["search", make_text(5)[:30], *store, "--top-k", "1", "--snippet-chars", "0", "--rerank", "none"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(" 1. ") and line.split("  ")[1].endswith("line\\nbreak.txt"), line

@@ -137,6 +137,8 @@ def test_collections_delete_removes_each_named_collection_and_its_aliases_and_sa
     (deleted,) = json.loads(capsys.readouterr().out)["collections"]
     assert deleted["collection"] == "papers_v1" and deleted["deleted"] and deleted["kept_versions"] == []
     assert _names(store) == (["foreign"], {})
+    assert main(["collections", "delete", "foreign", "--path", str(store), "--yes"]) == 0
+    assert capsys.readouterr().out == "deleted collection 'foreign' (1 chunk)\n"  # it said "(1 chunks)"
 
 
 def test_collections_delete_without_a_terminal_needs_yes_and_deletes_nothing(

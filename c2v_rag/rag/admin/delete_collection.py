@@ -31,7 +31,7 @@ class CollectionDeletion(BaseModel):
 
     def line(self) -> str:
         """What goes, in words: the collection, its size, its aliases."""
-        what = f"collection {self.collection!r} ({self.points:,} chunks)"
+        what = f"collection {self.collection!r} ({self.points:,} chunk{'' if self.points == 1 else 's'})"
         if self.aliases:
             what += f" and its alias{'es' if len(self.aliases) > 1 else ''} {', '.join(map(repr, self.aliases))}"
         return what
