@@ -358,6 +358,9 @@ def test_markdown_front_matter_becomes_metadata_and_its_title_leads(tmp_path, ca
     assert read(page)[0][0].text == "# Tides\n\nBody."
     page.write_text("---\ntags: a\n---\nBody.", encoding="utf-8")
     assert read(page)[0][0].text == "Body." and read(page)[0][0].metadata["tags"] == "a"
+    # Windows line ends: the blank line after the front matter goes whole (a stray \r stayed in front of the body).
+    page.write_bytes(b"---\r\ntitle: CRLF Front\r\n---\r\n\r\nWindows body.\r\n")
+    assert read(page)[0][0].text.startswith("# CRLF Front\n\nWindows body.")
     # Not front matter: a rule further down, YAML that is not a mapping, broken YAML, or a .txt file.
     for text in ("Intro.\n---\ntitle: no\n---\n", "---\n- a list\n---\nBody.", "---\ntitle: [unclosed\n---\nBody."):
         page.write_text(text, encoding="utf-8")

@@ -75,7 +75,7 @@ def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
             fields[key] = scalar
         elif items and all(i is not None for i in items):
             fields[key] = items
-    return fields, text[match.end() :].lstrip("\n")
+    return fields, text[match.end() :].lstrip("\r\n")
 
 
 def _scalar(value: Any) -> str | int | float | bool | None:
