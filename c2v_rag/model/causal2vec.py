@@ -739,7 +739,7 @@ class Causal2Vec(nn.Module):
         ``examples=[(query, response), ...]`` puts in-context examples before the instruction (Causal2Vec
         "w/ ICL"); None uses the task's registered examples, ``[]`` none. See :meth:`encode`.
         """
-        if "prompt" not in kwargs and "prompt_name" not in kwargs:  # those name the instruction themselves
+        if kwargs.get("prompt") is None and kwargs.get("prompt_name") is None:  # those name the instruction themselves
             task, instruction = query_prompt(self.config, task=task, instruction=instruction)
         return self.encode(queries, task=task, instruction=instruction, is_query=True, examples=examples, **kwargs)
 

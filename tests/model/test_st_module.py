@@ -92,6 +92,10 @@ def test_the_native_encode_takes_prompt_and_prompt_name_as_sentence_transformers
     np.testing.assert_allclose(
         model.encode_documents(texts, prompt_name="query"), model.encode_queries(texts), atol=1e-6, rtol=0
     )
+    # None, as callers written for sentence-transformers pass it, is no prompt: queries keep their default.
+    np.testing.assert_array_equal(
+        model.encode_queries(texts, prompt=None, prompt_name=None), model.encode_queries(texts)
+    )
     with pytest.raises(ValueError, match="did you mean 'SciFact-query'"):
         model.encode(texts, prompt_name="Scifact-query")
     with pytest.raises(ValueError, match="set the instruction, as task= does: pass one"):
