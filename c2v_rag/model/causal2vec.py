@@ -12,6 +12,7 @@ Follow one batch through :meth:`Causal2Vec.forward`:
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -804,9 +805,7 @@ def _embedding_rows(
 def _check_keywords(method: str, given: dict[str, Any], target: Any) -> None:
     """Refuse a keyword ``target`` (the function ``method`` hands ``given`` to) does not take, under ``method``'s
     name: Python's own error named the inner function (``encode_texts() got an unexpected keyword``)."""
-    import inspect
-
-    takes = [name for name, p in inspect.signature(target).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    takes = _keyword_only(target)
     unknown = [name for name in given if name not in takes]
     if unknown:
         import difflib
@@ -817,6 +816,14 @@ def _check_keywords(method: str, given: dict[str, Any], target: Any) -> None:
             f"{method}() got an unexpected keyword argument {unknown[0]!r}{hint}. It takes task, instruction, "
             f"prompt, prompt_name, examples and {', '.join(takes)}"
         )
+
+
+@functools.cache
+def _keyword_only(target: Any) -> tuple[str, ...]:
+    """``target``'s keyword-only parameters, read once: :meth:`Causal2Vec.encode` checks every call's against them."""
+    import inspect
+
+    return tuple(name for name, p in inspect.signature(target).parameters.items() if p.kind is p.KEYWORD_ONLY)
 
 
 def readout_config(config: Causal2VecConfig, **fields: Any) -> Causal2VecConfig:

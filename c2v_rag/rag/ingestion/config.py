@@ -190,8 +190,9 @@ class IngestConfig(FileSelection):
                 f"add to it as they were, or {instead}"
             )
         # A collection another tool made records no size: the asked one goes, checked against its vectors' size.
-        size = recorded["truncate_dim"] if "truncate_dim" in recorded else self._vector_size(config)
-        if self.truncate_dim is not None and self._vector_size(config) != size:
+        asked = self._vector_size(config)
+        size = recorded["truncate_dim"] if "truncate_dim" in recorded else asked
+        if self.truncate_dim is not None and asked != size:
             how = f"truncate_dim={size}: its vectors are prefixes of {size} values" if size else "whole vectors"
             raise ValueError(f"{holder} records {how}. Leave truncate_dim out to add to it at that size, or {instead}")
         return self.model_copy(update={"chunk_context": stored, "decoder_max_length": read, "truncate_dim": size})
