@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shlex
 import stat
 from collections import Counter
@@ -159,6 +160,8 @@ def list_files(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = 
     return _listing(root, options, log, quiet=quiet).files
 
 
+# An exclude pattern that reads as a file suffix (.gz, .min.js): no glob character, no folder, a leading dot.
+_SUFFIX_PATTERN = re.compile(r"\.[A-Za-z0-9_.~-]+")
 # Where a message sends a user who asks which files are read (the list is 59 suffixes long).
 FORMATS_COMMAND = "`c2v-rag formats` lists the types c2v_rag reads"
 # How many suffixes a message names of those it left out, most files first.
@@ -282,6 +285,9 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
             ) from err
         log.skip_file(where, f"the folder cannot be listed ({err.strerror or err})")
 
+    # Patterns written as a suffix ('.gz'), which match a whole name (only a hidden file's, never read): how many
+    # names end with each, for the warning below.
+    as_suffix = {p: 0 for p in options.exclude if _SUFFIX_PATTERN.fullmatch(p)}
     for folder, dirs, names in os.walk(root, onerror=unreadable):
         # Relative paths are made only when there are patterns to match them against: a listing is per file.
         here = PurePosixPath(Path(folder).relative_to(root).as_posix()) if options.exclude else None
@@ -291,6 +297,8 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         for name in names:
             if name.startswith("."):
                 continue
+            for pattern in as_suffix:
+                as_suffix[pattern] += name.endswith(pattern)
             if here is not None and excluded(here / name, options.exclude):
                 listing.excluded += 1
                 continue
@@ -320,6 +328,18 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         logger.info(
             "Left out %d files and folders under %s matching exclude %s", listing.excluded, root, list(options.exclude)
         )
+    for pattern, ending in as_suffix.items():
+        if ending:
+            logger.warning(
+                "exclude %r leaves out no file under %s: a pattern matches whole names, and %s with %r; to leave "
+                "them out, pass %r (--exclude %s)",
+                pattern,
+                root,
+                f"{counted(ending, 'file')} {'ends' if ending == 1 else 'end'}",
+                pattern,
+                f"*{pattern}",
+                shlex.quote(f"*{pattern}"),
+            )
     if unreadable_formats and not listing.files:  # nothing to read but what a missing package would read: say so
         error = missing[next(iter(unreadable_formats))]
         raise MissingPackageError(f"{root} holds only files whose reader is not installed. {error}")

@@ -128,10 +128,12 @@ class ReadLog:
         if paths:
             logger.warning("Skipped %d files (%s, ...): %s", len(paths), paths[0], reason)
 
-    def skip_record(self, where: str, file: Path, reason: str) -> None:
+    def skip_record(self, where: str, file: Path | str | None, reason: str) -> None:
+        """A record (or a document) skipped; ``file``, when it came from one, was read incompletely."""
         self.records_skipped += 1
         self._note(where, reason)
-        self.incomplete.add(str(file))
+        if file is not None:
+            self.incomplete.add(str(file))
         logger.warning("Skipped the record %s: %s", where, reason)
 
     def _note(self, where: str, reason: str) -> None:

@@ -339,6 +339,18 @@ def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path
         read = sorted(Path(d.metadata["source"]).relative_to(tmp_path.resolve()).as_posix() for d in docs)
     assert read == ["Drafts/c.md", "docs/a.md", "notes.txt", "site/page.html"]  # case-sensitive, as git is
     assert any("Left out 4 files and folders" in r.getMessage() for r in caplog.records)
+    # A pattern written as a suffix matches no visible name (only a hidden file's, which is never read): the run
+    # says so, naming the glob that does what it meant.
+    caplog.clear()
+    docs = list(iter_documents(tmp_path, options=ReadOptions(exclude=(".html", ".md", ".git")), log=ReadLog()))
+    assert len(docs) == len(names)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        f"exclude '.html' leaves out no file under {tmp_path.resolve()}: a pattern matches whole names, and 2 files "
+        "end with '.html'; to leave them out, pass '*.html' (--exclude '*.html')",
+        f"exclude '.md' leaves out no file under {tmp_path.resolve()}: a pattern matches whole names, and 5 files "
+        "end with '.md'; to leave them out, pass '*.md' (--exclude '*.md')",
+    ]
     # A file named alone is read: it was asked for.
     assert [d.text for d in iter_documents(tmp_path / "build" / "x.md", options=ReadOptions(exclude=patterns))] == [
         "text"

@@ -294,8 +294,9 @@ class _MemberLog(ReadLog):
     def skip_files(self, paths: Sequence[Path], reason: str) -> None:
         self.parent.skip_files([Path(self.renamed.text(str(p))) for p in paths], self.renamed.text(reason))
 
-    def skip_record(self, where: str, file: Path, reason: str) -> None:
-        self.parent.skip_record(self.renamed.text(where), Path(self.renamed.text(str(file))), self.renamed.text(reason))
+    def skip_record(self, where: str, file: Path | str | None, reason: str) -> None:
+        renamed = None if file is None else self.renamed.text(str(file))
+        self.parent.skip_record(self.renamed.text(where), renamed, self.renamed.text(reason))
 
 
 class _ZipMembers(AbstractContextManager[Sequence[Member]]):

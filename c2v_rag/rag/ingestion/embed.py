@@ -181,6 +181,7 @@ def _embed_here(
         TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,
         log if size.unit == "file" else None,
+        clashes=log if settings.on_error == "continue" else None,
     )
     # On the summary's clock (from ``started``), so that the bar's chunk rate is the summary's.
     progress = IngestProgress(f"Embedding into {folder.path}", size, show=settings.show_progress, started=started)
@@ -240,6 +241,7 @@ def _embed_on_ray(
     and ``started`` are unused)."""
     import pyarrow.parquet as pq
 
+    from c2v_rag.rag.ingestion.points import skip_clash
     from c2v_rag.rag.ingestion.ray_dataflow import (
         EmbedJob,
         ExportRows,
@@ -259,7 +261,7 @@ def _embed_on_ray(
     try:
         # Ray Data's own bars stay: they are the run's progress here.
         with quiet_ray(bars_off=False), RaySession(options) as ray_module:
-            tally = start_tally(ray_module)
+            tally = start_tally(ray_module, settings.on_error)
             sink = ExportRows(stored=folder.stored, record=record, tally=tally)
             job = EmbedJob.for_run(
                 settings,
@@ -287,6 +289,8 @@ def _embed_on_ray(
                     raise
                 raise cause from None
             documents, repeated, unchanged = ray_module.get(tally.totals.remote())
+            for doc_id, source in ray_module.get(tally.clashes.remote()):
+                skip_clash(log, doc_id, source)
     finally:  # the session is closed: no task writes any more
         files = [str(f) for f in folder.drop_cut_files()]
     result = EmbedResult(

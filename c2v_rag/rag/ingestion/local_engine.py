@@ -172,6 +172,7 @@ class LocalIngestRun:
                 log if size.unit == "file" else None,
                 # A collection this run created holds nothing to skip.
                 unchanged=None if created else self.sink.unchanged_documents,
+                clashes=log if settings.on_error == "continue" else None,
             ),
             BatchEmbedder(embedder, sparse_encoder),
             self.failures,

@@ -5,7 +5,8 @@
 
 - :class:`DocumentBatcher`: documents in, batches of ``batch_size`` chunks out, each document chunked as
   it streams in; a document met again is skipped and two documents sharing an id with other content
-  are refused (:class:`~c2v_rag.rag.ingestion.points.SeenDocuments`).
+  are refused, or with ``on_error="continue"`` the second is skipped and recorded
+  (:class:`~c2v_rag.rag.ingestion.points.SeenDocuments`).
 - :class:`BatchEmbedder`: one batch through the model. It asks the sink which chunks it does not hold
   yet (so a re-run embeds nothing twice), embeds those, and adds their BM25 vectors when the run
   stores them.
@@ -47,6 +48,7 @@ from c2v_rag.rag.ingestion.points import (
     document_chunks,
     document_fingerprint,
     document_hash,
+    skip_clash,
 )
 from c2v_rag.rag.results import FailedBatch, IngestResult
 
@@ -105,8 +107,10 @@ class ChunkBatch:
     @classmethod
     def of_documents(cls, documents: Iterable[tuple[str, list[PendingChunk], str | None]]) -> ChunkBatch:
         """A batch of whole documents (doc id, its chunks, its hash), each completed in it. A document id met twice
-        is taken once, with its last chunks, in the place it was first met."""
-        whole = {doc_id: (chunks, doc_hash) for doc_id, chunks, doc_hash in documents}
+        is taken once, as it was first met: the one the run keeps when the two differ (SeenDocuments)."""
+        whole: dict[str, tuple[list[PendingChunk], str | None]] = {}
+        for doc_id, chunks, doc_hash in documents:
+            whole.setdefault(doc_id, (chunks, doc_hash))
         batch = cls()
         for doc_id, (chunks, doc_hash) in whole.items():
             for chunk in chunks:
@@ -184,7 +188,9 @@ class DocumentBatcher:
     ``files`` is the reading's log when the input is files: how many have been read whole
     (:attr:`~c2v_rag.documents.files.ReadLog.files_done`) and where in the file being read a document lies; else
     the inputs are the documents. Each batch is stamped with how far its chunks reach (:attr:`ChunkBatch.reach`),
-    within a document by where its last chunk ends, so that one long file still moves the bar.
+    within a document by where its last chunk ends, so that one long file still moves the bar. ``clashes``, the
+    reading's log under ``on_error="continue"``, records a document whose id was met before with other content,
+    which is skipped; without it such a document is refused.
     """
 
     def __init__(
@@ -193,12 +199,14 @@ class DocumentBatcher:
         batch_size: int,
         files: ReadLog | None = None,
         unchanged: UnchangedLookup | None = None,
+        clashes: ReadLog | None = None,
     ) -> None:
         self.chunker = chunker
         self.batch_size = batch_size
         self.files = files
         self.unchanged = unchanged
-        self.seen = SeenDocuments()
+        self.clashes = clashes
+        self.seen = SeenDocuments("raise" if clashes is None else "continue")
         self.documents = 0
         self.duplicate_documents = 0
         self.unchanged_documents = 0
@@ -223,12 +231,17 @@ class DocumentBatcher:
         full; none for a document met before.
 
         Raises:
-            ValueError: the document's id was met before with other content.
+            ValueError: the document's id was met before with other content, unless the batcher has a ``clashes``
+                log (``on_error="continue"``), where the document is skipped and recorded.
         """
         done_before = self.inputs_done
         self._documents_met += 1
-        if not self.seen.is_new(doc.doc_id, document_fingerprint(doc), doc.source):
+        met = self.seen.meet(doc.doc_id, document_fingerprint(doc), doc.source)
+        if met == "repeat":
             self.duplicate_documents += 1
+        if met != "new":
+            if met == "clash" and self.clashes is not None:
+                skip_clash(self.clashes, doc.doc_id, doc.source)
             return
         self.documents += 1
         # The document's place among the inputs: [start, end) of the one being read.

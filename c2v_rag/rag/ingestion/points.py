@@ -11,7 +11,7 @@ the Ray driver, is :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` calling the 
 - :func:`document_chunks` turns a document into chunks with their deterministic point ids
   (document id, chunk index, content hash) and their payloads (:func:`~c2v_rag.store.point_schema.chunk_point`);
 - :class:`SeenDocuments` tells a document met again in the same input (skipped) from two documents
-  that share an id (refused);
+  that share an id (refused, or the second skipped and recorded with ``on_error="continue"``);
 - :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
   records this run's source root on the stored ones;
 - :meth:`PointWriter.write` upserts a batch and, for the documents whose every chunk is now
@@ -23,13 +23,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from c2v_rag.documents.payload_keys import DOC_HASH_KEY
 from c2v_rag.store.point_schema import DOC_ID_KEY, PAYLOAD_LAYOUT, SOURCE_ROOT_KEY, chunk_point, content_hash
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import TokenChunker
+    from c2v_rag.documents.reading import ReadLog
     from c2v_rag.documents.source_document import SourceDocument
     from c2v_rag.store.point_id_set import PointIdSet
     from c2v_rag.store.vectors import CollectionVectors
@@ -92,13 +93,24 @@ def document_hash(doc: SourceDocument, chunker: TokenChunker) -> str:
     return content_hash(doc.text, {"document": head})[:32]
 
 
+# What meeting a document's id tells (SeenDocuments.meet): met for the first time, the same document again (skipped),
+# or another document under an id met before (refused, or skipped with on_error="continue").
+Met = Literal["new", "repeat", "clash"]
+
+
 class SeenDocuments:
     """The document ids met so far in one run, each with its content fingerprint (one entry per document).
 
     ``in`` asks whether an id was met (sync deletes the documents of a folder that were not).
+
+    Args:
+        on_error: what :meth:`meet` does with an id met before with other content: ``"raise"`` a ValueError, or
+            ``"continue"``: tell the caller (``"clash"``), who skips the second document and records why
+            (:func:`skip_clash`); the first one met stays (on Ray, whichever batch came back first).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_error: Literal["raise", "continue"] = "raise") -> None:
+        self.on_error = on_error
         self._fingerprints: dict[str, str] = {}
 
     def __contains__(self, doc_id: object) -> bool:
@@ -107,23 +119,37 @@ class SeenDocuments:
     def __len__(self) -> int:
         return len(self._fingerprints)
 
-    def is_new(self, doc_id: str, fingerprint: str, source: str | None = None) -> bool:
-        """True the first time ``doc_id`` is met; False for the same document again (to skip).
+    def meet(self, doc_id: str, fingerprint: str, source: str | None = None) -> Met:
+        """``"new"`` the first time ``doc_id`` is met, ``"repeat"`` for the same document again (to skip).
 
         Raises:
-            ValueError: ``doc_id`` was met before with other content (``source``, when known, names
-                where the second one came from).
+            ValueError: ``doc_id`` was met before with other content (``source``, when known, names where the
+                second one came from); with ``on_error="continue"``, ``"clash"`` is returned instead.
         """
         previous = self._fingerprints.get(doc_id)
         if previous is None:
             self._fingerprints[doc_id] = fingerprint
-            return True
-        if previous != fingerprint:
+            return "new"
+        if previous == fingerprint:
+            return "repeat"
+        if self.on_error == "raise":
             raise ValueError(
                 f"document id {doc_id!r} appears twice in the input with different content"
                 f"{f' (second one from {source})' if source else ''}; document ids must be unique"
+                " (--on-error continue stores the first and skips the others)"
             )
-        return False
+        return "clash"
+
+
+def skip_clash(log: ReadLog, doc_id: str, source: str | None) -> None:
+    """Record in ``log`` the document skipped as a ``"clash"`` (:meth:`SeenDocuments.meet`), with its file (read
+    incompletely: a sync keeps what the file held before)."""
+    where = f"{source} (id {doc_id!r})" if source else f"the document {doc_id!r}"
+    reason = (
+        f"its document id {doc_id!r} was met before with other content; the one met first is stored "
+        "(ids must be unique)"
+    )
+    log.skip_record(where, source, reason)
 
 
 class PointWriter:

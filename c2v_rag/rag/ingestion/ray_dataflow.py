@@ -307,6 +307,10 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
 
 _chunkers: dict[tuple[str | None, int, int, bool], Any] = {}
 
+# What a chunked document's row carries through the actors back to the driver (besides its chunks' texts, payloads
+# and vectors): its share of the bar, what tells repeats and clashes apart, and where it came from.
+DOCUMENT_COLUMNS = ("weight", "doc_id", "fingerprint", "doc_hash", "source", "source_root", "point_ids")
+
 
 def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int, lead: bool) -> pa.Table:
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
@@ -318,9 +322,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
     if key not in _chunkers:  # once per worker process: the tokenizer, never the weights
         _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, lead=lead)
     chunker = _chunkers[key]
-    rows: dict[str, list[Any]] = {
-        k: [] for k in ("weight", "doc_id", "fingerprint", "doc_hash", "source_root", "point_ids", "texts", "payloads")
-    }
+    rows: dict[str, list[Any]] = {k: [] for k in (*DOCUMENT_COLUMNS, "texts", "payloads")}
     for record in batch.to_pylist():
         doc = _row_doc(record)
         chunks = list(document_chunks(doc, chunker))
@@ -328,6 +330,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
         rows["doc_id"].append(doc.doc_id)
         rows["fingerprint"].append(document_fingerprint(doc))
         rows["doc_hash"].append(document_hash(doc, chunker))
+        rows["source"].append(doc.source)
         rows["source_root"].append(doc.source_root)
         rows["point_ids"].append([c.point_id for c in chunks])
         rows["texts"].append([c.text for c in chunks])
@@ -341,6 +344,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
                 ("doc_id", pa.string()),
                 ("fingerprint", pa.string()),
                 ("doc_hash", pa.string()),
+                ("source", pa.string()),
                 ("source_root", pa.string()),
                 ("point_ids", strings),
                 ("texts", strings),
@@ -387,25 +391,33 @@ class RunTally:
     (a repeat of one by its id counted apart) and the chunks they found written already (``embed(engine="ray")``'s
     result, as the local engine counts them). It holds the documents read, as an ingest's driver does
     (:class:`~c2v_rag.rag.ingestion.points.SeenDocuments`), and refuses an id met again with other content, as
-    both do."""
+    both do, or with ``on_error="continue"`` keeps the first and lists the others (:meth:`clashes`)."""
 
-    def __init__(self) -> None:
-        self.seen = SeenDocuments()
-        self.rows = 0
+    def __init__(self, on_error: Literal["raise", "continue"] = "raise") -> None:
+        self.seen = SeenDocuments(on_error)
+        self.repeats = 0
         self.unchanged = 0
         self.refused: str | None = None
+        self.skipped: list[tuple[str, str | None]] = []
 
-    def add(self, doc_ids: list[str], fingerprints: list[str], unchanged: int) -> list[str]:
-        """Count a batch's documents (their ids and :func:`document_fingerprint`) and stored chunks; the ids met for
-        the first time, whose rows are written (a repeat that another batch, on any actor, met first is not written
-        twice). Raises ValueError for an id met before with other content, and keeps its message for the driver
-        (:meth:`refusal`)."""
-        try:
-            first = [doc_id for doc_id, print_ in zip(doc_ids, fingerprints) if self.seen.is_new(doc_id, print_)]
-        except ValueError as err:
-            self.refused = str(err)
-            raise
-        self.rows += len(doc_ids)
+    def add(self, doc_ids: list[str], fingerprints: list[str], sources: list[str | None], unchanged: int) -> list[int]:
+        """Count a batch's documents (their ids, :func:`document_fingerprint` and sources) and stored chunks; the
+        places in the batch of those met for the first time, whose rows are written (a repeat that another batch, on
+        any actor, met first is not written twice). Raises ValueError for an id met before with other content, and
+        keeps its message for the driver (:meth:`refusal`)."""
+        first = []
+        for place, (doc_id, print_, source) in enumerate(zip(doc_ids, fingerprints, sources)):
+            try:
+                met = self.seen.meet(doc_id, print_, source)
+            except ValueError as err:
+                self.refused = str(err)
+                raise
+            if met == "new":
+                first.append(place)
+            elif met == "repeat":
+                self.repeats += 1
+            else:
+                self.skipped.append((doc_id, source))
         self.unchanged += unchanged
         return first
 
@@ -414,14 +426,18 @@ class RunTally:
         tally through the actor that asked, Ray delivers only an error of its own, with the message in its text."""
         return self.refused
 
+    def clashes(self) -> list[tuple[str, str | None]]:
+        """The (id, source) of each document skipped for an id met before with other content."""
+        return self.skipped
+
     def totals(self) -> tuple[int, int, int]:
         """(documents, repeated documents, chunks found written already)."""
-        return len(self.seen), self.rows - len(self.seen), self.unchanged
+        return len(self.seen), self.repeats, self.unchanged
 
 
-def start_tally(ray: Any) -> Any:
+def start_tally(ray: Any, on_error: Literal["raise", "continue"] = "raise") -> Any:
     """A :class:`RunTally` on the cluster, taking no CPU from the actors (the session must be open)."""
-    return ray.remote(num_cpus=0)(RunTally).remote()
+    return ray.remote(num_cpus=0)(RunTally).remote(on_error)
 
 
 @dataclass
@@ -444,9 +460,14 @@ class ExportRows(ActorSink):
             import pyarrow.compute as pc
             import ray
 
-            ids, prints = (documents.column(name).to_pylist() for name in ("doc_id", "fingerprint"))
-            first = ray.get(self.tally.add.remote(ids, prints, embedded.unchanged))
-            table = table.filter(pc.is_in(table.column("doc_id"), value_set=pa.array(first, type=pa.string())))
+            ids, prints, sources, points = (
+                documents.column(name).to_pylist() for name in ("doc_id", "fingerprint", "source", "point_ids")
+            )
+            first = ray.get(self.tally.add.remote(ids, prints, sources, embedded.unchanged))
+            # By the chunks' point ids, not the documents' ids: a second document under a first one's id (skipped
+            # with on_error="continue") may be in the same batch.
+            kept = pa.array([point for place in first for point in points[place]], type=pa.string())
+            table = table.filter(pc.is_in(table.column("id"), value_set=kept))
         return with_record(table, self.record)
 
 
@@ -637,32 +658,12 @@ def document_table(
     where = {c.point_id: i for i, c in enumerate(todo)}
     shipped = embedded if ship else None
     sparse = shipped.sparse if shipped is not None else None
-    rows: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "weight",
-            "doc_id",
-            "fingerprint",
-            "doc_hash",
-            "point_ids",
-            "source_root",
-            "embedded",
-            "payloads",
-            "vectors",
-            "sparse_indices",
-            "sparse_values",
-            "error",
-        )
-    }
-    columns = ["weight", "doc_id", "fingerprint", "doc_hash", "point_ids", "source_root"]
-    for doc in documents.select(columns).to_pylist():
+    shipped_columns = ("embedded", "payloads", "vectors", "sparse_indices", "sparse_values", "error")
+    rows: dict[str, list[Any]] = {k: [] for k in (*DOCUMENT_COLUMNS, *shipped_columns)}
+    for doc in documents.select(list(DOCUMENT_COLUMNS)).to_pylist():
         own = [where[pid] for pid in doc["point_ids"] if pid in where]
-        rows["weight"].append(doc["weight"])
-        rows["doc_id"].append(doc["doc_id"])
-        rows["fingerprint"].append(doc["fingerprint"])
-        rows["doc_hash"].append(doc["doc_hash"])
-        rows["point_ids"].append(doc["point_ids"])
-        rows["source_root"].append(doc["source_root"])
+        for column in DOCUMENT_COLUMNS:
+            rows[column].append(doc[column])
         rows["embedded"].append([todo[i].point_id for i in own])
         rows["payloads"].append([json.dumps(todo[i].payload, ensure_ascii=False) for i in own] if shipped else [])
         rows["vectors"].append([[float(x) for x in shipped.vectors[i]] for i in own] if shipped else [])
@@ -676,6 +677,7 @@ def document_table(
             ("fingerprint", pa.string()),
             ("doc_hash", pa.string()),
             ("point_ids", pa.list_(pa.string())),
+            ("source", pa.string()),
             ("source_root", pa.string()),
             ("embedded", pa.list_(pa.string())),
             ("payloads", pa.list_(pa.string())),

@@ -26,7 +26,7 @@ from c2v_rag.rag.errors import StoreLockedError
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestPlan, IngestStore, raise_failed
 from c2v_rag.rag.ingestion.pipeline import ChunkBatch, EmbeddedBatch, chunks_and_rate, printed_above_bars
-from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments
+from c2v_rag.rag.ingestion.points import PendingChunk, PointWriter, SeenDocuments, skip_clash
 from c2v_rag.rag.ingestion.preflight import open_client
 from c2v_rag.rag.ingestion.ray_dataflow import (
     ActorSink,
@@ -105,6 +105,7 @@ class RayEngine:
             created=store.created,
             options=self.options,
             own_client=store.own_client,
+            log=self.log,
         )
         try:
             result = ray_run.execute(self.plan, self.read)
@@ -150,6 +151,7 @@ class RayIngestRun:
         readout: dict[str, Any] | None = None,
         options: RayOptions,
         own_client: bool,
+        log: ReadLog | None = None,
     ) -> None:
         self.client = client
         self.collection = collection
@@ -174,7 +176,10 @@ class RayIngestRun:
                     "(pass path=, not client=)"
                 )
         self.result = IngestResult(collection=collection, location=target.location)
-        self.seen = SeenDocuments()
+        # A second document under an id met before is skipped (on_error="continue") where the driver writes; where
+        # the actors write, it may be stored by the time the driver meets it, so the run is refused.
+        self.log = log if log is not None else ReadLog()
+        self.seen = SeenDocuments(settings.on_error if self.write == "driver" else "raise")
         self.startup_seconds = 0.0
         self._started = time.perf_counter()
 
@@ -301,9 +306,12 @@ class RayIngestRun:
                 time.sleep(0.2)
 
     def _count(self, row: dict[str, Any], progress: tqdm) -> bool:
-        """Record a document's row; False for a repeat of a document already seen."""
-        new = self.seen.is_new(row["doc_id"], row["fingerprint"])
-        if new:
+        """Record a document's row; False for a repeat of a document already seen, or one skipped for its id."""
+        met = self.seen.meet(row["doc_id"], row["fingerprint"], row["source"])
+        new = met == "new"
+        if met == "clash":
+            skip_clash(self.log, row["doc_id"], row["source"])
+        elif new:
             self.result.documents += 1
             self.result.chunks += len(row["point_ids"])
         else:

@@ -6,6 +6,7 @@ a clean ingest of the same input, or the chunk ids recomputed from the chunker.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from contextlib import closing
@@ -150,6 +151,37 @@ def test_duplicate_ids_with_different_content_are_refused(tmp_path, tiny_variant
     docs = [{"id": "same", "text": "first version"}, {"id": "same", "text": "second version"}]
     with pytest.raises(ValueError, match="document id 'same' appears twice"):
         c2v_rag.ingest(docs, path=tmp_path, collection="kb", model=tiny_variant, config=ingest_config)
+
+
+def test_on_error_continue_stores_the_first_of_two_documents_sharing_an_id(tmp_path, tiny_variant, ingest_config):
+    # A JSONL export with an id given twice (a record edited and appended again): the run goes on, as it does past
+    # a bad record, keeping the first and naming the second.
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    records = [{"id": "same", "text": "first version"}, {"id": "other", "text": "another"}]
+    export = folder / "export.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "gone.txt").write_text("a note stored earlier")
+    store = tmp_path / "store"
+    c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    with export.open("a") as handle:
+        handle.write(json.dumps({"id": "same", "text": "second version"}) + "\n")
+    (folder / "gone.txt").unlink()
+    (folder / "note.txt").write_text("a note")
+    with pytest.raises(ValueError, match="document id 'same' appears twice.*--on-error continue stores the first"):
+        c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
+    result = c2v_rag.ingest(
+        folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, on_error="continue", sync=True
+    )
+    assert (result.documents, result.duplicate_documents, result.records_skipped) == (3, 0, 1)
+    [skipped] = result.skipped
+    assert skipped.where == f"{(folder / 'export.jsonl').resolve()} (id 'same')"
+    assert "was met before with other content; the one met first is stored" in skipped.reason
+    with closing(QdrantClient(path=str(store))) as client:
+        stored = stored_points(client, "kb")
+    texts = {p["doc_id"]: p["page_content"] for p in stored.values()}
+    assert texts["same"] == "first version" and texts["other"] == "another"
+    assert sorted(texts.values()) == ["a note", "another", "first version"]  # the sync deleted gone.txt's
 
 
 def test_failed_batch_is_reported_and_a_rerun_resumes_without_duplicates(

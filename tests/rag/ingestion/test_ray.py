@@ -323,6 +323,28 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
     for engine, extra in (("local", {}), ("ray", {"engine": "ray", "ray": TWO_ACTORS})):
         with pytest.raises(ValueError, match="document id 'd' appears twice in the input with different content"):
             c2v_rag.embed(clash, tmp_path / f"clash-{engine}", model=str(tiny_variant), config=ingest_config, **extra)
+    # With on_error="continue" both keep one, write none of the other's rows, and go on: the local engine the first
+    # in the input, Ray the one met first (its batches finish in any order), so either the input's or the swapped
+    # input's result; the second can be in the first's batch or in another.
+    clash.append({"id": "e", "text": make_text(2)})
+    runs = {
+        "local": (clash, {}),
+        "swapped": ([clash[1], clash[0], clash[2]], {}),
+        "ray": (clash, {"engine": "ray", "ray": TWO_ACTORS}),
+    }
+    kept, stored = {}, {}
+    for name, (docs, extra) in runs.items():
+        common = dict(model=str(tiny_variant), config=ingest_config, on_error="continue", **extra)
+        got = c2v_rag.embed(docs, tmp_path / f"kept-{name}", **common)
+        kept[name] = (got.documents, got.duplicate_documents, sorted(pq.read_table(got.files).column("id").to_pylist()))
+        # So does ingest, where the driver writes; the skip is counted and named as the local engine's.
+        got = c2v_rag.ingest(docs, path=tmp_path / f"store-{name}", collection="kb", **common)
+        where = [s.where for s in got.skipped]
+        stored[name] = (got.documents, got.records_skipped, where, sorted(points(tmp_path / f"store-{name}")))
+    assert kept["local"][:2] == (2, 0) and kept["local"] != kept["swapped"]
+    assert kept["ray"] in (kept["local"], kept["swapped"])
+    assert stored["local"][:3] == (2, 1, ["the document 'd'"]) and stored["ray"] in (stored["local"], stored["swapped"])
+    assert stored["local"][3] == kept["local"][2]
     assert f"{local.chunks} chunks ({resumed.chunks} written, {begun.chunks} already there)" in resumed.summary()
     assert mixed.column("id").to_pylist() == tables[0].column("id").to_pylist()
     assert float(np.abs(np.asarray(mixed.column("vector").to_pylist(), dtype=np.float32) - vectors[0]).max()) < 1e-5
