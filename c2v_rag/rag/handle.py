@@ -216,7 +216,8 @@ class Collection:
 
     async def asearch(self, query: str, top_k: int = 5, **kwargs: Unpack[SearchKeywords]) -> list[SearchHit]:
         """:meth:`search` for asyncio: Qdrant through ``AsyncQdrantClient`` (``client`` when the handle has one),
-        the model and the embedding in a worker thread, so the event loop stays free."""
+        the model and the embedding in a worker thread, so the event loop stays free. An embedded store is searched
+        whole in a worker thread, concurrent searches of it taking turns (it opens in one client at a time)."""
         from c2v_rag.rag.retrieval.search import asearch_query
 
         options = self._options("asearch", kwargs)

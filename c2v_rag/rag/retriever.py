@@ -11,11 +11,8 @@ with :class:`RetrieverOptions`; each adds its framework's field names and result
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import warnings
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -45,12 +42,6 @@ def warn_if_reranked(metadata: Iterable[Mapping[str, Any]], reranker: str) -> No
             UserWarning,
             stacklevel=3,
         )
-
-
-# One lock per embedded store directory: a store takes one client at a time, so the calls of a
-# retriever used from several threads (LangChain's batch, asyncio's worker threads) take turns.
-_STORE_LOCKS: dict[str, threading.Lock] = {}
-_STORE_LOCKS_GUARD = threading.Lock()
 
 
 class RetrieverOptions(ConnectionOptions, ModelOptions, SearchOptions):  # type: ignore[misc]
@@ -96,17 +87,8 @@ class RetrieverOptions(ConnectionOptions, ModelOptions, SearchOptions):  # type:
         options = SearchOptions.as_given({k: v for k, v in dict(self).items() if k != "collection"})
         if filter is not None:
             options = options.model_copy(update={"filter": filter})
-        handle = self.handle
-        with self._embedded_store_turn(handle):
-            return handle.search(query, top_k, options=options)
-
-    @staticmethod
-    def _embedded_store_turn(handle: Collection) -> Any:
-        if handle.client is not None or handle.target.is_server or handle.target.path is None:
-            return contextlib.nullcontext()  # a server, or a backend that keeps no directory: nothing to wait for
-        key = str(Path(handle.target.path).expanduser().resolve())
-        with _STORE_LOCKS_GUARD:
-            return _STORE_LOCKS.setdefault(key, threading.Lock())
+        # Calls from several threads take turns on an embedded store (QdrantConfig.turn).
+        return self.handle.search(query, top_k, options=options)
 
     async def asearch_hits(self, query: str, top_k: int, filter: Any = None) -> list[SearchHit]:
         """:meth:`search_hits` in a worker thread: embedding and an embedded store's calls block."""

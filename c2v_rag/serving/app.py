@@ -95,7 +95,7 @@ def create_app(model: Causal2Vec, config: ServerConfig | None = None) -> FastAPI
     app.post("/v1/search")(service.search)
     app.post("/v1/rerank")(service.rerank)
     app.get("/v1/models")(service.models)
-    app.get("/health")(service.health)
+    app.api_route("/health", methods=["GET", "HEAD"])(service.health)  # probes that send HEAD get their 200
     app.get("/metrics")(service.prometheus)
     service.routes = {route.path for route in app.routes if isinstance(route, Route)}
     return app

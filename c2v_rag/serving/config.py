@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from c2v_rag.rag.options import ConnectionOptions
-from c2v_rag.store.backends import StoreKind
+from c2v_rag.store.backends import StoreKind, check_store_directory
 
 API_KEY_ENV = "C2V_RAG_API_KEY"
 
@@ -93,6 +93,13 @@ class ServerConfig(BaseModel):
     prefer_grpc: bool = Field(False, description="talk gRPC to the Qdrant server")
 
     graceful_shutdown_s: float = Field(30.0, ge=0, description="how long in-flight requests may take on shutdown")
+
+    @model_validator(mode="after")
+    def _store_is_a_directory(self) -> ServerConfig:
+        # Checked at start: a file given as the store made every /v1/search a 500 after a minute of loading.
+        if self.qdrant_path is not None:
+            check_store_directory(self.qdrant_path)
+        return self
 
     @model_validator(mode="after")
     def _key_from_env(self) -> ServerConfig:

@@ -48,7 +48,8 @@ class EmbeddingRequest(BaseModel):
     input: Any = Field(None, description="a string or a list of strings (required; checked by check_input)")
     model: str | None = Field(None, description="the served model's name (GET /v1/models); optional here")
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(None, ge=1)
+    # Strict: JSON's true read as 1 and "384" as 384 (and the 400 for true said "not 1").
+    dimensions: StrictInt | None = Field(None, ge=1)
     input_type: Literal["query", "document"] | None = Field(
         None, description="extension: queries get the task's instruction, documents none (asymmetric tasks)"
     )
@@ -66,7 +67,7 @@ class _SearchQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1)
-    top_k: int = Field(5, ge=1, le=1000)
+    top_k: StrictInt = Field(5, ge=1, le=1000)
     collection: str | None = Field(None, description="default: the server's --collection")
 
 
@@ -112,7 +113,7 @@ class RerankRequest(BaseModel):
     query: str = Field(min_length=1)
     documents: Any = Field(None, description="a list of strings (required; checked by check_input)")
     texts: Any = Field(None, description="TEI's name for documents")
-    top_n: int | None = Field(None, ge=1)
+    top_n: StrictInt | None = Field(None, ge=1)
     return_documents: bool = False
     model: str | None = Field(None, description="the served model's name (GET /v1/models); optional here")
 

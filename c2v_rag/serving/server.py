@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -44,17 +46,54 @@ def serve(config: ServerConfig) -> None:
 
     # A server's log is its record: start-up and each request at INFO, whatever the command line's level.
     logging.getLogger("c2v_rag.serving").setLevel(logging.INFO)
-    configure_cpu_threads(config.threads)
-    model = Causal2Vec.from_pretrained(config.model, device=config.device, dtype=config.dtype, quantize=config.quantize)
-    app = create_app(model, config)
-    if config.host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
-        logger.warning(
-            "Listening on %s with no API key: anyone who can reach this port can use it "
-            "(set --api-key or $C2V_RAG_API_KEY)",
-            config.host,
+    # The port is taken before the model loads: a port in use fails at once, not after a minute of loading (uvicorn
+    # would bind only then, and exit with its own log line).
+    sock = listening_socket(config.host, config.port)
+    try:
+        configure_cpu_threads(config.threads)
+        model = Causal2Vec.from_pretrained(
+            config.model, device=config.device, dtype=config.dtype, quantize=config.quantize
         )
-    logger.info("Serving %s on http://%s:%d", served_name(config), config.host, config.port)
-    uvicorn.Server(_uvicorn_config(app, config)).run()
+        app = create_app(model, config)
+        if config.host not in ("127.0.0.1", "localhost", "::1") and config.api_key is None:
+            logger.warning(
+                "Listening on %s with no API key: anyone who can reach this port can use it "
+                "(set --api-key or $C2V_RAG_API_KEY)",
+                config.host,
+            )
+        port = sock.getsockname()[1]
+        logger.info("Serving %s on http://%s:%d", served_name(config), _url_host(config.host), port)
+        uvicorn.Server(_uvicorn_config(app, config.model_copy(update={"port": port}))).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` and listening (port 0: one the system picks), or an OSError that
+    names the option to change."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    except socket.gaierror as err:
+        raise OSError(
+            f"--host {host}: no address of that name ({err.strerror}); pass an IP address of this machine"
+        ) from None
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            reason = "is in use (another server listens there); pass another --port, or stop that server"
+        elif err.errno == errno.EACCES:
+            reason = "needs privileges this user lacks (ports under 1024); pass --port 1024 or above"
+        elif err.errno == errno.EADDRNOTAVAIL:
+            reason = f"cannot be bound: {host} is no address of this machine; pass one of its addresses as --host"
+        else:
+            reason = f"cannot be bound ({err.strerror or err})"
+        raise OSError(f"{_url_host(host)}:{port} {reason}") from None
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
 
 
 class ServerThread:

@@ -96,6 +96,17 @@ def store_kind(path: str | Path) -> str | None:
     return next((name for name, backend in STORE_BACKENDS.items() if backend.embedded and backend.holds(path)), None)
 
 
+def check_store_directory(path: str | Path) -> None:
+    """Refuse a store path that names something other than a directory (a document, say), before any work: the
+    store would try to make its directory there."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(
+            f"path {str(path)!r} (--path) is a file, not a store directory; pass the directory of a store (one is "
+            "made where none is)"
+        )
+
+
 def check_store_kind(path: Path, wanted: str) -> None:
     """Refuse to open ``path`` as the backend ``wanted`` when another one wrote it (before any model loads)."""
     found = store_kind(path)

@@ -18,6 +18,7 @@ import difflib
 import logging
 import os
 import re
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from c2v_rag.store.backends import (
     backend_for,
     backend_named,
     check_collection_name,
+    check_store_directory,
     check_store_kind,
     check_store_name,
     store_kind,
@@ -57,6 +59,18 @@ DEFAULT_COLLECTION = "c2v_rag"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 # The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
 FINGERPRINT_METADATA_KEY = RECORD_METADATA_KEY
+# The config fields, beside the weights, that change what the model makes of a document: a variant whose config.json
+# was edited on one of them (a prompt format, the layers it runs) makes other vectors from the same weights.
+AUTO_PROMPT_FORMAT = "auto"
+FORWARD_FIELDS = (
+    "decoder_layers",
+    "placement",
+    "attention",
+    "echo",
+    "echo_template",
+    "prompt_format",
+    "instruction_template",
+)
 # What makes two models' vectors comparable; a collection records it when created.
 _FINGERPRINT_FIELDS = (
     "decoder",
@@ -72,6 +86,7 @@ _FINGERPRINT_FIELDS = (
     "bases",
     "truncate_dim",
     "quantize",
+    *FORWARD_FIELDS,
 )
 # Fields whose absence from an older collection has a known meaning: those were all written in float.
 _FINGERPRINT_DEFAULTS = {"quantize": "none", "part_weights": None}
@@ -98,6 +113,11 @@ def default_local_path(store: str | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("c2v_rag")) / backend_named(store or DEFAULT_STORE).default_directory
+
+
+# One lock per embedded store directory (QdrantConfig.turn).
+_TURNS: dict[str, threading.RLock] = {}
+_TURNS_GUARD = threading.Lock()
 
 
 class QdrantConfig(BaseModel):
@@ -197,6 +217,7 @@ class QdrantConfig(BaseModel):
         if config.url is not None or not config.backend.uses_directory:
             return config
         path = config.path if config.path is not None else default_local_path(config.store)
+        check_store_directory(path)
         if config.store is None:
             return config.model_copy(update={"path": path, "store": store_kind(path) or DEFAULT_STORE})
         check_store_kind(path, config.store)
@@ -257,6 +278,17 @@ class QdrantConfig(BaseModel):
                 "%s ignores the server options %s", backend.title[:1].upper() + backend.title[1:], ", ".join(ignored)
             )
         return backend.connect(self)
+
+    def turn(self) -> contextlib.AbstractContextManager[Any]:
+        """This process's turn on an embedded store's directory, which opens in one client at a time: searches from
+        several threads (a web app's requests, LangChain's batch, asyncio's worker threads) wait for each other
+        rather than fail on the directory's lock. A server, and a store with no directory, need no turn."""
+        if self.is_server or self.path is None:
+            return contextlib.nullcontext()
+        key = str(Path(self.path).expanduser().resolve())
+        with _TURNS_GUARD:
+            # Reentrant: a search inside another's turn in one thread meets the directory's own lock and its error.
+            return _TURNS.setdefault(key, threading.RLock())
 
     @contextlib.contextmanager
     def opened(self, client: StoreClient | None = None) -> Iterator[StoreClient]:
@@ -410,12 +442,22 @@ def config_fingerprint(
         "bases": digests and digests.bases,
         "truncate_dim": truncate_dim,
         "quantize": quantize,
+        **_forward_record(config),
         **({"document_prompt": document_prompt} if document_prompt is not None else {}),
         # How the chunks were cut (IngestConfig.chunk_context): an ingest into the collection cuts them the same.
         **({"chunk_context": chunk_context} if chunk_context is not None else {}),
         # The decoder tokens each chunk was read with (IngestConfig.decoder_max_length), where not the whole chunk.
         **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
     }
+
+
+def _forward_record(config: Any) -> dict[str, Any]:
+    """The :data:`FORWARD_FIELDS` of ``config`` as a record holds them (JSON); the echo template only where echo is
+    on, as it changes nothing else."""
+    record = config.model_dump(mode="json", include=set(FORWARD_FIELDS))
+    if not config.echo:
+        del record["echo_template"]
+    return record
 
 
 def collection_fingerprint(client: StoreClient, name: str) -> dict[str, Any] | None:
@@ -431,13 +473,25 @@ def fingerprint_of(info: Any) -> dict[str, Any] | None:
 
 
 _UNVERIFIED_WARNED: set[tuple[str, str]] = set()
+_UNRECORDED_WARNED: set[tuple[str, str]] = set()
 _MIXED_NOTED: set[tuple[str, str]] = set()
 
 
 def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
     """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one:
-    vectors of two models are not comparable even when their sizes agree."""
+    vectors of two models are not comparable even when their sizes agree. A collection that records no model
+    (another tool made it) is used with a warning, once per collection: its vectors' size matches, nothing more is
+    known."""
     if stored is None:
+        if (location, name) not in _UNRECORDED_WARNED:
+            _UNRECORDED_WARNED.add((location, name))
+            logger.warning(
+                "collection %r at %s records no model (c2v_rag did not make it): its vectors are used as this "
+                "model's, and scores mean nothing if another model made them. Ingest into a collection c2v_rag "
+                "makes to have it checked",
+                name,
+                location,
+            )
         return
     # Collections written before a field was recorded lack it: compare what they have.
     stored = {**_FINGERPRINT_DEFAULTS, **stored}
@@ -503,6 +557,9 @@ def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str,
         and stored[f] != fingerprint.get(f)
         and not (f == "quantize" and _mixed_kinds(stored[f], fingerprint.get(f)))
         and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
+        # 'auto' is the format the decoder's tokenizer names (compared as the decoder): a variant's config says 'auto'
+        # before it loads and the detected format after.
+        and not (f == "prompt_format" and AUTO_PROMPT_FORMAT in (stored[f], fingerprint.get(f)))
     ]
 
 

@@ -155,68 +155,119 @@ def _is_datetime(value: Any) -> bool:
 
 # ----------------------------------------------------------------------- keys the collection has
 
-# How many points' metadata keys a search reads to check its filter's keys: a collection this small is read
-# whole, and the check is certain; in a larger one a key seen in none of them is only unlikely.
+# How many points' metadata keys a search reads first to check its filter's keys: a collection this small is read
+# whole. In a larger one, a key none of them carries is looked for in the rest (a filtered read of one point), so a
+# filter naming a key no chunk carries is refused whatever the collection's size.
 KEY_SAMPLE = 256
 
 
 def filter_keys(filter: Any) -> list[str]:
-    """The metadata keys a dict-form filter names, its ``must_not`` part's included, in order; none for a
-    ``qdrant_client.models.Filter`` (its keys are payload paths, the caller's own)."""
-    if not isinstance(filter, Mapping):
+    """The metadata keys a filter names, in order: a dict form's (its ``must_not`` part's included), or a
+    ``qdrant_client.models.Filter``'s conditions on ``metadata.KEY`` paths (nested filters included; conditions on
+    other payload paths are the caller's own, and is-empty / is-null ones match a missing key by design)."""
+    if isinstance(filter, Mapping):
+        keys = [key for key in filter if key != MUST_NOT]
+        inner = filter.get(MUST_NOT)
+        if isinstance(inner, Mapping):
+            keys += [key for key in inner if key not in keys]
+        return [key for key in keys if isinstance(key, str)]
+    from qdrant_client.http import models
+
+    if not isinstance(filter, models.Filter):
         return []
-    keys = [key for key in filter if key != MUST_NOT]
-    inner = filter.get(MUST_NOT)
-    if isinstance(inner, Mapping):
-        keys += [key for key in inner if key not in keys]
-    return [key for key in keys if isinstance(key, str)]
+    found_keys: list[str] = []
+    groups = (filter.must, filter.should, filter.must_not, filter.min_should and filter.min_should.conditions)
+    for group in groups:
+        for condition in group if isinstance(group, list) else [group] if group is not None else []:
+            found = filter_keys(condition) if isinstance(condition, models.Filter) else _metadata_key(condition)
+            found_keys += [key for key in found if key not in found_keys]
+    return found_keys
 
 
-def sample_request(filter: Any) -> dict[str, Any] | None:
-    """The ``scroll`` keywords that read :data:`KEY_SAMPLE` points' metadata for :func:`check_filter_keys`, or
-    None when ``filter`` names no key to check (no filter, or a ``models.Filter``)."""
-    if not filter_keys(filter):
-        return None
-    return {"limit": KEY_SAMPLE, "with_payload": [PAYLOAD_METADATA_KEY], "with_vectors": False}
+def _metadata_key(condition: Any) -> list[str]:
+    """The metadata key of a field condition on ``metadata.KEY`` (``metadata.tags[]``: ``tags``), else none."""
+    from qdrant_client.http import models
+
+    if not isinstance(condition, models.FieldCondition) or not condition.key.startswith(f"{PAYLOAD_METADATA_KEY}."):
+        return []
+    return [condition.key.split(".")[1].removesuffix("[]")]
 
 
-def check_filter_keys(filter: Any, points: list[Any], collection: str, location: str) -> None:
-    """Refuse a filter key no chunk of ``collection`` carries, or warn when ``points`` (read with
-    :func:`sample_request`) are only a sample of it; the message lists the keys the chunks do carry.
+class FilterKeyCheck:
+    """Refuse a filter whose key no chunk of ``collection`` carries: a key in no payload matches nothing, so a
+    misspelt ``file_nme`` turned every search into "no results", and one under ``must_not`` excluded nothing, both
+    silently. The message names the keys the chunks carry, and the one likely meant.
 
-    A key that is in no payload matches nothing: a misspelt ``file_nme`` turned every search into "no
-    results", and one under ``must_not`` excluded nothing, both silently.
+    A search reads :meth:`sample` (``scroll`` keywords), hands the points to :meth:`unseen`, reads
+    :meth:`look_for` of each key unseen (a filtered read of one point), and calls :meth:`refuse` with the keys
+    found in none: :func:`check_filter_keys` for a client, and the async search the same with ``await``.
     """
-    keys = filter_keys(filter)
-    if not keys or not points:
-        return  # nothing to check, or an empty collection: no hit either way
-    seen: set[str] = set()
-    for point in points:
-        metadata = (point.payload or {}).get(PAYLOAD_METADATA_KEY)
-        if isinstance(metadata, Mapping):
-            seen.update(metadata)
-    missing = [key for key in keys if key not in seen]
-    if not missing:
+
+    def __init__(self, filter: Any, collection: str, location: str) -> None:
+        self.keys = filter_keys(filter)
+        self.collection = collection
+        self.location = location
+        self.seen: set[str] = set()
+        self.whole = True  # whether the points read were every point there is
+
+    def sample(self) -> dict[str, Any] | None:
+        """The ``scroll`` keywords of the first points' metadata, or None when the filter names no key."""
+        if not self.keys:
+            return None
+        return {"limit": KEY_SAMPLE, "with_payload": [PAYLOAD_METADATA_KEY], "with_vectors": False}
+
+    def unseen(self, points: list[Any]) -> list[str]:
+        """The keys none of ``points`` carries that the rest of the collection may: none when the sample was the
+        whole collection (those are refused here) or an empty one (no hit either way)."""
+        if not points:
+            return []
+        for point in points:
+            metadata = (point.payload or {}).get(PAYLOAD_METADATA_KEY)
+            if isinstance(metadata, Mapping):
+                self.seen.update(metadata)
+        missing = [key for key in self.keys if key not in self.seen]
+        self.whole = len(points) < KEY_SAMPLE  # the scroll returned every point there is
+        if self.whole:
+            self.refuse(missing)
+            return []
+        return missing
+
+    @staticmethod
+    def look_for(key: str) -> dict[str, Any]:
+        """The ``scroll`` keywords of one point that carries ``key`` (non-empty) in its metadata."""
+        from qdrant_client.http import models
+
+        carries = models.IsEmptyCondition(is_empty=models.PayloadField(key=metadata_field(key)))
+        return {"scroll_filter": models.Filter(must_not=[carries]), "limit": 1, "with_payload": False}
+
+    def refuse(self, missing: list[str]) -> None:
+        """Raise the ValueError that names ``missing`` keys (none: nothing to refuse)."""
+        if not missing:
+            return
+        import difflib
+
+        several = len(missing) > 1
+        sentences = [
+            f"filter key{'s' if several else ''} {', '.join(map(repr, missing))} {'are' if several else 'is'} in no "
+            f"chunk's metadata in collection {self.collection!r} at {self.location}, so "
+            f"{'they match' if several else 'it matches'} nothing."
+        ]
+        for key in missing:
+            close = difflib.get_close_matches(key, sorted(self.seen), n=1)
+            if close:
+                sentences.append(f"Did you mean {close[0]!r}?")
+        carried = ", ".join(sorted(self.seen)) or "no metadata"
+        which = "The chunks carry" if self.whole else f"The first {KEY_SAMPLE} chunks carry"
+        sentences.append(f"{which}: {carried} (docs/ingest-and-search.md, 'Payload fields')")
+        raise ValueError(" ".join(sentences))
+
+
+def check_filter_keys(client: Any, concrete: str, filter: Any, collection: str, location: str) -> None:
+    """:class:`FilterKeyCheck` of ``filter`` on the collection ``concrete`` (named ``collection`` in messages)
+    through a synchronous client."""
+    check = FilterKeyCheck(filter, collection, location)
+    sample = check.sample()
+    if sample is None:
         return
-    import difflib
-
-    whole = len(points) < KEY_SAMPLE  # the scroll returned every point there is
-    several = len(missing) > 1
-    sentences = [
-        f"filter key{'s' if several else ''} {', '.join(map(repr, missing))} {'are' if several else 'is'} in no "
-        f"chunk's metadata {'in' if whole else f'among the first {KEY_SAMPLE} chunks of'} collection "
-        f"{collection!r} at {location}, so {'they match' if several else 'it matches'} nothing."
-    ]
-    for key in missing:
-        close = difflib.get_close_matches(key, sorted(seen), n=1)
-        if close:
-            sentences.append(f"Did you mean {close[0]!r}?")
-    sentences.append(
-        f"The chunks carry: {', '.join(sorted(seen)) or 'no metadata'} (docs/ingest-and-search.md, 'Payload fields')"
-    )
-    message = " ".join(sentences)
-    if whole:
-        raise ValueError(message)
-    import warnings
-
-    warnings.warn(message + "; searching anyway, since later chunks may carry it", UserWarning, stacklevel=4)
+    unseen = check.unseen(client.scroll(concrete, **sample)[0])
+    check.refuse([key for key in unseen if not client.scroll(concrete, **check.look_for(key))[0]])

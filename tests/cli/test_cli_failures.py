@@ -157,6 +157,36 @@ def test_a_missing_extra_is_named_with_its_install_command_before_any_work(
     assert not out.exists()
 
 
+def test_serve_on_a_port_in_use_fails_before_the_model_loads(broken_variant):
+    # It loaded the model first (a minute for the preset), logged 'Serving ... on http://127.0.0.1:8766', then
+    # uvicorn's own '[Errno 98] error while attempting to bind', exit 3 (from a server walkthrough).
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        proc = run_cli("serve", "--model", str(broken_variant), "--port", str(port))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert one_error_line(proc) == (
+        f"error: 127.0.0.1:{port} is in use (another server listens there); pass another --port, or stop that server"
+    )
+    assert "Serving" not in proc.stderr  # the broken variant was never read
+
+
+@pytest.mark.parametrize("command", ["search", "ingest", "serve"])
+def test_a_file_given_as_the_store_is_named_before_any_work(tmp_path, folder, broken_variant, command):
+    # It was '[Errno 17] File exists' from mkdir, and serve started, then answered every /v1/search with a 500.
+    document = folder / "a.txt"
+    argv = {
+        "search": ["search", "tides", "--path", str(document), "--model", str(broken_variant)],
+        "ingest": ["ingest", str(folder), "--path", str(document), "--model", str(broken_variant)],
+        "serve": ["serve", "--model", str(broken_variant), "--path", str(document), "--port", "0"],
+    }[command]
+    proc = run_cli(*argv)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert one_error_line(proc) == (
+        f"error: path {str(document)!r} (--path) is a file, not a store directory; pass the directory of a store "
+        "(one is made where none is)"
+    )
+
+
 def test_a_locked_store_is_one_line(tmp_path, folder, broken_variant):
     store = tmp_path / "store"
     with closing(QdrantClient(path=str(store))):

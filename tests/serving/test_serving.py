@@ -233,6 +233,8 @@ BAD_INPUT = [  # (name, body, status, words the message must hold)
     ("unknown encoding_format", {"input": "a", "encoding_format": "hex"}, 400, "'encoding_format'"),
     ("dimensions not allowed", {"input": "a", "dimensions": 16}, 400, "Matryoshka"),
     ("dimensions wrong type", {"input": "a", "dimensions": "all"}, 400, "'dimensions'"),
+    ("dimensions as a string", {"input": "a", "dimensions": "64"}, 400, "'dimensions'"),  # was taken as 64
+    ("dimensions as a boolean", {"input": "a", "dimensions": True}, 400, "'dimensions'"),  # was taken as 1
     ("unknown model", {"input": "a", "model": "text-embedding-3-small"}, 404, "not served here"),
     ("unknown input_type", {"input": "a", "input_type": "passage"}, 400, "'input_type'"),
     ("unknown task", {"input": "a", "task": "NoSuchTask"}, 400, "unknown task"),
@@ -258,6 +260,7 @@ def test_api_key_is_required_and_never_logged(server, caplog):
     assert "Authorization: Bearer" in wrong.json()["error"]["message"]
     assert post(server, {"input": "a"}).status_code == 200
     assert httpx.get(server.url + "/health").status_code == 200  # probes need no key
+    assert httpx.head(server.url + "/health").status_code == 200  # nor do those that send HEAD (it was a 405)
     assert KEY not in caplog.text
 
 

@@ -5,6 +5,7 @@ run here."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from c2v_rag.store.collection import (
     require_collection,
     stored_vector_params,
 )
-from c2v_rag.store.filters import check_filter_keys, sample_request, to_qdrant_filter
+from c2v_rag.store.filters import FilterKeyCheck, check_filter_keys, to_qdrant_filter
 from c2v_rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
 from c2v_rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.store.sparse import BM25Encoder
@@ -121,7 +122,7 @@ async def asearch_query(
     client: AsyncQdrantClient | StoreClient | None = None,
 ) -> list[SearchHit]:
     """:func:`search_queries` for one query under asyncio: Qdrant through ``AsyncQdrantClient``, the model in a
-    worker thread (:meth:`c2v_rag.Collection.asearch`). A backend without an async client (Qdrant Edge), and a
+    worker thread (:meth:`c2v_rag.Collection.asearch`). An embedded store (local mode, Qdrant Edge), and a
     synchronous ``client``, are searched whole in a worker thread."""
     require_rag("c2v_rag.asearch")
     from qdrant_client import AsyncQdrantClient
@@ -132,6 +133,10 @@ async def asearch_query(
         # A handle's QdrantClient: it may hold the embedded store, which a second client could not open.
         return (await asyncio.to_thread(_search_sync, call, target, client))[0]
     own_client = client is None
+    if own_client and not target.is_server:
+        # An embedded store opens in one client at a time: concurrent searches take turns in worker threads
+        # (QdrantConfig.turn), where each opening its own AsyncQdrantClient failed on the directory's lock.
+        return (await asyncio.to_thread(_search_sync, call, target, None))[0]
     target.check_present(options.collection, client)
     qdrant_client = client if client is not None else target.connect_async()
     if qdrant_client is None:
@@ -170,10 +175,7 @@ class _SearchCall:
         check_collection_name(self.options.collection)
         concrete = resolve_alias(client, self.options.collection)
         info = require_collection(client, concrete, target)
-        sample = sample_request(self.options.filter)
-        if sample is not None:
-            points, _ = client.scroll(concrete, **sample)
-            check_filter_keys(self.options.filter, points, self.options.collection, target.location)
+        check_filter_keys(client, concrete, self.options.filter, self.options.collection, target.location)
         return concrete, info
 
     def prepared(self, info: Any, concrete: str, target: QdrantConfig) -> tuple[_Plan, int | None]:
@@ -221,12 +223,17 @@ def prepare_search(
     require_rag("c2v_rag.prepare_search")
     call = _SearchCall.check([], top_k, options, model)
     target.check_present(options.collection, client)
-    with target.opened(client) as qdrant_client:
+    with target.turn() if client is None else contextlib.nullcontext(), target.opened(client) as qdrant_client:
         concrete, info = call.checked(qdrant_client, target)
         call.prepared(info, concrete, target)
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
+    with target.turn() if client is None else contextlib.nullcontext():
+        return _search_opened(call, target, client)
+
+
+def _search_opened(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
     target.check_present(call.options.collection, client)
     with target.opened(client) as qdrant_client:
         concrete, info = call.checked(qdrant_client, target)
@@ -240,10 +247,10 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     if not await client.collection_exists(concrete):
         held = held_names(await client.get_collections(), await client.get_aliases())
         raise collection_not_found(call.options.collection, target, held)
-    sample = sample_request(call.options.filter)
-    if sample is not None:
-        points, _ = await client.scroll(concrete, **sample)
-        check_filter_keys(call.options.filter, points, call.options.collection, target.location)
+    keys = FilterKeyCheck(call.options.filter, call.options.collection, target.location)
+    if (sample := keys.sample()) is not None:
+        unseen = keys.unseen((await client.scroll(concrete, **sample))[0])
+        keys.refuse([key for key in unseen if not (await client.scroll(concrete, **keys.look_for(key)))[0]])
     plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
     if call.options.group_by_document:
         found = [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]
@@ -296,9 +303,7 @@ def nearest_chunks(
         if query is None:
             raise ValueError(f"mode={options.mode!r} needs the query's text for its BM25 side: pass query=")
         sparse = BM25Encoder(layout.bm25).encode_queries([query])[0]
-    sample = sample_request(options.filter)
-    if sample is not None:
-        check_filter_keys(options.filter, client.scroll(concrete, **sample)[0], collection, target.location)
+    check_filter_keys(client, concrete, options.filter, collection, target.location)
     request = query_request(
         layout,
         options.mode,

@@ -366,6 +366,42 @@ def test_a_collection_not_found_names_those_the_store_holds_and_the_closest(tmp_
         c2v_rag.open_collection("tides", path=tmp_path).count()  # nothing close: no guess
 
 
+def refused_as_another_model(store, built_with, other, corpus, ingest_config, field) -> None:
+    """A collection ``built_with`` one variant refuses ``other``'s ingest and search, naming ``field``, and still
+    answers its own."""
+    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=built_with, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=rf"built with another model \({field}="):
+        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=other, config=ingest_config)
+    with pytest.raises(CollectionMismatchError, match=rf"built with another model \({field}="):
+        c2v_rag.search("x", path=store, collection="kb", model=other)
+    assert c2v_rag.search("x", top_k=100, path=store, collection="kb", model=built_with)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("instruction_template", "Task: {instruction}\n"),
+        ("prompt_format", {"name": "plain"}),
+        ("placement", "before_instruction"),
+    ],
+)
+def test_a_variant_whose_config_changes_the_forward_pass_is_refused(
+    tmp_path, tiny_variant, corpus, ingest_config, field, value
+):
+    # The same weights read another way (a helper's walkthrough edited a preset copy's prompt format and template:
+    # its vectors had cosine 0.38-0.50 with the preset's on the decoder part, and ingest and search took it).
+    import shutil
+
+    from c2v_rag.core.config import CONFIG_FILE
+
+    edited = tmp_path / "edited"
+    shutil.copytree(tiny_variant, edited)
+    config = json.loads((edited / CONFIG_FILE).read_text())
+    config[field] = value
+    (edited / CONFIG_FILE).write_text(json.dumps(config))
+    refused_as_another_model(tmp_path / "store", tiny_variant, edited, corpus, ingest_config, field)
+
+
 def test_a_retrained_variant_with_the_same_config_is_refused(tmp_path, tiny_variant, corpus, ingest_config, caplog):
     # Same base models, dims and readout, other weights: what a retrained preset under the same name
     # looks like. Only the weights digest tells the two apart.
@@ -428,12 +464,7 @@ def test_a_variant_with_the_same_weight_files_and_another_adapter_scale_is_refus
     adapter_config.write_text(json.dumps({**json.loads(adapter_config.read_text()), "lora_alpha": 4}))
 
     store = tmp_path / "store"
-    c2v_rag.ingest(corpus[:2], path=store, collection="kb", model=variant, config=ingest_config)
-    with pytest.raises(CollectionMismatchError, match=r"built with another model \(adapters="):
-        c2v_rag.ingest(corpus[2:], path=store, collection="kb", model=scaled, config=ingest_config)
-    with pytest.raises(CollectionMismatchError, match=r"built with another model \(adapters="):
-        c2v_rag.search("x", path=store, collection="kb", model=scaled)
-    assert c2v_rag.search("x", top_k=100, path=store, collection="kb", model=variant)
+    refused_as_another_model(store, variant, scaled, corpus, ingest_config, "adapters")
 
     with closing(QdrantClient(path=str(store))) as client:
         info = client.get_collection("kb")

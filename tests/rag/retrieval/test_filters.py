@@ -5,7 +5,9 @@ Every expected answer is computed in Python from the corpus' metadata, independe
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import warnings
 from contextlib import closing
 
 import pytest
@@ -164,8 +166,10 @@ def test_a_filter_key_no_chunk_carries_is_refused_with_the_keys_there_are(store)
     assert found(store, {"topic": "odd"})  # a key the chunks carry is searched as before
 
 
-def test_in_a_sampled_collection_an_unseen_key_is_a_warning(tmp_path, tiny_variant, monkeypatch):
-    """Past the sample, a key could be on later chunks only: the search runs, and says what it saw."""
+def test_in_a_sampled_collection_an_unseen_key_is_looked_for_in_the_rest(tmp_path, tiny_variant, monkeypatch):
+    """Past the sample, a key could be on later chunks only: one filtered read finds it, and the search runs; a key
+    no chunk carries is refused as in a small collection (it was a warning, and on the server only a log line, while
+    the search answered "no results": a helper's walkthrough of /v1/search)."""
     from c2v_rag.store import filters
 
     docs = [{"id": f"d{i}", "text": make_text(i, sentences=1), "metadata": {"topic": "t"}} for i in range(6)]
@@ -176,7 +180,29 @@ def test_in_a_sampled_collection_an_unseen_key_is_a_warning(tmp_path, tiny_varia
         search = lambda filter: c2v_rag.search(  # noqa: E731
             "vitamin", top_k=10, collection="kb", client=client, filter=filter
         )
-        with pytest.warns(UserWarning, match="among the first 3 chunks") as record:
-            hits = search({"rare": "yes"})
-        assert "searching anyway" in str(record[0].message)
-        assert {h.doc_id for h in hits} == {"late"}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert {h.doc_id for h in search({"rare": "yes"})} == {"late"}
+        with pytest.raises(ValueError, match=r"'rane' is in no chunk's metadata.*The first 3 chunks carry: "):
+            search({"rane": "yes"})
+        # A qdrant_client Filter (LlamaIndex's MetadataFilters and LangChain's filters become one) is checked on its
+        # metadata paths, nested ones too; a condition on another payload path is the caller's own.
+        typo = models.FieldCondition(key="metadata.topc", match=models.MatchValue(value="t"))
+        nested = models.Filter(should=[models.Filter(must=[typo])])
+        with pytest.raises(ValueError, match="'topc' is in no chunk's metadata.*Did you mean 'topic'"):
+            search(nested)
+        own = models.FieldCondition(key="doc_id", match=models.MatchValue(value="late"))
+        assert {h.doc_id for h in search(models.Filter(must=[own]))} == {"late"}
+    # The async search (AsyncQdrantClient, as on a server) checks the same way.
+    from qdrant_client import AsyncQdrantClient
+
+    async def asearch(filter):
+        client = AsyncQdrantClient(path=str(tmp_path))
+        try:
+            return await c2v_rag.asearch("vitamin", top_k=10, collection="kb", client=client, filter=filter)
+        finally:
+            await client.close()
+
+    assert {h.doc_id for h in asyncio.run(asearch({"rare": "yes"}))} == {"late"}
+    with pytest.raises(ValueError, match="'rane' is in no chunk's metadata"):
+        asyncio.run(asearch({"rane": "yes"}))

@@ -199,6 +199,35 @@ def test_asearch_gives_what_search_gives(tmp_path, tiny_variant):
         assert [h.score for h in got[mode]] == pytest.approx([h.score for h in want[mode]], abs=1e-5)
 
 
+@pytest.mark.parametrize("store", ["local", "edge"])
+def test_concurrent_searches_of_an_embedded_store_take_turns(tmp_path, tiny_variant, store):
+    # An async web app calls asearch per request: the helper's walkthrough saw 5 of 6 concurrent calls fail on the
+    # directory's lock ("already accessed by another instance of Qdrant client"), and 3 of 4 threads' searches.
+    from concurrent.futures import ThreadPoolExecutor
+
+    if store == "edge":
+        pytest.importorskip("qdrant_edge")
+    c2v_rag.ingest(
+        [make_text(i, sentences=2) for i in range(5)],
+        path=tmp_path,
+        store=store,
+        collection="kb",
+        model=tiny_variant,
+        **SMALL,
+    )
+    handle = c2v_rag.open_collection("kb", path=tmp_path, model=tiny_variant)
+    queries = [QUERY, "stock market", "proteins fold", "bone density", "river tides", "vitamin"]
+    want = [[h.id for h in handle.search(q, top_k=3, rerank=None)] for q in queries]
+
+    async def together():
+        return await asyncio.gather(*(handle.asearch(q, top_k=3, rerank=None) for q in queries))
+
+    assert [[h.id for h in hits] for hits in asyncio.run(together())] == want
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda q: handle.search(q, top_k=3, rerank=None), queries))
+    assert [[h.id for h in hits] for hits in found] == want
+
+
 def test_mode_errors_name_the_fix(tmp_path, tiny_variant, hybrid):
     c2v_rag.ingest(["some text about bone loss"], path=tmp_path, collection="dense_only", model=tiny_variant, **SMALL)
     with pytest.raises(

@@ -4,6 +4,7 @@ under their own names. Every vector is checked against the model's own encode(tr
 
 from __future__ import annotations
 
+import logging
 import shutil
 from contextlib import closing
 
@@ -86,7 +87,7 @@ def test_a_size_mismatch_or_an_untrained_size_is_refused_before_the_model_loads(
         )
 
 
-def test_a_later_ingest_adds_at_the_size_the_collection_recorded(tmp_path, matryoshka_variant, model, corpus):
+def test_a_later_ingest_adds_at_the_size_the_collection_recorded(tmp_path, matryoshka_variant, model, corpus, caplog):
     """It was refused ('pass truncate_dim=16') while the collection's other recorded settings were reused."""
     small = {"chunk_size": 24, "chunk_overlap": 4, "show_progress": False}
     c2v_rag.ingest(corpus[:2], path=tmp_path, collection="short", model=matryoshka_variant, truncate_dim=16, **small)
@@ -118,6 +119,17 @@ def test_a_later_ingest_adds_at_the_size_the_collection_recorded(tmp_path, matry
         corpus[:1], path=tmp_path / "other", collection="theirs", model=matryoshka_variant, truncate_dim=16, **small
     )
     assert added.chunks_written > 0
+    # Searched (at the whole size, which a search of an unrecorded collection embeds at), it is said once that
+    # nothing but the size is known of its vectors: another tool's, of any model.
+    with closing(QdrantClient(path=str(tmp_path / "other"))) as client:
+        size = models.VectorParams(size=model.embedding_dim, distance=models.Distance.COSINE)
+        client.create_collection("whole_theirs", vectors_config=size)
+    c2v_rag.ingest(corpus[:1], path=tmp_path / "other", collection="whole_theirs", model=matryoshka_variant, **small)
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.store.collection"):
+        for _ in range(2):
+            hits = c2v_rag.search("x", path=tmp_path / "other", collection="whole_theirs", model=matryoshka_variant)
+    warned = [r.getMessage() for r in caplog.records if "'whole_theirs' at embedded Qdrant" in r.getMessage()]
+    assert hits and len(warned) == 1 and "records no model" in warned[0] and "scores mean nothing" in warned[0]
     with pytest.raises(ValueError, match=r"'whole' records whole vectors. Leave truncate_dim out"):
         c2v_rag.ingest(
             corpus[2:3], path=tmp_path, collection="whole", model=matryoshka_variant, truncate_dim=16, **small
