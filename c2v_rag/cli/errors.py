@@ -209,16 +209,17 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
-def report(err: BaseException, verbose: bool, on_interrupt: str | None = None) -> int:
+def report(err: BaseException, verbose: bool, on_interrupt: str | None = None, *, stamp: str = "") -> int:
     """Print ``err`` as one ``error:`` line (and the traceback when ``verbose``); its exit code.
 
     ``on_interrupt`` is what the command says after a plain Ctrl-C: what running it again does, for a command that
-    resumes or finishes its work (set by its parser); a command that only reads says nothing more.
+    resumes or finishes its work (set by its parser); a command that only reads says nothing more. ``stamp`` goes
+    before the line (a watch's time of day, as its summaries have).
     """
     message, code = classify(err, on_interrupt)
     if verbose:
         traceback.print_exception(err, file=sys.stderr)
-    print("error: " + in_flags(" ".join(str(message).split())), file=sys.stderr)
+    print(stamp + "error: " + in_flags(" ".join(str(message).split())), file=sys.stderr)
     return code
 
 

@@ -139,21 +139,23 @@ def run(args: argparse.Namespace) -> int:
     result = collection.ingest(paths, **_ingest_keywords(args, config))
     print(f"ingested {result.summary()}")
     if result.chunks:
-        _build_reranker(collection)
+        _build_reranker(collection, show=not args.quiet)
     return EXIT_OK if result.ok else EXIT_PARTIAL
 
 
-def _build_reranker(collection: Any) -> None:
+def _build_reranker(collection: Any, show: bool) -> None:
     """The int8 reranker the next ``c2v-rag search`` loads, built now where it is not yet (once per machine and base
     decoder, seconds, under its own bar) rather than in that search; the model is the one the ingest embedded
     with."""
+    from c2v_rag.cpu.build_progress import build_bar_shown
     from c2v_rag.rag.retrieval.reranking import auto_reranker, auto_reranker_unbuilt
 
     # The ingest has succeeded and its points are stored: a reranker that fails here must not turn that into an
     # error exit, and the first search tries again (and says why, as it would have).
     try:
         if auto_reranker_unbuilt(collection.model):
-            auto_reranker(collection.model, None)
+            with build_bar_shown(show):  # -q: no bar, as for the ingest's own
+                auto_reranker(collection.model, None)
     except Exception as err:  # an optimization: any failure of torch, ONNX Runtime or the cache is only reported
         logger.warning("the reranker searches use was not built now (%s); the first search builds it", err)
 
@@ -178,7 +180,8 @@ def _watch(args: argparse.Namespace, paths: list[Path], config: IngestConfig) ->
 
     def failed(err: Exception) -> None:
         nonlocal code
-        code = report(err, args.verbose)
+        # Stamped as the re-runs' summaries are: a failure an hour into a watch says when it came.
+        code = report(err, args.verbose, stamp=time.strftime("%H:%M:%S ") if runs else "")
 
     keywords = _ingest_keywords(args, config)
     collection_from(args).watch(paths, interval=args.watch, on_result=done, on_failure=failed, **keywords)

@@ -68,6 +68,7 @@ class FileSelection(BaseModel):
 __all__ = [
     "MAX_LISTED_SKIPS",
     "SUPPORTED_SUFFIXES",
+    "NothingToReadError",
     "ReadLog",
     "ReadOptions",
     "SkippedInput",
@@ -77,6 +78,14 @@ __all__ = [
     "read_file",
     "snapshot",
 ]
+
+
+class NothingToReadError(ValueError):
+    """A folder holds no file to read (``path``: as the caller named it)."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def open_source(path: Path, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
@@ -101,7 +110,7 @@ def list_source(path: Path, options: ReadOptions, log: ReadLog) -> tuple[str, li
     if root.is_dir():
         listing = _listing(root, options, log)
         if not listing.files:
-            raise ValueError(listing.nothing_to_read(path, options))
+            raise NothingToReadError(listing.nothing_to_read(path, options), path)
         files = _not_refused(listing.files, options, log)
         log.file_sizes.extend(_content_size(file, listing.sizes[file], options) for file in files)
         return str(root), files

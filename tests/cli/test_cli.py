@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -273,14 +274,16 @@ def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant)
     command += ["--model", str(tiny_variant), "--chunk-size", "24", "--watch", "0.2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
+    errors: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    threading.Thread(target=lambda: [errors.put(line) for line in process.stderr], daemon=True).start()
 
-    def next_line() -> str:
+    def next_line(stream: queue.Queue[str] = lines) -> str:
         try:
-            return lines.get(timeout=120)
+            return stream.get(timeout=120)
         except queue.Empty:
             process.kill()
-            raise AssertionError(f"no output; stderr: {process.stderr.read()}") from None
+            raise AssertionError(f"no output; stderr: {list(errors.queue)}") from None
 
     try:
         assert next_line().startswith("ingested 1 document, ")
@@ -289,6 +292,11 @@ def test_watch_ingests_again_at_each_change_until_ctrl_c(tmp_path, tiny_variant)
         assert " ingested 2 documents (1 unchanged), " in next_line()  # stamped with the time
         (folder / "a.txt").unlink()
         assert "ingested 1 document (1 unchanged), " in (line := next_line()) and "sync deleted 1 document " in line
+        # A failed re-run is one error line, stamped with the time as the summaries are; the watch goes on.
+        (folder / "bad.jsonl").write_text("{not json\n", encoding="utf-8")
+        assert re.match(r"\d\d:\d\d:\d\d error: .*bad\.jsonl", next_line(errors)), list(errors.queue)
+        (folder / "bad.jsonl").unlink()
+        assert " ingested 1 document (1 unchanged), " in next_line()
         time.sleep(1)  # past the run's last lines: Ctrl-C now lands between runs, where it ends the watch
     finally:
         process.send_signal(signal.SIGINT)
@@ -598,7 +606,7 @@ def test_search_dash_answers_each_line_of_standard_input_with_the_model_loaded_o
     assert "none came: pipe a file in" in capsys.readouterr().err
 
 
-def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path, tiny_lm_variant, monkeypatch):
+def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path, tiny_lm_variant, monkeypatch, capsys):
     """Where searches rerank in int8 (an AVX2 CPU with the int8 extra here), ``c2v-rag ingest`` leaves the int8
     reranker built, once: the first search loads it instead of building it, and a later ingest builds nothing."""
     pytest.importorskip("onnxruntime")
@@ -611,6 +619,7 @@ def test_ingest_builds_the_reranker_the_next_search_would_build(folder, tmp_path
     assert reranking.auto_reranker_unbuilt(model)
     ingested(folder, tmp_path, tiny_lm_variant, "built")
     assert not reranking.auto_reranker_unbuilt(model)
+    assert "Building the int8 reranker" not in capsys.readouterr().err  # -q: no bar for it either
 
     def refuse(*args, **kwargs):
         raise AssertionError("the int8 reranker was built again")

@@ -145,6 +145,16 @@ def test_html_is_read_as_markdown_without_the_page_chrome(tmp_path):
     page = write_html(tmp_path / "tides.html")
     (doc,), _ = read(page)
     assert doc.metadata["title"] == "Tides"  # the page's <h1>, not its <title> with the site's name
+    # A page of several <h1> sections (Sphinx's one-page manuals: "Abstract", "Contents", ...) is named by its <title>,
+    # and without one by its first <h1>.
+    sections = "<h1>Abstract</h1><p>This policy covers Python.</p><h1>Contents</h1><p>Packaging.</p>"
+    head = "<head><title>Debian Python Policy 0.12.0.0 documentation</title></head>"
+    policy = write_html(tmp_path / "policy.html", f"<html>{head}<body>{sections}</body></html>")
+    untitled = write_html(tmp_path / "untitled.html", f"<html><body>{sections}</body></html>")
+    assert [d.metadata["title"] for d in read(policy)[0] + read(untitled)[0]] == [
+        "Debian Python Policy 0.12.0.0 documentation",
+        "Abstract",
+    ]
     text = doc.text
     assert text.startswith("# Tides\n\nSpring tides happen when the Sun and the Moon align. See the chart.")
     assert "## Neap tides" in text and "café owners" in text  # decoded by its <meta charset>

@@ -87,7 +87,8 @@ class Html(FileFormat):
 
 
 def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
-    """A page's title (its first ``<h1>``, else its ``<title>``) and its content as Markdown."""
+    """A page's title (its ``<h1>`` where it has one, else its ``<title>``, else its first ``<h1>``) and its content
+    as Markdown."""
     from bs4 import Comment, Declaration, Doctype, ProcessingInstruction
     from markdownify import MarkdownConverter
 
@@ -115,8 +116,12 @@ def html_to_markdown(data: bytes | str) -> tuple[str | None, str]:
         soup.head.decompose()
     mains = soup.find_all("main") or soup.find_all(role="main") or soup.find_all("article")
     content: Any = mains[0] if len(mains) == 1 else soup
-    heading = content.find("h1")
-    title = heading.get_text(" ", strip=True) if heading is not None else head_title
+    # One <h1> is the page's title. Several are its sections (a one-page manual's "Abstract", "Contents", ...), which
+    # the <title> names better where there is one: Debian's Python policy was titled "Abstract", which then led
+    # every later chunk.
+    headings = content.find_all("h1", limit=2)
+    first = headings[0].get_text(" ", strip=True) if headings else None
+    title = first if len(headings) == 1 or not head_title else head_title
     _flatten_below(content, MAX_NESTING)
     # No escapes: the text is read by the models and BM25, not rendered, and BM25 split an escaped identifier
     # (include\_hidden) into other terms than the query's include_hidden, so sparse search missed it.

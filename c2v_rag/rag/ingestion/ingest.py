@@ -19,11 +19,12 @@ process (:mod:`c2v_rag.rag.ingestion.local_engine`) or on a Ray cluster (:mod:`c
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Callable
 from typing import Any, Literal
 
 from c2v_rag.documents.chunking import check_chunk_size
-from c2v_rag.documents.files import ReadLog
+from c2v_rag.documents.files import NothingToReadError, ReadLog
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.ingestion.config import IngestConfig
 from c2v_rag.rag.ingestion.engine import IngestEngine, IngestPlan, IngestStore, choose_engine
@@ -68,7 +69,19 @@ def ingest_documents(
     # 1. The input: types, paths, suffixes, folders' files (no file is read yet).
     log = ReadLog()
     read = settings.read_options()
-    runner.open_input(docs, read, log)
+    try:
+        runner.open_input(docs, read, log)
+    except NothingToReadError as err:
+        if not settings.sync:
+            raise
+        # A sync of a folder emptied on purpose deletes nothing (an unmounted disk looks the same): say how to.
+        where = f"--qdrant-url {target.url}" if target.is_server else f"--path {shlex.quote(str(target.path))}"
+        command = f"c2v-rag delete --file {shlex.quote(str(err.path))} {where} --collection {collection}"
+        raise NothingToReadError(
+            f"{err}. A sync deletes nothing then, so the collection keeps the documents read from it before: "
+            f"delete them with `{command}` (Collection.delete_documents(files=...))",
+            err.path,
+        ) from None
     roots = sync_roots(docs) if settings.sync else []
     # 2. The model's config (not its weights): chunk size, and what the collection must match.
     model = chosen.resolve()

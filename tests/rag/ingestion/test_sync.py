@@ -6,6 +6,7 @@ after a sync the collection must hold exactly those points, plus whatever other 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from contextlib import closing
 from pathlib import Path
@@ -108,9 +109,15 @@ def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
         ingest_into(str(tmp_path / "dcos"), store, sync=True)  # a typo'd path string (it was embedded as a text)
     for name in ("a.txt", "b.txt"):
         (folder / name).unlink()
-    with pytest.raises(ValueError, match=r"no files under .*docs \(hidden files"):
-        ingest_into(folder, store, sync=True)  # an emptied folder is refused too
+    with pytest.raises(ValueError, match=r"no files under .*docs \(hidden files") as info:
+        ingest_into(folder, store, sync=True)  # an emptied folder is refused too (an unmounted disk looks the same)
     assert points(store) == before
+    # ... with the command that deletes what it held, which does.
+    command = str(info.value).split("delete them with `")[1].split("`")[0]
+    assert command == f"c2v-rag delete --file {folder} --path {store} --collection kb"
+    from c2v_rag.cli import main
+
+    assert main(shlex.split(command)[1:]) == 0 and points(store) == {}
 
 
 def test_two_sources_sharing_a_collection_keep_each_others_points(tmp_path, ingest_into):
