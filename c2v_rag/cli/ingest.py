@@ -111,6 +111,12 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         f"(checked every SECONDS, default {WATCH_SECONDS:g}; with --sync deleted files lose their points); "
         "Ctrl-C stops",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the files the ingest would read, with their sizes, and what it would leave out; load no model, "
+        "read no file, touch no store",
+    )
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
@@ -133,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     if args.watch is not None and args.watch <= 0:
         raise ValueError(f"--watch {args.watch:g}: pass the seconds between checks, more than 0")
     paths = [Path(p) for p in args.paths]
+    if args.dry_run:
+        if args.watch is not None:
+            raise ValueError("--dry-run lists what one ingest would read; leave --watch out")
+        return _dry_run(paths, config, listed=not args.quiet)
     if args.watch is not None:
         return _watch(args, paths, config)
     collection = collection_from(args)
@@ -141,6 +151,39 @@ def run(args: argparse.Namespace) -> int:
     if result.chunks:
         _build_reranker(collection, show=not args.quiet)
     return EXIT_OK if result.ok else EXIT_PARTIAL
+
+
+def _dry_run(paths: list[Path], config: IngestConfig, *, listed: bool) -> int:
+    """Print the files an ingest of ``paths`` would read (each with its size, unless not ``listed``: -q) and a
+    summary of them by format and of what it would leave out, from the listing alone (the checks a run makes
+    before its model loads: a missing path, a folder with nothing to read, a missing package)."""
+    from collections import Counter
+
+    from c2v_rag.core.wording import counted, one_line, size_in_words
+    from c2v_rag.documents.files import ReadLog, list_source, not_read_words
+    from c2v_rag.documents.formats import format_of
+
+    log, options = ReadLog(), config.read_options()
+    files = [file for path in paths for file in list_source(path, options, log)[1]]
+    count: Counter[str] = Counter()
+    size: Counter[str] = Counter()
+    for file in files:
+        on_disk = file.stat().st_size
+        kind = format_of(file, options.text_suffixes)
+        name = kind.name if kind is not None else file.suffix
+        count[name] += 1
+        size[name] += on_disk
+        if listed:
+            print(f"{size_in_words(on_disk):>11}  {one_line(str(file))}")
+    kinds = ", ".join(f"{name} {count[name]} ({size_in_words(size[name])})" for name, _ in count.most_common())
+    parts = [f"would read {counted(len(files), 'file')}, {size_in_words(sum(size.values()))}: {kinds or 'none'}"]
+    parts += [words for words in [not_read_words(log.not_read)] if words]
+    if log.excluded:
+        parts.append(f"left out by --exclude: {counted(log.excluded, 'file or folder', 'files and folders')}")
+    if log.files_skipped:
+        parts.append(f"skipped: {counted(log.files_skipped, 'file')} (the warnings above)")
+    print("; ".join(parts) + ". Nothing was read, embedded or stored (--dry-run)")
+    return EXIT_OK
 
 
 def _build_reranker(collection: Any, show: bool) -> None:

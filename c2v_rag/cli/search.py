@@ -13,6 +13,7 @@ from c2v_rag.cli.arguments import (
     collection_from,
     filter_from,
 )
+from c2v_rag.core.wording import one_line
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -210,7 +211,7 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         print(score_kind)
     for rank, hit in enumerate(hits, 1):
         # One hit a line: a control character in a file's name (a newline) is shown escaped, as ls -b shows it.
-        where = _one_line(str(hit.source or hit.doc_id or hit.id))
+        where = one_line(str(hit.source or hit.doc_id or hit.id))
         # Where in its file the hit is: a PDF's page (a deck's slide), a workbook's sheet, a table's row.
         for key, shown in ((PAGE_LABEL_KEY, "p. {}"), (SHEET_KEY, "sheet {}"), (ROW_KEY, "row {}")):
             value = hit.metadata.get(key)
@@ -221,11 +222,6 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
         if snippet_chars:
             print("    " + snippet(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :], snippet_chars))
-
-
-def _one_line(name: str) -> str:
-    """``name`` with its control characters escaped (``\n`` for a newline), the rest as it is."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
 
 
 def snippet(text: str, chars: int) -> str:

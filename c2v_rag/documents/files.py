@@ -324,6 +324,7 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
                 listing.files.append(file)
                 listing.sizes[file] = size
     log.not_read.update(listing.others)
+    log.excluded += listing.excluded
     if listing.others and not quiet:
         logger.info(
             "Skipped %d files under %s of types c2v_rag does not read: %s (%s; text_suffixes, --text-suffix, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from c2v_rag.core.arguments import check_unicode
 from c2v_rag.documents.source_document import (
     SourceDocument,
     check_metadata,
@@ -18,7 +19,6 @@ from c2v_rag.documents.source_document import (
     record_text,
     source_of,
 )
-from c2v_rag.encode.loop import check_unicode
 
 __all__ = ["ItemKind", "ITEM_KINDS", "item_kind", "item_text_length", "EXPECTED_ITEMS"]
 

@@ -96,6 +96,8 @@ class ReadLog:
     # Files of the folders listed that no format reads, by suffix ("" for none): left out, not skipped (no warning;
     # text_suffixes reads the text ones).
     not_read: Counter[str] = field(default_factory=Counter)
+    # Files and folders of the folders listed that an ``exclude`` pattern left out.
+    excluded: int = 0
     # Resolved files and folders some of whose documents may be missing from this read.
     incomplete: set[str] = field(default_factory=set)
     # For progress: how many bytes each file the sources were found to hold when opened (before any is read) holds

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from c2v_rag.core.arguments import check_unicode
 from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
-from c2v_rag.encode.loop import check_unicode
 
 TEXT_KEYS = ("text", "page_content", "content", "body")
 _ID_KEYS = ("id", "doc_id", "_id")

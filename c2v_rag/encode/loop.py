@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from c2v_rag.core.arguments import check_count
+from c2v_rag.core.arguments import check_count, check_unicode
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.core.instructions import Instruction
 from c2v_rag.core.progress_bar import CountingBar, unsized_terminal
@@ -223,23 +223,6 @@ def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
             )
         check_unicode(text, f"input at index {i}")
     return texts, False
-
-
-def check_unicode(text: str, where: str) -> None:
-    """Refuse a string the tokenizers cannot take: one holding a lone surrogate (U+D800-U+DFFF).
-
-    Python strings can (from ``errors="surrogateescape"`` decoding, or a JSON ``"\\ud800"``
-    escape); the Rust tokenizers fail on them with an error that names neither text nor cause.
-    """
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(
-            f"{where} holds a lone surrogate (U+{ord(text[err.start]):04X} at character {err.start}), which is "
-            "not valid Unicode text: decode the source bytes with errors='replace', or drop it"
-        ) from None
 
 
 def encode_texts(

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from c2v_rag.encode.loop import check_unicode
+from c2v_rag.core.arguments import check_unicode
 from c2v_rag.rag.options import CommonSearchOptions, RerankOption, SearchOptions
 
 

@@ -316,6 +316,32 @@ def test_help_loads_no_model_library():
     assert run_python(code).splitlines()[-1] == "LOADED []"
 
 
+def test_ingest_dry_run_lists_what_it_would_read_and_loads_nothing(tmp_path):
+    folder = tmp_path / "docs"
+    for name, text in {"a.md": "# Tides\n", "sub/b.txt": "x" * 2000, "c.json": "{}", "node_modules/d.md": "x"}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    (folder / "new\nline.txt").write_text("odd name", encoding="utf-8")
+    store = tmp_path / "store"
+    argv = ["ingest", str(folder), "--dry-run", "--exclude", "node_modules", "--path", str(store)]
+    code = (
+        "import sys\nfrom c2v_rag.cli import main\n"
+        f"code = main({argv!r})\n"
+        "print('LOADED', code, sorted(m for m in ('transformers', 'tokenizers', 'qdrant_client') if m in sys.modules))"
+    )
+    lines = run_python(code).splitlines()
+    root = folder.resolve()
+    assert lines == [
+        f"    8 bytes  {root / 'a.md'}",
+        f"    8 bytes  {root}/new\\nline.txt",
+        f"     2.0 kB  {root / 'sub' / 'b.txt'}",
+        "would read 3 files, 2.0 kB: text 3 (2.0 kB); not read: 1 file of other types (.json (1)); left out by "
+        "--exclude: 1 file or folder. Nothing was read, embedded or stored (--dry-run)",
+        "LOADED 0 []",
+    ]
+    assert not store.exists()
+
+
 def test_search_loads_neither_the_chunker_nor_peft(folder, tmp_path, tiny_variant, capsys):
     store = str(tmp_path / "qdrant")
     assert main(["ingest", str(folder), "--path", store, "--model", str(tiny_variant), "--chunk-size", "24", "-q"]) == 0
