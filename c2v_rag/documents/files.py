@@ -191,6 +191,8 @@ class _Listing:
     others: Counter[str] = field(default_factory=Counter)
     other_example: dict[str, Path] = field(default_factory=dict)
     excluded: int = 0
+    # Links that lead nowhere (their target gone) or in a loop, of a type that would be read.
+    dangling: list[Path] = field(default_factory=list)
 
     def add_other(self, file: Path) -> None:
         suffix = _type_suffix(file)
@@ -221,7 +223,21 @@ class _Listing:
             )
         if self.excluded:
             return f"every file under {path} is left out by exclude {list(options.exclude)} (--exclude)"
+        if self.dangling:
+            return f"no file to read under {path}: {_dangling_words(self.dangling)}"
         return f"no files under {path} (hidden files and folders, whose names start with '.', are left out)"
+
+
+def _dangling_words(links: Sequence[Path]) -> str:
+    """``2 links that lead to nothing or in a loop (a.txt -> gone.txt, ...)``."""
+    first = min(links)
+    try:
+        target = os.readlink(first)
+    except OSError:
+        target = "?"
+    more = ", ..." if len(links) > 1 else ""
+    lead = "leads" if len(links) == 1 else "lead"
+    return f"{counted(len(links), 'link')} that {lead} to nothing or in a loop ({first.name} -> {target}{more})"
 
 
 def _as_text_fix(suffixes: Sequence[str]) -> str:
@@ -317,6 +333,8 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
             if fmt is None:
                 listing.add_other(file)
             elif size is None:  # a link to nothing, a pipe, a socket: nothing to read, and no type to name
+                if file.is_symlink():
+                    listing.dangling.append(file)
                 continue
             elif missing[fmt] is not None:
                 unreadable_formats.setdefault(fmt, []).append(file)
@@ -334,6 +352,9 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
             listing.others_in_words(),
             FORMATS_COMMAND,
         )
+    if listing.dangling and listing.files:
+        # Said once a folder, as a warning: a link that led to a document and no longer does may be a mistake.
+        logger.warning("Left out %s under %s", _dangling_words(listing.dangling), root)
     if listing.excluded and not quiet:
         logger.info(
             "Left out %d files and folders under %s matching exclude %s", listing.excluded, root, list(options.exclude)

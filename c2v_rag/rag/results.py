@@ -38,6 +38,9 @@ class IngestResult(BaseModel):
     location: str
     documents: int = 0
     duplicate_documents: int = 0
+    empty_documents: int = Field(
+        default=0, description="documents with no text to embed (an empty file, blank lines alone): no chunk"
+    )
     documents_unchanged: int = Field(
         default=0, description="documents the collection held whole under the same hash: skipped before chunking"
     )
@@ -69,6 +72,8 @@ class IngestResult(BaseModel):
         notes = [f"{self.documents_unchanged} unchanged"] if self.documents_unchanged else []
         if self.duplicate_documents:  # a file met twice (through a link, or named twice) is stored once
             notes.append(f"{self.duplicate_documents} more met twice, stored once")
+        if self.empty_documents:  # "2 documents, 0 chunks" said nothing of why
+            notes.append(f"{self.empty_documents} with no text")
         unchanged = f" ({', '.join(notes)})" if notes else ""
         text = (
             f"{counted(self.documents, 'document')}{unchanged}, {counted(self.chunks, 'chunk')} "

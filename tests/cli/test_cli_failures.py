@@ -462,3 +462,9 @@ def test_the_summary_says_how_many_files_were_met_twice(tmp_path, folder, tiny_v
     proc = run_cli("ingest", str(folder), "--path", str(tmp_path / "store"), "--model", str(tiny_variant), *CHUNKS)
     assert proc.returncode == 0, proc.stderr
     assert "ingested 2 documents (1 more met twice, stored once), " in proc.stdout, proc.stdout
+    # Empty files are documents with no text: the summary says so ("3 documents, 4 chunks" said nothing of why).
+    (folder / "empty.txt").write_text("", encoding="utf-8")
+    (folder / "blank.md").write_text("\n  \n", encoding="utf-8")
+    proc = run_cli("ingest", str(folder), "--path", str(tmp_path / "store"), "--model", str(tiny_variant), *CHUNKS)
+    assert proc.returncode == 0, proc.stderr
+    assert "ingested 4 documents (2 unchanged, 1 more met twice, stored once, 2 with no text), " in proc.stdout

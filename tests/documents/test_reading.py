@@ -357,6 +357,26 @@ def test_exclude_leaves_out_files_and_folders_as_a_gitignore_does(tmp_path: Path
     ]
 
 
+def test_links_that_lead_nowhere_are_named(tmp_path: Path, caplog):
+    # A folder of broken links said "no files under X (hidden files ... are left out)", and beside real files they
+    # were counted nowhere (a messy-folder walkthrough).
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "a.txt").symlink_to(links / "gone.txt")
+    (links / "loop.md").symlink_to(links / "loop.md")
+    with pytest.raises(ValueError) as info:
+        iter_documents(links)
+    assert str(info.value) == (
+        f"no file to read under {links}: 2 links that lead to nothing or in a loop (a.txt -> {links / 'gone.txt'}, ...)"
+    )
+    (links / "real.txt").write_text("text", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="c2v_rag.documents.files"):
+        assert [d.text for d in iter_documents(links)] == ["text"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Left out 2 links that lead to nothing or in a loop (a.txt -> {links / 'gone.txt'}, ...) under {links}"
+    ]
+
+
 def test_a_file_that_cannot_be_read_when_its_turn_comes_is_named_with_the_fix(tmp_path: Path):
     """Under on_error='raise' the error was Python's own ("[Errno 13] Permission denied: '.../secret.txt'", from
     a messy-folder walkthrough), naming no fix; a file gone between the listing and its reading is the same path."""

@@ -223,6 +223,7 @@ class LocalIngestRun:
             batcher = self.core.batcher
             self.result.documents = batcher.documents
             self.result.duplicate_documents = batcher.duplicate_documents
+            self.result.empty_documents = batcher.empty_documents
             self.result.documents_unchanged = batcher.unchanged_documents
             self.result.chunks = batcher.chunks
             self.result.seconds = time.perf_counter() - self.started

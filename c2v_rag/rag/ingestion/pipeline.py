@@ -183,8 +183,8 @@ class DocumentBatcher:
     (:func:`~c2v_rag.rag.ingestion.points.document_hash`): those are counted as unchanged without being chunked or
     embedded. Chunking is most of what an unchanged re-run costs.
 
-    Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``chunks``) and
-    keeps the ids of the documents met (``seen``: what a sync compares the collection with).
+    Counts what it met as the results report it (``documents``, ``duplicate_documents``, ``empty_documents``,
+    ``chunks``) and keeps the ids of the documents met (``seen``: what a sync compares the collection with).
     ``files`` is the reading's log when the input is files: how many have been read whole
     (:attr:`~c2v_rag.documents.files.ReadLog.files_done`) and where in the file being read a document lies; else
     the inputs are the documents. Each batch is stamped with how far its chunks reach (:attr:`ChunkBatch.reach`),
@@ -209,6 +209,7 @@ class DocumentBatcher:
         self.seen = SeenDocuments("raise" if clashes is None else "continue")
         self.documents = 0
         self.duplicate_documents = 0
+        self.empty_documents = 0
         self.unchanged_documents = 0
         self.chunks = 0
         self._documents_met = 0
@@ -310,6 +311,7 @@ class DocumentBatcher:
             if len(self._batch.chunks) >= self.batch_size:
                 yield self._take()
         self.chunks += len(ids)
+        self.empty_documents += not ids
         self._reach = max(self._reach, item.start + item.share)
         self._batch.complete(doc.doc_id, ids, item.doc_hash)
 

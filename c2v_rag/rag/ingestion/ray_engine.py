@@ -314,6 +314,7 @@ class RayIngestRun:
         elif new:
             self.result.documents += 1
             self.result.chunks += len(row["point_ids"])
+            self.result.empty_documents += not row["point_ids"]
         else:
             self.result.duplicate_documents += 1
         seconds = time.perf_counter() - self._started
