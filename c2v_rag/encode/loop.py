@@ -50,7 +50,7 @@ class EncodingModel(Protocol):
     """
 
     config: Causal2VecConfig
-    prompts: PromptBuilder
+    prompt_builder: PromptBuilder
     fast_tokenizer: Any
     fast_encoder_tokenizer: Any
     encoder_max_length: int | None
@@ -315,7 +315,7 @@ def long_text_windows(
     max_length = check_max_length(max_length)
     fits = [not t for t in prepare_texts(model, texts, instruction, max_length=max_length).truncated]
     tokenizers = [model.fast_tokenizer]
-    limit = model.prompts.text_budget(instruction, max_length)
+    limit = model.prompt_builder.text_budget(instruction, max_length)
     if model.config.num_contextual_tokens and model.encoder_max_length is not None:
         tokenizers.append(model.fast_encoder_tokenizer)
         specials = len(model.fast_encoder_tokenizer("")["input_ids"])  # [CLS] and [SEP] around the text

@@ -83,7 +83,7 @@ class Causal2Vec(nn.Module):
         self.projector = projector
         if isinstance(config.prompt_format, str):
             config.prompt_format = detect_prompt_format(tokenizer)
-        self.prompts = PromptBuilder(
+        self.prompt_builder = PromptBuilder(
             tokenizer,
             config.prompt_format,
             instruction_template=config.instruction_template,
@@ -95,7 +95,7 @@ class Causal2Vec(nn.Module):
             example_template=config.example_template,
             example_separator=config.example_separator,
         )
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompts.eos_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.prompt_builder.eos_id
         self.encoder_max_length = config.encoder_max_length
         # Whether encode has reported truncated texts at WARNING yet: it does once per model, then at
         # DEBUG, so that an ingestion loop calling encode per batch does not flood the log (encoding.py).
@@ -385,7 +385,7 @@ class Causal2Vec(nn.Module):
         ``encoder_share`` and ``part_weights`` are alternatives: naming one alone sets the other aside.
         """  # noqa: E501
         self.config = readout_config(self.config, **fields)
-        self.prompts.keep_text = _reads_text(self.config)
+        self.prompt_builder.keep_text = _reads_text(self.config)
 
     # ------------------------------------------------------------------ properties
 
@@ -409,13 +409,23 @@ class Causal2Vec(nn.Module):
         self.fast_encoder_tokenizer = value
 
     @property
+    def prompts(self) -> dict[str, str]:
+        """The prompts by name, as sentence-transformers' ``SentenceTransformer.prompts`` holds them (the same dict
+        a saved variant's ``config_sentence_transformers.json`` carries): ``"query"``, ``"document"`` and each
+        registered task's query instruction; ``encode(prompt_name=...)`` takes their names. A copy: the variant's
+        instructions are its config's (``query_instruction``, ``default_task``)."""
+        from c2v_rag.hub.st_files import st_prompts
+
+        return st_prompts(self.config)
+
+    @property
     def max_seq_length(self) -> int:
         """The bound on the decoder sequence (instruction, contextual token, text, EOS); texts beyond it are cut.
 
         Settable, as in sentence-transformers: ``model.max_seq_length = 256`` trades recall on long
         documents for speed.
         """
-        return self.prompts.max_length
+        return self.prompt_builder.max_length
 
     @max_seq_length.setter
     def max_seq_length(self, value: int) -> None:
@@ -433,7 +443,7 @@ class Causal2Vec(nn.Module):
                 UserWarning,
                 stacklevel=2,
             )
-        self.prompts.max_length = value
+        self.prompt_builder.max_length = value
 
     @property
     def readout(self) -> Representation:
@@ -473,7 +483,7 @@ class Causal2Vec(nn.Module):
         sequence for this call (None: :attr:`max_seq_length`).
         """
         keep_text = None if self.needs_for(truncate_dim) == "all" else False
-        pieces = self.prompts.build(list(texts), instruction, keep_text=keep_text, max_length=max_length)
+        pieces = self.prompt_builder.build(list(texts), instruction, keep_text=keep_text, max_length=max_length)
         enc_ids = None
         if self.config.num_contextual_tokens:
             enc_ids = self.fast_encoder_tokenizer(list(texts), truncation=True, max_length=self.encoder_max_length)[
@@ -677,7 +687,7 @@ class Causal2Vec(nn.Module):
 
     def _st_prompt(self, kwargs: dict[str, Any], task: str | None, instruction: str | None) -> str | None:
         """``instruction``, or the one sentence-transformers' ``prompt=`` (the text itself) or ``prompt_name=`` (a
-        key of the variant's prompts, :func:`~c2v_rag.hub.st_files.st_prompts`: ``"query"``, ``"document"``,
+        key of the variant's :attr:`prompts`: ``"query"``, ``"document"``,
         ``"SciFact-query"``...) gives, popped from ``kwargs``: what ``SentenceTransformer`` on the variant's folder
         embeds with the same keyword."""
         prompt, name = kwargs.pop("prompt", None), kwargs.pop("prompt_name", None)
@@ -695,9 +705,7 @@ class Causal2Vec(nn.Module):
             if not isinstance(prompt, str):
                 raise TypeError(f"prompt= takes the instruction as a string, got {type(prompt).__name__}")
             return prompt
-        from c2v_rag.hub.st_files import st_prompts
-
-        prompts = st_prompts(self.config)
+        prompts = self.prompts
         if name not in prompts:
             import difflib
 
@@ -706,7 +714,7 @@ class Causal2Vec(nn.Module):
             raise ValueError(
                 f"prompt_name={name!r} is not one of this variant's prompts: {hint}'query', 'document', "
                 f"'<task>-query', '<task>-document' or a symmetric task's name ({len(prompts)} in all, "
-                "c2v_rag.hub.st_files.st_prompts(model.config) lists them); or pass prompt='<instruction>'"
+                "model.prompts lists them); or pass prompt='<instruction>'"
             )
         return prompts[name]
 

@@ -611,7 +611,7 @@ class Trainer:
     def _examples_fit(self, prompt: Instruction) -> bool:
         """A training query's in-context examples may take at most half of ``max_length``: the rest is the
         query's (bge-en-icl likewise caps the examples, not the query)."""
-        prompts = self.model.prompts
+        prompts = self.model.prompt_builder
         return len(prompts.example_ids(prompt)) <= prompts.max_length // 2
 
     def step_texts(self, step: int) -> StepTexts:

@@ -59,7 +59,7 @@ def test_examples_sit_before_the_instruction_and_c_right_before_the_text(tiny_mo
 def test_example_template_is_configuration(tiny_model_factory):
     model = tiny_model_factory("gpt2", example_template="Q: {query} A: {response}", example_separator=" | ")
     prompt = InContextPrompt("Find it", (("a b", "c d"),))
-    assert model.prompts.example_text(prompt) == "Q: a b A: c d | "
+    assert model.prompt_builder.example_text(prompt) == "Q: a b A: c d | "
     with pytest.raises(ValueError, match="example_template"):
         tiny_model_factory("gpt2", example_template="no placeholders")
 
@@ -117,14 +117,14 @@ def test_max_length_cuts_the_text_never_the_examples(tiny_model_factory):
     model = tiny_model_factory("qwen2", max_length=200)
     prompt = InContextPrompt("Find it", tuple(EXAMPLES), task="SciFact")
     long_text = " ".join(["bone loss and vitamin D"] * 40)
-    fixed = len(model.prompts.example_ids(prompt)) + len(model.prompts.instruction_ids(prompt))
+    fixed = len(model.prompt_builder.example_ids(prompt)) + len(model.prompt_builder.instruction_ids(prompt))
     (piece,) = model.prepare([long_text], prompt)[0]
     assert piece.truncated and piece.length(1) == 200
-    prompts = model.prompts
+    prompts = model.prompt_builder
     assert piece.head == prompts._prefix + prompts.example_ids(prompt) + prompts.instruction_ids(prompt)
-    assert len(piece.head) == len(model.prompts._prefix) + fixed
+    assert len(piece.head) == len(model.prompt_builder._prefix) + fixed
     # The text kept is the start of the text, as many tokens as the budget leaves.
-    kept = model.tokenizer(long_text, add_special_tokens=False)["input_ids"][: model.prompts.text_budget(prompt)]
+    kept = model.tokenizer(long_text, add_special_tokens=False)["input_ids"][: model.prompt_builder.text_budget(prompt)]
     assert piece.tail[: len(kept)] == kept
 
     # Examples that leave no room for text: an error naming the task and the fixes.
@@ -139,7 +139,7 @@ def test_token_budget_batching_counts_the_examples(tiny_model_factory):
     texts = [TEXT, "Cats.", "Proteins fold into three-dimensional structures."]
     with_ex = prepare_texts(model, texts, prompt)
     plain = prepare_texts(model, texts, INSTRUCTION)
-    n_examples = len(model.prompts.example_ids(prompt))
+    n_examples = len(model.prompt_builder.example_ids(prompt))
     assert n_examples > 20
     assert [a - b for a, b in zip(with_ex.lengths, plain.lengths)] == [n_examples] * 3
     # The lengths batching plans with are the rows the decoder gets (counted independently, from the mask).
@@ -280,7 +280,7 @@ def test_the_example_token_cache_stays_bounded_and_exact(tiny_model_factory):
     # evicted set tokenizes again to the same ids (compared with a direct tokenization).
     from c2v_rag.encode.prompting import EXAMPLE_CACHE_SIZE
 
-    prompts = tiny_model_factory("llama").prompts
+    prompts = tiny_model_factory("llama").prompt_builder
     sets = [InContextPrompt(INSTRUCTION, ((f"claim {i}", f"abstract {i}"),)) for i in range(EXAMPLE_CACHE_SIZE + 50)]
     first = prompts.example_ids(sets[0])
     for prompt in sets[1:]:

@@ -73,7 +73,7 @@ def test_max_length_per_call_cuts_as_a_model_built_with_it(model, tiny_model_fac
     # The premise: at its own 128 tokens the model reads more of the long text.
     assert not np.allclose(model.encode(texts[0]), short.encode(texts[0]), atol=1e-3)
     # The cut is the call's: the model's own bound is as it was, and the warning names the call's.
-    assert (model.max_seq_length, model.config.max_length, model.prompts.max_length) == (128, 128, 128)
+    assert (model.max_seq_length, model.config.max_length, model.prompt_builder.max_length) == (128, 128, 128)
     model.truncation_warned = False
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="c2v_rag"):

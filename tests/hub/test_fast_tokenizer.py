@@ -103,7 +103,7 @@ def test_a_model_tokenizes_and_embeds_the_same_either_way(tiny_dirs, cache):
         fast.config, fast.decoder, fast.tokenizer, fast.encoder, fast.encoder_tokenizer, fast.projector
     )
     assert isinstance(fast.tokenizer, PreTrainedTokenizerFast)
-    assert fast.pad_id == reference.pad_id and fast.prompts.format == reference.prompts.format
+    assert fast.pad_id == reference.pad_id and fast.prompt_builder.format == reference.prompt_builder.format
     examples = InContextPrompt("Retrieve the evidence", (("a claim", "its evidence"),))
     for instruction in (None, "Given a claim, retrieve documents", examples):
         got = fast.prepare(TEXTS, instruction)
@@ -207,7 +207,7 @@ def test_the_preset_prepares_the_same_inputs_either_way(cache):
     reference = Causal2Vec(
         fast.config, fast.decoder, fast.tokenizer, fast.encoder, fast.encoder_tokenizer, fast.projector
     )
-    assert fast.prompts.format == reference.prompts.format and fast.prompts.format.name == "chatml"
+    assert fast.prompt_builder.format == reference.prompt_builder.format and fast.prompt_builder.format.name == "chatml"
     examples = InContextPrompt("Retrieve the evidence", (("a claim", "its evidence"),))
     for instruction in (None, "Given a scientific claim, retrieve documents that support or refute it", examples):
         for max_length in (None, 48):

@@ -26,7 +26,7 @@ def _manual_embedding(model, text: str, instruction: str | None) -> np.ndarray:
         c = F.gelu(h @ p.fc1.weight.T + p.fc1.bias) @ p.fc2.weight.T + p.fc2.bias
         fmt = model.config.prompt_format
         head = tok(fmt.prefix + (instruction + "\n" if instruction else ""), add_special_tokens=False)["input_ids"]
-        if model.prompts._prefix[:1] == [tok.bos_token_id] and tok.bos_token_id is not None:
+        if model.prompt_builder._prefix[:1] == [tok.bos_token_id] and tok.bos_token_id is not None:
             head = [tok.bos_token_id] + head
         tail = tok(text, add_special_tokens=False)["input_ids"] + tok(fmt.suffix, add_special_tokens=False)["input_ids"]
         if tail[-1:] != [tok.eos_token_id]:
@@ -165,7 +165,7 @@ def test_contextual_readout_is_h_c_and_skips_the_text(tiny_model_factory):
     np.testing.assert_allclose(model.encode(texts, instruction=INSTRUCTION), concat[:, :d], atol=1e-5)
     # Causal attention: nothing after C reaches h_C, so the decoder input stops at the closing tokens.
     pieces, _ = model.prepare(texts, INSTRUCTION)
-    closing = model.prompts._closing
+    closing = model.prompt_builder._closing
     assert all(p.tail == closing and not p.truncated for p in pieces)
     # Changing the readout back brings the text back, with the same weights.
     model.set_readout(representation="concat")

@@ -68,6 +68,9 @@ def test_encode_query_and_document_are_causal2vecs(variant):
     assert st_model.get_embedding_dimension() == model.embedding_dim
     assert st_model.max_seq_length == 96
     assert st_model.prompts["query"] == SCIFACT and st_model.prompts["document"] == ""
+    # The native model's prompts are sentence-transformers' dict (it was the prompt builder: model.prompts["query"]
+    # was a TypeError).
+    assert model.prompts == st_model.prompts
 
 
 def test_the_native_encode_takes_prompt_and_prompt_name_as_sentence_transformers_does(variant):

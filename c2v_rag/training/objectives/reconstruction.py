@@ -38,7 +38,7 @@ class ReconstructionConfig(BaseObjectiveConfig):
 def reconstruction_targets(model: Causal2Vec, texts: Sequence[str], max_length: int) -> list[list[int]]:
     """The token ids to reconstruct: the bare text, cut to fit after the embedding, then EOS."""
     encoded = model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    return [ids[: max_length - 2] + [model.prompts.eos_id] for ids in encoded]
+    return [ids[: max_length - 2] + [model.prompt_builder.eos_id] for ids in encoded]
 
 
 def conditioned_lm_loss(
