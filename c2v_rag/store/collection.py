@@ -59,9 +59,10 @@ DEFAULT_COLLECTION = "c2v_rag"
 LOCAL_PATH_ENV = "C2V_RAG_QDRANT_PATH"
 # The key of a collection's metadata under which c2v_rag records its model fingerprint and layout.
 FINGERPRINT_METADATA_KEY = RECORD_METADATA_KEY
+# A config's prompt_format before the model loads: the format its decoder's tokenizer names, detected at load.
+AUTO_PROMPT_FORMAT = "auto"
 # The config fields, beside the weights, that change what the model makes of a document: a variant whose config.json
 # was edited on one of them (a prompt format, the layers it runs) makes other vectors from the same weights.
-AUTO_PROMPT_FORMAT = "auto"
 FORWARD_FIELDS = (
     "decoder_layers",
     "placement",
@@ -486,9 +487,9 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
         if (location, name) not in _UNRECORDED_WARNED:
             _UNRECORDED_WARNED.add((location, name))
             logger.warning(
-                "collection %r at %s records no model (c2v_rag did not make it): its vectors are used as this "
-                "model's, and scores mean nothing if another model made them. Ingest into a collection c2v_rag "
-                "makes to have it checked",
+                "collection %r at %s records no model (another tool made it, or a Qdrant server before 1.16 dropped "
+                "the record): its vectors are used as this model's, and scores mean nothing if another model made "
+                "them. Ingest into a collection c2v_rag makes to have it checked",
                 name,
                 location,
             )

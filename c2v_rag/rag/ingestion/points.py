@@ -135,8 +135,8 @@ class SeenDocuments:
         if self.on_error == "raise":
             raise ValueError(
                 f"document id {doc_id!r} appears twice in the input with different content"
-                f"{f' (second one from {source})' if source else ''}; document ids must be unique"
-                " (--on-error continue stores the first and skips the others)"
+                f"{f' (second one from {source})' if source else ''}; document ids must be unique: fix the input, "
+                "or pass on_error='continue' (--on-error continue) to store the one met first and skip the others"
             )
         return "clash"
 

@@ -168,7 +168,10 @@ def test_on_error_continue_stores_the_first_of_two_documents_sharing_an_id(tmp_p
         handle.write(json.dumps({"id": "same", "text": "second version"}) + "\n")
     (folder / "gone.txt").unlink()
     (folder / "note.txt").write_text("a note")
-    with pytest.raises(ValueError, match="document id 'same' appears twice.*--on-error continue stores the first"):
+    with pytest.raises(
+        ValueError,
+        match="document id 'same' appears twice.*pass on_error='continue' \\(--on-error continue\\) to store the one",
+    ):
         c2v_rag.ingest(folder, path=store, collection="kb", model=tiny_variant, config=ingest_config)
     result = c2v_rag.ingest(
         folder, path=store, collection="kb", model=tiny_variant, config=ingest_config, on_error="continue", sync=True
