@@ -193,14 +193,19 @@ def _metadata_key(condition: Any) -> list[str]:
     return [condition.key.split(".")[1].removesuffix("[]")]
 
 
+# (store, collection, key) of the keys a look-up found past the first chunks, in this process (FilterKeyCheck.settle).
+_CARRIED: set[tuple[str, str, str]] = set()
+
+
 class FilterKeyCheck:
     """Refuse a filter whose key no chunk of ``collection`` carries: a key in no payload matches nothing, so a
     misspelt ``file_nme`` turned every search into "no results", and one under ``must_not`` excluded nothing, both
     silently. The message names the keys the chunks carry, and the one likely meant.
 
     A search reads :meth:`sample` (``scroll`` keywords), hands the points to :meth:`unseen`, reads
-    :meth:`look_for` of each key unseen (a filtered read of one point), and calls :meth:`refuse` with the keys
-    found in none: :func:`check_filter_keys` for a client, and the async search the same with ``await``.
+    :meth:`look_for` of each key unseen (a filtered read of one point), and hands what it found to :meth:`settle`,
+    which refuses the keys found in none: :func:`check_filter_keys` for a client, and the async search the same with
+    ``await``.
     """
 
     def __init__(self, filter: Any, collection: str, location: str) -> None:
@@ -230,7 +235,7 @@ class FilterKeyCheck:
         if self.whole:
             self.refuse(missing)
             return []
-        return missing
+        return [key for key in missing if self._known(key) not in _CARRIED]
 
     @staticmethod
     def look_for(key: str) -> dict[str, Any]:
@@ -239,6 +244,16 @@ class FilterKeyCheck:
 
         carries = models.IsEmptyCondition(is_empty=models.PayloadField(key=metadata_field(key)))
         return {"scroll_filter": models.Filter(must_not=[carries]), "limit": 1, "with_payload": False}
+
+    def settle(self, found: Mapping[str, bool]) -> None:
+        """Take whether each key :meth:`unseen` named was found by :meth:`look_for`: one found is remembered for the
+        process (a key carried by later chunks only is looked for once, not at every search: the look-up scans a
+        local-mode store in Python; docs/ingest-and-search.md, "Filters", has its cost), the rest refused."""
+        _CARRIED.update(self._known(key) for key, carried in found.items() if carried)
+        self.refuse([key for key, carried in found.items() if not carried])
+
+    def _known(self, key: str) -> tuple[str, str, str]:
+        return self.location, self.collection, key
 
     def refuse(self, missing: list[str]) -> None:
         """Raise the ValueError that names ``missing`` keys (none: nothing to refuse)."""
@@ -270,4 +285,4 @@ def check_filter_keys(client: Any, concrete: str, filter: Any, collection: str, 
     if sample is None:
         return
     unseen = check.unseen(client.scroll(concrete, **sample)[0])
-    check.refuse([key for key in unseen if not client.scroll(concrete, **check.look_for(key))[0]])
+    check.settle({key: bool(client.scroll(concrete, **check.look_for(key))[0]) for key in unseen})

@@ -250,7 +250,7 @@ async def _search_async(call: _SearchCall, target: QdrantConfig, client: AsyncQd
     keys = FilterKeyCheck(call.options.filter, call.options.collection, target.location)
     if (sample := keys.sample()) is not None:
         unseen = keys.unseen((await client.scroll(concrete, **sample))[0])
-        keys.refuse([key for key in unseen if not (await client.scroll(concrete, **keys.look_for(key)))[0]])
+        keys.settle({key: bool((await client.scroll(concrete, **keys.look_for(key)))[0]) for key in unseen})
     plan, requests = await asyncio.to_thread(call.plan, await client.get_collection(concrete), concrete, target)
     if call.options.group_by_document:
         found = [_group_hits(await client.query_points_groups(concrete, **grouped(r)), plan.layout) for r in requests]

@@ -180,9 +180,16 @@ def test_in_a_sampled_collection_an_unseen_key_is_looked_for_in_the_rest(tmp_pat
         search = lambda filter: c2v_rag.search(  # noqa: E731
             "vitamin", top_k=10, collection="kb", client=client, filter=filter
         )
+        looked_up = []
+        real_scroll = client.scroll
+        monkeypatch.setattr(
+            client, "scroll", lambda *a, **k: (looked_up.append("scroll_filter" in k), real_scroll(*a, **k))[1]
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert {h.doc_id for h in search({"rare": "yes"})} == {"late"}
+            assert {h.doc_id for h in search({"rare": "yes"})} == {"late"}
+        assert looked_up == [False, True, False]  # the key found past the sample is looked for once a process
         with pytest.raises(ValueError, match=r"'rane' is in no chunk's metadata.*The first 3 chunks carry: "):
             search({"rane": "yes"})
         # A qdrant_client Filter (LlamaIndex's MetadataFilters and LangChain's filters become one) is checked on its
