@@ -545,9 +545,10 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
 
 def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> list[str]:
     """The fields of a model fingerprint on which ``stored`` (a record: a collection's, an embed folder's) names
-    vectors that ``fingerprint``'s model cannot be compared with. Fields the record lacks are not compared (it
-    predates them); float and int8 vectors of one model search each other alike (measured), and a base model is
-    compared only where both recorded its contents."""
+    vectors that ``fingerprint``'s model cannot be compared with. Fields either side lacks are not compared (a record
+    that predates them: a collection's, or an older embed folder's files loaded into a newer collection); float and
+    int8 vectors of one model search each other alike (measured), and a base model is compared only where both
+    recorded its contents."""
     # Both sides read a missing field as its default: two records from before a field (two files of one older embed
     # run) do not differ on it.
     stored, fingerprint = {**_FINGERPRINT_DEFAULTS, **stored}, {**_FINGERPRINT_DEFAULTS, **fingerprint}
@@ -555,7 +556,8 @@ def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str,
         f
         for f in _FINGERPRINT_FIELDS
         if f in stored
-        and stored[f] != fingerprint.get(f)
+        and f in fingerprint
+        and stored[f] != fingerprint[f]
         and not (f == "quantize" and _mixed_kinds(stored[f], fingerprint.get(f)))
         and not (f == "bases" and not _bases_differ(stored[f], fingerprint.get(f)))
         # 'auto' is the format the decoder's tokenizer names (compared as the decoder): a variant's config says 'auto'

@@ -601,6 +601,19 @@ def test_hub_and_local_digests_of_a_base_are_compared_only_with_their_own_kind()
     assert fingerprint_differences({"bases": hub}, {"bases": None}) == []  # a machine without the snapshot
 
 
+def test_a_record_from_before_a_field_is_not_compared_on_it_on_either_side():
+    # An embed folder written before the forward fields were recorded, loaded into a collection made after: its
+    # files' record lacks them, and it was refused as another model's vectors.
+    from c2v_rag.store.collection import fingerprint_differences
+
+    newer = {"decoder": "d", "instruction_template": "{instruction}\n", "placement": "after_instruction"}
+    older = {"decoder": "d"}
+    assert fingerprint_differences(newer, older) == [] and fingerprint_differences(older, newer) == []
+    edited = {**newer, "instruction_template": "Task: {instruction}\n"}
+    assert fingerprint_differences(newer, edited) == ["instruction_template"]
+    assert fingerprint_differences({**older, "decoder": "e"}, newer) == ["decoder"]
+
+
 def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     tmp_path, tiny_variant, tiny_model, ingest_config
 ):
