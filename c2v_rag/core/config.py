@@ -416,6 +416,10 @@ def _either(names: Iterable[str]) -> str:
     return " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
+# The folder of an adapt run's output that holds its trained variant before the gate (and after, when not kept).
+ADAPT_CANDIDATE_DIR = "candidate"
+
+
 def read_config(directory: Path) -> Causal2VecConfig:
     """The :class:`Causal2VecConfig` saved in the variant ``directory`` (its :data:`CONFIG_FILE`).
 
@@ -425,15 +429,19 @@ def read_config(directory: Path) -> Causal2VecConfig:
     path = directory / CONFIG_FILE
     if not path.is_file():
         plain = (directory / "config.json").is_file()  # a transformers model: a base to build a variant on
-        raise VariantLoadError(
-            f"{path} is missing: {directory} is not a Causal2Vec variant directory"
-            + (
+        candidate = directory / ADAPT_CANDIDATE_DIR
+        hint = ""
+        if plain:
+            hint = (
                 "; it holds a plain transformers model, which can be a variant's base: "
                 "Causal2Vec.from_components(decoder=..., encoder=...) builds one (docs/models.md)"
-                if plain
-                else ""
             )
-        )
+        elif (candidate / CONFIG_FILE).is_file():  # an adapt run's output whose variant the gate did not keep
+            hint = (
+                f"; it is the output of a c2v-rag adapt run that did not keep its variant (its report says why): "
+                f"pass {candidate} to use the trained variant anyway"
+            )
+        raise VariantLoadError(f"{path} is missing: {directory} is not a Causal2Vec variant directory{hint}")
     try:
         return Causal2VecConfig.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as err:

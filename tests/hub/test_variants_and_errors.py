@@ -14,6 +14,7 @@ from hub_cache import publish_snapshot
 from tiny_models import with_lora
 
 from c2v_rag import Causal2Vec, MissingPackageError, ModelSourceError, VariantLoadError
+from c2v_rag.core.config import CONFIG_FILE
 from c2v_rag.hub import sources
 
 TEXTS = ["a query about vitamin D", "", "Proteins fold into structures " * 20]
@@ -277,6 +278,13 @@ def test_a_name_that_is_no_variant_says_what_it_is(tiny_dirs, monkeypatch, tmp_p
         Causal2Vec.from_pretrained(tiny_dirs["llama"])
     with pytest.raises(VariantLoadError, match="is not a Causal2Vec variant directory$"):
         Causal2Vec.from_pretrained(tmp_path)
+    # adapt's output folder after "not kept" holds the trained variant under candidate/ (an evaluator passed the
+    # folder and was told only that it is no variant).
+    out = tmp_path / "my-model"
+    (out / "candidate").mkdir(parents=True)
+    (out / "candidate" / CONFIG_FILE).write_text("{}")
+    with pytest.raises(VariantLoadError, match=rf"did not keep its variant .*: pass {out / 'candidate'} to use"):
+        Causal2Vec.from_pretrained(out)
     assert resolve_variant_path("default") == resolve_variant_path(None) and resolve_variant_path(None).name == (
         DEFAULT_PRESET
     )

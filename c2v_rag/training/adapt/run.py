@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from c2v_rag.core.config import ADAPT_CANDIDATE_DIR
 from c2v_rag.core.files import replacing
 from c2v_rag.documents.reading import ReadOptions
 from c2v_rag.training.adapt.config import AdaptConfig
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 REPORT_FILE = "adapt_report.json"
 PAIRS_DIR = "pairs"
-CANDIDATE_DIR = "candidate"
+CANDIDATE_DIR = ADAPT_CANDIDATE_DIR
 DOCUMENTS_FILE = "documents.jsonl"
 RECIPE_FILE = "adapt_recipe.json"
 # What stays in candidate/ when the variant is published into the output folder.
