@@ -312,6 +312,14 @@ _chunkers: dict[tuple[str | None, int, int, bool], Any] = {}
 DOCUMENT_COLUMNS = ("weight", "doc_id", "fingerprint", "doc_hash", "source", "source_root", "point_ids")
 
 
+def _document_fields() -> list[tuple[str, Any]]:
+    """The Arrow fields of :data:`DOCUMENT_COLUMNS`, in the chunk rows and the actors' rows alike."""
+    import pyarrow as pa
+
+    types = {"weight": pa.float64(), "point_ids": pa.list_(pa.string())}
+    return [(name, types.get(name, pa.string())) for name in DOCUMENT_COLUMNS]
+
+
 def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int, lead: bool) -> pa.Table:
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
@@ -336,22 +344,7 @@ def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overl
         rows["texts"].append([c.text for c in chunks])
         rows["payloads"].append([json.dumps(c.payload, ensure_ascii=False) for c in chunks])
     strings = pa.list_(pa.string())
-    return pa.table(
-        rows,
-        schema=pa.schema(
-            [
-                ("weight", pa.float64()),
-                ("doc_id", pa.string()),
-                ("fingerprint", pa.string()),
-                ("doc_hash", pa.string()),
-                ("source", pa.string()),
-                ("source_root", pa.string()),
-                ("point_ids", strings),
-                ("texts", strings),
-                ("payloads", strings),
-            ]
-        ),
-    )
+    return pa.table(rows, schema=pa.schema([*_document_fields(), ("texts", strings), ("payloads", strings)]))
 
 
 # ------------------------------------------------------------------------------------ actors
@@ -672,13 +665,7 @@ def document_table(
         rows["error"].append(error)
     schema = pa.schema(
         [
-            ("weight", pa.float64()),
-            ("doc_id", pa.string()),
-            ("fingerprint", pa.string()),
-            ("doc_hash", pa.string()),
-            ("point_ids", pa.list_(pa.string())),
-            ("source", pa.string()),
-            ("source_root", pa.string()),
+            *_document_fields(),
             ("embedded", pa.list_(pa.string())),
             ("payloads", pa.list_(pa.string())),
             ("vectors", pa.list_(pa.list_(pa.float32()))),
