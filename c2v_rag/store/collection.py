@@ -280,11 +280,12 @@ class QdrantConfig(BaseModel):
             )
         return backend.connect(self)
 
-    def turn(self) -> contextlib.AbstractContextManager[Any]:
+    def turn(self, client: StoreClient | None = None) -> contextlib.AbstractContextManager[Any]:
         """This process's turn on an embedded store's directory, which opens in one client at a time: searches from
         several threads (a web app's requests, LangChain's batch, asyncio's worker threads) wait for each other
-        rather than fail on the directory's lock. A server, and a store with no directory, need no turn."""
-        if self.is_server or self.path is None:
+        rather than fail on the directory's lock. A server, a store with no directory, and a call given an open
+        ``client`` (which holds the store already) need no turn."""
+        if client is not None or self.is_server or self.path is None:
             return contextlib.nullcontext()
         key = str(Path(self.path).expanduser().resolve())
         with _TURNS_GUARD:

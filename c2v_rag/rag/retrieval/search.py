@@ -5,7 +5,6 @@ run here."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -223,13 +222,13 @@ def prepare_search(
     require_rag("c2v_rag.prepare_search")
     call = _SearchCall.check([], top_k, options, model)
     target.check_present(options.collection, client)
-    with target.turn() if client is None else contextlib.nullcontext(), target.opened(client) as qdrant_client:
+    with target.turn(client), target.opened(client) as qdrant_client:
         concrete, info = call.checked(qdrant_client, target)
         call.prepared(info, concrete, target)
 
 
 def _search_sync(call: _SearchCall, target: QdrantConfig, client: StoreClient | None) -> list[list[SearchHit]]:
-    with target.turn() if client is None else contextlib.nullcontext():
+    with target.turn(client):
         return _search_opened(call, target, client)
 
 
