@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -91,16 +92,24 @@ def retrieval_run(
     doc_texts = [data.corpus[d] for d in doc_ids]
     query_kwargs = encode_kwargs if examples is None else {**encode_kwargs, "examples": examples}
     queries = model.encode_queries([data.queries[q] for q in query_ids], task=data.task, **query_kwargs)
+    chosen: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if document_max_length is not None:
+        from c2v_rag.encode.loop import EncodingModel, decoder_cut_chosen
+
         encode_kwargs = {**encode_kwargs, "max_length": document_max_length}
+        # Read short on purpose, as ingest reads: the documents cut at that length are not reported as truncated.
+        # (A decoder length to read documents with is a Causal2Vec model's option.)
+        chosen = decoder_cut_chosen(cast("EncodingModel", model))
     maxp_windows = _maxp_windows(long_texts)
     if maxp_windows is not None:
         windows = model.long_text_windows(doc_texts, long_texts=maxp_windows)
-        window_vectors = model.encode_documents(windows.texts, task=data.task, **encode_kwargs)
+        with chosen:
+            window_vectors = model.encode_documents(windows.texts, task=data.task, **encode_kwargs)
         return dict(zip(query_ids, search_maxp(queries, window_vectors, windows.owners, doc_ids, top_k)))
     if long_texts is not None:
         encode_kwargs = {**encode_kwargs, "long_texts": long_texts}
-    docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
+    with chosen:
+        docs = model.encode_documents(doc_texts, task=data.task, **encode_kwargs)
     return dict(zip(query_ids, search(queries, docs, doc_ids, top_k)))
 
 

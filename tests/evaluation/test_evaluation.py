@@ -201,9 +201,10 @@ def test_eval_checks_every_name_first_and_keeps_the_scores_made_before_an_error(
     assert str(variant) in printed and f"written to {out}" in printed
 
 
-def test_retrieval_run_reads_documents_at_document_max_length_and_queries_whole(tiny_model_factory):
+def test_retrieval_run_reads_documents_at_document_max_length_and_queries_whole(tiny_model_factory, caplog):
     """``document_max_length`` cuts the documents' decoder view, as an ingest's ``decoder_max_length`` does, and
-    leaves the queries whole: the ranking is the one of vectors computed so, independently."""
+    leaves the queries whole: the ranking is the one of vectors computed so, independently. The cut is chosen, so it
+    is not reported as truncation (adapt's gate warned "490 of 500 texts exceeded max_length=96" on every run)."""
     from tiny_corpus import CORPUS
 
     from c2v_rag.evaluation.evaluators import retrieval_run
@@ -212,8 +213,13 @@ def test_retrieval_run_reads_documents_at_document_max_length_and_queries_whole(
     corpus = {f"d{i}": " ".join(CORPUS[i : i + 5]) for i in range(7)}  # long enough to be cut at 12 tokens
     queries = {f"q{i}": " ".join(CORPUS[i + 2 : i + 6]) for i in range(7)}
     data = RetrievalData(corpus, queries, {q: {f"d{q[1:]}": 1} for q in queries}, task="SciFact")
-    run = retrieval_run(model, data, top_k=7, document_max_length=12)
-    docs = model.encode_documents(list(corpus.values()), task="SciFact", max_length=12, normalize_embeddings=True)
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        run = retrieval_run(model, data, top_k=7, document_max_length=12)
+    assert "decoder tokens" not in caplog.text
+    model.truncation_warned = False  # the encoder's cut was reported above: a model warns once
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        docs = model.encode_documents(list(corpus.values()), task="SciFact", max_length=12, normalize_embeddings=True)
+    assert "exceeded max_length=12 decoder tokens" in caplog.text  # the same cut, asked for plainly, is reported
     asked = model.encode_queries(list(queries.values()), task="SciFact", normalize_embeddings=True)
     expected = {q: [f"d{i}" for i in np.argsort(-(docs @ v))] for q, v in zip(queries, asked)}
     assert run == expected
