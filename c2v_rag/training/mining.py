@@ -134,8 +134,10 @@ def mine_hard_negatives(
     rng = random.Random(seed)
     by_query: dict[str, list[tuple[str, str]]] = {}
     filled = dropped = 0
+    short = {"margin": 0, "pool": 0}  # queries that got random negatives, by why
     for row_number, (query, row) in enumerate(zip(queries, ranked)):
         candidates = [keys[i] for i in row if keys[i] not in known[query]][skip_top : skip_top + depth]
+        close: set[str] = set()
         if margin is not None and q_vectors is not None and p_vectors is not None:
             scores = p_vectors @ q_vectors[row_number]
             positive = max(float(scores[index[k]]) for k in known[query] if k in index)
@@ -143,14 +145,46 @@ def mine_hard_negatives(
             dropped += len(close)
             candidates = [k for k in candidates if k not in close]
         picked = rng.sample(candidates, min(num_negatives, len(candidates)))
+        if len(picked) < num_negatives:
+            short["margin" if close else "pool"] += 1
         while len(picked) < num_negatives:
             key = keys[rng.randrange(len(keys))]
             if key not in known[query] and key not in picked:
                 picked.append(key)
                 filled += 1
         by_query[query] = [(k, pool[k]) for k in picked]
-    if filled:
-        logger.warning("mining: %d negatives were random passages (too few ranked candidates)", filled)
-    if dropped:
-        logger.info("mining: %d candidates within the margin of their positive were not used", dropped)
+    _report_mining(filled, short, dropped, len(queries), depth, margin)
     return [with_negatives(e, by_query[e.query]) for e in examples]
+
+
+def _report_mining(
+    filled: int, short: dict[str, int], dropped: int, queries: int, depth: int, margin: float | None
+) -> None:
+    """What mining could not do as asked, and how much of the training it touches: some queries with random
+    negatives are expected (near-duplicate chunks, a small folder) and said as information; most of them, a warning."""
+    if dropped:
+        logger.info(
+            "mining: %d ranked candidates scored within the margin (%s) of their query's positive and were not used "
+            "as negatives (likely answers nobody labelled)",
+            dropped,
+            margin,
+        )
+    if not filled:
+        return
+    why = []
+    if short["margin"]:
+        why.append(f"{short['margin']} had all their top {depth} candidates within the margin")
+    if short["pool"]:
+        why.append(f"{short['pool']} had too few other passages ranked")
+    affected = short["margin"] + short["pool"]
+    message = (
+        f"mining: {affected} of {queries} queries train against {filled} random passages instead of hard "
+        f"negatives ({'; '.join(why)}); a random passage is an easier negative, the other queries train as usual"
+    )
+    if affected * 2 <= queries:
+        logger.info(message)
+    else:
+        logger.warning(
+            message + ". Most queries are affected: a smaller margin (adapt's training.margin) keeps more "
+            "candidates, and more documents give more"
+        )

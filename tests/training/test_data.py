@@ -12,7 +12,7 @@ from c2v_rag.core import instructions
 from c2v_rag.core.instructions import InContextPrompt, get_task, register_task
 from c2v_rag.training.config import DatasetSection, TrainConfig
 from c2v_rag.training.data import Example, dump_examples, load_section, read_examples, write_jsonl
-from c2v_rag.training.mining import mine_hard_negatives
+from c2v_rag.training.mining import _report_mining, mine_hard_negatives
 from c2v_rag.training.sampling import HomogeneousBatchPlan, layout_step
 from c2v_rag.training.trainer import build_evaluators
 
@@ -284,6 +284,40 @@ def test_model_mining_takes_the_nearest_non_positive(tiny_model_factory):
         q = model.encode([e.query], normalize_embeddings=True)[0]
         ranked = [keys[i] for i in np.argsort(-(p @ q)) if keys[i] != e.positive_key]
         assert m.negative_keys == (ranked[0],)
+
+
+def test_mining_says_how_many_queries_got_random_negatives_and_why(tiny_model_factory, caplog):
+    """A query whose ranked candidates all fall within the margin of its positive (or that has too few of them)
+    trains against random passages: the log says how many queries of how many, and why, so a user can tell whether
+    it matters (adapt's runs said "581 negatives were random passages" and no more)."""
+    model = tiny_model_factory()
+    texts = ["a cat sat", "stock prices fell", "dogs are pets", "bone loss", "proteins fold", "rain today"]
+    pool = {f"k{i}": text for i, text in enumerate(texts)}
+    examples = [Example(q, pool[k], (), "s", positive_key=k) for q, k in (("cats and dogs", "k0"), ("market", "k1"))]
+    # A margin of 10 takes every candidate (cosines differ by at most 2): both queries fall back to random passages.
+    with caplog.at_level("INFO", logger="c2v_rag"):
+        mined = mine_hard_negatives(examples, method="model", model=model, depth=2, corpus=pool, margin=10.0)
+    assert all(len(m.negative_keys) == 1 and m.negative_keys[0] != e.positive_key for e, m in zip(examples, mined))
+    [said] = [r for r in caplog.records if "random passages" in r.getMessage()]
+    assert said.levelname == "WARNING"
+    assert said.getMessage().startswith(
+        "mining: 2 of 2 queries train against 2 random passages instead of hard negatives (2 had all their top 2 "
+        "candidates within the margin)"
+    )
+    assert "4 ranked candidates scored within the margin (10.0)" in caplog.text
+    # Too few ranked (depth 1, two negatives each, no margin): the other reason.
+    caplog.clear()
+    with caplog.at_level("INFO", logger="c2v_rag"):
+        mined = mine_hard_negatives(examples, method="model", model=model, depth=1, corpus=pool, num_negatives=2)
+    assert all(len(set(m.negative_keys)) == 2 for m in mined)
+    [said] = [r for r in caplog.records if "random passages" in r.getMessage()]
+    assert "(2 had too few other passages ranked)" in said.getMessage() and "within the margin" not in caplog.text
+    # Half the queries or fewer is information, not a warning.
+    caplog.clear()
+    with caplog.at_level("INFO", logger="c2v_rag"):
+        _report_mining(3, {"margin": 1, "pool": 1}, 0, 4, depth=30, margin=0.05)
+    [said] = caplog.records
+    assert said.levelname == "INFO" and said.getMessage().startswith("mining: 2 of 4 queries train against 3 random")
 
 
 @pytest.mark.skipif(not (DATA / "scifact" / "qrels" / "train.tsv").is_file(), reason="shared data not present")
