@@ -19,12 +19,13 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "adapt",
         help="make a domain variant from documents alone (pseudo-queries, LoRA, a gate)",
-        description="Make training pairs from documents (sentence crops, headings, an LLM's questions), train a "
-        "LoRA variant on them mixed with general data, and keep it only on clear evidence: a gain over its start "
-        "on held-out generated questions and headings whose 95% interval lies above zero (crops do not count), "
-        "or a higher MRR@10 on your --questions; and STS-B dev held. Writes the variant, its pairs (a BEIR "
-        "folder) and adapt_report.json to --out. Exit codes: 0 kept, 1 not kept (use the start model), 2 bad "
-        "input or setup. A run cut short resumes when re-run with the same arguments. Guide: docs/adapt.md.",
+        description="Make training pairs from documents (sentence crops, headings, an LLM's questions), train a LoRA "
+        "variant on them mixed with general data, and keep it only on clear evidence: a gain over its start "
+        "on held-out generated questions and headings (crops do not count), or on your --questions searched "
+        "among every chunk, whose 95% interval lies above zero and that a sign test confirms; and STS-B dev "
+        "held. Writes the variant, its pairs (a BEIR folder) and adapt_report.json to --out. Exit codes: 0 "
+        "kept, 1 not kept (use the start model), 2 bad input or setup. A run cut short resumes when re-run "
+        "with the same arguments. Guide: docs/adapt.md.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the adapted variant and its report")
@@ -59,7 +60,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help='your own questions for the gate, JSONL: {"query": "...", "doc_ids": ["path/of/the/answer.md"]} per '
-        "line; the gate then decides on them (MRR@10) instead of held-out pseudo-queries. Never trained on",
+        "line; the gate then decides on them (MRR@10, each searched among every chunk of the documents) instead of "
+        "held-out pseudo-queries. Never trained on",
     )
     add_file_selection(parser)
     parser.add_argument("--device", default=None, help="cpu, cuda... (default: cuda when present)")

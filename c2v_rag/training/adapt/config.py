@@ -57,16 +57,18 @@ class AdaptGate(BaseModel):
     and headings; crops are found by their own words, and their gains did not carry over to real questions), by
     a paired bootstrap over those queries: the ``confidence`` interval of the nDCG@10 difference must lie above
     ``min_gain``, and a one-sided sign test over the queries that moved must reach the interval's level
-    ((1 - confidence) / 2), over at least ``min_items`` queries. Anything less is not kept. With ``questions``, a higher
-    MRR@10 on them (by more than ``min_gain``) decides."""
+    ((1 - confidence) / 2), over at least ``min_items`` queries. Anything less is not kept. With ``questions``, they
+    decide by the same test on their MRR@10, searched among ``questions_corpus_size`` chunks (all of them, up to
+    that)."""
 
     model_config = ConfigDict(extra="forbid")
 
     sts_tolerance: float = Field(0.005, ge=0)
     min_gain: float = Field(
         0.0,
-        description="the gain the variant must show: the lower end of the evidence's interval above this (or, "
-        "with questions, their MRR@10 gain above this). Below 0 it is a tolerated loss, and the sign test is off",
+        description="the gain the variant must show: the lower end of the evidence's interval above this (the "
+        "held-out queries' nDCG@10, or your questions' MRR@10). Below 0 it is a tolerated loss, and the sign test "
+        "is off",
     )
     evidence: list[GateSource] = Field(
         default_factory=_default_evidence,
@@ -85,6 +87,14 @@ class AdaptGate(BaseModel):
         description="chunks the held-out queries are scored against: their own, each query's BM25 top 10, then "
         "random ones (each costs an encoding per model)",
     )
+    questions_corpus_size: int = Field(
+        5_000,
+        ge=10,
+        description="chunks your questions (``questions``) are searched among: every chunk of your documents when "
+        "they have at most this many, as your searches of the collection will, else every chunk of the documents "
+        "that answer them, each question's BM25 top 10, then random ones. Each chunk costs an encoding per model; "
+        "a smaller set ranks fewer chunks above an answer and hides gains and losses",
+    )
     sts_limit: int | None = Field(None, ge=10, description="STS-B dev pairs scored (default: all 1,500)")
     quantize: Literal["auto", "none", "int8"] | None = Field(
         None,
@@ -101,7 +111,8 @@ class AdaptGate(BaseModel):
     questions: str | None = Field(
         None,
         description="a JSONL file of your own questions, each {'query': ..., 'doc_ids': [...]} naming the documents "
-        "that answer it: the gate then decides on their MRR@10 instead of the held-out pseudo-queries "
+        "that answer it: the gate then decides on their MRR@10 (searched among questions_corpus_size chunks) "
+        "instead of the held-out pseudo-queries "
         "(c2v_rag.training.adapt.questions)",
     )
 

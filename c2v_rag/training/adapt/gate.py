@@ -2,7 +2,8 @@
 
 The held-out queries are scored against a fixed set of chunks: their own (less what the query was cut from),
 each query's BM25 top 10 (the distractors that make a retriever's ranking matter), and random chunks up to
-``corpus_size``. Both models see the same set. The scores are kept per query, and given by the source of the
+``corpus_size``; the user's questions against every chunk, up to ``questions_corpus_size``. Both models see the
+same set. The scores are kept per query, and given by the source of the
 queries: crops share words with their chunk, generated questions less so, and users' questions least. What
 decides is :mod:`~c2v_rag.training.adapt.decision`.
 """
@@ -51,6 +52,8 @@ def _with_distractors(
 
     chosen: dict[str, None] = {c: None for rels in qrels.values() for c in rels}
     ids = list(texts)
+    if size >= len(ids):  # all of them: what a search of the whole collection ranks
+        return [*chosen, *(i for i in ids if i not in chosen)]
     if queries and len(ids) > len(chosen):
         for row in bm25_rankings(list(queries.values()), [texts[i] for i in ids], depth):
             for index in row:
@@ -67,9 +70,11 @@ def _with_distractors(
 def question_data(
     questions: list[Question], pairs: PairSet, *, corpus_size: int, task: str | None, seed: int = 0
 ) -> RetrievalData:
-    """The user's questions, every chunk of the documents that answer them (each one relevant: a question is
-    answered when any chunk of its documents ranks), each question's BM25 top 10 chunks, and random chunks up to
-    ``corpus_size``, whole as ingest stores them."""
+    """The user's questions and the chunks they are searched among, whole as ingest stores them: every chunk of the
+    documents when there are at most ``corpus_size`` (a search of the collection ranks them all; a sample leaves out
+    chunks that rank above an answer, and hid a gain on Valgrind's manual: docs/adapt.md), else every chunk of the
+    documents that answer them, each question's BM25 top 10 chunks, and random chunks up to ``corpus_size``. Every
+    chunk of an answering document is relevant: a question is answered when any of them ranks."""
     texts = {c.id: c.text for c in pairs.chunks}
     by_doc: dict[str, list[str]] = {}
     for chunk in pairs.chunks:
@@ -88,7 +93,8 @@ class GateScores:
     by_source: dict[str, dict[str, float]] = field(default_factory=dict)
     """Source -> {"queries", "ndcg@10", "mrr@10"} over that source's held-out queries."""
     questions: dict[str, float] = field(default_factory=dict)
-    """{"queries", "ndcg@10", "mrr@10"} on the user's own questions, when given."""
+    """{"queries", "ndcg@10", "mrr@10", "chunks"} on the user's own questions, when given (``chunks``: how many
+    they were searched among)."""
     per_query: dict[str, float] = field(default_factory=dict)
     """Held-out query id -> its nDCG@10: what the paired test compares."""
     per_question: dict[str, float] = field(default_factory=dict)
@@ -161,6 +167,7 @@ def score(
     on_questions: dict[str, Any] = {"scores": {}, "per_question": {}}
     if questions is not None:
         on_questions = kept("your questions", {"data": _data_inputs(questions), "read": read}, asked)
+        on_questions["scores"] = {**on_questions["scores"], "chunks": float(len(questions.corpus))}
     return GateScores(
         held["ndcg@10"],
         held["mrr@10"],

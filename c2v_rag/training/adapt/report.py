@@ -19,6 +19,9 @@ class AdaptReport(BaseModel):
     ``real_questions_measured``."""
     per_query: list[dict[str, Any]] = Field(default_factory=list)
     """Each held-out query's id, source and nDCG@10 before and after: the gate can be replayed from the report."""
+    per_question: list[dict[str, Any]] = Field(default_factory=list)
+    """With your questions: each one's id (``question-N``: the file's N-th question, from 0), text, and MRR@10 before
+    and after, searched among ``evidence['chunks']`` chunks."""
     pairs: dict[str, Any] = Field(default_factory=dict)
     """Chunks, held-out chunks, and pairs made, kept and dropped (with reasons) by source; of those kept, the
     training pairs and held-out queries (``train_pairs``, ``heldout_pairs``, each ``..._by_source``) and those

@@ -54,23 +54,22 @@ def _check_output(out: Path, overwrite: bool) -> None:
         )
 
 
-def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> str:
-    """A path training can read the documents from: the path given, else (other inputs, or a folder read with
-    options: ``exclude`` patterns, ``text_suffixes``) the documents written as JSONL, with a bar over the files
-    read (a folder of PDFs takes minutes)."""
-    from c2v_rag.documents.documents import names_existing_path
+def _document_source(docs: Any, pairs_dir: Path, read: ReadOptions) -> tuple[str, list[str]]:
+    """The documents (a folder, with ``read``'s options: ``exclude`` patterns, ``text_suffixes``; or texts, dicts,
+    Documents), read once with a bar over the files and written as JSONL, the path every later step reads them
+    from: the questions' check, the pairs and the training each read the folder again before (a folder of PDFs
+    takes minutes, and its skipped files were reported each time). Returns the path and the documents' ids."""
     from c2v_rag.training.pseudo.make import read_documents
 
-    as_given = read == ReadOptions()
-    if as_given and (isinstance(docs, os.PathLike) or (isinstance(docs, str) and names_existing_path(docs))):
-        return str(Path(docs).expanduser().resolve())
     target = pairs_dir / DOCUMENTS_FILE
     documents = read_documents(docs, desc="Reading the documents", options=read)
+    ids = []
     with replacing(target) as handle:
         for doc in documents:
+            ids.append(doc.doc_id)
             handle.write(json.dumps({"id": doc.doc_id, "text": doc.text, "metadata": doc.metadata}, ensure_ascii=False))
             handle.write("\n")
-    return str(target)
+    return str(target), ids
 
 
 def cpu_facts() -> dict[str, Any]:
@@ -277,7 +276,6 @@ def adapt(
     from c2v_rag.core.devices import default_quantize, dtype_name, resolve_device, resolve_quantize
     from c2v_rag.core.extras import require
     from c2v_rag.documents.chunking import TokenChunker
-    from c2v_rag.documents.documents import iter_documents
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.model.causal2vec import Causal2Vec
     from c2v_rag.training.adapt.decision import decide, too_few_to_judge
@@ -322,9 +320,15 @@ def adapt(
 
         build_generator(**generator_options(config.pairs)).check()
     out.mkdir(parents=True, exist_ok=True)
-    documents = _document_source(docs, out / PAIRS_DIR, config.read_options())
+    fresh = not (out / PAIRS_DIR).exists()
+    documents, doc_ids = _document_source(docs, out / PAIRS_DIR, config.read_options())
     if asked_questions is not None:  # a misspelt document fails here, before minutes of pairs and training
-        asked_questions = resolve_doc_ids(asked_questions, (doc.doc_id for doc in iter_documents(documents)))
+        try:
+            asked_questions = resolve_doc_ids(asked_questions, doc_ids)
+        except ValueError:
+            if fresh:  # nothing of a run that never started is left behind
+                shutil.rmtree(out / PAIRS_DIR, ignore_errors=True)
+            raise
     recipe = train_config(config, documents, out, general, task)
     check_training_packages(recipe)
 
@@ -357,8 +361,17 @@ def adapt(
     data = gate_data(pairs, corpus_size=config.gate.corpus_size, task=task, seed=config.training.seed)
     asked = None
     if asked_questions is not None:
-        size, seed = config.gate.corpus_size, config.training.seed
+        size, seed = config.gate.questions_corpus_size, config.training.seed
         asked = question_data(asked_questions, pairs, corpus_size=size, task=task, seed=seed)
+        if len(asked.corpus) < len(pairs.chunks):
+            logger.warning(
+                "your questions are searched among %d of the %d chunks (gate.questions_corpus_size): a search of "
+                "the whole collection ranks more chunks above an answer, so the gate's MRR@10 runs higher than "
+                "your searches' and can hide a difference. Raise it to the chunk count to score the whole "
+                "collection (each chunk is embedded once per model)",
+                len(asked.corpus),
+                len(pairs.chunks),
+            )
     sources = query_sources(pairs)
     cache = ScoreCache.from_environment() if config.gate.reuse_scores else None
     scores = {}
@@ -390,6 +403,12 @@ def adapt(
             {"id": q, "source": sources.get(q), "before": was, "after": scores["after"].per_query.get(q)}
             for q, was in scores["before"].per_query.items()
         ],
+        per_question=[
+            {"id": q, "query": asked.queries[q], "before": was, "after": scores["after"].per_question.get(q)}
+            for q, was in scores["before"].per_question.items()
+        ]
+        if asked is not None
+        else [],
         before=scores["before"].as_dict(),
         after=scores["after"].as_dict(),
         reused=cache.reused if cache is not None else [],

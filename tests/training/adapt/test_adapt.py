@@ -229,7 +229,7 @@ def test_general_share_is_the_share_of_batches_whatever_the_corpus_size(start, g
     assert plan.batches_per_epoch == {"corpus": 70, "stsb": 15, "nli_0": 15}
 
 
-def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path):
+def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path, caplog):
     questions = tmp_path / "questions.jsonl"
     questions.write_text(
         json.dumps({"query": make_text(3, 1), "doc_ids": ["page3.md"]})
@@ -239,24 +239,51 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
     )
     out = tmp_path / "adapted"
     settings = config(general, min_gain=-1.0, sts_tolerance=1.0, questions=str(questions))
-    report = adapt(
-        folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start), questions=questions
-    )
+    (folder / "figure.png").write_bytes(b"\x89PNG\r\n")
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        report = adapt(
+            folder, out, config=config(general, min_gain=-1.0, sts_tolerance=1.0), start=str(start), questions=questions
+        )
+    # The folder is read once (the questions' check, the pairs and the training each read it before): its
+    # skipped file is said once.
+    assert caplog.text.count("not read: 1 file of other types (.png (1))") == 1
     assert report.kept and report.before["mrr@10 your questions (2)"] >= 0
     assert set(report.before) == set(report.after) >= {"mrr@10 your questions (2)", "ndcg@10 your questions (2)"}
-    assert report.reasons[0].startswith("your 2 questions' MRR@10 ") and "--questions FILE" not in report.table()
+    assert report.reasons[0].startswith("your 2 questions' MRR@10, searched among ")
+    assert "--questions FILE" not in report.table()
+    # Searched among every chunk of the folder, as a search of the collection would; each question's scores in the
+    # report, so the verdict can be checked.
+    chunks = len(read_pairs(out / "pairs").chunks)
+    assert report.evidence["chunks"] == chunks and f"searched among {chunks} chunks" in report.reasons[0]
+    assert [q["id"] for q in report.per_question] == ["question-0", "question-1"]
+    assert report.per_question[1]["query"] == make_text(5, 1)
+    difference = report.evidence["difference"]
+    assert sum(q["before"] for q in report.per_question) / 2 == pytest.approx(difference["before"])
+    assert sum(q["after"] for q in report.per_question) / 2 == pytest.approx(difference["after"])
 
     # The gate's data for them: every chunk of each answering document is relevant, and in the corpus.
     from c2v_rag.training.adapt.gate import question_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
-    from c2v_rag.training.pseudo.beir_cache import read_pairs
 
     pairs = read_pairs(out / "pairs")
     asked = resolve_doc_ids(read_questions(questions), {c.doc_id for c in pairs.chunks})
     data = question_data(asked, pairs, corpus_size=20, task=None)
     page6 = {c.id for c in pairs.chunks if c.doc_id.endswith("/page6.md")}
     assert page6 and page6 <= set(data.qrels["question-1"]) and page6 <= set(data.corpus)
-    assert len(data.corpus) == 20
+    assert len(data.corpus) == 20 < len(pairs.chunks)
+    whole = question_data(asked, pairs, corpus_size=len(pairs.chunks), task=None)
+    assert whole.corpus == {c.id: c.text for c in pairs.chunks}
+    # A sample, where the folder has more chunks than questions_corpus_size, is said.
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        sampled = adapt(
+            folder,
+            tmp_path / "sampled",
+            config=config(general, min_gain=-1.0, questions_corpus_size=10),
+            questions=questions,
+            start=str(start),
+        )
+    assert sampled.evidence["chunks"] == 10
+    assert f"searched among 10 of the {chunks} chunks (gate.questions_corpus_size)" in caplog.text
 
     # A misspelt document, or a malformed line, fails before anything is read or trained.
     for text, words in (
@@ -282,10 +309,32 @@ def test_decide_reads_the_users_questions_when_there_are_any():
     verdict = decide(before, worse, gate, dict.fromkeys(heldout, "heading"))
     assert not verdict.kept and verdict.reasons[0].startswith("your 12 questions' MRR@10 0.5000 -> 0.4583")
     assert verdict.evidence["signal"] == "your questions" and verdict.evidence["real_questions_measured"]
-    # A higher MRR@10 on them decides, as before (with its interval in the reason).
+    # A clear gain on them decides, whatever the pseudo-queries say.
     better = scores(dict.fromkeys(heldout, 0.0), per_question={q: 1.0 if i else 0.5 for i, q in enumerate(asked)})
     verdict = decide(before, better, gate, dict.fromkeys(heldout, "heading"))
-    assert verdict.kept and "95% interval" in verdict.reasons[0]
+    assert verdict.kept and "a clear gain" in verdict.reasons[0] and "95% interval" in verdict.reasons[0]
+    # A rise of the mean within noise is not kept (the rule before kept any rise): 2 questions up, 1 down.
+    mixed = {q: {0: 1.0, 1: 1.0, 2: 0.0}.get(i, 0.5) for i, q in enumerate(asked)}
+    verdict = decide(before, scores(dict(heldout), per_question=mixed), gate, dict.fromkeys(heldout, "heading"))
+    assert verdict.evidence["difference"]["mean"] > 0 and not verdict.kept
+    assert "no clear gain (the interval must lie above 0)" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize(("risen", "kept", "why"), [(4, False, "sign test"), (5, False, "sign test"), (6, True, "")])
+def test_the_users_questions_are_judged_as_the_held_out_queries(risen, kept, why):
+    """Among 40 questions, a few that rise (by half a rank's MRR) and none that fall: the bootstrap interval clears 0
+    from 4 on ((36/40)^40 = 0.015 of resamples draw none of them, under 2.5%), and the one-sided sign test from 6
+    (p 0.5^6 = 0.016; 0.031 for 5, 0.0625 for 4). Independent of the bootstrap's draws."""
+    asked = [f"question-{i}" for i in range(40)]
+    heldout = {f"heldout-{i}": 0.5 for i in range(40)}
+    before = scores(heldout, per_question=dict.fromkeys(asked, 0.5))
+    after = scores(heldout, per_question={q: 1.0 if i < risen else 0.5 for i, q in enumerate(asked)})
+    verdict = decide(before, after, AdaptGate(), dict.fromkeys(heldout, "heading"))
+    difference = verdict.evidence["difference"]
+    assert verdict.kept is kept and difference["low"] > 0 and difference["worse"] == 0
+    assert why in verdict.reasons[0]
+    rule = "the 95% interval of your questions' MRR@10 gain above 0 and a sign test p at most 0.025"
+    assert verdict.evidence["rule"] == rule
 
 
 def test_exclude_leaves_a_folders_files_out_of_the_pairs(start, folder, general, tmp_path):
