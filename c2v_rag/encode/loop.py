@@ -159,6 +159,20 @@ def observing(observer: EncodeObserver) -> Iterator[None]:
         _observer.reset(token)
 
 
+_bar_label: ContextVar[str] = ContextVar("c2v_rag_encode_bar_label", default="Encoding")
+
+
+@contextlib.contextmanager
+def bar_label(label: str) -> Iterator[None]:
+    """The encode calls made inside show ``label`` on their progress bar instead of "Encoding": which pass of a long
+    run is running (adapt's gate encodes for many minutes: which model, which data)."""
+    token = _bar_label.set(label)
+    try:
+        yield
+    finally:
+        _bar_label.reset(token)
+
+
 class _ChosenDecoderCut:
     """Passes the progress of the calls it observes on to the observer around it, and their truncation without
     the decoder's cuts: those are at a length the caller chose to read (:func:`decoder_cut_chosen`)."""
@@ -502,7 +516,7 @@ def _run(
         total=total_chars,
         items=len(texts),
         noun="texts",
-        desc="Encoding",
+        desc=_bar_label.get(),
         disable=not show,
         **unsized_terminal(sys.stderr),
     )

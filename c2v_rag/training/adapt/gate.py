@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.documents.chunking import default_decoder_max_length
+from c2v_rag.encode.loop import bar_label
 from c2v_rag.evaluation.datasets import RetrievalData, read_stsb
 from c2v_rag.evaluation.evaluators import evaluate_sts, retrieval_run
 from c2v_rag.evaluation.metrics import Run, evaluate_run, mrr_at_k, ndcg_at_k
@@ -131,9 +132,13 @@ def score(
     sources = sources or {}
 
     def kept(part: str, inputs: dict[str, Any], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        def labelled() -> dict[str, Any]:
+            with bar_label(f"Gate, {name}: {part}"):
+                return compute()
+
         if cache is None:
-            return compute()
-        return cache.scores(model, name, part, {**inputs, "batch_size": batch_size}, compute)
+            return labelled()
+        return cache.scores(model, name, part, {**inputs, "batch_size": batch_size}, labelled)
 
     def heldout() -> dict[str, Any]:
         run = retrieval_run(model, data, batch_size=batch_size, show_progress_bar=True, document_max_length=read)

@@ -229,7 +229,7 @@ def test_general_share_is_the_share_of_batches_whatever_the_corpus_size(start, g
     assert plan.batches_per_epoch == {"corpus": 70, "stsb": 15, "nli_0": 15}
 
 
-def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path, caplog):
+def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path, caplog, capsys):
     questions = tmp_path / "questions.jsonl"
     questions.write_text(
         json.dumps({"query": make_text(3, 1), "doc_ids": ["page3.md"]})
@@ -247,6 +247,9 @@ def test_the_users_questions_decide_and_are_checked_before_any_work(start, folde
     # The folder is read once (the questions' check, the pairs and the training each read it before): its
     # skipped file is said once.
     assert caplog.text.count("not read: 1 file of other types (.png (1))") == 1
+    # The gate's bars say which model and which data they encode (they said "Encoding" for minutes on end).
+    bars = capsys.readouterr().err
+    assert "Gate, the start: your questions" in bars and "Gate, the candidate: held-out queries" in bars
     assert report.kept and report.before["mrr@10 your questions (2)"] >= 0
     assert set(report.before) == set(report.after) >= {"mrr@10 your questions (2)", "ndcg@10 your questions (2)"}
     assert report.reasons[0].startswith("your 2 questions' MRR@10, searched among ")
