@@ -222,7 +222,8 @@ def _candidate_matches(candidate: Path, recipe: Any, *, overwrite: bool) -> bool
         if candidate.exists() and any(candidate.iterdir()):
             shutil.rmtree(candidate)  # an older run's leftovers, with no record of what they were
         return False
-    if saved.read_text(encoding="utf-8").strip() != recipe.model_dump_json(indent=2).strip():
+    wanted = recipe.model_dump_json(indent=2).strip()
+    if _moved_to(saved.read_text(encoding="utf-8").strip(), Path(recipe.output.dir).parent) != wanted:
         if not overwrite:
             raise FileExistsError(
                 f"{candidate} holds a training with other settings (steps, data, model...). Pass --overwrite to "
@@ -231,6 +232,20 @@ def _candidate_matches(candidate: Path, recipe: Any, *, overwrite: bool) -> bool
         shutil.rmtree(candidate)
         return False
     return (candidate / "modules.json").is_file()
+
+
+def _moved_to(recorded: str, out: Path) -> str:
+    """A saved recipe (JSON) with the output folder it names read as ``out``: a run folder moved or copied (another
+    disk, another machine) holds the same training, and its paths inside the folder (the pairs, the documents, the
+    candidate) were refused as other settings, so a re-run trained again for 15 minutes or more."""
+    try:
+        was = Path(json.loads(recorded)["output"]["dir"]).parent
+    except (ValueError, KeyError, TypeError):
+        return recorded
+    if was == out:
+        return recorded
+    old, new = json.dumps(str(was))[1:-1], json.dumps(str(out))[1:-1]
+    return recorded.replace(f'"{old}/', f'"{new}/').replace(f'"{old}"', f'"{new}"')
 
 
 def _publish(candidate: Path, out: Path) -> None:

@@ -4,6 +4,7 @@ when the variant is kept or not; the CLI's exit codes; errors before any work.""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from rag_helpers import make_text
@@ -107,11 +108,19 @@ def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, 
     assert "NOT KEPT" in report.table()
 
 
-def test_rerun_reuses_the_pairs_and_the_trained_candidate(start, folder, general, tmp_path):
+def test_rerun_reuses_the_pairs_and_the_trained_candidate(start, folder, general, tmp_path, caplog):
     out = tmp_path / "adapted"
     first = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
     again = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
     assert again.pairs.get("reused") and again.before == first.before and again.after == first.after
+    # A run folder moved elsewhere holds the same training: its candidate is reused, not refused as other settings.
+    moved = tmp_path / "elsewhere" / "adapted"
+    moved.parent.mkdir()
+    shutil.move(out, moved)
+    with caplog.at_level("INFO", logger="c2v_rag"):
+        there = adapt(folder, moved, config=config(general, min_gain=1.0), start=str(start))
+    assert f"reusing the trained candidate in {moved / 'candidate'}" in caplog.text
+    assert there.after == first.after and "training" in there.seconds
 
 
 def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
