@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from c2v_rag.core.instructions import Instruction
-from c2v_rag.encode.loop import encode_texts
+from c2v_rag.encode.loop import bar_label, encode_texts
 from c2v_rag.training.bm25 import bm25_rankings
 from c2v_rag.training.data import Example, with_negatives
 
@@ -66,7 +66,10 @@ def embed_for_mining(
         assert isinstance(vectors, np.ndarray)  # encode_texts' default output
         return torch.from_numpy(vectors)
 
-    q_vectors, p_vectors = encoded(queries, query_instruction), encoded(pool_texts, passage_instruction)
+    with bar_label("Mining: the queries"):
+        q_vectors = encoded(queries, query_instruction)
+    with bar_label("Mining: the passages"):
+        p_vectors = encoded(pool_texts, passage_instruction)
     if not served:
         q_vectors = torch.nn.functional.normalize(q_vectors[:, :truncate_dim].float(), dim=-1)
         p_vectors = torch.nn.functional.normalize(p_vectors[:, :truncate_dim].float(), dim=-1)

@@ -320,6 +320,17 @@ def test_mining_says_how_many_queries_got_random_negatives_and_why(tiny_model_fa
     assert said.levelname == "INFO" and said.getMessage().startswith("mining: 2 of 4 queries train against 3 random")
 
 
+def test_mining_labels_its_progress_bar(tiny_model_factory, capsys):
+    """A pool large enough for a bar (over 256 texts) shows what is encoded: adapt's log showed "Encoding" bars
+    with nothing to tell mining's from the gate's."""
+    model = tiny_model_factory()
+    pool = {f"k{i}": f"passage number {i} about topic {i % 7}" for i in range(300)}
+    examples = [Example("topic 3", pool["k3"], (), "s", positive_key="k3")]
+    mine_hard_negatives(examples, method="model", model=model, depth=2, corpus=pool)
+    bars = capsys.readouterr().err
+    assert "Mining: the passages" in bars and "300/300 texts" in bars
+
+
 @pytest.mark.skipif(not (DATA / "scifact" / "qrels" / "train.tsv").is_file(), reason="shared data not present")
 def test_real_scifact_split_holds_out_whole_claims():
     loaded = load_section(_section(format="beir", path=str(DATA / "scifact"), task="SciFact", dev_fraction=0.2))
