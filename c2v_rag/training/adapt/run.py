@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 REPORT_FILE = "adapt_report.json"
 PAIRS_DIR = "pairs"
-CANDIDATE_DIR = ADAPT_CANDIDATE_DIR
 DOCUMENTS_FILE = "documents.jsonl"
 RECIPE_FILE = "adapt_recipe.json"
 # What stays in candidate/ when the variant is published into the output folder.
@@ -45,7 +44,7 @@ _NOT_PUBLISHED = {"checkpoints", "mined", "pairs", RECIPE_FILE}
 def _check_output(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file; name a folder for the adapted variant")
-    ours = {PAIRS_DIR, CANDIDATE_DIR, REPORT_FILE}
+    ours = {PAIRS_DIR, ADAPT_CANDIDATE_DIR, REPORT_FILE}
     foreign = sorted(p.name for p in out.iterdir() if p.name not in ours) if out.is_dir() else []
     if foreign and not overwrite:
         raise FileExistsError(
@@ -192,7 +191,7 @@ def train_config(
             keep_checkpoints=1,
             device=t.device,
         ),
-        output=OutputSection(dir=str(out / CANDIDATE_DIR), default_task=task, overwrite=False),
+        output=OutputSection(dir=str(out / ADAPT_CANDIDATE_DIR), default_task=task, overwrite=False),
     )
 
 
