@@ -92,6 +92,8 @@ class VariantModel(Protocol):
 
     def use_int8_graphs(self: ModelT, graphs: Int8Graphs) -> ModelT: ...
 
+    def encoder_to_decoder_dtype(self: ModelT) -> ModelT: ...
+
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
@@ -317,6 +319,8 @@ def load_variant(
     model.weights_digest = digest
     model.adapters_digest = adapter_digest
     model = model.to(model.device).eval()
+    if merge_adapters:  # for inference; the merged entries above hold the float32 merge, as training reads it
+        model.encoder_to_decoder_dtype()
     if graphs is not None:
         return model.use_int8_graphs(graphs)
     model.apply_quantization(quantize, shipped=shipped)

@@ -43,12 +43,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The encoder and the projector compute in float32 whatever the decoder's dtype. Their output C enters
-# every decoder position, and the decoder amplifies a change of C. In bf16 the encoder's rounding follows
-# the batch's padding (its attention runs over the padded length, through another kernel path than an
-# unpadded text), so the same text alone and beside a longer one would get visibly different vectors; in
-# float32 they agree to float rounding, and C is rounded to the decoder's dtype once. The encoder is the
-# small model, so this costs little (docs/performance.md).
+# The encoder loads, merges its adapter and trains in float32, and the projector computes in float32 always: C
+# enters every decoder position, and the decoder amplifies a change of C. A loaded variant then runs the encoder
+# in the decoder's bf16 or fp16 (Causal2Vec.encoder_to_decoder_dtype): it reads every token of a chunk where the
+# decoder reads the first ones, so in float32 it cost a CPU with bf16 tiles as much as the decoder (docs/
+# performance.md, "AMX"), while its states reach the pooling and the projector in float32 either way.
 ENCODER_DTYPE = torch.float32
 
 
@@ -305,6 +304,20 @@ class Causal2Vec(nn.Module):
         self.quantization = INT8_METHOD
         return self
 
+    def encoder_to_decoder_dtype(self) -> Causal2Vec:
+        """Run the encoder in the decoder's dtype where that is bf16 or fp16; returns this model.
+
+        A loaded variant does this once its adapters are merged (``from_pretrained``): it is for inference, where
+        the encoder reads every token of a chunk, and in float32 cost as much as the decoder on a CPU with AMX. Its
+        states are pooled and projected in float32 all the same. A text's vector then moves with its batch by bf16
+        rounding, as the decoder's part already did, within issue 14's bound (docs/performance.md, "The same text
+        alone or in a batch"). Training keeps the encoder's weights in float32.
+        """
+        if self.encoder is None or self.quantization != "none" or self.dtype not in (torch.bfloat16, torch.float16):
+            return self
+        self.encoder = self.encoder.to(dtype=self.dtype)
+        return self
+
     def use_transformers_backbones(self) -> Causal2Vec:
         """Replace a plain-torch backbone (:mod:`c2v_rag.nn.plain`) by the transformers model of the same weights,
         on the same device and in the same dtype; returns this model. Training, adapters and the ONNX export
@@ -522,7 +535,8 @@ class Causal2Vec(nn.Module):
         if self.encoder is None or encoder_input_ids is None or encoder_attention_mask is None:
             raise ValueError("this model has no Contextual token (num_contextual_tokens=0): it runs no encoder")
         out = self.encoder(input_ids=encoder_input_ids, attention_mask=encoder_attention_mask)
-        return out.last_hidden_state, encoder_attention_mask
+        # pooled and projected in the projector's dtype (float32), whatever the encoder computed in
+        return out.last_hidden_state.to(next(self._projector().parameters()).dtype), encoder_attention_mask
 
     def _projector(self) -> ContextualProjector:
         if self.projector is None:

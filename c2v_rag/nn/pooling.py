@@ -28,7 +28,7 @@ def mix_encoder_vector(decoder_vector: torch.Tensor, encoder_vector: torch.Tenso
     The cosine of two such vectors is ``share`` times the encoder's cosine plus ``1 - share`` times the
     decoder readout's, whatever the two parts' norms and sizes: the share is exactly what it says.
 
-    The result is float32 whatever the decoder's dtype: the encoder's part is computed in float32 (as a
+    The result is float32 whatever the decoder's dtype: the encoder's part is pooled in float32 (as a
     Matryoshka prefix inside it is, alone), and rounding it to a bf16 decoder's dtype would make the prefix
     differ from the whole vector's first values.
     """

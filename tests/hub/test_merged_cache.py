@@ -68,6 +68,34 @@ def test_a_merged_load_is_cached_and_read_back_bit_for_bit(lora_variant, cache, 
     np.testing.assert_allclose(unmerged.encode_queries(TEXTS), first.encode_queries(TEXTS), atol=1e-5)
 
 
+def test_a_bf16_load_merges_the_encoder_in_float32_then_runs_it_in_bf16(lora_variant, cache):
+    """The encoder's adapter merges into float32 weights, which the cache keeps; a bf16 load then runs the encoder
+    in bf16 (the weights are the float32 merge rounded once) and its states reach the projector in float32."""
+    fp32 = load(lora_variant)
+    bf16 = Causal2Vec.from_pretrained(lora_variant, device="cpu", dtype="bfloat16")
+    assert {p.dtype for p in bf16.decoder.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in bf16.encoder.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in bf16.projector.parameters()} == {torch.float32}
+    merged_in_fp32 = dict(fp32.encoder.named_parameters())
+    for name, tensor in bf16.encoder.named_parameters():
+        assert torch.equal(tensor, merged_in_fp32[name].to(torch.bfloat16)), name
+    for entry in cache.glob("encoder-*"):  # the bf16 load's entry (another key than float32's) holds float32
+        assert {t.dtype for t in load_file(next(entry.glob("*.safetensors"))).values()} == {torch.float32}
+    assert len(list(cache.glob("encoder-*"))) == 2
+    batch = bf16.collate(*bf16.prepare(TEXTS, None))
+    contextual, sentence = bf16.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
+    assert contextual.dtype == sentence.dtype == torch.float32
+    # Read back from the cache, the same weights again; the vectors stay within bf16 rounding of float32's.
+    again = Causal2Vec.from_pretrained(lora_variant, device="cpu", dtype="bfloat16")
+    np.testing.assert_array_equal(again.encode_documents(TEXTS), bf16.encode_documents(TEXTS))
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    cosines = (unit(bf16.encode_documents(TEXTS)) * unit(fp32.encode_documents(TEXTS))).sum(1)
+    assert cosines.min() > 0.99, cosines
+    # Loaded to train (adapters kept apart), the encoder stays in float32, as training holds it.
+    unmerged = Causal2Vec.from_pretrained(lora_variant, device="cpu", dtype="bfloat16", merge_adapters=False)
+    assert {p.dtype for n, p in unmerged.encoder.named_parameters() if "lora_" not in n} == {torch.float32}
+
+
 def test_an_unmerged_load_neither_reads_nor_writes_the_cache(lora_variant, cache):
     load(lora_variant, merge_adapters=False)
     assert not cache.exists() or not any(cache.iterdir())
