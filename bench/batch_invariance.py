@@ -10,9 +10,8 @@ SciFact abstracts of the first 500 (``--partners``; so every batch pads the samp
 and ~500 decoder tokens), through ``encode`` as a user calls it. Printed: the worst cosine between a text's
 two vectors over the sample, for the whole vector and for its parts (the encoder's sentence vector,
 and the decoder's readout), with the encoder in the decoder's dtype (what a loaded variant runs) and in float32
-(its weights from a float32 load of the same variant: what issue 14 made the default, until the encoder's cost on
-CPUs with AMX made it bf16 again), the projector in float32 in both, side by side in one run, and the encode time
-of the sample in each setting, as a ratio.
+(its weights from a float32 load of the same variant, the adapter merged in float32), the projector in float32 in
+both, side by side in one run, and the encode time of the sample in each setting, as a ratio.
 
 With ``--quantize int8`` the model is the int8 one as shipped (its encoder runs in ONNX Runtime in float32,
 so there is one setting).

@@ -310,7 +310,7 @@ class Causal2Vec(nn.Module):
         A loaded variant does this once its adapters are merged (``from_pretrained``): it is for inference, where
         the encoder reads every token of a chunk, and in float32 cost as much as the decoder on a CPU with AMX. Its
         states are pooled and projected in float32 all the same. A text's vector then moves with its batch by bf16
-        rounding, as the decoder's part already did, within issue 14's bound (docs/performance.md, "The same text
+        rounding, as the decoder's part already did, within a cosine of 0.999 (docs/performance.md, "The same text
         alone or in a batch"). Training keeps the encoder's weights in float32.
         """
         if self.encoder is None or self.quantization != "none" or self.dtype not in (torch.bfloat16, torch.float16):

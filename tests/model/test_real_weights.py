@@ -229,9 +229,9 @@ def test_bf16_agrees_with_fp32(real_model):
 
 
 def test_the_preset_in_bf16_gives_a_text_the_same_vector_alone_or_beside_long_texts(preset):
-    """Issue 14's bound, cosine 0.999 between a text alone and in any batch, in bf16: the dtype a loaded model
-    takes on a CPU with bf16 instructions, where it runs its encoder in bf16 too. Measured on an AMX Xeon: 0.99984
-    or more for the whole vector, 0.99990 for MiniLM's part, and as close to the float32 preset's vectors."""
+    """The bound on batch invariance, cosine 0.999 between a text alone and in any batch, in bf16: the dtype a
+    loaded model takes on a CPU with bf16 instructions, where it runs its encoder in bf16 too; and as close to the
+    float32 preset's vectors, MiniLM's part included (docs/performance.md has the measured cosines)."""
     bf16 = Causal2Vec.from_pretrained(device="cpu", dtype="bfloat16")
     assert {p.dtype for p in bf16.encoder.parameters()} == {torch.bfloat16}
     texts = [QUERY, *DOCS, "word " * 40]
