@@ -1,6 +1,7 @@
 """The encoder-only prefix against a MiniLM pipeline, side by side: where no decoder runs, is it MiniLM's pace?
 
     taskset -c 0 env OMP_NUM_THREADS=1 python bench/encoder_only.py --data ../shared/data --texts 1000
+    ... --budgets 1024 4096      # the prefix at other encoder budgets too, side by side
 
 Embeds the same SciFact abstracts (title + text) three ways in one process, each run ``--repeats`` times in
 rotating order, the best time kept:
@@ -39,6 +40,13 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--full-texts", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also time the 384 prefix at these padded encoder tokens a batch (max_tokens_per_batch)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the table as JSON here too")
     args = parser.parse_args()
 
@@ -46,6 +54,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     from c2v_rag import Causal2Vec
+    from c2v_rag.encode.loop import default_encoder_max_tokens
     from c2v_rag.hub.sources import resolve_reference
 
     corpus = [json.loads(line) for line in (args.data / "scifact" / "corpus.jsonl").open(encoding="utf-8")]
@@ -56,11 +65,15 @@ def main() -> None:
         "minilm": lambda: minilm.encode(texts, batch_size=32, normalize_embeddings=True),
         "c2v-384": lambda: model.encode_documents(texts, truncate_dim=384, normalize_embeddings=True),
     }
+    for budget in args.budgets:
+        runs[f"c2v-384 at {budget} tokens"] = lambda budget=budget: model.encode_documents(
+            texts, truncate_dim=384, normalize_embeddings=True, max_tokens_per_batch=budget
+        )
     minilm.encode(texts[:32])  # warm: the first calls allocate and pick kernels
     model.encode_documents(texts[:32], truncate_dim=384)
     best: dict[str, float] = {}
     for r in range(args.repeats):
-        for name in list(runs)[r % 2 :] + list(runs)[: r % 2]:
+        for name in list(runs)[r % len(runs) :] + list(runs)[: r % len(runs)]:
             start = time.perf_counter()
             runs[name]()
             best[name] = min(best.get(name, float("inf")), time.perf_counter() - start)
@@ -70,8 +83,9 @@ def main() -> None:
     full_s = (time.perf_counter() - start) * len(texts) / len(few)
     prefix = model.encode_documents(few, truncate_dim=384, normalize_embeddings=False)
     gap = float(np.abs(prefix - full[:, :384]).max())
-    rows = {"minilm": best["minilm"], "c2v-384": best["c2v-384"], f"c2v-full (timed on {len(few)}, scaled)": full_s}
+    rows = {**best, f"c2v-full (timed on {len(few)}, scaled)": full_s}
     print(f"CPU flags: {' '.join(cpu_flags())}; torch threads {torch.get_num_threads()}; {len(texts)} texts")
+    print(f"c2v-384 runs at default_encoder_max_tokens: {default_encoder_max_tokens(model.device)} tokens")
     print(f"{'pipeline':40s} {'seconds':>9s} {'texts/s':>9s} {'x MiniLM':>9s}")
     for name, seconds in rows.items():
         print(f"{name:40s} {seconds:9.2f} {len(texts) / seconds:9.1f} {seconds / rows['minilm']:9.2f}")

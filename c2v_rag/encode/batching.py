@@ -61,7 +61,9 @@ class Causal2VecBatch:
     """One model-ready batch: the decoder ids with empty Contextual slots, and the encoder ids.
 
     ``input_ids`` hold ``pad_id`` in the Contextual slots; the model overwrites those rows of the
-    input embeddings with the projector output.
+    input embeddings with the projector output. ``contextual`` (C, [B, n, d]) and ``sentence`` (the
+    encoder's own vector, [B, k]) are the encoder's outputs for these rows where they were computed
+    ahead, in batches of the encoder's own (the encode loop); the batch then needs no encoder ids.
     """
 
     def __init__(
@@ -73,6 +75,8 @@ class Causal2VecBatch:
         encoder_input_ids: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         pool_mask: torch.Tensor | None = None,
+        contextual: torch.Tensor | None = None,
+        sentence: torch.Tensor | None = None,
     ) -> None:
         self.input_ids = input_ids
         self.attention_mask = attention_mask
@@ -86,6 +90,8 @@ class Causal2VecBatch:
         # 1 on the text tokens that mean/weighted-mean pooling averages (LLM2Vec leaves the
         # instruction out); None pools over every real token.
         self.pool_mask = pool_mask
+        self.contextual = contextual
+        self.sentence = sentence
 
     @property
     def num_real_tokens(self) -> int:

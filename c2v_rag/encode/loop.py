@@ -41,6 +41,10 @@ logger = logging.getLogger("c2v_rag")
 # already of similar lengths and its token-budget batches pad little.
 _WINDOW = 4096
 
+# The encoder runs ahead of the decoder over this many texts at a time (in the decoder's plan order): what an
+# ingest embeds at once, so a progress bar or an ingest's observer never waits on more than that much encoder work.
+ENCODER_AHEAD_TEXTS = 256
+
 
 class EncodingModel(Protocol):
     """What the encode loop uses of a model; :class:`~c2v_rag.model.causal2vec.Causal2Vec` is one.
@@ -86,6 +90,8 @@ class EncodingModel(Protocol):
     ) -> tuple[list[DecoderPieces], list[list[int]] | None]: ...
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids: list[list[int]] | None) -> Causal2VecBatch: ...
+
+    def encoder_pass(self, encoder_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def needs_for(self, truncate_dim: int | None) -> str: ...
 
@@ -213,12 +219,14 @@ def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
 
 
 def default_encoder_max_tokens(device: torch.device) -> int:
-    """Padded encoder tokens per batch where the encoder runs alone (a prefix inside its part): the decoder's
-    budget would cut its batches by the decoder's lengths instead (bench/encoder_only.py measured the choice)."""
+    """Padded encoder tokens per batch of the encoder's own: where it runs ahead of the decoder
+    (:func:`encode_ahead`), and where it runs alone (a prefix inside its part). On CPU, batches of an ingest's
+    chunks pad little at this size; ahead of the decoder larger ones ran slower in both torch and ONNX Runtime
+    (bench/encoder_ahead.py), and alone no budget from 512 to 4,096 stood out (bench/encoder_only.py)."""
     return 65536 if device.type == "cuda" else ENCODER_CPU_MAX_TOKENS
 
 
-ENCODER_CPU_MAX_TOKENS = 4096
+ENCODER_CPU_MAX_TOKENS = 1024
 
 
 def check_texts(sentences: str | Iterable[str]) -> tuple[list[str], bool]:
@@ -456,9 +464,11 @@ def embed_prepared(
     """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
 
     ``rows`` defaults to ``0..n-1``; ``max_pad_fraction`` is :func:`~c2v_rag.encode.batching.plan_batches`'s.
+    A model with a Contextual token runs its encoder ahead of the decoder, a slice of the plan at a time, in
+    batches of ``encoder_max_tokens`` padded encoder tokens (None: :func:`default_encoder_max_tokens`) planned by
+    the encoder's own lengths (:func:`encode_ahead`), then the decoder's batches of ``max_tokens`` with its outputs.
     ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``); one inside the
-    encoder's part runs no decoder, and its batches hold ``encoder_max_tokens`` padded encoder tokens (None:
-    :func:`default_encoder_max_tokens`) instead of ``max_tokens`` decoder tokens.
+    encoder's part runs no decoder, its batches planned as the encoder's are.
     ``on_batch(texts, padded_tokens)`` (of the model part that ran) is called after each
     forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
     """
@@ -467,27 +477,95 @@ def embed_prepared(
     encoder_only = (
         truncate_dim is not None and prepared.encoder_ids is not None and model.needs_for(truncate_dim) == "encoder"
     )
+    encoder_budget = encoder_max_tokens or default_encoder_max_tokens(model.device)
     if encoder_only:
         assert prepared.encoder_ids is not None  # encoder_only checked it
         # No decoder runs: batch by the encoder's own lengths and budget (the decoder inputs are a few tokens each).
         lengths = [len(ids) for ids in prepared.encoder_ids]
-        max_tokens = encoder_max_tokens or default_encoder_max_tokens(model.device)
+        max_tokens = encoder_budget
     plan = plan_batches(lengths, max_tokens=max_tokens, max_batch_size=batch_size, max_pad_fraction=max_pad_fraction)
+    ahead = bool(prepared.encoder_ids) and not encoder_only
+    encoded: EncodedAhead | None = None  # the encoder's outputs for the slice of the plan running now
 
     def forward(batch_rows: list[int]) -> tuple[list[int], np.ndarray, int]:
         with torch.inference_mode():  # per thread: the workers below need it too
             batch = model.collate(
                 [prepared.pieces[r] for r in batch_rows],
-                None if prepared.encoder_ids is None else [prepared.encoder_ids[r] for r in batch_rows],
-            ).to(model.device)
+                None if prepared.encoder_ids is None or ahead else [prepared.encoder_ids[r] for r in batch_rows],
+            )
+            if encoded is not None:
+                batch.contextual, batch.sentence = encoded.rows(batch_rows)
+            batch = batch.to(model.device)
             padded = batch.encoder_input_ids if encoder_only else batch.input_ids
             assert padded is not None  # encoder_only: the batch holds the encoder ids
             return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(padded.numel())
 
-    for batch_rows, vectors, padded in forward_batches(forward, plan, model.batch_workers):
-        out[[targets[r] for r in batch_rows]] = vectors
-        if on_batch is not None:
-            on_batch(len(batch_rows), padded)
+    for part in _slices(plan, ENCODER_AHEAD_TEXTS) if ahead else [plan]:
+        if ahead:
+            assert prepared.encoder_ids is not None  # ahead checked it
+            slice_rows = [r for batch_rows in part for r in batch_rows]
+            encoded = encode_ahead(
+                model, prepared.encoder_ids, slice_rows, max_tokens=encoder_budget, batch_size=batch_size
+            )
+        for batch_rows, vectors, padded in forward_batches(forward, part, model.batch_workers):
+            out[[targets[r] for r in batch_rows]] = vectors
+            if on_batch is not None:
+                on_batch(len(batch_rows), padded)
+
+
+def _slices(plan: list[list[int]], texts: int) -> Iterator[list[list[int]]]:
+    """Consecutive runs of ``plan``'s batches, each holding at least ``texts`` texts (the last: what is left)."""
+    part: list[list[int]] = []
+    held = 0
+    for batch_rows in plan:
+        part.append(batch_rows)
+        held += len(batch_rows)
+        if held >= texts:
+            yield part
+            part, held = [], 0
+    if part:
+        yield part
+
+
+@dataclass(frozen=True)
+class EncodedAhead:
+    """The encoder's outputs for some rows of a :class:`PreparedTexts` (:func:`encode_ahead`): C [N, n, d] and the
+    encoder's own sentence vector [N, k] (:meth:`Causal2Vec.encoder_pass`); ``index`` maps a row to its place."""
+
+    index: dict[int, int]
+    contextual: torch.Tensor
+    sentence: torch.Tensor
+
+    def rows(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        at = torch.as_tensor([self.index[r] for r in rows], device=self.contextual.device)
+        return self.contextual[at], self.sentence[at]
+
+
+def encode_ahead(
+    model: EncodingModel, encoder_ids: Sequence[Sequence[int]], rows: Sequence[int], *, max_tokens: int, batch_size: int
+) -> EncodedAhead:
+    """Run the encoder over ``rows`` of ``encoder_ids`` in batches planned by its own lengths and budget, before
+    the decoder's batches of those rows.
+
+    The decoder's batches are planned by decoder lengths, and with an ingest's ``decoder_max_length`` most chunks
+    share one: inside those batches the encoder, which reads every token of a chunk, padded much and ran in
+    batches sized for the decoder (bench/encoder_ahead.py measures both)."""
+    plan = plan_batches([len(encoder_ids[r]) for r in rows], max_tokens=max_tokens, max_batch_size=batch_size)
+
+    def forward(batch: list[int]) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        with torch.inference_mode():  # per thread, as in embed_prepared
+            contextual, sentence = model.encoder_pass([encoder_ids[rows[i]] for i in batch])
+        return batch, contextual, sentence
+
+    with torch.inference_mode():
+        contextual = sentence = torch.empty(0)
+        for batch, c, s in forward_batches(forward, plan, model.batch_workers):
+            if not contextual.numel():
+                contextual = c.new_empty((len(rows), *c.shape[1:]))
+                sentence = s.new_empty((len(rows), *s.shape[1:]))
+            at = torch.as_tensor(batch, device=c.device)
+            contextual[at], sentence[at] = c, s
+    return EncodedAhead({r: i for i, r in enumerate(rows)}, contextual, sentence)
 
 
 def _run(

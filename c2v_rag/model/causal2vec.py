@@ -25,7 +25,7 @@ from torch import nn
 from c2v_rag.core.config import READOUT_FIELDS, Causal2VecConfig
 from c2v_rag.core.devices import resolve_compute_dtype, resolve_device
 from c2v_rag.core.instructions import InContextPrompt, query_prompt, resolve_instruction
-from c2v_rag.encode.batching import Causal2VecBatch, collate
+from c2v_rag.encode.batching import Causal2VecBatch, collate, pad_right
 from c2v_rag.encode.prompting import DecoderPieces, PromptBuilder, detect_prompt_format
 from c2v_rag.hub.fast_tokenizer import load_fast_tokenizer, transformers_tokenizer
 from c2v_rag.hub.plain_weights import load_plain_backbone
@@ -505,14 +505,19 @@ class Causal2Vec(nn.Module):
         return pieces, enc_ids
 
     def collate(self, pieces: Sequence[DecoderPieces], encoder_ids) -> Causal2VecBatch:
-        enc_pad = self.fast_encoder_tokenizer.pad_token_id if self.fast_encoder_tokenizer is not None else 0
         return collate(
             pieces,
             encoder_ids,
             num_contextual_tokens=self.config.num_contextual_tokens,
             pad_id=self.pad_id,
-            encoder_pad_id=enc_pad or 0,
+            encoder_pad_id=self.encoder_pad_id,
         )
+
+    @property
+    def encoder_pad_id(self) -> int:
+        """The id the encoder's inputs are padded with (masked out; 0 where its tokenizer names none)."""
+        pad = self.fast_encoder_tokenizer.pad_token_id if self.fast_encoder_tokenizer is not None else None
+        return pad or 0
 
     def contextual_tokens(
         self, encoder_input_ids: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None
@@ -527,6 +532,12 @@ class Causal2Vec(nn.Module):
         """C [B, n, d], and the encoder's own sentence vector [B, k] (its mean-pooled states), from one encoder pass."""
         states, mask = self._encoder_states(encoder_input_ids, encoder_attention_mask)
         return self._projector()(states, mask), mean_pool(states, mask)
+
+    def encoder_pass(self, encoder_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """C [B, n, d] and the encoder's own sentence vector [B, k] of texts' encoder ids, padded as one batch
+        (the encode loop runs the encoder in batches of its own, then the decoder with these)."""
+        ids, mask = pad_right(encoder_ids, self.encoder_pad_id)
+        return self.encoder_outputs(ids.to(self.device), mask.to(self.device))
 
     def _encoder_states(
         self, encoder_input_ids: torch.Tensor | None, encoder_attention_mask: torch.Tensor | None
@@ -580,7 +591,10 @@ class Causal2Vec(nn.Module):
                 batch.context_positions, batch.last_positions, self.config.num_contextual_tokens
             )
         contextual = sentence = None
-        if self.config.num_contextual_tokens and self.config.uses_encoder_vector:
+        if batch.contextual is not None:  # computed ahead by the encode loop (encoder_pass)
+            contextual = batch.contextual
+            sentence = batch.sentence if self.config.uses_encoder_vector else None
+        elif self.config.num_contextual_tokens and self.config.uses_encoder_vector:
             contextual, sentence = self.encoder_outputs(batch.encoder_input_ids, batch.encoder_attention_mask)
         elif self.config.num_contextual_tokens:
             contextual = self.contextual_tokens(batch.encoder_input_ids, batch.encoder_attention_mask)

@@ -63,7 +63,8 @@ def test_decoder_keeps_causal_attention(tiny_model_factory):
     """With C fixed, h_C cannot depend on the text after it; under bidirectional attention it would."""
     model = tiny_model_factory("llama")
     fixed = torch.randn(1, 1, model.config.decoder_hidden_size)
-    model.contextual_tokens = lambda ids, mask: fixed.expand(ids.size(0), -1, -1)
+    # C is the projector's output on every path (the encode loop runs the encoder ahead of the decoder)
+    model.projector.forward = lambda states, mask: fixed.expand(states.size(0), -1, -1)
     a = model.encode(["first text about cats", "a totally different second text"], instruction=INSTRUCTION)
     d = model.config.decoder_hidden_size
     np.testing.assert_array_equal(a[0, :d], a[1, :d])  # h_C: identical
