@@ -398,6 +398,9 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         print(f"{name}: {entry['size'] / 2**20:.1f} MiB, {len(entry['parts'])} pieces")
     for name, pieces in manifest["calls"].items():
         print(f"{args.send / name}: {len(pieces)} pieces")
+    # docs/gpu.md's sequence of calls depends on this count, which grows with the tracked tree
+    last = list(manifest["calls"])[-1]
+    print(f"{len(manifest['calls'])} calls: receive in each folder before {last}, then train carrying {last}")
     return manifest
 
 
