@@ -134,11 +134,20 @@ class ResolvedSource:
         (:data:`_HUB_BASE_FILES`), since other tools add files there: its digest starts with ``hub-`` and is
         compared with hub digests only. None where a hub id has no snapshot here yet.
 
+        A local folder's JSON files are hashed as their content without what ``save_pretrained`` writes of the
+        session that saved them (:func:`_json_content`): the preset's GGUF base, converted into the cache under
+        transformers 5.24 and 5.25, or with and without ``HF_HUB_OFFLINE``, gave the same weights bit for bit and
+        other digests, so its shipped int8 calibration went unused and a collection built on one machine was refused
+        on another.
+        Such digests start with :data:`LOCAL_DIGEST_PREFIX`; the bare ones recorded before are compared with neither
+        (:func:`same_kind_of_digest`).
+
         Hashing reads every weight file (about 0.7 s for the preset's decoder on one core), so the digest is kept
         under ``$C2V_RAG_CACHE/digests``, named by the folder and its files' sizes and times: once per state of the
         files, then a few ``stat`` calls (a base under :data:`KEPT_DIGEST_BYTES` is hashed again in each process)."""
         if self.is_local:
-            root, files, kind = Path(self.location), self._base_files(), HUB_DIGEST_PREFIX if self.hub_id else ""
+            root, files = Path(self.location), self._base_files()
+            kind = HUB_DIGEST_PREFIX if self.hub_id else LOCAL_DIGEST_PREFIX
         else:
             snapshot = self.hub_snapshot()
             if snapshot is None:
@@ -146,7 +155,8 @@ class ResolvedSource:
             root, files, kind = snapshot, _files(snapshot, _HUB_BASE_FILES), HUB_DIGEST_PREFIX
             if not any(f.suffix == ".safetensors" for f in files):  # its weights are not downloaded yet
                 return None
-        name = hashlib.sha256("\n".join([kind + str(root), *_stamps(files)]).encode()).hexdigest()[:32]
+        # The kept digest's name also holds the way it was computed, so that a digest computed otherwise is not read.
+        name = hashlib.sha256("\n".join([kind + _DIGEST_FORM + str(root), *_stamps(files)]).encode()).hexdigest()[:32]
         if name in _CONTENT_DIGESTS:
             return _CONTENT_DIGESTS[name]
         kept = cache_dir() / "digests" / name
@@ -158,10 +168,15 @@ class ResolvedSource:
             hashed, size = hashlib.sha256(), 0
             for file in files:
                 hashed.update(f"\n{file.name}\n".encode())
-                if kind:  # a hub snapshot: each file by its sha256, which names the blob of a large file there
+                if kind == HUB_DIGEST_PREFIX:  # each file by its sha256, which names the blob of a large file there
                     sha, read = _file_sha256(file)
                     hashed.update(sha.encode())
                     size += read
+                    continue
+                if file.suffix == ".json":
+                    content = _json_content(file)
+                    hashed.update(content)
+                    size += len(content)
                     continue
                 with file.open("rb") as handle:
                     for block in iter(lambda: handle.read(1 << 20), b""):
@@ -175,9 +190,43 @@ class ResolvedSource:
 
 
 def same_kind_of_digest(first: str, second: str) -> bool:
-    """Whether two content digests cover the same kind of files (both hub snapshots', or both local folders'), and
-    so tell the same base from another."""
-    return first.startswith(HUB_DIGEST_PREFIX) == second.startswith(HUB_DIGEST_PREFIX)
+    """Whether two content digests are made alike (both of hub snapshots, both of local folders, or both of local
+    folders as digested before :data:`LOCAL_DIGEST_PREFIX`), and so tell the same base from another."""
+    return _digest_kind(first) == _digest_kind(second)
+
+
+def _digest_kind(digest: str) -> str:
+    return next((p for p in (HUB_DIGEST_PREFIX, LOCAL_DIGEST_PREFIX) if digest.startswith(p)), "")
+
+
+def _json_content(file: Path) -> bytes:
+    """A JSON file's content as :meth:`ResolvedSource.content_digest` hashes it: without the top-level keys that say
+    how it was written or loaded rather than what it configures (:data:`_WRITER_KEYS`), in one canonical form; a file
+    that is not JSON as its bytes."""
+    raw = file.read_bytes()
+    try:
+        content = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(content, dict):
+        content = {key: value for key, value in content.items() if key not in _WRITER_KEYS}
+    return json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+
+
+# Keys save_pretrained writes from the session that saved, not from the model: the transformers release
+# (config.json, generation_config.json), and, in transformers 5's tokenizer_config.json, the loader's arguments
+# (local_files_only is true when HF_HUB_OFFLINE was set while a GGUF base was converted) and where it came from.
+_WRITER_KEYS = frozenset(
+    {
+        "transformers_version",
+        "local_files_only",
+        "is_local",
+        "cache_dir",
+        "_commit_hash",
+        "_name_or_path",
+        "name_or_path",
+    }
+)
 
 
 def _file_sha256(file: Path) -> tuple[str, int]:
@@ -244,6 +293,10 @@ _HUB_BASE_FILES = (
 # What starts a hub snapshot's content digest: hub digests and local ones cover other files, so they are compared
 # only with their own kind.
 HUB_DIGEST_PREFIX = "hub-"
+# What starts a local folder's content digest (its JSON files without what the session that wrote them left).
+LOCAL_DIGEST_PREFIX = "local-"
+# Bumped when content_digest hashes the same files otherwise.
+_DIGEST_FORM = "json-content-1 "
 # content_digest's results in this process, by the name of their cache file.
 _CONTENT_DIGESTS: dict[str, str] = {}
 # A base of fewer bytes is hashed again in each process (32 MiB: about 40 ms) rather than kept in a file of its own.

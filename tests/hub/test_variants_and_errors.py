@@ -89,7 +89,8 @@ def test_a_base_models_content_digest_follows_its_bytes_not_its_file_stamps(tiny
     shutil.copytree(tiny_dirs["llama"], base)
     source = sources.resolve_reference(str(base))
     digest = source.content_digest()
-    assert digest is not None and len(digest) == 16
+    assert digest is not None and digest.startswith(sources.LOCAL_DIGEST_PREFIX)
+    assert len(digest) == len(sources.LOCAL_DIGEST_PREFIX) + 16
     (weights,) = base.glob("*.safetensors")
     original = weights.read_bytes()
 
@@ -104,20 +105,45 @@ def test_a_base_models_content_digest_follows_its_bytes_not_its_file_stamps(tiny
     monkeypatch.setattr(sources, "_CONTENT_DIGESTS", {})
     assert source.content_digest() == digest
     (kept,) = (tmp_path / "cache" / "digests").iterdir()
-    assert kept.read_text() == digest
+    assert sources.LOCAL_DIGEST_PREFIX + kept.read_text() == digest
     kept.write_text("0123456789abcdef")
     monkeypatch.setattr(sources, "_CONTENT_DIGESTS", {})
-    assert source.content_digest() == "0123456789abcdef"
+    kept_digest = sources.LOCAL_DIGEST_PREFIX + "0123456789abcdef"
+    assert source.content_digest() == kept_digest
 
     config = Causal2VecConfig(decoder=str(base), encoder=str(tiny_dirs["bert"]))
-    assert bases_digests(config) == {"decoder": "0123456789abcdef", "encoder": sources.resolve_reference(
+    assert bases_digests(config) == {"decoder": kept_digest, "encoder": sources.resolve_reference(
         str(tiny_dirs["bert"])).content_digest()}  # fmt: skip
     # A plain decoder (no Contextual token) runs no encoder; a hub base is left out.
-    assert bases_digests(config.model_copy(update={"num_contextual_tokens": 0})) == {"decoder": "0123456789abcdef"}
+    assert bases_digests(config.model_copy(update={"num_contextual_tokens": 0})) == {"decoder": kept_digest}
     assert bases_digests(config.model_copy(update={"decoder": "owner/model", "num_contextual_tokens": 0})) is None
     # A base this machine does not hold (a Ray driver's, whose nodes do) is not recorded; its load says what is wrong.
     elsewhere = config.model_copy(update={"decoder": str(tmp_path / "on-the-nodes")})
     assert set(bases_digests(elsewhere) or {}) == {"encoder"}
+
+
+def test_a_base_converted_in_another_session_keeps_its_digest(tiny_dirs, tmp_path, monkeypatch):
+    """``save_pretrained`` writes the session into JSON files: the transformers version into config.json and
+    generation_config.json, the loader's ``local_files_only`` (true under HF_HUB_OFFLINE) into tokenizer_config.json.
+    The preset's GGUF base converted under transformers 5.24 and 5.25, online and offline, had the same weights bit
+    for bit and three digests. A base's digest is now the same for JSON files that differ only there and in layout,
+    and another for a changed setting."""
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path / "cache"))
+    digests = {}
+    for name, version, indent in (("old", "5.24.0", 2), ("new", "5.25.0", 4), ("changed", "5.25.0", 2)):
+        base = tmp_path / name
+        shutil.copytree(tiny_dirs["llama"], base)
+        for file in ("config.json", "generation_config.json", "tokenizer_config.json"):
+            path = base / file
+            content = json.loads(path.read_text()) if path.is_file() else {"bos_token_id": 1}
+            content["transformers_version"] = version
+            content["local_files_only"] = name == "new"
+            if name == "changed" and file == "config.json":
+                content["rms_norm_eps"] = content.get("rms_norm_eps", 1e-6) * 2
+            path.write_text(json.dumps(content, indent=indent, sort_keys=name != "new"))
+        digests[name] = sources.resolve_reference(str(base)).content_digest()
+    assert digests["old"] == digests["new"]
+    assert digests["changed"] != digests["old"]
 
 
 def test_a_hub_bases_digest_is_read_from_its_snapshot_in_the_local_cache(tiny_dirs, tmp_path, monkeypatch):
