@@ -135,12 +135,10 @@ class ResolvedSource:
         compared with hub digests only. None where a hub id has no snapshot here yet.
 
         A local folder's JSON files are hashed as their content without what ``save_pretrained`` writes of the
-        session that saved them (:func:`_json_content`): the preset's GGUF base, converted into the cache under
-        transformers 5.24 and 5.25, or with and without ``HF_HUB_OFFLINE``, gave the same weights bit for bit and
-        other digests, so its shipped int8 calibration went unused and a collection built on one machine was refused
-        on another.
-        Such digests start with :data:`LOCAL_DIGEST_PREFIX`; the bare ones recorded before are compared with neither
-        (:func:`same_kind_of_digest`).
+        session that saved them (:func:`_json_content`), so that a base converted or saved again by another
+        transformers release, or with or without ``HF_HUB_OFFLINE``, keeps its digest with its weights: shipped int8
+        calibrations and collections' records are keyed by it. Such digests start with :data:`LOCAL_DIGEST_PREFIX`;
+        the bare ones older collections recorded are compared with neither kind (:func:`same_kind_of_digest`).
 
         Hashing reads every weight file (about 0.7 s for the preset's decoder on one core), so the digest is kept
         under ``$C2V_RAG_CACHE/digests``, named by the folder and its files' sizes and times: once per state of the
