@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
+
+from c2v_rag.training.pseudo.generation import GeneratedQuery, QueryGenerator, register
 
 
 def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
@@ -41,3 +43,50 @@ def run_past_checkpoint(command: list[str], env: dict[str, str], out: Path) -> I
         yield proc
     finally:
         proc.kill()
+
+
+class FirstWords(QueryGenerator):
+    """A deterministic generator: the first five words of the passage as a question. It counts its calls."""
+
+    name = "first-words"
+    calls: list[int] = []
+
+    def __init__(self, batch_size: int = 4, reply_start: str = "Which") -> None:
+        self.batch_size = batch_size
+        self.reply_start = reply_start
+
+    def check(self) -> None:
+        pass
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "model": "rule", "prompt": "first five words", "reply_start": self.reply_start}
+
+    def generate(
+        self, passages: Sequence[str], *, progress: Callable[[int], None] | None = None
+    ) -> list[GeneratedQuery | None]:
+        FirstWords.calls.append(len(passages))
+        if progress is not None:
+            progress(len(passages))
+        return [self.question(p) for p in passages]
+
+    def question(self, passage: str) -> GeneratedQuery | None:
+        return GeneratedQuery(f"{self.reply_start} " + " ".join(passage.split()[:5]).lower() + "?", -0.5)
+
+
+class Silent(FirstWords):
+    """A generator that writes nothing for any passage (as a small model that only asks back, filtered out)."""
+
+    name = "silent"
+
+    def question(self, passage: str) -> GeneratedQuery | None:
+        return None
+
+
+def use_generator(monkeypatch, generator: type[QueryGenerator]) -> None:
+    """Register ``generator`` and make pseudo-pair making (and adapt, which asks it) build it; its calls start
+    from none. The caller pops it from ``GENERATORS`` when done."""
+    register(generator)
+    monkeypatch.setattr(
+        "c2v_rag.training.pseudo.make.generator_options", lambda config: {"kind": generator.name, "batch_size": 4}
+    )
+    FirstWords.calls.clear()

@@ -53,6 +53,8 @@ class AdaptReport(BaseModel):
             f"  training pairs {train}{_by_source(self.pairs.get('train_by_source'))}, "
             f"held-out queries {heldout}{_by_source(self.pairs.get('heldout_by_source'))}"
         )
+        if self.pairs.get("generation_stopped"):
+            lines.append(f"  {self.pairs['generation_stopped']}")
         unused, capped = self.pairs.get("heldout_unused", 0), self.pairs.get("over_max_pairs", 0)
         if unused or capped:
             kept = sum(counts["kept"] for counts in self.pairs.get("by_source", {}).values())

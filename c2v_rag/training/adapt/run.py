@@ -297,7 +297,7 @@ def adapt(
     from c2v_rag.training.adapt.general_data import find_general_data
     from c2v_rag.training.adapt.questions import read_questions, resolve_doc_ids
     from c2v_rag.training.adapt.score_cache import ScoreCache
-    from c2v_rag.training.pseudo.make import generator_options, make_pairs
+    from c2v_rag.training.pseudo.make import HeldoutNeed, generator_options, make_pairs
     from c2v_rag.training.trainer import check_training_packages
 
     config = _with_overrides(
@@ -348,7 +348,14 @@ def adapt(
 
     clock = time.perf_counter()
     chunker = TokenChunker.for_variant(config.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
-    pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR)
+    # Without the user's questions the gate judges on held-out queries alone: too few of them, and no variant could
+    # be kept, so the questions for training chunks are not worth the generator's minutes.
+    need = (
+        None
+        if config.gate.questions is not None
+        else HeldoutNeed(frozenset(config.gate.evidence), config.gate.min_items)
+    )
+    pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR, need=need)
     seconds["pairs"] = time.perf_counter() - clock
     recipe = train_config(config, documents, out, general, task, train_pairs=len(pairs.train))
     logger.info("%d training pairs, %d held-out queries", len(pairs.train), len(pairs.heldout))

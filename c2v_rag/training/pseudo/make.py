@@ -13,9 +13,9 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tqdm.auto import tqdm
 
@@ -39,6 +39,16 @@ logger = logging.getLogger(__name__)
 _GATE_PREFERENCE = {"generated": 0, "heading": 1, "crop": 2}
 # A chunk shorter than this has too little text to hold out or to ask about.
 _MIN_CHUNK_WORDS = 25
+
+
+class HeldoutNeed(NamedTuple):
+    """What a gate needs of the held-out queries to judge at all: ``items`` held-out chunks whose query is of one of
+    ``sources`` (``adapt``'s ``gate.evidence`` and ``gate.min_items``). Given it, :func:`make_pairs` writes the
+    training chunks' questions only when the held-out ones can meet it: otherwise no variant could be kept, and the
+    generator's minutes on them would be spent for nothing."""
+
+    sources: frozenset[str]
+    items: int
 
 
 def read_documents(
@@ -168,13 +178,22 @@ def _generation_key(description: dict[str, Any], passage: str) -> str:
 
 
 def generated_pairs(
-    targets: Sequence[CorpusChunk], config: PseudoPairsConfig, *, cache: Path | None = None, show_progress: bool = True
+    targets: Sequence[CorpusChunk],
+    config: PseudoPairsConfig,
+    *,
+    cache: Path | None = None,
+    show_progress: bool = True,
+    checkpoint: int | None = None,
+    go_on: Callable[[list[PseudoPair]], bool] | None = None,
 ) -> list[PseudoPair]:
     """One LLM question per target chunk (none where the generator gave nothing).
 
     Questions are kept in ``cache`` (JSONL) as they come, keyed by the generator's settings and the passage:
     a run cut short, or one that changes only the filters or the other sources, asks the generator only for
     what it has not written yet.
+
+    With ``checkpoint`` and ``go_on``: once the first ``checkpoint`` targets have their questions, ``go_on`` gets
+    their pairs, and the rest are written only if it returns True (the pairs so far are returned either way).
     """
     from c2v_rag.training.pseudo.generation import GeneratedQuery, build_generator
 
@@ -190,6 +209,18 @@ def generated_pairs(
             text = record.get("text")
             known[record["key"]] = None if text is None else GeneratedQuery(text, record.get("mean_logprob"))
     todo = [i for i, key in enumerate(keys) if key not in known]
+    split = len(targets) if checkpoint is None or go_on is None else checkpoint
+    stages = [[i for i in todo if i < split], [i for i in todo if i >= split]]
+
+    def pairs_of(indices: range) -> list[PseudoPair]:
+        pairs = []
+        for i in indices:
+            result = known[keys[i]]
+            if result is not None:
+                chunk = targets[i]
+                pairs.append(PseudoPair(result.text, chunk.id, "generated", chunk.text, result.mean_logprob))
+        return pairs
+
     with tqdm(
         total=len(targets),
         initial=len(targets) - len(todo),
@@ -200,24 +231,24 @@ def generated_pairs(
     ) as bar:
         # Batches of the generator's own size, each saved before the next starts.
         step = max(1, getattr(generator, "batch_size", 16)) * 4
-        for start in range(0, len(todo), step):
-            rows = todo[start : start + step]
-            out = generator.generate([targets[i].text for i in rows], progress=bar.update)
-            for i, result in zip(rows, out):
-                known[keys[i]] = result
-            if cache is not None:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                with cache.open("a", encoding="utf-8") as handle:
-                    for i, result in zip(rows, out):
-                        record = {"key": keys[i], "text": None if result is None else result.text}
-                        record["mean_logprob"] = None if result is None else result.mean_logprob
-                        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    pairs = []
-    for chunk, key in zip(targets, keys):
-        result = known[key]
-        if result is not None:
-            pairs.append(PseudoPair(result.text, chunk.id, "generated", chunk.text, result.mean_logprob))
-    return pairs
+        for stage, indices in enumerate(stages):
+            if stage == 1 and go_on is not None and split < len(targets) and not go_on(pairs_of(range(split))):
+                bar.total = bar.n  # the bar ends where the writing did, not at a share of a total never meant now
+                bar.refresh()
+                return pairs_of(range(split))
+            for start in range(0, len(indices), step):
+                rows = indices[start : start + step]
+                out = generator.generate([targets[i].text for i in rows], progress=bar.update)
+                for i, result in zip(rows, out):
+                    known[keys[i]] = result
+                if cache is not None:
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    with cache.open("a", encoding="utf-8") as handle:
+                        for i, result in zip(rows, out):
+                            record = {"key": keys[i], "text": None if result is None else result.text}
+                            record["mean_logprob"] = None if result is None else result.mean_logprob
+                            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return pairs_of(range(len(targets)))
 
 
 def generator_options(config: PseudoPairsConfig) -> dict[str, Any]:
@@ -244,6 +275,28 @@ def filter_pairs(
     )
 
 
+def heldout_items_at_most(
+    pairs: Sequence[PseudoPair],
+    chunks: Sequence[CorpusChunk],
+    heldout: set[str],
+    config: PseudoPairsConfig,
+    need: HeldoutNeed,
+    *,
+    filtered: bool = True,
+) -> int:
+    """How many gate queries of ``need.sources`` the held-out chunks can have, at most, once more pairs are added to
+    ``pairs``: the held-out chunks with a pair of those sources that passes the filters (every such pair,
+    ``filtered=False``).
+
+    An upper bound, so that stopping on it never stops a run the gate could have judged: the filters judge a pair
+    by itself and against the chunks, but for duplicates, where more pairs can only drop more; and the gate takes
+    one pair a chunk, of a source it may prefer to these."""
+    on_heldout = [p for p in pairs if p.chunk_id in heldout]
+    if filtered:
+        on_heldout = filter_pairs(on_heldout, chunks, config, FilterReport())
+    return len({p.chunk_id for p in on_heldout if p.source in need.sources})
+
+
 def split_pairs(
     pairs: Sequence[PseudoPair], heldout: set[str], config: PseudoPairsConfig
 ) -> tuple[list[PseudoPair], list[PseudoPair]]:
@@ -268,10 +321,15 @@ def make_pairs(
     *,
     show_progress: bool = True,
     generation_cache: Path | None = None,
+    need: HeldoutNeed | None = None,
 ) -> PairSet:
     """Pseudo-pairs of ``docs``, written to (or, when made before with the same inputs, read from) ``folder``.
 
-    Generated questions are kept in ``generation_cache`` (default ``folder/generated.jsonl``) and reused."""
+    Generated questions are kept in ``generation_cache`` (default ``folder/generated.jsonl``) and reused.
+
+    With ``need``, the generator writes for the held-out chunks first, and for the training chunks only if the
+    held-out queries can still meet it (:func:`heldout_items_at_most`); when they cannot, the pairs come back
+    without the training chunks' questions, and ``report["generation_stopped"]`` says why."""
     folder = Path(folder)
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -292,11 +350,35 @@ def make_pairs(
     start = time.perf_counter()
     candidates = cheap_pairs(chunks, config)
     timings["crops_and_headings"] = time.perf_counter() - start
+    stopped: str | None = None
     if config.generator != "none" and config.max_generated:
         start = time.perf_counter()
         targets = generation_targets(chunks, heldout, config)
+        held = [c for c in targets if c.id in heldout]
+        targets = held + [c for c in targets if c.id not in heldout]
         cache = generation_cache or folder / GENERATED_FILE
-        candidates += generated_pairs(targets, config, cache=cache, show_progress=show_progress)
+
+        def meets_need(pairs: list[PseudoPair], *, filtered: bool = True) -> bool:
+            nonlocal stopped
+            assert need is not None
+            items = heldout_items_at_most(candidates + pairs, chunks, heldout, config, need, filtered=filtered)
+            if items >= need.items:
+                return True
+            stopped = (
+                f"the held-out chunks' queries can give the gate at most {items} of the {need.items} "
+                f"{' or '.join(sorted(need.sources))} queries it needs to judge, so the questions for the training "
+                "chunks were not written"
+            )
+            logger.warning("%s", stopped)
+            return False
+
+        if need is None:
+            candidates += generated_pairs(targets, config, cache=cache, show_progress=show_progress)
+        # Before any question: even if every held-out chunk asked for got one, could the gate judge?
+        elif meets_need([PseudoPair("", c.id, "generated", c.text) for c in held], filtered=False):
+            candidates += generated_pairs(
+                targets, config, cache=cache, show_progress=show_progress, checkpoint=len(held), go_on=meets_need
+            )
         timings["generation"] = time.perf_counter() - start
     start = time.perf_counter()
     report = FilterReport()
@@ -304,7 +386,7 @@ def make_pairs(
     timings["filters"] = time.perf_counter() - start
     train, gate = split_pairs(kept, heldout, config)
     on_heldout = sum(p.chunk_id in heldout for p in kept)
-    if not train:
+    if not train and stopped is None:
         raise ValueError(
             f"no training pair survived the filters ({report.as_dict()}); the documents may be too short for crops "
             "and have no headings: enable a generator or lower min_words"
@@ -329,5 +411,10 @@ def make_pairs(
             "seconds": timings,
         },
     )
+    if stopped is not None:
+        pair_set.report["generation_stopped"] = stopped
+        # Not the pairs a run without this need makes: a later run never reuses them (its settings lack this key),
+        # and makes them again from the questions cached so far.
+        settings["stopped_for"] = {"sources": sorted(need.sources), "items": need.items} if need else None
     write_pairs(folder, pair_set, settings)
     return pair_set

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 from rag_helpers import make_text
+from train_helpers import FirstWords, use_generator
 
 from c2v_rag.training.adapt.config import AdaptConfig, AdaptGate, AdaptTraining
 from c2v_rag.training.adapt.decision import decide
@@ -377,6 +378,30 @@ def test_too_few_to_judge_stops_before_training(start, folder, general, tmp_path
     assert "--questions FILE" in report.reasons[0] and "NOT KEPT: no variant was trained" in report.table()
     assert json.loads((out / "adapt_report.json").read_text())["kept"] is False
     assert "training" not in report.seconds and "pairs" in report.seconds
+
+
+def test_too_few_to_judge_writes_no_question_for_training_chunks(start, folder, general, tmp_path, monkeypatch):
+    """With a generator and no questions of the user's, held-out chunks that cannot give the gate its items stop
+    adapt before the generator writes for the training chunks (minutes on a CPU), with the same verdict; with the
+    user's questions to judge by, every question is written."""
+    from c2v_rag.training.pseudo.generation import GENERATORS
+
+    try:
+        use_generator(monkeypatch, FirstWords)
+        settings = config(general, min_items=30)
+        settings.pairs = settings.pairs.model_copy(update={"generator": "local", "max_generated": 12})
+        report = adapt(folder, tmp_path / "adapted", config=settings, start=str(start))
+        assert FirstWords.calls == []  # 4 held-out chunks could never give 30 items
+        assert not report.kept and "too few to judge (the gate needs 30)" in report.reasons[0]
+        assert "the questions for the training chunks were not written" in report.table()
+        assert "generated" not in report.pairs["by_source"]
+        questions = tmp_path / "questions.jsonl"
+        questions.write_text(json.dumps({"query": "what is page 3 about?", "doc_ids": ["page3.md"]}) + "\n")
+        settings.gate = settings.gate.model_copy(update={"questions": str(questions)})
+        asked = adapt(folder, tmp_path / "asked", config=settings, start=str(start))
+        assert sum(FirstWords.calls) == 12 and "generation_stopped" not in asked.pairs
+    finally:
+        GENERATORS.pop("first-words", None)
 
 
 def test_no_held_out_item_at_all_is_not_kept_before_training_too(start, general, tmp_path):

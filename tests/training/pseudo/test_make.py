@@ -4,15 +4,15 @@ reuse when nothing changed, and generated questions kept across runs."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 
 import pytest
 from rag_helpers import make_text
+from train_helpers import FirstWords, Silent, use_generator
 
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.evaluation.datasets import read_beir
 from c2v_rag.training.pseudo.config import PseudoPairsConfig
-from c2v_rag.training.pseudo.generation import GENERATORS, GeneratedQuery, QueryGenerator, register
+from c2v_rag.training.pseudo.generation import GENERATORS, register
 from c2v_rag.training.pseudo.make import make_pairs
 
 pytest.importorskip("bm25s")
@@ -34,31 +34,6 @@ def folder(tmp_path):
 @pytest.fixture
 def chunker(tiny_model_factory):
     return TokenChunker(tiny_model_factory("llama", max_length=256), chunk_size=200, chunk_overlap=16)
-
-
-class FirstWords(QueryGenerator):
-    """A deterministic generator: the first five words of the passage as a question. It counts its calls."""
-
-    name = "first-words"
-    calls: list[int] = []
-
-    def __init__(self, batch_size: int = 4, reply_start: str = "Which") -> None:
-        self.batch_size = batch_size
-        self.reply_start = reply_start
-
-    def check(self) -> None:
-        pass
-
-    def describe(self) -> dict:
-        return {"kind": self.name, "model": "rule", "prompt": "first five words", "reply_start": self.reply_start}
-
-    def generate(
-        self, passages: Sequence[str], *, progress: Callable[[int], None] | None = None
-    ) -> list[GeneratedQuery | None]:
-        FirstWords.calls.append(len(passages))
-        if progress is not None:
-            progress(len(passages))
-        return [GeneratedQuery(f"{self.reply_start} " + " ".join(p.split()[:5]).lower() + "?", -0.5) for p in passages]
 
 
 def test_pairs_are_written_as_a_beir_folder_with_a_held_out_split(folder, chunker, tmp_path):
@@ -127,6 +102,71 @@ def test_generated_questions_are_cached_and_asked_for_only_once(folder, chunker,
         assert all(p.query.startswith("What ") for p in again.train + again.heldout if p.source == "generated")
     finally:
         GENERATORS.pop("first-words", None)
+
+
+def _evidence(pairs, sources) -> int:
+    return sum(p.source in sources for p in pairs.heldout)
+
+
+def test_questions_for_training_chunks_are_written_only_when_the_gate_could_judge(
+    folder, chunker, tmp_path, monkeypatch
+):
+    """With a need (adapt's gate without the user's questions), held-out chunks get their questions first; the
+    training chunks' questions follow only while the held-out queries can still give the gate enough items, so a
+    run stops only where the run without the need would have had too few."""
+    from c2v_rag.training.pseudo.make import HeldoutNeed
+
+    sources = frozenset({"generated", "heading"})
+    config = PseudoPairsConfig(
+        generator="local", max_generated=12, holdout_fraction=0.25, min_words=2, round_trip_k=None, min_logprob=None
+    )
+    try:
+        use_generator(monkeypatch, FirstWords)
+        full = make_pairs(folder, chunker, config, tmp_path / "full", show_progress=False)
+        assert sum(FirstWords.calls) == 12
+        items = _evidence(full, sources)
+        assert items > 0
+        # Exactly what the full run's gate has: the same pairs, every question written.
+        FirstWords.calls.clear()
+        met = make_pairs(
+            folder, chunker, config, tmp_path / "met", show_progress=False, need=HeldoutNeed(sources, items)
+        )
+        assert sum(FirstWords.calls) == 12 and "generation_stopped" not in met.report
+        assert [(p.query, p.chunk_id) for p in met.train] == [(p.query, p.chunk_id) for p in full.train]
+        assert [(p.query, p.chunk_id) for p in met.heldout] == [(p.query, p.chunk_id) for p in full.heldout]
+        # More than the held-out chunks could ever give: no question at all.
+        FirstWords.calls.clear()
+        over = HeldoutNeed(sources, len(full.heldout_chunks) + 1)
+        stopped = make_pairs(folder, chunker, config, tmp_path / "over", show_progress=False, need=over)
+        assert FirstWords.calls == [] and not any(p.source == "generated" for p in stopped.train + stopped.heldout)
+        assert f"at most {len(full.heldout_chunks)} of the {over.items}" in stopped.report["generation_stopped"]
+        assert stopped.train and _evidence(stopped, sources) < over.items
+        # Pairs made so are never taken for a finished run's.
+        FirstWords.calls.clear()
+        again = make_pairs(folder, chunker, config, tmp_path / "over", show_progress=False)
+        assert not again.report.get("reused") and any(p.source == "generated" for p in again.train)
+    finally:
+        GENERATORS.pop("first-words", None)
+
+
+def test_held_out_questions_that_come_to_nothing_stop_the_rest(folder, chunker, tmp_path, monkeypatch):
+    """The held-out chunks could meet the need if each got a question, so the generator writes theirs; it writes
+    none, and the training chunks' are not asked for."""
+    from c2v_rag.training.pseudo.make import HeldoutNeed
+
+    config = PseudoPairsConfig(
+        generator="local", max_generated=12, holdout_fraction=0.25, min_words=2, round_trip_k=None, min_logprob=None
+    )
+    try:
+        use_generator(monkeypatch, Silent)
+        pairs = make_pairs(
+            folder, chunker, config, tmp_path / "p", show_progress=False, need=HeldoutNeed(frozenset({"generated"}), 1)
+        )
+        held = min(len(pairs.heldout_chunks), 12 // 2)  # generation_targets: held-out first, up to half the budget
+        assert 0 < held < 12 and sum(FirstWords.calls) == held
+        assert "at most 0 of the 1 generated queries" in pairs.report["generation_stopped"]
+    finally:
+        GENERATORS.pop("silent", None)
 
 
 def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path, chunker, bar_shares, capsys):
