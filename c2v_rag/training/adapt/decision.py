@@ -127,22 +127,50 @@ def _heldout_evidence(gate: AdaptGate, items: int) -> dict[str, Any]:
     }
 
 
-def too_few_to_judge(gate: AdaptGate, heldout_sources: list[str]) -> Verdict | None:
+def too_few_to_judge(
+    gate: AdaptGate, heldout_sources: list[str], pairs_report: dict[str, Any] | None = None
+) -> Verdict | None:
     """The verdict before any training when the held-out queries (of ``heldout_sources``) hold fewer than
     ``gate.min_items`` of the evidence sources and no questions of the user's decide: the gate could keep no
-    variant whatever it scored, so training it would only cost time. None when the gate can judge."""
+    variant whatever it scored, so training it would only cost time. None when the gate can judge.
+
+    ``pairs_report`` (the pairs' report: held-out chunks, how many were long enough to ask about and how many the
+    generator was asked for) narrows the advice to what can help this run: a larger ``--max-generated`` only
+    where the budget left held-out chunks unasked, more held-out chunks where there are fewer than the gate needs."""
     if gate.questions is not None:
         return None
     items = sum(source in gate.evidence for source in heldout_sources)
     if items >= gate.min_items:
         return None
     what = describe_sources(list(gate.evidence))
+    report = pairs_report or {}
+    held, askable, asked = (report.get(key) for key in ("heldout_chunks", "heldout_askable", "heldout_asked"))
+    remedies = ["give your own questions (--questions FILE)"]
+    if held is not None and held < gate.min_items:
+        remedies.append(f"hold out more chunks (only {held} are: pairs.holdout_fraction in a --config file)")
+    elif askable is not None and askable < gate.min_items:
+        remedies.append(
+            f"hold out more chunks (only {askable} of the {held} held out are long enough to ask about: "
+            "pairs.holdout_fraction in a --config file)"
+        )
+    elif report.get("generator") == "none":
+        remedies.append("let a generator write questions (--generator local, or openai)")
+    elif askable is None or asked is None or asked < askable:
+        remedies.append(
+            "let the generator write for more chunks (--max-generated N: it writes for held-out chunks first, up to "
+            "half of N; on list-like documents a small generator asks back more than it asks)"
+        )
+        remedies.append("use a stronger one (--generator openai)")
+    else:
+        remedies.append(
+            f"use a stronger generator (--generator openai): every held-out chunk long enough to ask about ({asked}) "
+            "was given to this one, so a larger --max-generated adds none (on list-like documents a small generator "
+            "asks back more than it asks)"
+        )
+    remedies.append("give more documents")
     reason = (
         f"held-out {what} ({items}): too few to judge (the gate needs {gate.min_items}), whatever a variant would "
-        "score, so none was trained. To judge one: give your own questions (--questions FILE), let the generator "
-        "write for more chunks (--max-generated N: it writes for held-out chunks first, up to half of N; on list-like "
-        "documents a small generator asks back more than it asks), use a stronger one (--generator openai), or give "
-        "more documents"
+        f"score, so none was trained. To judge one: {', '.join(remedies[:-1])}, or {remedies[-1]}"
     )
     return Verdict(False, [reason], _heldout_evidence(gate, items))
 

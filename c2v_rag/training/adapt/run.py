@@ -361,7 +361,7 @@ def adapt(
     logger.info("%d training pairs, %d held-out queries", len(pairs.train), len(pairs.heldout))
     # Too few held-out items, none included, is "not kept" before training (exit 1, as documented); with the
     # user's questions, the gate still needs held-out chunks to rank them among.
-    early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout])
+    early = too_few_to_judge(config.gate, [p.source for p in pairs.heldout], pairs.report)
     if early is None and not pairs.heldout:
         raise ValueError(
             "no held-out chunk kept a query, so the gate cannot score the variant: give more documents, or raise "

@@ -351,6 +351,7 @@ def make_pairs(
     candidates = cheap_pairs(chunks, config)
     timings["crops_and_headings"] = time.perf_counter() - start
     stopped: str | None = None
+    held: list[CorpusChunk] = []
     if config.generator != "none" and config.max_generated:
         start = time.perf_counter()
         targets = generation_targets(chunks, heldout, config)
@@ -399,6 +400,11 @@ def make_pairs(
         {
             "chunks": len(chunks),
             "heldout_chunks": len(heldout),
+            # Held-out chunks long enough to ask about, and those the generator was asked for (the budget's first
+            # half): what "too few to judge" advises by.
+            "heldout_askable": sum(_words(c.text) >= _MIN_CHUNK_WORDS for c in chunks if c.id in heldout),
+            "heldout_asked": len(held),
+            "generator": config.generator if config.max_generated else "none",
             "by_source": report.as_dict(),
             "train_pairs": len(train),
             "heldout_pairs": len(gate),

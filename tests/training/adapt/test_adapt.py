@@ -376,8 +376,36 @@ def test_too_few_to_judge_stops_before_training(start, folder, general, tmp_path
     assert not report.kept and not report.after and not (out / "candidate").exists()
     assert f"({items}): too few to judge (the gate needs 30)" in report.reasons[0]
     assert "--questions FILE" in report.reasons[0] and "NOT KEPT: no variant was trained" in report.table()
+    # 4 chunks held out: no generator could give 30 items, so the advice is to hold out more, not to write more
+    held = report.pairs["heldout_chunks"]
+    assert f"hold out more chunks (only {held} are" in report.reasons[0] and "--max-generated" not in report.reasons[0]
     assert json.loads((out / "adapt_report.json").read_text())["kept"] is False
     assert "training" not in report.seconds and "pairs" in report.seconds
+
+
+def test_too_few_to_judge_advises_what_can_help_this_run():
+    """The advice follows the pairs' report: a larger --max-generated only where the budget left held-out chunks
+    unasked; a generator where none ran; a stronger one where every held-out chunk was asked; more held-out chunks
+    where too few are long enough to ask about. A report without these counts (an older pairs folder) gets it all."""
+    from c2v_rag.training.adapt.decision import too_few_to_judge
+
+    gate = AdaptGate()  # 30 items of generated questions and headings
+    sources = ["generated"] * 12 + ["crop"] * 40
+
+    def advice(**report) -> str:
+        verdict = too_few_to_judge(gate, sources, report)
+        assert verdict is not None and not verdict.kept and verdict.evidence["items"] == 12
+        return verdict.reasons[0]
+
+    budget = advice(heldout_chunks=60, heldout_askable=55, heldout_asked=40, generator="local")
+    assert "--max-generated N" in budget and "--questions FILE" in budget
+    every = advice(heldout_chunks=60, heldout_askable=55, heldout_asked=55, generator="local")
+    assert "--max-generated adds none" in every and "(55)" in every and "--max-generated N:" not in every
+    assert "--generator local" in advice(heldout_chunks=60, heldout_askable=55, heldout_asked=0, generator="none")
+    short = advice(heldout_chunks=60, heldout_askable=20, heldout_asked=20, generator="local")
+    assert "only 20 of the 60 held out are long enough" in short and "--max-generated" not in short
+    assert "--max-generated N" in advice() and "more documents" in advice()
+    assert too_few_to_judge(gate, ["generated"] * 30, {}) is None
 
 
 def test_too_few_to_judge_writes_no_question_for_training_chunks(start, folder, general, tmp_path, monkeypatch):
