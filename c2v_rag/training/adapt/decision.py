@@ -134,8 +134,8 @@ def too_few_to_judge(
     ``gate.min_items`` of the evidence sources and no questions of the user's decide: the gate could keep no
     variant whatever it scored, so training it would only cost time. None when the gate can judge.
 
-    ``pairs_report`` (the pairs' report: held-out chunks, how many were long enough to ask about and how many the
-    generator was asked for) narrows the advice to what can help this run: a larger ``--max-generated`` only
+    ``pairs_report`` (the pairs' report: held-out chunks, all long enough to ask about, and how many the generator
+    was asked for) narrows the advice to what can help this run: a larger ``--max-generated`` only
     where the budget left held-out chunks unasked, more held-out chunks where there are fewer than the gate needs."""
     if gate.questions is not None:
         return None
@@ -144,18 +144,13 @@ def too_few_to_judge(
         return None
     what = describe_sources(list(gate.evidence))
     report = pairs_report or {}
-    held, askable, asked = (report.get(key) for key in ("heldout_chunks", "heldout_askable", "heldout_asked"))
+    held, asked = report.get("heldout_chunks"), report.get("heldout_asked")
     remedies = ["give your own questions (--questions FILE)"]
     if held is not None and held < gate.min_items:
         remedies.append(f"hold out more chunks (only {held} are: pairs.holdout_fraction in a --config file)")
-    elif askable is not None and askable < gate.min_items:
-        remedies.append(
-            f"hold out more chunks (only {askable} of the {held} held out are long enough to ask about: "
-            "pairs.holdout_fraction in a --config file)"
-        )
     elif report.get("generator") == "none":
         remedies.append("let a generator write questions (--generator local, or openai)")
-    elif askable is None or asked is None or asked < askable:
+    elif held is None or asked is None or asked < held:
         remedies.append(
             "let the generator write for more chunks (--max-generated N: it writes for held-out chunks first, up to "
             "half of N; on list-like documents a small generator asks back more than it asks)"

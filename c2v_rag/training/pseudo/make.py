@@ -355,8 +355,7 @@ def make_pairs(
     if config.generator != "none" and config.max_generated:
         start = time.perf_counter()
         targets = generation_targets(chunks, heldout, config)
-        held = [c for c in targets if c.id in heldout]
-        targets = held + [c for c in targets if c.id not in heldout]
+        held = [c for c in targets if c.id in heldout]  # generation_targets puts them first
         cache = generation_cache or folder / GENERATED_FILE
 
         def meets_need(pairs: list[PseudoPair], *, filtered: bool = True) -> bool:
@@ -400,9 +399,8 @@ def make_pairs(
         {
             "chunks": len(chunks),
             "heldout_chunks": len(heldout),
-            # Held-out chunks long enough to ask about, and those the generator was asked for (the budget's first
-            # half): what "too few to judge" advises by.
-            "heldout_askable": sum(_words(c.text) >= _MIN_CHUNK_WORDS for c in chunks if c.id in heldout),
+            # The held-out chunks (each long enough to ask about: choose_heldout) the generator was asked for, the
+            # budget's first half: what "too few to judge" advises by.
             "heldout_asked": len(held),
             "generator": config.generator if config.max_generated else "none",
             "by_source": report.as_dict(),
@@ -421,6 +419,6 @@ def make_pairs(
         pair_set.report["generation_stopped"] = stopped
         # Not the pairs a run without this need makes: a later run never reuses them (its settings lack this key),
         # and makes them again from the questions cached so far.
-        settings["stopped_for"] = {"sources": sorted(need.sources), "items": need.items} if need else None
+        settings["generation_stopped"] = stopped
     write_pairs(folder, pair_set, settings)
     return pair_set
