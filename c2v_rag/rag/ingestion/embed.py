@@ -133,9 +133,8 @@ def embed(
             record=record,
             ray=ray,
             rows_per_file=rows_per_file,
-            started=started,
         )
-    # The local writer counts its seconds itself, when its progress bar shows them.
+    # The local writer counts its own seconds, from its model's load, as ingest does.
     result.seconds = result.seconds or time.perf_counter() - started
     result.files_not_read = dict(log.not_read)
     return result
@@ -156,10 +155,10 @@ def _embed_here(
     record: dict[str, Any],
     ray: Any,
     rows_per_file: int,
-    started: float,
 ) -> EmbedResult:
     """``engine="local"``: this process embeds, and writes ``part-NNNNN.parquet`` files of
-    ``rows_per_file`` chunks after the folder's own (``ray`` is unused). The run's seconds count from ``started``."""
+    ``rows_per_file`` chunks after the folder's own (``ray`` is unused). The run's seconds count from the
+    model's load on, as an ingest's do, so that a first int8 build does not show as a low chunk rate."""
     from c2v_rag.cpu.build_progress import build_bar_shown
     from c2v_rag.documents.chunking import TokenChunker
     from c2v_rag.documents.documents import input_size, iter_documents
@@ -177,13 +176,14 @@ def _embed_here(
     size = input_size(docs, log)  # counted before the model loads and anything is read
     with build_bar_shown(settings.show_progress):  # a first int8 load's bar, like the run's
         c2v = load_model(model, device=device, dtype=dtype, quantize=quantize, readout=readout)
+    started = time.perf_counter()
     batcher = DocumentBatcher(
         TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
         settings.batch_size,
         log if size.unit == "file" else None,
         clashes=log if settings.on_error == "continue" else None,
     )
-    # On the summary's clock (from ``started``), so that the bar's chunk rate is the summary's.
+    # On the summary's clock, so that the bar's chunk rate is the summary's.
     progress = IngestProgress(f"Embedding into {folder.path}", size, show=settings.show_progress, started=started)
     core = IngestCore(batcher, BatchEmbedder(Embedder.for_documents(c2v, settings)), StopAtFirstFailure(), progress)
     sink = ParquetSink(folder.path, rows_per_file, record=record, stored=folder.stored, first_part=folder.next_part())
@@ -235,10 +235,9 @@ def _embed_on_ray(
     record: dict[str, Any],
     ray: RayOptions | str | None,
     rows_per_file: int,
-    started: float,
 ) -> EmbedResult:
     """``engine="ray"``: the actors embed and Ray Data writes the files (named by Ray; ``rows_per_file``
-    and ``started`` are unused)."""
+    is unused)."""
     import pyarrow.parquet as pq
 
     from c2v_rag.rag.ingestion.points import skip_clash

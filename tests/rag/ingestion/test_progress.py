@@ -51,6 +51,34 @@ def test_the_bar_counts_files_out_of_a_total_known_before_embedding(tmp_path, ti
     assert int(chunks) == result.chunks and f"({rate} chunks/s)" in result.summary()
 
 
+@pytest.mark.parametrize("run", ["ingest", "embed"])
+def test_the_runs_seconds_start_once_the_model_is_loaded(tmp_path, tiny_variant, ingest_config, monkeypatch, run):
+    """A first load may build int8 graphs for half a minute: the summary's seconds and chunk rate are the
+    embedding's, in ingest and embed alike, not the load's."""
+    pytest.importorskip("pyarrow.parquet")
+    import time
+
+    from c2v_rag.rag import embedding
+
+    real_load, load_seconds = embedding.load_model, 2.0
+
+    def slow_load(*args: Any, **kwargs: Any):
+        model = real_load(*args, **kwargs)
+        time.sleep(load_seconds)
+        return model
+
+    monkeypatch.setattr(embedding, "load_model", slow_load)
+    folder = write_files(tmp_path / "notes", 3)
+    started = time.perf_counter()
+    if run == "ingest":
+        result = c2v_rag.ingest(folder, path=tmp_path / "qd", collection="c", model=tiny_variant, config=ingest_config)
+    else:
+        result = c2v_rag.embed(folder, tmp_path / "vectors", model=str(tiny_variant), config=ingest_config)
+    whole = time.perf_counter() - started
+    assert result.chunks > 0 and whole > load_seconds
+    assert result.seconds < whole - load_seconds
+
+
 def test_a_list_of_texts_is_counted_in_documents(tmp_path, tiny_variant, corpus, ingest_config, capsys):
     config = ingest_config.model_copy(update={"show_progress": True})
     c2v_rag.ingest(corpus, path=tmp_path, collection="docs", model=tiny_variant, config=config)
