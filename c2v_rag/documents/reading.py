@@ -114,6 +114,11 @@ class ReadLog:
     def files_listed(self) -> int:
         return len(self.file_sizes)
 
+    def shown(self, path: Path | str) -> str:
+        """``path`` as messages name it: the path a file inside an archive or compressed file stands for, not its
+        temporary copy's."""
+        return str(path)
+
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
         self.files_skipped += 1
         self._note(str(path), reason)

@@ -68,10 +68,12 @@ _WESTERN = "cp1252"
 
 @dataclass(frozen=True)
 class Decoded:
-    """A file's text and the encoding it was read in (``utf-8`` unless the file said or showed otherwise)."""
+    """A file's text, the encoding it was read in (``utf-8`` unless the file said or showed otherwise), and how many
+    invalid sequences were replaced (U+FFFD; a text may also hold that character itself, validly encoded)."""
 
     text: str
     encoding: str = "utf-8"
+    replaced: int = 0
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ def decode_text(data: bytes, max_undecodable_share: float = DEFAULT_MAX_UNDECODA
     share = replaced / max(len(data), 1)
     if share > max_undecodable_share:
         return NotText(f"{share:.0%} of its bytes are not valid UTF-8 (limit {max_undecodable_share:.0%})")
-    return Decoded(text)
+    return Decoded(text, replaced=replaced)
 
 
 def whole_lines(head: bytes) -> bytes:

@@ -44,7 +44,7 @@ def test_text_is_text_and_a_few_stray_bytes_are_replaced():
     assert decode_text(b"\xef\xbb\xbfwith a BOM") == Decoded("with a BOM", "utf-8")
     # UTF-8 with a stray Latin-1 byte stays UTF-8: its valid accents outnumber the bad byte.
     stray = ("Grüße aus Köln, schön. " * 5).encode("utf-8") + "caf\xe9".encode("latin-1")
-    assert decode_text(stray) == Decoded(("Grüße aus Köln, schön. " * 5) + "caf\ufffd", "utf-8")
+    assert decode_text(stray) == Decoded(("Grüße aus Köln, schön. " * 5) + "caf\ufffd", "utf-8", replaced=1)
     assert isinstance(decode_text(stray, max_undecodable_share=0.001), NotText)
     assert decode_text(b"") == Decoded("", "utf-8")
 
@@ -89,6 +89,26 @@ def test_a_folder_reads_each_file_in_its_own_encoding(tmp_path: Path, caplog):
     }
     notes = (tmp_path / "notes.txt").resolve()
     assert [r.getMessage() for r in caplog.records] == [f"{notes} is not UTF-8; read as cp1252"]
+
+
+def test_encoding_messages_name_a_compressed_file_by_its_path_and_a_literal_replacement_character_is_no_error(
+    tmp_path: Path, caplog
+):
+    import gzip
+
+    (tmp_path / "notes.md.gz").write_bytes(gzip.compress("Le café était très bon à Noël.".encode("cp1252")))
+    stray = ("Grüße aus Köln. " * 5).encode("utf-8") + b"\xff"
+    (tmp_path / "stray.txt.gz").write_bytes(gzip.compress(stray))
+    # A manual that shows the character itself (sed's: "shown here as \ufffd"), validly encoded.
+    (tmp_path / "manual.txt").write_text("An invalid byte is shown here as \ufffd.", encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="c2v_rag.documents.formats.base"):
+        docs = {Path(d.metadata["source"]).name: d.text for d in iter_documents(tmp_path, log=ReadLog())}
+    assert docs["manual.txt"] == "An invalid byte is shown here as \ufffd."
+    folder = tmp_path.resolve()
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"{folder / 'notes.md.gz'} is not UTF-8; read as cp1252",
+        f"{folder / 'stray.txt.gz'} is not valid UTF-8 throughout; undecodable bytes were replaced",
+    ]
 
 
 def test_a_folder_skips_what_is_not_text_with_one_warning_each(tmp_path: Path, caplog):

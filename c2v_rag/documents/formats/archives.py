@@ -288,6 +288,9 @@ class _MemberLog(ReadLog):
         super().__init__()
         self.parent, self.renamed = parent, renamed
 
+    def shown(self, path: Path | str) -> str:
+        return self.parent.shown(self.renamed.text(str(path)))
+
     def skip_file(self, path: Path | str, reason: str, *, incomplete: bool = True) -> None:
         self.parent.skip_file(self.renamed.text(str(path)), self.renamed.text(reason), incomplete=incomplete)
 

@@ -150,9 +150,9 @@ def checked_text(file: Path, data: bytes, options: ReadOptions, log: ReadLog) ->
         log.skip_file(file, f"not a text file: {decoded.reason}")
         return None
     if decoded.encoding not in ("utf-8", "utf-16", "utf-32"):
-        logger.info("%s is not UTF-8; read as %s", file, decoded.encoding)
-    elif "\ufffd" in decoded.text:
-        logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", file)
+        logger.info("%s is not UTF-8; read as %s", log.shown(file), decoded.encoding)
+    elif decoded.replaced:
+        logger.warning("%s is not valid UTF-8 throughout; undecodable bytes were replaced", log.shown(file))
     return decoded
 
 

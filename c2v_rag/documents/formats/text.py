@@ -41,7 +41,7 @@ class PlainText(FileFormat):
         if file.suffix.lower() not in MARKDOWN_SUFFIXES:
             yield file_document(file, root, text)
             return
-        fields, body = front_matter(text, str(file))
+        fields, body = front_matter(text, log.shown(file))
         title = fields.get("title") if isinstance(fields.get("title"), str) else None
         yield file_document(file, root, led_by_title(title, body), fields or None)
 
