@@ -203,7 +203,9 @@ def _score_kind(args: argparse.Namespace) -> str | None:
 def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:
     """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text, under a
     line saying what the scores are when they are not cosines."""
-    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, PAGE_LABEL_KEY, ROW_KEY, SHEET_KEY
+    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, NODE_KEY, PAGE_LABEL_KEY, ROW_KEY, SHEET_KEY
+
+    where_in_file = ((PAGE_LABEL_KEY, "p. {}"), (SHEET_KEY, "sheet {}"), (ROW_KEY, "row {}"), (NODE_KEY, "node {}"))
 
     if not hits:
         print("no results")
@@ -212,8 +214,9 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
     for rank, hit in enumerate(hits, 1):
         # One hit a line: a control character in a file's name (a newline) is shown escaped, as ls -b shows it.
         where = one_line(str(hit.source or hit.doc_id or hit.id))
-        # Where in its file the hit is: a PDF's page (a deck's slide), a workbook's sheet, a table's row.
-        for key, shown in ((PAGE_LABEL_KEY, "p. {}"), (SHEET_KEY, "sheet {}"), (ROW_KEY, "row {}")):
+        # Where in its file the hit is: a PDF's page (a deck's slide), a workbook's sheet, a table's row, a manual's
+        # node.
+        for key, shown in where_in_file:
             value = hit.metadata.get(key)
             where += f"  {shown.format(value)}" if value not in (None, "") else ""
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""

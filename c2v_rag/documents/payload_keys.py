@@ -24,6 +24,8 @@ PAGE_LABEL_KEY = "page_label"
 ROW_KEY = "row"
 # The sheet of a workbook (.xlsx) a row is on. Not reserved.
 SHEET_KEY = "sheet"
+# The node of a GNU Info manual a chunk's document is. Not reserved.
+NODE_KEY = "node"
 # The hash of a document as it was chunked (its text, metadata and the chunking settings), set on each of its points
 # once all of them are stored: a re-run that meets the document again unchanged skips it before chunking. Outside the
 # metadata, like the source root, but LlamaIndex puts metadata keys beside it, so it is reserved.

@@ -16,6 +16,7 @@ from c2v_rag.documents.formats.base import FileFormat
 from c2v_rag.documents.formats.docx import Docx
 from c2v_rag.documents.formats.epub import Epub
 from c2v_rag.documents.formats.html import Html
+from c2v_rag.documents.formats.info import InfoManual
 from c2v_rag.documents.formats.latex import Latex
 from c2v_rag.documents.formats.legacy_slides import LegacyPowerPoint
 from c2v_rag.documents.formats.legacy_word import LegacyWord
@@ -53,6 +54,7 @@ FORMATS: tuple[FileFormat, ...] = (
     OpenDocumentPresentation(),
     Epub(),
     Notebook(),
+    InfoManual(),
     Email(),
     Mbox(),
     OutlookMessage(),

@@ -34,6 +34,8 @@ class FileFormat(ABC):
     suffixes: ClassVar[tuple[str, ...]]
     # The packages reading needs beyond the core install, each with the c2v-rag extra that brings it.
     requires: ClassVar[tuple[Requirement, ...]] = ()
+    # Whether the numbered parts of a split file are of this format too (makeinfo's gnupg.info-2 of .info).
+    numbered_parts: ClassVar[bool] = False
 
     def missing(self) -> MissingPackageError | None:
         """The error to give when a package this format needs is not installed, else None (nothing imported)."""

@@ -8,6 +8,7 @@ importing the package that lists it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -44,10 +45,21 @@ def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | N
     (checked by :func:`~c2v_rag.documents.formats.checked_text_suffixes`) or for documentation by its name
     (:func:`is_documentation_name`); None: not one ingest reads."""
     suffix = path.suffix.lower()
-    fmt = _BY_SUFFIX.get(suffix)
+    fmt = _BY_SUFFIX.get(suffix) or _numbered_part_format(suffix)
     if fmt is None:
         return AS_TEXT if suffix in text_suffixes or is_documentation_name(path.name) else None
     return fmt if fmt.accepts(path, text_suffixes) else None
+
+
+# The suffix of a numbered part of a split file: .info-2.
+_NUMBERED_PART = re.compile(r"(\.[a-z]+)-[0-9]+")
+
+
+def _numbered_part_format(suffix: str) -> FileFormat | None:
+    """The format of a split file's numbered part (``.info-2``), where its format reads such parts."""
+    match = _NUMBERED_PART.fullmatch(suffix)
+    fmt = _BY_SUFFIX.get(match.group(1)) if match else None
+    return fmt if fmt is not None and fmt.numbered_parts else None
 
 
 def is_documentation_name(name: str) -> bool:

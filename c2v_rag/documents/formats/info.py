@@ -1,0 +1,115 @@
+"""GNU Info manuals (``.info``, as ``makeinfo`` writes them; Debian installs them gzipped in ``/usr/share/info``):
+one document per node, as makeinfo's HTML output gives a page per node.
+
+An Info file is a preamble, then nodes between unit separators (0x1F), each opening with a header line
+(``File: sed.info,  Node: Regexp Addresses,  Next: ...``) that names the node: the document's id is the file's and
+the node's (``/usr/share/info/sed.info.gz:Regexp Addresses``), and the line itself is left out. The node's
+section heading, a title over a rule of ``*``, ``=``, ``-`` or ``.``, becomes a Markdown heading of that level
+(``## 4.3 selecting lines by text matching``), which leads the node's later chunks. Cross-references read as an
+Info reader shows them (``*note Overview::`` as ``see Overview``).
+
+Left out: the preamble (the makeinfo line, the copyright and permission notice, the ``dir`` entry); menus, the list
+of a node's subnodes at its end; index nodes (entries that point at other nodes, marked by ``\\0\\b[index\\0\\b]``,
+the only NUL bytes in an Info file, which a reader of plain text refuses as binary); the licence a manual carries
+(the same text in every GNU manual would answer any question about copying); the tag table. A large manual is split
+into numbered files (``gnupg.info-1``, ``gnupg.info-2``) beside a main file that holds only the preamble and a table
+of its parts: each part is read as a file of its own, and the main file gives no document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from c2v_rag.documents.formats.base import FileFormat, checked_text, within_size
+from c2v_rag.documents.payload_keys import NODE_KEY
+from c2v_rag.documents.reading import ReadLog, ReadOptions
+from c2v_rag.documents.source_document import SourceDocument
+
+_SEPARATOR = "\x1f"
+# makeinfo's markers around an index node's menu and an image (``\0\b[index\0\b]``, ``\0\b[image src=...\0\b]``).
+_MARKER = re.compile(rb"\x00\x08\[([^\x00]*)\x00\x08\]")
+_INDEX_MARKER = b"\x00\x08[index\x00\x08]"
+_HEADER = re.compile(r"^File:[^,]*,\s*Node:\s*([^,\t\n]+)")
+# A section heading: a line over a rule of one mark as long as the line. The mark gives the level.
+_HEADING = re.compile(r"^(\S[^\n]*)\n([*=\-.])\2{2,}[ \t]*$", re.MULTILINE)
+_LEVELS = {"*": "#", "=": "##", "-": "###", ".": "####"}
+# The licence nodes of GNU manuals (the FDL, the GPL, "Copying This Manual").
+_LICENCE = re.compile(
+    r"^(?:GNU )?(?:Free Documentation|(?:Lesser |Library )?General Public) License$"
+    r"|^Copying(?: This Manual| Conditions)?$",
+    re.IGNORECASE,
+)
+# Cross-references: *note NODE:: and *note LABEL: NODE. (the node name up to the punctuation that ends it).
+_NOTE_NODE = re.compile(r"\*([Nn])ote[ \t\n]+([^:*]+?)::")
+_NOTE_LABEL = re.compile(r"\*([Nn])ote[ \t\n]+([^:*]+?):[ \t\n]+(?:\([^)]*\))?[^.,:*]*?([.,])")
+_MENU = re.compile(r"^\* Menu:", re.MULTILINE)
+
+
+class InfoManual(FileFormat):
+    name = "GNU Info"
+    suffixes = (".info",)
+    numbered_parts = True  # gnupg.info-2: a part of a split manual
+
+    def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
+        if not within_size(file, options, log):
+            return
+        data = file.read_bytes()
+        decoded = checked_text(file, _MARKER.sub(_marker_kept, data), options, log)
+        if decoded is None:
+            return
+        nodes = [node for node in info_nodes(decoded.text) if node[1]]
+        for n, (name, text) in enumerate(nodes, start=1):
+            log.document_span = ((n - 1) / len(nodes), n / len(nodes))
+            yield SourceDocument(
+                f"{file.as_posix()}:{name}",
+                text,
+                {"source": str(file), "file_name": file.name, NODE_KEY: name},
+                str(file),
+                root,
+            )
+
+
+def _marker_kept(match: re.Match[bytes]) -> bytes:
+    """An index node keeps its marker, as text with no NUL byte, to be known and left out; other markers (images)
+    go."""
+    return b"\x1a[index]" if match.group(0) == _INDEX_MARKER else b""
+
+
+def info_nodes(text: str) -> Iterator[tuple[str, str]]:
+    """The ``(node name, text)`` of each node of an Info file's text (index markers as ``_marker_kept`` leaves
+    them), in order; index and licence nodes and everything that is not a node (the preamble, the table of a split
+    manual's parts, the tag table) left out."""
+    for part in text.split(_SEPARATOR):
+        header, _, body = part.lstrip("\n").partition("\n")
+        match = _HEADER.match(header)
+        if match is None or "\x1a[index]" in body:
+            continue
+        name = match.group(1).strip()
+        if _LICENCE.match(name):
+            continue
+        yield name, node_text(body)
+
+
+def node_text(body: str) -> str:
+    """A node's text as it is embedded: its menu left out, its headings in Markdown, its cross-references as
+    words."""
+    menu = _MENU.search(body)
+    if menu is not None:
+        body = body[: menu.start()]
+    body = _HEADING.sub(_heading, body)
+    body = _NOTE_NODE.sub(lambda m: f"{_see(m.group(1))} {m.group(2)}", body)
+    body = _NOTE_LABEL.sub(lambda m: f"{_see(m.group(1))} {m.group(2)}{m.group(3)}", body)
+    return body.strip()
+
+
+def _heading(match: re.Match[str]) -> str:
+    title, mark = match.group(1).rstrip(), match.group(2)
+    if len(match.group(0).split("\n")[1].rstrip()) != len(title):
+        return match.group(0)  # a rule of another length is a line of the text, not a heading's underline
+    return f"{_LEVELS[mark]} {title}"
+
+
+def _see(n: str) -> str:
+    return "See" if n == "N" else "see"
