@@ -65,6 +65,17 @@ A line of dashes that underlines nothing.
 
 """
 
+CHAPTER = """File: tides.info,  Node: Tables,  Next: Neap tides,  Prev: Spring tides,  Up: Top
+
+2 Tables
+********
+
+* Menu:
+
+* Harbours::    Tables of the harbours.
+
+"""
+
 NEAP = """File: tides.info,  Node: Neap tides,  Next: GNU Free Documentation License,  Prev: Spring tides,  Up: Top
 
 2 Neap tides
@@ -116,8 +127,8 @@ def manual(*nodes: str) -> str:
 
 def test_an_info_manual_gives_a_document_per_node_with_what_a_reader_searches_for(tmp_path: Path):
     info = tmp_path / "tides.info"
-    info.write_text(manual(TOP, SPRING, NEAP, LICENCE, CONCEPT_INDEX), encoding="utf-8")
-    docs = list(iter_documents([info], log=(log := ReadLog())))
+    info.write_text(manual(TOP, SPRING, CHAPTER, NEAP, LICENCE, CONCEPT_INDEX), encoding="utf-8")
+    docs = list(iter_documents([info], log=(log := ReadLog())))  # the chapter of a heading and a menu alone: none
     path = info.resolve().as_posix()
     assert [d.doc_id for d in docs] == [f"{path}:Top", f"{path}:Spring tides", f"{path}:Neap tides"]
     assert log.files_skipped == 0  # the index node's NUL bytes did not make it binary

@@ -9,11 +9,12 @@ section heading, a title over a rule of ``*``, ``=``, ``-`` or ``.``, becomes a 
 Info reader shows them (``*note Overview::`` as ``see Overview``).
 
 Left out: the preamble (the makeinfo line, the copyright and permission notice, the ``dir`` entry); menus, the list
-of a node's subnodes at its end; index nodes (entries that point at other nodes, marked by ``\\0\\b[index\\0\\b]``,
-the only NUL bytes in an Info file, which a reader of plain text refuses as binary); the licence a manual carries
-(the same text in every GNU manual would answer any question about copying); the tag table. A large manual is split
-into numbered files (``gnupg.info-1``, ``gnupg.info-2``) beside a main file that holds only the preamble and a table
-of its parts: each part is read as a file of its own, and the main file gives no document.
+of a node's subnodes at its end, and so the nodes that hold nothing else but their heading; index nodes (entries
+that point at other nodes, marked by ``\\0\\b[index\\0\\b]``, the only NUL bytes in an Info file, which a reader of
+plain text refuses as binary); the licence a manual carries (the same text in every GNU manual would answer any
+question about copying); the tag table. A large manual is split into numbered files (``gnupg.info-1``,
+``gnupg.info-2``) beside a main file that holds only the preamble and a table of its parts: each part is read as a
+file of its own, and the main file gives no document.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from c2v_rag.documents.source_document import SourceDocument
 
 _SEPARATOR = "\x1f"
 # makeinfo's markers around an index node's menu and an image (``\0\b[index\0\b]``, ``\0\b[image src=...\0\b]``).
-_MARKER = re.compile(rb"\x00\x08\[([^\x00]*)\x00\x08\]")
+_MARKER = re.compile(rb"\x00\x08\[[^\x00]*\x00\x08\]")
 _INDEX_MARKER = b"\x00\x08[index\x00\x08]"
 _HEADER = re.compile(r"^File:[^,]*,\s*Node:\s*([^,\t\n]+)")
 # A section heading: a line over a rule of one mark as long as the line. The mark gives the level.
@@ -59,7 +60,7 @@ class InfoManual(FileFormat):
         decoded = checked_text(file, _MARKER.sub(_marker_kept, data), options, log)
         if decoded is None:
             return
-        nodes = [node for node in info_nodes(decoded.text) if node[1]]
+        nodes = list(info_nodes(decoded.text))
         for n, (name, text) in enumerate(nodes, start=1):
             log.document_span = ((n - 1) / len(nodes), n / len(nodes))
             yield SourceDocument(
@@ -79,17 +80,18 @@ def _marker_kept(match: re.Match[bytes]) -> bytes:
 
 def info_nodes(text: str) -> Iterator[tuple[str, str]]:
     """The ``(node name, text)`` of each node of an Info file's text (index markers as ``_marker_kept`` leaves
-    them), in order; index and licence nodes and everything that is not a node (the preamble, the table of a split
-    manual's parts, the tag table) left out."""
+    them), in order; index and licence nodes, nodes of headings alone and everything that is not a node (the
+    preamble, the table of a split manual's parts, the tag table) left out."""
     for part in text.split(_SEPARATOR):
         header, _, body = part.lstrip("\n").partition("\n")
         match = _HEADER.match(header)
         if match is None or "\x1a[index]" in body:
             continue
         name = match.group(1).strip()
-        if _LICENCE.match(name):
-            continue
-        yield name, node_text(body)
+        text = node_text(body)
+        # A chapter's node may hold its heading and a menu alone: nothing of its own to find.
+        if not _LICENCE.match(name) and any(line and not line.startswith("#") for line in text.split("\n")):
+            yield name, text
 
 
 def node_text(body: str) -> str:
