@@ -253,7 +253,8 @@ class Collection:
             concrete, info = self._concrete(client)
             recorded = fingerprint_of(info) or {}
             truncate_dim = recorded.get("truncate_dim")
-            check_collection(client, concrete, self.target, model_fingerprint(model, None, truncate_dim), info=info)
+            fingerprint = model_fingerprint(model, None, truncate_dim)
+            check_collection(client, concrete, self.target, fingerprint, info=info, asked=self.name)
             return CheckedCollection(concrete, truncate_dim, recorded)
 
     # ------------------------------------------------------------------ writes

@@ -42,6 +42,11 @@ def alias_target(client: StoreClient, name: str) -> str | None:
     return None if target == name else target
 
 
+def aliases_of(client: StoreClient, collection: str) -> list[str]:
+    """The aliases that point at ``collection``, by name."""
+    return sorted(a.alias_name for a in client.get_aliases().aliases if a.collection_name == collection)
+
+
 def switch_alias(client: StoreClient, alias: str, collection: str) -> None:
     """Point ``alias`` at ``collection`` in one request: Qdrant applies the delete and the create
     together, so a reader sees the old collection or the new one, never neither."""

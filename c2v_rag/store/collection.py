@@ -479,8 +479,11 @@ _UNRECORDED_WARNED: set[tuple[str, str]] = set()
 _MIXED_NOTED: set[tuple[str, str]] = set()
 
 
-def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str) -> None:
-    """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one:
+def check_model(
+    stored: dict[str, Any] | None, fingerprint: dict[str, Any], name: str, location: str, asked: str | None = None
+) -> None:
+    """Raise :class:`CollectionMismatchError` when the collection's recorded model is another one (``asked``: the
+    name the caller gave, where it is an alias of ``name``, which the advice then names):
     vectors of two models are not comparable even when their sizes agree. A collection that records no model
     (another tool made it) is used with a warning, once per collection: its vectors' size matches, nothing more is
     known."""
@@ -519,8 +522,9 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
             fingerprint["weights"],
         )
     if differ:
+        behind = f" (behind the alias {asked!r})" if asked not in (None, name) else ""
         raise CollectionMismatchError(
-            f"collection {name!r} at {location} was built with another model "
+            f"collection {name!r}{behind} at {location} was built with another model "
             f"({', '.join(f'{f}={stored.get(f)!r}' for f in differ)}; this one has "
             f"{', '.join(f'{f}={fingerprint.get(f)!r}' for f in differ)}). Vectors of different "
             "models cannot be compared: use another collection, or the model that built it"
@@ -538,10 +542,23 @@ def check_model(stored: dict[str, Any] | None, fingerprint: dict[str, Any], name
                 if "bases" in differ
                 else ""
             )
-            + f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
-            "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
-            "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
+            + _reindex_advice(name, asked)
         )
+
+
+def _reindex_advice(name: str, asked: str | None) -> str:
+    """How to move collection ``name`` (behind the alias ``asked``, where the caller gave one) to another model."""
+    if asked not in (None, name):
+        return (
+            f" To move it to this model: 'c2v-rag reindex --collection {asked} --model MODEL' (c2v_rag.reindex) "
+            f"re-embeds its chunks into a new collection and switches {asked!r} to it; or ingest the documents "
+            "again into a new collection."
+        )
+    return (
+        f" To move it to this model: 'c2v-rag reindex --collection {name} --model MODEL' (c2v_rag.reindex) "
+        "re-embeds its chunks behind the same name where it is an alias (ingest --versioned); add --convert "
+        "(convert=True) where it is a plain collection, or ingest the documents again into a new collection."
+    )
 
 
 def fingerprint_differences(stored: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> list[str]:
@@ -626,10 +643,12 @@ def check_collection(
     fingerprint: dict[str, Any],
     layout: CollectionVectors | None = None,
     info: Any = None,
+    asked: str | None = None,
 ) -> None:
     """Raise :class:`CollectionMismatchError` when ``name`` cannot take these vectors (``layout``:
     the vectors each point will carry; default one dense vector named ``config.vector_name``).
-    ``info``: the collection's ``get_collection``, where the caller has read it (else it is read here, once)."""
+    ``info``: the collection's ``get_collection``, where the caller has read it (else it is read here, once);
+    ``asked``: the name the caller gave, where it is an alias of ``name``."""
     info = client.get_collection(name) if info is None else info
     recorded = fingerprint_of(info)
     if layout is not None:
@@ -644,7 +663,8 @@ def check_collection(
     if params.size != dim:
         record = recorded or {}
         if any(field in record and record[field] != fingerprint.get(field) for field in _READOUT_RECORD):
-            check_model(record, fingerprint, name, config.location)  # other part weights: that error names the fix
+            # Other part weights: that error names the fix.
+            check_model(record, fingerprint, name, config.location, asked)
         stored_size = record.get("truncate_dim")
         hint = (
             f"It was built with truncate_dim={stored_size} and this run asks for "
@@ -663,7 +683,7 @@ def check_collection(
             f"collection {name!r} at {config.location} uses {params.distance.value} distance, not "
             f"{expected.value}; pass distance='{params.distance.value.lower()}' or use another collection"
         )
-    check_model(recorded, fingerprint, name, config.location)
+    check_model(recorded, fingerprint, name, config.location, asked)
 
 
 def ensure_collection(

@@ -36,7 +36,7 @@ from c2v_rag.documents.chunking import decoder_tokens
 from c2v_rag.rag.embedding import Embedder
 from c2v_rag.rag.extras import require_rag
 from c2v_rag.rag.options import ModelOptions
-from c2v_rag.store.aliases import alias_target, next_version, switch_alias
+from c2v_rag.store.aliases import alias_target, aliases_of, next_version, switch_alias
 from c2v_rag.store.collection import (
     QdrantConfig,
     check_collection_name,
@@ -117,6 +117,15 @@ def reindex_collection(
         if previous is None:
             if not qdrant_client.collection_exists(collection):
                 raise collection_not_found(collection, target, store_names(qdrant_client))
+            behind = aliases_of(qdrant_client, collection)
+            if behind:
+                # Converting it would delete it, and with it the alias that readers use.
+                raise ValueError(
+                    f"collection {collection!r} at {target.location} is behind the alias {behind[0]!r}: reindex "
+                    f"that (c2v-rag reindex --collection {behind[0]}), which re-embeds these chunks into a new "
+                    f"collection and switches {behind[0]!r} to it. Converting {collection!r} itself would leave "
+                    f"{behind[0]!r} with no collection."
+                )
             if not convert:
                 raise ValueError(
                     f"collection {collection!r} at {target.location} is a plain collection, not an alias, so "

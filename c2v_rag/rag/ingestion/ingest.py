@@ -132,6 +132,7 @@ def ingest_documents(
                 truncate_dim=settings.prefix_dim,
                 quantize=quantization,
                 info=info,
+                asked=collection,
             )
         plan = IngestPlan(
             settings=settings,

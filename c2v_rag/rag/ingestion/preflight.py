@@ -59,12 +59,14 @@ def check_target(
     quantize: str = "none",
     *,
     info: Any,
+    asked: str | None = None,
 ) -> bool:
     """Check an existing ``collection`` against the model's config; True when it exists.
 
     Vector size, distance, vector name and the model fingerprint are all known from the config,
     so a mismatch fails here rather than after the weights load. ``info``: the collection's
-    ``get_collection``, which the caller has read, or None where it found no such collection.
+    ``get_collection``, which the caller has read, or None where it found no such collection; ``asked``: the name
+    the caller gave, where it is an alias of ``collection``.
     """
     check_collection_name(collection)
     if config.decoder_hidden_size is not None:
@@ -75,7 +77,7 @@ def check_target(
         fingerprint = config_fingerprint(config, reference, digests, truncate_dim=truncate_dim, quantize=quantize)
     except ValueError:  # a config without decoder_hidden_size: checked again once the model is loaded
         return True
-    check_collection(client, collection, target, fingerprint, layout, info)
+    check_collection(client, collection, target, fingerprint, layout, info, asked)
     return True
 
 

@@ -338,13 +338,13 @@ class _Plan:
         params = stored_vector_params(info, collection, target.model_copy(update={"vector_name": layout.dense}))
         embedder = None
         if options.mode != "sparse":
-            _check_before_loading(stored, model, concrete, target.location)
+            _check_before_loading(stored, model, concrete, target.location, collection)
             c2v = _model_for(stored, model)
             # Queries are embedded at the size the collection stores (a Matryoshka prefix, or whole).
             truncate_dim = (stored or {}).get("truncate_dim")
             # A model other than the one that filled the collection gives incomparable vectors; checked first, as
             # its message says what differs (other part weights change the size too).
-            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location)
+            check_model(stored, model_fingerprint(c2v, None, truncate_dim), concrete, target.location, collection)
             dim = truncate_dim or c2v.embedding_dim
             if dim != params.size:
                 raise CollectionMismatchError(
@@ -432,7 +432,9 @@ def _check_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return list(queries)
 
 
-def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, concrete: str, location: str) -> None:
+def _check_before_loading(
+    stored: dict[str, Any] | None, model: ModelOptions, concrete: str, location: str, asked: str
+) -> None:
     """Refuse a collection of another model from the variant's config and weights' digest, read without its
     weights: ``search --model V`` on another model's collection loaded V for seconds before refusing it.
 
@@ -456,7 +458,7 @@ def _check_before_loading(stored: dict[str, Any] | None, model: ModelOptions, co
         truncate_dim=stored.get("truncate_dim"),
         quantize=stored.get("quantize", "none"),
     )
-    check_model(stored, fingerprint, concrete, location)
+    check_model(stored, fingerprint, concrete, location, asked)
 
 
 def _model_for(stored: dict[str, Any] | None, model: ModelOptions) -> Causal2Vec:

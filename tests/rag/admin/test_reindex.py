@@ -91,12 +91,19 @@ def test_reindex_switches_the_alias_while_a_reader_keeps_getting_full_answers(
     # Same chunks, same ids and payloads; vectors of the new model.
     assert stored_points(client, "papers_v2") == stored_points(client, "papers_v1")
     assert result.chunks == len(stored_points(client, "papers_v1"))
-    # A model never queries another model's vectors: the old one is refused on the new collection.
+    # A model never queries another model's vectors: the old one is refused on the new collection, and the fix
+    # named is a reindex of the alias searched, not of the collection behind it (which would lose the alias).
     with pytest.raises(
         CollectionMismatchError,
-        match="'papers_v2' .* was built with another model.*c2v-rag reindex --collection papers_v2",
-    ):
+        match=r"'papers_v2' \(behind the alias 'papers'\) .* was built with another model.*"
+        r"'c2v-rag reindex --collection papers --model MODEL'",
+    ) as refused:
         c2v_rag.search(QUERY, collection="papers", client=client, model=tiny_variant)
+    assert "--convert" not in str(refused.value)
+    for convert in (False, True):  # that collection itself is refused, before any work, naming the alias
+        with pytest.raises(ValueError, match=r"'papers_v2' .* is behind the alias 'papers': reindex that"):
+            c2v_rag.reindex("papers_v2", client=client, model=tiny_variant, convert=convert)
+    assert alias_target(client, "papers") == "papers_v2" and not client.collection_exists("papers_v2_v1")
     client.close()
 
 
