@@ -194,3 +194,18 @@ def test_the_command_lines_hits_name_their_node(tmp_path: Path, tiny_variant, ca
     lines = capsys.readouterr().out.splitlines()
     nodes = [re.search(r"tides\.info  node (.+)  \(chunk \d+\)$", line) for line in lines]
     assert all(nodes) and {m.group(1) for m in nodes if m} == {"Neap tides", "Spring tides", "Top"}, lines
+
+
+def test_a_manual_is_read_in_the_encoding_it_names_its_split_parts_in_their_main_files(tmp_path: Path):
+    """makeinfo names a manual's encoding at its end (``coding: iso-8859-1``), in the main file alone where it is
+    split; a part's few accents are too little for sniffing (this one reads as cp1257 by its bytes)."""
+    neap = NEAP.replace("Neap tides come at the quarter moons.", "A café by the harbour; naïve sailors; déjà vu.")
+    latin = TAG_TABLE.replace("coding: utf-8", "coding: iso-8859-1")
+    folder = tmp_path / "info"
+    folder.mkdir()
+    (folder / "tides.info").write_bytes((PREAMBLE + f"{US}\nIndirect:\ntides.info-1: 400\n" + latin).encode("latin-1"))
+    (folder / "tides.info-1.gz").write_bytes(gzip.compress(f"{US}\n{neap}".encode("latin-1")))
+    (folder / "whole.info").write_bytes(manual(neap).replace("coding: utf-8", "coding: iso-8859-1").encode("latin-1"))
+    docs = {d.doc_id.rsplit("/", 1)[1]: d.text for d in iter_documents([folder], log=ReadLog())}
+    expected = "# 2 Neap tides\n\nA café by the harbour; naïve sailors; déjà vu.  See Spring tides."
+    assert docs == {"tides.info-1.gz:Neap tides": expected, "whole.info:Neap tides": expected}

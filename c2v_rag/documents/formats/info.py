@@ -6,7 +6,8 @@ An Info file is a preamble, then nodes between unit separators (0x1F), each open
 the node's (``/usr/share/info/sed.info.gz:Regexp Addresses``), and the line itself is left out. The node's
 section heading, a title over a rule of ``*``, ``=``, ``-`` or ``.``, becomes a Markdown heading of that level
 (``## 4.3 selecting lines by text matching``), which leads the node's later chunks. Cross-references read as an
-Info reader shows them (``*note Overview::`` as ``see Overview``).
+Info reader shows them (``*note Overview::`` as ``see Overview``). The text is decoded in the encoding the manual
+names at its end (``coding: iso-8859-1``; a split manual names it in its main file only), else as any text file is.
 
 Left out: the preamble (the makeinfo line, the copyright and permission notice, the ``dir`` entry); menus, the list
 of a node's subnodes at its end, and so the nodes that hold nothing else but their heading; index nodes (entries
@@ -19,10 +20,12 @@ file of its own, and the main file gives no document.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
 from c2v_rag.documents.formats.base import FileFormat, checked_text, within_size
 from c2v_rag.documents.payload_keys import NODE_KEY
 from c2v_rag.documents.reading import ReadLog, ReadOptions
@@ -46,6 +49,11 @@ _LICENCE = re.compile(
 _NOTE_NODE = re.compile(r"\*([Nn])ote[ \t\n]+([^:*]+?)::")
 _NOTE_LABEL = re.compile(r"\*([Nn])ote[ \t\n]+([^:*]+?):[ \t\n]+(?:\([^)]*\))?[^.,:*]*?([.,])")
 _MENU = re.compile(r"^\* Menu:", re.MULTILINE)
+# The encoding makeinfo names at the end of a manual (of its main file, where it is split).
+_CODING = re.compile(rb"\x1f\nLocal Variables:\n(?:[^\x1f\n]*\n)*?coding: *([\w.-]+)")
+_PART = re.compile(r"-[0-9]+$")
+# How much of a split manual's main file is read for its encoding: the preamble and the tables of parts and tags.
+_MAIN_FILE_BYTES = 4 << 20
 
 
 class InfoManual(FileFormat):
@@ -56,11 +64,14 @@ class InfoManual(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         if not within_size(file, options, log):
             return
-        data = file.read_bytes()
-        decoded = checked_text(file, _MARKER.sub(_marker_kept, data), options, log)
-        if decoded is None:
-            return
-        nodes = list(info_nodes(decoded.text))
+        data = _MARKER.sub(_marker_kept, file.read_bytes())
+        text = _decoded_as_declared(data, _declared_coding(data) or _main_file_coding(Path(log.shown(file))))
+        if text is None:
+            decoded = checked_text(file, data, options, log)
+            if decoded is None:
+                return
+            text = decoded.text
+        nodes = list(info_nodes(text))
         for n, (name, text) in enumerate(nodes, start=1):
             log.document_span = ((n - 1) / len(nodes), n / len(nodes))
             yield SourceDocument(
@@ -70,6 +81,43 @@ class InfoManual(FileFormat):
                 str(file),
                 root,
             )
+
+
+def _declared_coding(data: bytes) -> str | None:
+    """The encoding an Info file names (``coding: iso-8859-1`` in its closing ``Local Variables``), else None."""
+    match = _CODING.search(data, max(0, len(data) - 4096))
+    return match.group(1).decode("ascii") if match else None
+
+
+def _main_file_coding(part: Path) -> str | None:
+    """The encoding the main file of a split manual names, read beside ``part`` (``gnupg.info-2.gz``: its
+    ``gnupg.info.gz``, or the main file compressed otherwise or not at all); None for a file that is no numbered
+    part, or whose main file is missing or names none."""
+    compression = part.suffix if part.suffix.lower() in CompressedFile.suffixes else ""
+    stem = part.name.removesuffix(compression)
+    if not _PART.search(stem):
+        return None
+    main = _PART.sub("", stem)
+    for suffix in ("", *CompressedFile.suffixes):
+        candidate = part.with_name(main + suffix)
+        try:
+            data = compressed_head(candidate, _MAIN_FILE_BYTES) if suffix else candidate.read_bytes()[:_MAIN_FILE_BYTES]
+        except OSError:
+            continue
+        return _declared_coding(data)
+    return None
+
+
+def _decoded_as_declared(data: bytes, coding: str | None) -> str | None:
+    """``data`` in the encoding the manual names; None where it names none (or UTF-8, or one Python does not know),
+    or holds NUL bytes: then the text is sniffed as any text file's."""
+    try:
+        codec = codecs.lookup(coding) if coding else None
+    except LookupError:
+        return None
+    if codec is None or codec.name == "utf-8" or b"\x00" in data:
+        return None
+    return data.decode(codec.name, errors="replace")
 
 
 def _marker_kept(match: re.Match[bytes]) -> bytes:
