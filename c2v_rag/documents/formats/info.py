@@ -72,11 +72,11 @@ class InfoManual(FileFormat):
                 return
             text = decoded.text
         nodes = list(info_nodes(text))
-        for n, (name, text) in enumerate(nodes, start=1):
+        for n, (name, body) in enumerate(nodes, start=1):
             log.document_span = ((n - 1) / len(nodes), n / len(nodes))
             yield SourceDocument(
                 f"{file.as_posix()}:{name}",
-                text,
+                body,
                 {"source": str(file), "file_name": file.name, NODE_KEY: name},
                 str(file),
                 root,
