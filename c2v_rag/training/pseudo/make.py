@@ -232,10 +232,12 @@ def generated_pairs(
         # Batches of the generator's own size, each saved before the next starts.
         step = max(1, getattr(generator, "batch_size", 16)) * 4
         for stage, indices in enumerate(stages):
-            if stage == 1 and go_on is not None and split < len(targets) and not go_on(pairs_of(range(split))):
-                bar.total = bar.n  # the bar ends where the writing did, not at a share of a total never meant now
-                bar.refresh()
-                return pairs_of(range(split))
+            if stage == 1 and go_on is not None and split < len(targets):
+                so_far = pairs_of(range(split))
+                if not go_on(so_far):
+                    bar.total = bar.n  # the bar ends where the writing did, not at a share of a total never meant now
+                    bar.refresh()
+                    return so_far
             for start in range(0, len(indices), step):
                 rows = indices[start : start + step]
                 out = generator.generate([targets[i].text for i in rows], progress=bar.update)
