@@ -101,7 +101,11 @@ def _main_file_coding(part: Path) -> str | None:
     for suffix in ("", *CompressedFile.suffixes):
         candidate = part.with_name(main + suffix)
         try:
-            data = compressed_head(candidate, _MAIN_FILE_BYTES) if suffix else candidate.read_bytes()[:_MAIN_FILE_BYTES]
+            if suffix:
+                data = compressed_head(candidate, _MAIN_FILE_BYTES)
+            else:
+                with candidate.open("rb") as handle:
+                    data = handle.read(_MAIN_FILE_BYTES)
         except OSError:
             continue
         return _declared_coding(data)
@@ -110,14 +114,18 @@ def _main_file_coding(part: Path) -> str | None:
 
 def _decoded_as_declared(data: bytes, coding: str | None) -> str | None:
     """``data`` in the encoding the manual names; None where it names none (or UTF-8, or one Python does not know),
-    or holds NUL bytes: then the text is sniffed as any text file's."""
+    holds NUL bytes or is not valid in it: then the text is sniffed, and bytes replaced are warned of, as any text
+    file's."""
     try:
         codec = codecs.lookup(coding) if coding else None
     except LookupError:
         return None
     if codec is None or codec.name == "utf-8" or b"\x00" in data:
         return None
-    return data.decode(codec.name, errors="replace")
+    try:
+        return data.decode(codec.name)
+    except UnicodeDecodeError:
+        return None
 
 
 def _marker_kept(match: re.Match[bytes]) -> bytes:
