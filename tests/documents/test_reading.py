@@ -267,7 +267,8 @@ def test_text_suffixes_read_other_files_as_plain_text(tmp_path: Path, caplog):
     ):
         iter_documents(tmp_path / "tool.py")
     for bad, reason in (
-        ([".md"], ".md files are read as text already"),
+        ([".md"], ".md files are read as Markdown already"),
+        ([".txt"], ".txt files are read as text already"),
         ([".pdf"], "read as PDF already"),
         (["src/"], "'src/' is not a file suffix"),
         (["a b"], "'a b' is not a file suffix; name suffixes such as '.py' or '.log', or '' for files without one"),

@@ -21,6 +21,7 @@ from c2v_rag.documents.formats.latex import Latex
 from c2v_rag.documents.formats.legacy_slides import LegacyPowerPoint
 from c2v_rag.documents.formats.legacy_word import LegacyWord
 from c2v_rag.documents.formats.mail import Email, Mbox
+from c2v_rag.documents.formats.markdown import Markdown
 from c2v_rag.documents.formats.markup import AsciiDoc, OrgMode
 from c2v_rag.documents.formats.notebook import Notebook
 from c2v_rag.documents.formats.opendocument import OpenDocumentPresentation, OpenDocumentText
@@ -34,6 +35,7 @@ from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, Ope
 
 FORMATS: tuple[FileFormat, ...] = (
     AS_TEXT,
+    Markdown(),
     AsciiDoc(),
     OrgMode(),
     Latex(),

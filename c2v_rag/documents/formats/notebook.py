@@ -1,6 +1,7 @@
 """Jupyter notebooks (.ipynb): one document per notebook, its cells in order.
 
-Markdown cells are read as they are and code cells as fenced code in the notebook's language, so a question finds
+Markdown cells are read as a Markdown file is (less the comments and link definitions that render as nothing) and
+code cells as fenced code in the notebook's language, so a question finds
 the prose and the code that does what it asks. Outputs are left out: plots, tables and logs as a kernel printed them
 are rarely what a reader searches for, and they can be most of a notebook's bytes.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from c2v_rag.documents.formats.base import FileFormat, file_document, read_text
+from c2v_rag.documents.formats.markdown import shown_markdown
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
 
@@ -54,7 +56,8 @@ def notebook_cells(notebook: Any) -> tuple[list[dict[str, Any]], str]:
 
 
 def _cell_text(cell: dict[str, Any], language: str) -> str:
-    """A cell as Markdown: a markdown or raw cell's text as it is, a code cell fenced (empty cells: "")."""
+    """A cell as Markdown: a markdown cell's text as it renders (:func:`shown_markdown`), a raw cell's as it is, a
+    code cell fenced (empty cells: "")."""
     source = cell.get("source", cell.get("input", ""))  # nbformat 3 names a code cell's source "input"
     text = ("".join(source) if isinstance(source, list) else str(source)).strip("\n")
     if not text.strip():
@@ -62,4 +65,4 @@ def _cell_text(cell: dict[str, Any], language: str) -> str:
     if cell.get("cell_type") == "code":
         fence = "````" if "```" in text else "```"
         return f"{fence}{language}\n{text}\n{fence}"
-    return text
+    return shown_markdown(text).strip("\n") if cell.get("cell_type") == "markdown" else text

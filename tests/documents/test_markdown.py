@@ -1,0 +1,146 @@
+"""Markdown read as it renders: HTML comment blocks and link reference definitions left out, code and everything
+else kept line for line; checked against the words markdown-it's own rendering shows of real pages (this
+repository's docs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from c2v_rag.documents.documents import iter_documents
+from c2v_rag.documents.files import ReadLog
+from c2v_rag.documents.formats.markdown import shown_markdown
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A page as Node.js's API docs and many READMEs write one: notes to the docs' tooling in comments, links by
+# reference with their definitions gathered at the end.
+PAGE = """<!-- markdownlint-disable MD013 -->
+# File system
+
+<!--introduced_in=v0.10.0-->
+
+> Stability: 2 - Stable
+
+<!-- YAML
+added: v0.5.8
+changes:
+  - version: v10.0.0
+    description: The `callback` parameter is no longer optional.
+-->
+
+Watch for changes on `filename` with [`fs.watch()`][], as [the guide][guide] says.
+<!-- TODO: an example -->
+A second paragraph, which the comment set apart.
+
+```html
+<!-- a comment inside code is code -->
+[not]: a-definition-inside-code
+```
+
+    [indented]: code-too
+
+> A quote.
+> <!-- a note in a quote -->
+> Its second paragraph.
+>
+> [quoted]: https://example.com/quoted
+
+- item one
+- [^1]: https://example.com/footnote
+
+A paragraph
+[lazy]: is-not-a-definition, as a definition cannot interrupt a paragraph
+
+<!-- anchor --><a id="fs_watch"></a>
+
+[`fs.watch()`]: #fswatchfilename-options-listener
+[guide]: https://nodejs.org/en/learn
+  "The guide"
+"""
+
+SHOWN = """# File system
+
+> Stability: 2 - Stable
+
+Watch for changes on `filename` with [`fs.watch()`][], as [the guide][guide] says.
+
+A second paragraph, which the comment set apart.
+
+```html
+<!-- a comment inside code is code -->
+[not]: a-definition-inside-code
+```
+
+    [indented]: code-too
+
+> A quote.
+>
+> Its second paragraph.
+>
+
+- item one
+- [^1]: https://example.com/footnote
+
+A paragraph
+[lazy]: is-not-a-definition, as a definition cannot interrupt a paragraph
+
+<a id="fs_watch"></a>
+"""
+
+
+def test_comments_and_link_definitions_are_left_out_and_code_keeps_them(tmp_path: Path):
+    (tmp_path / "fs.md").write_text(PAGE, encoding="utf-8")
+    (tmp_path / "fs.txt").write_text(PAGE, encoding="utf-8")
+    docs = {Path(d.doc_id).name: d.text for d in iter_documents(tmp_path, log=ReadLog())}
+    assert docs["fs.md"] == SHOWN
+    assert docs["fs.txt"] == PAGE  # plain text is read as it is
+    # Under front matter too, whose title leads.
+    (tmp_path / "fs.md").write_text("---\ntitle: fs\n---\n<!-- c -->\nBody.\n\n[a]: b\n", encoding="utf-8")
+    (doc,) = [d for d in iter_documents(tmp_path / "fs.md", log=ReadLog())]
+    assert doc.text == "# fs\n\nBody.\n" and doc.metadata["title"] == "fs"
+
+
+def _visible(html: str) -> list[str]:
+    """The words a browser shows of ``html``."""
+    html = re.sub(r"<!--.*?-->", "", html, flags=re.DOTALL)
+    return unescape(re.sub(r"<[^>]*>", " ", html)).split()
+
+
+def _pages() -> list[tuple[str, str]]:
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    files += sorted((REPO / "bench" / "results" / "notes").glob("*.md"))
+    return [("PAGE", PAGE), *((str(f.relative_to(REPO)), f.read_text(encoding="utf-8")) for f in files)]
+
+
+@pytest.mark.parametrize(("name", "text"), _pages(), ids=[name for name, _ in _pages()])
+def test_what_is_left_renders_as_the_page_did_less_its_comments(name: str, text: str):
+    md = MarkdownIt("commonmark")
+    env: dict = {}
+    md.parse(text, env)  # the page's link definitions, which its links still resolve by when rendered
+    shown = shown_markdown(text)
+    assert _visible(md.render(shown, env)) == _visible(md.render(text))
+    # and what renders as nothing is gone: no comment block, no link definition (but a footnote's)
+    left: dict = {}
+    assert not [t for t in md.parse(shown, left) if t.type == "html_block" and t.content.startswith("<!--")]
+    assert [label for label in left.get("references", {}) if not label.startswith("^")] == []
+
+
+def test_a_notebooks_markdown_cells_are_read_as_markdown_and_its_raw_cells_as_they_are(tmp_path: Path):
+    cells = [
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": ["# Tides\n", "<!-- hidden note -->\n", "See [the docs][d].\n", "\n", "[d]: https://example.com"],
+        },
+        {"cell_type": "raw", "metadata": {}, "source": "<!-- raw stays -->"},
+    ]
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+    (tmp_path / "tides.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    (doc,) = list(iter_documents(tmp_path, log=ReadLog()))
+    assert doc.text == "# Tides\n\nSee [the docs][d].\n\n<!-- raw stays -->"
