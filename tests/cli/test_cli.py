@@ -335,8 +335,8 @@ def test_ingest_dry_run_lists_what_it_would_read_and_loads_nothing(tmp_path):
         f"    8 bytes  {root / 'a.md'}",
         f"    8 bytes  {root}/new\\nline.txt",
         f"     2.0 kB  {root / 'sub' / 'b.txt'}",
-        "would read 3 files, 2.0 kB: text 3 (2.0 kB); not read: 1 file of other types (.json (1)); left out by "
-        "--exclude: 1 file or folder. Nothing was read, embedded or stored (--dry-run)",
+        "would read 3 files, 2.0 kB: text 2 (2.0 kB), Markdown 1 (8 bytes); not read: 1 file of other types "
+        "(.json (1)); left out by --exclude: 1 file or folder. Nothing was read, embedded or stored (--dry-run)",
         "LOADED 0 []",
     ]
     assert not store.exists()

@@ -127,7 +127,7 @@ def test_an_options_check_is_its_message_not_pydantics_report(docs, tmp_path, ca
     terminal: '1 validation error for IngestConfig text_suffixes Value error, ... [type=value_error, ...]'."""
     store = ["--path", str(tmp_path / "q")]
     for flags, said in (
-        (["--text-suffix", ".md"], "error: --text-suffix '.md': .md files are read as text already"),
+        (["--text-suffix", ".md"], "error: --text-suffix '.md': .md files are read as Markdown already"),
         (
             ["--chunk-size", "50", "--chunk-overlap", "60"],
             "error: --chunk-overlap 60 must be smaller than --chunk-size",

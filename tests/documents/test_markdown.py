@@ -68,7 +68,7 @@ SHOWN = """# File system
 
 > Stability: 2 - Stable
 
-Watch for changes on `filename` with [`fs.watch()`][], as [the guide][guide] says.
+Watch for changes on `filename` with `fs.watch()`, as the guide says.
 
 A second paragraph, which the comment set apart.
 
@@ -106,16 +106,40 @@ def test_comments_and_link_definitions_are_left_out_and_code_keeps_them(tmp_path
     assert doc.text == "# fs\n\nBody.\n" and doc.metadata["title"] == "fs"
 
 
-def _visible(html: str) -> list[str]:
-    """The words a browser shows of ``html``."""
+def test_links_and_images_read_as_their_text_badges_not_at_all_and_code_and_other_brackets_as_written():
+    page = (
+        "# Tides [![CI](https://ci.example/badge.svg)](https://ci.example/runs)\n\n"
+        "[![Build status](https://ci.example/b.svg)](https://ci.example/b)\n[![codecov][cov-img]][cov]\n\n"
+        'See [the guide](https://example.com/guide "Guide") and [`fs.watch()`][] or [tables][t], [a list], '
+        "[not defined][nope] and [x](<a b.html>).\n"
+        "Code `[a](b)` and \\[escaped](x) stay. Done![ok](ok.png) ![Moon phases](moon.png)\n\n"
+        "```md\n[in code](https://kept)\n```\n\n"
+        "[`fs.watch()`]: #fswatch\n[t]: https://example.com/tables\n[a list]: https://example.com/list\n"
+        "[cov-img]: https://codecov.example/badge.svg\n[cov]: https://codecov.example\n"
+    )
+    assert shown_markdown(page) == (
+        "# Tides CI\n\n"
+        "See the guide and `fs.watch()` or tables, a list, [not defined][nope] and x.\n"
+        "Code `[a](b)` and \\[escaped](x) stay. Doneok Moon phases\n\n"
+        "```md\n[in code](https://kept)\n```\n"
+    )
+
+
+def _visible(html: str) -> str:
+    """The characters a browser shows of ``html``, an image as its alt text, whitespace aside; a paragraph of linked
+    images alone (badges) shows none."""
     html = re.sub(r"<!--.*?-->", "", html, flags=re.DOTALL)
-    return unescape(re.sub(r"<[^>]*>", " ", html)).split()
+    html = re.sub(r"<p>(?:\s*<a [^>]*><img [^>]*></a>)+\s*</p>", "", html)
+    html = re.sub(r'<img [^>]*?alt="([^"]*)"[^>]*>', r" \1 ", html)
+    return "".join(unescape(re.sub(r"<[^>]*>", " ", html)).split())
 
 
 def _pages() -> list[tuple[str, str]]:
     files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     files += sorted((REPO / "bench" / "results" / "notes").glob("*.md"))
-    return [("PAGE", PAGE), *((str(f.relative_to(REPO)), f.read_text(encoding="utf-8")) for f in files)]
+    badges = "[![Build status](https://ci.example/b.svg)](https://ci.example/b)\n[![codecov][i]][c]\n\n[i]: x\n[c]: y\n"
+    pages = [(str(f.relative_to(REPO)), f.read_text(encoding="utf-8")) for f in files]
+    return [("PAGE", PAGE), ("badges", badges + PAGE), *pages]
 
 
 @pytest.mark.parametrize(("name", "text"), _pages(), ids=[name for name, _ in _pages()])
@@ -143,4 +167,4 @@ def test_a_notebooks_markdown_cells_are_read_as_markdown_and_its_raw_cells_as_th
     notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
     (tmp_path / "tides.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
     (doc,) = list(iter_documents(tmp_path, log=ReadLog()))
-    assert doc.text == "# Tides\n\nSee [the docs][d].\n\n<!-- raw stays -->"
+    assert doc.text == "# Tides\n\nSee the docs.\n\n<!-- raw stays -->"

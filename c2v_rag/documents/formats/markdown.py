@@ -1,17 +1,24 @@
 """Markdown (and MDX): the text as a reader sees it rendered, one document per file.
 
-The source is kept as it is (headings, lists, code, links, tables), less what a renderer never shows:
+The source is kept as it is (headings, lists, code, tables), less what a renderer never shows:
 
 - HTML comments that stand as blocks (``<!-- TODO -->``, ``<!-- markdownlint-disable -->``, the ``<!-- YAML
   added: v0.5.8 -->`` notes of Node.js's API docs); a comment inside a fenced or indented code block is code, kept;
 - link reference definitions (``[fs.watch()]: #fswatchfilename-options-listener``), which many projects gather at
-  the end of a page: a page's last chunk was often nothing but them, a chunk with nothing to find that still took
-  a place in the hits;
+  the end of a page, where a chunk of nothing but them, with nothing to find, still took a place in the hits;
 - YAML front matter (``---`` lines around ``key: value`` pairs, as Jekyll, Hugo, MkDocs and Obsidian write it),
   whose fields become metadata instead and whose ``title`` leads the text as a heading.
 
+Links and images read as their text, as the HTML format reads them: ``[the guide](https://...)`` and
+``[the guide][guide]`` as ``the guide``, ``![Moon phases](moon.png)`` as ``Moon phases``; a paragraph of linked
+images alone (a README's badges: ``[![Build status](https://.../badge.svg)](https://...)``) is left out. Their URLs
+were tokens the decoder spent its reading on (by default it reads a chunk's first 96) and words BM25 matched, and
+a badge row led every later chunk of its page.
+
 markdown-it-py's CommonMark parser tells what is what, so a definition is told from text of the same shape by the
-rules a renderer applies (inside code it is code; it cannot interrupt a paragraph).
+rules a renderer applies (inside code it is code; it cannot interrupt a paragraph). Links are rewritten in the
+source of the paragraphs and headings that hold them, code spans aside, and a rewritten block is kept only where
+it renders the same characters as before (an image as its alt text); else the block stays as written.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from __future__ import annotations
 import datetime
 import logging
 import re
+import textwrap
 from collections.abc import Iterator
 from functools import cache
+from html import unescape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,17 +73,18 @@ class Markdown(FileFormat):
 
 
 def shown_markdown(text: str) -> str:
-    """``text``, Markdown, less what rendering it shows nothing of: HTML comment blocks and link reference
-    definitions (the module's docstring); everything else is left as it is, line for line."""
-    if "<!--" not in text and "]:" not in text:
-        return text  # nothing to leave out: no parse
+    """``text``, Markdown, as it renders (the module's docstring): HTML comment blocks and link reference definitions
+    left out, links and images as their text; every other line as it is."""
+    if not any(mark in text for mark in ("<!--", "]:", "](", "][")):
+        return text  # nothing to leave out or rewrite: no parse
     lines = text.split("\n")
     shown = [True] * len(lines)
     # Lines of some block that renders; container blocks (quotes, lists) only hold blocks, so their own range
     # does not count: a definition inside a quote is in the quote's range and in no leaf's.
     in_leaf = [False] * len(lines)
-    replaced: dict[int, str] = {}
-    for token in _parser().parse(text):
+    rewritten: dict[int, tuple[int, str]] = {}  # a block's first line: (its end, its text as read)
+    env: dict[str, Any] = {}
+    for token in _parser().parse(text, env):
         if token.map is None or token.nesting == -1 or token.type in _CONTAINERS:
             continue
         start, end = token.map
@@ -85,19 +95,31 @@ def shown_markdown(text: str) -> str:
             for i in range(start, end):
                 shown[i] = False
             if rest:  # markup after the comment (<!-- x --><a id="y"></a>): kept, as the block's one line
-                replaced[start] = rest
+                rewritten[start] = (end, rest)
+        elif token.type == "inline" and "![" in token.content and _badges_only(token.content, env):
+            for i in range(start, end):
+                shown[i] = False
+        elif token.type == "inline" and "[" in token.content:
+            source = "\n".join(lines[start:end])
+            plain = link_text(source, env.get("references", {}))
+            if plain != source and _shown_characters(plain, env) == _shown_characters(source, env):
+                rewritten[start] = (end, plain)
     for i, line in enumerate(lines):
         if not in_leaf[i] and not _MARKS_ONLY.match(line) and not _FOOTNOTE.match(line):
             shown[i] = False  # a link reference definition: the only text CommonMark parses into no block
     kept: list[str] = []
     i = 0
     while i < len(lines):
-        if shown[i] or i in replaced:
-            kept.append(replaced.get(i, lines[i]))
+        if i in rewritten:
+            i, block = rewritten[i]
+            kept.extend(block.split("\n"))
+            continue
+        if shown[i]:
+            kept.append(lines[i])
             i += 1
             continue
         end = i  # the run of lines left out: [i, end)
-        while end < len(lines) and not (shown[end] or end in replaced):
+        while end < len(lines) and not (shown[end] or end in rewritten):
             end += 1
         before = bool(kept and kept[-1].strip())
         after = end < len(lines) and bool(lines[end].strip())
@@ -110,6 +132,74 @@ def shown_markdown(text: str) -> str:
     return "\n".join(kept)
 
 
+# A code span: a run of backticks up to the next run of as many (CommonMark), whose text is code, never a link.
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+# A link's or image's text: brackets nested one deep ([![badge](src)](href)), escaped characters.
+_LABEL = r"((?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*)"
+# An inline destination and optional title: (<url with spaces> "title"), (url (with) parens 'title').
+_DESTINATION = r"\(\s*(?:<[^<>\n]*>|(?:[^()\s\\]|\\.|\([^()\s]*\))*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
+_INLINE = re.compile(r"(?<!\\)!?\[" + _LABEL + r"\]" + _DESTINATION)
+_FULL_REFERENCE = re.compile(r"(?<!\\)!?\[" + _LABEL + r"\]\[((?:[^\[\]\\]|\\.)*)\]")
+_SHORTCUT = re.compile(r"(?<![\\\]])!?\[((?:[^\[\]\\]|\\.)+)\](?![\[(:])")
+
+
+def link_text(source: str, references: dict[str, Any]) -> str:
+    """``source``, the Markdown of a paragraph or heading, with its links and images as their text: inline ones,
+    and those by reference to a label in ``references`` (markdown-it's, by normalized label). Code spans are left
+    as they are. Where the patterns misread the source, :func:`shown_markdown` checks the rendering and keeps it."""
+    from markdown_it.common.utils import normalizeReference
+
+    spans: list[str] = []
+
+    def hide(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"\ue000{len(spans) - 1}\ue001"
+
+    def restore(text: str) -> str:
+        return _HIDDEN.sub(lambda m: spans[int(m.group(1))], text)
+
+    def by_reference(match: re.Match[str]) -> str:
+        label = restore(match.group(2) or match.group(1))
+        return match.group(1) if normalizeReference(label) in references else match.group(0)
+
+    def shortcut(match: re.Match[str]) -> str:
+        return match.group(1) if normalizeReference(restore(match.group(1))) in references else match.group(0)
+
+    # Code spans are set aside as private-use marks, so that a link's text may hold one ([`fs.watch()`][]).
+    text = _CODE_SPAN.sub(hide, source)
+    for _ in range(2):  # twice: a badge is an image inside a link
+        text = _INLINE.sub(lambda m: m.group(1), text)
+        text = _FULL_REFERENCE.sub(by_reference, text)
+    return restore(_SHORTCUT.sub(shortcut, text))
+
+
+_HIDDEN = re.compile("\ue000([0-9]+)\ue001")
+
+
+def _badges_only(content: str, env: dict[str, Any]) -> bool:
+    """Whether a paragraph's ``content`` is linked images alone: a README's row of badges (build status, coverage,
+    version), which renders as pictures and no text."""
+    (inline,) = _renderer().parseInline(content, dict(env))
+    depth = images = 0
+    for child in inline.children or []:
+        if child.type in ("link_open", "link_close"):
+            depth += 1 if child.type == "link_open" else -1
+        elif child.type == "image" and depth > 0:
+            images += 1
+        elif not (child.type in ("softbreak", "hardbreak") or (child.type == "text" and not child.content.strip())):
+            return False
+    return images > 0
+
+
+def _shown_characters(source: str, env: dict[str, Any]) -> str:
+    """The characters ``source`` renders as, an image's alt text among them, with the page's link definitions;
+    whitespace aside (an image read as its alt text may join the word before it: ``Done![ok](ok.png)``)."""
+    # Dedented: a nested list's paragraph, indented four spaces, read alone would be an indented code block.
+    html = _renderer().render(textwrap.dedent(source), dict(env))
+    html = re.sub(r"<img [^>]*?alt=\"([^\"]*)\"[^>]*>", r" \1 ", html)
+    return "".join(unescape(re.sub(r"<[^>]*>", " ", html)).split())
+
+
 # Block tokens that hold other blocks, not text of their own.
 _CONTAINERS = frozenset({"blockquote_open", "bullet_list_open", "ordered_list_open", "list_item_open"})
 
@@ -120,6 +210,13 @@ def _parser() -> MarkdownIt:
 
     # Blocks are all that is asked of it: inline parsing (emphasis, links) would only cost time.
     return MarkdownIt("commonmark").disable("inline")
+
+
+@cache
+def _renderer() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
 
 
 def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
