@@ -69,6 +69,16 @@ def test_a_pdf_is_one_document_led_by_its_title_with_each_page_where_it_starts(t
     assert doc.lead == "Ocean Handbook"  # the title alone: the lines under a PDF's title are its authors
 
 
+def test_a_pdfs_dot_leaders_read_as_one_space(tmp_path):
+    """A table of contents or an index typeset with dot leaders: the dots are not text (each was a token)."""
+    lines = ["1 Introduction . . . . . . . . . . . . . 1", "2.1 ASN.1 syntax. . . . . . . . 2", "Index........3"]
+    lines += ["Wait... what? Version 1.2.3.4 and ...."]
+    (doc,), _ = read(write_pdf(tmp_path / "manual.pdf", [lines], title="Manual"))
+    assert doc.text == "# Manual\n\n" + (
+        "1 Introduction 1\n2.1 ASN.1 syntax 2\nIndex 3\nWait... what? Version 1.2.3.4 and"
+    )
+
+
 def test_a_pdfs_ligature_glyphs_are_read_as_the_letters_typed(tmp_path):
     """Typeset PDFs draw "fi" and "fl" as one glyph, and the text layer kept it: 35 of the 51 chunks of fontconfig's
     user manual held "conﬁguration ﬁles", which MiniLM's tokenizer and BM25 do not read as the words."""

@@ -24,6 +24,9 @@ from c2v_rag.documents.source_document import SourceDocument
 
 # A word broken across lines by a hyphen ("man-\nagement"): joined, as the reader reads it.
 _LINE_HYPHEN = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+# A dot leader (a table of contents' or an index's "2.1 ASN.1 syntax . . . . . . 2"): the dots read as one space.
+# Every dot was a token, and a manual's contents and index ran to whole chunks of them.
+_LEADER = re.compile(r"[ \t]*(?:\.[ \t]*){4,}")
 # The longest first line of a first page taken for the document's title where the PDF records none.
 _TITLE_LINE_CHARS = 120
 # Running headers and footers: a line among a page's first or last EDGE_LINES that recurs (digits aside) at that
@@ -81,7 +84,8 @@ def _pages_and_title(file: Path) -> tuple[list[str], list[str], str | None]:
 
 def _page_text(page: Any) -> str:
     text = (page.extract_text() or "").translate(_LIGATURES)
-    return _LINE_HYPHEN.sub("", text.replace("\r\n", "\n")).strip()
+    text = _LEADER.sub(" ", _LINE_HYPHEN.sub("", text.replace("\r\n", "\n")))
+    return text.strip()
 
 
 def strip_running_lines(texts: list[str], labels: list[str]) -> list[str]:
