@@ -157,8 +157,8 @@ def node_text(body: str) -> str:
     if menu is not None:
         body = body[: menu.start()]
     body = _HEADING.sub(_heading, body)
-    body = _NOTE_NODE.sub(lambda m: f"{_see(m.group(1))} {m.group(2)}", body)
-    body = _NOTE_LABEL.sub(lambda m: f"{_see(m.group(1))} {m.group(2)}{m.group(3)}", body)
+    body = _NOTE_NODE.sub(lambda m: _reference(m, ""), body)
+    body = _NOTE_LABEL.sub(lambda m: _reference(m, m.group(3)), body)
     return body.strip()
 
 
@@ -169,5 +169,18 @@ def _heading(match: re.Match[str]) -> str:
     return f"{_LEVELS[mark]} {title}"
 
 
-def _see(n: str) -> str:
-    return "See" if n == "N" else "see"
+def _reference(match: re.Match[str], end: str) -> str:
+    """A cross-reference as words: ``see NAME``, and the punctuation that ended it (``end``) where it is the
+    sentence's. Not "see" again after the text's own ("See *note Installing: 4." reads "See Installing"), and no
+    period where makeinfo put one only because a reference must end in one, mid-sentence ("*note Installing: 4.
+    to try it", as Sphinx's texinfo output has it)."""
+    text, start = match.string, match.start()
+    see = "" if _SEE_BEFORE.search(text, max(0, start - 16), start) else ("See " if match.group(1) == "N" else "see ")
+    if end == "." and _LOWER_AFTER.match(text, match.end()):
+        end = ""
+    return f"{see}{match.group(2)}{end}"
+
+
+# The text's own "see" just before a reference, and a sentence going on after one (a lower-case word next).
+_SEE_BEFORE = re.compile(r"\b[Ss]ee[ \t\n]+\Z")
+_LOWER_AFTER = re.compile(r"[ \t\n]+[a-z]")
