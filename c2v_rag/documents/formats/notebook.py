@@ -1,8 +1,8 @@
 """Jupyter notebooks (.ipynb): one document per notebook, its cells in order.
 
-Markdown cells are read as a Markdown file is (less the comments and link definitions that render as nothing) and
-code cells as fenced code in the notebook's language, so a question finds
-the prose and the code that does what it asks. Outputs are left out: plots, tables and logs as a kernel printed them
+Markdown cells are read as a Markdown file is (as they render: :mod:`c2v_rag.documents.formats.markdown`) and code
+cells as fenced code in the notebook's language, so a question finds the prose and the code that does what it asks.
+Outputs are left out: plots, tables and logs as a kernel printed them
 are rarely what a reader searches for, and they can be most of a notebook's bytes.
 """
 
