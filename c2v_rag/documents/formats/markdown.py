@@ -84,7 +84,10 @@ def shown_markdown(text: str) -> str:
     in_leaf = [False] * len(lines)
     rewritten: dict[int, tuple[int, str]] = {}  # a block's first line: (its end, its text as read)
     env: dict[str, Any] = {}
+    parent = ""  # the block an inline token is the text of
     for token in _parser().parse(text, env):
+        if token.nesting == 1:
+            parent = token.type
         if token.map is None or token.nesting == -1 or token.type in _CONTAINERS:
             continue
         start, end = token.map
@@ -96,7 +99,12 @@ def shown_markdown(text: str) -> str:
                 shown[i] = False
             if rest:  # markup after the comment (<!-- x --><a id="y"></a>): kept, as the block's one line
                 rewritten[start] = (end, rest)
-        elif token.type == "inline" and "![" in token.content and _badges_only(token.content, env):
+        elif (
+            token.type == "inline"
+            and parent == "paragraph_open"
+            and "![" in token.content
+            and _badges_only(token.content, env)
+        ):
             for i in range(start, end):
                 shown[i] = False
         elif token.type == "inline" and "[" in token.content:
