@@ -51,12 +51,14 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|
 # Fields a file's metadata gets from the file itself, which its front matter may not change.
 _FILE_FIELDS = frozenset({"source", "file_name"})
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# A list item's mark: a bullet, or a number and its dot or parenthesis.
+_LIST_MARK = r"(?:[-*+]|[0-9]{1,9}[.)])"
 # A footnote ("[^1]: https://..."), which CommonMark alone reads as a link definition but renderers with
 # footnotes (GitHub's, MkDocs') show.
-_FOOTNOTE = re.compile(r"^[ \t>]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t]+)?\[\^")
+_FOOTNOTE = re.compile(r"^[ \t>]*(?:" + _LIST_MARK + r"[ \t]+)?\[\^")
 # A line of container marks alone (a quote's blank line ">", an empty list item "-"), which no leaf block holds
 # either.
-_MARKS_ONLY = re.compile(r"^[ \t>]*(?:(?:[-*+]|[0-9]{1,9}[.)])[ \t>]*)?\r?$")
+_MARKS_ONLY = re.compile(r"^[ \t>]*(?:" + _LIST_MARK + r"[ \t>]*)?\r?$")
 
 
 class Markdown(FileFormat):
@@ -142,13 +144,15 @@ def shown_markdown(text: str) -> str:
 
 # A code span: a run of backticks up to the next run of as many (CommonMark), whose text is code, never a link.
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+# A character of a link's text or label: not a bracket, or an escaped character.
+_LABEL_CHAR = r"(?:[^\[\]\\]|\\.)"
 # A link's or image's text: brackets nested one deep ([![badge](src)](href)), escaped characters.
-_LABEL = r"((?:[^\[\]\\]|\\.|\[(?:[^\[\]\\]|\\.)*\])*)"
+_LABEL = r"((?:[^\[\]\\]|\\.|\[" + _LABEL_CHAR + r"*\])*)"
 # An inline destination and optional title: (<url with spaces> "title"), (url (with) parens 'title').
 _DESTINATION = r"\(\s*(?:<[^<>\n]*>|(?:[^()\s\\]|\\.|\([^()\s]*\))*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
 _INLINE = re.compile(r"(?<!\\)!?\[" + _LABEL + r"\]" + _DESTINATION)
-_FULL_REFERENCE = re.compile(r"(?<!\\)!?\[" + _LABEL + r"\]\[((?:[^\[\]\\]|\\.)*)\]")
-_SHORTCUT = re.compile(r"(?<![\\\]])!?\[((?:[^\[\]\\]|\\.)+)\](?![\[(:])")
+_FULL_REFERENCE = re.compile(r"(?<!\\)!?\[" + _LABEL + r"\]\[(" + _LABEL_CHAR + r"*)\]")
+_SHORTCUT = re.compile(r"(?<![\\\]])!?\[(" + _LABEL_CHAR + r"+)\](?![\[(:])")
 
 
 def link_text(source: str, references: dict[str, Any]) -> str:
