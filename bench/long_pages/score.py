@@ -78,14 +78,11 @@ def question_metrics(ranking: Sequence[dict[str, Any]], spans: list[tuple[str, i
     }
 
 
-def hit_record(hit: Any) -> dict[str, Any]:
-    metadata = hit.metadata
-    return {
-        "page": metadata.get("file_name"),
-        "start": metadata.get("start_char"),
-        "end": metadata.get("end_char"),
-        "chunk_index": hit.chunk_index,
-    }
+def hit_record(hit: Any, spans: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+    """A hit as its page, chunk and span (a SearchHit names its chunk; the stored payload holds its span)."""
+    page = hit.metadata.get("file_name")
+    start, end = spans[(page, hit.chunk_index)]
+    return {"page": page, "start": start, "end": end, "chunk_index": hit.chunk_index}
 
 
 def collection_dir(cache: Path, digest: str, context: str) -> Path:
@@ -112,7 +109,7 @@ def stored_chunks(folder: Path) -> list[dict[str, Any]]:
     """Every stored chunk: its page, span, lead length and text, in (page, chunk) order."""
     from qdrant_client import QdrantClient
 
-    from c2v_rag.store.point_schema import payload_metadata, payload_text
+    from c2v_rag.store.point_schema import payload_char_span, payload_metadata, payload_text
 
     client = QdrantClient(path=str(folder / "qdrant"))
     try:
@@ -127,11 +124,12 @@ def stored_chunks(folder: Path) -> list[dict[str, Any]]:
     chunks = []
     for point in points:
         metadata = payload_metadata(point.payload or {})
+        start, end = payload_char_span(point.payload or {})
         chunks.append(
             {
                 "page": metadata.get("file_name"),
-                "start": metadata.get("start_char"),
-                "end": metadata.get("end_char"),
+                "start": start,
+                "end": end,
                 "chunk_index": metadata.get("chunk_index"),
                 "lead_chars": metadata.get("lead_chars", 0),
                 "text": payload_text(point.payload or {}),
@@ -140,12 +138,15 @@ def stored_chunks(folder: Path) -> list[dict[str, Any]]:
     return sorted(chunks, key=lambda c: (c["page"], c["chunk_index"]))
 
 
-def c2v_rankings(folder: Path, queries: list[str], rerank: int | None) -> tuple[list[list[dict[str, Any]]], float]:
+def c2v_rankings(
+    folder: Path, queries: list[str], rerank: int | None, chunks: list[dict[str, Any]]
+) -> tuple[list[list[dict[str, Any]]], float]:
     import c2v_rag
 
+    spans = {(c["page"], c["chunk_index"]): (c["start"], c["end"]) for c in chunks}
     started = time.perf_counter()
     hits = c2v_rag.search_many(queries, top_k=TOP_K, collection=COLLECTION, path=folder / "qdrant", rerank=rerank)
-    return [[hit_record(hit) for hit in found] for found in hits], time.perf_counter() - started
+    return [[hit_record(hit, spans) for hit in found] for found in hits], time.perf_counter() - started
 
 
 def minilm_rankings(chunks: list[dict[str, Any]], queries: list[str]) -> list[list[dict[str, Any]]]:
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = ensure_ingested(folder, args.pages, context)
         chunks_of[context] = stored_chunks(folder)
         led = sum(1 for c in chunks_of[context] if c["lead_chars"])
-        ranked, took = c2v_rankings(folder, queries, None)
+        ranked, took = c2v_rankings(folder, queries, None, chunks_of[context])
         add(
             f"c2v {context}",
             ranked,
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             lead_characters=sum(c["lead_chars"] for c in chunks_of[context]),
         )
         if args.rerank:
-            ranked, took = c2v_rankings(folder, queries, args.rerank)
+            ranked, took = c2v_rankings(folder, queries, args.rerank, chunks_of[context])
             add(f"c2v {context} rerank{args.rerank}", ranked, search_seconds=took)
     spans_alike = {c: [(x["page"], x["start"], x["end"]) for x in chunks_of[c]] for c in contexts}
     if len({json.dumps(s) for s in spans_alike.values()}) != 1:

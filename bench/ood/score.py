@@ -546,8 +546,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--chunk-context",
         default=CHUNK_CONTEXT,
-        choices=["lead", "none"],
-        help="ingest's chunk_context: chunks after a document's first led by its title (default: ingest's)",
+        choices=["lead", "headings", "none"],
+        help="ingest's chunk_context: chunks after a document's first led by its title, and with headings by the "
+        "headings above them (default: ingest's)",
     )
     parser.add_argument(
         "--mode",

@@ -9,7 +9,7 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from c2v_rag.cli.arguments import (
     FORMATS_LISTED,
@@ -29,6 +29,7 @@ from c2v_rag.cli.arguments import (
     ray_args,
 )
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
+from c2v_rag.documents.chunking import ChunkContext
 
 # How often --watch looks at the files, by default (each look lists the folders and stats every file).
 WATCH_SECONDS = 10.0
@@ -88,10 +89,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_sparse(parser)
     parser.add_argument(
         "--chunk-context",
-        choices=["lead", "none"],
+        choices=get_args(ChunkContext),
         default=None,
         help="lead: each chunk after a document's first starts with the document's title and the line under it; "
-        "none: chunks alone (default: what the collection recorded, else lead)",
+        "headings: also with the headings above the chunk (Title › Chapter › Section); none: chunks alone "
+        "(default: what the collection recorded, else lead)",
     )
     add_decoder_max_length(parser)
     parser.add_argument(

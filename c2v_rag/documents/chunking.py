@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from c2v_rag.documents.outline import Outline
 from c2v_rag.encode.splitting import check_overlap, make_splitter, sections, token_count
 
 if TYPE_CHECKING:
@@ -66,9 +67,17 @@ MIN_SECTION_CHARS = 65536
 _CHUNKS_PER_SECTION = 64
 
 
+# What leads a chunk after a document's first (TokenChunker): nothing; the document's opening (document_lead); or
+# that opening with the headings the chunk lies under (section_lead).
+ChunkContext = Literal["none", "lead", "headings"]
+
 # The most of a document's opening that leads its later chunks (see document_lead): a title and the line
 # under it, not a passage of its own.
 LEAD_CHARS = 200
+# The most of the headings above a chunk that lead it (section_lead): the innermost, where they run longer.
+PATH_CHARS = 200
+# Between the headings of a path (a breadcrumb, as documentation sites show one).
+PATH_SEPARATOR = " › "
 # A first paragraph of one line up to this long is taken for a title (where it is no Markdown heading).
 TITLE_CHARS = 200
 
@@ -88,6 +97,24 @@ def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
     if not first.startswith("#") and ("\n" in first or len(first) > TITLE_CHARS):
         return ""
     return cut_at_word("\n".join([first.lstrip("#").strip(), *paragraphs[1:2]]).strip(), max_chars)
+
+
+def section_lead(opening: str, path: tuple[str, ...], max_chars: int = PATH_CHARS) -> str:
+    """A chunk's lead under ``chunk_context="headings"``: the document's title (the first line of its ``opening``,
+    :func:`document_lead`'s) and the headings the chunk lies under, as one line, then the rest of the opening:
+    ``Git User Manual › Chapter 2. Exploring Git history › How to use bisect to find a regression``. The headings
+    keep to ``max_chars`` characters, the innermost kept where they run longer; with no headings above the
+    chunk the lead is ``opening`` alone, and with no opening the headings alone."""
+    headings: list[str] = []
+    for heading in reversed(path):
+        if headings and len(PATH_SEPARATOR.join([heading, *headings])) > max_chars:
+            break
+        headings.insert(0, heading)
+    if not headings:
+        return opening
+    title, _, rest = opening.partition("\n")
+    crumbs = PATH_SEPARATOR.join([title, *headings] if title else headings)
+    return "\n".join([cut_at_word(crumbs, LEAD_CHARS + max_chars), *([rest] if rest else [])])
 
 
 def cut_at_word(text: str, max_chars: int = LEAD_CHARS) -> str:
@@ -180,10 +207,11 @@ def encoder_fit(encoder_tokenizer: Any, encoder_max_length: int | None, chunk_si
 class TokenChunker:
     """Splits a document's text into :class:`Chunk` objects for ``model``.
 
-    With ``lead=True`` every chunk after a document's first starts with the document's opening
+    With ``context="lead"`` every chunk after a document's first starts with the document's opening
     (:func:`document_lead`) and a blank line, so that a chunk from the middle of a page still says what the page
-    is about; the lead is shortened where a chunk leaves it too little room in the decoder's or the encoder's
-    budget, and the chunk's own text is never cut for it.
+    is about; with ``context="headings"`` the opening's title line also names the headings the chunk lies under
+    (:func:`section_lead`), so that it says where in the page it is. The lead is shortened where a chunk leaves it
+    too little room in the decoder's or the encoder's budget, and the chunk's own text is never cut for it.
     """
 
     def __init__(
@@ -193,7 +221,7 @@ class TokenChunker:
         chunk_overlap: int,
         section_chars: int | None = None,
         *,
-        lead: bool = False,
+        context: ChunkContext = "none",
     ) -> None:
         encoder = model.fast_encoder_tokenizer if model.config.num_contextual_tokens else None
         self._setup(
@@ -204,12 +232,12 @@ class TokenChunker:
             section_chars,
             encoder,
             model.encoder_max_length,
-            lead=lead,
+            context=context,
         )
 
     @classmethod
     def for_variant(
-        cls, model: str | Path | None, chunk_size: int, chunk_overlap: int, *, lead: bool = False
+        cls, model: str | Path | None, chunk_size: int, chunk_overlap: int, *, context: ChunkContext = "none"
     ) -> TokenChunker:
         """The chunker of a preset or variant directory without its weights: its config and its
         decoder's tokenizer alone (what CPU workers that only chunk need)."""
@@ -228,7 +256,14 @@ class TokenChunker:
             )
         chunker = cls.__new__(cls)
         chunker._setup(
-            tokenizer, config.max_length, chunk_size, chunk_overlap, None, encoder, config.encoder_max_length, lead=lead
+            tokenizer,
+            config.max_length,
+            chunk_size,
+            chunk_overlap,
+            None,
+            encoder,
+            config.encoder_max_length,
+            context=context,
         )
         return chunker
 
@@ -242,7 +277,7 @@ class TokenChunker:
         encoder_tokenizer: Any,
         encoder_max_length: int | None,
         *,
-        lead: bool,
+        context: ChunkContext,
     ) -> None:
         check_chunk_size(chunk_size, max_length)
         # Characters per streamed section (see the module docstring); None is the default size.
@@ -253,7 +288,7 @@ class TokenChunker:
         fit = encoder_fit(encoder_tokenizer, encoder_max_length, chunk_size)
         # Built at the first text to cut: an unchanged re-run cuts none, and the splitter's import takes seconds.
         self._make_splitter = partial(make_splitter, tokenizer, chunk_size, chunk_overlap, fit=fit)
-        self.lead = lead
+        self.context = context
         self._lead_limits = _lead_limits(tokenizer, max_length, encoder_tokenizer, encoder_max_length)
         self.signature = json.dumps(
             [
@@ -263,7 +298,8 @@ class TokenChunker:
                 chunk_overlap,
                 self.section_chars,
                 fit[1] if fit is not None else None,
-                lead,
+                # True and False for "lead" and "none", as before "headings" existed: their hashes stay.
+                context if context == "headings" else context == "lead",
                 [budget for _, budget in self._lead_limits],
             ]
         )
@@ -285,15 +321,19 @@ class TokenChunker:
         return list(self.iter_chunks(text))
 
     def iter_chunks(self, text: str, lead: str | None = None) -> Iterator[Chunk]:
-        """``text``'s chunks in order, produced one section at a time (each after the first led by the
-        document's opening where the chunker has ``lead``: ``lead`` where the document's reader gave one, else
-        :func:`document_lead`)."""
+        """``text``'s chunks in order, produced one section at a time, each after the first led as the chunker's
+        ``context`` says (the document's opening is ``lead`` where the document's reader gave one, else
+        :func:`document_lead` of ``text``)."""
         chunks = self._split(text)
-        if not self.lead:
+        if self.context == "none":
             yield from chunks
             return
-        lead = document_lead(text) if lead is None else cut_at_word(lead)
+        opening = document_lead(text) if lead is None else cut_at_word(lead)
+        outline = Outline(text) if self.context == "headings" else None
         for chunk in chunks:
+            lead = opening
+            if outline is not None and chunk.start_char is not None:
+                lead = section_lead(opening, outline.path(chunk.start_char))
             fitted = self._fit_lead(lead, chunk.text) if chunk.index and lead else ""
             if not fitted:
                 yield chunk

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
+from c2v_rag.documents.chunking import ChunkContext
 from c2v_rag.rag.options import (
     OPEN_KEYS,
     SEARCH_KEYS,
@@ -70,7 +71,7 @@ class IngestKeywords(TypedDict, total=False):
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
     truncate_dim: int | Literal["full"] | None
-    chunk_context: Literal["none", "lead"] | None
+    chunk_context: ChunkContext | None
     decoder_max_length: int | None
     config: IngestConfig | None
     engine: Literal["local", "ray"]
@@ -289,9 +290,10 @@ class Collection:
             chunk_context: ``"lead"`` (the default for a new collection) starts each chunk after a document's
                 first with the document's opening where it opens with a title (the title and the line under it, at
                 most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the
-                chunk; ``"none"``, chunks alone. The collection records it, and a later ingest into it uses what
-                it recorded (None: that; a collection made before it was recorded, or by another tool, stays
-                ``"none"``).
+                chunk; ``"headings"``, that opening with the headings the chunk lies under after the title (``Title ›
+                Chapter › Section``, its title line), for long pages; ``"none"``, chunks alone. The collection
+                records it, and a later ingest into it uses what it recorded (None: that; a collection made before
+                it was recorded, or by another tool, stays ``"none"``).
             decoder_max_length: the decoder tokens each chunk is read with (the encoder, and through it the
                 Contextual token, reads all of it); 0 reads whole chunks. The collection records it, and a later
                 ingest into it uses what it recorded (None: that, whole chunks where it records none; for a new

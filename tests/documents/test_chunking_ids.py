@@ -157,7 +157,7 @@ def test_a_lead_starts_every_chunk_after_a_documents_first(tiny_model):
     cut as without it; the document's opening goes before each but the first, and ``lead_chars`` counts it."""
     text = _PAGE + make_text(3, sentences=14)
     plain = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6).chunk(text)
-    led = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, lead=True).chunk(text)
+    led = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, context="lead").chunk(text)
     lead = "Tides\nTides - the rise and fall of the sea, and what moves it."
     assert len(plain) > 2 and len(led) == len(plain)
     assert led[0] == plain[0] and led[0].lead_chars == 0
@@ -172,7 +172,7 @@ def test_a_lead_is_shortened_where_a_chunk_leaves_it_too_little_room(tiny_model)
     budget = encoder_budget(tiny_model.encoder_tokenizer, tiny_model.encoder_max_length)
     limit = min(tiny_model.config.max_length - 16, budget)
     text = "# Tides\n\n" + " ".join(f"word{i}" for i in range(60)) + "\n\n" + make_text(4, sentences=40)
-    chunks = TokenChunker(tiny_model, chunk_size=limit - 8, chunk_overlap=4, lead=True).chunk(text)
+    chunks = TokenChunker(tiny_model, chunk_size=limit - 8, chunk_overlap=4, context="lead").chunk(text)
     decoder = [_count(tiny_model.tokenizer, c.text) for c in chunks]
     encoder = [_count(tiny_model.encoder_tokenizer, c.text) for c in chunks]
     assert max(decoder) <= tiny_model.config.max_length - 16 and max(encoder) <= budget

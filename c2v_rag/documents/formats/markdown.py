@@ -28,18 +28,15 @@ import logging
 import re
 import textwrap
 from collections.abc import Iterator
-from functools import cache
 from html import unescape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from c2v_rag.documents.commonmark import block_parser, full_parser
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, read_text
 from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
 from c2v_rag.documents.reading import ReadLog, ReadOptions
 from c2v_rag.documents.source_document import SourceDocument
-
-if TYPE_CHECKING:
-    from markdown_it import MarkdownIt
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +84,7 @@ def shown_markdown(text: str) -> str:
     rewritten: dict[int, tuple[int, str]] = {}  # a block's first line: (its end, its text as read)
     env: dict[str, Any] = {}
     parent = ""  # the block an inline token is the text of
-    for token in _parser().parse(text, env):
+    for token in block_parser().parse(text, env):
         if token.nesting == 1:
             parent = token.type
         if token.map is None or token.nesting == -1 or token.type in _CONTAINERS:
@@ -191,7 +188,7 @@ _HIDDEN = re.compile("\ue000([0-9]+)\ue001")
 def _badges_only(content: str, env: dict[str, Any]) -> bool:
     """Whether a paragraph's ``content`` is linked images alone: a README's row of badges (build status, coverage,
     version), which renders as pictures and no text."""
-    (inline,) = _renderer().parseInline(content, dict(env))
+    (inline,) = full_parser().parseInline(content, dict(env))
     depth = images = 0
     for child in inline.children or []:
         if child.type in ("link_open", "link_close"):
@@ -207,28 +204,13 @@ def _shown_characters(source: str, env: dict[str, Any]) -> str:
     """The characters ``source`` renders as, an image's alt text among them, with the page's link definitions;
     whitespace aside (an image read as its alt text may join the word before it: ``Done![ok](ok.png)``)."""
     # Dedented: a nested list's paragraph, indented four spaces, read alone would be an indented code block.
-    html = _renderer().render(textwrap.dedent(source), dict(env))
+    html = full_parser().render(textwrap.dedent(source), dict(env))
     html = re.sub(r"<img [^>]*?alt=\"([^\"]*)\"[^>]*>", r" \1 ", html)
     return "".join(unescape(re.sub(r"<[^>]*>", " ", html)).split())
 
 
 # Block tokens that hold other blocks, not text of their own.
 _CONTAINERS = frozenset({"blockquote_open", "bullet_list_open", "ordered_list_open", "list_item_open"})
-
-
-@cache
-def _parser() -> MarkdownIt:
-    from markdown_it import MarkdownIt
-
-    # Blocks are all that is asked of it: inline parsing (emphasis, links) would only cost time.
-    return MarkdownIt("commonmark").disable("inline")
-
-
-@cache
-def _renderer() -> MarkdownIt:
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark")
 
 
 def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from c2v_rag.core.config import Causal2VecConfig
 from c2v_rag.documents.chunking import (
     DEFAULT_DECODER_MAX_LENGTH,
+    ChunkContext,
     check_decoder_tokens,
     decoder_tokens,
     default_decoder_max_length,
@@ -19,8 +20,12 @@ from c2v_rag.documents.sniffing import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_UNDEC
 from c2v_rag.store.collection import check_payload_indexes
 from c2v_rag.store.sparse import BM25Config, resolve_sparse
 
-# What leads a chunk after a document's first (c2v_rag.documents.chunking.TokenChunker's lead).
-ChunkContext = Literal["none", "lead"]
+# What a collection's chunks were stored with, by its chunk_context (for its refusal of another).
+_LED_BY: dict[str, str] = {
+    "none": "without a lead",
+    "lead": "led by their document's opening",
+    "headings": "led by their document's title and the headings above them",
+}
 # A new collection's, and embed()'s, when none is asked for.
 DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
 
@@ -87,8 +92,10 @@ class IngestConfig(FileSelection):
         default=None,
         description="'lead': each chunk after a document's first starts with the document's opening where it opens "
         "with a title (the title and the line under it, at most 200 characters), stored and embedded with it; "
-        "'none': chunks alone. The collection records it; None: what an existing collection recorded (one made "
-        "before this was recorded, or by another tool: 'none'), else 'lead'",
+        "'headings': that opening with the headings the chunk lies under after the title (Title › Chapter › "
+        "Section, the innermost 200 characters of them); 'none': chunks alone. The collection records it; None: "
+        "what an existing collection recorded (one made before this was recorded, or by another tool: 'none'), "
+        "else 'lead'",
     )
 
     decoder_max_length: int | None = Field(
@@ -126,9 +133,9 @@ class IngestConfig(FileSelection):
         )
 
     @property
-    def lead(self) -> bool:
-        """Whether chunks after a document's first start with its lead (``chunk_context``, None the default)."""
-        return (self.chunk_context or DEFAULT_CHUNK_CONTEXT) == "lead"
+    def context(self) -> ChunkContext:
+        """What leads chunks after a document's first (``chunk_context``, None the default)."""
+        return self.chunk_context or DEFAULT_CHUNK_CONTEXT
 
     def for_model(self, config: Causal2VecConfig) -> IngestConfig:
         """These settings for new vectors of ``config``'s model (a new collection, an embed run), resolved:
@@ -179,7 +186,7 @@ class IngestConfig(FileSelection):
         if self.chunk_context is not None and self.chunk_context != stored:
             raise ValueError(
                 f"{holder} records chunk_context={stored!r}: its chunks were stored "
-                f"{'with' if stored == 'lead' else 'without'} their document's lead. Pass chunk_context={stored!r} "
+                f"{_LED_BY.get(stored, 'otherwise')}. Pass chunk_context={stored!r} "
                 f"(or leave it out) to add to it, or {instead}"
             )
         read = recorded.get("decoder_max_length")

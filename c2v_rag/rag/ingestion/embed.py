@@ -178,7 +178,7 @@ def _embed_here(
         c2v = load_model(model, device=device, dtype=dtype, quantize=quantize, readout=readout)
     started = time.perf_counter()
     batcher = DocumentBatcher(
-        TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead),
+        TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, context=settings.context),
         settings.batch_size,
         log if size.unit == "file" else None,
         clashes=log if settings.on_error == "continue" else None,

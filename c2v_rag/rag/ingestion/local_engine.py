@@ -69,7 +69,7 @@ class LocalEngine:
             c2v: Causal2Vec = plan.model.load(default_quantize=plan.quantization)
         self.embedder = Embedder.for_documents(c2v, plan.settings)
         settings = plan.settings
-        self.chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
+        self.chunker = TokenChunker(c2v, settings.chunk_size, settings.chunk_overlap, context=settings.context)
         return model_fingerprint(
             c2v,
             plan.model.reference,

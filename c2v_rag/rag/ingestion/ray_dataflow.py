@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from c2v_rag.core.extras import require
+from c2v_rag.documents.chunking import ChunkContext
 from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
 from c2v_rag.documents.reading import progress_weight
@@ -272,7 +273,12 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
         # 0: the tasks share the actors' CPUs; asking for one that the actors hold would wait forever.
         cpus = 1 if spare >= 1 else 0
     compute = ray.data.TaskPoolStrategy(size=options.chunk_tasks or 2 * options.actors)
-    chunking = {"model": job.model, "chunk_size": job.chunk_size, "chunk_overlap": job.chunk_overlap, "lead": job.lead}
+    chunking = {
+        "model": job.model,
+        "chunk_size": job.chunk_size,
+        "chunk_overlap": job.chunk_overlap,
+        "context": job.context,
+    }
 
     def chunked(documents: Dataset) -> Dataset:
         return documents.map_batches(
@@ -305,7 +311,7 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
     return parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
 
 
-_chunkers: dict[tuple[str | None, int, int, bool], Any] = {}
+_chunkers: dict[tuple[str | None, int, int, ChunkContext], Any] = {}
 
 # What a chunked document's row carries through the actors back to the driver (besides its chunks' texts, payloads
 # and vectors): its share of the bar, what tells repeats and clashes apart, and where it came from.
@@ -320,15 +326,17 @@ def _document_fields() -> list[tuple[str, Any]]:
     return [(name, types.get(name, pa.string())) for name in DOCUMENT_COLUMNS]
 
 
-def _chunk_rows(batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int, lead: bool) -> pa.Table:
+def _chunk_rows(
+    batch: pa.Table, model: str | None, chunk_size: int, chunk_overlap: int, context: ChunkContext
+) -> pa.Table:
     """Documents -> one row per document with its chunks: point ids, texts and payloads (JSON)."""
     import pyarrow as pa
 
     from c2v_rag.documents.chunking import TokenChunker
 
-    key = (model, chunk_size, chunk_overlap, lead)
+    key = (model, chunk_size, chunk_overlap, context)
     if key not in _chunkers:  # once per worker process: the tokenizer, never the weights
-        _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, lead=lead)
+        _chunkers[key] = TokenChunker.for_variant(model, chunk_size, chunk_overlap, context=context)
     chunker = _chunkers[key]
     rows: dict[str, list[Any]] = {k: [] for k in (*DOCUMENT_COLUMNS, "texts", "payloads")}
     for record in batch.to_pylist():
@@ -533,8 +541,8 @@ class EmbedJob:
     dtype: str | None
     chunk_size: int
     chunk_overlap: int
-    # Chunks after a document's first start with its lead (IngestConfig.chunk_context, resolved).
-    lead: bool
+    # What leads chunks after a document's first (IngestConfig.chunk_context, resolved).
+    context: ChunkContext
     batch_size: int
     max_tokens_per_batch: int | None
     task: str | None
@@ -574,7 +582,7 @@ class EmbedJob:
             readout=readout,
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,
-            lead=settings.lead,
+            context=settings.context,
             batch_size=settings.batch_size,
             max_tokens_per_batch=settings.max_tokens_per_batch,
             task=settings.task,

@@ -661,6 +661,33 @@ def test_chunk_context_lead_is_stored_embedded_and_kept_by_the_collection(
     ]
 
 
+def test_chunk_context_headings_leads_chunks_with_their_sections_and_is_kept(tmp_path, tiny_variant, ingest_config):
+    """chunk_context="headings": a chunk under a section starts with the page's title and the headings above it; the
+    collection records it and refuses a later ingest asking for "lead", naming what its chunks hold."""
+    from c2v_rag.store.collection import collection_fingerprint
+
+    page = "# Tides\n\nThe sea's rise and fall.\n\n## Causes\n\n" + make_text(2, sentences=12)
+    page += "\n\n### The Moon\n\n" + make_text(3, sentences=12)
+    settings = ingest_config.model_copy(update={"chunk_size": 48, "chunk_overlap": 6})
+    c2v_rag.ingest([{"id": "tides", "text": page}], path=tmp_path, collection="placed", model=tiny_variant,
+                   config=settings, chunk_context="headings")  # fmt: skip
+    with pytest.raises(ValueError, match=r"records chunk_context='headings'.*headings above them.*Pass chunk_cont"):
+        c2v_rag.ingest(["more"], path=tmp_path, collection="placed", model=tiny_variant, config=settings,
+                       chunk_context="lead")  # fmt: skip
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "placed")["chunk_context"] == "headings"
+        stored = sorted(stored_points(client, "placed").values(), key=lambda p: p["chunk_index"])
+    causes, moon = page.index("## Causes"), page.index("### The Moon")
+    for payload in stored[1:]:
+        lead, own = (payload["page_content"][: payload["metadata"]["lead_chars"]],
+                     payload["page_content"][payload["metadata"]["lead_chars"] :])  # fmt: skip
+        start = page.index(own)
+        # A chunk that opens with a heading shows it: only the headings above its start lead it.
+        path = "Tides" + " › Causes" * (start > causes) + " › The Moon" * (start > moon)
+        assert lead == f"{path}\nThe sea's rise and fall.\n\n", (start, lead)
+    assert {p["page_content"].split("\n", 1)[0] for p in stored[1:]} >= {"Tides › Causes", "Tides › Causes › The Moon"}
+
+
 def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(
     tmp_path, tiny_variant, ingest_config, caplog
 ):

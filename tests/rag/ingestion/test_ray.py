@@ -57,7 +57,7 @@ def sources(tmp_path):
     folder.mkdir()
     for i in range(3):
         (folder / f"note-{i}.txt").write_text(make_text(100 + i))
-    (folder / "readme.md").write_text("# Title\n\n" + make_text(200, sentences=9))
+    (folder / "readme.md").write_text("# Title\n\n" + make_text(200, sentences=9) + "\n\n## Usage\n\n" + make_text(201))
     with (folder / "records.jsonl").open("w") as handle:
         for i in range(4):
             handle.write(json.dumps({"id": f"rec-{i}", "text": make_text(300 + i), "year": 2000 + i}) + "\n")
@@ -261,9 +261,9 @@ def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_varia
 
 
 def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
-    # Chunks after a document's first lead with its opening on both engines (the Ray chunking tasks too), and the
-    # decoder reads 12 tokens of each on both (the actors' EmbedJob carries it).
-    ingest_config = ingest_config.model_copy(update={"chunk_context": "lead", "decoder_max_length": 12})
+    # Chunks after a document's first lead with its opening and the headings above them on both engines (the Ray
+    # chunking tasks too), and the decoder reads 12 tokens of each on both (the actors' EmbedJob carries it).
+    ingest_config = ingest_config.model_copy(update={"chunk_context": "headings", "decoder_max_length": 12})
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
     on_ray = c2v_rag.embed(
         sources,
@@ -279,6 +279,7 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, s
         assert tables[0].column(column).to_pylist() == tables[1].column(column).to_pylist(), column
     texts, indexes = tables[1].column("text").to_pylist(), tables[1].column("chunk_index").to_pylist()
     assert any(i and t.startswith("Title\n") for t, i in zip(texts, indexes)), "no later chunk led by its title"
+    assert any(t.startswith("Title › Usage\n") for t in texts), "no chunk led by the heading it lies under"
     vectors = [np.asarray(t.column("vector").to_pylist(), dtype=np.float32) for t in tables]
     assert pa.types.is_fixed_size_list(tables[1].schema.field("vector").type)
     assert float(np.abs(vectors[0] - vectors[1]).max()) < 1e-5

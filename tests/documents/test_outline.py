@@ -1,0 +1,154 @@
+"""A text's outline (its headings) and the lead of chunk_context="headings": a chunk from deep inside a long page
+says which sections it lies in."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from rag_helpers import make_text
+
+from c2v_rag.documents.chunking import PATH_SEPARATOR, TokenChunker, document_lead, section_lead
+from c2v_rag.documents.outline import Heading, Outline, headings
+
+_MANUAL = """# Git User Manual
+
+Git is a fast distributed revision control system.
+
+# Repositories and branches
+
+## How to get a repository
+
+```sh
+# clone it
+git clone git://git.kernel.org/pub/scm/git/git.git
+```
+
+    # an indented comment, code too
+
+## Understanding history
+
+### Commits
+
+A commit holds a tree.
+
+Merging
+-------
+
+Two lines of work become one.
+
+# Exploring history
+"""
+
+
+def test_headings_are_commonmarks_with_their_shown_text_and_line_offsets():
+    """ATX and setext headings, levels as written; a ``#`` line in fenced or indented code is no heading; a heading
+    reads as it renders (code spans, emphasis, links and images as their text)."""
+    found = headings(_MANUAL)
+    assert [(h.level, h.text) for h in found] == [
+        (1, "Git User Manual"),
+        (1, "Repositories and branches"),
+        (2, "How to get a repository"),
+        (2, "Understanding history"),
+        (3, "Commits"),
+        (2, "Merging"),
+        (1, "Exploring history"),
+    ]
+    for heading in found:
+        line = _MANUAL[heading.offset :].split("\n", 1)[0]
+        assert heading.offset == 0 or _MANUAL[heading.offset - 1] == "\n"
+        assert heading.text in line.lstrip("#").strip()
+    crlf = "## `fs.watch(filename)` *and* **[the guide](https://x.org)** ![logo](l.png)\r\n\r\nText\r\n# B"
+    shown = Heading(0, 2, "fs.watch(filename) and the guide logo")
+    assert headings(crlf) == [shown, Heading(crlf.index("# B"), 1, "B")]
+    assert headings("") == [] and headings("#\n\nNo heading with text.") == []
+
+
+def _paths_by_hand(text: str) -> dict[int, tuple[str, ...]]:
+    """Every line start's path, from the headings listed by hand in the order they stand (independent of the
+    parser): each closes those of its level and deeper."""
+    written = {"Repositories and branches": 1, "How to get a repository": 2, "Understanding history": 2,
+               "Commits": 3, "Merging": 2, "Exploring history": 1}  # fmt: skip
+    stack: list[tuple[int, str]] = []
+    paths = {}
+    for match in re.finditer(r"^.*$", text, re.MULTILINE):
+        paths[match.start()] = tuple(title for _, title in stack)
+        title = match.group().lstrip("#").strip()
+        underlined = text[match.end() + 1 :].startswith("-------")
+        if title in written and (match.group().startswith("#") or underlined):
+            stack = [entry for entry in stack if entry[0] < written[title]] + [(written[title], title)]
+    return paths
+
+
+def test_the_path_at_a_point_is_the_headings_still_open_above_it_the_title_aside():
+    outline = Outline(_MANUAL)
+    for offset, path in _paths_by_hand(_MANUAL).items():
+        assert outline.path(offset) == path, offset
+    commit = _MANUAL.index("A commit holds")
+    assert outline.path(commit) == ("Repositories and branches", "Understanding history", "Commits")
+    # A chunk that opens with its heading shows that heading; it lies under the ones above.
+    assert outline.path(_MANUAL.index("### Commits")) == ("Repositories and branches", "Understanding history")
+    assert outline.path(_MANUAL.index("Two lines")) == ("Repositories and branches", "Merging")
+    assert outline.path(0) == () and outline.path(_MANUAL.index("Git is")) == ()
+    # A text that opens with prose has no title: its first heading is a section like the others.
+    assert Outline("Some prose.\n\n# Usage\n\nRun it.").path(20) == ("Usage",)
+
+
+def test_a_section_lead_names_the_title_then_the_headings_then_the_opening():
+    opening = "Git User Manual\nGit is a fast distributed revision control system."
+    path = ("Repositories and branches", "Understanding history", "Commits")
+    assert section_lead(opening, path) == (
+        "Git User Manual › Repositories and branches › Understanding history › Commits\n"
+        "Git is a fast distributed revision control system."
+    )
+    assert section_lead(opening, ()) == opening
+    assert section_lead("", path) == PATH_SEPARATOR.join(path)
+    # Headings that run past the limit keep the innermost.
+    long = tuple(f"Section {i} " + "x" * 40 for i in range(8))
+    kept = section_lead("Title", long).split(PATH_SEPARATOR)
+    assert kept[0] == "Title" and kept[-1] == long[-1] and 1 < len(kept) - 1 < len(long)
+    assert len(PATH_SEPARATOR.join(kept[1:])) <= 200 < len(PATH_SEPARATOR.join(long[-len(kept) :]))
+
+
+def test_headings_lead_each_chunk_with_its_sections_on_the_same_chunks(tiny_model):
+    """chunk_context="headings" cuts the chunks "lead" cuts; each after the first starts with the title and the
+    sections it lies in, then the line under the title, and ``lead_chars`` still counts what is not the page's."""
+    sections = [f"{'#' * (1 + i % 3)} Part {i}\n\n{make_text(i, sentences=6)}" for i in range(1, 7)]
+    text = "# Tides\n\nTides - the rise and fall of the sea.\n\n" + "\n\n".join(sections)
+    led = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, context="lead").chunk(text)
+    placed = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, context="headings").chunk(text)
+    assert [(c.start_char, c.end_char) for c in placed] == [(c.start_char, c.end_char) for c in led]
+    paths = _open_headings(text)
+    with_path = 0
+    for chunk in placed[1:]:
+        assert chunk.text[chunk.lead_chars :] == text[chunk.start_char : chunk.end_char]
+        expected = section_lead(document_lead(text), paths(chunk.start_char))
+        assert chunk.text[: chunk.lead_chars] == f"{expected}\n\n"
+        with_path += PATH_SEPARATOR in expected
+    assert with_path > len(placed) // 2, "too few chunks under a heading for the test to see a path"
+    assert placed[0] == led[0]
+
+
+def _open_headings(text: str):
+    """The open headings at a point by a line scan (the test's text has no code), the title aside."""
+
+    def at(offset: int) -> tuple[str, ...]:
+        stack: list[tuple[int, str]] = []
+        for match in re.finditer(r"^(#+) (.*)$", text[:offset], re.MULTILINE):
+            if match.start() == 0 or match.start() == offset:
+                continue
+            level = len(match.group(1))
+            stack = [entry for entry in stack if entry[0] < level] + [(level, match.group(2))]
+        return tuple(title for _, title in stack)
+
+    return at
+
+
+def test_lead_and_none_keep_the_signatures_their_collections_were_hashed_with(tiny_model):
+    """A document's hash includes its chunker's signature: "lead" and "none" keep the form they had before
+    "headings" existed, so a re-run into an older collection finds its documents unchanged."""
+    signatures = {
+        context: json.loads(TokenChunker(tiny_model, 48, 6, context=context).signature)[6]
+        for context in ("none", "lead", "headings")
+    }
+    assert signatures == {"none": False, "lead": True, "headings": "headings"}
