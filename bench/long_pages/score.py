@@ -197,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     def add(name: str, rankings: list[list[dict[str, Any]]], **extra: Any) -> None:
         per_question = [question_metrics(r, spans[q["id"]]) for r, q in zip(rankings, questions)]
         means = {m: float(np.mean([p[m] for p in per_question])) for m in per_question[0]}
-        rows[name] = {"scores": means, "per_question": per_question, "rankings": rankings, **extra}
+        # Each ranking as "page#chunk_index", best first: the stored chunks' spans are the collection's.
+        shown = [[f"{hit['page']}#{hit['chunk_index']}" for hit in ranking] for ranking in rankings]
+        rows[name] = {"scores": means, "per_question": per_question, "rankings": shown, **extra}
         print(f"{name:<28} " + "  ".join(f"{m} {v:.4f}" for m, v in means.items()), flush=True)
 
     chunks_of: dict[str, list[dict[str, Any]]] = {}
