@@ -21,6 +21,7 @@ from langchain_causal2vec import Causal2VecRetriever as LangChainRetriever
 from llama_index.embeddings.causal2vec import Causal2VecEmbedding
 from llama_index.embeddings.causal2vec import Causal2VecRetriever as LlamaRetriever
 from qdrant_client import QdrantClient
+from rag_helpers import make_text
 
 import c2v_rag
 
@@ -28,8 +29,6 @@ import c2v_rag
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory, tiny_variant):
     """Six documents with BM25 vectors in a local-mode store and in an Edge store (read-only in the tests)."""
-    from rag_helpers import make_text
-
     from c2v_rag.rag import IngestConfig
 
     corpus = [
@@ -79,6 +78,9 @@ def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(sto
         np.testing.assert_allclose([n.score for n in nodes], [r.score for r in llama_ref], atol=1e-5)
         for mine, ref in zip(nodes, llama_ref):
             assert (mine.node.text, mine.node.ref_doc_id) == (ref.node.text, ref.node.ref_doc_id)
+            # Where the chunk lies in its document, for a citation, as the framework's own node says.
+            span = (mine.node.start_char_idx, mine.node.end_char_idx)
+            assert span == (ref.node.start_char_idx, ref.node.end_char_idx) and None not in span
             assert mine.node.metadata["topic"] == ref.node.metadata["topic"]
             assert "doc_id" not in mine.node.get_content(metadata_mode="llm")
         # MetadataFilters are translated to the same Qdrant filter the framework's store sends.
@@ -89,6 +91,9 @@ def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(sto
         assert [d.metadata["_id"] for d in docs] == [d.metadata["_id"] for d, _ in lc_ref], store
         np.testing.assert_allclose([d.metadata["_score"] for d in docs], [s for _, s in lc_ref], atol=1e-5)
         for mine, (ref, _) in zip(docs, lc_ref):
+            own = mine.page_content[mine.metadata.get("lead_chars", 0) :]
+            start = mine.metadata["start_index"]  # as LangChain's splitters record it
+            assert make_text(mine.metadata["n"])[start : start + len(own)] == own
             assert (mine.page_content, mine.metadata["n"], mine.id) == (
                 ref.page_content,
                 ref.metadata["n"],

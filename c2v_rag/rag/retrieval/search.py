@@ -34,7 +34,7 @@ from c2v_rag.store.collection import (
     stored_vector_params,
 )
 from c2v_rag.store.filters import FilterKeyCheck, check_filter_keys, to_qdrant_filter
-from c2v_rag.store.point_schema import DOC_ID_KEY, payload_metadata, payload_text
+from c2v_rag.store.point_schema import DOC_ID_KEY, payload_char_span, payload_metadata, payload_text
 from c2v_rag.store.query import check_fusion, check_mode, query_request
 from c2v_rag.store.sparse import BM25Encoder
 from c2v_rag.store.vectors import CollectionVectors
@@ -56,7 +56,9 @@ class SearchHit(BaseModel):
     (``dbsf``: the two scores normalised and summed). ``vector`` is the stored dense vector, present with
     ``with_vectors=True``. ``rerank_score`` is set when the search reranked (``rerank=N``): the first stage's score
     fused with the decoder's likelihood of the query given the hit's text, which ordered the hits; ``score`` stays
-    the first stage's.
+    the first stage's. ``start_char`` and ``end_char`` are where the chunk lies in its document's text as read, for
+    a citation or a highlight: ``text[metadata.get("lead_chars", 0):]`` is that span (None where the collection's
+    writer recorded none).
     """
 
     id: str
@@ -68,6 +70,8 @@ class SearchHit(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     vector: list[float] | None = None
     rerank_score: float | None = None
+    start_char: int | None = None
+    end_char: int | None = None
 
     @classmethod
     def from_point(cls, point: Any, dense_vector: str = "") -> SearchHit:
@@ -75,6 +79,7 @@ class SearchHit(BaseModel):
         metadata = payload_metadata(payload)
         doc_id = payload.get(DOC_ID_KEY, metadata.get(DOC_ID_KEY))
         chunk_index = metadata.get("chunk_index")
+        start_char, end_char = payload_char_span(payload)
         return cls(
             id=str(point.id),
             score=float(point.score),
@@ -84,6 +89,8 @@ class SearchHit(BaseModel):
             chunk_index=chunk_index if isinstance(chunk_index, int) else None,
             metadata=metadata,
             vector=_dense_vector(getattr(point, "vector", None), dense_vector),
+            start_char=start_char,
+            end_char=end_char,
         )
 
 

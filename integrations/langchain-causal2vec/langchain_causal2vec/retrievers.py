@@ -27,7 +27,9 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
 
     Each Document carries the chunk's text as ``page_content``, its metadata, and, as
     ``langchain_qdrant`` does, ``_id`` and ``_collection_name``; ``_score`` is the search score, and
-    ``_rerank_score``, where the search reranked (``rerank``), the score that ordered the documents.
+    ``_rerank_score``, where the search reranked (``rerank``), the score that ordered the documents;
+    ``start_index`` is where the chunk starts in its document's text, as LangChain's splitters record it with
+    ``add_start_index=True`` (its own text: after the ``lead_chars`` characters of a lead, where it has one).
 
     Example:
         .. code-block:: python
@@ -93,4 +95,6 @@ class Causal2VecRetriever(RetrieverOptions, BaseRetriever):
             metadata[RERANK_SCORE_KEY] = hit.rerank_score
         if hit.doc_id is not None:
             metadata.setdefault("doc_id", hit.doc_id)
+        if hit.start_char is not None:  # as a splitter's add_start_index records it
+            metadata.setdefault("start_index", hit.start_char)
         return Document(page_content=hit.text, metadata=metadata, id=hit.id)

@@ -686,6 +686,11 @@ def test_chunk_context_headings_leads_chunks_with_their_sections_and_is_kept(tmp
         path = "Tides" + " › Causes" * (start > causes) + " › The Moon" * (start > moon)
         assert lead == f"{path}\nThe sea's rise and fall.\n\n", (start, lead)
     assert {p["page_content"].split("\n", 1)[0] for p in stored[1:]} >= {"Tides › Causes", "Tides › Causes › The Moon"}
+    # A hit says where its chunk lies in the page, for a citation: its own text, after the lead.
+    hits = c2v_rag.search("the Moon", top_k=4, path=tmp_path, collection="placed", model=tiny_variant, rerank=None)
+    assert len(hits) == 4 and any(hit.metadata.get("lead_chars") for hit in hits)
+    for hit in hits:
+        assert page[hit.start_char : hit.end_char] == hit.text[hit.metadata.get("lead_chars", 0) :]
 
 
 def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(

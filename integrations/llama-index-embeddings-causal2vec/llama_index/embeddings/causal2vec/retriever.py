@@ -106,6 +106,8 @@ def to_node(hit: SearchHit) -> NodeWithScore:
         metadata=metadata,
         excluded_embed_metadata_keys=list(metadata),
         excluded_llm_metadata_keys=[k for k in [*HIDDEN_FROM_LLM, RERANK_SCORE_KEY] if k in metadata],
+        start_char_idx=hit.start_char,
+        end_char_idx=hit.end_char,
     )
     if hit.doc_id is not None:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=hit.doc_id)
