@@ -78,11 +78,10 @@ def question_metrics(ranking: Sequence[dict[str, Any]], spans: list[tuple[str, i
     }
 
 
-def hit_record(hit: Any, spans: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
-    """A hit as its page, chunk and span (a SearchHit names its chunk; the stored payload holds its span)."""
-    page = hit.metadata.get("file_name")
-    start, end = spans[(page, hit.chunk_index)]
-    return {"page": page, "start": start, "end": end, "chunk_index": hit.chunk_index}
+def hit_record(hit: Any) -> dict[str, Any]:
+    """A hit as its page, span and chunk."""
+    return {"page": hit.metadata.get("file_name"), "start": hit.start_char, "end": hit.end_char,
+            "chunk_index": hit.chunk_index}  # fmt: skip
 
 
 def collection_dir(cache: Path, digest: str, context: str) -> Path:
@@ -138,15 +137,12 @@ def stored_chunks(folder: Path) -> list[dict[str, Any]]:
     return sorted(chunks, key=lambda c: (c["page"], c["chunk_index"]))
 
 
-def c2v_rankings(
-    folder: Path, queries: list[str], rerank: int | None, chunks: list[dict[str, Any]]
-) -> tuple[list[list[dict[str, Any]]], float]:
+def c2v_rankings(folder: Path, queries: list[str], rerank: int | None) -> tuple[list[list[dict[str, Any]]], float]:
     import c2v_rag
 
-    spans = {(c["page"], c["chunk_index"]): (c["start"], c["end"]) for c in chunks}
     started = time.perf_counter()
     hits = c2v_rag.search_many(queries, top_k=TOP_K, collection=COLLECTION, path=folder / "qdrant", rerank=rerank)
-    return [[hit_record(hit, spans) for hit in found] for found in hits], time.perf_counter() - started
+    return [[hit_record(hit) for hit in found] for found in hits], time.perf_counter() - started
 
 
 def minilm_rankings(chunks: list[dict[str, Any]], queries: list[str]) -> list[list[dict[str, Any]]]:
@@ -208,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = ensure_ingested(folder, args.pages, context)
         chunks_of[context] = stored_chunks(folder)
         led = sum(1 for c in chunks_of[context] if c["lead_chars"])
-        ranked, took = c2v_rankings(folder, queries, None, chunks_of[context])
+        ranked, took = c2v_rankings(folder, queries, None)
         add(
             f"c2v {context}",
             ranked,
@@ -219,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             lead_characters=sum(c["lead_chars"] for c in chunks_of[context]),
         )
         if args.rerank:
-            ranked, took = c2v_rankings(folder, queries, args.rerank, chunks_of[context])
+            ranked, took = c2v_rankings(folder, queries, args.rerank)
             add(f"c2v {context} rerank{args.rerank}", ranked, search_seconds=took)
     spans_alike = {c: [(x["page"], x["start"], x["end"]) for x in chunks_of[c]] for c in contexts}
     if len({json.dumps(s) for s in spans_alike.values()}) != 1:
