@@ -39,6 +39,7 @@ from c2v_rag.cli import eval as evaluate
 from c2v_rag.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OUTPUT_CLOSED,
+    EXIT_TERMINATED,
     flag_wording,
     library_logs_once,
     one_line_warnings,
@@ -46,7 +47,7 @@ from c2v_rag.cli.errors import (
     report,
     silence_stdout,
 )
-from c2v_rag.core.interrupts import ignore_further_interrupts, sigint_kept
+from c2v_rag.core.interrupts import ignore_further_interrupts, sigint_kept, sigterm_as_interrupt
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     one_line_warnings()
     with sigint_kept(restore=argv is not None), library_logs_once():
         try:
-            code = args.func(args)
+            with sigterm_as_interrupt():  # a service manager's stop ends the command as Ctrl-C does
+                code = args.func(args)
             sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the teardown
         except (Exception, KeyboardInterrupt) as err:
             if isinstance(err, KeyboardInterrupt):
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for handler in handlers:
                 handler.removeFilter(flag_wording)
-    if argv is None and code == EXIT_INTERRUPTED:
+    if argv is None and code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         exit_interrupted(code)
     if argv is None and getattr(args, "exit_fast", False):
         exit_now(code)

@@ -12,6 +12,8 @@ The exit code tells a script what to do next:
 3      failed midway (a batch failed after retries, or an unexpected error): what was
        stored stays stored; re-running the same command resumes
 130    interrupted (Ctrl-C); the line says what re-running does where it resumes or finishes
+143    terminated (SIGTERM: a service manager's or a container's stop), as Ctrl-C stops it:
+       the same line
 141    the reader of the output went away (``c2v-rag search ... | head -1``): the status a
        shell gives a program that SIGPIPE ends; nothing is printed
 =====  ==================================================================================
@@ -34,12 +36,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from c2v_rag.core.errors import C2VError
+from c2v_rag.core.interrupts import caused_by_sigterm
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process the signal ended
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
 
 
@@ -107,10 +111,11 @@ def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, 
     """The one-line message and the exit code for ``err`` (``on_interrupt``: :func:`report`'s)."""
     from c2v_rag.rag.errors import IngestError, RunInterrupted
 
-    if isinstance(err, RunInterrupted):
-        return str(err), EXIT_INTERRUPTED
     if isinstance(err, KeyboardInterrupt):
-        return f"interrupted; {on_interrupt}" if on_interrupt else "interrupted", EXIT_INTERRUPTED
+        code = interrupted_exit(err)
+        if isinstance(err, RunInterrupted):
+            return str(err), code
+        return f"interrupted; {on_interrupt}" if on_interrupt else "interrupted", code
     if isinstance(err, IngestError):
         return str(err), EXIT_FAILED
     if isinstance(err, (C2VError, ValueError, TypeError, KeyError, OSError)):
@@ -122,6 +127,11 @@ def classify(err: BaseException, on_interrupt: str | None = None) -> tuple[str, 
     if upstream is not None:
         return upstream, EXIT_FAILED
     return f"{type(err).__name__}: {err} (run with -v for the traceback)", EXIT_FAILED
+
+
+def interrupted_exit(err: KeyboardInterrupt) -> int:
+    """The exit code of a command that ``err`` stopped: SIGTERM's or Ctrl-C's."""
+    return EXIT_TERMINATED if caused_by_sigterm(err) else EXIT_INTERRUPTED
 
 
 def validation_messages(err: BaseException, model: type | None = None) -> str | None:

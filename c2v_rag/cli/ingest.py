@@ -50,7 +50,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "and replaces changed documents; without --sync nothing is ever deleted. Exit codes: 0 done, 1 some "
         "batches failed (--on-error continue), 2 bad input or setup (a file or record found bad midway stops the "
         "run there, what was embedded before it is kept: fix it and re-run), 3 failed midway (re-run "
-        "to resume), 130 interrupted.",
+        "to resume), 130 interrupted, 143 terminated (SIGTERM; as Ctrl-C).",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     add_qdrant_options(parser)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from c2v_rag.cli.errors import EXIT_BAD_INPUT, interrupted_exit
 
 if TYPE_CHECKING:
     from c2v_rag.cli.arguments import Subparsers
@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     A bad recipe, a missing dataset, a diverged run or a checkpoint problem is an ``error:`` line and
     EXIT_BAD_INPUT here, named after the recipe where that helps, rather than the generic report of
-    ``errors.py``; Ctrl-C is training's own line (what was saved, the command that resumes) and EXIT_INTERRUPTED.
+    ``errors.py``; Ctrl-C is training's own line (what was saved, the command that resumes) and EXIT_INTERRUPTED
+    (SIGTERM: the same line and EXIT_TERMINATED).
     """
     from c2v_rag.cli.errors import validation_messages
     from c2v_rag.core.interrupts import ignore_further_interrupts
@@ -78,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
     except (TrainingDivergedError, CheckpointError, FileExistsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (Terminated)
         ignore_further_interrupts()  # the run has stopped; a second Ctrl-C must not cut its message or exit short
         print(f"error: {interrupted_message(config, trainer.step, command_words(args))}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit(err)
     print(f"variant written to {result.output_dir} after {result.steps} steps (final loss {result.final_loss:.4f})")
     for record in result.evaluations:
         print("  step {step}: ".format(**record) + ", ".join(f"{k}={v:.4f}" for k, v in record.items() if k != "step"))

@@ -8,7 +8,8 @@ Python's behaviour, the exception at once, and remembers the signal too; the loo
 :meth:`InterruptLatch.check` between its steps, which raises the interrupt a finalizer swallowed.
 
 :func:`sigint_kept` and :func:`ignore_further_interrupts` serve a command that has stopped on a Ctrl-C and has only
-its report and its exit left.
+its report and its exit left. :func:`sigterm_as_interrupt` makes SIGTERM (a service manager's or a container's stop)
+end a command as Ctrl-C does: what was written kept, and the line that says how to resume.
 """
 
 from __future__ import annotations
@@ -84,15 +85,50 @@ def sigint_kept(restore: bool) -> Iterator[None]:
             signal.signal(signal.SIGINT, before)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM came (:func:`sigterm_as_interrupt`). A :class:`KeyboardInterrupt`, so that every path that stops a
+    run cleanly on Ctrl-C (an ingest writing what it embedded, a training run naming its checkpoint) stops it so."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt;
+    on leaving, SIGTERM's handler is put back. Where SIGTERM has a handler already (a program's own) or is ignored,
+    or off the main thread, nothing changes."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def caused_by_sigterm(err: BaseException) -> bool:
+    """Whether ``err`` is, or was raised because of, a :class:`Terminated` (its cause or context, at any depth)."""
+    return any(isinstance(link, Terminated) for link in _chain(err))
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """``err``, then what it was raised from or while handling, and so on."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        yield current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+
+
 def caused_by_ctrl_c(err: BaseException) -> bool:
     """Whether ``err`` was raised because of a KeyboardInterrupt (its cause or context, at any depth): a library
     that catches every exception in a callback turns Ctrl-C into its own error (pydantic-core's serializer raises
     ``PydanticSerializationError`` from it)."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return any(isinstance(link, KeyboardInterrupt) for link in _chain(err))

@@ -29,7 +29,7 @@ from rag_helpers import make_text, stored_points
 
 import c2v_rag
 from c2v_rag.cli import main
-from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+from c2v_rag.cli.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
 from c2v_rag.rag import CollectionNotFoundError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -291,7 +291,14 @@ def test_verbose_adds_the_traceback(tmp_path, broken_variant):
     assert lines[-1].startswith("error: ") and "typo does not exist" in lines[-1]
 
 
-def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest_config):
+@pytest.mark.parametrize(
+    ("stop", "status"),
+    [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED)],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_or_sigterm_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest_config, stop, status):
+    """Ctrl-C, or SIGTERM (a service manager's or a container's stop), ends an ingest with what it embedded written,
+    one line saying so and how to resume, and the exit status for the signal."""
     docs = tmp_path / "docs"
     docs.mkdir()
     # ~1,000 chunks in writes of 4: the signal comes after the first write, hundreds of writes before the end on any
@@ -339,11 +346,11 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, tiny_variant, ingest
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not storage.exists() or storage.stat().st_size == initial):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     rest = proc.stderr.read()
     proc.wait(timeout=120)
     lines = (("".join(seen)) + rest).strip().splitlines()
-    assert proc.returncode == EXIT_INTERRUPTED, "".join(seen) + rest
+    assert proc.returncode == status, "".join(seen) + rest
     assert lines[-1].startswith("error: interrupted; ") and "Re-run the same ingest to resume" in lines[-1]
     stored = int(lines[-1].split("; ")[1].split()[0])
     with closing(QdrantClient(path=str(store))) as client:

@@ -111,3 +111,36 @@ def test_a_block_that_ignores_nothing_leaves_the_handler_alone(python_sigint_han
     with sigint_kept(restore=True):
         pass
     assert signal.getsignal(signal.SIGINT) is own
+
+
+def test_sigterm_raises_terminated_within_the_block_as_ctrl_c_does_and_is_told_apart():
+    """Inside the block SIGTERM stops the code as Ctrl-C does (a KeyboardInterrupt), and a run's own interrupt
+    raised while handling it still says it was SIGTERM; outside, SIGTERM's handler is what it was."""
+    from c2v_rag.core.interrupts import Terminated, caused_by_ctrl_c, caused_by_sigterm, sigterm_as_interrupt
+    from c2v_rag.rag.errors import RunInterrupted
+
+    before = signal.getsignal(signal.SIGTERM)
+    if before is not signal.SIG_DFL:
+        pytest.skip("this process has a SIGTERM handler of its own; the block leaves it alone")
+    with pytest.raises(RunInterrupted) as caught, sigterm_as_interrupt():
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            raise RunInterrupted("interrupted; 3 chunks were stored") from None
+    assert isinstance(caught.value.__context__, Terminated)
+    assert caused_by_sigterm(caught.value) and caused_by_ctrl_c(caught.value)
+    assert not caused_by_sigterm(RunInterrupted("Ctrl-C"))
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_program_with_its_own_sigterm_handler_keeps_it():
+    from c2v_rag.core.interrupts import sigterm_as_interrupt
+
+    seen = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with sigterm_as_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -16,10 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from train_helpers import run_past_checkpoint
 
-from c2v_rag.cli.errors import EXIT_INTERRUPTED
+from c2v_rag.cli.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 from c2v_rag.cli.train import command_words, interrupted_message
 from c2v_rag.training import TrainConfig
 
@@ -31,16 +32,22 @@ def _cli(words: list[str]) -> list[str]:
     return [sys.executable, "-m", "c2v_rag.cli", *words[1:]]
 
 
-def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resumes(tiny_recipe, tmp_path):
+@pytest.mark.parametrize(
+    ("stop", "status"),
+    [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED)],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resumes(tiny_recipe, tmp_path, stop, status):
+    """Ctrl-C, or SIGTERM (a scheduler ending the job), stops training with its checkpoint named."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe(steps=100_000, save_every=3)))
     out = Path(tiny_recipe()["output"]["dir"])
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     words = ["c2v-rag", "train", str(recipe), "--set", "training.lr=0.0005"]
     with run_past_checkpoint(_cli(words), env, out) as proc:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=120)
-    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert proc.returncode == status, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("error: training interrupted after step ") and "stored chunks" not in err
     assert f"{out}/checkpoints/step-0000" in line
