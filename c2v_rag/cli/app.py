@@ -13,7 +13,9 @@ import atexit
 import difflib
 import logging
 import os
+import signal
 import sys
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Protocol, cast
 
 from c2v_rag.cli import (
@@ -154,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     one_line_warnings()
     with sigint_kept(restore=argv is not None), library_logs_once():
         try:
-            with sigterm_as_interrupt():  # a service manager's stop ends the command as Ctrl-C does
+            # A service manager's stop ends the command as Ctrl-C does, but where the command stops on it itself.
+            with nullcontext() if getattr(args, "own_sigterm", False) else sigterm_as_interrupt():
                 code = args.func(args)
             sys.stdout.flush()  # a reader gone away shows here, in the handler below, not in the teardown
         except (Exception, KeyboardInterrupt) as err:
@@ -177,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_interrupted(code: int) -> None:
     """End the process with ``code`` after a Ctrl-C the command has reported: the exit handlers run (worker
-    processes, a Ray session), then :func:`exit_now`.
+    processes, a Ray session), then :func:`exit_now`. After SIGTERM (:data:`EXIT_TERMINATED`) the process ends by
+    the signal, as uvicorn and most servers do: a shell still reports 143, and systemd counts a stop it asked for
+    as clean, where it would count exit status 143 as a failure.
 
     The interpreter's own ending cannot be trusted here. Under ``python -m`` CPython ends the process with SIGINT
     after its teardown when a KeyboardInterrupt ever left code that ``exec()`` ran from a string (the methods
@@ -185,6 +190,10 @@ def exit_interrupted(code: int) -> None:
     status -2 in place of 130 (seen in CI on a training run's Ctrl-C; CPython 3.10 to 3.13 do so).
     """
     atexit._run_exitfuncs()
+    if code == EXIT_TERMINATED and sys.getprofile() is None and sys.gettrace() is None:  # a profiler writes first
+        flush_output()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
     exit_now(code)
 
 
@@ -200,10 +209,15 @@ def exit_now(code: int) -> None:
     """
     if sys.getprofile() is not None or sys.gettrace() is not None:
         return
+    flush_output()
+    os._exit(code)
+
+
+def flush_output() -> None:
+    """Flush the log, stdout and stderr, as far as they can still be written."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (``| head``) or stream: nothing more can be written to it
             pass
-    os._exit(code)

@@ -13,7 +13,8 @@ The exit code tells a script what to do next:
        stored stays stored; re-running the same command resumes
 130    interrupted (Ctrl-C); the line says what re-running does where it resumes or finishes
 143    terminated (SIGTERM: a service manager's or a container's stop), as Ctrl-C stops it:
-       the same line
+       the same line; the process then ends by the signal, which a shell reports as 143
+       and systemd counts as a clean stop (``serve`` leaves SIGTERM to uvicorn)
 141    the reader of the output went away (``c2v-rag search ... | head -1``): the status a
        shell gives a program that SIGPIPE ends; nothing is printed
 =====  ==================================================================================

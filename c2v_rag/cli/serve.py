@@ -71,6 +71,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
     add_qdrant_options(parser)
     # VARIANT names the model; --model, as the other commands spell it, is accepted too but not listed.
     add_model_options(parser, argparse.SUPPRESS)
+    # Uvicorn stops the server on SIGTERM itself, requests in flight answered, then ends by the signal.
+    parser.set_defaults(own_sigterm=True)
     return parser
 
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from train_helpers import run_past_checkpoint
 
-from c2v_rag.cli.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
+from c2v_rag.cli.errors import EXIT_INTERRUPTED
 from c2v_rag.cli.train import command_words, interrupted_message
 from c2v_rag.training import TrainConfig
 
@@ -34,7 +34,7 @@ def _cli(words: list[str]) -> list[str]:
 
 @pytest.mark.parametrize(
     ("stop", "status"),
-    [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, EXIT_TERMINATED)],
+    [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, -signal.SIGTERM)],
     ids=["ctrl-c", "sigterm"],
 )
 def test_sigint_during_training_names_the_checkpoint_and_the_command_that_resumes(tiny_recipe, tmp_path, stop, status):
