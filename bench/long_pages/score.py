@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -170,7 +170,9 @@ def paired(a: list[float], b: list[float], resamples: int = 5000, seed: int = 0)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--chunk-context", action="append", choices=["none", "lead", "headings"])
+    from c2v_rag.documents.chunking import ChunkContext
+
+    parser.add_argument("--chunk-context", action="append", choices=get_args(ChunkContext))
     parser.add_argument("--rerank", type=int, default=None, help="also score search reranking its top N chunks")
     parser.add_argument("--pages", type=Path, default=build.DEFAULT_OUT, help="the folder build.py wrote")
     parser.add_argument("--cache", type=Path, default=None, help="ingested collections (default: the user cache)")

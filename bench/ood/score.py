@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -494,6 +494,8 @@ def cpu_flags() -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from c2v_rag.documents.chunking import ChunkContext
+
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -546,7 +548,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--chunk-context",
         default=CHUNK_CONTEXT,
-        choices=["lead", "headings", "none"],
+        choices=get_args(ChunkContext),
         help="ingest's chunk_context: chunks after a document's first led by its title, and with headings by the "
         "headings above them (default: ingest's)",
     )
