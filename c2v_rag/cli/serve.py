@@ -78,6 +78,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until stopped; flags left out take ServerConfig's defaults (and its environment variables)."""
+    from c2v_rag.cli.errors import EXIT_INTERRUPTED
+    from c2v_rag.core.interrupts import ignore_further_interrupts
     from c2v_rag.serving import ServerConfig, serve  # names the serve extra where it is missing
 
     fields = {
@@ -103,5 +105,11 @@ def run(args: argparse.Namespace) -> int:
         "prefer_grpc": args.grpc or None,
     }
     config = ServerConfig(**{k: v for k, v in fields.items() if v is not None})
-    serve(config)
+    try:
+        serve(config)
+    except KeyboardInterrupt:
+        # Ctrl-C is how a server in a terminal is stopped: uvicorn has shut it down (requests in flight answered)
+        # and raised the signal again; the status says so, without an error line.
+        ignore_further_interrupts()
+        return EXIT_INTERRUPTED
     return 0

@@ -28,6 +28,7 @@ for _module in ("fastapi", "uvicorn", "prometheus_client", "httpx"):
 
 import httpx
 
+from c2v_rag.cli.errors import EXIT_INTERRUPTED
 from c2v_rag.rag import DEFAULT_QUERY_TASK
 from c2v_rag.serving import ServerConfig, ServerThread, create_app
 
@@ -383,6 +384,36 @@ def test_cli_serves_and_shuts_down_gracefully(tiny_model_factory, tmp_path):
     assert process.returncode == -signal.SIGTERM and "Application shutdown complete" in output
     assert "Serving variant on http://127.0.0.1" in output and KEY not in output
     assert "INFO c2v_rag.serving.requests: POST /v1/embeddings 200" in output  # the request log, at INFO
+
+
+def test_ctrl_c_stops_the_server_with_status_130_and_no_error_line(tiny_model_factory, tmp_path):
+    """Ctrl-C is how a server in a terminal is stopped: uvicorn shuts it down, and the command ends with the status
+    of an interrupt, without an ``error:`` line (it printed "error: interrupted" before)."""
+    variant = tiny_model_factory("llama", max_length=48).save_pretrained(tmp_path / "variant")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "c2v_rag.cli", "serve", str(variant), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == EXIT_INTERRUPTED and "Application shutdown complete" in output
+    assert "error:" not in output, output
 
 
 @pytest.mark.real_weights
