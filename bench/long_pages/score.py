@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
@@ -33,6 +33,9 @@ sys.path.insert(1, str(HERE.parent))  # and bench/common.py
 
 import build
 from common import recorded_command, speed_flags_note
+
+if TYPE_CHECKING:
+    from c2v_rag.documents.chunking import ChunkContext
 
 TOP_K = 10
 COLLECTION = "long_pages"
@@ -91,7 +94,7 @@ def collection_dir(cache: Path, digest: str, context: str) -> Path:
     return cache / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
-def ensure_ingested(folder: Path, pages: Path, context: str) -> float:
+def ensure_ingested(folder: Path, pages: Path, context: ChunkContext) -> float:
     import c2v_rag
 
     done = folder / "complete.json"
@@ -190,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     queries = [q["query"] for q in questions]
     cache = args.cache or cache_dir() / "long-pages-cache"
 
+    reference = contexts[0]
     rows: dict[str, dict[str, Any]] = {}
+    against: dict[str, str] = {}  # a row -> the row of the reference context it is paired with
 
-    def add(name: str, rankings: list[list[dict[str, Any]]], **extra: Any) -> None:
+    def add(name: str, rankings: list[list[dict[str, Any]]], base: str | None = None, **extra: Any) -> None:
+        if base is not None and base != name:
+            against[name] = base
         per_question = [question_metrics(r, spans[q["id"]]) for r, q in zip(rankings, questions)]
         means = {m: float(np.mean([p[m] for p in per_question])) for m in per_question[0]}
         # Each ranking as "page#chunk_index", best first: the stored chunks' spans are the collection's.
@@ -210,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         add(
             f"c2v {context}",
             ranked,
+            f"c2v {reference}",
             ingest_seconds=seconds,
             search_seconds=took,
             chunks=len(chunks_of[context]),
@@ -218,23 +226,27 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.rerank:
             ranked, took = c2v_rankings(folder, queries, args.rerank)
-            add(f"c2v {context} rerank{args.rerank}", ranked, search_seconds=took)
-    spans_alike = {c: [(x["page"], x["start"], x["end"]) for x in chunks_of[c]] for c in contexts}
-    if len({json.dumps(s) for s in spans_alike.values()}) != 1:
+            add(
+                f"c2v {context} rerank{args.rerank}",
+                ranked,
+                f"c2v {reference} rerank{args.rerank}",
+                search_seconds=took,
+            )
+    cut = [[(x["page"], x["start"], x["end"]) for x in chunks_of[c]] for c in contexts]
+    if any(other != cut[0] for other in cut[1:]):
         print("note: the contexts' chunks are not the same spans; their pairing is looser", flush=True)
     if not args.no_minilm:
-        add(f"all-minilm-l6-v2 ({contexts[0]} chunks)", minilm_rankings(chunks_of[contexts[0]], queries))
+        add(
+            f"all-minilm-l6-v2 ({reference} chunks)", minilm_rankings(chunks_of[reference], queries), f"c2v {reference}"
+        )
 
-    reference = contexts[0]
-    comparisons = {}
-    for name, row in rows.items():
-        base = f"c2v {reference}" + (name[len(f"c2v {name.split()[1]}") :] if name.startswith("c2v ") else "")
-        if name == base or base not in rows:
-            continue
-        comparisons[f"{name} - {base}"] = {
-            m: paired([p[m] for p in rows[base]["per_question"]], [p[m] for p in row["per_question"]])
+    comparisons = {
+        f"{name} - {base}": {
+            m: paired([p[m] for p in rows[base]["per_question"]], [p[m] for p in rows[name]["per_question"]])
             for m in ("mrr@10", "hit@1", "hit@10")
         }
+        for name, base in against.items()
+    }
     for label, by_metric in comparisons.items():
         mrr = by_metric["mrr@10"]
         print(
