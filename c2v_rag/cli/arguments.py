@@ -22,10 +22,10 @@ MODEL_HELP = "variant directory or preset (default: the default preset)"
 # What ingest, embed and adapt read (documents/formats, SUPPORTED_SUFFIXES; tests/cli check the two agree),
 # written out so that --help imports nothing of the library.
 DOCUMENT_SUFFIXES = (
-    ".txt, .md, .markdown, .mdx, .rst, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, .xlsx, .xlsm, "
-    ".xltx, .xltm, .xls, .xlt, .ods, .ots, .html, .htm, .xhtml, .pdf, .docx, .docm, .dotx, .dotm, .doc, .dot, .odt, "
-    ".ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, .ipynb, .info, .eml, "
-    ".mbox, .msg, .zip, .tar, .tgz, .tbz2, .txz, .gz, .bz2 and .xz"
+    ".txt, .md, .markdown, .mdx, .rst, .rest, .adoc, .asciidoc, .org, .tex, .ltx, .jsonl, .parquet, .csv, .tsv, "
+    ".xlsx, .xlsm, .xltx, .xltm, .xls, .xlt, .ods, .ots, .html, .htm, .xhtml, .pdf, .docx, .docm, .dotx, .dotm, "
+    ".doc, .dot, .odt, .ott, .rtf, .pptx, .pptm, .ppsx, .ppsm, .potx, .potm, .ppt, .pps, .pot, .odp, .otp, .epub, "
+    ".ipynb, .info, .eml, .mbox, .msg, .zip, .tar, .tgz, .tbz2, .txz, .gz, .bz2 and .xz"
 )
 # Where a description sends a reader for the types (PATH's help lists the suffixes).
 FORMATS_LISTED = "`c2v-rag formats` lists each type, and whether its reader is installed here"

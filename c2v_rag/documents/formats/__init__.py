@@ -29,6 +29,7 @@ from c2v_rag.documents.formats.outlook import OutlookMessage
 from c2v_rag.documents.formats.pdf import Pdf
 from c2v_rag.documents.formats.records import Jsonl, Parquet
 from c2v_rag.documents.formats.registry import AS_TEXT, format_for_suffix, format_of, register
+from c2v_rag.documents.formats.restructuredtext import ReStructuredText
 from c2v_rag.documents.formats.rtf import Rtf
 from c2v_rag.documents.formats.slides import Slides
 from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, OpenDocumentSpreadsheet, Workbook
@@ -36,6 +37,7 @@ from c2v_rag.documents.formats.tables import DelimitedTable, LegacyWorkbook, Ope
 FORMATS: tuple[FileFormat, ...] = (
     AS_TEXT,
     Markdown(),
+    ReStructuredText(),
     AsciiDoc(),
     OrgMode(),
     Latex(),

@@ -1,5 +1,5 @@
-"""Plain text and reStructuredText (read as the text it is): one document per file. Markdown has a format of its
-own (:mod:`c2v_rag.documents.formats.markdown`)."""
+"""Plain text, read as the text it is: one document per file. Markdown and reStructuredText have formats of their
+own (:mod:`c2v_rag.documents.formats.markdown`, :mod:`c2v_rag.documents.formats.restructuredtext`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from c2v_rag.documents.source_document import SourceDocument
 
 class PlainText(FileFormat):
     name = "text"
-    suffixes = (".txt", ".rst")
+    suffixes = (".txt",)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         text = read_text(file, options, log)
