@@ -1,10 +1,11 @@
 """A text's outline: its Markdown headings, and the headings a point of the text lies under.
 
 Readers give structured documents as Markdown (HTML, EPUB, Word, OpenDocument, slides, LaTeX, GNU Info,
-reStructuredText, and Markdown itself), so their sections open with ``#`` headings; a chunk from deep inside a long page is placed by the
-headings above it (``Chapter 2. Exploring Git history`` › ``How to use bisect to find a regression``), which
-ingest's ``chunk_context="headings"`` puts in front of it. The headings are CommonMark's (markdown-it-py's block
-parser), so a ``#include`` in a fenced code block or a ``#`` comment in an indented one is no heading.
+reStructuredText, and Markdown itself), so their sections open with ``#`` headings; a chunk from deep inside a long
+page is placed by the headings above it (``Chapter 2. Exploring Git history`` › ``How to use bisect to find a
+regression``), which ingest's ``chunk_context="headings"`` puts in front of it. The headings are CommonMark's
+(markdown-it-py's block parser), so a ``#include`` in a fenced code block or a ``#`` comment in an indented one
+is no heading.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ Building targets
    .. contents::
 
 Add an executable with :command:`add_executable`; see :ref:`the packaging guide <packaging>` and
-:py:meth:`~tides.Model.predict`.
+:py:meth:`~tides.Model.predict`, whose :manual:`generators <cmake-generators(7)>` vary.
 
 .. toctree::
    :maxdepth: 2
@@ -76,7 +76,7 @@ SPHINX_PAGE_READ = """\
 # Building targets
 
 Add an executable with `add_executable`; see the packaging guide and
-`predict`.
+`predict`, whose generators vary.
 
 Added in version 3.1: Sources may use generator expressions.
 
@@ -229,14 +229,16 @@ def test_a_sphinx_page_reads_as_sphinx_shows_it(tmp_path):
     # what only the source held: roles, directive lines, the label, the toctree's file names, the index entry
     for markup in (":command:", "..", "toctree", "maxdepth", "intro", "_building", "spring tides;", ":no-index:"):
         assert markup not in doc.text
-    opening = "Add an executable with `add_executable`; see the packaging guide and\n`predict`."
+    opening = "Add an executable with `add_executable`; see the packaging guide and\n`predict`, whose generators vary."
     assert document_lead(doc.text) == f"Building targets\n{opening}"
 
 
 def test_docutils_markup_shows_the_words_of_docutils_own_html():
     title, text = rst_to_markdown(DOCUTILS_PAGE)
+    from docutils.writers.html5_polyglot import Writer
+
     html = docutils_core.publish_string(
-        DOCUTILS_PAGE, writer="html5", settings_overrides={"report_level": 5, "_disable_config": True}
+        DOCUTILS_PAGE, writer=Writer(), settings_overrides={"report_level": 5, "_disable_config": True}
     ).decode()
     body = _BodyText()
     body.feed(html)
@@ -286,7 +288,7 @@ def test_docutils_registries_are_left_as_they_were():
     directives.register_directive("tide", Tide)
     try:
         _, text = rst_to_markdown(".. tide::\n\n.. versionadded:: 1.0\n\nSee :command:`predict`.")
-        assert text == "a user's own directive\n\nAdded in version 1.0:\n\nSee `predict`."
+        assert text == "a user's own directive\n\nAdded in version 1.0.\n\nSee `predict`."
         document = utils.new_document("", get_default_settings(Parser))
         english = languages.get_language("en")
         assert directives.directive("tide", english, document)[0] is Tide
@@ -306,3 +308,18 @@ def test_a_page_docutils_cannot_parse_is_read_as_plain_text(tmp_path, caplog):
     assert doc.text == text and log.files_skipped == 0
     assert "deep.rst: docutils could not parse it (RecursionError" in caplog.text
     assert "read as plain text" in caplog.text
+
+
+def test_directive_and_role_names_match_in_any_case_and_a_bare_version_note_reads():
+    title, text = rst_to_markdown(
+        "Tides\n=====\n\n.. VersionChanged:: 2.0\n   Now faster.\n\n.. versionadded::\n\n"
+        "Use :Command:`predict` and :PY:Func:`~tides.rise`.\n"
+    )
+    assert title == "Tides"
+    assert text == "Changed in version 2.0: Now faster.\n\nAdded in version.\n\nUse `predict` and `rise`."
+
+
+def test_a_page_of_nothing_shown_is_an_empty_document_as_an_empty_text_file_is(tmp_path):
+    (tmp_path / "index.rst").write_text(".. toctree::\n   :maxdepth: 2\n\n   intro\n   usage\n", encoding="utf-8")
+    (doc,), log = read(tmp_path / "index.rst")
+    assert doc.text == "" and log.files_skipped == 0

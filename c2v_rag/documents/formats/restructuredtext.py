@@ -56,7 +56,7 @@ _SETTINGS = {
 # Sphinx directives that hold no text of the page: the table of contents, index entries, settings for the build.
 _DROPPED_DIRECTIVES = frozenset(
     {"toctree", "index", "highlight", "tabularcolumns", "currentmodule", "literalinclude", "default-domain",
-     "autosummary", "sectionauthor", "moduleauthor", "codeauthor", "todolist", "acks", "include", "raw", "meta"}
+     "autosummary", "sectionauthor", "moduleauthor", "codeauthor", "todolist", "acks"}
 )  # fmt: skip
 # Sphinx's version notes, as its HTML shows them (Sphinx 7.3 and later).
 _VERSION_NOTES = {
@@ -98,8 +98,7 @@ class ReStructuredText(FileFormat):
                            type(err).__name__, err)  # fmt: skip
             yield file_document(file, root, text)
             return
-        if body.strip() or title:
-            yield titled_document(file, root, title, body)
+        yield titled_document(file, root, title, body)  # one with no text is counted as empty, as a text file is
 
 
 def rst_to_markdown(text: str) -> tuple[str | None, str]:
@@ -142,10 +141,11 @@ def _fallbacks_for(text: str, settings: Any) -> Iterator[None]:
         try:
             document = utils.new_document("", settings)
             english = languages.get_language("en")
-            for name in set(_DIRECTIVE_NAME.findall(text)):
+            # docutils looks names up in lower case
+            for name in {found.lower() for found in _DIRECTIVE_NAME.findall(text)}:
                 if directives.directive(name, english, document)[0] is None:
                     directives.register_directive(name, _fallback_directive(name))
-            for name in set(_ROLE_NAME.findall(text)):
+            for name in {found.lower() for found in _ROLE_NAME.findall(text)}:
                 if roles.role(name, english, 0, document.reporter)[0] is None:
                     roles.register_local_role(name, _fallback_role)
             yield
@@ -173,7 +173,7 @@ def _fallback_directive(name: str) -> type:
     from docutils import nodes
     from docutils.parsers.rst import Directive
 
-    kind = name.rsplit(":", 1)[-1].lower()
+    kind = name.rsplit(":", 1)[-1]
 
     class Fallback(Directive):
         optional_arguments = 1
@@ -187,9 +187,11 @@ def _fallback_directive(name: str) -> type:
             container = nodes.container()
             argument = self.arguments[0] if self.arguments else ""
             if kind in _VERSION_NOTES:
-                version, *note = argument.split(maxsplit=1)  # the note may follow on the next lines
+                version, *note = argument.split(maxsplit=1) or [""]  # the note may follow on the next lines
                 text_nodes, _ = self.state.inline_text(" ".join(note), self.lineno)
-                container += nodes.paragraph("", f"{_VERSION_NOTES[kind]} {version}:", *_spaced(text_nodes))
+                said = ":" if text_nodes or self.content else "."  # "Added in version 3.12." where nothing follows
+                label = f"{_VERSION_NOTES[kind]} {version}".rstrip() + said
+                container += nodes.paragraph("", label, *_spaced(text_nodes))
             elif kind == "seealso":
                 container += nodes.paragraph("", "See also:")
                 if argument:
@@ -214,19 +216,19 @@ def _spaced(text_nodes: list[Any]) -> list[Any]:
 def _fallback_role(
     name: str, rawtext: str, text: str, lineno: int, inliner: Any, options: Any = None, content: Any = None
 ) -> tuple[list[Any], list[Any]]:
-    """A role docutils does not know: its title (``~`` shortening a dotted name to its last part), as code where it
-    is one word."""
+    """A role docutils does not know: its explicit title as text (the author's words: ``:manual:`generators
+    <cmake-generators(7)>``` reads ``generators``), else its target (``~`` shortening a dotted name to its last
+    part), as code where it is one word."""
     from docutils import nodes
     from docutils.utils import unescape
 
     shown = unescape(text)
     explicit = _EXPLICIT_TITLE.match(shown)
     if explicit:
-        shown = explicit.group(1)
-    else:
-        shown = shown.lstrip("!")
-        if shown.startswith("~"):
-            shown = shown[1:].rsplit(".", 1)[-1]
+        return [nodes.Text(explicit.group(1))], []
+    shown = shown.lstrip("!")
+    if shown.startswith("~"):
+        shown = shown[1:].rsplit(".", 1)[-1]
     if shown and not any(c.isspace() for c in shown):
         return [nodes.literal(rawtext, shown)], []
     return [nodes.Text(shown)], []
