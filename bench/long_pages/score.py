@@ -171,6 +171,33 @@ def paired(a: list[float], b: list[float], resamples: int = 5000, seed: int = 0)
     }
 
 
+def compared(rows: dict[str, dict[str, Any]], base: str, name: str) -> dict[str, dict[str, Any]]:
+    """Row ``name`` against row ``base``, question by question (:func:`paired`), for MRR@10, hit@1 and hit@10; the
+    MRR@10 line printed."""
+    by_metric = {
+        m: paired([p[m] for p in rows[base]["per_question"]], [p[m] for p in rows[name]["per_question"]])
+        for m in ("mrr@10", "hit@1", "hit@10")
+    }
+    mrr = by_metric["mrr@10"]
+    print(
+        f"{name} - {base}: MRR@10 {mrr['difference']:+.4f} [{mrr['ci95'][0]:+.4f}, {mrr['ci95'][1]:+.4f}] "
+        f"({mrr['better']} better, {mrr['worse']} worse)",
+        flush=True,
+    )
+    return by_metric
+
+
+def write_run(path: Path, script: str, argv: Sequence[str], **fields: Any) -> None:
+    """A run's results as JSON at ``path``, with the command that made them and the machine's CPU flags."""
+    record = {
+        "command": recorded_command(script, argv),
+        "machine": {"processor": platform.processor(), "cpu_flags": speed_flags_note()},
+        **fields,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     from c2v_rag.documents.chunking import ChunkContext
@@ -240,35 +267,16 @@ def main(argv: list[str] | None = None) -> int:
             f"all-minilm-l6-v2 ({reference} chunks)", minilm_rankings(chunks_of[reference], queries), f"c2v {reference}"
         )
 
-    comparisons = {
-        f"{name} - {base}": {
-            m: paired([p[m] for p in rows[base]["per_question"]], [p[m] for p in rows[name]["per_question"]])
-            for m in ("mrr@10", "hit@1", "hit@10")
-        }
-        for name, base in against.items()
-    }
-    for label, by_metric in comparisons.items():
-        mrr = by_metric["mrr@10"]
-        print(
-            f"{label}: MRR@10 {mrr['difference']:+.4f} [{mrr['ci95'][0]:+.4f}, {mrr['ci95'][1]:+.4f}] "
-            f"({mrr['better']} better, {mrr['worse']} worse)"
-        )
+    comparisons = {f"{name} - {base}": compared(rows, base, name) for name, base in against.items()}
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "command": recorded_command("bench/long_pages/score.py", sys.argv[1:] if argv is None else argv),
-                    "machine": {"processor": platform.processor(), "cpu_flags": speed_flags_note()},
-                    "pages_digest": digest,
-                    "questions": len(questions),
-                    "rows": rows,
-                    "comparisons": comparisons,
-                },
-                indent=1,
-            )
-            + "\n",
-            encoding="utf-8",
+        write_run(
+            args.json,
+            "bench/long_pages/score.py",
+            sys.argv[1:] if argv is None else argv,
+            pages_digest=digest,
+            questions=len(questions),
+            rows=rows,
+            comparisons=comparisons,
         )
     return 0
 

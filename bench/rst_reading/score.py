@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import re
 import shutil
 import sys
@@ -33,8 +32,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # bench/common.py and bench/long_pages
 
-from common import recorded_command, speed_flags_note
-from long_pages.score import minilm_rankings, paired, stored_chunks
+from long_pages.score import compared, minilm_rankings, stored_chunks, write_run
 
 HELP = Path("/usr/share/cmake-3.25/Help")
 SETS = ("manual", "command")
@@ -189,34 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [("c2v text", "c2v rst")]
     if not args.no_minilm:
         pairs.append(("all-minilm-l6-v2 text", "all-minilm-l6-v2 rst"))
-    comparisons = {}
-    for base, name in pairs:
-        comparisons[f"{name} - {base}"] = {
-            m: paired([p[m] for p in rows[base]["per_question"]], [p[m] for p in rows[name]["per_question"]])
-            for m in ("mrr@10", "hit@1", "hit@10")
-        }
-        mrr = comparisons[f"{name} - {base}"]["mrr@10"]
-        print(
-            f"{name} - {base}: MRR@10 {mrr['difference']:+.4f} [{mrr['ci95'][0]:+.4f}, {mrr['ci95'][1]:+.4f}] "
-            f"({mrr['better']} better, {mrr['worse']} worse)",
-            flush=True,
-        )
+    comparisons = {f"{name} - {base}": compared(rows, base, name) for base, name in pairs}
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "command": recorded_command("bench/rst_reading/score.py", sys.argv[1:] if argv is None else argv),
-                    "machine": {"processor": platform.processor(), "cpu_flags": speed_flags_note()},
-                    "corpus_digest": digest,
-                    "questions": len(questions),
-                    "rows": rows,
-                    "comparisons": comparisons,
-                },
-                indent=1,
-            )
-            + "\n",
-            encoding="utf-8",
+        write_run(
+            args.json,
+            "bench/rst_reading/score.py",
+            sys.argv[1:] if argv is None else argv,
+            corpus_digest=digest,
+            questions=len(questions),
+            rows=rows,
+            comparisons=comparisons,
         )
     return 0
 
