@@ -323,3 +323,75 @@ def test_a_page_of_nothing_shown_is_an_empty_document_as_an_empty_text_file_is(t
     (tmp_path / "index.rst").write_text(".. toctree::\n   :maxdepth: 2\n\n   intro\n   usage\n", encoding="utf-8")
     (doc,), log = read(tmp_path / "index.rst")
     assert doc.text == "" and log.files_skipped == 0
+
+
+# Sphinx's own markup that its text builder shows: the reference for what the fallbacks read.
+SPHINX_MARKUP_PAGE = """\
+.. _building:
+
+Building targets
+================
+
+Add an executable with :func:`tides.add_executable`; see :ref:`the options <options>`,
+:py:meth:`~tides.Model.predict` and :term:`spring tide`.
+
+.. toctree::
+
+.. versionadded:: 3.1
+   Sources may use generator expressions.
+
+.. versionchanged:: 3.2 Faster.
+
+.. deprecated:: 2.0 Use :func:`new_api` instead.
+
+.. py:function:: predict(place, when)
+
+   Predict the tide at *place*.
+
+.. seealso:: The moon page.
+
+.. glossary::
+
+   spring tide
+      The largest range of a lunar month.
+
+.. index:: single: tides; spring
+
+.. _options:
+
+Options
+-------
+
+.. code-block:: python
+
+   predict("Brest", "noon")
+
+.. note:: Heights are above chart datum.
+
+.. only:: text
+
+   Shown in text builds.
+"""
+
+
+def test_sphinx_markup_shows_the_words_of_sphinx_own_text_build(tmp_path):
+    sphinx_application = pytest.importorskip("sphinx.application")
+    from sphinx.util.docutils import docutils_namespace
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "index.rst").write_text(SPHINX_MARKUP_PAGE, encoding="utf-8")
+    # No "()" after a function's name: the reader does not add them (the name is what a user searches for).
+    (source / "conf.py").write_text("add_function_parentheses = False\n", encoding="utf-8")
+    with docutils_namespace():  # Sphinx's directives and roles stay out of docutils' registries, as sphinx-build does
+        app = sphinx_application.Sphinx(
+            str(source), str(source), str(tmp_path / "out"), str(tmp_path / "doctrees"), "text",
+            status=None, warning=None, freshenv=True,
+        )  # fmt: skip
+        app.build()
+    built = (tmp_path / "out" / "index.txt").read_text(encoding="utf-8")
+    (tmp_path / "index.rst").write_text(SPHINX_MARKUP_PAGE, encoding="utf-8")
+    (doc,), _ = read(tmp_path / "index.rst")
+    # The words, letter by letter; a code block's language is no text of the built page.
+    assert letters(re.sub(r"(?m)^(`{3,})\w+$", r"\1", doc.text)) == letters(built)
+    assert doc.text.startswith("# Building targets\n\nAdd an executable with `tides.add_executable`; see the options,")
