@@ -56,6 +56,12 @@ Add an executable with :command:`add_executable`; see :ref:`the packaging guide 
 
    Printed manuals only.
 
+.. program:: tides
+
+.. tab:: Windows
+
+   Run *tides.exe*.
+
 .. seealso:: The moon page.
 
 .. cmake-module:: ../Modules/FindTides.cmake
@@ -89,6 +95,10 @@ predict(place, when)
 Predict the tide at *place*.
 
 Printed manuals only.
+
+Windows
+
+Run *tides.exe*.
 
 See also:
 

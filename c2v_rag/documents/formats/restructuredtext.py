@@ -11,7 +11,9 @@ extension's) is read by a fallback instead of being dropped with an error messag
 
 - a role shows its text (``:ref:`the guide <guide>``` as ``the guide``, ``:py:meth:`~a.B.c``` as ``c``), as code
   where it is one word (a command, a variable, a function);
-- a directive shows its argument (an object's signature: ``.. py:function:: connect(host, port)``) and its content;
+- a directive shows its argument and its content: an object's signature as code (``.. py:function:: connect(host,
+  port)``, any directive of a domain, ``name:kind``, or named as Sphinx's object directives are), another argument
+  as a line of text (an extension's title: ``.. tab:: Windows``);
   ``only``'s content is kept and its condition left out; the version notes read as Sphinx renders them ("Added in
   version 3.1: ..."); ``seealso`` as "See also:"; what holds no text of the page (``toctree``, ``index``,
   ``highlight``, ``literalinclude`` and the other directives of :data:`_DROPPED_DIRECTIVES`) is left out.
@@ -56,7 +58,14 @@ _SETTINGS = {
 # Sphinx directives that hold no text of the page: the table of contents, index entries, settings for the build.
 _DROPPED_DIRECTIVES = frozenset(
     {"toctree", "index", "highlight", "tabularcolumns", "currentmodule", "literalinclude", "default-domain",
-     "autosummary", "sectionauthor", "moduleauthor", "codeauthor", "todolist", "acks"}
+     "autosummary", "sectionauthor", "moduleauthor", "codeauthor", "todolist", "acks", "module", "program"}
+)  # fmt: skip
+# Sphinx's object directives written without their domain (``.. function::`` in the default domain): their argument
+# is a signature. Autodoc's (``autoclass``...) name an object too.
+_OBJECT_DIRECTIVES = frozenset(
+    {"function", "class", "method", "attribute", "data", "exception", "decorator", "property", "staticmethod",
+     "classmethod", "describe", "object", "option", "cmdoption", "envvar", "confval", "type", "macro", "member",
+     "var", "struct", "union", "enum", "enumerator", "concept"}
 )  # fmt: skip
 # Sphinx's version notes, as its HTML shows them (Sphinx 7.3 and later).
 _VERSION_NOTES = {
@@ -198,7 +207,11 @@ def _fallback_directive(name: str) -> type:
                     text_nodes, _ = self.state.inline_text(argument, self.lineno)
                     container += nodes.paragraph("", "", *text_nodes)
             elif argument and kind != "only" and not _PATH.match(argument):  # only's: the builds it is for
-                container += nodes.literal_block(argument, argument, classes=["signature"])
+                if ":" in name or kind in _OBJECT_DIRECTIVES or kind.startswith("auto"):
+                    container += nodes.literal_block(argument, argument, classes=["signature"])
+                else:
+                    text_nodes, _ = self.state.inline_text(argument, self.lineno)
+                    container += nodes.paragraph("", "", *text_nodes)
             if self.content:
                 self.state.nested_parse(self.content, self.content_offset, container)
             return [container]
