@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.wording import counted, in_words
+from c2v_rag.documents import sphinx_builds
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
 from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
@@ -193,6 +194,9 @@ class _Listing:
     excluded: int = 0
     # Links that lead nowhere (their target gone) or in a loop, of a type that would be read.
     dangling: list[Path] = field(default_factory=list)
+    # Sphinx's HTML builds met (their generated files left out), and folders of Sphinx projects (a conf.py).
+    sphinx_builds: list[Path] = field(default_factory=list)
+    sphinx_projects: list[Path] = field(default_factory=list)
 
     def add_other(self, file: Path) -> None:
         suffix = _type_suffix(file)
@@ -319,6 +323,12 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         visible = [d for d in dirs if not d.startswith(".")]
         dirs[:] = [d for d in visible if here is None or not excluded(here / d, options.exclude)]
         listing.excluded += len(visible) - len(dirs)
+        if sphinx_builds.is_html_build(Path(folder), names):
+            listing.sphinx_builds.append(Path(folder))
+            dirs[:] = [d for d in dirs if d != sphinx_builds.SOURCE_COPIES]
+            names = [name for name in names if name not in sphinx_builds.GENERATED_PAGES]
+        elif sphinx_builds.PROJECT_CONFIG in names:
+            listing.sphinx_projects.append(Path(folder))
         for name in names:
             if name.startswith("."):
                 continue
@@ -355,6 +365,23 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
     if listing.dangling and listing.files:
         # Said once a folder, as a warning: a link that led to a document and no longer does may be a mistake.
         logger.warning("Left out %s under %s", _dangling_words(listing.dangling), root)
+    if listing.sphinx_builds and not quiet:
+        logger.info(
+            "Left out what Sphinx generated in its HTML build%s %s: the copies of the sources (%s) and the index and "
+            "search pages",
+            "s" if len(listing.sphinx_builds) > 1 else "",
+            ", ".join(map(str, listing.sphinx_builds)),
+            sphinx_builds.SOURCE_COPIES,
+        )
+        for build, project, pattern in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects):
+            logger.warning(
+                "%s is Sphinx's HTML build of the project in %s, whose sources are read too: each page is read twice, "
+                "from its source and from its HTML; to read the sources alone, pass exclude=[%r] (--exclude %s)",
+                build,
+                project,
+                pattern,
+                shlex.quote(pattern),
+            )
     if listing.excluded and not quiet:
         logger.info(
             "Left out %d files and folders under %s matching exclude %s", listing.excluded, root, list(options.exclude)
