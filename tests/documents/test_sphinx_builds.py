@@ -5,6 +5,8 @@ both in the folder is named with the exclude that reads one of them."""
 from __future__ import annotations
 
 import logging
+import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,14 @@ def test_a_buildinfo_file_that_is_not_sphinx_changes_nothing(tmp_path):
     (tmp_path / "_sources" / "notes.txt").write_text("notes", encoding="utf-8")
     (tmp_path / "search.html").write_text("<h1>Search tips</h1><p>Use quotes.</p>", encoding="utf-8")
     assert listed(tmp_path) == ["_sources/notes.txt", "search.html"]
+
+
+def test_an_archived_build_is_read_as_its_pages_alone(project, tmp_path, caplog):
+    # A documentation site's HTML download: the build zipped under a folder of its own.
+    archive = Path(shutil.make_archive(str(tmp_path / "tides-docs"), "zip", project / "_build", "html"))
+    with zipfile.ZipFile(archive) as zipped:
+        assert "html/_sources/spring.rst.txt" in zipped.namelist() and "html/genindex.html" in zipped.namelist()
+    with caplog.at_level(logging.INFO):
+        docs = list(iter_documents(archive, options=ReadOptions(), log=ReadLog()))
+    assert [Path(d.doc_id).relative_to(archive).as_posix() for d in docs] == ["html/index.html", "html/spring.html"]
+    assert "Left out what Sphinx generated in its HTML build" in caplog.text

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from c2v_rag.documents import sphinx_builds
 from c2v_rag.documents.formats.base import FileFormat, SkipFile, over_limit, parse_or_skip
 from c2v_rag.documents.formats.registry import AS_TEXT, format_of
 from c2v_rag.documents.reading import ReadLog, ReadOptions, excluded, progress_weight
@@ -103,10 +104,13 @@ def read_inner(
         return
     here = _relative(_real_path(file), root)
     other = 0
+    builds = sphinx_builds.archived_builds([path for path, _ in inside])
     for (path, member), member_span in zip(inside, _spans(inside, span), strict=True):
         if any(part.startswith(".") for part in path.parts) or path.parts[0] == "__MACOSX":
             continue  # hidden, as in a folder; __MACOSX holds the resource forks macOS zips
         if options.exclude and excluded(here / path, options.exclude):
+            continue
+        if builds and sphinx_builds.generated(path, builds):
             continue
         if not _has_format(path, options.text_suffixes):
             other += 1
@@ -114,6 +118,14 @@ def read_inner(
         yield from read_member(member, file.joinpath(*path.parts), root, options, log, metadata, member_span)
     if other:
         logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
+    if builds:
+        logger.info(
+            "Left out what Sphinx generated in its HTML build in %s (%s): the copies of the sources (%s) and the "
+            "index and search pages",
+            file,
+            ", ".join(sorted(str(build) for build in builds)),
+            sphinx_builds.SOURCE_COPIES,
+        )
 
 
 def _spans(inside: Sequence[tuple[PurePosixPath, Member]], span: tuple[float, float]) -> list[tuple[float, float]]:
