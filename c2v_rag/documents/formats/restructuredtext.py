@@ -13,10 +13,10 @@ extension's) is read by a fallback instead of being dropped with an error messag
   where it is one word (a command, a variable, a function);
 - a directive shows its argument and its content: an object's signature as code (``.. py:function:: connect(host,
   port)``, any directive of a domain, ``name:kind``, or named as Sphinx's object directives are), another argument
-  as a line of text (an extension's title: ``.. tab:: Windows``);
-  ``only``'s content is kept and its condition left out; the version notes read as Sphinx renders them ("Added in
-  version 3.1: ..."); ``seealso`` as "See also:"; what holds no text of the page (``toctree``, ``index``,
-  ``highlight``, ``literalinclude`` and the other directives of :data:`_DROPPED_DIRECTIVES`) is left out.
+  as a line of text (an extension's title: ``.. tab:: Windows``); ``only`` shows its content, not its condition;
+- the version notes read as Sphinx renders them ("Added in version 3.1: ..."), ``seealso`` as "See also:";
+- what holds no text of the page (``toctree``, ``index``, ``highlight``, ``literalinclude`` and the other
+  directives of :data:`_DROPPED_DIRECTIVES`) is left out.
 
 Nothing outside the file is read: ``include``, ``raw`` and file options are refused (docutils'
 ``file_insertion_enabled`` and ``raw_enabled`` off), so a page cannot pull another file's text into the index. A
@@ -293,7 +293,7 @@ def _indented(text: str, prefix: str) -> str:
 
 
 class _MarkdownWriter:
-    """A docutils document tree as Markdown blocks, one method a kind of body element."""
+    """A docutils document tree as Markdown blocks: each body element as the built page shows it."""
 
     # Elements that hold nothing a reader of the page sees.
     _SKIPPED = frozenset(
