@@ -311,56 +311,68 @@ class _MarkdownWriter:
         return "\n\n".join(out)
 
     def block(self, node: Any, depth: int) -> str:
+        """One body element as Markdown (its kind's writer in :data:`_WRITERS`); another that holds elements
+        (a block quote, a container, a figure, a glossary) as its blocks in order."""
         tag = node.tagname
         if tag in self._SKIPPED:
             return ""
-        if tag == "section":
-            title = next((c for c in node.children if c.tagname == "title"), None)
-            heading = "#" * min(depth + 1, 6) + " " + " ".join(_inline(title).split()) if title is not None else ""
-            return "\n\n".join(filter(None, [heading, self.blocks(node, depth + 1)]))
-        if tag in ("paragraph", "subtitle"):
-            return _inline(node)
-        if tag in ("literal_block", "doctest_block", "math_block"):
-            classes = node.get("classes", [])
-            language = classes[1] if len(classes) > 1 and classes[0] == "code" else ""
-            if tag == "math_block":
-                return f"$$\n{node.astext()}\n$$"
-            return _fence(node.astext(), language)
-        if tag in ("bullet_list", "enumerated_list"):
-            return self._list(node, depth)
-        if tag == "definition_list":
-            return "\n\n".join(self._definition(item, depth) for item in node.children)
-        if tag in ("field_list", "docinfo"):
-            return "\n".join(filter(None, (self._field(field, depth) for field in node.children)))
-        if tag == "option_list":
-            return "\n".join(self._option(item, depth) for item in node.children)
-        if tag == "line_block":
-            lines = node.children
-            return "\n".join(_inline(line) if line.tagname == "line" else self.block(line, depth) for line in lines)
-        if tag == "table":
-            return self._table(node)
-        if tag in ("footnote", "citation"):
-            label = next((c.astext() for c in node.children if c.tagname == "label"), "")
-            body = "\n\n".join(self.block(c, depth) for c in node.children if c.tagname != "label")
-            return f"[{label}] {body}" if label else body
-        if tag == "topic" and "contents" in node.get("classes", []):
-            return ""  # the table of contents docutils generated
-        if tag in ("topic", "sidebar", "admonition") or isinstance(node, _admonition_class()):
-            return self._admonition(node, depth)
-        if tag == "rubric":
-            return f"**{_inline(node)}**"
-        if tag == "attribution":
-            return "— " + _inline(node)
-        if tag == "image":
-            return node.get("alt", "")
-        if tag == "caption":
-            return _inline(node)
-        if tag in ("field_name", "field_body", "label"):
-            return ""
-        if hasattr(node, "children") and node.children:
-            # block_quote, container, compound, figure, legend, glossary...: their blocks in order
+        write = _WRITERS.get(tag) or (_MarkdownWriter._admonition if isinstance(node, _admonition_class()) else None)
+        if write is not None:
+            return write(self, node, depth)
+        if node.children:
             return self.blocks(node, depth)
         return node.astext() if tag == "#text" else ""
+
+    def _section(self, node: Any, depth: int) -> str:
+        title = next((c for c in node.children if c.tagname == "title"), None)
+        heading = "#" * min(depth + 1, 6) + " " + " ".join(_inline(title).split()) if title is not None else ""
+        return "\n\n".join(filter(None, [heading, self.blocks(node, depth + 1)]))
+
+    def _text(self, node: Any, depth: int) -> str:
+        return _inline(node)
+
+    def _code(self, node: Any, depth: int) -> str:
+        classes = node.get("classes", [])
+        return _fence(node.astext(), classes[1] if len(classes) > 1 and classes[0] == "code" else "")
+
+    def _math(self, node: Any, depth: int) -> str:
+        return f"$$\n{node.astext()}\n$$"
+
+    def _definitions(self, node: Any, depth: int) -> str:
+        return "\n\n".join(self._definition(item, depth) for item in node.children)
+
+    def _fields(self, node: Any, depth: int) -> str:
+        return "\n".join(filter(None, (self._field(field, depth) for field in node.children)))
+
+    def _options(self, node: Any, depth: int) -> str:
+        return "\n".join(self._option(item, depth) for item in node.children)
+
+    def _lines(self, node: Any, depth: int) -> str:
+        lines = node.children
+        return "\n".join(_inline(line) if line.tagname == "line" else self.block(line, depth) for line in lines)
+
+    def _note(self, node: Any, depth: int) -> str:
+        """A footnote or a citation, after its label."""
+        label = next((c.astext() for c in node.children if c.tagname == "label"), "")
+        body = "\n\n".join(self.block(c, depth) for c in node.children if c.tagname != "label")
+        return f"[{label}] {body}" if label else body
+
+    def _topic(self, node: Any, depth: int) -> str:
+        if "contents" in node.get("classes", []):
+            return ""  # the table of contents docutils generated
+        return self._admonition(node, depth)
+
+    def _rubric(self, node: Any, depth: int) -> str:
+        return f"**{_inline(node)}**"
+
+    def _attribution(self, node: Any, depth: int) -> str:
+        return "— " + _inline(node)
+
+    def _image(self, node: Any, depth: int) -> str:
+        return str(node.get("alt", ""))
+
+    def _nothing(self, node: Any, depth: int) -> str:
+        return ""  # a part its parent's writer reads (a field's name, a footnote's label)
 
     def _list(self, node: Any, depth: int) -> str:
         items = [c for c in node.children if c.tagname == "list_item"]
@@ -397,7 +409,7 @@ class _MarkdownWriter:
         text = self.blocks(description, depth) if description is not None else ""
         return f"{_code_span(options)}: {text}" if options else text
 
-    def _table(self, node: Any) -> str:
+    def _table(self, node: Any, depth: int) -> str:
         rows: list[list[str]] = []
         header_rows = 0
         for group in node.findall(lambda n: n.tagname in ("thead", "tbody")):
@@ -424,6 +436,37 @@ class _MarkdownWriter:
         if node.tagname in ("topic", "sidebar"):
             return f"**{label}**\n\n{body}" if body else ""
         return f"{label}: {body}" if body else ""
+
+
+# Each kind of body element's writer, by its docutils tag name.
+_WRITERS: dict[str, Callable[[_MarkdownWriter, Any, int], str]] = {
+    "section": _MarkdownWriter._section,
+    "paragraph": _MarkdownWriter._text,
+    "subtitle": _MarkdownWriter._text,
+    "caption": _MarkdownWriter._text,
+    "literal_block": _MarkdownWriter._code,
+    "doctest_block": _MarkdownWriter._code,
+    "math_block": _MarkdownWriter._math,
+    "bullet_list": _MarkdownWriter._list,
+    "enumerated_list": _MarkdownWriter._list,
+    "definition_list": _MarkdownWriter._definitions,
+    "field_list": _MarkdownWriter._fields,
+    "docinfo": _MarkdownWriter._fields,
+    "option_list": _MarkdownWriter._options,
+    "line_block": _MarkdownWriter._lines,
+    "table": _MarkdownWriter._table,
+    "footnote": _MarkdownWriter._note,
+    "citation": _MarkdownWriter._note,
+    "topic": _MarkdownWriter._topic,
+    "sidebar": _MarkdownWriter._admonition,
+    "admonition": _MarkdownWriter._admonition,
+    "rubric": _MarkdownWriter._rubric,
+    "attribution": _MarkdownWriter._attribution,
+    "image": _MarkdownWriter._image,
+    "field_name": _MarkdownWriter._nothing,
+    "field_body": _MarkdownWriter._nothing,
+    "label": _MarkdownWriter._nothing,
+}
 
 
 def _admonition_class() -> type:
