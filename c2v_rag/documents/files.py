@@ -366,13 +366,7 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         # Said once a folder, as a warning: a link that led to a document and no longer does may be a mistake.
         logger.warning("Left out %s under %s", _dangling_words(listing.dangling), root)
     if listing.sphinx_builds and not quiet:
-        logger.info(
-            "Left out what Sphinx generated in its HTML build%s %s: the copies of the sources (%s) and the index and "
-            "search pages",
-            "s" if len(listing.sphinx_builds) > 1 else "",
-            ", ".join(map(str, listing.sphinx_builds)),
-            sphinx_builds.SOURCE_COPIES,
-        )
+        logger.info("%s", sphinx_builds.left_out(listing.sphinx_builds))
         for build, project, pattern in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects):
             logger.warning(
                 "%s is Sphinx's HTML build of the project in %s, whose sources are read too: each page is read twice, "

@@ -73,3 +73,12 @@ def generated(path: PurePosixPath, builds: Collection[PurePosixPath]) -> bool:
         path.is_relative_to(build / SOURCE_COPIES) or (path.parent == build and path.name in GENERATED_PAGES)
         for build in builds
     )
+
+
+def left_out(builds: Collection[Path | PurePosixPath]) -> str:
+    """What the walk left out of ``builds``, in words for the log."""
+    shown = ", ".join(sorted(map(str, builds)))
+    return (
+        f"Left out what Sphinx generated in its HTML build{'s' if len(builds) > 1 else ''} {shown}: the copies of "
+        f"the sources ({SOURCE_COPIES}) and the index and search pages"
+    )

@@ -119,13 +119,7 @@ def read_inner(
     if other:
         logger.info("Skipped %d files in %s that no format reads (text_suffixes, --text-suffix)", other, file)
     if builds:
-        logger.info(
-            "Left out what Sphinx generated in its HTML build in %s (%s): the copies of the sources (%s) and the "
-            "index and search pages",
-            file,
-            ", ".join(sorted(str(build) for build in builds)),
-            sphinx_builds.SOURCE_COPIES,
-        )
+        logger.info("%s, in %s", sphinx_builds.left_out(builds), file)
 
 
 def _spans(inside: Sequence[tuple[PurePosixPath, Member]], span: tuple[float, float]) -> list[tuple[float, float]]:
