@@ -88,7 +88,12 @@ class Outline:
             self._paths.append(tuple(open_heading.text for open_heading in stack))
 
     def path(self, offset: int) -> tuple[str, ...]:
-        """The headings that the character at ``offset`` lies under, outermost first, the title aside. A heading
-        whose line starts at ``offset`` is not above it (a chunk that opens with its heading shows it)."""
-        above = bisect.bisect_left(self._offsets, offset)
-        return self._paths[above - 1] if above else ()
+        """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
+        heading's line, those it lies under: it closes the sections of its level and deeper, and a chunk that opens
+        with it shows it."""
+        above = bisect.bisect_right(self._offsets, offset)
+        if not above:
+            return ()
+        if self._offsets[above - 1] == offset:
+            return self._paths[above - 1][:-1]
+        return self._paths[above - 1]

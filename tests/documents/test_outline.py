@@ -66,17 +66,20 @@ def test_headings_are_commonmarks_with_their_shown_text_and_line_offsets():
 
 def _paths_by_hand(text: str) -> dict[int, tuple[str, ...]]:
     """Every line start's path, from the headings listed by hand in the order they stand (independent of the
-    parser): each closes those of its level and deeper."""
+    parser): each closes those of its level and deeper, from its own line on."""
     written = {"Repositories and branches": 1, "How to get a repository": 2, "Understanding history": 2,
                "Commits": 3, "Merging": 2, "Exploring history": 1}  # fmt: skip
     stack: list[tuple[int, str]] = []
     paths = {}
     for match in re.finditer(r"^.*$", text, re.MULTILINE):
-        paths[match.start()] = tuple(title for _, title in stack)
         title = match.group().lstrip("#").strip()
         underlined = text[match.end() + 1 :].startswith("-------")
-        if title in written and (match.group().startswith("#") or underlined):
-            stack = [entry for entry in stack if entry[0] < written[title]] + [(written[title], title)]
+        heading = title in written and (match.group().startswith("#") or underlined)
+        if heading:
+            stack = [entry for entry in stack if entry[0] < written[title]]
+        paths[match.start()] = tuple(title for _, title in stack)
+        if heading:
+            stack.append((written[title], title))
     return paths
 
 
@@ -89,6 +92,9 @@ def test_the_path_at_a_point_is_the_headings_still_open_above_it_the_title_aside
     # A chunk that opens with its heading shows that heading; it lies under the ones above.
     assert outline.path(_MANUAL.index("### Commits")) == ("Repositories and branches", "Understanding history")
     assert outline.path(_MANUAL.index("Two lines")) == ("Repositories and branches", "Merging")
+    # A heading closes its level and deeper at its own line: a chunk opening with it is not in the section before.
+    assert outline.path(_MANUAL.index("Merging\n")) == ("Repositories and branches",)
+    assert outline.path(_MANUAL.index("# Exploring history")) == ()
     assert outline.path(0) == () and outline.path(_MANUAL.index("Git is")) == ()
     # A text that opens with prose has no title: its first heading is a section like the others.
     assert Outline("Some prose.\n\n# Usage\n\nRun it.").path(20) == ("Usage",)
@@ -139,6 +145,9 @@ def _open_headings(text: str):
                 continue
             level = len(match.group(1))
             stack = [entry for entry in stack if entry[0] < level] + [(level, match.group(2))]
+        opening = re.match(r"(#+) ", text[offset:])
+        if opening and offset > 0:  # a chunk opening with a heading: that heading closes its level and deeper
+            stack = [entry for entry in stack if entry[0] < len(opening.group(1))]
         return tuple(title for _, title in stack)
 
     return at
