@@ -188,3 +188,19 @@ def recorded_command(script: str, args: Sequence[str]) -> str:
         return shlex.quote(shown)
 
     return " ".join(["python", shlex.quote(script), *(quoted(a) for a in args)])
+
+
+def chunker_key(context: str) -> dict[str, str]:
+    """A cache-key entry for collections cut with ``chunk_context=context``: the digest of the code that cuts and
+    leads chunks by a text's outline, so a change there makes such collections anew; empty for the contexts that
+    read no outline (``none``, ``lead``), whose collections keep their keys."""
+    if context not in ("headings", "sections"):
+        return {}
+    import c2v_rag.documents.chunking
+    import c2v_rag.documents.outline
+    import c2v_rag.encode.splitting
+
+    digest = hashlib.sha256()
+    for module in (c2v_rag.documents.chunking, c2v_rag.documents.outline, c2v_rag.encode.splitting):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return {"chunker": digest.hexdigest()[:16]}

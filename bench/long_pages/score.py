@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))  # run as a script: its siblings import by name
 sys.path.insert(1, str(HERE.parent))  # and bench/common.py
 
 import build
-from common import recorded_command, speed_flags_note
+from common import chunker_key, recorded_command, speed_flags_note
 
 if TYPE_CHECKING:
     from c2v_rag.documents.chunking import ChunkContext
@@ -90,7 +90,8 @@ def hit_record(hit: Any) -> dict[str, Any]:
 def collection_dir(cache: Path, digest: str, context: str) -> Path:
     import c2v_rag
 
-    key = json.dumps({"pages": digest, "chunk_context": context, "c2v_rag": c2v_rag.__version__}, sort_keys=True)
+    fields = {"pages": digest, "chunk_context": context, "c2v_rag": c2v_rag.__version__, **chunker_key(context)}
+    key = json.dumps(fields, sort_keys=True)
     return cache / hashlib.sha256(key.encode()).hexdigest()[:20]
 
 

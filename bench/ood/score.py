@@ -43,7 +43,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # and bench/common
 import build
 import metrics
 import questions
-from common import recorded_command
+from common import chunker_key, recorded_command
 
 TOP_K = 10
 COLLECTION = "ood"
@@ -160,6 +160,7 @@ def collection_dir(
             "chunk": list(chunking),
             # Collections cut before chunk_context existed (no leads) keep their keys.
             **({"chunk_context": chunk_context} if chunk_context != "none" else {}),
+            **chunker_key(chunk_context),
             **({"decoder_max_length": decoder_max_length} if decoder_max_length is not None else {}),
             **({"sparse": sparse} if sparse is not None else {}),  # dense collections keep their keys
             "c2v_rag": c2v_rag.__version__,

@@ -25,13 +25,14 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # bench/common.py and bench/long_pages
 
+from common import chunker_key
 from long_pages.score import compared, minilm_rankings, stored_chunks, write_run
 
 HELP = Path("/usr/share/cmake-3.25/Help")
@@ -39,6 +40,7 @@ SETS = ("manual", "command")
 TOP_K = 10
 COLLECTION = "long_pages"  # the name long_pages.score.stored_chunks scrolls
 READINGS = {"rst": ".rst", "text": ".txt"}
+DEFAULT_CONTEXT = "lead"  # ingest's chunk_context for a new collection
 
 
 def load_questions() -> list[dict[str, Any]]:
@@ -106,32 +108,48 @@ def own_text(text: str, lead_chars: int) -> str:
     return text[lead_chars:]
 
 
-def ensure_ingested(cache: Path, digest: str, reading: str) -> Path:
-    """The folder of ``reading``'s collection, ingested as a user does unless a complete one is cached."""
+def ensure_ingested(cache: Path, digest: str, reading: str, context: str = DEFAULT_CONTEXT) -> Path:
+    """The folder of ``reading``'s collection cut with ``chunk_context=context``, ingested as a user does unless a
+    complete one is cached."""
     import c2v_rag
     from c2v_rag.documents.formats import restructuredtext
 
     # The rst reading's collection is made again when its reader changes.
     reader = hashlib.sha256(Path(restructuredtext.__file__).read_bytes()).hexdigest() if reading == "rst" else None
-    key = json.dumps({"corpus": digest, "reading": reading, "reader": reader, "c2v_rag": c2v_rag.__version__},
-                     sort_keys=True)  # fmt: skip
+    fields = {"corpus": digest, "reading": reading, "reader": reader, "c2v_rag": c2v_rag.__version__}
+    if context != DEFAULT_CONTEXT:  # the default's collections keep their keys
+        fields |= {"chunk_context": context, **chunker_key(context)}
+    key = json.dumps(fields, sort_keys=True)
     folder = cache / "collections" / hashlib.sha256(key.encode()).hexdigest()[:20]
     done = folder / "complete.json"
     if not done.exists():
         started = time.perf_counter()
-        result = c2v_rag.ingest(cache / "corpus" / reading, collection=COLLECTION, path=folder / "qdrant")
+        result = c2v_rag.ingest(
+            cache / "corpus" / reading, collection=COLLECTION, path=folder / "qdrant", chunk_context=context
+        )
         seconds = time.perf_counter() - started
         done.write_text(json.dumps({"seconds": seconds, "result": str(result)}) + "\n", encoding="utf-8")
     return folder
 
 
 def main(argv: list[str] | None = None) -> int:
+    from c2v_rag.documents.chunking import ChunkContext
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--help-dir", type=Path, default=HELP, help="CMake's Help folder")
     parser.add_argument("--cache", type=Path, default=None, help="corpus and collections (default: the user cache)")
     parser.add_argument("--no-minilm", action="store_true")
+    parser.add_argument("--reading", action="append", choices=list(READINGS), help="default: both")
+    parser.add_argument(
+        "--chunk-context",
+        action="append",
+        choices=get_args(ChunkContext),
+        help=f"ingest's chunk_context, each an arm of every reading (default: {DEFAULT_CONTEXT})",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    readings = args.reading or list(READINGS)
+    contexts = args.chunk_context or [DEFAULT_CONTEXT]
 
     import c2v_rag
     from c2v_rag.core.cache import cache_dir
@@ -140,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     digest = build_folders(args.help_dir, cache / "corpus")
     # Both readings ingested first (each cached once complete), the questions read after: a question file still
     # being written costs no ingest.
-    folders = {reading: ensure_ingested(cache, digest, reading) for reading in READINGS}
+    folders = {
+        (reading, context): ensure_ingested(cache, digest, reading, context)
+        for reading in readings
+        for context in contexts
+    }
     questions = load_questions()
     check_quotes(questions, args.help_dir)
     queries = [q["query"] for q in questions]
@@ -153,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         rows[name] = {"scores": means, "per_question": per_question, "rankings": shown, **extra}
         print(f"{name:<22} " + "  ".join(f"{m} {v:.4f}" for m, v in means.items()), flush=True)
 
-    for reading, folder in folders.items():
+    for (reading, context), folder in folders.items():
+        arm = reading if context == DEFAULT_CONTEXT else f"{reading} {context}"
         seconds = json.loads((folder / "complete.json").read_text())["seconds"]
         chunks = stored_chunks(folder)
         for chunk in chunks:
@@ -174,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             for hits in found
         ]
         add(
-            f"c2v {reading}",
+            f"c2v {arm}",
             rankings,
             ingest_seconds=seconds,
             search_seconds=took,
@@ -182,11 +205,22 @@ def main(argv: list[str] | None = None) -> int:
             characters=sum(len(c["own"]) for c in chunks),
         )
         if not args.no_minilm:
-            add(f"all-minilm-l6-v2 {reading}", minilm_rankings(chunks, queries))
+            add(f"all-minilm-l6-v2 {arm}", minilm_rankings(chunks, queries))
 
-    pairs = [("c2v text", "c2v rst")]
+    # (base, name) pairs: rst against text in each context; each context against the default, and chunks cut at
+    # headings against chunks led by them, in each reading.
+    pairs = []
+    for context in contexts:
+        suffix = "" if context == DEFAULT_CONTEXT else f" {context}"
+        pairs.append((f"c2v text{suffix}", f"c2v rst{suffix}"))
+    for reading in readings:
+        pairs += [(f"c2v {reading}", f"c2v {reading} {context}") for context in contexts if context != DEFAULT_CONTEXT]
+        pairs.append((f"c2v {reading} headings", f"c2v {reading} sections"))
     if not args.no_minilm:
-        pairs.append(("all-minilm-l6-v2 text", "all-minilm-l6-v2 rst"))
+        pairs += [
+            (base.replace("c2v", "all-minilm-l6-v2"), name.replace("c2v", "all-minilm-l6-v2")) for base, name in pairs
+        ]
+    pairs = [(base, name) for base, name in pairs if base in rows and name in rows]
     comparisons = {f"{name} - {base}": compared(rows, base, name) for base, name in pairs}
     if args.json:
         write_run(

@@ -22,8 +22,8 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from c2v_rag.documents.outline import Outline
-from c2v_rag.encode.splitting import check_overlap, make_splitter, sections, token_count
+from c2v_rag.documents.outline import Outline, headings
+from c2v_rag.encode.splitting import check_overlap, make_splitter, piece_length, sections, token_count
 
 if TYPE_CHECKING:
     from c2v_rag.core.config import Causal2VecConfig
@@ -68,8 +68,10 @@ _CHUNKS_PER_SECTION = 64
 
 
 # What leads a chunk after a document's first (TokenChunker): nothing; the document's opening (document_lead); or
-# that opening with the headings the chunk lies under (section_lead).
-ChunkContext = Literal["none", "lead", "headings"]
+# that opening with the headings the chunk lies under (section_lead); or that, with chunks cut at headings.
+ChunkContext = Literal["none", "lead", "headings", "sections"]
+# The contexts that read a text's outline: its headings lead chunks (and, for "sections", bound them).
+_OUTLINED: tuple[ChunkContext, ...] = ("headings", "sections")
 
 # The most of a document's opening that leads its later chunks (see document_lead): a title and the line
 # under it, not a passage of its own.
@@ -288,6 +290,8 @@ class TokenChunker:
         fit = encoder_fit(encoder_tokenizer, encoder_max_length, chunk_size)
         # Built at the first text to cut: an unchanged re-run cuts none, and the splitter's import takes seconds.
         self._make_splitter = partial(make_splitter, tokenizer, chunk_size, chunk_overlap, fit=fit)
+        # What the splitter counts a piece as, to pack whole sections into a chunk ("sections").
+        self._length = piece_length(tokenizer, chunk_size, fit=fit)
         self.context = context
         self._lead_limits = _lead_limits(tokenizer, max_length, encoder_tokenizer, encoder_max_length)
         self.signature = json.dumps(
@@ -299,7 +303,7 @@ class TokenChunker:
                 self.section_chars,
                 fit[1] if fit is not None else None,
                 # True and False for "lead" and "none", as before "headings" existed: their hashes stay.
-                context if context == "headings" else context == "lead",
+                context if context in _OUTLINED else context == "lead",
                 [budget for _, budget in self._lead_limits],
             ]
         )
@@ -329,7 +333,7 @@ class TokenChunker:
             yield from chunks
             return
         opening = document_lead(text) if lead is None else cut_at_word(lead)
-        outline = Outline(text) if self.context == "headings" else None
+        outline = Outline(text) if self.context in _OUTLINED else None
         for chunk in chunks:
             lead = opening
             if outline is not None and chunk.start_char is not None:
@@ -358,14 +362,40 @@ class TokenChunker:
             return
         index = 0
         for offset, section in sections(text, self.section_chars):
-            cursor = 0
-            for piece in self.splitter.split_text(section):
-                # Offsets for citations; the splitter strips whitespace, so the piece is found from
-                # the previous start rather than computed.
-                start = section.find(piece, cursor)
-                if start < 0:
+            pieces = self._cut_at_headings(section) if self.context == "sections" else self._cut(section, 0, None)
+            for start, piece in pieces:
+                if start is None:
                     yield Chunk(piece, index, None, None)
                 else:
                     yield Chunk(piece, index, offset + start, offset + start + len(piece))
-                    cursor = start + 1
                 index += 1
+
+    def _cut(self, text: str, begin: int, end: int | None) -> Iterator[tuple[int | None, str]]:
+        """The splitter's pieces of ``text[begin:end]``, each with where it starts in ``text`` (None where it is
+        not found there as it is)."""
+        cursor = begin
+        for piece in self.splitter.split_text(text[begin:end]):
+            # Offsets for citations; the splitter strips whitespace, so the piece is found from the previous
+            # start rather than computed.
+            start = text.find(piece, cursor, end)
+            if start < 0:
+                yield None, piece
+            else:
+                yield start, piece
+                cursor = start + 1
+
+    def _cut_at_headings(self, text: str) -> Iterator[tuple[int | None, str]]:
+        """``text``'s pieces with no chunk crossing a heading where that can be helped: the text from one
+        heading to the next is a unit; consecutive units go whole into one piece while they fit the chunk
+        budget, and a unit over the budget is cut by the splitter alone."""
+        bounds = [0, *(heading.offset for heading in headings(text) if heading.offset > 0), len(text)]
+        begin = end = 0
+        for unit_begin, unit_end in zip(bounds, bounds[1:]):
+            if end > begin and self._length(text[begin:unit_end]) <= self.chunk_size:
+                end = unit_end  # the unit joins the units before it
+                continue
+            if end > begin:
+                yield from self._cut(text, begin, end)
+            begin, end = unit_begin, unit_end
+        if end > begin:
+            yield from self._cut(text, begin, end)

@@ -8,7 +8,7 @@ chunking (:mod:`c2v_rag.documents.chunking`) both split this way, so it lives be
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
 from typing import Any
 
 from c2v_rag.core.extras import require
@@ -26,6 +26,24 @@ def check_overlap(chunk_size: int, chunk_overlap: int) -> None:
     """Refuse an overlap that leaves a chunk no text of its own."""
     if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}")
+
+
+def piece_length(tokenizer: Any, chunk_size: int, *, fit: tuple[Any, int] | None = None) -> Callable[[str], int]:
+    """How long a piece of text is to :func:`make_splitter`'s splitter of the same arguments: its longest count
+    under ``tokenizer`` (one HF tokenizer or a list), and under ``fit``'s tokenizer scaled so that ``fit``'s budget
+    counts as ``chunk_size``. A piece fits where this is at most ``chunk_size``."""
+    tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
+
+    def length(text: str) -> int:
+        counts = [token_count(tok, text) for tok in tokenizers]
+        if fit is not None:
+            # The second tokenizer's count, scaled onto chunk_size's: a piece of ``budget`` of its tokens
+            # counts as chunk_size, so "at most chunk_size" means "within both budgets".
+            fit_tokenizer, budget = fit
+            counts.append(-(-token_count(fit_tokenizer, text) * chunk_size // budget))
+        return max(counts)
+
+    return length
 
 
 def make_splitter(
@@ -50,18 +68,10 @@ def make_splitter(
     ).SentenceSplitter
 
     check_overlap(chunk_size, chunk_overlap)
-    tokenizers = list(tokenizer) if isinstance(tokenizer, (list, tuple)) else [tokenizer]
+    length = piece_length(tokenizer, chunk_size, fit=fit)
 
     def tokenize(text: str) -> Sized:
-        counts = [token_count(tok, text) for tok in tokenizers]
-        if fit is not None:
-            # The second tokenizer's count, scaled onto chunk_size's: a piece of ``budget`` of its tokens
-            # counts as chunk_size, so "at most chunk_size" means "within both budgets". The splitter
-            # only takes len() of what this returns.
-            fit_tokenizer, budget = fit
-            fit_count = token_count(fit_tokenizer, text)
-            counts.append(-(-fit_count * chunk_size // budget))
-        return range(max(counts))
+        return range(length(text))  # the splitter only takes len() of what this returns
 
     return SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenize)
 

@@ -158,6 +158,58 @@ def test_lead_and_none_keep_the_signatures_their_collections_were_hashed_with(ti
     "headings" existed, so a re-run into an older collection finds its documents unchanged."""
     signatures = {
         context: json.loads(TokenChunker(tiny_model, 48, 6, context=context).signature)[6]
-        for context in ("none", "lead", "headings")
+        for context in ("none", "lead", "headings", "sections")
     }
-    assert signatures == {"none": False, "lead": True, "headings": "headings"}
+    assert signatures == {"none": False, "lead": True, "headings": "headings", "sections": "sections"}
+
+
+def test_sections_cut_chunks_at_headings_packing_whole_sections_and_splitting_long_ones(tiny_model):
+    """chunk_context="sections": no chunk crosses a heading unless it holds whole sections; short sections share a
+    chunk, a section over the budget is cut inside itself alone; the leads are "headings"'."""
+    short = [f"## Note {i}\n\nSee part {i}." for i in range(4)]
+    long = f"## Details\n\n{make_text(3, sentences=30)}"
+    nested = f"### Deeper\n\n{make_text(4, sentences=2)}"
+    # Sections a little over the budget: the other contexts' chunks run from one into the next.
+    steps = [f"## Part {i}\n\n" + " ".join(f"Step {j} of {i}." for j in range(5)) for i in range(4)]
+    text = "# Tides\n\nTides - the rise and fall of the sea.\n\n" + "\n\n".join([*short, long, nested, *steps])
+    chunks = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, context="sections").chunk(text)
+    # Where a section starts and ends, by hand: heading lines (the text has no code), and the text's end.
+    starts = [m.start() for m in re.finditer(r"^#+ ", text, re.MULTILINE)]
+    bounds = set(starts) | {len(text)}
+    unit_of = lambda offset: max(b for b in starts if b <= offset)  # noqa: E731
+
+    def ends_section(end: int) -> bool:
+        return any(text[end:b].strip() == "" for b in bounds if b >= end)
+
+    paths = _open_headings(text)
+    spans = []
+    for chunk in chunks:
+        start, end = chunk.start_char, chunk.end_char
+        assert start is not None and end is not None
+        assert chunk.text[chunk.lead_chars :] == text[start:end]
+        if chunk.index:
+            assert chunk.text[: chunk.lead_chars] == f"{section_lead(document_lead(text), paths(start))}\n\n"
+        inside = [h for h in starts if start < h < end]
+        if inside:  # whole sections only
+            assert start in bounds or start == 0, (start, inside)
+            assert ends_section(end), (end, inside)
+        spans.append((start, end))
+    # Every word of the text is in a chunk, and the chunks are in order.
+    covered = [False] * len(text)
+    for start, end in spans:
+        covered[start:end] = [True] * (end - start)
+    assert all(covered[i] for i, c in enumerate(text) if not c.isspace())
+    assert spans == sorted(spans)
+    # The four short notes go into fewer chunks than four, and the long section into several, each inside it.
+    notes = [s for s in spans if unit_of(s[0]) in starts[1:5]]
+    assert 1 <= len(notes) < 4
+    details = text.index("## Details")
+    in_details = [s for s in spans if unit_of(s[0]) == details]
+    assert len(in_details) >= 3 and all(end <= text.index("### Deeper") for _, end in in_details)
+    # The lead-only contexts cut across the headings instead.
+    led = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, context="headings").chunk(text)
+    assert any(
+        c.start_char < h < c.end_char and not (c.start_char in bounds and ends_section(c.end_char))
+        for c in led
+        for h in starts
+    )

@@ -25,6 +25,7 @@ _LED_BY: dict[str, str] = {
     "none": "without a lead",
     "lead": "led by their document's opening",
     "headings": "led by their document's title and the headings above them",
+    "sections": "cut at headings and led by their document's title and the headings above them",
 }
 # A new collection's, and embed()'s, when none is asked for.
 DEFAULT_CHUNK_CONTEXT: ChunkContext = "lead"
