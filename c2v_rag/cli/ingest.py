@@ -92,7 +92,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         choices=get_args(ChunkContext),
         default=None,
         help="lead: each chunk after a document's first starts with the document's title and the line under it; "
-        "headings: also with the headings above the chunk (Title › Chapter › Section); none: chunks alone "
+        "headings: also with the headings above the chunk (Title › Chapter › Section); sections: as headings, "
+        "with chunks cut at headings; none: chunks alone "
         "(default: what the collection recorded, else lead)",
     )
     add_decoder_max_length(parser)

@@ -94,9 +94,10 @@ class IngestConfig(FileSelection):
         description="'lead': each chunk after a document's first starts with the document's opening where it opens "
         "with a title (the title and the line under it, at most 200 characters), stored and embedded with it; "
         "'headings': that opening with the headings the chunk lies under after the title (Title › Chapter › "
-        "Section, the innermost 200 characters of them); 'none': chunks alone. The collection records it; None: "
-        "what an existing collection recorded (one made before this was recorded, or by another tool: 'none'), "
-        "else 'lead'",
+        "Section, the innermost 200 characters of them); 'sections': as 'headings', and chunks cut at headings "
+        "(short sections share a chunk, a long one is cut inside itself); 'none': chunks alone. The collection "
+        "records it; None: what an existing collection recorded (one made before this was recorded, or by another "
+        "tool: 'none'), else 'lead'",
     )
 
     decoder_max_length: int | None = Field(

@@ -693,6 +693,41 @@ def test_chunk_context_headings_leads_chunks_with_their_sections_and_is_kept(tmp
         assert page[hit.start_char : hit.end_char] == hit.text[hit.metadata.get("lead_chars", 0) :]
 
 
+def test_chunk_context_sections_cuts_chunks_at_headings_and_is_kept(tmp_path, tiny_variant, ingest_config):
+    """chunk_context="sections": no stored chunk runs from one section into the next (each section here is longer
+    than a chunk), the leads are "headings"', and the collection records it and says so when refusing another."""
+    from c2v_rag.store.collection import collection_fingerprint
+    from c2v_rag.store.point_schema import payload_char_span
+
+    # Sections of short sentences, a little longer than a chunk: cut by sentences alone, chunks run across headings.
+    parts = ["## Causes", "### The Moon", "### The Sun", "## Effects"]
+    page = "# Tides\n\nThe sea's rise and fall.\n\n" + "\n\n".join(
+        f"{part}\n\n" + " ".join(f"Step {j} of {i}." for j in range(5)) for i, part in enumerate(parts)
+    )
+    settings = ingest_config.model_copy(update={"chunk_size": 48, "chunk_overlap": 6})
+    for context in ("headings", "sections"):
+        c2v_rag.ingest([{"id": "tides", "text": page}], path=tmp_path, collection=context, model=tiny_variant,
+                       config=settings, chunk_context=context)  # fmt: skip
+    with pytest.raises(ValueError, match=r"records chunk_context='sections'.*cut at headings.*Pass chunk_cont"):
+        c2v_rag.ingest(["more"], path=tmp_path, collection="sections", model=tiny_variant, config=settings,
+                       chunk_context="headings")  # fmt: skip
+    spans = {}
+    with closing(QdrantClient(path=str(tmp_path))) as client:
+        assert collection_fingerprint(client, "sections")["chunk_context"] == "sections"
+        for context in ("headings", "sections"):
+            stored = sorted(stored_points(client, context).values(), key=lambda p: p["chunk_index"])
+            spans[context] = [payload_char_span(p) for p in stored]
+            for (start, end), payload in zip(spans[context], stored):
+                assert page[start:end] == payload["page_content"][payload["metadata"].get("lead_chars", 0) :]
+    headings = [page.index(part) for part in parts]
+
+    def crossing(cut: list[tuple[int, int]]) -> int:
+        return sum(start < heading < end for start, end in cut for heading in headings)
+
+    assert crossing(spans["sections"]) == 0 and crossing(spans["headings"]) > 0
+    assert {start for start, _ in spans["sections"]} >= set(headings[1:])
+
+
 def test_decoder_max_length_reads_each_chunk_so_and_the_collection_keeps_it(
     tmp_path, tiny_variant, ingest_config, caplog
 ):
