@@ -22,7 +22,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from c2v_rag.documents.outline import Outline, headings
+from c2v_rag.documents.outline import Outline
 from c2v_rag.encode.splitting import check_overlap, make_splitter, piece_length, sections, token_count
 
 if TYPE_CHECKING:
@@ -328,12 +328,12 @@ class TokenChunker:
         """``text``'s chunks in order, produced one section at a time, each after the first led as the chunker's
         ``context`` says (the document's opening is ``lead`` where the document's reader gave one, else
         :func:`document_lead` of ``text``)."""
-        chunks = self._split(text)
+        outline = Outline(text) if self.context in _OUTLINED else None
+        chunks = self._split(text, outline)
         if self.context == "none":
             yield from chunks
             return
         opening = document_lead(text) if lead is None else cut_at_word(lead)
-        outline = Outline(text) if self.context in _OUTLINED else None
         for chunk in chunks:
             lead = opening
             if outline is not None and chunk.start_char is not None:
@@ -356,13 +356,19 @@ class TokenChunker:
             words.pop()
         return ""
 
-    def _split(self, text: str) -> Iterator[Chunk]:
-        """``text``'s own chunks in order, produced one section at a time."""
+    def _split(self, text: str, outline: Outline | None = None) -> Iterator[Chunk]:
+        """``text``'s own chunks in order, produced one section at a time (cut at ``outline``'s headings too, for
+        ``context="sections"``)."""
         if not text.strip():
             return
         index = 0
         for offset, section in sections(text, self.section_chars):
-            pieces = self._cut_at_headings(section) if self.context == "sections" else self._cut(section, 0, None)
+            if self.context == "sections" and outline is not None:
+                # The whole text's headings, not the section's own: a section may start inside a code block.
+                inside = [start - offset for start in outline.offsets if offset < start < offset + len(section)]
+                pieces = self._cut_at_headings(section, inside)
+            else:
+                pieces = self._cut(section, 0, None)
             for start, piece in pieces:
                 if start is None:
                     yield Chunk(piece, index, None, None)
@@ -384,11 +390,11 @@ class TokenChunker:
                 yield start, piece
                 cursor = start + 1
 
-    def _cut_at_headings(self, text: str) -> Iterator[tuple[int | None, str]]:
-        """``text``'s pieces with no chunk crossing a heading where that can be helped: the text from one
-        heading to the next is a unit; consecutive units go whole into one piece while they fit the chunk
-        budget, and a unit over the budget is cut by the splitter alone."""
-        bounds = [0, *(heading.offset for heading in headings(text) if heading.offset > 0), len(text)]
+    def _cut_at_headings(self, text: str, starts: list[int]) -> Iterator[tuple[int | None, str]]:
+        """``text``'s pieces with no chunk crossing a heading (one starts at each of ``starts``) where that can be
+        helped: the text from one heading to the next is a unit; consecutive units go whole into one piece while
+        they fit the chunk budget, and a unit over the budget is cut by the splitter alone."""
+        bounds = [0, *starts, len(text)]
         begin = end = 0
         for unit_begin, unit_end in zip(bounds, bounds[1:]):
             if end > begin and self._length(text[begin:unit_end]) <= self.chunk_size:

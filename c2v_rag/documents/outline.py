@@ -87,6 +87,11 @@ class Outline:
             stack.append(heading)
             self._paths.append(tuple(open_heading.text for open_heading in stack))
 
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """Where each heading's line starts, in order, the title aside."""
+        return tuple(self._offsets)
+
     def path(self, offset: int) -> tuple[str, ...]:
         """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
         heading's line, those it lies under: it closes the sections of its level and deeper, and a chunk that opens

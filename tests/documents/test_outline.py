@@ -213,3 +213,19 @@ def test_sections_cut_chunks_at_headings_packing_whole_sections_and_splitting_lo
         for c in led
         for h in starts
     )
+
+
+def test_sections_cuts_at_the_whole_texts_headings_in_a_text_streamed_in_parts(tiny_model):
+    """A long text is chunked a part at a time; a part may start inside a fenced code block, where a ``#`` line is
+    a comment, not a heading: "sections" cuts at the whole text's headings, so no chunk starts at that comment."""
+    code = "\n\n".join(f"echo {i}" for i in range(30))
+    text = (
+        f"# Build\n\nHow to build it.\n\n```sh\n{code}\necho last\n# not a heading\necho more\n```\n\n## Real\n\nText."
+    )
+    comment = text.index("# not a heading")
+    chunker = TokenChunker(tiny_model, chunk_size=48, chunk_overlap=6, section_chars=comment - 40, context="sections")
+    chunks = chunker.chunk(text)
+    assert any(c.start_char < comment for c in chunks[1:])
+    assert comment not in {c.start_char for c in chunks}
+    assert text.index("## Real") in {c.start_char for c in chunks}
+    assert [h.text for h in headings(text)] == ["Build", "Real"]
