@@ -192,9 +192,9 @@ def recorded_command(script: str, args: Sequence[str]) -> str:
 
 def chunker_key(context: str) -> dict[str, str]:
     """A cache-key entry for collections cut with ``chunk_context=context``: the digest of the code that cuts and
-    leads chunks by a text's outline, so a change there makes such collections anew; empty for the contexts that
-    read no outline (``none``, ``lead``), whose collections keep their keys."""
-    if context not in ("headings", "sections"):
+    leads chunks, so a change there makes such collections anew; empty for ``none`` (chunks alone), whose
+    collections keep their keys."""
+    if context == "none":
         return {}
     import c2v_rag.documents.chunking
     import c2v_rag.documents.outline

@@ -22,25 +22,42 @@ from score import paired
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pair", nargs=3, action="append", required=True, metavar=("RUN", "BASE", "NAME"))
+    parser.add_argument("--pair", nargs=3, action="append", default=[], metavar=("RUN", "BASE", "NAME"))
+    parser.add_argument(
+        "--across",
+        nargs=4,
+        action="append",
+        default=[],
+        metavar=("RUN", "BASE", "OTHER_RUN", "NAME"),
+        help="row BASE of RUN against row NAME of OTHER_RUN (the same questions, code of two commits)",
+    )
     parser.add_argument("--metric", default="mrr@10")
     args = parser.parse_args(argv)
+    pairs = [(run, base, run, name) for run, base, name in args.pair] + [tuple(four) for four in args.across]
+    if not pairs:
+        parser.error("pass at least one --pair or --across")
 
     bases: list[float] = []
     names: list[float] = []
-    for run, base, name in args.pair:
-        rows = json.loads(Path(run).read_text(encoding="utf-8"))["rows"]
-        missing = [row for row in (base, name) if row not in rows]
-        if missing:
-            raise SystemExit(f"{run} has no row {missing[0]!r}; its rows: {', '.join(rows)}")
-        a = [q[args.metric] for q in rows[base]["per_question"]]
-        b = [q[args.metric] for q in rows[name]["per_question"]]
+    for base_run, base, name_run, name in pairs:
+        a = _scores(base_run, base, args.metric)
+        b = _scores(name_run, name, args.metric)
+        if len(a) != len(b):
+            raise SystemExit(f"{base!r} has {len(a)} questions and {name!r} {len(b)}: not the same questions")
         one = paired(a, b)
-        print(f"{run}: {name} - {base}: {_shown(one)} over {len(a)} questions")
+        where = base_run if base_run == name_run else f"{base_run} / {name_run}"
+        print(f"{where}: {name} - {base}: {_shown(one)} over {len(a)} questions")
         bases += a
         names += b
     print(f"pooled, {args.metric}: {_shown(paired(bases, names))} over {len(bases)} questions")
     return 0
+
+
+def _scores(run: str, row: str, metric: str) -> list[float]:
+    rows = json.loads(Path(run).read_text(encoding="utf-8"))["rows"]
+    if row not in rows:
+        raise SystemExit(f"{run} has no row {row!r}; its rows: {', '.join(rows)}")
+    return [q[metric] for q in rows[row]["per_question"]]
 
 
 def _shown(result: dict) -> str:

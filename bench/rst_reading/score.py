@@ -117,8 +117,9 @@ def ensure_ingested(cache: Path, digest: str, reading: str, context: str = DEFAU
     # The rst reading's collection is made again when its reader changes.
     reader = hashlib.sha256(Path(restructuredtext.__file__).read_bytes()).hexdigest() if reading == "rst" else None
     fields = {"corpus": digest, "reading": reading, "reader": reader, "c2v_rag": c2v_rag.__version__}
-    if context != DEFAULT_CONTEXT:  # the default's collections keep their keys
-        fields |= {"chunk_context": context, **chunker_key(context)}
+    if context != DEFAULT_CONTEXT:
+        fields["chunk_context"] = context
+    fields |= chunker_key(context)
     key = json.dumps(fields, sort_keys=True)
     folder = cache / "collections" / hashlib.sha256(key.encode()).hexdigest()[:20]
     done = folder / "complete.json"

@@ -16,6 +16,7 @@ do not overlap across a section break (a paragraph break, where overlap matters 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -82,6 +83,8 @@ PATH_CHARS = 200
 PATH_SEPARATOR = " › "
 # A first paragraph of one line up to this long is taken for a title (where it is no Markdown heading).
 TITLE_CHARS = 200
+# A paragraph that is a Markdown ATX heading (``## Usage``; ``#include`` is none).
+_ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 
 
 def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
@@ -90,15 +93,17 @@ def document_lead(text: str, max_chars: int = LEAD_CHARS) -> str:
     most :data:`TITLE_CHARS` characters) and
     the next one, cut to ``max_chars`` characters on a word boundary. A Markdown page or a man page gives its
     title and the line under it (``elf(5)`` / ``elf - format of Executable and Linking Format (ELF) files``),
-    a record with a title the title and the start of its text; a text of one paragraph, or one that opens with
-    a paragraph of prose, gives none ("")."""
+    a record with a title the title and the start of its text; a page whose next paragraph is a heading (it opens
+    with a section: ``Git User Manual`` / ``# Introduction``) its title alone, as that section is not where its
+    later chunks are; a text of one paragraph, or one that opens with a paragraph of prose, gives none ("")."""
     paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
     if len(paragraphs) < 2:  # no title above a text: one paragraph, or none
         return ""
     first = _underlined_title(paragraphs[0]) or paragraphs[0]
     if not first.startswith("#") and ("\n" in first or len(first) > TITLE_CHARS):
         return ""
-    return cut_at_word("\n".join([first.lstrip("#").strip(), *paragraphs[1:2]]).strip(), max_chars)
+    under = [] if _ATX_HEADING.match(paragraphs[1]) or _underlined_title(paragraphs[1]) else paragraphs[1:2]
+    return cut_at_word("\n".join([first.lstrip("#").strip(), *under]).strip(), max_chars)
 
 
 def section_lead(opening: str, path: tuple[str, ...], max_chars: int = PATH_CHARS) -> str:

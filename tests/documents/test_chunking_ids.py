@@ -191,6 +191,10 @@ def test_document_lead_is_the_opening_cut_on_a_word():
         "elf(5)\nelf - format of ELF files"
     )
     assert document_lead("A title\n\nIts text.") == "A title\nIts text." and document_lead(" \n") == ""
+    # A page that opens with a section: its later chunks are not all in that section, so the title alone.
+    assert document_lead("# Git User Manual\n\n## Introduction\n\nGit is fast.") == "Git User Manual"
+    assert document_lead("Manual\n======\n\nIntroduction\n------------\n\nText.") == "Manual"
+    assert document_lead("# Build\n\n#include <x.h> first.\n\nMore.") == "Build\n#include <x.h> first."
     # A text that opens with prose has no title to lead with.
     assert document_lead(make_text(1, sentences=8) + "\n\nMore.") == ""
     assert document_lead("Two lines\nof prose.\n\nMore.") == "" and document_lead("One paragraph.") == ""
