@@ -91,7 +91,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--chunk-context",
         choices=get_args(ChunkContext),
         default=None,
-        help="lead: each chunk after a document's first starts with the document's title and the line under it; "
+        help="lead: each chunk after a document's first starts with the document's title and the line under it "
+        "(the title alone where that line is a heading); "
         "headings: also with the headings above the chunk (Title › Chapter › Section); sections: as headings, "
         "with chunks cut at headings; none: chunks alone "
         "(default: what the collection recorded, else lead)",

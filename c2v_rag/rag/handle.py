@@ -289,7 +289,8 @@ class Collection:
                 embeds queries at that size (None: what an existing collection recorded, else the whole vector).
             chunk_context: ``"lead"`` (the default for a new collection) starts each chunk after a document's
                 first with the document's opening where it opens with a title (the title and the line under it, at
-                most 200 characters; the point's ``lead_chars`` metadata counts them), stored and embedded with the
+                most 200 characters, the title alone where that line is a heading; the point's ``lead_chars``
+                metadata counts them), stored and embedded with the
                 chunk; ``"headings"``, that opening with the headings the chunk lies under after the title (``Title ›
                 Chapter › Section``, its title line), for long pages; ``"sections"``, as ``"headings"``, with chunks
                 cut at headings (whole short sections share a chunk, a long one is cut inside itself);

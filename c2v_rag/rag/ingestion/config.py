@@ -92,7 +92,8 @@ class IngestConfig(FileSelection):
     chunk_context: ChunkContext | None = Field(
         default=None,
         description="'lead': each chunk after a document's first starts with the document's opening where it opens "
-        "with a title (the title and the line under it, at most 200 characters), stored and embedded with it; "
+        "with a title (the title and the line under it, at most 200 characters; the title alone where that line "
+        "is a heading), stored and embedded with it; "
         "'headings': that opening with the headings the chunk lies under after the title (Title › Chapter › "
         "Section, the innermost 200 characters of them); 'sections': as 'headings', and chunks cut at headings "
         "(short sections share a chunk, a long one is cut inside itself); 'none': chunks alone. The collection "
