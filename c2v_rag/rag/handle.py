@@ -290,13 +290,12 @@ class Collection:
             chunk_context: ``"lead"`` (the default for a new collection) starts each chunk after a document's
                 first with the document's opening where it opens with a title (the title and the line under it, at
                 most 200 characters, the title alone where that line is a heading; the point's ``lead_chars``
-                metadata counts them), stored and embedded with the
-                chunk; ``"headings"``, that opening with the headings the chunk lies under after the title (``Title ›
-                Chapter › Section``, its title line), for long pages; ``"sections"``, as ``"headings"``, with chunks
-                cut at headings (whole short sections share a chunk, a long one is cut inside itself);
-                ``"none"``, chunks alone. The collection records it, and a later ingest into it uses what it
-                recorded (None: that; a collection made before it was recorded, or by another tool, stays
-                ``"none"``).
+                metadata counts them), stored and embedded with the chunk; ``"headings"``, that opening with the
+                headings the chunk lies under after the title (``Title › Chapter › Section``, its title line), for
+                long pages; ``"sections"``, as ``"headings"``, with chunks cut at headings (whole short sections
+                share a chunk, a long one is cut inside itself); ``"none"``, chunks alone. The collection records
+                it, and a later ingest into it uses what it recorded (None: that; a collection made before it was
+                recorded, or by another tool, stays ``"none"``).
             decoder_max_length: the decoder tokens each chunk is read with (the encoder, and through it the
                 Contextual token, reads all of it); 0 reads whole chunks. The collection records it, and a later
                 ingest into it uses what it recorded (None: that, whole chunks where it records none; for a new
