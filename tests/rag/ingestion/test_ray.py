@@ -260,10 +260,14 @@ def test_ray_refuses_a_mismatched_collection_before_writing(tmp_path, tiny_varia
     assert points(tmp_path).keys() == before.keys()
 
 
-def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(tmp_path, sources, tiny_variant, ingest_config):
+@pytest.mark.parametrize("context", ["headings", "sections"])
+def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(
+    tmp_path, sources, tiny_variant, ingest_config, context
+):
     # Chunks after a document's first lead with its opening and the headings above them on both engines (the Ray
-    # chunking tasks too), and the decoder reads 12 tokens of each on both (the actors' EmbedJob carries it).
-    ingest_config = ingest_config.model_copy(update={"chunk_context": "headings", "decoder_max_length": 12})
+    # chunking tasks too; "sections" also cuts them at headings there), and the decoder reads 12 tokens of each on
+    # both (the actors' EmbedJob carries it).
+    ingest_config = ingest_config.model_copy(update={"chunk_context": context, "decoder_max_length": 12})
     local = c2v_rag.embed(sources, tmp_path / "local", model=str(tiny_variant), config=ingest_config)
     on_ray = c2v_rag.embed(
         sources,
