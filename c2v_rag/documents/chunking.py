@@ -370,7 +370,7 @@ class TokenChunker:
         for offset, section in sections(text, self.section_chars):
             if self.context == "sections" and outline is not None:
                 # The whole text's headings, not the section's own: a section may start inside a code block.
-                inside = [start - offset for start in outline.offsets if offset < start < offset + len(section)]
+                inside = [start - offset for start in outline.starts(offset, offset + len(section))]
                 pieces = self._cut_at_headings(section, inside)
             else:
                 pieces = self._cut(section, 0, None)

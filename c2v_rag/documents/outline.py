@@ -87,10 +87,10 @@ class Outline:
             stack.append(heading)
             self._paths.append(tuple(open_heading.text for open_heading in stack))
 
-    @property
-    def offsets(self) -> tuple[int, ...]:
-        """Where each heading's line starts, in order, the title aside."""
-        return tuple(self._offsets)
+    def starts(self, begin: int, end: int) -> list[int]:
+        """Where the headings whose lines start strictly between ``begin`` and ``end`` start, in order, the title
+        aside."""
+        return self._offsets[bisect.bisect_right(self._offsets, begin) : bisect.bisect_left(self._offsets, end)]
 
     def path(self, offset: int) -> tuple[str, ...]:
         """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
