@@ -38,16 +38,23 @@ class Heading:
 def headings(text: str) -> list[Heading]:
     """``text``'s headings in order, ATX (``## Usage``) and setext (a line over ``===`` or ``---``), each with its
     text as a reader sees it (code spans and emphasis as their characters); empty headings left out."""
-    line_starts = [0, *(match.end() for match in _LINE_BREAK.finditer(text))]
+    return _parse(text)[0]
+
+
+def _parse(text: str, at: int = 0) -> tuple[list[Heading], list[int]]:
+    """``text``'s headings, and where its top-level blocks (paragraphs, headings, code blocks, lists, quotes)
+    start, as offsets plus ``at``."""
     tokens = block_parser().parse(text)
+    line_starts = [0, *(match.end() for match in _LINE_BREAK.finditer(text))]
     found = []
     for opening, inline in zip(tokens, tokens[1:], strict=False):
         if opening.type != "heading_open" or opening.map is None:
             continue
         shown = _shown(inline.content)
         if shown:
-            found.append(Heading(line_starts[opening.map[0]], int(opening.tag[1:]), shown))
-    return found
+            found.append(Heading(at + line_starts[opening.map[0]], int(opening.tag[1:]), shown))
+    blocks = [at + line_starts[token.map[0]] for token in tokens if token.level == 0 and token.map is not None]
+    return found, blocks
 
 
 def _shown(content: str) -> str:
@@ -70,35 +77,82 @@ _SHOWN_AS: dict[str, Callable[[Token], str]] = {
 }
 
 
-class Outline:
-    """The headings of one text, to ask which of them a character lies under."""
+# Characters of a text parsed at a time (more where one block, a long code block, fills them): an outline is found
+# as far as chunks ask, so a long text's first chunks do not wait for its whole parse, and the parser's tokens never
+# cover more than a window (a 5 MB Markdown text parsed whole held 35 MiB of them).
+WINDOW_CHARS = 65536
 
-    def __init__(self, text: str) -> None:
-        opening = len(text) - len(text.lstrip())
+
+class Outline:
+    """The headings of one text, to ask which of them a character lies under.
+
+    The text is parsed a window at a time, as far as the questions reach. A window's last top-level block may run
+    on past it, so that block's headings wait for the next window, which starts where the block does: parsed from
+    a top-level block's start, a text's blocks are the whole text's from there on.
+    """
+
+    def __init__(self, text: str, window: int = WINDOW_CHARS) -> None:
+        self._text = text
+        self._window = window
         # A heading that opens the text is its title, which the document's lead already gives.
-        found = [heading for heading in headings(text) if heading.offset > opening]
-        self._offsets = [heading.offset for heading in found]
+        self._opening = len(text) - len(text.lstrip())
+        # Every heading that starts before this offset is found; the parse goes on from here.
+        self._settled = 0
+        self._offsets: list[int] = []
         # The headings open below each one, itself last: a heading closes those of its level and deeper.
         self._paths: list[tuple[str, ...]] = []
-        stack: list[Heading] = []
-        for heading in found:
-            while stack and stack[-1].level >= heading.level:
-                stack.pop()
-            stack.append(heading)
-            self._paths.append(tuple(open_heading.text for open_heading in stack))
+        self._open: list[Heading] = []
 
     def starts(self, begin: int, end: int) -> list[int]:
         """Where the headings whose lines start strictly between ``begin`` and ``end`` start, in order, the title
         aside."""
+        self._settle(end)
         return self._offsets[bisect.bisect_right(self._offsets, begin) : bisect.bisect_left(self._offsets, end)]
 
     def path(self, offset: int) -> tuple[str, ...]:
         """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
         heading's line, those it lies under: it closes the sections of its level and deeper, and a chunk that opens
         with it shows it."""
+        self._settle(offset + 1)
         above = bisect.bisect_right(self._offsets, offset)
         if not above:
             return ()
         if self._offsets[above - 1] == offset:
             return self._paths[above - 1][:-1]
         return self._paths[above - 1]
+
+    def _settle(self, offset: int) -> None:
+        """Parse on until every heading that starts before ``offset`` is found."""
+        text = self._text
+        size = self._window
+        while self._settled < min(offset, len(text)):
+            begin = self._settled
+            end = _after_line_break(text, begin + size)
+            found, blocks = _parse(text[begin:end], begin)
+            if end < len(text):
+                if len(blocks) < 2 or blocks[-1] <= begin:  # one block fills the window and may run on: widen it
+                    size *= 2
+                    continue
+                found = [heading for heading in found if heading.offset < blocks[-1]]
+            self._settled = blocks[-1] if end < len(text) else len(text)
+            self._add(found)
+            size = self._window
+
+    def _add(self, found: list[Heading]) -> None:
+        for heading in found:
+            if heading.offset <= self._opening:
+                continue
+            while self._open and self._open[-1].level >= heading.level:
+                self._open.pop()
+            self._open.append(heading)
+            self._offsets.append(heading.offset)
+            self._paths.append(tuple(open_heading.text for open_heading in self._open))
+
+
+def _after_line_break(text: str, end: int) -> int:
+    """Where the line that ``end`` falls in ends (after its line break): a window ends at a line's end. The text's
+    end where no line break follows."""
+    if end >= len(text):
+        return len(text)
+    found = _LINE_BREAK.search(text, end)
+    return found.end() if found else len(text)

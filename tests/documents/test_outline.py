@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from rag_helpers import make_text
 
@@ -98,6 +99,57 @@ def test_the_path_at_a_point_is_the_headings_still_open_above_it_the_title_aside
     assert outline.path(0) == () and outline.path(_MANUAL.index("Git is")) == ()
     # A text that opens with prose has no title: its first heading is a section like the others.
     assert Outline("Some prose.\n\n# Usage\n\nRun it.").path(20) == ("Usage",)
+
+
+# Blocks that a window's edge can cut: a fenced block with blank lines and a ``#`` comment, a setext heading whose
+# rule is a line after its title, a list with a heading-like item, a quote, CRLF line breaks, a code block longer
+# than a window.
+_CUTTABLE = "\n\n".join(
+    [
+        "# Handbook",
+        "Opening prose.",
+        "## Build",
+        "```sh\necho 1\n\n# a comment, not a heading\n\necho 2\n```",
+        "Setext section\n--------------",
+        "- one\n\n  # inside an item\n- two",
+        "> quoted\n>\n> # a quoted heading",
+        "### Deeper\r\n\r\nText after CRLF.",
+        "    # indented code\n\n    more code",
+        "```\n" + "\n\n".join(f"line {i}" for i in range(60)) + "\n```",
+        "# Last part",
+        "Closing prose.",
+    ]
+)
+
+
+def test_an_outline_parsed_a_window_at_a_time_is_the_whole_texts():
+    """Windows cut blocks anywhere; the outline still holds the whole text's headings (the parse of the text at
+    once, title aside) with the same paths, on a text built to be cut and on this repository's docs, at window sizes
+    from a few lines to many."""
+    texts = [_CUTTABLE, *(page.read_text() for page in sorted(Path(__file__).parents[2].glob("docs/*.md"))[:8])]
+    for text in texts:
+        whole = Outline(text, window=len(text) + 1)
+        line_starts = [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
+        expected = [whole.path(offset) for offset in line_starts]
+        opening = len(text) - len(text.lstrip())
+        headings_below_title = [h.offset for h in headings(text) if h.offset > opening]
+        assert whole.starts(-1, len(text) + 1) == headings_below_title
+        for window in (16, 200, 4096):
+            windowed = Outline(text, window=window)
+            assert [windowed.path(offset) for offset in line_starts] == expected, window
+            assert Outline(text, window=window).starts(-1, len(text) + 1) == headings_below_title, window
+    assert [h.text for h in headings(_CUTTABLE)] == ["Handbook", "Build", "Setext section", "inside an item",
+                                                     "a quoted heading", "Deeper", "Last part"]  # fmt: skip
+    assert Outline(_CUTTABLE, window=16).path(_CUTTABLE.index("line 59")) == ("a quoted heading", "Deeper")
+
+
+def test_an_outline_parses_only_as_far_as_it_is_asked():
+    """A long text's first paths come from its first window's parse, not the whole text's."""
+    text = "# Title\n\n" + "\n\n".join(f"## Part {i}\n\nText {i}." for i in range(5000))
+    outline = Outline(text, window=1000)
+    assert outline.path(text.index("Text 3.")) == ("Part 3",)
+    assert outline._settled < 2000 < len(text)  # noqa: SLF001 (how far the parse went)
+    assert outline.path(text.index("Text 4999.")) == ("Part 4999",) and outline._settled == len(text)  # noqa: SLF001
 
 
 def test_a_section_lead_names_the_title_then_the_headings_then_the_opening():
