@@ -143,7 +143,7 @@ def test_an_info_manual_gives_a_document_per_node_with_what_a_reader_searches_fo
         "for the opposite case, and see the lunar cycle for the dates.  See Neap tides. How high they run: "
         "see Their height.\n\n"
         "## 1.1 Their height\n\n"
-        "The range is about a fifth above the mean.\n"
+        "The range is about a fifth above the mean.\n\n"  # the rule underlines nothing: not a Markdown heading
         "--------------\n"
         "A line of dashes that underlines nothing."
     )

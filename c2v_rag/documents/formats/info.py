@@ -164,8 +164,11 @@ def node_text(body: str) -> str:
 
 def _heading(match: re.Match[str]) -> str:
     title, mark = match.group(1).rstrip(), match.group(2)
-    if len(match.group(0).split("\n")[1].rstrip()) != len(title):
-        return match.group(0)  # a rule of another length is a line of the text, not a heading's underline
+    line, rule = match.group(0).split("\n")
+    if len(rule.rstrip()) != len(title):
+        # A rule of another length is a line of the text, not a heading's underline; in the Markdown a node is read
+        # as, a line of "-" or "=" right under text would underline it, so a blank line keeps it a rule.
+        return f"{line}\n\n{rule}" if mark in "-=" else match.group(0)
     return f"{_LEVELS[mark]} {title}"
 
 
