@@ -200,12 +200,22 @@ def _score_kind(args: argparse.Namespace) -> str | None:
     return _SCORE_KINDS[args.fusion if args.mode == "hybrid" else args.mode]
 
 
-def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:
-    """Each hit as a line (rank, score, source, chunk) and an indented one-line snippet of its text, under a
-    line saying what the scores are when they are not cosines."""
-    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, NODE_KEY, PAGE_LABEL_KEY, ROW_KEY, SHEET_KEY
+# The most characters of a hit's section that its line shows: the innermost headings, where they run longer.
+SECTION_CHARS = 60
 
-    where_in_file = ((PAGE_LABEL_KEY, "p. {}"), (SHEET_KEY, "sheet {}"), (ROW_KEY, "row {}"), (NODE_KEY, "node {}"))
+
+def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = None) -> None:
+    """Each hit as a line (rank, score, source, where in it, chunk) and an indented one-line snippet of its text,
+    under a line saying what the scores are when they are not cosines."""
+    from c2v_rag.documents.payload_keys import LEAD_CHARS_KEY, NODE_KEY, PAGE_LABEL_KEY, ROW_KEY, SECTION_KEY, SHEET_KEY
+
+    where_in_file = (
+        (PAGE_LABEL_KEY, "p. {}"),
+        (SHEET_KEY, "sheet {}"),
+        (ROW_KEY, "row {}"),
+        (NODE_KEY, "node {}"),
+        (SECTION_KEY, "§ {}"),
+    )
 
     if not hits:
         print("no results")
@@ -215,9 +225,11 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         # One hit a line: a control character in a file's name (a newline) is shown escaped, as ls -b shows it.
         where = one_line(str(hit.source or hit.doc_id or hit.id))
         # Where in its file the hit is: a PDF's page (a deck's slide), a workbook's sheet, a table's row, a manual's
-        # node.
+        # node, the section of a page with headings.
         for key, shown in where_in_file:
             value = hit.metadata.get(key)
+            if key == SECTION_KEY and isinstance(value, str):
+                value = innermost(one_line(value), SECTION_CHARS)
             where += f"  {shown.format(value)}" if value not in (None, "") else ""
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
         fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
@@ -225,6 +237,20 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         # The chunk's own text: a lead (its document's title, ingest's chunk_context="lead") is not what was found.
         if snippet_chars:
             print("    " + snippet(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :], snippet_chars))
+
+
+def innermost(section: str, chars: int) -> str:
+    """A section's path (``A › B › C``) cut to about ``chars`` characters from its start, whole headings at a
+    time, the innermost always kept: ``… › B › C``."""
+    from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
+
+    if len(section) <= chars:
+        return section
+    headings = section.split(SECTION_SEPARATOR)
+    kept = [headings.pop()]
+    while headings and len(SECTION_SEPARATOR.join(["…", headings[-1], *kept])) <= chars:
+        kept.insert(0, headings.pop())
+    return SECTION_SEPARATOR.join(["…", *kept] if headings else kept)
 
 
 def snippet(text: str, chars: int) -> str:

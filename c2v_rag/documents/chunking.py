@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from c2v_rag.documents.outline import Outline
+from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
 from c2v_rag.encode.splitting import check_overlap, make_splitter, piece_length, sections, token_count
 
 if TYPE_CHECKING:
@@ -79,8 +80,6 @@ _OUTLINED: tuple[ChunkContext, ...] = ("headings", "sections")
 LEAD_CHARS = 200
 # The most of the headings above a chunk that lead it (section_lead): the innermost, where they run longer.
 PATH_CHARS = 200
-# Between the headings of a path (a breadcrumb, as documentation sites show one).
-PATH_SEPARATOR = " › "
 # A first paragraph of one line up to this long is taken for a title (where it is no Markdown heading).
 TITLE_CHARS = 200
 # A paragraph that is a Markdown ATX heading (``## Usage``; ``#include`` is none).
@@ -114,13 +113,13 @@ def section_lead(opening: str, path: tuple[str, ...], max_chars: int = PATH_CHAR
     chunk the lead is ``opening`` alone, and with no opening the headings alone."""
     headings: list[str] = []
     for heading in reversed(path):
-        if headings and len(PATH_SEPARATOR.join([heading, *headings])) > max_chars:
+        if headings and len(SECTION_SEPARATOR.join([heading, *headings])) > max_chars:
             break
         headings.insert(0, heading)
     if not headings:
         return opening
     title, _, rest = opening.partition("\n")
-    crumbs = PATH_SEPARATOR.join([title, *headings] if title else headings)
+    crumbs = SECTION_SEPARATOR.join([title, *headings] if title else headings)
     return "\n".join([cut_at_word(crumbs, LEAD_CHARS + max_chars), *([rest] if rest else [])])
 
 
@@ -145,7 +144,8 @@ def _underlined_title(paragraph: str) -> str | None:
 
 @dataclass(frozen=True)
 class Chunk:
-    """A piece of a document: its text, position among the document's chunks and char span."""
+    """A piece of a document: its text, position among the document's chunks and char span, and the headings of
+    the section it starts in (outermost first, the document's title aside; none in plain text)."""
 
     text: str
     index: int
@@ -154,6 +154,7 @@ class Chunk:
     # Characters of ``text`` before the document's own (the lead and a blank line): ``text[lead_chars:]`` is
     # the span ``start_char:end_char`` of the document.
     lead_chars: int = 0
+    section: tuple[str, ...] = ()
 
 
 def _lead_limits(
@@ -325,30 +326,31 @@ class TokenChunker:
             return self._section_chars
         return max(MIN_SECTION_CHARS, _CHUNKS_PER_SECTION * 4 * self.chunk_size)
 
-    def chunk(self, text: str) -> list[Chunk]:
+    def chunk(self, text: str, *, plain_text: bool = False) -> list[Chunk]:
         """All of ``text``'s chunks (see :meth:`iter_chunks`)."""
-        return list(self.iter_chunks(text))
+        return list(self.iter_chunks(text, plain_text=plain_text))
 
-    def iter_chunks(self, text: str, lead: str | None = None) -> Iterator[Chunk]:
+    def iter_chunks(self, text: str, lead: str | None = None, *, plain_text: bool = False) -> Iterator[Chunk]:
         """``text``'s chunks in order, produced one section at a time, each after the first led as the chunker's
         ``context`` says (the document's opening is ``lead`` where the document's reader gave one, else
-        :func:`document_lead` of ``text``)."""
-        outline = Outline(text) if self.context in _OUTLINED else None
+        :func:`document_lead` of ``text``), each with the section it starts in (none where ``plain_text``: the
+        text is no Markdown, and its ``#`` lines no headings)."""
+        outline = None if plain_text else Outline(text)
         chunks = self._split(text, outline)
-        if self.context == "none":
-            yield from chunks
-            return
-        opening = document_lead(text) if lead is None else cut_at_word(lead)
+        opening = ""
+        if self.context != "none":
+            opening = document_lead(text) if lead is None else cut_at_word(lead)
         for chunk in chunks:
-            lead = opening
             if outline is not None and chunk.start_char is not None:
+                chunk = replace(chunk, section=outline.section(chunk.start_char))
+            lead = opening
+            if self.context in _OUTLINED and outline is not None and chunk.start_char is not None:
                 lead = section_lead(opening, outline.path(chunk.start_char))
             fitted = self._fit_lead(lead, chunk.text) if chunk.index and lead else ""
-            if not fitted:
-                yield chunk
-                continue
-            prefix = f"{fitted}\n\n"
-            yield Chunk(prefix + chunk.text, chunk.index, chunk.start_char, chunk.end_char, len(prefix))
+            if fitted:
+                prefix = f"{fitted}\n\n"
+                chunk = replace(chunk, text=prefix + chunk.text, lead_chars=len(prefix))
+            yield chunk
 
     def _fit_lead(self, lead: str, text: str) -> str:
         """``lead``, or its longest word prefix, that fits before ``text`` within every token budget ("" if

@@ -77,6 +77,9 @@ _SHOWN_AS: dict[str, Callable[[Token], str]] = {
 }
 
 
+# What every heading's source holds, in or out of a quote or a list: a "#" before a space or a line's end (ATX), or a
+# line that ends in "=" or "-" (a setext underline). A text without either has no heading and is not parsed.
+_MAYBE_HEADING = re.compile(r"#(?=[ \t\r\n]|\Z)|[=-][ \t]*(?=[\r\n]|\Z)")
 # Characters of a text parsed at a time (more where one block, a long code block, fills them): an outline is found
 # as far as chunks ask, so a long text's first chunks do not wait for its whole parse, and the parser's tokens never
 # cover more than a window (a 5 MB Markdown text parsed whole held 35 MiB of them).
@@ -97,7 +100,7 @@ class Outline:
         # A heading that opens the text is its title, which the document's lead already gives.
         self._opening = len(text) - len(text.lstrip())
         # Every heading that starts before this offset is found; the parse goes on from here.
-        self._settled = 0
+        self._settled = 0 if _MAYBE_HEADING.search(text) else len(text)
         self._offsets: list[int] = []
         # The headings open below each one, itself last: a heading closes those of its level and deeper.
         self._paths: list[tuple[str, ...]] = []
@@ -109,17 +112,20 @@ class Outline:
         self._settle(end)
         return self._offsets[bisect.bisect_right(self._offsets, begin) : bisect.bisect_left(self._offsets, end)]
 
+    def section(self, offset: int) -> tuple[str, ...]:
+        """The headings of the section the character at ``offset`` is in, outermost first, the title aside: at a
+        heading's line, that heading's section."""
+        self._settle(offset + 1)
+        above = bisect.bisect_right(self._offsets, offset)
+        return self._paths[above - 1] if above else ()
+
     def path(self, offset: int) -> tuple[str, ...]:
         """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
         heading's line, those it lies under: it closes the sections of its level and deeper, and a chunk that opens
         with it shows it."""
-        self._settle(offset + 1)
-        above = bisect.bisect_right(self._offsets, offset)
-        if not above:
-            return ()
-        if self._offsets[above - 1] == offset:
-            return self._paths[above - 1][:-1]
-        return self._paths[above - 1]
+        section = self.section(offset)
+        at = bisect.bisect_left(self._offsets, offset)
+        return section[:-1] if at < len(self._offsets) and self._offsets[at] == offset else section
 
     def _settle(self, offset: int) -> None:
         """Parse on until every heading that starts before ``offset`` is found."""

@@ -20,6 +20,13 @@ LEAD_CHARS_KEY = "lead_chars"
 # The page a chunk of a paged document (a PDF) starts on, as the document labels it; LlamaIndex's and LangChain's
 # PDF readers' name. Not reserved: a framework document read by their PDF readers brings it in its own metadata.
 PAGE_LABEL_KEY = "page_label"
+# The headings of the section a chunk starts in, outermost first and joined by " › " (the document's title aside):
+# ``Repositories and branches › Merging``, for a citation and for the LLM that reads the chunk. Not reserved: a
+# document's own ``section`` stays.
+SECTION_KEY = "section"
+# Between the headings of a section's path (a breadcrumb, as documentation sites show one): the section field's, and
+# that of the lead of chunk_context="headings".
+SECTION_SEPARATOR = " › "
 # The row of a table (CSV, TSV) a chunk's document is, under its header; LangChain's CSV loader's name. Not reserved.
 ROW_KEY = "row"
 # The sheet of a workbook (.xlsx) a row is on. Not reserved.

@@ -31,6 +31,8 @@ class SourceDocument:
     each chunk records the label of the page it starts on (``page_label``). ``lead`` is what leads the
     document's later chunks where its reader knows better than the text's opening (a PDF's title, without
     the author lines under it); None: :func:`~c2v_rag.documents.chunking.document_lead` of the text.
+    ``plain_text`` says that the text is plain, not the Markdown that readers give structured documents as: its
+    ``#`` lines are comments or shell prompts, not headings, so its chunks lie in no section.
     """
 
     doc_id: str
@@ -40,6 +42,7 @@ class SourceDocument:
     source_root: str | None = None
     pages: tuple[tuple[int, str], ...] = ()
     lead: str | None = None
+    plain_text: bool = False
 
     def with_root(self, root: str) -> SourceDocument:
         return dataclasses.replace(self, source_root=root)

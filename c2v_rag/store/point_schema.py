@@ -38,6 +38,8 @@ from c2v_rag.documents.payload_keys import (
     LEAD_CHARS_KEY,
     PAGE_LABEL_KEY,
     PAYLOAD_METADATA_KEY,
+    SECTION_KEY,
+    SECTION_SEPARATOR,
 )
 from c2v_rag.documents.payload_keys import NODE_KEYS as _NODE_KEYS
 
@@ -111,6 +113,8 @@ class ChunkFields(Protocol):
     def end_char(self) -> int | None: ...
     @property
     def lead_chars(self) -> int: ...
+    @property
+    def section(self) -> tuple[str, ...]: ...
 
 
 def chunk_point(doc: DocumentFields, chunk: ChunkFields) -> tuple[str, dict[str, Any]]:
@@ -130,6 +134,8 @@ def chunk_metadata(doc: DocumentFields, chunk: ChunkFields) -> dict[str, Any]:
     page = doc.page_at(chunk.start_char) if chunk.start_char is not None else None
     if page is not None:
         metadata[PAGE_LABEL_KEY] = page
+    if chunk.section:
+        metadata.setdefault(SECTION_KEY, SECTION_SEPARATOR.join(chunk.section))
     if chunk.lead_chars:
         metadata[LEAD_CHARS_KEY] = chunk.lead_chars
     return metadata

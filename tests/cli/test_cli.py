@@ -118,6 +118,40 @@ def test_ingest_and_search_print_readable_results(folder, tmp_path, tiny_variant
         assert lines[2 * rank - 2].startswith(f"{rank:2d}. {hit.score:.4f}  {hit.source}  (chunk {hit.chunk_index})")
 
 
+def test_search_shows_the_section_each_hit_starts_in(tmp_path, tiny_variant, capsys):
+    """A hit from a page with headings names its section (the innermost headings where the path runs long); one
+    from plain text names none, its "#" line being a root prompt."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    moon = "The Moon and the Sun pulling on the sea in the spring and neap weeks"
+    page = f"# Tides\n\nThe sea's rise and fall.\n\n## Causes\n\n{make_text(2)}\n\n### {moon}\n\n{make_text(3)}"
+    (docs / "tides.md").write_text(page, encoding="utf-8")
+    (docs / "setup.txt").write_text(f"Setup\n\n{make_text(4)}\n\n# apt install tides\n\n{make_text(5)}")
+    common = ingested(docs, tmp_path, tiny_variant, "sections")
+    capsys.readouterr()
+    query = make_text(3)[:40]
+    hits = c2v_rag.search(query, top_k=100, path=common[1], collection="sections", rerank=None)
+    assert len({hit.source for hit in hits}) == 2
+    shown = {}
+    for hit in hits:
+        assert hit.start_char is not None
+        if hit.source.endswith(".txt"):
+            expected = None
+        elif hit.start_char < page.index("## Causes"):
+            expected = None  # under the title alone
+        else:
+            expected = "Causes" + f" › {moon}" * (hit.start_char >= page.index(f"### {moon}"))
+        assert hit.metadata.get("section") == expected, (hit.source, hit.start_char)
+        shown[hit.id] = {None: None, "Causes": "§ Causes", f"Causes › {moon}": f"§ … › {moon}"}[expected]
+    assert set(shown.values()) == {None, "§ Causes", f"§ … › {moon}"}
+    assert main(["search", query, *common, "--top-k", "100", "--rerank", "none", "--snippet-chars", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(hits)
+    for line, hit in zip(lines, hits):
+        where = f"{hit.source}  {shown[hit.id]}  (chunk" if shown[hit.id] else f"{hit.source}  (chunk"
+        assert where in line, line
+
+
 def test_errors_are_one_line_with_the_fix(tmp_path, tiny_variant, capsys):
     assert (
         main(

@@ -195,8 +195,10 @@ def test_the_command_lines_hits_name_their_node(tmp_path: Path, tiny_variant, ca
     capsys.readouterr()
     assert main(["search", "quarter moons", *store, "--top-k", "10", "--rerank", "none", "--snippet-chars", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    nodes = [re.search(r"tides\.info  node (.+)  \(chunk \d+\)$", line) for line in lines]
+    nodes = [re.search(r"tides\.info  node (.+?)(?:  § (.+))?  \(chunk \d+\)$", line) for line in lines]
     assert all(nodes) and {m.group(1) for m in nodes if m} == {"Neap tides", "Spring tides", "Top"}, lines
+    # A chunk under a node's section heading names it too (the node's own heading is its title).
+    assert {(m.group(1), m.group(2)) for m in nodes if m and m.group(2)} == {("Spring tides", "1.1 Their height")}
 
 
 def test_a_manual_is_read_in_the_encoding_it_names_its_split_parts_in_their_main_files(tmp_path: Path):

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rag_helpers import make_text
 
-from c2v_rag.documents.chunking import PATH_SEPARATOR, TokenChunker, document_lead, section_lead
+from c2v_rag.documents.chunking import TokenChunker, document_lead, section_lead
 from c2v_rag.documents.outline import Heading, Outline, headings
+from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
 
 _MANUAL = """# Git User Manual
 
@@ -65,11 +66,15 @@ def test_headings_are_commonmarks_with_their_shown_text_and_line_offsets():
     assert headings("") == [] and headings("#\n\nNo heading with text.") == []
 
 
+# The headings of _MANUAL under its title, with their levels, as written.
+_WRITTEN = {"Repositories and branches": 1, "How to get a repository": 2, "Understanding history": 2, "Commits": 3,
+            "Merging": 2, "Exploring history": 1}  # fmt: skip
+
+
 def _paths_by_hand(text: str) -> dict[int, tuple[str, ...]]:
     """Every line start's path, from the headings listed by hand in the order they stand (independent of the
     parser): each closes those of its level and deeper, from its own line on."""
-    written = {"Repositories and branches": 1, "How to get a repository": 2, "Understanding history": 2,
-               "Commits": 3, "Merging": 2, "Exploring history": 1}  # fmt: skip
+    written = _WRITTEN
     stack: list[tuple[int, str]] = []
     paths = {}
     for match in re.finditer(r"^.*$", text, re.MULTILINE):
@@ -126,7 +131,17 @@ def test_an_outline_parsed_a_window_at_a_time_is_the_whole_texts():
     """Windows cut blocks anywhere; the outline still holds the whole text's headings (the parse of the text at
     once, title aside) with the same paths, on a text built to be cut and on this repository's docs, at window sizes
     from a few lines to many."""
-    texts = [_CUTTABLE, *(page.read_text() for page in sorted(Path(__file__).parents[2].glob("docs/*.md"))[:8])]
+    # Headings that a text's quick look for candidates must not miss: in a quote, in a list item, with lone CRs.
+    nested = [
+        "Prose.\n\n> # Quoted heading\n\nMore.",
+        "Prose.\n\n- Item title\n  ===\n\nMore.",
+        "Prose.\r\rTitle\r---\rText",
+    ]
+    texts = [
+        _CUTTABLE,
+        *nested,
+        *(page.read_text() for page in sorted(Path(__file__).parents[2].glob("docs/*.md"))[:8]),
+    ]
     for text in texts:
         whole = Outline(text, window=len(text) + 1)
         line_starts = [0, *(m.end() for m in re.finditer(r"\r\n?|\n", text))]
@@ -141,6 +156,7 @@ def test_an_outline_parsed_a_window_at_a_time_is_the_whole_texts():
     assert [h.text for h in headings(_CUTTABLE)] == ["Handbook", "Build", "Setext section", "inside an item",
                                                      "a quoted heading", "Deeper", "Last part"]  # fmt: skip
     assert Outline(_CUTTABLE, window=16).path(_CUTTABLE.index("line 59")) == ("a quoted heading", "Deeper")
+    assert [len(headings(text)) for text in nested] == [1, 1, 1]
 
 
 def test_an_outline_parses_only_as_far_as_it_is_asked():
@@ -150,6 +166,39 @@ def test_an_outline_parses_only_as_far_as_it_is_asked():
     assert outline.path(text.index("Text 3.")) == ("Part 3",)
     assert outline._settled < 2000 < len(text)  # noqa: SLF001 (how far the parse went)
     assert outline.path(text.index("Text 4999.")) == ("Part 4999",) and outline._settled == len(text)  # noqa: SLF001
+    # A text with no line that could be a heading is not parsed at all.
+    prose_text = "Prose - with a dash; C#, #hashtags.\n\nMore prose, a-b-c."
+    prose = Outline(prose_text)
+    assert prose._settled == len(prose_text) and prose.path(10) == ()  # noqa: SLF001
+
+
+def test_each_chunk_knows_the_section_it_starts_in_and_plain_text_has_none(tiny_model):
+    """A chunk's ``section`` is the headings of the section its first character is in (a chunk that opens with a
+    heading is in that heading's section), by a scan of the page by hand; the same in every context. Plain text has
+    no sections: its ``#`` lines are comments and root prompts, and they lead no chunk either."""
+    by_hand = _paths_by_hand(_MANUAL)
+
+    def section_by_hand(offset: int) -> tuple[str, ...]:
+        line = max(start for start in by_hand if start <= offset)
+        first, *after = _MANUAL[line:].split("\n", 2)
+        shown = first.lstrip("#").strip()
+        heading = shown in _WRITTEN and (first.startswith("#") or after[:1] == ["-------"])
+        return by_hand[line] + ((shown,) if heading else ())
+
+    for context in ("none", "lead", "headings", "sections"):
+        chunks = TokenChunker(tiny_model, chunk_size=16, chunk_overlap=2, context=context).chunk(_MANUAL)
+        assert len(chunks) > 8
+        for chunk in chunks:
+            assert chunk.start_char is not None
+            assert chunk.section == section_by_hand(chunk.start_char), (context, chunk.start_char, chunk.text)
+        assert {c.section for c in chunks} >= {("Repositories and branches", "Merging"), ("Exploring history",)}
+    shell = "Install notes\n\n" + "\n\n".join(f"# apt install tide-{i}\n\nThen run it {i} times." for i in range(9))
+    for context in ("headings", "sections"):
+        plain = TokenChunker(tiny_model, chunk_size=16, chunk_overlap=2, context=context).chunk(shell, plain_text=True)
+        assert len(plain) > 4 and all(c.section == () for c in plain)
+        assert all(c.text[: c.lead_chars] in ("", "Install notes\n\n") for c in plain), context
+        as_markdown = TokenChunker(tiny_model, chunk_size=16, chunk_overlap=2, context=context).chunk(shell)
+        assert any(SECTION_SEPARATOR in c.text[: c.lead_chars] for c in as_markdown)
 
 
 def test_a_section_lead_names_the_title_then_the_headings_then_the_opening():
@@ -160,12 +209,12 @@ def test_a_section_lead_names_the_title_then_the_headings_then_the_opening():
         "Git is a fast distributed revision control system."
     )
     assert section_lead(opening, ()) == opening
-    assert section_lead("", path) == PATH_SEPARATOR.join(path)
+    assert section_lead("", path) == SECTION_SEPARATOR.join(path)
     # Headings that run past the limit keep the innermost.
     long = tuple(f"Section {i} " + "x" * 40 for i in range(8))
-    kept = section_lead("Title", long).split(PATH_SEPARATOR)
+    kept = section_lead("Title", long).split(SECTION_SEPARATOR)
     assert kept[0] == "Title" and kept[-1] == long[-1] and 1 < len(kept) - 1 < len(long)
-    assert len(PATH_SEPARATOR.join(kept[1:])) <= 200 < len(PATH_SEPARATOR.join(long[-len(kept) :]))
+    assert len(SECTION_SEPARATOR.join(kept[1:])) <= 200 < len(SECTION_SEPARATOR.join(long[-len(kept) :]))
 
 
 def test_headings_lead_each_chunk_with_its_sections_on_the_same_chunks(tiny_model):
@@ -182,7 +231,7 @@ def test_headings_lead_each_chunk_with_its_sections_on_the_same_chunks(tiny_mode
         assert chunk.text[chunk.lead_chars :] == text[chunk.start_char : chunk.end_char]
         expected = section_lead(document_lead(text), paths(chunk.start_char))
         assert chunk.text[: chunk.lead_chars] == f"{expected}\n\n"
-        with_path += PATH_SEPARATOR in expected
+        with_path += SECTION_SEPARATOR in expected
     assert with_path > len(placed) // 2, "too few chunks under a heading for the test to see a path"
     assert placed[0] == led[0]
 

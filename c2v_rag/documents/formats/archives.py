@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bz2
 import contextvars
+import dataclasses
 import functools
 import gzip
 import itertools
@@ -275,15 +276,8 @@ class _Renamed:
             fields["file_name"] = self.names[1]
         for key, value in metadata.items():
             fields.setdefault(key, value)  # a document of an archive inside this one names the innermost archive
-        return SourceDocument(
-            self.text(doc.doc_id),
-            doc.text,
-            fields,
-            self.text(doc.source) if doc.source is not None else None,
-            doc.source_root,
-            pages=doc.pages,
-            lead=doc.lead,
-        )
+        source = self.text(doc.source) if doc.source is not None else None
+        return dataclasses.replace(doc, doc_id=self.text(doc.doc_id), metadata=fields, source=source)
 
 
 class _MemberLog(ReadLog):

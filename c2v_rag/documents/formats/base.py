@@ -165,12 +165,17 @@ def file_document(
     metadata: dict[str, Any] | None = None,
     pages: Sequence[tuple[int, str]] = (),
     lead: str | None = None,
+    *,
+    plain_text: bool = False,
 ) -> SourceDocument:
     """The document of a whole file: its resolved path for id and ``source``, its name, and ``metadata`` from the
     format (a title); ``pages`` are ``(offset, label)`` pairs where the file's pages start in ``text``, ``lead``
-    what leads its later chunks (None: the text's opening)."""
+    what leads its later chunks (None: the text's opening), ``plain_text`` whether the text is plain rather than
+    Markdown (:class:`~c2v_rag.documents.source_document.SourceDocument`)."""
     fields = {"source": str(file), "file_name": file.name, **(metadata or {})}
-    return SourceDocument(file.as_posix(), text, fields, str(file), root, pages=tuple(pages), lead=lead)
+    return SourceDocument(
+        file.as_posix(), text, fields, str(file), root, pages=tuple(pages), lead=lead, plain_text=plain_text
+    )
 
 
 def titled_document(file: Path, root: str, title: str | None, body: str, *, lead: str | None = None) -> SourceDocument:

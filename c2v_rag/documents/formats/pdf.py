@@ -65,7 +65,9 @@ class Pdf(FileFormat):
         pages = shift_pages(pages, len(text) - len(joined))
         # The title alone leads later chunks: the lines under a PDF's title are its authors and affiliations,
         # and no blank line ends them.
-        yield file_document(file, root, text, {"title": title} if title else None, pages, lead=title or "")
+        yield file_document(
+            file, root, text, {"title": title} if title else None, pages, lead=title or "", plain_text=True
+        )
 
 
 def _pages_and_title(file: Path) -> tuple[list[str], list[str], str | None]:

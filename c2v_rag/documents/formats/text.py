@@ -18,4 +18,4 @@ class PlainText(FileFormat):
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         text = read_text(file, options, log)
         if text is not None:
-            yield file_document(file, root, text)
+            yield file_document(file, root, text, plain_text=True)

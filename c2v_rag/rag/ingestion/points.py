@@ -69,7 +69,7 @@ class DocumentState:
 
 def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
     """``doc``'s chunks in order, with their point ids and payloads (streamed as the splitter cuts)."""
-    for chunk in chunker.iter_chunks(doc.text, doc.lead):
+    for chunk in chunker.iter_chunks(doc.text, doc.lead, plain_text=doc.plain_text):
         pid, payload = chunk_point(doc, chunk)
         yield PendingChunk(pid, chunk.text, payload, doc.source_root, chunk.end_char)
 

@@ -233,6 +233,7 @@ def _doc_row(doc: SourceDocument, weight: float) -> dict[str, Any]:
         "source_root": doc.source_root,
         "pages": json.dumps(doc.pages),
         "lead": json.dumps(doc.lead),  # JSON, as a column of nulls alone would not join one of strings
+        "plain_text": doc.plain_text,
     }
 
 
@@ -246,6 +247,7 @@ def _row_doc(row: dict[str, Any]) -> SourceDocument:
         row["source_root"],
         pages,
         json.loads(row["lead"]),
+        bool(row["plain_text"]),
     )
 
 

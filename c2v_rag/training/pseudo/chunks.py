@@ -51,7 +51,7 @@ def iter_chunks(documents: Iterable[SourceDocument], chunker: TokenChunker) -> I
     for document in documents:
         headings = headings_before(document.text)
         title = document_title(document.text, document.metadata, headings)
-        for chunk in chunker.iter_chunks(document.text, document.lead):
+        for chunk in chunker.iter_chunks(document.text, document.lead, plain_text=document.plain_text):
             start = chunk.start_char if chunk.start_char is not None else 0
             # The heading that opens the chunk counts as its own: a section's first chunk starts with it.
             above = [text for offset, text in headings if offset <= start + 1]

@@ -57,6 +57,8 @@ def sources(tmp_path):
     folder.mkdir()
     for i in range(3):
         (folder / f"note-{i}.txt").write_text(make_text(100 + i))
+    # Plain text: its "#" line is a root prompt, not a heading (no section, and no lead names it).
+    (folder / "note-0.txt").write_text(f"Setup notes\n\n{make_text(100)}\n\n# apt install tides\n\n{make_text(101)}")
     (folder / "readme.md").write_text("# Title\n\n" + make_text(200, sentences=9) + "\n\n## Usage\n\n" + make_text(201))
     with (folder / "records.jsonl").open("w") as handle:
         for i in range(4):
@@ -284,6 +286,13 @@ def test_embed_writes_the_same_ids_texts_and_vectors_on_both_engines(
     texts, indexes = tables[1].column("text").to_pylist(), tables[1].column("chunk_index").to_pylist()
     assert any(i and t.startswith("Title\n") for t, i in zip(texts, indexes)), "no later chunk led by its title"
     assert any(t.startswith("Title › Usage\n") for t in texts), "no chunk led by the heading it lies under"
+    # Each chunk knows its section on both engines (the metadata above are equal): Markdown's, not plain text's.
+    sections = {
+        (json.loads(metadata).get("section"), doc_id.rsplit("/", 1)[-1])
+        for metadata, doc_id in zip(tables[1].column("metadata").to_pylist(), tables[1].column("doc_id").to_pylist())
+    }
+    assert ("Usage", "readme.md") in sections and ("apt install tides", "note-0.txt") not in sections
+    assert not any("apt install" in t.split("\n\n", 1)[0] for t in texts)
     vectors = [np.asarray(t.column("vector").to_pylist(), dtype=np.float32) for t in tables]
     assert pa.types.is_fixed_size_list(tables[1].schema.field("vector").type)
     assert float(np.abs(vectors[0] - vectors[1]).max()) < 1e-5

@@ -28,9 +28,9 @@ def chunked(monkeypatch) -> list[str]:
     texts: list[str] = []
     real = TokenChunker.iter_chunks
 
-    def counting(self, text, lead=None):
+    def counting(self, text, lead=None, **options):
         texts.append(text)
-        return real(self, text, lead)
+        return real(self, text, lead, **options)
 
     monkeypatch.setattr(TokenChunker, "iter_chunks", counting)
     return texts
