@@ -4,8 +4,9 @@ files read as plain text (their source, markup and all, as every ``.rst`` was re
 The corpus is CMake's own documentation, Sphinx sources (``/usr/share/cmake-3.25/Help`` of Debian's ``cmake-data``):
 its ``manual/`` and ``command/`` pages. Each reading is ingested as a user ingests the folder (``c2v_rag.ingest``,
 every setting the default): the ``.rst`` files as they are, and copies renamed ``.txt``, which the plain-text
-format reads. Every question is searched with ``c2v_rag.search_many(top_k=10)`` (first stage). all-MiniLM-L6-v2
-ranks each reading's stored chunks too, so a difference that is the reader's and not the model's shows in both.
+format reads. Every question is searched with ``c2v_rag.search_many(top_k=10)``: the first stage alone
+(``rerank=None``) and, with ``--rerank N``, reranked over the top N too. all-MiniLM-L6-v2 ranks each reading's
+stored chunks too, so a difference that is the reader's and not the model's shows in both.
 
 A hit is relevant where its own text (its lead aside) holds the first or the last half of an answer quote, both
 compared as their letters and digits alone: the quotes are prose of the source without markup, so the two readings
@@ -133,6 +134,28 @@ def ensure_ingested(cache: Path, digest: str, reading: str, context: str = DEFAU
     return folder
 
 
+def c2v_rankings(folder: Path, queries: list[str], rerank: int | None) -> tuple[list[list[dict[str, Any]]], float]:
+    """Each query's hits in ``folder``'s collection (reranked over the top ``rerank``, or not), as the relevance
+    rule reads them, and the seconds the searches took."""
+    import c2v_rag
+
+    started = time.perf_counter()
+    found = c2v_rag.search_many(queries, top_k=TOP_K, collection=COLLECTION, path=folder / "qdrant", rerank=rerank)
+    took = time.perf_counter() - started
+    rankings = [
+        [
+            {
+                "stem": Path(hit.metadata["file_name"]).stem,
+                "chunk_index": hit.chunk_index,
+                "own": own_text(hit.text, int(hit.metadata.get("lead_chars", 0))),
+            }
+            for hit in hits
+        ]
+        for hits in found
+    ]
+    return rankings, took
+
+
 def main(argv: list[str] | None = None) -> int:
     from c2v_rag.documents.chunking import ChunkContext
 
@@ -147,12 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=get_args(ChunkContext),
         help=f"ingest's chunk_context, each an arm of every reading (default: {DEFAULT_CONTEXT})",
     )
+    parser.add_argument("--rerank", type=int, default=None, help="also score search reranking its top N chunks")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     readings = args.reading or list(READINGS)
     contexts = args.chunk_context or [DEFAULT_CONTEXT]
 
-    import c2v_rag
     from c2v_rag.core.cache import cache_dir
 
     cache = args.cache or cache_dir() / "rst-reading"
@@ -183,20 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         for chunk in chunks:
             chunk["stem"] = Path(chunk["page"]).stem
             chunk["own"] = own_text(chunk["text"], chunk["lead_chars"])
-        started = time.perf_counter()
-        found = c2v_rag.search_many(queries, top_k=TOP_K, collection=COLLECTION, path=folder / "qdrant", rerank=None)
-        took = time.perf_counter() - started
-        rankings = [
-            [
-                {
-                    "stem": Path(hit.metadata["file_name"]).stem,
-                    "chunk_index": hit.chunk_index,
-                    "own": own_text(hit.text, int(hit.metadata.get("lead_chars", 0))),
-                }
-                for hit in hits
-            ]
-            for hits in found
-        ]
+        rankings, took = c2v_rankings(folder, queries, None)
         add(
             f"c2v {arm}",
             rankings,
@@ -205,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             chunks=len(chunks),
             characters=sum(len(c["own"]) for c in chunks),
         )
+        if args.rerank:
+            rankings, took = c2v_rankings(folder, queries, args.rerank)
+            add(f"c2v {arm} rerank{args.rerank}", rankings, search_seconds=took)
         if not args.no_minilm:
             add(f"all-minilm-l6-v2 {arm}", minilm_rankings(chunks, queries))
 
