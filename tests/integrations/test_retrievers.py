@@ -101,6 +101,35 @@ def test_both_retrievers_return_what_the_frameworks_own_qdrant_stores_return(sto
             )
 
 
+def test_both_retrievers_name_each_chunks_section_for_the_llm_and_filter_on_it(tmp_path, tiny_variant):
+    """A chunk of a page with headings carries its section in both frameworks' metadata; LlamaIndex puts it in what
+    the LLM reads (it says where a cited passage is), and a MetadataFilters on it keeps that section's chunks."""
+    from llama_index.core.schema import MetadataMode
+    from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+
+    page = f"# Tides\n\nThe sea's rise and fall.\n\n## Causes\n\n{make_text(2)}\n\n## Effects\n\n{make_text(3)}"
+    c2v_rag.ingest([{"id": "tides", "text": page}], path=tmp_path, collection="kb", model=tiny_variant,
+                   chunk_size=24, chunk_overlap=4, show_progress=False)  # fmt: skip
+    nodes = LlamaRetriever(path=tmp_path, collection="kb", similarity_top_k=50, rerank=None).retrieve(QUERY)
+    expected = {n.node.node_id: _section_at(page, n.node.start_char_idx) for n in nodes}
+    assert {n.node.node_id: n.node.metadata.get("section") for n in nodes} == expected
+    assert set(expected.values()) == {None, "Causes", "Effects"}
+    effects = next(n.node for n in nodes if expected[n.node.node_id] == "Effects")
+    assert "section: Effects" in effects.get_content(metadata_mode=MetadataMode.LLM)
+    only = MetadataFilters(filters=[ExactMatchFilter(key="section", value="Effects")])
+    kept = LlamaRetriever(path=tmp_path, collection="kb", similarity_top_k=50, filters=only, rerank=None)
+    assert {n.node.node_id for n in kept.retrieve(QUERY)} == {k for k, v in expected.items() if v == "Effects"}
+    docs = LangChainRetriever(path=tmp_path, collection="kb", k=50, rerank=None).invoke(QUERY)
+    assert {d.metadata["_id"]: d.metadata.get("section") for d in docs} == expected
+
+
+def _section_at(page: str, start: int) -> str | None:
+    """The section a chunk starting at ``start`` of the test's page is in, by its two headings' places."""
+    if start >= page.index("## Effects"):
+        return "Effects"
+    return "Causes" if start >= page.index("## Causes") else None
+
+
 @pytest.mark.parametrize("store", ["local", "edge"])
 def test_hybrid_filters_and_grouping_are_c2v_rag_search(stores, store):
     from llama_index.core.vector_stores import FilterOperator, MetadataFilter, MetadataFilters
