@@ -229,7 +229,7 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
         for key, shown in where_in_file:
             value = hit.metadata.get(key)
             if key == SECTION_KEY and isinstance(value, str):
-                value = innermost(one_line(value), SECTION_CHARS)
+                value = shown_section(one_line(value), SECTION_CHARS)
             where += f"  {shown.format(value)}" if value not in (None, "") else ""
         chunk = f"  (chunk {hit.chunk_index})" if hit.chunk_index is not None else ""
         fused = f"  (reranked {hit.rerank_score:+.3f})" if hit.rerank_score is not None else ""
@@ -239,18 +239,18 @@ def _print_hits(hits: list[Any], snippet_chars: int, score_kind: str | None = No
             print("    " + snippet(hit.text[int(hit.metadata.get(LEAD_CHARS_KEY) or 0) :], snippet_chars))
 
 
-def innermost(section: str, chars: int) -> str:
+def shown_section(section: str, chars: int) -> str:
     """A section's path (``A › B › C``) cut to about ``chars`` characters from its start, whole headings at a
     time, the innermost always kept: ``… › B › C``."""
+    from c2v_rag.documents.outline import innermost
     from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
 
     if len(section) <= chars:
         return section
     headings = section.split(SECTION_SEPARATOR)
-    kept = [headings.pop()]
-    while headings and len(SECTION_SEPARATOR.join(["…", headings[-1], *kept])) <= chars:
-        kept.insert(0, headings.pop())
-    return SECTION_SEPARATOR.join(["…", *kept] if headings else kept)
+    ellipsis = "…" + SECTION_SEPARATOR
+    kept = innermost(headings, chars - len(ellipsis))
+    return ellipsis + SECTION_SEPARATOR.join(kept) if len(kept) < len(headings) else SECTION_SEPARATOR.join(kept)
 
 
 def snippet(text: str, chars: int) -> str:

@@ -23,7 +23,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from c2v_rag.documents.outline import Outline
+from c2v_rag.documents.outline import Outline, innermost
 from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
 from c2v_rag.encode.splitting import check_overlap, make_splitter, piece_length, sections, token_count
 
@@ -111,11 +111,7 @@ def section_lead(opening: str, path: tuple[str, ...], max_chars: int = PATH_CHAR
     ``Git User Manual › Chapter 2. Exploring Git history › How to use bisect to find a regression``. The headings
     keep to ``max_chars`` characters, the innermost kept where they run longer; with no headings above the
     chunk the lead is ``opening`` alone, and with no opening the headings alone."""
-    headings: list[str] = []
-    for heading in reversed(path):
-        if headings and len(SECTION_SEPARATOR.join([heading, *headings])) > max_chars:
-            break
-        headings.insert(0, heading)
+    headings = innermost(path, max_chars)
     if not headings:
         return opening
     title, _, rest = opening.partition("\n")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from c2v_rag.documents.commonmark import block_parser, full_parser
+from c2v_rag.documents.payload_keys import SECTION_SEPARATOR
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -55,6 +56,18 @@ def _parse(text: str, at: int = 0) -> tuple[list[Heading], list[int]]:
             found.append(Heading(at + line_starts[opening.map[0]], int(opening.tag[1:]), shown))
     blocks = [at + line_starts[token.map[0]] for token in tokens if token.level == 0 and token.map is not None]
     return found, blocks
+
+
+def innermost(path: Sequence[str], max_chars: int) -> list[str]:
+    """The innermost headings of ``path`` (outermost first) that keep to ``max_chars`` characters joined by
+    :data:`SECTION_SEPARATOR`, the innermost one kept whatever its length: where a path runs long, where in it a
+    chunk is matters more than what holds it."""
+    kept: list[str] = []
+    for heading in reversed(path):
+        if kept and len(SECTION_SEPARATOR.join([heading, *kept])) > max_chars:
+            break
+        kept.insert(0, heading)
+    return kept
 
 
 def _shown(content: str) -> str:
