@@ -337,11 +337,12 @@ class TokenChunker:
         if self.context != "none":
             opening = document_lead(text) if lead is None else cut_at_word(lead)
         for chunk in chunks:
-            if outline is not None and chunk.start_char is not None:
-                chunk = replace(chunk, section=outline.section(chunk.start_char))
             lead = opening
-            if self.context in _OUTLINED and outline is not None and chunk.start_char is not None:
-                lead = section_lead(opening, outline.path(chunk.start_char))
+            start = chunk.start_char
+            if outline is not None and start is not None:
+                chunk = replace(chunk, section=outline.section(start))
+                if self.context in _OUTLINED:
+                    lead = section_lead(opening, outline.path(start))
             fitted = self._fit_lead(lead, chunk.text) if chunk.index and lead else ""
             if fitted:
                 prefix = f"{fitted}\n\n"
