@@ -70,7 +70,7 @@ def main() -> None:
     from c2v_rag.rag.ingestion.config import IngestConfig
 
     settings = IngestConfig()
-    chunker = TokenChunker(load_model(None), settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
+    chunker = TokenChunker(load_model(None), settings.chunk_size, settings.chunk_overlap, context=settings.context)
     print(f"# |projected total / real total - 1| over the run (5% to 95% of its time); {speed_flags_note()}")
     print("| folder | files | chunks | modelled s | by count | by size on disk | by bytes held (ingest's) |")
     print("|---|---:|---:|---:|---|---|---|")

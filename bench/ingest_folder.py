@@ -227,7 +227,7 @@ def st_minilm_ingest(folder: Path, client, collection: str, clock) -> int:
     embedder = MiniLMDocuments(SentenceTransformer(minilm_location(), device="cpu"))
     embedder.embed_documents(["warm up"])
     # The chunks a new collection of c2v_rag's gets: led by their document's title where it has one.
-    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
+    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap, context=settings.context)
     target = QdrantConfig()
     layout = CollectionVectors(dense=target.vector_name)
     clock()

@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     settings = IngestConfig()
-    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap, lead=settings.lead)
+    chunker = TokenChunker.for_variant(None, settings.chunk_size, settings.chunk_overlap, context=settings.context)
     config = read_config(resolve_variant_path(None))
     tokenizer = load_tokenizer(resolve_reference(config.decoder, config.decoder_revision))
     files = sorted(f for f in args.folder.rglob("*") if f.is_file() and f.suffix.lower() in MARKDOWN_SUFFIXES)
