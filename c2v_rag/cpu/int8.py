@@ -37,12 +37,12 @@ The method, :data:`INT8_METHOD` (``"int8-token-sq"``), chosen by measurement (do
   about the causal half of the work (:mod:`c2v_rag.cpu.onnx_attention`), where it applies; and the last layer
   runs at the rows the embedding reads only (the same module).
 
-The encoder stays float32 (run by ONNX Runtime under ``quantize="int8"``: :mod:`c2v_rag.cpu.onnx_encoder`),
-and the projector, Contextual-token slot write and readout in torch float32: int8 in the encoder gained
-little and cost quality (docs/performance.md). The graph is built once per model
-and cached on disk
-(:mod:`c2v_rag.cpu.onnx_decoder`), keyed by the decoder's weights, the rest of the model's weights and config,
-the calibration texts and this recipe; a later load reads the file without calibrating again.
+The encoder is not quantized (:func:`encoder_runs_in_bf16`: torch's bf16 where the CPU computes bf16 natively,
+else ONNX Runtime's float32, :mod:`c2v_rag.cpu.onnx_encoder`), and the projector, Contextual-token slot write and
+readout run in torch float32: int8 in the encoder gained little and cost quality (docs/performance.md). The graph
+is built once per model and cached on disk (:mod:`c2v_rag.cpu.onnx_decoder`), keyed by the decoder's weights, the
+rest of the model's weights and config, the calibration texts and this recipe; a later load reads the file without
+calibrating again.
 """
 
 from __future__ import annotations
@@ -539,9 +539,18 @@ def int8_decoder_file(model: Any, *, cache_dir: Path | None = None, shipped: Shi
     return cached_onnx(model.decoder, INT8_METHOD, cache_dir, transform=build, key_extra=key)
 
 
+def encoder_runs_in_bf16() -> bool:
+    """Whether ``quantize="int8"`` runs the encoder in torch, in bf16, rather than in ONNX Runtime's float32: where
+    the CPU multiplies bf16 in hardware (:func:`~c2v_rag.core.devices.cpu_has_native_bf16`). There an int8 ingest
+    took less CPU time at the same retrieval quality (docs/performance.md, "int8 on CPU"); the encoder's states
+    are pooled and projected in float32 either way."""
+    return cpu_has_native_bf16()
+
+
 @dataclass(frozen=True)
 class Int8Graphs:
-    """The ONNX files an int8 model runs: its int8 decoder and its float32 encoder (None without an encoder)."""
+    """The ONNX files an int8 model runs: its int8 decoder and its float32 encoder (None without an encoder, or
+    where the encoder runs in torch: :func:`encoder_runs_in_bf16`)."""
 
     decoder: Path
     encoder: Path | None
@@ -571,18 +580,22 @@ def _alias_file(alias: str, cache_dir: Path | None) -> Path:
     return (cache_dir or onnx_cache_dir()) / "variants" / f"{alias}.json"
 
 
-def find_int8_graphs(alias: str, cache_dir: Path | None = None) -> Int8Graphs | None:
-    """The graphs :func:`record_int8_graphs` noted under ``alias``, if every file is still there."""
+def find_int8_graphs(alias: str, cache_dir: Path | None = None, *, encoder: bool = False) -> Int8Graphs | None:
+    """The graphs :func:`record_int8_graphs` noted under ``alias``, if every file is still there; ``encoder``: an
+    ONNX encoder is needed too (a model with an encoder, on a CPU where it is not run in bf16), so that a note
+    without one, written where it ran in bf16, counts as missing."""
     root = cache_dir or onnx_cache_dir()
     try:
         noted = json.loads(_alias_file(alias, cache_dir).read_text(encoding="utf-8"))
         decoder = root / noted["decoder"]
-        encoder = root / noted["encoder"] if noted.get("encoder") else None
+        encoder_file = root / noted["encoder"] if noted.get("encoder") else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not decoder.is_file() or (encoder is not None and not encoder.is_file()):
+    if not decoder.is_file() or (encoder_file is not None and not encoder_file.is_file()):
         return None
-    return Int8Graphs(decoder, encoder)
+    if encoder and encoder_file is None:
+        return None
+    return Int8Graphs(decoder, encoder_file)
 
 
 def record_int8_graphs(alias: str, graphs: Int8Graphs, cache_dir: Path | None = None) -> None:

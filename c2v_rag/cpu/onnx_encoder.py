@@ -1,9 +1,11 @@
 """The bidirectional encoder (MiniLM and other BERT-style models) run by ONNX Runtime on a CPU, in float32.
 
-``quantize="int8"`` runs the decoder in ONNX Runtime (:mod:`c2v_rag.cpu.int8`); :func:`onnx_encoder` moves the
-encoder there too, unquantized: the same float32 arithmetic, so its states and the encoder's part of every
-vector stay what torch computes (to float rounding), while ONNX Runtime's fused kernels are faster than
-torch's on AVX-512 CPUs (docs/performance.md, "int8 on CPU"). The encoder is not quantized: per-token int8
+``quantize="int8"`` runs the decoder in ONNX Runtime (:mod:`c2v_rag.cpu.int8`); on CPUs without native bf16
+(:func:`~c2v_rag.cpu.int8.encoder_runs_in_bf16`) :func:`onnx_encoder` moves the encoder there too, unquantized:
+the same float32 arithmetic, so its states and the encoder's part of every vector stay what torch computes (to
+float rounding), while ONNX Runtime's fused kernels are faster than torch's float32 (docs/performance.md, "int8 on
+CPU"). Where the CPU computes bf16, torch's bf16 is faster still, and the encoder stays in torch. It is not
+quantized: per-token int8
 with SmoothQuant (the decoder's recipe) cost too much quality in the encoder's own mean-pooled vector, the
 strongest part of the embedding.
 
@@ -67,6 +69,10 @@ def export_encoder(encoder: nn.Module, path: Path) -> Path:
 
 class OnnxEncoder(nn.Module):
     """An encoder whose forward runs in an ONNX Runtime session on the CPU (see the module doc). Inference only."""
+
+    # Each session call computes on its caller's thread (ort_session.cpu_session): the encode loop runs batches of
+    # the encoder side by side, as it runs the int8 decoder's (Causal2Vec.encoder_workers).
+    one_core_per_call = True
 
     def __init__(self, encoder: nn.Module, path: Path) -> None:
         super().__init__()

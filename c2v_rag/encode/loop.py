@@ -74,6 +74,9 @@ class EncodingModel(Protocol):
     @property
     def batch_workers(self) -> int: ...
 
+    @property
+    def encoder_workers(self) -> int: ...
+
     def to(self, device: str | torch.device) -> Any: ...
 
     def eval(self) -> Any: ...
@@ -500,6 +503,7 @@ def embed_prepared(
             assert padded is not None  # encoder_only: the batch holds the encoder ids
             return batch_rows, model(batch, truncate_dim).float().cpu().numpy(), int(padded.numel())
 
+    workers = model.encoder_workers if encoder_only else model.batch_workers
     for part in _slices(plan, ENCODER_AHEAD_TEXTS) if ahead else [plan]:
         if ahead:
             assert prepared.encoder_ids is not None  # ahead checked it
@@ -507,7 +511,7 @@ def embed_prepared(
             encoded = encode_ahead(
                 model, prepared.encoder_ids, slice_rows, max_tokens=encoder_budget, batch_size=batch_size
             )
-        for batch_rows, vectors, padded in forward_batches(forward, part, model.batch_workers):
+        for batch_rows, vectors, padded in forward_batches(forward, part, workers):
             out[[targets[r] for r in batch_rows]] = vectors
             if on_batch is not None:
                 on_batch(len(batch_rows), padded)
@@ -559,7 +563,7 @@ def encode_ahead(
 
     with torch.inference_mode():
         contextual = sentence = torch.empty(0)
-        for batch, c, s in forward_batches(forward, plan, model.batch_workers):
+        for batch, c, s in forward_batches(forward, plan, model.encoder_workers):
             if not contextual.numel():
                 contextual = c.new_empty((len(rows), *c.shape[1:]))
                 sentence = s.new_empty((len(rows), *s.shape[1:]))

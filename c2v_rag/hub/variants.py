@@ -344,7 +344,7 @@ def _int8_graphs(
     from c2v_rag.core.extras import require
 
     require("onnxruntime", "quantize='int8'", "int8")  # before any weights load
-    from c2v_rag.cpu.int8 import find_int8_graphs, variant_alias
+    from c2v_rag.cpu.int8 import encoder_runs_in_bf16, find_int8_graphs, variant_alias
 
     # The graphs hold the bases' weights with the adapters merged in: a base replaced in place (a package upgrade)
     # names other graphs. A hub base's files are not known before it loads: no alias, the graphs' own keys decide.
@@ -355,7 +355,7 @@ def _int8_graphs(
     alias = variant_alias(
         digest, config.key_json(), adapter_digest, json.dumps(stamps), shipped.key if shipped is not None else None
     )
-    return alias, find_int8_graphs(alias)
+    return alias, find_int8_graphs(alias, encoder="encoder" in roles and not encoder_runs_in_bf16())
 
 
 def int8_calibration_key(

@@ -225,8 +225,8 @@ class Causal2Vec(nn.Module):
         adapters separate (for further training).
 
         ``quantize="int8"`` encodes on a CPU with the decoder's linear layers in int8 (:mod:`c2v_rag.cpu.int8`:
-        per-token int8 with SmoothQuant) and the encoder in float32, both run by ONNX Runtime (``pip install
-        'c2v-rag[int8]'``). The first load of a model calibrates and exports it (1-2 minutes), later loads
+        per-token int8 with SmoothQuant, run by ONNX Runtime; ``pip install 'c2v-rag[int8]'``), and the encoder in
+        torch's bf16 where the CPU computes bf16 natively, else in ONNX Runtime's float32. The first load of a model calibrates and exports it (1-2 minutes), later loads
         read the cached graphs. Its speed-up and its vectors' agreement with the float ones, per CPU class, are
         in docs/performance.md ("int8 on CPU"). It
         computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
@@ -248,7 +248,8 @@ class Causal2Vec(nn.Module):
 
         Sets :attr:`quantization` to what was applied (``"none"`` or ``"int8-token-sq"``): int8 replaces
         the decoder by an ONNX Runtime one (:func:`c2v_rag.cpu.int8.int8_decoder_file`), built on first use from this
-        model's weights and cached on disk, and runs the encoder in ONNX Runtime too, in float32
+        model's weights and cached on disk. The encoder runs in bf16 where the CPU computes bf16 natively
+        (:func:`c2v_rag.cpu.int8.encoder_runs_in_bf16`), else in ONNX Runtime, in float32
         (:func:`c2v_rag.cpu.onnx_encoder.onnx_encoder`: the same states, in less CPU time). ``cache_dir`` is
         where the ONNX files are kept (default: ``$C2V_RAG_CACHE/onnx``, else ``~/.cache/c2v_rag/onnx``).
         ``shipped``: the calibration the variant's folder ships for these weights, used instead of calibrating
@@ -271,13 +272,15 @@ class Causal2Vec(nn.Module):
             )
         self.use_transformers_backbones()  # the ONNX export traces transformers' modules
         from c2v_rag.cpu.build_progress import building
-        from c2v_rag.cpu.int8 import Int8Graphs, int8_decoder_file
+        from c2v_rag.cpu.int8 import Int8Graphs, encoder_runs_in_bf16, int8_decoder_file
         from c2v_rag.cpu.onnx_encoder import onnx_encoder_file
 
         # The bar shows only on a first load, while the graphs are built; they are cached for later loads.
         with building("Building the int8 model (once; cached for later loads)"):
             decoder = int8_decoder_file(self, cache_dir=cache_dir, shipped=shipped)  # calibrates unless shipped
-            encoder = onnx_encoder_file(self.encoder, cache_dir=cache_dir) if self.encoder is not None else None
+            encoder = None
+            if self.encoder is not None and not encoder_runs_in_bf16():
+                encoder = onnx_encoder_file(self.encoder, cache_dir=cache_dir)
         return self.use_int8_graphs(Int8Graphs(decoder, encoder))
 
     def use_int8_graphs(self, graphs: Int8Graphs) -> Causal2Vec:
@@ -286,16 +289,25 @@ class Causal2Vec(nn.Module):
 
         Nothing checks that the graphs were built from these weights: :meth:`apply_quantization` does (by
         hashing them), and a load from a variant's files finds its graphs by the variant's digest. Any backbone
-        serves (transformers' or plain torch): the graphs replace its layers; its word embeddings stay.
+        serves (transformers' or plain torch): the graphs replace its layers; its word embeddings stay. Where the
+        encoder runs in bf16 (:func:`c2v_rag.cpu.int8.encoder_runs_in_bf16`), ``graphs.encoder`` is not read.
         """
         from c2v_rag.core.devices import INT8_METHOD
+        from c2v_rag.cpu.int8 import encoder_runs_in_bf16
         from c2v_rag.cpu.onnx_decoder import OnnxDecoder
         from c2v_rag.cpu.onnx_encoder import OnnxEncoder
 
-        if (graphs.encoder is None) != (self.encoder is None):
+        in_bf16 = self.encoder is not None and encoder_runs_in_bf16()
+        if (graphs.encoder is not None and self.encoder is None) or (
+            graphs.encoder is None and self.encoder is not None and not in_bf16
+        ):
             raise ValueError(f"int8 graphs {graphs} do not match this model's encoder ({type(self.encoder).__name__})")
         self.decoder = OnnxDecoder(self.decoder, graphs.decoder, INT8_METHOD)
-        if self.encoder is not None and graphs.encoder is not None:  # both or neither (checked above)
+        if in_bf16:
+            assert self.encoder is not None  # in_bf16 checked it
+            # its states are pooled and projected in float32 all the same (_encoder_states)
+            self.encoder = self.encoder.to(dtype=torch.bfloat16)
+        elif self.encoder is not None and graphs.encoder is not None:  # both or neither (checked above)
             self.encoder = OnnxEncoder(self.encoder, graphs.encoder)
         if self.projector is not None:
             # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
@@ -616,6 +628,14 @@ class Causal2Vec(nn.Module):
         the ONNX Runtime decoder's :attr:`~c2v_rag.cpu.onnx_decoder.OnnxDecoder.batch_workers` under int8, whose
         sessions compute a batch on one core."""
         return getattr(self.decoder, "batch_workers", 1)
+
+    @property
+    def encoder_workers(self) -> int:
+        """How many batches the encode loop runs at once where the encoder runs alone (ahead of the decoder, or a
+        prefix inside its part): :attr:`batch_workers` for the ONNX Runtime encoder, whose sessions compute a batch on
+        one core as the int8 decoder's do; 1 for a torch encoder (bf16 under int8 where the CPU computes bf16),
+        which splits each op across torch's threads."""
+        return self.batch_workers if getattr(self.encoder, "one_core_per_call", False) else 1
 
     def needs_for(self, truncate_dim: int | None) -> Literal["encoder", "contextual", "all"]:
         """What a prefix of ``truncate_dim`` values is computed from.

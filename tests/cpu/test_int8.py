@@ -30,6 +30,13 @@ TEXTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def encoder_in_onnx(monkeypatch):
+    """These tests check the ONNX graphs, the encoder's among them, on any CPU: the encoder runs in ONNX Runtime as
+    on a CPU without native bf16 (test_the_encoder_runs_in_bf16_where_the_cpu_computes_it covers the other case)."""
+    monkeypatch.setattr(int8_module, "encoder_runs_in_bf16", lambda: False)
+
+
 @pytest.fixture(scope="module")
 def tiny_variant(tiny_model_factory, tmp_path_factory):
     """A saved tiny llama variant, loaded by path as a user loads one."""
@@ -544,6 +551,58 @@ def test_int8_runs_batches_side_by_side_one_core_each_with_the_same_vectors(tiny
     model.decoder.threads = 3
     with pytest.raises(RuntimeError, match="a batch failed"):
         model.encode(texts, max_tokens_per_batch=64)
+
+
+def test_the_encoder_runs_in_bf16_where_the_cpu_computes_it(tiny_variant, tmp_path, monkeypatch, capsys):
+    """Where the CPU multiplies bf16 natively, int8 keeps the torch encoder, in bf16: no encoder graph is exported,
+    its batches run one at a time (torch splits each across its threads) while the decoder's run side by side, and
+    the vectors stay close to the float model's and to themselves alone. A note of the graphs written there names no
+    encoder graph, so a CPU that runs the encoder in ONNX Runtime builds one rather than take the note."""
+    import threading
+
+    monkeypatch.setenv("C2V_RAG_CACHE", str(tmp_path))
+    monkeypatch.setattr(int8_module, "encoder_runs_in_bf16", lambda: True)
+    float_model = Causal2Vec.from_pretrained(tiny_variant, device="cpu")
+    capsys.readouterr()
+    model = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    shown = capsys.readouterr().err
+    assert "exporting the decoder" in shown and "exporting the encoder" not in shown
+    assert not list((tmp_path / "onnx").rglob("encoder-fp32.onnx"))
+    assert isinstance(model.decoder, od.OnnxDecoder) and not isinstance(model.encoder, OnnxEncoder)
+    assert {p.dtype for p in model.encoder.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in model.projector.parameters()} == {torch.float32}
+    exact = float_model.encode(TEXTS, normalize_embeddings=True)
+    batch = model.encode(TEXTS, normalize_embeddings=True)
+    alone = np.stack([model.encode(t, normalize_embeddings=True) for t in TEXTS])
+    assert _cos(batch, exact).min() > 0.99
+    assert _cos(alone, batch).min() > 0.999  # bf16 rounding may move with the batch; float32 keeps it to 1e-6
+
+    texts = [f"text {i}: " + "words and more words " * (1 + i % 9) for i in range(40)]
+    model.decoder.threads = 1
+    one_at_a_time = model.encode(texts, max_tokens_per_batch=64)
+    model.decoder.threads = 3
+    assert model.batch_workers == 3 and model.encoder_workers == 1
+    callers: dict[str, set[str]] = {"encoder": set(), "decoder": set()}
+    forward, run = model.encoder.forward, model.decoder.session.run
+    monkeypatch.setattr(
+        model.encoder,
+        "forward",
+        lambda *a, **k: callers["encoder"].add(threading.current_thread().name) or forward(*a, **k),
+    )
+    monkeypatch.setattr(
+        model.decoder.session, "run", lambda *a: callers["decoder"].add(threading.current_thread().name) or run(*a)
+    )
+    np.testing.assert_array_equal(model.encode(texts, max_tokens_per_batch=64), one_at_a_time)
+    assert callers["encoder"] == {threading.current_thread().name}
+    assert len(callers["decoder"]) == 3 and all(name.startswith("c2v-batch") for name in callers["decoder"])
+
+    monkeypatch.setattr(int8_module, "encoder_runs_in_bf16", lambda: False)
+    capsys.readouterr()
+    onnx_encoder = Causal2Vec.from_pretrained(tiny_variant, device="cpu", quantize="int8")
+    assert "exporting the encoder" in capsys.readouterr().err
+    assert isinstance(onnx_encoder.encoder, OnnxEncoder) and onnx_encoder.decoder.path == model.decoder.path
+    assert onnx_encoder.encoder_workers == onnx_encoder.batch_workers
+    assert _cos(onnx_encoder.encode(TEXTS, normalize_embeddings=True), batch).min() > 0.999
 
 
 def test_torch_models_run_one_batch_at_a_time(tiny_variant):
