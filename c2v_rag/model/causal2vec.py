@@ -226,8 +226,8 @@ class Causal2Vec(nn.Module):
 
         ``quantize="int8"`` encodes on a CPU with the decoder's linear layers in int8 (:mod:`c2v_rag.cpu.int8`:
         per-token int8 with SmoothQuant, run by ONNX Runtime; ``pip install 'c2v-rag[int8]'``), and the encoder in
-        torch's bf16 where the CPU computes bf16 natively, else in ONNX Runtime's float32. The first load of a model calibrates and exports it (1-2 minutes), later loads
-        read the cached graphs. Its speed-up and its vectors' agreement with the float ones, per CPU class, are
+        torch's bf16 where the CPU computes bf16 natively, else in ONNX Runtime's float32. The first load of a
+        model calibrates and exports it (1-2 minutes), later loads read the cached graphs. Its speed-up and its vectors' agreement with the float ones, per CPU class, are
         in docs/performance.md ("int8 on CPU"). It
         computes in float32 around the int8 matmuls, so ``dtype`` must be ``auto`` or ``float32``. ``"auto"`` applies int8 on CPU classes where it was
         measured within the quality bound and faster (AVX2, AVX-512 VNNI, avx512_bf16 without AMX) when the
@@ -311,7 +311,8 @@ class Causal2Vec(nn.Module):
             self.encoder = OnnxEncoder(self.encoder, graphs.encoder)
         if self.projector is not None:
             # ONNX Runtime's encoder and int8 decoder compute each row on its own; so C must, or a text's
-            # vector would depend on its batch (ContextualProjector.row_by_row)
+            # vector would depend on its batch (ContextualProjector.row_by_row). A bf16 encoder's rounding is
+            # then the only batch dependence left (docs/performance.md, "int8 on CPU").
             self.projector.row_by_row = True
         self.quantization = INT8_METHOD
         return self
