@@ -45,6 +45,12 @@ _WINDOW = 4096
 # ingest embeds at once, so a progress bar or an ingest's observer never waits on more than that much encoder work.
 ENCODER_AHEAD_TEXTS = 256
 
+# The share of a text's work a progress bar credits once the encoder has run ahead over it (the rest once the
+# decoder has), so that the bar moves through the encoder's pass instead of standing still for it. The encoder took
+# 20-30% of an int8 ingest's CPU time on a Zen 4 (bench/results/notes/int8-history.md); a share off the mark moves
+# the bar unevenly within a batch, while the run's rate, and so its ETA, count both passes whatever the share.
+ENCODER_WORK_SHARE = 0.25
+
 
 class EncodingModel(Protocol):
     """What the encode loop uses of a model; :class:`~c2v_rag.model.causal2vec.Causal2Vec` is one.
@@ -463,6 +469,7 @@ def embed_prepared(
     on_batch: Callable[[int, int], None] | None = None,
     truncate_dim: int | None = None,
     encoder_max_tokens: int | None = None,
+    on_encoded: Callable[[int], None] | None = None,
 ) -> None:
     """Run ``prepared`` through the model in token-budget batches, writing row ``rows[i]`` of ``out``.
 
@@ -473,7 +480,8 @@ def embed_prepared(
     ``truncate_dim`` computes that prefix only (``prepared`` with the same ``truncate_dim``); one inside the
     encoder's part runs no decoder, its batches planned as the encoder's are.
     ``on_batch(texts, padded_tokens)`` (of the model part that ran) is called after each
-    forward pass (progress bars, serving metrics). The caller puts the model in eval mode.
+    forward pass (progress bars, serving metrics); ``on_encoded(texts)`` after each batch of the encoder run ahead
+    (progress bars: those texts are not embedded yet). The caller puts the model in eval mode.
     """
     targets = range(len(prepared)) if rows is None else rows
     lengths = prepared.lengths
@@ -509,7 +517,12 @@ def embed_prepared(
             assert prepared.encoder_ids is not None  # ahead checked it
             slice_rows = [r for batch_rows in part for r in batch_rows]
             encoded = encode_ahead(
-                model, prepared.encoder_ids, slice_rows, max_tokens=encoder_budget, batch_size=batch_size
+                model,
+                prepared.encoder_ids,
+                slice_rows,
+                max_tokens=encoder_budget,
+                batch_size=batch_size,
+                on_batch=on_encoded,
             )
         for batch_rows, vectors, padded in forward_batches(forward, part, workers):
             out[[targets[r] for r in batch_rows]] = vectors
@@ -546,10 +559,16 @@ class EncodedAhead:
 
 
 def encode_ahead(
-    model: EncodingModel, encoder_ids: Sequence[Sequence[int]], rows: Sequence[int], *, max_tokens: int, batch_size: int
+    model: EncodingModel,
+    encoder_ids: Sequence[Sequence[int]],
+    rows: Sequence[int],
+    *,
+    max_tokens: int,
+    batch_size: int,
+    on_batch: Callable[[int], None] | None = None,
 ) -> EncodedAhead:
     """Run the encoder over ``rows`` of ``encoder_ids`` in batches planned by its own lengths and budget, before
-    the decoder's batches of those rows.
+    the decoder's batches of those rows; ``on_batch(texts)`` after each.
 
     The decoder's batches are planned by decoder lengths, and with an ingest's ``decoder_max_length`` most chunks
     share one: inside those batches the encoder, which reads every token of a chunk, padded much and ran in
@@ -569,6 +588,8 @@ def encode_ahead(
                 sentence = s.new_empty((len(rows), *s.shape[1:]))
             at = torch.as_tensor(batch, device=c.device)
             contextual[at], sentence[at] = c, s
+            if on_batch is not None:
+                on_batch(len(batch))
     return EncodedAhead({r: i for i, r in enumerate(rows)}, contextual, sentence)
 
 
@@ -602,16 +623,29 @@ def _run(
         disable=not show,
         **unsized_terminal(sys.stderr),
     )
-    done, started = 0, time.perf_counter()
+    done = encoded = 0  # texts through the whole model; texts the encoder ran ahead over
+    encoder_share = 0.0  # ENCODER_WORK_SHARE once the encoder is seen running ahead (before any text is done)
+    started = time.perf_counter()
+
+    def report() -> None:
+        work = encoder_share * chars[encoded] + (1 - encoder_share) * chars[done]
+        progress.update(int(work) - progress.n)
+        if observer is not None:
+            observer.encoded(done, len(texts), float(work) / total_chars)
+
+    def on_encoded(n: int) -> None:
+        nonlocal encoded, encoder_share
+        if not done:
+            encoder_share = ENCODER_WORK_SHARE
+        encoded += n
+        report()
 
     def on_batch(n: int, _tokens: int) -> None:
         nonlocal done
         done += n
         progress.count = done
         progress.set_postfix_str(f"{done / max(time.perf_counter() - started, 1e-9):.1f} texts/s", refresh=False)
-        progress.update(int(chars[done]) - progress.n)
-        if observer is not None:
-            observer.encoded(done, len(texts), int(chars[done]) / total_chars)
+        report()
 
     try:
         for start in range(0, len(order), _WINDOW):
@@ -631,6 +665,7 @@ def _run(
                 on_batch=on_batch,
                 truncate_dim=truncate_dim,
                 encoder_max_tokens=encoder_budget,
+                on_encoded=on_encoded,
             )
     finally:
         progress.close()

@@ -11,7 +11,7 @@ import torch
 from rag_helpers import make_text
 
 from c2v_rag.encode.batching import plan_batches
-from c2v_rag.encode.loop import ENCODER_AHEAD_TEXTS, embed_prepared, prepare_texts
+from c2v_rag.encode.loop import ENCODER_AHEAD_TEXTS, ENCODER_WORK_SHARE, embed_prepared, observing, prepare_texts
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,46 @@ def test_progress_comes_after_a_slice_of_encoder_work_not_the_whole_window(model
     assert ENCODER_AHEAD_TEXTS <= encoded_before_report[0] < ENCODER_AHEAD_TEXTS + 64
     assert encoded_before_report[-1] == len(texts)
     assert len(set(encoded_before_report)) >= len(texts) // ENCODER_AHEAD_TEXTS  # it ran again between reports
+
+
+def test_the_work_reported_moves_while_the_encoder_runs_ahead(model, tiny_model_factory):
+    """An ingest's bar follows the work its observer is told of. It used to stand still while the encoder ran ahead
+    over a slice (seconds per 256 full chunks on a CPU): now each encoder batch credits ENCODER_WORK_SHARE of its
+    texts' characters, the decoder the rest, so the work reported never goes back and ends at 1."""
+    texts = [make_text(i, sentences=1 + i % 5) for i in range(40)]  # one slice: the encoder runs over all first
+    encoder_rows: list[int] = []
+    reports: list[tuple[int, float, int]] = []  # (texts done, work, texts the encoder had read by then)
+
+    class Observer:
+        def encoded(self, done: int, of: int, work: float) -> None:
+            assert of == len(texts)
+            reports.append((done, work, sum(encoder_rows)))
+
+        def truncated(self, cut) -> None:
+            pass
+
+    handle = model.encoder.register_forward_hook(
+        lambda _m, _a, kw, _o: encoder_rows.append(kw["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        with observing(Observer()):
+            model.encode(texts, max_tokens_per_batch=128, show_progress_bar=False)
+    finally:
+        handle.remove()
+    ahead = [(work, read) for done, work, read in reports if done == 0]
+    assert len(ahead) >= 2, reports  # several encoder batches, each reported before any text is done
+    # independent of the loop's bookkeeping: the characters of the texts the encoder had read, from the hook
+    total = sum(len(t) for t in texts)
+    longest_first = sorted((len(t) for t in texts), reverse=True)
+    for work, read in ahead:  # credited by count, the texts' characters taken longest first as the loop sorts them
+        assert work == pytest.approx(ENCODER_WORK_SHARE * sum(longest_first[:read]) / total, abs=1e-4)
+    assert ahead[-1] == (pytest.approx(ENCODER_WORK_SHARE, abs=1e-4), len(texts))  # the whole pass, no text done
+    assert [w for _, w, _ in reports] == sorted(w for _, w, _ in reports)  # never backwards
+    assert reports[-1][:2] == (len(texts), pytest.approx(1.0))
+
+    # A model without a Contextual token runs no encoder: the decoder's batches carry all the work.
+    plain = tiny_model_factory("llama", max_length=128, num_contextual_tokens=0, representation="last_token")
+    reports.clear()
+    with observing(Observer()):
+        plain.encode(texts, max_tokens_per_batch=128, show_progress_bar=False)
+    assert all(done > 0 for done, _, _ in reports) and reports[-1][:2] == (len(texts), pytest.approx(1.0))

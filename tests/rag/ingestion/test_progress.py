@@ -22,6 +22,7 @@ from rag_helpers import make_text
 import c2v_rag
 from c2v_rag.cli.errors import one_line_warnings
 from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.encode.loop import ENCODER_AHEAD_TEXTS, ENCODER_WORK_SHARE
 from c2v_rag.rag.ingestion.pipeline import IngestProgress
 
 
@@ -160,9 +161,11 @@ def test_a_batch_that_opens_with_a_small_file_moves_the_bar_by_its_bytes(
     within = [(chunks, share) for chunks, share in bar_shares if 0 < chunks < result.chunks]
     assert len(within) >= 5, bar_shares
     # independent of the bar: the pages' chunks are about equally long, so the chunks embedded are about the share
-    # of the bytes done (the note is one chunk of a few bytes)
+    # of the bytes done (the note is one chunk of a few bytes); the bar may lead them by the encoder's pass over one
+    # slice, which it credits before the decoder embeds those chunks
+    lead = ENCODER_WORK_SHARE * min(ENCODER_AHEAD_TEXTS, result.chunks) / result.chunks
     for chunks, share in within:
-        assert abs(share - chunks / result.chunks) < 0.1, (chunks, result.chunks, share)
+        assert -0.1 < share - chunks / result.chunks < 0.1 + lead, (chunks, result.chunks, share)
 
 
 def test_one_long_file_moves_the_bar_through_itself(tmp_path, tiny_variant, ingest_config, shown, capsys):
