@@ -109,7 +109,6 @@ def reindex_collection(
     check_count("batch_size", batch_size)
     if decoder_max_length is not None:
         IngestConfig(decoder_max_length=decoder_max_length)  # refused here as an ingest refuses it, before any work
-    started = time.perf_counter()
     target.check_present(collection, client)
     with target.opened(client) as qdrant_client:
         previous = alias_target(qdrant_client, collection)
@@ -139,6 +138,8 @@ def reindex_collection(
         resolved = chosen.resolve()
         with build_bar_shown(show_progress):  # a first int8 load's bar, like the reindex's
             reference, c2v = resolved.reference, resolved.as_recorded(recorded)  # a failed load changes nothing
+        # The summary's seconds are the re-embedding's, as an ingest's are: a first int8 load builds for a while.
+        started = time.perf_counter()
         truncate_dim = recorded.get("truncate_dim")
         documents = recorded.get("document_prompt") or {}
         made: list[str] = []  # the collections this call creates: dropped if it fails before publishing

@@ -239,3 +239,24 @@ def test_a_convert_refuses_when_the_plain_collection_changes_meanwhile(
     assert [c.name for c in client.get_collections().collections] == ["papers"]
     assert alias_target(client, "papers") is None and client.count("papers", exact=True).count == count + 1
     client.close()
+
+
+def test_the_reindex_seconds_start_once_the_model_is_loaded(tmp_path, tiny_variant, tiny_variant_qwen, monkeypatch):
+    """As an ingest's: a first int8 load may build graphs for half a minute, which the summary's seconds leave out."""
+    from c2v_rag.rag import embedding
+
+    c2v_rag.ingest(docs(0, 3), path=tmp_path, collection="papers", model=tiny_variant, versioned=True, **SMALL)
+    real_load, load_seconds = embedding.load_model, 2.0
+
+    def slow_load(*args, **kwargs):
+        model = real_load(*args, **kwargs)
+        time.sleep(load_seconds)
+        return model
+
+    monkeypatch.setattr(embedding, "load_model", slow_load)
+    started = time.perf_counter()
+    result = c2v_rag.reindex("papers", path=tmp_path, model=tiny_variant_qwen, show_progress=False)
+    whole = time.perf_counter() - started
+    assert result.chunks > 0 and whole > load_seconds
+    assert result.seconds < whole - load_seconds
+    assert f"in {result.seconds:.1f} s" in result.summary()
