@@ -128,17 +128,23 @@ class Outline:
     def section(self, offset: int) -> tuple[str, ...]:
         """The headings of the section the character at ``offset`` is in, outermost first, the title aside: at a
         heading's line, that heading's section."""
-        self._settle(offset + 1)
-        above = bisect.bisect_right(self._offsets, offset)
+        above = self._headings_to(offset)
         return self._paths[above - 1] if above else ()
 
     def path(self, offset: int) -> tuple[str, ...]:
         """The headings that the character at ``offset`` lies under, outermost first, the title aside. At a
         heading's line, those it lies under: it closes the sections of its level and deeper, and a chunk that opens
         with it shows it."""
-        section = self.section(offset)
-        at = bisect.bisect_left(self._offsets, offset)
-        return section[:-1] if at < len(self._offsets) and self._offsets[at] == offset else section
+        above = self._headings_to(offset)
+        if not above:
+            return ()
+        section = self._paths[above - 1]
+        return section[:-1] if self._offsets[above - 1] == offset else section
+
+    def _headings_to(self, offset: int) -> int:
+        """How many headings start at or before ``offset``, parsing on as far as needed."""
+        self._settle(offset + 1)
+        return bisect.bisect_right(self._offsets, offset)
 
     def _settle(self, offset: int) -> None:
         """Parse on until every heading that starts before ``offset`` is found."""

@@ -46,9 +46,9 @@ _WINDOW = 4096
 ENCODER_AHEAD_TEXTS = 256
 
 # The share of a text's work a progress bar credits once the encoder has run ahead over it (the rest once the
-# decoder has), so that the bar moves through the encoder's pass instead of standing still for it. The encoder took
-# 20-30% of an int8 ingest's CPU time on a Zen 4 (bench/results/notes/int8-history.md); a share off the mark moves
-# the bar unevenly within a batch, while the run's rate, and so its ETA, count both passes whatever the share.
+# decoder has), so that the bar moves through the encoder's pass instead of standing still for it: near the
+# encoder's share of an int8 ingest's CPU time (bench/results/notes/int8-history.md). A share off the mark moves the
+# bar unevenly within a batch, while the run's rate, and so its ETA, count both passes whatever the share.
 ENCODER_WORK_SHARE = 0.25
 
 

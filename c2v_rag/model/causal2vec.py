@@ -298,9 +298,7 @@ class Causal2Vec(nn.Module):
         from c2v_rag.cpu.onnx_encoder import OnnxEncoder
 
         in_bf16 = self.encoder is not None and encoder_runs_in_bf16()
-        if (graphs.encoder is not None and self.encoder is None) or (
-            graphs.encoder is None and self.encoder is not None and not in_bf16
-        ):
+        if not in_bf16 and (graphs.encoder is None) != (self.encoder is None):
             raise ValueError(f"int8 graphs {graphs} do not match this model's encoder ({type(self.encoder).__name__})")
         self.decoder = OnnxDecoder(self.decoder, graphs.decoder, INT8_METHOD)
         if in_bf16:
