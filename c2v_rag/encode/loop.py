@@ -72,6 +72,9 @@ class EncodingModel(Protocol):
     def device(self) -> torch.device: ...
 
     @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
     def embedding_dim(self) -> int: ...
 
     @property
@@ -212,19 +215,23 @@ def decoder_cut_chosen(model: EncodingModel) -> Iterator[None]:
         yield
 
 
-def default_max_tokens(device: torch.device, quantization: str = "none") -> int:
+def default_max_tokens(device: torch.device, quantization: str = "none", dtype: torch.dtype = torch.float32) -> int:
     """Padded tokens per batch: large enough to keep the matmuls efficient, small enough for RAM.
 
-    On CPU, small batches win (docs/performance.md, with ``bench/encode_options.py``): smaller batches
-    pad less, since each spans a narrower range of lengths, and keep the activations that attention and
-    the elementwise ops stream through in cache, while a 1,024-row GEMM still runs near its peak.
+    On CPU, small batches win in float32 (docs/performance.md, with ``bench/encode_options.py``): smaller
+    batches pad less, since each spans a narrower range of lengths, and keep the activations that attention and
+    the elementwise ops stream through in cache, while a 1,024-row GEMM still runs near its peak. In bf16 (or
+    fp16) the matmuls are several times faster and 2,048 tokens ran faster, once glibc keeps the memory a
+    forward pass frees (:func:`c2v_rag.core.memory.keep_freed_memory`).
 
     The int8 path (``quantization`` other than ``"none"``: ONNX Runtime, each row on its own) is faster
     smaller still. Its vectors do not depend on the batch, so the budget changes only the speed.
     """
     if device.type == "cuda":
         return 65536
-    return 1024 if quantization == "none" else 512
+    if quantization != "none":
+        return 512
+    return 2048 if dtype in (torch.bfloat16, torch.float16) else 1024
 
 
 def default_encoder_max_tokens(device: torch.device) -> int:
@@ -292,7 +299,7 @@ def encode_texts(
     dim = truncate_dim or model.embedding_dim
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if texts:
-        budget = max_tokens_per_batch or default_max_tokens(model.device, model.quantization)
+        budget = max_tokens_per_batch or default_max_tokens(model.device, model.quantization, model.dtype)
         windows = (
             long_text_windows(model, texts, instruction, policy, max_length=max_length)
             if policy.mode == "chunk"

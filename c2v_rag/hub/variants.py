@@ -280,9 +280,12 @@ def load_variant(
     projector_state = _read_safetensors(directory / PROJECTOR_FILE) if config.num_contextual_tokens else None
     # Quantized after the adapters merge into the float weights (below), so checked for dtype first.
     from c2v_rag.core.devices import resolve_compute_dtype, resolve_device, resolve_quantize
+    from c2v_rag.core.memory import keep_freed_memory
 
     target = resolve_device(device)
     dtype = resolve_compute_dtype(dtype if dtype is not None else config.dtype, target, quantize)
+    if merge_adapters and target.type == "cpu":  # loaded for inference
+        keep_freed_memory()
     digest = weights_digest(directory)
     adapter_digest = adapters_digest(directory)
     adapters = {

@@ -170,6 +170,7 @@ def load_scoring_model(
     :class:`~c2v_rag.Causal2Vec`); ``quantize`` as :func:`scoring_plan` takes it, ``template`` the layout an int8
     decoder is calibrated on (the default template's when None)."""
     from c2v_rag.core.config import read_config
+    from c2v_rag.core.memory import keep_freed_memory
     from c2v_rag.hub.presets import resolve_variant_path
     from c2v_rag.model.causal2vec import Causal2Vec
 
@@ -181,6 +182,8 @@ def load_scoring_model(
         raise TypeError(f"model must be a preset name, a variant directory or a Causal2Vec, got {type(model).__name__}")
     config = loaded.config if loaded is not None else read_config(resolve_variant_path(named))
     plan = scoring_plan(config, loaded, decoder, device, dtype, quantize)
+    if plan.device.type == "cpu":
+        keep_freed_memory()
     source, tokenizer, prompt_format, pairs = scoring_layout(config, loaded, template)
     if decoder == "variant":
         if config.attention != "causal":

@@ -114,7 +114,8 @@ class EmbeddingService:
             model,
             max_wait_s=config.max_wait_ms / 1000,
             batch_size=config.batch_size,
-            max_batch_tokens=config.max_batch_tokens or default_max_tokens(model.device, model.quantization),
+            max_batch_tokens=config.max_batch_tokens
+            or default_max_tokens(model.device, model.quantization, model.dtype),
             max_pad_fraction=config.max_pad_fraction
             if config.max_pad_fraction is not None
             else (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),

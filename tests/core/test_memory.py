@@ -1,14 +1,18 @@
-"""Handing freed memory back to the system: glibc keeps it otherwise, and a run's next phase lands on top of it."""
+"""glibc's allocator around a model: freed memory kept for the next forward pass at inference, handed back to the
+system between phases of a long run."""
 
 from __future__ import annotations
 
+import os
+import platform
 import resource
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from c2v_rag.core.memory import release_freed_memory
+from c2v_rag.core.memory import KEEP_ENV, release_freed_memory
 
 
 def rss_mib() -> float:
@@ -27,3 +31,63 @@ def test_memory_freed_between_kept_blocks_goes_back_to_the_system():
     assert release_freed_memory()
     assert before - rss_mib() > 60  # of the 125 MiB freed
     assert len(kept) == 2000
+
+
+# 24 blocks of 4 MiB allocated and freed, as a forward pass frees its activations. With glibc's defaults the
+# freed top of the heap (96 MiB) exceeds its trim threshold (twice the largest block freed so far, 64 MiB at most),
+# so it goes back to the system and the next round faults its pages in again: at least the 32 MiB above that
+# threshold, 8,192 pages. Kept, it stays under the 256 MiB threshold and nothing is faulted in again.
+_FAULTS_A_ROUND = """
+import resource, sys
+import torch
+{setup}
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(3):
+    blocks = [torch.ones(1 << 20) for _ in range(24)]
+    del blocks
+before = faults()
+for _ in range(20):
+    blocks = [torch.ones(1 << 20) for _ in range(24)]
+    del blocks
+print(kept, (faults() - before) / 20)
+"""
+_KEEP = "from c2v_rag.core.memory import keep_freed_memory\nkept = keep_freed_memory()"
+_AT_LEAST = 8192  # pages in 32 MiB
+
+
+def _faults_a_round(setup: str, **env: str) -> tuple[str, float]:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", KEEP_ENV)
+    }
+    code = _FAULTS_A_ROUND.format(setup=setup)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**clean, **env})
+    kept, faults = out.stdout.split()
+    return kept, float(faults)
+
+
+_GLIBC = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt; elsewhere a no-op")
+
+
+@_GLIBC
+def test_kept_freed_memory_is_not_faulted_in_again_and_the_switch_turns_it_off():
+    assert _faults_a_round(_KEEP) == ("True", pytest.approx(0, abs=50))
+    kept, faults = _faults_a_round(_KEEP, **{KEEP_ENV: "0"})
+    assert kept == "False" and faults >= _AT_LEAST
+
+
+@_GLIBC
+def test_the_users_own_allocator_setting_is_left_alone():
+    # docs/adapt.md gives this one for training on a machine short of memory: every large block mapped on its own
+    kept, faults = _faults_a_round(_KEEP, MALLOC_MMAP_THRESHOLD_="131072")
+    assert kept == "False" and faults >= _AT_LEAST
+
+
+@_GLIBC
+def test_loading_a_model_for_inference_on_a_cpu_keeps_freed_memory(tiny_variant):
+    load = (
+        f"from c2v_rag import Causal2Vec\nCausal2Vec.from_pretrained({str(tiny_variant)!r}, device='cpu')\n"
+        "kept = 'loaded'"
+    )
+    assert _faults_a_round(load) == ("loaded", pytest.approx(0, abs=50))
+    assert _faults_a_round(load, **{KEEP_ENV: "0"})[1] >= _AT_LEAST

@@ -61,3 +61,24 @@ def test_instruction_registry():
     assert resolve_instruction(task=None, instruction="", is_query=True) is None
     with pytest.raises(ValueError):
         resolve_instruction(task="NQ", instruction="x", is_query=True)
+
+
+@pytest.mark.parametrize(("dtype", "budget"), [("float32", 1024), ("bfloat16", 2048)])
+def test_encode_on_a_cpu_batches_by_its_dtypes_token_budget(tiny_model_factory, dtype, budget):
+    import torch
+    from rag_helpers import make_text
+
+    model = tiny_model_factory("llama", max_length=128).to(getattr(torch, dtype))
+    padded: list[int] = []
+    hook = model.decoder.register_forward_hook(
+        lambda _module, _args, kwargs, _out: padded.append(
+            kwargs["inputs_embeds"].shape[0] * kwargs["inputs_embeds"].shape[1]
+        ),
+        with_kwargs=True,
+    )
+    try:
+        model.encode_documents([make_text(i, sentences=3) for i in range(300)], batch_size=10**6)
+    finally:
+        hook.remove()
+    # the texts fill batches close to the budget: the largest over half of it, none over it
+    assert budget // 2 < max(padded) <= budget, padded
