@@ -111,7 +111,11 @@ def main() -> None:
                 f"{default['us_per_token'] / kept['us_per_token']:>13.3f}x"
             )
     if args.json:
-        report = {"command": recorded_command(__file__, sys.argv[1:]), "cpu_flags": speed_flags(), "passes": passes}
+        report = {
+            "command": recorded_command("bench/freed_memory.py", sys.argv[1:]),
+            "cpu_flags": speed_flags(),
+            "passes": passes,
+        }
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 
 
