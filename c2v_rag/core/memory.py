@@ -73,10 +73,10 @@ def keep_freed_memory() -> bool:
     A forward pass on a CPU allocates and frees its activations layer by layer, each of a few MB. glibc's
     defaults hand such blocks back to the system as they are freed (blocks it maps on their own, and the top
     of its heap beyond twice the largest freed block), so the next layer faults its memory in again, page by
-    page: 50,000 to 230,000 page faults a decoder forward of 1,000 to 2,000 tokens, a tenth of an ingest's CPU
-    time (docs/performance.md, "Memory between forward passes"). Called when a model is loaded for inference
-    on a CPU; it changes the whole process's allocator, once. ``$C2V_RAG_KEEP_FREED_MEMORY=0`` turns it off,
-    and it leaves alone an allocator the user set (``MALLOC_MMAP_THRESHOLD_`` and the like, ``GLIBC_TUNABLES``).
+    page (docs/performance.md, "Memory between forward passes", has the counts and what they cost). Called when
+    a model is loaded for inference on a CPU; it changes the whole process's allocator, once.
+    ``$C2V_RAG_KEEP_FREED_MEMORY=0`` turns it off, and it leaves alone an allocator the user set
+    (``MALLOC_MMAP_THRESHOLD_`` and the like, ``GLIBC_TUNABLES``).
     """
     if switched_off(KEEP_ENV):
         return False
