@@ -5,8 +5,9 @@
 
 Variants (Causal2Vec, default preset, bf16 unless named):
 
-- ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU 1,024 padded
-  tokens now; 8,192 and then 2,048 when earlier tables in docs/performance.md were measured);
+- ``default``: ``encode`` as shipped: length-sorted token-budget batches (on CPU now 2,048 padded
+  tokens in bf16, 1,024 in float32; 8,192 and then 2,048 when earlier tables in docs/performance.md
+  were measured);
 - ``budget-512`` / ``budget-1024`` / ``budget-2048`` / ``budget-4096`` / ``budget-8192`` /
   ``budget-16384``: explicit token budgets;
 - ``fixed-32``: length-sorted, fixed batches of 32 texts (sentence-transformers' scheme);
@@ -40,20 +41,19 @@ from common import measure, mixed_texts, single_thread_note
 
 from c2v_rag import Causal2Vec
 from c2v_rag.encode.batching import Causal2VecBatch, plan_batches
-from c2v_rag.encode.loop import default_max_tokens
-
-BUDGET = default_max_tokens(torch.device("cpu"))  # the library's CPU default
+from c2v_rag.encode.loop import model_max_tokens
 
 
 def batches(
-    model: Causal2Vec, texts: list[str], *, max_tokens: int = BUDGET, sort: bool = True, batch_size: int = 256
+    model: Causal2Vec, texts: list[str], *, max_tokens: int | None = None, sort: bool = True, batch_size: int = 256
 ) -> Iterator[tuple[list[int], Causal2VecBatch]]:
-    """The encode loop's batches, tokenized lazily batch by batch (so a thread can run ahead)."""
+    """The encode loop's batches, tokenized lazily batch by batch (so a thread can run ahead); ``max_tokens``: the
+    library's default for this model when None."""
     pieces, enc_ids = model.prepare(texts, None) if sort else (None, None)
     if sort:
         groups = plan_batches(
             [p.length(model.config.num_contextual_tokens) for p in pieces],
-            max_tokens=max_tokens,
+            max_tokens=max_tokens or model_max_tokens(model),
             max_batch_size=batch_size,
         )
         for rows in groups:

@@ -28,7 +28,7 @@ from c2v_rag import Causal2Vec
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.documents import iter_documents
 from c2v_rag.encode.batching import plan_batches
-from c2v_rag.encode.loop import PreparedTexts, default_encoder_max_tokens, default_max_tokens, prepare_texts
+from c2v_rag.encode.loop import PreparedTexts, default_encoder_max_tokens, model_max_tokens, prepare_texts
 
 
 def encoder_seconds(model: Causal2Vec, groups: list[tuple[PreparedTexts, list[list[int]]]]) -> tuple[float, int]:
@@ -64,7 +64,7 @@ def main() -> None:
         group = sorted(texts[start : start + args.ingest_batch], key=len, reverse=True)  # as encode sorts
         prepared.append(prepare_texts(model, group, None, max_length=args.decoder_max_length))
     real = sum(len(ids) for p in prepared for ids in p.encoder_ids or ())
-    decoder_budget = default_max_tokens(model.device, model.quantization)
+    decoder_budget = model_max_tokens(model)
     candidates = {
         f"inside the decoder's batches ({decoder_budget} decoder tokens)": [
             (p, plan_batches(p.lengths, max_tokens=decoder_budget, max_batch_size=256)) for p in prepared

@@ -234,6 +234,12 @@ def default_max_tokens(device: torch.device, quantization: str = "none", dtype: 
     return 2048 if dtype in (torch.bfloat16, torch.float16) else 1024
 
 
+def model_max_tokens(model: EncodingModel) -> int:
+    """:func:`default_max_tokens` for ``model`` as loaded (its device, quantization and dtype): the budget ``encode``
+    and the server plan batches by when none is given."""
+    return default_max_tokens(model.device, model.quantization, model.dtype)
+
+
 def default_encoder_max_tokens(device: torch.device) -> int:
     """Padded encoder tokens per batch of the encoder's own: where it runs ahead of the decoder
     (:func:`encode_ahead`), and where it runs alone (a prefix inside its part). On CPU, batches of an ingest's
@@ -299,7 +305,7 @@ def encode_texts(
     dim = truncate_dim or model.embedding_dim
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if texts:
-        budget = max_tokens_per_batch or default_max_tokens(model.device, model.quantization, model.dtype)
+        budget = max_tokens_per_batch or model_max_tokens(model)
         windows = (
             long_text_windows(model, texts, instruction, policy, max_length=max_length)
             if policy.mode == "chunk"

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.instructions import get_task, query_prompt, resolve_instruction
-from c2v_rag.encode.loop import default_max_tokens, truncate_rows
+from c2v_rag.encode.loop import model_max_tokens, truncate_rows
 from c2v_rag.hub.presets import DEFAULT_PRESET
 from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.retrieval.reranking import LOAD_ERRORS, check_rerank, rerank_hits, resolve_rerank, warn_unreranked
@@ -114,8 +114,7 @@ class EmbeddingService:
             model,
             max_wait_s=config.max_wait_ms / 1000,
             batch_size=config.batch_size,
-            max_batch_tokens=config.max_batch_tokens
-            or default_max_tokens(model.device, model.quantization, model.dtype),
+            max_batch_tokens=config.max_batch_tokens or model_max_tokens(model),
             max_pad_fraction=config.max_pad_fraction
             if config.max_pad_fraction is not None
             else (None if model.device.type == "cuda" else _CPU_MAX_PAD_FRACTION),
