@@ -85,9 +85,13 @@ def test_the_users_own_allocator_setting_is_left_alone():
 
 @_GLIBC
 def test_loading_a_model_for_inference_on_a_cpu_keeps_freed_memory(tiny_variant):
+    # Whether a load sets the allocator is read from keep_freed_memory's cache (called once, and what it returned):
+    # the fault count alone cannot tell, since with glibc's defaults the probe's blocks may land in holes the
+    # load's own temporary buffers left in the heap, and then nothing is trimmed either way.
     load = (
         f"from c2v_rag import Causal2Vec\nCausal2Vec.from_pretrained({str(tiny_variant)!r}, device='cpu')\n"
-        "kept = 'loaded'"
+        "from c2v_rag.core.memory import keep_freed_memory\n"
+        "kept = f'{keep_freed_memory.cache_info().currsize}:{keep_freed_memory()}'"
     )
-    assert _faults_a_round(load) == ("loaded", pytest.approx(0, abs=50))
-    assert _faults_a_round(load, **{KEEP_ENV: "0"})[1] >= _AT_LEAST
+    assert _faults_a_round(load) == ("1:True", pytest.approx(0, abs=50))
+    assert _faults_a_round(load, **{KEEP_ENV: "0"})[0] == "1:False"
