@@ -16,6 +16,7 @@ Three steps, each cached, so that a slow CPU can be given the work in pieces:
     # latency per query: 20 chunks of 200 tokens, one thread (or --threads 2; the int8 decoder runs a batch on
     # every usable core whatever --threads, so pin it for one: taskset -c 0)
     python bench/rerank.py latency --threads 1 --top 20 --chunk-tokens 200
+    #    (--texts scifact --data ../shared/data: SciFact abstracts, where the man pages' candidates are not built)
 
 Sets: ``scifact-dev`` is ``c2v-rag eval``'s scifact-dev-1k (the seeded 20% of SciFact's train claims, 162, against
 1,000 abstracts), dense = the preset's vectors of the whole abstracts with the SciFact query instruction;
@@ -530,29 +531,42 @@ def cmd_depths(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------ latency
 
 
+def _latency_queries(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """``--queries`` questions, each with the ``--top`` texts to rerank: the man pages' cached dense candidates, or
+    SciFact's claims each against the next ``--top`` abstracts (``--texts scifact``, which needs only ``--data``).
+    The cost depends on the texts' lengths, which are cut to ``--chunk-tokens`` either way."""
+    if args.texts == "scifact":
+        from common import load_scifact_docs, load_scifact_queries
+
+        claims = load_scifact_queries(args.data, args.queries)
+        docs = load_scifact_docs(args.data, None)
+        return [(claim, docs[i * args.top : (i + 1) * args.top]) for i, claim in enumerate(claims)]
+    found = json.loads(candidates_path("manpages").read_text(encoding="utf-8"))
+    first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
+    return [
+        (found["queries"][q], [t for _, _, t in found[first][q][: args.top]])
+        for q in sorted(found["queries"])[: args.queries]
+    ]
+
+
 def cmd_latency(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from c2v_rag.rerank import Causal2VecReranker
-
-    name = "manpages"
-    found = json.loads(candidates_path(name).read_text(encoding="utf-8"))
     from c2v_rag.hub.fast_tokenizer import transformers_tokenizer
+    from c2v_rag.rerank import Causal2VecReranker
 
     reranker = Causal2VecReranker(None, template=args.template, quantize=args.quantize, batch_tokens=args.batch_tokens)
     tokenizer = transformers_tokenizer(reranker.scoring.tokenizer)  # decode is transformers' alone
-    qids = sorted(found["queries"])[: args.queries]
-    first = "dense" if "dense" in found else "bm25"  # either: the texts are cut to --chunk-tokens
     times = []
-    for q in qids:
+    for query, candidates in _latency_queries(args):
         # Each candidate cut to --chunk-tokens tokens: ingest's chunk size, the length a search's hits have.
         texts = [
             tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][: args.chunk_tokens])
-            for _, _, t in found[first][q][: args.top]
+            for t in candidates
         ]
         started = time.perf_counter()
-        reranker.score(found["queries"][q], texts)
+        reranker.score(query, texts)
         times.append(time.perf_counter() - started)
     warm = times[1:] or times
     result = {
@@ -563,6 +577,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
         "chunk_tokens": args.chunk_tokens,
         "batch_tokens": reranker.batch_tokens,
         "template": args.template,
+        "texts": args.texts,
         "precision": reranker.precision,
         "queries": len(times),
         "seconds_per_query_median": float(np.median(warm)),
@@ -639,6 +654,13 @@ def main() -> int:
     p.add_argument("--template", default="search-query")
     p.add_argument("--batch-tokens", type=int, default=None)
     p.add_argument("--quantize", default="auto", choices=("auto", "int8", "none"), help="the reranker's quantize")
+    p.add_argument(
+        "--texts",
+        default="manpages",
+        choices=("manpages", "scifact"),
+        help="the man pages' cached candidates (after `candidates --set manpages`) or SciFact's abstracts (--data)",
+    )
+    p.add_argument("--data", type=Path, default=Path("../shared/data"), help="the shared data, for --texts scifact")
     p.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.set = getattr(args, "set", None) or list(SETS)
