@@ -1,0 +1,165 @@
+"""A long-lived ``c2v-rag serve``'s memory under c2v_rag's CPU memory settings and without one of them.
+
+    taskset -c 0 python bench/server_memory.py --data ../shared/data --cycles 10 --json server_memory.json
+    ... --settings defaults kernel-caches-32     # the kernel caches at torch's defaults against bounded to 32
+
+Loading a model for inference on a CPU sets glibc to keep freed memory (``keep_freed_memory``: blocks under 32 MiB
+from the heap, its top handed back only beyond 256 MiB), and torch's bf16 matrix products keep a compiled kernel for
+every new matrix shape in oneDNN's and ideep's caches (up to 1,024 each). A server lives for days and sees requests
+of every size, so what each costs it in resident memory is measured here over many cycles of mixed work. Each
+server (the two ``--settings``, in that order: ``defaults``; ``glibc-allocator``, ``C2V_RAG_KEEP_FREED_MEMORY=0``;
+``kernel-caches-32``, both kernel caches bounded to 32 shapes by their environment variables) runs as a subprocess
+on a free 127.0.0.1 port and gets ``--cycles`` cycles of
+
+- 32 one-text requests (SciFact claims) to ``/v1/embeddings``, one after another, as queries come;
+- one ``/v1/embeddings`` request of 64 whole abstracts (up to 512 tokens each: the largest batches it plans);
+- one ``/v1/rerank`` request, a claim against 20 abstracts (the reranker's decoder loads at the first).
+
+After each phase the server's resident set (VmRSS) is read from /proc, and its CPU seconds per cycle. The summary
+compares the two servers' RSS after the first and the last cycle (growth over the cycles: what fragmentation or a
+filling cache shows), their peak (VmHWM), and their CPU seconds per cycle after the first, as a ratio (the first
+setting's over the second's). Every returned vector of the second server is checked against the first's (neither
+setting changes a result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import load_scifact_docs, load_scifact_queries, recorded_command
+from serve_load import cpu_seconds, start_server
+
+from c2v_rag.core.memory import KEEP_ENV
+
+# oneDNN's and ideep's caches of compiled kernels (torch's bf16 matrix products on a CPU), 1,024 shapes each by default
+KERNEL_CACHE_SETTINGS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+
+# Each setting's environment for the server, on top of this process's.
+SETTINGS: dict[str, dict[str, str]] = {
+    "defaults": {},
+    "glibc-allocator": {KEEP_ENV: "0"},
+    "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_SETTINGS, "32"),
+}
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` field in KiB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int) -> dict:
+    import httpx
+
+    saved = {name: os.environ.get(name) for name in (KEEP_ENV, *KERNEL_CACHE_SETTINGS)}
+    for name in saved:
+        os.environ.pop(name, None)
+    os.environ.update(SETTINGS[setting])
+    try:
+        server, url = start_server(None, 5.0)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    pid = server.pid
+    timeline: list[dict] = []
+    vectors: list[list[float]] = []
+    cpu_per_cycle: list[float] = []
+    try:
+        with httpx.Client(base_url=url, timeout=600) as http:
+            rss_loaded = status_kib(pid, "VmRSS")
+            for cycle in range(cycles):
+                cpu = cpu_seconds(pid)
+                for claim in claims:
+                    body = http.post("/v1/embeddings", json={"input": claim}).raise_for_status().json()
+                    if cycle == 0:
+                        vectors.append(body["data"][0]["embedding"])
+                after_queries = status_kib(pid, "VmRSS")
+                body = http.post("/v1/embeddings", json={"input": abstracts[:64]}).raise_for_status().json()
+                if cycle == 0:
+                    vectors.extend(item["embedding"] for item in body["data"])
+                after_batch = status_kib(pid, "VmRSS")
+                http.post(
+                    "/v1/rerank", json={"query": claims[cycle % len(claims)], "documents": abstracts[64:84]}
+                ).raise_for_status()
+                after_rerank = status_kib(pid, "VmRSS")
+                cpu_per_cycle.append(cpu_seconds(pid) - cpu)
+                timeline.append(
+                    {
+                        "cycle": cycle,
+                        "rss_mib": [round(v / 1024, 1) for v in (after_queries, after_batch, after_rerank)],
+                    }
+                )
+                print(f"{setting}: cycle {cycle}: RSS MiB {timeline[-1]['rss_mib']}, {cpu_per_cycle[-1]:.1f} CPU s")
+            peak = status_kib(pid, "VmHWM")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return {
+        "setting": setting,
+        "rss_loaded_mib": round(rss_loaded / 1024, 1),
+        "rss_after_first_cycle_mib": timeline[0]["rss_mib"][-1],
+        "rss_after_last_cycle_mib": timeline[-1]["rss_mib"][-1],
+        "peak_rss_mib": round(peak / 1024, 1),
+        "cpu_s_per_cycle_median_after_first": statistics.median(cpu_per_cycle[1:] or cpu_per_cycle),
+        "cpu_s_per_cycle": [round(c, 2) for c in cpu_per_cycle],
+        "timeline": timeline,
+        "vectors": vectors,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="folder with scifact/")
+    parser.add_argument("--cycles", type=int, default=12)
+    parser.add_argument("--settings", nargs=2, default=["defaults", "glibc-allocator"], choices=list(SETTINGS))
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if args.settings[0] == args.settings[1]:
+        parser.error("--settings takes two different settings")
+    claims = load_scifact_queries(args.data, 32)
+    abstracts = load_scifact_docs(args.data, 84)
+    started = time.time()
+    runs = {setting: run_server(setting, claims, abstracts, args.cycles) for setting in args.settings}
+    first, second = (runs[name] for name in args.settings)
+    worst = float(np.abs(np.asarray(first.pop("vectors")) - np.asarray(second.pop("vectors"))).max())
+    summary = {
+        "rss_last_cycle_first_minus_second_mib": round(
+            first["rss_after_last_cycle_mib"] - second["rss_after_last_cycle_mib"], 1
+        ),
+        "rss_growth_first_to_last_cycle_mib": {
+            name: round(run["rss_after_last_cycle_mib"] - run["rss_after_first_cycle_mib"], 1)
+            for name, run in runs.items()
+        },
+        "peak_rss_first_over_second": round(first["peak_rss_mib"] / second["peak_rss_mib"], 3),
+        "cpu_per_cycle_first_over_second": round(
+            first["cpu_s_per_cycle_median_after_first"] / second["cpu_s_per_cycle_median_after_first"], 3
+        ),
+        "largest_vector_difference": worst,
+    }
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        report = {
+            "command": recorded_command("bench/server_memory.py", sys.argv[1:]),
+            "cycles": args.cycles,
+            "settings": args.settings,
+            "wall_s": round(time.time() - started, 1),
+            "summary": summary,
+            "runs": runs,
+        }
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
