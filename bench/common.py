@@ -49,8 +49,9 @@ def mixed_texts(data: Path, n_docs: int, n_queries: int, seed: int = 0) -> list[
 # ------------------------------------------------------------------ memory
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
+def status_kib(field: str, pid: int | str = "self") -> int:
+    """A ``/proc/PID/status`` field in KiB (``VmRSS``, ``VmHWM``): this process's, or another's by its pid."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
@@ -69,12 +70,12 @@ def reset_peak_rss() -> int:
     release_freed_memory()
     with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
         f.write("5")
-    return _status_kib("VmRSS")
+    return status_kib("VmRSS")
 
 
 def peak_rss_kib() -> int:
     """Peak resident set size (``VmHWM``) in KiB since the last :func:`reset_peak_rss`."""
-    return _status_kib("VmHWM")
+    return status_kib("VmHWM")
 
 
 @dataclass

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str | None, max_wait_ms: float) -> tuple[subprocess.Popen, str]:
+def start_server(
+    model: str | None, max_wait_ms: float, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """``c2v-rag serve`` on a free loopback port, once it answers /health; ``env``: its environment (this process's
+    when None), without an API key either way."""
     import httpx
 
     port = free_port()
@@ -122,7 +127,7 @@ def start_server(model: str | None, max_wait_ms: float) -> tuple[subprocess.Pope
         "--threads",
         "1",
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
     env.pop("C2V_RAG_API_KEY", None)
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import load_scifact_docs, load_scifact_queries, recorded_command
+from common import load_scifact_docs, load_scifact_queries, recorded_command, status_kib
 from serve_load import cpu_seconds, start_server
 
 from c2v_rag.core.memory import KEEP_ENV
@@ -41,7 +41,7 @@ from c2v_rag.core.memory import KEEP_ENV
 # oneDNN's and ideep's caches of compiled kernels (torch's bf16 matrix products on a CPU), 1,024 shapes each by default
 KERNEL_CACHE_SETTINGS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
-# Each setting's environment for the server, on top of this process's.
+# Each setting's variables in the server's environment.
 SETTINGS: dict[str, dict[str, str]] = {
     "defaults": {},
     "glibc-allocator": {KEEP_ENV: "0"},
@@ -49,51 +49,34 @@ SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
-def status_kib(pid: int, field: str) -> int:
-    """A ``/proc/PID/status`` field in KiB (VmRSS, VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
-
-
 def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int) -> dict:
     import httpx
 
-    saved = {name: os.environ.get(name) for name in (KEEP_ENV, *KERNEL_CACHE_SETTINGS)}
-    for name in saved:
-        os.environ.pop(name, None)
-    os.environ.update(SETTINGS[setting])
-    try:
-        server, url = start_server(None, 5.0)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    # the setting's variables over this process's environment, less any of them this process has
+    env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_SETTINGS)} | SETTINGS[setting]
+    server, url = start_server(None, 5.0, env)
     pid = server.pid
     timeline: list[dict] = []
     vectors: list[list[float]] = []
     cpu_per_cycle: list[float] = []
     try:
         with httpx.Client(base_url=url, timeout=600) as http:
-            rss_loaded = status_kib(pid, "VmRSS")
+            rss_loaded = status_kib("VmRSS", pid)
             for cycle in range(cycles):
                 cpu = cpu_seconds(pid)
                 for claim in claims:
                     body = http.post("/v1/embeddings", json={"input": claim}).raise_for_status().json()
                     if cycle == 0:
                         vectors.append(body["data"][0]["embedding"])
-                after_queries = status_kib(pid, "VmRSS")
+                after_queries = status_kib("VmRSS", pid)
                 body = http.post("/v1/embeddings", json={"input": abstracts[:64]}).raise_for_status().json()
                 if cycle == 0:
                     vectors.extend(item["embedding"] for item in body["data"])
-                after_batch = status_kib(pid, "VmRSS")
+                after_batch = status_kib("VmRSS", pid)
                 http.post(
                     "/v1/rerank", json={"query": claims[cycle % len(claims)], "documents": abstracts[64:84]}
                 ).raise_for_status()
-                after_rerank = status_kib(pid, "VmRSS")
+                after_rerank = status_kib("VmRSS", pid)
                 cpu_per_cycle.append(cpu_seconds(pid) - cpu)
                 timeline.append(
                     {
@@ -102,7 +85,7 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
                     }
                 )
                 print(f"{setting}: cycle {cycle}: RSS MiB {timeline[-1]['rss_mib']}, {cpu_per_cycle[-1]:.1f} CPU s")
-            peak = status_kib(pid, "VmHWM")
+            peak = status_kib("VmHWM", pid)
     finally:
         server.terminate()
         server.wait(timeout=60)
