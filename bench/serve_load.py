@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -103,10 +103,10 @@ def free_port() -> int:
 
 
 def start_server(
-    model: str | None, max_wait_ms: float, env: Mapping[str, str] | None = None
+    model: str | None, max_wait_ms: float, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
 ) -> tuple[subprocess.Popen, str]:
     """``c2v-rag serve`` on a free loopback port, once it answers /health; ``env``: its environment (this process's
-    when None), without an API key either way."""
+    when None), without an API key either way; ``args``: more of its options."""
     import httpx
 
     port = free_port()
@@ -126,6 +126,7 @@ def start_server(
         str(max_wait_ms),
         "--threads",
         "1",
+        *args,
     ]
     env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
     env.pop("C2V_RAG_API_KEY", None)

@@ -2,24 +2,27 @@
 
     taskset -c 0 python bench/server_memory.py --data ../shared/data --cycles 10 --json server_memory.json
     ... --settings defaults kernel-caches-32     # the kernel caches at torch's defaults against bounded to 32
+    ... --settings release-memory defaults --pause-s 2   # freed memory handed back when work pauses, or kept
 
 Loading a model for inference on a CPU sets glibc to keep freed memory (``keep_freed_memory``: blocks under 32 MiB
 from the heap, its top handed back only beyond 256 MiB), and torch's bf16 matrix products keep a compiled kernel for
 every new matrix shape in oneDNN's and ideep's caches (up to 1,024 each). A server lives for days and sees requests
 of every size, so what each costs it in resident memory is measured here over many cycles of mixed work. Each
 server (the two ``--settings``, in that order: ``defaults``; ``glibc-allocator``, ``C2V_RAG_KEEP_FREED_MEMORY=0``;
-``kernel-caches-32``, both kernel caches bounded to 32 shapes by their environment variables) runs as a subprocess
-on a free 127.0.0.1 port and gets ``--cycles`` cycles of
+``kernel-caches-32``, both kernel caches bounded to 32 shapes by their environment variables; ``release-memory``,
+``--release-memory-after 1``, freed memory handed back once the work pauses for a second) runs as a subprocess on
+a free 127.0.0.1 port and gets ``--cycles`` cycles of
 
 - 32 one-text requests (SciFact claims) to ``/v1/embeddings``, one after another, as queries come;
 - one ``/v1/embeddings`` request of 64 whole abstracts (up to 512 tokens each: the largest batches it plans);
-- one ``/v1/rerank`` request, a claim against 20 abstracts (the reranker's decoder loads at the first).
+- one ``/v1/rerank`` request, a claim against 20 abstracts (the reranker's decoder loads at the first);
+- ``--pause-s`` seconds with no request (0 by default: the next cycle at once), as a server's quiet moments.
 
-After each phase the server's resident set (VmRSS) is read from /proc, and its CPU seconds per cycle. The summary
-compares the two servers' RSS after the first and the last cycle (growth over the cycles: what fragmentation or a
-filling cache shows), their peak (VmHWM), and their CPU seconds per cycle after the first, as a ratio (the first
-setting's over the second's). Every returned vector of the second server is checked against the first's (neither
-setting changes a result).
+After each phase (and the pause) the server's resident set (VmRSS) is read from /proc, and its CPU seconds per
+cycle. The summary compares the two servers' RSS after the first and the last cycle (growth over the cycles: what
+fragmentation or a filling cache shows), their peak (VmHWM), and their CPU seconds per cycle after the first, as a
+ratio (the first setting's over the second's). Every returned vector of the second server is checked against the
+first's (neither setting changes a result).
 """
 
 from __future__ import annotations
@@ -46,15 +49,18 @@ SETTINGS: dict[str, dict[str, str]] = {
     "defaults": {},
     "glibc-allocator": {KEEP_ENV: "0"},
     "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_SETTINGS, "32"),
+    "release-memory": {},
 }
+# Each setting's options of c2v-rag serve.
+SERVE_ARGS: dict[str, list[str]] = {"release-memory": ["--release-memory-after", "1"]}
 
 
-def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int) -> dict:
+def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int, pause_s: float) -> dict:
     import httpx
 
     # the setting's variables over this process's environment, less any of them this process has
     env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_SETTINGS)} | SETTINGS[setting]
-    server, url = start_server(None, 5.0, env)
+    server, url = start_server(None, 5.0, env, SERVE_ARGS.get(setting, []))
     pid = server.pid
     timeline: list[dict] = []
     vectors: list[list[float]] = []
@@ -78,13 +84,19 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
                 ).raise_for_status()
                 after_rerank = status_kib("VmRSS", pid)
                 cpu_per_cycle.append(cpu_seconds(pid) - cpu)
+                time.sleep(pause_s)
+                after_pause = status_kib("VmRSS", pid)
                 timeline.append(
                     {
                         "cycle": cycle,
                         "rss_mib": [round(v / 1024, 1) for v in (after_queries, after_batch, after_rerank)],
+                        "rss_after_pause_mib": round(after_pause / 1024, 1),
                     }
                 )
-                print(f"{setting}: cycle {cycle}: RSS MiB {timeline[-1]['rss_mib']}, {cpu_per_cycle[-1]:.1f} CPU s")
+                print(
+                    f"{setting}: cycle {cycle}: RSS MiB {timeline[-1]['rss_mib']}, after the pause "
+                    f"{timeline[-1]['rss_after_pause_mib']}, {cpu_per_cycle[-1]:.1f} CPU s"
+                )
             peak = status_kib("VmHWM", pid)
     finally:
         server.terminate()
@@ -94,6 +106,7 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
         "rss_loaded_mib": round(rss_loaded / 1024, 1),
         "rss_after_first_cycle_mib": timeline[0]["rss_mib"][-1],
         "rss_after_last_cycle_mib": timeline[-1]["rss_mib"][-1],
+        "rss_after_last_pause_mib": timeline[-1]["rss_after_pause_mib"],
         "peak_rss_mib": round(peak / 1024, 1),
         "cpu_s_per_cycle_median_after_first": statistics.median(cpu_per_cycle[1:] or cpu_per_cycle),
         "cpu_s_per_cycle": [round(c, 2) for c in cpu_per_cycle],
@@ -107,6 +120,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="folder with scifact/")
     parser.add_argument("--cycles", type=int, default=12)
     parser.add_argument("--settings", nargs=2, default=["defaults", "glibc-allocator"], choices=list(SETTINGS))
+    parser.add_argument("--pause-s", type=float, default=0.0, help="seconds with no request after each cycle")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.settings[0] == args.settings[1]:
@@ -114,7 +128,7 @@ def main() -> None:
     claims = load_scifact_queries(args.data, 32)
     abstracts = load_scifact_docs(args.data, 84)
     started = time.time()
-    runs = {setting: run_server(setting, claims, abstracts, args.cycles) for setting in args.settings}
+    runs = {setting: run_server(setting, claims, abstracts, args.cycles, args.pause_s) for setting in args.settings}
     first, second = (runs[name] for name in args.settings)
     worst = float(np.abs(np.asarray(first.pop("vectors")) - np.asarray(second.pop("vectors"))).max())
     summary = {
@@ -125,6 +139,7 @@ def main() -> None:
             name: round(run["rss_after_last_cycle_mib"] - run["rss_after_first_cycle_mib"], 1)
             for name, run in runs.items()
         },
+        "rss_after_last_pause_mib": {name: run["rss_after_last_pause_mib"] for name, run in runs.items()},
         "peak_rss_first_over_second": round(first["peak_rss_mib"] / second["peak_rss_mib"], 3),
         "cpu_per_cycle_first_over_second": round(
             first["cpu_s_per_cycle_median_after_first"] / second["cpu_s_per_cycle_median_after_first"], 3
@@ -136,6 +151,7 @@ def main() -> None:
         report = {
             "command": recorded_command("bench/server_memory.py", sys.argv[1:]),
             "cycles": args.cycles,
+            "pause_s": args.pause_s,
             "settings": args.settings,
             "wall_s": round(time.time() - started, 1),
             "summary": summary,

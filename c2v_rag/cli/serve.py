@@ -68,6 +68,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         help="texts waiting for the model (default 8192; more: 503 with Retry-After)",
     )
+    parser.add_argument(
+        "--release-memory-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="hand the memory forward passes freed back to the system once model work has paused this long "
+        "(default 0: kept for the next request; docs/serving.md, 'Memory over time')",
+    )
     add_qdrant_options(parser)
     # VARIANT names the model; --model, as the other commands spell it, is accepted too but not listed.
     add_model_options(parser, argparse.SUPPRESS)
@@ -98,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         "max_texts_per_request": args.max_texts,
         "max_tokens_per_request": args.max_tokens,
         "max_queued_texts": args.max_queued_texts,
+        "release_memory_idle_s": args.release_memory_after,
         "qdrant_url": args.qdrant_url,
         "qdrant_path": args.path,
         "qdrant_store": args.store,

@@ -25,6 +25,7 @@ from c2v_rag.rag.options import ModelOptions
 from c2v_rag.rag.retrieval.reranking import LOAD_ERRORS, check_rerank, rerank_hits, resolve_rerank, warn_unreranked
 from c2v_rag.serving.batcher import DynamicBatcher, QueueFullError, RequestTooLargeError
 from c2v_rag.serving.config import ServerConfig
+from c2v_rag.serving.memory_release import MemoryReleaser
 from c2v_rag.serving.metrics import ServerMetrics
 from c2v_rag.serving.schemas import ApiError, EmbeddingRequest, RerankRequest, SearchRequest, check_input, parse_body
 
@@ -41,6 +42,7 @@ request_log = logging.getLogger("c2v_rag.serving.requests")
 # requests padded enough to fall below one-at-a-time throughput).
 _CPU_MAX_PAD_FRACTION = 0.25
 _OPEN_PATHS = ("/health", "/metrics")  # probes and scrapers: no key, and nothing secret in them
+_MODEL_PATHS = ("/v1/embeddings", "/v1/search", "/v1/rerank")  # the requests that run forward passes
 
 
 def served_name(config: ServerConfig) -> str:
@@ -125,6 +127,7 @@ class EmbeddingService:
             threads=config.threads,
             metrics=self.metrics,
         )
+        self.memory = MemoryReleaser(config.release_memory_idle_s, config.release_memory_every_s, self.metrics)
         # /v1/search reads the store ingest and search use by default (the user data directory, or
         # $C2V_RAG_QDRANT_PATH) unless told another; only a missing qdrant-client leaves it off, and then
         # its 404 says what to install. A store named explicitly must work: its missing package is an error.
@@ -148,6 +151,7 @@ class EmbeddingService:
 
     async def start(self) -> None:
         await self.batcher.start()
+        self.memory.start()
         logger.info(
             "Serving %s (%d dims)%s", self.name, self.model.embedding_dim, "; API key required" if self.key else ""
         )
@@ -157,6 +161,7 @@ class EmbeddingService:
             )
 
     async def stop(self) -> None:
+        await self.memory.stop()
         await self.batcher.stop()
         if self.searcher is not None:
             self.searcher.close()
@@ -179,6 +184,9 @@ class EmbeddingService:
                         headers={"WWW-Authenticate": "Bearer"},
                     )
                 )
+            elif route in _MODEL_PATHS:
+                with self.memory.working():
+                    response = await call_next(request)
             else:
                 response = await call_next(request)
         except Exception as err:  # not an ApiError: a bug or a failed forward pass

@@ -79,6 +79,17 @@ class ServerConfig(BaseModel):
     # -- CPU threads (docs/serving.md has the measurements behind the default)
     threads: int | None = Field(1, ge=1, description="intra-op CPU threads; None keeps torch's default")
 
+    # -- memory (docs/serving.md, "Memory over time")
+    release_memory_idle_s: float = Field(
+        0.0,
+        ge=0,
+        description="hand the memory forward passes freed back to the system once model work has paused this "
+        "long (seconds); 0, the default, keeps it for the next request",
+    )
+    release_memory_every_s: float = Field(
+        60.0, gt=0, description="with release_memory_idle_s set, while requests keep coming: at most this often"
+    )
+
     # -- /v1/search
     qdrant_url: str | None = Field(None, description="Qdrant server for /v1/search (API key: $QDRANT_API_KEY)")
     qdrant_path: Path | None = Field(

@@ -51,6 +51,10 @@ class ServerMetrics:
             registry=r,
         )
 
+        self.memory_releases = Counter(
+            "c2v_rag_memory_releases", "times freed memory went back to the system after model work paused", registry=r
+        )
+
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
