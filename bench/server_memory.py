@@ -10,8 +10,9 @@ every new matrix shape in oneDNN's and ideep's caches (up to 1,024 each). A serv
 of every size, so what each costs it in resident memory is measured here over many cycles of mixed work. Each
 server (the two ``--settings``, in that order: ``defaults``; ``glibc-allocator``, ``C2V_RAG_KEEP_FREED_MEMORY=0``;
 ``kernel-caches-32``, both kernel caches bounded to 32 shapes by their environment variables; ``release-memory``,
-``--release-memory-after 1``, freed memory handed back once the work pauses for a second) runs as a subprocess on
-a free 127.0.0.1 port and gets ``--cycles`` cycles of
+``--release-memory-after 1``, freed memory handed back once the work pauses for a second; ``before``, the server
+as it was before it bounded the kernel caches and released freed memory by default) runs as a subprocess on a
+free 127.0.0.1 port and gets ``--cycles`` cycles of
 
 - 32 one-text requests (SciFact claims) to ``/v1/embeddings``, one after another, as queries come;
 - one ``/v1/embeddings`` request of 64 whole abstracts (up to 512 tokens each: the largest batches it plans);
@@ -39,27 +40,28 @@ import numpy as np
 from common import load_scifact_docs, load_scifact_queries, recorded_command, status_kib
 from serve_load import cpu_seconds, start_server
 
-from c2v_rag.core.memory import KEEP_ENV
-
-# oneDNN's and ideep's caches of compiled kernels (torch's bf16 matrix products on a CPU), 1,024 shapes each by default
-KERNEL_CACHE_SETTINGS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+from c2v_rag.core.memory import KEEP_ENV, KERNEL_CACHE_ENV
 
 # Each setting's variables in the server's environment.
 SETTINGS: dict[str, dict[str, str]] = {
     "defaults": {},
     "glibc-allocator": {KEEP_ENV: "0"},
-    "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_SETTINGS, "32"),
+    "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_ENV, "32"),
     "release-memory": {},
+    "before": dict.fromkeys(KERNEL_CACHE_ENV, "1024"),
 }
 # Each setting's options of c2v-rag serve.
-SERVE_ARGS: dict[str, list[str]] = {"release-memory": ["--release-memory-after", "1"]}
+SERVE_ARGS: dict[str, list[str]] = {
+    "release-memory": ["--release-memory-after", "1"],
+    "before": ["--release-memory-after", "0"],
+}
 
 
 def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int, pause_s: float) -> dict:
     import httpx
 
     # the setting's variables over this process's environment, less any of them this process has
-    env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_SETTINGS)} | SETTINGS[setting]
+    env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_ENV)} | SETTINGS[setting]
     server, url = start_server(None, 5.0, env, SERVE_ARGS.get(setting, []))
     pid = server.pid
     timeline: list[dict] = []

@@ -74,7 +74,14 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="hand the memory forward passes freed back to the system once model work has paused this long "
-        "(default 0: kept for the next request; docs/serving.md, 'Memory over time')",
+        "(default 1; 0 keeps it for the next request: docs/serving.md, 'Memory over time')",
+    )
+    parser.add_argument(
+        "--kernel-cache-shapes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compiled CPU kernels kept in each of torch's two kernel caches (default 256; torch's own: 1024)",
     )
     add_qdrant_options(parser)
     # VARIANT names the model; --model, as the other commands spell it, is accepted too but not listed.
@@ -107,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         "max_tokens_per_request": args.max_tokens,
         "max_queued_texts": args.max_queued_texts,
         "release_memory_idle_s": args.release_memory_after,
+        "kernel_cache_shapes": args.kernel_cache_shapes,
         "qdrant_url": args.qdrant_url,
         "qdrant_path": args.path,
         "qdrant_store": args.store,

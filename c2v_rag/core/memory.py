@@ -90,3 +90,25 @@ def keep_freed_memory() -> bool:
     # mallopt returns 1 on success; musl's stub returns 0. The mmap threshold goes first: setting either turns
     # off glibc's dynamic thresholds, and a trim threshold alone would leave every block over 128 KiB mapped.
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
+
+
+# oneDNN's and ideep's caches of compiled CPU kernels (torch's bf16 and fp16 matrix products), 1,024 entries each
+# by default. Each is read when the first kernel is built.
+KERNEL_CACHE_ENV = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+
+
+def bound_kernel_caches(shapes: int) -> dict[str, str]:
+    """Keep at most ``shapes`` compiled CPU kernels in each of torch's two kernel caches, where the user set neither
+    variable; the variables as they now are.
+
+    torch's bf16 matrix products on a CPU compile a kernel for every new matrix shape and keep it, about 0.6 MB
+    each: a long-lived process that sees texts of every length fills both caches, over a GB (docs/serving.md,
+    "Memory over time"). Call it before the first forward pass; later calls change nothing torch reads. A cache of
+    0 is not offered: ideep's crashes torch 2.13 (``LRU_CACHE_CAPACITY=0``).
+    """
+    if shapes < 1:
+        raise ValueError(f"shapes={shapes}: at least 1 compiled kernel a cache (torch crashes with none)")
+    if not any(os.environ.get(name) for name in KERNEL_CACHE_ENV):
+        for name in KERNEL_CACHE_ENV:
+            os.environ[name] = str(shapes)
+    return {name: os.environ.get(name, "") for name in KERNEL_CACHE_ENV}

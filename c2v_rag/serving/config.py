@@ -81,13 +81,19 @@ class ServerConfig(BaseModel):
 
     # -- memory (docs/serving.md, "Memory over time")
     release_memory_idle_s: float = Field(
-        0.0,
+        1.0,
         ge=0,
         description="hand the memory forward passes freed back to the system once model work has paused this "
-        "long (seconds); 0, the default, keeps it for the next request",
+        "long (seconds); 0 keeps it",
     )
     release_memory_every_s: float = Field(
-        60.0, gt=0, description="with release_memory_idle_s set, while requests keep coming: at most this often"
+        60.0, gt=0, description="while requests keep coming, hand it back at most this often (seconds)"
+    )
+    kernel_cache_shapes: int | None = Field(
+        256,
+        ge=1,
+        description="compiled CPU kernels kept in each of torch's two kernel caches, one a matrix shape, where "
+        "$ONEDNN_PRIMITIVE_CACHE_CAPACITY and $LRU_CACHE_CAPACITY are unset; None keeps torch's 1,024",
     )
 
     # -- /v1/search

@@ -22,7 +22,7 @@ class MemoryReleaser:
     and every request of a new size lands some of its blocks among the holes others left, so a long-lived server's
     resident memory grows by free memory it touched once (bench/results/server_memory_release/). A release costs
     10-20 ms and the next forward pass faults its pages in again: paid once a pause, not once a request.
-    ``idle_s=0`` switches it off (the server's default: docs/serving.md, "Memory over time").
+    ``idle_s=0`` switches it off.
     """
 
     def __init__(

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from c2v_rag.core.devices import configure_cpu_threads
+from c2v_rag.core.memory import bound_kernel_caches
 from c2v_rag.serving.app import create_app, served_name
 from c2v_rag.serving.config import ServerConfig
 
@@ -51,6 +52,8 @@ def serve(config: ServerConfig) -> None:
     sock = listening_socket(config.host, config.port)
     try:
         configure_cpu_threads(config.threads)
+        if config.kernel_cache_shapes is not None:
+            bound_kernel_caches(config.kernel_cache_shapes)  # before the first forward pass, when torch reads them
         model = Causal2Vec.from_pretrained(
             config.model, device=config.device, dtype=config.dtype, quantize=config.quantize
         )

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from c2v_rag.core.memory import KEEP_ENV, release_freed_memory
+from c2v_rag.core.memory import KEEP_ENV, KERNEL_CACHE_ENV, bound_kernel_caches, release_freed_memory
 
 
 def rss_mib() -> float:
@@ -95,3 +95,50 @@ def test_loading_a_model_for_inference_on_a_cpu_keeps_freed_memory(tiny_variant)
     )
     assert _faults_a_round(load) == ("1:True", pytest.approx(0, abs=50))
     assert _faults_a_round(load, **{KEEP_ENV: "0"})[0] == "1:False"
+
+
+def test_the_kernel_caches_are_bounded_where_the_user_set_neither(monkeypatch):
+    for name in KERNEL_CACHE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert bound_kernel_caches(256) == dict.fromkeys(KERNEL_CACHE_ENV, "256")
+    monkeypatch.delenv(KERNEL_CACHE_ENV[0])
+    monkeypatch.setenv(KERNEL_CACHE_ENV[1], "1024")  # the user's, and then neither is changed
+    assert bound_kernel_caches(256) == {KERNEL_CACHE_ENV[0]: "", KERNEL_CACHE_ENV[1]: "1024"}
+    with pytest.raises(ValueError, match="at least 1"):
+        bound_kernel_caches(0)
+
+
+# 80 bf16 matrix products of new row counts, in a fresh process after the caches were bounded or not: malloc's bytes
+# in use grow by the compiled kernels torch keeps (about 0.6 MB a shape where oneDNN runs them).
+_KERNELS_KEPT = """
+import ctypes, os, sys
+{setup}
+import torch
+FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in FIELDS.split()]
+mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+mallinfo2.restype = Info
+torch.set_num_threads(1)
+weight = torch.randn(1536, 576, dtype=torch.bfloat16)
+torch.nn.functional.linear(torch.randn(3, 576, dtype=torch.bfloat16), weight)
+before = mallinfo2().uordblks
+for rows in range(100, 180):
+    torch.nn.functional.linear(torch.randn(rows, 576, dtype=torch.bfloat16), weight)
+print((mallinfo2().uordblks - before) / 2**20)
+"""
+
+
+@_GLIBC
+def test_bounded_kernel_caches_keep_fewer_compiled_kernels():
+    def grown_mib(setup: str) -> float:
+        env = {k: v for k, v in os.environ.items() if k not in KERNEL_CACHE_ENV}
+        code = _KERNELS_KEPT.format(setup=setup)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+        return float(out.stdout)
+
+    unbounded = grown_mib("")
+    if unbounded < 10:
+        pytest.skip(f"this CPU's bf16 products keep no compiled kernels ({unbounded:.1f} MiB for 80 shapes)")
+    bounded = grown_mib("from c2v_rag.core.memory import bound_kernel_caches\nbound_kernel_caches(8)")
+    assert bounded < unbounded / 4

@@ -88,8 +88,8 @@ def test_a_busy_server_hands_memory_back_between_requests_at_its_interval(model)
         assert releases(server.url) >= 2
 
 
-def test_a_server_keeps_its_freed_memory_by_default(model):
-    config = ServerConfig()
+def test_a_server_keeps_its_freed_memory_when_told_to(model):
+    config = ServerConfig(release_memory_idle_s=0)
     with ServerThread(create_app(model, config), config) as server:
         httpx.post(server.url + "/v1/embeddings", json={"input": "a text"}).raise_for_status()
         time.sleep(0.6)
