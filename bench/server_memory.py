@@ -9,10 +9,11 @@ from the heap, its top handed back only beyond 256 MiB), and torch's bf16 matrix
 every new matrix shape in oneDNN's and ideep's caches (up to 1,024 each). A server lives for days and sees requests
 of every size, so what each costs it in resident memory is measured here over many cycles of mixed work. Each
 server (the two ``--settings``, in that order: ``defaults``; ``glibc-allocator``, ``C2V_RAG_KEEP_FREED_MEMORY=0``;
-``kernel-caches-32``, both kernel caches bounded to 32 shapes by their environment variables; ``release-memory``,
-``--release-memory-after 1``, freed memory handed back once the work pauses for a second; ``before``, the server
-as it was before it bounded the kernel caches and released freed memory by default) runs as a subprocess on a
-free 127.0.0.1 port and gets ``--cycles`` cycles of
+``kernel-caches-32`` and ``kernel-caches-1024``, both kernel caches at 32 or 1,024 shapes by their environment
+variables; ``release-memory`` and ``no-release``, ``--release-memory-after 1`` or ``0``, freed memory handed back
+once the work pauses for a second or kept; ``before``, the server as it was before it bounded the kernel caches
+and released freed memory by default) runs as a subprocess on a free 127.0.0.1 port and gets ``--cycles`` cycles
+of
 
 - 32 one-text requests (SciFact claims) to ``/v1/embeddings``, one after another, as queries come;
 - one ``/v1/embeddings`` request of 64 whole abstracts (up to 512 tokens each: the largest batches it plans);
@@ -47,12 +48,15 @@ SETTINGS: dict[str, dict[str, str]] = {
     "defaults": {},
     "glibc-allocator": {KEEP_ENV: "0"},
     "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_ENV, "32"),
+    "kernel-caches-1024": dict.fromkeys(KERNEL_CACHE_ENV, "1024"),
     "release-memory": {},
+    "no-release": {},
     "before": dict.fromkeys(KERNEL_CACHE_ENV, "1024"),
 }
 # Each setting's options of c2v-rag serve.
 SERVE_ARGS: dict[str, list[str]] = {
     "release-memory": ["--release-memory-after", "1"],
+    "no-release": ["--release-memory-after", "0"],
     "before": ["--release-memory-after", "0"],
 }
 
