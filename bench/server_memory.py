@@ -43,21 +43,15 @@ from serve_load import cpu_seconds, start_server
 
 from c2v_rag.core.memory import KEEP_ENV, KERNEL_CACHE_ENV
 
-# Each setting's variables in the server's environment.
-SETTINGS: dict[str, dict[str, str]] = {
-    "defaults": {},
-    "glibc-allocator": {KEEP_ENV: "0"},
-    "kernel-caches-32": dict.fromkeys(KERNEL_CACHE_ENV, "32"),
-    "kernel-caches-1024": dict.fromkeys(KERNEL_CACHE_ENV, "1024"),
-    "release-memory": {},
-    "no-release": {},
-    "before": dict.fromkeys(KERNEL_CACHE_ENV, "1024"),
-}
-# Each setting's options of c2v-rag serve.
-SERVE_ARGS: dict[str, list[str]] = {
-    "release-memory": ["--release-memory-after", "1"],
-    "no-release": ["--release-memory-after", "0"],
-    "before": ["--release-memory-after", "0"],
+# Each setting: its variables in the server's environment, and its options of c2v-rag serve.
+SETTINGS: dict[str, tuple[dict[str, str], list[str]]] = {
+    "defaults": ({}, []),
+    "glibc-allocator": ({KEEP_ENV: "0"}, []),
+    "kernel-caches-32": (dict.fromkeys(KERNEL_CACHE_ENV, "32"), []),
+    "kernel-caches-1024": (dict.fromkeys(KERNEL_CACHE_ENV, "1024"), []),
+    "release-memory": ({}, ["--release-memory-after", "1"]),
+    "no-release": ({}, ["--release-memory-after", "0"]),
+    "before": (dict.fromkeys(KERNEL_CACHE_ENV, "1024"), ["--release-memory-after", "0"]),
 }
 
 
@@ -65,8 +59,9 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
     import httpx
 
     # the setting's variables over this process's environment, less any of them this process has
-    env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_ENV)} | SETTINGS[setting]
-    server, url = start_server(None, 5.0, env, SERVE_ARGS.get(setting, []))
+    variables, options = SETTINGS[setting]
+    env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_ENV)} | variables
+    server, url = start_server(None, 5.0, env, options)
     pid = server.pid
     timeline: list[dict] = []
     vectors: list[list[float]] = []

@@ -50,9 +50,10 @@ class ServerMetrics:
             buckets=tuple(float(2**k) for k in range(4, 18)),
             registry=r,
         )
-
         self.memory_releases = Counter(
-            "c2v_rag_memory_releases", "times freed memory went back to the system after model work paused", registry=r
+            "c2v_rag_memory_releases",
+            "times freed memory went back to the system (model work paused, or the busy interval passed)",
+            registry=r,
         )
 
     def render(self) -> tuple[bytes, str]:
