@@ -103,10 +103,15 @@ def free_port() -> int:
 
 
 def start_server(
-    model: str | None, max_wait_ms: float, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+    model: str | None,
+    max_wait_ms: float,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
+    cpus: set[int] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """``c2v-rag serve`` on a free loopback port, once it answers /health; ``env``: its environment (this process's
-    when None), without an API key either way; ``args``: more of its options."""
+    when None), without an API key either way; ``args``: more of its options; ``cpus``: the cores it may run on
+    (set before it starts, so every thread it makes inherits them), this process's when None."""
     import httpx
 
     port = free_port()
@@ -130,7 +135,8 @@ def start_server(
     ]
     env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
     env.pop("C2V_RAG_API_KEY", None)
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pin)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while True:

@@ -3,6 +3,7 @@
     taskset -c 0 python bench/server_memory.py --data ../shared/data --cycles 10 --json server_memory.json
     ... --settings defaults kernel-caches-32     # the kernel caches at torch's defaults against bounded to 32
     ... --settings release-memory defaults --pause-s 2   # freed memory handed back when work pauses, or kept
+    ... --side-by-side --settings defaults before      # both at once, a core each: CPU ratios free of drift
 
 Loading a model for inference on a CPU sets glibc to keep freed memory (``keep_freed_memory``: blocks under 32 MiB
 from the heap, its top handed back only beyond 256 MiB), and torch's bf16 matrix products keep a compiled kernel for
@@ -23,7 +24,9 @@ of
 After each phase (and the pause) the server's resident set (VmRSS) is read from /proc, and its CPU seconds per
 cycle. The summary compares the two servers' RSS after the first and the last cycle (growth over the cycles: what
 fragmentation or a filling cache shows), their peak (VmHWM), and their CPU seconds per cycle after the first, as a
-ratio (the first setting's over the second's). Every returned vector of the second server is checked against the
+ratio (the first setting's over the second's). One server after the other, that ratio also holds whatever the
+machine drifted between them; ``--side-by-side`` runs both at once, each pinned to a core of its own (the first
+setting on the first core this process may use), and begins each cycle of both together. Every returned vector of the second server is checked against the
 first's (neither setting changes a result).
 """
 
@@ -33,8 +36,11 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +61,28 @@ SETTINGS: dict[str, tuple[dict[str, str], list[str]]] = {
 }
 
 
-def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: int, pause_s: float) -> dict:
-    import httpx
-
-    # the setting's variables over this process's environment, less any of them this process has
+def start(setting: str, cpus: set[int] | None) -> tuple[subprocess.Popen, str]:
+    """The setting's server: its variables over this process's environment (less any of them this process has) and
+    its options of c2v-rag serve, on ``cpus``."""
     variables, options = SETTINGS[setting]
     env = {k: v for k, v in os.environ.items() if k not in (KEEP_ENV, *KERNEL_CACHE_ENV)} | variables
-    server, url = start_server(None, 5.0, env, options)
+    return start_server(None, 5.0, env, options, cpus)
+
+
+def drive(
+    setting: str,
+    server: subprocess.Popen,
+    url: str,
+    claims: list[str],
+    abstracts: list[str],
+    cycles: int,
+    pause_s: float,
+    together: threading.Barrier | None = None,
+) -> dict:
+    """``cycles`` cycles of work against a started server, each begun together with the other server's where
+    ``together`` is given; stops the server at the end."""
+    import httpx
+
     pid = server.pid
     timeline: list[dict] = []
     vectors: list[list[float]] = []
@@ -70,6 +91,8 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
         with httpx.Client(base_url=url, timeout=600) as http:
             rss_loaded = status_kib("VmRSS", pid)
             for cycle in range(cycles):
+                if together is not None:
+                    together.wait()
                 cpu = cpu_seconds(pid)
                 for claim in claims:
                     body = http.post("/v1/embeddings", json={"input": claim}).raise_for_status().json()
@@ -99,6 +122,10 @@ def run_server(setting: str, claims: list[str], abstracts: list[str], cycles: in
                     f"{timeline[-1]['rss_after_pause_mib']}, {cpu_per_cycle[-1]:.1f} CPU s"
                 )
             peak = status_kib("VmHWM", pid)
+    except BaseException:
+        if together is not None:
+            together.abort()  # the other server's cycles stop at their next start, not wait forever
+        raise
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -122,6 +149,12 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=12)
     parser.add_argument("--settings", nargs=2, default=["defaults", "glibc-allocator"], choices=list(SETTINGS))
     parser.add_argument("--pause-s", type=float, default=0.0, help="seconds with no request after each cycle")
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="both servers at once, each on a core of its own, every cycle begun together (CPU ratios free of the "
+        "machine's drift); by default one server after the other",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.settings[0] == args.settings[1]:
@@ -129,7 +162,29 @@ def main() -> None:
     claims = load_scifact_queries(args.data, 32)
     abstracts = load_scifact_docs(args.data, 84)
     started = time.time()
-    runs = {setting: run_server(setting, claims, abstracts, args.cycles, args.pause_s) for setting in args.settings}
+    work = (claims, abstracts, args.cycles, args.pause_s)
+    if args.side_by_side:
+        cores = sorted(os.sched_getaffinity(0))[:2]
+        if len(cores) < 2:
+            parser.error(f"--side-by-side runs each server on a core of its own; this process may use {cores} only")
+        servers: list[tuple[subprocess.Popen, str]] = []
+        try:
+            for setting, core in zip(args.settings, cores, strict=True):
+                servers.append(start(setting, {core}))
+        except BaseException:
+            for server, _ in servers:
+                server.terminate()
+            raise
+        together = threading.Barrier(2, timeout=1800)
+        with ThreadPoolExecutor(2) as pool:
+            futures = [
+                pool.submit(drive, setting, server, url, *work, together)
+                for setting, (server, url) in zip(args.settings, servers, strict=True)
+            ]
+            runs = {setting: future.result() for setting, future in zip(args.settings, futures, strict=True)}
+    else:
+        cores = []
+        runs = {setting: drive(setting, *start(setting, None), *work) for setting in args.settings}
     first, second = (runs[name] for name in args.settings)
     worst = float(np.abs(np.asarray(first.pop("vectors")) - np.asarray(second.pop("vectors"))).max())
     summary = {
@@ -154,6 +209,7 @@ def main() -> None:
             "cycles": args.cycles,
             "pause_s": args.pause_s,
             "settings": args.settings,
+            "side_by_side_cores": cores,
             "wall_s": round(time.time() - started, 1),
             "summary": summary,
             "runs": runs,
