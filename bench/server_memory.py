@@ -26,8 +26,8 @@ cycle. The summary compares the two servers' RSS after the first and the last cy
 fragmentation or a filling cache shows), their peak (VmHWM), and their CPU seconds per cycle after the first, as a
 ratio (the first setting's over the second's). One server after the other, that ratio also holds whatever the
 machine drifted between them; ``--side-by-side`` runs both at once, each pinned to a core of its own (the first
-setting on the first core this process may use), and begins each cycle of both together. Every returned vector of the second server is checked against the
-first's (neither setting changes a result).
+setting on the first core this process may use), and begins each cycle of both together. Every returned vector of
+the second server is checked against the first's (neither setting changes a result).
 """
 
 from __future__ import annotations
