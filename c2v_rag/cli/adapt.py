@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from c2v_rag.cli.arguments import PATHS_HELP, add_file_selection
+from c2v_rag.cli.arguments import PATHS_HELP, add_file_selection, file_selection
 from c2v_rag.cli.errors import EXIT_BAD_INPUT
 
 if TYPE_CHECKING:
@@ -93,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
             overrides["training"]["device"] = args.device
         if args.questions is not None:
             overrides["gate"]["questions"] = args.questions
-        if args.exclude:
-            overrides["exclude"] = args.exclude
-        if args.text_suffixes:
-            overrides["text_suffixes"] = args.text_suffixes
+        overrides |= file_selection(args)
         config = AdaptConfig.model_validate(overrides)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -282,8 +282,8 @@ def ray_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_file_selection(parser: argparse.ArgumentParser) -> None:
-    """``--exclude`` and ``--text-suffix``: which of a folder's files are read (IngestConfig.exclude and
-    text_suffixes)."""
+    """``--exclude``, ``--text-suffix`` and ``--every-format``: which of a folder's files are read (the fields of
+    :class:`~c2v_rag.documents.files.FileSelection`; :func:`file_selection` gives those the command line set)."""
     parser.add_argument(
         "--exclude",
         action="append",
@@ -299,3 +299,17 @@ def add_file_selection(parser: argparse.ArgumentParser) -> None:
         help="also read files with this suffix, as plain text: source code, logs, configuration (.py, .log; "
         "'' for files without a suffix, such as NEWS or INTRO; repeatable)",
     )
+    parser.add_argument(
+        "--every-format",
+        action="store_true",
+        default=None,
+        help="read every copy of a page a folder holds in several formats (guide.md beside guide.html); by default "
+        "the source markup's alone, else HTML's, plain text's, a word processor's, PDF's, in that order",
+    )
+
+
+def file_selection(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~c2v_rag.documents.files.FileSelection` fields the command line set (``add_file_selection``'s
+    options), to lay over a config."""
+    given = {"exclude": args.exclude, "text_suffixes": args.text_suffixes, "every_format": args.every_format}
+    return {field: value for field, value in given.items() if value}

@@ -15,6 +15,7 @@ from c2v_rag.cli.arguments import (
     add_quiet,
     add_ray_options,
     add_truncate_dim,
+    file_selection,
     ray_args,
 )
 from c2v_rag.cli.errors import EXIT_OK
@@ -65,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.ingestion.embed import embed
 
-    config = IngestConfig(
-        decoder_max_length=args.decoder_max_length, exclude=args.exclude or [], text_suffixes=args.text_suffixes or []
-    )
+    config = IngestConfig(decoder_max_length=args.decoder_max_length, **file_selection(args))
     result = embed(
         [Path(p) for p in args.paths],
         args.out,

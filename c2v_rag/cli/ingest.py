@@ -25,6 +25,7 @@ from c2v_rag.cli.arguments import (
     add_sparse,
     add_truncate_dim,
     collection_from,
+    file_selection,
     payload_indexes_from,
     ray_args,
 )
@@ -133,13 +134,8 @@ def run(args: argparse.Namespace) -> int:
     were skipped."""
     from c2v_rag.rag import IngestConfig
 
-    fields = {
-        "retry_attempts": args.retries,
-        "max_file_bytes": _megabytes(args.max_file_mb),
-        "exclude": args.exclude,
-        "text_suffixes": args.text_suffixes,
-    }
-    config = IngestConfig(**{k: v for k, v in fields.items() if v is not None})
+    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
+    config = IngestConfig(**{k: v for k, v in fields.items() if v is not None}, **file_selection(args))
     if args.watch is not None and args.watch <= 0:
         raise ValueError(f"--watch {args.watch:g}: pass the seconds between checks, more than 0")
     paths = [Path(p) for p in args.paths]
@@ -184,6 +180,8 @@ def _dry_run(paths: list[Path], config: IngestConfig, *, listed: bool) -> int:
     parts += [words for words in [not_read_words(log.not_read)] if words]
     if log.excluded:
         parts.append(f"left out by --exclude: {counted(log.excluded, 'file or folder', 'files and folders')}")
+    if log.other_format_copies:
+        parts.append(f"left out as copies of pages read in another format: {counted(log.other_format_copies, 'file')}")
     if log.files_skipped:
         parts.append(f"skipped: {counted(log.files_skipped, 'file')} (the warnings above)")
     print("; ".join(parts) + ". Nothing was read, embedded or stored (--dry-run)")

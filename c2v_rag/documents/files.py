@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.wording import counted, in_words
-from c2v_rag.documents import sphinx_builds
+from c2v_rag.documents import page_formats, sphinx_builds
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
 from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
@@ -61,9 +61,21 @@ class FileSelection(BaseModel):
         ),
     )
 
+    every_format: bool = Field(
+        False,
+        description=(
+            "read every copy of a page that a folder holds in several formats (guide.md beside guide.html, FAQ.txt "
+            "beside FAQ.html); by default only the first of its source markup (Markdown, reStructuredText, "
+            "AsciiDoc, Org, LaTeX), HTML, plain text, a word processor's file, PDF is read, so that a search does "
+            "not find the page twice. With ingest's sync, the points of copies left out are deleted (--every-format)"
+        ),
+    )
+
     def read_options(self) -> ReadOptions:
         """What reading the sources needs of these settings."""
-        return ReadOptions(exclude=tuple(self.exclude), text_suffixes=tuple(self.text_suffixes))
+        return ReadOptions(
+            exclude=tuple(self.exclude), text_suffixes=tuple(self.text_suffixes), every_format=self.every_format
+        )
 
 
 __all__ = [
@@ -398,7 +410,32 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
     for fmt, skipped in unreadable_formats.items():
         log.skip_files(sorted(skipped), " ".join(str(missing[fmt]).split()))
     listing.files.sort()
+    if not options.every_format:
+        _leave_out_other_formats(listing, root, log, quiet=quiet)
     return listing
+
+
+def _leave_out_other_formats(listing: _Listing, root: Path, log: ReadLog, *, quiet: bool) -> None:
+    """Take out of ``listing`` the copies of pages it holds in another format too (:mod:`page_formats`)."""
+    copies = page_formats.copies_in_other_formats(listing.files)
+    if not copies:
+        return
+    listing.files = [file for file in listing.files if file not in copies]
+    for file in copies:
+        del listing.sizes[file]
+    log.other_format_copies += len(copies)
+    if not quiet:
+        example = min(copies)
+        more = f" and {len(copies) - 1} more" if len(copies) > 1 else ""
+        logger.info(
+            "Left out %s under %s, each a copy of a page read in another format beside it: %s (%s is read)%s; to "
+            "read every copy, pass every_format=True (--every-format)",
+            counted(len(copies), "file"),
+            root,
+            example.relative_to(root),
+            copies[example].name,
+            more,
+        )
 
 
 def snapshot(paths: Sequence[Path], options: ReadOptions) -> dict[str, tuple[int, int]]:

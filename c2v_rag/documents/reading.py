@@ -55,6 +55,8 @@ class ReadOptions:
     # Suffixes read as plain text besides the formats' own, as formats.checked_text_suffixes gives them (lower
     # case, with their dot); IngestConfig and AdaptConfig check theirs so.
     text_suffixes: tuple[str, ...] = ()
+    # Read every copy of a page a folder holds in several formats (page_formats), not the first-ranked alone.
+    every_format: bool = False
 
 
 def checked_exclude(patterns: list[str]) -> list[str]:
@@ -98,6 +100,8 @@ class ReadLog:
     not_read: Counter[str] = field(default_factory=Counter)
     # Files and folders of the folders listed that an ``exclude`` pattern left out.
     excluded: int = 0
+    # Files of the folders listed left out as copies of a page read in another format (page_formats).
+    other_format_copies: int = 0
     # Resolved files and folders some of whose documents may be missing from this read.
     incomplete: set[str] = field(default_factory=set)
     # For progress: how many bytes each file the sources were found to hold when opened (before any is read) holds

@@ -67,6 +67,7 @@ class IngestKeywords(TypedDict, total=False):
     sync: bool | None
     exclude: list[str] | None
     text_suffixes: list[str] | None
+    every_format: bool | None
     show_progress: bool | None
     sparse: Literal["bm25"] | BM25Config | None
     payload_indexes: dict[str, str] | None
@@ -280,6 +281,9 @@ class Collection:
                 (``["node_modules", "*.min.html", "drafts/*"]``); with ``sync``, their points are deleted.
             text_suffixes: more suffixes a folder's files are read with, as plain text (``[".py", ".log"]``: source
                 code, logs); a suffix a format reads already is refused.
+            every_format: read every copy of a page a folder holds in several formats (``guide.md`` beside
+                ``guide.html``); by default the first of source markup, HTML, plain text, a word processor's file
+                and PDF alone, so that a search finds the page once; with ``sync``, the others' points are deleted.
             sparse: ``"bm25"`` also stores a BM25 sparse vector per chunk, for ``mode="sparse"``/``"hybrid"``
                 (None: what an existing collection holds, so a hybrid one's new chunks get theirs, else none).
             payload_indexes: metadata key -> Qdrant index type (``keyword``, ``integer``, ``float``, ``bool``,

@@ -54,6 +54,11 @@ class IngestResult(BaseModel):
     documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
     chunks_deleted: int = 0
     files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
+    files_in_other_formats: int = Field(
+        default=0,
+        description="files of the folders read left out as copies of a page read in another format beside them "
+        "(every_format reads them)",
+    )
     seconds: float = 0.0
 
     @property
@@ -90,6 +95,10 @@ class IngestResult(BaseModel):
             text += f"; sync deleted {deleted}"
         if self.failed:
             text += f"; {counted(len(self.failed), 'batch', 'batches')} failed"
+        if self.files_in_other_formats:
+            text += (
+                f"; left out {counted(self.files_in_other_formats, 'copy', 'copies')} of pages read in another format"
+            )
         return text + _not_read_words(self.files_not_read)
 
     def record_reading(self, log: ReadLog) -> None:
@@ -98,6 +107,7 @@ class IngestResult(BaseModel):
         self.records_skipped = log.records_skipped
         self.skipped = list(log.skipped)
         self.files_not_read = dict(log.not_read)
+        self.files_in_other_formats = log.other_format_copies
 
 
 class EmbedResult(BaseModel):

@@ -352,7 +352,8 @@ def test_help_loads_no_model_library():
 
 def test_ingest_dry_run_lists_what_it_would_read_and_loads_nothing(tmp_path):
     folder = tmp_path / "docs"
-    for name, text in {"a.md": "# Tides\n", "sub/b.txt": "x" * 2000, "c.json": "{}", "node_modules/d.md": "x"}.items():
+    files = {"a.md": "# Tides\n", "a.html": "<h1>Tides</h1>", "sub/b.txt": "x" * 2000, "c.json": "{}"}
+    for name, text in (files | {"node_modules/d.md": "x"}).items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     (folder / "new\nline.txt").write_text("odd name", encoding="utf-8")
@@ -370,7 +371,8 @@ def test_ingest_dry_run_lists_what_it_would_read_and_loads_nothing(tmp_path):
         f"    8 bytes  {root}/new\\nline.txt",
         f"     2.0 kB  {root / 'sub' / 'b.txt'}",
         "would read 3 files, 2.0 kB: text 2 (2.0 kB), Markdown 1 (8 bytes); not read: 1 file of other types "
-        "(.json (1)); left out by --exclude: 1 file or folder. Nothing was read, embedded or stored (--dry-run)",
+        "(.json (1)); left out by --exclude: 1 file or folder; left out as copies of pages read in another format: "
+        "1 file. Nothing was read, embedded or stored (--dry-run)",
         "LOADED 0 []",
     ]
     assert not store.exists()

@@ -13,7 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from c2v_rag.documents.documents import iter_documents
-from c2v_rag.documents.files import ReadLog
+from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.documents.formats.markdown import shown_markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +97,9 @@ A paragraph
 def test_comments_and_link_definitions_are_left_out_and_code_keeps_them(tmp_path: Path):
     (tmp_path / "fs.md").write_text(PAGE, encoding="utf-8")
     (tmp_path / "fs.txt").write_text(PAGE, encoding="utf-8")
-    docs = {Path(d.doc_id).name: d.text for d in iter_documents(tmp_path, log=ReadLog())}
+    # The same page as Markdown and as text: every_format reads both, each by its own reader.
+    read = iter_documents(tmp_path, options=ReadOptions(every_format=True), log=ReadLog())
+    docs = {Path(d.doc_id).name: d.text for d in read}
     assert docs["fs.md"] == SHOWN
     assert docs["fs.txt"] == PAGE  # plain text is read as it is
     # Under front matter too, whose title leads.

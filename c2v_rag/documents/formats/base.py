@@ -36,6 +36,11 @@ class FileFormat(ABC):
     requires: ClassVar[tuple[Requirement, ...]] = ()
     # Whether the numbered parts of a split file are of this format too (makeinfo's gnupg.info-2 of .info).
     numbered_parts: ClassVar[bool] = False
+    # Where a folder holds one page in several formats (guide.md beside guide.html, FAQ.txt beside FAQ.html), the
+    # copy of the lowest rank is read and the others left out (c2v_rag.documents.page_formats): a source before
+    # what is made from it, markup that says its headings before text that does not. None: files of this format
+    # are never taken for another's copy (tables, records, slides, mail, archives).
+    page_rank: ClassVar[int | None] = None
 
     def missing(self) -> MissingPackageError | None:
         """The error to give when a package this format needs is not installed, else None (nothing imported)."""

@@ -17,6 +17,7 @@ from c2v_rag.documents.source_document import SourceDocument
 class Docx(FileFormat):
     name = "Word"
     suffixes = (".docx", ".docm", ".dotx", ".dotm")
+    page_rank = 3
     requires = (Requirement("docx", "python-docx", "docx"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -22,6 +22,7 @@ _ENCRYPTION = "META-INF/encryption.xml"
 class Epub(FileFormat):
     name = "EPUB"
     suffixes = (".epub",)
+    page_rank = 3
     requires = Html.requires
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

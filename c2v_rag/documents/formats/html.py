@@ -71,6 +71,7 @@ _SITE_SUFFIX = re.compile(r"\s+[|\u2014\u2013]\s+")
 class Html(FileFormat):
     name = "HTML"
     suffixes = (".html", ".htm", ".xhtml")
+    page_rank = 1
     requires = (Requirement("bs4", "beautifulsoup4", "html"), Requirement("markdownify", "markdownify", "html"))
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

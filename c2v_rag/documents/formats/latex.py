@@ -95,6 +95,7 @@ _BRACKETED = re.compile(r"\[([^\[\]]*)\]", re.DOTALL)
 class Latex(FileFormat):
     name = "LaTeX"
     suffixes = (".tex", ".ltx")
+    page_rank = 0
     requires = (Requirement("pylatexenc", "pylatexenc", "latex"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

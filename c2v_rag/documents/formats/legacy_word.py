@@ -68,6 +68,7 @@ _CHARACTERS = str.maketrans(
 class LegacyWord(FileFormat):
     name = "Word 97-2003"
     suffixes = (".doc", ".dot")  # a template is the same format
+    page_rank = 3
     requires = (Requirement("olefile", "olefile", "doc"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -61,6 +61,7 @@ _MARKS_ONLY = re.compile(r"^[ \t>]*(?:" + _LIST_MARK + r"[ \t>]*)?\r?$")
 class Markdown(FileFormat):
     name = "Markdown"
     suffixes = MARKDOWN_SUFFIXES
+    page_rank = 0
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         text = read_text(file, options, log)

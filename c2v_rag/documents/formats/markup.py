@@ -84,10 +84,12 @@ class _HeadedText(FileFormat):
 class AsciiDoc(_HeadedText):
     name = "AsciiDoc"
     suffixes = (".adoc", ".asciidoc")
+    page_rank = 0
     header = staticmethod(asciidoc_header)
 
 
 class OrgMode(_HeadedText):
     name = "Org"
     suffixes = (".org",)
+    page_rank = 0
     header = staticmethod(org_header)

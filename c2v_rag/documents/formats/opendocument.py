@@ -67,6 +67,7 @@ _LEFT_OUT_BLOCKS = {
 class OpenDocumentText(FileFormat):
     name = "OpenDocument text"
     suffixes = (".odt", ".ott")  # a template holds the same parts
+    page_rank = 3
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         parsed = parse_file(file, options, log, file.suffix.lower(), lambda: odt_title_and_blocks(file))

@@ -46,6 +46,7 @@ _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi",
 class Pdf(FileFormat):
     name = "PDF"
     suffixes = (".pdf",)
+    page_rank = 4
     requires = (Requirement("pypdf", "pypdf", "pdf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -95,6 +95,7 @@ _REGISTRY_LOCK = threading.Lock()
 class ReStructuredText(FileFormat):
     name = "reStructuredText"
     suffixes = (".rst", ".rest")
+    page_rank = 0
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         text = read_text(file, options, log)

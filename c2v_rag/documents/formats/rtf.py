@@ -31,6 +31,7 @@ _LINK_TARGET = re.compile(r'(?<=\S)\("(?:https?|mailto|ftp|file):[^"\s]*"\)')
 class Rtf(FileFormat):
     name = "RTF"
     suffixes = (".rtf",)
+    page_rank = 3
     requires = (Requirement("striprtf", "striprtf", "rtf"),)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

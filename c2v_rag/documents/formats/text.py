@@ -14,6 +14,7 @@ from c2v_rag.documents.source_document import SourceDocument
 class PlainText(FileFormat):
     name = "text"
     suffixes = (".txt",)
+    page_rank = 2
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         text = read_text(file, options, log)

@@ -96,6 +96,20 @@ def test_text_suffixes_add_files_and_a_sync_without_them_deletes_their_points(tm
     assert synced.documents_deleted == 1 and docs_of(store) == {"a.txt", "tide.py"}
 
 
+def test_a_page_in_two_formats_is_stored_once_and_a_sync_deletes_the_other_copys_points(tmp_path, ingest_into):
+    folder = make_folder(tmp_path / "docs", ["guide.md", "other.txt"])
+    (folder / "guide.html").write_text("<h1>Guide</h1><p>" + make_text(0, sentences=2) + "</p>", encoding="utf-8")
+    store = tmp_path / "store"
+    every = ingest_into(folder, store, sync=True, every_format=True)
+    assert every.documents == 3 and every.files_in_other_formats == 0
+    assert docs_of(store) == {"guide.md", "guide.html", "other.txt"}
+    once = ingest_into(folder, store, sync=True)
+    assert (once.documents_deleted, once.files_in_other_formats) == (1, 1)
+    assert docs_of(store) == {"guide.md", "other.txt"}
+    assert "; left out 1 copy of pages read in another format" in once.summary()
+    assert points(store) == clean_ingest(ingest_into, folder, tmp_path, "clean")
+
+
 def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     store = tmp_path / "store"
