@@ -71,9 +71,13 @@ _GLIBC = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's m
 
 @_GLIBC
 def test_kept_freed_memory_is_not_faulted_in_again_and_the_switch_turns_it_off():
-    assert _faults_a_round(_KEEP) == ("True", pytest.approx(0, abs=50))
-    kept, faults = _faults_a_round(_KEEP, **{KEEP_ENV: "0"})
-    assert kept == "False" and faults >= _AT_LEAST
+    # Whether glibc's own defaults hand the freed blocks back depends on the interpreter's hash seed: under some
+    # seeds a small block lands above them at the heap's top and nothing is trimmed (0 faults with the switch off,
+    # 2 runs of 8 here). Fixed seeds make each run the same every time; the defaults must fault in one of them.
+    seeds = [{"PYTHONHASHSEED": str(seed)} for seed in range(3)]
+    assert [_faults_a_round(_KEEP, **seed) for seed in seeds] == [("True", pytest.approx(0, abs=50))] * len(seeds)
+    off = [_faults_a_round(_KEEP, **seed, **{KEEP_ENV: "0"}) for seed in seeds]
+    assert {kept for kept, _ in off} == {"False"} and max(faults for _, faults in off) >= _AT_LEAST
 
 
 @_GLIBC
