@@ -32,7 +32,7 @@ from c2v_rag.core.errors import MissingPackageError
 from c2v_rag.core.wording import counted, in_words
 from c2v_rag.documents import page_formats, sphinx_builds
 from c2v_rag.documents.formats import FORMATS, SUPPORTED_SUFFIXES, FileFormat, TextSuffixes, format_of
-from c2v_rag.documents.formats.archives import CompressedFile, compressed_head
+from c2v_rag.documents.formats.archives import COMPRESSED_SUFFIXES, compressed_head
 from c2v_rag.documents.reading import MAX_LISTED_SKIPS, ExcludePatterns, ReadLog, ReadOptions, SkippedInput, excluded
 from c2v_rag.documents.sniffing import HEAD_BYTES, binary_reason, file_head
 from c2v_rag.documents.source_document import SourceDocument
@@ -188,8 +188,6 @@ _SUFFIX_PATTERN = re.compile(r"\.[A-Za-z0-9_.~-]+")
 FORMATS_COMMAND = "`c2v-rag formats` lists the types c2v_rag reads"
 # How many suffixes a message names of those it left out, most files first.
 _NAMED_SUFFIXES = 6
-# A compressed file's type is the suffix under its own (notes.md.gz); formats.CompressedFile reads them.
-COMPRESSED_SUFFIXES = frozenset(CompressedFile.suffixes)
 
 
 @dataclass

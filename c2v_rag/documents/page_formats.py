@@ -15,16 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from c2v_rag.documents.formats.archives import CompressedFile
+from c2v_rag.documents.formats.archives import COMPRESSED_SUFFIXES
 from c2v_rag.documents.formats.registry import AS_TEXT, format_for_suffix, is_documentation_name
-
-_COMPRESSED_SUFFIXES = frozenset(CompressedFile.suffixes)
 
 
 def page_of(file: Path) -> tuple[Path, int] | None:
     """The page ``file`` is a copy of (its folder and its name less the format's suffix) and its format's rank, or
     None where its format has no rank (a table, an archive) or only ``text_suffixes`` reads it."""
-    inner = Path(file.stem) if file.suffix.lower() in _COMPRESSED_SUFFIXES else Path(file.name)
+    inner = Path(file.stem) if file.suffix.lower() in COMPRESSED_SUFFIXES else Path(file.name)
     suffix = inner.suffix.lower()
     if suffix:
         fmt = format_for_suffix(suffix)

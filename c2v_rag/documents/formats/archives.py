@@ -167,6 +167,8 @@ _DECOMPRESSED: dict[str, Callable[[Path], AbstractContextManager[Stream]]] = {
     ".bz2": lambda file: bz2.BZ2File(file, "rb"),
     ".xz": lambda file: lzma.LZMAFile(file, "rb"),
 }
+# A compressed file's type is the suffix under its own (notes.md.gz): the suffixes of files compressed alone.
+COMPRESSED_SUFFIXES = frozenset(_DECOMPRESSED)
 
 
 class CompressedFile(FileFormat):
