@@ -17,6 +17,17 @@ _FILES_NOT_READ = (
 )
 
 
+_OTHER_FORMATS = (
+    "files of the folders read left out as copies of a page read in another format beside them (every_format reads "
+    "them)"
+)
+
+
+def _copies_words(copies: int) -> str:
+    """``; left out 2 copies of pages read in another format``, or nothing when there were none."""
+    return f"; left out {counted(copies, 'copy', 'copies')} of pages read in another format" if copies else ""
+
+
 def _not_read_words(counts: dict[str, int]) -> str:
     """``; not read: 57 files of other types (no suffix (43), .sed (2))``, or nothing when there were none."""
     words = not_read_words(counts)
@@ -54,11 +65,7 @@ class IngestResult(BaseModel):
     documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
     chunks_deleted: int = 0
     files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
-    files_in_other_formats: int = Field(
-        default=0,
-        description="files of the folders read left out as copies of a page read in another format beside them "
-        "(every_format reads them)",
-    )
+    files_in_other_formats: int = Field(default=0, description=_OTHER_FORMATS)
     seconds: float = 0.0
 
     @property
@@ -95,11 +102,7 @@ class IngestResult(BaseModel):
             text += f"; sync deleted {deleted}"
         if self.failed:
             text += f"; {counted(len(self.failed), 'batch', 'batches')} failed"
-        if self.files_in_other_formats:
-            text += (
-                f"; left out {counted(self.files_in_other_formats, 'copy', 'copies')} of pages read in another format"
-            )
-        return text + _not_read_words(self.files_not_read)
+        return text + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
 
     def record_reading(self, log: ReadLog) -> None:
         """Take what reading skipped and left out from ``log``."""
@@ -121,6 +124,7 @@ class EmbedResult(BaseModel):
     chunks: int = 0
     unchanged: int = 0
     files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
+    files_in_other_formats: int = Field(default=0, description=_OTHER_FORMATS)
     seconds: float = 0.0
 
     @property
@@ -137,4 +141,4 @@ class EmbedResult(BaseModel):
         return (
             f"{counted(self.documents, 'document')}, {counts} into {counted(len(self.files), 'Parquet file')} under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
-        ) + _not_read_words(self.files_not_read)
+        ) + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)

@@ -137,6 +137,7 @@ def embed(
     # The local writer counts its own seconds, from its model's load, as ingest does.
     result.seconds = result.seconds or time.perf_counter() - started
     result.files_not_read = dict(log.not_read)
+    result.files_in_other_formats = log.other_format_copies
     return result
 
 

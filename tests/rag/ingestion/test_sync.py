@@ -110,6 +110,17 @@ def test_a_page_in_two_formats_is_stored_once_and_a_sync_deletes_the_other_copys
     assert points(store) == clean_ingest(ingest_into, folder, tmp_path, "clean")
 
 
+def test_embed_counts_the_copies_it_left_out_as_ingest_does(tmp_path, tiny_variant, ingest_config):
+    folder = make_folder(tmp_path / "docs", ["guide.md", "other.txt"])
+    (folder / "guide.html").write_text("<h1>Guide</h1><p>" + make_text(0, sentences=2) + "</p>", encoding="utf-8")
+    embedded = c2v_rag.embed(folder, tmp_path / "vectors", model=tiny_variant, config=ingest_config)
+    assert (embedded.documents, embedded.files_in_other_formats) == (2, 1)
+    assert "; left out 1 copy of pages read in another format" in embedded.summary()
+    every_copy = ingest_config.model_copy(update={"every_format": True})
+    every = c2v_rag.embed(folder, tmp_path / "every", model=tiny_variant, config=every_copy)
+    assert (every.documents, every.files_in_other_formats) == (3, 0) and "another format" not in every.summary()
+
+
 def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     store = tmp_path / "store"
