@@ -138,7 +138,8 @@ class EmbedResult(BaseModel):
         if self.unchanged:
             total = counted(self.chunks + self.unchanged, "chunk")
             counts = f"{total} ({self.chunks} written, {self.unchanged} already there)"
-        return (
+        text = (
             f"{counted(self.documents, 'document')}, {counts} into {counted(len(self.files), 'Parquet file')} under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
-        ) + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
+        )
+        return text + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
