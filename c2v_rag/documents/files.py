@@ -337,7 +337,7 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
             listing.sphinx_builds.append(Path(folder))
             dirs[:] = [d for d in dirs if d != sphinx_builds.SOURCE_COPIES]
             names = [name for name in names if name not in sphinx_builds.GENERATED_PAGES]
-        elif sphinx_builds.PROJECT_CONFIG in names:
+        elif sphinx_builds.is_project(names, COMPRESSED_SUFFIXES):
             listing.sphinx_projects.append(Path(folder))
         for name in names:
             if name.startswith("."):
@@ -377,7 +377,7 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         logger.warning("Left out %s under %s", _dangling_words(listing.dangling), root)
     if listing.sphinx_builds and not quiet:
         logger.info("%s", sphinx_builds.left_out(listing.sphinx_builds))
-        for build, project, pattern in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects):
+        for build, project, pattern in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects, root):
             logger.warning(
                 "%s is Sphinx's HTML build of the project in %s, whose sources are read too: each page is read twice, "
                 "from its source and from its HTML; to read the sources alone, pass exclude=[%r] (--exclude %s)",

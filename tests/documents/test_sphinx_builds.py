@@ -82,3 +82,125 @@ def test_an_archived_build_is_read_as_its_pages_alone(project, tmp_path, caplog)
         docs = list(iter_documents(archive, options=ReadOptions(), log=ReadLog()))
     assert [Path(d.doc_id).relative_to(archive).as_posix() for d in docs] == ["html/index.html", "html/spring.html"]
     assert "Left out what Sphinx generated in its HTML build" in caplog.text
+
+
+def build_html(source: Path, out: Path) -> None:
+    """sphinx-build -b html ``source`` ``out``."""
+    from sphinx.util.docutils import docutils_namespace
+
+    with docutils_namespace():
+        app = sphinx_application.Sphinx(
+            str(source), str(source), str(out), str(out.parent / "doctrees"), "html",
+            status=None, warning=None, freshenv=True,
+        )  # fmt: skip
+        app.build()
+
+
+@pytest.fixture(scope="module")
+def debian_package(project, tmp_path_factory) -> Path:
+    """A folder laid out as Debian's documentation packages are (``linux-doc``): the sources compressed in
+    ``Documentation/``, the HTML build beside them in ``html/``, its ``.buildinfo`` gone."""
+    import gzip
+
+    doc = tmp_path_factory.mktemp("usr-share-doc")
+    package = doc / "tides-doc"
+    (package / "Documentation").mkdir(parents=True)
+    for name in ("conf.py", "index.rst", "spring.rst"):
+        (package / "Documentation" / f"{name}.gz").write_bytes(gzip.compress((project / name).read_bytes()))
+    shutil.copytree(project / "_build" / "html", package / "html")
+    (package / "html" / ".buildinfo").unlink()
+    return doc
+
+
+def test_a_build_without_its_buildinfo_is_told_by_its_search_index(debian_package, caplog):
+    build = debian_package / "tides-doc" / "html"
+    assert (build / "_sources" / "spring.rst.txt").exists() and not (build / ".buildinfo").exists()
+    with caplog.at_level(logging.INFO):
+        assert listed(build) == ["index.html", "spring.html"]
+    assert f"Left out what Sphinx generated in its HTML build {build}" in caplog.text
+
+
+def test_sources_beside_their_build_are_named_with_the_exclude_of_the_build(debian_package, caplog):
+    # Debian's layout: Documentation/ (conf.py.gz, index.rst.gz) beside html/, both under the package's folder.
+    with caplog.at_level(logging.WARNING):
+        assert listed(debian_package) == [
+            "tides-doc/Documentation/index.rst.gz",
+            "tides-doc/Documentation/spring.rst.gz",
+            "tides-doc/html/index.html",
+            "tides-doc/html/spring.html",
+        ]
+    warning = caplog.records[-1].getMessage()
+    package = debian_package / "tides-doc"
+    assert f"{package / 'html'} is Sphinx's HTML build of the project in {package / 'Documentation'}" in warning
+    assert "exclude=['tides-doc/html'] (--exclude tides-doc/html)" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert listed(debian_package, exclude=("tides-doc/html",)) == [
+            "tides-doc/Documentation/index.rst.gz",
+            "tides-doc/Documentation/spring.rst.gz",
+        ]
+    assert not caplog.records
+
+
+def test_sphinx_quickstarts_separate_source_and_build_folders_are_named(project, tmp_path, caplog):
+    # sphinx-quickstart's "separate source and build directories": docs/source and docs/build/html.
+    source = tmp_path / "repo" / "docs" / "source"
+    source.mkdir(parents=True)
+    for name in ("conf.py", "index.rst", "spring.rst"):
+        shutil.copy2(project / name, source / name)
+    build_html(source, tmp_path / "repo" / "docs" / "build" / "html")
+    repo = tmp_path / "repo"
+    with caplog.at_level(logging.WARNING):
+        assert listed(repo) == [
+            "docs/build/html/index.html",
+            "docs/build/html/spring.html",
+            "docs/source/index.rst",
+            "docs/source/spring.rst",
+        ]
+    assert "exclude=['docs/build'] (--exclude docs/build)" in caplog.records[-1].getMessage()
+
+
+def test_a_conf_py_without_a_root_page_is_no_project_and_a_search_index_not_sphinxs_no_build(project, tmp_path, caplog):
+    # A program's settings file beside a Sphinx build is not the build's project.
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "conf.py").write_text("DEBUG = False\n", encoding="utf-8")
+    (tmp_path / "app" / "notes.md").write_text("# Notes\n\nNothing here.\n", encoding="utf-8")
+    shutil.copytree(project / "_build" / "html", tmp_path / "html")
+    with caplog.at_level(logging.WARNING):
+        assert listed(tmp_path) == ["app/notes.md", "html/index.html", "html/spring.html"]
+    assert "read twice" not in caplog.text
+    # Another site generator's search index, with a folder of that name: nothing is left out.
+    site = tmp_path / "site"
+    (site / "_sources").mkdir(parents=True)
+    (site / "_sources" / "notes.txt").write_text("notes", encoding="utf-8")
+    (site / "searchindex.js").write_text("var index = {};\n", encoding="utf-8")
+    (site / "search.html").write_text("<h1>Search tips</h1><p>Use quotes.</p>", encoding="utf-8")
+    assert listed(site) == ["_sources/notes.txt", "search.html"]
+
+
+def test_an_archived_build_without_its_buildinfo_is_read_as_its_pages_alone(debian_package, tmp_path):
+    archive = Path(shutil.make_archive(str(tmp_path / "tides-docs"), "zip", debian_package / "tides-doc", "html"))
+    with zipfile.ZipFile(archive) as zipped:
+        assert "html/_sources/spring.rst.txt" in zipped.namelist() and "html/.buildinfo" not in zipped.namelist()
+    docs = list(iter_documents(archive, options=ReadOptions(), log=ReadLog()))
+    assert [Path(d.doc_id).relative_to(archive).as_posix() for d in docs] == ["html/index.html", "html/spring.html"]
+
+
+def test_the_copies_benchs_questions_and_pages_on_a_real_build(project, tmp_path, monkeypatch):
+    """bench/sphinx_copies.py: its questions are a page's section headings after its title, its pages those with
+    a question (index pages left out), and a hit on either copy of a page (its HTML, its source copy) names the
+    same page."""
+    from script_loading import load_script
+
+    bench_folder = Path(__file__).resolve().parents[2] / "bench"
+    monkeypatch.syspath_prepend(str(bench_folder))  # the script imports the benchmarks' shared module, common
+    bench = load_script(bench_folder / "sphinx_copies.py", "sphinx_copies_bench")
+    build = tmp_path / "html"
+    shutil.copytree(project / "_build" / "html", build)
+    assert bench.pick_pages(build, 5) == []  # spring has no heading under its title; index pages are left out
+    copy = build / "_sources" / "spring.rst.txt"
+    copy.write_text(copy.read_text() + "\nAt the ``neap``\n---------------\n\nNeap tides are weaker.\n\nx\n--\n")
+    assert bench.headings_of(copy, 4) == ["At the neap"]  # "Spring tides" is the page's title; "x" is too short
+    assert bench.pick_pages(build, 5) == ["spring"]
+    assert bench.page_of_hit(str(build / "a" / "b.html"), build) == "a/b"
+    assert bench.page_of_hit(str(build / "_sources" / "a" / "b.rst.txt"), build) == "a/b"

@@ -1,0 +1,140 @@
+"""A Sphinx HTML build whose ``.buildinfo`` is gone (as in Debian's packages), ingested as the walk reads it now (the
+pages alone) and as it read it before (every page again from ``_sources/``): what a search finds, and what the
+ingest costs.
+
+    taskset -c 0 env OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python bench/sphinx_copies.py \\
+        --build /usr/share/doc/linux-doc-6.1/html --pages 24 --json sphinx_copies.json
+
+The ``--pages`` smallest pages of the build (by their HTML's size) whose source copy
+(``_sources/<page>.rst.txt``) has a section heading under its title are copied, with both copies and the build's
+``searchindex.js``, to a temporary folder, and ingested twice with ``c2v_rag.ingest``'s defaults: as they are (the
+walk tells the build by its search index and leaves ``_sources`` out) and with the search index removed (the walk
+then reads the source copies as plain text, as it did before it knew that sign). The questions are each page's
+section headings (the first ``--per-page``), the answer the page they head, either copy. Each run searches them
+with ``c2v_rag.search_many``'s defaults (top 10, reranked as ``rerank="auto"`` does on this CPU) and gives MRR@10 by
+page, how many distinct pages the ten hits hold, and the ingest's chunks and seconds (one process, both ingests in
+turn; speed is not what this measures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import recorded_command
+
+import c2v_rag
+
+SOURCES = "_sources"
+SEARCH_INDEX = "searchindex.js"
+# The source copies themselves, and translations (questions in Italian or Chinese for an English model);
+# index pages are left out too, being lists of links.
+SKIPPED = (SOURCES + "/", "translations/")
+# A reStructuredText section title: a line of text over a line of one punctuation character, at least as long.
+_SECTION = re.compile(r"^(?P<title>[^\s].*?)\s*\n(?P<rule>([=\-~^\"'`#*+<>:._])\3{2,})\s*$", re.MULTILINE)
+
+
+def headings_of(source: Path, per_page: int) -> list[str]:
+    """A page's section titles after its first (the page's title), without inline markup, at most ``per_page``."""
+    titles = []
+    for match in _SECTION.finditer(source.read_text(encoding="utf-8", errors="replace")):
+        if len(match["rule"]) < len(match["title"]):
+            continue
+        text = re.sub(r"`+|\*+|:\w+:", "", match["title"]).strip()
+        if len(text) >= 4 and text not in titles:
+            titles.append(text)
+    return titles[1 : per_page + 1]
+
+
+def pick_pages(build: Path, pages: int) -> list[str]:
+    """The ``pages`` smallest pages of ``build`` (paths without ``.html``) whose source copy has a question, leaving
+    out translations and index pages."""
+    found = []
+    for html in build.rglob("*.html"):
+        page = html.relative_to(build).with_suffix("").as_posix()
+        source = build / SOURCES / f"{page}.rst.txt"
+        if page.startswith(SKIPPED) or page.endswith("/index") or page == "index":
+            continue
+        if source.is_file() and headings_of(source, 1):
+            found.append((html.stat().st_size, page))
+    return [page for _, page in sorted(found)[:pages]]
+
+
+def page_of_hit(doc_id: str | None, build: Path) -> str:
+    """The page a hit's document is a copy of: ``a/b`` for ``a/b.html`` and ``_sources/a/b.rst.txt``."""
+    relative = Path(doc_id or "").relative_to(build).as_posix()
+    relative = relative.removeprefix(SOURCES + "/")
+    return relative.removesuffix(".html").removesuffix(".rst.txt")
+
+
+def run(build: Path, store: Path, questions: list[tuple[str, str]], label: str) -> dict:
+    started = time.perf_counter()
+    result = c2v_rag.ingest(build, path=store, collection="kb", show_progress=False)
+    ingest_s = time.perf_counter() - started
+    hits = c2v_rag.search_many([q for q, _ in questions], top_k=10, path=store, collection="kb")
+    reciprocal, distinct = [], []
+    for (_, answer), found in zip(questions, hits, strict=True):
+        pages = [page_of_hit(hit.doc_id, build) for hit in found]
+        reciprocal.append(next((1 / (rank + 1) for rank, page in enumerate(pages) if page == answer), 0.0))
+        distinct.append(len(set(pages)))
+    return {
+        "read": label,
+        "documents": result.documents,
+        "chunks": result.chunks,
+        "ingest_s": round(ingest_s, 1),
+        "mrr_at_10": round(statistics.mean(reciprocal), 4),
+        "reciprocal_ranks": reciprocal,
+        "distinct_pages_in_top_10": round(statistics.mean(distinct), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", type=Path, required=True, help="a Sphinx HTML build with its _sources folder")
+    parser.add_argument("--pages", type=int, default=24)
+    parser.add_argument("--per-page", type=int, default=4, help="questions (section headings) taken from each page")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if not (args.build / SEARCH_INDEX).is_file():
+        parser.error(f"{args.build} holds no {SEARCH_INDEX}: not a Sphinx HTML build")
+    pages = pick_pages(args.build, args.pages)
+    if len(pages) < 2:
+        parser.error(f"{args.build} holds fewer than two pages with a source copy in {SOURCES}/")
+    questions = [
+        (q, page) for page in pages for q in headings_of(args.build / SOURCES / f"{page}.rst.txt", args.per_page)
+    ]
+    runs = []
+    with tempfile.TemporaryDirectory() as scratch:
+        build = Path(scratch) / "html"
+        for page in pages:
+            for name in (f"{page}.html", f"{SOURCES}/{page}.rst.txt"):
+                (build / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(args.build / name, build / name)
+        shutil.copy2(args.build / SEARCH_INDEX, build / SEARCH_INDEX)
+        runs.append(run(build, Path(scratch) / "store-pages", questions, "the pages alone (now)"))
+        (build / SEARCH_INDEX).unlink()
+        runs.append(run(build, Path(scratch) / "store-both", questions, "pages and source copies (before)"))
+    now, before = runs
+    paired = [b - a for a, b in zip(before.pop("reciprocal_ranks"), now.pop("reciprocal_ranks"), strict=True)]
+    summary = {
+        "pages": len(pages),
+        "questions": len(questions),
+        "mrr_at_10_now_minus_before": round(statistics.mean(paired), 4),
+        "questions_better_worse": [sum(d > 0 for d in paired), sum(d < 0 for d in paired)],
+        "runs": runs,
+    }
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        report = {"command": recorded_command("bench/sphinx_copies.py", sys.argv[1:]), "page_list": pages, **summary}
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
