@@ -205,3 +205,34 @@ def chunker_key(context: str) -> dict[str, str]:
     for module in (c2v_rag.documents.chunking, c2v_rag.documents.outline, c2v_rag.encode.splitting):
         digest.update(Path(str(module.__file__)).read_bytes())
     return {"chunker": digest.hexdigest()[:16]}
+
+
+def pages_found(
+    folder: Path, store: Path, questions: Sequence[tuple[str, str]], page_of: Callable[[str | None], str], **ingest: Any
+) -> tuple[Any, dict[str, Any]]:
+    """``folder`` ingested into a new store with the library's defaults (and ``ingest``'s options), then each
+    question searched with ``c2v_rag.search_many``'s (top 10, reranked as ``rerank="auto"`` does on this CPU): the
+    ingest's result, and its documents, chunks and seconds, MRR@10 where a hit is right when ``page_of`` its
+    ``doc_id`` is the question's page (any copy of it), each question's reciprocal rank, and how many distinct pages
+    the ten hits hold."""
+    import statistics
+
+    import c2v_rag
+
+    started = time.perf_counter()
+    result = c2v_rag.ingest(folder, path=store, collection="kb", show_progress=False, **ingest)
+    ingest_s = time.perf_counter() - started
+    hits = c2v_rag.search_many([q for q, _ in questions], top_k=10, path=store, collection="kb")
+    reciprocal, distinct = [], []
+    for (_, answer), found in zip(questions, hits, strict=True):
+        pages = [page_of(hit.doc_id) for hit in found]
+        reciprocal.append(next((1 / (rank + 1) for rank, page in enumerate(pages) if page == answer), 0.0))
+        distinct.append(len(set(pages)))
+    return result, {
+        "documents": result.documents,
+        "chunks": result.chunks,
+        "ingest_s": round(ingest_s, 1),
+        "mrr_at_10": round(statistics.mean(reciprocal), 4),
+        "reciprocal_ranks": reciprocal,
+        "distinct_pages_in_top_10": round(statistics.mean(distinct), 2),
+    }

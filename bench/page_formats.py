@@ -23,12 +23,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import recorded_command
-
-import c2v_rag
+from common import pages_found, recorded_command
 
 _HEADING = re.compile(r"^#{2,3} +(.+?) *$", re.MULTILINE)
 
@@ -55,25 +52,8 @@ def page_of_hit(doc_id: str | None) -> str:
 
 
 def run(folder: Path, store: Path, questions: list[tuple[str, str]], every_format: bool) -> dict:
-    started = time.perf_counter()
-    result = c2v_rag.ingest(folder, path=store, collection="kb", every_format=every_format, show_progress=False)
-    ingest_s = time.perf_counter() - started
-    hits = c2v_rag.search_many([q for q, _ in questions], top_k=10, path=store, collection="kb")
-    reciprocal, distinct = [], []
-    for (_, answer), found in zip(questions, hits, strict=True):
-        pages = [page_of_hit(hit.doc_id) for hit in found]
-        reciprocal.append(next((1 / (rank + 1) for rank, page in enumerate(pages) if page == answer), 0.0))
-        distinct.append(len(set(pages)))
-    return {
-        "every_format": every_format,
-        "documents": result.documents,
-        "chunks": result.chunks,
-        "copies_left_out": result.files_in_other_formats,
-        "ingest_s": round(ingest_s, 1),
-        "mrr_at_10": round(statistics.mean(reciprocal), 4),
-        "reciprocal_ranks": reciprocal,
-        "distinct_pages_in_top_10": round(statistics.mean(distinct), 2),
-    }
+    result, scores = pages_found(folder, store, questions, page_of_hit, every_format=every_format)
+    return {"every_format": every_format, **scores, "copies_left_out": result.files_in_other_formats}
 
 
 def main() -> None:

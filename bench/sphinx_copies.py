@@ -25,12 +25,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import recorded_command
-
-import c2v_rag
+from common import pages_found, recorded_command
 
 SOURCES = "_sources"
 SEARCH_INDEX = "searchindex.js"
@@ -75,24 +72,8 @@ def page_of_hit(doc_id: str | None, build: Path) -> str:
 
 
 def run(build: Path, store: Path, questions: list[tuple[str, str]], label: str) -> dict:
-    started = time.perf_counter()
-    result = c2v_rag.ingest(build, path=store, collection="kb", show_progress=False)
-    ingest_s = time.perf_counter() - started
-    hits = c2v_rag.search_many([q for q, _ in questions], top_k=10, path=store, collection="kb")
-    reciprocal, distinct = [], []
-    for (_, answer), found in zip(questions, hits, strict=True):
-        pages = [page_of_hit(hit.doc_id, build) for hit in found]
-        reciprocal.append(next((1 / (rank + 1) for rank, page in enumerate(pages) if page == answer), 0.0))
-        distinct.append(len(set(pages)))
-    return {
-        "read": label,
-        "documents": result.documents,
-        "chunks": result.chunks,
-        "ingest_s": round(ingest_s, 1),
-        "mrr_at_10": round(statistics.mean(reciprocal), 4),
-        "reciprocal_ranks": reciprocal,
-        "distinct_pages_in_top_10": round(statistics.mean(distinct), 2),
-    }
+    _, scores = pages_found(build, store, questions, lambda doc_id: page_of_hit(doc_id, build))
+    return {"read": label, **scores}
 
 
 def main() -> None:
