@@ -377,15 +377,8 @@ def _listing(root: Path, options: ReadOptions, log: ReadLog, *, quiet: bool = Fa
         logger.warning("Left out %s under %s", _dangling_words(listing.dangling), root)
     if listing.sphinx_builds and not quiet:
         logger.info("%s", sphinx_builds.left_out(listing.sphinx_builds))
-        for build, project, pattern in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects, root):
-            logger.warning(
-                "%s is Sphinx's HTML build of the project in %s, whose sources are read too: each page is read twice, "
-                "from its source and from its HTML; to read the sources alone, pass exclude=[%r] (--exclude %s)",
-                build,
-                project,
-                pattern,
-                shlex.quote(pattern),
-            )
+        for twice in sphinx_builds.read_twice(listing.sphinx_builds, listing.sphinx_projects, root):
+            logger.warning("%s", twice.warning())
     if listing.excluded and not quiet:
         logger.info(
             "Left out %d files and folders under %s matching exclude %s", listing.excluded, root, list(options.exclude)

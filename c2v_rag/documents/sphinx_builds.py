@@ -21,7 +21,9 @@ in the sources (``.. automodule::``) and whole in the HTML, other pages are read
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 # sphinx-build's record of an HTML build, in the build's folder; its first line names Sphinx.
@@ -65,12 +67,39 @@ def is_project(names: Collection[str], compressed_suffixes: Collection[str]) -> 
     return held(PROJECT_CONFIG) and any(held(page) for page in _ROOT_PAGES)
 
 
-def read_twice(builds: list[Path], projects: list[Path], root: Path) -> list[tuple[Path, Path, str]]:
+@dataclass(frozen=True)
+class ReadTwice:
+    """A Sphinx build whose project's sources the same walk reads: every page is read twice."""
+
+    build: Path
+    project: Path
+    build_pattern: str
+    """The ``exclude`` pattern that leaves the build out, the sources read alone."""
+    sources_pattern: str | None
+    """The one that leaves the sources out, the HTML read alone (whole where a source only names what autodoc or
+    kernel-doc fills in from code); None where the build lies inside the project, which no one folder separates."""
+
+    def warning(self) -> str:
+        """What the walk says of it."""
+        text = (
+            f"{self.build} is Sphinx's HTML build of the project in {self.project}, whose sources are read too: each "
+            f"page is read twice, from its source and from its HTML; to read the sources alone, pass "
+            f"exclude=[{self.build_pattern!r}] (--exclude {shlex.quote(self.build_pattern)})"
+        )
+        if self.sources_pattern is not None:
+            text += (
+                f"; to read the HTML alone (whole where a source only names what autodoc or kernel-doc fills in), "
+                f"exclude=[{self.sources_pattern!r}] (--exclude {shlex.quote(self.sources_pattern)})"
+            )
+        return text
+
+
+def read_twice(builds: list[Path], projects: list[Path], root: Path) -> list[ReadTwice]:
     """Each build of ``builds`` that holds the pages of a project of ``projects`` (a folder with a ``conf.py``)
-    also read in the walk of ``root``: the build, the project, and the ``exclude`` pattern that leaves the build
-    out. A build inside a project folder is its build (``docs/_build/html``: the pattern ``_build``, the build's
-    first folder under the project, as a path from ``root``); else a build beside the project, under the project's
-    parent folder inside ``root`` (``docs/source`` and ``docs/build/html``: ``docs/build``)."""
+    also read in the walk of ``root``, with the ``exclude`` patterns (paths from ``root``) that read one copy. A
+    build inside a project folder is its build (``docs/_build/html``: ``_build``, the build's first folder under the
+    project); else a build beside the project, under the project's parent folder inside ``root`` (``docs/source``
+    and ``docs/build/html``: ``docs/build``, or ``docs/source`` for the HTML alone)."""
     found = []
     for build in builds:
         holding = [project for project in projects if build != project and build.is_relative_to(project)]
@@ -84,7 +113,8 @@ def read_twice(builds: list[Path], projects: list[Path], root: Path) -> list[tup
         if innermost is not None:
             home = innermost if holding else innermost.parent
             top = home / build.relative_to(home).parts[0]
-            found.append((build, innermost, top.relative_to(root).as_posix()))
+            sources = None if holding else innermost.relative_to(root).as_posix()
+            found.append(ReadTwice(build, innermost, top.relative_to(root).as_posix(), sources))
     return found
 
 

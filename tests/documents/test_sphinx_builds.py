@@ -59,6 +59,7 @@ def test_a_project_with_its_build_is_named_with_the_exclude_that_reads_the_sourc
     warning = caplog.records[-1].getMessage()
     assert f"{project / '_build' / 'html'} is Sphinx's HTML build of the project in {project}" in warning
     assert "each page is read twice" in warning and "--exclude _build" in warning
+    assert "HTML alone" not in warning  # the build is inside the project: no one folder holds the sources alone
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert listed(project, exclude=("_build",)) == ["index.rst", "spring.rst"]
@@ -132,7 +133,8 @@ def test_sources_beside_their_build_are_named_with_the_exclude_of_the_build(debi
     warning = caplog.records[-1].getMessage()
     package = debian_package / "tides-doc"
     assert f"{package / 'html'} is Sphinx's HTML build of the project in {package / 'Documentation'}" in warning
-    assert "exclude=['tides-doc/html'] (--exclude tides-doc/html)" in warning
+    assert "to read the sources alone, pass exclude=['tides-doc/html'] (--exclude tides-doc/html)" in warning
+    assert "to read the HTML alone" in warning and "exclude=['tides-doc/Documentation']" in warning
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert listed(debian_package, exclude=("tides-doc/html",)) == [
@@ -157,7 +159,12 @@ def test_sphinx_quickstarts_separate_source_and_build_folders_are_named(project,
             "docs/source/index.rst",
             "docs/source/spring.rst",
         ]
-    assert "exclude=['docs/build'] (--exclude docs/build)" in caplog.records[-1].getMessage()
+    warning = caplog.records[-1].getMessage()
+    assert "exclude=['docs/build'] (--exclude docs/build)" in warning and "(--exclude docs/source)" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert listed(repo, exclude=("docs/source",)) == ["docs/build/html/index.html", "docs/build/html/spring.html"]
+    assert not caplog.records
 
 
 def test_a_conf_py_without_a_root_page_is_no_project_and_a_search_index_not_sphinxs_no_build(project, tmp_path, caplog):
