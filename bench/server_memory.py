@@ -172,8 +172,9 @@ def main() -> None:
             for setting, core in zip(args.settings, cores, strict=True):
                 servers.append(start(setting, {core}))
         except BaseException:
-            for server, _ in servers:
+            for server, _ in servers:  # the first server, when the second failed to start: stopped and waited for
                 server.terminate()
+                server.wait(timeout=60)
             raise
         together = threading.Barrier(2, timeout=1800)
         with ThreadPoolExecutor(2) as pool:
