@@ -95,8 +95,8 @@ class ReadTwice:
 
 
 def read_twice(builds: list[Path], projects: list[Path], root: Path) -> list[ReadTwice]:
-    """Each build of ``builds`` that holds the pages of a project of ``projects`` (a folder with a ``conf.py``)
-    also read in the walk of ``root``, with the ``exclude`` patterns (paths from ``root``) that read one copy. A
+    """Each build of ``builds`` that holds the pages of a project of ``projects`` (folders :func:`is_project`
+    found) also read in the walk of ``root``, with the ``exclude`` patterns (paths from ``root``) that read one copy. A
     build inside a project folder is its build (``docs/_build/html``: ``_build``, the build's first folder under the
     project); else a build beside the project, under the project's parent folder inside ``root`` (``docs/source``
     and ``docs/build/html``: ``docs/build``, or ``docs/source`` for the HTML alone)."""
