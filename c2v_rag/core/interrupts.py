@@ -112,6 +112,23 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def sigterm_handler_kept() -> Iterator[None]:
+    """A SIGTERM handler this program set in Python (:func:`sigterm_as_interrupt`'s, or a user program's own) is
+    put back after the block, for a call that sets one of its own (``ray.init`` gives the driver ``sys.exit``).
+    With none set (the default, an ignored signal, a handler from outside Python), or off the main thread, the
+    block's handler stays."""
+    chosen = None
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.getsignal(signal.SIGTERM)
+        chosen = handler if callable(handler) else None
+    try:
+        yield
+    finally:
+        if chosen is not None:
+            signal.signal(signal.SIGTERM, chosen)
+
+
 def caused_by_sigterm(err: BaseException) -> bool:
     """Whether ``err`` is, or was raised because of, a :class:`Terminated` (its cause or context, at any depth)."""
     return any(isinstance(link, Terminated) for link in _chain(err))

@@ -41,18 +41,16 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from c2v_rag.core.extras import require
+from c2v_rag.core.interrupts import sigterm_handler_kept
 from c2v_rag.documents.chunking import ChunkContext
 from c2v_rag.documents.documents import SourceDocument, iter_documents, names_existing_path
 from c2v_rag.documents.files import ReadLog, ReadOptions, list_source, read_file
@@ -139,15 +137,6 @@ def require_ray(feature: str) -> Any:
     return ray
 
 
-def _chosen_sigterm_handler() -> Callable[[int, FrameType | None], Any] | None:
-    """SIGTERM's handler where this program set one in Python (on the main thread, which alone can set one);
-    None for the default, an ignored signal, or a handler set outside Python."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    handler = signal.getsignal(signal.SIGTERM)
-    return handler if callable(handler) else None
-
-
 class RaySession:
     """Connects to Ray for one run; shuts down only a cluster this run started."""
 
@@ -161,18 +150,16 @@ class RaySession:
         begin = time.perf_counter()
         if not ray.is_initialized():
             address = self.options.address or os.environ.get("RAY_ADDRESS")
-            chosen = _chosen_sigterm_handler()
-            ray.init(
-                address=address,
-                runtime_env=self.options.runtime_env,
-                logging_level=logging.WARNING,
-                include_dashboard=False if address is None else None,
-            )
             # ray.init gives the driver a SIGTERM handler of its own (sys.exit mid-run: no clean stop, and the process
             # aborted while Ray tore down); a handler the program chose, such as the CLI's (SIGTERM stops a run as
             # Ctrl-C does: what was embedded written, the line that says how to resume), is put back.
-            if chosen is not None:
-                signal.signal(signal.SIGTERM, chosen)
+            with sigterm_handler_kept():
+                ray.init(
+                    address=address,
+                    runtime_env=self.options.runtime_env,
+                    logging_level=logging.WARNING,
+                    include_dashboard=False if address is None else None,
+                )
             self.started = address is None
         elif self.options.address is not None:
             logger.info("Ray is already initialized in this process; address=%r is not used", self.options.address)
