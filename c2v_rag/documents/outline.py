@@ -29,11 +29,13 @@ _SPACES = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class Heading:
-    """A heading: the character its line starts at, its level (1 for ``#``) and its text as shown."""
+    """A heading: the character its line starts at, its level (1 for ``#``), its text as shown, and where its
+    source ends (after its last line: a setext heading's underline included)."""
 
     offset: int
     level: int
     text: str
+    end: int
 
 
 def headings(text: str) -> list[Heading]:
@@ -53,7 +55,9 @@ def _parse(text: str, at: int = 0) -> tuple[list[Heading], list[int]]:
             continue
         shown = _shown(inline.content)
         if shown:
-            found.append(Heading(at + line_starts[opening.map[0]], int(opening.tag[1:]), shown))
+            first, after = opening.map
+            end = line_starts[after] if after < len(line_starts) else len(text)
+            found.append(Heading(at + line_starts[first], int(opening.tag[1:]), shown, at + end))
     blocks = [at + line_starts[token.map[0]] for token in tokens if token.level == 0 and token.map is not None]
     return found, blocks
 
@@ -115,6 +119,7 @@ class Outline:
         # Every heading that starts before this offset is found; the parse goes on from here.
         self._settled = 0 if _MAYBE_HEADING.search(text) else len(text)
         self._offsets: list[int] = []
+        self._headings: list[Heading] = []
         # The headings open below each one, itself last: a heading closes those of its level and deeper.
         self._paths: list[tuple[str, ...]] = []
         self._open: list[Heading] = []
@@ -140,6 +145,13 @@ class Outline:
             return ()
         section = self._paths[above - 1]
         return section[:-1] if self._offsets[above - 1] == offset else section
+
+    def heading_around(self, offset: int) -> Heading | None:
+        """The heading whose source holds the character at ``offset`` (its line, or its lines and underline), the
+        title aside; None where the character is in no heading."""
+        above = self._headings_to(offset)
+        heading = self._headings[above - 1] if above else None
+        return heading if heading is not None and offset < heading.end else None
 
     def _headings_to(self, offset: int) -> int:
         """How many headings start at or before ``offset``, parsing on as far as needed."""
@@ -171,6 +183,7 @@ class Outline:
                 self._open.pop()
             self._open.append(heading)
             self._offsets.append(heading.offset)
+            self._headings.append(heading)
             self._paths.append(tuple(open_heading.text for open_heading in self._open))
 
 

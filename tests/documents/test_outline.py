@@ -61,8 +61,8 @@ def test_headings_are_commonmarks_with_their_shown_text_and_line_offsets():
         assert heading.offset == 0 or _MANUAL[heading.offset - 1] == "\n"
         assert heading.text in line.lstrip("#").strip()
     crlf = "## `fs.watch(filename)` *and* **[the guide](https://x.org)** ![logo](l.png)\r\n\r\nText\r\n# B"
-    shown = Heading(0, 2, "fs.watch(filename) and the guide logo")
-    assert headings(crlf) == [shown, Heading(crlf.index("# B"), 1, "B")]
+    shown = Heading(0, 2, "fs.watch(filename) and the guide logo", crlf.index("\r\n") + 2)
+    assert headings(crlf) == [shown, Heading(crlf.index("# B"), 1, "B", len(crlf))]
     assert headings("") == [] and headings("#\n\nNo heading with text.") == []
 
 
@@ -330,3 +330,19 @@ def test_sections_cuts_at_the_whole_texts_headings_in_a_text_streamed_in_parts(t
     assert comment not in {c.start_char for c in chunks}
     assert text.index("## Real") in {c.start_char for c in chunks}
     assert [h.text for h in headings(text)] == ["Build", "Real"]
+
+
+def test_heading_around_is_the_heading_whose_source_holds_a_character():
+    text = "# Title\n\nIntro.\n\nSetext two\nlines\n---\n\nBody.\n\n```sh\n# a comment\n```\n\n## Last\n"
+    outline = Outline(text)
+    setext = text.index("Setext")
+    found = outline.heading_around(setext)
+    assert found == Heading(setext, 2, "Setext two lines", text.index("---\n") + 4)  # the underline is its source
+    assert outline.heading_around(text.index("---")) == found and outline.heading_around(found.end) is None
+    last = text.index("## Last")
+    assert outline.heading_around(last + 3) == Heading(last, 2, "Last", len(text))
+    assert outline.heading_around(0) is None  # the title is the document's, not a section's
+    assert (
+        outline.heading_around(text.index("# a comment")) is None
+        and outline.heading_around(text.index("Intro")) is None
+    )

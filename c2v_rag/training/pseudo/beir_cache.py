@@ -62,6 +62,7 @@ def write_pairs(folder: Path, pairs: PairSet, settings: dict[str, Any]) -> None:
                     "split": "heldout" if c.id in pairs.heldout_chunks else "train",
                     "title": c.title,
                     "heading": c.heading,
+                    "heading_chars": c.heading_chars,
                 },
             }
             for c in pairs.chunks
@@ -107,7 +108,14 @@ def read_pairs(folder: Path) -> PairSet:
     for _, r in iter_jsonl(folder / "corpus.jsonl"):
         meta = r.get("metadata") or {}
         chunks.append(
-            CorpusChunk(r["_id"], meta.get("doc_id", r["_id"]), r["text"], meta.get("title"), meta.get("heading"))
+            CorpusChunk(
+                r["_id"],
+                meta.get("doc_id", r["_id"]),
+                r["text"],
+                meta.get("title"),
+                meta.get("heading"),
+                meta.get("heading_chars", 0),
+            )
         )
         if meta.get("split") == "heldout":
             heldout_chunks.add(r["_id"])

@@ -1,64 +1,79 @@
 """A user's documents as the chunks ``ingest`` would store: read the same way, cut the same way.
 
-Each :class:`CorpusChunk` keeps what pseudo-queries are made from besides its text: the document's title
-and the Markdown heading its text sits under. Ids are ``<document id>#<chunk index>``, stable across runs
-for the same documents and chunking.
+Each :class:`CorpusChunk` keeps what pseudo-queries are made from besides its text: the document's title and the
+heading that opens the chunk, as the document's outline finds them (:mod:`c2v_rag.documents.outline`: CommonMark's
+headings, so a ``#`` comment in a code block or a plain-text file is none). Ids are ``<document id>#<chunk index>``,
+stable across runs for the same documents and chunking.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.outline import Heading, Outline, headings
 from c2v_rag.documents.source_document import SourceDocument
-
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class CorpusChunk:
-    """One chunk of a document, with the title and heading pseudo-queries can be made from."""
+    """One chunk of a document, with the title and heading pseudo-queries can be made from: ``heading`` opens the
+    chunk (a section's heading, or the title where the document opens with it), which ends ``heading_chars``
+    characters into ``text``."""
 
     id: str
     doc_id: str
     text: str
     title: str | None = None
     heading: str | None = None
+    heading_chars: int = 0
 
 
-def headings_before(text: str) -> list[tuple[int, str]]:
-    """(character offset, heading text) of every Markdown ATX heading of ``text``, in order."""
-    return [(m.start(), m.group(2).strip()) for m in _HEADING.finditer(text)]
+def opening_heading(text: str) -> Heading | None:
+    """The heading that opens ``text`` (after leading blank space), which is its title; None where the text opens
+    with anything else."""
+    opening = len(text) - len(text.lstrip())
+    block_end = text.find("\n\n", opening)
+    first = headings(text[opening : len(text) if block_end < 0 else block_end])
+    if not first or first[0].offset != 0:
+        return None
+    heading = first[0]
+    return Heading(opening, heading.level, heading.text, opening + heading.end)
 
 
-def document_title(text: str, metadata: dict[str, Any], headings: list[tuple[int, str]]) -> str | None:
-    """A document's title: its ``title`` metadata (BEIR corpora), else a first-level heading at its top."""
+def document_title(metadata: dict[str, Any], opening: Heading | None) -> str | None:
+    """A document's title: its ``title`` metadata (BEIR corpora), else a first-level heading that opens it."""
     title = metadata.get("title")
     if isinstance(title, str) and title.strip():
         return title.strip()
-    first = text.lstrip()
-    if first.startswith("# ") and headings:
-        return headings[0][1]
-    return None
+    return opening.text if opening is not None and opening.level == 1 else None
 
 
 def iter_chunks(documents: Iterable[SourceDocument], chunker: TokenChunker) -> Iterator[CorpusChunk]:
     """The chunks of every document (as :func:`~c2v_rag.documents.documents.iter_documents` reads them from
-    whatever ``ingest`` takes), each under the last heading that starts before it."""
+    whatever ``ingest`` takes), each with the heading it opens with."""
     for document in documents:
-        headings = headings_before(document.text)
-        title = document_title(document.text, document.metadata, headings)
-        for chunk in chunker.iter_chunks(document.text, document.lead, plain_text=document.plain_text):
-            start = chunk.start_char if chunk.start_char is not None else 0
-            # The heading that opens the chunk counts as its own: a section's first chunk starts with it.
-            above = [text for offset, text in headings if offset <= start + 1]
+        text = document.text
+        opening = None if document.plain_text else opening_heading(text)
+        outline = None if document.plain_text else Outline(text)
+        title = document_title(document.metadata, opening)
+        for chunk in chunker.iter_chunks(text, document.lead, plain_text=document.plain_text):
+            start = chunk.start_char
+            heading = None
+            if outline is not None and start is not None:
+                # A chunk opens with a heading when it starts in the heading's source (the splitter may leave its
+                # "#" marks to the chunk before).
+                if opening is not None and opening.offset <= start < opening.end:
+                    heading = opening
+                else:
+                    heading = outline.heading_around(start)
             yield CorpusChunk(
                 id=f"{document.doc_id}#{chunk.index}",
                 doc_id=document.doc_id,
                 text=chunk.text,
                 title=title,
-                heading=above[-1] if above else None,
+                heading=heading.text if heading else None,
+                heading_chars=chunk.lead_chars + heading.end - start if heading and start is not None else 0,
             )

@@ -38,19 +38,18 @@ def _without_line(text: str, line: str) -> str:
 def heading_pair(chunk: CorpusChunk, *, first_of_document: bool, min_rest_words: int = 20) -> PseudoPair | None:
     """The pair of a chunk that opens a section (its heading as the query) or a document (its title);
     None for other chunks, or when the heading names nothing and the document has no title."""
-    heading = None
-    if chunk.heading and chunk.text.lstrip().lstrip("#").strip().startswith(chunk.heading):
-        heading = chunk.heading
-    elif first_of_document and chunk.title:
-        heading = chunk.title
-    if heading is None:
+    if chunk.heading:
+        heading, positive = chunk.heading, chunk.text[chunk.heading_chars :]
+    elif first_of_document and chunk.title:  # a record's title (metadata), which its text may repeat
+        heading, positive = chunk.title, _without_line(chunk.text, chunk.title)
+    else:
         return None
     query = heading
     if is_generic(heading):
         if not chunk.title or chunk.title == heading:
             return None
         query = f"{chunk.title}: {heading}"
-    positive = _without_line(chunk.text, heading)
+    positive = positive.strip()
     if chunk.title and chunk.title != heading:
         positive = _without_line(positive, chunk.title)
     if len(_WORD.findall(positive)) < min_rest_words or len(_WORD.findall(query)) < 2:

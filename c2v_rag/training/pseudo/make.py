@@ -97,11 +97,12 @@ def read_corpus(docs: Any, chunker: TokenChunker, *, show_progress: bool = True)
 
 
 def corpus_digest(chunks: Sequence[CorpusChunk]) -> str:
+    """A digest of everything pairs are made from: each chunk's id, text, title and opening heading."""
     digest = hashlib.sha256()
     for c in chunks:
-        digest.update(c.id.encode())
-        digest.update(b"\0")
-        digest.update(c.text.encode())
+        for part in (c.id, c.text, c.title or "", c.heading or "", str(c.heading_chars)):
+            digest.update(part.encode())
+            digest.update(b"\0")
         digest.update(b"\1")
     return digest.hexdigest()
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import random
 
-from c2v_rag.training.pseudo.chunks import CorpusChunk, document_title, headings_before
+import pytest
+
+from c2v_rag.documents.chunking import TokenChunker
+from c2v_rag.documents.source_document import SourceDocument
+from c2v_rag.training.pseudo.chunks import CorpusChunk, iter_chunks
 from c2v_rag.training.pseudo.crops import inverse_cloze, sentences
 from c2v_rag.training.pseudo.headings import heading_pair, is_generic
 
@@ -37,17 +41,43 @@ def test_inverse_cloze_skips_headings_code_and_short_chunks():
     assert inverse_cloze(CorpusChunk("b#0", "b", "Too short to crop from. Really."), random.Random(0)) is None
 
 
-def test_heading_pair_from_a_section_and_generic_headings_get_the_title():
-    text = "# fork(2)\n\n## Return value\n\n" + BODY
-    heads = headings_before(text)
-    assert [h for _, h in heads] == ["fork(2)", "Return value"]
-    title = document_title(text, {}, heads)
-    assert title == "fork(2)"
-    section = CorpusChunk("m#1", "m", "## Return value\n\n" + BODY, title=title, heading="Return value")
-    pair = heading_pair(section, first_of_document=False)
-    assert pair is not None and pair.query == "fork(2): Return value"
-    assert "Return value" not in pair.positive and pair.positive.startswith("The kernel")
+@pytest.fixture
+def chunker(tiny_model_factory):
+    # Chunks cut at headings, as ingest cuts them with chunk_context="sections": each section below opens one.
+    return TokenChunker(
+        tiny_model_factory("llama", max_length=1024), chunk_size=360, chunk_overlap=0, context="sections"
+    )
+
+
+def _heading_pairs(text: str, chunker: TokenChunker, **document) -> dict[str, tuple[str, str]]:
+    """query -> (chunk id, positive) of every heading pair of one document, through the chunker ingest uses."""
+    chunks = iter_chunks([SourceDocument("m", text, **document)], chunker)
+    pairs = [heading_pair(c, first_of_document=c.id.endswith("#0")) for c in chunks]
+    return {p.query: (p.chunk_id, p.positive) for p in pairs if p is not None}
+
+
+def test_heading_pairs_from_sections_and_generic_headings_get_the_title(chunker):
+    text = f"# fork(2)\n\n{BODY}\n\n## Return value\n\n{BODY}\n\n## `fork()` and open *files*\n\n{BODY}\n"
+    pairs = _heading_pairs(text, chunker)
+    # The title against the text under it; a generic heading named by the title; a heading as a reader shows it.
+    assert set(pairs) == {"fork(2)", "fork(2): Return value", "fork() and open files"}
+    for query, (_, positive) in pairs.items():
+        assert positive == BODY, query
+    assert len({chunk_id for chunk_id, _ in pairs.values()}) == 3
     assert is_generic("SEE ALSO") and not is_generic("Open file descriptions")
+
+
+def test_setext_headings_pair_and_comments_in_code_or_plain_text_do_not(chunker):
+    code = "```sh\n# Install the package from the archive\napt-get install foo\n```"
+    text = f"Foo manual\n==========\n\n{BODY}\n\n{code}\n\n{BODY}\n\nOpen file sharing\n-----------------\n\n{BODY}\n"
+    pairs = _heading_pairs(text, chunker)
+    assert set(pairs) == {"Foo manual", "Open file sharing"}
+    assert all(positive.startswith("The kernel") for _, positive in pairs.values())  # no underline left
+    # In a plain-text file, a "#" line is a comment: no heading, and no title.
+    plain = f"# Configuration file of the foo daemon\n\n{BODY}\n\n# Lines below set the listening port\n\n{BODY}\n"
+    assert _heading_pairs(plain, chunker, plain_text=True) == {}
+    assert set(_heading_pairs(plain, chunker)) == {"Configuration file of the foo daemon",
+                                                   "Lines below set the listening port"}  # fmt: skip
 
 
 def test_title_pair_from_a_record_with_a_title():
