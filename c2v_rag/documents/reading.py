@@ -147,6 +147,14 @@ class ReadLog:
             self.incomplete.add(str(file))
         logger.warning("Skipped the record %s: %s", where, reason)
 
+    def take_skips(self, other: ReadLog) -> None:
+        """Count what ``other`` skipped (another process's reading, which warned of it) as skipped here too."""
+        self.files_skipped += other.files_skipped
+        self.records_skipped += other.records_skipped
+        for entry in other.skipped:
+            self._note(entry.where, entry.reason)
+        self.incomplete |= other.incomplete
+
     def _note(self, where: str, reason: str) -> None:
         if len(self.skipped) < MAX_LISTED_SKIPS:
             self.skipped.append(SkippedInput(where=where, reason=reason))

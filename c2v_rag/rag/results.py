@@ -1,5 +1,6 @@
 """What an ingest did: :class:`IngestResult`, with the batches that failed (:class:`FailedBatch`) and the inputs it
-skipped (:class:`SkippedInput`); what an ``embed`` wrote: :class:`EmbedResult`."""
+skipped (:class:`SkippedInput`); what an ``embed`` wrote: :class:`EmbedResult`. Both report what reading skipped and
+left out alike (:class:`ReadingReport`)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,37 @@ class FailedBatch(BaseModel):
     error: str
 
 
-class IngestResult(BaseModel):
+class ReadingReport(BaseModel):
+    """What reading the inputs skipped and left out, as an ingest and an ``embed`` report it (from their
+    :class:`~c2v_rag.documents.files.ReadLog`)."""
+
+    files_skipped: int = 0
+    records_skipped: int = 0
+    skipped: list[SkippedInput] = Field(default_factory=list, description="the first 1,000 skipped inputs")
+    files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
+    files_in_other_formats: int = Field(default=0, description=_OTHER_FORMATS)
+
+    def record_reading(self, log: ReadLog) -> None:
+        """Take what reading skipped and left out from ``log``."""
+        self.files_skipped = log.files_skipped
+        self.records_skipped = log.records_skipped
+        self.skipped = list(log.skipped)
+        self.files_not_read = dict(log.not_read)
+        self.files_in_other_formats = log.other_format_copies
+
+    def _skipped_words(self) -> str:
+        """``; skipped 2 files and 1 record``, or nothing when none was."""
+        skipped = [
+            counted(n, what) for n, what in ((self.files_skipped, "file"), (self.records_skipped, "record")) if n
+        ]
+        return f"; skipped {' and '.join(skipped)}" if skipped else ""
+
+    def _left_out_words(self) -> str:
+        """The copies and the files of other types left out, as the summary's last words (or nothing)."""
+        return _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
+
+
+class IngestResult(ReadingReport):
     """What an ingest did. ``chunks_unchanged`` were already stored and skipped."""
 
     collection: str
@@ -59,13 +90,8 @@ class IngestResult(BaseModel):
     chunks_written: int = 0
     chunks_unchanged: int = 0
     failed: list[FailedBatch] = Field(default_factory=list)
-    files_skipped: int = 0
-    records_skipped: int = 0
-    skipped: list[SkippedInput] = Field(default_factory=list, description="the first 1,000 skipped inputs")
     documents_deleted: int = Field(default=0, description="documents gone from their source, deleted by a sync")
     chunks_deleted: int = 0
-    files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
-    files_in_other_formats: int = Field(default=0, description=_OTHER_FORMATS)
     seconds: float = 0.0
 
     @property
@@ -92,28 +118,16 @@ class IngestResult(BaseModel):
             f"({self.chunks_written} written, {self.chunks_unchanged} unchanged) into {self.collection!r} at "
             f"{self.location} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
-        skipped = [
-            counted(n, what) for n, what in ((self.files_skipped, "file"), (self.records_skipped, "record")) if n
-        ]
-        if skipped:
-            text += f"; skipped {' and '.join(skipped)}"
+        text += self._skipped_words()
         if self.documents_deleted:
             deleted = f"{counted(self.documents_deleted, 'document')} ({counted(self.chunks_deleted, 'chunk')})"
             text += f"; sync deleted {deleted}"
         if self.failed:
             text += f"; {counted(len(self.failed), 'batch', 'batches')} failed"
-        return text + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
-
-    def record_reading(self, log: ReadLog) -> None:
-        """Take what reading skipped and left out from ``log``."""
-        self.files_skipped = log.files_skipped
-        self.records_skipped = log.records_skipped
-        self.skipped = list(log.skipped)
-        self.files_not_read = dict(log.not_read)
-        self.files_in_other_formats = log.other_format_copies
+        return text + self._left_out_words()
 
 
-class EmbedResult(BaseModel):
+class EmbedResult(ReadingReport):
     """What an ``embed`` wrote: ``files`` and ``chunks`` are this run's; ``unchanged`` counts the chunks that files
     already in the folder held, which were not embedded again."""
 
@@ -123,8 +137,6 @@ class EmbedResult(BaseModel):
     duplicate_documents: int = 0
     chunks: int = 0
     unchanged: int = 0
-    files_not_read: dict[str, int] = Field(default_factory=dict, description=_FILES_NOT_READ)
-    files_in_other_formats: int = Field(default=0, description=_OTHER_FORMATS)
     seconds: float = 0.0
 
     @property
@@ -142,4 +154,4 @@ class EmbedResult(BaseModel):
             f"{counted(self.documents, 'document')}, {counts} into {counted(len(self.files), 'Parquet file')} under "
             f"{self.out} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
-        return text + _copies_words(self.files_in_other_formats) + _not_read_words(self.files_not_read)
+        return text + self._skipped_words() + self._left_out_words()

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from c2v_rag.core.extras import require
 from c2v_rag.core.interrupts import caused_by_ctrl_c
-from c2v_rag.documents.chunking import check_chunk_size
+from c2v_rag.documents.chunking import ChunkContext, check_chunk_size
 from c2v_rag.documents.files import ReadLog, ReadOptions
 from c2v_rag.rag.errors import EmbedInterrupted
 from c2v_rag.rag.ingestion.config import IngestConfig
@@ -46,8 +46,13 @@ def embed(
     chunk_overlap: int | None = None,
     batch_size: int | None = None,
     on_error: Literal["raise", "continue"] | None = None,
+    exclude: list[str] | None = None,
+    text_suffixes: list[str] | None = None,
+    every_format: bool | None = None,
     show_progress: bool | None = None,
     truncate_dim: int | Literal["full"] | None = None,
+    chunk_context: ChunkContext | None = None,
+    decoder_max_length: int | None = None,
     config: Any | None = None,
     engine: Literal["local", "ray"] = "local",
     ray: RayOptions | str | None = None,
@@ -61,8 +66,9 @@ def embed(
             folders of the formats ingest reads.
         model: a preset name or a variant directory (None: the default preset); ``device``, ``dtype`` and
             ``quantize`` as for ``ingest`` (:class:`~c2v_rag.rag.options.ModelOptions`).
-        chunk_size, chunk_overlap, batch_size, on_error, show_progress, truncate_dim: as for ``ingest``
-            (``config``: an :class:`~c2v_rag.rag.IngestConfig` with the rest).
+        chunk_size, chunk_overlap, batch_size, on_error, exclude, text_suffixes, every_format, show_progress,
+            truncate_dim, chunk_context, decoder_max_length: as for ``ingest`` (``config``: an
+            :class:`~c2v_rag.rag.IngestConfig` with the rest).
         engine: ``"local"`` (this process) or ``"ray"`` (:class:`RayOptions` or an address in ``ray``).
         rows_per_file: chunks per Parquet file with the local engine (which also closes a file after 10 minutes,
             so that a run killed outright loses at most that much).
@@ -81,8 +87,13 @@ def embed(
         chunk_overlap=chunk_overlap,
         batch_size=batch_size,
         on_error=on_error,
+        exclude=exclude,
+        text_suffixes=text_suffixes,
+        every_format=every_format,
         show_progress=show_progress,
         truncate_dim=truncate_dim,
+        chunk_context=chunk_context,
+        decoder_max_length=decoder_max_length,
     )
     if settings.sparse is not None or settings.sync:
         raise ValueError("embed writes dense vectors to Parquet: sparse= and sync= are ingest options")
@@ -136,8 +147,7 @@ def embed(
         )
     # The local writer counts its own seconds, from its model's load, as ingest does.
     result.seconds = result.seconds or time.perf_counter() - started
-    result.files_not_read = dict(log.not_read)
-    result.files_in_other_formats = log.other_format_copies
+    result.record_reading(log)
     return result
 
 
@@ -249,6 +259,7 @@ def _embed_on_ray(
         embed_stage,
         plan_sources,
         source_dataset,
+        start_skip_tally,
         start_tally,
         user_error,
     )
@@ -262,6 +273,7 @@ def _embed_on_ray(
         # Ray Data's own bars stay: they are the run's progress here.
         with quiet_ray(bars_off=False), RaySession(options) as ray_module:
             tally = start_tally(ray_module, settings.on_error)
+            skips = start_skip_tally(ray_module)
             sink = ExportRows(stored=folder.stored, record=record, tally=tally)
             job = EmbedJob.for_run(
                 settings,
@@ -275,7 +287,7 @@ def _embed_on_ray(
             )
             try:
                 # Writing, like reading, asks for no CPU (the actors may hold them all).
-                embed_stage(source_dataset(plan, read, job, options), job, options).write_parquet(
+                embed_stage(source_dataset(plan, read, job, options, skips), job, options).write_parquet(
                     str(folder.path),
                     ray_remote_args={"num_cpus": 0},
                     concurrency=options.chunk_tasks or 2 * options.actors,
@@ -289,6 +301,7 @@ def _embed_on_ray(
                     raise
                 raise cause from None
             documents, repeated, unchanged = ray_module.get(tally.totals.remote())
+            log.take_skips(ray_module.get(skips.total.remote()))
             for doc_id, source in ray_module.get(tally.clashes.remote()):
                 skip_clash(log, doc_id, source)
     finally:  # the session is closed: no task writes any more

@@ -256,9 +256,12 @@ def _row_doc(row: dict[str, Any]) -> SourceDocument:
     )
 
 
-def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str, Any]]:
-    # What a file task skips (on_error="continue") is logged by the task; Ray forwards worker logs. Each document
-    # weighs its share of the file (its span, as it is handed on: a JSONL line by its bytes, a member by its size).
+def _read_file_rows(row: dict[str, Any], options: ReadOptions, skips: Any) -> list[dict[str, Any]]:
+    # What a file task skips (on_error="continue") is logged by the task (Ray forwards worker logs) and added to
+    # ``skips`` (a SkipTally) for the run's result. Each document weighs its share of the file (its span, as it is
+    # handed on: a JSONL line by its bytes, a member by its size).
+    import ray
+
     log = ReadLog()
     docs = []
     for doc in read_file(Path(row["file"]), row["root"], options, log):
@@ -266,12 +269,39 @@ def _read_file_rows(row: dict[str, Any], options: ReadOptions) -> list[dict[str,
         docs.append(_doc_row(doc, row["weight"] * (end - start)))
     if log.files_skipped or log.records_skipped:
         logger.warning("%s: skipped %d files and %d records", row["file"], log.files_skipped, log.records_skipped)
+        skipped = ReadLog(
+            files_skipped=log.files_skipped,
+            records_skipped=log.records_skipped,
+            skipped=log.skipped,
+            incomplete=log.incomplete,
+        )
+        ray.get(skips.add.remote(skipped))  # waited for: the driver asks for the total once the tasks are done
     return docs
 
 
-def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: RayOptions):
+class SkipTally:
+    """A Ray actor that adds up what the file tasks skipped, so that a run's result counts and lists the files and
+    records skipped as a local run's does."""
+
+    def __init__(self) -> None:
+        self.log = ReadLog()
+
+    def add(self, skipped: ReadLog) -> None:
+        self.log.take_skips(skipped)
+
+    def total(self) -> ReadLog:
+        return self.log
+
+
+def start_skip_tally(ray: Any) -> Any:
+    """A :class:`SkipTally` on the cluster, taking no CPU from the actors (the session must be open)."""
+    return ray.remote(num_cpus=0)(SkipTally).remote()
+
+
+def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: RayOptions, skips: Any):
     """The documents, chunked: a Ray Dataset of one row per document with its chunks' point ids,
-    texts and payloads. Reading and chunking share their tasks (Ray fuses the two steps)."""
+    texts and payloads. Reading and chunking share their tasks (Ray fuses the two steps); what reading skips is
+    added to ``skips`` (:func:`start_skip_tally`)."""
     import ray
 
     cpus = options.chunk_cpus
@@ -305,7 +335,7 @@ def source_dataset(plan: SourcePlan, read: ReadOptions, job: EmbedJob, options: 
         )
         read_files = files.flat_map(
             _read_file_rows,  # type: ignore[arg-type]  # as above: fn_kwargs are not in Ray's annotation of fn
-            fn_kwargs={"options": read},
+            fn_kwargs={"options": read, "skips": skips},
             num_cpus=cpus,
             compute=compute,
         )

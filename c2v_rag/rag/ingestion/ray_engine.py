@@ -40,6 +40,7 @@ from c2v_rag.rag.ingestion.ray_dataflow import (
     plan_sources,
     require_ray,
     source_dataset,
+    start_skip_tally,
     user_error,
 )
 from c2v_rag.rag.ingestion.ray_logs import quiet_ray
@@ -74,7 +75,7 @@ class RayEngine:
     def open_input(self, docs: Any, read: ReadOptions, log: ReadLog) -> None:
         self.plan = plan_sources(docs, read, log)
         self.read = read
-        self.log = log  # what the driver's listing skipped and left out (the workers' reading logs its own skips)
+        self.log = log  # what the driver's listing skipped and left out; the file tasks' skips are added after the run
 
     def fingerprint(self, plan: IngestPlan) -> dict[str, Any]:
         # The actors load the model by its reference (a preset name or an absolute variant
@@ -235,9 +236,14 @@ class RayIngestRun:
                 progress.set_postfix_str(_awaiting_actors(self.options.actors), refresh=False)
                 if handoff:
                     self.client.close()  # the one actor opens the embedded directory for the run
+                skips = start_skip_tally(ray)
                 self._consume(
-                    ray, embed_stage(source_dataset(plan, read, job, self.options), job, self.options), sink, progress
+                    ray,
+                    embed_stage(source_dataset(plan, read, job, self.options, skips), job, self.options),
+                    sink,
+                    progress,
                 )
+                self.log.take_skips(ray.get(skips.total.remote()))
         finally:
             progress.close()
             if handoff:

@@ -139,7 +139,8 @@ def test_ray_reads_other_suffixes_as_text_office_files_and_archives_as_the_local
     tmp_path, tiny_variant, ingest_config
 ):
     """text_suffixes (the empty one, files without a suffix, compressed too), the Office 97-2003 readers and
-    archives (text_suffixes inside them too) travel to the workers in the read options and the registry."""
+    archives (text_suffixes inside them too) travel to the workers in the read options and the registry; a file a
+    worker skips is counted and named in the result, as the local engine's are."""
     import gzip
     import zipfile
 
@@ -157,10 +158,16 @@ def test_ray_reads_other_suffixes_as_text_office_files_and_archives_as_the_local
     with zipfile.ZipFile(folder / "export.zip", "w") as archive:
         archive.writestr("src/flow.py", "def flow(t):\n    return -t\n")
         archive.writestr("guide.md", make_text(9))
-    kwargs = dict(collection="kb", model=str(tiny_variant), config=ingest_config, text_suffixes=[".py", ""])
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4 cut short")  # listed, then skipped by whoever reads it
+    common = dict(model=str(tiny_variant), config=ingest_config, text_suffixes=[".py", ""], on_error="continue")
+    kwargs = dict(collection="kb", **common)
     expected = c2v_rag.ingest(folder, path=tmp_path / "local", **kwargs)
     result = c2v_rag.ingest(folder, path=tmp_path / "ray", engine="ray", ray=TWO_ACTORS, **kwargs)
     assert expected.documents == result.documents == 8 and result.ok
+    embedded = c2v_rag.embed(folder, tmp_path / "vectors", engine="ray", ray=TWO_ACTORS, **common)
+    for run in (expected, result, embedded):
+        assert (run.files_skipped, [s.where for s in run.skipped]) == (1, [str(folder / "scan.pdf")])
+        assert "; skipped 1 file" in run.summary()
     got, want = points(tmp_path / "ray"), points(tmp_path / "local")
     assert compare(got, want) < 1e-5
     names = {"tides.py", "notes.txt", "report.doc", "mail.msg", "flow.py", "guide.md", "INTRO", "NEWS.gz"}

@@ -121,6 +121,18 @@ def test_embed_counts_the_copies_it_left_out_as_ingest_does(tmp_path, tiny_varia
     assert (every.documents, every.files_in_other_formats) == (3, 0) and "another format" not in every.summary()
 
 
+def test_embed_counts_the_files_it_skipped_as_ingest_does(tmp_path, ingest_into, tiny_variant, ingest_config):
+    folder = make_folder(tmp_path / "docs", ["guide.md", "other.txt"])
+    (folder / "scan.pdf").write_bytes(b"not a PDF at all")
+    keep_going = ingest_config.model_copy(update={"on_error": "continue"})
+    ingested = c2v_rag.ingest(folder, path=tmp_path / "store", collection="kb", model=tiny_variant, config=keep_going)
+    embedded = c2v_rag.embed(folder, tmp_path / "vectors", model=tiny_variant, config=keep_going)
+    for result in (ingested, embedded):
+        assert (result.documents, result.files_skipped, result.records_skipped) == (2, 1, 0)
+        assert [Path(s.where).name for s in result.skipped] == ["scan.pdf"]
+        assert "; skipped 1 file" in result.summary()
+
+
 def test_a_missing_path_with_sync_deletes_nothing(tmp_path, ingest_into):
     folder = make_folder(tmp_path / "docs", ["a.txt", "b.txt"])
     store = tmp_path / "store"
