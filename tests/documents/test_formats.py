@@ -1069,6 +1069,30 @@ def test_word_powerpoint_and_excel_97_templates_and_shows_read_as_their_document
     )
 
 
+def test_a_graphviz_dot_file_is_no_word_template_and_is_read_as_text_only_when_asked(tmp_path):
+    pytest.importorskip("olefile")
+    from c2v_rag.documents.formats import checked_text_suffixes, format_of
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    template = folder / "tides.dot"
+    template.write_bytes(write_doc(tmp_path / "tides.doc", TIDE_PARAGRAPHS, title="Tide tables").read_bytes())
+    graph = folder / "flow.dot"
+    graph.write_text('digraph flow {\n  moon -> tide [label="pulls"];\n  tide -> shore;\n}\n')
+    (folder / "notes.md").write_text("# Notes\n\n" + make_text(1))
+    docs, log = read(folder)
+    assert sorted(Path(d.source or "").name for d in docs) == ["notes.md", "tides.dot"]
+    assert (log.files_skipped, dict(log.not_read)) == (0, {".dot": 1})  # a file of another type, as a .py is
+    assert format_of(graph) is None and format_of(template) is not None and format_of(template).name == "Word 97-2003"
+    assert checked_text_suffixes(["dot"]) == [".dot"]  # a suffix Word shares may be read as text...
+    with pytest.raises(ValueError, match="read as Word 97-2003 already"):
+        checked_text_suffixes([".doc"])  # ...one it does not share, not
+    docs, log = read(folder, text_suffixes=(".dot",))
+    by_name = {Path(d.source or "").name: d for d in docs}
+    assert sorted(by_name) == ["flow.dot", "notes.md", "tides.dot"] and not log.not_read
+    assert "moon -> tide" in by_name["flow.dot"].text and "Tide tables" in by_name["tides.dot"].text
+
+
 def test_a_powerpoint_97_deck_reads_as_a_pptx_one_its_current_slides_in_order(tmp_path):
     pytest.importorskip("olefile")
     deck = write_ppt(tmp_path / "tides.ppt", title="Tide talk")

@@ -91,7 +91,7 @@ def checked_text_suffixes(suffixes: list[str]) -> list[str]:
                 "or '' for files without one"
             )
         fmt = format_for_suffix(suffix)
-        if fmt is not None:
+        if fmt is not None and suffix not in fmt.shared_suffixes:
             raise ValueError(
                 f"text_suffixes={suffixes!r}: {suffix} files are read as {fmt.name} already; leave {given!r} out"
             )

@@ -41,6 +41,10 @@ class FileFormat(ABC):
     # what is made from it, markup that says its headings before text that does not. None: files of this format
     # are never taken for another's copy (tables, records, slides, mail, archives).
     page_rank: ClassVar[int | None] = None
+    # Suffixes of ``suffixes`` that other programs' text files have too (.dot: Graphviz's graphs beside Word's
+    # templates): this format reads such a file only where ``accepts`` finds it its own, and ``text_suffixes`` may
+    # name them, to read the others as plain text.
+    shared_suffixes: ClassVar[tuple[str, ...]] = ()
 
     def missing(self) -> MissingPackageError | None:
         """The error to give when a package this format needs is not installed, else None (nothing imported)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,13 +68,25 @@ _CHARACTERS = str.maketrans(
 class LegacyWord(FileFormat):
     name = "Word 97-2003"
     suffixes = (".doc", ".dot")  # a template is the same format
+    # A .dot that is text is a Graphviz graph, no document: left out as a file of another type.
+    shared_suffixes = (".dot",)
     page_rank = 3
     requires = (Requirement("olefile", "olefile", "doc"),)
+
+    def accepts(self, file: Path, text_suffixes: Collection[str]) -> bool:
+        if file.suffix.lower() not in self.shared_suffixes:
+            return True
+        try:
+            with file.open("rb") as handle:
+                head = handle.read(8)
+        except OSError:  # an archive's member, named before it is copied out: read by what it holds
+            return True
+        return head == OLE_MAGIC or _is_rtf(head)
 
     def read(self, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:
         with file.open("rb") as handle:
             head = handle.read(8)
-        if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf"):
+        if _is_rtf(head):
             yield from _read_as(Rtf(), file, root, options, log)
             return
         if head != OLE_MAGIC:
@@ -87,6 +99,11 @@ class LegacyWord(FileFormat):
             return
         parsed = parse_file(file, options, log, ".doc", lambda: word_text(file.read_bytes()))
         yield from titled_or_skipped(file, root, log, parsed)
+
+
+def _is_rtf(head: bytes) -> bool:
+    """Whether a file's first bytes open an RTF document (Word saves RTF under a .doc name)."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf")
 
 
 def _read_as(fmt: FileFormat, file: Path, root: str, options: ReadOptions, log: ReadLog) -> Iterator[SourceDocument]:

@@ -41,14 +41,17 @@ def format_for_suffix(suffix: str) -> FileFormat | None:
 
 
 def format_of(path: Path, text_suffixes: Collection[str] = ()) -> FileFormat | None:
-    """The format that reads ``path``, by its suffix: a format's own, else plain text for one of ``text_suffixes``
+    """The format that reads ``path``, by its suffix: a format's own (where it accepts the file: a compressed file
+    by the suffix under it, a shared suffix by the file's first bytes), else plain text for one of ``text_suffixes``
     (checked by :func:`~c2v_rag.documents.formats.checked_text_suffixes`) or for documentation by its name
     (:func:`is_documentation_name`); None: not one ingest reads."""
     suffix = path.suffix.lower()
     fmt = _BY_SUFFIX.get(suffix) or _numbered_part_format(suffix)
     if fmt is None:
         return AS_TEXT if suffix in text_suffixes or is_documentation_name(path.name) else None
-    return fmt if fmt.accepts(path, text_suffixes) else None
+    if fmt.accepts(path, text_suffixes):
+        return fmt
+    return AS_TEXT if suffix in fmt.shared_suffixes and suffix in text_suffixes else None
 
 
 # The suffix of a numbered part of a split file: .info-2.
