@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from c2v_rag.core.config import CONFIG_FILE, Causal2VecConfig, read_config
+from c2v_rag.core.front_matter import split_front_matter
 from c2v_rag.core.instructions import query_instruction_text
 from c2v_rag.hub.presets import resolve_variant_path
 from c2v_rag.hub.sources import PACKAGED_SOURCES
@@ -81,7 +82,7 @@ def model_card(variant: str | Path, repo_id: str, *, license: str = "apache-2.0"
     body = _usage(repo_id, config)
     about = directory / "README.md"
     if about.is_file():
-        text = _strip_front_matter(about.read_text(encoding="utf-8"))
+        text = split_front_matter(about.read_text(encoding="utf-8"))[1]  # the card's own takes its place
         if text.startswith("# "):  # its title; the card has its own
             text = text.split("\n", 1)[-1].lstrip("\n")
         body += "\n## About this variant\n\n" + text
@@ -160,14 +161,6 @@ def _model_index(scores: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
             }
         )
     return results
-
-
-def _strip_front_matter(text: str) -> str:
-    if text.startswith("---\n"):
-        end = text.find("\n---", 4)
-        if end != -1:
-            return text[end + 4 :].lstrip("\n")
-    return text
 
 
 def _base_model_note(config: Causal2VecConfig) -> str:

@@ -47,6 +47,17 @@ def test_a_dev_set_without_the_cards_metric_is_left_out_of_the_card(tmp_path):
     assert results == set(scores) - {"banking77-dev"}
 
 
+def test_a_variants_own_front_matter_gives_way_to_the_cards_whatever_its_line_endings(tmp_path):
+    directory = tmp_path / "variant"
+    shutil.copytree(PRESETS_DIR / DEFAULT_PRESET, directory)
+    about = "---\r\nlicense: mit\r\ntags: [mine]\r\n...\r\n\r\n# My variant\r\n\r\nTuned on our runbooks.\r\n"
+    (directory / "README.md").write_bytes(about.encode())
+    text = model_card(directory, "someone/c2v-runbooks")
+    card = hub.ModelCard(text)
+    assert card.data.license == "apache-2.0" and "mine" not in card.data.tags  # the card's front matter alone
+    assert text.count("license:") == 1 and "Tuned on our runbooks." in card.text and "# My variant" not in card.text
+
+
 def test_the_upload_folder_loads_as_a_variant_and_as_a_sentence_transformers_model(tiny_model_factory, tmp_path):
     st = pytest.importorskip("sentence_transformers")
     model = tiny_model_factory(

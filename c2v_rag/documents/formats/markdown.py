@@ -32,6 +32,7 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
+from c2v_rag.core.front_matter import split_front_matter
 from c2v_rag.documents.commonmark import block_parser, full_parser
 from c2v_rag.documents.formats.base import FileFormat, file_document, led_by_title, read_text
 from c2v_rag.documents.payload_keys import RESERVED_METADATA_KEYS
@@ -43,8 +44,6 @@ logger = logging.getLogger(__name__)
 # MDX (Markdown with JSX, as Docusaurus and other documentation sites write it) is read as Markdown: its
 # import lines and components are a little noise beside its prose.
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
-# Front matter: a first line of ---, YAML, and a line of --- (or ...) that closes it.
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 # Fields a file's metadata gets from the file itself, which its front matter may not change.
 _FILE_FIELDS = frozenset({"source", "file_name"})
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -220,11 +219,11 @@ def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     lists of those; fields the payload or the file own are left out, with a warning."""
     import yaml
 
-    match = _FRONT_MATTER.match(text)
-    if match is None:
+    source, body = split_front_matter(text)
+    if source is None:
         return {}, text
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.safe_load(source)
     except yaml.YAMLError as err:
         logger.warning("%s: its front matter is not YAML (%s); it is read as text", where, str(err).split("\n")[0])
         return {}, text
@@ -243,7 +242,7 @@ def front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
             fields[key] = scalar
         elif items and all(i is not None for i in items):
             fields[key] = items
-    return fields, text[match.end() :].lstrip("\r\n")
+    return fields, body
 
 
 def _scalar(value: Any) -> str | int | float | bool | None:
