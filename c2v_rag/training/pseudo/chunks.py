@@ -8,6 +8,7 @@ stable across runs for the same documents and chunking.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 from c2v_rag.documents.chunking import TokenChunker
 from c2v_rag.documents.outline import Heading, Outline, headings
 from c2v_rag.documents.source_document import SourceDocument
+
+_BLANK_LINE = re.compile(r"\r?\n[ \t]*\r?\n")
+# How far a text without a blank line is parsed for a heading at its opening.
+_FIRST_BLOCK_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,9 @@ def opening_heading(text: str) -> Heading | None:
     """The heading that opens ``text`` (after leading blank space), which is its title; None where the text opens
     with anything else."""
     opening = len(text) - len(text.lstrip())
-    block_end = text.find("\n\n", opening)
-    first = headings(text[opening : len(text) if block_end < 0 else block_end])
+    # The text's first block is all a heading at its opening can be: parsed alone, not the whole text.
+    blank = _BLANK_LINE.search(text, opening, opening + _FIRST_BLOCK_CHARS)
+    first = headings(text[opening : blank.start() if blank else opening + _FIRST_BLOCK_CHARS])
     if not first or first[0].offset != 0:
         return None
     heading = first[0]

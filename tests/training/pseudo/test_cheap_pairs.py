@@ -70,9 +70,10 @@ def test_heading_pairs_from_sections_and_generic_headings_get_the_title(chunker)
 def test_setext_headings_pair_and_comments_in_code_or_plain_text_do_not(chunker):
     code = "```sh\n# Install the package from the archive\napt-get install foo\n```"
     text = f"Foo manual\n==========\n\n{BODY}\n\n{code}\n\n{BODY}\n\nOpen file sharing\n-----------------\n\n{BODY}\n"
-    pairs = _heading_pairs(text, chunker)
-    assert set(pairs) == {"Foo manual", "Open file sharing"}
-    assert all(positive.startswith("The kernel") for _, positive in pairs.values())  # no underline left
+    for lines in (text, text.replace("\n", "\r\n")):  # either line ending
+        pairs = _heading_pairs(lines, chunker)
+        assert set(pairs) == {"Foo manual", "Open file sharing"}
+        assert all(positive.startswith("The kernel") for _, positive in pairs.values())  # no underline left
     # In a plain-text file, a "#" line is a comment: no heading, and no title.
     plain = f"# Configuration file of the foo daemon\n\n{BODY}\n\n# Lines below set the listening port\n\n{BODY}\n"
     assert _heading_pairs(plain, chunker, plain_text=True) == {}
