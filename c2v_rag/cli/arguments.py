@@ -9,7 +9,7 @@ at module level: ``c2v-rag --help`` builds every parser, and the library is load
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from c2v_rag.rag.handle import Collection
@@ -123,6 +123,48 @@ def add_decoder_max_length(parser: argparse.ArgumentParser, default: str | None 
         "fewer is a cheaper ingest (docs/performance.md measures it); default: "
         + (default or "what the collection recorded, else 96 for a model with a Contextual token (the presets)"),
     )
+
+
+def add_chunk_context(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--chunk-context``: what leads each chunk after a document's first (IngestConfig.chunk_context); ``default``
+    says what leaving it out does."""
+    from c2v_rag.documents.chunking import ChunkContext  # the choices, where they are defined (no heavy import)
+
+    parser.add_argument(
+        "--chunk-context",
+        choices=get_args(ChunkContext),
+        default=None,
+        help="lead: each chunk after a document's first starts with the document's title and the line under it "
+        "(the title alone where that line is a heading); "
+        "headings: also with the headings above the chunk (Title › Chapter › Section); sections: as headings, "
+        f"with chunks cut at headings; none: chunks alone (default: {default})",
+    )
+
+
+def add_reading_limits(parser: argparse.ArgumentParser, command: str) -> None:
+    """``--max-file-mb`` and ``--dry-run``: how large a file is read, and a listing of what ``command`` would read
+    instead of the run (:func:`max_file_bytes` gives the first as IngestConfig.max_file_bytes)."""
+    parser.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="skip files larger than this, with a warning (default 64; JSONL, Parquet and CSV are streamed)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=f"list the files the {command} would read, with their sizes, and what it would leave out; load no "
+        "model, read no file, write nothing",
+    )
+
+
+def max_file_bytes(args: argparse.Namespace) -> int | None:
+    """``--max-file-mb`` in bytes (None: not given)."""
+    value = args.max_file_mb
+    if value is not None and not value > 0:  # not NaN either
+        raise ValueError(f"--max-file-mb {value:g}: pass the size in MB above which files are skipped, more than 0")
+    return None if value is None else max(1, int(value * 1024 * 1024))
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:

@@ -8,16 +8,20 @@ from typing import TYPE_CHECKING
 from c2v_rag.cli.arguments import (
     FORMATS_LISTED,
     PATHS_HELP,
+    add_chunk_context,
     add_chunk_options,
     add_decoder_max_length,
     add_file_selection,
     add_model_options,
     add_quiet,
     add_ray_options,
+    add_reading_limits,
     add_truncate_dim,
     file_selection,
+    max_file_bytes,
     ray_args,
 )
+from c2v_rag.cli.dry_run import print_dry_run
 from c2v_rag.cli.errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -42,7 +46,10 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "resumes (only chunks no file holds are embedded; the model and chunk settings must be the same)",
     )
     add_chunk_options(parser)
-    add_decoder_max_length(parser)
+    add_chunk_context(parser, "what the folder's files recorded, else lead")
+    add_decoder_max_length(
+        parser, "what the folder's files recorded, else 96 for a model with a Contextual token (the presets)"
+    )
     parser.add_argument("--batch-size", type=int, default=None, help="chunks embedded together (default 256)")
     parser.add_argument(
         "--on-error",
@@ -50,6 +57,7 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         default=None,
         help="stop at the first unreadable file or bad record (default), or skip it and go on",
     )
+    add_reading_limits(parser, "embed")
     add_file_selection(parser)
     add_quiet(parser)
     add_truncate_dim(parser)
@@ -66,9 +74,13 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.ingestion.embed import embed
 
-    config = IngestConfig(decoder_max_length=args.decoder_max_length, **file_selection(args))
+    fields = {"decoder_max_length": args.decoder_max_length, "max_file_bytes": max_file_bytes(args)}
+    config = IngestConfig(**{k: v for k, v in fields.items() if v is not None}, **file_selection(args))
+    paths = [Path(p) for p in args.paths]
+    if args.dry_run:
+        return print_dry_run(paths, config, listed=not args.quiet)
     result = embed(
-        [Path(p) for p in args.paths],
+        paths,
         args.out,
         model=args.model,
         device=args.device,
@@ -80,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         show_progress=not args.quiet,
         truncate_dim=args.truncate_dim,
+        chunk_context=args.chunk_context,
         config=config,
         **ray_args(args),
     )

@@ -9,11 +9,12 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from c2v_rag.cli.arguments import (
     FORMATS_LISTED,
     PATHS_HELP,
+    add_chunk_context,
     add_chunk_options,
     add_decoder_max_length,
     add_file_selection,
@@ -22,15 +23,17 @@ from c2v_rag.cli.arguments import (
     add_qdrant_options,
     add_quiet,
     add_ray_options,
+    add_reading_limits,
     add_sparse,
     add_truncate_dim,
     collection_from,
     file_selection,
+    max_file_bytes,
     payload_indexes_from,
     ray_args,
 )
+from c2v_rag.cli.dry_run import print_dry_run
 from c2v_rag.cli.errors import EXIT_OK, EXIT_PARTIAL
-from c2v_rag.documents.chunking import ChunkContext
 
 # How often --watch looks at the files, by default (each look lists the folders and stats every file).
 WATCH_SECONDS = 10.0
@@ -78,26 +81,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         metavar="N",
         help="attempts per Qdrant request, reaching the server included (default 5)",
     )
-    parser.add_argument(
-        "--max-file-mb",
-        type=float,
-        default=None,
-        metavar="MB",
-        help="skip files larger than this, with a warning (default 64; JSONL, Parquet and CSV are streamed)",
-    )
+    add_reading_limits(parser, "ingest")
     add_file_selection(parser)
     add_quiet(parser)
     add_sparse(parser)
-    parser.add_argument(
-        "--chunk-context",
-        choices=get_args(ChunkContext),
-        default=None,
-        help="lead: each chunk after a document's first starts with the document's title and the line under it "
-        "(the title alone where that line is a heading); "
-        "headings: also with the headings above the chunk (Title › Chapter › Section); sections: as headings, "
-        "with chunks cut at headings; none: chunks alone "
-        "(default: what the collection recorded, else lead)",
-    )
+    add_chunk_context(parser, "what the collection recorded, else lead")
     add_decoder_max_length(parser)
     parser.add_argument(
         "--versioned",
@@ -116,12 +104,6 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         f"(checked every SECONDS, default {WATCH_SECONDS:g}; with --sync deleted files lose their points); "
         "Ctrl-C stops",
     )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="list the files the ingest would read, with their sizes, and what it would leave out; load no model, "
-        "read no file, touch no store",
-    )
     add_truncate_dim(parser)
     add_ray_options(parser)
     add_model_options(parser)
@@ -134,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     were skipped."""
     from c2v_rag.rag import IngestConfig
 
-    fields = {"retry_attempts": args.retries, "max_file_bytes": _megabytes(args.max_file_mb)}
+    fields = {"retry_attempts": args.retries, "max_file_bytes": max_file_bytes(args)}
     config = IngestConfig(**{k: v for k, v in fields.items() if v is not None}, **file_selection(args))
     if args.watch is not None and args.watch <= 0:
         raise ValueError(f"--watch {args.watch:g}: pass the seconds between checks, more than 0")
@@ -142,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         if args.watch is not None:
             raise ValueError("--dry-run lists what one ingest would read; leave --watch out")
-        return _dry_run(paths, config, listed=not args.quiet)
+        return print_dry_run(paths, config, listed=not args.quiet)
     if args.watch is not None:
         return _watch(args, paths, config)
     collection = collection_from(args)
@@ -151,41 +133,6 @@ def run(args: argparse.Namespace) -> int:
     if result.chunks:
         _build_reranker(collection, show=not args.quiet)
     return EXIT_OK if result.ok else EXIT_PARTIAL
-
-
-def _dry_run(paths: list[Path], config: IngestConfig, *, listed: bool) -> int:
-    """Print the files an ingest of ``paths`` would read (each with its size, unless not ``listed``: -q) and a
-    summary of them by format and of what it would leave out, from the listing alone (the checks a run makes
-    before its model loads: a missing path, a folder with nothing to read, a missing package)."""
-    from collections import Counter
-
-    from c2v_rag.core.wording import counted, one_line, size_in_words
-    from c2v_rag.documents.files import ReadLog, list_source, not_read_words
-    from c2v_rag.documents.formats import format_of
-
-    log, options = ReadLog(), config.read_options()
-    files = [file for path in paths for file in list_source(path, options, log)[1]]
-    count: Counter[str] = Counter()
-    size: Counter[str] = Counter()
-    for file in files:
-        on_disk = file.stat().st_size
-        kind = format_of(file, options.text_suffixes)
-        name = kind.name if kind is not None else file.suffix
-        count[name] += 1
-        size[name] += on_disk
-        if listed:
-            print(f"{size_in_words(on_disk):>11}  {one_line(str(file))}")
-    kinds = ", ".join(f"{name} {count[name]} ({size_in_words(size[name])})" for name, _ in count.most_common())
-    parts = [f"would read {counted(len(files), 'file')}, {size_in_words(sum(size.values()))}: {kinds or 'none'}"]
-    parts += [words for words in [not_read_words(log.not_read)] if words]
-    if log.excluded:
-        parts.append(f"left out by --exclude: {counted(log.excluded, 'file or folder', 'files and folders')}")
-    if log.other_format_copies:
-        parts.append(f"left out as copies of pages read in another format: {counted(log.other_format_copies, 'file')}")
-    if log.files_skipped:
-        parts.append(f"skipped: {counted(log.files_skipped, 'file')} (the warnings above)")
-    print("; ".join(parts) + ". Nothing was read, embedded or stored (--dry-run)")
-    return EXIT_OK
 
 
 def _build_reranker(collection: Any, show: bool) -> None:
@@ -251,9 +198,3 @@ def _ingest_keywords(args: argparse.Namespace, config: IngestConfig) -> dict[str
         "decoder_max_length": args.decoder_max_length,
         **ray_args(args),
     }
-
-
-def _megabytes(value: float | None) -> int | None:
-    if value is not None and not value > 0:  # not NaN either
-        raise ValueError(f"--max-file-mb {value:g}: pass the size in MB above which files are skipped, more than 0")
-    return None if value is None else max(1, int(value * 1024 * 1024))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -350,32 +351,36 @@ def test_help_loads_no_model_library():
     assert run_python(code).splitlines()[-1] == "LOADED []"
 
 
-def test_ingest_dry_run_lists_what_it_would_read_and_loads_nothing(tmp_path):
+def test_ingest_and_embed_dry_runs_list_what_they_would_read_and_load_nothing(tmp_path):
     folder = tmp_path / "docs"
     files = {"a.md": "# Tides\n", "a.html": "<h1>Tides</h1>", "sub/b.txt": "x" * 2000, "c.json": "{}"}
     for name, text in (files | {"node_modules/d.md": "x"}).items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     (folder / "new\nline.txt").write_text("odd name", encoding="utf-8")
-    store = tmp_path / "store"
-    argv = ["ingest", str(folder), "--dry-run", "--exclude", "node_modules", "--path", str(store)]
-    code = (
-        "import sys\nfrom c2v_rag.cli import main\n"
-        f"code = main({argv!r})\n"
-        "print('LOADED', code, sorted(m for m in ('transformers', 'tokenizers', 'qdrant_client') if m in sys.modules))"
-    )
-    lines = run_python(code).splitlines()
-    root = folder.resolve()
-    assert lines == [
-        f"    8 bytes  {root / 'a.md'}",
-        f"    8 bytes  {root}/new\\nline.txt",
-        f"     2.0 kB  {root / 'sub' / 'b.txt'}",
-        "would read 3 files, 2.0 kB: text 2 (2.0 kB), Markdown 1 (8 bytes); not read: 1 file of other types "
-        "(.json (1)); left out by --exclude: 1 file or folder; left out as copies of pages read in another format: "
-        "1 file. Nothing was read, embedded or stored (--dry-run)",
-        "LOADED 0 []",
-    ]
-    assert not store.exists()
+    store, out = tmp_path / "store", tmp_path / "vectors"
+    for argv in (
+        ["ingest", str(folder), "--dry-run", "--exclude", "node_modules", "--path", str(store)],
+        ["embed", str(folder), "--dry-run", "--exclude", "node_modules", "--out", str(out)],
+    ):
+        code = (
+            "import sys\nfrom c2v_rag.cli import main\n"
+            f"code = main({argv!r})\n"
+            "heavy = ('transformers', 'tokenizers', 'qdrant_client')\n"
+            "print('LOADED', code, sorted(m for m in heavy if m in sys.modules))"
+        )
+        lines = run_python(code).splitlines()
+        root = folder.resolve()
+        assert lines == [
+            f"    8 bytes  {root / 'a.md'}",
+            f"    8 bytes  {root}/new\\nline.txt",
+            f"     2.0 kB  {root / 'sub' / 'b.txt'}",
+            "would read 3 files, 2.0 kB: text 2 (2.0 kB), Markdown 1 (8 bytes); not read: 1 file of other types "
+            "(.json (1)); left out by --exclude: 1 file or folder; left out as copies of pages read in another format: "
+            "1 file. Nothing was read, embedded or stored (--dry-run)",
+            "LOADED 0 []",
+        ], argv[0]
+    assert not store.exists() and not out.exists()
 
 
 def test_search_loads_neither_the_chunker_nor_peft(folder, tmp_path, tiny_variant, capsys):
@@ -516,12 +521,15 @@ def test_embed_writes_parquet_and_ray_flags_need_ray(folder, tmp_path, tiny_vari
                 "4",
                 "--exclude",
                 "nested",
+                "--chunk-context",
+                "none",
                 "-q",
             ]
         )
         == 0
     )
     table = pq.read_table(out)
+    assert json.loads(pq.read_schema(next(out.glob("*.parquet"))).metadata[b"c2v_rag"])["chunk_context"] == "none"
     assert "embedded" in capsys.readouterr().out and table.num_rows > 0
     assert table.column_names == [
         *("id", "doc_id", "chunk_index", "text", "metadata", "vector", "start_char", "end_char", "source_root")
