@@ -53,7 +53,8 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         "--general-data",
         default=None,
         metavar="DIR",
-        help="a folder with stsb/stsb.{train,dev}.tsv (default: $C2V_RAG_GENERAL_DATA, else the hub)",
+        help="a folder with stsb/stsb.{train,dev}.tsv (default: $C2V_RAG_GENERAL_DATA, else the hub); 'none': train "
+        "on your documents' pairs alone and check no STS-B at the gate (offline, without a copy)",
     )
     parser.add_argument(
         "--questions",

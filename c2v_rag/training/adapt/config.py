@@ -127,5 +127,9 @@ class AdaptConfig(FileSelection):
     pairs: PseudoPairsConfig = Field(default_factory=PseudoPairsConfig)
     training: AdaptTraining = Field(default_factory=AdaptTraining)
     gate: AdaptGate = Field(default_factory=AdaptGate)
-    general_data: str | None = None
+    general_data: str | None = Field(
+        None,
+        description="a folder with STS-B (and NLI) to mix in and check at the gate; None: $C2V_RAG_GENERAL_DATA, else "
+        "the hub; 'none': no general data (every batch the documents', no STS-B check)",
+    )
     overwrite: bool = False

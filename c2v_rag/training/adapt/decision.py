@@ -11,7 +11,8 @@ A kept variant reads as "better for my folder", so the gate keeps one only on cl
 - either way, a clear gain is the bootstrap interval of the difference above ``min_gain`` and more items risen
   than fallen by a one-sided sign test at the interval's level (the bootstrap alone is lenient when only a few
   move). No clear gain, or too few held-out queries to tell, is "not kept";
-- in both cases STS-B dev may not lose more than ``sts_tolerance``.
+- in both cases STS-B dev may not lose more than ``sts_tolerance`` (where the run has general data: with
+  ``general_data="none"`` it is not checked, and the reasons say so).
 
 The measured runs behind this rule are in bench/results/adapt/README.md ("A gate that predicts real questions", and
 "Your own questions: searched among every chunk, judged as the held-out queries").
@@ -51,6 +52,9 @@ def decide(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict
         verdict = _on_questions(before, after, gate)
     else:
         verdict = _on_heldout(before, after, gate, sources)
+    if before.sts_spearman is None or after.sts_spearman is None:
+        verdict.reasons.append("STS-B dev not checked: the run had no general data (--general-data none)")
+        return verdict
     drop = before.sts_spearman - after.sts_spearman
     steady = drop <= gate.sts_tolerance
     verdict.reasons.append(

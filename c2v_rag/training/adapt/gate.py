@@ -90,7 +90,8 @@ def question_data(
 class GateScores:
     ndcg_at_10: float
     mrr_at_10: float
-    sts_spearman: float
+    sts_spearman: float | None
+    """STS-B dev's Spearman; None where the run had no general data."""
     by_source: dict[str, dict[str, float]] = field(default_factory=dict)
     """Source -> {"queries", "ndcg@10", "mrr@10"} over that source's held-out queries."""
     questions: dict[str, float] = field(default_factory=dict)
@@ -102,7 +103,9 @@ class GateScores:
     """The user's question id -> its MRR@10, when given."""
 
     def as_dict(self) -> dict[str, float]:
-        scores = {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10, "stsb_dev_spearman": self.sts_spearman}
+        scores = {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10}
+        if self.sts_spearman is not None:
+            scores["stsb_dev_spearman"] = self.sts_spearman
         for source, row in sorted(self.by_source.items()):
             scores[f"ndcg@10 {source} ({int(row['queries'])} queries)"] = row["ndcg@10"]
         if self.questions:
@@ -114,7 +117,7 @@ class GateScores:
 def score(
     model: Any,
     data: RetrievalData,
-    sts_path: Path,
+    sts_path: Path | None,
     *,
     sts_limit: int | None,
     sources: dict[str, str] | None = None,
@@ -123,11 +126,12 @@ def score(
     cache: ScoreCache | None = None,
     name: str = "model",
 ) -> GateScores:
-    """A model's held-out retrieval and STS-B dev scores (the whole embedding, as search uses it, its chunks read
-    as an ingest into a new collection reads them: :func:`~c2v_rag.documents.chunking.default_decoder_max_length`);
-    with ``sources`` (query id -> source), the retrieval scores of each source's queries too; with ``questions``
-    (:func:`question_data`), the scores on the user's questions. With ``cache``, each part a model was already
-    scored on with the same data is taken from it (``name`` says which model in its :attr:`~ScoreCache.reused`)."""
+    """A model's held-out retrieval and STS-B dev scores (STS-B's only with ``sts_path``), of the whole embedding
+    as search uses it, its chunks read as an ingest into a new collection reads them
+    (:func:`~c2v_rag.documents.chunking.default_decoder_max_length`); with ``sources`` (query id -> source), the
+    retrieval scores of each source's queries too; with ``questions`` (:func:`question_data`), the scores on the
+    user's questions. With ``cache``, each part a model was already scored on with the same data is taken from it
+    (``name`` says which model in its :attr:`~ScoreCache.reused`)."""
     read = default_decoder_max_length(model.config)
     sources = sources or {}
 
@@ -152,6 +156,7 @@ def score(
         }
 
     def sts() -> dict[str, Any]:
+        assert sts_path is not None
         pairs = read_stsb(sts_path, name="stsb-dev")
         if sts_limit is not None:
             pairs.first, pairs.second = pairs.first[:sts_limit], pairs.second[:sts_limit]
@@ -168,7 +173,9 @@ def score(
         }
 
     held = kept("held-out queries", {"data": _data_inputs(data), "read": read, "sources": sources}, heldout)
-    spearman = kept("STS-B dev", {"file": file_digest(sts_path), "limit": sts_limit}, sts)["spearman"]
+    spearman = None
+    if sts_path is not None:
+        spearman = kept("STS-B dev", {"file": file_digest(sts_path), "limit": sts_limit}, sts)["spearman"]
     on_questions: dict[str, Any] = {"scores": {}, "per_question": {}}
     if questions is not None:
         on_questions = kept("your questions", {"data": _data_inputs(questions), "read": read}, asked)

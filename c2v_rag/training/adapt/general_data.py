@@ -2,7 +2,9 @@
 the gate) and, where present, NLI triplets.
 
 Where it comes from, first found first: ``general_data`` (a folder laid out as below), ``$C2V_RAG_GENERAL_DATA``,
-or the Hugging Face Hub (``sentence-transformers/stsb``, fetched once into the cache). The folder layout::
+or the Hugging Face Hub (``sentence-transformers/stsb``, fetched once into the cache). ``general_data="none"``
+(:data:`NO_GENERAL_DATA`) asks for none, offline where no copy is at hand: training then draws every batch from the
+documents' pairs, and the gate checks no STS-B. The folder layout::
 
     stsb/stsb.train.tsv   stsb/stsb.dev.tsv      (columns score, sentence1, sentence2; score 0-5)
     nli/*_triplets.tsv                           (optional: anchor, positive, negative)
@@ -20,6 +22,7 @@ from c2v_rag.core.files import replacing
 from c2v_rag.hub.hub_access import cache_only_without_hub
 
 ENV_VAR = "C2V_RAG_GENERAL_DATA"
+NO_GENERAL_DATA = "none"
 HUB_STSB = "sentence-transformers/stsb"
 _HUB_FILES = {
     "stsb.train.tsv": "data/train-00000-of-00001.parquet",
@@ -69,9 +72,11 @@ def _fetch_stsb(target: Path) -> None:
                 writer.writerow([f"{5 * float(s):.4f}", " ".join(a.split()), " ".join(b.split())])
 
 
-def find_general_data(folder: str | Path | None = None) -> GeneralData:
-    """The general data, from ``folder``, ``$C2V_RAG_GENERAL_DATA`` or the hub; a clear error naming the ways to
-    provide it when none works."""
+def find_general_data(folder: str | Path | None = None) -> GeneralData | None:
+    """The general data, from ``folder``, ``$C2V_RAG_GENERAL_DATA`` or the hub (None where ``folder`` is
+    :data:`NO_GENERAL_DATA`); a clear error naming the ways to provide it when none works."""
+    if folder == NO_GENERAL_DATA:
+        return None
     if folder is not None:
         return _from_folder(Path(folder).expanduser(), "general_data")
     if os.environ.get(ENV_VAR):
@@ -85,6 +90,7 @@ def find_general_data(folder: str | Path | None = None) -> GeneralData:
                 "adapt mixes general data into its training and checks STS-B dev at its gate, and found none: "
                 f"fetching {HUB_STSB} from the Hugging Face Hub failed ({type(err).__name__}: {err}). Give a folder "
                 f"with stsb/stsb.train.tsv and stsb/stsb.dev.tsv (columns score, sentence1, sentence2) as "
-                f"--general-data DIR (or ${ENV_VAR}), or connect once to fetch it"
+                f"--general-data DIR (or ${ENV_VAR}), or connect once to fetch it; --general-data {NO_GENERAL_DATA} "
+                "trains on your documents' pairs alone and checks no STS-B at the gate"
             ) from err
     return _from_folder(cached, f"{HUB_STSB} (cached in {cached})")

@@ -128,11 +128,12 @@ def train_config(
         objective = ContrastiveConfig(parts={}, matryoshka={encoder_part.stop: 1.0})
     else:
         objective = ContrastiveConfig(parts={"full": 1.0}, matryoshka={})
-    general_files = [general.stsb_train, *general.nli]
+    general_files = [general.stsb_train, *general.nli] if general is not None else []
+    share = t.general_share if general_files else 0.0  # without general data, every batch is the documents'
     # A weight w gives a dataset of n examples round(w * n / batch_size) batches an epoch: w = share * steps *
     # batch_size / n makes one epoch the run's steps, each dataset its share of them.
     epoch = t.steps * t.batch_size
-    general_weight = {p: t.general_share / len(general_files) * epoch / _data_rows(p) for p in general_files}
+    general_weight = {p: share / len(general_files) * epoch / _data_rows(p) for p in general_files}
     datasets = [
         DatasetSection(
             name="corpus",
@@ -141,10 +142,10 @@ def train_config(
             task=task,
             pseudo_pairs=config.pairs,
             pairs_dir=str(out / PAIRS_DIR),
-            weight=(1 - t.general_share) * epoch / max(1, train_pairs),
+            weight=(1 - share) * epoch / max(1, train_pairs),
         )
     ]
-    if t.general_share:
+    if share:
         datasets.append(
             DatasetSection(
                 name="stsb",
@@ -402,7 +403,7 @@ def adapt(
         scores[name] = score(
             model,
             data,
-            general.stsb_dev,
+            general.stsb_dev if general is not None else None,
             sts_limit=config.gate.sts_limit,
             sources=sources,
             questions=asked,

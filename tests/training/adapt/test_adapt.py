@@ -109,6 +109,16 @@ def test_a_variant_that_fails_the_gate_is_not_published(start, folder, general, 
     assert "NOT KEPT" in report.table()
 
 
+def test_without_general_data_it_trains_on_the_documents_alone_and_checks_no_sts(start, folder, tmp_path):
+    out = tmp_path / "adapted"
+    report = adapt(folder, out, config=config("none", min_gain=-1.0), start=str(start))
+    assert report.kept and report.settings["general_data"] == "none"
+    assert "stsb_dev_spearman" not in report.before and "stsb_dev_spearman" not in report.after
+    assert report.reasons[-1] == "STS-B dev not checked: the run had no general data (--general-data none)"
+    recipe = (out / "candidate" / "train_config.yaml").read_text()
+    assert "name: corpus" in recipe and "stsb" not in recipe and "nli" not in recipe
+
+
 def test_rerun_reuses_the_pairs_and_the_trained_candidate(start, folder, general, tmp_path, caplog):
     out = tmp_path / "adapted"
     first = adapt(folder, out, config=config(general, min_gain=1.0), start=str(start))
@@ -140,7 +150,7 @@ def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
     assert not (tmp_path / "gpu").exists()
 
 
-def scores(per_query: dict[str, float], sts: float = 0.80, **extra) -> GateScores:
+def scores(per_query: dict[str, float], sts: float | None = 0.80, **extra) -> GateScores:
     mean = sum(per_query.values()) / len(per_query)
     return GateScores(mean, mean, sts, per_query=per_query, **extra)
 
@@ -172,6 +182,9 @@ def test_decide_needs_a_clear_gain_on_questions_and_headings_and_a_steady_sts():
     assert four.evidence["difference"]["low"] > 0 and four.evidence["difference"]["sign_p"] == 1 / 16
     assert not four.kept and "sign test p above 0.025" in four.reasons[0]
     # Too few items to judge, however clear: not kept unless the floor is lowered.
+    # Without general data STS-B is not checked, and says so: the held-out gain alone decides.
+    unchecked = decide(scores(before.per_query, sts=None), scores(gained.per_query, sts=None), gate, headings)
+    assert unchecked.kept and unchecked.reasons[-1].startswith("STS-B dev not checked")
     few = {q: before.per_query[q] for q in ids[:10]}
     few_gained = {q: 1.0 for q in few}
     assert "too few to judge" in decide(scores(few), scores(few_gained), gate, headings).reasons[0]
@@ -237,6 +250,15 @@ def test_general_share_is_the_share_of_batches_whatever_the_corpus_size(start, g
         weights={d.display_name: d.weight for d in recipe.datasets},
     )
     assert plan.batches_per_epoch == {"corpus": 70, "stsb": 15, "nli_0": 15}
+    alone = train_config(settings, "docs", tmp_path, find_general_data("none"), None, train_pairs=train_pairs)
+    assert [d.display_name for d in alone.datasets] == ["corpus"]
+    corpus_only = HomogeneousBatchPlan(
+        {"corpus": [Example(f"q{i}", f"p{i}") for i in range(train_pairs)]},
+        4,
+        seed=0,
+        weights={d.display_name: d.weight for d in alone.datasets},
+    )
+    assert corpus_only.batches_per_epoch == {"corpus": 100}  # the run's steps, all of them the documents'
 
 
 def test_the_users_questions_decide_and_are_checked_before_any_work(start, folder, general, tmp_path, caplog, capsys):
