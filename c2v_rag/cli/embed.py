@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from c2v_rag.rag.ingestion.config import IngestConfig
     from c2v_rag.rag.ingestion.embed import embed
 
-    fields = {"decoder_max_length": args.decoder_max_length, "max_file_bytes": max_file_bytes(args)}
-    config = IngestConfig(**{k: v for k, v in fields.items() if v is not None}, **file_selection(args))
+    limit = max_file_bytes(args)
+    config = IngestConfig(**({"max_file_bytes": limit} if limit is not None else {}), **file_selection(args))
     paths = [Path(p) for p in args.paths]
     if args.dry_run:
         return print_dry_run(paths, config, listed=not args.quiet)
@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         show_progress=not args.quiet,
         truncate_dim=args.truncate_dim,
         chunk_context=args.chunk_context,
+        decoder_max_length=args.decoder_max_length,
         config=config,
         **ray_args(args),
     )

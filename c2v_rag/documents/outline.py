@@ -11,6 +11,7 @@ is no heading.
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,7 @@ _SHOWN_AS: dict[str, Callable[[Token], str]] = {
 # What every heading's source holds, in or out of a quote or a list: a "#" before a space or a line's end (ATX), or a
 # line that ends in "=" or "-" (a setext underline). A text without either has no heading and is not parsed.
 _MAYBE_HEADING = re.compile(r"#(?=[ \t\r\n]|\Z)|[=-][ \t]*(?=[\r\n]|\Z)")
+_OFFSET = operator.attrgetter("offset")
 # Characters of a text parsed at a time (more where one block, a long code block, fills them): an outline is found
 # as far as chunks ask, so a long text's first chunks do not wait for its whole parse, and the parser's tokens never
 # cover more than a window (a 5 MB Markdown text parsed whole held 35 MiB of them).
@@ -118,8 +120,9 @@ class Outline:
         self._opening = len(text) - len(text.lstrip())
         # Every heading that starts before this offset is found; the parse goes on from here.
         self._settled = 0 if _MAYBE_HEADING.search(text) else len(text)
-        self._offsets: list[int] = []
         self._headings: list[Heading] = []
+        # The heading that opens the text, once parsed that far: its title, which no section has.
+        self._title: Heading | None = None
         # The headings open below each one, itself last: a heading closes those of its level and deeper.
         self._paths: list[tuple[str, ...]] = []
         self._open: list[Heading] = []
@@ -128,7 +131,11 @@ class Outline:
         """Where the headings whose lines start strictly between ``begin`` and ``end`` start, in order, the title
         aside."""
         self._settle(end)
-        return self._offsets[bisect.bisect_right(self._offsets, begin) : bisect.bisect_left(self._offsets, end)]
+        first, last = (
+            bisect.bisect_right(self._headings, begin, key=_OFFSET),
+            bisect.bisect_left(self._headings, end, key=_OFFSET),
+        )
+        return [heading.offset for heading in self._headings[first:last]]
 
     def section(self, offset: int) -> tuple[str, ...]:
         """The headings of the section the character at ``offset`` is in, outermost first, the title aside: at a
@@ -144,7 +151,13 @@ class Outline:
         if not above:
             return ()
         section = self._paths[above - 1]
-        return section[:-1] if self._offsets[above - 1] == offset else section
+        return section[:-1] if self._headings[above - 1].offset == offset else section
+
+    def title(self) -> Heading | None:
+        """The heading that opens the text (after leading blank space), which is its title; None where the text
+        opens with anything else."""
+        self._settle(self._opening + 1)
+        return self._title
 
     def heading_around(self, offset: int) -> Heading | None:
         """The heading whose source holds the character at ``offset`` (its line, or its lines and underline), the
@@ -156,7 +169,7 @@ class Outline:
     def _headings_to(self, offset: int) -> int:
         """How many headings start at or before ``offset``, parsing on as far as needed."""
         self._settle(offset + 1)
-        return bisect.bisect_right(self._offsets, offset)
+        return bisect.bisect_right(self._headings, offset, key=_OFFSET)
 
     def _settle(self, offset: int) -> None:
         """Parse on until every heading that starts before ``offset`` is found."""
@@ -178,11 +191,11 @@ class Outline:
     def _add(self, found: list[Heading]) -> None:
         for heading in found:
             if heading.offset <= self._opening:
+                self._title = heading
                 continue
             while self._open and self._open[-1].level >= heading.level:
                 self._open.pop()
             self._open.append(heading)
-            self._offsets.append(heading.offset)
             self._headings.append(heading)
             self._paths.append(tuple(open_heading.text for open_heading in self._open))
 

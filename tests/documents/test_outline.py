@@ -342,6 +342,8 @@ def test_heading_around_is_the_heading_whose_source_holds_a_character():
     last = text.index("## Last")
     assert outline.heading_around(last + 3) == Heading(last, 2, "Last", len(text))
     assert outline.heading_around(0) is None  # the title is the document's, not a section's
+    assert outline.title() == Heading(0, 1, "Title", text.index("\n") + 1)
+    assert Outline("\n\nIntro first.\n\n# Later\n").title() is None and Outline("No heading.").title() is None
     assert (
         outline.heading_around(text.index("# a comment")) is None
         and outline.heading_around(text.index("Intro")) is None

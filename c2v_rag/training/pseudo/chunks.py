@@ -8,18 +8,13 @@ stable across runs for the same documents and chunking.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from c2v_rag.documents.chunking import TokenChunker
-from c2v_rag.documents.outline import Heading, Outline, headings
+from c2v_rag.documents.outline import Heading, Outline
 from c2v_rag.documents.source_document import SourceDocument
-
-_BLANK_LINE = re.compile(r"\r?\n[ \t]*\r?\n")
-# How far a text without a blank line is parsed for a heading at its opening.
-_FIRST_BLOCK_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -36,19 +31,6 @@ class CorpusChunk:
     heading_chars: int = 0
 
 
-def opening_heading(text: str) -> Heading | None:
-    """The heading that opens ``text`` (after leading blank space), which is its title; None where the text opens
-    with anything else."""
-    opening = len(text) - len(text.lstrip())
-    # The text's first block is all a heading at its opening can be: parsed alone, not the whole text.
-    blank = _BLANK_LINE.search(text, opening, opening + _FIRST_BLOCK_CHARS)
-    first = headings(text[opening : blank.start() if blank else opening + _FIRST_BLOCK_CHARS])
-    if not first or first[0].offset != 0:
-        return None
-    heading = first[0]
-    return Heading(opening, heading.level, heading.text, opening + heading.end)
-
-
 def document_title(metadata: dict[str, Any], opening: Heading | None) -> str | None:
     """A document's title: its ``title`` metadata (BEIR corpora), else a first-level heading that opens it."""
     title = metadata.get("title")
@@ -62,8 +44,8 @@ def iter_chunks(documents: Iterable[SourceDocument], chunker: TokenChunker) -> I
     whatever ``ingest`` takes), each with the heading it opens with."""
     for document in documents:
         text = document.text
-        opening = None if document.plain_text else opening_heading(text)
         outline = None if document.plain_text else Outline(text)
+        opening = outline.title() if outline is not None else None
         title = document_title(document.metadata, opening)
         for chunk in chunker.iter_chunks(text, document.lead, plain_text=document.plain_text):
             start = chunk.start_char
