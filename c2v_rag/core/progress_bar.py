@@ -35,18 +35,20 @@ def unsized_terminal(stream: Any) -> dict[str, int]:
 class CountingBar(tqdm):
     """tqdm whose position (``n`` of ``total``, so the percentage and the ETA) is work done, in whatever unit
     predicts time (bytes, characters), while it shows whole items done of all (:attr:`count` of ``items``, as
-    ``3/7 files``; the count alone where ``items`` is None). Items of unequal size make a count a poor clock: the
-    longest go first in an encode, and one large file among small ones is most of an ingest. The ETA follows the
-    average rate of the whole run (``smoothing=0``), not the last burst."""
+    ``3/7 files``; the count alone where ``items`` is None, beside the bar where ``total`` is known, as the documents
+    of one JSONL file). Items of unequal size make a count a poor clock: the longest go first in an encode, and one
+    large file among small ones is most of an ingest. The ETA follows the average rate of the whole run
+    (``smoothing=0``), not the last burst."""
 
     def __init__(self, *args: Any, items: int | None, noun: str, **kwargs: Any) -> None:
         self.count, self.items = 0, items  # before tqdm's first draw
-        kwargs.setdefault(
-            "bar_format",
-            "{desc}: {count_fmt} " + noun + " [{elapsed}{postfix}]"
-            if items is None
-            else "{l_bar}{bar}| {count_fmt}/{items_fmt} " + noun + " [{elapsed}<{remaining}{postfix}]",
-        )
+        if kwargs.get("total") is None:
+            shown = "{desc}: {count_fmt} " + noun + " [{elapsed}{postfix}]"
+        elif items is None:
+            shown = "{l_bar}{bar}| {count_fmt} " + noun + " [{elapsed}<{remaining}{postfix}]"
+        else:
+            shown = "{l_bar}{bar}| {count_fmt}/{items_fmt} " + noun + " [{elapsed}<{remaining}{postfix}]"
+        kwargs.setdefault("bar_format", shown)
         kwargs.setdefault("smoothing", 0)
         super().__init__(*args, **kwargs)
 

@@ -62,27 +62,30 @@ def read_documents(
     # Opening checks every path before any reading; the size it finds is the bar's total.
     opened = iter_documents(docs, options=options, log=log)
     size = input_size(docs, log)
+    # One file (a JSONL corpus; adapt's own documents.jsonl, read again to chunk) counts its documents, as "0/1
+    # files" would until the end; the bar still moves by the file's bytes.
+    one_file = size.unit == "file" and size.total == 1
     with CountingBar(
         total=size.extent,
-        items=size.total,
-        noun=size.unit + "s",
+        items=None if one_file else size.total,
+        noun="documents" if one_file else size.unit + "s",
         desc=desc,
         disable=not show_progress,
         **unsized_terminal(sys.stderr),
     ) as bar:
 
-        def show(inputs: int, share_of_next: float = 0.0) -> None:
-            bar.count = inputs
+        def show(inputs: int, share_of_next: float = 0.0, count: int | None = None) -> None:
+            bar.count = inputs if count is None else count
             bar.update(size.position(inputs + share_of_next) - bar.n)
 
         for done, document in enumerate(opened, start=1):
             yield document  # what the caller does with it (chunking) is on the bar's clock too
             if size.unit == "file":  # within a file of many documents (JSONL, Parquet, an archive), as ingest's bar
-                show(log.files_done, log.document_span[1])
+                show(log.files_done, log.document_span[1], done if one_file else None)
             else:
                 show(done)
         if size.unit == "file":
-            show(log.files_done)
+            show(log.files_done, count=bar.count if one_file else None)
     if log.not_read:
         logger.warning("%s; --text-suffix SUFFIX reads a suffix as plain text", not_read_words(log.not_read))
 

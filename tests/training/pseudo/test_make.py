@@ -187,9 +187,10 @@ def test_reading_the_corpus_weighs_files_by_their_bytes_as_ingest_does(tmp_path,
     assert "4/4 files" in capsys.readouterr().err
 
 
-def test_the_bar_moves_within_a_file_of_many_documents(tmp_path, chunker, bar_shares):
-    """A JSONL file of documents (adapt's --from-jsonl corpus, a BEIR corpus) moves the bar by its records' bytes,
-    as ingest's bar does, rather than standing at 0/1 files until the whole file is read."""
+def test_the_bar_moves_within_a_file_of_many_documents(tmp_path, chunker, bar_shares, capsys):
+    """A JSONL file of documents (a BEIR corpus; adapt's documents.jsonl, read again to chunk) moves the bar by its
+    records' bytes, as ingest's bar does, and counts its documents rather than standing at "0/1 files" until the
+    whole file is read."""
     import json
 
     import c2v_rag.training.pseudo.make as make
@@ -199,11 +200,14 @@ def test_the_bar_moves_within_a_file_of_many_documents(tmp_path, chunker, bar_sh
     corpus.write_text("".join(lines))
     recorded = bar_shares(make)
     make.read_corpus(corpus, chunker, show_progress=True)
-    # independent of the bar: where each line ends in the file, as a share of its bytes
+    # independent of the bar: where each line ends in the file, as a share of its bytes, after that many documents
     ends = [sum(len(line.encode()) for line in lines[: i + 1]) for i in range(len(lines))]
-    within = [fraction for count, fraction in recorded if count == 0]
-    assert within == pytest.approx([end / corpus.stat().st_size for end in ends])
-    assert recorded[-1] == (1, pytest.approx(1.0))
+    assert [count for count, _ in recorded[: len(lines)]] == list(range(1, len(lines) + 1))
+    size = corpus.stat().st_size
+    assert [fraction for _, fraction in recorded[: len(lines)]] == pytest.approx([end / size for end in ends])
+    assert recorded[-1] == (40, pytest.approx(1.0))
+    shown = capsys.readouterr().err
+    assert "40 documents" in shown and "files" not in shown
 
 
 def test_reading_says_which_files_it_left_unread_and_text_suffixes_read_them(tmp_path, caplog, capsys):
