@@ -326,12 +326,18 @@ class TokenChunker:
         """All of ``text``'s chunks (see :meth:`iter_chunks`)."""
         return list(self.iter_chunks(text, plain_text=plain_text))
 
-    def iter_chunks(self, text: str, lead: str | None = None, *, plain_text: bool = False) -> Iterator[Chunk]:
+    def iter_chunks(
+        self, text: str, lead: str | None = None, *, plain_text: bool = False, outline: Outline | None = None
+    ) -> Iterator[Chunk]:
         """``text``'s chunks in order, produced one section at a time, each after the first led as the chunker's
         ``context`` says (the document's opening is ``lead`` where the document's reader gave one, else
         :func:`document_lead` of ``text``), each with the section it starts in (none where ``plain_text``: the
-        text is no Markdown, and its ``#`` lines no headings)."""
-        outline = None if plain_text else Outline(text)
+        text is no Markdown, and its ``#`` lines no headings). ``outline``: ``text``'s, where the caller has parsed
+        it already (adapt's chunks ask it for their headings too)."""
+        if plain_text:
+            outline = None
+        elif outline is None:
+            outline = Outline(text)
         chunks = self._split(text, outline)
         opening = ""
         if self.context != "none":

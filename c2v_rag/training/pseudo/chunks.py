@@ -47,7 +47,7 @@ def iter_chunks(documents: Iterable[SourceDocument], chunker: TokenChunker) -> I
         outline = None if document.plain_text else Outline(text)
         opening = outline.title() if outline is not None else None
         title = document_title(document.metadata, opening)
-        for chunk in chunker.iter_chunks(text, document.lead, plain_text=document.plain_text):
+        for chunk in chunker.iter_chunks(text, document.lead, plain_text=document.plain_text, outline=outline):
             start = chunk.start_char
             heading = None
             if outline is not None and start is not None:

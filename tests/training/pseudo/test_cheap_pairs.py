@@ -81,6 +81,25 @@ def test_setext_headings_pair_and_comments_in_code_or_plain_text_do_not(chunker)
                                                    "Lines below set the listening port"}  # fmt: skip
 
 
+def test_each_document_is_parsed_into_an_outline_once(chunker, monkeypatch):
+    """adapt's chunks ask the outline the chunker cut them by for their headings: one CommonMark parse of a
+    document, not one for the chunks and one for their headings."""
+    from c2v_rag.documents.outline import Outline
+
+    parsed: list[int] = []
+    parse = Outline.__init__
+
+    def counted(self, text, *args, **kwargs):
+        parsed.append(len(text))
+        parse(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Outline, "__init__", counted)
+    texts = [f"# Page {i}\n\n{BODY}\n\n## Part\n\n{BODY}\n" for i in range(3)]
+    chunks = list(iter_chunks([SourceDocument(f"d{i}", t) for i, t in enumerate(texts)], chunker))
+    assert parsed == [len(t) for t in texts]
+    assert [c.heading for c in chunks] == ["Page 0", "Part", "Page 1", "Part", "Page 2", "Part"]
+
+
 def test_title_pair_from_a_record_with_a_title():
     title = "Child processes share open file offsets with their parent"
     chunk = CorpusChunk("s#0", "s", f"{title}\n\n{BODY}", title=title)
