@@ -86,6 +86,16 @@ class IngestResult(ReadingReport):
     documents_unchanged: int = Field(
         default=0, description="documents the collection held whole under the same hash: skipped before chunking"
     )
+    documents_changed: int = Field(
+        default=0,
+        description="documents the collection held whole under another hash (edited since, or chunked another "
+        "way), whose chunks this run replaced (counted by the in-process engine, whose lookup sees them)",
+    )
+    old_chunks_deleted: int = Field(
+        default=0,
+        description="chunks of the changed documents (and of documents a cut-off run left half stored) that their "
+        "new chunks replaced, deleted once those were all stored",
+    )
     chunks: int = 0
     chunks_written: int = 0
     chunks_unchanged: int = 0
@@ -108,6 +118,8 @@ class IngestResult(ReadingReport):
 
     def summary(self) -> str:
         notes = [f"{self.documents_unchanged} unchanged"] if self.documents_unchanged else []
+        if self.documents_changed:  # a re-run after an edit: the old version's chunks went
+            notes.append(f"{self.documents_changed} changed")
         if self.duplicate_documents:  # a file met twice (through a link, or named twice) is stored once
             notes.append(f"{self.duplicate_documents} more met twice, stored once")
         if self.empty_documents:  # "2 documents, 0 chunks" said nothing of why
@@ -118,6 +130,8 @@ class IngestResult(ReadingReport):
             f"({self.chunks_written} written, {self.chunks_unchanged} unchanged) into {self.collection!r} at "
             f"{self.location} in {self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
         )
+        if self.old_chunks_deleted:
+            text += f"; deleted {counted(self.old_chunks_deleted, 'chunk')} of the documents' earlier versions"
         text += self._skipped_words()
         if self.documents_deleted:
             deleted = f"{counted(self.documents_deleted, 'document')} ({counted(self.chunks_deleted, 'chunk')})"

@@ -225,6 +225,8 @@ class LocalIngestRun:
             self.result.duplicate_documents = batcher.duplicate_documents
             self.result.empty_documents = batcher.empty_documents
             self.result.documents_unchanged = batcher.unchanged_documents
+            self.result.documents_changed = self.sink.writer.replaced.documents
+            self.result.old_chunks_deleted = self.sink.writer.replaced.chunks
             self.result.chunks = batcher.chunks
             self.result.seconds = time.perf_counter() - self.started
             self.result.record_reading(self.log)

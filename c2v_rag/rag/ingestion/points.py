@@ -15,7 +15,8 @@ the Ray driver, is :class:`~c2v_rag.rag.ingestion.sinks.QdrantSink` calling the 
 - :meth:`PointWriter.not_stored` drops chunks already stored (a re-run embeds nothing twice) and
   records this run's source root on the stored ones;
 - :meth:`PointWriter.write` upserts a batch and, for the documents whose every chunk is now
-  stored, deletes their other points (an older version's chunks).
+  stored, deletes their other points (an older version's chunks), counting what it replaced
+  (:class:`Replaced`) where its lookup saw the document stored before.
 """
 
 from __future__ import annotations
@@ -65,6 +66,26 @@ class DocumentState:
     # The root this run reads it through: a document stored under another is not skipped, so that its points
     # are claimed for this root (see :meth:`PointWriter.not_stored`).
     source_root: str | None
+
+
+@dataclass
+class Replaced:
+    """What a run replaced of the documents its lookup (:meth:`PointWriter.unchanged_documents`) found stored but
+    not unchanged: the documents stored whole before under another hash (edited since, or chunked another way),
+    and the old points of those and of documents a cut-off run left half stored, deleted once their new chunks
+    were all stored."""
+
+    documents: int = 0
+    chunks: int = 0
+
+
+@dataclass(frozen=True)
+class _StoredBefore:
+    """A looked-up document's points before this run (their ids), and whether it was stored whole under another
+    hash."""
+
+    ids: frozenset[str]
+    changed: bool
 
 
 def document_chunks(doc: SourceDocument, chunker: TokenChunker) -> Iterator[PendingChunk]:
@@ -182,7 +203,10 @@ class PointWriter:
         self.call = call
         self.fresh = fresh
         self.scan_once = scan_once
-        self._scanned: dict[str, list[tuple[Any, Any]]] | None = None
+        self._scanned: dict[str, list[tuple[Any, Any, str]]] | None = None
+        # Documents looked up and found stored but not unchanged, until a batch completes them (then counted).
+        self._before: dict[str, _StoredBefore] = {}
+        self.replaced = Replaced()
 
     def not_stored(self, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
         """The chunks not in the collection yet. Stored ones are not rewritten; their recorded source
@@ -242,12 +266,19 @@ class PointWriter:
         unchanged = {}
         for state in states:
             points = stored.get(state.doc_id)
-            if points and all(p == (state.doc_hash, state.source_root) for p in points):
+            if not points:
+                continue
+            if all((doc_hash, root) == (state.doc_hash, state.source_root) for doc_hash, root, _ in points):
                 unchanged[state.doc_id] = len(points)
+            else:  # chunked again: what its completion deletes is counted then
+                changed = all(doc_hash is not None for doc_hash, _, _ in points) and any(
+                    doc_hash != state.doc_hash for doc_hash, _, _ in points
+                )
+                self._before[state.doc_id] = _StoredBefore(frozenset(pid for _, _, pid in points), changed)
         return unchanged
 
-    def _stored_documents(self, doc_ids: list[str] | None) -> dict[str, list[tuple[Any, Any]]]:
-        """doc id -> (hash, source root) of each of its points, for ``doc_ids`` (None: every document)."""
+    def _stored_documents(self, doc_ids: list[str] | None) -> dict[str, list[tuple[Any, Any, str]]]:
+        """doc id -> (hash, source root, point id) of each of its points, for ``doc_ids`` (None: every document)."""
         from qdrant_client.http import models
 
         match = (
@@ -255,7 +286,7 @@ class PointWriter:
             if doc_ids is None
             else models.Filter(must=[models.FieldCondition(key=DOC_ID_KEY, match=models.MatchAny(any=doc_ids))])
         )
-        stored: dict[str, list[tuple[Any, Any]]] = {}
+        stored: dict[str, list[tuple[Any, Any, str]]] = {}
         offset = None
         while True:
             records, offset = self.call(
@@ -274,7 +305,9 @@ class PointWriter:
                 payload = record.payload or {}
                 doc_id = payload.get(DOC_ID_KEY)
                 if doc_id is not None:
-                    stored.setdefault(str(doc_id), []).append((payload.get(DOC_HASH_KEY), payload.get(SOURCE_ROOT_KEY)))
+                    stored.setdefault(str(doc_id), []).append(
+                        (payload.get(DOC_HASH_KEY), payload.get(SOURCE_ROOT_KEY), str(record.id))
+                    )
             if offset is None:
                 return stored
 
@@ -317,3 +350,8 @@ class PointWriter:
                 lambda: self.client.delete(self.collection, models.FilterSelector(filter=stale), wait=True),
                 f"deleting stale chunks of {len(completed)} documents",
             )
+            for doc_id, ids in completed.items():
+                before = self._before.pop(doc_id, None)
+                if before is not None:
+                    self.replaced.documents += before.changed
+                    self.replaced.chunks += len(before.ids.difference(ids))

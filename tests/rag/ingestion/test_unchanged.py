@@ -90,12 +90,23 @@ def test_an_unchanged_rerun_chunks_nothing_and_an_edit_chunks_only_the_edited_do
     assert first.documents_unchanged == 0 and f"{len(corpus)} documents, " in first.summary()
 
     edited = [dict(d) for d in corpus]
-    edited[2]["text"] = corpus[2]["text"] + " " + make_text(102, sentences=3)
+    edited[2]["text"] = " ".join(corpus[2]["text"].split()[:4])  # cut short: fewer chunks than before
     edited[4]["metadata"] = {"topic": "edited", "n": 4}
     chunked.clear()
-    c2v_rag.ingest(edited, **kwargs)
+    changed = c2v_rag.ingest(edited, **kwargs)
     assert sorted(chunked) == sorted([edited[2]["text"], edited[4]["text"]])
-    assert _points(tmp_path / "a", store) == _clean(tmp_path, edited, tiny_variant, ingest_config, store)
+    after = _points(tmp_path / "a", store)
+    assert after == _clean(tmp_path, edited, tiny_variant, ingest_config, store)
+    # The summary counts the two edited documents and the old chunks that went: the points before that are gone.
+    gone = set(points) - set(after)
+    assert gone and {points[pid]["doc_id"] for pid in gone} <= {corpus[2]["id"], corpus[4]["id"]}
+    assert (changed.documents_unchanged, changed.documents_changed, changed.old_chunks_deleted) == (
+        len(corpus) - 2,
+        2,
+        len(gone),
+    )
+    assert f"({len(corpus) - 2} unchanged, 2 changed)" in changed.summary()
+    assert f"; deleted {len(gone)} chunk" in changed.summary()
 
 
 def test_other_chunking_settings_chunk_every_document_again(tmp_path, tiny_variant, corpus, ingest_config, chunked):
