@@ -21,9 +21,11 @@ def add_parser(subparsers: Subparsers) -> argparse.ArgumentParser:
         help="make a domain variant from documents alone (pseudo-queries, LoRA, a gate)",
         description="Make training pairs from documents (sentence crops, headings, an LLM's questions), train a LoRA "
         "variant on them mixed with general data, and keep it only on clear evidence: a gain over its start "
-        "on held-out generated questions and headings (crops do not count), or on your --questions searched "
-        "among every chunk, whose 95% interval lies above zero and that a sign test confirms; and STS-B dev "
-        "held. Writes the variant, its pairs (a BEIR folder) and adapt_report.json to --out. Exit codes: 0 "
+        "on your --questions, searched among every chunk, whose 95% interval lies above zero and that a sign "
+        "test confirms; and STS-B dev held. Without --questions it trains and reports held-out pseudo-query "
+        "scores but keeps nothing (gate.evidence in a --config file lets those decide); a re-run with "
+        "--questions and the same --out reuses the candidate. Writes the variant, its pairs (a BEIR folder) "
+        "and adapt_report.json to --out. Exit codes: 0 "
         "kept, 1 not kept (use the start model), 2 bad input or setup. A run cut short resumes when re-run "
         "with the same arguments. Guide: docs/adapt.md.",
     )

@@ -2,12 +2,14 @@
 
 A kept variant reads as "better for my folder", so the gate keeps one only on clear evidence:
 
-- with the user's questions, they decide: their MRR@10, searched among every chunk of the documents (up to
+- the user's questions decide: their MRR@10, searched among every chunk of the documents (up to
   ``questions_corpus_size``), paired question by question;
-- without them, the held-out queries of the evidence sources (generated questions and headings by default)
-  decide, by their nDCG@10, paired query by query, over at least ``min_items`` of them. Crops are reported, never
-  evidence: a crop is found by its own words, and on SciFact crops rose most for the variant that lost on real
-  claims;
+- without them nothing is kept, unless ``gate.evidence`` names held-out pseudo-query sources (generated questions,
+  headings), which then decide by their nDCG@10, paired query by query, over at least ``min_items`` of them. The
+  held-out queries come from the documents the variant trained on, and from the same generator: on the man pages,
+  variants they showed a clear gain for lost on real questions, one of them clearly. They are reported either
+  way. Crops are never evidence: a crop is found by its own words, and on SciFact crops rose most for the variant
+  that lost on real claims;
 - either way, a clear gain is the bootstrap interval of the difference above ``min_gain`` and more items risen
   than fallen by a one-sided sign test at the interval's level (the bootstrap alone is lenient when only a few
   move). No clear gain, or too few held-out queries to tell, is "not kept";
@@ -141,7 +143,7 @@ def too_few_to_judge(
     ``pairs_report`` (the pairs' report: held-out chunks, all long enough to ask about, and how many the generator
     was asked for) narrows the advice to what can help this run: a larger ``--max-generated`` only
     where the budget left held-out chunks unasked, more held-out chunks where there are fewer than the gate needs."""
-    if gate.questions is not None:
+    if gate.questions is not None or not gate.evidence:  # no evidence: trained for a re-run with questions
         return None
     items = sum(source in gate.evidence for source in heldout_sources)
     if items >= gate.min_items:
@@ -174,13 +176,31 @@ def too_few_to_judge(
     return Verdict(False, [reason], _heldout_evidence(gate, items))
 
 
+NO_EVIDENCE = "none"
+"""``Verdict.evidence['signal']`` of a run with neither the user's questions nor held-out sources as evidence."""
+
+
 def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
     what = describe_sources(list(gate.evidence))
     ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
     evidence = _heldout_evidence(gate, len(ids))
     reasons = []
     clear = False
-    if not ids:
+    if not gate.evidence:
+        evidence = {
+            "signal": NO_EVIDENCE,
+            "metric": "mrr@10",
+            "items": 0,
+            "rule": "your questions decide (--questions FILE); held-out pseudo-queries only where gate.evidence "
+            "names their sources",
+            "real_questions_measured": False,
+        }
+        reasons.append(
+            "no questions of yours to judge the variant on, so it is not kept: the held-out queries below come "
+            "from your documents and the same generator as its training pairs, and variants they favoured lost on "
+            "real questions"
+        )
+    elif not ids:
         reasons.append(
             f"no held-out {what}: nothing to judge the variant on (crops are not evidence). Let the generator "
             "write questions (--generator, --max-generated), or give your own (--questions FILE)"

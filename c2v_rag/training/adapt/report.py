@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from c2v_rag.training.adapt.decision import NO_EVIDENCE
+
 
 class AdaptReport(BaseModel):
     start: str
@@ -86,6 +88,9 @@ class AdaptReport(BaseModel):
         verdict = (
             f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"
             if self.kept
+            else f"NOT KEPT: no questions of yours to judge the adapted variant on; keep using {self.start} "
+            f"(the candidate stays in {self.output}/candidate, to judge or try)"
+            if self.after and self.evidence.get("signal") == NO_EVIDENCE
             else f"NOT KEPT: the adapted variant did not pass the gate; keep using {self.start} "
             f"(the candidate stays in {self.output}/candidate for inspection)"
             if self.after
@@ -101,6 +106,12 @@ class AdaptReport(BaseModel):
         evidence = self.evidence
         if not evidence:
             return []
+        if evidence["signal"] == NO_EVIDENCE:
+            return [
+                "  To judge it: write questions a user of these documents would ask, each with the documents that "
+                "answer it (JSONL: docs/adapt.md, 'Gate on your own questions'), and re-run the same command with "
+                "--questions FILE: the pairs and the candidate are reused, and only the gate runs."
+            ]
         lines = [
             f"  Evidence: {evidence['signal']}, {evidence['metric']}, {evidence['items']} items; {evidence['rule']}."
         ]

@@ -318,6 +318,11 @@ def adapt(
     seconds: dict[str, float] = {}
     # Everything that can be checked is checked before the first document is read.
     _check_output(out, config.overwrite)
+    if config.gate.questions is None and not config.gate.evidence:
+        logger.warning(
+            "no --questions: adapt trains a candidate and reports its held-out scores, but keeps it only on your "
+            "own questions; re-run with --questions FILE and the same --out to judge it (the candidate is reused)"
+        )
     quantize = config.gate.quantize or default_quantize()
     try:
         gate_int8 = resolve_quantize(quantize, resolve_device(config.training.device)) != "none"
@@ -349,11 +354,11 @@ def adapt(
 
     clock = time.perf_counter()
     chunker = TokenChunker.for_variant(config.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
-    # Without the user's questions the gate judges on held-out queries alone: too few of them, and no variant could
-    # be kept, so the questions for training chunks are not worth the generator's minutes.
+    # Where held-out queries are the gate's evidence (gate.evidence, without the user's questions): too few of them,
+    # and no variant could be kept, so the questions for training chunks are not worth the generator's minutes.
     need = (
         None
-        if config.gate.questions is not None
+        if config.gate.questions is not None or not config.gate.evidence
         else HeldoutNeed(frozenset(config.gate.evidence), config.gate.min_items)
     )
     pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR, need=need)

@@ -40,13 +40,17 @@ def folder(tmp_path):
     return docs
 
 
+HELD_OUT = ["generated", "heading"]  # the gate's evidence where no questions are given, as a --config file sets it
+
+
 def config(general, **gate) -> AdaptConfig:
     """Settings for a small folder: a tiny gate that judges on a single held-out heading, unless ``gate`` says
-    otherwise (the default 30 would stop these runs before training: test_too_few_to_judge_stops_before_training)."""
+    otherwise (the default 30 would stop these runs before training: test_too_few_to_judge_stops_before_training).
+    The held-out queries are its evidence here; by default nothing is (test_without_questions_nothing_is_kept)."""
     return AdaptConfig(
         pairs=PseudoPairsConfig(generator="none", min_words=2, round_trip_k=None, holdout_fraction=0.25),
         training=AdaptTraining(steps=3, batch_size=4, precision="fp32", device="cpu"),
-        gate=AdaptGate(corpus_size=20, sts_limit=20, **{"min_items": 1, **gate}),
+        gate=AdaptGate(corpus_size=20, sts_limit=20, **{"min_items": 1, "evidence": HELD_OUT, **gate}),
         general_data=str(general),
     )
 
@@ -134,6 +138,34 @@ def test_rerun_reuses_the_pairs_and_the_trained_candidate(start, folder, general
     assert there.after == first.after and "training" in there.seconds
 
 
+def test_without_questions_nothing_is_kept_and_a_rerun_with_them_judges_the_candidate(
+    start, folder, general, tmp_path, caplog
+):
+    """By default the held-out pseudo-queries are reported, not evidence: a run without questions trains a
+    candidate, says so before any work, and keeps nothing, however the held-out queries moved; the same command with
+    --questions reuses its pairs and candidate and lets the questions decide."""
+    out = tmp_path / "adapted"
+    settings = config(general, min_gain=-1.0, sts_tolerance=1.0)
+    settings.gate = settings.gate.model_copy(update={"evidence": AdaptGate().evidence})
+    with caplog.at_level("WARNING", logger="c2v_rag"):
+        report = adapt(folder, out, config=settings, start=str(start))
+    assert "keeps it only on your own questions" in caplog.text
+    assert not report.kept and report.after and (out / "candidate" / "modules.json").is_file()
+    assert report.reasons[0].startswith("no questions of yours to judge the variant on")
+    # Every held-out source is reported with its scores (a gain of -1 would have kept on them).
+    assert any(r.startswith("held-out headings (") and "reported, not evidence" in r for r in report.reasons)
+    assert "re-run the same command with --questions FILE" in report.table()
+    assert "NOT KEPT: no questions of yours to judge the adapted variant on" in report.table()
+    assert report.evidence["signal"] == "none"
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"query": make_text(3, 1), "doc_ids": ["page3.md"]}) + "\n")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="c2v_rag"):
+        judged = adapt(folder, out, config=settings, start=str(start), questions=questions)
+    assert f"reusing the trained candidate in {out / 'candidate'}" in caplog.text and judged.pairs.get("reused")
+    assert judged.kept and judged.reasons[0].startswith("your 1 questions' MRR@10")
+
+
 def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
     out = tmp_path / "taken"
     out.mkdir()
@@ -156,7 +188,7 @@ def scores(per_query: dict[str, float], sts: float | None = 0.80, **extra) -> Ga
 
 
 def test_decide_needs_a_clear_gain_on_questions_and_headings_and_a_steady_sts():
-    gate = AdaptGate()
+    gate = AdaptGate(evidence=HELD_OUT)
     ids = [f"heldout-{i}" for i in range(40)]
     headings = dict.fromkeys(ids, "heading")
     before = scores(dict.fromkeys(ids, 0.5))
@@ -188,7 +220,11 @@ def test_decide_needs_a_clear_gain_on_questions_and_headings_and_a_steady_sts():
     few = {q: before.per_query[q] for q in ids[:10]}
     few_gained = {q: 1.0 for q in few}
     assert "too few to judge" in decide(scores(few), scores(few_gained), gate, headings).reasons[0]
-    assert decide(scores(few), scores(few_gained), AdaptGate(min_items=10), headings).kept
+    assert decide(scores(few), scores(few_gained), AdaptGate(min_items=10, evidence=HELD_OUT), headings).kept
+    # By default the held-out queries are reported, never evidence: the clearest gain is not kept.
+    unjudged = decide(before, gained, AdaptGate(), headings)
+    assert not unjudged.kept and unjudged.reasons[0].startswith("no questions of yours to judge the variant on")
+    assert unjudged.evidence["signal"] == "none" and not unjudged.evidence["real_questions_measured"]
 
 
 def test_cli_exit_codes(start, folder, general, tmp_path, capsys):
@@ -412,8 +448,10 @@ def test_too_few_to_judge_advises_what_can_help_this_run():
     older pairs folder) gets it all."""
     from c2v_rag.training.adapt.decision import too_few_to_judge
 
-    gate = AdaptGate()  # 30 items of generated questions and headings
+    gate = AdaptGate(evidence=HELD_OUT)  # 30 items of generated questions and headings
     sources = ["generated"] * 12 + ["crop"] * 40
+    # No evidence by default: nothing to count, so the candidate is trained for a re-run with questions.
+    assert too_few_to_judge(AdaptGate(), sources, {}) is None
 
     def advice(**report) -> str:
         verdict = too_few_to_judge(gate, sources, report)

@@ -65,7 +65,9 @@ def test_the_gate_refuses_a_variant_trained_on_shuffled_pairs(general, tmp_path)
         training=AdaptTraining(steps=20, batch_size=8, lr=1e-3, general_share=0, precision="fp32", device="cpu"),
         # The STS check cannot refuse it: the verdict is the evidence's alone. About 20 headings are held out (as
         # the guides stand); a floor of 10 keeps the verdict on the interval when they are edited.
-        gate=AdaptGate(corpus_size=60, sts_limit=10, sts_tolerance=1.0, min_items=10),
+        gate=AdaptGate(
+            corpus_size=60, sts_limit=10, sts_tolerance=1.0, min_items=10, evidence=["generated", "heading"]
+        ),
         general_data=str(general),
     )
     out = tmp_path / "adapted"
