@@ -283,7 +283,8 @@ def adapt(
     ``start`` (the variant to adapt, default the preset), ``generator`` (``local``, ``openai`` or ``none``)
     with ``generator_url`` and ``generator_model`` for ``openai``, ``steps``, ``general_data`` (a folder with
     STS-B; see :mod:`~c2v_rag.training.adapt.general_data`), ``questions`` (a JSONL file of your own questions
-    for the gate: :mod:`~c2v_rag.training.adapt.questions`), ``exclude`` (glob patterns of a folder's files and
+    for the gate, which keeps a variant only on them unless ``config.gate.evidence`` names held-out sources:
+    :mod:`~c2v_rag.training.adapt.questions`), ``exclude`` (glob patterns of a folder's files and
     subfolders to leave out, as ingest's), ``text_suffixes`` (more suffixes read as plain text, as ingest's),
     ``overwrite``.
     """
