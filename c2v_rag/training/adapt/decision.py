@@ -102,8 +102,9 @@ def _on_questions(before: GateScores, after: GateScores, gate: AdaptGate) -> Ver
     clear, verdict = _clear_gain(difference, gate)
     chunks = int(after.questions.get("chunks", 0))
     among = f", searched among {chunks:,} chunks," if chunks else ""
+    whose = "question's" if len(ids) == 1 else "questions'"
     reason = (
-        f"your {len(ids)} questions' MRR@10{among} {difference.before:.4f} -> {difference.after:.4f} "
+        f"your {len(ids)} {whose} MRR@10{among} {difference.before:.4f} -> {difference.after:.4f} "
         f"({difference.describe()}): {verdict}"
     )
     evidence = {

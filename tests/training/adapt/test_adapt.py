@@ -163,7 +163,7 @@ def test_without_questions_nothing_is_kept_and_a_rerun_with_them_judges_the_cand
     with caplog.at_level("INFO", logger="c2v_rag"):
         judged = adapt(folder, out, config=settings, start=str(start), questions=questions)
     assert f"reusing the trained candidate in {out / 'candidate'}" in caplog.text and judged.pairs.get("reused")
-    assert judged.kept and judged.reasons[0].startswith("your 1 questions' MRR@10")
+    assert judged.kept and judged.reasons[0].startswith("your 1 question's MRR@10")
 
 
 def test_bad_setup_fails_before_any_work(start, folder, general, tmp_path):
