@@ -115,6 +115,11 @@ class AdaptGate(BaseModel):
         "(c2v_rag.training.adapt.questions)",
     )
 
+    @property
+    def heldout_decides(self) -> bool:
+        """Whether the held-out pseudo-queries decide: ``evidence`` names their sources and no ``questions`` do."""
+        return self.questions is None and bool(self.evidence)
+
 
 class AdaptConfig(FileSelection):
     """Everything ``adapt`` does, as configuration (``c2v-rag adapt --config FILE`` reads it from YAML)."""

@@ -144,7 +144,7 @@ def too_few_to_judge(
     ``pairs_report`` (the pairs' report: held-out chunks, all long enough to ask about, and how many the generator
     was asked for) narrows the advice to what can help this run: a larger ``--max-generated`` only
     where the budget left held-out chunks unasked, more held-out chunks where there are fewer than the gate needs."""
-    if gate.questions is not None or not gate.evidence:  # no evidence: trained for a re-run with questions
+    if not gate.heldout_decides:  # the user's questions decide, or nothing does (trained for a re-run with them)
         return None
     items = sum(source in gate.evidence for source in heldout_sources)
     if items >= gate.min_items:
@@ -181,34 +181,37 @@ NO_EVIDENCE = "none"
 """``Verdict.evidence['signal']`` of a run with neither the user's questions nor held-out sources as evidence."""
 
 
+_NOTHING_DECIDES = {
+    "signal": NO_EVIDENCE,
+    "metric": "mrr@10",
+    "items": 0,
+    "rule": "your questions decide (--questions FILE); held-out pseudo-queries only where gate.evidence names their "
+    "sources",
+    "real_questions_measured": False,
+}
+
+
 def _on_heldout(before: GateScores, after: GateScores, gate: AdaptGate, sources: dict[str, str]) -> Verdict:
     what = describe_sources(list(gate.evidence))
     ids = sorted(q for q in before.per_query if sources.get(q) in gate.evidence)
-    evidence = _heldout_evidence(gate, len(ids))
     reasons = []
     clear = False
     if not gate.evidence:
-        evidence = {
-            "signal": NO_EVIDENCE,
-            "metric": "mrr@10",
-            "items": 0,
-            "rule": "your questions decide (--questions FILE); held-out pseudo-queries only where gate.evidence "
-            "names their sources",
-            "real_questions_measured": False,
-        }
+        evidence = dict(_NOTHING_DECIDES)
         reasons.append(
             "no questions of yours to judge the variant on, so it is not kept: the held-out queries below come "
             "from your documents and the same generator as its training pairs, and variants they favoured lost on "
             "real questions"
         )
     elif not ids:
+        evidence = _heldout_evidence(gate, 0)
         reasons.append(
             f"no held-out {what}: nothing to judge the variant on (crops are not evidence). Let the generator "
             "write questions (--generator, --max-generated), or give your own (--questions FILE)"
         )
     else:
         difference = _paired(before.per_query, after.per_query, ids, gate)
-        evidence["difference"] = difference.as_dict()
+        evidence = {**_heldout_evidence(gate, len(ids)), "difference": difference.as_dict()}
         clear, verdict = _clear_gain(difference, gate)
         if len(ids) < gate.min_items:
             clear, verdict = False, f"too few to judge (the gate needs {gate.min_items})"

@@ -85,20 +85,24 @@ class AdaptReport(BaseModel):
             as_ingest = self.settings.get("gate", {}).get("quantize") is None
             lines.append(f"  the gate embedded in {kind}" + (", as ingest does here" if as_ingest else ""))
         lines.extend(f"  {reason}" for reason in self.reasons)
-        verdict = (
-            f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"
-            if self.kept
-            else f"NOT KEPT: no questions of yours to judge the adapted variant on; keep using {self.start} "
-            f"(the candidate stays in {self.output}/candidate, to judge or try)"
-            if self.after and self.evidence.get("signal") == NO_EVIDENCE
-            else f"NOT KEPT: the adapted variant did not pass the gate; keep using {self.start} "
-            f"(the candidate stays in {self.output}/candidate for inspection)"
-            if self.after
-            else f"NOT KEPT: no variant was trained; keep using {self.start}"
-        )
-        lines.append(verdict)
+        lines.append(self._verdict_line())
         lines.extend(self.evidence_lines())
         return "\n".join(lines)
+
+    def _verdict_line(self) -> str:
+        if self.kept:
+            return f"KEPT: the adapted variant is in {self.output}; use it with --model {self.output}"
+        if not self.after:
+            return f"NOT KEPT: no variant was trained; keep using {self.start}"
+        if self.evidence.get("signal") == NO_EVIDENCE:
+            return (
+                f"NOT KEPT: no questions of yours to judge the adapted variant on; keep using {self.start} "
+                f"(the candidate stays in {self.output}/candidate, to judge or try)"
+            )
+        return (
+            f"NOT KEPT: the adapted variant did not pass the gate; keep using {self.start} "
+            f"(the candidate stays in {self.output}/candidate for inspection)"
+        )
 
     def evidence_lines(self) -> list[str]:
         """What the verdict rests on: the signal, its items and the rule (the reasons give its effect and interval);

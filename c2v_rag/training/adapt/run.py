@@ -357,11 +357,7 @@ def adapt(
     chunker = TokenChunker.for_variant(config.start, config.pairs.chunk_size, config.pairs.chunk_overlap)
     # Where held-out queries are the gate's evidence (gate.evidence, without the user's questions): too few of them,
     # and no variant could be kept, so the questions for training chunks are not worth the generator's minutes.
-    need = (
-        None
-        if config.gate.questions is not None or not config.gate.evidence
-        else HeldoutNeed(frozenset(config.gate.evidence), config.gate.min_items)
-    )
+    need = HeldoutNeed(frozenset(config.gate.evidence), config.gate.min_items) if config.gate.heldout_decides else None
     pairs = make_pairs(documents, chunker, config.pairs, out / PAIRS_DIR, need=need)
     seconds["pairs"] = time.perf_counter() - clock
     recipe = train_config(config, documents, out, general, task, train_pairs=len(pairs.train))

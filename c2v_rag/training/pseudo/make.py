@@ -73,19 +73,21 @@ def read_documents(
         disable=not show_progress,
         **unsized_terminal(sys.stderr),
     ) as bar:
+        done = 0  # documents handed on
 
-        def show(inputs: int, share_of_next: float = 0.0, count: int | None = None) -> None:
-            bar.count = inputs if count is None else count
+        def show(inputs: int, share_of_next: float = 0.0) -> None:
+            bar.count = done if one_file else inputs
             bar.update(size.position(inputs + share_of_next) - bar.n)
 
-        for done, document in enumerate(opened, start=1):
+        for document in opened:
             yield document  # what the caller does with it (chunking) is on the bar's clock too
+            done += 1
             if size.unit == "file":  # within a file of many documents (JSONL, Parquet, an archive), as ingest's bar
-                show(log.files_done, log.document_span[1], done if one_file else None)
+                show(log.files_done, log.document_span[1])
             else:
                 show(done)
         if size.unit == "file":
-            show(log.files_done, count=bar.count if one_file else None)
+            show(log.files_done)
     if log.not_read:
         logger.warning("%s; --text-suffix SUFFIX reads a suffix as plain text", not_read_words(log.not_read))
 
